@@ -1,0 +1,253 @@
+//! Pool difficulty: how many times harder than the difficulty-1 target a share target is.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::target::Target;
+use crate::u256::U256;
+
+/// A share or network difficulty, relative to [`Target::DIFFICULTY_1`].
+///
+/// Fractional values are normal: the lab runs at scaled-down targets and small devices need
+/// difficulties below 1. The smallest is 2^-32, the last whose target still fits 256 bits.
+#[derive(Clone, Copy, PartialEq, PartialOrd, Debug, serde::Serialize)]
+#[serde(transparent)]
+pub struct Difficulty(f64);
+
+#[derive(Clone, Copy, PartialEq, Debug, thiserror::Error)]
+pub enum DifficultyError {
+    #[error("difficulty {0} is not a finite positive number")]
+    NotPositive(f64),
+    #[error("difficulty {0} is below the minimum 2^-32 (its target would not fit 256 bits)")]
+    BelowMinimum(f64),
+}
+
+impl Difficulty {
+    /// 2^-32: `DIFFICULTY_1 * 2^32` is the largest multiple of the difficulty-1 target by a power
+    /// of two that fits 256 bits.
+    pub const MIN: Difficulty = Difficulty(1.0 / 4_294_967_296.0);
+    pub const ONE: Difficulty = Difficulty(1.0);
+
+    pub fn new(d: f64) -> Result<Self, DifficultyError> {
+        if !d.is_finite() || d <= 0.0 {
+            return Err(DifficultyError::NotPositive(d));
+        }
+        if d < Self::MIN.0 {
+            return Err(DifficultyError::BelowMinimum(d));
+        }
+        Ok(Difficulty(d))
+    }
+
+    /// Clamps into the valid range instead of failing (for computed values such as vardiff's).
+    pub fn saturating(d: f64) -> Self {
+        if d.is_nan() || d < Self::MIN.0 {
+            Self::MIN
+        } else {
+            Difficulty(d)
+        }
+    }
+
+    pub const fn as_f64(self) -> f64 {
+        self.0
+    }
+
+    /// The target of this difficulty: `floor(DIFFICULTY_1 / d)`, computed exactly from the f64's
+    /// binary value, so the same difficulty always gives the same target on every platform.
+    pub fn to_target(self) -> Target {
+        let d = self.0;
+        if d.is_infinite() {
+            return Target::ZERO;
+        }
+        // d = m * 2^e with m a 53-bit integer.
+        let bits = d.to_bits();
+        let raw_exp = ((bits >> 52) & 0x7ff) as i32;
+        let frac = bits & ((1u64 << 52) - 1);
+        let (mut m, mut e) = if raw_exp == 0 {
+            (frac, -1074)
+        } else {
+            (frac | 1 << 52, raw_exp - 1075)
+        };
+        let tz = m.trailing_zeros();
+        m >>= tz;
+        e += tz as i32;
+        // DIFFICULTY_1 = 0xffff * 2^208, so the target is floor(0xffff * 2^(208 - e) / m).
+        let k = 208 - e;
+        if k < 0 {
+            // floor(floor(a / 2^j) / m) == floor(a / (2^j * m)) for positive integers.
+            return Target::from_u256(U256::from_u64(0xffff).shr((-k) as u32).div_u64(m));
+        }
+        // The numerator 0xffff * 2^k may exceed 256 bits even though the quotient does not (it is
+        // at most DIFFICULTY_1 * 2^32), so divide bit by bit with a remainder below m.
+        let mut q = U256::ZERO;
+        let mut rem: u128 = 0;
+        for i in (0..16 + k as u32).rev() {
+            let bit = if i >= k as u32 {
+                (0xffffu64 >> (i - k as u32)) & 1
+            } else {
+                0
+            };
+            rem = rem << 1 | bit as u128;
+            if q.bits() == 256 {
+                // Below D1 / MAX (just under 2^-32) the quotient no longer fits: every hash meets it.
+                return Target::MAX;
+            }
+            q = q.shl(1);
+            if rem >= m as u128 {
+                rem -= m as u128;
+                q.0[0] |= 1;
+            }
+        }
+        Target::from_u256(q)
+    }
+
+    /// The difficulty of a target (`DIFFICULTY_1 / target`), infinite for the zero target.
+    pub fn from_target(t: Target) -> Self {
+        Difficulty(Target::DIFFICULTY_1.as_u256().to_f64() / t.as_u256().to_f64())
+    }
+}
+
+impl fmt::Display for Difficulty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl FromStr for Difficulty {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let d: f64 = s
+            .trim()
+            .parse()
+            .map_err(|e| format!("difficulty {s:?}: {e}"))?;
+        Difficulty::new(d).map_err(|e| e.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Difficulty {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = f64::deserialize(d)?;
+        Difficulty::new(v).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_is_the_difficulty_1_target() {
+        assert_eq!(Difficulty::ONE.to_target(), Target::DIFFICULTY_1);
+        assert_eq!(
+            Difficulty::from_target(Target::DIFFICULTY_1),
+            Difficulty::ONE
+        );
+    }
+
+    #[test]
+    fn powers_of_two_are_exact_shifts() {
+        let d1 = Target::DIFFICULTY_1.as_u256();
+        for s in 0..32u32 {
+            let up = Difficulty::new(2f64.powi(s as i32)).unwrap();
+            assert_eq!(up.to_target().as_u256(), d1.shr(s), "2^{s}");
+            let down = Difficulty::new(2f64.powi(-(s as i32))).unwrap();
+            assert_eq!(down.to_target().as_u256(), d1.shl(s), "2^-{s}");
+        }
+    }
+
+    #[test]
+    fn minimum_difficulty_target_fits_exactly() {
+        let t = Difficulty::MIN.to_target();
+        assert_eq!(t.as_u256(), Target::DIFFICULTY_1.as_u256().shl(32));
+        assert_eq!(
+            t.to_string(),
+            "ffff000000000000000000000000000000000000000000000000000000000000"
+        );
+        assert_eq!(Difficulty::from_target(t), Difficulty::MIN);
+        assert!(matches!(
+            Difficulty::new(2f64.powi(-33)),
+            Err(DifficultyError::BelowMinimum(_))
+        ));
+    }
+
+    #[test]
+    fn invalid_values_are_refused() {
+        for d in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(Difficulty::new(d).is_err(), "{d}");
+        }
+        assert!("abc".parse::<Difficulty>().is_err());
+        assert!("0".parse::<Difficulty>().is_err());
+        assert_eq!("0.001".parse::<Difficulty>().unwrap().as_f64(), 0.001);
+        assert_eq!(Difficulty::saturating(f64::NAN), Difficulty::MIN);
+        assert_eq!(Difficulty::saturating(0.0), Difficulty::MIN);
+    }
+
+    #[test]
+    fn non_power_of_two_is_floor_of_exact_quotient() {
+        // Check floor(D1 / d) by its defining inequalities: t * d <= D1 < (t + 1) * d, in integers,
+        // for d = 3 (integer) and d = 1.5 = 3 / 2.
+        let d1 = Target::DIFFICULTY_1.as_u256();
+        let t = Difficulty::new(3.0).unwrap().to_target().as_u256();
+        assert!(t.checked_mul_u64(3).unwrap() <= d1);
+        assert!(
+            t.checked_add(U256::ONE)
+                .unwrap()
+                .checked_mul_u64(3)
+                .unwrap()
+                > d1
+        );
+        let t = Difficulty::new(1.5).unwrap().to_target().as_u256();
+        let d1x2 = d1.shl(1);
+        assert!(t.checked_mul_u64(3).unwrap() <= d1x2);
+        assert!(
+            t.checked_add(U256::ONE)
+                .unwrap()
+                .checked_mul_u64(3)
+                .unwrap()
+                > d1x2
+        );
+    }
+
+    #[test]
+    fn round_trip_is_close_over_the_whole_range() {
+        for d in [
+            Difficulty::MIN.as_f64(),
+            1e-9,
+            0.000123,
+            0.5,
+            0.7,
+            1.0,
+            3.0,
+            1024.5,
+            65536.0,
+            1e6,
+            1e12,
+            1.2e14,
+        ] {
+            let back = Difficulty::from_target(Difficulty::new(d).unwrap().to_target()).as_f64();
+            assert!(((back - d) / d).abs() < 1e-12, "{d} -> {back}");
+        }
+    }
+
+    #[test]
+    fn easiest_possible_target_saturates() {
+        let d = Difficulty::from_target(Target::MAX);
+        assert!(d < Difficulty::MIN);
+        assert_eq!(d.to_target(), Target::MAX);
+    }
+
+    #[test]
+    fn huge_difficulty_gives_tiny_target() {
+        // Above DIFFICULTY_1 itself the target is zero.
+        let t = Difficulty::new(2f64.powi(230)).unwrap().to_target();
+        assert!(t.is_zero());
+        assert!(Difficulty::from_target(Target::ZERO).as_f64().is_infinite());
+    }
+
+    #[test]
+    fn mainnet_network_difficulty_from_bits() {
+        // Block 100000: nBits 0x1b04864c, difficulty 14484.162361225399 (as Core reports it).
+        let t = Target::from_compact(crate::CompactTarget(0x1b04864c)).unwrap();
+        let d = Difficulty::from_target(t).as_f64();
+        assert!((d - 14484.162361225399).abs() < 1e-9, "{d}");
+    }
+}

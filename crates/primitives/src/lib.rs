@@ -1,0 +1,29 @@
+//! Mining math without I/O: the units (compact bits, target, difficulty, work, hash rate), the
+//! coinbase and its extranonce split, merkle branches, the block header, and share checks in
+//! the Stratum V1 and Stratum V2 forms.
+//!
+//! Byte order convention: hashes are kept in internal order (as SHA-256d outputs them and as
+//! headers contain them); `Display` prints them reversed, as RPC and explorers do.
+
+pub mod coinbase;
+pub mod difficulty;
+pub mod hash;
+pub mod header;
+pub mod merkle;
+pub mod share;
+pub mod target;
+pub mod u256;
+pub mod work;
+
+pub use coinbase::{CoinbaseInfo, CoinbaseParts, CoinbaseSpec, Payout};
+pub use difficulty::Difficulty;
+pub use hash::{sha256d, Hash256, HeaderMidstate};
+pub use header::Header;
+pub use merkle::{coinbase_merkle_branch, merkle_root, merkle_root_from_branch, merkle_step};
+pub use share::{ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share};
+pub use target::{CompactTarget, Target};
+pub use u256::U256;
+pub use work::{HashRate, Work};
+
+/// Re-exported so that every crate uses the one `bitcoin` version the workspace pins.
+pub use bitcoin;

@@ -1,0 +1,233 @@
+//! Share checks: rebuild the header a miner hashed from a job and its submission, hash it, and
+//! compare against the share target and the network target.
+//!
+//! Three forms, one per way a job reaches a miner:
+//! - SV1 `mining.notify` + `mining.submit`: coinbase halves, two extranonces, merkle branch.
+//! - SV2 standard channel: the pool already fixed the merkle root (header-only mining).
+//! - SV2 extended channel: coinbase prefix/suffix, channel extranonce prefix + miner extranonce.
+
+use crate::hash::{sha256d_header, sha256d_parts, Hash256};
+use crate::header::Header;
+use crate::merkle::merkle_root_from_branch;
+use crate::target::{CompactError, CompactTarget, Target};
+
+/// BIP310/BIP320: the version a miner hashed is the job's version with the bits under the
+/// negotiated mask replaced by the miner's.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("version bits {bits:08x} fall outside the negotiated mask {mask:08x}")]
+pub struct VersionBitsError {
+    pub bits: u32,
+    pub mask: u32,
+}
+
+/// SV1 form: `version_bits` as `mining.submit` sends them (only bits inside `mask` may be set).
+#[inline]
+pub fn rolled_version(
+    job_version: u32,
+    version_bits: u32,
+    mask: u32,
+) -> Result<u32, VersionBitsError> {
+    if version_bits & !mask != 0 {
+        return Err(VersionBitsError {
+            bits: version_bits,
+            mask,
+        });
+    }
+    Ok((job_version & !mask) | (version_bits & mask))
+}
+
+/// SV2 form: the full version the miner submitted, which may differ from the job's only under
+/// `mask`.
+#[inline]
+pub fn check_full_version(
+    job_version: u32,
+    version: u32,
+    mask: u32,
+) -> Result<u32, VersionBitsError> {
+    let changed = job_version ^ version;
+    if changed & !mask != 0 {
+        return Err(VersionBitsError {
+            bits: changed,
+            mask,
+        });
+    }
+    Ok(version)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ShareError {
+    #[error(transparent)]
+    VersionBits(#[from] VersionBitsError),
+    #[error("job's nBits: {0}")]
+    Bits(#[from] CompactError),
+}
+
+/// The outcome of hashing one share.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ShareCheck {
+    pub header: Header,
+    pub hash: Hash256,
+    pub meets_share_target: bool,
+    /// Meets the job's `nBits`: this share is a block.
+    pub meets_network_target: bool,
+}
+
+impl ShareCheck {
+    #[inline]
+    fn of(header: Header, share_target: &Target) -> Result<Self, ShareError> {
+        let network = Target::from_compact(header.bits)?;
+        let hash = sha256d_header(&header.to_bytes());
+        Ok(ShareCheck {
+            header,
+            hash,
+            meets_share_target: share_target.is_met_by(&hash.0),
+            meets_network_target: network.is_met_by(&hash.0),
+        })
+    }
+}
+
+/// The header fields a job fixes, whatever its form.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct JobHeader {
+    pub version: u32,
+    pub prev_hash: Hash256,
+    pub bits: CompactTarget,
+}
+
+/// What the miner chose: time, nonce and (for version rolling) the version field.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MinerChoice {
+    pub ntime: u32,
+    pub nonce: u32,
+    /// SV1: the submitted `version_bits` (or `None` without version rolling). SV2: the full
+    /// submitted version.
+    pub version: Option<u32>,
+    pub version_mask: u32,
+}
+
+/// An SV1 share: `mining.notify` fields plus `mining.submit` fields.
+#[derive(Clone, Copy, Debug)]
+pub struct Sv1Share<'a> {
+    pub job: JobHeader,
+    pub coinb1: &'a [u8],
+    pub extranonce1: &'a [u8],
+    pub extranonce2: &'a [u8],
+    pub coinb2: &'a [u8],
+    pub merkle_branch: &'a [Hash256],
+    pub miner: MinerChoice,
+}
+
+impl Sv1Share<'_> {
+    pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
+        let version = match self.miner.version {
+            Some(bits) => rolled_version(self.job.version, bits, self.miner.version_mask)?,
+            None => self.job.version,
+        };
+        let txid = sha256d_parts(&[self.coinb1, self.extranonce1, self.extranonce2, self.coinb2]);
+        let header = Header {
+            version,
+            prev_hash: self.job.prev_hash,
+            merkle_root: merkle_root_from_branch(txid, self.merkle_branch),
+            time: self.miner.ntime,
+            bits: self.job.bits,
+            nonce: self.miner.nonce,
+        };
+        ShareCheck::of(header, share_target)
+    }
+}
+
+/// An SV2 standard-channel share: the job carries the merkle root.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardShare {
+    pub job: JobHeader,
+    pub merkle_root: Hash256,
+    pub miner: MinerChoice,
+}
+
+impl StandardShare {
+    pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
+        let version = sv2_version(&self.job, &self.miner)?;
+        let header = Header {
+            version,
+            prev_hash: self.job.prev_hash,
+            merkle_root: self.merkle_root,
+            time: self.miner.ntime,
+            bits: self.job.bits,
+            nonce: self.miner.nonce,
+        };
+        ShareCheck::of(header, share_target)
+    }
+}
+
+/// An SV2 extended-channel share.
+#[derive(Clone, Copy, Debug)]
+pub struct ExtendedShare<'a> {
+    pub job: JobHeader,
+    pub coinbase_prefix: &'a [u8],
+    pub extranonce_prefix: &'a [u8],
+    pub extranonce: &'a [u8],
+    pub coinbase_suffix: &'a [u8],
+    pub merkle_path: &'a [Hash256],
+    pub miner: MinerChoice,
+}
+
+impl ExtendedShare<'_> {
+    pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
+        let version = sv2_version(&self.job, &self.miner)?;
+        let txid = sha256d_parts(&[
+            self.coinbase_prefix,
+            self.extranonce_prefix,
+            self.extranonce,
+            self.coinbase_suffix,
+        ]);
+        let header = Header {
+            version,
+            prev_hash: self.job.prev_hash,
+            merkle_root: merkle_root_from_branch(txid, self.merkle_path),
+            time: self.miner.ntime,
+            bits: self.job.bits,
+            nonce: self.miner.nonce,
+        };
+        ShareCheck::of(header, share_target)
+    }
+}
+
+fn sv2_version(job: &JobHeader, miner: &MinerChoice) -> Result<u32, VersionBitsError> {
+    match miner.version {
+        Some(v) => check_full_version(job.version, v, miner.version_mask),
+        None => Ok(job.version),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bip310_version_rolling() {
+        let mask = 0x1fff_e000;
+        assert_eq!(
+            rolled_version(0x2000_0000, 0x0000_2000, mask),
+            Ok(0x2000_2000)
+        );
+        // Bits under the mask in the job version are replaced, not OR-ed.
+        assert_eq!(
+            rolled_version(0x2000_4000, 0x0000_2000, mask),
+            Ok(0x2000_2000)
+        );
+        assert_eq!(
+            rolled_version(0x2000_0000, 0x0000_1000, mask),
+            Err(VersionBitsError {
+                bits: 0x0000_1000,
+                mask
+            })
+        );
+        assert_eq!(rolled_version(0x2000_0000, 0, 0), Ok(0x2000_0000));
+        assert!(rolled_version(0x2000_0000, 0x2000, 0).is_err());
+        assert_eq!(
+            check_full_version(0x2000_0000, 0x2000_e000, mask),
+            Ok(0x2000_e000)
+        );
+        assert!(check_full_version(0x2000_0000, 0x2000_0001, mask).is_err());
+    }
+}
