@@ -290,6 +290,9 @@ pub fn witness_commitment_script(commitment: Hash256) -> Vec<u8> {
 /// What a coinbase says about its block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CoinbaseInfo {
+    /// The number the scriptSig starts with. Only blocks of version 2 and later (BIP34) promise
+    /// it is the height: older coinbases often start with other pushes (genesis and block 100000
+    /// push their nBits), which read as a number too.
     pub height: Option<u32>,
     pub value_out: Amount,
     /// From the last output that carries one, as BIP141 specifies.

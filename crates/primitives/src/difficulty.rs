@@ -1,6 +1,7 @@
 //! Pool difficulty: how many times harder than the difficulty-1 target a share target is.
 
 use std::fmt;
+use std::ops::{Shl, Shr};
 use std::str::FromStr;
 
 use crate::target::Target;

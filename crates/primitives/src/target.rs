@@ -1,6 +1,7 @@
 //! Targets: the 256-bit threshold a header hash must not exceed, and its compact `nBits` form.
 
 use std::fmt;
+use std::ops::{Shl, Shr};
 
 use crate::u256::U256;
 use crate::work::Work;

@@ -4,6 +4,7 @@
 //! for hashes compared as numbers, so a header hash converts without shuffling words.
 
 use std::cmp::Ordering;
+use std::ops::{Shl, Shr};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
 pub struct U256(pub [u64; 4]);
@@ -73,7 +74,7 @@ impl U256 {
     }
 
     /// Shift left; bits shifted past 256 are lost.
-    pub fn shl(self, n: u32) -> Self {
+    fn shift_left(self, n: u32) -> Self {
         if n >= 256 {
             return Self::ZERO;
         }
@@ -89,7 +90,7 @@ impl U256 {
         U256(r)
     }
 
-    pub fn shr(self, n: u32) -> Self {
+    fn shift_right(self, n: u32) -> Self {
         if n >= 256 {
             return Self::ZERO;
         }
@@ -133,10 +134,6 @@ impl U256 {
         U256(r)
     }
 
-    pub fn not(self) -> Self {
-        U256([!self.0[0], !self.0[1], !self.0[2], !self.0[3]])
-    }
-
     /// Multiplication by a u64; `None` on overflow.
     pub fn checked_mul_u64(self, m: u64) -> Option<Self> {
         let mut r = [0u64; 4];
@@ -163,7 +160,7 @@ impl U256 {
     }
 
     /// Long division rounding down. Not for hot paths (bit by bit).
-    pub fn div(self, d: Self) -> Self {
+    fn long_div(self, d: Self) -> Self {
         assert!(!d.is_zero(), "division by zero");
         if d.0[1..] == [0, 0, 0] {
             return self.div_u64(d.0[0]);
@@ -203,6 +200,34 @@ impl U256 {
     }
 }
 
+impl std::ops::Shl<u32> for U256 {
+    type Output = U256;
+    fn shl(self, n: u32) -> U256 {
+        self.shift_left(n)
+    }
+}
+
+impl std::ops::Shr<u32> for U256 {
+    type Output = U256;
+    fn shr(self, n: u32) -> U256 {
+        self.shift_right(n)
+    }
+}
+
+impl std::ops::Div for U256 {
+    type Output = U256;
+    fn div(self, d: U256) -> U256 {
+        self.long_div(d)
+    }
+}
+
+impl std::ops::Not for U256 {
+    type Output = U256;
+    fn not(self) -> U256 {
+        U256([!self.0[0], !self.0[1], !self.0[2], !self.0[3]])
+    }
+}
+
 impl Ord for U256 {
     fn cmp(&self, o: &Self) -> Ordering {
         for i in (0..4).rev() {
@@ -224,6 +249,7 @@ impl PartialOrd for U256 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ops::Div;
 
     #[test]
     fn shifts_round_trip_and_cross_limbs() {

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Add;
+use std::ops::{Div, Not};
 use std::str::FromStr;
 use std::time::Duration;
 
