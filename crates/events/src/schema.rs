@@ -1,0 +1,479 @@
+//! The event schema: what each role records, field by field.
+//!
+//! Identifiers are the emitting process's own: `conn` and `device` ids are numbers a process
+//! assigns (unique within its file), `template_id`s are the job source's. The lab joins files on
+//! what both sides of a wire see (job ids with channel, prev hashes, fingerprints, nonces, socket
+//! addresses and labels), never on another process's private numbering.
+
+use std::net::SocketAddr;
+
+use primitives::{Difficulty, Hash256, Target};
+use serde::ser::SerializeStruct;
+use serde::Serialize;
+
+use crate::clock;
+use crate::fingerprint::Fingerprint;
+use crate::job_id::JobId;
+use crate::json;
+use crate::short_str::ShortStr;
+use crate::verdict::Verdict;
+
+/// Bumped when a reader of the previous major could misread a file.
+pub const SCHEMA_MAJOR: u16 = 1;
+/// Bumped when kinds or trailing fields are added: older readers skip what they do not know.
+pub const SCHEMA_MINOR: u16 = 0;
+
+/// One timestamped event.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+pub struct Event {
+    /// CLOCK_MONOTONIC nanoseconds ([`crate::now_ns`]).
+    pub ts_ns: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What a file says about the process that wrote it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct Header {
+    pub schema_major: u16,
+    pub schema_minor: u16,
+    /// The emitting role: "simnet", "pool", "fleet", "tap", "translator", "jdc", ...
+    pub role: ShortStr,
+    /// The lab configuration the process serves ("sv1", "D", ...); empty outside the lab.
+    pub config: ShortStr,
+    pub pid: u32,
+    /// Wall clock (ns since the Unix epoch) at the instant `monotonic_ns` was read.
+    pub realtime_ns: u64,
+    pub monotonic_ns: u64,
+}
+
+impl Header {
+    /// A header for the current process, anchored to the wall clock now.
+    pub fn new(role: &str, config: &str) -> Self {
+        let (realtime_ns, monotonic_ns) = clock::wall_anchor();
+        Header {
+            schema_major: SCHEMA_MAJOR,
+            schema_minor: SCHEMA_MINOR,
+            role: ShortStr::new(role),
+            config: ShortStr::new(config),
+            pid: std::process::id(),
+            realtime_ns,
+            monotonic_ns,
+        }
+    }
+
+    /// The wall-clock time (ns since the Unix epoch) of a monotonic timestamp from this file.
+    pub fn wall_ns(&self, ts_ns: u64) -> u64 {
+        let offset = ts_ns as i128 - self.monotonic_ns as i128;
+        (self.realtime_ns as i128 + offset).clamp(0, u64::MAX as i128) as u64
+    }
+}
+
+/// Every kind of event. Each variant holds a struct of the same name; `From` lets callers write
+/// `sink.emit(ShareSent { .. })`.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    TemplateCreated(TemplateCreated),
+    TipChanged(TipChanged),
+    JobSent(JobSent),
+    JobReceived(JobReceived),
+    JobActivated(JobActivated),
+    TargetChanged(TargetChanged),
+    ShareSent(ShareSent),
+    ShareResult(ShareResult),
+    BlockSubmitted(BlockSubmitted),
+    BlockResult(BlockResult),
+    LinkBytes(LinkBytes),
+    LinkRtt(LinkRtt),
+    ConnectionOpened(ConnectionOpened),
+    ConnectionClosed(ConnectionClosed),
+    HashesDone(HashesDone),
+    Mark(Mark),
+}
+
+/// A node made a template available: the first moment a `getblocktemplate` call could return it,
+/// or the moment `NewTemplate` was sent. Job sources that build their own templates (a pool
+/// reading a node, a JDC) may emit it too, with their own `node` name.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct TemplateCreated {
+    /// Short name of the node or role that made it ("pool", "farm", ...).
+    pub node: ShortStr,
+    pub template_id: u64,
+    pub height: u32,
+    #[serde(serialize_with = "json::hash")]
+    pub prev_hash: Hash256,
+    /// Subsidy plus fees: what the coinbase may pay out.
+    pub value_sats: u64,
+    pub fees_sats: u64,
+    /// Transactions other than the coinbase.
+    pub tx_count: u32,
+    pub fingerprint: Fingerprint,
+    /// An SV2 future template, announced before its prev hash is the tip.
+    pub future: bool,
+}
+
+/// Where a node's new tip came from.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TipSource {
+    /// A block from the rest of the network (in simnet, its Poisson block arrivals).
+    Network,
+    /// A block submitted to this node by the lab's own miners.
+    Submitted,
+}
+
+/// A node's tip changed. simnet records when the network's new tip exists (`node` "network") and
+/// when each node endpoint learns it, so relay delay between nodes is visible.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct TipChanged {
+    pub node: ShortStr,
+    #[serde(serialize_with = "json::hash")]
+    pub hash: Hash256,
+    pub height: u32,
+    #[serde(serialize_with = "json::hash")]
+    pub prev_hash: Hash256,
+    pub source: TipSource,
+}
+
+/// A job source sent a job on a connection (SV1 `mining.notify`, SV2 `NewMiningJob` /
+/// `NewExtendedMiningJob`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct JobSent {
+    pub conn: u64,
+    /// SV2 channel id; `None` for SV1.
+    pub channel: Option<u32>,
+    pub job_id: JobId,
+    /// The sender's template id, when it built the job from a template it knows.
+    pub template_id: Option<u64>,
+    /// `None` when the sender cannot compute it (a future job, whose prev hash is not known yet).
+    pub fingerprint: Option<Fingerprint>,
+    /// `None` for an SV2 future job: its prev hash comes with `SetNewPrevHash` (see
+    /// [`JobActivated`]).
+    pub prev_hash: Option<Hash256>,
+    /// The share target in force for the job: SV1's difficulty and SV2's targets both land here.
+    pub target: Target,
+    /// The receiver must drop earlier jobs (SV1 `clean_jobs`; for SV2, a job following a new
+    /// prev hash).
+    pub clean: bool,
+    /// An SV2 future job: it cannot be hashed on until its `SetNewPrevHash`.
+    pub future: bool,
+}
+
+impl JobSent {
+    /// The share difficulty of `target`.
+    pub fn difficulty(&self) -> f64 {
+        Difficulty::from_target(self.target).as_f64()
+    }
+}
+
+/// A device (or a proxy's upstream side) received a job.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct JobReceived {
+    /// The fleet's device id, or for a proxy the id of its upstream connection.
+    pub device: u64,
+    pub channel: Option<u32>,
+    pub job_id: JobId,
+    /// Computable from an SV1 notify or an SV2 extended job; `None` for SV2 standard jobs (they
+    /// carry only a merkle root) and future jobs.
+    pub fingerprint: Option<Fingerprint>,
+    pub prev_hash: Option<Hash256>,
+    pub target: Target,
+    pub clean: bool,
+    pub future: bool,
+}
+
+impl JobReceived {
+    pub fn difficulty(&self) -> f64 {
+        Difficulty::from_target(self.target).as_f64()
+    }
+}
+
+/// An SV2 future job became workable: its `SetNewPrevHash` was sent (by a pool, on `conn`) or
+/// received (by a device, `conn` being the device id). A job that is not future is workable from
+/// its `JobSent`/`JobReceived`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct JobActivated {
+    pub conn: u64,
+    pub channel: Option<u32>,
+    pub job_id: JobId,
+    #[serde(serialize_with = "json::hash")]
+    pub prev_hash: Hash256,
+    /// Now computable for extended jobs, whose merkle path the receiver holds.
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// The share target of a connection or channel changed outside a job (SV1
+/// `mining.set_difficulty` taking effect, SV2 `SetTarget`). Sent or received: the role tells.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TargetChanged {
+    pub conn: u64,
+    pub channel: Option<u32>,
+    pub target: Target,
+}
+
+impl TargetChanged {
+    pub fn difficulty(&self) -> f64 {
+        Difficulty::from_target(self.target).as_f64()
+    }
+}
+
+/// A device (or a proxy forwarding upstream) sent a share.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+pub struct ShareSent {
+    /// The fleet's device id, or for a proxy the id of its upstream connection.
+    pub device: u64,
+    pub channel: Option<u32>,
+    /// SV1 JSON-RPC request id, SV2 sequence number: what the verdict echoes.
+    pub seq: u64,
+    pub job_id: JobId,
+    pub nonce: u32,
+    pub ntime: u32,
+    pub version: u32,
+    /// The difficulty of the target the share was sent against (difficulty-1 units).
+    pub difficulty: f64,
+    /// The header hash, when the sender computed it: it ties a block to the share that found it.
+    #[serde(serialize_with = "json::opt_hash")]
+    pub hash: Option<Hash256>,
+}
+
+/// Whether the emitter judged the share or was told the verdict.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Perspective {
+    /// The emitter decided it (a pool; a proxy judging its downstream).
+    Given,
+    /// The emitter received it from upstream (a device; a proxy's upstream side).
+    Received,
+}
+
+/// A share's verdict, as given by a pool or as received by a device.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+pub struct ShareResult {
+    /// The pool's connection id (given) or the device / upstream connection id (received).
+    pub conn: u64,
+    pub channel: Option<u32>,
+    pub seq: u64,
+    pub job_id: JobId,
+    pub nonce: u32,
+    pub difficulty: f64,
+    pub verdict: Verdict,
+    pub perspective: Perspective,
+}
+
+/// A role submitted a block to its node (`submitblock`, `SubmitSolution`, `PushSolution`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct BlockSubmitted {
+    #[serde(serialize_with = "json::hash")]
+    pub hash: Hash256,
+    pub height: u32,
+    pub template_id: Option<u64>,
+    /// The connection whose share found it.
+    pub conn: Option<u64>,
+}
+
+/// A node's answer to a submitted block: recorded by the node (simnet) and by the submitter.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct BlockResult {
+    pub node: ShortStr,
+    #[serde(serialize_with = "json::hash")]
+    pub hash: Hash256,
+    pub height: u32,
+    /// Accepted as a new tip.
+    pub accepted: bool,
+    /// bitcoind's words ("high-hash", "duplicate", "inconclusive", ...); empty on success.
+    pub reason: ShortStr,
+}
+
+/// Which way bytes moved.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The way shares travel: from devices toward the pool. For a node's peer traffic: sent.
+    Up,
+    /// The way jobs travel: from the pool toward devices. For a node's peer traffic: received.
+    Down,
+}
+
+/// Application bytes moved on a link since the previous `LinkBytes` for the same `conn` and
+/// `direction` (a delta, so that a reader sums them).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct LinkBytes {
+    pub link: ShortStr,
+    pub conn: u64,
+    pub direction: Direction,
+    pub bytes: u64,
+}
+
+/// A round-trip time measured through a link.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct LinkRtt {
+    pub link: ShortStr,
+    pub conn: u64,
+    pub rtt_ns: u64,
+}
+
+/// A TCP connection was established (`conn` is the emitter's id for it; a device uses its id).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct ConnectionOpened {
+    pub conn: u64,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    /// Worker or device name, when known; may be empty.
+    pub label: ShortStr,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct ConnectionClosed {
+    pub conn: u64,
+    /// Short reason ("eof", "reset", "timeout", "protocol", ...).
+    pub reason: ShortStr,
+}
+
+/// Hashes a device (or, with `device: None`, the whole process) computed since its previous
+/// `HashesDone`: a delta, so the achieved hash rate is their sum over time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct HashesDone {
+    pub device: Option<u64>,
+    pub hashes: u64,
+}
+
+/// A named instant ("ready", "warmup_end", "drain_start", ...): the boundaries a role or the lab
+/// wants on the same time line as the events.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct Mark {
+    pub name: ShortStr,
+}
+
+macro_rules! kinds {
+    ($($name:ident = $tag:literal, $json:literal;)*) => {
+        $(impl From<$name> for EventKind {
+            fn from(e: $name) -> Self {
+                EventKind::$name(e)
+            }
+        })*
+
+        impl EventKind {
+            /// Every kind's `(tag, name)`: the tag is its wire number, the name its JSON `kind`.
+            pub const ALL: &'static [(u8, &'static str)] = &[$(($tag, $json)),*];
+
+            /// The wire tag of this kind.
+            pub const fn tag(&self) -> u8 {
+                match self {
+                    $(EventKind::$name(_) => $tag,)*
+                }
+            }
+
+            /// The snake_case name used as `kind` in JSON.
+            pub const fn name(&self) -> &'static str {
+                match self {
+                    $(EventKind::$name(_) => $json,)*
+                }
+            }
+        }
+    };
+}
+
+kinds! {
+    TemplateCreated = 1, "template_created";
+    TipChanged = 2, "tip_changed";
+    JobSent = 3, "job_sent";
+    JobReceived = 4, "job_received";
+    JobActivated = 5, "job_activated";
+    TargetChanged = 6, "target_changed";
+    ShareSent = 7, "share_sent";
+    ShareResult = 8, "share_result";
+    BlockSubmitted = 9, "block_submitted";
+    BlockResult = 10, "block_result";
+    LinkBytes = 11, "link_bytes";
+    LinkRtt = 12, "link_rtt";
+    ConnectionOpened = 13, "connection_opened";
+    ConnectionClosed = 14, "connection_closed";
+    HashesDone = 15, "hashes_done";
+    Mark = 16, "mark";
+}
+
+// The job kinds show their target both as hex and as a difficulty, the unit pools talk in.
+
+impl Serialize for JobSent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("JobSent", 10)?;
+        st.serialize_field("conn", &self.conn)?;
+        st.serialize_field("channel", &self.channel)?;
+        st.serialize_field("job_id", &self.job_id)?;
+        st.serialize_field("template_id", &self.template_id)?;
+        st.serialize_field("fingerprint", &self.fingerprint)?;
+        st.serialize_field("prev_hash", &self.prev_hash.map(json::Hex))?;
+        st.serialize_field("target", &json::Hex(self.target))?;
+        st.serialize_field("difficulty", &self.difficulty())?;
+        st.serialize_field("clean", &self.clean)?;
+        st.serialize_field("future", &self.future)?;
+        st.end()
+    }
+}
+
+impl Serialize for JobReceived {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("JobReceived", 9)?;
+        st.serialize_field("device", &self.device)?;
+        st.serialize_field("channel", &self.channel)?;
+        st.serialize_field("job_id", &self.job_id)?;
+        st.serialize_field("fingerprint", &self.fingerprint)?;
+        st.serialize_field("prev_hash", &self.prev_hash.map(json::Hex))?;
+        st.serialize_field("target", &json::Hex(self.target))?;
+        st.serialize_field("difficulty", &self.difficulty())?;
+        st.serialize_field("clean", &self.clean)?;
+        st.serialize_field("future", &self.future)?;
+        st.end()
+    }
+}
+
+impl Serialize for TargetChanged {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("TargetChanged", 4)?;
+        st.serialize_field("conn", &self.conn)?;
+        st.serialize_field("channel", &self.channel)?;
+        st.serialize_field("target", &json::Hex(self.target))?;
+        st.serialize_field("difficulty", &self.difficulty())?;
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_names_are_unique() {
+        let mut tags: Vec<u8> = EventKind::ALL.iter().map(|k| k.0).collect();
+        let mut names: Vec<&str> = EventKind::ALL.iter().map(|k| k.1).collect();
+        tags.sort();
+        tags.dedup();
+        names.sort();
+        names.dedup();
+        assert_eq!(tags.len(), EventKind::ALL.len());
+        assert_eq!(names.len(), EventKind::ALL.len());
+    }
+
+    #[test]
+    fn wall_time_follows_the_anchor() {
+        let h = Header {
+            realtime_ns: 1_000_000,
+            monotonic_ns: 500,
+            ..Header::new("pool", "")
+        };
+        assert_eq!(h.wall_ns(500), 1_000_000);
+        assert_eq!(h.wall_ns(1500), 1_001_000);
+        assert_eq!(h.wall_ns(0), 999_500);
+    }
+
+    #[test]
+    fn events_are_small_enough_to_copy() {
+        // Not a format limit: a reminder that events are built and moved on hot paths.
+        assert!(
+            std::mem::size_of::<Event>() <= 256,
+            "{}",
+            std::mem::size_of::<Event>()
+        );
+    }
+}

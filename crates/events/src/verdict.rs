@@ -1,0 +1,126 @@
+//! A share's verdict and the one rejection vocabulary shared by both protocols (METRICS.md).
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a share was rejected, in METRICS.md's vocabulary. Each protocol's own codes and messages
+/// are mapped onto these by the role that sees them.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The job was superseded (a new prevhash, or it expired). Nothing else is stale.
+    Stale,
+    Duplicate,
+    LowDifficulty,
+    InvalidJob,
+    InvalidChannel,
+    Unauthorized,
+    Other,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 7] = [
+        Reason::Stale,
+        Reason::Duplicate,
+        Reason::LowDifficulty,
+        Reason::InvalidJob,
+        Reason::InvalidChannel,
+        Reason::Unauthorized,
+        Reason::Other,
+    ];
+
+    /// The METRICS.md key (`rejected_by_reason`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Reason::Stale => "stale",
+            Reason::Duplicate => "duplicate",
+            Reason::LowDifficulty => "low_difficulty",
+            Reason::InvalidJob => "invalid_job",
+            Reason::InvalidChannel => "invalid_channel",
+            Reason::Unauthorized => "unauthorized",
+            Reason::Other => "other",
+        }
+    }
+
+    /// Maps an SV2 `SubmitShares.Error` error code. Codes outside the spec's list are `Other`.
+    pub fn from_sv2_code(code: &str) -> Reason {
+        match code {
+            "stale-share" => Reason::Stale,
+            "duplicate-share" => Reason::Duplicate,
+            "difficulty-too-low" => Reason::LowDifficulty,
+            "invalid-job-id" => Reason::InvalidJob,
+            "invalid-channel-id" => Reason::InvalidChannel,
+            "unauthorized" => Reason::Unauthorized,
+            _ => Reason::Other,
+        }
+    }
+
+    /// The SV2 `SubmitShares.Error` code a pool sends for this reason.
+    pub const fn sv2_code(self) -> &'static str {
+        match self {
+            Reason::Stale => "stale-share",
+            Reason::Duplicate => "duplicate-share",
+            Reason::LowDifficulty => "difficulty-too-low",
+            Reason::InvalidJob => "invalid-job-id",
+            Reason::InvalidChannel => "invalid-channel-id",
+            Reason::Unauthorized => "unauthorized",
+            Reason::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown rejection reason {0:?} (expected one of stale, duplicate, low_difficulty, invalid_job, invalid_channel, unauthorized, other)")]
+pub struct UnknownReason(pub String);
+
+impl FromStr for Reason {
+    type Err = UnknownReason;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Reason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| UnknownReason(s.to_owned()))
+    }
+}
+
+/// A pool's answer to a share.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Accepted,
+    Rejected(Reason),
+}
+
+impl Verdict {
+    pub fn is_accepted(self) -> bool {
+        self == Verdict::Accepted
+    }
+
+    pub fn reason(self) -> Option<Reason> {
+        match self {
+            Verdict::Accepted => None,
+            Verdict::Rejected(r) => Some(r),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabulary_round_trips() {
+        for r in Reason::ALL {
+            assert_eq!(r.as_str().parse::<Reason>(), Ok(r));
+            assert_eq!(Reason::from_sv2_code(r.sv2_code()), r);
+        }
+        assert!("bogus".parse::<Reason>().is_err());
+        assert_eq!(Reason::from_sv2_code("something-else"), Reason::Other);
+    }
+}
