@@ -39,6 +39,8 @@ pub enum CoinbaseError {
     Decode(String),
     #[error("transaction is not a coinbase (it must have one input spending the null outpoint)")]
     NotCoinbase,
+    #[error("coinbase outputs add up to more than 2^64 - 1 sats")]
+    ValueOverflow,
 }
 
 /// One payout output of the coinbase.
@@ -322,7 +324,12 @@ impl CoinbaseInfo {
         };
         Ok(CoinbaseInfo {
             height: parse_bip34_height(&script_sig),
-            value_out: tx.output.iter().map(|o| o.value).sum(),
+            // Untrusted input: add with overflow checks (Amount's Sum panics on overflow).
+            value_out: tx
+                .output
+                .iter()
+                .try_fold(Amount::ZERO, |acc, o| acc.checked_add(o.value))
+                .ok_or(CoinbaseError::ValueOverflow)?,
             witness_commitment,
             witness_reserved_value,
             script_sig,
@@ -417,6 +424,18 @@ mod tests {
         assert!(matches!(
             s.build(),
             Err(CoinbaseError::ExtranonceTooLong(76))
+        ));
+    }
+
+    #[test]
+    fn overflowing_output_values_are_an_error_not_a_panic() {
+        let mut tx = spec().build().unwrap().transaction(&[0; 8]).unwrap();
+        for o in &mut tx.output {
+            o.value = Amount::from_sat(u64::MAX / 2 + 1);
+        }
+        assert!(matches!(
+            CoinbaseInfo::parse(&tx),
+            Err(CoinbaseError::ValueOverflow)
         ));
     }
 

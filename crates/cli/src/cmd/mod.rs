@@ -1,0 +1,2 @@
+pub mod events;
+pub mod simnet;

@@ -1,0 +1,77 @@
+//! `stratumlab`: every role of the lab is a subcommand of this one binary.
+
+mod cmd;
+mod config;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Runs Bitcoin mining protocols (Stratum V1 and V2) for real, on one machine, and measures them.
+#[derive(Parser)]
+#[command(name = "stratumlab", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Simnet(cmd::simnet::SimnetArgs),
+    #[command(subcommand)]
+    Events(cmd::events::EventsCommand),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match cli.command {
+        Command::Simnet(args) => cmd::simnet::run(args),
+        Command::Events(c) => cmd::events::run(c),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_has_help_and_config() {
+        let root = Cli::command();
+        let mut names = Vec::new();
+        for sub in root.get_subcommands() {
+            // Leaf commands take --config; groups (like `events`) pass it to their leaves.
+            let leaves: Vec<_> = if sub.has_subcommands() {
+                sub.get_subcommands().collect()
+            } else {
+                vec![sub]
+            };
+            for leaf in leaves {
+                assert!(
+                    leaf.get_about().is_some(),
+                    "{} has no help text",
+                    leaf.get_name()
+                );
+                assert!(
+                    leaf.get_arguments().any(|a| a.get_long() == Some("config")),
+                    "{} has no --config",
+                    leaf.get_name()
+                );
+            }
+            names.push(sub.get_name().to_owned());
+        }
+        assert!(names.contains(&"simnet".to_owned()));
+    }
+}

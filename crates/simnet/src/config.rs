@@ -1,0 +1,191 @@
+//! What a network is made of: every knob, its default, and why the default is what it is (the
+//! crate documentation gathers the reasons and sources).
+
+use std::time::Duration;
+
+use primitives::Difficulty;
+
+use crate::txgen::{FeeRateModel, VsizeModel, MAX_VSIZE, MIN_VSIZE};
+
+/// The chain name the network reports (`getblockchaininfo.chain`): its rules are regtest's in
+/// spirit (any difficulty, no retargeting), while its heights, subsidy and fees look like mainnet.
+pub const CHAIN_NAME: &str = "regtest";
+
+/// Consensus block weight limit (BIP141).
+pub const MAX_BLOCK_WEIGHT: u64 = 4_000_000;
+
+/// Weight Bitcoin Core's block assembler keeps free for the coinbase.
+pub const COINBASE_RESERVED_WEIGHT: u64 = 4_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimnetConfig {
+    /// Seeds every random stream: the same seed and the same call timing give the same network.
+    pub seed: u64,
+    /// Height of the tip when the network starts (the first template is for the next height).
+    pub start_height: u32,
+    /// Unix time (seconds) at `SimTime::ZERO`; header times are this plus simulated time.
+    pub start_unix_time: u64,
+    /// Network difficulty; `nBits` is the compact form of its target.
+    pub network_difficulty: Difficulty,
+    /// Mean gap between the rest of the network's blocks (Poisson). Zero: it finds none.
+    pub block_interval: Duration,
+    /// Least time between two templates made for fee reasons (a new tip always makes one).
+    pub template_interval: Duration,
+    /// A template for the same tip is made only when it would gain more than this many sats of
+    /// fees over the last one.
+    pub fee_delta: u64,
+    /// Block weight limit the templates and the network's blocks fill up to, coinbase included.
+    pub block_max_weight: u64,
+    /// Weight left free for the coinbase when choosing transactions.
+    pub coinbase_reserved_weight: u64,
+    /// Network blocks carry real proof of work when finding it is expected to take at most this
+    /// many hashes; above that their nonce is left as is (nothing downstream re-checks them).
+    pub network_pow_budget: u64,
+    pub mempool: MempoolConfig,
+}
+
+impl Default for SimnetConfig {
+    fn default() -> Self {
+        SimnetConfig {
+            seed: 0,
+            start_height: 900_000,
+            // 2025-06-15, near when mainnet passed height 900,000.
+            start_unix_time: 1_750_000_000,
+            network_difficulty: Difficulty::ONE,
+            block_interval: Duration::from_secs(600),
+            template_interval: Duration::from_secs(30),
+            fee_delta: 1_000,
+            block_max_weight: MAX_BLOCK_WEIGHT,
+            coinbase_reserved_weight: COINBASE_RESERVED_WEIGHT,
+            network_pow_budget: 1 << 16,
+            mempool: MempoolConfig::default(),
+        }
+    }
+}
+
+/// The transaction arrival model and the mempool's limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MempoolConfig {
+    /// Mean arrivals per second (Poisson). Zero: no arrivals.
+    pub arrival_rate: f64,
+    /// Transactions already waiting when the network starts (drawn from the same model).
+    pub initial_txs: usize,
+    pub vsize: VsizeModel,
+    pub fee_rate: FeeRateModel,
+    /// Total virtual size the mempool holds; past it the lowest fee rates are evicted.
+    pub max_vsize: u64,
+}
+
+impl Default for MempoolConfig {
+    fn default() -> Self {
+        MempoolConfig {
+            arrival_rate: 5.0,
+            initial_txs: 3_000,
+            vsize: VsizeModel::default(),
+            fee_rate: FeeRateModel::default(),
+            max_vsize: 100_000_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{0} must be a finite number >= 0, got {1}")]
+    NotNonNegative(&'static str, f64),
+    #[error("{0} must be a finite number > 0, got {1}")]
+    NotPositive(&'static str, f64),
+    #[error("vsize model: need {MIN_VSIZE} <= min < median and min <= max <= {MAX_VSIZE} (min {min}, median {median}, max {max})")]
+    Vsize { min: u32, median: f64, max: u32 },
+    #[error("fee rate model: need 0 < floor <= max (floor {floor}, max {max})")]
+    FeeRate { floor: f64, max: f64 },
+    #[error("block_max_weight {max} must be at most {MAX_BLOCK_WEIGHT} and above the coinbase reserve {reserved}")]
+    BlockWeight { max: u64, reserved: u64 },
+    #[error("start_height {0} leaves no room for further blocks")]
+    StartHeight(u32),
+    #[error("start_unix_time {0} does not fit a header's 32-bit time")]
+    StartTime(u64),
+}
+
+impl SimnetConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let m = &self.mempool;
+        if !(m.arrival_rate.is_finite() && m.arrival_rate >= 0.0) {
+            return Err(ConfigError::NotNonNegative("arrival_rate", m.arrival_rate));
+        }
+        let v = &m.vsize;
+        if !(v.median.is_finite()
+            && v.min >= MIN_VSIZE
+            && (v.min as f64) < v.median
+            && v.min <= v.max
+            && v.max <= MAX_VSIZE)
+        {
+            return Err(ConfigError::Vsize {
+                min: v.min,
+                median: v.median,
+                max: v.max,
+            });
+        }
+        let f = &m.fee_rate;
+        if !(f.floor.is_finite() && f.max.is_finite() && f.floor > 0.0 && f.floor <= f.max) {
+            return Err(ConfigError::FeeRate {
+                floor: f.floor,
+                max: f.max,
+            });
+        }
+        for (name, x) in [
+            ("vsize.sigma", v.sigma),
+            ("fee_rate.sigma", f.sigma),
+            ("fee_rate.median", f.median),
+        ] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(ConfigError::NotPositive(name, x));
+            }
+        }
+        if self.block_max_weight > MAX_BLOCK_WEIGHT
+            || self.block_max_weight <= self.coinbase_reserved_weight
+        {
+            return Err(ConfigError::BlockWeight {
+                max: self.block_max_weight,
+                reserved: self.coinbase_reserved_weight,
+            });
+        }
+        if self.start_height >= u32::MAX - 1 {
+            return Err(ConfigError::StartHeight(self.start_height));
+        }
+        // Leave ten years of simulated time before header times would wrap.
+        if self.start_unix_time > u32::MAX as u64 - 10 * 365 * 86_400 {
+            return Err(ConfigError::StartTime(self.start_unix_time));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_bad_values_are_named() {
+        SimnetConfig::default().validate().unwrap();
+        let mut c = SimnetConfig::default();
+        c.mempool.arrival_rate = f64::NAN;
+        assert!(matches!(c.validate(), Err(ConfigError::NotNonNegative(..))));
+        let mut c = SimnetConfig::default();
+        c.mempool.vsize.median = 100.0;
+        assert!(matches!(c.validate(), Err(ConfigError::Vsize { .. })));
+        let mut c = SimnetConfig::default();
+        c.mempool.fee_rate.floor = 0.0;
+        assert!(matches!(c.validate(), Err(ConfigError::FeeRate { .. })));
+        let mut c = SimnetConfig::default();
+        c.mempool.fee_rate.sigma = -1.0;
+        assert!(matches!(c.validate(), Err(ConfigError::NotPositive(..))));
+        let mut c = SimnetConfig::default();
+        c.coinbase_reserved_weight = c.block_max_weight;
+        assert!(matches!(c.validate(), Err(ConfigError::BlockWeight { .. })));
+        let c = SimnetConfig {
+            start_unix_time: u32::MAX as u64,
+            ..Default::default()
+        };
+        assert!(matches!(c.validate(), Err(ConfigError::StartTime(_))));
+    }
+}

@@ -1,0 +1,326 @@
+//! The mempool: waiting transactions kept in fee-rate order, so that choosing a block's
+//! transactions is a walk from the top rather than a sort.
+//!
+//! Simulated transactions spend outpoints nobody has, so none has an ancestor in the mempool:
+//! each one is its own package and its own fee rate is its ancestor fee rate, which makes the
+//! walk the same greedy choice Bitcoin Core's block assembler makes.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use primitives::bitcoin::consensus::serialize;
+use primitives::bitcoin::Transaction;
+use primitives::Hash256;
+
+use crate::time::SimTime;
+
+/// A transaction with what every reader of it needs, computed once: ids, raw bytes, weight.
+#[derive(Clone, Debug)]
+pub struct TxEntry {
+    pub tx: Transaction,
+    /// Consensus serialization with witness (what `getrawtransaction` and templates hand out).
+    pub raw: Box<[u8]>,
+    pub txid: Hash256,
+    pub wtxid: Hash256,
+    /// The fee it pays, in sats. Simulated inputs have no real value, so this is a record.
+    pub fee: u64,
+    pub weight: u64,
+    pub vsize: u64,
+    /// When it entered the mempool.
+    pub time: SimTime,
+}
+
+impl TxEntry {
+    pub fn new(tx: Transaction, fee: u64, time: SimTime) -> Self {
+        let weight = tx.weight().to_wu();
+        TxEntry {
+            raw: serialize(&tx).into_boxed_slice(),
+            txid: tx.compute_txid().into(),
+            wtxid: tx.compute_wtxid().into(),
+            fee,
+            weight,
+            vsize: weight.div_ceil(4),
+            time,
+            tx,
+        }
+    }
+
+    pub fn fee_rate(&self) -> FeeRate {
+        FeeRate {
+            fee: self.fee,
+            vsize: self.vsize,
+        }
+    }
+}
+
+/// A fee per virtual byte kept as the exact fraction, compared by cross-multiplication as Core
+/// compares fee rates, so equal rates are equal whatever their sizes.
+#[derive(Clone, Copy, Debug)]
+pub struct FeeRate {
+    pub fee: u64,
+    pub vsize: u64,
+}
+
+impl FeeRate {
+    pub fn sat_per_vb(&self) -> f64 {
+        self.fee as f64 / self.vsize.max(1) as f64
+    }
+}
+
+impl Ord for FeeRate {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (self.fee as u128 * o.vsize as u128).cmp(&(o.fee as u128 * self.vsize as u128))
+    }
+}
+
+impl PartialOrd for FeeRate {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl PartialEq for FeeRate {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+
+impl Eq for FeeRate {}
+
+/// Ascending order puts the lowest rate, and among equal rates the newest, first: iterating in
+/// reverse gives the best rate first and, among equals, the earliest arrival.
+type RateKey = (FeeRate, Reverse<u64>);
+
+/// What a walk chose.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    pub txs: Vec<Arc<TxEntry>>,
+    pub fees: u64,
+    pub weight: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MempoolError {
+    #[error("txn-already-in-mempool")]
+    AlreadyHave,
+}
+
+// Bitcoin Core's assembler gives up after this many transactions in a row that do not fit once
+// the block is within `FULL_ENOUGH_WEIGHT_DELTA` of full: it bounds the walk on huge mempools.
+const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
+const FULL_ENOUGH_WEIGHT_DELTA: u64 = 4000;
+
+#[derive(Debug)]
+pub struct Mempool {
+    by_txid: HashMap<Hash256, (Arc<TxEntry>, u64)>,
+    by_rate: BTreeMap<RateKey, Arc<TxEntry>>,
+    total_vsize: u64,
+    total_fees: u64,
+    next_seq: u64,
+    max_vsize: u64,
+}
+
+impl Mempool {
+    pub fn new(max_vsize: u64) -> Self {
+        Mempool {
+            by_txid: HashMap::new(),
+            by_rate: BTreeMap::new(),
+            total_vsize: 0,
+            total_fees: 0,
+            next_seq: 0,
+            max_vsize,
+        }
+    }
+
+    /// Adds a transaction, then evicts the lowest fee rates while over the size limit (which
+    /// may evict the newcomer itself); returns what was evicted.
+    pub fn insert(&mut self, entry: Arc<TxEntry>) -> Result<Vec<Arc<TxEntry>>, MempoolError> {
+        if self.by_txid.contains_key(&entry.txid) {
+            return Err(MempoolError::AlreadyHave);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.total_vsize += entry.vsize;
+        self.total_fees += entry.fee;
+        self.by_rate
+            .insert((entry.fee_rate(), Reverse(seq)), entry.clone());
+        self.by_txid.insert(entry.txid, (entry, seq));
+        let mut evicted = Vec::new();
+        while self.total_vsize > self.max_vsize {
+            let Some((_, lowest)) = self.by_rate.first_key_value() else {
+                break;
+            };
+            let txid = lowest.txid;
+            evicted.extend(self.remove(&txid));
+        }
+        Ok(evicted)
+    }
+
+    pub fn remove(&mut self, txid: &Hash256) -> Option<Arc<TxEntry>> {
+        let (entry, seq) = self.by_txid.remove(txid)?;
+        self.by_rate.remove(&(entry.fee_rate(), Reverse(seq)));
+        self.total_vsize -= entry.vsize;
+        self.total_fees -= entry.fee;
+        Some(entry)
+    }
+
+    pub fn get(&self, txid: &Hash256) -> Option<&Arc<TxEntry>> {
+        self.by_txid.get(txid).map(|(e, _)| e)
+    }
+
+    pub fn contains(&self, txid: &Hash256) -> bool {
+        self.by_txid.contains_key(txid)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_txid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_txid.is_empty()
+    }
+
+    /// Sum of the virtual sizes of all waiting transactions.
+    pub fn total_vsize(&self) -> u64 {
+        self.total_vsize
+    }
+
+    pub fn total_fees(&self) -> u64 {
+        self.total_fees
+    }
+
+    /// Best fee rate first; among equal rates, earliest arrival first.
+    pub fn iter_by_fee_rate(&self) -> impl Iterator<Item = &Arc<TxEntry>> + '_ {
+        self.by_rate.values().rev()
+    }
+
+    /// All txids, in [`Mempool::iter_by_fee_rate`] order (deterministic, unlike a hash map's).
+    pub fn txids(&self) -> Vec<Hash256> {
+        self.iter_by_fee_rate().map(|e| e.txid).collect()
+    }
+
+    /// Greedy choice by fee rate of transactions weighing at most `max_weight` in total.
+    pub fn select(&self, max_weight: u64) -> Selection {
+        let mut txs = Vec::new();
+        let (fees, weight) = self.walk(max_weight, |e| txs.push(e.clone()));
+        Selection { txs, fees, weight }
+    }
+
+    /// The fees and weight [`Mempool::select`] would choose, without collecting the choice.
+    pub fn selection_fees(&self, max_weight: u64) -> (u64, u64) {
+        self.walk(max_weight, |_| {})
+    }
+
+    fn walk(&self, max_weight: u64, mut take: impl FnMut(&Arc<TxEntry>)) -> (u64, u64) {
+        let (mut fees, mut weight) = (0u64, 0u64);
+        let mut failures = 0u32;
+        for e in self.iter_by_fee_rate() {
+            if weight + e.weight <= max_weight {
+                take(e);
+                weight += e.weight;
+                fees += e.fee;
+                failures = 0;
+            } else {
+                failures += 1;
+                if failures > MAX_CONSECUTIVE_FAILURES
+                    && weight + FULL_ENOUGH_WEIGHT_DELTA > max_weight
+                {
+                    break;
+                }
+            }
+        }
+        (fees, weight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist;
+    use crate::txgen::build_tx;
+
+    fn entry(rng: &mut dist::Rng, vsize: u32, fee: u64) -> Arc<TxEntry> {
+        Arc::new(TxEntry::new(build_tx(rng, vsize), fee, SimTime::ZERO))
+    }
+
+    #[test]
+    fn fee_rates_compare_as_fractions() {
+        let a = FeeRate {
+            fee: 300,
+            vsize: 150,
+        };
+        let b = FeeRate {
+            fee: 400,
+            vsize: 200,
+        };
+        assert_eq!(a, b);
+        assert!(
+            FeeRate {
+                fee: 301,
+                vsize: 150
+            } > b
+        );
+        assert!(FeeRate { fee: 1, vsize: 3 } < FeeRate { fee: 1, vsize: 2 });
+    }
+
+    #[test]
+    fn walk_is_best_rate_first_then_earliest() {
+        let mut rng = dist::stream(1, "mempool");
+        let mut m = Mempool::new(u64::MAX);
+        let low = entry(&mut rng, 200, 200); // 1 sat/vB
+        let high = entry(&mut rng, 200, 2000); // 10
+        let mid_early = entry(&mut rng, 100, 500); // 5
+        let mid_late = entry(&mut rng, 200, 1000); // 5
+        for e in [&low, &mid_early, &high, &mid_late] {
+            m.insert(e.clone()).unwrap();
+        }
+        let order: Vec<_> = m.iter_by_fee_rate().map(|e| e.txid).collect();
+        assert_eq!(order, [high.txid, mid_early.txid, mid_late.txid, low.txid]);
+        assert_eq!(
+            m.insert(low.clone()).unwrap_err(),
+            MempoolError::AlreadyHave
+        );
+        assert_eq!(m.total_fees(), 3700);
+        assert_eq!(m.total_vsize(), 700);
+        assert!(m.remove(&mid_early.txid).is_some());
+        assert!(m.remove(&mid_early.txid).is_none());
+        assert_eq!(m.txids(), [high.txid, mid_late.txid, low.txid]);
+        assert_eq!(m.total_vsize(), 600);
+    }
+
+    #[test]
+    fn selection_skips_what_does_not_fit_and_keeps_going() {
+        let mut rng = dist::stream(2, "mempool");
+        let mut m = Mempool::new(u64::MAX);
+        let big = entry(&mut rng, 1000, 100_000); // 100 sat/vB, 4000 WU
+        let small_a = entry(&mut rng, 200, 10_000); // 50
+        let small_b = entry(&mut rng, 300, 3_000); // 10
+        for e in [&big, &small_a, &small_b] {
+            m.insert(e.clone()).unwrap();
+        }
+        // Room for 2000 WU: the big one is skipped, both small ones fit.
+        let s = m.select(2_000);
+        let ids: Vec<_> = s.txs.iter().map(|e| e.txid).collect();
+        assert_eq!(ids, [small_a.txid, small_b.txid]);
+        assert_eq!((s.fees, s.weight), (13_000, 2_000));
+        assert_eq!(m.selection_fees(2_000), (13_000, 2_000));
+        assert_eq!(m.select(6_000).fees, 113_000);
+    }
+
+    #[test]
+    fn over_the_limit_the_lowest_rate_goes() {
+        let mut rng = dist::stream(3, "mempool");
+        let mut m = Mempool::new(500);
+        let a = entry(&mut rng, 200, 400);
+        let b = entry(&mut rng, 200, 1000);
+        let c = entry(&mut rng, 200, 600);
+        assert!(m.insert(a.clone()).unwrap().is_empty());
+        assert!(m.insert(b.clone()).unwrap().is_empty());
+        let evicted = m.insert(c.clone()).unwrap();
+        assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].txid, a.txid);
+        assert_eq!(m.len(), 2);
+        assert!(!m.contains(&a.txid));
+    }
+}
