@@ -348,6 +348,19 @@ impl Network {
 
     fn on_network_block(&mut self, t: SimTime) {
         self.next_block_at = next_block(&mut self.block_rng, t, &self.config);
+        let payout = self.network_payout.clone();
+        self.find_block(t, payout);
+    }
+
+    /// The rest of the network finds a block right now, paying `payout_script` (Core's
+    /// `generatetoaddress`). The scheduled network blocks keep their times: the Poisson process
+    /// is memoryless, so an extra block does not shift it.
+    pub fn mine_now(&mut self, now: SimTime, payout_script: Vec<u8>) -> Hash256 {
+        self.run_until(now);
+        self.find_block(self.now, payout_script)
+    }
+
+    fn find_block(&mut self, t: SimTime, payout_script: Vec<u8>) -> Hash256 {
         let prev = self.chain.tip().clone();
         let height = prev.height + 1;
         let selection = self.mempool.select(self.tx_weight_limit());
@@ -355,7 +368,7 @@ impl Network {
         let mut spec = CoinbaseSpec::new(height, 8);
         spec.tag = b"/simnet/".to_vec();
         spec.payouts.push(Payout {
-            script_pubkey: self.network_payout.clone().into(),
+            script_pubkey: payout_script.into(),
             value: primitives::bitcoin::Amount::from_sat(block_subsidy(height) + selection.fees),
         });
         spec.witness_commitment = Some(witness_commitment(&wtxids, &WITNESS_RESERVED_VALUE));
@@ -386,7 +399,9 @@ impl Network {
             BlockSource::Network,
             t,
         );
+        let hash = block.hash;
         self.connect_tip(Arc::new(block), t);
+        hash
     }
 
     /// Real proof of work for network blocks when it is cheap (see `network_pow_budget`).

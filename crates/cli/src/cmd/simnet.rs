@@ -11,9 +11,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use events::{EventSink, ShortStr};
+use events::EventSink;
 use primitives::Difficulty;
-use simnet::{BlockSource, Network, Output, SimTime, SimnetConfig};
+use simnet::{Network, Node, NodeStats, SimnetConfig};
 
 use crate::config::{self, Dur};
 
@@ -121,34 +121,29 @@ pub fn run(args: SimnetArgs) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let summary = rt.block_on(serve(net, &settings, &sink))?;
+    let summary = rt.block_on(serve(net, &settings, sink.clone()))?;
     let stats = sink.finish().context("writing events")?;
     println!("{summary}");
     if settings.events.is_some() {
-        println!("events written: {}", stats.events_written);
+        println!("  events         {} written", stats.events_written);
     }
     Ok(())
 }
 
-#[derive(Default)]
 struct Summary {
     ran_for: Duration,
-    templates: u64,
-    network_blocks: u64,
-    submitted_blocks: u64,
     start_height: u32,
     height: u32,
+    stats: NodeStats,
     mempool_txs: usize,
     mempool_vsize: u64,
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "simnet ran for {}",
-            humantime::format_duration(Duration::from_millis(self.ran_for.as_millis() as u64))
-        )?;
+        let ran = Duration::from_millis(self.ran_for.as_millis() as u64);
+        let s = &self.stats;
+        writeln!(f, "simnet ran for {}", humantime::format_duration(ran))?;
         writeln!(
             f,
             "  height         {} -> {}",
@@ -156,10 +151,10 @@ impl std::fmt::Display for Summary {
         )?;
         writeln!(
             f,
-            "  blocks         {} from the network, {} submitted",
-            self.network_blocks, self.submitted_blocks
+            "  blocks         {} from the network, {} submitted and accepted, {} rejected",
+            s.network_blocks, s.submitted_blocks, s.rejected_blocks
         )?;
-        writeln!(f, "  templates      {}", self.templates)?;
+        writeln!(f, "  templates      {}", s.templates)?;
         write!(
             f,
             "  mempool        {} transactions, {} vB",
@@ -168,13 +163,11 @@ impl std::fmt::Display for Summary {
     }
 }
 
-async fn serve(mut net: Network, s: &Settings, sink: &EventSink) -> Result<Summary> {
-    let start = Instant::now();
-    let stop_at = (!s.duration.is_zero()).then(|| start + s.duration.0);
-    let mut summary = Summary {
-        start_height: net.height(),
-        ..Summary::default()
-    };
+/// The name simnet's single node carries in events.
+const NODE: &str = "node";
+
+async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
+    let started = Instant::now();
     println!(
         "simnet: chain {}, tip height {}, difficulty {}, bits {}, seed {}, block interval {}, template interval {}",
         net.chain_name(),
@@ -185,109 +178,48 @@ async fn serve(mut net: Network, s: &Settings, sink: &EventSink) -> Result<Summa
         s.block_interval,
         s.template_interval
     );
-    let mut shutdown = std::pin::pin!(shutdown_signal());
-    loop {
-        let now = SimTime::from_duration(start.elapsed());
-        for out in net.advance(now) {
-            record(&out, sink, &mut summary);
-        }
-        let next = net
-            .next_deadline()
-            .map(|t| start + Duration::from_nanos(t.as_nanos()));
-        let wake = [next, stop_at].into_iter().flatten().min();
-        // Nothing due and no stop time: wait for a signal only.
-        let sleep = tokio::time::sleep_until(
-            wake.unwrap_or(start + Duration::from_secs(86_400 * 365))
-                .into(),
-        );
+    let start_height = net.height();
+    let node = Node::new(net, NODE, sink);
+    let duration = s.duration;
+    let stop = async move {
         tokio::select! {
-            _ = sleep => {}
-            _ = &mut shutdown => break,
+            _ = shutdown_signal() => {}
+            _ = async {
+                if duration.is_zero() {
+                    std::future::pending::<()>().await
+                } else {
+                    tokio::time::sleep(duration.0).await
+                }
+            } => {}
         }
-        if stop_at.is_some_and(|t| Instant::now() >= t) {
-            break;
-        }
-    }
-    summary.ran_for = start.elapsed();
-    summary.height = net.height();
-    summary.mempool_txs = net.mempool().len();
-    summary.mempool_vsize = net.mempool().total_vsize();
-    Ok(summary)
+    };
+    node.run_clock(stop).await;
+    let (height, mempool_txs, mempool_vsize) =
+        node.read(|n| (n.height(), n.mempool().len(), n.mempool().total_vsize()));
+    Ok(Summary {
+        ran_for: started.elapsed(),
+        start_height,
+        height,
+        stats: node.stats(),
+        mempool_txs,
+        mempool_vsize,
+    })
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
-        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
-    }
-}
-
-const NODE: &str = "simnet";
-
-fn record(out: &Output, sink: &EventSink, summary: &mut Summary) {
-    match out {
-        Output::TemplateCreated(t) => {
-            summary.templates += 1;
-            let fingerprint = events::fingerprint(&t.prev_hash, &t.merkle_branch);
-            tracing::info!(id = t.id, height = t.height, txs = t.tx_count(), value_sats = t.coinbase_value, fees_sats = t.total_fees, %fingerprint, "template");
-            sink.emit(events::TemplateCreated {
-                node: ShortStr::new(NODE),
-                template_id: t.id,
-                height: t.height,
-                prev_hash: t.prev_hash,
-                value_sats: t.coinbase_value,
-                fees_sats: t.total_fees,
-                tx_count: t.tx_count() as u32,
-                fingerprint,
-                future: false,
-            });
-        }
-        Output::TipChanged {
-            hash,
-            height,
-            prev_hash,
-            source,
-            ..
-        } => {
-            let source = match source {
-                BlockSource::Submitted => {
-                    summary.submitted_blocks += 1;
-                    events::TipSource::Submitted
-                }
-                BlockSource::Network | BlockSource::Start => {
-                    summary.network_blocks += 1;
-                    events::TipSource::Network
-                }
-            };
-            tracing::info!(%hash, height, ?source, "new tip");
-            sink.emit(events::TipChanged {
-                node: ShortStr::new(NODE),
-                hash: *hash,
-                height: *height,
-                prev_hash: *prev_hash,
-                source,
-            });
-        }
-        Output::BlockVerdict {
-            hash,
-            height,
-            result,
-            ..
-        } => {
-            let reason = match result {
-                Ok(()) => String::new(),
-                Err(e) => e.to_string(),
-            };
-            tracing::info!(hash = ?hash, ?height, verdict = if reason.is_empty() { "accepted" } else { reason.as_str() }, "block submitted");
-            sink.emit(events::BlockResult {
-                node: ShortStr::new(NODE),
-                hash: hash.unwrap_or_default(),
-                height: height.unwrap_or(0),
-                accepted: result.is_ok(),
-                reason: ShortStr::new(&reason),
-            });
-        }
+        _ = sigterm => {}
     }
 }
 
