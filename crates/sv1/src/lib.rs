@@ -1,0 +1,18 @@
+//! Stratum V1 as miners and pools speak it: line framing ([`line`]), a zero-allocation reader
+//! for its JSON-RPC envelopes ([`json`]), typed messages ([`message`]), writers for every line
+//! either side sends ([`write`]), the hex forms it uses ([`hex`]) and its customary error codes
+//! ([`error`]). No I/O: pools, proxies, the fleet's devices and the tap build on this.
+
+pub mod error;
+pub mod hex;
+pub mod json;
+pub mod line;
+pub mod message;
+pub mod write;
+
+pub use error::ErrorCode;
+pub use json::{Envelope, JsonError, Value};
+pub use line::{LineBuffer, LineTooLong};
+pub use message::{
+    parse_line, Authorize, Configure, Method, Notify, ParamError, Submit, Subscribe,
+};
