@@ -16,7 +16,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    Simnet(cmd::simnet::SimnetArgs),
+    Simnet(Box<cmd::simnet::SimnetArgs>),
     #[command(subcommand)]
     Events(cmd::events::EventsCommand),
 }
@@ -32,7 +32,7 @@ fn main() -> Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command {
-        Command::Simnet(args) => cmd::simnet::run(args),
+        Command::Simnet(args) => cmd::simnet::run(*args),
         Command::Events(c) => cmd::events::run(c),
     }
 }

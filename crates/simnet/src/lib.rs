@@ -74,9 +74,12 @@ pub mod dist;
 pub mod mempool;
 pub mod network;
 pub mod node;
+pub mod rpc;
+pub mod tdp;
 pub mod template;
 pub mod time;
 pub mod txgen;
+pub mod zmq;
 
 pub use chain::{block_subsidy, BlockSource, Chain, StoredBlock};
 pub use checks::SubmitError;

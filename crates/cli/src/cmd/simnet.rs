@@ -7,13 +7,19 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use std::net::SocketAddr;
+
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use events::EventSink;
 use primitives::Difficulty;
+use simnet::rpc::RpcAuth;
+use simnet::tdp::{TdpConfig, TdpKeys};
 use simnet::{Network, Node, NodeStats, SimnetConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::config::{self, Dur};
 
@@ -33,6 +39,12 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub start_height: Option<u32>,
+    /// Unix time of the network's start, which header times count from [default: now]. Give
+    /// it to make block hashes reproducible too; the mempool and block arrivals depend only on
+    /// the seed and timing.
+    #[arg(long, value_name = "UNIX_SECONDS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<u64>,
     /// Network difficulty, fractional down to 2^-32 [default: 1].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -61,6 +73,42 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// Serve bitcoind-compatible JSON-RPC on this address (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_listen: Option<SocketAddr>,
+    /// RPC user (with --rpc-password); without them the RPC uses a cookie in --datadir.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_user: Option<String>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_password: Option<String>,
+    /// Directory for the RPC cookie file (`.cookie` and `regtest/.cookie`, as bitcoind writes).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datadir: Option<PathBuf>,
+    /// Publish ZMQ `hashblock` and `rawblock` on this address, as bitcoind's -zmqpub* do.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zmq_listen: Option<SocketAddr>,
+    /// Serve the SV2 Template Distribution Protocol (a Template Provider) on this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tdp_listen: Option<SocketAddr>,
+    /// The Template Provider's authority public key (base58) [default: the SV2 reference
+    /// test key pair, printed at start].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_public_key: Option<String>,
+    /// The authority secret key (base58), with --authority-public-key.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_secret_key: Option<String>,
+    /// How long the Template Provider's Noise certificates are valid [default: 1h].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_validity: Option<Dur>,
 }
 
 /// The settings after the file and the flags are combined.
@@ -69,6 +117,7 @@ pub struct SimnetArgs {
 pub struct Settings {
     pub seed: u64,
     pub start_height: u32,
+    pub start_time: Option<u64>,
     pub network_difficulty: Difficulty,
     pub block_interval: Dur,
     pub template_interval: Dur,
@@ -76,6 +125,15 @@ pub struct Settings {
     pub tx_rate: f64,
     pub events: Option<PathBuf>,
     pub duration: Dur,
+    pub rpc_listen: Option<SocketAddr>,
+    pub rpc_user: Option<String>,
+    pub rpc_password: Option<String>,
+    pub datadir: Option<PathBuf>,
+    pub zmq_listen: Option<SocketAddr>,
+    pub tdp_listen: Option<SocketAddr>,
+    pub authority_public_key: Option<String>,
+    pub authority_secret_key: Option<String>,
+    pub cert_validity: Dur,
 }
 
 impl Default for Settings {
@@ -84,6 +142,7 @@ impl Default for Settings {
         Settings {
             seed: c.seed,
             start_height: c.start_height,
+            start_time: None,
             network_difficulty: c.network_difficulty,
             block_interval: Dur(c.block_interval),
             template_interval: Dur(c.template_interval),
@@ -91,6 +150,15 @@ impl Default for Settings {
             tx_rate: c.mempool.arrival_rate,
             events: None,
             duration: Dur::ZERO,
+            rpc_listen: None,
+            rpc_user: None,
+            rpc_password: None,
+            datadir: None,
+            zmq_listen: None,
+            tdp_listen: None,
+            authority_public_key: None,
+            authority_secret_key: None,
+            cert_validity: Dur(Duration::from_secs(3600)),
         }
     }
 }
@@ -100,6 +168,12 @@ impl Settings {
         let mut c = SimnetConfig {
             seed: self.seed,
             start_height: self.start_height,
+            // Real pool software compares header times with its own clock: default to now.
+            start_unix_time: self.start_time.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+            }),
             network_difficulty: self.network_difficulty,
             block_interval: self.block_interval.0,
             template_interval: self.template_interval.0,
@@ -108,6 +182,38 @@ impl Settings {
         };
         c.mempool.arrival_rate = self.tx_rate;
         c
+    }
+
+    /// The Template Provider's authority keys: both halves given, or the reference pair.
+    fn tdp_keys(&self) -> Result<TdpKeys> {
+        match (&self.authority_public_key, &self.authority_secret_key) {
+            (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair"),
+            (None, None) => Ok(TdpKeys::reference()),
+            _ => bail!("--authority-public-key and --authority-secret-key go together"),
+        }
+    }
+
+    /// The RPC's credentials: a user and password, a cookie in the data directory, or both.
+    fn rpc_auth(&self) -> Result<RpcAuth> {
+        let pair = match (&self.rpc_user, &self.rpc_password) {
+            (Some(u), Some(p)) => Some((u.clone(), p.clone())),
+            (None, None) => None,
+            _ => bail!("--rpc-user and --rpc-password go together"),
+        };
+        Ok(match (&self.datadir, pair) {
+            (Some(dir), pair) => {
+                let auth = RpcAuth::cookie(dir)
+                    .with_context(|| format!("writing the RPC cookie in {}", dir.display()))?;
+                match pair {
+                    Some((u, p)) => auth.and_user_password(u, p),
+                    None => auth,
+                }
+            }
+            (None, Some((u, p))) => RpcAuth::user_password(u, p),
+            (None, None) => bail!(
+                "--rpc-listen needs credentials: --rpc-user and --rpc-password, or --datadir for a cookie file"
+            ),
+        })
     }
 }
 
@@ -118,7 +224,8 @@ pub fn run(args: SimnetArgs) -> Result<()> {
         Some(p) => EventSink::create(p, "simnet", "")?,
         None => EventSink::disabled(),
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     let summary = rt.block_on(serve(net, &settings, sink.clone()))?;
@@ -179,7 +286,52 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
         s.template_interval
     );
     let start_height = net.height();
-    let node = Node::new(net, NODE, sink);
+    let node = Node::new(net, NODE, sink.clone());
+    // One stop signal for the clock and every endpoint.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let mut endpoints = tokio::task::JoinSet::new();
+    if let Some(addr) = s.rpc_listen {
+        let auth = s.rpc_auth()?;
+        let listener = bind(addr, "rpc").await?;
+        for f in auth.cookie_files() {
+            println!("rpc cookie {}", f.display());
+        }
+        let (node, stop) = (node.clone(), stopped());
+        endpoints.spawn(async move {
+            simnet::rpc::serve(node, listener, auth, stop)
+                .await
+                .context("rpc endpoint")
+        });
+    }
+    if let Some(addr) = s.zmq_listen {
+        let listener = bind(addr, "zmq").await?;
+        let (node, stop) = (node.clone(), stopped());
+        endpoints.spawn(async move {
+            simnet::zmq::serve(node, listener, stop).await;
+            Ok(())
+        });
+    }
+
+    if let Some(addr) = s.tdp_listen {
+        let mut config = TdpConfig::new(s.tdp_keys()?);
+        config.cert_validity = s.cert_validity.0;
+        config.events = sink.clone();
+        let listener = bind(addr, "tdp").await?;
+        println!("tdp authority public key {}", config.keys.public_key());
+        let (node, stop) = (node.clone(), stopped());
+        endpoints.spawn(async move {
+            simnet::tdp::serve(node, listener, config, stop)
+                .await
+                .context("tdp endpoint")
+        });
+    }
+
     let duration = s.duration;
     let stop = async move {
         tokio::select! {
@@ -193,7 +345,18 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
             } => {}
         }
     };
-    node.run_clock(stop).await;
+    // The clock runs until the stop signal, or until an endpoint fails.
+    let failed = tokio::select! {
+        _ = node.run_clock(stop) => None,
+        Some(Ok(Err(e))) = endpoints.join_next() => Some(e),
+    };
+    let _ = stop_tx.send(true);
+    while let Some(r) = endpoints.join_next().await {
+        r.context("endpoint task")??;
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
     let (height, mempool_txs, mempool_vsize) =
         node.read(|n| (n.height(), n.mempool().len(), n.mempool().total_vsize()));
     Ok(Summary {
@@ -204,6 +367,15 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
         mempool_txs,
         mempool_vsize,
     })
+}
+
+/// Binds and prints the address actually bound (the line tests and scripts parse).
+async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {what} endpoint to {addr}"))?;
+    println!("{what} listening on {}", listener.local_addr()?);
+    Ok(listener)
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,143 @@
+//! `stratumlab simnet` as a process: endpoints bind where asked, print their addresses, serve,
+//! and everything stops cleanly on SIGTERM with a summary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+
+use base64::Engine as _;
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Simnet {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Simnet {
+    fn start(args: &[&str]) -> Simnet {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+            .arg("simnet")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        Simnet { child, lines }
+    }
+
+    /// Waits for a stdout line starting with `prefix` and returns the rest.
+    fn line(&self, prefix: &str) -> String {
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("simnet printed nothing more");
+            if let Some(rest) = l.strip_prefix(prefix) {
+                return rest.trim().to_owned();
+            }
+        }
+    }
+
+    fn stop(mut self) -> Vec<String> {
+        // SAFETY: signalling our own child, which has not been waited for yet.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exit {status:?}");
+        self.lines.try_iter().collect()
+    }
+}
+
+fn rpc(addr: SocketAddr, auth_b64: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {auth_b64}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp[9..12].parse().unwrap();
+    let body = resp.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+#[test]
+fn rpc_with_password_and_cookie_then_clean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let datadir = dir.path().to_str().unwrap();
+    let sn = Simnet::start(&[
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--rpc-user",
+        "alice",
+        "--rpc-password",
+        "secret",
+        "--datadir",
+        datadir,
+        "--zmq-listen",
+        "127.0.0.1:0",
+        "--block-interval",
+        "0",
+    ]);
+    let rpc_addr: SocketAddr = sn.line("rpc listening on").parse().unwrap();
+    let zmq_addr: SocketAddr = sn.line("zmq listening on").parse().unwrap();
+    assert!(rpc_addr.ip().is_loopback() && rpc_addr.port() != 0);
+    assert!(zmq_addr.ip().is_loopback() && zmq_addr.port() != 0);
+
+    // alice:secret
+    let (status, body) = rpc(
+        rpc_addr,
+        "YWxpY2U6c2VjcmV0",
+        r#"{"jsonrpc":"2.0","id":1,"method":"getblockcount","params":[]}"#,
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        r#"{"jsonrpc":"2.0","result":900000,"id":1}"#.to_owned() + "\n"
+    );
+    // The cookie works too.
+    let cookie = std::fs::read_to_string(dir.path().join("regtest/.cookie")).unwrap();
+    assert!(cookie.starts_with("__cookie__:"));
+    let b64 = base64::engine::general_purpose::STANDARD.encode(cookie.trim());
+    let (status, _) = rpc(
+        rpc_addr,
+        &b64,
+        r#"{"id":1,"method":"getbestblockhash","params":[]}"#,
+    );
+    assert_eq!(status, 200);
+    let (status, _) = rpc(
+        rpc_addr,
+        "YWxpY2U6d3Jvbmc=",
+        r#"{"id":1,"method":"getblockcount"}"#,
+    );
+    assert_eq!(status, 401);
+
+    let rest = sn.stop();
+    assert!(
+        rest.iter().any(|l| l.starts_with("simnet ran for")),
+        "{rest:?}"
+    );
+    assert!(
+        !dir.path().join("regtest/.cookie").exists(),
+        "cookie removed on stop"
+    );
+}
+
+#[test]
+fn rpc_without_credentials_is_refused_at_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["simnet", "--rpc-listen", "127.0.0.1:0", "--duration", "5s"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--rpc-listen needs credentials"), "{err}");
+}

@@ -1,0 +1,90 @@
+//! A whole block from a `SubmitSolution`: the client sends only the header fields it chose and
+//! its coinbase; the transactions, the previous hash and `nBits` come from the template the
+//! solution names, as a Template Provider keeps them.
+
+use primitives::bitcoin::consensus::{deserialize, serialize};
+use primitives::bitcoin::Transaction;
+use primitives::{Hash256, Header};
+
+use crate::template::Template;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SolutionError {
+    #[error("coinbase_tx does not decode as one transaction: {0}")]
+    CoinbaseDecode(String),
+    #[error("coinbase_tx is not a coinbase (one input spending the null outpoint)")]
+    NotCoinbase,
+}
+
+/// A serialized block ready for the node, with what logs and events say about it.
+#[derive(Clone, Debug)]
+pub struct SolutionBlock {
+    pub raw: Vec<u8>,
+    pub hash: Hash256,
+    pub height: u32,
+    pub template_id: u64,
+}
+
+/// Rebuilds the block `template` plus the client's header fields and coinbase describe. The
+/// coinbase goes in as the client serialized it (witness included: SubmitSolution must not
+/// strip it); the merkle root commits to its txid through the template's branch. Proof of work
+/// and everything else are the node's to judge.
+pub fn assemble(
+    template: &Template,
+    version: u32,
+    header_timestamp: u32,
+    header_nonce: u32,
+    coinbase_tx: &[u8],
+) -> Result<SolutionBlock, SolutionError> {
+    // `deserialize` also rejects trailing bytes, so the coinbase is exactly one transaction.
+    let coinbase: Transaction =
+        deserialize(coinbase_tx).map_err(|e| SolutionError::CoinbaseDecode(e.to_string()))?;
+    if !coinbase.is_coinbase() {
+        return Err(SolutionError::NotCoinbase);
+    }
+    let txid = Hash256::from(coinbase.compute_txid());
+    let header = Header {
+        version,
+        prev_hash: template.prev_hash,
+        merkle_root: template.merkle_root(txid),
+        time: header_timestamp,
+        bits: template.bits,
+        nonce: header_nonce,
+    };
+    // Re-serialized rather than copied: what decoded is what the block carries, byte for byte
+    // the canonical encoding.
+    let coinbase_raw = serialize(&coinbase);
+    let body: usize = template.transactions.iter().map(|t| t.raw.len()).sum();
+    let mut raw = Vec::with_capacity(Header::SIZE + 9 + coinbase_raw.len() + body);
+    raw.extend_from_slice(&header.to_bytes());
+    write_compact_size(&mut raw, 1 + template.transactions.len() as u64);
+    raw.extend_from_slice(&coinbase_raw);
+    for tx in &template.transactions {
+        raw.extend_from_slice(&tx.raw);
+    }
+    Ok(SolutionBlock {
+        raw,
+        hash: header.block_hash(),
+        height: template.height,
+        template_id: template.id,
+    })
+}
+
+/// Bitcoin's CompactSize, for the block's transaction count.
+fn write_compact_size(out: &mut Vec<u8>, n: u64) {
+    match n {
+        0..=0xfc => out.push(n as u8),
+        0xfd..=0xffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(0xfe);
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+        }
+        _ => {
+            out.push(0xff);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}

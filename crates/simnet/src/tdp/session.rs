@@ -1,0 +1,723 @@
+//! One Template Distribution connection as a sans-IO state machine: client messages and new
+//! templates in, messages to send and blocks to submit out. No sockets, no clock: the shell in
+//! [`super::server`] feeds it, and tests drive it directly.
+//!
+//! # Sequencing
+//!
+//! 1. `SetupConnection` (must be first) -> `SetupConnection.Success` (version 2, no flags), or
+//!    `SetupConnection.Error` with the spec's code and a close: `unsupported-protocol` (protocol
+//!    other than Template Distribution), `protocol-version-mismatch` (range excludes 2),
+//!    `unsupported-feature-flags` (any flag: the protocol defines none; the error lists them).
+//! 2. `CoinbaseOutputConstraints` -> at once, the current template as `NewTemplate` with
+//!    `future_template = true`, followed by the `SetNewPrevHash` that activates it: the client
+//!    can start work with both in hand.
+//! 3. Then, for each new template the node makes: if its previous block is the tip the client
+//!    was last given, `NewTemplate` with `future_template = false` (work on it at once);
+//!    otherwise a new tip: `NewTemplate` with `future_template = true` and its `SetNewPrevHash`.
+//!    That is how Bitcoin Core's Template Provider sequences them: a `SetNewPrevHash` always
+//!    names a future template sent just before.
+//!
+//! Template ids are simnet's own template ids, which only ever increase. The templates sent are
+//! kept per connection for `RequestTransactionData` and `SubmitSolution`: those of the last few
+//! tips (`retained_tips`), at most `max_templates`, oldest dropped first.
+//!
+//! # Coinbase space
+//!
+//! The spec has the provider reserve, for a segwit block, 1168 weight units (header, transaction
+//! count, the coinbase's fixed fields, a 100-byte scriptSig, the output count and the witness
+//! commitment output) plus 4 per byte of outputs the client will add, and Bitcoin Core puts a
+//! floor of 2000 under it. simnet's templates already leave `coinbase_reserved_weight` (4000
+//! WU by default) free; when a client asks for more, its templates drop their last (lowest fee
+//! rate) transactions until the block fits, with the merkle path, commitment and value
+//! recomputed. A changed constraint applies from the next template (a template id is never
+//! re-sent with different contents). Sigops are not modelled by simnet (its transactions are
+//! far below the block limit), so `coinbase_output_max_additional_sigops` is recorded only.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use binary_sv2::U256Owned;
+use common_messages_sv2::{
+    SetupConnectionErrorOwned, SetupConnectionSuccess,
+    ERROR_CODE_SETUP_CONNECTION_PROTOCOL_VERSION_MISMATCH,
+    ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_FEATURE_FLAGS,
+    ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_PROTOCOL,
+    SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT,
+};
+use primitives::coinbase::bip34_height_push;
+use primitives::Hash256;
+use template_distribution_sv2::{
+    NewTemplateOwned, RequestTransactionDataErrorOwned, RequestTransactionDataSuccessOwned,
+    SetNewPrevHashOwned, ERROR_CODE_REQUEST_TRANSACTION_DATA_STALE_TEMPLATE_ID,
+    ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND,
+};
+
+use super::block::{self, SolutionBlock};
+use super::codec::{self, ClientMessage, FieldError, ServerMessage, Setup, Solution};
+use crate::config::SimnetConfig;
+use crate::mempool::Selection;
+use crate::template::{Template, TemplateBase};
+
+/// The only protocol version SV2 defines.
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The coinbase fields templates ask for, as in simnet's own coinbases (`CoinbaseSpec::new`):
+/// version 2, final input sequence, no lock time.
+pub const COINBASE_TX_VERSION: u32 = 2;
+pub const COINBASE_TX_INPUT_SEQUENCE: u32 = u32::MAX;
+pub const COINBASE_TX_LOCKTIME: u32 = 0;
+
+/// The spec's fixed reservation for a segwit block's header, counts and coinbase without the
+/// client's outputs, and Bitcoin Core's floor under the total.
+pub const FIXED_RESERVED_WEIGHT: u64 = 1168;
+pub const MIN_RESERVED_WEIGHT: u64 = 2000;
+
+/// What `RequestTransactionData.Success` carries as `excess_data`: the coinbase witness
+/// reserved value the template's commitment was computed with, as Core's provider sends it.
+pub const EXCESS_DATA: [u8; 32] = primitives::coinbase::WITNESS_RESERVED_VALUE;
+
+#[derive(Clone, Copy, Debug)]
+pub struct SessionConfig {
+    pub block_max_weight: u64,
+    /// Weight the node's templates already leave free for the coinbase.
+    pub coinbase_reserved_weight: u64,
+    /// Templates of this many most recent tips stay answerable.
+    pub retained_tips: usize,
+    /// And at most this many templates in all.
+    pub max_templates: usize,
+}
+
+impl SessionConfig {
+    pub fn from_network(config: &SimnetConfig) -> SessionConfig {
+        SessionConfig {
+            block_max_weight: config.block_max_weight,
+            coinbase_reserved_weight: config.coinbase_reserved_weight,
+            retained_tips: 3,
+            max_templates: 64,
+        }
+    }
+}
+
+/// What the shell must do, in order.
+#[derive(Debug)]
+pub enum Action {
+    Send(ServerMessage),
+    /// Hand the block to the node.
+    Submit(SolutionBlock),
+    /// A solution that names no template we hold or does not make a block; the protocol has no
+    /// answer for it, so the shell logs it.
+    DropSolution {
+        template_id: u64,
+        reason: String,
+    },
+    /// Close the connection after sending what came before.
+    Close {
+        reason: &'static str,
+        detail: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    AwaitSetup,
+    AwaitConstraints,
+    Serving,
+}
+
+pub struct Session {
+    cfg: SessionConfig,
+    phase: Phase,
+    /// Transaction weight the client's templates may carry.
+    tx_limit: u64,
+    /// The previous block hash of the last `SetNewPrevHash` sent.
+    tip: Option<Hash256>,
+    /// Id of the last template sent.
+    last_sent: Option<u64>,
+    store: Store,
+}
+
+impl Session {
+    pub fn new(cfg: SessionConfig) -> Session {
+        Session {
+            tx_limit: cfg
+                .block_max_weight
+                .saturating_sub(cfg.coinbase_reserved_weight),
+            cfg,
+            phase: Phase::AwaitSetup,
+            tip: None,
+            last_sent: None,
+            store: Store::new(cfg.retained_tips, cfg.max_templates),
+        }
+    }
+
+    /// Past setup and constraints: new templates go out.
+    pub fn is_serving(&self) -> bool {
+        self.phase == Phase::Serving
+    }
+
+    /// A template this connection was sent, if still held.
+    pub fn template(&self, id: u64) -> Option<&Arc<Template>> {
+        self.store.get(id)
+    }
+
+    /// Transaction weight this client's templates may carry.
+    pub fn tx_limit(&self) -> u64 {
+        self.tx_limit
+    }
+
+    /// A message from the client; `current` is the node's latest template.
+    pub fn on_message(&mut self, msg: ClientMessage, current: &Arc<Template>) -> Vec<Action> {
+        match (self.phase, msg) {
+            (Phase::AwaitSetup, ClientMessage::SetupConnection(s)) => self.setup(s),
+            (_, ClientMessage::SetupConnection(_)) => close("protocol", "SetupConnection repeated"),
+            (Phase::AwaitSetup, other) => close(
+                "protocol",
+                format!("{} before SetupConnection", message_name(&other)),
+            ),
+            (
+                phase,
+                ClientMessage::CoinbaseOutputConstraints {
+                    max_additional_size,
+                    ..
+                },
+            ) => {
+                self.tx_limit = self
+                    .cfg
+                    .block_max_weight
+                    .saturating_sub(reserved_weight(max_additional_size));
+                if phase == Phase::AwaitConstraints {
+                    self.phase = Phase::Serving;
+                    self.announce(current)
+                } else {
+                    Vec::new()
+                }
+            }
+            (_, ClientMessage::RequestTransactionData { template_id }) => {
+                self.transaction_data(template_id)
+            }
+            (_, ClientMessage::SubmitSolution(s)) => self.solution(s),
+        }
+    }
+
+    /// The node made a template.
+    pub fn on_template(&mut self, t: &Arc<Template>) -> Vec<Action> {
+        if self.phase != Phase::Serving || self.last_sent.is_some_and(|id| t.id <= id) {
+            return Vec::new();
+        }
+        self.announce(t)
+    }
+
+    fn setup(&mut self, s: Setup) -> Vec<Action> {
+        let refuse = |code: &str, flags: u32| -> Vec<Action> {
+            match codec::str0255("error_code", code) {
+                Ok(error_code) => vec![
+                    Action::Send(ServerMessage::SetupConnectionError(
+                        SetupConnectionErrorOwned { flags, error_code },
+                    )),
+                    Action::Close {
+                        reason: "setup",
+                        detail: code.to_owned(),
+                    },
+                ],
+                Err(e) => close("encode", e.to_string()),
+            }
+        };
+        if s.protocol != SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT {
+            return refuse(ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_PROTOCOL, 0);
+        }
+        if !(s.min_version..=s.max_version).contains(&PROTOCOL_VERSION) {
+            return refuse(ERROR_CODE_SETUP_CONNECTION_PROTOCOL_VERSION_MISMATCH, 0);
+        }
+        // Template Distribution defines no flags, so every flag set is one we do not support,
+        // and the error lists them all, as the spec asks.
+        if s.flags != 0 {
+            return refuse(
+                ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_FEATURE_FLAGS,
+                s.flags,
+            );
+        }
+        self.phase = Phase::AwaitConstraints;
+        vec![Action::Send(ServerMessage::SetupConnectionSuccess(
+            SetupConnectionSuccess {
+                used_version: PROTOCOL_VERSION,
+                flags: 0,
+            },
+        ))]
+    }
+
+    /// Sends `t` (fitted to this client's coinbase space): future plus `SetNewPrevHash` when its
+    /// previous block is not the tip the client has, otherwise for immediate work.
+    fn announce(&mut self, t: &Arc<Template>) -> Vec<Action> {
+        let fitted = fit(t, self.tx_limit);
+        let new_tip = self.tip != Some(fitted.prev_hash);
+        let new_template = match new_template_message(&fitted, new_tip) {
+            Ok(m) => m,
+            Err(e) => return close("encode", e.to_string()),
+        };
+        let mut out = vec![Action::Send(ServerMessage::NewTemplate(new_template))];
+        if new_tip {
+            out.push(Action::Send(ServerMessage::SetNewPrevHash(
+                set_new_prev_hash_message(&fitted),
+            )));
+            self.tip = Some(fitted.prev_hash);
+        }
+        self.last_sent = Some(fitted.id);
+        self.store.insert(fitted);
+        out
+    }
+
+    fn transaction_data(&self, template_id: u64) -> Vec<Action> {
+        let refuse = |code: &str| match codec::str0255("error_code", code) {
+            Ok(error_code) => vec![Action::Send(ServerMessage::RequestTransactionDataError(
+                RequestTransactionDataErrorOwned {
+                    template_id,
+                    error_code,
+                },
+            ))],
+            Err(e) => close("encode", e.to_string()),
+        };
+        let Some(t) = self.store.get(template_id) else {
+            return refuse(ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND);
+        };
+        if self.tip != Some(t.prev_hash) {
+            return refuse(ERROR_CODE_REQUEST_TRANSACTION_DATA_STALE_TEMPLATE_ID);
+        }
+        match transaction_data_message(t) {
+            Ok(m) => vec![Action::Send(ServerMessage::RequestTransactionDataSuccess(
+                m,
+            ))],
+            Err(e) => close("encode", e.to_string()),
+        }
+    }
+
+    fn solution(&self, s: Solution) -> Vec<Action> {
+        let Some(t) = self.store.get(s.template_id) else {
+            return vec![Action::DropSolution {
+                template_id: s.template_id,
+                reason: ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND.to_owned(),
+            }];
+        };
+        // A solution on a template whose tip has moved on is still built and submitted: the
+        // node decides (it may be a valid fork, or a duplicate), as Core does.
+        match block::assemble(
+            t,
+            s.version,
+            s.header_timestamp,
+            s.header_nonce,
+            &s.coinbase_tx,
+        ) {
+            Ok(b) => vec![Action::Submit(b)],
+            Err(e) => vec![Action::DropSolution {
+                template_id: s.template_id,
+                reason: e.to_string(),
+            }],
+        }
+    }
+}
+
+fn close(reason: &'static str, detail: impl Into<String>) -> Vec<Action> {
+    vec![Action::Close {
+        reason,
+        detail: detail.into(),
+    }]
+}
+
+fn message_name(m: &ClientMessage) -> &'static str {
+    match m {
+        ClientMessage::SetupConnection(_) => "SetupConnection",
+        ClientMessage::CoinbaseOutputConstraints { .. } => "CoinbaseOutputConstraints",
+        ClientMessage::RequestTransactionData { .. } => "RequestTransactionData",
+        ClientMessage::SubmitSolution(_) => "SubmitSolution",
+    }
+}
+
+/// Block weight kept free for a client adding `max_additional_size` bytes of outputs.
+pub fn reserved_weight(max_additional_size: u32) -> u64 {
+    (FIXED_RESERVED_WEIGHT + 4 * max_additional_size as u64).max(MIN_RESERVED_WEIGHT)
+}
+
+/// `t` itself when its transactions fit `tx_limit`; otherwise the same template over the
+/// transactions that fit, taken in the template's (fee rate) order.
+pub fn fit(t: &Arc<Template>, tx_limit: u64) -> Arc<Template> {
+    if t.tx_weight <= tx_limit {
+        return t.clone();
+    }
+    let mut selection = Selection::default();
+    for tx in &t.transactions {
+        if selection.weight + tx.weight <= tx_limit {
+            selection.weight += tx.weight;
+            selection.fees += tx.fee;
+            selection.txs.push(tx.clone());
+        }
+    }
+    let base = TemplateBase {
+        id: t.id,
+        now: t.created_at,
+        prev_hash: t.prev_hash,
+        height: t.height,
+        bits: t.bits,
+        target: t.target,
+        curtime: t.curtime,
+        mintime: t.mintime,
+    };
+    Arc::new(Template::build(base, selection))
+}
+
+/// The coinbase outputs a template asks for, serialized one after another without a count (the
+/// count is `coinbase_tx_outputs_count`): the witness commitment, paying nothing.
+pub fn coinbase_outputs(t: &Template) -> Vec<u8> {
+    let script = &t.default_witness_commitment;
+    let mut out = Vec::with_capacity(8 + 1 + script.len());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    // The commitment script is 38 bytes: a one-byte CompactSize.
+    out.push(script.len() as u8);
+    out.extend_from_slice(script);
+    out
+}
+
+pub fn new_template_message(t: &Template, future: bool) -> Result<NewTemplateOwned, FieldError> {
+    Ok(NewTemplateOwned {
+        template_id: t.id,
+        future_template: future,
+        version: t.version,
+        coinbase_tx_version: COINBASE_TX_VERSION,
+        // The BIP34 height push, what Core's provider puts first in the scriptSig; the client
+        // appends its own tag and extranonce.
+        coinbase_prefix: codec::b0255("coinbase_prefix", bip34_height_push(t.height))?,
+        coinbase_tx_input_sequence: COINBASE_TX_INPUT_SEQUENCE,
+        coinbase_tx_value_remaining: t.coinbase_value,
+        coinbase_tx_outputs_count: 1,
+        coinbase_tx_outputs: codec::b064k("coinbase_tx_outputs", coinbase_outputs(t))?,
+        coinbase_tx_locktime: COINBASE_TX_LOCKTIME,
+        merkle_path: codec::seq0255(
+            "merkle_path",
+            t.merkle_branch
+                .iter()
+                .map(|h| U256Owned::from(h.0))
+                .collect(),
+        )?,
+    })
+}
+
+pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHashOwned {
+    SetNewPrevHashOwned {
+        template_id: t.id,
+        // Internal byte order: as the hash appears in the next block's header.
+        prev_hash: U256Owned::from(t.prev_hash.0),
+        header_timestamp: t.curtime,
+        n_bits: t.bits.0,
+        target: U256Owned::from(t.target.to_le_bytes()),
+    }
+}
+
+pub fn transaction_data_message(
+    t: &Template,
+) -> Result<RequestTransactionDataSuccessOwned, FieldError> {
+    Ok(RequestTransactionDataSuccessOwned {
+        template_id: t.id,
+        excess_data: codec::b064k("excess_data", EXCESS_DATA.to_vec())?,
+        transaction_list: codec::seq064k_b016m(
+            "transaction_list",
+            t.transactions.iter().map(|e| e.raw.to_vec()),
+        )?,
+    })
+}
+
+/// The templates a connection was sent, newest last.
+struct Store {
+    templates: VecDeque<Arc<Template>>,
+    /// Previous-block hashes of the retained tips, newest last.
+    tips: VecDeque<Hash256>,
+    retained_tips: usize,
+    max_templates: usize,
+}
+
+impl Store {
+    fn new(retained_tips: usize, max_templates: usize) -> Store {
+        Store {
+            templates: VecDeque::new(),
+            tips: VecDeque::new(),
+            retained_tips: retained_tips.max(1),
+            max_templates: max_templates.max(1),
+        }
+    }
+
+    fn insert(&mut self, t: Arc<Template>) {
+        if self.tips.back() != Some(&t.prev_hash) {
+            self.tips.retain(|h| *h != t.prev_hash);
+            self.tips.push_back(t.prev_hash);
+            while self.tips.len() > self.retained_tips {
+                self.tips.pop_front();
+            }
+            let tips = &self.tips;
+            self.templates.retain(|old| tips.contains(&old.prev_hash));
+        }
+        self.templates.push_back(t);
+        while self.templates.len() > self.max_templates {
+            self.templates.pop_front();
+        }
+    }
+
+    fn get(&self, id: u64) -> Option<&Arc<Template>> {
+        self.templates.iter().rev().find(|t| t.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MempoolConfig;
+    use crate::network::Network;
+    use crate::time::SimTime;
+
+    fn network() -> Network {
+        Network::new(SimnetConfig {
+            seed: 9,
+            block_interval: std::time::Duration::ZERO,
+            mempool: MempoolConfig {
+                initial_txs: 400,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn setup(protocol: u8, min: u16, max: u16, flags: u32) -> ClientMessage {
+        ClientMessage::SetupConnection(Setup {
+            protocol,
+            min_version: min,
+            max_version: max,
+            flags,
+        })
+    }
+
+    fn constraints(size: u32) -> ClientMessage {
+        ClientMessage::CoinbaseOutputConstraints {
+            max_additional_size: size,
+            max_additional_sigops: Some(4),
+        }
+    }
+
+    fn serving(net: &Network) -> Session {
+        let mut s = Session::new(SessionConfig::from_network(net.config()));
+        let t = net.template().clone();
+        assert!(matches!(
+            s.on_message(setup(2, 2, 2, 0), &t)[..],
+            [Action::Send(ServerMessage::SetupConnectionSuccess(
+                SetupConnectionSuccess {
+                    used_version: 2,
+                    flags: 0
+                }
+            ))]
+        ));
+        s.on_message(constraints(50), &t);
+        assert!(s.is_serving());
+        s
+    }
+
+    fn error_code(a: &Action) -> String {
+        match a {
+            Action::Send(ServerMessage::SetupConnectionError(e)) => {
+                String::from_utf8(e.error_code.as_bytes().to_vec()).unwrap()
+            }
+            Action::Send(ServerMessage::RequestTransactionDataError(e)) => {
+                String::from_utf8(e.error_code.as_bytes().to_vec()).unwrap()
+            }
+            other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn setup_errors_use_the_spec_codes_and_close() {
+        let net = network();
+        let t = net.template().clone();
+        for (msg, code, flags) in [
+            (setup(0, 2, 2, 0), "unsupported-protocol", 0),
+            (setup(7, 2, 2, 0), "unsupported-protocol", 0),
+            (setup(2, 3, 4, 0), "protocol-version-mismatch", 0),
+            (setup(2, 2, 2, 0b101), "unsupported-feature-flags", 0b101),
+        ] {
+            let mut s = Session::new(SessionConfig::from_network(net.config()));
+            let out = s.on_message(msg, &t);
+            assert_eq!(out.len(), 2, "{out:?}");
+            assert_eq!(error_code(&out[0]), code);
+            if let Action::Send(ServerMessage::SetupConnectionError(e)) = &out[0] {
+                assert_eq!(e.flags, flags);
+            }
+            assert!(matches!(
+                out[1],
+                Action::Close {
+                    reason: "setup",
+                    ..
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn messages_out_of_order_close() {
+        let net = network();
+        let t = net.template().clone();
+        let mut s = Session::new(SessionConfig::from_network(net.config()));
+        assert!(matches!(
+            s.on_message(constraints(10), &t)[..],
+            [Action::Close {
+                reason: "protocol",
+                ..
+            }]
+        ));
+        let mut s = serving(&net);
+        assert!(matches!(
+            s.on_message(setup(2, 2, 2, 0), &t)[..],
+            [Action::Close {
+                reason: "protocol",
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn constraints_bring_a_future_template_and_its_prev_hash() {
+        let net = network();
+        let t = net.template().clone();
+        let mut s = Session::new(SessionConfig::from_network(net.config()));
+        s.on_message(setup(2, 2, 2, 0), &t);
+        assert!(s.on_template(&t).is_empty(), "nothing before constraints");
+        let out = s.on_message(constraints(50), &t);
+        let [Action::Send(ServerMessage::NewTemplate(nt)), Action::Send(ServerMessage::SetNewPrevHash(p))] =
+            &out[..]
+        else {
+            panic!("{out:?}")
+        };
+        assert!(nt.future_template);
+        assert_eq!(nt.template_id, t.id);
+        assert_eq!(p.template_id, t.id);
+        assert_eq!(nt.coinbase_prefix.as_bytes(), bip34_height_push(t.height));
+        assert_eq!(nt.coinbase_tx_value_remaining, t.coinbase_value);
+        assert_eq!(nt.coinbase_tx_outputs_count, 1);
+        assert_eq!(nt.merkle_path.len(), t.merkle_branch.len());
+        assert_eq!(p.prev_hash.as_bytes(), &t.prev_hash.0);
+        assert_eq!(p.n_bits, t.bits.0);
+        assert_eq!(p.header_timestamp, t.curtime);
+        // Sending the same template again is a no-op.
+        assert!(s.on_template(&t).is_empty());
+    }
+
+    #[test]
+    fn same_tip_templates_are_immediate_and_new_tips_are_future_with_prev_hash() {
+        let mut net = network();
+        let mut s = serving(&net);
+        // A fee-driven template on the same tip: arrivals, then the next template check.
+        let mut now = SimTime::ZERO;
+        let first = net.template().id;
+        while net.template().id == first {
+            now = now + std::time::Duration::from_secs(31);
+            net.advance(now);
+        }
+        let t = net.template().clone();
+        let out = s.on_template(&t);
+        assert!(
+            matches!(&out[..], [Action::Send(ServerMessage::NewTemplate(nt))] if !nt.future_template),
+            "{out:?}"
+        );
+        net.mine_now(now, vec![0x51]);
+        net.advance(now);
+        let t = net.template().clone();
+        let out = s.on_template(&t);
+        assert!(
+            matches!(&out[..], [Action::Send(ServerMessage::NewTemplate(nt)), Action::Send(ServerMessage::SetNewPrevHash(p))]
+                if nt.future_template && p.template_id == t.id),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn transaction_data_found_stale_and_unknown() {
+        let mut net = network();
+        let mut s = serving(&net);
+        let t = net.template().clone();
+        let out = s.transaction_data(t.id);
+        let [Action::Send(ServerMessage::RequestTransactionDataSuccess(m))] = &out[..] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(m.excess_data.as_bytes(), &EXCESS_DATA);
+        assert_eq!(m.transaction_list.len(), t.tx_count());
+        for (got, want) in m.transaction_list.iter().zip(&t.transactions) {
+            assert_eq!(got.as_bytes(), &want.raw[..]);
+        }
+        assert_eq!(
+            error_code(&s.transaction_data(t.id + 1000)[0]),
+            "template-id-not-found"
+        );
+        net.mine_now(SimTime::ZERO, vec![0x51]);
+        net.advance(SimTime::ZERO);
+        s.on_template(&net.template().clone());
+        assert_eq!(
+            error_code(&s.transaction_data(t.id)[0]),
+            "stale-template-id"
+        );
+    }
+
+    #[test]
+    fn old_tips_are_forgotten() {
+        let mut net = network();
+        let mut s = serving(&net);
+        let first = net.template().id;
+        for _ in 0..5 {
+            net.mine_now(SimTime::ZERO, vec![0x51]);
+            net.advance(SimTime::ZERO);
+            s.on_template(&net.template().clone());
+        }
+        assert!(s.template(first).is_none());
+        assert!(s.template(net.template().id).is_some());
+        assert_eq!(s.store.templates.len(), 3);
+    }
+
+    #[test]
+    fn big_coinbase_constraints_trim_the_template() {
+        let net = network();
+        let t = net.template().clone();
+        assert!(t.tx_count() > 10);
+        let mut s = Session::new(SessionConfig::from_network(net.config()));
+        s.on_message(setup(2, 2, 2, 0), &t);
+        // The client wants almost the whole block for its outputs.
+        let limit_bytes = (net.config().block_max_weight - t.tx_weight / 2) / 4;
+        let out = s.on_message(constraints(limit_bytes as u32), &t);
+        let Action::Send(ServerMessage::NewTemplate(nt)) = &out[0] else {
+            panic!("{out:?}")
+        };
+        let sent = s.template(nt.template_id).unwrap();
+        assert!(sent.tx_weight <= s.tx_limit());
+        assert!(sent.tx_count() < t.tx_count());
+        assert_eq!(nt.coinbase_tx_value_remaining, sent.coinbase_value);
+        assert!(sent.coinbase_value < t.coinbase_value);
+        assert_eq!(nt.merkle_path.len(), sent.merkle_branch.len());
+        // A modest request shares the node's template as it is.
+        assert!(Arc::ptr_eq(&fit(&t, t.tx_weight), &t));
+        assert_eq!(reserved_weight(0), MIN_RESERVED_WEIGHT);
+        assert_eq!(reserved_weight(1000), 5168);
+    }
+
+    #[test]
+    fn solutions_for_unknown_templates_or_bad_coinbases_are_dropped() {
+        let net = network();
+        let s = serving(&net);
+        let t = net.template();
+        let sol = |id, cb: Vec<u8>| Solution {
+            template_id: id,
+            version: t.version,
+            header_timestamp: t.curtime,
+            header_nonce: 0,
+            coinbase_tx: cb,
+        };
+        assert!(matches!(
+            &s.solution(sol(t.id + 5, vec![]))[..],
+            [Action::DropSolution { .. }]
+        ));
+        assert!(matches!(
+            &s.solution(sol(t.id, vec![1, 2, 3]))[..],
+            [Action::DropSolution { .. }]
+        ));
+    }
+}
