@@ -141,3 +141,64 @@ fn rpc_without_credentials_is_refused_at_start() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--rpc-listen needs credentials"), "{err}");
 }
+
+#[test]
+fn events_written_by_simnet_read_back_with_the_events_subcommands() {
+    let dir = tempfile::tempdir().unwrap();
+    let ev = dir.path().join("simnet.ev");
+    let ev_arg = ev.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args([
+            "simnet",
+            "--block-interval",
+            "50ms",
+            "--duration",
+            "500ms",
+            "--seed",
+            "4",
+            "--events",
+            ev_arg,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("simnet ran for"), "{stdout}");
+
+    let summary = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "summary", ev_arg])
+        .output()
+        .unwrap();
+    assert!(
+        summary.status.success(),
+        "{}",
+        String::from_utf8_lossy(&summary.stderr)
+    );
+    let text = String::from_utf8_lossy(&summary.stdout);
+    assert!(
+        text.contains("role \"simnet\"") && text.contains("template_created"),
+        "{text}"
+    );
+
+    let dump = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "dump", "--kind", "tip_changed", ev_arg])
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+    let tips: Vec<serde_json::Value> = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        !tips.is_empty(),
+        "no network block in 500 ms at a 50 ms mean"
+    );
+    assert!(tips
+        .iter()
+        .all(|t| t["kind"] == "tip_changed" && t["source"] == "network"));
+    let heights: Vec<u64> = tips.iter().map(|t| t["height"].as_u64().unwrap()).collect();
+    assert_eq!(
+        heights,
+        (900_001..900_001 + tips.len() as u64).collect::<Vec<_>>()
+    );
+}

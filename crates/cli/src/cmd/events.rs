@@ -40,12 +40,14 @@ struct DumpConfig {
     kinds: Vec<String>,
 }
 
-#[derive(Args)]
+#[derive(Args, Serialize)]
 pub struct SummaryArgs {
     #[arg(required = true)]
+    #[serde(skip)]
     files: Vec<PathBuf>,
     /// TOML file with settings (none are needed; accepted for uniformity).
     #[arg(long)]
+    #[serde(skip)]
     config: Option<PathBuf>,
 }
 
@@ -62,7 +64,7 @@ pub fn run(cmd: EventsCommand) -> Result<()> {
             dump(&args.files, &conf.kinds, &mut out)?;
         }
         EventsCommand::Summary(args) => {
-            let _: SummaryConfig = config::load(args.config.as_deref(), &())?;
+            let _: SummaryConfig = config::load(args.config.as_deref(), &args)?;
             for f in &args.files {
                 summary(f, &mut out)?;
             }
