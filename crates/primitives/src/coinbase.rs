@@ -12,6 +12,7 @@ use std::str::FromStr;
 use bitcoin::consensus::Decodable;
 use bitcoin::{Address, Amount, Network, ScriptBuf, Transaction, Witness};
 
+use crate::compact_size;
 use crate::hash::{sha256d, sha256d_parts, Hash256};
 use crate::merkle::merkle_root;
 
@@ -113,13 +114,13 @@ impl CoinbaseSpec {
         prefix.push(1); // one input
         prefix.extend_from_slice(&[0u8; 32]);
         prefix.extend_from_slice(&0xffff_ffffu32.to_le_bytes());
-        write_compact_size(&mut prefix, script_len as u64);
+        compact_size::write(&mut prefix, script_len as u64);
         prefix.extend_from_slice(&script);
 
         let mut suffix = Vec::with_capacity(128);
         suffix.extend_from_slice(&self.sequence.to_le_bytes());
         let n_out = self.payouts.len() + self.witness_commitment.is_some() as usize;
-        write_compact_size(&mut suffix, n_out as u64);
+        compact_size::write(&mut suffix, n_out as u64);
         for p in &self.payouts {
             write_output(&mut suffix, p.value.to_sat(), p.script_pubkey.as_bytes());
         }
@@ -244,27 +245,9 @@ fn push_data(script: &mut Vec<u8>, data: &[u8]) {
     }
 }
 
-pub(crate) fn write_compact_size(out: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=0xfc => out.push(n as u8),
-        0xfd..=0xffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x1_0000..=0xffff_ffff => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-    }
-}
-
 fn write_output(out: &mut Vec<u8>, value: u64, script: &[u8]) {
     out.extend_from_slice(&value.to_le_bytes());
-    write_compact_size(out, script.len() as u64);
+    compact_size::write(out, script.len() as u64);
     out.extend_from_slice(script);
 }
 

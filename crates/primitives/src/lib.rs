@@ -6,6 +6,7 @@
 //! headers contain them); `Display` prints them reversed, as RPC and explorers do.
 
 pub mod coinbase;
+pub mod compact_size;
 pub mod difficulty;
 pub mod hash;
 pub mod header;

@@ -67,7 +67,7 @@ impl StoredBlock {
         received: SimTime,
     ) -> Self {
         let n = 1 + txs.len() as u64;
-        let tx_count_len = compact_size_len(n);
+        let tx_count_len = primitives::compact_size::len(n);
         let cb_size = coinbase.total_size();
         let size =
             Header::SIZE + tx_count_len + cb_size + txs.iter().map(|t| t.raw.len()).sum::<usize>();
@@ -117,39 +117,12 @@ impl StoredBlock {
     pub fn serialize(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.size);
         out.extend_from_slice(&self.header.to_bytes());
-        write_compact_size(&mut out, self.tx_count() as u64);
+        primitives::compact_size::write(&mut out, self.tx_count() as u64);
         out.extend_from_slice(&serialize(&self.coinbase));
         for t in &self.txs {
             out.extend_from_slice(&t.raw);
         }
         out
-    }
-}
-
-fn compact_size_len(n: u64) -> usize {
-    match n {
-        0..=0xfc => 1,
-        0xfd..=0xffff => 3,
-        0x1_0000..=0xffff_ffff => 5,
-        _ => 9,
-    }
-}
-
-fn write_compact_size(out: &mut Vec<u8>, n: u64) {
-    match compact_size_len(n) {
-        1 => out.push(n as u8),
-        3 => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        5 => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
     }
 }
 

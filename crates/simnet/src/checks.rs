@@ -29,6 +29,10 @@ use primitives::{merkle_step, CompactTarget, Hash256, Header, Target};
 use crate::config::MAX_BLOCK_WEIGHT;
 use crate::mempool::TxEntry;
 
+/// The submit path under arbitrary bytes, for the fuzz target and its corpus replay test.
+#[doc(hidden)]
+pub mod fuzz;
+
 /// Why a submitted block was not made the tip. `Display` is bitcoind's word for it: the
 /// `submitblock` result string, or for the first two the RPC error message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -165,7 +169,7 @@ pub fn check_block(block: Block) -> Result<CheckedBlock, SubmitError> {
 
     let max_count = (MAX_BLOCK_WEIGHT / 4) as usize;
     let stripped_size: usize = Header::SIZE
-        + compact_size_len(block.txdata.len() as u64)
+        + primitives::compact_size::len(block.txdata.len() as u64)
         + block.txdata.iter().map(|t| t.base_size()).sum::<usize>();
     if block.txdata.len() > max_count || stripped_size > max_count {
         return Err(SubmitError::BadLength);
@@ -389,15 +393,6 @@ pub fn check_connect(
         return Err(SubmitError::BadCoinbaseAmount);
     }
     Ok((entries, fees))
-}
-
-fn compact_size_len(n: u64) -> usize {
-    match n {
-        0..=0xfc => 1,
-        0xfd..=0xffff => 3,
-        0x1_0000..=0xffff_ffff => 5,
-        _ => 9,
-    }
 }
 
 #[cfg(test)]

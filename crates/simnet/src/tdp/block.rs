@@ -57,7 +57,7 @@ pub fn assemble(
     let body: usize = template.transactions.iter().map(|t| t.raw.len()).sum();
     let mut raw = Vec::with_capacity(Header::SIZE + 9 + coinbase_raw.len() + body);
     raw.extend_from_slice(&header.to_bytes());
-    write_compact_size(&mut raw, 1 + template.transactions.len() as u64);
+    primitives::compact_size::write(&mut raw, 1 + template.transactions.len() as u64);
     raw.extend_from_slice(&coinbase_raw);
     for tx in &template.transactions {
         raw.extend_from_slice(&tx.raw);
@@ -68,23 +68,4 @@ pub fn assemble(
         height: template.height,
         template_id: template.id,
     })
-}
-
-/// Bitcoin's CompactSize, for the block's transaction count.
-fn write_compact_size(out: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=0xfc => out.push(n as u8),
-        0xfd..=0xffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x1_0000..=0xffff_ffff => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-    }
 }
