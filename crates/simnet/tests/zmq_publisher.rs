@@ -81,6 +81,19 @@ impl Server {
         }
     }
 
+    /// Waits until `n` subscribers have completed the handshake (a subscriber whose
+    /// subscriptions match nothing is not seen by `wait_subscribers`).
+    async fn wait_connections(&self, n: usize) {
+        let t0 = Instant::now();
+        while self.stats.connections() != n {
+            assert!(
+                t0.elapsed() < WAIT,
+                "connections never completed the handshake"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     async fn shutdown(mut self) {
         let _ = self.stop.take().unwrap().send(());
         tokio::time::timeout(WAIT, self.task.take().unwrap())
@@ -185,7 +198,7 @@ async fn subscribers_get_only_the_topics_their_prefixes_match() {
     let mut raw_prefix = sub(&server, &["raw"]).await;
     let mut nothing = sub(&server, &["hashtx"]).await;
     server.wait_subscribers(1, 1).await;
-    assert_eq!(server.stats.connections(), 3);
+    server.wait_connections(3).await;
 
     let hashes = server.node.mine(2, &payout_script());
     for (i, h) in hashes.iter().enumerate() {
