@@ -404,6 +404,14 @@ impl<'a> Parser<'a> {
         let start = self.i;
         let mut escaped = false;
         loop {
+            // Skip ordinary characters eight at a time: hex fields are all of them.
+            while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+                let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                if has_special(w) {
+                    break;
+                }
+                self.i += 8;
+            }
             match self.b.get(self.i) {
                 Some(b'"') => {
                     let raw = &self.s[start..self.i];
@@ -431,6 +439,21 @@ impl<'a> Parser<'a> {
             }
         }
     }
+}
+
+/// Whether any byte of `w` is `"`, `\` or a control character (below 0x20): the classic
+/// SWAR zero-byte test applied to `w ^ '"'`, `w ^ '\\'` and to `w` less 0x20 per byte.
+#[inline]
+fn has_special(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let quote = zero_byte(w ^ (ONES * b'"' as u64));
+    let backslash = zero_byte(w ^ (ONES * b'\\' as u64));
+    // A byte below 0x20 borrows when 0x20 is subtracted; bytes >= 0x80 are flagged too, which
+    // only sends them to the byte-at-a-time path (UTF-8 was validated already).
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
+    quote | backslash | control != 0
 }
 
 #[cfg(test)]
@@ -529,6 +552,27 @@ mod tests {
         assert_eq!(parse(deep.as_bytes()).unwrap_err().what, "nesting too deep");
         let many = format!("{{\"params\":[{}1]}}", "1,".repeat(MAX_PARAMS));
         assert_eq!(parse(many.as_bytes()).unwrap_err().what, "too many params");
+    }
+
+    #[test]
+    fn special_characters_are_found_at_every_offset_of_the_word_scan() {
+        for pos in 0..20 {
+            let mut body = "a".repeat(24);
+            body.replace_range(pos..pos + 1, "\x01");
+            let line = format!("{{\"id\":\"{body}\"}}");
+            assert!(parse(line.as_bytes()).is_err(), "control at {pos}");
+            let mut body = "a".repeat(24);
+            body.replace_range(pos..pos + 1, "\\n");
+            let line = format!("{{\"id\":\"{body}\"}}");
+            let e = parse(line.as_bytes()).unwrap();
+            assert_eq!(e.id.unwrap().len(), 24 + 1 + 2, "escape at {pos}");
+            let line = format!("{{\"id\":\"{}\"}}", "é".repeat(pos));
+            assert_eq!(
+                parse(line.as_bytes()).unwrap().id.unwrap().len(),
+                2 * pos + 2,
+                "utf-8 at {pos}"
+            );
+        }
     }
 
     #[test]
