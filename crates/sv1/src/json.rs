@@ -101,21 +101,75 @@ impl<'a> Value<'a> {
     }
 }
 
+/// What kind of value a [`Span`] covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Null,
+    True,
+    False,
+    Num,
+    Str,
+    EscapedStr,
+    Array,
+    Object,
+}
+
+/// A value as a range of the line: strings without their quotes, everything else whole. Twelve
+/// bytes instead of a 32-byte [`Value`], so the envelope stays small to build and to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+    kind: Kind,
+}
+
+impl Span {
+    const NULL: Span = Span {
+        start: 0,
+        end: 0,
+        kind: Kind::Null,
+    };
+
+    fn value<'a>(&self, src: &'a str) -> Value<'a> {
+        let text = &src[self.start as usize..self.end as usize];
+        match self.kind {
+            Kind::Null => Value::Null,
+            Kind::True => Value::Bool(true),
+            Kind::False => Value::Bool(false),
+            Kind::Num => Value::Num(text),
+            Kind::Str => Value::Str(JsonStr {
+                raw: text,
+                escaped: false,
+            }),
+            Kind::EscapedStr => Value::Str(JsonStr {
+                raw: text,
+                escaped: true,
+            }),
+            Kind::Array => Value::Array(text),
+            Kind::Object => Value::Object(text),
+        }
+    }
+}
+
 /// The top-level parameters: a positional array (what Stratum uses), or named as an object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params<'a> {
-    items: [Value<'a>; MAX_PARAMS],
+    src: &'a str,
+    spans: [Span; MAX_PARAMS],
     len: u8,
     /// The raw text of `params` when it is an object (named parameters).
     pub named: Option<&'a str>,
 }
 
 impl<'a> Params<'a> {
-    const EMPTY: Params<'static> = Params {
-        items: [Value::Null; MAX_PARAMS],
-        len: 0,
-        named: None,
-    };
+    fn empty(src: &'a str) -> Self {
+        Params {
+            src,
+            spans: [Span::NULL; MAX_PARAMS],
+            len: 0,
+            named: None,
+        }
+    }
 
     pub fn len(&self) -> usize {
         self.len as usize
@@ -126,11 +180,9 @@ impl<'a> Params<'a> {
     }
 
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
-        self.items[..self.len as usize].get(i).copied()
-    }
-
-    pub fn as_slice(&self) -> &[Value<'a>] {
-        &self.items[..self.len as usize]
+        self.spans[..self.len as usize]
+            .get(i)
+            .map(|s| s.value(self.src))
     }
 }
 
@@ -158,6 +210,13 @@ impl<'a> Envelope<'a> {
 
 /// Parses one line.
 pub fn parse(line: &[u8]) -> Result<Envelope<'_>, JsonError> {
+    if u32::try_from(line.len()).is_err() {
+        // Spans are 32-bit offsets; line framing bounds lines far below this anyway.
+        return Err(JsonError {
+            offset: 0,
+            what: "line longer than 4 GiB",
+        });
+    }
     let text = std::str::from_utf8(line).map_err(|e| JsonError {
         offset: e.valid_up_to(),
         what: "invalid UTF-8",
@@ -211,7 +270,7 @@ impl<'a> Parser<'a> {
         let mut env = Envelope {
             id: None,
             method: None,
-            params: Params::EMPTY,
+            params: Params::empty(self.s),
             result: None,
             error: None,
         };
@@ -232,7 +291,7 @@ impl<'a> Parser<'a> {
                     self.value(0)?;
                     env.id = Some(&self.s[start..self.i]);
                 }
-                "method" => match self.value(0)? {
+                "method" => match self.value(0)?.value(self.s) {
                     Value::Str(s) => env.method = Some(s),
                     Value::Null => {}
                     _ => return Err(self.err("method must be a string")),
@@ -246,14 +305,14 @@ impl<'a> Parser<'a> {
                             self.value(0)?;
                             env.params.named = Some(&self.s[start..self.i]);
                         }
-                        _ => match self.value(0)? {
-                            Value::Null => {}
+                        _ => match self.value(0)?.kind {
+                            Kind::Null => {}
                             _ => return Err(self.err("params must be an array or an object")),
                         },
                     }
                 }
-                "result" => env.result = Some(self.value(0)?),
-                "error" => env.error = Some(self.value(0)?),
+                "result" => env.result = Some(self.value(0)?.value(self.s)),
+                "error" => env.error = Some(self.value(0)?.value(self.s)),
                 // "jsonrpc" and anything else: validated and ignored.
                 _ => {
                     self.value(0)?;
@@ -272,7 +331,7 @@ impl<'a> Parser<'a> {
     }
 
     fn params(&mut self) -> Result<Params<'a>, JsonError> {
-        let mut p = Params::EMPTY;
+        let mut p = Params::empty(self.s);
         self.i += 1; // '['
         self.ws();
         if self.b.get(self.i) == Some(&b']') {
@@ -284,7 +343,7 @@ impl<'a> Parser<'a> {
             if p.len as usize == MAX_PARAMS {
                 return Err(self.err("too many params"));
             }
-            p.items[p.len as usize] = v;
+            p.spans[p.len as usize] = v;
             p.len += 1;
             self.ws();
             match self.b.get(self.i) {
@@ -298,14 +357,27 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value<'a>, JsonError> {
+    fn value(&mut self, depth: usize) -> Result<Span, JsonError> {
         if depth > MAX_DEPTH {
             return Err(self.err("nesting too deep"));
         }
         self.ws();
         let start = self.i;
         match self.b.get(self.i) {
-            Some(b'"') => Ok(Value::Str(self.string()?)),
+            Some(b'"') => {
+                let s = self.string()?;
+                let end = self.i - 1;
+                let kind = if s.escaped {
+                    Kind::EscapedStr
+                } else {
+                    Kind::Str
+                };
+                Ok(Span {
+                    start: (start + 1) as u32,
+                    end: end as u32,
+                    kind,
+                })
+            }
             Some(b'{') => {
                 self.i += 1;
                 self.ws();
@@ -324,7 +396,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 self.i += 1;
-                Ok(Value::Object(&self.s[start..self.i]))
+                Ok(self.span(start, Kind::Object))
             }
             Some(b'[') => {
                 self.i += 1;
@@ -341,27 +413,36 @@ impl<'a> Parser<'a> {
                     }
                 }
                 self.i += 1;
-                Ok(Value::Array(&self.s[start..self.i]))
+                Ok(self.span(start, Kind::Array))
             }
-            Some(b't') => self.literal("true", Value::Bool(true)),
-            Some(b'f') => self.literal("false", Value::Bool(false)),
-            Some(b'n') => self.literal("null", Value::Null),
+            Some(b't') => self.literal("true", Kind::True),
+            Some(b'f') => self.literal("false", Kind::False),
+            Some(b'n') => self.literal("null", Kind::Null),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(_) => Err(self.err("unexpected character")),
             None => Err(self.err("unexpected end of input")),
         }
     }
 
-    fn literal(&mut self, word: &'static str, v: Value<'a>) -> Result<Value<'a>, JsonError> {
+    fn span(&self, start: usize, kind: Kind) -> Span {
+        Span {
+            start: start as u32,
+            end: self.i as u32,
+            kind,
+        }
+    }
+
+    fn literal(&mut self, word: &'static str, kind: Kind) -> Result<Span, JsonError> {
+        let start = self.i;
         if self.b[self.i..].starts_with(word.as_bytes()) {
             self.i += word.len();
-            Ok(v)
+            Ok(self.span(start, kind))
         } else {
             Err(self.err("invalid literal"))
         }
     }
 
-    fn number(&mut self) -> Result<Value<'a>, JsonError> {
+    fn number(&mut self) -> Result<Span, JsonError> {
         let start = self.i;
         let digits = |p: &mut Self| {
             let s = p.i;
@@ -393,7 +474,7 @@ impl<'a> Parser<'a> {
                 return Err(self.err("invalid number"));
             }
         }
-        Ok(Value::Num(&self.s[start..self.i]))
+        Ok(self.span(start, Kind::Num))
     }
 
     fn string(&mut self) -> Result<JsonStr<'a>, JsonError> {
