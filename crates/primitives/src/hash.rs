@@ -10,6 +10,8 @@ use std::str::FromStr;
 use sha2::digest::generic_array::GenericArray;
 use sha2::{Digest, Sha256};
 
+use crate::hex::{self, HexError};
+
 /// SHA-256's initial state.
 pub(crate) const IV: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
@@ -33,49 +35,20 @@ impl Hash256 {
 
     /// Parses the reversed hex that RPC and explorers show.
     pub fn from_display_hex(s: &str) -> Result<Self, HexError> {
-        let mut b = parse_hex32(s)?;
-        b.reverse();
-        Ok(Hash256(b))
+        let mut h = Self::from_internal_hex(s)?;
+        h.0.reverse();
+        Ok(h)
     }
 
     /// Parses hex in internal byte order (as raw bytes appear in a serialization).
     pub fn from_internal_hex(s: &str) -> Result<Self, HexError> {
-        Ok(Hash256(parse_hex32(s)?))
+        let mut b = [0u8; 32];
+        hex::decode_into(s, &mut b)?;
+        Ok(Hash256(b))
     }
 
     pub fn to_internal_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push_str(&format!("{b:02x}"));
-        }
-        s
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("expected 64 hex digits, got {0:?}")]
-pub struct HexError(pub String);
-
-fn parse_hex32(s: &str) -> Result<[u8; 32], HexError> {
-    let bytes = s.as_bytes();
-    if bytes.len() != 64 {
-        return Err(HexError(s.to_owned()));
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        let hi = hex_val(bytes[2 * i]).ok_or_else(|| HexError(s.to_owned()))?;
-        let lo = hex_val(bytes[2 * i + 1]).ok_or_else(|| HexError(s.to_owned()))?;
-        *o = hi << 4 | lo;
-    }
-    Ok(out)
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
+        hex::encode(&self.0)
     }
 }
 

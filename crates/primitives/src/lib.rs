@@ -10,6 +10,7 @@ pub mod compact_size;
 pub mod difficulty;
 pub mod hash;
 pub mod header;
+pub mod hex;
 pub mod merkle;
 pub mod share;
 pub mod target;

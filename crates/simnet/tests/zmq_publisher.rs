@@ -188,7 +188,7 @@ async fn each_tip_publishes_one_hashblock_and_one_rawblock_with_per_topic_sequen
 }
 
 fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    primitives::hex::encode(b)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
