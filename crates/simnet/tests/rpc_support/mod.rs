@@ -14,30 +14,24 @@ use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
 use primitives::{merkle_root, CompactTarget, Difficulty, Hash256, Header, Target};
 use serde_json::{json, Value};
 use simnet::rpc::{serve_with, RpcAuth, RpcOptions};
-use simnet::{MempoolConfig, Network, Node, SimnetConfig};
+use simnet::{Network, Node, SimnetConfig};
 
 pub const USER: &str = "lab";
 pub const PASSWORD: &str = "hunter2";
 /// A valid regtest address (BIP173's test vector program with the regtest prefix).
 pub const ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
+#[path = "../common/mod.rs"]
+mod common;
+
 /// Difficulty 2^-20: about 4,096 hashes a block.
 pub fn easy() -> Difficulty {
-    Difficulty::new(1.0 / (1u64 << 20) as f64).unwrap()
+    common::easy_difficulty()
 }
 
 /// An easy network that finds no blocks by itself, with a few hundred transactions waiting.
 pub fn config(seed: u64) -> SimnetConfig {
-    SimnetConfig {
-        seed,
-        network_difficulty: easy(),
-        block_interval: Duration::ZERO,
-        mempool: MempoolConfig {
-            initial_txs: 300,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    common::submit_config(seed)
 }
 
 /// A node and its JSON-RPC server, running on their own runtime thread.

@@ -22,11 +22,10 @@ use primitives::bitcoin::{
 };
 use primitives::coinbase::witness_commitment;
 use primitives::{
-    coinbase_merkle_branch, merkle_root_from_branch, CompactTarget, Difficulty, Hash256, Header,
-    Target,
+    coinbase_merkle_branch, merkle_root_from_branch, CompactTarget, Hash256, Header, Target,
 };
 use simnet::tdp::{serve, Frame, Limits, NoiseConn, TdpConfig, TdpKeys, TransportError};
-use simnet::{MempoolConfig, Network, Node, SimnetConfig};
+use simnet::{Network, Node, SimnetConfig};
 use template_distribution_sv2::{
     CoinbaseOutputConstraints, NewTemplate, NewTemplateOwned, RequestTransactionData,
     RequestTransactionDataError, RequestTransactionDataSuccess, SetNewPrevHash,
@@ -42,25 +41,15 @@ use tokio::task::JoinHandle;
 /// How long any single expected message may take.
 pub const WAIT: Duration = Duration::from_secs(10);
 
-/// Difficulty 2^-20: a block takes about 4,096 hashes.
-pub fn easy() -> Difficulty {
-    Difficulty::new(1.0 / (1u64 << 20) as f64).unwrap()
-}
+#[path = "../common/mod.rs"]
+mod common;
 
 /// A quiet network: easy target, a modest mempool, no arrivals and no network blocks unless
 /// a test makes them, so every message a client sees is one the test caused.
 pub fn quiet_config(seed: u64) -> SimnetConfig {
-    SimnetConfig {
-        seed,
-        network_difficulty: easy(),
-        block_interval: Duration::ZERO,
-        mempool: MempoolConfig {
-            initial_txs: 300,
-            arrival_rate: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    let mut c = common::submit_config(seed);
+    c.mempool.arrival_rate = 0.0;
+    c
 }
 
 pub struct Server {
