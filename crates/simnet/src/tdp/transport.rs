@@ -142,18 +142,7 @@ impl NoiseConn {
         let mut encoder = NoiseEncoder::new();
         let handshake = Handshake::responder(responder);
 
-        let first = loop {
-            match decoder
-                .next_handshake_frame::<Responder>()
-                .map_err(|e| TransportError::Handshake(e.to_string()))?
-            {
-                Decoded::Frame(f) => break f,
-                Decoded::Incomplete(_) => {
-                    read_exact_within(&mut reader, decoder.writable(), limits.handshake_timeout)
-                        .await?
-                }
-            }
-        };
+        let first = read_handshake_message::<Responder>(&mut decoder, &mut reader, &limits).await?;
         let theirs: [u8; ELLSWIFT_ENCODING_SIZE] = first
             .payload()
             .try_into()
@@ -185,18 +174,9 @@ impl NoiseConn {
             .map_err(|e| TransportError::Handshake(e.to_string()))?;
         let bytes = encoder.encode_handshake(first);
         write_within(&mut writer, bytes.as_ref(), limits.write_timeout).await?;
-        let reply = loop {
-            match decoder
-                .next_handshake_frame::<codec_sv2::InitiatorSent>()
-                .map_err(|e| TransportError::Handshake(e.to_string()))?
-            {
-                Decoded::Frame(f) => break f,
-                Decoded::Incomplete(_) => {
-                    read_exact_within(&mut reader, decoder.writable(), limits.handshake_timeout)
-                        .await?
-                }
-            }
-        };
+        let reply =
+            read_handshake_message::<codec_sv2::InitiatorSent>(&mut decoder, &mut reader, &limits)
+                .await?;
         let reply: [u8; INITIATOR_EXPECTED_HANDSHAKE_MESSAGE_SIZE] = reply
             .payload()
             .try_into()
@@ -347,6 +327,25 @@ impl NoiseConn {
             }
         };
         let _ = tokio::time::timeout(linger, drain).await;
+    }
+}
+
+/// Reads until the decoder holds the next handshake message of role `R`'s step.
+async fn read_handshake_message<R: codec_sv2::ExpectsHandshakeMessage>(
+    decoder: &mut NoiseDecoder,
+    reader: &mut OwnedReadHalf,
+    limits: &Limits,
+) -> Result<codec_sv2::HandshakeMessage, TransportError> {
+    loop {
+        match decoder
+            .next_handshake_frame::<R>()
+            .map_err(|e| TransportError::Handshake(e.to_string()))?
+        {
+            Decoded::Frame(f) => return Ok(f),
+            Decoded::Incomplete(_) => {
+                read_exact_within(reader, decoder.writable(), limits.handshake_timeout).await?
+            }
+        }
     }
 }
 
