@@ -87,10 +87,10 @@ fn dump(files: &[PathBuf], kinds: &[String], out: &mut impl Write) -> Result<()>
     let mut merged = events::merge(readers);
     for item in &mut merged {
         let (source, event) = item.with_context(|| "reading events")?;
-        let mut v = serde_json::to_value(event)?;
-        if !kinds.is_empty() && !kinds.iter().any(|k| v["kind"] == k.as_str()) {
+        if !kinds.is_empty() && !kinds.iter().any(|k| k == event.kind.name()) {
             continue;
         }
+        let mut v = serde_json::to_value(event)?;
         let h = &headers[source];
         if let serde_json::Value::Object(m) = &mut v {
             m.insert("role".into(), h.role.as_str().into());
@@ -109,11 +109,9 @@ fn dump(files: &[PathBuf], kinds: &[String], out: &mut impl Write) -> Result<()>
 
 fn summary(file: &Path, out: &mut impl Write) -> Result<()> {
     let log = events::read_file(file).with_context(|| format!("reading {}", file.display()))?;
-    let mut per_kind: BTreeMap<String, u64> = BTreeMap::new();
+    let mut per_kind: BTreeMap<&str, u64> = BTreeMap::new();
     for e in &log.events {
-        let v = serde_json::to_value(e.kind)?;
-        let kind = v["kind"].as_str().unwrap_or("?").to_owned();
-        *per_kind.entry(kind).or_default() += 1;
+        *per_kind.entry(e.kind.name()).or_default() += 1;
     }
     let span_s = match (log.events.first(), log.events.last()) {
         (Some(a), Some(b)) => (b.ts_ns.saturating_sub(a.ts_ns)) as f64 / 1e9,
