@@ -32,47 +32,10 @@ pool_root="$tools/pool_sv2-$POOL_SV2_VERSION"
 pool_bin="$pool_root/bin/pool_sv2"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
-start=$(date +%s)
-say() { printf '[interop %3ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
-fail() { say "FAIL: $*"; exit 1; }
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/interop-pool-sv2.XXXXXX")
-pids=()
-cleanup() {
-    local rc=$?
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do
-        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$p" 2>/dev/null || true
-        wait "$p" 2>/dev/null || true
-    done
-    if [ "$rc" -ne 0 ]; then
-        for f in simnet.out simnet.err pool.log probe.out miner.out; do
-            [ -f "$work/$f" ] || continue
-            echo "---- last lines of $f"
-            tail -n 40 "$work/$f"
-        done
-    fi
-    if [ "${INTEROP_KEEP:-0}" = 1 ]; then
-        echo "work directory kept: $work"
-    else
-        rm -rf "$work"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# Waits up to $1 seconds for `$2 ...` to succeed.
-wait_for() {
-    local secs=$1
-    shift
-    local deadline=$(( $(date +%s) + secs ))
-    until "$@"; do
-        [ "$(date +%s)" -lt "$deadline" ] || return 1
-        sleep 0.2
-    done
-}
+script=interop-pool-sv2
+log_files=(simnet.out simnet.err pool.log probe.out miner.out)
+# shellcheck source=scripts/interop-common.sh
+source scripts/interop-common.sh
 
 # 1. The pinned reference pool.
 if [ -x "$pool_bin" ] && "$pool_bin" --version 2>/dev/null | grep -q "$POOL_SV2_VERSION"; then

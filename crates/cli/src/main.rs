@@ -17,6 +17,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Simnet(Box<cmd::simnet::SimnetArgs>),
+    Pool(Box<cmd::pool::PoolArgs>),
+    Fleet(Box<cmd::fleet::FleetArgs>),
     #[command(subcommand)]
     Events(cmd::events::EventsCommand),
 }
@@ -33,6 +35,8 @@ fn main() -> Result<()> {
         .init();
     match cli.command {
         Command::Simnet(args) => cmd::simnet::run(*args),
+        Command::Pool(args) => cmd::pool::run(*args),
+        Command::Fleet(args) => cmd::fleet::run(*args),
         Command::Events(c) => cmd::events::run(c),
     }
 }

@@ -1,56 +1,19 @@
 //! `stratumlab simnet` as a process: endpoints bind where asked, print their addresses, serve,
 //! and everything stops cleanly on SIGTERM with a summary.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 
 use base64::Engine as _;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
-struct Simnet {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
+mod support;
+
+struct Simnet;
 
 impl Simnet {
-    fn start(args: &[&str]) -> Simnet {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-            .arg("simnet")
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Simnet { child, lines }
-    }
-
-    /// Waits for a stdout line starting with `prefix` and returns the rest.
-    fn line(&self, prefix: &str) -> String {
-        loop {
-            let l = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
-                .expect("simnet printed nothing more");
-            if let Some(rest) = l.strip_prefix(prefix) {
-                return rest.trim().to_owned();
-            }
-        }
-    }
-
-    fn stop(mut self) -> Vec<String> {
-        // SAFETY: signalling our own child, which has not been waited for yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "exit {status:?}");
-        self.lines.try_iter().collect()
+    fn start(args: &[&str]) -> support::Role {
+        support::Role::start("simnet", args)
     }
 }
 

@@ -2,8 +2,22 @@
 //!
 //! So far: admission control ([`admission`]) and difficulty retargeting ([`vardiff`]), both
 //! sans-IO: callers pass the time in as [`Millis`].
+//!
+//! Statistics ([`stats`]: lock-free counters, decayed hash rates, the worker list) are served
+//! over HTTP by [`http`] (`/metrics`, `/api/status`, `/api/workers`, `/healthz`).
 
 pub mod admission;
+pub mod channel;
+pub mod engine;
+pub mod http;
+pub mod job;
+pub mod jobs;
+pub mod node;
+pub mod service;
+pub mod stats;
+pub mod store;
+pub mod sv1;
+pub mod template;
 pub mod vardiff;
 
 /// Milliseconds on the caller's monotonic clock. The engine never reads a clock itself, so

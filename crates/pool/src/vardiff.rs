@@ -96,6 +96,18 @@ impl Vardiff {
         self.evaluate(now)
     }
 
+    /// Raises the lower bound (never above the upper one).
+    pub fn set_minimum(&mut self, d: Difficulty) {
+        if d > self.config.min {
+            self.config.min = if d < self.config.max {
+                d
+            } else {
+                self.config.max
+            };
+        }
+        self.current = clamp(self.current, &self.config);
+    }
+
     /// Sets the difficulty from outside (a miner's suggestion accepted within bounds).
     pub fn set(&mut self, d: Difficulty, now: Millis) -> Difficulty {
         self.current = clamp(d, &self.config);

@@ -189,6 +189,417 @@ impl HeaderMidstate {
     }
 }
 
+/// SHA-256 state after the whole 64-byte blocks of a message's fixed start, plus the bytes left
+/// over. A coinbase's first part (SV1 `coinb1`, SV2 prefix) is the same for every share of a job,
+/// so a pool hashes its whole blocks once per job instead of once per share.
+#[derive(Clone, Copy, Debug)]
+pub struct PrefixMidstate {
+    state: [u32; 8],
+    blocks: u64,
+    tail: [u8; 64],
+    tail_len: u8,
+}
+
+impl PrefixMidstate {
+    pub fn new(prefix: &[u8]) -> Self {
+        let mut state = IV;
+        let mut chunks = prefix.chunks_exact(64);
+        let mut blocks = 0;
+        for block in &mut chunks {
+            compress(&mut state, block.try_into().expect("64 bytes"));
+            blocks += 1;
+        }
+        let rest = chunks.remainder();
+        let mut tail = [0u8; 64];
+        tail[..rest.len()].copy_from_slice(rest);
+        PrefixMidstate {
+            state,
+            blocks,
+            tail,
+            tail_len: rest.len() as u8,
+        }
+    }
+
+    /// SHA-256d of the prefix followed by `parts`, without allocating.
+    #[inline]
+    pub fn sha256d_with(&self, parts: &[&[u8]]) -> Hash256 {
+        let mut state = self.state;
+        let mut buf = self.tail;
+        let mut fill = self.tail_len as usize;
+        let mut total = self.blocks * 64 + fill as u64;
+        for part in parts {
+            let mut part = *part;
+            total += part.len() as u64;
+            while !part.is_empty() {
+                let n = (64 - fill).min(part.len());
+                buf[fill..fill + n].copy_from_slice(&part[..n]);
+                fill += n;
+                part = &part[n..];
+                if fill == 64 {
+                    compress(&mut state, &buf);
+                    fill = 0;
+                }
+            }
+        }
+        buf[fill] = 0x80;
+        buf[fill + 1..].fill(0);
+        if fill >= 56 {
+            compress(&mut state, &buf);
+            buf = [0u8; 64];
+        }
+        buf[56..].copy_from_slice(&(total * 8).to_be_bytes());
+        compress(&mut state, &buf);
+        second_hash(&state)
+    }
+}
+
+impl PrefixMidstate {
+    /// SHA-256d of a share's block header, whose merkle root this coinbase makes: the coinbase
+    /// is the prefix followed by `parts`, its txid is folded through `branch` (the coinbase's
+    /// merkle branch) into the root, and the root is written into `header[36..68]`; the rest of
+    /// `header` (version, previous hash, time, bits, nonce) is the caller's.
+    ///
+    /// The same as [`merkle_root_from_branch`](crate::merkle_root_from_branch) of
+    /// [`sha256d_with`](Self::sha256d_with), then [`sha256d_header`]; with the CPU's SHA
+    /// extensions the hash state stays in registers from the coinbase's first variable block to
+    /// the header's hash (no round trips through bytes between the hashes), and constant blocks
+    /// use a precomputed message schedule.
+    #[inline]
+    pub fn share_header_hash(
+        &self,
+        parts: &[&[u8]],
+        branch: &[Hash256],
+        header: &mut [u8; 80],
+    ) -> Hash256 {
+        #[cfg(target_arch = "x86_64")]
+        if ni::available() {
+            // SAFETY: the CPU has the SHA extensions, SSSE3 and SSE4.1 (checked just above).
+            return unsafe { ni::share_header_hash(self, parts, branch, header) };
+        }
+        self.share_header_hash_portable(parts, branch, header)
+    }
+
+    /// [`share_header_hash`](Self::share_header_hash) through the `sha2` crate alone.
+    pub fn share_header_hash_portable(
+        &self,
+        parts: &[&[u8]],
+        branch: &[Hash256],
+        header: &mut [u8; 80],
+    ) -> Hash256 {
+        let root = crate::merkle::merkle_root_from_branch(self.sha256d_with(parts), branch);
+        header[36..68].copy_from_slice(&root.0);
+        sha256d_header(header)
+    }
+}
+
+/// SHA-256 with the x86 SHA extensions (`sha256rnds2`, `sha256msg1`, `sha256msg2`), for the
+/// share path: the state is kept as the instructions want it (two vectors, ABEF and CDGH), and a
+/// digest becomes the next message's words with two shuffles instead of a trip through bytes.
+#[cfg(target_arch = "x86_64")]
+mod ni {
+    use std::arch::x86_64::*;
+
+    use super::{Hash256, PrefixMidstate, IV};
+
+    /// Whether this CPU can run this module.
+    #[inline]
+    pub(super) fn available() -> bool {
+        std::is_x86_feature_detected!("sha")
+            && std::is_x86_feature_detected!("sse4.1")
+            && std::is_x86_feature_detected!("ssse3")
+    }
+
+    #[repr(align(16))]
+    struct Words([u32; 64]);
+
+    const K: Words = Words([
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ]);
+
+    /// The message schedule of a constant block plus the round constants: W[t] + K[t].
+    const fn schedule_plus_k(block: [u32; 16]) -> Words {
+        let mut w = [0u32; 64];
+        let mut t = 0;
+        while t < 64 {
+            w[t] = if t < 16 {
+                block[t]
+            } else {
+                let s0 = w[t - 15].rotate_right(7) ^ w[t - 15].rotate_right(18) ^ (w[t - 15] >> 3);
+                let s1 = w[t - 2].rotate_right(17) ^ w[t - 2].rotate_right(19) ^ (w[t - 2] >> 10);
+                w[t - 16]
+                    .wrapping_add(s0)
+                    .wrapping_add(w[t - 7])
+                    .wrapping_add(s1)
+            };
+            t += 1;
+        }
+        let mut t = 0;
+        while t < 64 {
+            w[t] = w[t].wrapping_add(K.0[t]);
+            t += 1;
+        }
+        Words(w)
+    }
+
+    /// The second block of SHA-256 over a 64-byte message (a merkle step): padding alone.
+    const PAD_64: Words =
+        schedule_plus_k([0x8000_0000, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 512]);
+
+    /// SHA-256 state: lanes (low to high) F, E, B, A and H, G, D, C.
+    #[derive(Clone, Copy)]
+    struct State {
+        abef: __m128i,
+        cdgh: __m128i,
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn load_state(s: &[u32; 8]) -> State {
+        // SAFETY: `s` is 32 readable bytes; unaligned loads.
+        let (abcd, efgh) = unsafe {
+            (
+                _mm_loadu_si128(s.as_ptr().cast()),
+                _mm_loadu_si128(s.as_ptr().add(4).cast()),
+            )
+        };
+        let badc = _mm_shuffle_epi32(abcd, 0xb1);
+        let hgfe = _mm_shuffle_epi32(efgh, 0x1b);
+        State {
+            abef: _mm_alignr_epi8(badc, hgfe, 8),
+            cdgh: _mm_blend_epi16(hgfe, badc, 0xf0),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn iv() -> State {
+        State {
+            abef: _mm_set_epi32(IV[0] as i32, IV[1] as i32, IV[4] as i32, IV[5] as i32),
+            cdgh: _mm_set_epi32(IV[2] as i32, IV[3] as i32, IV[6] as i32, IV[7] as i32),
+        }
+    }
+
+    /// The state's words in order, A B C D and E F G H: the digest, as the message words of a
+    /// hash over it.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn words(s: State) -> (__m128i, __m128i) {
+        (
+            _mm_shuffle_epi32(_mm_unpackhi_epi64(s.abef, s.cdgh), 0xb1),
+            _mm_shuffle_epi32(_mm_unpacklo_epi64(s.abef, s.cdgh), 0xb1),
+        )
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn byte_swap() -> __m128i {
+        _mm_set_epi64x(0x0c0d_0e0f_0809_0a0b, 0x0405_0607_0001_0203)
+    }
+
+    /// Four big-endian message words from 16 bytes.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn load_be(b: &[u8; 16]) -> __m128i {
+        // SAFETY: `b` is 16 readable bytes; an unaligned load.
+        _mm_shuffle_epi8(unsafe { _mm_loadu_si128(b.as_ptr().cast()) }, byte_swap())
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn store_be(w: __m128i, out: &mut [u8; 16]) {
+        // SAFETY: `out` is 16 writable bytes; an unaligned store.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm_shuffle_epi8(w, byte_swap())) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn load_block(b: &[u8; 64]) -> [__m128i; 4] {
+        let q = |i: usize| -> &[u8; 16] { b[i * 16..i * 16 + 16].try_into().expect("16") };
+        // SAFETY: same target features as this function.
+        unsafe { [load_be(q(0)), load_be(q(1)), load_be(q(2)), load_be(q(3))] }
+    }
+
+    /// Four rounds: `wk` is W[t..t+4] + K[t..t+4].
+    macro_rules! rounds {
+        ($abef:ident, $cdgh:ident, $wk:expr) => {{
+            let wk = $wk;
+            $cdgh = _mm_sha256rnds2_epu32($cdgh, $abef, wk);
+            $abef = _mm_sha256rnds2_epu32($abef, $cdgh, _mm_shuffle_epi32(wk, 0x0e));
+        }};
+    }
+
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn k(i: usize) -> __m128i {
+        // SAFETY: i < 16, so the 16 bytes at 4 * i are within the table.
+        unsafe { _mm_load_si128(K.0.as_ptr().add(4 * i).cast()) }
+    }
+
+    /// One compression of the block whose message words are `m`.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn compress(s: State, m: [__m128i; 4]) -> State {
+        let [mut w0, mut w1, mut w2, mut w3] = m;
+        let (mut abef, mut cdgh) = (s.abef, s.cdgh);
+        // W[t..t+4] from the four groups before it, into the oldest one's place.
+        macro_rules! next {
+            ($a:ident, $b:ident, $c:ident, $d:ident) => {
+                $a = _mm_sha256msg2_epu32(
+                    _mm_add_epi32(_mm_sha256msg1_epu32($a, $b), _mm_alignr_epi8($d, $c, 4)),
+                    $d,
+                );
+            };
+        }
+        // SAFETY (every `k`): same target features as this function.
+        unsafe {
+            rounds!(abef, cdgh, _mm_add_epi32(w0, k(0)));
+            rounds!(abef, cdgh, _mm_add_epi32(w1, k(1)));
+            rounds!(abef, cdgh, _mm_add_epi32(w2, k(2)));
+            rounds!(abef, cdgh, _mm_add_epi32(w3, k(3)));
+            let mut i = 4;
+            while i < 16 {
+                next!(w0, w1, w2, w3);
+                rounds!(abef, cdgh, _mm_add_epi32(w0, k(i)));
+                next!(w1, w2, w3, w0);
+                rounds!(abef, cdgh, _mm_add_epi32(w1, k(i + 1)));
+                next!(w2, w3, w0, w1);
+                rounds!(abef, cdgh, _mm_add_epi32(w2, k(i + 2)));
+                next!(w3, w0, w1, w2);
+                rounds!(abef, cdgh, _mm_add_epi32(w3, k(i + 3)));
+                i += 4;
+            }
+        }
+        State {
+            abef: _mm_add_epi32(abef, s.abef),
+            cdgh: _mm_add_epi32(cdgh, s.cdgh),
+        }
+    }
+
+    /// One compression of a constant block, from its precomputed W + K.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn compress_wk(s: State, wk: &Words) -> State {
+        let (mut abef, mut cdgh) = (s.abef, s.cdgh);
+        let mut i = 0;
+        while i < 16 {
+            // SAFETY: i < 16, so the 16 bytes at 4 * i are within the (aligned) table.
+            rounds!(abef, cdgh, unsafe {
+                _mm_load_si128(wk.0.as_ptr().add(4 * i).cast())
+            });
+            i += 1;
+        }
+        State {
+            abef: _mm_add_epi32(abef, s.abef),
+            cdgh: _mm_add_epi32(cdgh, s.cdgh),
+        }
+    }
+
+    /// The second SHA-256 of SHA-256d, over the 32-byte digest `first`.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn second(first: State) -> State {
+        let (abcd, efgh) = unsafe { words(first) };
+        let pad0 = _mm_set_epi32(0, 0, 0, 0x8000_0000u32 as i32);
+        let pad1 = _mm_set_epi32(256, 0, 0, 0);
+        // SAFETY: same target features as this function.
+        unsafe { compress(iv(), [abcd, efgh, pad0, pad1]) }
+    }
+
+    /// SHA-256d of the prefix followed by `parts`: the state after the first hash.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn first_hash(mid: &PrefixMidstate, parts: &[&[u8]]) -> State {
+        // SAFETY (every call below): same target features as this function.
+        let mut state = unsafe { load_state(&mid.state) };
+        let mut buf = mid.tail;
+        let mut fill = mid.tail_len as usize;
+        let mut total = mid.blocks * 64 + fill as u64;
+        for part in parts {
+            let mut part = *part;
+            total += part.len() as u64;
+            while !part.is_empty() {
+                let n = (64 - fill).min(part.len());
+                buf[fill..fill + n].copy_from_slice(&part[..n]);
+                fill += n;
+                part = &part[n..];
+                if fill == 64 {
+                    state = unsafe { compress(state, load_block(&buf)) };
+                    fill = 0;
+                }
+            }
+        }
+        buf[fill] = 0x80;
+        buf[fill + 1..].fill(0);
+        if fill >= 56 {
+            state = unsafe { compress(state, load_block(&buf)) };
+            buf = [0u8; 64];
+        }
+        buf[56..].copy_from_slice(&(total * 8).to_be_bytes());
+        unsafe { compress(state, load_block(&buf)) }
+    }
+
+    /// See [`PrefixMidstate::share_header_hash`].
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    pub(super) unsafe fn share_header_hash(
+        mid: &PrefixMidstate,
+        parts: &[&[u8]],
+        branch: &[Hash256],
+        header: &mut [u8; 80],
+    ) -> Hash256 {
+        let q = |b: &[u8; 80], i: usize| -> [u8; 16] { b[i..i + 16].try_into().expect("16") };
+        // SAFETY (every call below): same target features as this function.
+        unsafe {
+            // The header's fixed words, read before the root is written next to them.
+            let h0 = load_be(&q(header, 0));
+            let h1 = load_be(&q(header, 16));
+            let h2 = load_be(&q(header, 20)); // its last word: bytes 32..36 of the previous hash
+            let tail = load_be(&q(header, 64)); // root's last word (replaced), time, bits, nonce
+
+            // The coinbase's txid, then up the branch: SHA-256d(node || sibling) per level.
+            let mut node = second(first_hash(mid, parts));
+            for sibling in branch {
+                let (a, e) = words(node);
+                let s = &sibling.0;
+                let m2 = load_be(s[..16].try_into().expect("16"));
+                let m3 = load_be(s[16..].try_into().expect("16"));
+                let st = compress(iv(), [a, e, m2, m3]);
+                node = second(compress_wk(st, &PAD_64));
+            }
+
+            // The header: version, previous hash and root words 0..6, then root word 7, time,
+            // bits, nonce and padding (640 bits).
+            let (r0, r1) = words(node);
+            let mut root = [0u8; 32];
+            let (lo, hi) = root.split_at_mut(16);
+            store_be(r0, lo.try_into().expect("16"));
+            store_be(r1, hi.try_into().expect("16"));
+            header[36..68].copy_from_slice(&root);
+            let m2 = _mm_alignr_epi8(r0, h2, 12);
+            let m3 = _mm_alignr_epi8(r1, r0, 12);
+            let st = compress(iv(), [h0, h1, m2, m3]);
+            let t0 = _mm_blend_epi16(tail, _mm_srli_si128(r1, 12), 0x03);
+            let pad0 = _mm_set_epi32(0, 0, 0, 0x8000_0000u32 as i32);
+            let pad1 = _mm_set_epi32(640, 0, 0, 0);
+            let st = second(compress(st, [t0, pad0, _mm_setzero_si128(), pad1]));
+            let (d0, d1) = words(st);
+            let mut out = [0u8; 32];
+            let (lo, hi) = out.split_at_mut(16);
+            store_be(d0, lo.try_into().expect("16"));
+            store_be(d1, hi.try_into().expect("16"));
+            Hash256(out)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,6 +620,72 @@ mod tests {
         assert_eq!(sha256d_64(&msg), sha256d(&msg));
         let header: [u8; 80] = std::array::from_fn(|i| (i as u8).wrapping_mul(13));
         assert_eq!(sha256d_header(&header), sha256d(&header));
+    }
+
+    #[test]
+    fn prefix_midstate_agrees_with_the_streaming_hash_at_every_split() {
+        let msg: Vec<u8> = (0..300u32).map(|i| (i * 31 % 251) as u8).collect();
+        for total in [0usize, 1, 55, 56, 63, 64, 65, 119, 120, 128, 200, 300] {
+            for split in [0, 1, total / 3, total / 2, total.saturating_sub(1), total] {
+                let split = split.min(total);
+                let mid = PrefixMidstate::new(&msg[..split]);
+                let (a, b) = msg[split..total].split_at((total - split) / 2);
+                assert_eq!(
+                    mid.sha256d_with(&[a, b]),
+                    sha256d(&msg[..total]),
+                    "total {total} split {split}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn share_header_hash_agrees_with_the_separate_hashes() {
+        let msg: Vec<u8> = (0..400u32).map(|i| (i * 89 % 253) as u8).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for prefix_len in [0usize, 5, 41, 63, 64, 80, 100, 128, 150] {
+            for en_len in [0usize, 4, 8, 12, 32] {
+                for suffix_len in [0usize, 30, 87, 120] {
+                    let branch_len = (next() % 14) as usize;
+                    let branch: Vec<Hash256> = (0..branch_len)
+                        .map(|_| Hash256(std::array::from_fn(|_| next() as u8)))
+                        .collect();
+                    let header: [u8; 80] = std::array::from_fn(|_| next() as u8);
+                    let prefix = &msg[..prefix_len];
+                    let en = &msg[200..200 + en_len];
+                    let (en1, en2) = en.split_at(en_len / 2);
+                    let suffix = &msg[250..250 + suffix_len];
+                    let mid = PrefixMidstate::new(prefix);
+                    let parts: [&[u8]; 3] = [en1, en2, suffix];
+
+                    let mut expect_header = header;
+                    let root = crate::merkle::merkle_root_from_branch(
+                        sha256d(&[prefix, en, suffix].concat()),
+                        &branch,
+                    );
+                    expect_header[36..68].copy_from_slice(&root.0);
+                    let expect = sha256d(&expect_header);
+
+                    let mut got_header = header;
+                    let got = mid.share_header_hash(&parts, &branch, &mut got_header);
+                    let what = format!("{prefix_len}/{en_len}/{suffix_len}/{branch_len}");
+                    assert_eq!(got, expect, "{what}");
+                    assert_eq!(got_header, expect_header, "{what}");
+
+                    let mut portable_header = header;
+                    let portable =
+                        mid.share_header_hash_portable(&parts, &branch, &mut portable_header);
+                    assert_eq!(portable, expect, "{what}");
+                    assert_eq!(portable_header, expect_header, "{what}");
+                }
+            }
+        }
     }
 
     #[test]

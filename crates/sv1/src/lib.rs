@@ -4,6 +4,10 @@
 //! ([`error`]). No I/O: pools, proxies, the fleet's devices and the tap build on this.
 
 pub mod error;
+pub mod fast;
+/// The read path under arbitrary bytes, for the fuzz target `line` and its corpus replay test.
+#[doc(hidden)]
+pub mod fuzz_support;
 pub mod hex;
 pub mod json;
 pub mod line;
@@ -11,6 +15,7 @@ pub mod message;
 pub mod write;
 
 pub use error::ErrorCode;
+pub use fast::{parse_submit, FastSubmit};
 pub use json::{Envelope, JsonError, Value};
 pub use line::{LineBuffer, LineTooLong};
 pub use message::{

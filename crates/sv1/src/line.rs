@@ -18,6 +18,8 @@ pub struct LineBuffer {
     /// How far the search for `\n` has got (avoids rescanning a long partial line).
     scanned: usize,
     limit: usize,
+    /// Where the room handed out by the last `spare` starts.
+    spare_start: usize,
 }
 
 impl LineBuffer {
@@ -28,6 +30,7 @@ impl LineBuffer {
             start: 0,
             scanned: 0,
             limit,
+            spare_start: 0,
         }
     }
 
@@ -41,6 +44,7 @@ impl LineBuffer {
     pub fn spare(&mut self, min: usize) -> &mut [u8] {
         self.compact();
         let len = self.buf.len();
+        self.spare_start = len;
         if self.buf.capacity() - len < min {
             self.buf.reserve(min);
         }
@@ -49,9 +53,11 @@ impl LineBuffer {
         &mut self.buf[len..]
     }
 
-    /// Keeps `n` of the bytes written into [`LineBuffer::spare`] and drops the rest.
-    pub fn commit(&mut self, spare_start: usize, n: usize) {
-        self.buf.truncate(spare_start + n);
+    /// Keeps `n` of the bytes written into the last [`LineBuffer::spare`] and drops the rest.
+    /// (`spare` may move the buffered data, so it records where its room starts.)
+    pub fn commit(&mut self, n: usize) {
+        let end = (self.spare_start + n).min(self.buf.len());
+        self.buf.truncate(end);
     }
 
     /// Length of the buffered data, where [`LineBuffer::spare`]'s slice starts.
@@ -167,11 +173,16 @@ mod tests {
     #[test]
     fn reading_into_spare_room() {
         let mut lb = LineBuffer::new(100);
-        let at = lb.filled();
         let room = lb.spare(16);
         room[..4].copy_from_slice(b"ab\nc");
-        lb.commit(at, 4);
+        lb.commit(4);
         assert_eq!(lines(&mut lb), ["ab"]);
         assert_eq!(lb.pending(), 1);
+        // `spare` compacts the consumed line away; the room must still follow the data.
+        let room = lb.spare(16);
+        room[..2].copy_from_slice(b"d\n");
+        lb.commit(2);
+        assert_eq!(lines(&mut lb), ["cd"]);
+        assert_eq!(lb.pending(), 0);
     }
 }

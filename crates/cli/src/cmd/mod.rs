@@ -1,2 +1,37 @@
 pub mod events;
+pub mod fleet;
+pub mod pool;
 pub mod simnet;
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let sigterm = async {
+        match term.as_mut() {
+            Some(t) => {
+                t.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = sigterm => {}
+    }
+}
+
+/// Resolves on Ctrl-C, SIGTERM, or after `duration` (zero: never).
+pub async fn shutdown_signal(duration: std::time::Duration) {
+    let timer = async {
+        if duration.is_zero() {
+            std::future::pending::<()>().await
+        } else {
+            tokio::time::sleep(duration).await
+        }
+    };
+    tokio::select! {
+        _ = signal() => {}
+        _ = timer => {}
+    }
+}

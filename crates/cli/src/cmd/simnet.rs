@@ -335,7 +335,7 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
     let duration = s.duration;
     let stop = async move {
         tokio::select! {
-            _ = shutdown_signal() => {}
+            _ = super::signal() => {}
             _ = async {
                 if duration.is_zero() {
                     std::future::pending::<()>().await
@@ -376,23 +376,6 @@ async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener> {
         .with_context(|| format!("binding the {what} endpoint to {addr}"))?;
     println!("{what} listening on {}", listener.local_addr()?);
     Ok(listener)
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).ok();
-    let sigterm = async {
-        match term.as_mut() {
-            Some(t) => {
-                t.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = sigterm => {}
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,506 @@
+//! `stratumlab fleet`: many simulated SV1 mining devices against one pool.
+//!
+//! The devices are `fleet::Sv1Device`s, each hashing for real at the target its pool gives it,
+//! within a hash budget shared by the whole fleet. Used as a load command it reports validated
+//! shares per second, submit-to-reply latency and, given `--pool-pid`, the pool's CPU use;
+//! with `--hash-budget 0` the devices only hold their connections and read jobs (for notify
+//! fan-out measurements).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use events::EventSink;
+use fleet::stats::LiveStats;
+use fleet::{Backoff, Fleet, FleetConfig, Profile, Sv1Config};
+use primitives::HashRate;
+
+use crate::config::{self, Dur};
+
+/// Run simulated SV1 mining devices against a pool: real proof of work at the pool's targets,
+/// shares, verdicts and their latency.
+#[derive(Args, Serialize, Default)]
+pub struct FleetArgs {
+    /// TOML file with settings; its keys are the flags' names in snake_case.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// The pool's Stratum V1 address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<SocketAddr>,
+    /// Number of devices [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<u32>,
+    /// Hashes per second for the whole fleet, split evenly among devices (`2MH/s`, `500kH/s`,
+    /// `1e6`); 0: devices only hold connections and read jobs [default: 1MH/s].
+    #[arg(long, value_name = "RATE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash_budget: Option<Budget>,
+    /// Spread connections over this many loopback source addresses (127.0.0.1, .2, ...),
+    /// about 28,000 connections each [default: 1].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_addrs: Option<u32>,
+    /// Connection attempts per second across the fleet (`500/s`), reconnects included; 0: no
+    /// pacing [default: 1000/s].
+    #[arg(long, value_name = "N/s")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_rate: Option<Rate>,
+    /// Stop after this long; 0 runs until interrupted [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// At the end, how long to wait for the verdicts of shares in flight [default: 2s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Dur>,
+    /// Device firmware: asic (cgminer-class, S19-like), bitaxe (ESP-Miner) or cpu (cpuminer)
+    /// [default: asic].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// Worker name prefix: device N authorizes as PREFIX followed by N (`bc1q...xyz.rig`
+    /// gives `bc1q...xyz.rig0`, `bc1q...xyz.rig1`, ...) [default: stratumlab.worker].
+    #[arg(long, value_name = "PREFIX")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Password sent with mining.authorize [default: x].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Send mining.suggest_difficulty with this difficulty after authorizing.
+    #[arg(long, value_name = "D")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suggest_difficulty: Option<f64>,
+    /// The pool's process id: its CPU use over the run is reported.
+    #[arg(long, value_name = "PID")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool_pid: Option<u32>,
+    /// Print the report as JSON (instead of the readable summary).
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub json: bool,
+    /// Write events (jobs received, shares sent, verdicts, connections) to this file.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<PathBuf>,
+    /// Worker threads of the fleet's runtime [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Seed of the devices' reconnect jitter and nonce starts [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Id of the first device in events, so that several fleet processes use distinct ids
+    /// [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_device_id: Option<u64>,
+    /// First reconnect delay ceiling; doubles per failure, with jitter [default: 1s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconnect_base: Option<Dur>,
+    /// Longest reconnect delay [default: 60s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconnect_max: Option<Dur>,
+    /// A share without a verdict after this long counts as unanswered [default: 60s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_timeout: Option<Dur>,
+}
+
+/// The settings after the file and the flags are combined.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub pool: Option<SocketAddr>,
+    pub devices: u32,
+    pub hash_budget: Budget,
+    pub source_addrs: u32,
+    pub connect_rate: Rate,
+    pub duration: Dur,
+    pub drain: Dur,
+    pub profile: Profile,
+    pub worker: String,
+    pub password: String,
+    pub suggest_difficulty: Option<f64>,
+    pub pool_pid: Option<u32>,
+    pub json: bool,
+    pub events: Option<PathBuf>,
+    pub threads: usize,
+    pub seed: u64,
+    pub first_device_id: u64,
+    pub reconnect_base: Dur,
+    pub reconnect_max: Dur,
+    pub reply_timeout: Dur,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let device = Sv1Config::default();
+        Settings {
+            pool: None,
+            devices: 1,
+            hash_budget: Budget(HashRate::from_hashes_per_sec(1e6)),
+            source_addrs: 1,
+            connect_rate: Rate(1000.0),
+            duration: Dur::ZERO,
+            drain: Dur(Duration::from_secs(2)),
+            profile: device.profile,
+            worker: device.worker_prefix,
+            password: device.password,
+            suggest_difficulty: None,
+            pool_pid: None,
+            json: false,
+            events: None,
+            threads: 1,
+            seed: 1,
+            first_device_id: 0,
+            reconnect_base: Dur(device.backoff.base),
+            reconnect_max: Dur(device.backoff.max),
+            reply_timeout: Dur(device.reply_timeout),
+        }
+    }
+}
+
+impl Settings {
+    /// The fleet's configuration (events are attached by the caller).
+    pub fn fleet_config(&self) -> Result<FleetConfig> {
+        let pool = self
+            .pool
+            .context("--pool is required: the pool's Stratum V1 address, e.g. 127.0.0.1:3333")?;
+        let mut c = FleetConfig::new(pool);
+        c.devices = self.devices;
+        c.hash_budget = self.hash_budget.0.hashes_per_sec();
+        c.source_addrs = self.source_addrs.max(1);
+        c.connect_rate = self.connect_rate.0;
+        c.duration = self.duration.0;
+        c.drain = self.drain.0;
+        c.seed = self.seed;
+        c.first_device_id = self.first_device_id;
+        c.pool_pid = self.pool_pid;
+        c.device = Sv1Config {
+            profile: self.profile,
+            worker_prefix: self.worker.clone(),
+            password: self.password.clone(),
+            suggest_difficulty: self.suggest_difficulty,
+            backoff: Backoff {
+                base: self.reconnect_base.0.max(Duration::from_millis(1)),
+                max: self.reconnect_max.0.max(self.reconnect_base.0),
+            },
+            reply_timeout: self.reply_timeout.0,
+            ..Sv1Config::default()
+        };
+        Ok(c)
+    }
+}
+
+/// A hash rate written with units (`2MH/s`) or as a plain number of hashes per second.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Budget(pub HashRate);
+
+impl FromStr for Budget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Budget)
+    }
+}
+
+impl Serialize for Budget {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0.hashes_per_sec())
+    }
+}
+
+impl<'de> Deserialize<'de> for Budget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumOrText::deserialize(d)? {
+            NumOrText::Num(v) => format!("{v}").parse(),
+            NumOrText::Text(t) => t.parse(),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Events per second, written `500/s` or `500`.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+pub struct Rate(pub f64);
+
+impl FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        let num = t.strip_suffix("/s").unwrap_or(t).trim();
+        match num.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(Rate(v)),
+            _ => Err(format!(
+                "rate {s:?}: expected a non-negative number per second, e.g. 500/s"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/s", self.0)
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumOrText::deserialize(d)? {
+            NumOrText::Num(v) => format!("{v}").parse(),
+            NumOrText::Text(t) => t.parse(),
+        }
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumOrText {
+    Num(f64),
+    Text(String),
+}
+
+pub fn run(args: FleetArgs) -> Result<()> {
+    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let mut fc = settings.fleet_config()?;
+    let sink = match &settings.events {
+        Some(p) => EventSink::create(p, "fleet", "")?,
+        None => EventSink::disabled(),
+    };
+    fc.events = sink.clone();
+    if fc.source_addrs > 1 && fleet::net::source_addr(fc.pool, 1, fc.source_addrs).is_none() {
+        eprintln!(
+            "fleet: --source-addrs applies to a pool on 127.x only; connecting from the default address"
+        );
+    }
+    match fleet::net::raise_nofile_limit() {
+        Ok((_, limit)) if (fc.devices as u64) + 64 > limit => eprintln!(
+            "fleet: {} devices need about as many file descriptors; this process may open {limit}",
+            fc.devices
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("fleet: could not raise the open-file limit: {e}"),
+    }
+    eprintln!(
+        "fleet: {} {} devices -> {}, hash budget {}, {} source address(es), connect rate {}/s",
+        fc.devices,
+        settings.profile,
+        fc.pool,
+        settings.hash_budget.0,
+        fc.source_addrs,
+        fc.connect_rate
+    );
+    let duration = fc.duration;
+    let fleet = Fleet::new(fc).context("invalid device settings")?;
+    let stats = fleet.stats();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(settings.threads.max(1))
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(async {
+        let progress = Progress::start(Arc::clone(&stats), duration, settings.devices);
+        let report = fleet.run(super::signal()).await;
+        progress.finish();
+        report
+    });
+    drop(rt);
+    let written = sink.finish().context("writing events")?;
+    if settings.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{report}");
+        if settings.events.is_some() {
+            println!("  events         {} written", written.events_written);
+        }
+    }
+    Ok(())
+}
+
+/// A progress line on stderr, drawn only when stderr is a terminal.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(stats: Arc<LiveStats>, duration: Duration, devices: u32) -> Self {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Progress {
+                bar: None,
+                task: None,
+            };
+        }
+        let bar = if duration.is_zero() {
+            indicatif::ProgressBar::new_spinner()
+        } else {
+            indicatif::ProgressBar::new(duration.as_millis() as u64)
+        };
+        let template = if duration.is_zero() {
+            "{spinner} {elapsed_precise} {msg}"
+        } else {
+            "{bar:20} {elapsed_precise}/{duration_precise} {msg}"
+        };
+        if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        let b = bar.clone();
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let mut last = (started, 0u64);
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let accepted = stats.accepted.load(Relaxed);
+                let now = Instant::now();
+                let dt = now.duration_since(last.0).as_secs_f64();
+                let rate = if dt > 0.0 {
+                    (accepted - last.1) as f64 / dt
+                } else {
+                    0.0
+                };
+                if dt >= 1.0 {
+                    last = (now, accepted);
+                }
+                b.set_position(started.elapsed().as_millis() as u64);
+                b.set_message(format!(
+                    "ready {}/{devices}, shares {} sent {accepted} accepted {} rejected, {rate:.0}/s accepted",
+                    stats.ready.load(Relaxed),
+                    stats.shares_sent.load(Relaxed),
+                    stats.rejected.load(Relaxed),
+                ));
+                b.tick();
+            }
+        });
+        Progress {
+            bar: Some(bar),
+            task: Some(task),
+        }
+    }
+
+    fn finish(self) {
+        if let Some(t) = self.task {
+            t.abort();
+        }
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_defaults_fill_the_rest() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            f.path(),
+            "pool = \"127.0.0.1:3333\"\ndevices = 500\nhash_budget = \"2MH/s\"\nconnect_rate = \"250/s\"\nprofile = \"bitaxe\"\n",
+        )
+        .unwrap();
+        let args = FleetArgs {
+            devices: Some(10_000),
+            duration: Some(Dur::from_secs(60)),
+            ..FleetArgs::default()
+        };
+        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        assert_eq!(s.devices, 10_000, "flag wins");
+        assert_eq!(s.hash_budget.0.hashes_per_sec(), 2e6);
+        assert_eq!(s.connect_rate, Rate(250.0));
+        assert_eq!(s.profile, Profile::Bitaxe);
+        assert_eq!(s.duration, Dur::from_secs(60));
+        assert_eq!(s.drain, Dur::from_secs(2));
+        assert_eq!(s.worker, "stratumlab.worker");
+        let c = s.fleet_config().unwrap();
+        assert_eq!(c.pool, "127.0.0.1:3333".parse().unwrap());
+        assert_eq!(c.hash_budget, 2e6);
+        assert_eq!(c.device.profile, Profile::Bitaxe);
+        // A budget given as a number of hashes per second, and a flag given as text.
+        let args = FleetArgs {
+            hash_budget: Some("500kH/s".parse().unwrap()),
+            connect_rate: Some("0".parse().unwrap()),
+            ..FleetArgs::default()
+        };
+        std::fs::write(f.path(), "pool = \"127.0.0.1:1\"\nhash_budget = 1500\n").unwrap();
+        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        assert_eq!(s.hash_budget.0.hashes_per_sec(), 5e5);
+        assert_eq!(s.connect_rate, Rate(0.0));
+        let s: Settings = config::load(Some(f.path()), &FleetArgs::default()).unwrap();
+        assert_eq!(s.hash_budget.0.hashes_per_sec(), 1500.0);
+    }
+
+    #[test]
+    fn a_pool_address_is_required_and_bad_values_are_refused() {
+        let s: Settings = config::load(None, &FleetArgs::default()).unwrap();
+        let Err(e) = s.fleet_config() else {
+            panic!("no pool address, yet a configuration");
+        };
+        assert!(format!("{e:#}").contains("--pool"), "{e:#}");
+        assert!("fast".parse::<Rate>().is_err());
+        assert!("-1/s".parse::<Rate>().is_err());
+        assert!("1 XH/s".parse::<Budget>().is_err());
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), "profile = \"gpu\"\n").unwrap();
+        assert!(config::load::<Settings>(Some(f.path()), &FleetArgs::default()).is_err());
+        std::fs::write(f.path(), "devices = 3\nbogus = 1\n").unwrap();
+        let e = config::load::<Settings>(Some(f.path()), &FleetArgs::default()).unwrap_err();
+        assert!(format!("{e:#}").contains("bogus"), "{e:#}");
+    }
+
+    #[test]
+    fn a_short_run_against_a_test_pool_reports_as_json() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let pool = rt
+            .block_on(fleet::testpool::TestPool::start(
+                fleet::testpool::TestPoolConfig {
+                    difficulty: 2f64.powi(-18),
+                    ..Default::default()
+                },
+            ))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("fleet.ev");
+        let args = FleetArgs {
+            pool: Some(pool.addr()),
+            devices: Some(8),
+            hash_budget: Some("200kH/s".parse().unwrap()),
+            source_addrs: Some(2),
+            duration: Some(Dur::from_millis(1500)),
+            json: true,
+            events: Some(events.clone()),
+            pool_pid: Some(std::process::id()),
+            ..FleetArgs::default()
+        };
+        run(args).unwrap();
+        let log = events::read_file(&events).unwrap();
+        assert_eq!(log.header.role.as_str(), "fleet");
+        assert!(log
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, events::EventKind::ShareResult(_))));
+        assert!(pool.stats().valid.load(Relaxed) > 0);
+        drop(pool);
+    }
+}

@@ -1,0 +1,278 @@
+//! `stratumlab pool`: the Stratum V1 pool on the shared accounting engine, fed by a
+//! bitcoind-compatible node (simnet or a real bitcoind).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use pool::channel::ChannelConfig;
+use pool::engine::{EngineConfig, PayoutMode};
+use pool::jobs::JobConfig;
+use pool::node::{NodeAuth, NodeConfig};
+use pool::service::{PoolSettings, RunningPool};
+use pool::store::{Durability, StoreConfig};
+use pool::sv1::{Admission, Sv1Config};
+use pool::vardiff::VardiffConfig;
+use primitives::bitcoin::Network;
+use primitives::Difficulty;
+
+use crate::config::{self, Dur};
+
+/// Run a Stratum V1 pool: jobs from a node's getblocktemplate, shares validated and stored,
+/// blocks submitted, status over HTTP.
+#[derive(Args, Serialize, Default)]
+pub struct PoolArgs {
+    /// TOML file with settings; its keys are the flags' names in snake_case.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Serve Stratum V1 miners on this address (port 0: any free port).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sv1_listen: Option<SocketAddr>,
+    /// The node's JSON-RPC URL, e.g. http://127.0.0.1:18443.
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_rpc: Option<String>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_user: Option<String>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_password: Option<String>,
+    /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_cookie: Option<PathBuf>,
+    /// The node's ZMQ hashblock endpoint; without it the pool follows the node by long poll.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zmq: Option<String>,
+    /// Pool mode: the address every coinbase pays.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payout_address: Option<String>,
+    /// Solo mode: each miner's coinbase pays the address it authorized with.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub solo: bool,
+    /// The network payout addresses belong to: bitcoin, testnet, signet, regtest [default: regtest,
+    /// as simnet's].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// Share difficulty of a new miner [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_difficulty: Option<Difficulty>,
+    /// Lowest share difficulty vardiff may set; may be far below 1 [default: 2^-32].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_difficulty: Option<Difficulty>,
+    /// Shares per minute vardiff aims for per connection [default: 15].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shares_per_minute: Option<f64>,
+    /// Ask the node for a template this often, whatever else happens [default: 30s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_interval: Option<Dur>,
+    /// Serve /metrics, /api/status, /api/workers and /healthz on this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_listen: Option<SocketAddr>,
+    /// The SQLite file of accepted shares and found blocks [default: pool.sqlite].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<PathBuf>,
+    /// strict (each share fsynced before its ack), batched (acks wait for a group commit) or
+    /// off (acks at once, written in the background) [default: batched].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<Durability>,
+    /// Group-commit window of --durability batched [default: 10ms].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_window: Option<Dur>,
+    /// Write events (jobs sent, share verdicts, blocks) to this file.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<PathBuf>,
+    /// Most miner connections at once [default: 15000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    /// Text in every coinbase after the height [default: "/stratumlab pool (solo+pps lab)/"].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coinbase_tag: Option<String>,
+    /// Stop after this long; 0 runs until interrupted [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+}
+
+/// The settings after the file and the flags are combined.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub sv1_listen: Option<SocketAddr>,
+    pub node_rpc: Option<String>,
+    pub rpc_user: Option<String>,
+    pub rpc_password: Option<String>,
+    pub rpc_cookie: Option<PathBuf>,
+    pub zmq: Option<String>,
+    pub payout_address: Option<String>,
+    pub solo: bool,
+    pub network: String,
+    pub start_difficulty: Difficulty,
+    pub min_difficulty: Difficulty,
+    pub shares_per_minute: f64,
+    pub template_interval: Dur,
+    pub http_listen: Option<SocketAddr>,
+    pub store: PathBuf,
+    pub durability: Durability,
+    pub batch_window: Dur,
+    pub events: Option<PathBuf>,
+    pub max_connections: usize,
+    pub coinbase_tag: String,
+    pub duration: Dur,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            sv1_listen: None,
+            node_rpc: None,
+            rpc_user: None,
+            rpc_password: None,
+            rpc_cookie: None,
+            zmq: None,
+            payout_address: None,
+            solo: false,
+            network: "regtest".into(),
+            start_difficulty: Difficulty::new(1.0).expect("valid"),
+            min_difficulty: Difficulty::MIN,
+            shares_per_minute: 15.0,
+            template_interval: Dur(Duration::from_secs(30)),
+            http_listen: None,
+            store: PathBuf::from("pool.sqlite"),
+            durability: Durability::Batched,
+            batch_window: Dur(Duration::from_millis(10)),
+            events: None,
+            max_connections: Admission::default().max_connections,
+            coinbase_tag: String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8"),
+            duration: Dur::ZERO,
+        }
+    }
+}
+
+impl Settings {
+    fn pool_settings(&self) -> Result<PoolSettings> {
+        let network: Network = self
+            .network
+            .parse()
+            .with_context(|| format!("--network {}", self.network))?;
+        let payout = match (&self.payout_address, self.solo) {
+            (Some(_), true) => bail!("--payout-address and --solo exclude each other"),
+            (None, false) => bail!("give --payout-address ADDR (pool mode) or --solo"),
+            (None, true) => PayoutMode::Solo,
+            (Some(a), false) => PayoutMode::Pool(
+                primitives::coinbase::payout_script(a, network)
+                    .with_context(|| format!("--payout-address {a}"))?,
+            ),
+        };
+        let Some(url) = self.node_rpc.clone() else {
+            bail!("--node-rpc URL is required");
+        };
+        let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
+            (Some(u), Some(p), None) => NodeAuth::UserPass {
+                user: u.clone(),
+                password: p.clone(),
+            },
+            (None, None, Some(c)) => NodeAuth::Cookie(c.clone()),
+            (None, None, None) => NodeAuth::None,
+            _ => bail!("give --rpc-user with --rpc-password, or --rpc-cookie"),
+        };
+        let mut node = NodeConfig::new(url, auth).with_template_interval(self.template_interval.0);
+        if let Some(z) = &self.zmq {
+            node = node.with_zmq(z.clone());
+        }
+        let vardiff = VardiffConfig {
+            shares_per_minute: self.shares_per_minute,
+            min: self.min_difficulty,
+            ..VardiffConfig::default()
+        };
+        if self.shares_per_minute.is_nan() || self.shares_per_minute <= 0.0 {
+            bail!("--shares-per-minute must be positive");
+        }
+        let sv1 = Sv1Config::default();
+        let jobs = JobConfig {
+            coinbase_tag: self.coinbase_tag.as_bytes().to_vec(),
+            extranonce_len: 4 + sv1.extranonce2_size,
+        };
+        let admission = Admission {
+            max_connections: self.max_connections,
+            ..Admission::default()
+        };
+        Ok(PoolSettings {
+            engine: EngineConfig {
+                jobs,
+                channel: ChannelConfig {
+                    vardiff,
+                    ..ChannelConfig::default()
+                },
+                payout,
+                network,
+                start_difficulty: self.start_difficulty,
+            },
+            node,
+            sv1_listen: self.sv1_listen,
+            http_listen: self.http_listen,
+            store: Some(StoreConfig {
+                durability: self.durability,
+                batch_window: self.batch_window.0,
+                ..StoreConfig::new(&self.store)
+            }),
+            events: self.events.clone(),
+            events_config: "sv1".into(),
+            sv1,
+            admission,
+        })
+    }
+}
+
+pub fn run(args: PoolArgs) -> Result<()> {
+    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let pool_settings = settings.pool_settings()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    rt.block_on(async move {
+        let pool = RunningPool::start(pool_settings).await?;
+        if let Some(a) = pool.sv1_addr {
+            println!("sv1 listening on {a}");
+        }
+        if let Some(a) = pool.http_addr {
+            println!("http listening on {a}");
+        }
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        let stop = crate::cmd::shutdown_signal(settings.duration.0);
+        stop.await;
+        let snap = pool.engine.stats.snapshot(pool::Millis(0));
+        pool.shutdown().await?;
+        eprintln!(
+            "pool stopped: {} shares accepted, {} rejected, {} blocks found",
+            snap.accepted,
+            snap.rejected.total(),
+            snap.blocks.submitted
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,304 @@
+//! `stratumlab pool` as a process, against `stratumlab simnet`: it serves SV1 miners, stores
+//! what it acknowledges, and an acknowledged share survives `kill -9`.
+
+mod support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
+use support::Role;
+
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+
+fn simnet() -> (Role, String) {
+    let s = Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "u",
+            "--rpc-password",
+            "p",
+            "--block-interval",
+            "0",
+        ],
+    );
+    let rpc = s.line("rpc listening on");
+    (s, rpc)
+}
+
+fn pool(rpc: &str, store: &str, durability: &str) -> (Role, String) {
+    let url = format!("http://{rpc}");
+    let p = Role::start(
+        "pool",
+        &[
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &url,
+            "--rpc-user",
+            "u",
+            "--rpc-password",
+            "p",
+            "--payout-address",
+            PAYOUT,
+            "--start-difficulty",
+            "0.0000001",
+            "--min-difficulty",
+            "0.0000001",
+            "--shares-per-minute",
+            "1000000",
+            "--store",
+            store,
+            "--durability",
+            durability,
+        ],
+    );
+    let sv1 = p.line("sv1 listening on");
+    (p, sv1)
+}
+
+/// A miner that grinds real shares as fast as it can and remembers which ones the pool
+/// acknowledged (by header hash).
+struct Miner {
+    stream: TcpStream,
+    lines: mpsc::Receiver<String>,
+    en1: Vec<u8>,
+    en2_size: usize,
+    difficulty: f64,
+    job: Option<Job>,
+}
+
+/// A notify's fields: id, coinb1, coinb2, branch, version, nbits, prev hash, ntime.
+type Job = (
+    String,
+    Vec<u8>,
+    Vec<u8>,
+    Vec<Hash256>,
+    u32,
+    u32,
+    Hash256,
+    u32,
+);
+
+impl Miner {
+    fn connect(addr: &str) -> Miner {
+        let stream = TcpStream::connect(addr).unwrap();
+        let reader = BufReader::new(stream.try_clone().unwrap());
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in reader.lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut m = Miner {
+            stream,
+            lines,
+            en1: Vec::new(),
+            en2_size: 0,
+            difficulty: 1.0,
+            job: None,
+        };
+        m.send(r#"{"id":1,"method":"mining.subscribe","params":["test/1"]}"#);
+        m.send(&format!(
+            r#"{{"id":2,"method":"mining.authorize","params":["{PAYOUT}.w","x"]}}"#
+        ));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while m.job.is_none() {
+            assert!(Instant::now() < deadline, "no job from the pool");
+            let l = m.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+            m.absorb(&l);
+        }
+        m
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stream.write_all(line.as_bytes()).unwrap();
+        self.stream.write_all(b"\n").unwrap();
+    }
+
+    /// Learns from a pool line; returns `(id, accepted)` for replies.
+    fn absorb(&mut self, line: &str) -> Option<(u64, bool)> {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        match v["method"].as_str() {
+            Some("mining.set_difficulty") => self.difficulty = v["params"][0].as_f64().unwrap(),
+            Some("mining.notify") => {
+                let (env, _) = sv1::parse_line(line.as_bytes()).unwrap();
+                let n = sv1::Notify::parse(&env).unwrap();
+                self.job = Some((
+                    n.job_id.to_owned(),
+                    n.coinb1,
+                    n.coinb2,
+                    n.merkle_branch,
+                    n.version,
+                    n.nbits,
+                    n.prev_hash,
+                    n.ntime,
+                ));
+            }
+            Some(_) => {}
+            None => {
+                let id = v["id"].as_u64()?;
+                if id == 1 {
+                    let r = &v["result"];
+                    self.en1 = primitives::hex::decode(r[1].as_str().unwrap()).unwrap();
+                    self.en2_size = r[2].as_u64().unwrap() as usize;
+                }
+                return Some((id, v["result"] == serde_json::Value::Bool(true)));
+            }
+        }
+        None
+    }
+
+    /// Grinds one share on the current job; returns its submit line and header hash.
+    fn share(&self, n: u64) -> (String, Hash256) {
+        let (job_id, c1, c2, branch, version, bits, prev, ntime) = self.job.clone().unwrap();
+        let target = Difficulty::saturating(self.difficulty).to_target();
+        let en2 = &n.to_be_bytes()[8 - self.en2_size..];
+        let coinbase = [&c1[..], &self.en1, en2, &c2].concat();
+        let root = merkle_root_from_branch(sha256d(&coinbase), &branch);
+        let mut header = [0u8; 80];
+        header[0..4].copy_from_slice(&version.to_le_bytes());
+        header[4..36].copy_from_slice(&prev.0);
+        header[36..68].copy_from_slice(&root.0);
+        header[68..72].copy_from_slice(&ntime.to_le_bytes());
+        header[72..76].copy_from_slice(&bits.to_le_bytes());
+        for nonce in 0u32.. {
+            header[76..80].copy_from_slice(&nonce.to_le_bytes());
+            let h = sha256d(&header);
+            if target.is_met_by(&h.0) {
+                let line = format!(
+                    r#"{{"id":{},"method":"mining.submit","params":["{PAYOUT}.w","{job_id}","{}","{ntime:08x}","{nonce:08x}"]}}"#,
+                    n + 100,
+                    primitives::hex::encode(en2),
+                );
+                return (line, h);
+            }
+        }
+        unreachable!()
+    }
+}
+
+#[test]
+fn acknowledged_shares_survive_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("pool.sqlite");
+    let (simnet, rpc) = simnet();
+    let (pool, sv1) = pool(&rpc, store.to_str().unwrap(), "batched");
+    let mut m = Miner::connect(&sv1);
+    let mut sent: HashMap<u64, Hash256> = HashMap::new();
+    let mut acked: Vec<Hash256> = Vec::new();
+    let started = Instant::now();
+    let mut n = 0u64;
+    // Mine under load for a while, then kill the pool with replies in flight.
+    while started.elapsed() < Duration::from_millis(1500) {
+        // Under the pool's per-connection message rate (1000/s): 10 shares per 20 ms.
+        for _ in 0..10 {
+            let (line, hash) = m.share(n);
+            sent.insert(n + 100, hash);
+            m.send(&line);
+            n += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        while let Ok(l) = m.lines.try_recv() {
+            if let Some((id, true)) = m.absorb(&l) {
+                if let Some(h) = sent.get(&id) {
+                    acked.push(*h);
+                }
+            }
+        }
+    }
+    pool.kill9();
+    // Every reply the miner got before the kill counts.
+    while let Ok(l) = m.lines.recv_timeout(Duration::from_millis(200)) {
+        if let Some((id, true)) = m.absorb(&l) {
+            if let Some(h) = sent.get(&id) {
+                acked.push(*h);
+            }
+        }
+    }
+    assert!(
+        acked.len() > 50,
+        "too few acknowledged shares to test: {}",
+        acked.len()
+    );
+    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&store)
+        .unwrap()
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.hash)
+        .collect();
+    let missing = acked.iter().filter(|h| !stored.contains(&h.0)).count();
+    assert_eq!(
+        missing,
+        0,
+        "{missing} of {} acknowledged shares are not in the store ({} sent)",
+        acked.len(),
+        n
+    );
+    simnet.stop();
+}
+
+#[test]
+fn bad_input_gets_errors_and_the_pool_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("pool.sqlite");
+    let (simnet, rpc) = simnet();
+    let (pool, sv1) = pool(&rpc, store.to_str().unwrap(), "off");
+    // A peer that sends garbage, wrong parameters, unknown methods and a huge line.
+    let mut bad = TcpStream::connect(&sv1).unwrap();
+    bad.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut reader = BufReader::new(bad.try_clone().unwrap());
+    let mut ask = |line: &str| -> String {
+        bad.write_all(line.as_bytes()).unwrap();
+        bad.write_all(b"\n").unwrap();
+        let mut l = String::new();
+        reader.read_line(&mut l).unwrap();
+        l
+    };
+    assert!(ask("{not json").contains("\"error\":[20,"));
+    assert!(ask(r#"{"id":5,"method":"mining.subscribe","params":7}"#).contains("\"error\":[20,"));
+    assert!(ask(r#"{"id":6,"method":"no.such","params":[]}"#).contains("\"error\":[20,"));
+    assert!(
+        ask(r#"{"id":7,"method":"mining.submit","params":["a","b","c","d","e"]}"#)
+            .contains("\"error\":[25,")
+    );
+    // A well-behaved miner still mines meanwhile.
+    let mut m = Miner::connect(&sv1);
+    let (line, _) = m.share(1);
+    m.send(&line);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let l = m.lines.recv_timeout(Duration::from_secs(10)).unwrap();
+        if let Some((101, ok)) = m.absorb(&l) {
+            assert!(ok, "share refused: {l}");
+            break;
+        }
+        assert!(Instant::now() < deadline);
+    }
+    // A line over the limit: an error, then the pool closes that connection only.
+    let huge = "x".repeat(64 * 1024);
+    bad.write_all(huge.as_bytes()).unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut bad, &mut rest);
+    assert!(rest.contains("Line too long"), "{rest}");
+    let (line, _) = m.share(2);
+    m.send(&line);
+    loop {
+        let l = m.lines.recv_timeout(Duration::from_secs(10)).unwrap();
+        if let Some((102, ok)) = m.absorb(&l) {
+            assert!(ok);
+            break;
+        }
+    }
+    pool.stop();
+    simnet.stop();
+}

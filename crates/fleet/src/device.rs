@@ -1,0 +1,279 @@
+//! What every simulated device shares, whatever protocol it speaks: the clock it is driven by,
+//! the observer its outcomes go to, why a connection closes, and the outcome of a hash slice.
+//!
+//! Devices are sans-IO: the shell hands them lines, the time and a hash allowance, and reads
+//! back bytes to send, deadlines and requests to close. What a device learns that the fleet
+//! counts (a job, a share sent, a verdict) goes to an [`Observer`] passed into each call, so a
+//! device keeps no queue of outcomes and tests can record exactly what happened.
+
+use std::fmt;
+
+use primitives::{Hash256, Target};
+
+/// CLOCK_MONOTONIC nanoseconds (`events::now_ns()` in the shell; any counter in tests).
+pub type Nanos = u64;
+
+/// Why a device wants its connection closed, or why it was closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CloseReason {
+    /// The pool sent `client.reconnect`.
+    Reconnect,
+    /// The handshake did not finish in time, or the pool went silent.
+    Timeout,
+    /// The pool sent something the device cannot work with (a malformed subscribe reply, a
+    /// line longer than the limit).
+    Protocol,
+    /// The pool refused the worker.
+    Unauthorized,
+    /// The peer closed the connection.
+    Eof,
+    /// A socket error.
+    Reset,
+    /// The fleet is stopping.
+    Stop,
+}
+
+impl CloseReason {
+    /// The short word events carry (`ConnectionClosed.reason`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Reconnect => "reconnect",
+            CloseReason::Timeout => "timeout",
+            CloseReason::Protocol => "protocol",
+            CloseReason::Unauthorized => "unauthorized",
+            CloseReason::Eof => "eof",
+            CloseReason::Reset => "reset",
+            CloseReason::Stop => "stop",
+        }
+    }
+}
+
+impl fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one hash slice did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HashOutcome {
+    /// Header hashes computed (each a full SHA-256d of an 80-byte header).
+    pub hashes: u64,
+    /// Hashes that met the share target (queued for submission).
+    pub shares: u32,
+    /// Of those, hashes that also met the network target (blocks).
+    pub blocks: u32,
+}
+
+/// A job as a device received it.
+#[derive(Clone, Copy, Debug)]
+pub struct JobView<'a> {
+    pub job_id: &'a str,
+    /// Internal byte order (SV1's word swap undone).
+    pub prev_hash: &'a Hash256,
+    pub merkle_branch: &'a [Hash256],
+    pub version: u32,
+    pub nbits: u32,
+    pub ntime: u32,
+    pub clean: bool,
+    /// The share target in force when the job arrived.
+    pub target: &'a Target,
+    pub difficulty: f64,
+}
+
+/// A share as a device sent it.
+#[derive(Clone, Copy, Debug)]
+pub struct SentShare<'a> {
+    /// The request id its verdict will echo.
+    pub seq: u64,
+    pub job_id: &'a str,
+    pub extranonce2: &'a [u8],
+    pub ntime: u32,
+    pub nonce: u32,
+    /// The full header version hashed (job version with the rolled bits in place).
+    pub version: u32,
+    /// The bits sent as `version_bits`, when version rolling was negotiated.
+    pub version_bits: Option<u32>,
+    /// The difficulty of the target the share was found against.
+    pub difficulty: f64,
+    pub hash: &'a Hash256,
+    /// The hash also meets the job's network target.
+    pub block: bool,
+}
+
+/// A pool's answer to a share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareVerdict {
+    Accepted,
+    /// Rejected with the SV1 error code, or with `None` for `"result": false` and no error.
+    Rejected(Option<i64>),
+}
+
+impl ShareVerdict {
+    /// The shared rejection vocabulary (METRICS.md) for SV1's customary codes.
+    pub fn to_event_verdict(self) -> events::Verdict {
+        use events::{Reason, Verdict};
+        match self {
+            ShareVerdict::Accepted => Verdict::Accepted,
+            ShareVerdict::Rejected(code) => Verdict::Rejected(match code {
+                // Job not found: unknown or superseded, which is what makes a share stale.
+                Some(21) => Reason::Stale,
+                Some(22) => Reason::Duplicate,
+                Some(23) => Reason::LowDifficulty,
+                Some(24) => Reason::Unauthorized,
+                _ => Reason::Other,
+            }),
+        }
+    }
+}
+
+/// A verdict as a device received it.
+#[derive(Clone, Copy, Debug)]
+pub struct ShareReply<'a> {
+    pub seq: u64,
+    pub job_id: &'a str,
+    pub nonce: u32,
+    pub difficulty: f64,
+    /// From the share leaving the device to its verdict arriving.
+    pub latency_ns: u64,
+    pub verdict: ShareVerdict,
+}
+
+/// Where a device's outcomes go. Every method has an empty default, so an observer implements
+/// only what it counts; `()` observes nothing.
+#[allow(unused_variables)]
+pub trait Observer {
+    fn job_received(&mut self, device: u64, now: Nanos, job: &JobView<'_>) {}
+    fn target_changed(&mut self, device: u64, now: Nanos, difficulty: f64, target: &Target) {}
+    fn share_sent(&mut self, device: u64, now: Nanos, share: &SentShare<'_>) {}
+    fn share_result(&mut self, device: u64, now: Nanos, reply: &ShareReply<'_>) {}
+    /// A share that got no verdict: it timed out, or its connection closed first.
+    fn share_unanswered(&mut self, device: u64, now: Nanos, seq: u64) {}
+    /// A share found but never sent (the connection closed, or too many were in flight).
+    fn share_dropped(&mut self, device: u64, now: Nanos) {}
+    /// The handshake finished: subscribed and authorized.
+    fn ready(&mut self, device: u64, now: Nanos) {}
+    /// A line the device could not use (malformed JSON or parameters).
+    fn protocol_error(&mut self, device: u64, now: Nanos, what: &str) {}
+}
+
+impl Observer for () {}
+
+/// A job id as the pool spelled it, inline when short (as pools' ids are).
+#[derive(Clone, PartialEq, Eq)]
+pub enum JobIdBuf {
+    Inline {
+        len: u8,
+        bytes: [u8; JobIdBuf::INLINE],
+    },
+    Heap(Box<str>),
+}
+
+impl JobIdBuf {
+    pub const INLINE: usize = 30;
+
+    pub fn new(s: &str) -> Self {
+        if s.len() <= Self::INLINE {
+            let mut bytes = [0; Self::INLINE];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            JobIdBuf::Inline {
+                len: s.len() as u8,
+                bytes,
+            }
+        } else {
+            JobIdBuf::Heap(s.into())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            // Only ever filled from a &str, whole.
+            JobIdBuf::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..*len as usize]).unwrap_or_default()
+            }
+            JobIdBuf::Heap(s) => s,
+        }
+    }
+}
+
+impl Default for JobIdBuf {
+    fn default() -> Self {
+        JobIdBuf::new("")
+    }
+}
+
+impl fmt::Debug for JobIdBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// SplitMix64: a tiny seeded generator for jitter and nonce starts (statistical quality is
+/// all that is needed here, and determinism from the seed, for tests).
+#[derive(Clone, Copy, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_ids_round_trip_inline_and_on_the_heap() {
+        assert_eq!(JobIdBuf::new("6512ab34").as_str(), "6512ab34");
+        assert!(matches!(JobIdBuf::new("6512ab34"), JobIdBuf::Inline { .. }));
+        let long = "x".repeat(JobIdBuf::INLINE + 1);
+        assert!(matches!(JobIdBuf::new(&long), JobIdBuf::Heap(_)));
+        assert_eq!(JobIdBuf::new(&long).as_str(), long);
+        assert_eq!(std::mem::size_of::<JobIdBuf>(), 32);
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_spread() {
+        let mut a = Rng::new(7);
+        let mut b = Rng::new(7);
+        let xs: Vec<u64> = (0..100).map(|_| a.next_u64()).collect();
+        let ys: Vec<u64> = (0..100).map(|_| b.next_u64()).collect();
+        assert_eq!(xs, ys);
+        let mean = (0..10_000).map(|_| a.next_f64()).sum::<f64>() / 10_000.0;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+    }
+
+    #[test]
+    fn sv1_codes_map_onto_the_shared_vocabulary() {
+        use events::{Reason, Verdict};
+        assert_eq!(ShareVerdict::Accepted.to_event_verdict(), Verdict::Accepted);
+        for (code, reason) in [
+            (Some(21), Reason::Stale),
+            (Some(22), Reason::Duplicate),
+            (Some(23), Reason::LowDifficulty),
+            (Some(24), Reason::Unauthorized),
+            (Some(20), Reason::Other),
+            (Some(25), Reason::Other),
+            (None, Reason::Other),
+        ] {
+            assert_eq!(
+                ShareVerdict::Rejected(code).to_event_verdict(),
+                Verdict::Rejected(reason)
+            );
+        }
+    }
+}

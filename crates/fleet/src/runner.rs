@@ -1,0 +1,839 @@
+//! The tokio shell around the sans-IO devices: N devices over TCP to one pool.
+//!
+//! Each device lives in its own small task that owns the device, its socket and one timer.
+//! Tokio's scheduler is the multiplexer: an idle device costs a parked task, and a task wakes
+//! only for its socket, its next deadline or its next hash slice. The task keeps no read or
+//! write buffer of its own: reads go through a per-thread scratch buffer, and only a line cut
+//! in half by a read is copied aside until its end arrives; writes are serialized into a
+//! per-thread buffer and copied only if the socket cannot take them at once.
+//!
+//! The hash budget (hashes per second for the whole fleet) is split evenly: each device gets a
+//! token bucket and hashes in slices of about [`FleetConfig::slice_hashes`], at most once per
+//! few milliseconds and at least once a second, so thousands of devices share a core without
+//! any of them hashing in long bursts. Connection attempts, first connects and reconnects
+//! alike, pass through one pacer ([`FleetConfig::connect_rate`]), and a device that lost its
+//! pool backs off with jitter, so a restarted pool is not met by every device at once.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use events::{now_ns, EventSink, ShortStr};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Sleep;
+
+use crate::device::{CloseReason, Nanos, Rng};
+use crate::report::{CpuUse, FleetReport, LatencyMs, ShareCounts};
+use crate::stats::{reject_slot_name, LiveStats, Tally, REJECT_SLOTS};
+use crate::sv1_device::{ConfigError, Sv1Config, Sv1Device, Sv1Shared};
+use crate::{net, proc_stat};
+
+/// What a fleet run does.
+#[derive(Clone)]
+pub struct FleetConfig {
+    /// The pool's Stratum V1 address.
+    pub pool: SocketAddr,
+    pub devices: u32,
+    /// Hashes per second for all devices together, split evenly; 0: devices only hold their
+    /// connections and read jobs.
+    pub hash_budget: f64,
+    /// Loopback source addresses to spread connections over (127.0.0.1, .2, ...).
+    pub source_addrs: u32,
+    /// Connection attempts per second across the fleet; 0: no pacing.
+    pub connect_rate: f64,
+    /// How long to run before draining; ZERO: until the stop future completes.
+    pub duration: Duration,
+    /// After the run, how long to wait for the verdicts of shares in flight.
+    pub drain: Duration,
+    pub device: Sv1Config,
+    /// Seed of every device's jitter and nonce starts.
+    pub seed: u64,
+    /// The id of device 0 in events (so that several fleet processes use distinct ids).
+    pub first_device_id: u64,
+    /// The pool's process, whose CPU use over the run is reported.
+    pub pool_pid: Option<u32>,
+    pub events: EventSink,
+    /// Longest line accepted from the pool.
+    pub max_line: usize,
+    /// Hashes a device computes per slice (the scheduling quantum).
+    pub slice_hashes: u64,
+    pub connect_timeout: Duration,
+}
+
+impl FleetConfig {
+    pub fn new(pool: SocketAddr) -> Self {
+        FleetConfig {
+            pool,
+            devices: 1,
+            hash_budget: 0.0,
+            source_addrs: 1,
+            connect_rate: 1000.0,
+            duration: Duration::ZERO,
+            drain: Duration::from_secs(2),
+            device: Sv1Config::default(),
+            seed: 1,
+            first_device_id: 0,
+            pool_pid: None,
+            events: EventSink::disabled(),
+            max_line: 64 * 1024,
+            slice_hashes: 2000,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Where a run is: running, waiting for the last verdicts, or closing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunPhase {
+    Run,
+    Drain,
+    Stop,
+}
+
+/// A fleet ready to run; [`Fleet::stats`] can be read while it runs (for progress).
+pub struct Fleet {
+    config: FleetConfig,
+    shared: Arc<Sv1Shared>,
+    stats: Arc<LiveStats>,
+}
+
+impl Fleet {
+    pub fn new(config: FleetConfig) -> Result<Self, ConfigError> {
+        let shared = Sv1Shared::new(config.device.clone())?;
+        Ok(Fleet {
+            config,
+            shared,
+            stats: Arc::new(LiveStats::default()),
+        })
+    }
+
+    /// The live counters.
+    pub fn stats(&self) -> Arc<LiveStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Runs until the duration elapses or `stop` completes, drains, closes every connection
+    /// and reports.
+    pub async fn run(self, stop: impl Future<Output = ()>) -> FleetReport {
+        let c = &self.config;
+        if let Err(e) = net::raise_nofile_limit() {
+            tracing::warn!("could not raise the open-file limit: {e}");
+        }
+        let rss_before = proc_stat::rss_bytes(None).unwrap_or(0);
+        let cpu_before = proc_stat::self_cpu().unwrap_or_default();
+        let pool_before = c.pool_pid.and_then(|p| proc_stat::process_cpu(p).ok());
+        let started = Instant::now();
+        let start_ns = now_ns();
+        c.events.emit(events::Mark {
+            name: ShortStr::new("fleet_start"),
+        });
+
+        let ctx = Arc::new(Ctx {
+            pool: c.pool,
+            source_addrs: c.source_addrs,
+            stats: Arc::clone(&self.stats),
+            events: c.events.clone(),
+            shared: Arc::clone(&self.shared),
+            per_device_rate: if c.devices > 0 {
+                c.hash_budget.max(0.0) / c.devices as f64
+            } else {
+                0.0
+            },
+            slice_hashes: c.slice_hashes.max(1),
+            max_line: c.max_line,
+            connect_timeout: c.connect_timeout,
+            pacer: Pacer::new(c.connect_rate),
+            clock: Clock::now(),
+        });
+        let (phase_tx, phase_rx) = watch::channel(RunPhase::Run);
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..c.devices {
+            let dev = Sv1Device::new(
+                Arc::clone(&self.shared),
+                c.first_device_id + i as u64,
+                i,
+                c.seed,
+                start_ns,
+            );
+            tasks.spawn(device_task(dev, Arc::clone(&ctx), phase_rx.clone()));
+        }
+        drop(phase_rx);
+
+        // Run: report hashes once a second until the duration is up or we are told to stop.
+        let mut hashes_reported = 0u64;
+        let mut report_hashes = |events: &EventSink| {
+            let h = self.stats.hashes.load(Relaxed);
+            if h > hashes_reported && events.is_enabled() {
+                events.emit(events::HashesDone {
+                    device: None,
+                    hashes: h - hashes_reported,
+                });
+            }
+            hashes_reported = h;
+        };
+        {
+            tokio::pin!(stop);
+            let until = (!c.duration.is_zero()).then(|| tokio::time::Instant::now() + c.duration);
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    _ = async {
+                        match until {
+                            Some(t) => tokio::time::sleep_until(t).await,
+                            None => std::future::pending().await,
+                        }
+                    } => break,
+                    _ = tick.tick() => report_hashes(&c.events),
+                }
+            }
+        }
+
+        // Drain: no new shares; wait for the verdicts of those in flight.
+        let _ = phase_tx.send(RunPhase::Drain);
+        c.events.emit(events::Mark {
+            name: ShortStr::new("drain_start"),
+        });
+        let drain_until = Instant::now() + c.drain;
+        while self.stats.in_flight.load(Relaxed) > 0 && Instant::now() < drain_until {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let elapsed = started.elapsed();
+        let cpu = proc_stat::self_cpu()
+            .unwrap_or_default()
+            .saturating_sub(cpu_before);
+        let pool_cpu = match (c.pool_pid, pool_before) {
+            (Some(pid), Some(before)) => proc_stat::process_cpu(pid).ok().map(|after| {
+                let s = after.saturating_sub(before).as_secs_f64();
+                CpuUse {
+                    pid,
+                    cpu_s: s,
+                    cpu_pct: 100.0 * s / elapsed.as_secs_f64().max(1e-9),
+                    rss_bytes: proc_stat::rss_bytes(Some(pid)).ok(),
+                }
+            }),
+            _ => None,
+        };
+        let rss = proc_stat::rss_bytes(None).unwrap_or(0);
+        let s = &self.stats;
+        let connected = s.connected.load(Relaxed).max(0) as u64;
+        let ready = s.ready.load(Relaxed).max(0) as u64;
+        let connects = s.connects.load(Relaxed);
+        let connect_failures = s.connect_failures.load(Relaxed);
+        let disconnects = s.disconnects.load(Relaxed);
+        let accepted = s.accepted.load(Relaxed);
+        report_hashes(&c.events);
+
+        // Stop: close every connection.
+        let _ = phase_tx.send(RunPhase::Stop);
+        let closing = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(10), closing)
+            .await
+            .is_err()
+        {
+            tasks.abort_all();
+        }
+        c.events.emit(events::Mark {
+            name: ShortStr::new("fleet_stop"),
+        });
+
+        let mut by_code = std::collections::BTreeMap::new();
+        let mut by_reason = std::collections::BTreeMap::new();
+        for slot in 0..REJECT_SLOTS {
+            let n = s.rejected_by_code[slot].load(Relaxed);
+            if n == 0 {
+                continue;
+            }
+            by_code.insert(reject_slot_name(slot).to_owned(), n);
+            let code = reject_slot_name(slot).parse::<i64>().ok();
+            let reason = crate::device::ShareVerdict::Rejected(code)
+                .to_event_verdict()
+                .reason()
+                .map_or("other", |r| r.as_str());
+            *by_reason.entry(reason.to_owned()).or_insert(0) += n;
+        }
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let hashes = s.hashes.load(Relaxed);
+        FleetReport {
+            pool: c.pool.to_string(),
+            profile: c.device.profile.to_string(),
+            duration_s: secs,
+            devices: c.devices as u64,
+            connected,
+            ready,
+            connects,
+            connect_failures,
+            disconnects,
+            jobs_received: s.jobs.load(Relaxed),
+            shares: ShareCounts {
+                sent: s.shares_sent.load(Relaxed),
+                accepted: s.accepted.load(Relaxed),
+                rejected: s.rejected.load(Relaxed),
+                rejected_by_code: by_code,
+                rejected_by_reason: by_reason,
+                unanswered: s.unanswered.load(Relaxed),
+                dropped: s.dropped.load(Relaxed),
+            },
+            accepted_per_s: accepted as f64 / secs,
+            share_latency_ms: LatencyMs::from_histogram_us(&s.latency_snapshot()),
+            blocks_found: s.blocks.load(Relaxed),
+            hashes,
+            hash_rate: hashes as f64 / secs,
+            hash_budget: c.hash_budget,
+            fleet_cpu_s: cpu.as_secs_f64(),
+            fleet_cpu_pct: 100.0 * cpu.as_secs_f64() / secs,
+            fleet_rss_bytes: rss,
+            rss_per_device_bytes: if c.devices > 0 {
+                rss.saturating_sub(rss_before) as f64 / c.devices as f64
+            } else {
+                0.0
+            },
+            pool_process: pool_cpu,
+            protocol_errors: s.protocol_errors.load(Relaxed),
+        }
+    }
+}
+
+/// What every device task shares.
+struct Ctx {
+    pool: SocketAddr,
+    source_addrs: u32,
+    stats: Arc<LiveStats>,
+    events: EventSink,
+    shared: Arc<Sv1Shared>,
+    per_device_rate: f64,
+    slice_hashes: u64,
+    max_line: usize,
+    connect_timeout: Duration,
+    pacer: Pacer,
+    clock: Clock,
+}
+
+impl Ctx {
+    fn tally(&self) -> Tally<'_> {
+        Tally {
+            stats: &self.stats,
+            events: &self.events,
+        }
+    }
+}
+
+/// Maps CLOCK_MONOTONIC nanoseconds (the devices' clock) onto tokio instants.
+struct Clock {
+    base_ns: Nanos,
+    base: tokio::time::Instant,
+}
+
+impl Clock {
+    fn now() -> Self {
+        Clock {
+            base: tokio::time::Instant::now(),
+            base_ns: now_ns(),
+        }
+    }
+
+    fn instant(&self, ns: Nanos) -> tokio::time::Instant {
+        // A day ahead stands for "never" (Nanos::MAX would overflow the instant).
+        let ahead = ns.saturating_sub(self.base_ns).min(86_400_000_000_000);
+        self.base + Duration::from_nanos(ahead)
+    }
+}
+
+/// Spaces connection attempts `1 / rate` apart across the fleet.
+struct Pacer {
+    interval_ns: u64,
+    next: AtomicU64,
+}
+
+impl Pacer {
+    fn new(rate: f64) -> Self {
+        let interval_ns = if rate > 0.0 && rate.is_finite() {
+            (1e9 / rate) as u64
+        } else {
+            0
+        };
+        Pacer {
+            interval_ns,
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The time this attempt may start.
+    fn reserve(&self, now: Nanos) -> Nanos {
+        if self.interval_ns == 0 {
+            return now;
+        }
+        let mut cur = self.next.load(Relaxed);
+        loop {
+            let slot = cur.max(now);
+            match self
+                .next
+                .compare_exchange_weak(cur, slot + self.interval_ns, Relaxed, Relaxed)
+            {
+                Ok(_) => return slot,
+                Err(v) => cur = v,
+            }
+        }
+    }
+}
+
+/// A device's share of the hash budget: a token bucket drawn down in slices.
+struct HashClock {
+    /// Hashes per second.
+    rate: f64,
+    period_ns: u64,
+    last: Nanos,
+    credit: f64,
+    cap: f64,
+    next_at: Nanos,
+}
+
+impl HashClock {
+    fn new(rate: f64, slice_hashes: u64, now: Nanos, rng: &mut Rng) -> Self {
+        let period_s = if rate > 0.0 {
+            (slice_hashes as f64 / rate).clamp(0.005, 1.0)
+        } else {
+            1.0
+        };
+        let period_ns = (period_s * 1e9) as u64;
+        HashClock {
+            rate,
+            period_ns,
+            last: now,
+            credit: 0.0,
+            cap: 2.0 * rate * period_s,
+            // Devices start their slices at spread-out phases.
+            next_at: now + (rng.next_f64() * period_ns as f64) as u64,
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.rate > 0.0
+    }
+
+    /// Not hashing (no job yet, or draining): bank nothing.
+    fn idle(&mut self, now: Nanos) {
+        self.last = now;
+        self.credit = 0.0;
+        self.next_at = self.next_at.max(now);
+    }
+
+    /// Hashes this slice may compute.
+    fn allowance(&mut self, now: Nanos) -> u64 {
+        let dt = now.saturating_sub(self.last) as f64 / 1e9;
+        self.credit = (self.credit + self.rate * dt).min(self.cap);
+        self.last = now;
+        self.credit.max(0.0) as u64
+    }
+
+    fn used(&mut self, hashes: u64, now: Nanos) {
+        self.credit -= hashes as f64;
+        self.next_at = (self.next_at + self.period_ns).max(now + self.period_ns / 4);
+    }
+}
+
+thread_local! {
+    /// Reads land here; only a partial line is copied out of it.
+    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 * 1024]);
+    /// Writes are serialized here; only what the socket does not take at once is copied.
+    static WRITE_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A device's whole life: connect (paced), run the connection, back off, again.
+///
+/// Written as a function returning an `async move` block rather than as an `async fn`: an
+/// `async fn` keeps its arguments and the locals they move into as two copies in its state,
+/// which would hold the device twice in every task.
+#[allow(clippy::manual_async_fn)]
+fn device_task(
+    mut dev: Sv1Device,
+    ctx: Arc<Ctx>,
+    mut phase: watch::Receiver<RunPhase>,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        let sleep = tokio::time::sleep_until(ctx.clock.instant(now_ns()));
+        tokio::pin!(sleep);
+        loop {
+            if *phase.borrow() != RunPhase::Run {
+                return;
+            }
+            let now = now_ns();
+            if !dev.wants_connect(now) {
+                let Some(at) = dev.next_deadline() else {
+                    return;
+                };
+                sleep.as_mut().reset(ctx.clock.instant(at));
+                tokio::select! {
+                    _ = &mut sleep => {}
+                    r = phase.changed() => if r.is_err() { return },
+                }
+                continue;
+            }
+            let slot = ctx.pacer.reserve(now);
+            if slot > now {
+                sleep.as_mut().reset(ctx.clock.instant(slot));
+                tokio::select! {
+                    _ = &mut sleep => {}
+                    r = phase.changed() => {
+                        if r.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                }
+            }
+            let source = net::source_addr(ctx.pool, dev.index(), ctx.source_addrs);
+            // Boxed: the connect future is large and lives only while connecting, so it is not
+            // part of every idle task's size.
+            let attempt = Box::pin(tokio::time::timeout(
+                ctx.connect_timeout,
+                net::connect(ctx.pool, source),
+            ));
+            let result = tokio::select! {
+                r = attempt => r,
+                r = phase.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match result {
+                Ok(Ok(stream)) => {
+                    let reason =
+                        connection(&mut dev, stream, &ctx, &mut phase, sleep.as_mut()).await;
+                    if reason == CloseReason::Stop {
+                        return;
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(device = dev.id(), "connect failed: {e}");
+                    ctx.stats.connect_failures.fetch_add(1, Relaxed);
+                    dev.on_connect_failed(now_ns());
+                }
+                Err(_) => {
+                    tracing::debug!(device = dev.id(), "connect timed out");
+                    ctx.stats.connect_failures.fetch_add(1, Relaxed);
+                    dev.on_connect_failed(now_ns());
+                }
+            }
+        }
+    }
+}
+
+/// One connection's life; returns why it ended (the device has been told).
+async fn connection(
+    dev: &mut Sv1Device,
+    mut stream: TcpStream,
+    ctx: &Ctx,
+    phase: &mut watch::Receiver<RunPhase>,
+    mut sleep: Pin<&mut Sleep>,
+) -> CloseReason {
+    let now = now_ns();
+    let stats = &*ctx.stats;
+    stats.connects.fetch_add(1, Relaxed);
+    stats.connected.fetch_add(1, Relaxed);
+    if ctx.events.is_enabled() {
+        if let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) {
+            ctx.events.emit_at(
+                now,
+                events::ConnectionOpened {
+                    conn: dev.id(),
+                    peer,
+                    local,
+                    label: ShortStr::new(&ctx.shared.worker_name(dev.index())),
+                },
+            );
+        }
+    }
+    dev.on_connected(now);
+    let mut tally = ctx.tally();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut rng = Rng::new(dev.id() ^ 0x5eed);
+    let mut clock = HashClock::new(ctx.per_device_rate, ctx.slice_hashes, now, &mut rng);
+    let reason = loop {
+        let ph = *phase.borrow();
+        if ph == RunPhase::Stop {
+            break CloseReason::Stop;
+        }
+        if transmit(dev, &mut stream, &mut tally).await.is_err() {
+            break CloseReason::Reset;
+        }
+        if let Some(r) = dev.close_requested() {
+            break r;
+        }
+        let hashing = ph == RunPhase::Run && clock.enabled() && dev.can_hash();
+        if !hashing {
+            clock.idle(now_ns());
+        }
+        let wake = match (dev.next_deadline(), hashing.then_some(clock.next_at)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let Some(w) = wake {
+            sleep.as_mut().reset(ctx.clock.instant(w));
+        }
+        tokio::select! {
+            biased;
+            r = phase.changed() => {
+                if r.is_err() {
+                    break CloseReason::Stop;
+                }
+            }
+            r = stream.readable() => {
+                if r.is_err() {
+                    break CloseReason::Reset;
+                }
+                if let Err(reason) = read_lines(dev, &stream, &mut partial, ctx.max_line, &mut tally) {
+                    break reason;
+                }
+            }
+            _ = &mut sleep, if wake.is_some() => {
+                let now = now_ns();
+                dev.on_timeout(now, &mut tally);
+                if hashing && now >= clock.next_at {
+                    let n = clock.allowance(now);
+                    let out = dev.hash(now, n, &mut tally);
+                    clock.used(out.hashes, now);
+                    stats.hashes.fetch_add(out.hashes, Relaxed);
+                }
+            }
+        }
+    };
+    stats.connected.fetch_sub(1, Relaxed);
+    stats.disconnects.fetch_add(1, Relaxed);
+    if dev.is_ready() {
+        stats.ready.fetch_sub(1, Relaxed);
+    }
+    let now = now_ns();
+    ctx.events.emit_at(
+        now,
+        events::ConnectionClosed {
+            conn: dev.id(),
+            reason: ShortStr::new(reason.as_str()),
+        },
+    );
+    dev.on_closed(now, reason, &mut tally);
+    reason
+}
+
+/// Sends what the device has to send: straight from the per-thread buffer when the socket
+/// takes it all (the usual case), through an owned copy of the rest when it does not.
+async fn transmit(
+    dev: &mut Sv1Device,
+    stream: &mut TcpStream,
+    tally: &mut Tally<'_>,
+) -> io::Result<()> {
+    let rest = WRITE_SCRATCH.with_borrow_mut(|out| -> io::Result<Option<Vec<u8>>> {
+        out.clear();
+        if dev.poll_transmit(out, now_ns(), tally) == 0 {
+            return Ok(None);
+        }
+        let mut off = 0;
+        while off < out.len() {
+            match stream.try_write(&out[off..]) {
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    return Ok(Some(out[off..].to_vec()))
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    })?;
+    if let Some(rest) = rest {
+        stream.write_all(&rest).await?;
+    }
+    Ok(())
+}
+
+/// Reads what the socket has and hands every complete line to the device.
+fn read_lines(
+    dev: &mut Sv1Device,
+    stream: &TcpStream,
+    partial: &mut Vec<u8>,
+    max_line: usize,
+    tally: &mut Tally<'_>,
+) -> Result<(), CloseReason> {
+    READ_SCRATCH.with_borrow_mut(|buf| {
+        // Bounded, so one chatty connection cannot hold the thread.
+        for _ in 0..16 {
+            match stream.try_read(buf) {
+                Ok(0) => return Err(CloseReason::Eof),
+                Ok(n) => {
+                    feed(dev, &buf[..n], partial, max_line, now_ns(), tally)?;
+                    if dev.close_requested().is_some() {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(CloseReason::Reset),
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Splits received bytes into lines. A line cut by the end of `data` is kept in `partial`
+/// (which is released once the line completes, so an idle connection holds no buffer).
+fn feed(
+    dev: &mut Sv1Device,
+    data: &[u8],
+    partial: &mut Vec<u8>,
+    max_line: usize,
+    now: Nanos,
+    tally: &mut Tally<'_>,
+) -> Result<(), CloseReason> {
+    let mut rest = data;
+    while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+        let piece = &rest[..i];
+        rest = &rest[i + 1..];
+        if partial.is_empty() {
+            if piece.len() > max_line {
+                return Err(CloseReason::Protocol);
+            }
+            deliver(dev, piece, now, tally);
+        } else {
+            partial.extend_from_slice(piece);
+            if partial.len() > max_line {
+                return Err(CloseReason::Protocol);
+            }
+            deliver(dev, partial, now, tally);
+            *partial = Vec::new();
+        }
+    }
+    if !rest.is_empty() {
+        partial.extend_from_slice(rest);
+        if partial.len() > max_line {
+            return Err(CloseReason::Protocol);
+        }
+    }
+    Ok(())
+}
+
+fn deliver(dev: &mut Sv1Device, line: &[u8], now: Nanos, tally: &mut Tally<'_>) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    dev.handle_line(line, now, tally);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pacer_spaces_attempts() {
+        let p = Pacer::new(1000.0);
+        let t0 = 1_000_000_000;
+        let slots: Vec<u64> = (0..5).map(|_| p.reserve(t0)).collect();
+        assert_eq!(
+            slots,
+            [
+                t0,
+                t0 + 1_000_000,
+                t0 + 2_000_000,
+                t0 + 3_000_000,
+                t0 + 4_000_000
+            ]
+        );
+        // Later on, an attempt after a quiet spell goes at once.
+        assert_eq!(p.reserve(t0 + 10_000_000_000), t0 + 10_000_000_000);
+        let unpaced = Pacer::new(0.0);
+        assert_eq!(unpaced.reserve(t0), t0);
+        assert_eq!(unpaced.reserve(t0), t0);
+    }
+
+    #[test]
+    fn hash_clock_meets_its_rate_without_bursts() {
+        let mut rng = Rng::new(3);
+        let rate = 200.0; // a small device among thousands
+        let mut c = HashClock::new(rate, 2000, 0, &mut rng);
+        assert_eq!(c.period_ns, 1_000_000_000, "capped at a second");
+        let mut now = c.next_at;
+        let mut total = 0;
+        for _ in 0..100 {
+            let n = c.allowance(now);
+            assert!(n as f64 <= c.cap, "{n}");
+            total += n;
+            c.used(n, now);
+            now = c.next_at;
+        }
+        let secs = now as f64 / 1e9;
+        let achieved = total as f64 / secs;
+        assert!((achieved - rate).abs() / rate < 0.05, "{achieved}");
+        // A big device slices often, in bounded pieces.
+        let mut c = HashClock::new(5e6, 2000, 0, &mut rng);
+        assert_eq!(c.period_ns, 5_000_000);
+        let n = c.allowance(10_000_000_000);
+        assert!(n as f64 <= 2.0 * 5e6 * 0.005 + 1.0, "{n}");
+        c.idle(20_000_000_000);
+        assert_eq!(c.allowance(20_000_000_000), 0, "nothing banked while idle");
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    #[test]
+    fn a_device_task_is_small() {
+        let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
+        let ctx = Arc::new(Ctx {
+            pool: "127.0.0.1:1".parse().unwrap(),
+            source_addrs: 1,
+            stats: Arc::new(LiveStats::default()),
+            events: EventSink::disabled(),
+            shared: Arc::clone(&shared),
+            per_device_rate: 0.0,
+            slice_hashes: 1,
+            max_line: 1,
+            connect_timeout: Duration::from_secs(1),
+            pacer: Pacer::new(0.0),
+            clock: Clock::now(),
+        });
+        let (_tx, rx) = watch::channel(RunPhase::Run);
+        let dev = Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0);
+        println!("Sleep: {} bytes", std::mem::size_of::<Sleep>());
+        println!("Sv1Device: {} bytes", std::mem::size_of::<Sv1Device>());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let mut rx2 = rx.clone();
+            println!("changed: {}", std::mem::size_of_val(&rx2.changed()));
+            println!("readable: {}", std::mem::size_of_val(&stream.readable()));
+            let mut d2 = Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0);
+            let mut tally = ctx.tally();
+            println!(
+                "transmit: {}",
+                std::mem::size_of_val(&transmit(&mut d2, &mut stream, &mut tally))
+            );
+            let sl = tokio::time::sleep(Duration::ZERO);
+            tokio::pin!(sl);
+            let mut rx3 = rx.clone();
+            println!(
+                "connection: {}",
+                std::mem::size_of_val(&connection(&mut d2, stream, &ctx, &mut rx3, sl.as_mut()))
+            );
+        });
+        let fut = device_task(dev, ctx, rx);
+        let size = std::mem::size_of_val(&fut);
+        println!("device task future: {size} bytes");
+        // The device once, the connection's state, one timer: no second copy of the device.
+        assert!(size < std::mem::size_of::<Sv1Device>() + 1024, "{size}");
+    }
+}

@@ -1,0 +1,439 @@
+//! A minimal Stratum V1 pool for the fleet's own tests and benches.
+//!
+//! It is not the lab's pool (`stratumlab pool`): it exists so that the fleet can be checked
+//! against a peer whose every decision is visible. It answers the handshake, hands out one job
+//! at a time built around a realistic coinbase, validates every share by recomputing its
+//! SHA-256d (unknown job 21, duplicate 22, low difficulty 23), can delay its replies by a fixed
+//! time (to check latency accounting against a known delay), and records who connected from
+//! where.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use primitives::share::{JobHeader, MinerChoice, Sv1Share};
+use primitives::{CoinbaseSpec, CompactTarget, Difficulty, Hash256, Target};
+use sv1::{Method, Submit};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, mpsc};
+
+#[derive(Clone, Debug)]
+pub struct TestPoolConfig {
+    /// Share difficulty sent after authorize.
+    pub difficulty: f64,
+    pub extranonce2_size: usize,
+    /// The pool's version-rolling mask (granted: miner's mask AND this).
+    pub version_mask: u32,
+    /// Every reply to a submit is written this long after the submit was read.
+    pub reply_delay: Duration,
+    /// Levels of the (made-up) merkle branch.
+    pub branch_len: usize,
+    /// Network target of the jobs.
+    pub nbits: u32,
+}
+
+impl Default for TestPoolConfig {
+    fn default() -> Self {
+        TestPoolConfig {
+            difficulty: 1.0 / 65536.0,
+            extranonce2_size: 4,
+            version_mask: 0x1fff_e000,
+            reply_delay: Duration::ZERO,
+            branch_len: 3,
+            nbits: 0x1d00_ffff,
+        }
+    }
+}
+
+/// What the pool saw.
+#[derive(Default, Debug)]
+pub struct TestPoolStats {
+    pub connections: AtomicU64,
+    pub valid: AtomicU64,
+    pub low_difficulty: AtomicU64,
+    pub stale: AtomicU64,
+    pub duplicate: AtomicU64,
+    pub malformed: AtomicU64,
+    /// Valid shares whose version bits were non-zero.
+    pub rolled: AtomicU64,
+    /// Connections per source address.
+    pub peers: Mutex<BTreeMap<IpAddr, u64>>,
+    /// Users that authorized.
+    pub users: Mutex<BTreeSet<String>>,
+    /// The first method each connection sent, in order of connections.
+    pub first_methods: Mutex<Vec<String>>,
+    /// Masks requested in `mining.configure`.
+    pub requested_masks: Mutex<Vec<u32>>,
+    /// Difficulties suggested.
+    pub suggested: Mutex<Vec<f64>>,
+}
+
+struct Job {
+    id: String,
+    prev_hash: Hash256,
+    coinb1: Vec<u8>,
+    coinb2: Vec<u8>,
+    branch: Vec<Hash256>,
+    version: u32,
+    nbits: u32,
+    ntime: u32,
+    notify_line: Arc<Vec<u8>>,
+}
+
+struct Shared {
+    config: TestPoolConfig,
+    stats: Arc<TestPoolStats>,
+    jobs: Mutex<Vec<Arc<Job>>>,
+    next_job: AtomicU64,
+    next_en1: AtomicU64,
+    jobs_tx: broadcast::Sender<Arc<Vec<u8>>>,
+    kick_tx: broadcast::Sender<()>,
+}
+
+/// A running test pool; it stops when dropped.
+pub struct TestPool {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for TestPool {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = self.shared.kick_tx.send(());
+    }
+}
+
+impl TestPool {
+    /// Listens on 127.0.0.1 (any port) and serves until dropped.
+    pub async fn start(config: TestPoolConfig) -> std::io::Result<TestPool> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (jobs_tx, _) = broadcast::channel(64);
+        let (kick_tx, _) = broadcast::channel(4);
+        let shared = Arc::new(Shared {
+            config,
+            stats: Arc::new(TestPoolStats::default()),
+            jobs: Mutex::new(Vec::new()),
+            next_job: AtomicU64::new(1),
+            next_en1: AtomicU64::new(1),
+            jobs_tx,
+            kick_tx,
+        });
+        shared.new_job(true);
+        let s = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve(stream, peer, Arc::clone(&s)));
+            }
+        });
+        Ok(TestPool { addr, shared, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> &TestPoolStats {
+        &self.shared.stats
+    }
+
+    /// Sends a new job to every authorized connection.
+    pub fn new_job(&self, clean: bool) {
+        self.shared.new_job(clean);
+    }
+
+    /// Closes every connection (as a pool restart would).
+    pub fn kick_all(&self) {
+        let _ = self.shared.kick_tx.send(());
+    }
+
+    /// The target shares are checked against.
+    pub fn target(&self) -> Target {
+        Difficulty::saturating(self.shared.config.difficulty).to_target()
+    }
+}
+
+impl Shared {
+    fn new_job(&self, clean: bool) {
+        let n = self.next_job.fetch_add(1, Relaxed);
+        let en_len = 4 + self.config.extranonce2_size;
+        let mut spec = CoinbaseSpec::new(900_000 + n as u32, en_len);
+        spec.tag = b"/stratumlab fleet test pool/".to_vec();
+        spec.payouts.push(primitives::Payout {
+            script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
+                [&[0x00, 0x14][..], &[0x42; 20]].concat(),
+            ),
+            value: primitives::bitcoin::Amount::from_sat(312_500_000),
+        });
+        spec.witness_commitment = Some(primitives::sha256d(&n.to_le_bytes()));
+        let parts = spec.build().expect("a valid coinbase");
+        let branch = (0..self.config.branch_len)
+            .map(|i| primitives::sha256d(&[n.to_le_bytes(), (i as u64).to_le_bytes()].concat()))
+            .collect::<Vec<_>>();
+        let prev_hash = primitives::sha256d(&(n / 4).to_le_bytes());
+        let mut job = Job {
+            id: format!("{n:x}"),
+            prev_hash,
+            coinb1: parts.prefix,
+            coinb2: parts.suffix,
+            branch,
+            version: 0x2000_0000,
+            nbits: self.config.nbits,
+            ntime: 1_700_000_000 + n as u32,
+            notify_line: Arc::new(Vec::new()),
+        };
+        let mut line = Vec::new();
+        sv1::write::notify(
+            &mut line,
+            &sv1::write::NotifyFields {
+                job_id: &job.id,
+                prev_hash: &job.prev_hash,
+                coinb1: &job.coinb1,
+                coinb2: &job.coinb2,
+                merkle_branch: &job.branch,
+                version: job.version,
+                nbits: job.nbits,
+                ntime: job.ntime,
+                clean_jobs: clean,
+            },
+        );
+        job.notify_line = Arc::new(line);
+        let job = Arc::new(job);
+        {
+            let mut jobs = self.jobs.lock().expect("jobs lock");
+            if clean {
+                jobs.clear();
+            }
+            jobs.push(Arc::clone(&job));
+            let excess = jobs.len().saturating_sub(8);
+            jobs.drain(..excess);
+        }
+        let _ = self.jobs_tx.send(Arc::clone(&job.notify_line));
+    }
+
+    fn current_notify(&self) -> Arc<Vec<u8>> {
+        let jobs = self.jobs.lock().expect("jobs lock");
+        Arc::clone(&jobs.last().expect("a job").notify_line)
+    }
+
+    fn job(&self, id: &str) -> Option<Arc<Job>> {
+        let jobs = self.jobs.lock().expect("jobs lock");
+        jobs.iter().find(|j| j.id == id).cloned()
+    }
+}
+
+async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
+    s.stats.connections.fetch_add(1, Relaxed);
+    *s.stats
+        .peers
+        .lock()
+        .expect("peers lock")
+        .entry(peer.ip())
+        .or_default() += 1;
+    let (mut rd, mut wr) = stream.into_split();
+    // Writes go through one task, in order, each at its due time.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Arc<Vec<u8>>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if wr.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut jobs_rx = s.jobs_tx.subscribe();
+    let mut kick_rx = s.kick_tx.subscribe();
+    let mut lines = sv1::LineBuffer::new(16 * 1024);
+    let mut buf = vec![0u8; 16 * 1024];
+    let en1 = (s.next_en1.fetch_add(1, Relaxed) as u32).to_be_bytes();
+    let mut conn = Conn {
+        en1,
+        mask: 0,
+        subscribed: false,
+        authorized: false,
+        first: true,
+        seen: HashSet::new(),
+    };
+    let target = Difficulty::saturating(s.config.difficulty).to_target();
+    loop {
+        tokio::select! {
+            r = rd.read(&mut buf) => {
+                let n = match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                lines.feed(&buf[..n]);
+                let now = tokio::time::Instant::now();
+                while let Some(line) = lines.next_line() {
+                    let Ok(line) = line else {
+                        writer.abort();
+                        return;
+                    };
+                    let mut out = Vec::new();
+                    let delay = conn.handle(line, &s, &target, &mut out);
+                    if !out.is_empty() {
+                        let _ = tx.send((now + delay, Arc::new(out)));
+                    }
+                }
+            }
+            job = jobs_rx.recv() => match job {
+                Ok(line) if conn.authorized => {
+                    let _ = tx.send((tokio::time::Instant::now(), line));
+                }
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            _ = kick_rx.recv() => break,
+        }
+    }
+    drop(tx);
+    writer.abort();
+}
+
+/// What makes a share a duplicate: job, extranonce2, nonce, ntime, version bits.
+type ShareKey = (String, Vec<u8>, u32, u32, Option<u32>);
+
+struct Conn {
+    en1: [u8; 4],
+    mask: u32,
+    subscribed: bool,
+    authorized: bool,
+    first: bool,
+    seen: HashSet<ShareKey>,
+}
+
+impl Conn {
+    /// Answers one line into `out`; returns how long to hold the answer back.
+    fn handle(&mut self, line: &[u8], s: &Shared, target: &Target, out: &mut Vec<u8>) -> Duration {
+        let Ok((env, method)) = sv1::parse_line(line) else {
+            s.stats.malformed.fetch_add(1, Relaxed);
+            return Duration::ZERO;
+        };
+        if self.first {
+            self.first = false;
+            let name = env.method_str().unwrap_or("?").to_owned();
+            s.stats.first_methods.lock().expect("lock").push(name);
+        }
+        let id = env.id.unwrap_or("null");
+        match method {
+            Some(Method::Configure) => {
+                let c = sv1::Configure::parse(&env).unwrap_or_default();
+                let asked = c.version_rolling_mask.unwrap_or(0);
+                s.stats.requested_masks.lock().expect("lock").push(asked);
+                self.mask = asked & s.config.version_mask;
+                sv1::write::reply_configure(
+                    out,
+                    id,
+                    &sv1::write::ConfigureReply {
+                        version_rolling: Some(self.mask),
+                        requested: &c.extensions,
+                        ..Default::default()
+                    },
+                );
+            }
+            Some(Method::Subscribe) => {
+                self.subscribed = true;
+                sv1::write::reply_subscribe(out, id, "1", &self.en1, s.config.extranonce2_size);
+            }
+            Some(Method::Authorize) => {
+                if let Ok(a) = sv1::Authorize::parse(&env) {
+                    s.stats
+                        .users
+                        .lock()
+                        .expect("lock")
+                        .insert(a.user.into_owned());
+                }
+                self.authorized = true;
+                sv1::write::reply_bool(out, id, true);
+                sv1::write::set_difficulty(out, s.config.difficulty);
+                out.extend_from_slice(&s.current_notify());
+            }
+            Some(Method::SuggestDifficulty) => {
+                if let Ok(d) = sv1::message::suggested_difficulty(&env) {
+                    s.stats.suggested.lock().expect("lock").push(d);
+                }
+                if env.id().is_some() {
+                    sv1::write::reply_bool(out, id, true);
+                }
+            }
+            Some(Method::Submit) => {
+                let code = self.check_submit(&env, s, target);
+                match code {
+                    None => sv1::write::reply_bool(out, id, true),
+                    Some(code) => sv1::write::reply_error(out, id, code),
+                }
+                return s.config.reply_delay;
+            }
+            _ => {}
+        }
+        Duration::ZERO
+    }
+
+    fn check_submit(
+        &mut self,
+        env: &sv1::Envelope<'_>,
+        s: &Shared,
+        target: &Target,
+    ) -> Option<sv1::ErrorCode> {
+        use sv1::ErrorCode;
+        let Ok(sub) = Submit::parse(env) else {
+            s.stats.malformed.fetch_add(1, Relaxed);
+            return Some(ErrorCode::Other);
+        };
+        let Some(job) = s.job(sub.job_id) else {
+            s.stats.stale.fetch_add(1, Relaxed);
+            return Some(ErrorCode::JobNotFound);
+        };
+        let key = (
+            job.id.clone(),
+            sub.extranonce2().to_vec(),
+            sub.nonce,
+            sub.ntime,
+            sub.version_bits,
+        );
+        if !self.seen.insert(key) {
+            s.stats.duplicate.fetch_add(1, Relaxed);
+            return Some(ErrorCode::Duplicate);
+        }
+        let share = Sv1Share {
+            job: JobHeader {
+                version: job.version,
+                prev_hash: job.prev_hash,
+                bits: CompactTarget(job.nbits),
+            },
+            coinb1: &job.coinb1,
+            extranonce1: &self.en1,
+            extranonce2: sub.extranonce2(),
+            coinb2: &job.coinb2,
+            merkle_branch: &job.branch,
+            miner: MinerChoice {
+                ntime: sub.ntime,
+                nonce: sub.nonce,
+                version: sub.version_bits,
+                version_mask: self.mask,
+            },
+        };
+        match share.check(target) {
+            Ok(c) if c.meets_share_target => {
+                s.stats.valid.fetch_add(1, Relaxed);
+                if sub.version_bits.is_some_and(|v| v != 0) {
+                    s.stats.rolled.fetch_add(1, Relaxed);
+                }
+                None
+            }
+            Ok(_) => {
+                s.stats.low_difficulty.fetch_add(1, Relaxed);
+                Some(ErrorCode::LowDifficulty)
+            }
+            Err(_) => {
+                s.stats.malformed.fetch_add(1, Relaxed);
+                Some(ErrorCode::Other)
+            }
+        }
+    }
+}

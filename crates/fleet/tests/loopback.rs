@@ -1,0 +1,187 @@
+//! The fleet over real loopback sockets against the in-crate test pool, which recomputes every
+//! share and can hold its replies back by a known delay.
+
+use std::net::IpAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use events::{EventKind, Perspective, Verdict};
+use fleet::testpool::{TestPool, TestPoolConfig};
+use fleet::{Backoff, Fleet, FleetConfig, Profile};
+
+fn fleet_config(pool: std::net::SocketAddr, devices: u32) -> FleetConfig {
+    let mut c = FleetConfig::new(pool);
+    c.devices = devices;
+    c.connect_rate = 0.0;
+    c.device.profile = Profile::Asic;
+    c.device.worker_prefix = "bc1qtest.rig".into();
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_delay() {
+    let pool = TestPool::start(TestPoolConfig {
+        // 2^-20: one share per 4096 hashes.
+        difficulty: 2f64.powi(-20),
+        reply_delay: Duration::from_millis(20),
+        ..TestPoolConfig::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let events_path = dir.path().join("fleet.ev");
+    let mut c = fleet_config(pool.addr(), 60);
+    c.source_addrs = 3;
+    c.hash_budget = 300_000.0;
+    c.duration = Duration::from_secs(3);
+    c.events = events::EventSink::create(&events_path, "fleet", "").unwrap();
+    let sink = c.events.clone();
+    let report = Fleet::new(c).unwrap().run(std::future::pending()).await;
+    sink.finish().unwrap();
+    println!("{report}");
+
+    // Every device connected and got ready, spread evenly over three source addresses.
+    assert_eq!(report.connected, 60);
+    assert_eq!(report.ready, 60);
+    assert_eq!(report.connect_failures, 0);
+    let peers = pool.stats().peers.lock().unwrap().clone();
+    let want: Vec<IpAddr> = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(peers.keys().copied().collect::<Vec<_>>(), want);
+    assert!(peers.values().all(|&n| n == 20), "{peers:?}");
+    let users = pool.stats().users.lock().unwrap().clone();
+    assert_eq!(users.len(), 60);
+    assert!(users.contains("bc1qtest.rig0") && users.contains("bc1qtest.rig59"));
+
+    // Real shares at the rate the budget buys, every one valid, every verdict counted.
+    let s = &report.shares;
+    let expected = report.hashes as f64 / 4096.0;
+    assert!(
+        (s.sent as f64 - expected).abs() < 5.0 * expected.sqrt() + 5.0,
+        "{} sent for {expected:.0} expected",
+        s.sent
+    );
+    assert!(s.sent > 50, "{}", s.sent);
+    assert_eq!(s.accepted, s.sent, "{report:?}");
+    assert_eq!(s.rejected + s.unanswered + s.dropped, 0);
+    assert_eq!(pool.stats().valid.load(Relaxed), s.sent);
+    assert_eq!(pool.stats().low_difficulty.load(Relaxed), 0);
+    assert!(pool.stats().rolled.load(Relaxed) > 0, "version bits rolled");
+    let achieved = report.hash_rate / report.hash_budget;
+    assert!(
+        (0.85..=1.05).contains(&achieved),
+        "hash rate {:.0} for a budget of {:.0}",
+        report.hash_rate,
+        report.hash_budget
+    );
+    assert!((report.accepted_per_s - s.accepted as f64 / report.duration_s).abs() < 1e-9);
+
+    // Latency: the pool's 20 ms hold, plus little.
+    let l = &report.share_latency_ms;
+    assert_eq!(l.n, s.accepted);
+    let (p50, p99) = (l.p50.unwrap(), l.p99.unwrap());
+    assert!((20.0..30.0).contains(&p50), "p50 {p50} ms");
+    assert!((20.0..60.0).contains(&p99), "p99 {p99} ms");
+    assert!(report.fleet_cpu_s > 0.0);
+
+    // Events: connections, jobs with their fingerprints, shares and verdicts as received.
+    let log = events::read_file(&events_path).unwrap();
+    let count = |f: &dyn Fn(&EventKind) -> bool| log.events.iter().filter(|e| f(&e.kind)).count();
+    assert_eq!(count(&|k| matches!(k, EventKind::ConnectionOpened(_))), 60);
+    assert!(
+        count(&|k| matches!(k, EventKind::JobReceived(j)
+        if j.fingerprint.is_some() && j.prev_hash.is_some() && !j.future))
+            >= 60
+    );
+    assert_eq!(
+        count(&|k| matches!(k, EventKind::ShareSent(_))) as u64,
+        s.sent
+    );
+    assert_eq!(
+        count(&|k| matches!(k, EventKind::ShareResult(r)
+            if r.verdict == Verdict::Accepted && r.perspective == Perspective::Received))
+            as u64,
+        s.accepted
+    );
+    let hashes: u64 = log
+        .events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::HashesDone(h) => Some(h.hashes),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(hashes, report.hashes);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devices_come_back_after_the_pool_drops_them() {
+    let pool = TestPool::start(TestPoolConfig::default()).await.unwrap();
+    let mut c = fleet_config(pool.addr(), 40);
+    c.device.backoff = Backoff {
+        base: Duration::from_millis(200),
+        max: Duration::from_secs(2),
+    };
+    c.duration = Duration::from_millis(2500);
+    c.hash_budget = 50_000.0;
+    let fleet = Fleet::new(c).unwrap();
+    let stats = fleet.stats();
+    let kicker = async {
+        // Once all are ready, drop every connection.
+        while stats.ready.load(Relaxed) < 40 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        pool.kick_all();
+    };
+    let (report, ()) = tokio::join!(fleet.run(std::future::pending()), kicker);
+    println!("{report}");
+    assert_eq!(report.connected, 40, "{report:?}");
+    assert_eq!(report.ready, 40);
+    assert_eq!(report.connects, 80);
+    assert_eq!(report.disconnects, 40);
+    assert_eq!(pool.stats().connections.load(Relaxed), 80);
+    assert_eq!(report.shares.rejected, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_devices_hold_their_connections_and_read_every_job() {
+    let pool = TestPool::start(TestPoolConfig {
+        branch_len: 12,
+        ..TestPoolConfig::default()
+    })
+    .await
+    .unwrap();
+    let devices = 500;
+    let mut c = fleet_config(pool.addr(), devices);
+    c.device.profile = Profile::Bitaxe;
+    c.source_addrs = 2;
+    c.duration = Duration::from_millis(1500);
+    let fleet = Fleet::new(c).unwrap();
+    let stats = fleet.stats();
+    let notifier = async {
+        while stats.ready.load(Relaxed) < devices as i64 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for clean in [true, false, true] {
+            pool.new_job(clean);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let (report, ()) = tokio::join!(fleet.run(std::future::pending()), notifier);
+    println!("{report}");
+    assert_eq!(report.connected, devices as u64);
+    assert_eq!(report.hashes, 0);
+    assert_eq!(report.shares.sent, 0);
+    assert_eq!(
+        report.jobs_received,
+        4 * devices as u64,
+        "the first job and three more"
+    );
+    assert_eq!(report.protocol_errors, 0);
+    let masks = pool.stats().requested_masks.lock().unwrap().clone();
+    assert!(masks.iter().all(|&m| m == 0xffff_ffff));
+    let firsts = pool.stats().first_methods.lock().unwrap().clone();
+    assert!(firsts.iter().all(|m| m == "mining.configure"));
+}

@@ -1,0 +1,297 @@
+//! What every connection of every front end shares: the current jobs, the tip epoch, pool-wide
+//! statistics and the worker list, the store, the event log, and the queue of found blocks.
+//! Front ends hold an `Arc<Engine>`; nothing here blocks or allocates per share.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use events::{EventSink, JobId, Perspective, Reason, ShareResult, Verdict};
+use primitives::bitcoin::{Network, ScriptBuf};
+use primitives::{Difficulty, Hash256};
+use tokio::sync::{mpsc, watch};
+
+use crate::channel::{Accepted, ChannelConfig};
+use crate::job::{Job, Solution};
+use crate::jobs::{Generation, JobConfig};
+use crate::stats::{PoolStats, WorkerRegistry, WorkerStats};
+use crate::store::{ShareRecord, Store, Ticket, WorkerKey};
+use crate::Millis;
+
+/// Who the coinbase pays.
+#[derive(Clone, Debug)]
+pub enum PayoutMode {
+    /// Everything to the pool's script; miners authorize with account names.
+    Pool(ScriptBuf),
+    /// Each miner's coinbase pays the address it authorized with.
+    Solo,
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub jobs: JobConfig,
+    pub channel: ChannelConfig,
+    pub payout: PayoutMode,
+    /// The network payout addresses must belong to.
+    pub network: Network,
+    pub start_difficulty: Difficulty,
+}
+
+/// A block a share found, persisted and submitted by the block task.
+#[derive(Clone, Debug)]
+pub struct FoundBlock {
+    pub hash: Hash256,
+    pub height: u32,
+    pub job_id: u64,
+    pub template_id: u64,
+    pub conn: u64,
+    pub worker: Option<WorkerKey>,
+    pub block: Vec<u8>,
+    pub found_at: Millis,
+}
+
+/// A miner name accepted by `authorize`, with its statistics and store key.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    pub name: Box<str>,
+    pub stats: Arc<WorkerStats>,
+    pub key: Option<WorkerKey>,
+}
+
+pub struct Engine {
+    pub config: EngineConfig,
+    pub channel_config: Arc<ChannelConfig>,
+    pub stats: Arc<PoolStats>,
+    pub workers: Arc<WorkerRegistry>,
+    pub store: Option<Store>,
+    pub events: EventSink,
+    generation: RwLock<Option<Arc<Generation>>>,
+    generations: watch::Sender<Option<Arc<Generation>>>,
+    epoch: AtomicU64,
+    serving: AtomicBool,
+    next_conn: AtomicU64,
+    blocks: mpsc::UnboundedSender<FoundBlock>,
+}
+
+impl Engine {
+    pub fn new(
+        config: EngineConfig,
+        stats: Arc<PoolStats>,
+        workers: Arc<WorkerRegistry>,
+        store: Option<Store>,
+        events: EventSink,
+    ) -> (Arc<Engine>, mpsc::UnboundedReceiver<FoundBlock>) {
+        let (blocks, found) = mpsc::unbounded_channel();
+        let engine = Arc::new(Engine {
+            channel_config: Arc::new(config.channel.clone()),
+            config,
+            stats,
+            workers,
+            store,
+            events,
+            generation: RwLock::new(None),
+            generations: watch::channel(None).0,
+            epoch: AtomicU64::new(0),
+            serving: AtomicBool::new(false),
+            next_conn: AtomicU64::new(1),
+            blocks,
+        });
+        (engine, found)
+    }
+
+    /// A fresh connection id (also the seed of its extranonce prefix).
+    pub fn next_conn(&self) -> u64 {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The tip epoch: jobs of an older one are stale.
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The generation miners should work on now, if the pool is serving work.
+    pub fn current(&self) -> Option<Arc<Generation>> {
+        if !self.serving.load(Ordering::Acquire) {
+            return None;
+        }
+        self.generation
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Subscribes to new generations (and to the pool stopping work: `None`).
+    pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Generation>>> {
+        self.generations.subscribe()
+    }
+
+    /// Makes `g` the work of every connection.
+    pub fn publish(&self, g: Arc<Generation>) {
+        self.epoch.fetch_max(g.epoch, Ordering::AcqRel);
+        *self.generation.write().unwrap_or_else(|e| e.into_inner()) = Some(g.clone());
+        self.serving.store(true, Ordering::Release);
+        self.stats.job_created(g.clean);
+        self.generations.send_replace(Some(g));
+    }
+
+    /// Stops handing out work (the node is unreachable or its templates are stale).
+    pub fn stop_work(&self) {
+        if self.serving.swap(false, Ordering::AcqRel) {
+            self.generations.send_replace(None);
+        }
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire)
+    }
+
+    /// The payout script for a miner that authorized as `account`: the pool's own in pool mode,
+    /// the address's in solo mode (`None` if it is not an address of the pool's network).
+    pub fn payout_for(&self, account: &str) -> Option<ScriptBuf> {
+        match &self.config.payout {
+            PayoutMode::Pool(script) => Some(script.clone()),
+            PayoutMode::Solo => {
+                primitives::coinbase::payout_script(account, self.config.network).ok()
+            }
+        }
+    }
+
+    /// Attaches a worker name (at authorize).
+    pub fn attach_worker(&self, name: &str, now: Millis) -> Worker {
+        let stats = self.workers.attach(name, now);
+        let key = self.store.as_ref().and_then(|s| match s.worker(name) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::warn!(worker = name, error = %e, "store: cannot record worker");
+                None
+            }
+        });
+        Worker {
+            name: name.into(),
+            stats,
+            key,
+        }
+    }
+
+    pub fn detach_worker(&self, w: &Worker, now: Millis) {
+        self.workers.detach(&w.stats, now);
+    }
+
+    /// Accounts an accepted share: statistics, store, event. Returns the store ticket the
+    /// acknowledgement must wait for (none when the store acknowledges at once).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn accepted(
+        &self,
+        conn: u64,
+        seq: u64,
+        wire_job_id: &str,
+        worker: &Worker,
+        a: &Accepted,
+        nonce: u32,
+        now: Millis,
+    ) -> Option<Ticket> {
+        self.stats
+            .share_accepted(&worker.stats, a.credited.as_f64(), now);
+        let ticket = match (&self.store, worker.key) {
+            (Some(store), Some(key)) => {
+                let rec = ShareRecord {
+                    worker: key,
+                    difficulty: a.credited.as_f64(),
+                    job_id: a.job.id,
+                    time_ms: unix_ms(),
+                    hash: a.hash.0,
+                };
+                match store.record_share(rec) {
+                    Ok(t) if !store.is_durable(t) => Some(t),
+                    Ok(_) => None,
+                    Err(e) => {
+                        tracing::warn!(conn, error = %e, "store: share not recorded");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        if self.events.is_enabled() {
+            self.events.emit(ShareResult {
+                conn,
+                channel: None,
+                seq,
+                job_id: JobId::text(wire_job_id),
+                nonce,
+                difficulty: a.credited.as_f64(),
+                verdict: Verdict::Accepted,
+                perspective: Perspective::Given,
+            });
+        }
+        ticket
+    }
+
+    /// Accounts a rejected share.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rejected(
+        &self,
+        conn: u64,
+        seq: u64,
+        wire_job_id: &str,
+        worker: Option<&Worker>,
+        reason: Reason,
+        nonce: u32,
+        difficulty: f64,
+        now: Millis,
+    ) {
+        self.stats
+            .share_rejected(worker.map(|w| &*w.stats), reason, now);
+        if self.events.is_enabled() {
+            self.events.emit(ShareResult {
+                conn,
+                channel: None,
+                seq,
+                job_id: JobId::text(wire_job_id),
+                nonce,
+                difficulty,
+                verdict: Verdict::Rejected(reason),
+                perspective: Perspective::Given,
+            });
+        }
+    }
+
+    /// Hands a block-solving share to the block task (persist, then submit until answered).
+    #[allow(clippy::too_many_arguments)]
+    pub fn found_block(
+        &self,
+        job: &Job,
+        solution: &Solution<'_>,
+        header: &[u8; 80],
+        hash: Hash256,
+        conn: u64,
+        worker: Option<&Worker>,
+        now: Millis,
+    ) {
+        self.stats.block_found();
+        match job.block(solution, header) {
+            Ok(block) => {
+                tracing::info!(%hash, height = job.template.height, conn, "block found");
+                let _ = self.blocks.send(FoundBlock {
+                    hash,
+                    height: job.template.height,
+                    job_id: job.id,
+                    template_id: job.generation,
+                    conn,
+                    worker: worker.and_then(|w| w.key),
+                    block,
+                    found_at: now,
+                });
+            }
+            Err(e) => tracing::error!(%hash, error = %e, "cannot assemble found block"),
+        }
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

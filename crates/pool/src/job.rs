@@ -1,0 +1,140 @@
+//! A job: one template with one coinbase payout, ready to hand to miners and to check their
+//! shares against. Protocol-neutral: the SV1 front end sends it as `mining.notify`, the SV2 one
+//! as an extended job; both check shares with [`Job::share_hash`].
+
+use std::sync::{Arc, OnceLock};
+
+use events::Fingerprint;
+use primitives::bitcoin::consensus::Encodable;
+use primitives::coinbase::CoinbaseError;
+use primitives::{
+    compact_size, CoinbaseParts, CompactTarget, Hash256, Header, PrefixMidstate, Target,
+};
+
+use crate::template::Template;
+use crate::Millis;
+
+/// The share a miner found: everything a job leaves open.
+#[derive(Clone, Copy, Debug)]
+pub struct Solution<'a> {
+    /// The connection's part of the extranonce (SV1 extranonce1, SV2 extranonce prefix).
+    pub extranonce_prefix: &'a [u8],
+    /// The miner's part (SV1 extranonce2, SV2 extranonce).
+    pub extranonce: &'a [u8],
+    /// The full header version, after any version rolling.
+    pub version: u32,
+    pub ntime: u32,
+    pub nonce: u32,
+}
+
+#[derive(Debug)]
+pub struct Job {
+    /// Unique for the pool's lifetime; SV1 sends it as lowercase hex.
+    pub id: u64,
+    /// The template generation it was built from (see [`crate::jobs::Generation`]).
+    pub generation: u64,
+    /// Increments with every new previous-block hash: a job of an older epoch is stale.
+    pub epoch: u64,
+    pub template: Arc<Template>,
+    pub version: u32,
+    pub prev_hash: Hash256,
+    pub bits: CompactTarget,
+    pub network_target: Target,
+    /// The header time the job suggests, and the earliest a share may use.
+    pub ntime: u32,
+    pub min_ntime: u32,
+    pub coinbase: CoinbaseParts,
+    coinbase_midstate: PrefixMidstate,
+    pub merkle_branch: Arc<[Hash256]>,
+    pub fingerprint: Fingerprint,
+    /// Miners must drop earlier jobs: it follows a new previous-block hash.
+    pub clean: bool,
+    pub created: Millis,
+    /// The SV1 `mining.notify` line under the job's own id, written once (see
+    /// [`crate::sv1::notify`]).
+    pub(crate) sv1_notify: OnceLock<Arc<[u8]>>,
+}
+
+impl Job {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: u64,
+        generation: u64,
+        epoch: u64,
+        template: Arc<Template>,
+        coinbase: CoinbaseParts,
+        merkle_branch: Arc<[Hash256]>,
+        fingerprint: Fingerprint,
+        clean: bool,
+        created: Millis,
+    ) -> Result<Job, CoinbaseError> {
+        let network_target = Target::from_compact(template.bits)
+            .map_err(|e| CoinbaseError::Decode(format!("template nBits: {e}")))?;
+        Ok(Job {
+            id,
+            generation,
+            epoch,
+            version: template.version,
+            prev_hash: template.prev_hash,
+            bits: template.bits,
+            network_target,
+            ntime: template.curtime.max(template.mintime),
+            min_ntime: template.mintime,
+            coinbase_midstate: PrefixMidstate::new(&coinbase.prefix),
+            coinbase,
+            merkle_branch,
+            fingerprint,
+            clean,
+            created,
+            template,
+            sv1_notify: OnceLock::new(),
+        })
+    }
+
+    /// The header a solution makes, and its hash. The coinbase's fixed first blocks are hashed
+    /// once per job, so a share costs the floor less one compression; the coinbase's txid, the
+    /// merkle branch and the header are then hashed in one go (see
+    /// [`PrefixMidstate::share_header_hash`]).
+    #[inline]
+    pub fn share_hash(&self, s: &Solution<'_>) -> ([u8; 80], Hash256) {
+        let mut header = [0u8; 80];
+        header[0..4].copy_from_slice(&s.version.to_le_bytes());
+        header[4..36].copy_from_slice(&self.prev_hash.0);
+        header[68..72].copy_from_slice(&s.ntime.to_le_bytes());
+        header[72..76].copy_from_slice(&self.bits.0.to_le_bytes());
+        header[76..80].copy_from_slice(&s.nonce.to_le_bytes());
+        // Writes the merkle root into header[36..68].
+        let hash = self.coinbase_midstate.share_header_hash(
+            &[s.extranonce_prefix, s.extranonce, &self.coinbase.suffix],
+            &self.merkle_branch,
+            &mut header,
+        );
+        (header, hash)
+    }
+
+    /// The full block for a solution whose header is `header`: header, transaction count,
+    /// coinbase (with its witness when the block commits to witnesses), template transactions.
+    pub fn block(&self, s: &Solution<'_>, header: &[u8; 80]) -> Result<Vec<u8>, CoinbaseError> {
+        let mut extranonce = Vec::with_capacity(s.extranonce_prefix.len() + s.extranonce.len());
+        extranonce.extend_from_slice(s.extranonce_prefix);
+        extranonce.extend_from_slice(s.extranonce);
+        let coinbase = self.coinbase.transaction(&extranonce)?;
+        let txs = &self.template.transactions;
+        let size = 80 + 9 + 300 + txs.iter().map(|t| t.data.len()).sum::<usize>();
+        let mut block = Vec::with_capacity(size);
+        block.extend_from_slice(header);
+        compact_size::write(&mut block, txs.len() as u64 + 1);
+        coinbase
+            .consensus_encode(&mut block)
+            .map_err(|e| CoinbaseError::Decode(e.to_string()))?;
+        for t in txs.iter() {
+            block.extend_from_slice(&t.data);
+        }
+        Ok(block)
+    }
+
+    /// The header of a solution, as a value.
+    pub fn header(&self, header: &[u8; 80]) -> Header {
+        Header::from_bytes(header)
+    }
+}

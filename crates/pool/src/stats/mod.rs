@@ -1,0 +1,544 @@
+//! Pool statistics: what the pool has done and how it is doing, recorded on the share path
+//! without locks or allocation, and read in O(1) by the status endpoints ([`crate::http`]).
+//!
+//! - [`PoolStats`]: pool-wide counters and gauges (shares by verdict and reason, accepted work,
+//!   hash rate, connections, vardiff changes, jobs, blocks, node health, whether the pool is
+//!   handing out work, the store's figures) and the per-share processing time histogram. Every
+//!   method takes `&self`: one `Arc<PoolStats>` is shared by every connection task.
+//! - [`WorkerRegistry`] and [`WorkerStats`]: the worker list, kept up to date at authorize and
+//!   disconnect, never rebuilt by scanning connections; each connection holds its worker's
+//!   `Arc<WorkerStats>` and records shares on it directly.
+//!
+//! Time comes from the caller as [`Millis`]; nothing here reads a clock.
+//!
+//! # Hash rate
+//!
+//! A share of difficulty `d` stands for `d · 2³²` hashes expected. The hash rate is the accepted
+//! work per second, exponentially decayed with time constants of one minute and ten minutes
+//! (`hashrate_1m`, `hashrate_10m`), for the pool and for each worker; `shares_per_second` is the
+//! same one-minute average over every share submitted, whatever its verdict. The share path
+//! adds to cumulative totals; the decayed sums take in the totals' growth once per 64 ms tick
+//! (see `decay.rs` for the estimator and its error bounds).
+
+mod decay;
+mod histogram;
+mod workers;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::Arc;
+
+use events::Reason;
+
+use crate::Millis;
+use decay::{rate_per_second, tick, AtomicF64, Decay, DecayedRates};
+
+pub use decay::TICK_MS;
+pub use histogram::{HistogramSnapshot, PROCESSING_BOUNDS_NS};
+pub use workers::{
+    PageStart, WorkerRegistry, WorkerStats, WorkerView, WorkersPage, DEFAULT_WORKER_RETENTION_MS,
+};
+
+/// Expected hashes per difficulty-1 share.
+pub const HASHES_PER_SHARE: f64 = 4_294_967_296.0;
+/// Time constant of the one-minute averages.
+pub const TAU_1M_MS: u64 = 60_000;
+/// Time constant of the ten-minute averages.
+pub const TAU_10M_MS: u64 = 600_000;
+
+/// Whether the pool is handing out work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Serving {
+    Yes,
+    No(NotServing),
+}
+
+/// Why the pool is not handing out work: it stops rather than serve dead jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NotServing {
+    /// Starting up: no template has arrived yet.
+    NoTemplateYet,
+    /// The node does not answer.
+    NodeUnreachable,
+    /// The node answers, but its templates are too old to mine on.
+    TemplatesStale,
+    ShuttingDown,
+}
+
+impl NotServing {
+    pub const ALL: [NotServing; 4] = [
+        NotServing::NoTemplateYet,
+        NotServing::NodeUnreachable,
+        NotServing::TemplatesStale,
+        NotServing::ShuttingDown,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NotServing::NoTemplateYet => "no_template_yet",
+            NotServing::NodeUnreachable => "node_unreachable",
+            NotServing::TemplatesStale => "templates_stale",
+            NotServing::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
+impl Serving {
+    const fn code(self) -> u8 {
+        match self {
+            Serving::Yes => 0,
+            Serving::No(NotServing::NoTemplateYet) => 1,
+            Serving::No(NotServing::NodeUnreachable) => 2,
+            Serving::No(NotServing::TemplatesStale) => 3,
+            Serving::No(NotServing::ShuttingDown) => 4,
+        }
+    }
+
+    const fn from_code(code: u8) -> Serving {
+        match code {
+            0 => Serving::Yes,
+            1 => Serving::No(NotServing::NoTemplateYet),
+            2 => Serving::No(NotServing::NodeUnreachable),
+            3 => Serving::No(NotServing::TemplatesStale),
+            _ => Serving::No(NotServing::ShuttingDown),
+        }
+    }
+
+    pub fn is_serving(self) -> bool {
+        self == Serving::Yes
+    }
+}
+
+/// What the pool knows of its node, and since when (the caller's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeStatus {
+    /// Not heard from yet.
+    Unknown,
+    /// Answering, with fresh templates.
+    Ok { since: Millis },
+    /// Not answering since `since`.
+    Unreachable { since: Millis },
+    /// Answering, but the templates have been too old since `since`.
+    Stale { since: Millis },
+}
+
+const NODE_SINCE_MASK: u64 = (1 << 56) - 1;
+
+impl NodeStatus {
+    /// The state's name: `unknown`, `ok`, `unreachable`, `stale`.
+    pub const fn state(self) -> &'static str {
+        match self {
+            NodeStatus::Unknown => "unknown",
+            NodeStatus::Ok { .. } => "ok",
+            NodeStatus::Unreachable { .. } => "unreachable",
+            NodeStatus::Stale { .. } => "stale",
+        }
+    }
+
+    pub const STATES: [&'static str; 4] = ["unknown", "ok", "unreachable", "stale"];
+
+    pub const fn since(self) -> Option<Millis> {
+        match self {
+            NodeStatus::Unknown => None,
+            NodeStatus::Ok { since }
+            | NodeStatus::Unreachable { since }
+            | NodeStatus::Stale { since } => Some(since),
+        }
+    }
+
+    /// State in the top 8 bits, `since` in the low 56 (2.2 million years of milliseconds), so
+    /// that one atomic word holds both and a reader never sees one without the other.
+    fn pack(self) -> u64 {
+        let (code, since) = match self {
+            NodeStatus::Unknown => (0, 0),
+            NodeStatus::Ok { since } => (1, since.0),
+            NodeStatus::Unreachable { since } => (2, since.0),
+            NodeStatus::Stale { since } => (3, since.0),
+        };
+        code << 56 | since.min(NODE_SINCE_MASK)
+    }
+
+    fn unpack(word: u64) -> NodeStatus {
+        let since = Millis(word & NODE_SINCE_MASK);
+        match word >> 56 {
+            1 => NodeStatus::Ok { since },
+            2 => NodeStatus::Unreachable { since },
+            3 => NodeStatus::Stale { since },
+            _ => NodeStatus::Unknown,
+        }
+    }
+}
+
+/// The share store's figures, as its writer reports them (a plain struct of numbers so that
+/// the statistics do not depend on the store).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreReport {
+    /// Transactions committed since start.
+    pub commits: u64,
+    /// Records (shares, blocks) written since start.
+    pub records: u64,
+    /// Records waiting to be written.
+    pub queue_len: u64,
+    /// How long the writer gathers records into one commit, in milliseconds.
+    pub batch_window_ms: u64,
+    /// How long the last commit took, in microseconds.
+    pub last_commit_us: u64,
+}
+
+/// Rejected shares per reason, in [`Reason::ALL`]'s order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RejectedCounts([u64; 7]);
+
+impl RejectedCounts {
+    pub fn get(&self, reason: Reason) -> u64 {
+        self.0[reason_index(reason)]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Every reason with its count, zeros included.
+    pub fn iter(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
+        Reason::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    pub created: u64,
+    /// Of those, jobs that told miners to drop their current work (clean jobs / new prevhash).
+    pub clean: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockCounts {
+    /// Shares that met the network target: blocks sent to the node.
+    pub submitted: u64,
+    /// The node's verdicts on them.
+    pub accepted: u64,
+    pub rejected: u64,
+}
+
+/// The pool at one moment. Every figure is one atomic load (or a few, for the counts per
+/// reason), so taking a snapshot costs the same with ten workers or a hundred thousand.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StatusSnapshot {
+    pub now: Millis,
+    pub uptime_ms: u64,
+    /// Hashes per second, one-minute average.
+    pub hashrate_1m: f64,
+    /// Hashes per second, ten-minute average.
+    pub hashrate_10m: f64,
+    /// Shares submitted per second (any verdict), one-minute average.
+    pub shares_per_second: f64,
+    pub accepted: u64,
+    /// Sum of accepted shares' difficulties (difficulty-1 units).
+    pub accepted_work: f64,
+    pub rejected: RejectedCounts,
+    /// Workers with at least one connection.
+    pub workers: u64,
+    /// Workers in the list: connected ones plus disconnected ones still retained.
+    pub workers_listed: u64,
+    pub connections: u64,
+    pub connections_opened: u64,
+    pub vardiff_changes: u64,
+    pub jobs: JobCounts,
+    pub blocks: BlockCounts,
+    pub node: NodeStatus,
+    pub serving: Serving,
+    /// `None` until the store reports.
+    pub store: Option<StoreReport>,
+}
+
+fn reason_index(reason: Reason) -> usize {
+    match reason {
+        Reason::Stale => 0,
+        Reason::Duplicate => 1,
+        Reason::LowDifficulty => 2,
+        Reason::InvalidJob => 3,
+        Reason::InvalidChannel => 4,
+        Reason::Unauthorized => 5,
+        Reason::Other => 6,
+    }
+}
+
+/// Difficulties that are not positive finite numbers count as nothing: one NaN would otherwise
+/// poison every sum it touched for good.
+#[inline]
+fn sane(difficulty: f64) -> f64 {
+    if difficulty.is_finite() && difficulty > 0.0 {
+        difficulty
+    } else {
+        0.0
+    }
+}
+
+/// Pool-wide statistics (see the module's documentation).
+pub struct PoolStats {
+    start: Millis,
+    decay_1m: Decay,
+    decay_10m: Decay,
+
+    // Written by every share.
+    accepted: AtomicU64,
+    accepted_work: AtomicF64,
+    rejected: [AtomicU64; 7],
+    /// Accepted work, decayed over one and ten minutes.
+    work_rates: DecayedRates<2>,
+    /// Shares of any verdict, decayed over one minute.
+    share_rates: DecayedRates<1>,
+    processing: histogram::ProcessingHistogram,
+
+    // Written now and then.
+    connections: AtomicU64,
+    connections_opened: AtomicU64,
+    workers_online: AtomicU64,
+    workers_listed: AtomicU64,
+    vardiff_changes: AtomicU64,
+    jobs_created: AtomicU64,
+    jobs_clean: AtomicU64,
+    blocks_submitted: AtomicU64,
+    blocks_accepted: AtomicU64,
+    blocks_rejected: AtomicU64,
+    node: AtomicU64,
+    serving: AtomicU8,
+    store_reported: AtomicBool,
+    store_commits: AtomicU64,
+    store_records: AtomicU64,
+    store_queue_len: AtomicU64,
+    store_batch_window_ms: AtomicU64,
+    store_last_commit_us: AtomicU64,
+}
+
+impl std::fmt::Debug for PoolStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolStats")
+            .field("start", &self.start)
+            .field("accepted", &self.accepted.load(Relaxed))
+            .field("connections", &self.connections.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl PoolStats {
+    /// Statistics of a pool started at `start`: uptime and the averages' ages count from it.
+    /// The pool does not serve until told to (`No(NoTemplateYet)`), and its node is `Unknown`.
+    pub fn new(start: Millis) -> Arc<PoolStats> {
+        Arc::new(PoolStats {
+            start,
+            decay_1m: Decay::new(TAU_1M_MS),
+            decay_10m: Decay::new(TAU_10M_MS),
+            accepted: AtomicU64::new(0),
+            accepted_work: AtomicF64::zero(),
+            rejected: std::array::from_fn(|_| AtomicU64::new(0)),
+            work_rates: DecayedRates::new(),
+            share_rates: DecayedRates::new(),
+            processing: histogram::ProcessingHistogram::new(),
+            connections: AtomicU64::new(0),
+            connections_opened: AtomicU64::new(0),
+            workers_online: AtomicU64::new(0),
+            workers_listed: AtomicU64::new(0),
+            vardiff_changes: AtomicU64::new(0),
+            jobs_created: AtomicU64::new(0),
+            jobs_clean: AtomicU64::new(0),
+            blocks_submitted: AtomicU64::new(0),
+            blocks_accepted: AtomicU64::new(0),
+            blocks_rejected: AtomicU64::new(0),
+            node: AtomicU64::new(NodeStatus::Unknown.pack()),
+            serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
+            store_reported: AtomicBool::new(false),
+            store_commits: AtomicU64::new(0),
+            store_records: AtomicU64::new(0),
+            store_queue_len: AtomicU64::new(0),
+            store_batch_window_ms: AtomicU64::new(0),
+            store_last_commit_us: AtomicU64::new(0),
+        })
+    }
+
+    pub fn start(&self) -> Millis {
+        self.start
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.fetch_add(1, Relaxed);
+        self.connections_opened.fetch_add(1, Relaxed);
+    }
+
+    /// One `connection_closed` per `connection_opened`; a stray extra one leaves the gauge at 0.
+    pub fn connection_closed(&self) {
+        let _ = self
+            .connections
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// An accepted share of `difficulty` (difficulty-1 units) from `worker`, which must come
+    /// from a [`WorkerRegistry`] over these statistics.
+    #[inline]
+    pub fn share_accepted(&self, worker: &WorkerStats, difficulty: f64, now: Millis) {
+        let difficulty = sane(difficulty);
+        let t = tick(self.start, now);
+        self.accepted.fetch_add(1, Relaxed);
+        self.accepted_work.add(difficulty);
+        if self.work_rates.due(t) {
+            self.work_rates.fold(
+                t,
+                || self.accepted_work.load(),
+                [&self.decay_1m, &self.decay_10m],
+            );
+        }
+        self.shares_counted(t);
+        worker.record_accepted(difficulty, t, now, [&self.decay_1m, &self.decay_10m]);
+    }
+
+    /// A rejected share; `worker` is `None` when the share came before any authorized worker.
+    #[inline]
+    pub fn share_rejected(&self, worker: Option<&WorkerStats>, reason: Reason, now: Millis) {
+        self.rejected[reason_index(reason)].fetch_add(1, Relaxed);
+        self.shares_counted(tick(self.start, now));
+        if let Some(w) = worker {
+            w.record_rejected(now);
+        }
+    }
+
+    #[inline]
+    fn shares_counted(&self, t: u64) {
+        if self.share_rates.due(t) {
+            self.share_rates
+                .fold(t, || self.shares_total(), [&self.decay_1m]);
+        }
+    }
+
+    /// Shares answered, any verdict.
+    fn shares_total(&self) -> f64 {
+        let rejected: u64 = self.rejected.iter().map(|r| r.load(Relaxed)).sum();
+        (self.accepted.load(Relaxed) + rejected) as f64
+    }
+
+    /// How long the pool took over one share, from reading it to the verdict, in nanoseconds.
+    #[inline]
+    pub fn share_processing(&self, ns: u64) {
+        self.processing.record(ns);
+    }
+
+    pub fn vardiff_changed(&self) {
+        self.vardiff_changes.fetch_add(1, Relaxed);
+    }
+
+    /// A job was made; `clean`: miners must drop their current work for it.
+    pub fn job_created(&self, clean: bool) {
+        self.jobs_created.fetch_add(1, Relaxed);
+        if clean {
+            self.jobs_clean.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A share met the network target and its block goes to the node.
+    pub fn block_found(&self) {
+        self.blocks_submitted.fetch_add(1, Relaxed);
+    }
+
+    /// The node's verdict on a submitted block.
+    pub fn block_result(&self, accepted: bool) {
+        if accepted {
+            self.blocks_accepted.fetch_add(1, Relaxed);
+        } else {
+            self.blocks_rejected.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub fn set_serving(&self, serving: Serving) {
+        self.serving.store(serving.code(), Relaxed);
+    }
+
+    pub fn serving(&self) -> Serving {
+        Serving::from_code(self.serving.load(Relaxed))
+    }
+
+    pub fn set_node(&self, node: NodeStatus) {
+        self.node.store(node.pack(), Relaxed);
+    }
+
+    pub fn node(&self) -> NodeStatus {
+        NodeStatus::unpack(self.node.load(Relaxed))
+    }
+
+    /// The store's latest figures.
+    pub fn store(&self, report: StoreReport) {
+        self.store_commits.store(report.commits, Relaxed);
+        self.store_records.store(report.records, Relaxed);
+        self.store_queue_len.store(report.queue_len, Relaxed);
+        self.store_batch_window_ms
+            .store(report.batch_window_ms, Relaxed);
+        self.store_last_commit_us
+            .store(report.last_commit_us, Relaxed);
+        self.store_reported.store(true, Relaxed);
+    }
+
+    /// The processing time histogram's counts.
+    pub fn processing(&self) -> HistogramSnapshot {
+        self.processing.snapshot()
+    }
+
+    pub fn snapshot(&self, now: Millis) -> StatusSnapshot {
+        let age = now.since(self.start);
+        let tau_1m = self.decay_1m.tau_ms();
+        let tau_10m = self.decay_10m.tau_ms();
+        let [work_1m, work_10m] =
+            self.work_rates
+                .sums_at(age, || self.accepted_work.load(), [tau_1m, tau_10m]);
+        let [shares_1m] = self
+            .share_rates
+            .sums_at(age, || self.shares_total(), [tau_1m]);
+        StatusSnapshot {
+            now,
+            uptime_ms: age,
+            hashrate_1m: rate_per_second(work_1m, tau_1m, age) * HASHES_PER_SHARE,
+            hashrate_10m: rate_per_second(work_10m, tau_10m, age) * HASHES_PER_SHARE,
+            shares_per_second: rate_per_second(shares_1m, tau_1m, age),
+            accepted: self.accepted.load(Relaxed),
+            accepted_work: self.accepted_work.load(),
+            rejected: RejectedCounts(std::array::from_fn(|i| self.rejected[i].load(Relaxed))),
+            workers: self.workers_online.load(Relaxed),
+            workers_listed: self.workers_listed.load(Relaxed),
+            connections: self.connections.load(Relaxed),
+            connections_opened: self.connections_opened.load(Relaxed),
+            vardiff_changes: self.vardiff_changes.load(Relaxed),
+            jobs: JobCounts {
+                created: self.jobs_created.load(Relaxed),
+                clean: self.jobs_clean.load(Relaxed),
+            },
+            blocks: BlockCounts {
+                submitted: self.blocks_submitted.load(Relaxed),
+                accepted: self.blocks_accepted.load(Relaxed),
+                rejected: self.blocks_rejected.load(Relaxed),
+            },
+            node: self.node(),
+            serving: self.serving(),
+            store: self.store_reported.load(Relaxed).then(|| StoreReport {
+                commits: self.store_commits.load(Relaxed),
+                records: self.store_records.load(Relaxed),
+                queue_len: self.store_queue_len.load(Relaxed),
+                batch_window_ms: self.store_batch_window_ms.load(Relaxed),
+                last_commit_us: self.store_last_commit_us.load(Relaxed),
+            }),
+        }
+    }
+
+    // The worker registry keeps these two gauges.
+    fn worker_online(&self) {
+        self.workers_online.fetch_add(1, Relaxed);
+    }
+
+    fn worker_offline(&self) {
+        let _ = self
+            .workers_online
+            .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+    }
+
+    fn set_workers_listed(&self, n: usize) {
+        self.workers_listed.store(n as u64, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,92 @@
+//! What can go wrong with the share store, each error saying which file and which step.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The configuration cannot work (a zero-sized queue, say).
+    #[error("share store configuration: {0}")]
+    Config(&'static str),
+    /// SQLite could not open or create the file: a missing directory, no write permission, not
+    /// a database.
+    #[error(
+        "opening the share store {path}: {source} (is its directory there and writable by this user?)"
+    )]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A step of preparing an opened file failed: a pragma, the schema, the resume state.
+    #[error("preparing the share store {path}: {what}: {source}")]
+    Setup {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The file was written by a newer stratumlab whose schema this build does not know.
+    #[error(
+        "the share store {path} has schema version {found}, newer than this build's {known}: \
+         use a newer stratumlab or another file"
+    )]
+    SchemaTooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
+    /// SQLite refused write-ahead logging (some network file systems cannot share memory).
+    #[error(
+        "the share store {path} stayed in journal mode {mode:?} instead of WAL: put it on a local \
+         file system"
+    )]
+    NotWal { path: PathBuf, mode: String },
+    #[error("starting the share store's writer thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// The writer is behind and the queue holds `queue_capacity` records: back off and retry
+    /// (a pool answers the share as "busy" or slows the miner down). Nothing was recorded.
+    #[error("the share store's queue is full (its writer is behind): back off and retry")]
+    QueueFull,
+    /// The worker key was not handed out by [`super::Store::worker`].
+    #[error("worker key {0} was not issued by this share store")]
+    UnknownWorker(i64),
+    /// The store was closed; nothing more is recorded.
+    #[error("the share store is closed")]
+    Closed,
+    /// The writer met an error (disk full, I/O error) and stopped: nothing after the last
+    /// durable ticket was stored, and nothing more will be.
+    #[error("the share store's writer stopped after an error, nothing more is stored: {0}")]
+    WriterFailed(Arc<str>),
+    /// A query of [`super::StoreReader`] failed.
+    #[error("reading the share store {path}: {what}: {source}")]
+    Read {
+        path: PathBuf,
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// A stored value is not what this build writes (a hash that is not 32 bytes, say).
+    #[error("reading the share store {path}: {what}")]
+    Corrupt { path: PathBuf, what: String },
+}
+
+/// An error of the writer thread: the step, and SQLite's complaint.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {source}")]
+pub(super) struct WriteError {
+    pub what: &'static str,
+    #[source]
+    pub source: rusqlite::Error,
+}
+
+/// Adds the step to a SQLite result inside the writer.
+pub(super) trait WriteContext<T> {
+    fn during(self, what: &'static str) -> Result<T, WriteError>;
+}
+
+impl<T> WriteContext<T> for rusqlite::Result<T> {
+    fn during(self, what: &'static str) -> Result<T, WriteError> {
+        self.map_err(|source| WriteError { what, source })
+    }
+}

@@ -1,0 +1,538 @@
+//! The pool's durable store of accepted shares and found blocks: one SQLite file in WAL mode,
+//! written by one thread, fed by a bounded queue that the share hot path fills without
+//! allocating or touching the disk.
+//!
+//! Every record put on the queue gets a [`Ticket`], a sequence number. The writer commits
+//! records in ticket order and publishes the highest committed ticket, so "is this share
+//! durable?" is one atomic load ([`Store::is_durable`]), and a connection handler that must not
+//! acknowledge a share before it is stored awaits [`Store::wait_durable`].
+//!
+//! [`Durability`] chooses what "durable" means:
+//! - `strict`: each share is its own transaction, synced to disk before its ticket completes;
+//! - `batched` (the default): shares are grouped for up to [`StoreConfig::batch_window`] and
+//!   committed in one synced transaction (group commit); a ticket completes with its group;
+//! - `off`: tickets complete at once and the writer commits in the background without syncing
+//!   (lab runs): a crash of the machine, or of the process before a commit, loses shares.
+//!
+//! Whatever the mode, a block ([`Store::record_block`]) and the node's answer to it
+//! ([`Store::record_block_result`]) are committed and synced before their tickets complete, and
+//! immediately rather than at the end of a window: a block is persisted before it is submitted.
+//! In `off` mode, tickets handed out after a block wait for that block's commit too, so a
+//! completed ticket always means every earlier ticket is complete.
+//!
+//! A file is written by one store at a time; any number of [`StoreReader`]s may read it
+//! meanwhile.
+
+mod error;
+mod progress;
+mod reader;
+mod schema;
+mod writer;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::Duration;
+
+pub use error::StoreError;
+pub use reader::{StoreReader, StoredBlock, StoredShare};
+
+use progress::Progress;
+use writer::{Command, Writer};
+
+/// The version of the file's schema this build writes (SQLite's `user_version`).
+pub const SCHEMA_VERSION: i64 = schema::VERSION;
+
+/// Queue slots kept for blocks, block results and worker names beyond the shares' capacity, so
+/// that a queue full of shares never refuses a block.
+const CONTROL_RESERVE: usize = 1024;
+
+/// The longest batch window accepted.
+const MAX_BATCH_WINDOW: Duration = Duration::from_secs(10);
+
+/// When a share counts as stored: see the module's documentation.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    Strict,
+    #[default]
+    Batched,
+    Off,
+}
+
+impl Durability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Strict => "strict",
+            Durability::Batched => "batched",
+            Durability::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for Durability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown durability {0:?}: expected strict, batched or off")]
+pub struct ParseDurabilityError(pub String);
+
+impl FromStr for Durability {
+    type Err = ParseDurabilityError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "strict" => Ok(Durability::Strict),
+            "batched" => Ok(Durability::Batched),
+            "off" => Ok(Durability::Off),
+            other => Err(ParseDurabilityError(other.to_owned())),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The SQLite file, created if missing (its directory must exist).
+    pub path: PathBuf,
+    pub durability: Durability,
+    /// Batched and off modes: how long the writer gathers records after the first one of a
+    /// batch before committing them together. Default 10 ms; 0 commits whatever is queued as
+    /// soon as the writer gets to it.
+    pub batch_window: Duration,
+    /// Shares the queue holds before [`Store::record_share`] answers
+    /// [`StoreError::QueueFull`]. Default 65536.
+    pub queue_capacity: usize,
+}
+
+impl StoreConfig {
+    /// The defaults (batched, 10 ms, 65536) for the file at `path`.
+    pub fn new(path: impl Into<PathBuf>) -> StoreConfig {
+        StoreConfig {
+            path: path.into(),
+            durability: Durability::default(),
+            batch_window: Duration::from_millis(10),
+            queue_capacity: 65536,
+        }
+    }
+}
+
+/// A worker's key in the store, from [`Store::worker`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkerKey(pub i64);
+
+/// A record's place in the store's sequence. A ticket completes (becomes durable) after every
+/// smaller one; tickets go on increasing across runs on the same file (in off mode, tickets of
+/// records a crash lost may be handed out again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(pub u64);
+
+/// An accepted share: fixed size, copied onto the queue as it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ShareRecord {
+    pub worker: WorkerKey,
+    pub difficulty: f64,
+    pub job_id: u64,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+    /// The share's block-header hash, internal byte order.
+    pub hash: [u8; 32],
+}
+
+/// A share that met the network target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockRecord {
+    /// The block hash, internal byte order.
+    pub hash: [u8; 32],
+    pub height: u32,
+    pub worker: WorkerKey,
+    pub job_id: u64,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+    /// The serialized block, as submitted.
+    pub block: Vec<u8>,
+}
+
+/// The store's figures, read in O(1) for metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreStats {
+    pub durability: Durability,
+    pub batch_window: Duration,
+    /// Shares, blocks and block results committed by this store (since it opened).
+    pub records_written: u64,
+    pub shares_written: u64,
+    pub blocks_written: u64,
+    pub block_results_written: u64,
+    /// Transactions committed.
+    pub commits: u64,
+    /// How long the last, the average and the longest COMMIT took (the sync, in synced modes).
+    pub last_commit: Duration,
+    pub avg_commit: Duration,
+    pub max_commit: Duration,
+    /// Records waiting on the queue, and how many shares it holds at most.
+    pub queue_len: usize,
+    pub queue_capacity: usize,
+    /// Shares refused with [`StoreError::QueueFull`].
+    pub queue_full: u64,
+    /// Every ticket up to this one is committed.
+    pub committed_ticket: u64,
+}
+
+/// A handle on the store; clones share the writer. The writer stops when [`Store::close`] is
+/// called or the last handle is dropped, after committing everything queued.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    progress: Arc<Progress>,
+    tx: SyncSender<Command>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    writer_thread: Thread,
+    workers: Mutex<Workers>,
+    /// Keys below this one were handed out by [`Store::worker`] (checked on the hot path).
+    next_worker: AtomicI64,
+    path: PathBuf,
+    awaiting_answer: Vec<BlockRecord>,
+}
+
+struct Workers {
+    by_name: HashMap<Box<str>, i64>,
+    next: i64,
+}
+
+impl Store {
+    /// Opens or creates the file, brings its schema up to date, and starts the writer thread.
+    pub fn open(config: StoreConfig) -> Result<Store, StoreError> {
+        if config.queue_capacity == 0 {
+            return Err(StoreError::Config("queue_capacity must be at least 1"));
+        }
+        if config.batch_window > MAX_BATCH_WINDOW {
+            return Err(StoreError::Config("batch_window must be at most 10s"));
+        }
+        let path = config.path;
+        let conn = schema::open_for_writing(&path, config.durability)?;
+        let resume = reader::resume(&conn, &path)?;
+        let progress = Arc::new(Progress::new(
+            config.durability,
+            config.batch_window,
+            config.queue_capacity,
+            resume.last_ticket,
+        ));
+        let (tx, rx) = sync_channel(config.queue_capacity + CONTROL_RESERVE);
+        let writer = Writer::new(conn, rx, progress.clone(), path.clone());
+        let handle = thread::Builder::new()
+            .name("store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(StoreError::Spawn)?;
+        let next_worker = resume
+            .workers
+            .iter()
+            .map(|(_, id)| id + 1)
+            .max()
+            .unwrap_or(1);
+        tracing::info!(
+            path = %path.display(),
+            durability = %config.durability,
+            batch_window_ms = config.batch_window.as_secs_f64() * 1e3,
+            queue_capacity = config.queue_capacity,
+            last_ticket = resume.last_ticket,
+            workers = resume.workers.len(),
+            blocks_awaiting_answer = resume.awaiting_answer.len(),
+            "share store open"
+        );
+        Ok(Store {
+            inner: Arc::new(Inner {
+                progress,
+                tx,
+                writer_thread: handle.thread().clone(),
+                writer: Mutex::new(Some(handle)),
+                workers: Mutex::new(Workers {
+                    by_name: resume.workers.into_iter().collect(),
+                    next: next_worker,
+                }),
+                next_worker: AtomicI64::new(next_worker),
+                path,
+                awaiting_answer: resume.awaiting_answer,
+            }),
+        })
+    }
+
+    /// The key of worker `name`, interning it on first sight (also across runs: the same name
+    /// always gets the same key in one file). Called at authorization; waits only if the queue
+    /// is full.
+    pub fn worker(&self, name: &str) -> Result<WorkerKey, StoreError> {
+        let mut workers = lock(&self.inner.workers);
+        if let Some(&key) = workers.by_name.get(name) {
+            return Ok(WorkerKey(key));
+        }
+        let key = workers.next;
+        // Queued before the key is returned, so it precedes every share that names the key.
+        self.inner.enqueue_waiting(
+            Command::Worker {
+                key,
+                name: name.into(),
+            },
+            false,
+        )?;
+        workers.by_name.insert(name.into(), key);
+        workers.next = key + 1;
+        self.inner.next_worker.store(key + 1, Ordering::Release);
+        Ok(WorkerKey(key))
+    }
+
+    /// Queues an accepted share. The hot path: no allocation, no disk, no waiting beyond a
+    /// short lock shared with other senders. A full queue answers [`StoreError::QueueFull`]
+    /// and records nothing.
+    #[inline]
+    pub fn record_share(&self, rec: ShareRecord) -> Result<Ticket, StoreError> {
+        let inner = &*self.inner;
+        let key = rec.worker.0;
+        if key <= 0 || key >= inner.next_worker.load(Ordering::Acquire) {
+            return Err(StoreError::UnknownWorker(key));
+        }
+        let share = Command::Share { ticket: 0, rec };
+        match inner.try_enqueue(share, inner.progress.queue_capacity, false) {
+            Ok(ticket) => Ok(Ticket(ticket)),
+            Err((Refused::Full, _)) => {
+                inner
+                    .progress
+                    .counters()
+                    .queue_full
+                    .fetch_add(1, Ordering::Relaxed);
+                Err(StoreError::QueueFull)
+            }
+            Err((Refused::Closed, _)) => Err(inner.progress.refusal()),
+        }
+    }
+
+    /// Whether the record of `ticket` is durable (see [`Durability`]): an atomic load. In off
+    /// mode, true at once unless a block queued before it is not yet committed.
+    #[inline]
+    pub fn is_durable(&self, ticket: Ticket) -> bool {
+        self.inner.progress.is_durable(ticket.0)
+    }
+
+    /// Waits until `ticket` is durable; returns at once if it is. Fails if the writer stopped
+    /// (an I/O error, or the store was closed) before storing it: then it never will be.
+    pub async fn wait_durable(&self, ticket: Ticket) -> Result<(), StoreError> {
+        let progress = &self.inner.progress;
+        if progress.is_durable(ticket.0) {
+            return Ok(());
+        }
+        let mut wake = progress.subscribe();
+        loop {
+            if progress.is_durable(ticket.0) {
+                return Ok(());
+            }
+            if let Some(reason) = progress.failure() {
+                return Err(StoreError::WriterFailed(reason.clone()));
+            }
+            if progress.is_done() {
+                return Err(StoreError::Closed);
+            }
+            if wake.changed().await.is_err() {
+                return Err(progress.refusal());
+            }
+        }
+    }
+
+    /// Queues a found block. Whatever the durability, its ticket completes only once the block
+    /// is committed and synced, which the writer does at once: await it before submitting.
+    /// Waits (briefly) only if the queue is full even of its reserve.
+    pub fn record_block(&self, rec: BlockRecord) -> Result<Ticket, StoreError> {
+        let key = rec.worker.0;
+        if key <= 0 || key >= self.inner.next_worker.load(Ordering::Acquire) {
+            return Err(StoreError::UnknownWorker(key));
+        }
+        let block = Command::Block {
+            ticket: 0,
+            rec: Box::new(rec),
+        };
+        self.inner.enqueue_waiting(block, true).map(Ticket)
+    }
+
+    /// Queues the node's answer to a submission of block `hash`: `"accepted"` or its reject
+    /// reason. Durable before its ticket completes, like the block. Every answer is kept; the
+    /// last one is the block's result.
+    pub fn record_block_result(
+        &self,
+        hash: [u8; 32],
+        result: &str,
+        time_ms: u64,
+    ) -> Result<Ticket, StoreError> {
+        let answer = Command::BlockResult {
+            ticket: 0,
+            hash,
+            result: result.into(),
+            time_ms,
+        };
+        self.inner.enqueue_waiting(answer, true).map(Ticket)
+    }
+
+    /// Blocks that an earlier run persisted but never recorded the node's answer for, as found
+    /// when the file was opened: submit them again.
+    pub fn blocks_awaiting_answer(&self) -> &[BlockRecord] {
+        &self.inner.awaiting_answer
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        self.inner.progress.stats()
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.inner.progress.durability
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Stops taking records, commits everything queued, and joins the writer thread (for every
+    /// handle: the others get [`StoreError::Closed`] from then on). Fails if the writer had
+    /// stopped on an error.
+    pub fn close(self) -> Result<StoreStats, StoreError> {
+        self.inner.shutdown()?;
+        Ok(self.inner.progress.stats())
+    }
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.inner.path)
+            .field("durability", &self.inner.progress.durability)
+            .field("committed_ticket", &self.inner.progress.committed())
+            .finish()
+    }
+}
+
+/// Why a message was not queued.
+enum Refused {
+    Full,
+    /// Closed, or the writer stopped: [`Progress::refusal`] says which.
+    Closed,
+}
+
+impl Inner {
+    /// Puts `cmd` on the queue, giving it the next ticket if it is a record; refuses it if the
+    /// queue already holds `limit` messages. `forced`: a block or block result.
+    fn try_enqueue(
+        &self,
+        mut cmd: Command,
+        limit: usize,
+        forced: bool,
+    ) -> Result<u64, (Refused, Command)> {
+        let progress = &*self.progress;
+        let mut issue = progress.issue();
+        if progress.is_closed() {
+            return Err((Refused::Closed, cmd));
+        }
+        if progress.queued.fetch_add(1, Ordering::AcqRel) >= limit {
+            progress.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err((Refused::Full, cmd));
+        }
+        let ticket = issue.next;
+        let ticketed = cmd.has_ticket();
+        cmd.set_ticket(ticket);
+        if forced {
+            progress.note_forced(&mut issue, ticket);
+        }
+        match self.tx.try_send(cmd) {
+            Ok(()) => {
+                if ticketed {
+                    issue.next += 1;
+                }
+                Ok(ticket)
+            }
+            Err(e) => {
+                progress.queued.fetch_sub(1, Ordering::AcqRel);
+                if forced {
+                    progress.unnote_forced(&mut issue, ticket);
+                }
+                Err(match e {
+                    TrySendError::Full(cmd) => (Refused::Full, cmd),
+                    TrySendError::Disconnected(cmd) => (Refused::Closed, cmd),
+                })
+            }
+        }
+    }
+
+    /// For the rare messages: uses the queue's reserve, and waits for room if even that is
+    /// full. Wakes the writer for a block, which it commits at once.
+    fn enqueue_waiting(&self, mut cmd: Command, forced: bool) -> Result<u64, StoreError> {
+        let limit = self.progress.queue_capacity + CONTROL_RESERVE;
+        loop {
+            match self.try_enqueue(cmd, limit, forced) {
+                Ok(ticket) => {
+                    if forced {
+                        self.writer_thread.unpark();
+                    }
+                    return Ok(ticket);
+                }
+                Err((Refused::Full, back)) => {
+                    cmd = back;
+                    thread::sleep(Duration::from_millis(1));
+                }
+                Err((Refused::Closed, _)) => return Err(self.progress.refusal()),
+            }
+        }
+    }
+
+    /// Closes the queue after what is on it, lets the writer commit it all, and joins it.
+    fn shutdown(&self) -> Result<(), StoreError> {
+        let Some(handle) = lock(&self.writer).take() else {
+            // Already shut down by another handle.
+            return match self.progress.failure() {
+                Some(reason) => Err(StoreError::WriterFailed(reason.clone())),
+                None => Ok(()),
+            };
+        };
+        {
+            let mut issue = self.progress.issue();
+            self.progress.close(&mut issue);
+            // Counted like any message: the writer counts every one it takes.
+            self.progress.queued.fetch_add(1, Ordering::AcqRel);
+        }
+        // Nothing is queued after this (records are refused once closed). If the writer already
+        // stopped on an error, the send fails and there is nothing to wait for.
+        if self.tx.send(Command::Shutdown).is_err() {
+            self.progress.queued.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.writer_thread.unpark();
+        if handle.join().is_err() {
+            self.progress.fail("the writer thread panicked".into());
+            self.progress.finish();
+        }
+        match self.progress.failure() {
+            Some(reason) => Err(StoreError::WriterFailed(reason.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let running = lock(&self.writer).is_some();
+        if !running {
+            return; // closed already, which reported its outcome
+        }
+        if let Err(e) = self.shutdown() {
+            tracing::error!(path = %self.path.display(), error = %e, "share store closed with an error");
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

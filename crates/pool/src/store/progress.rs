@@ -1,0 +1,225 @@
+//! How far the store has got, shared by the handles and the writer thread: the tickets handed
+//! out, the tickets committed, the queue's length, the writer's counters, and its fate.
+//!
+//! Tickets are handed out under one mutex, in the order the records enter the queue, so the
+//! writer commits them in ticket order and "every ticket up to `committed` is stored" is one
+//! number: asking whether a ticket is durable is an atomic load.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use super::{Durability, StoreError, StoreStats};
+
+pub(super) struct Progress {
+    pub durability: Durability,
+    pub batch_window: Duration,
+    pub queue_capacity: usize,
+    /// The next ticket, and the blocks not yet committed (Off mode only); taken for every
+    /// record put on the queue.
+    issue: Mutex<Issue>,
+    /// Every ticket up to this one is committed: synced to disk in Strict and Batched modes
+    /// (and for blocks and block results in every mode), handed to the OS in Off mode.
+    committed: AtomicU64,
+    /// Off mode: the oldest block or block-result ticket not yet committed (`u64::MAX`: none).
+    /// Tickets below it count as durable at once; tickets from it on wait for its commit, so
+    /// "t is durable" still implies "every ticket before t is durable".
+    fence: AtomicU64,
+    /// Records on the queue (incremented before a send, decremented when the writer takes one).
+    pub queued: AtomicUsize,
+    /// Set when the store stops taking records: closing, or the writer failed.
+    closed: AtomicBool,
+    /// Set by the writer thread as it exits.
+    done: AtomicBool,
+    failure: OnceLock<Arc<str>>,
+    /// Wakes `wait_durable` callers after each commit, and when the writer exits.
+    wake: tokio::sync::watch::Sender<u64>,
+    counters: Counters,
+}
+
+pub(super) struct Issue {
+    pub next: u64,
+    /// Block and block-result tickets not yet committed, oldest first (Off mode only).
+    pending_forced: VecDeque<u64>,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub shares_written: AtomicU64,
+    pub blocks_written: AtomicU64,
+    pub block_results_written: AtomicU64,
+    pub commits: AtomicU64,
+    pub commit_ns_total: AtomicU64,
+    pub commit_ns_last: AtomicU64,
+    pub commit_ns_max: AtomicU64,
+    pub queue_full: AtomicU64,
+}
+
+impl Progress {
+    /// `last_ticket`: the highest ticket already in the file (0 for a new file).
+    pub fn new(
+        durability: Durability,
+        batch_window: Duration,
+        queue_capacity: usize,
+        last_ticket: u64,
+    ) -> Progress {
+        Progress {
+            durability,
+            batch_window,
+            queue_capacity,
+            issue: Mutex::new(Issue {
+                next: last_ticket + 1,
+                pending_forced: VecDeque::new(),
+            }),
+            committed: AtomicU64::new(last_ticket),
+            fence: AtomicU64::new(u64::MAX),
+            queued: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            done: AtomicBool::new(false),
+            failure: OnceLock::new(),
+            wake: tokio::sync::watch::Sender::new(last_ticket),
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The issuing lock. Poisoning cannot leave it inconsistent (it guards plain numbers).
+    pub fn issue(&self) -> MutexGuard<'_, Issue> {
+        self.issue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records that `ticket`, a block or block result, has just been queued. Called with the
+    /// issuing lock held, so no share ticket is handed out between the two.
+    pub fn note_forced(&self, issue: &mut Issue, ticket: u64) {
+        if self.durability != Durability::Off {
+            return; // there, every ticket waits for its commit anyway
+        }
+        if issue.pending_forced.is_empty() {
+            self.fence.store(ticket, Ordering::Release);
+        }
+        issue.pending_forced.push_back(ticket);
+    }
+
+    /// Undoes [`Progress::note_forced`] for a ticket that could not be queued after all.
+    pub fn unnote_forced(&self, issue: &mut Issue, ticket: u64) {
+        if self.durability != Durability::Off {
+            return;
+        }
+        if issue.pending_forced.back() == Some(&ticket) {
+            issue.pending_forced.pop_back();
+        }
+        let oldest = issue.pending_forced.front().copied().unwrap_or(u64::MAX);
+        self.fence.store(oldest, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        ticket <= self.committed.load(Ordering::Acquire)
+            || (self.durability == Durability::Off && ticket < self.fence.load(Ordering::Acquire))
+    }
+
+    /// The writer has committed every ticket up to `ticket`.
+    pub fn publish(&self, ticket: u64) {
+        self.committed.store(ticket, Ordering::Release);
+        if self.fence.load(Ordering::Acquire) <= ticket {
+            let mut issue = self.issue();
+            while issue.pending_forced.front().is_some_and(|&t| t <= ticket) {
+                issue.pending_forced.pop_front();
+            }
+            let next = issue.pending_forced.front().copied().unwrap_or(u64::MAX);
+            self.fence.store(next, Ordering::Release);
+        }
+        self.wake.send_replace(ticket);
+    }
+
+    pub fn committed(&self) -> u64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.wake.subscribe()
+    }
+
+    /// Stops taking records. Call with the issuing lock held, so that no record is queued after
+    /// the writer's last one.
+    pub fn close(&self, _issue: &mut Issue) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The writer met `reason` and stops: records are refused from now on.
+    pub fn fail(&self, reason: Arc<str>) {
+        let _ = self.failure.set(reason);
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn failure(&self) -> Option<&Arc<str>> {
+        self.failure.get()
+    }
+
+    /// The writer thread has exited (after its last commit, or its failure).
+    pub fn finish(&self) {
+        self.done.store(true, Ordering::Release);
+        let committed = self.committed();
+        self.wake.send_replace(committed);
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Why a record is refused once the store is closed.
+    pub fn refusal(&self) -> StoreError {
+        match self.failure() {
+            Some(reason) => StoreError::WriterFailed(reason.clone()),
+            None => StoreError::Closed,
+        }
+    }
+
+    pub fn note_commit(&self, took: Duration, shares: u64, blocks: u64, block_results: u64) {
+        let c = &self.counters;
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        c.shares_written.fetch_add(shares, Ordering::Relaxed);
+        c.blocks_written.fetch_add(blocks, Ordering::Relaxed);
+        c.block_results_written
+            .fetch_add(block_results, Ordering::Relaxed);
+        c.commit_ns_total.fetch_add(ns, Ordering::Relaxed);
+        c.commit_ns_last.store(ns, Ordering::Relaxed);
+        c.commit_ns_max.fetch_max(ns, Ordering::Relaxed);
+        c.commits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let commits = load(&c.commits);
+        let shares = load(&c.shares_written);
+        let blocks = load(&c.blocks_written);
+        let block_results = load(&c.block_results_written);
+        StoreStats {
+            durability: self.durability,
+            batch_window: self.batch_window,
+            records_written: shares + blocks + block_results,
+            shares_written: shares,
+            blocks_written: blocks,
+            block_results_written: block_results,
+            commits,
+            last_commit: Duration::from_nanos(load(&c.commit_ns_last)),
+            avg_commit: Duration::from_nanos(load(&c.commit_ns_total) / commits.max(1)),
+            max_commit: Duration::from_nanos(load(&c.commit_ns_max)),
+            queue_len: self.queued.load(Ordering::Relaxed),
+            queue_capacity: self.queue_capacity,
+            queue_full: load(&c.queue_full),
+            committed_ticket: self.committed(),
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Reading a store file: [`StoreReader`] for audits and tests (read-only, usable while the pool
+//! writes), and the state the writer resumes from when it opens a file.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use super::{schema, BlockRecord, StoreError, Ticket, WorkerKey};
+
+/// A share as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredShare {
+    /// The ticket [`super::Store::record_share`] returned for it.
+    pub ticket: Ticket,
+    pub worker: String,
+    pub difficulty: f64,
+    pub job_id: u64,
+    pub time_ms: u64,
+    pub hash: [u8; 32],
+}
+
+/// A found block as stored, with the node's last answer to its submission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredBlock {
+    pub ticket: Ticket,
+    pub hash: [u8; 32],
+    pub height: u32,
+    pub worker: String,
+    pub job_id: u64,
+    pub time_ms: u64,
+    /// `"accepted"` or the node's reject reason; `None` while the node has not answered.
+    pub result: Option<String>,
+    /// When the last answer was recorded (unix ms).
+    pub result_time_ms: Option<u64>,
+    pub block: Vec<u8>,
+}
+
+/// A read-only view of a store file. Each query sees the file as of its own start: what the
+/// writer has committed by then, nothing half-written.
+pub struct StoreReader {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl StoreReader {
+    pub fn open(path: impl AsRef<Path>) -> Result<StoreReader, StoreError> {
+        let path = path.as_ref();
+        Ok(StoreReader {
+            conn: schema::open_for_reading(path)?,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Every share, in ticket order.
+    pub fn shares(&self) -> Result<Vec<StoredShare>, StoreError> {
+        let what = "listing shares";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT s.seq, COALESCE(w.name, ''), s.difficulty, s.job_id, s.time_ms, s.hash \
+                 FROM share s LEFT JOIN worker w ON w.id = s.worker ORDER BY s.seq",
+            )
+            .map_err(|e| self.read_error(what, e))?;
+        let mut rows = st.query([]).map_err(|e| self.read_error(what, e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.read_error(what, e))? {
+            let get = |e| self.read_error(what, e);
+            out.push(StoredShare {
+                ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
+                worker: row.get(1).map_err(get)?,
+                difficulty: row.get(2).map_err(get)?,
+                job_id: row.get::<_, i64>(3).map_err(get)? as u64,
+                time_ms: row.get::<_, i64>(4).map_err(get)? as u64,
+                hash: self.hash(row, 5, what)?,
+            });
+        }
+        Ok(out)
+    }
+
+    pub fn share_count(&self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT count(*) FROM share", [], |row| row.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| self.read_error("counting shares", e))
+    }
+
+    /// Every block, in ticket order, with the node's last answer.
+    pub fn blocks(&self) -> Result<Vec<StoredBlock>, StoreError> {
+        let what = "listing blocks";
+        let mut st = self
+            .conn
+            .prepare(
+                "SELECT b.seq, b.hash, b.height, COALESCE(w.name, ''), b.job_id, b.time_ms, \
+                        r.result, r.time_ms, b.block \
+                 FROM block b \
+                 LEFT JOIN worker w ON w.id = b.worker \
+                 LEFT JOIN block_result r ON r.seq = \
+                     (SELECT max(seq) FROM block_result WHERE hash = b.hash) \
+                 ORDER BY b.seq",
+            )
+            .map_err(|e| self.read_error(what, e))?;
+        let mut rows = st.query([]).map_err(|e| self.read_error(what, e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.read_error(what, e))? {
+            let get = |e| self.read_error(what, e);
+            out.push(StoredBlock {
+                ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
+                hash: self.hash(row, 1, what)?,
+                height: row.get(2).map_err(get)?,
+                worker: row.get(3).map_err(get)?,
+                job_id: row.get::<_, i64>(4).map_err(get)? as u64,
+                time_ms: row.get::<_, i64>(5).map_err(get)? as u64,
+                result: row.get(6).map_err(get)?,
+                result_time_ms: row.get::<_, Option<i64>>(7).map_err(get)?.map(|t| t as u64),
+                block: row.get(8).map_err(get)?,
+            });
+        }
+        Ok(out)
+    }
+
+    fn hash(
+        &self,
+        row: &rusqlite::Row<'_>,
+        column: usize,
+        what: &'static str,
+    ) -> Result<[u8; 32], StoreError> {
+        read_hash(row, column).map_err(|e| match e {
+            HashError::Sql(e) => self.read_error(what, e),
+            HashError::Length(n) => StoreError::Corrupt {
+                path: self.path.clone(),
+                what: format!("{what}: a hash of {n} bytes"),
+            },
+        })
+    }
+
+    fn read_error(&self, what: &'static str, source: rusqlite::Error) -> StoreError {
+        StoreError::Read {
+            path: self.path.clone(),
+            what,
+            source,
+        }
+    }
+}
+
+enum HashError {
+    Sql(rusqlite::Error),
+    Length(usize),
+}
+
+fn read_hash(row: &rusqlite::Row<'_>, column: usize) -> Result<[u8; 32], HashError> {
+    let blob = row
+        .get_ref(column)
+        .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
+        .map_err(HashError::Sql)?;
+    blob.try_into().map_err(|_| HashError::Length(blob.len()))
+}
+
+/// What the writer resumes from when it opens a file.
+pub(super) struct Resume {
+    /// The highest ticket in the file (0 for a new file): tickets go on from there.
+    pub last_ticket: u64,
+    /// Every worker name interned so far, with its key.
+    pub workers: Vec<(Box<str>, i64)>,
+    /// Blocks persisted by an earlier run that never got the node's answer.
+    pub awaiting_answer: Vec<BlockRecord>,
+}
+
+pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreError> {
+    let setup = |what| {
+        move |source| StoreError::Setup {
+            path: path.to_owned(),
+            what,
+            source,
+        }
+    };
+    let last_ticket: i64 = conn
+        .query_row(
+            "SELECT max(coalesce((SELECT max(seq) FROM share), 0), \
+                        coalesce((SELECT max(seq) FROM block), 0), \
+                        coalesce((SELECT max(seq) FROM block_result), 0))",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(setup("finding the last ticket"))?;
+
+    let what = "loading worker names";
+    let mut st = conn
+        .prepare("SELECT id, name FROM worker ORDER BY id")
+        .map_err(setup(what))?;
+    let workers = st
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(1)?.into_boxed_str(), row.get(0)?))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(setup(what))?;
+
+    let what = "loading blocks awaiting the node's answer";
+    let mut st = conn
+        .prepare(
+            "SELECT hash, height, worker, job_id, time_ms, block FROM block \
+             WHERE hash NOT IN (SELECT hash FROM block_result) ORDER BY seq",
+        )
+        .map_err(setup(what))?;
+    let mut rows = st.query([]).map_err(setup(what))?;
+    let mut awaiting_answer = Vec::new();
+    while let Some(row) = rows.next().map_err(setup(what))? {
+        let hash = read_hash(row, 0).map_err(|e| match e {
+            HashError::Sql(e) => setup(what)(e),
+            HashError::Length(n) => StoreError::Corrupt {
+                path: path.to_owned(),
+                what: format!("{what}: a hash of {n} bytes"),
+            },
+        })?;
+        awaiting_answer.push(BlockRecord {
+            hash,
+            height: row.get(1).map_err(setup(what))?,
+            worker: WorkerKey(row.get(2).map_err(setup(what))?),
+            job_id: row.get::<_, i64>(3).map_err(setup(what))? as u64,
+            time_ms: row.get::<_, i64>(4).map_err(setup(what))? as u64,
+            block: row.get(5).map_err(setup(what))?,
+        });
+    }
+    Ok(Resume {
+        last_ticket: last_ticket.max(0) as u64,
+        workers,
+        awaiting_answer,
+    })
+}

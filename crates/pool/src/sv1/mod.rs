@@ -1,0 +1,9 @@
+//! The Stratum V1 front end: a sans-IO session per miner connection ([`session`]), the shared
+//! `mining.notify` lines ([`notify`]), and the tokio server around them ([`server`]).
+
+pub mod notify;
+pub mod server;
+pub mod session;
+
+pub use server::{Admission, Sv1Server};
+pub use session::{Close, LineKind, Session, Sv1Config, POOL_VERSION_MASK};

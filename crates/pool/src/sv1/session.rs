@@ -1,0 +1,657 @@
+//! One Stratum V1 miner connection, sans-IO: lines in, bytes out.
+//!
+//! The shell feeds complete lines ([`Session::handle_line`]), new work
+//! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), and writes whatever
+//! [`Session::output`] holds — once the store ticket in [`Session::pending_ticket`] is durable,
+//! so that no share is acknowledged before it is safe.
+
+use std::sync::Arc;
+
+use events::{JobSent, Reason, TargetChanged, Verdict};
+use primitives::bitcoin::ScriptBuf;
+use primitives::{Difficulty, Target};
+use sv1::write;
+use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit, Subscribe};
+
+use crate::channel::{Channel, Reject, Submission};
+use crate::engine::{Engine, Worker};
+use crate::jobs::Generation;
+use crate::store::Ticket;
+use crate::sv1::notify::notify_bytes;
+use crate::Millis;
+
+/// The pool's version-rolling mask (BIP320 bits 13 to 28): miners get their mask AND this.
+pub const POOL_VERSION_MASK: u32 = 0x1fff_e000;
+
+/// Settings of the SV1 front end.
+#[derive(Clone, Debug)]
+pub struct Sv1Config {
+    /// Bytes of extranonce the miner rolls (the rest of the coinbase's extranonce is ours).
+    pub extranonce2_size: usize,
+    pub version_mask: u32,
+    /// Names a connection may authorize (several workers over one connection).
+    pub max_workers: usize,
+    /// Malformed lines tolerated before the connection is closed.
+    pub max_bad_lines: u32,
+    /// Returned by `client.get_version`.
+    pub version: &'static str,
+}
+
+impl Default for Sv1Config {
+    fn default() -> Self {
+        Sv1Config {
+            extranonce2_size: 4,
+            version_mask: POOL_VERSION_MASK,
+            max_workers: 16,
+            max_bad_lines: 16,
+            version: concat!("stratumlab/", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// What a line was, for the shell's bookkeeping (it times shares).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    Share(Verdict),
+    Other,
+}
+
+/// Why the session wants its connection closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    TooManyBadLines,
+    LineTooLong,
+}
+
+pub struct Session {
+    engine: Arc<Engine>,
+    config: Arc<Sv1Config>,
+    conn: u64,
+    channel: Channel,
+    subscribed: bool,
+    workers: Vec<Worker>,
+    payout: Option<ScriptBuf>,
+    /// The miner opted in to `mining.set_extranonce`.
+    extranonce_subscribed: bool,
+    /// The difficulty the miner was last told.
+    sent_difficulty: Option<Difficulty>,
+    /// The generation the miner last got a job from.
+    sent_generation: Option<u64>,
+    out: Vec<u8>,
+    pending: Option<Ticket>,
+    bad_lines: u32,
+    close: Option<Close>,
+}
+
+impl Session {
+    pub fn new(engine: Arc<Engine>, config: Arc<Sv1Config>, now: Millis) -> Self {
+        let conn = engine.next_conn();
+        let prefix_len = engine
+            .config
+            .jobs
+            .extranonce_len
+            .saturating_sub(config.extranonce2_size);
+        // Unique per connection for the pool's lifetime (up to 2^(8*len) connections).
+        let prefix = conn.to_be_bytes()[8 - prefix_len.min(8)..].to_vec();
+        let channel = Channel::new(
+            engine.channel_config.clone(),
+            prefix,
+            config.extranonce2_size,
+            engine.config.start_difficulty,
+            now,
+        );
+        engine.stats.connection_opened();
+        Session {
+            engine,
+            config,
+            conn,
+            channel,
+            subscribed: false,
+            workers: Vec::new(),
+            payout: None,
+            extranonce_subscribed: false,
+            sent_difficulty: None,
+            sent_generation: None,
+            out: Vec::with_capacity(512),
+            pending: None,
+            bad_lines: 0,
+            close: None,
+        }
+    }
+
+    pub fn conn(&self) -> u64 {
+        self.conn
+    }
+
+    pub fn channel(&self) -> &Channel {
+        &self.channel
+    }
+
+    /// Bytes to write to the miner; the shell drains it.
+    pub fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// The store ticket the output's acknowledgements wait for, taken by the shell.
+    pub fn take_pending_ticket(&mut self) -> Option<Ticket> {
+        self.pending.take()
+    }
+
+    pub fn wants_close(&self) -> Option<Close> {
+        self.close
+    }
+
+    pub fn is_working(&self) -> bool {
+        self.sent_generation.is_some()
+    }
+
+    /// A line longer than the limit arrived: answer and close.
+    pub fn line_too_long(&mut self) {
+        write::reply_error_message(&mut self.out, "null", 20, "Line too long");
+        self.close = Some(Close::LineTooLong);
+    }
+
+    /// Tells the miner to reconnect (graceful shutdown).
+    pub fn reconnect(&mut self, host: &str, port: u16, wait_secs: u32) {
+        write::reconnect(&mut self.out, host, port, wait_secs);
+    }
+
+    pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
+        if let Some(s) = sv1::parse_submit(line) {
+            let en2 = &mut [0u8; 32][..];
+            let extranonce = decode_extranonce(s.extranonce2, en2).map(|n| &en2[..n]);
+            return LineKind::Share(self.submit(
+                s.id,
+                s.worker,
+                s.job_id,
+                extranonce,
+                s.ntime,
+                s.nonce,
+                s.version_bits,
+                now,
+            ));
+        }
+        let (env, method) = match parse_line(line) {
+            Ok(x) => x,
+            Err(e) => {
+                self.bad_line();
+                let msg = format!("Parse error: {e}");
+                write::reply_error_message(&mut self.out, "null", 20, &msg);
+                return LineKind::Other;
+            }
+        };
+        let id = env.id.unwrap_or("null");
+        let Some(method) = method else {
+            // A response to something we sent (client.get_version, ping): nothing to do.
+            return LineKind::Other;
+        };
+        let notification = env.id().is_none();
+        match method {
+            Method::Submit => {
+                let verdict = match Submit::parse(&env) {
+                    Ok(s) => {
+                        let worker = s.worker.to_cow();
+                        self.submit(
+                            id,
+                            &worker,
+                            s.job_id,
+                            Some(s.extranonce2()),
+                            s.ntime,
+                            s.nonce,
+                            s.version_bits,
+                            now,
+                        )
+                    }
+                    Err(e) => self.malformed_submit(id, &env, e, now),
+                };
+                return LineKind::Share(verdict);
+            }
+            Method::Subscribe => match Subscribe::parse(&env) {
+                Ok(_) => self.subscribe(id, now),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::Authorize => match Authorize::parse(&env) {
+                Ok(a) => self.authorize(id, &a, now),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::Configure => match Configure::parse(&env) {
+                Ok(c) => self.configure(id, &c, now),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::SuggestDifficulty => match sv1::message::suggested_difficulty(&env) {
+                Ok(d) => self.suggest(id, notification, Difficulty::saturating(d), now),
+                Err(e) if notification => {
+                    let _ = e;
+                    self.bad_line();
+                }
+                Err(e) => self.param_error(id, e),
+            },
+            Method::SuggestTarget => {
+                let target = env
+                    .params
+                    .get(0)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| primitives::hex::decode(s).ok())
+                    .filter(|b| b.len() == 32)
+                    .map(|b| Target::from_be_bytes(&b.try_into().expect("32 bytes")));
+                match target {
+                    Some(t) if !t.is_zero() => {
+                        self.suggest(id, notification, Difficulty::from_target(t), now)
+                    }
+                    _ if notification => self.bad_line(),
+                    _ => {
+                        write::reply_error_message(&mut self.out, id, 20, "Bad target");
+                    }
+                }
+            }
+            Method::ExtranonceSubscribe => {
+                self.extranonce_subscribed = true;
+                if !notification {
+                    write::reply_bool(&mut self.out, id, true);
+                }
+            }
+            Method::Ping => write::reply_pong(&mut self.out, id),
+            Method::GetVersion => {
+                let v = format!("\"{}\"", self.config.version);
+                write::reply_raw(&mut self.out, id, &v);
+            }
+            Method::Unknown(_)
+            | Method::Notify
+            | Method::SetDifficulty
+            | Method::SetExtranonce
+            | Method::SetVersionMask
+            | Method::Reconnect
+            | Method::ShowMessage => {
+                if !notification {
+                    write::reply_error_message(&mut self.out, id, 20, "Unknown method");
+                }
+            }
+        }
+        LineKind::Other
+    }
+
+    fn bad_line(&mut self) {
+        self.bad_lines += 1;
+        if self.bad_lines > self.config.max_bad_lines {
+            self.close = Some(Close::TooManyBadLines);
+        }
+    }
+
+    fn param_error(&mut self, id: &str, e: sv1::ParamError) {
+        self.bad_line();
+        write::reply_error_message(&mut self.out, id, 20, &e.to_string());
+    }
+
+    fn subscribe(&mut self, id: &str, now: Millis) {
+        self.subscribed = true;
+        let sub = format!("{:016x}", self.conn);
+        write::reply_subscribe(
+            &mut self.out,
+            id,
+            &sub,
+            self.channel.extranonce_prefix(),
+            self.channel.extranonce_len(),
+        );
+        self.start_work(now);
+    }
+
+    fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis) {
+        // The name stays exactly as sent: submits name the worker the same way.
+        let name: &str = &a.user;
+        let (account, _) = a.account_and_worker();
+        let known = self.workers.iter().any(|w| &*w.name == name);
+        let ok = !name.trim().is_empty()
+            && name.len() <= 128
+            && !name.chars().any(char::is_control)
+            && (known || self.workers.len() < self.config.max_workers);
+        let payout = if ok {
+            self.engine.payout_for(account.trim())
+        } else {
+            None
+        };
+        let Some(payout) = payout else {
+            write::reply_error(&mut self.out, id, ErrorCode::Unauthorized);
+            return;
+        };
+        if !known {
+            let w = self.engine.attach_worker(name, now);
+            self.workers.push(w);
+        }
+        // The first authorized miner picks the coinbase payout of the connection.
+        if self.payout.is_none() {
+            self.payout = Some(payout);
+        }
+        if let Some(d) = a.difficulty_hint() {
+            if self.sent_generation.is_none() {
+                self.channel.set_difficulty(Difficulty::saturating(d), now);
+            }
+        }
+        write::reply_bool(&mut self.out, id, true);
+        self.start_work(now);
+    }
+
+    fn configure(&mut self, id: &str, c: &Configure, now: Millis) {
+        let mut reply = write::ConfigureReply {
+            requested: &c.extensions,
+            ..Default::default()
+        };
+        for ext in &c.extensions {
+            match ext.as_str() {
+                "version-rolling" => {
+                    let miner = c.version_rolling_mask.unwrap_or(0xffff_ffff);
+                    let mask = miner & self.config.version_mask;
+                    self.channel.set_version_mask(mask);
+                    reply.version_rolling = Some(mask);
+                }
+                "minimum-difficulty" => {
+                    if let Some(d) = c.minimum_difficulty {
+                        self.channel.set_minimum(Difficulty::saturating(d), now);
+                        reply.minimum_difficulty = true;
+                    }
+                }
+                "subscribe-extranonce" => {
+                    self.extranonce_subscribed = true;
+                    reply.subscribe_extranonce = true;
+                }
+                _ => {}
+            }
+        }
+        write::reply_configure(&mut self.out, id, &reply);
+    }
+
+    fn suggest(&mut self, id: &str, notification: bool, d: Difficulty, now: Millis) {
+        let before = self.channel.difficulty();
+        let d = self.channel.set_difficulty(d, now);
+        if !notification {
+            write::reply_bool(&mut self.out, id, true);
+        }
+        if d != before && self.sent_generation.is_some() {
+            self.resend_work(now);
+        }
+    }
+
+    /// Sends the first job once the miner is subscribed and authorized.
+    fn start_work(&mut self, now: Millis) {
+        if self.sent_generation.is_some() || !self.subscribed || self.payout.is_none() {
+            return;
+        }
+        if let Some(g) = self.engine.current() {
+            self.send_job(&g, now);
+        }
+    }
+
+    /// New work from the engine (`None`: the pool stopped handing out work).
+    pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
+        let Some(g) = g else { return };
+        if !self.subscribed || self.payout.is_none() || self.sent_generation == Some(g.id) {
+            return;
+        }
+        self.send_job(g, now);
+    }
+
+    /// Vardiff for a quiet miner.
+    pub fn on_tick(&mut self, now: Millis) {
+        if self.sent_generation.is_some() && self.channel.on_tick(now).is_some() {
+            self.engine.stats.vardiff_changed();
+            self.resend_work(now);
+        }
+    }
+
+    fn send_difficulty_if_changed(&mut self) {
+        let d = self.channel.difficulty();
+        if self.sent_difficulty != Some(d) {
+            write::set_difficulty(&mut self.out, d.as_f64());
+            self.sent_difficulty = Some(d);
+            if self.engine.events.is_enabled() {
+                self.engine.events.emit(TargetChanged {
+                    conn: self.conn,
+                    channel: None,
+                    target: self.channel.target(),
+                });
+            }
+        }
+    }
+
+    fn send_job(&mut self, g: &Arc<Generation>, now: Millis) {
+        let payout = self.payout.as_ref().expect("authorized");
+        let job = match g.job(payout) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(conn = self.conn, error = %e, "cannot build job");
+                return;
+            }
+        };
+        self.send_difficulty_if_changed();
+        self.out.extend_from_slice(&notify_bytes(&job));
+        self.sent_generation = Some(g.id);
+        let wire = job.id;
+        let issued = self.channel.issue(job, wire, now);
+        emit_job_sent(&self.engine, self.conn, issued, issued.job.clean);
+    }
+
+    /// After a difficulty change: the new difficulty, then the latest job again under a new
+    /// id (firmware ignores a notify whose id it has seen), not clean.
+    fn resend_work(&mut self, now: Millis) {
+        let Some(latest) = self.channel.latest_job().map(|i| i.job.clone()) else {
+            return;
+        };
+        self.send_difficulty_if_changed();
+        let wire = self
+            .engine
+            .current()
+            .map(|g| g.fresh_id())
+            .unwrap_or_else(|| latest.id);
+        if wire == latest.id {
+            return;
+        }
+        crate::sv1::notify::write_notify(&mut self.out, &latest, wire, false);
+        let issued = self.channel.issue(latest, wire, now);
+        emit_job_sent(&self.engine, self.conn, issued, false);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &mut self,
+        id: &str,
+        worker: &str,
+        job_id: &str,
+        extranonce: Option<&[u8]>,
+        ntime: u32,
+        nonce: u32,
+        version_bits: Option<u32>,
+        now: Millis,
+    ) -> Verdict {
+        let seq = id.parse::<u64>().unwrap_or(0);
+        if !self.subscribed {
+            return self.reject_code(id, seq, job_id, None, ErrorCode::NotSubscribed, nonce, now);
+        }
+        let Some(w) = self.workers.iter().position(|w| &*w.name == worker) else {
+            return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, nonce, now);
+        };
+        let wire_id = u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX);
+        let Some(extranonce) = extranonce else {
+            // Unreadable extranonce2: judged after the job, as a malformed parameter.
+            let r = match self.channel.check_job(wire_id, self.engine.epoch()) {
+                Err(r) => r,
+                Ok(()) => Reject::ExtranonceSize,
+            };
+            return self.reject(id, seq, job_id, w, r, nonce, now);
+        };
+        let submission = Submission {
+            wire_id,
+            extranonce,
+            ntime,
+            nonce,
+            version_bits,
+        };
+        match self.channel.submit(&submission, self.engine.epoch(), now) {
+            Ok(a) => {
+                let worker = &self.workers[w];
+                if a.block {
+                    let solution = crate::job::Solution {
+                        extranonce_prefix: self.channel.extranonce_prefix(),
+                        extranonce,
+                        version: u32::from_le_bytes(a.header[0..4].try_into().expect("4")),
+                        ntime,
+                        nonce,
+                    };
+                    self.engine.found_block(
+                        &a.job,
+                        &solution,
+                        &a.header,
+                        a.hash,
+                        self.conn,
+                        Some(worker),
+                        now,
+                    );
+                }
+                if let Some(t) = self
+                    .engine
+                    .accepted(self.conn, seq, job_id, worker, &a, nonce, now)
+                {
+                    self.pending = Some(self.pending.map_or(t, |p| p.max(t)));
+                }
+                write::reply_bool(&mut self.out, id, true);
+                if a.retarget.is_some() {
+                    self.engine.stats.vardiff_changed();
+                    self.resend_work(now);
+                }
+                Verdict::Accepted
+            }
+            Err(r) => self.reject(id, seq, job_id, w, r, nonce, now),
+        }
+    }
+
+    /// A submit whose parameters did not parse: still judged in the customary order.
+    fn malformed_submit(
+        &mut self,
+        id: &str,
+        env: &sv1::Envelope<'_>,
+        e: sv1::ParamError,
+        now: Millis,
+    ) -> Verdict {
+        let seq = id.parse::<u64>().unwrap_or(0);
+        let job_id = env.params.get(1).and_then(|v| v.as_str()).unwrap_or("");
+        if !self.subscribed {
+            return self.reject_code(id, seq, job_id, None, ErrorCode::NotSubscribed, 0, now);
+        }
+        let worker = env.params.get(0).and_then(|v| v.as_str());
+        let Some(w) = worker.and_then(|n| self.workers.iter().position(|w| &*w.name == n)) else {
+            return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, 0, now);
+        };
+        let wire_id = u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX);
+        if let Err(r) = self.channel.check_job(wire_id, self.engine.epoch()) {
+            return self.reject(id, seq, job_id, w, r, 0, now);
+        }
+        self.bad_line();
+        let worker = &self.workers[w];
+        self.engine.rejected(
+            self.conn,
+            seq,
+            job_id,
+            Some(worker),
+            Reason::Other,
+            0,
+            self.channel.difficulty().as_f64(),
+            now,
+        );
+        write::reply_error_message(&mut self.out, id, 20, &e.to_string());
+        Verdict::Rejected(Reason::Other)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reject(
+        &mut self,
+        id: &str,
+        seq: u64,
+        job_id: &str,
+        w: usize,
+        r: Reject,
+        nonce: u32,
+        now: Millis,
+    ) -> Verdict {
+        let code = match r {
+            Reject::UnknownJob | Reject::Stale => 21,
+            Reject::Duplicate => 22,
+            Reject::LowDifficulty => 23,
+            Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => 20,
+        };
+        self.engine.rejected(
+            self.conn,
+            seq,
+            job_id,
+            Some(&self.workers[w]),
+            r.reason(),
+            nonce,
+            self.channel.difficulty().as_f64(),
+            now,
+        );
+        write::reply_error_message(&mut self.out, id, code, r.message());
+        Verdict::Rejected(r.reason())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reject_code(
+        &mut self,
+        id: &str,
+        seq: u64,
+        job_id: &str,
+        w: Option<usize>,
+        code: ErrorCode,
+        nonce: u32,
+        now: Millis,
+    ) -> Verdict {
+        let reason = match code {
+            ErrorCode::Unauthorized | ErrorCode::NotSubscribed => Reason::Unauthorized,
+            _ => Reason::Other,
+        };
+        self.engine.rejected(
+            self.conn,
+            seq,
+            job_id,
+            w.map(|w| &self.workers[w]),
+            reason,
+            nonce,
+            self.channel.difficulty().as_f64(),
+            now,
+        );
+        write::reply_error(&mut self.out, id, code);
+        Verdict::Rejected(reason)
+    }
+
+    /// The connection ended: the workers leave the list.
+    pub fn closed(&mut self, now: Millis) {
+        for w in self.workers.drain(..) {
+            self.engine.detach_worker(&w, now);
+        }
+        self.engine.stats.connection_closed();
+    }
+}
+
+fn decode_extranonce(hex: &str, buf: &mut [u8]) -> Option<usize> {
+    let n = hex.len() / 2;
+    if hex.len() & 1 != 0 || n > buf.len() {
+        return None;
+    }
+    primitives::hex::decode_into(hex, &mut buf[..n]).ok()?;
+    Some(n)
+}
+
+fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, clean: bool) {
+    if !engine.events.is_enabled() {
+        return;
+    }
+    let mut buf = [0u8; 16];
+    let id = crate::sv1::notify::hex_id(issued.wire_id, &mut buf);
+    engine.events.emit(JobSent {
+        conn,
+        channel: None,
+        job_id: events::JobId::text(id),
+        template_id: Some(issued.job.generation),
+        fingerprint: Some(issued.job.fingerprint),
+        prev_hash: Some(issued.job.prev_hash),
+        target: issued.target,
+        clean,
+        future: false,
+    });
+}
