@@ -374,8 +374,8 @@ impl Floor {
     fn new() -> Floor {
         Floor {
             state: [
-                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c,
-                0x1f83d9ab, 0x5be0cd19,
+                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+                0x5be0cd19,
             ],
             block: GenericArray::clone_from_slice(&[0x5au8; 64]),
         }
@@ -490,9 +490,17 @@ fn check(empty: &mut Rig, branch12: &mut Rig) {
         // Three rotations fill the channel's tables to their working size; then count.
         rig.measure(3 * CHUNK as u64);
         let (_, allocs) = rig.measure(6 * CHUNK as u64);
-        assert_eq!(allocs, 0, "sv1_share/{name}: {allocs} allocations in {} shares", 6 * CHUNK);
+        assert_eq!(
+            allocs,
+            0,
+            "sv1_share/{name}: {allocs} allocations in {} shares",
+            6 * CHUNK
+        );
         assert_eq!(rig.store.stats().queue_full, 0);
-        println!("sv1_share/{name}: {} shares accepted, 0 allocations", 6 * CHUNK);
+        println!(
+            "sv1_share/{name}: {} shares accepted, 0 allocations",
+            6 * CHUNK
+        );
     }
 }
 
@@ -500,7 +508,9 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |a: &str| args.iter().any(|x| x == a);
     if has("--parse") {
-        let line = format!(r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#);
+        let line = format!(
+            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
+        );
         let t = min_ns(3000, 5000, |n| {
             for _ in 0..n {
                 black_box(parse_only(black_box(line.as_bytes())));
@@ -577,7 +587,9 @@ fn experiment() {
                 h[..32].copy_from_slice(&x.0);
             }
         });
-        let line = format!(r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#);
+        let line = format!(
+            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
+        );
         let parse = min_ns(200, 5000, |n| {
             for _ in 0..n {
                 black_box(sv1::parse_submit(black_box(line.as_bytes())));
@@ -592,7 +604,11 @@ fn experiment() {
             let mut header = [0x33u8; 80];
             let t = min_ns(200, 2000, |n| {
                 for _ in 0..n {
-                    let h = mid.share_header_hash(&[&[1, 2, 3, 4], &en2, &suffix], &branch[..bl], &mut header);
+                    let h = mid.share_header_hash(
+                        &[&[1, 2, 3, 4], &en2, &suffix],
+                        &branch[..bl],
+                        &mut header,
+                    );
                     en2.copy_from_slice(&h.0[..4]);
                 }
             });
@@ -620,14 +636,21 @@ fn experiment() {
                 let t = Instant::now();
                 for _ in 0..2000 {
                     k += 1;
-                    black_box(rig.engine.accepted(1, k, "1a2b", &w, &a, 7, Millis(1000 + k / 8)));
+                    black_box(
+                        rig.engine
+                            .accepted(1, k, "1a2b", &w, &a, 7, Millis(1000 + k / 8)),
+                    );
                 }
                 acc = acc.min(t.elapsed().as_nanos() as f64 / 2000.0);
             }
             let st = min_ns(100, 2000, |n| {
                 for _ in 0..n {
                     k += 1;
-                    rig.engine.stats.share_accepted(&w.stats, black_box(Difficulty::MIN.as_f64()), Millis(1000 + k / 8));
+                    rig.engine.stats.share_accepted(
+                        &w.stats,
+                        black_box(Difficulty::MIN.as_f64()),
+                        Millis(1000 + k / 8),
+                    );
                 }
             });
             let clock = min_ns(100, 2000, |n| {
