@@ -120,8 +120,11 @@ impl Miner {
     }
 
     fn send(&mut self, line: &str) {
-        self.stream.write_all(line.as_bytes()).unwrap();
-        self.stream.write_all(b"\n").unwrap();
+        self.try_send(line).unwrap();
+    }
+
+    fn try_send(&mut self, line: &str) -> std::io::Result<()> {
+        self.stream.write_all(format!("{line}\n").as_bytes())
     }
 
     /// Learns from a pool line; returns `(id, accepted)` for replies.
@@ -203,7 +206,12 @@ fn acknowledged_shares_survive_kill_9() {
         for _ in 0..10 {
             let (line, hash) = m.share(n);
             sent.insert(n + 100, hash);
-            m.send(&line);
+            if m.try_send(&line).is_err() {
+                panic!(
+                    "the pool closed the connection; its log:\n{}",
+                    pool.log_tail()
+                );
+            }
             n += 1;
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -25,6 +25,7 @@
 //! difficulty applies at once, also to the job being hashed, as cgminer and ESP-Miner apply it.
 //! One job is kept: a new notify replaces the current one whether or not it is clean.
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -229,23 +230,18 @@ impl Sv1Shared {
             "mining.subscribe",
             &[&config.user_agent],
         );
-        // Serialize the authorize line around a marker, then split it there: the index goes
-        // between the halves, unescaped (digits need none).
-        const MARK: &str = "\u{1}";
+        // The authorize line in two halves: the device's index goes between them, after the
+        // escaped prefix and before the user string's closing quote (digits need no escaping).
         let mut authorize = Vec::new();
-        sv1::write::request(
-            &mut authorize,
-            ID_AUTHORIZE,
-            "mining.authorize",
-            &[&format!("{}{MARK}", config.worker_prefix), &config.password],
+        let _ = write!(
+            authorize,
+            "{{\"id\":{ID_AUTHORIZE},\"method\":\"mining.authorize\",\"params\":["
         );
-        let marker = b"\\u0001";
-        let at = authorize
-            .windows(marker.len())
-            .position(|w| w == marker)
-            .expect("the marker is in the line");
-        let authorize_tail = authorize[at + marker.len()..].to_vec();
-        authorize.truncate(at);
+        sv1::write::json_string(&mut authorize, &config.worker_prefix);
+        authorize.pop(); // the closing quote, written with the tail
+        let mut authorize_tail = b"\",".to_vec();
+        sv1::write::json_string(&mut authorize_tail, &config.password);
+        authorize_tail.extend_from_slice(b"]}\n");
         let suggest_line = config
             .suggest_difficulty
             .map(|d| {

@@ -69,9 +69,11 @@ async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_del
     assert_eq!(pool.stats().valid.load(Relaxed), s.sent);
     assert_eq!(pool.stats().low_difficulty.load(Relaxed), 0);
     assert!(pool.stats().rolled.load(Relaxed) > 0, "version bits rolled");
+    // Over the whole run, connects and first slices included (each device starts its slices
+    // at a random phase), so somewhat below the budget; never above it.
     let achieved = report.hash_rate / report.hash_budget;
     assert!(
-        (0.85..=1.05).contains(&achieved),
+        (0.7..=1.02).contains(&achieved),
         "hash rate {:.0} for a budget of {:.0}",
         report.hash_rate,
         report.hash_budget
@@ -82,8 +84,9 @@ async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_del
     let l = &report.share_latency_ms;
     assert_eq!(l.n, s.accepted);
     let (p50, p99) = (l.p50.unwrap(), l.p99.unwrap());
-    assert!((20.0..30.0).contains(&p50), "p50 {p50} ms");
-    assert!((20.0..60.0).contains(&p99), "p99 {p99} ms");
+    assert!((20.0..40.0).contains(&p50), "p50 {p50} ms");
+    assert!((20.0..150.0).contains(&p99), "p99 {p99} ms");
+    assert!(l.max.unwrap() >= p99 && l.mean.unwrap() >= 20.0);
     assert!(report.fleet_cpu_s > 0.0);
 
     // Events: connections, jobs with their fingerprints, shares and verdicts as received.
@@ -124,18 +127,22 @@ async fn devices_come_back_after_the_pool_drops_them() {
         base: Duration::from_millis(200),
         max: Duration::from_secs(2),
     };
-    c.duration = Duration::from_millis(2500);
     c.hash_budget = 50_000.0;
     let fleet = Fleet::new(c).unwrap();
     let stats = fleet.stats();
-    let kicker = async {
-        // Once all are ready, drop every connection.
+    let kick_and_wait = async {
+        // Once all are ready, drop every connection; stop when all are back.
         while stats.ready.load(Relaxed) < 40 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         pool.kick_all();
+        while stats.connects.load(Relaxed) < 80 || stats.ready.load(Relaxed) < 40 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     };
-    let (report, ()) = tokio::join!(fleet.run(std::future::pending()), kicker);
+    let report = tokio::time::timeout(Duration::from_secs(30), fleet.run(kick_and_wait))
+        .await
+        .expect("every device came back");
     println!("{report}");
     assert_eq!(report.connected, 40, "{report:?}");
     assert_eq!(report.ready, 40);
@@ -157,19 +164,22 @@ async fn idle_devices_hold_their_connections_and_read_every_job() {
     let mut c = fleet_config(pool.addr(), devices);
     c.device.profile = Profile::Bitaxe;
     c.source_addrs = 2;
-    c.duration = Duration::from_millis(1500);
     let fleet = Fleet::new(c).unwrap();
     let stats = fleet.stats();
-    let notifier = async {
+    let notify_then_stop = async {
         while stats.ready.load(Relaxed) < devices as i64 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         for clean in [true, false, true] {
             pool.new_job(clean);
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        while stats.jobs.load(Relaxed) < 4 * devices as u64 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
-    let (report, ()) = tokio::join!(fleet.run(std::future::pending()), notifier);
+    let report = tokio::time::timeout(Duration::from_secs(30), fleet.run(notify_then_stop))
+        .await
+        .expect("every device read every job");
     println!("{report}");
     assert_eq!(report.connected, devices as u64);
     assert_eq!(report.hashes, 0);

@@ -516,7 +516,63 @@ fn main() {
                 black_box(parse_only(black_box(line.as_bytes())));
             }
         });
-        println!("parse {t:.1} ns");
+        println!(
+            "parse {t:.1} ns, plain {}",
+            sv1::fast::xx_plain(line.as_bytes())
+        );
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(sv1::fast::xx_quotes(black_box(line.as_bytes())));
+            }
+        });
+        println!("quotes {t:.1} ns");
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(parse_only(black_box(b"x")));
+            }
+        });
+        println!("parse of x {t:.1} ns");
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(sv1::fast::xx_plain(black_box(line.as_bytes())));
+            }
+        });
+        println!("xx_plain {t:.1} ns");
+        let tight = format!(
+            r#"{{"params":["{WORKER}","1a2b","0000ab12","684f1a3c","1a2b3c4d","00002000"],"id":4123,"method":"mining.submit"}}"#
+        );
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(parse_only(black_box(tight.as_bytes())));
+            }
+        });
+        println!("parse without spaces {t:.1} ns");
+        let short = r#"{"params":["w","1a2b","0000ab12","684f1a3c","1a2b3c4d","00002000"],"id":4123,"method":"mining.submit"}"#;
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(parse_only(black_box(short.as_bytes())));
+            }
+        });
+        println!("parse without spaces, short worker {t:.1} ns");
+        let mut q = [0u64; 8];
+        for (i, c) in line.bytes().enumerate() {
+            if c == b'"' {
+                q[i / 64] |= 1 << (i % 64);
+            }
+        }
+        let t = min_ns(3000, 5000, |n| {
+            for _ in 0..n {
+                black_box(sv1::fast::xx_extract(
+                    black_box(line.as_bytes()),
+                    black_box(&q),
+                ));
+            }
+        });
+        println!("extract {t:.1} ns");
+        return;
+    }
+    if has("--layers") {
+        layers();
         return;
     }
     if has("--chain") {
@@ -665,6 +721,69 @@ fn experiment() {
             chain / (3.0 * f),
             indep / (3.0 * f),
             hdr / (3.0 * f)
+        );
+    }
+}
+
+#[allow(dead_code)]
+fn layers() {
+    use pool::channel::{Channel, Submission};
+    for txs in [0usize, 4095] {
+        let mut rig = Rig::new(txs);
+        rig.measure(3 * CHUNK as u64);
+        let job = rig.session.channel().latest_job().unwrap().job.clone();
+        let en1 = rig.extranonce1.clone();
+        let mut c = 0u32;
+        let hash = min_ns(300, 2000, |n| {
+            for _ in 0..n {
+                c = c.wrapping_add(1);
+                black_box(job.share_hash(&Solution {
+                    extranonce_prefix: &en1,
+                    extranonce: &c.to_be_bytes(),
+                    version: 0x2000_0000,
+                    ntime: job.ntime,
+                    nonce: c,
+                }));
+            }
+        });
+        let cfg = Arc::new(ChannelConfig {
+            vardiff: VardiffConfig {
+                min: Difficulty::MIN,
+                max: Difficulty::MIN,
+                ..VardiffConfig::default()
+            },
+            ..ChannelConfig::default()
+        });
+        let mut ch = Channel::new(cfg, en1.clone(), 4, Difficulty::MIN, Millis(1000));
+        ch.set_version_mask(0x1fff_e000);
+        let mut best = f64::MAX;
+        let mut wire = 1000u64;
+        let mut c = 0u32;
+        for _ in 0..200 {
+            wire += 1;
+            ch.issue(job.clone(), wire, Millis(1000));
+            let t = Instant::now();
+            for _ in 0..2000 {
+                c = c.wrapping_add(1);
+                let en2 = c.to_be_bytes();
+                let r = ch.submit(
+                    &Submission {
+                        wire_id: wire,
+                        extranonce: &en2,
+                        ntime: job.ntime,
+                        nonce: c,
+                        version_bits: Some((c << 13) & 0x1fff_e000),
+                    },
+                    0,
+                    Millis(1000),
+                );
+                black_box(&r);
+            }
+            best = best.min(t.elapsed().as_nanos() as f64 / 2000.0);
+        }
+        println!(
+            "branch {}: job.share_hash {hash:.1} ns; channel.submit {best:.1} ns",
+            job.merkle_branch.len()
         );
     }
 }

@@ -268,6 +268,7 @@ impl Channel {
 
     /// Judges a share. `epoch` is the pool's current tip epoch: jobs of earlier epochs are stale.
     /// Checks run in the customary order: job, parameters, duplicate, difficulty.
+    #[inline]
     pub fn submit(
         &mut self,
         s: &Submission<'_>,

@@ -21,10 +21,242 @@ pub struct FastSubmit<'a> {
     pub version_bits: Option<u32>,
 }
 
+#[doc(hidden)]
+pub fn xx_quotes(line: &[u8]) -> usize {
+    plain_quotes(line).map_or(0, |q| q[0] as usize)
+}
+#[doc(hidden)]
+pub fn xx_plain(line: &[u8]) -> bool {
+    plain_quotes(line).is_some_and(|q| parse_plain(line, &q).is_some())
+}
+#[doc(hidden)]
+pub fn xx_extract(line: &[u8], q: &[u64; 8]) -> usize {
+    let quotes = q;
+    const MAX_QUOTES: usize = 32;
+    let mut at = [0usize; MAX_QUOTES];
+    let mut n = 0;
+    for (w, &word) in quotes.iter().enumerate().take(line.len().div_ceil(64)) {
+        let mut bits = word;
+        while bits != 0 {
+            if n == 32 {
+                return 0;
+            }
+            at[n] = w * 64 + bits.trailing_zeros() as usize;
+            n += 1;
+            bits &= bits - 1;
+        }
+    }
+    at[n / 2] + n
+}
+
 /// Reads `line` if it is a plain `mining.submit`; `None` otherwise (use the general reader).
 #[inline]
 pub fn parse_submit<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
-    let mut r = Reader { b: line, i: 0 };
+    let quotes = plain_quotes(line);
+    if let Some(q) = &quotes {
+        if let Some(s) = parse_plain(line, q) {
+            return Some(s);
+        }
+    }
+    parse_bytewise(line, quotes)
+}
+
+/// The usual case, a line of plain bytes in the usual shape: its strings are the spans between
+/// consecutive quotes, so the line is read as strings and the short gaps between them, which
+/// do not depend on each other. Accepts only lines that [`parse_bytewise`] accepts, with the
+/// same result; `None` for anything less usual (including some lines that `parse_bytewise`
+/// accepts, such as repeated keys).
+#[inline]
+fn parse_plain<'a>(line: &'a [u8], quotes: &Quotes) -> Option<FastSubmit<'a>> {
+    // Where the quotes are: string k spans quote 2k + 1 to quote 2k + 2.
+    const MAX_QUOTES: usize = 32;
+    let mut at = [0usize; MAX_QUOTES];
+    let mut n = 0;
+    for (w, &word) in quotes.iter().enumerate().take(line.len().div_ceil(64)) {
+        let mut bits = word;
+        while bits != 0 {
+            *at.get_mut(n)? = w * 64 + bits.trailing_zeros() as usize;
+            n += 1;
+            bits &= bits - 1;
+        }
+    }
+    if n % 2 != 0 {
+        return None;
+    }
+    let strings = n / 2;
+    let string = |k: usize| line.get(at[2 * k] + 1..at[2 * k + 1]);
+    // The bytes before string k (k == strings: after the last one).
+    let gap = |k: usize| -> &[u8] {
+        let start = if k == 0 { 0 } else { at[2 * k - 1] + 1 };
+        let end = if k == strings { line.len() } else { at[2 * k] };
+        &line[start..end]
+    };
+
+    if !Gap(gap(0)).punct(b'{').done() {
+        return None;
+    }
+    let mut id: Option<&[u8]> = None;
+    let mut method_ok = false;
+    let mut params: Option<([&[u8]; 6], usize)> = None;
+    // The string being read and the gap after the member just read.
+    let mut k = 0;
+    loop {
+        let key = string(k)?;
+        k += 1;
+        let mut after: Gap<'_>;
+        match key {
+            b"method" if !method_ok => {
+                if !Gap(gap(k)).punct(b':').done() || string(k)? != b"mining.submit" {
+                    return None;
+                }
+                method_ok = true;
+                k += 1;
+                after = Gap(gap(k));
+            }
+            b"id" if id.is_none() => {
+                let g = Gap(gap(k)).punct(b':');
+                if g.done() {
+                    // A string id, echoed with its quotes.
+                    string(k)?;
+                    id = Some(&line[at[2 * k]..at[2 * k + 1] + 1]);
+                    k += 1;
+                    after = Gap(gap(k));
+                } else {
+                    let (scalar, rest) = g.scalar()?;
+                    id = Some(scalar);
+                    after = rest;
+                }
+            }
+            b"params" if params.is_none() => {
+                if !Gap(gap(k)).punct(b':').punct(b'[').done() {
+                    return None;
+                }
+                let mut p: [&[u8]; 6] = [b""; 6];
+                let mut count = 0;
+                loop {
+                    *p.get_mut(count)? = string(k)?;
+                    count += 1;
+                    k += 1;
+                    let g = Gap(gap(k)).punct(b',');
+                    if g.done() {
+                        continue; // another string
+                    }
+                    after = if count == 5 && g.0.first() == Some(&b'n') {
+                        // A sixth parameter of null counts as absent.
+                        g.word(b"null").punct(b']')
+                    } else {
+                        Gap(gap(k)).punct(b']')
+                    };
+                    break;
+                }
+                params = Some((p, count));
+            }
+            _ => return None,
+        }
+        // After a member: a comma and the next key, or the end of the object and the line.
+        after = after.ws();
+        match after.0.first() {
+            Some(b',') if k < strings && after.punct(b',').done() => continue,
+            Some(b'}') if k == strings && after.punct(b'}').done() => break,
+            _ => return None,
+        }
+    }
+    let (p, n_params) = params?;
+    if !method_ok || !(5..=6).contains(&n_params) {
+        return None;
+    }
+    let version_bits = if n_params == 6 {
+        Some(hex_u32(p[5])?)
+    } else {
+        None
+    };
+    let ntime = hex_u32(p[3])?;
+    let nonce = hex_u32(p[4])?;
+    // SAFETY: a plain line has no byte from 0x80 (see `plain_quotes`): it is ASCII.
+    let text = unsafe { std::str::from_utf8_unchecked(line) };
+    let s = |b: &[u8]| {
+        let start = b.as_ptr() as usize - line.as_ptr() as usize;
+        text.get(start..start + b.len())
+    };
+    Some(FastSubmit {
+        id: s(id?)?,
+        worker: s(p[0])?,
+        job_id: s(p[1])?,
+        extranonce2: s(p[2])?,
+        ntime,
+        nonce,
+        version_bits,
+    })
+}
+
+/// What is left of a gap between two strings of a plain line: spaces and punctuation, maybe
+/// an id or a `null`. A failed match leaves a gap that is never [`Gap::done`].
+#[derive(Clone, Copy)]
+struct Gap<'a>(&'a [u8]);
+
+impl<'a> Gap<'a> {
+    /// Never done: a gap that did not match.
+    const FAILED: Gap<'static> = Gap(b"!");
+
+    #[inline(always)]
+    fn ws(self) -> Gap<'a> {
+        let n = self.0.iter().take_while(|&&c| c == b' ').count();
+        Gap(&self.0[n..])
+    }
+
+    /// Spaces, then `c`, then spaces.
+    #[inline(always)]
+    fn punct(self, c: u8) -> Gap<'a> {
+        match self.ws().0.split_first() {
+            Some((&first, rest)) if first == c => Gap(rest).ws(),
+            _ => Gap::FAILED,
+        }
+    }
+
+    /// Spaces, then `w`, then spaces.
+    #[inline(always)]
+    fn word(self, w: &[u8]) -> Gap<'a> {
+        match self.ws().0.strip_prefix(w) {
+            Some(rest) => Gap(rest).ws(),
+            None => Gap::FAILED,
+        }
+    }
+
+    #[inline(always)]
+    fn done(self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// A plain integer or `null` (what [`Reader::scalar`] reads outside strings), and the rest.
+    #[inline(always)]
+    fn scalar(self) -> Option<(&'a [u8], Gap<'a>)> {
+        let b = self.0;
+        let len = match *b.first()? {
+            b'n' => b.starts_with(b"null").then_some(4)?,
+            c @ (b'0'..=b'9' | b'-') => {
+                let sign = usize::from(c == b'-');
+                let digits = b[sign..].iter().take_while(|c| c.is_ascii_digit()).count();
+                // At least one digit, and a leading zero only as the number 0 itself.
+                if digits == 0 || b[sign] == b'0' && digits > 1 {
+                    return None;
+                }
+                sign + digits
+            }
+            _ => return None,
+        };
+        Some((&b[..len], Gap(&b[len..])))
+    }
+}
+
+/// [`parse_submit`] reading byte by byte, for lines [`parse_plain`] does not take (with the
+/// quotes of a plain line, strings still need no scanning).
+#[inline]
+fn parse_bytewise(line: &[u8], quotes: Option<Quotes>) -> Option<FastSubmit<'_>> {
+    let mut r = Reader {
+        b: line,
+        i: 0,
+        quotes,
+    };
     r.ws();
     r.eat(b'{')?;
     let mut id = None;
@@ -73,8 +305,13 @@ pub fn parse_submit<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
     let ntime = hex_u32(p[3])?;
     let nonce = hex_u32(p[4])?;
     // Every byte of the line was read and checked to be ASCII, so this cannot fail; one pass
-    // over the whole line is cheaper than one call per field.
-    let text = std::str::from_utf8(line).ok()?;
+    // over the whole line is cheaper than one call per field, and a plain line was checked
+    // whole already.
+    let text = match r.quotes {
+        // SAFETY: a plain line has no byte from 0x80 (see `plain_quotes`): it is ASCII.
+        Some(_) => unsafe { std::str::from_utf8_unchecked(line) },
+        None => std::str::from_utf8(line).ok()?,
+    };
     let s = |b: &[u8]| {
         let start = b.as_ptr() as usize - line.as_ptr() as usize;
         text.get(start..start + b.len())
@@ -135,13 +372,128 @@ fn special_bytes(w: u64) -> u64 {
     quote | backslash | control | (w & HIGHS)
 }
 
+/// The longest line whose quotes are located up front.
+const PLAIN_MAX: usize = 512;
+
+/// The quotes of a line (bit `i % 64` of word `i / 64` for byte `i`).
+type Quotes = [u64; PLAIN_MAX / 64];
+
+/// Where the quotes of `line` are, if every byte of it is plain: printable ASCII (0x20 to 0x7f)
+/// other than a backslash, as in nearly every `mining.submit`. In such a line a string ends at
+/// the next quote, so strings need no scanning; `None` for any other line (and for one longer
+/// than [`PLAIN_MAX`]), which is read byte by byte.
+#[inline]
+fn plain_quotes(line: &[u8]) -> Option<Quotes> {
+    #[cfg(target_arch = "x86_64")]
+    return plain_quotes_sse2(line);
+    #[cfg(not(target_arch = "x86_64"))]
+    return plain_quotes_swar(line);
+}
+
+/// [`plain_quotes`] sixteen bytes at a time (SSE2 is part of x86-64).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn plain_quotes_sse2(line: &[u8]) -> Option<Quotes> {
+    use std::arch::x86_64::*;
+    if line.len() > PLAIN_MAX {
+        return None;
+    }
+    // Bit masks of the quotes and of the bytes that are not plain, of 16 bytes at `p`.
+    // SAFETY (callers): `p` points to 16 readable bytes.
+    #[inline(always)]
+    unsafe fn masks(p: *const u8) -> (u64, u32) {
+        // SAFETY: an unaligned load of 16 readable bytes (the caller's promise); the rest is
+        // SSE2, which every x86-64 CPU has.
+        unsafe {
+            let v = _mm_loadu_si128(p.cast());
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            // Signed: below 0x20, or from 0x80 (negative).
+            let control = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            (
+                _mm_movemask_epi8(quote) as u32 as u64,
+                _mm_movemask_epi8(_mm_or_si128(control, backslash)) as u32,
+            )
+        }
+    }
+    let len = line.len();
+    if len < 16 {
+        let mut padded = [b' '; 16];
+        padded[..len].copy_from_slice(line);
+        // SAFETY: `padded` is 16 readable bytes.
+        let (q, b) = unsafe { masks(padded.as_ptr()) };
+        let mut quotes = [0u64; PLAIN_MAX / 64];
+        quotes[0] = q;
+        return (b == 0).then_some(quotes);
+    }
+    let mut quotes = [0u64; PLAIN_MAX / 64];
+    let mut bad = 0;
+    let mut off = 0;
+    while off + 16 <= len {
+        // SAFETY: off + 16 <= len: 16 readable bytes.
+        let (q, b) = unsafe { masks(line.as_ptr().add(off)) };
+        quotes[off / 64] |= q << (off % 64);
+        bad |= b;
+        off += 16;
+    }
+    if off < len {
+        // The last 16 bytes, overlapping what was read already (the same bits again).
+        let at = len - 16;
+        // SAFETY: len >= 16: the 16 bytes from len - 16 are readable.
+        let (q, b) = unsafe { masks(line.as_ptr().add(at)) };
+        let (word, shift) = (at / 64, at % 64);
+        quotes[word] |= q << shift;
+        if shift > 48 {
+            // Straddles two words; len <= PLAIN_MAX, so the next word exists.
+            quotes[word + 1] |= q >> (64 - shift);
+        }
+        bad |= b;
+    }
+    (bad == 0).then_some(quotes)
+}
+
+/// [`plain_quotes`] eight bytes at a time, in portable code.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn plain_quotes_swar(line: &[u8]) -> Option<Quotes> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const LOWS: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    if line.len() > PLAIN_MAX {
+        return None;
+    }
+    let mut quotes = [0u64; PLAIN_MAX / 64];
+    let mut bad = 0u64;
+    let mut padded = [b' '; 8];
+    let mut chunks = line.chunks_exact(8);
+    let rest = chunks.remainder();
+    padded[..rest.len()].copy_from_slice(rest);
+    for (k, chunk) in (&mut chunks)
+        .chain((!rest.is_empty()).then_some(&padded[..]))
+        .enumerate()
+    {
+        let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        // Any byte below 0x20, from 0x80, or a backslash (borrows only start at such a byte).
+        let backslash = w ^ (ONES * b'\\' as u64);
+        bad |= (w.wrapping_sub(ONES * 0x20) & !w) | w | (backslash.wrapping_sub(ONES) & !backslash);
+        // Exactly the quote bytes (no borrows): the high bit of each byte equal to '"'...
+        let x = w ^ (ONES * b'"' as u64);
+        let eq = !(((x & LOWS) + LOWS) | x) & HIGHS;
+        // ...gathered into the low 8 bits, byte i to bit i.
+        let bits = (eq >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56;
+        quotes[k / 8] |= bits << (k % 8 * 8);
+    }
+    (bad & HIGHS == 0).then_some(quotes)
+}
+
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+    /// The line's quotes, if it is plain (see [`plain_quotes`]).
+    quotes: Option<Quotes>,
 }
 
 impl<'a> Reader<'a> {
-    #[inline]
+    #[inline(always)]
     fn ws(&mut self) {
         while let Some(&c) = self.b.get(self.i) {
             if !matches!(c, b' ' | b'\t' | b'\r' | b'\n') {
@@ -151,23 +503,35 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<u8> {
         let c = *self.b.get(self.i)?;
         self.i += 1;
         Some(c)
     }
 
-    #[inline]
+    #[inline(always)]
     fn eat(&mut self, c: u8) -> Option<()> {
         (self.next()? == c).then_some(())
     }
 
     /// A string of printable ASCII without escapes; returns its contents.
-    #[inline]
+    #[inline(always)]
     fn string(&mut self) -> Option<&'a [u8]> {
         self.eat(b'"')?;
         let start = self.i;
+        if let Some(quotes) = &self.quotes {
+            // A plain line: the string ends at the next quote.
+            let mut k = start / 64;
+            let mut bits = *quotes.get(k)? & (!0u64 << (start % 64));
+            while bits == 0 {
+                k += 1;
+                bits = *quotes.get(k)?;
+            }
+            let end = k * 64 + bits.trailing_zeros() as usize;
+            self.i = end + 1;
+            return self.b.get(start..end);
+        }
         loop {
             // Eight bytes at a time up to the first byte that is not plain.
             if let Some(chunk) = self.b.get(self.i..self.i + 8) {
@@ -190,7 +554,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An id: a string (kept with its quotes, to echo), a plain integer, or `null`.
-    #[inline]
+    #[inline(always)]
     fn scalar(&mut self) -> Option<&'a [u8]> {
         let start = self.i;
         match *self.b.get(self.i)? {
@@ -220,7 +584,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `[ "a", "b", ... ]` with at most six strings; a sixth `null` counts as absent.
-    #[inline]
+    #[inline(always)]
     fn string_array(&mut self) -> Option<([&'a [u8]; 6], usize)> {
         self.eat(b'[')?;
         let mut out: [&[u8]; 6] = [b""; 6];
@@ -332,6 +696,132 @@ mod tests {
         }
     }
 
+    /// Submit lines in many shapes: key orders, spacing, ids, five or six parameters.
+    fn shapes() -> Vec<String> {
+        let mut lines = Vec::new();
+        let orders = [
+            ["id", "method", "params"],
+            ["id", "params", "method"],
+            ["method", "id", "params"],
+            ["method", "params", "id"],
+            ["params", "id", "method"],
+            ["params", "method", "id"],
+        ];
+        let ids = ["4", "0", "-3", "\"s-9\"", "null", "12345678901", "\"\""];
+        let params = [
+            r#"["w.1","2f","0011aabb","6752a1b0","0badf00d"]"#,
+            r#"["bc1qxyz.rig1", "6512ab34", "00000001", "5f5e1000", "1a2b3c4d", "00002000"]"#,
+            r#"[ "w", "1", "", "00000001", "00000002" , null ]"#,
+        ];
+        for order in orders {
+            for id in ids {
+                for p in params {
+                    for (colon, comma, pad) in [(":", ",", ""), (": ", ", ", " ")] {
+                        let member = |k: &str| match k {
+                            "id" => format!("\"id\"{colon}{id}"),
+                            "method" => format!("\"method\"{colon}\"mining.submit\""),
+                            _ => format!("\"params\"{colon}{p}"),
+                        };
+                        let body: Vec<String> = order.iter().map(|k| member(k)).collect();
+                        lines.push(format!("{pad}{{{pad}{}{pad}}}{pad}", body.join(comma)));
+                    }
+                }
+            }
+        }
+        lines
+    }
+
+    #[test]
+    fn the_plain_reader_takes_the_usual_shapes_and_agrees_with_the_bytewise_one() {
+        for l in shapes() {
+            let b = l.as_bytes();
+            let q = plain_quotes(b).expect("plain");
+            let plain = parse_plain(b, &q);
+            assert!(plain.is_some(), "{l}");
+            assert_eq!(plain, parse_bytewise(b, None), "{l}");
+            assert_eq!(plain, parse_bytewise(b, Some(q)), "{l}");
+            assert_eq!(fast(&l), general(&l), "{l}");
+        }
+    }
+
+    #[test]
+    fn the_plain_reader_never_differs_from_the_bytewise_one() {
+        // Truncations and single-byte changes of every shape: whatever the plain reader takes,
+        // the bytewise reader takes with the same fields.
+        let check = |b: &[u8]| {
+            if let Some(q) = plain_quotes(b) {
+                if let Some(p) = parse_plain(b, &q) {
+                    assert_eq!(
+                        Some(p),
+                        parse_bytewise(b, None),
+                        "{}",
+                        String::from_utf8_lossy(b)
+                    );
+                }
+            }
+        };
+        for l in shapes() {
+            let base = l.as_bytes();
+            for cut in 0..base.len() {
+                check(&base[..cut]);
+            }
+            for i in 0..base.len() {
+                for c in [
+                    b'"', b',', b'[', b']', b'{', b'}', b':', b'0', b'-', b'n', b' ', b'x',
+                ] {
+                    let mut b = base.to_vec();
+                    b[i] = c;
+                    check(&b);
+                    b.insert(i, c);
+                    check(&b);
+                }
+                let mut b = base.to_vec();
+                b.remove(i);
+                check(&b);
+            }
+        }
+        // Repeated keys and parameter lists the plain reader leaves to the bytewise one.
+        for l in [
+            r#"{"id":1,"id":2,"method":"mining.submit","params":["w","1","00","00000001","00000002"]}"#,
+            r#"{"id":1,"method":"mining.submit","method":"mining.submit","params":["w","1","00","00000001","00000002"]}"#,
+            r#"{"id":1,"method":"mining.submit","params":["w","1","00","00000001","00000002"],"params":["w","1","00","00000001","00000003"]}"#,
+            r#"{"id":1,"method":"mining.submit","params":["w","1","00","00000001","00000002",null,null]}"#,
+            r#"{"id":1,"method":"mining.submit","params":["w","1","00","00000001","00000002",null,"00002000"]}"#,
+        ] {
+            let b = l.as_bytes();
+            assert_eq!(parse_plain(b, &plain_quotes(b).unwrap()), None, "{l}");
+            assert_eq!(parse_submit(b), parse_bytewise(b, None), "{l}");
+        }
+    }
+
+    #[test]
+    fn plain_lines_are_found_alike_sixteen_and_eight_bytes_at_a_time() {
+        let base = br#"{"id":7,"method":"mining.submit","params":["w.1","2f","0011aabb","6752a1b0","0badf00d","00002000"]}"#;
+        for len in 0..=base.len() {
+            let line = &base[..len];
+            let expect = plain_quotes_swar(line);
+            assert_eq!(plain_quotes(line), expect, "{len}");
+            if let Some(q) = expect {
+                for (i, &c) in line.iter().enumerate() {
+                    assert_eq!(q[i / 64] >> (i % 64) & 1 == 1, c == b'"', "{len} {i}");
+                }
+            }
+            for i in 0..len {
+                for c in [0x00, 0x1f, b'\t', b'\\', 0x7f, 0x80, 0xff, b'"', b' '] {
+                    let mut l = line.to_vec();
+                    l[i] = c;
+                    let got = plain_quotes(&l);
+                    assert_eq!(got, plain_quotes_swar(&l), "{len} {i} {c:#x}");
+                    assert_eq!(got.is_some(), (0x20..0x80).contains(&c) && c != b'\\');
+                }
+            }
+        }
+        let long = [b'a'; PLAIN_MAX + 1];
+        assert_eq!(plain_quotes(&long[..PLAIN_MAX]), Some([0; PLAIN_MAX / 64]));
+        assert_eq!(plain_quotes(&long), None);
+        assert_eq!(plain_quotes_swar(&long), None);
+    }
+
     #[test]
     fn hex_fields_decode_like_decode_u32() {
         for c in 0..=255u8 {
@@ -360,8 +850,20 @@ mod tests {
                 b.extend((0..len).map(|i| [b' ', 0x7f, b'!', b'#', b'z'][i % 5]));
                 b.push(c);
                 b.extend_from_slice(b"xyz\"");
-                let mut r = Reader { b: &b, i: 0 };
+                let mut r = Reader {
+                    b: &b,
+                    i: 0,
+                    quotes: None,
+                };
                 let got = r.string();
+                let mut plain = Reader {
+                    b: &b,
+                    i: 0,
+                    quotes: plain_quotes(&b),
+                };
+                if plain.quotes.is_some() {
+                    assert_eq!(plain.string(), got, "len {len} byte {c:#x}, plain");
+                }
                 let want: Option<&[u8]> = match c {
                     b'"' => Some(&b[1..1 + len]),
                     b'\\' | 0x00..=0x1f | 0x80..=0xff => None,

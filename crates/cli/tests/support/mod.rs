@@ -9,15 +9,18 @@ use std::time::Duration;
 pub struct Role {
     pub child: Child,
     lines: std::sync::mpsc::Receiver<String>,
+    /// Where the role's stderr (its log) goes, to show when a test fails.
+    log: tempfile::NamedTempFile,
 }
 
 impl Role {
     pub fn start(subcommand: &str, args: &[&str]) -> Role {
+        let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
             .arg(subcommand)
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log.reopen().unwrap())
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();
@@ -27,7 +30,14 @@ impl Role {
                 let _ = tx.send(l);
             }
         });
-        Role { child, lines }
+        Role { child, lines, log }
+    }
+
+    /// The last lines the role logged.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     /// Waits for a stdout line starting with `prefix` and returns the rest.

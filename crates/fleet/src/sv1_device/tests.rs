@@ -318,7 +318,7 @@ fn asic_handshake_waits_for_each_reply() {
 #[test]
 fn authorize_carries_the_worker_name_and_password() {
     let mut cfg = config(Profile::Cpu);
-    cfg.worker_prefix = "bc1q\"odd\".w".into();
+    cfg.worker_prefix = "bc1q\"odd\",\u{1}.w".into();
     cfg.password = "d=0.5".into();
     let mut dev = device(cfg, 12345);
     let mut rec = Recorder::default();
@@ -333,7 +333,7 @@ fn authorize_carries_the_worker_name_and_password() {
     let auth = sent_lines(&mut dev, 0, &mut rec);
     let v: serde_json::Value = serde_json::from_str(&auth[0]).unwrap();
     assert_eq!(v["method"], "mining.authorize");
-    assert_eq!(v["params"][0], "bc1q\"odd\".w12345");
+    assert_eq!(v["params"][0], "bc1q\"odd\",\u{1}.w12345");
     assert_eq!(v["params"][1], "d=0.5");
     assert_eq!(v["id"], 3);
 }

@@ -40,9 +40,10 @@ impl Default for Admission {
     fn default() -> Self {
         Admission {
             max_connections: 15_000,
+            // A farm behind one address reconnects all at once after a pool restart.
             connect_rate: Rate {
-                per_second: 50.0,
-                burst: 2_000.0,
+                per_second: 500.0,
+                burst: 20_000.0,
             },
             // An aggregating proxy speaks for many devices on one connection.
             message_rate: Rate {
@@ -64,6 +65,9 @@ pub struct Sv1Server {
     pub config: Arc<Sv1Config>,
     pub admission: Admission,
     connect_limiter: RateLimiter<IpAddr>,
+    /// Refusals by the connect limiter, per address: an address refused over and over is a
+    /// reconnect flood and gets banned.
+    refusals: RateLimiter<IpAddr>,
     bans: BanList<IpAddr>,
     connections: AtomicUsize,
     start: Instant,
@@ -77,6 +81,13 @@ impl Sv1Server {
             engine,
             config: Arc::new(config),
             connect_limiter: RateLimiter::new(admission.connect_rate, 100_000),
+            refusals: RateLimiter::new(
+                Rate {
+                    per_second: 10.0,
+                    burst: 1_000.0,
+                },
+                100_000,
+            ),
             admission,
             bans: BanList::default(),
             connections: AtomicUsize::new(0),
@@ -137,9 +148,11 @@ impl Sv1Server {
         match self.connect_limiter.check(ip, now) {
             Decision::Allow => {}
             Decision::Limit => {
-                // A reconnect flood: keep it out for a while.
-                self.bans
-                    .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
+                // Over the rate: refuse this one; refused again and again, it is a flood.
+                if self.refusals.check(ip, now) == Decision::Limit {
+                    self.bans
+                        .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
+                }
                 return Err("connect rate");
             }
             Decision::Untracked => return Err("admission table full"),
@@ -236,7 +249,11 @@ impl Sv1Server {
                 reason: events::ShortStr::new(why),
             });
         }
-        tracing::debug!(conn, %peer, why, "miner disconnected");
+        if matches!(why, "closed by miner" | "pool shutting down") {
+            tracing::debug!(conn, %peer, why, "miner disconnected");
+        } else {
+            tracing::info!(conn, %peer, why, "miner disconnected");
+        }
     }
 
     /// Reads what is there and handles every complete line. `Ok(false)`: the miner closed.
