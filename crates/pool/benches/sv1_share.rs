@@ -107,6 +107,8 @@ fn process_allocs() -> u64 {
 /// Shares per job. The channel remembers 8 jobs and 16384 shares (the defaults): 8 jobs of at
 /// most 2000 shares never fill it, so only job rotation (untimed) expires shares.
 const CHUNK: usize = 2000;
+/// Shares per timed sample in the summary.
+const SAMPLE: usize = 250;
 
 const WORKER: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4.rig1";
 /// Mainnet-like nBits: no share is a block.
@@ -207,7 +209,11 @@ impl Rig {
             config,
             stats,
             workers,
-            Some(store.clone()),
+            if std::env::var_os("SV1_NO_STORE").is_some() {
+                None
+            } else {
+                Some(store.clone())
+            },
             EventSink::disabled(),
         );
         let template = realistic_template(transactions);
@@ -313,21 +319,24 @@ impl Rig {
             self.ends.push(self.lines.len());
         }
         self.job = Some(job);
-        // The writer commits in the background; don't let the queue fill across chunks.
+        // The store's writer commits in the background, on another core; let it finish the
+        // last chunk first, so that it does not contend with this one for the queue's cache
+        // lines (the cost measured is one share's on one core).
         let deadline = Instant::now() + Duration::from_secs(5);
-        while self.store.stats().queue_len > 4096 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
+        while self.store.stats().queue_len > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
         }
     }
 
-    /// Timed: every prepared line through the session, the reply taken. Returns how many were
-    /// accepted.
+    /// Timed: prepared lines `from..to` through the session, the reply taken. Returns how many
+    /// were accepted.
     #[inline(never)]
-    fn run(&mut self) -> usize {
+    fn run(&mut self, from: usize, to: usize) -> usize {
         let mut accepted = 0;
-        let mut start = 0;
+        let mut start = if from == 0 { 0 } else { self.ends[from - 1] };
         let base = self.now() - (self.ends.len() as u64) / 8;
-        for (k, &end) in self.ends.iter().enumerate() {
+        for k in from..to {
+            let end = self.ends[k];
             let line = &self.lines[start..end];
             start = end;
             let now = Millis(base + (k as u64 >> 3));
@@ -344,6 +353,15 @@ impl Rig {
     /// Runs `shares` shares; the time of the timed parts, and the share thread's allocations
     /// in them.
     fn measure(&mut self, shares: u64) -> (Duration, u64) {
+        self.measure_samples(shares, None)
+    }
+
+    /// [`Rig::measure`], also timing every [`SAMPLE`] shares apart into `samples` (ns/share).
+    fn measure_samples(
+        &mut self,
+        shares: u64,
+        mut samples: Option<&mut Vec<f64>>,
+    ) -> (Duration, u64) {
         let mut left = shares;
         let mut total = Duration::ZERO;
         let mut allocs = 0;
@@ -351,9 +369,19 @@ impl Rig {
             let n = left.min(CHUNK as u64) as usize;
             self.prepare(n);
             let a0 = thread_allocs();
-            let t = Instant::now();
-            let accepted = self.run();
-            total += t.elapsed();
+            let mut accepted = 0;
+            let mut from = 0;
+            while from < n {
+                let to = (from + SAMPLE).min(n);
+                let t = Instant::now();
+                accepted += self.run(from, to);
+                let d = t.elapsed();
+                total += d;
+                if let Some(v) = samples.as_deref_mut() {
+                    v.push(d.as_nanos() as f64 / (to - from) as f64);
+                }
+                from = to;
+            }
             allocs += thread_allocs() - a0;
             assert_eq!(accepted, n, "every share must be accepted");
             left -= n as u64;
@@ -421,25 +449,28 @@ fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
 /// the core now and then, so both the fastest sample (the cost without interference) and the
 /// median are given; ratios are to the floor's sample of the same statistic.
 fn summary(empty: &mut Rig, branch12: &mut Rig) {
-    const SAMPLES: usize = 40;
-    const FLOOR_N: u64 = 20_000;
+    const CHUNKS: usize = 40;
+    const FLOOR_N: u64 = 5_000;
     let mut floor = Floor::new();
     let mut floor_ns = Vec::new();
-    let mut ns = [Vec::new(), Vec::new()];
+    // Room for every sample up front: the share thread allocates nothing while it counts.
+    let samples = CHUNKS * CHUNK / SAMPLE;
+    let mut ns = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
     let mut allocs = [0u64; 2];
     let mut writer_allocs = [0u64; 2];
     let mut total = [0u64; 2];
-    for _ in 0..SAMPLES {
+    for _ in 0..CHUNKS {
         for (i, rig) in [&mut *empty, &mut *branch12].into_iter().enumerate() {
-            floor_ns.push(floor.measure(FLOOR_N).as_nanos() as f64 / FLOOR_N as f64);
+            for _ in 0..CHUNK / SAMPLE {
+                floor_ns.push(floor.measure(FLOOR_N).as_nanos() as f64 / FLOOR_N as f64);
+            }
             let p0 = process_allocs();
             let t0 = thread_allocs();
-            let (d, a) = rig.measure(CHUNK as u64);
+            let (_, a) = rig.measure_samples(CHUNK as u64, Some(&mut ns[i]));
             // Everything the other threads (the store's writer) allocated meanwhile.
             writer_allocs[i] += (process_allocs() - p0) - (thread_allocs() - t0);
             allocs[i] += a;
             total[i] += CHUNK as u64;
-            ns[i].push(d.as_nanos() as f64 / CHUNK as f64);
         }
     }
     let sorted = |v: &mut Vec<f64>| {
@@ -449,8 +480,9 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
     let (f_min, f_med) = sorted(&mut floor_ns);
     println!();
     println!(
-        "sv1_share summary: {SAMPLES} samples per path of {CHUNK} shares, interleaved with \
-         samples of {FLOOR_N} compressions"
+        "sv1_share summary: {} samples per path of {SAMPLE} shares (a fresh job every {CHUNK}), \
+         interleaved with samples of {FLOOR_N} compressions",
+        CHUNKS * CHUNK / SAMPLE
     );
     println!("  floor/compress256: {f_min:.2} ns fastest, {f_med:.2} ns median");
     for (i, rig) in [&*empty, &*branch12].into_iter().enumerate() {
@@ -461,9 +493,10 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
         let (r_min, r_med) = (min / (naive * f_min), med / (naive * f_med));
         println!(
             "  sv1_share/{name}: {min:.1} ns/share fastest ({r_min:.3}x floor), {med:.1} median \
-             ({r_med:.3}x); {:.3} allocs/share (store writer thread: {:.2}); naive work {} \
+             ({r_med:.3}x); {:.3} allocs/share ({} in all; store writer thread: {:.2}/share); naive work {} \
              compressions (coinbase {} bytes, branch {}); goal {goal}x: {}",
             allocs[i] as f64 / total[i] as f64,
+            allocs[i],
             writer_allocs[i] as f64 / total[i] as f64,
             rig.naive,
             rig.coinbase_len,
@@ -507,6 +540,21 @@ fn check(empty: &mut Rig, branch12: &mut Rig) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |a: &str| args.iter().any(|x| x == a);
+    if has("--share-count") {
+        let mut rig = Rig::new(0);
+        rig.measure(4 * CHUNK as u64);
+        rig.measure(10 * CHUNK as u64);
+        return;
+    }
+    if has("--parse-count") {
+        let line = format!(
+            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
+        );
+        for _ in 0..100_000 {
+            black_box(parse_only(black_box(line.as_bytes())));
+        }
+        return;
+    }
     if has("--parse") {
         let line = format!(
             r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
@@ -516,59 +564,36 @@ fn main() {
                 black_box(parse_only(black_box(line.as_bytes())));
             }
         });
-        println!(
-            "parse {t:.1} ns, plain {}",
-            sv1::fast::xx_plain(line.as_bytes())
-        );
+        println!("parse {t:.1} ns");
         let t = min_ns(3000, 5000, |n| {
             for _ in 0..n {
-                black_box(sv1::fast::xx_quotes(black_box(line.as_bytes())));
+                let mut b = [0u8; 32];
+                black_box(primitives::hex::decode_into(black_box("0000ab12"), &mut b[..4]).ok());
+                black_box(b);
             }
         });
-        println!("quotes {t:.1} ns");
+        println!("decode en2 {t:.1} ns");
         let t = min_ns(3000, 5000, |n| {
             for _ in 0..n {
-                black_box(parse_only(black_box(b"x")));
+                black_box(black_box("4123").parse::<u64>().unwrap_or(0));
             }
         });
-        println!("parse of x {t:.1} ns");
+        println!("id parse {t:.1} ns");
         let t = min_ns(3000, 5000, |n| {
             for _ in 0..n {
-                black_box(sv1::fast::xx_plain(black_box(line.as_bytes())));
+                black_box(u64::from_str_radix(black_box("1a2b"), 16).unwrap_or(u64::MAX));
             }
         });
-        println!("xx_plain {t:.1} ns");
-        let tight = format!(
-            r#"{{"params":["{WORKER}","1a2b","0000ab12","684f1a3c","1a2b3c4d","00002000"],"id":4123,"method":"mining.submit"}}"#
-        );
+        println!("job id parse {t:.1} ns");
+        let mut out = Vec::with_capacity(256);
         let t = min_ns(3000, 5000, |n| {
             for _ in 0..n {
-                black_box(parse_only(black_box(tight.as_bytes())));
+                out.clear();
+                sv1::write::reply_bool(&mut out, black_box("4123"), true);
+                black_box(&out);
             }
         });
-        println!("parse without spaces {t:.1} ns");
-        let short = r#"{"params":["w","1a2b","0000ab12","684f1a3c","1a2b3c4d","00002000"],"id":4123,"method":"mining.submit"}"#;
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                black_box(parse_only(black_box(short.as_bytes())));
-            }
-        });
-        println!("parse without spaces, short worker {t:.1} ns");
-        let mut q = [0u64; 8];
-        for (i, c) in line.bytes().enumerate() {
-            if c == b'"' {
-                q[i / 64] |= 1 << (i % 64);
-            }
-        }
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                black_box(sv1::fast::xx_extract(
-                    black_box(line.as_bytes()),
-                    black_box(&q),
-                ));
-            }
-        });
-        println!("extract {t:.1} ns");
+        println!("reply {t:.1} ns");
         return;
     }
     if has("--layers") {
@@ -692,10 +717,15 @@ fn experiment() {
                 let t = Instant::now();
                 for _ in 0..2000 {
                     k += 1;
-                    black_box(
-                        rig.engine
-                            .accepted(1, k, "1a2b", &w, &a, 7, Millis(1000 + k / 8)),
-                    );
+                    let _ = black_box(rig.engine.accepted(
+                        1,
+                        k,
+                        "1a2b",
+                        &w,
+                        &a,
+                        7,
+                        Millis(1000 + k / 8),
+                    ));
                 }
                 acc = acc.min(t.elapsed().as_nanos() as f64 / 2000.0);
             }

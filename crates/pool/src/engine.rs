@@ -49,6 +49,11 @@ pub struct FoundBlock {
     pub found_at: Millis,
 }
 
+/// The store could not take a share (its queue is full, or the worker has no key): the share
+/// must not be acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotStored;
+
 /// A miner name accepted by `authorize`, with its statistics and store key.
 #[derive(Clone, Debug)]
 pub struct Worker {
@@ -190,29 +195,33 @@ impl Engine {
         a: &Accepted,
         nonce: u32,
         now: Millis,
-    ) -> Option<Ticket> {
-        self.stats
-            .share_accepted(&worker.stats, a.credited.as_f64(), now);
+    ) -> Result<Option<Ticket>, NotStored> {
         let ticket = match (&self.store, worker.key) {
+            (Some(_), None) => return Err(NotStored),
             (Some(store), Some(key)) => {
                 let rec = ShareRecord {
                     worker: key,
                     difficulty: a.credited.as_f64(),
                     job_id: a.job.id,
-                    time_ms: unix_ms(),
+                    time_ms: share_time_ms(),
                     hash: a.hash.0,
                 };
                 match store.record_share(rec) {
                     Ok(t) if !store.is_durable(t) => Some(t),
                     Ok(_) => None,
                     Err(e) => {
+                        // Never acknowledge a share the store did not take.
                         tracing::warn!(conn, error = %e, "store: share not recorded");
-                        None
+                        self.stats
+                            .share_rejected(Some(&worker.stats), Reason::Other, now);
+                        return Err(NotStored);
                     }
                 }
             }
-            _ => None,
+            (None, _) => None,
         };
+        self.stats
+            .share_accepted(&worker.stats, a.credited.as_f64(), now);
         if self.events.is_enabled() {
             self.events.emit(ShareResult {
                 conn,
@@ -225,7 +234,7 @@ impl Engine {
                 perspective: Perspective::Given,
             });
         }
-        ticket
+        Ok(ticket)
     }
 
     /// Accounts a rejected share.
@@ -287,6 +296,42 @@ impl Engine {
             Err(e) => tracing::error!(%hash, error = %e, "cannot assemble found block"),
         }
     }
+}
+
+/// [`unix_ms`] for the share path, without a clock read per share: each thread reads the clock
+/// again once the CPU's time stamp counter has advanced 2^16 ticks since its last read (16 to
+/// 66 µs at 1 to 4 GHz) or after 1024 shares, and stamps the shares in between with that read.
+/// So a share's time is the clock's to within a few hundredths of a millisecond, the same at
+/// the store's millisecond resolution but for the odd millisecond boundary in between.
+#[inline]
+fn share_time_ms() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::cell::Cell;
+        const REUSE_TICKS: u64 = 1 << 16;
+        const MAX_USES: u32 = 1024;
+        thread_local! {
+            /// The counter at the last clock read, the read, and the shares stamped with it.
+            static LAST: Cell<(u64, u64, u32)> = const { Cell::new((0, 0, MAX_USES)) };
+        }
+        // Unordered, unlike the clock's own read: it need not wait for the share's hashing.
+        #[allow(unused_unsafe)]
+        // SAFETY: RDTSC exists on every x86-64 CPU and only reads the counter.
+        let tsc = unsafe { std::arch::x86_64::_rdtsc() };
+        LAST.with(|last| {
+            let (at, ms, uses) = last.get();
+            if tsc.wrapping_sub(at) < REUSE_TICKS && uses < MAX_USES {
+                last.set((at, ms, uses + 1));
+                ms
+            } else {
+                let ms = unix_ms();
+                last.set((tsc, ms, 1));
+                ms
+            }
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unix_ms()
 }
 
 fn unix_ms() -> u64 {

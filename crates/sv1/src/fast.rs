@@ -21,37 +21,12 @@ pub struct FastSubmit<'a> {
     pub version_bits: Option<u32>,
 }
 
-#[doc(hidden)]
-pub fn xx_quotes(line: &[u8]) -> usize {
-    plain_quotes(line).map_or(0, |q| q[0] as usize)
-}
-#[doc(hidden)]
-pub fn xx_plain(line: &[u8]) -> bool {
-    plain_quotes(line).is_some_and(|q| parse_plain(line, &q).is_some())
-}
-#[doc(hidden)]
-pub fn xx_extract(line: &[u8], q: &[u64; 8]) -> usize {
-    let quotes = q;
-    const MAX_QUOTES: usize = 32;
-    let mut at = [0usize; MAX_QUOTES];
-    let mut n = 0;
-    for (w, &word) in quotes.iter().enumerate().take(line.len().div_ceil(64)) {
-        let mut bits = word;
-        while bits != 0 {
-            if n == 32 {
-                return 0;
-            }
-            at[n] = w * 64 + bits.trailing_zeros() as usize;
-            n += 1;
-            bits &= bits - 1;
-        }
-    }
-    at[n / 2] + n
-}
-
 /// Reads `line` if it is a plain `mining.submit`; `None` otherwise (use the general reader).
 #[inline]
 pub fn parse_submit<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
+    if let Some(s) = parse_common(line) {
+        return Some(s);
+    }
     let quotes = plain_quotes(line);
     if let Some(q) = &quotes {
         if let Some(s) = parse_plain(line, q) {
@@ -61,103 +36,191 @@ pub fn parse_submit<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
     parse_bytewise(line, quotes)
 }
 
+/// The two layouts nearly every miner sends, byte for byte: cgminer's (and the firmware built
+/// on it), `{"params": ["w", "j", "e", "t", "n"], "id": 1, "method": "mining.submit"}`, and
+/// the compact `{"id":1,"method":"mining.submit","params":["w","j","e","t","n"]}` (both with
+/// an optional sixth parameter, the id a plain integer, every parameter plain: see
+/// [`plain_quotes`]). The fixed parts are compared whole and each parameter is scanned sixteen
+/// bytes at a time to its closing quote. `None` for any other layout ([`parse_plain`] and
+/// [`parse_bytewise`] read those).
+#[inline]
+fn parse_common<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
+    let (mut at, sep, close): (usize, &[u8], &[u8]);
+    let (id, tail_len);
+    if line.starts_with(br#"{"params": [""#) {
+        // cgminer: the id and method come after the parameters.
+        const TAIL: &[u8] = br#", "method": "mining.submit"}"#;
+        (at, sep, close) = (13, br#"", ""#, br#""], "id": "#);
+        id = None;
+        tail_len = TAIL.len();
+        if !line.ends_with(TAIL) {
+            return None;
+        }
+    } else if line.starts_with(br#"{"id":"#) {
+        const MID: &[u8] = br#","method":"mining.submit","params":[""#;
+        let (scalar, rest) = Gap(&line[6..]).scalar()?;
+        if !rest.0.starts_with(MID) {
+            return None;
+        }
+        (at, sep, close) = (6 + scalar.len() + MID.len(), br#"",""#, br#""]}"#);
+        id = Some(scalar);
+        tail_len = 0;
+    } else {
+        return None;
+    }
+    let mut p: [&[u8]; 6] = [b""; 6];
+    let mut count = 0;
+    let after = loop {
+        let end = plain_string_end(line, at)?;
+        *p.get_mut(count)? = line.get(at..end)?;
+        count += 1;
+        let rest = line.get(end..)?;
+        if rest.starts_with(sep) {
+            at = end + sep.len();
+        } else if rest.starts_with(close) {
+            break end + close.len();
+        } else {
+            return None;
+        }
+    };
+    let id = match id {
+        Some(id) => {
+            // Compact: the line ends with the parameters.
+            if after != line.len() {
+                return None;
+            }
+            id
+        }
+        None => {
+            // cgminer: the id, then the tail checked above.
+            let (scalar, rest) = Gap(line.get(after..line.len() - tail_len)?).scalar()?;
+            if !rest.done() {
+                return None;
+            }
+            scalar
+        }
+    };
+    if !(5..=6).contains(&count) {
+        return None;
+    }
+    let version_bits = if count == 6 {
+        Some(hex_u32(p[5])?)
+    } else {
+        None
+    };
+    // SAFETY: the id is digits, `-` or `null`, and every parameter was scanned to be plain (no
+    // byte from 0x80): ASCII.
+    let s = |b: &'a [u8]| unsafe { std::str::from_utf8_unchecked(b) };
+    Some(FastSubmit {
+        id: s(id),
+        worker: s(p[0]),
+        job_id: s(p[1]),
+        extranonce2: s(p[2]),
+        ntime: hex_u32(p[3])?,
+        nonce: hex_u32(p[4])?,
+        version_bits,
+    })
+}
+
 /// The usual case, a line of plain bytes in the usual shape: its strings are the spans between
-/// consecutive quotes, so the line is read as strings and the short gaps between them, which
-/// do not depend on each other. Accepts only lines that [`parse_bytewise`] accepts, with the
-/// same result; `None` for anything less usual (including some lines that `parse_bytewise`
-/// accepts, such as repeated keys).
+/// consecutive quotes, so the line is read as strings and the short gaps between them. Accepts
+/// only lines that [`parse_bytewise`] accepts, with the same result; `None` for anything less
+/// usual (including some lines that `parse_bytewise` accepts, such as repeated keys).
 #[inline]
 fn parse_plain<'a>(line: &'a [u8], quotes: &Quotes) -> Option<FastSubmit<'a>> {
-    // Where the quotes are: string k spans quote 2k + 1 to quote 2k + 2.
-    const MAX_QUOTES: usize = 32;
-    let mut at = [0usize; MAX_QUOTES];
-    let mut n = 0;
-    for (w, &word) in quotes.iter().enumerate().take(line.len().div_ceil(64)) {
-        let mut bits = word;
-        while bits != 0 {
-            *at.get_mut(n)? = w * 64 + bits.trailing_zeros() as usize;
-            n += 1;
-            bits &= bits - 1;
-        }
-    }
-    if n % 2 != 0 {
-        return None;
-    }
-    let strings = n / 2;
-    let string = |k: usize| line.get(at[2 * k] + 1..at[2 * k + 1]);
-    // The bytes before string k (k == strings: after the last one).
-    let gap = |k: usize| -> &[u8] {
-        let start = if k == 0 { 0 } else { at[2 * k - 1] + 1 };
-        let end = if k == strings { line.len() } else { at[2 * k] };
-        &line[start..end]
+    let mut q = Cursor {
+        quotes,
+        word: 0,
+        bits: quotes[0],
     };
+    // Just after the last string read.
+    let mut pos = 0;
+    // The gap before the next string and the string (with its quotes), or the rest of the line
+    // and `None`.
+    macro_rules! follow {
+        () => {
+            match q.next() {
+                Some(open) => {
+                    let close = q.next()?;
+                    let gap = line.get(pos..open)?;
+                    let quoted = line.get(open..close + 1)?;
+                    pos = close + 1;
+                    (gap, Some(quoted))
+                }
+                None => (line.get(pos..)?, None),
+            }
+        };
+    }
+    let unquote = |s: &'a [u8]| &s[1..s.len() - 1];
 
-    if !Gap(gap(0)).punct(b'{').done() {
+    let (open, first) = follow!();
+    if !punct_only(open, b'{') {
         return None;
     }
+    let mut key = unquote(first?);
     let mut id: Option<&[u8]> = None;
     let mut method_ok = false;
     let mut params: Option<([&[u8]; 6], usize)> = None;
-    // The string being read and the gap after the member just read.
-    let mut k = 0;
     loop {
-        let key = string(k)?;
-        k += 1;
-        let mut after: Gap<'_>;
+        // What follows the member's value: the gap up to the next key (or to the end of the
+        // line), and that key.
+        let (tail, next): (Gap<'a>, Option<&'a [u8]>);
         match key {
             b"method" if !method_ok => {
-                if !Gap(gap(k)).punct(b':').done() || string(k)? != b"mining.submit" {
+                let (colon, value) = follow!();
+                if !punct_only(colon, b':') || value? != b"\"mining.submit\"" {
                     return None;
                 }
                 method_ok = true;
-                k += 1;
-                after = Gap(gap(k));
+                let (g, n) = follow!();
+                (tail, next) = (Gap(g), n);
             }
             b"id" if id.is_none() => {
-                let g = Gap(gap(k)).punct(b':');
-                if g.done() {
+                let (g, value) = follow!();
+                if punct_only(g, b':') {
                     // A string id, echoed with its quotes.
-                    string(k)?;
-                    id = Some(&line[at[2 * k]..at[2 * k + 1] + 1]);
-                    k += 1;
-                    after = Gap(gap(k));
+                    id = Some(value?);
+                    let (g, n) = follow!();
+                    (tail, next) = (Gap(g), n);
                 } else {
-                    let (scalar, rest) = g.scalar()?;
+                    let (scalar, rest) = Gap(g).punct(b':').scalar()?;
                     id = Some(scalar);
-                    after = rest;
+                    (tail, next) = (rest, value);
                 }
             }
             b"params" if params.is_none() => {
-                if !Gap(gap(k)).punct(b':').punct(b'[').done() {
+                let (open, value) = follow!();
+                if !Gap(open).punct(b':').punct(b'[').done() {
                     return None;
                 }
                 let mut p: [&[u8]; 6] = [b""; 6];
-                let mut count = 0;
+                p[0] = unquote(value?);
+                let mut count = 1;
                 loop {
-                    *p.get_mut(count)? = string(k)?;
-                    count += 1;
-                    k += 1;
-                    let g = Gap(gap(k)).punct(b',');
-                    if g.done() {
-                        continue; // another string
+                    let (g, n) = follow!();
+                    if punct_only(g, b',') {
+                        // Another string.
+                        *p.get_mut(count)? = unquote(n?);
+                        count += 1;
+                        continue;
                     }
-                    after = if count == 5 && g.0.first() == Some(&b'n') {
+                    let comma = Gap(g).punct(b',');
+                    let close = if count == 5 && comma.0.first() == Some(&b'n') {
                         // A sixth parameter of null counts as absent.
-                        g.word(b"null").punct(b']')
+                        comma.word(b"null")
                     } else {
-                        Gap(gap(k)).punct(b']')
+                        Gap(g)
                     };
+                    (tail, next) = (close.punct(b']'), n);
                     break;
                 }
                 params = Some((p, count));
             }
             _ => return None,
         }
-        // After a member: a comma and the next key, or the end of the object and the line.
-        after = after.ws();
-        match after.0.first() {
-            Some(b',') if k < strings && after.punct(b',').done() => continue,
-            Some(b'}') if k == strings && after.punct(b'}').done() => break,
+        match next {
+            Some(k) if punct_only(tail.0, b',') => key = unquote(k),
+            None if punct_only(tail.0, b'}') => break,
             _ => return None,
         }
     }
@@ -170,23 +233,49 @@ fn parse_plain<'a>(line: &'a [u8], quotes: &Quotes) -> Option<FastSubmit<'a>> {
     } else {
         None
     };
-    let ntime = hex_u32(p[3])?;
-    let nonce = hex_u32(p[4])?;
-    // SAFETY: a plain line has no byte from 0x80 (see `plain_quotes`): it is ASCII.
-    let text = unsafe { std::str::from_utf8_unchecked(line) };
-    let s = |b: &[u8]| {
-        let start = b.as_ptr() as usize - line.as_ptr() as usize;
-        text.get(start..start + b.len())
-    };
+    // SAFETY: every field is part of a plain line, which has no byte from 0x80 (see
+    // `plain_quotes`): ASCII.
+    let s = |b: &'a [u8]| unsafe { std::str::from_utf8_unchecked(b) };
     Some(FastSubmit {
-        id: s(id?)?,
-        worker: s(p[0])?,
-        job_id: s(p[1])?,
-        extranonce2: s(p[2])?,
-        ntime,
-        nonce,
+        id: s(id?),
+        worker: s(p[0]),
+        job_id: s(p[1]),
+        extranonce2: s(p[2]),
+        ntime: hex_u32(p[3])?,
+        nonce: hex_u32(p[4])?,
         version_bits,
     })
+}
+
+/// The quotes of a plain line in order.
+struct Cursor<'q> {
+    quotes: &'q Quotes,
+    /// The quotes not read yet: the rest of word `word`, then the following words.
+    word: usize,
+    bits: u64,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn next(&mut self) -> Option<usize> {
+        while self.bits == 0 {
+            self.word += 1;
+            self.bits = *self.quotes.get(self.word)?;
+        }
+        let at = self.word * 64 + self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        Some(at)
+    }
+}
+
+/// Whether `g` is spaces, `c` and spaces, with the usual forms first.
+#[inline(always)]
+fn punct_only(g: &[u8], c: u8) -> bool {
+    match *g {
+        [x] | [x, b' '] => x == c,
+        [b' ', x] => x == c,
+        _ => Gap(g).punct(c).done(),
+    }
 }
 
 /// What is left of a gap between two strings of a plain line: spaces and punctuation, maybe
@@ -345,7 +434,7 @@ const HEX: [u8; 256] = {
 
 /// A 32-bit field as exactly 8 hex digits of its big-endian value (what
 /// [`crate::hex::decode_u32`] accepts), by table.
-#[inline]
+#[inline(always)]
 fn hex_u32(s: &[u8]) -> Option<u32> {
     let s: &[u8; 8] = s.try_into().ok()?;
     let mut v = 0u32;
@@ -390,31 +479,63 @@ fn plain_quotes(line: &[u8]) -> Option<Quotes> {
     return plain_quotes_swar(line);
 }
 
+/// Bit masks of the quotes and of the bytes that are not plain among the 16 bytes at `p`.
+///
+/// # Safety
+///
+/// `p` points to 16 readable bytes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn masks(p: *const u8) -> (u64, u32) {
+    use std::arch::x86_64::*;
+    // SAFETY: an unaligned load of 16 readable bytes (the caller's promise); the rest is SSE2,
+    // which every x86-64 CPU has.
+    unsafe {
+        let v = _mm_loadu_si128(p.cast());
+        let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        // Signed: below 0x20, or from 0x80 (negative).
+        let control = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+        let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        (
+            _mm_movemask_epi8(quote) as u32 as u64,
+            _mm_movemask_epi8(_mm_or_si128(control, backslash)) as u32,
+        )
+    }
+}
+
+/// Where the plain string starting at `from` ends: the first quote from there, if every byte
+/// before it is plain (see [`plain_quotes`]); `None` if a byte that is not plain, or the end of
+/// the line, comes first.
+#[inline(always)]
+fn plain_string_end(line: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    #[cfg(target_arch = "x86_64")]
+    while at + 16 <= line.len() {
+        // SAFETY: at + 16 <= len: 16 readable bytes.
+        let (quote, bad) = unsafe { masks(line.as_ptr().add(at)) };
+        let stop = quote | bad as u64;
+        if stop != 0 {
+            let i = stop.trailing_zeros();
+            return (quote >> i & 1 == 1).then_some(at + i as usize);
+        }
+        at += 16;
+    }
+    for (i, &c) in line.get(at..)?.iter().enumerate() {
+        match c {
+            b'"' => return Some(at + i),
+            b'\\' | 0..=0x1f | 0x80..=0xff => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
 /// [`plain_quotes`] sixteen bytes at a time (SSE2 is part of x86-64).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn plain_quotes_sse2(line: &[u8]) -> Option<Quotes> {
-    use std::arch::x86_64::*;
     if line.len() > PLAIN_MAX {
         return None;
-    }
-    // Bit masks of the quotes and of the bytes that are not plain, of 16 bytes at `p`.
-    // SAFETY (callers): `p` points to 16 readable bytes.
-    #[inline(always)]
-    unsafe fn masks(p: *const u8) -> (u64, u32) {
-        // SAFETY: an unaligned load of 16 readable bytes (the caller's promise); the rest is
-        // SSE2, which every x86-64 CPU has.
-        unsafe {
-            let v = _mm_loadu_si128(p.cast());
-            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
-            // Signed: below 0x20, or from 0x80 (negative).
-            let control = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
-            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
-            (
-                _mm_movemask_epi8(quote) as u32 as u64,
-                _mm_movemask_epi8(_mm_or_si128(control, backslash)) as u32,
-            )
-        }
     }
     let len = line.len();
     if len < 16 {
@@ -738,9 +859,30 @@ mod tests {
             let q = plain_quotes(b).expect("plain");
             let plain = parse_plain(b, &q);
             assert!(plain.is_some(), "{l}");
+            let common = parse_common(b);
+            if common.is_some() {
+                assert_eq!(common, plain, "{l}");
+            }
+
             assert_eq!(plain, parse_bytewise(b, None), "{l}");
             assert_eq!(plain, parse_bytewise(b, Some(q)), "{l}");
             assert_eq!(fast(&l), general(&l), "{l}");
+        }
+    }
+
+    #[test]
+    fn the_two_common_layouts_take_the_shortest_path() {
+        for l in [
+            r#"{"params": ["bc1qxyz.rig1", "6512ab34", "00000001", "5f5e1000", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}"#,
+            r#"{"params": ["w", "1", "", "00000001", "00000002"], "id": 0, "method": "mining.submit"}"#,
+            r#"{"id":7,"method":"mining.submit","params":["w.1","2f","0011aabb","6752a1b0","0badf00d"]}"#,
+            r#"{"id":null,"method":"mining.submit","params":["w","2f","00","6752a1b0","0badf00d","1fffe000"]}"#,
+        ] {
+            let b = l.as_bytes();
+            let common = parse_common(b);
+            assert!(common.is_some(), "{l}");
+            assert_eq!(common, parse_bytewise(b, None), "{l}");
+            assert_eq!(fast(l), general(l), "{l}");
         }
     }
 
@@ -758,6 +900,14 @@ mod tests {
                         String::from_utf8_lossy(b)
                     );
                 }
+            }
+            if let Some(p) = parse_common(b) {
+                assert_eq!(
+                    Some(p),
+                    parse_bytewise(b, None),
+                    "{}",
+                    String::from_utf8_lossy(b)
+                );
             }
         };
         for l in shapes() {

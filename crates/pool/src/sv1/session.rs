@@ -505,11 +505,21 @@ impl Session {
                         now,
                     );
                 }
-                if let Some(t) = self
+                match self
                     .engine
                     .accepted(self.conn, seq, job_id, worker, &a, nonce, now)
                 {
-                    self.pending = Some(self.pending.map_or(t, |p| p.max(t)));
+                    Ok(Some(t)) => self.pending = Some(self.pending.map_or(t, |p| p.max(t))),
+                    Ok(None) => {}
+                    Err(_) => {
+                        write::reply_error_message(
+                            &mut self.out,
+                            id,
+                            20,
+                            "Share not stored: the pool is overloaded",
+                        );
+                        return Verdict::Rejected(Reason::Other);
+                    }
                 }
                 write::reply_bool(&mut self.out, id, true);
                 if a.retarget.is_some() {
