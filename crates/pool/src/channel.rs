@@ -355,8 +355,7 @@ impl Channel {
             slot.insert((key, wire_id));
         } else {
             while self.seen.len() >= self.config.dedup_capacity {
-                if self.jobs.len() <= 1 || self.jobs.front().is_some_and(|j| j.wire_id == wire_id)
-                {
+                if self.jobs.len() <= 1 || self.jobs.front().is_some_and(|j| j.wire_id == wire_id) {
                     // Only the job this share is on is left to forget: refuse the share instead
                     // of forgetting shares that could then be sent again. The message rate limit
                     // keeps miners far from this; a new job frees the table.
