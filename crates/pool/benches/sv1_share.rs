@@ -16,12 +16,16 @@
 //! `CHUNK` shares, outside the timed region, a new template generation is published and sent to
 //! the session, so the channel's duplicate table stays in its steady state (eight jobs of
 //! remembered shares, the oldest expired with its job at each rotation) and never hits its
-//! capacity inside the timed region.
+//! capacity inside the timed region; the store's writer thread (another core) also finishes
+//! committing the last chunk then, so that it does not contend with the timed one.
 //!
-//! After criterion's figures, a summary measured in the same process (the floor and both share
-//! paths interleaved over several rounds, median ratio) gives ns/share, allocations per share on
-//! the share thread (a counting global allocator; the store's writer thread is counted apart) and
-//! the ratio to the floor. Run with `--test` it checks acceptance and zero allocations instead.
+//! After criterion's figures (with `--bench`), a summary measured in the same process: the floor
+//! and both share paths interleaved in samples of `SAMPLE` shares, the fastest sample (the cost
+//! without interference from other processes) and the median, each as ns/share and as a ratio
+//! to the floor's fastest or median sample; allocations per share on the share thread (a
+//! counting global allocator; the store's writer thread is counted apart); and the naive work
+//! the ratio is taken against, computed from the actual coinbase and branch. With `--test` it
+//! asserts acceptance and zero allocations instead.
 //!
 //! ```sh
 //! cargo bench -p pool --bench sv1_share
@@ -39,7 +43,7 @@ use criterion::Criterion;
 use events::{EventSink, Verdict};
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, PayoutMode};
-use pool::job::{Job, Solution};
+use pool::job::Solution;
 use pool::jobs::{JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::store::{Durability, Store, StoreConfig};
@@ -133,7 +137,6 @@ struct Rig {
     /// The chunk's lines, concatenated, and where each ends.
     lines: Vec<u8>,
     ends: Vec<usize>,
-    job: Option<Arc<Job>>,
     /// Naive SHA-256 compressions of one share of this rig (see [`naive_compressions`]).
     naive: u32,
     coinbase_len: usize,
@@ -209,11 +212,7 @@ impl Rig {
             config,
             stats,
             workers,
-            if std::env::var_os("SV1_NO_STORE").is_some() {
-                None
-            } else {
-                Some(store.clone())
-            },
+            Some(store.clone()),
             EventSink::disabled(),
         );
         let template = realistic_template(transactions);
@@ -255,7 +254,6 @@ impl Rig {
             t0,
             lines: Vec::new(),
             ends: Vec::new(),
-            job: None,
             naive,
             coinbase_len,
         }
@@ -318,10 +316,9 @@ impl Rig {
             .expect("write");
             self.ends.push(self.lines.len());
         }
-        self.job = Some(job);
-        // The store's writer commits in the background, on another core; let it finish the
-        // last chunk first, so that it does not contend with this one for the queue's cache
-        // lines (the cost measured is one share's on one core).
+        // The store's writer commits in the background, on another core (every 10 ms, the
+        // default batch window); let it take the last chunk's shares off the queue first, so
+        // that no backlog carries over into the timed region.
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.store.stats().queue_len > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_micros(200));
@@ -444,21 +441,17 @@ fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
     g.finish();
 }
 
-/// The floor and both paths interleaved, sample by sample: one sample is one chunk of shares
-/// (2000, a fresh job each) or 20,000 compressions. On a shared machine other processes take
-/// the core now and then, so both the fastest sample (the cost without interference) and the
-/// median are given; ratios are to the floor's sample of the same statistic.
+/// The floor and both paths interleaved, sample by sample (see the module's documentation).
 fn summary(empty: &mut Rig, branch12: &mut Rig) {
-    const CHUNKS: usize = 40;
+    const CHUNKS: usize = 100;
     const FLOOR_N: u64 = 5_000;
     let mut floor = Floor::new();
-    let mut floor_ns = Vec::new();
     // Room for every sample up front: the share thread allocates nothing while it counts.
     let samples = CHUNKS * CHUNK / SAMPLE;
+    let mut floor_ns = Vec::with_capacity(2 * samples);
     let mut ns = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
     let mut allocs = [0u64; 2];
     let mut writer_allocs = [0u64; 2];
-    let mut total = [0u64; 2];
     for _ in 0..CHUNKS {
         for (i, rig) in [&mut *empty, &mut *branch12].into_iter().enumerate() {
             for _ in 0..CHUNK / SAMPLE {
@@ -470,44 +463,60 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
             // Everything the other threads (the store's writer) allocated meanwhile.
             writer_allocs[i] += (process_allocs() - p0) - (thread_allocs() - t0);
             allocs[i] += a;
-            total[i] += CHUNK as u64;
         }
     }
-    let sorted = |v: &mut Vec<f64>| {
+    let total = (CHUNKS * CHUNK) as f64;
+    let fastest_and_median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         (v[0], v[v.len() / 2])
     };
-    let (f_min, f_med) = sorted(&mut floor_ns);
+    let (f_min, f_med) = fastest_and_median(&mut floor_ns);
     println!();
     println!(
-        "sv1_share summary: {} samples per path of {SAMPLE} shares (a fresh job every {CHUNK}), \
-         interleaved with samples of {FLOOR_N} compressions",
-        CHUNKS * CHUNK / SAMPLE
+        "sv1_share summary: {samples} samples of {SAMPLE} shares per path (a new job every \
+         {CHUNK}), interleaved with {} samples of {FLOOR_N} compressions",
+        floor_ns.len()
     );
     println!("  floor/compress256: {f_min:.2} ns fastest, {f_med:.2} ns median");
+    let mut line = format!("sv1_share: floor {f_min:.2} ns");
     for (i, rig) in [&*empty, &*branch12].into_iter().enumerate() {
         let name = ["empty_branch", "branch12"][i];
         let goal = [1.5, 1.15][i];
-        let (min, med) = sorted(&mut ns[i]);
+        let (min, med) = fastest_and_median(&mut ns[i]);
         let naive = rig.naive as f64;
         let (r_min, r_med) = (min / (naive * f_min), med / (naive * f_med));
+        let per_share = allocs[i] as f64 / total;
         println!(
-            "  sv1_share/{name}: {min:.1} ns/share fastest ({r_min:.3}x floor), {med:.1} median \
-             ({r_med:.3}x); {:.3} allocs/share ({} in all; store writer thread: {:.2}/share); naive work {} \
-             compressions (coinbase {} bytes, branch {}); goal {goal}x: {}",
-            allocs[i] as f64 / total[i] as f64,
-            allocs[i],
-            writer_allocs[i] as f64 / total[i] as f64,
+            "  sv1_share/{name}: naive work {} compressions (coinbase {} bytes, branch {}), \
+             {:.1} ns at the floor",
             rig.naive,
             rig.coinbase_len,
             rig.branch_len(),
-            if r_med <= goal && allocs[i] == 0 {
-                "met"
-            } else if r_min <= goal && allocs[i] == 0 {
-                "met by the fastest samples"
-            } else {
-                "NOT met"
-            },
+            naive * f_min
+        );
+        println!(
+            "    {min:.1} ns/share fastest = {r_min:.3}x floor; {med:.1} ns/share median = \
+             {r_med:.3}x; goal {goal}x {} (fastest), {} (median)",
+            if r_min <= goal { "met" } else { "NOT met" },
+            if r_med <= goal { "met" } else { "NOT met" },
+        );
+        let pct = |q: f64| ns[i][((ns[i].len() - 1) as f64 * q) as usize];
+        println!(
+            "    samples (ns/share): p10 {:.0}, p25 {:.0}, p75 {:.0}, p90 {:.0}",
+            pct(0.1),
+            pct(0.25),
+            pct(0.75),
+            pct(0.9)
+        );
+        println!(
+            "    {per_share:.3} allocations/share on the share thread ({} in {total}); the \
+             store's writer thread: {:.2}/share",
+            allocs[i],
+            writer_allocs[i] as f64 / total
+        );
+        line += &format!(
+            "; {name} {min:.0} ns/share ({r_min:.2}x), median {med:.0} ns ({r_med:.2}x), \
+             {per_share:.0} allocs/share"
         );
     }
     let stats = empty.store.stats();
@@ -515,6 +524,7 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
         "  store (empty_branch rig): {} shares written, {} refused (queue full)",
         stats.shares_written, stats.queue_full
     );
+    println!("{line}");
 }
 
 /// `--test`: every share accepted, and no allocation on the share thread once warm.
@@ -540,77 +550,16 @@ fn check(empty: &mut Rig, branch12: &mut Rig) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |a: &str| args.iter().any(|x| x == a);
-    if has("--share-count") {
-        let mut rig = Rig::new(0);
-        rig.measure(4 * CHUNK as u64);
-        rig.measure(10 * CHUNK as u64);
-        return;
-    }
-    if has("--parse-count") {
-        let line = format!(
-            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
-        );
-        for _ in 0..100_000 {
-            black_box(parse_only(black_box(line.as_bytes())));
-        }
-        return;
-    }
-    if has("--parse") {
-        let line = format!(
-            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
-        );
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                black_box(parse_only(black_box(line.as_bytes())));
-            }
-        });
-        println!("parse {t:.1} ns");
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                let mut b = [0u8; 32];
-                black_box(primitives::hex::decode_into(black_box("0000ab12"), &mut b[..4]).ok());
-                black_box(b);
-            }
-        });
-        println!("decode en2 {t:.1} ns");
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                black_box(black_box("4123").parse::<u64>().unwrap_or(0));
-            }
-        });
-        println!("id parse {t:.1} ns");
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                black_box(u64::from_str_radix(black_box("1a2b"), 16).unwrap_or(u64::MAX));
-            }
-        });
-        println!("job id parse {t:.1} ns");
-        let mut out = Vec::with_capacity(256);
-        let t = min_ns(3000, 5000, |n| {
-            for _ in 0..n {
-                out.clear();
-                sv1::write::reply_bool(&mut out, black_box("4123"), true);
-                black_box(&out);
-            }
-        });
-        println!("reply {t:.1} ns");
-        return;
-    }
-    if has("--layers") {
-        layers();
-        return;
-    }
-    if has("--chain") {
-        experiment();
-        return;
-    }
     let mut empty = Rig::new(0);
     let mut branch12 = Rig::new(4095);
     assert_eq!(empty.branch_len(), 0);
     assert_eq!(branch12.branch_len(), 12);
-    // Warm-up: every share accepted (asserted by `measure`), tables at their working size.
-    empty.measure(10 * CHUNK as u64);
-    branch12.measure(10 * CHUNK as u64);
+    // Warm-up: every share accepted (asserted by `measure`), and the channel's duplicate table
+    // at its working size. Expiring a job's shares leaves tombstones, and the first time they
+    // fill the table (after some 200,000 shares, 100 rotations) it grows once, to twice the
+    // buckets; from then on it rehashes in place, without allocating.
+    empty.measure(120 * CHUNK as u64);
+    branch12.measure(120 * CHUNK as u64);
 
     let mut c = Criterion::default().configure_from_args();
     criterion_benches(&mut c, &mut empty, &mut branch12);
@@ -620,200 +569,5 @@ fn main() {
         check(&mut empty, &mut branch12);
     } else if has("--bench") && !has("--profile-time") && !has("--list") {
         summary(&mut empty, &mut branch12);
-    }
-}
-
-#[inline(never)]
-fn parse_only(line: &[u8]) -> Option<sv1::FastSubmit<'_>> {
-    sv1::parse_submit(line)
-}
-
-#[allow(dead_code)]
-fn min_ns(reps: usize, n: u64, mut f: impl FnMut(u64)) -> f64 {
-    let mut best = f64::MAX;
-    for _ in 0..reps {
-        let t = Instant::now();
-        f(n);
-        best = best.min(t.elapsed().as_nanos() as f64 / n as f64);
-    }
-    best
-}
-
-#[allow(dead_code)]
-fn experiment() {
-    use primitives::{merkle_root_from_branch, merkle_step};
-    let branch: Vec<Hash256> = (0..12u64).map(|i| sha256d(&i.to_le_bytes())).collect();
-    let mut floor = Floor::new();
-    for _ in 0..5 {
-        let f = min_ns(200, 20_000, |n| {
-            for _ in 0..n {
-                floor.once()
-            }
-        });
-        let mut acc = Hash256([1; 32]);
-        let chain = min_ns(200, 500, |n| {
-            for _ in 0..n {
-                acc = merkle_root_from_branch(black_box(acc), &branch);
-            }
-        }) / 12.0;
-        let indep = min_ns(200, 6000, |n| {
-            for _ in 0..n {
-                black_box(merkle_step(black_box(&branch[0]), black_box(&branch[1])));
-            }
-        });
-        let mut h = [7u8; 80];
-        let hdr = min_ns(200, 6000, |n| {
-            for _ in 0..n {
-                let x = primitives::hash::sha256d_header(&h);
-                h[..32].copy_from_slice(&x.0);
-            }
-        });
-        let line = format!(
-            r#"{{"params": ["{WORKER}", "1a2b", "0000ab12", "684f1a3c", "1a2b3c4d", "00002000"], "id": 4123, "method": "mining.submit"}}"#
-        );
-        let parse = min_ns(200, 5000, |n| {
-            for _ in 0..n {
-                black_box(sv1::parse_submit(black_box(line.as_bytes())));
-            }
-        });
-        println!("parse_submit {parse:.1} ns = {:.2} floor", parse / f);
-        for bl in [0usize, 12] {
-            let prefix = [0x11u8; 80];
-            let suffix = [0x22u8; 87];
-            let mid = primitives::PrefixMidstate::new(&prefix);
-            let mut en2 = [0u8; 4];
-            let mut header = [0x33u8; 80];
-            let t = min_ns(200, 2000, |n| {
-                for _ in 0..n {
-                    let h = mid.share_header_hash(
-                        &[&[1, 2, 3, 4], &en2, &suffix],
-                        &branch[..bl],
-                        &mut header,
-                    );
-                    en2.copy_from_slice(&h.0[..4]);
-                }
-            });
-            let naive = 7.0 + 3.0 * bl as f64;
-            println!("share_header_hash branch {bl}: {t:.1} ns = {:.3} x naive floor ({} real compressions)", t / (f * naive), 6 + 3 * bl);
-        }
-        {
-            let rig = Rig::new(0);
-            let w = rig.engine.attach_worker("exp.worker", Millis(1000));
-            let job = rig.session.channel().latest_job().unwrap().job.clone();
-            let a = pool::channel::Accepted {
-                job,
-                hash: Hash256([3; 32]),
-                header: [0; 80],
-                credited: Difficulty::MIN,
-                block: false,
-                retarget: None,
-            };
-            let mut k = 0u64;
-            let mut acc = f64::MAX;
-            for _ in 0..100 {
-                while rig.store.stats().queue_len > 0 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                let t = Instant::now();
-                for _ in 0..2000 {
-                    k += 1;
-                    let _ = black_box(rig.engine.accepted(
-                        1,
-                        k,
-                        "1a2b",
-                        &w,
-                        &a,
-                        7,
-                        Millis(1000 + k / 8),
-                    ));
-                }
-                acc = acc.min(t.elapsed().as_nanos() as f64 / 2000.0);
-            }
-            let st = min_ns(100, 2000, |n| {
-                for _ in 0..n {
-                    k += 1;
-                    rig.engine.stats.share_accepted(
-                        &w.stats,
-                        black_box(Difficulty::MIN.as_f64()),
-                        Millis(1000 + k / 8),
-                    );
-                }
-            });
-            let clock = min_ns(100, 2000, |n| {
-                for _ in 0..n {
-                    black_box(std::time::SystemTime::now());
-                }
-            });
-            println!("engine.accepted {acc:.1} ns; stats.share_accepted {st:.1} ns; SystemTime::now {clock:.1} ns");
-        }
-        println!(
-            "floor {f:.1} ns; dependent merkle step {chain:.1} ns = {:.3}x3 floor; independent {indep:.1} = {:.3}x3; dependent header {hdr:.1} = {:.3}x3",
-            chain / (3.0 * f),
-            indep / (3.0 * f),
-            hdr / (3.0 * f)
-        );
-    }
-}
-
-#[allow(dead_code)]
-fn layers() {
-    use pool::channel::{Channel, Submission};
-    for txs in [0usize, 4095] {
-        let mut rig = Rig::new(txs);
-        rig.measure(3 * CHUNK as u64);
-        let job = rig.session.channel().latest_job().unwrap().job.clone();
-        let en1 = rig.extranonce1.clone();
-        let mut c = 0u32;
-        let hash = min_ns(300, 2000, |n| {
-            for _ in 0..n {
-                c = c.wrapping_add(1);
-                black_box(job.share_hash(&Solution {
-                    extranonce_prefix: &en1,
-                    extranonce: &c.to_be_bytes(),
-                    version: 0x2000_0000,
-                    ntime: job.ntime,
-                    nonce: c,
-                }));
-            }
-        });
-        let cfg = Arc::new(ChannelConfig {
-            vardiff: VardiffConfig {
-                min: Difficulty::MIN,
-                max: Difficulty::MIN,
-                ..VardiffConfig::default()
-            },
-            ..ChannelConfig::default()
-        });
-        let mut ch = Channel::new(cfg, en1.clone(), 4, Difficulty::MIN, Millis(1000));
-        ch.set_version_mask(0x1fff_e000);
-        let mut best = f64::MAX;
-        let mut wire = 1000u64;
-        let mut c = 0u32;
-        for _ in 0..200 {
-            wire += 1;
-            ch.issue(job.clone(), wire, Millis(1000));
-            let t = Instant::now();
-            for _ in 0..2000 {
-                c = c.wrapping_add(1);
-                let en2 = c.to_be_bytes();
-                let r = ch.submit(
-                    &Submission {
-                        wire_id: wire,
-                        extranonce: &en2,
-                        ntime: job.ntime,
-                        nonce: c,
-                        version_bits: Some((c << 13) & 0x1fff_e000),
-                    },
-                    0,
-                    Millis(1000),
-                );
-                black_box(&r);
-            }
-            best = best.min(t.elapsed().as_nanos() as f64 / 2000.0);
-        }
-        println!(
-            "branch {}: job.share_hash {hash:.1} ns; channel.submit {best:.1} ns",
-            job.merkle_branch.len()
-        );
     }
 }

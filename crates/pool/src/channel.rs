@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use events::Reason;
-use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 use primitives::{Difficulty, Hash256, Target};
 
@@ -313,18 +312,9 @@ impl Channel {
         });
         let key = u64::from_le_bytes(hash.0[..8].try_into().expect("8 bytes"));
         let wire_id = issued.wire_id;
-        // Below capacity one probe finds a duplicate or the slot the share will take; at
-        // capacity the oldest jobs' shares are forgotten first (below), so it probes twice.
-        let slot = if self.seen.len() < self.config.dedup_capacity {
-            match self.seen.entry(key, |&(k, _)| k == key, |&(k, _)| k) {
-                Entry::Occupied(_) => return Err(Reject::Duplicate),
-                Entry::Vacant(slot) => Some(slot),
-            }
-        } else if self.seen.find(key, |&(k, _)| k == key).is_some() {
+        if self.seen.find(key, |&(k, _)| k == key).is_some() {
             return Err(Reject::Duplicate);
-        } else {
-            None
-        };
+        }
         let block = job.network_target.is_met_by(&hash.0);
         let credited = if issued.target.is_met_by(&hash.0) {
             issued.difficulty
@@ -351,20 +341,16 @@ impl Channel {
             }
         };
         let job = job.clone();
-        if let Some(slot) = slot {
-            slot.insert((key, wire_id));
-        } else {
-            while self.seen.len() >= self.config.dedup_capacity {
-                if self.jobs.len() <= 1 || self.jobs.front().is_some_and(|j| j.wire_id == wire_id) {
-                    // Only the job this share is on is left to forget: refuse the share instead
-                    // of forgetting shares that could then be sent again. The message rate limit
-                    // keeps miners far from this; a new job frees the table.
-                    return Err(Reject::Stale);
-                }
-                self.evict_oldest();
+        while self.seen.len() >= self.config.dedup_capacity {
+            if self.jobs.len() <= 1 || self.jobs.front().is_some_and(|j| j.wire_id == wire_id) {
+                // Only the job this share is on is left to forget: refuse the share instead of
+                // forgetting shares that could then be sent again. The message rate limit keeps
+                // miners far from this; a new job frees the table.
+                return Err(Reject::Stale);
             }
-            self.seen.insert_unique(key, (key, wire_id), |&(k, _)| k);
+            self.evict_oldest();
         }
+        self.seen.insert_unique(key, (key, wire_id), |&(k, _)| k);
         let retarget = self.vardiff.on_share(credited, now);
         if let Some(d) = retarget {
             self.change_to(d, now);

@@ -203,7 +203,7 @@ impl Engine {
                     worker: key,
                     difficulty: a.credited.as_f64(),
                     job_id: a.job.id,
-                    time_ms: share_time_ms(now),
+                    time_ms: share_time_ms(),
                     hash: a.hash.0,
                 };
                 match store.record_share(rec) {
@@ -298,65 +298,40 @@ impl Engine {
     }
 }
 
-/// [`unix_ms`] for the share path, without a clock read per share. Each thread reads the clock
+/// [`unix_ms`] for the share path, without a clock read per share: each thread reads the clock
 /// again once the CPU's time stamp counter has advanced 2^16 ticks since its last read (16 to
-/// 66 µs at 1 to 4 GHz), or after 1024 shares, and stamps the shares in between with that read;
-/// the counter itself is only looked at when the caller's clock (`now`) has moved, or every 8th
-/// share. So a share's time is the clock's to within a few hundredths of a millisecond (within
-/// the caller's millisecond for the up to 7 shares in a row that skip the counter), the same at
+/// 66 µs at 1 to 4 GHz) or after 1024 shares, and stamps the shares in between with that read.
+/// So a share's time is the clock's to within a few hundredths of a millisecond, the same at
 /// the store's millisecond resolution but for the odd millisecond boundary in between.
 #[inline]
-fn share_time_ms(now: Millis) -> u64 {
+fn share_time_ms() -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::cell::Cell;
         const REUSE_TICKS: u64 = 1 << 16;
         const MAX_USES: u32 = 1024;
-        const UNCHECKED: u32 = 8;
-        #[derive(Clone, Copy)]
-        struct Last {
-            /// The counter at the last clock read, and the read.
-            tsc: u64,
-            ms: u64,
-            /// Shares stamped with it.
-            uses: u32,
-            /// The caller's clock when the counter was last looked at, and shares since.
-            now: Millis,
-            unchecked: u32,
-        }
         thread_local! {
-            static LAST: Cell<Last> = const {
-                Cell::new(Last { tsc: 0, ms: 0, uses: MAX_USES, now: Millis(u64::MAX), unchecked: 0 })
-            };
+            /// The counter at the last clock read, the read, and the shares stamped with it.
+            static LAST: Cell<(u64, u64, u32)> = const { Cell::new((0, 0, MAX_USES)) };
         }
-        LAST.with(|cell| {
-            let mut last = cell.get();
-            if last.now == now && last.unchecked < UNCHECKED && last.uses < MAX_USES {
-                last.unchecked += 1;
+        // Unordered, unlike the clock's own read: it need not wait for the share's hashing.
+        #[allow(unused_unsafe)]
+        // SAFETY: RDTSC exists on every x86-64 CPU and only reads the counter.
+        let tsc = unsafe { std::arch::x86_64::_rdtsc() };
+        LAST.with(|last| {
+            let (at, ms, uses) = last.get();
+            if tsc.wrapping_sub(at) < REUSE_TICKS && uses < MAX_USES {
+                last.set((at, ms, uses + 1));
+                ms
             } else {
-                // Unordered, unlike the clock's own read: it need not wait for the share's
-                // hashing.
-                #[allow(unused_unsafe)]
-                // SAFETY: RDTSC exists on every x86-64 CPU and only reads the counter.
-                let tsc = unsafe { std::arch::x86_64::_rdtsc() };
-                if tsc.wrapping_sub(last.tsc) >= REUSE_TICKS || last.uses >= MAX_USES {
-                    last.tsc = tsc;
-                    last.ms = unix_ms();
-                    last.uses = 0;
-                }
-                last.now = now;
-                last.unchecked = 1;
+                let ms = unix_ms();
+                last.set((tsc, ms, 1));
+                ms
             }
-            last.uses += 1;
-            cell.set(last);
-            last.ms
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = now;
-        unix_ms()
-    }
+    unix_ms()
 }
 
 fn unix_ms() -> u64 {

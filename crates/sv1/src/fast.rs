@@ -6,6 +6,13 @@
 //! params) returns `None`, and the caller falls back to the general reader ([`crate::parse_line`]),
 //! which also produces the precise error. So the fast path never decides what is valid on its
 //! own: it only recognises the common case of what the general reader would accept.
+//!
+//! It reads a line in up to three ways, fastest first, each accepting only lines the next one
+//! accepts with the same result (the tests check this on every shape, truncation and one-byte
+//! change of many lines): [`parse_common`] matches the two layouts miners actually send byte for
+//! byte; [`parse_plain`] reads any other line of plain bytes (printable ASCII, no backslash) as
+//! strings between consecutive quotes, located sixteen bytes at a time; [`parse_bytewise`]
+//! reads the rest byte by byte. On x86-64 the scans use SSE2, which every such CPU has.
 
 /// The fields of a `mining.submit`, as spans of the line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,8 +129,8 @@ fn parse_common<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
     })
 }
 
-/// The usual case, a line of plain bytes in the usual shape: its strings are the spans between
-/// consecutive quotes, so the line is read as strings and the short gaps between them. Accepts
+/// Any other plain line (see [`plain_quotes`]): its strings are the spans between consecutive
+/// quotes, so the line is read as strings and the short gaps between them. Accepts
 /// only lines that [`parse_bytewise`] accepts, with the same result; `None` for anything less
 /// usual (including some lines that `parse_bytewise` accepts, such as repeated keys).
 #[inline]

@@ -461,14 +461,14 @@ impl Session {
         version_bits: Option<u32>,
         now: Millis,
     ) -> Verdict {
-        let seq = id.parse::<u64>().unwrap_or(0);
+        let seq = request_seq(id);
         if !self.subscribed {
             return self.reject_code(id, seq, job_id, None, ErrorCode::NotSubscribed, nonce, now);
         }
         let Some(w) = self.workers.iter().position(|w| &*w.name == worker) else {
             return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, nonce, now);
         };
-        let wire_id = u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX);
+        let wire_id = wire_job_id(job_id);
         let Some(extranonce) = extranonce else {
             // Unreadable extranonce2: judged after the job, as a malformed parameter.
             let r = match self.channel.check_job(wire_id, self.engine.epoch()) {
@@ -638,6 +638,37 @@ impl Session {
     }
 }
 
+/// `id.parse::<u64>().unwrap_or(0)`, the usual 1 to 19 digits read directly.
+#[inline]
+fn request_seq(id: &str) -> u64 {
+    let b = id.as_bytes();
+    if (1..=19).contains(&b.len()) && b.iter().all(u8::is_ascii_digit) {
+        return b.iter().fold(0, |v, &d| v * 10 + u64::from(d - b'0'));
+    }
+    id.parse::<u64>().unwrap_or(0)
+}
+
+/// `u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX)`, the usual 1 to 16 hex digits read
+/// directly.
+#[inline]
+fn wire_job_id(job_id: &str) -> u64 {
+    let b = job_id.as_bytes();
+    if (1..=16).contains(&b.len()) {
+        let mut v = 0u64;
+        for &c in b {
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                b'A'..=b'F' => c - b'A' + 10,
+                _ => return u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX),
+            };
+            v = v << 4 | u64::from(d);
+        }
+        return v;
+    }
+    u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX)
+}
+
 fn decode_extranonce(hex: &str, buf: &mut [u8]) -> Option<usize> {
     let n = hex.len() / 2;
     if hex.len() & 1 != 0 || n > buf.len() {
@@ -664,4 +695,52 @@ fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, cl
         clean,
         future: false,
     });
+}
+
+#[cfg(test)]
+mod fast_number_tests {
+    use super::{request_seq, wire_job_id};
+
+    #[test]
+    fn ids_read_like_the_standard_parsers() {
+        for s in [
+            "",
+            "0",
+            "7",
+            "4123",
+            "0042",
+            "+5",
+            "-1",
+            "1a",
+            "\"3\"",
+            "null",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9999999999999999999",
+            "99999999999999999999",
+            "12345678901",
+        ] {
+            assert_eq!(request_seq(s), s.parse::<u64>().unwrap_or(0), "{s}");
+        }
+        for s in [
+            "",
+            "0",
+            "1a",
+            "1A2b",
+            "ffffffffffffffff",
+            "10000000000000000",
+            "+f",
+            "-1",
+            "g",
+            "0x1",
+            "6512ab3400000001",
+            "abcdefABCDEF0123",
+        ] {
+            assert_eq!(
+                wire_job_id(s),
+                u64::from_str_radix(s, 16).unwrap_or(u64::MAX),
+                "{s}"
+            );
+        }
+    }
 }
