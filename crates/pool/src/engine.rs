@@ -334,7 +334,8 @@ fn share_time_ms() -> u64 {
     unix_ms()
 }
 
-fn unix_ms() -> u64 {
+/// Wall-clock Unix milliseconds, as the store records them.
+pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
-use crate::engine::{Engine, EngineConfig, FoundBlock};
+use crate::engine::{unix_ms, Engine, EngineConfig, FoundBlock};
 use crate::http::{self, HttpState};
 use crate::jobs::JobBook;
 use crate::node::{
@@ -380,11 +380,4 @@ async fn blocks_task(
             }
         }
     }
-}
-
-fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
