@@ -1,0 +1,1 @@
+//! Link emulation and observation between two roles (ARCHITECTURE.md, "tap").
