@@ -9,6 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
+use pool::admission::Rate;
 use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jobs::JobConfig;
@@ -106,6 +107,47 @@ pub struct PoolArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
+    /// New connections per second from one source IP [default: 500].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_rate: Option<f64>,
+    /// Connections one source IP may open at once before --connect-rate applies [default: 20000:
+    /// a farm behind one address reconnects all at once after a restart].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connect_burst: Option<f64>,
+    /// Messages per second one connection may send [default: 1000: an aggregating proxy speaks
+    /// for many devices].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_rate: Option<f64>,
+    /// Messages one connection may send at once before --message-rate applies [default: 5000].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_burst: Option<f64>,
+    /// Longest line accepted, in bytes; a longer one is answered with an error and closed
+    /// [default: 8192].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_line: Option<usize>,
+    /// A connection must subscribe and authorize within this long; 0 waits forever
+    /// [default: 30s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake_timeout: Option<Dur>,
+    /// A connection that sends nothing for this long is closed; 0 never [default: 10m].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Dur>,
+    /// This many rejected shares in a row (stale ones excepted) ban the source IP; 0 never bans
+    /// [default: 200].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invalid_share_ban_after: Option<u32>,
+    /// How long a ban lasts [default: 10m].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ban_duration: Option<Dur>,
     /// Text in every coinbase after the height [default: "/stratumlab pool (solo+pps lab)/"].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,12 +181,22 @@ pub struct Settings {
     pub batch_window: Dur,
     pub events: Option<PathBuf>,
     pub max_connections: usize,
+    pub connect_rate: f64,
+    pub connect_burst: f64,
+    pub message_rate: f64,
+    pub message_burst: f64,
+    pub max_line: usize,
+    pub handshake_timeout: Dur,
+    pub idle_timeout: Dur,
+    pub invalid_share_ban_after: u32,
+    pub ban_duration: Dur,
     pub coinbase_tag: String,
     pub duration: Dur,
 }
 
 impl Default for Settings {
     fn default() -> Self {
+        let admission = Admission::default();
         Settings {
             sv1_listen: None,
             node_rpc: None,
@@ -164,7 +216,16 @@ impl Default for Settings {
             durability: Durability::Batched,
             batch_window: Dur(Duration::from_millis(10)),
             events: None,
-            max_connections: Admission::default().max_connections,
+            max_connections: admission.max_connections,
+            connect_rate: admission.connect_rate.per_second,
+            connect_burst: admission.connect_rate.burst,
+            message_rate: admission.message_rate.per_second,
+            message_burst: admission.message_rate.burst,
+            max_line: admission.max_line,
+            handshake_timeout: Dur(admission.handshake_timeout),
+            idle_timeout: Dur(admission.idle_timeout),
+            invalid_share_ban_after: admission.invalid_share_ban_after,
+            ban_duration: Dur(admission.ban_duration),
             coinbase_tag: String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8"),
             duration: Dur::ZERO,
         }
@@ -215,10 +276,7 @@ impl Settings {
             coinbase_tag: self.coinbase_tag.as_bytes().to_vec(),
             extranonce_len: 4 + sv1.extranonce2_size,
         };
-        let admission = Admission {
-            max_connections: self.max_connections,
-            ..Admission::default()
-        };
+        let admission = self.admission()?;
         Ok(PoolSettings {
             engine: EngineConfig {
                 jobs,
@@ -242,6 +300,46 @@ impl Settings {
             events_config: "sv1".into(),
             sv1,
             admission,
+        })
+    }
+}
+
+impl Settings {
+    fn admission(&self) -> Result<Admission> {
+        let rate = |name: &str, per_second: f64, burst: f64| {
+            if !(per_second > 0.0 && per_second.is_finite()) {
+                bail!("--{name}-rate must be a positive number, not {per_second}");
+            }
+            if !(burst >= 1.0 && burst.is_finite()) {
+                bail!("--{name}-burst must be at least 1, not {burst}");
+            }
+            Ok(Rate { per_second, burst })
+        };
+        if self.max_line < 512 {
+            // A subscribe reply's request with a long user agent already needs a few hundred.
+            bail!(
+                "--max-line must be at least 512 bytes, not {}",
+                self.max_line
+            );
+        }
+        if self.max_connections == 0 {
+            bail!("--max-connections must be at least 1");
+        }
+        // "0 disables", as every duration on the command line; the server has no "never".
+        let never = Duration::from_secs(100 * 365 * 86_400);
+        let or_never = |d: Dur| if d.0.is_zero() { never } else { d.0 };
+        Ok(Admission {
+            max_connections: self.max_connections,
+            connect_rate: rate("connect", self.connect_rate, self.connect_burst)?,
+            message_rate: rate("message", self.message_rate, self.message_burst)?,
+            max_line: self.max_line,
+            handshake_timeout: or_never(self.handshake_timeout),
+            idle_timeout: or_never(self.idle_timeout),
+            invalid_share_ban_after: match self.invalid_share_ban_after {
+                0 => u32::MAX,
+                n => n,
+            },
+            ban_duration: self.ban_duration.0,
         })
     }
 }
@@ -275,4 +373,79 @@ pub fn run(args: PoolArgs) -> Result<()> {
         );
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admission_limits_come_from_file_and_flags() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            f.path(),
+            "connect_rate = 50.0\nidle_timeout = \"2m\"\nmax_line = 4096\n",
+        )
+        .unwrap();
+        let args = PoolArgs {
+            connect_rate: Some(80.0),
+            message_burst: Some(10.0),
+            invalid_share_ban_after: Some(0),
+            handshake_timeout: Some(Dur::ZERO),
+            ..PoolArgs::default()
+        };
+        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let a = s.admission().unwrap();
+        assert_eq!(
+            a.connect_rate.per_second, 80.0,
+            "the flag wins over the file"
+        );
+        assert_eq!(
+            a.connect_rate.burst,
+            Admission::default().connect_rate.burst
+        );
+        assert_eq!(a.message_rate.burst, 10.0);
+        assert_eq!(a.max_line, 4096);
+        assert_eq!(a.idle_timeout, Duration::from_secs(120));
+        // 0 disables: never ban, wait forever for the handshake.
+        assert_eq!(a.invalid_share_ban_after, u32::MAX);
+        assert!(a.handshake_timeout > Duration::from_secs(86_400 * 365));
+    }
+
+    #[test]
+    fn defaults_are_the_servers() {
+        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        let a = s.admission().unwrap();
+        let d = Admission::default();
+        assert_eq!(a.max_connections, d.max_connections);
+        assert_eq!(a.connect_rate, d.connect_rate);
+        assert_eq!(a.message_rate, d.message_rate);
+        assert_eq!(a.max_line, d.max_line);
+        assert_eq!(a.handshake_timeout, d.handshake_timeout);
+        assert_eq!(a.idle_timeout, d.idle_timeout);
+        assert_eq!(a.invalid_share_ban_after, d.invalid_share_ban_after);
+        assert_eq!(a.ban_duration, d.ban_duration);
+    }
+
+    #[test]
+    fn nonsense_limits_are_refused_with_the_flag_named() {
+        for args in [
+            PoolArgs {
+                connect_rate: Some(0.0),
+                ..PoolArgs::default()
+            },
+            PoolArgs {
+                message_burst: Some(0.5),
+                ..PoolArgs::default()
+            },
+            PoolArgs {
+                max_line: Some(10),
+                ..PoolArgs::default()
+            },
+        ] {
+            let s: Settings = config::load(None, &args).unwrap();
+            let e = s.admission().unwrap_err().to_string();
+            assert!(e.starts_with("--"), "{e}");
+        }
+    }
 }
