@@ -145,6 +145,8 @@ pub struct ShareReply<'a> {
 pub trait Observer {
     fn job_received(&mut self, device: u64, now: Nanos, job: &JobView<'_>) {}
     fn target_changed(&mut self, device: u64, now: Nanos, difficulty: f64, target: &Target) {}
+    /// A hash met the share target: the share is queued, and will be sent or dropped.
+    fn share_found(&mut self, device: u64, now: Nanos) {}
     fn share_sent(&mut self, device: u64, now: Nanos, share: &SentShare<'_>) {}
     fn share_result(&mut self, device: u64, now: Nanos, reply: &ShareReply<'_>) {}
     /// A share that got no verdict: it timed out, or its connection closed first.

@@ -7,6 +7,9 @@
 //!   close reasons, hash outcomes.
 //! - [`runner`]: the tokio shell that runs N devices against a pool over TCP, shares a hash
 //!   budget among them, and produces a [`FleetReport`].
+//! - [`stats`]: the live counters and the observer that turns device outcomes into events
+//!   (`JobReceived`, `TargetChanged`, `ShareSent`, `ShareResult`; an unanswered share is a
+//!   `ShareSent` without its `ShareResult`).
 //! - [`testpool`]: a minimal SV1 pool that validates every share, for tests and benches.
 
 pub mod backoff;

@@ -201,9 +201,14 @@ impl Fleet {
         c.events.emit(events::Mark {
             name: ShortStr::new("drain_start"),
         });
+        // A device task on a worker thread may be in a hash slice as the phase changes: give it
+        // one tick to count what it found before reading the count.
         let drain_until = Instant::now() + c.drain;
-        while self.stats.in_flight.load(Relaxed) > 0 && Instant::now() < drain_until {
+        loop {
             tokio::time::sleep(Duration::from_millis(5)).await;
+            if self.stats.in_flight.load(Relaxed) <= 0 || Instant::now() >= drain_until {
+                break;
+            }
         }
         let elapsed = started.elapsed();
         let cpu = proc_stat::self_cpu()

@@ -44,7 +44,9 @@ pub struct LiveStats {
     pub rejected_by_code: [AtomicU64; REJECT_SLOTS],
     pub unanswered: AtomicU64,
     pub dropped: AtomicU64,
-    /// Shares awaiting a verdict now.
+    /// Shares found and not yet settled: waiting to be written, or for their verdict. The drain
+    /// at the end of a run waits for this to reach zero, so that a share found just before the
+    /// run stops is sent and answered rather than counted as dropped or unanswered.
     pub in_flight: AtomicI64,
     pub blocks: AtomicU64,
     pub hashes: AtomicU64,
@@ -102,6 +104,15 @@ impl LiveStats {
 }
 
 /// The observer device tasks hand their device: counts into [`LiveStats`] and writes events.
+///
+/// Events, each stamped with the `now` the shell passed in (the instant it read the bytes from
+/// the socket, or wrote the share): `JobReceived` (job id as the pool spelled it, the prev hash
+/// in internal order, the fingerprint of prev hash and merkle branch, the share target in force,
+/// clean), `TargetChanged` (a `mining.set_difficulty` taking effect), `ShareSent` (seq = the
+/// JSON-RPC id, nonce, ntime, the full header version, difficulty, the header hash) and
+/// `ShareResult` (the verdict as received). An unanswered share writes nothing: the lab counts a
+/// `ShareSent` without its `ShareResult` as unanswered. With the sink disabled nothing is built:
+/// every event sits behind [`EventSink::is_enabled`].
 pub struct Tally<'a> {
     pub stats: &'a LiveStats,
     pub events: &'a EventSink,
@@ -140,9 +151,12 @@ impl Observer for Tally<'_> {
         }
     }
 
+    fn share_found(&mut self, _device: u64, _now: Nanos) {
+        self.stats.in_flight.fetch_add(1, Relaxed);
+    }
+
     fn share_sent(&mut self, device: u64, now: Nanos, s: &SentShare<'_>) {
         self.stats.shares_sent.fetch_add(1, Relaxed);
-        self.stats.in_flight.fetch_add(1, Relaxed);
         if s.block {
             self.stats.blocks.fetch_add(1, Relaxed);
         }
@@ -194,12 +208,17 @@ impl Observer for Tally<'_> {
         }
     }
 
+    /// Writes no event: in the event file a `ShareSent` that no `ShareResult` with the same
+    /// device and seq follows is the unanswered share, whether it timed out, was pushed out of
+    /// the in-flight window, or lost its connection. A verdict arriving after the timeout is
+    /// ignored, so the file never holds both.
     fn share_unanswered(&mut self, _device: u64, _now: Nanos, _seq: u64) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.unanswered.fetch_add(1, Relaxed);
     }
 
     fn share_dropped(&mut self, _device: u64, _now: Nanos) {
+        self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.dropped.fetch_add(1, Relaxed);
     }
 

@@ -159,8 +159,13 @@ pub enum ConfigError {
 
 pub const MAX_WORKER_PREFIX: usize = 128;
 
-/// The shared part of every device of one kind: settings plus the handshake lines, serialized
-/// once and copied into each connection's first write.
+/// The shared part of every device of one kind: settings plus the handshake lines.
+///
+/// `mining.configure`, `mining.subscribe`, `mining.suggest_difficulty` and `mining.authorize`
+/// (in two halves around the worker's index) are serialized here once per fleet, and
+/// [`Sv1Device::poll_transmit`] copies them into each connection's writes: a device that
+/// reconnects writes its handshake without building or allocating anything
+/// (`tests/alloc.rs` checks it).
 #[derive(Debug)]
 pub struct Sv1Shared {
     pub config: Sv1Config,
@@ -1065,6 +1070,7 @@ impl Sv1Device {
         now: Nanos,
         obs: &mut O,
     ) {
+        obs.share_found(self.id, now);
         if self.pending.len() >= MAX_PENDING {
             obs.share_dropped(self.id, now);
             return;

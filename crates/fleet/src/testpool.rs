@@ -240,7 +240,10 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Arc<Vec<u8>>)>();
     let writer = tokio::spawn(async move {
         while let Some((at, bytes)) = rx.recv().await {
-            tokio::time::sleep_until(at).await;
+            // Only held replies wait for the timer (its tick would delay the others too).
+            if at > tokio::time::Instant::now() {
+                tokio::time::sleep_until(at).await;
+            }
             if wr.write_all(&bytes).await.is_err() {
                 break;
             }

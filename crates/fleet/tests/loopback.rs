@@ -119,37 +119,86 @@ async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_del
     assert_eq!(hashes, report.hashes);
 }
 
+/// A pool that closes every connection at once (as a restart does) sees its devices come back
+/// spread over the first backoff window, not in one burst, with connection pacing off so that
+/// the spread is the devices' own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_come_back_after_the_pool_drops_them() {
+    let devices = 1000;
     let pool = TestPool::start(TestPoolConfig::default()).await.unwrap();
-    let mut c = fleet_config(pool.addr(), 40);
+    let dir = tempfile::tempdir().unwrap();
+    let events_path = dir.path().join("fleet.ev");
+    let mut c = fleet_config(pool.addr(), devices);
     c.device.backoff = Backoff {
-        base: Duration::from_millis(200),
+        base: Duration::from_secs(1),
         max: Duration::from_secs(2),
     };
     c.hash_budget = 50_000.0;
+    c.source_addrs = 2;
+    c.events = events::EventSink::create(&events_path, "fleet", "").unwrap();
+    let sink = c.events.clone();
     let fleet = Fleet::new(c).unwrap();
     let stats = fleet.stats();
+    let kicked_at = std::sync::atomic::AtomicU64::new(0);
     let kick_and_wait = async {
         // Once all are ready, drop every connection; stop when all are back.
-        while stats.ready.load(Relaxed) < 40 {
+        while stats.ready.load(Relaxed) < devices as i64 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        kicked_at.store(events::now_ns(), Relaxed);
         pool.kick_all();
-        while stats.connects.load(Relaxed) < 80 || stats.ready.load(Relaxed) < 40 {
+        while stats.connects.load(Relaxed) < 2 * devices as u64
+            || stats.ready.load(Relaxed) < devices as i64
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     };
-    let report = tokio::time::timeout(Duration::from_secs(30), fleet.run(kick_and_wait))
+    let report = tokio::time::timeout(Duration::from_secs(60), fleet.run(kick_and_wait))
         .await
         .expect("every device came back");
+    sink.finish().unwrap();
     println!("{report}");
-    assert_eq!(report.connected, 40, "{report:?}");
-    assert_eq!(report.ready, 40);
-    assert_eq!(report.connects, 80);
-    assert_eq!(report.disconnects, 40);
-    assert_eq!(pool.stats().connections.load(Relaxed), 80);
+    let n = devices as u64;
+    assert_eq!(report.connected, n, "{report:?}");
+    assert_eq!(report.ready, n);
+    assert_eq!(report.connects, 2 * n);
+    assert_eq!(report.disconnects, n);
+    assert_eq!(pool.stats().connections.load(Relaxed), 2 * n);
     assert_eq!(report.shares.rejected, 0);
+
+    // When the devices came back, from the fleet's events.
+    let kicked_at = kicked_at.load(Relaxed);
+    let mut back: Vec<u64> = events::read_file(&events_path)
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::ConnectionOpened(_)) && e.ts_ns > kicked_at)
+        .map(|e| e.ts_ns)
+        .collect();
+    assert_eq!(back.len(), devices as usize);
+    back.sort_unstable();
+    let first = back[0] - kicked_at;
+    let last = back[back.len() - 1] - kicked_at;
+    assert!(first >= 500_000_000, "first back after {first} ns");
+    let window = 10_000_000;
+    let mut lo = 0;
+    let mut busiest = 0;
+    for hi in 0..back.len() {
+        while back[hi] - back[lo] >= window {
+            lo += 1;
+        }
+        busiest = busiest.max(hi - lo + 1);
+    }
+    println!(
+        "back between {:.0} and {:.0} ms after the kick; busiest 10 ms: {busiest} of {devices}",
+        first as f64 / 1e6,
+        last as f64 / 1e6
+    );
+    // Uniform over [0.5 s, 1 s] is 2% per 10 ms; a busy host bunches some wake-ups together.
+    assert!(
+        busiest <= devices as usize / 10,
+        "{busiest} reconnects in 10 ms"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,7 +90,8 @@ pub struct FleetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub json: bool,
-    /// Write events (jobs received, shares sent, verdicts, connections) to this file.
+    /// Write events (jobs received, targets, shares sent, verdicts, connections) to this file;
+    /// a share sent without a verdict in the file went unanswered.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,

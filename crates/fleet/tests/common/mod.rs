@@ -1,0 +1,273 @@
+//! A scripted pool for driving devices without sockets: jobs as a pool builds them (written
+//! here by hand, not with the `sv1` writers the device's reader pairs with), the pool's side of
+//! the handshake, the header a submitted share stands for, and an observer that keeps everything
+//! a device reported.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use fleet::device::{JobView, SentShare, ShareReply, ShareVerdict};
+use fleet::{Nanos, Observer, Sv1Device};
+use primitives::{
+    merkle_root_from_branch, sha256d, CoinbaseSpec, CompactTarget, Hash256, Header, Target,
+};
+
+/// A job: a realistic coinbase (BIP34 height, a tag, a P2WPKH payout, the witness commitment)
+/// split around an extranonce of `en_len` bytes, and a made-up branch.
+#[derive(Clone, Debug)]
+pub struct PoolJob {
+    pub id: String,
+    /// Internal byte order.
+    pub prev_hash: Hash256,
+    pub coinb1: Vec<u8>,
+    pub coinb2: Vec<u8>,
+    pub branch: Vec<Hash256>,
+    pub version: u32,
+    pub nbits: u32,
+    pub ntime: u32,
+}
+
+impl PoolJob {
+    pub fn new(n: u64, en_len: usize, branch_len: usize, nbits: u32) -> Self {
+        let mut spec = CoinbaseSpec::new(900_000 + n as u32, en_len);
+        spec.tag = b"/scripted pool/".to_vec();
+        spec.payouts.push(primitives::Payout {
+            script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
+                [&[0x00, 0x14][..], &[0x42; 20]].concat(),
+            ),
+            value: primitives::bitcoin::Amount::from_sat(312_500_000),
+        });
+        spec.witness_commitment = Some(sha256d(&n.to_be_bytes()));
+        let parts = spec.build().expect("a valid coinbase");
+        PoolJob {
+            id: format!("{:x}", 0x6512_0000 + n),
+            prev_hash: sha256d(&(n / 3).to_le_bytes()),
+            coinb1: parts.prefix,
+            coinb2: parts.suffix,
+            branch: (0..branch_len as u64)
+                .map(|i| sha256d(&(i + 1000 * n).to_le_bytes()))
+                .collect(),
+            version: 0x2000_0000 | (n as u32 & 0xff) << 3,
+            nbits,
+            ntime: 1_700_000_000 + n as u32,
+        }
+    }
+
+    /// The `mining.notify` line (without its newline). Stratum's prevhash is the internal order
+    /// with each 4-byte word byte-swapped; version, nbits and ntime are big-endian hex.
+    pub fn notify(&self, clean: bool) -> Vec<u8> {
+        let prev: String = self
+            .prev_hash
+            .0
+            .chunks(4)
+            .map(|w| format!("{:02x}{:02x}{:02x}{:02x}", w[3], w[2], w[1], w[0]))
+            .collect();
+        let branch: Vec<String> = self
+            .branch
+            .iter()
+            .map(|h| format!("\"{}\"", hex::encode(h.0)))
+            .collect();
+        format!(
+            r#"{{"id":null,"method":"mining.notify","params":["{}","{prev}","{}","{}",[{}],"{:08x}","{:08x}","{:08x}",{clean}]}}"#,
+            self.id,
+            hex::encode(&self.coinb1),
+            hex::encode(&self.coinb2),
+            branch.join(","),
+            self.version,
+            self.nbits,
+            self.ntime,
+        )
+        .into_bytes()
+    }
+
+    /// The header a share on this job stands for.
+    pub fn header(&self, en1: &[u8], en2: &[u8], ntime: u32, nonce: u32, version: u32) -> Header {
+        let coinbase = [&self.coinb1[..], en1, en2, &self.coinb2[..]].concat();
+        Header {
+            version,
+            prev_hash: self.prev_hash,
+            merkle_root: merkle_root_from_branch(sha256d(&coinbase), &self.branch),
+            time: ntime,
+            bits: CompactTarget(self.nbits),
+            nonce,
+        }
+    }
+}
+
+pub fn set_difficulty(d: f64) -> Vec<u8> {
+    format!(r#"{{"id":null,"method":"mining.set_difficulty","params":[{d:e}]}}"#).into_bytes()
+}
+
+/// What the device wants sent, as lines.
+pub fn take_lines<O: Observer>(dev: &mut Sv1Device, now: Nanos, obs: &mut O) -> Vec<String> {
+    let mut out = Vec::new();
+    dev.poll_transmit(&mut out, now, obs);
+    String::from_utf8(out)
+        .expect("UTF-8")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The pool's side of the handshake: answers whatever the device sends until it goes quiet,
+/// granting `requested mask & pool_mask`. Returns the methods sent, one batch per write.
+pub fn handshake<O: Observer>(
+    dev: &mut Sv1Device,
+    obs: &mut O,
+    pool_mask: u32,
+    en1: &[u8],
+    en2_size: usize,
+    now: Nanos,
+) -> Vec<Vec<String>> {
+    let mut batches = Vec::new();
+    loop {
+        let lines = take_lines(dev, now, obs);
+        if lines.is_empty() {
+            return batches;
+        }
+        let mut methods = Vec::new();
+        for line in &lines {
+            let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            let id = &v["id"];
+            let method = v["method"].as_str().unwrap_or_default().to_owned();
+            let reply = match method.as_str() {
+                "mining.configure" => {
+                    let asked = v["params"][1]["version-rolling.mask"]
+                        .as_str()
+                        .map_or(0, |m| u32::from_str_radix(m, 16).expect("hex mask"));
+                    format!(
+                        r#"{{"id":{id},"result":{{"version-rolling":true,"version-rolling.mask":"{:08x}"}},"error":null}}"#,
+                        asked & pool_mask
+                    )
+                }
+                "mining.subscribe" => format!(
+                    r#"{{"id":{id},"result":[[["mining.notify","s1"]],"{}",{en2_size}],"error":null}}"#,
+                    hex::encode(en1)
+                ),
+                "mining.authorize" | "mining.suggest_difficulty" => {
+                    format!(r#"{{"id":{id},"result":true,"error":null}}"#)
+                }
+                other => panic!("unexpected {other:?} in the handshake"),
+            };
+            methods.push(method);
+            dev.handle_line(reply.as_bytes(), now, obs);
+        }
+        batches.push(methods);
+    }
+}
+
+/// A share as the device reported it, owned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SentRec {
+    pub at: Nanos,
+    pub seq: u64,
+    pub job_id: String,
+    pub extranonce2: Vec<u8>,
+    pub ntime: u32,
+    pub nonce: u32,
+    pub version: u32,
+    pub version_bits: Option<u32>,
+    pub difficulty: f64,
+    pub hash: Hash256,
+    pub block: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobRec {
+    pub at: Nanos,
+    pub job_id: String,
+    pub prev_hash: Hash256,
+    pub branch: Vec<Hash256>,
+    pub clean: bool,
+    pub target: Target,
+    pub difficulty: f64,
+}
+
+/// Everything a device told its observer.
+#[derive(Default, Debug)]
+pub struct Recorder {
+    pub jobs: Vec<JobRec>,
+    pub targets: Vec<(Nanos, f64, Target)>,
+    pub sent: Vec<SentRec>,
+    pub results: Vec<(Nanos, u64, ShareVerdict)>,
+    pub unanswered: Vec<u64>,
+    pub dropped: u64,
+    pub ready: u64,
+    pub errors: Vec<String>,
+}
+
+impl Observer for Recorder {
+    fn job_received(&mut self, _d: u64, now: Nanos, j: &JobView<'_>) {
+        self.jobs.push(JobRec {
+            at: now,
+            job_id: j.job_id.to_owned(),
+            prev_hash: *j.prev_hash,
+            branch: j.merkle_branch.to_vec(),
+            clean: j.clean,
+            target: *j.target,
+            difficulty: j.difficulty,
+        });
+    }
+    fn target_changed(&mut self, _d: u64, now: Nanos, difficulty: f64, target: &Target) {
+        self.targets.push((now, difficulty, *target));
+    }
+    fn share_sent(&mut self, _d: u64, now: Nanos, s: &SentShare<'_>) {
+        self.sent.push(SentRec {
+            at: now,
+            seq: s.seq,
+            job_id: s.job_id.to_owned(),
+            extranonce2: s.extranonce2.to_vec(),
+            ntime: s.ntime,
+            nonce: s.nonce,
+            version: s.version,
+            version_bits: s.version_bits,
+            difficulty: s.difficulty,
+            hash: *s.hash,
+            block: s.block,
+        });
+    }
+    fn share_result(&mut self, _d: u64, now: Nanos, r: &ShareReply<'_>) {
+        self.results.push((now, r.seq, r.verdict));
+    }
+    fn share_unanswered(&mut self, _d: u64, _now: Nanos, seq: u64) {
+        self.unanswered.push(seq);
+    }
+    fn share_dropped(&mut self, _d: u64, _now: Nanos) {
+        self.dropped += 1;
+    }
+    fn ready(&mut self, _d: u64, _now: Nanos) {
+        self.ready += 1;
+    }
+    fn protocol_error(&mut self, _d: u64, _now: Nanos, what: &str) {
+        self.errors.push(what.to_owned());
+    }
+}
+
+/// The fields of a `mining.submit` line, read with serde_json (not the `sv1` reader).
+#[derive(Debug)]
+pub struct Submitted {
+    pub id: u64,
+    pub worker: String,
+    pub job_id: String,
+    pub extranonce2: Vec<u8>,
+    pub ntime: u32,
+    pub nonce: u32,
+    pub version_bits: Option<u32>,
+}
+
+pub fn parse_submit(line: &str) -> Submitted {
+    let v: serde_json::Value = serde_json::from_str(line).expect("JSON");
+    assert_eq!(v["method"], "mining.submit", "{line}");
+    let p = v["params"].as_array().expect("params");
+    let s = |i: usize| p[i].as_str().unwrap_or_else(|| panic!("param {i}: {line}"));
+    let u = |i: usize| u32::from_str_radix(s(i), 16).expect("8 hex digits");
+    assert!(p.len() == 5 || p.len() == 6, "{line}");
+    Submitted {
+        id: v["id"].as_u64().expect("a numeric id"),
+        worker: s(0).to_owned(),
+        job_id: s(1).to_owned(),
+        extranonce2: hex::decode(s(2)).expect("hex extranonce2"),
+        ntime: u(3),
+        nonce: u(4),
+        version_bits: (p.len() == 6).then(|| u(5)),
+    }
+}
