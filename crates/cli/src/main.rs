@@ -19,6 +19,9 @@ enum Command {
     Simnet(Box<cmd::simnet::SimnetArgs>),
     Pool(Box<cmd::pool::PoolArgs>),
     Fleet(Box<cmd::fleet::FleetArgs>),
+    Tap(Box<cmd::tap::TapArgs>),
+    Run(Box<cmd::run::RunArgs>),
+    Report(cmd::report::ReportArgs),
     #[command(subcommand)]
     Events(cmd::events::EventsCommand),
 }
@@ -37,6 +40,9 @@ fn main() -> Result<()> {
         Command::Simnet(args) => cmd::simnet::run(*args),
         Command::Pool(args) => cmd::pool::run(*args),
         Command::Fleet(args) => cmd::fleet::run(*args),
+        Command::Tap(args) => cmd::tap::run(*args),
+        Command::Run(args) => cmd::run::run(*args),
+        Command::Report(args) => cmd::report::run(args),
         Command::Events(c) => cmd::events::run(c),
     }
 }
@@ -69,7 +75,8 @@ mod tests {
                     leaf.get_name()
                 );
                 assert!(
-                    leaf.get_arguments().any(|a| a.get_long() == Some("config")),
+                    leaf.get_arguments().any(|a| a.get_long() == Some("config")
+                        || a.get_all_aliases().is_some_and(|v| v.contains(&"config"))),
                     "{} has no --config",
                     leaf.get_name()
                 );

@@ -4,8 +4,22 @@
 //! - [`stats`]: distributions (HDR histograms) and confidence intervals per template or tip.
 //! - [`metrics`]: every METRICS.md figure of one configuration, computed from its events.
 //! - [`report`]: report.html (and CSV time series) from a results directory.
+//! - [`scenario`]: what a run compares and on what network; everything derived from it.
+//! - [`orchestrate`]: one trial as processes (simnet, pools, taps, fleets), stopped in order.
+//! - [`process`], [`usage`], [`stop`]: a role process, its /proc figures, the lab's signals.
+//! - [`live`]: live Prometheus metrics while a run goes on.
+//! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
+//! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
 
+pub mod live;
 pub mod metrics;
+pub mod orchestrate;
+pub mod process;
 pub mod report;
 pub mod results;
+pub mod run;
+pub mod scenario;
 pub mod stats;
+pub mod stop;
+pub mod usage;
+pub mod virtual_time;

@@ -1,1 +1,461 @@
-//! (in progress)
+//! The results.json shape (METRICS.md, "results.json"), as types.
+//!
+//! Every key METRICS.md names is here under that name; keys it does not name are additions
+//! (allowed: "add to them, never rename"). Figures that cannot be computed (a percentage of
+//! nothing, a mean of no samples) are `null`, never `0` and never NaN. Configurations keep the
+//! order the run gave them ([`OrderedMap`]), so that the first one is the report's baseline.
+//!
+//! ```
+//! let r = lab::results::Results::default();
+//! let text = serde_json::to_string(&r).unwrap();
+//! let back: lab::results::Results = serde_json::from_str(&text).unwrap();
+//! assert_eq!(back, r);
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The `schema` this crate writes.
+pub const SCHEMA: u32 = 1;
+
+/// results.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub schema: u32,
+    /// False when any configuration or the host broke the run's own conditions (METRICS.md,
+    /// "Run context").
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub context: Context,
+    /// One entry per configuration, in the run's order. With `--repeat`, aggregated over trials.
+    pub configs: OrderedMap<ConfigResults>,
+    pub host: Host,
+    /// With `--repeat N`: each trial on its own, same shape as the top level's `configs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trials: Option<Vec<Trial>>,
+}
+
+impl Default for Results {
+    fn default() -> Self {
+        Results {
+            schema: SCHEMA,
+            valid: true,
+            invalid_reasons: Vec::new(),
+            context: Context::default(),
+            configs: OrderedMap::default(),
+            host: Host::default(),
+            trials: None,
+        }
+    }
+}
+
+/// One trial of a `--repeat` run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// 1-based.
+    pub trial: u32,
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub configs: OrderedMap<ConfigResults>,
+}
+
+/// The run's conditions (METRICS.md, "Run context, always recorded"). The orchestrator fills
+/// it; keys it adds beyond these land in `extra` and are written back as they came.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Context {
+    pub scenario: String,
+    pub configurations: Vec<String>,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub drain_s: f64,
+    pub repeat: u32,
+    pub seed: u64,
+    pub rtt_ms: f64,
+    pub jitter_ms: f64,
+    pub loss_pct: f64,
+    /// Bytes per second each way; `null` without a cap.
+    #[serde(rename = "bandwidth_cap_Bps")]
+    pub bandwidth_cap_bps: Option<f64>,
+    pub lan_rtt_ms: f64,
+    pub block_interval_s: f64,
+    pub template_interval_s: f64,
+    /// 600 s divided by the block interval.
+    pub time_compression: f64,
+    /// Devices per configuration.
+    pub devices: BTreeMap<String, u64>,
+    /// Device profile per configuration.
+    pub profiles: BTreeMap<String, String>,
+    /// The fleet's hash budget per configuration (hashes per second).
+    pub hash_budget_hps: BTreeMap<String, f64>,
+    pub version: String,
+    pub commit: String,
+    /// Third-party roles and their versions.
+    pub third_party: BTreeMap<String, String>,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The machine (METRICS.md "host").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Host {
+    pub cores: u64,
+    pub cpu_model: String,
+    pub memory_bytes: u64,
+    /// Percent of all cores (100 = every core busy), over the run.
+    pub cpu_pct_mean: Option<f64>,
+    pub cpu_pct_max: Option<f64>,
+    /// Fraction (0..=1) of the run's CPU samples above 85%: above 0.1 the run is invalid.
+    pub cpu_busy_fraction: Option<f64>,
+    pub uptime_s: f64,
+    pub fs_used_pct: Option<f64>,
+    pub kernel: String,
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// Everything measured of one configuration (METRICS.md, "Metrics, per configuration").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConfigResults {
+    /// This configuration's share of the run's validity (the top level gathers them).
+    pub valid: bool,
+    pub invalid_reasons: Vec<String>,
+    pub shares: Shares,
+    /// Upstream of an aggregating proxy or translator; `null` when there is none.
+    pub pool_shares: Option<Shares>,
+    pub work: Work,
+    /// `work` upstream of the proxy, alongside `pool_shares`.
+    #[serde(default)]
+    pub pool_work: Option<Work>,
+    /// `work.stale_pct` rescaled to 600 s blocks.
+    pub stale_pct_mainnet_equiv: Option<f64>,
+    /// How `stale_pct_mainnet_equiv` was scaled.
+    #[serde(default)]
+    pub stale_rescale: StaleRescale,
+    pub blocks: Blocks,
+    pub template_value_sats: Option<f64>,
+    pub network_template_value_sats: Option<f64>,
+    /// `template_value_sats - network_template_value_sats`: negative when devices worked on
+    /// templates worth less than the best the node offered.
+    pub template_value_delta_sats: Option<f64>,
+    #[serde(default)]
+    pub templates: Templates,
+    pub time_to_job_ms: Distribution,
+    pub time_to_job_first_ms: Distribution,
+    pub time_to_job_prevhash_ms: Distribution,
+    pub time_to_job_prevhash_first_ms: Distribution,
+    pub time_to_first_job_ms: Distribution,
+    pub share_latency_ms: Distribution,
+    pub block_propagation_ms: Distribution,
+    pub bandwidth: Bandwidth,
+    /// Per link name, over the measured window.
+    pub links: BTreeMap<String, LinkFigures>,
+    pub rtt_ms: Rtt,
+    pub roles: BTreeMap<String, RoleFigures>,
+    #[serde(default)]
+    pub hashrate: Hashrate,
+    /// Events that could not be tied to their counterpart (never guessed).
+    pub unmatched_events: u64,
+    /// `unmatched_events` by what was missing.
+    #[serde(default)]
+    pub unmatched_by_kind: BTreeMap<String, u64>,
+    /// Events that needed a counterpart: the denominator of the 1% validity rule.
+    #[serde(default)]
+    pub matchable_events: u64,
+}
+
+/// Share counts at one edge. `submitted = accepted + stale + rejected + unanswered`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Shares {
+    pub submitted: u64,
+    pub accepted: u64,
+    /// Rejected because the job was superseded (METRICS.md's only meaning of stale).
+    pub stale: u64,
+    /// Rejected for any other reason.
+    pub rejected: u64,
+    /// No verdict by the end of the run (drain included).
+    pub unanswered: u64,
+    pub acceptance_pct: Option<f64>,
+    /// `stale / submitted x 100`, by count.
+    #[serde(default)]
+    pub stale_pct: Option<f64>,
+    /// Every rejection by reason, `stale` included: the values sum to `stale + rejected`.
+    pub rejected_by_reason: BTreeMap<String, u64>,
+}
+
+/// Work in difficulty-1 units, so that per-device SV1 shares and aggregated SV2 shares compare.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    pub submitted: f64,
+    pub accepted: f64,
+    #[serde(default)]
+    pub stale: f64,
+    pub stale_pct: Option<f64>,
+}
+
+/// The tip rate `stale_pct_mainnet_equiv` was rescaled from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StaleRescale {
+    /// New network tips whose existence fell in the measured window.
+    pub tips: u64,
+    pub measured_s: f64,
+    /// Tips per second the factor is based on: measured when `tips > 0`, else the configured
+    /// block interval's.
+    pub tips_per_s: Option<f64>,
+    /// `(1/600) / tips_per_s`: what the raw stale percentage is multiplied by.
+    pub factor: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Blocks {
+    /// Solutions of this configuration's devices that a node accepted as a new tip.
+    pub found: u64,
+    /// Distinct blocks the job source submitted (pool `BlockSubmitted`, proxies included).
+    pub submitted: u64,
+    /// Found, but not on the network's final best chain.
+    pub orphaned: u64,
+    /// Found blocks below the part of the best chain the events show (should stay 0).
+    #[serde(default)]
+    pub orphan_undetermined: u64,
+}
+
+/// How many of the job source node's templates reached a device.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Templates {
+    /// Templates the node made in the measured window.
+    pub created: u64,
+    /// Of those, templates at least one device received a job from.
+    pub reached_devices: u64,
+}
+
+/// A distribution in milliseconds (METRICS.md, "Statistics").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub n: u64,
+    pub mean: Option<f64>,
+    pub p50: Option<f64>,
+    pub p95: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+    /// 95% confidence interval of the mean, treating each cluster as one sample; `null` with
+    /// fewer than two clusters.
+    pub ci95: Option<[f64; 2]>,
+    /// Independent units behind the samples (templates, tips, shares, ...).
+    #[serde(default)]
+    pub clusters: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent_reason: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Bandwidth {
+    pub farm: SiteBandwidth,
+    pub pool: SiteBandwidth,
+}
+
+/// Application bytes leaving (tx) and entering (rx) a site, over the measured window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteBandwidth {
+    #[serde(rename = "tx_Bps")]
+    pub tx_bps: f64,
+    #[serde(rename = "rx_Bps")]
+    pub rx_bps: f64,
+    pub tx_bytes: u64,
+    pub rx_bytes: u64,
+}
+
+/// One link's bytes over the measured window: up is the way shares travel, down the way jobs do.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkFigures {
+    pub up_bytes: u64,
+    pub down_bytes: u64,
+    #[serde(rename = "up_Bps")]
+    pub up_bps: f64,
+    #[serde(rename = "down_Bps")]
+    pub down_bps: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rtt {
+    pub configured: Option<f64>,
+    /// Mean of the WAN link's measured round trips.
+    pub measured: Option<f64>,
+    #[serde(default)]
+    pub measured_n: u64,
+}
+
+/// One role process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleFigures {
+    /// `pool`, `fleet`, `tap`, `proxy`, ...
+    #[serde(default)]
+    pub kind: String,
+    /// `farm` or `pool`.
+    #[serde(default)]
+    pub site: String,
+    pub cpu_pct_mean: Option<f64>,
+    pub cpu_pct_max: Option<f64>,
+    pub rss_bytes_max: Option<u64>,
+    pub net_tx_bytes: u64,
+    pub net_rx_bytes: u64,
+    /// False when the role emitted no `LinkBytes`: its net bytes are 0 for want of a count,
+    /// not measured as 0.
+    #[serde(default)]
+    pub net_bytes_reported: bool,
+}
+
+/// The fleet's hash rate against its budget (the 5% validity rule).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hashrate {
+    pub budget_hps: Option<f64>,
+    /// Over the measured window, from `HashesDone`.
+    pub achieved_hps: Option<f64>,
+}
+
+/// A map that keeps insertion order in JSON, in both directions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+impl<V> Default for OrderedMap<V> {
+    fn default() -> Self {
+        OrderedMap(Vec::new())
+    }
+}
+
+impl<V> OrderedMap<V> {
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Replaces the value under `key`, or appends it.
+    pub fn insert(&mut self, key: impl Into<String>, value: V) {
+        let key = key.into();
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_str())
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V> std::ops::Index<&str> for OrderedMap<V> {
+    type Output = V;
+    fn index(&self, key: &str) -> &V {
+        self.get(key)
+            .unwrap_or_else(|| panic!("no entry {key:?} in the map"))
+    }
+}
+
+impl<V: Serialize> Serialize for OrderedMap<V> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Ordered<V>(PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> Visitor<'de> for Ordered<V> {
+            type Value = OrderedMap<V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(a.size_hint().unwrap_or(0));
+                while let Some((k, v)) = a.next_entry::<String, V>()? {
+                    out.push((k, v));
+                }
+                Ok(OrderedMap(out))
+            }
+        }
+        d.deserialize_map(Ordered(PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_keep_their_order_through_json() {
+        let mut r = Results::default();
+        r.configs.insert("sv1", ConfigResults::default());
+        r.configs.insert("D", ConfigResults::default());
+        r.configs.insert("A", ConfigResults::default());
+        let text = serde_json::to_string(&r).unwrap();
+        let back: Results = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.configs.keys().collect::<Vec<_>>(), ["sv1", "D", "A"]);
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn metrics_md_keys_are_spelled_as_there() {
+        let mut c = ConfigResults::default();
+        c.links.insert("wan".into(), LinkFigures::default());
+        let v = serde_json::to_value(&c).unwrap();
+        for key in [
+            "shares",
+            "pool_shares",
+            "work",
+            "stale_pct_mainnet_equiv",
+            "blocks",
+            "template_value_sats",
+            "network_template_value_sats",
+            "template_value_delta_sats",
+            "time_to_job_ms",
+            "time_to_job_first_ms",
+            "time_to_job_prevhash_ms",
+            "time_to_job_prevhash_first_ms",
+            "time_to_first_job_ms",
+            "share_latency_ms",
+            "block_propagation_ms",
+            "bandwidth",
+            "links",
+            "rtt_ms",
+            "roles",
+            "unmatched_events",
+        ] {
+            assert!(v.get(key).is_some(), "{key}");
+        }
+        assert!(v["bandwidth"]["farm"].get("tx_Bps").is_some());
+        assert!(v["bandwidth"]["pool"].get("rx_bytes").is_some());
+        assert!(v["shares"].get("rejected_by_reason").is_some());
+        assert!(v["time_to_job_ms"].get("ci95").is_some());
+        assert!(v["links"]["wan"].get("up_Bps").is_some());
+    }
+
+    #[test]
+    fn unknown_context_keys_survive_a_round_trip() {
+        let text = r#"{"scenario":"sv1","duration_s":120,"tap_processes":2}"#;
+        let c: Context = serde_json::from_str(text).unwrap();
+        assert_eq!(c.scenario, "sv1");
+        assert_eq!(c.extra["tap_processes"], 2);
+        let again = serde_json::to_value(&c).unwrap();
+        assert_eq!(again["tap_processes"], 2);
+    }
+}

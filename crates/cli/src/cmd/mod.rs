@@ -1,7 +1,10 @@
 pub mod events;
 pub mod fleet;
 pub mod pool;
+pub mod report;
+pub mod run;
 pub mod simnet;
+pub mod tap;
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn signal() {

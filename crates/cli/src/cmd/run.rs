@@ -1,0 +1,522 @@
+//! `stratumlab run`: the main job. Starts a simulated network, the configurations' pools, WAN
+//! taps and fleets as processes, measures what METRICS.md defines and writes results.json, the
+//! CSV series and report.html.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use lab::orchestrate::{Progress, ShareCounts};
+use lab::scenario::{Profile, Scenario};
+use primitives::HashRate;
+
+use super::fleet::Budget;
+use crate::config::{self, Dur};
+
+/// Scenarios that ship with stratumlab, by name (also found as `scenarios/NAME.toml`).
+const BUILT_IN: &[(&str, &str)] = &[
+    (
+        "default",
+        include_str!("../../../../scenarios/default.toml"),
+    ),
+    ("sv1", include_str!("../../../../scenarios/sv1.toml")),
+];
+
+/// Compare Stratum V1 and V2 configurations on one simulated network, over an emulated WAN,
+/// with real proof of work; write results.json, CSV series and report.html.
+#[derive(Args, Serialize, Default)]
+pub struct RunArgs {
+    /// A scenario: a name (`sv1`, `default`; looked up in ./scenarios, then built in) or the
+    /// path of a TOML file whose keys are these flags' names in snake_case [default: default].
+    #[arg(long, value_name = "NAME|PATH", alias = "config")]
+    #[serde(skip)]
+    pub scenario: Option<String>,
+    /// Configurations to compare, comma-separated; the first is the baseline [default: sv1].
+    #[arg(long, value_delimiter = ',')]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configs: Option<Vec<String>>,
+    /// Measured duration of each trial [default: 120s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+    /// Devices per configuration [default: 100].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<u32>,
+    /// Device firmware profile: asic, bitaxe or cpu [default: asic].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// WAN round trip, applied as half in each direction [default: 145ms].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt: Option<Dur>,
+    /// Round trip of links inside a site [default: 0.5ms].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lan_rtt: Option<Dur>,
+    /// WAN delay jitter (never reorders bytes) [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Dur>,
+    /// WAN loss in percent, paid as TCP's retransmission delay [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<f64>,
+    /// WAN bandwidth cap (`10Mbit`, `1Gbit`, or bits per second); 0: none [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
+    /// Mean interval of the rest of the network's blocks [default: 10s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_interval: Option<Dur>,
+    /// Template refresh of the SV1 pool and of the Template Provider alike [default: 1s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_interval: Option<Dur>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Trials, each with its own seed (seed, seed+1, ...); figures aggregate across them
+    /// [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// Real hashes per second each configuration's fleet spends (`1MH/s`) [default: 1MH/s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash_budget: Option<Budget>,
+    /// Blocks each configuration should find per trial on average; sets the network
+    /// difficulty [default: 3].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks_per_config: Option<f64>,
+    /// Where results go; files are written directly into it [default: results/<timestamp>].
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip)]
+    pub out: Option<PathBuf>,
+    /// Serve live Prometheus metrics of the run on this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+}
+
+/// A bandwidth written `10Mbit`, `512kbit`, `1Gbit` or as bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Bandwidth(pub u64);
+
+impl std::str::FromStr for Bandwidth {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+        let (num, unit) = (t[..split].trim(), t[split..].trim());
+        let v: f64 = num
+            .parse()
+            .map_err(|_| format!("bandwidth {s:?}: bad number"))?;
+        let scale = match unit.to_ascii_lowercase().as_str() {
+            "" | "bit" | "bps" => 1.0,
+            "kbit" | "kbps" => 1e3,
+            "mbit" | "mbps" => 1e6,
+            "gbit" | "gbps" => 1e9,
+            _ => {
+                return Err(format!(
+                    "bandwidth {s:?}: unknown unit {unit:?} (kbit, Mbit, Gbit)"
+                ))
+            }
+        };
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(format!("bandwidth {s:?}: must be a non-negative number"));
+        }
+        Ok(Bandwidth((v * scale).round() as u64))
+    }
+}
+
+impl Serialize for Bandwidth {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Bandwidth {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum NumOrText {
+            Num(u64),
+            Text(String),
+        }
+        match NumOrText::deserialize(d)? {
+            NumOrText::Num(v) => Ok(Bandwidth(v)),
+            NumOrText::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// The scenario file and flags combined.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub name: String,
+    /// One line the report shows under the title.
+    pub description: String,
+    pub configs: Vec<String>,
+    pub duration: Dur,
+    pub devices: u32,
+    pub profile: String,
+    pub rtt: Dur,
+    pub lan_rtt: Dur,
+    pub jitter: Dur,
+    pub loss: f64,
+    pub bandwidth: Bandwidth,
+    pub block_interval: Dur,
+    pub template_interval: Dur,
+    pub seed: u64,
+    pub repeat: u32,
+    pub hash_budget: Budget,
+    pub blocks_per_config: f64,
+    /// Fraction of the duration not counted (devices connect, vardiff settles).
+    pub warmup: f64,
+    pub drain: Dur,
+    pub shares_per_minute: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let s = Scenario::default();
+        Settings {
+            name: s.name,
+            description: String::new(),
+            configs: s.configs,
+            duration: Dur(s.duration),
+            devices: s.devices,
+            profile: s.profile.as_str().to_owned(),
+            rtt: Dur(s.rtt),
+            lan_rtt: Dur(s.lan_rtt),
+            jitter: Dur(s.jitter),
+            loss: s.loss_pct,
+            bandwidth: Bandwidth(s.bandwidth_bps),
+            block_interval: Dur(s.block_interval),
+            template_interval: Dur(s.template_interval),
+            seed: s.seed,
+            repeat: s.repeat,
+            hash_budget: Budget(s.hash_budget),
+            blocks_per_config: s.blocks_per_config,
+            warmup: s.warmup_fraction,
+            drain: Dur(s.drain),
+            shares_per_minute: s.shares_per_minute,
+        }
+    }
+}
+
+impl Settings {
+    pub fn scenario(&self) -> Result<Scenario> {
+        let s = Scenario {
+            name: self.name.clone(),
+            configs: self.configs.clone(),
+            duration: self.duration.0,
+            devices: self.devices,
+            profile: self
+                .profile
+                .parse::<Profile>()
+                .map_err(anyhow::Error::msg)?,
+            rtt: self.rtt.0,
+            lan_rtt: self.lan_rtt.0,
+            jitter: self.jitter.0,
+            loss_pct: self.loss,
+            bandwidth_bps: self.bandwidth.0,
+            block_interval: self.block_interval.0,
+            template_interval: self.template_interval.0,
+            seed: self.seed,
+            repeat: self.repeat,
+            hash_budget: HashRate::from_hashes_per_sec(self.hash_budget.0.hashes_per_sec()),
+            blocks_per_config: self.blocks_per_config,
+            warmup_fraction: self.warmup,
+            drain: self.drain.0,
+            shares_per_minute: self.shares_per_minute,
+        };
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// Finds a scenario by name or path: an existing path, then `scenarios/NAME.toml` here, then
+/// the built-in copy. Returns the file to load (built-ins are written to `scratch`).
+fn resolve_scenario(arg: &str, scratch: &Path) -> Result<PathBuf> {
+    let p = Path::new(arg);
+    if p.is_file() {
+        return Ok(p.to_owned());
+    }
+    let local = Path::new("scenarios").join(format!("{arg}.toml"));
+    if local.is_file() {
+        return Ok(local);
+    }
+    match BUILT_IN.iter().find(|(n, _)| *n == arg) {
+        Some((name, text)) => {
+            let f = scratch.join(format!("scenario-{name}.toml"));
+            std::fs::write(&f, text).with_context(|| format!("writing {}", f.display()))?;
+            Ok(f)
+        }
+        None => {
+            let names: Vec<&str> = BUILT_IN.iter().map(|(n, _)| *n).collect();
+            bail!("no scenario {arg:?}: not a file, not in ./scenarios, not one of {names:?}")
+        }
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let out = match &args.out {
+        Some(d) => d.clone(),
+        None => PathBuf::from("results").join(timestamp()),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let scenario_arg = args.scenario.clone().unwrap_or_else(|| "default".into());
+    let file = resolve_scenario(&scenario_arg, &out)?;
+    let settings: Settings = config::load(Some(&file), &args)?;
+    let scenario = settings.scenario()?;
+    lab::stop::install().context("installing signal handlers")?;
+    let exe = std::env::current_exe().context("finding the stratumlab binary")?;
+    eprintln!(
+        "run: scenario {} ({}), {} x {} devices, {} per trial, rtt {}, network difficulty {:.3e}, into {}",
+        scenario.name,
+        scenario.configs.join(", "),
+        scenario.configs.len(),
+        scenario.devices,
+        humantime::format_duration(scenario.duration),
+        humantime::format_duration(scenario.rtt),
+        scenario.network_difficulty().as_f64(),
+        out.display()
+    );
+    let bar = Bar::new();
+    let live = std::sync::Arc::new(lab::live::LiveMetrics::new());
+    if let Some(addr) = args.metrics_listen {
+        let bound = live
+            .serve(addr)
+            .with_context(|| format!("serving live metrics on {addr}"))?;
+        println!("metrics listening on {bound}");
+    }
+    let progress = Tee(&bar, &*live);
+    let build = lab::run::Build {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit: option_env!("STRATUMLAB_COMMIT").unwrap_or("").to_owned(),
+    };
+    match lab::run::run(&scenario, &exe, &out, &build, &progress) {
+        Ok(output) => {
+            bar.clear();
+            println!("{}", lab::run::summary(&output.results));
+            println!("results  {}", out.join("results.json").display());
+            println!("report   {}", output.report.html.display());
+            match &output.report.pdf {
+                lab::report::PdfOutcome::Written(pdf) => println!("pdf      {}", pdf.display()),
+                lab::report::PdfOutcome::Failed(e) => eprintln!("run: report.pdf failed: {e}"),
+                _ => {}
+            }
+            Ok(())
+        }
+        Err(lab::run::LabError::Trial {
+            source: lab::orchestrate::RunError::Interrupted(sig),
+            ..
+        }) => {
+            bar.clear();
+            eprintln!("run: interrupted (signal {sig}); every role was stopped");
+            std::process::exit(128 + sig);
+        }
+        Err(e) => {
+            bar.clear();
+            Err(e.into())
+        }
+    }
+}
+
+/// Progress to two places: the terminal and the live metrics.
+struct Tee<'a>(&'a dyn Progress, &'a dyn Progress);
+
+impl Progress for Tee<'_> {
+    fn stage(&self, what: &str) {
+        self.0.stage(what);
+        self.1.stage(what);
+    }
+    fn tick(&self, elapsed: Duration, total: Duration, shares: &BTreeMap<String, ShareCounts>) {
+        self.0.tick(elapsed, total, shares);
+        self.1.tick(elapsed, total, shares);
+    }
+    fn roles(&self, latest: &BTreeMap<String, (f64, u64)>) {
+        self.0.roles(latest);
+        self.1.roles(latest);
+    }
+}
+
+fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // UTC, YYYYmmdd-HHMMSS, computed without a date crate (civil-from-days).
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Progress on stderr: a bar when stderr is a terminal, a line every 10 s otherwise.
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+    last_line: std::cell::Cell<Duration>,
+}
+
+impl Bar {
+    fn new() -> Bar {
+        let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let bar = tty.then(|| {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len}s {msg}",
+                )
+                .expect("valid template"),
+            );
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        Bar {
+            bar,
+            last_line: std::cell::Cell::new(Duration::ZERO),
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}
+
+fn shares_text(shares: &BTreeMap<String, ShareCounts>) -> String {
+    shares
+        .iter()
+        .map(|(c, s)| {
+            format!(
+                "{c}: {} accepted, {} rejected, {} blocks",
+                s.accepted, s.rejected, s.blocks
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Progress for Bar {
+    fn stage(&self, what: &str) {
+        match &self.bar {
+            Some(b) => b.set_message(what.to_owned()),
+            None => eprintln!("run: {what}"),
+        }
+    }
+
+    fn tick(&self, elapsed: Duration, total: Duration, shares: &BTreeMap<String, ShareCounts>) {
+        let text = shares_text(shares);
+        match &self.bar {
+            Some(b) => {
+                b.set_length(total.as_secs());
+                b.set_position(elapsed.as_secs().min(total.as_secs()));
+                b.set_message(text);
+            }
+            None => {
+                if elapsed >= self.last_line.get() + Duration::from_secs(10) {
+                    self.last_line.set(elapsed);
+                    eprintln!(
+                        "run: {}s of {}s, {text}",
+                        elapsed.as_secs(),
+                        total.as_secs()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidths_parse_with_units() {
+        assert_eq!(
+            "10Mbit".parse::<Bandwidth>().unwrap(),
+            Bandwidth(10_000_000)
+        );
+        assert_eq!("512 kbit".parse::<Bandwidth>().unwrap(), Bandwidth(512_000));
+        assert_eq!("2500".parse::<Bandwidth>().unwrap(), Bandwidth(2500));
+        assert!("10MB".parse::<Bandwidth>().is_err());
+        assert!("-1Mbit".parse::<Bandwidth>().is_err());
+    }
+
+    #[test]
+    fn built_in_scenarios_load_and_validate() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, _) in BUILT_IN {
+            let f = resolve_scenario(name, dir.path()).unwrap();
+            let s: Settings = config::load(Some(&f), &RunArgs::default()).unwrap();
+            s.scenario()
+                .unwrap_or_else(|e| panic!("scenario {name}: {e:#}"));
+        }
+    }
+
+    #[test]
+    fn flags_override_the_scenario() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = resolve_scenario("sv1", dir.path()).unwrap();
+        let args = RunArgs {
+            duration: Some(Dur::from_secs(60)),
+            devices: Some(7),
+            rtt: Some(Dur::from_millis(80)),
+            configs: Some(vec!["sv1".into()]),
+            ..RunArgs::default()
+        };
+        let s = config::load::<Settings>(Some(&f), &args)
+            .unwrap()
+            .scenario()
+            .unwrap();
+        assert_eq!(s.duration, Duration::from_secs(60));
+        assert_eq!(s.devices, 7);
+        assert_eq!(s.rtt, Duration::from_millis(80));
+    }
+
+    #[test]
+    fn unknown_scenarios_and_configs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(resolve_scenario("no-such-scenario", dir.path()).is_err());
+        let args = RunArgs {
+            configs: Some(vec!["sv1".into(), "Q".into()]),
+            ..RunArgs::default()
+        };
+        let f = resolve_scenario("sv1", dir.path()).unwrap();
+        let e = config::load::<Settings>(Some(&f), &args)
+            .unwrap()
+            .scenario()
+            .unwrap_err();
+        assert!(format!("{e}").contains("\"Q\""), "{e}");
+    }
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        let t = timestamp();
+        assert_eq!(t.len(), 15, "{t}");
+        assert!(t.starts_with("20"), "{t}");
+    }
+}

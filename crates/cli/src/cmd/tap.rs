@@ -1,0 +1,346 @@
+//! `stratumlab tap`: a TCP relay between two roles that emulates the link between them (delay,
+//! jitter, loss, bandwidth), counts the bytes each way and reads the Stratum V1 it carries.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use events::EventSink;
+use tap::{Bandwidth, LinkConfig, LossRate, Protocol, Tap, TapConfig};
+
+use crate::config::{self, Dur};
+
+/// Relay TCP connections to an upstream through an emulated link (delay, jitter, loss,
+/// bandwidth), counting bytes and reading the Stratum V1 jobs, shares and results that cross.
+#[derive(Args, Serialize, Default)]
+pub struct TapArgs {
+    /// TOML file with settings; its keys are the flags' names in snake_case.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Accept clients on this address (port 0: any free port; the bound address is printed).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// Relay each client to this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<SocketAddr>,
+    /// Connect upstream from this local address (e.g. 127.0.0.2), so that several taps spread
+    /// over loopback source addresses.
+    #[arg(long, value_name = "IP")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_addr: Option<IpAddr>,
+    /// One-way delay in each direction (`72.5ms`); a round trip is twice this [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay: Option<Dur>,
+    /// One-way delay from clients toward the upstream [default: --delay].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_up: Option<Dur>,
+    /// One-way delay from the upstream toward clients [default: --delay].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_down: Option<Dur>,
+    /// Each chunk's delay varies uniformly within ± this, never reordering a stream's bytes
+    /// [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Dur>,
+    /// Percentage of TCP segments lost, paid as the retransmission delay TCP would add
+    /// (`0.5`, `1%`) [default: 0].
+    #[arg(long, value_name = "PCT")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss: Option<LossRate>,
+    /// Capacity of each direction, shared by all connections (`10Mbit`, `1.5Gbit`); 0:
+    /// unlimited [default: 0].
+    #[arg(long, value_name = "RATE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Bandwidth>,
+    /// Hold each new connection's first bytes for the TCP handshake across the link (one round
+    /// trip): true or false [default: true].
+    #[arg(long, value_name = "BOOL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<bool>,
+    /// Seed of jitter and loss [default: 1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Name of the link in events [default: wan].
+    #[arg(long, value_name = "NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// What to read of the relayed bytes: auto (Stratum V1 when the first bytes are JSON), sv1,
+    /// or raw (count bytes only) [default: auto].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// Write events (connections, bytes per link and direction, round trips, SV1 jobs, shares
+    /// and results) to this file.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<PathBuf>,
+    /// How often each connection reports its byte counts [default: 1s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub report_interval: Option<Dur>,
+    /// Most connections at once [default: as many as the open-file limit allows, two
+    /// descriptors each].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<usize>,
+    /// Bytes held per connection and direction before the tap stops reading from the sender
+    /// [default: 262144].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buffer_bytes: Option<usize>,
+    /// Longest Stratum V1 line read; a longer one stops reading (not relaying) its connection
+    /// [default: 65536].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_line: Option<usize>,
+    /// Run the tap's threads at real-time priority (SCHED_FIFO) when the system allows, so
+    /// that releases stay punctual while other processes keep the CPU busy, as a kernel link
+    /// emulator's would: true or false [default: true].
+    #[arg(long, value_name = "BOOL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub realtime: Option<bool>,
+    /// Worker threads of the tap's runtime [default: one per core].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Stop after this long; 0 runs until interrupted [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+}
+
+/// The settings after the file and the flags are combined.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub listen: Option<SocketAddr>,
+    pub upstream: Option<SocketAddr>,
+    pub source_addr: Option<IpAddr>,
+    pub delay: Dur,
+    pub delay_up: Option<Dur>,
+    pub delay_down: Option<Dur>,
+    pub jitter: Dur,
+    pub loss: LossRate,
+    pub bandwidth: Bandwidth,
+    pub handshake: bool,
+    pub seed: u64,
+    pub link: String,
+    pub protocol: Protocol,
+    pub events: Option<PathBuf>,
+    pub report_interval: Dur,
+    pub max_connections: Option<usize>,
+    pub buffer_bytes: usize,
+    pub max_line: usize,
+    pub realtime: bool,
+    pub threads: Option<usize>,
+    pub duration: Dur,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let base = TapConfig::new(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+        );
+        Settings {
+            listen: None,
+            upstream: None,
+            source_addr: None,
+            delay: Dur::ZERO,
+            delay_up: None,
+            delay_down: None,
+            jitter: Dur::ZERO,
+            loss: LossRate::NONE,
+            bandwidth: Bandwidth::UNLIMITED,
+            handshake: true,
+            seed: base.seed,
+            link: base.link_name,
+            protocol: base.protocol,
+            events: None,
+            report_interval: Dur(base.report_interval),
+            max_connections: None,
+            buffer_bytes: base.buffer_bytes,
+            max_line: base.max_line,
+            realtime: true,
+            threads: None,
+            duration: Dur::ZERO,
+        }
+    }
+}
+
+impl Settings {
+    pub fn link_config(&self) -> LinkConfig {
+        LinkConfig {
+            delay_up: self.delay_up.unwrap_or(self.delay).0,
+            delay_down: self.delay_down.unwrap_or(self.delay).0,
+            jitter: self.jitter.0,
+            loss: self.loss,
+            bandwidth: self.bandwidth,
+            handshake: self.handshake,
+        }
+    }
+
+    /// The tap's configuration (events are attached by the caller).
+    pub fn tap_config(&self) -> Result<TapConfig> {
+        let listen = self
+            .listen
+            .context("--listen is required: where clients connect, e.g. 127.0.0.1:3334")?;
+        let upstream = self.upstream.context(
+            "--upstream is required: where connections are relayed, e.g. 127.0.0.1:3333",
+        )?;
+        anyhow::ensure!(self.buffer_bytes > 0, "--buffer-bytes must be positive");
+        anyhow::ensure!(self.max_line > 0, "--max-line must be positive");
+        anyhow::ensure!(
+            !self.report_interval.is_zero(),
+            "--report-interval must be positive"
+        );
+        let mut c = TapConfig::new(listen, upstream);
+        c.source_addr = self.source_addr;
+        c.link = self.link_config();
+        c.link_name = self.link.clone();
+        c.seed = self.seed;
+        c.protocol = self.protocol;
+        c.report_interval = self.report_interval.0;
+        c.max_connections = self.max_connections;
+        c.buffer_bytes = self.buffer_bytes;
+        c.max_line = self.max_line;
+        c.realtime = self.realtime;
+        Ok(c)
+    }
+}
+
+pub fn run(args: TapArgs) -> Result<()> {
+    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let mut tc = settings.tap_config()?;
+    // First, so that every thread made after inherits the policy: the runtime's, the release
+    // timer (which goes one higher), and the events writer, which must keep up with them.
+    let realtime = settings.realtime
+        && match tap::sched::realtime_current_thread(tap::sched::WORKER_PRIORITY) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "tap: no real-time priority ({e}): releases may be late while other processes keep the CPU busy"
+                );
+                false
+            }
+        };
+    let sink = match &settings.events {
+        Some(p) => EventSink::create(p, "tap", "")?,
+        None => EventSink::disabled(),
+    };
+    tc.events = sink.clone();
+    let link = tc.link;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = settings.threads {
+        builder.worker_threads(n.max(1));
+    }
+    let rt = builder.enable_all().build().context("tokio runtime")?;
+    let summary = rt.block_on(async {
+        let tap = Tap::bind(tc).await?;
+        println!("tap listening on {}", tap.local_addr());
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        eprintln!(
+            "tap: -> {}, delay up {:?} down {:?}, jitter {:?}, loss {}, bandwidth {}, handshake {}, real-time {realtime}, up to {} connections",
+            settings.upstream.map_or_else(String::new, |a| a.to_string()),
+            link.delay_up,
+            link.delay_down,
+            link.jitter,
+            link.loss,
+            link.bandwidth,
+            link.handshake,
+            tap.max_connections()
+        );
+        anyhow::Ok(tap.run(super::shutdown_signal(settings.duration.0)).await)
+    })?;
+    // Connections are closed; nothing more is emitted.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    let written = sink.finish().context("writing events")?;
+    println!("{summary}");
+    if settings.events.is_some() {
+        println!("  events        {} written", written.events_written);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_and_delays_resolve_per_direction() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            f.path(),
+            "listen = \"127.0.0.1:3334\"\nupstream = \"127.0.0.1:3333\"\ndelay = \"72.5ms\"\njitter = \"2ms\"\nloss = 0.5\nbandwidth = \"10Mbit\"\nprotocol = \"raw\"\n",
+        )
+        .unwrap();
+        let args = TapArgs {
+            delay_down: Some("10ms".parse().unwrap()),
+            loss: Some("1%".parse().unwrap()),
+            link: Some("farm".into()),
+            ..TapArgs::default()
+        };
+        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let c = s.tap_config().unwrap();
+        assert_eq!(c.link.delay_up, Duration::from_micros(72_500));
+        assert_eq!(c.link.delay_down, Duration::from_millis(10), "flag wins");
+        assert_eq!(c.link.jitter, Duration::from_millis(2));
+        assert_eq!(c.link.loss.probability(), 0.01);
+        assert_eq!(c.link.bandwidth.bits_per_sec(), 10_000_000);
+        assert!(c.link.handshake);
+        assert_eq!(c.protocol, Protocol::Raw);
+        assert_eq!(c.link_name, "farm");
+        assert_eq!(c.upstream, "127.0.0.1:3333".parse().unwrap());
+        assert_eq!(c.report_interval, Duration::from_secs(1));
+        // Without any delay flag both directions are undelayed.
+        std::fs::write(
+            f.path(),
+            "listen = \"127.0.0.1:0\"\nupstream = \"127.0.0.1:1\"\nhandshake = false\n",
+        )
+        .unwrap();
+        let s: Settings = config::load(Some(f.path()), &TapArgs::default()).unwrap();
+        let l = s.link_config();
+        assert_eq!((l.delay_up, l.delay_down), (Duration::ZERO, Duration::ZERO));
+        assert!(!l.handshake);
+    }
+
+    #[test]
+    fn addresses_are_required_and_bad_values_are_refused() {
+        let s: Settings = config::load(None, &TapArgs::default()).unwrap();
+        let e = s.tap_config().unwrap_err();
+        assert!(format!("{e:#}").contains("--listen"), "{e:#}");
+        let args = TapArgs {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            ..TapArgs::default()
+        };
+        let s: Settings = config::load(None, &args).unwrap();
+        let e = s.tap_config().unwrap_err();
+        assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
+        let f = tempfile::NamedTempFile::new().unwrap();
+        for bad in [
+            "delay = \"72\"\n",
+            "loss = 150\n",
+            "bandwidth = \"fast\"\n",
+            "protocol = \"sv3\"\n",
+            "dealy = \"1ms\"\n",
+        ] {
+            std::fs::write(f.path(), bad).unwrap();
+            assert!(
+                config::load::<Settings>(Some(f.path()), &TapArgs::default()).is_err(),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! `stratumlab run` as a user runs it: a short trial end to end (results.json against
+//! METRICS.md's shape and sanity), and the lab's promises about its processes: a role killed
+//! mid-run ends the run naming it, SIGINT or SIGTERM to the lab stops every role, and killing
+//! the lab leaves no role behind.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One lab at a time: each starts a dozen processes, and the timing checks need the CPU.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lab(out: &Path, extra: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("run")
+        .args([
+            "--scenario",
+            "sv1",
+            "--devices",
+            "4",
+            "--block-interval",
+            "4s",
+        ])
+        .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting stratumlab run")
+}
+
+/// Processes whose command line mentions `marker` (every role's does: its event file is in the
+/// run's directory).
+fn roles_of(marker: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&raw).replace('\0', " ");
+        // Zombies have an empty command line; they are not running.
+        if cmd.contains(marker) && !cmd.contains(" run ") {
+            found.push((pid, cmd));
+        }
+    }
+    found
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn output(child: Child) -> (std::process::ExitStatus, String) {
+    let out = child.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    (out.status, text)
+}
+
+fn no_role_left(marker: &str) {
+    wait_for("every role to exit", Duration::from_secs(10), || {
+        roles_of(marker).is_empty()
+    });
+}
+
+fn kill(pid: u32, sig: i32) {
+    // SAFETY: signalling a process of this test's own making.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
+#[test]
+fn a_short_run_writes_sane_results() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let child = lab(&out, &["--duration", "12s"]);
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["schema"], 1);
+    let c = &results["configs"]["sv1"];
+    let shares = &c["shares"];
+    let submitted = shares["submitted"].as_u64().unwrap();
+    assert!(submitted > 0, "{c}");
+    let sum: u64 = ["accepted", "stale", "rejected", "unanswered"]
+        .iter()
+        .map(|k| shares[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, submitted, "{shares}");
+    let acceptance = shares["acceptance_pct"].as_f64().unwrap();
+    assert!((90.0..=100.0).contains(&acceptance), "{shares}");
+    // Time to job is above the injected one-way delay (72.5 ms of the default 145 ms RTT).
+    let ttj = &c["time_to_job_ms"];
+    if ttj["n"].as_u64().unwrap() > 0 {
+        assert!(ttj["p50"].as_f64().unwrap() > 72.5, "{ttj}");
+    }
+    for key in [
+        "time_to_job_ms",
+        "time_to_job_first_ms",
+        "time_to_job_prevhash_ms",
+        "time_to_first_job_ms",
+        "share_latency_ms",
+        "block_propagation_ms",
+    ] {
+        let d = &c[key];
+        assert!(d["n"].is_u64(), "{key}: {d}");
+        for f in ["mean", "p50", "p95", "p99", "max"] {
+            assert!(d.get(f).is_some(), "{key} lacks {f}: {d}");
+        }
+    }
+    let lat = &c["share_latency_ms"];
+    assert!(lat["p50"].as_f64().unwrap() > 145.0, "{lat}");
+    assert!(
+        c["bandwidth"]["farm"]["tx_bytes"].as_u64().unwrap() > 0,
+        "{c}"
+    );
+    assert_eq!(c["rtt_ms"]["configured"], 145.0);
+    assert!(c["roles"]["sv1.pool"]["rss_bytes_max"].as_u64().unwrap() > 0);
+    injected_delay_is_what_time_to_job_adds(&out.join("events"), 72.5);
+    assert!(out.join("report.html").is_file());
+    assert!(out.join("shares_accepted_per_s.csv").is_file());
+    assert!(out.join("role_cpu_pct.csv").is_file());
+    no_role_left(out.to_str().unwrap());
+}
+
+#[test]
+fn a_role_killed_mid_run_ends_the_run_naming_it() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let marker = out.to_str().unwrap().to_owned();
+    let child = lab(&out, &["--duration", "60s"]);
+    let mut pool = None;
+    wait_for(
+        "the pool and a fleet to run",
+        Duration::from_secs(60),
+        || {
+            let roles = roles_of(&marker);
+            pool = roles
+                .iter()
+                .find(|(_, c)| c.contains(" pool "))
+                .map(|r| r.0);
+            pool.is_some() && roles.iter().any(|(_, c)| c.contains(" fleet "))
+        },
+    );
+    kill(pool.unwrap(), libc::SIGKILL);
+    let (status, text) = output(child);
+    assert!(!status.success(), "{text}");
+    assert!(text.contains("sv1.pool"), "{text}");
+    assert!(text.contains("signal 9"), "{text}");
+    no_role_left(&marker);
+}
+
+#[test]
+fn sigint_or_sigterm_to_the_lab_stops_every_role() {
+    let _serial = serial();
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("results");
+        let marker = out.to_str().unwrap().to_owned();
+        let child = lab(&out, &["--duration", "60s"]);
+        wait_for("a fleet to run", Duration::from_secs(60), || {
+            roles_of(&marker).iter().any(|(_, c)| c.contains(" fleet "))
+        });
+        kill(child.id(), sig);
+        let (status, text) = output(child);
+        assert_eq!(status.code(), Some(128 + sig), "{text}");
+        assert!(text.contains("interrupted"), "{text}");
+        no_role_left(&marker);
+    }
+}
+
+#[test]
+fn killing_the_lab_leaves_no_role_behind() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let marker = out.to_str().unwrap().to_owned();
+    let mut child = lab(&out, &["--duration", "60s"]);
+    wait_for("a fleet to run", Duration::from_secs(60), || {
+        roles_of(&marker).iter().any(|(_, c)| c.contains(" fleet "))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    no_role_left(&marker);
+}
+
+/// Ground truth for time to job: from the pool writing a template's notify (its `JobSent`)
+/// to a device receiving it (its `JobReceived`) is the WAN tap's one-way delay plus loopback
+/// and the device's read; the pool's own processing (node template to `JobSent`) is measured
+/// separately. The median of the first leg must be the injected delay within 1 ms.
+fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, delay_ms: f64) {
+    use events::EventKind;
+    use std::collections::HashMap;
+    let read = |name: &str| events::read_file(events_dir.join(name)).unwrap().events;
+    let mut created = HashMap::new();
+    for e in read("simnet.events") {
+        if let EventKind::TemplateCreated(t) = e.kind {
+            created.entry(t.fingerprint).or_insert(e.ts_ns);
+        }
+    }
+    let mut sent = HashMap::new();
+    for e in read("sv1.pool.events") {
+        if let EventKind::JobSent(j) = e.kind {
+            if let Some(f) = j.fingerprint {
+                sent.entry(f).or_insert(e.ts_ns);
+            }
+        }
+    }
+    let mut wan = Vec::new();
+    let mut processing = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for e in read("sv1.fleet0.events") {
+        let EventKind::JobReceived(j) = e.kind else {
+            continue;
+        };
+        let Some(f) = j.fingerprint else { continue };
+        if !seen.insert((f, j.device)) {
+            continue;
+        }
+        if let Some(&s) = sent.get(&f) {
+            wan.push((e.ts_ns - s) as f64 / 1e6);
+            if let Some(&c) = created.get(&f) {
+                processing.push(s.saturating_sub(c) as f64 / 1e6);
+            }
+        }
+    }
+    assert!(wan.len() >= 8, "too few jobs to judge: {}", wan.len());
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let wan_p50 = median(&mut wan);
+    assert!(
+        (wan_p50 - delay_ms).abs() <= 1.0,
+        "pool-to-device p50 {wan_p50:.3} ms, injected {delay_ms} ms"
+    );
+    assert!(!processing.is_empty());
+    let proc_p50 = median(&mut processing);
+    eprintln!(
+        "time to job = pool processing p50 {proc_p50:.3} ms + WAN p50 {wan_p50:.3} ms (injected {delay_ms} ms)"
+    );
+}

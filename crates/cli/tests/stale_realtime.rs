@@ -1,0 +1,170 @@
+//! The stale model in real time: a short `stratumlab run` with fast blocks (2 s) across a 145 ms
+//! WAN, its stale fraction (tips as clusters) compared with the virtual-time run of the same
+//! sans-IO cores (`lab::virtual_time`) given the same round trip, the pool's measured processing
+//! and the tip interval the run saw. The two 95% intervals must overlap.
+//!
+//! About 70 s of wall time: ignored by default, run by CI (`.ci/run`) on its own.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use events::{EventKind, Perspective, Reason, Verdict};
+use lab::virtual_time::{stale_model, Estimate, Hashing, StaleModelParams};
+
+const SCENARIO: &str = r#"
+name = "stale-model"
+configs = ["sv1"]
+duration = "60s"
+devices = 10
+rtt = "145ms"
+block_interval = "2s"
+template_interval = "1s"
+hash_budget = "400kH/s"
+shares_per_minute = 120
+blocks_per_config = 0.5
+"#;
+
+#[test]
+#[ignore = "a 70 s real-time run; CI runs it on its own"]
+fn real_time_stale_fraction_agrees_with_the_virtual_time_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("stale.toml");
+    std::fs::write(&scenario, SCENARIO).unwrap();
+    let out = dir.path().join("results");
+    let status = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["run", "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let events = out.join("events");
+    let measured = RealTime::read(&events);
+    let real = measured.stale();
+    let model = stale_model(StaleModelParams {
+        block_interval: measured.mean_tip_interval(),
+        rtt: Duration::from_millis(145),
+        processing: measured.processing(),
+        tips: 1000,
+        devices: 4,
+        hashing: Hashing::Poisson {
+            shares_per_second: 2.0,
+        },
+        seed: 7,
+        ..StaleModelParams::default()
+    })
+    .unwrap();
+    eprintln!(
+        "real time: stale {:.4} [{:.4}, {:.4}] over {} tips (mean interval {:?}, pool processing {:?}); virtual time: {:.4} [{:.4}, {:.4}], model {:.4}",
+        real.value,
+        real.ci95[0],
+        real.ci95[1],
+        real.clusters,
+        measured.mean_tip_interval(),
+        measured.processing(),
+        model.stale.value,
+        model.stale.ci95[0],
+        model.stale.ci95[1],
+        model.expected,
+    );
+    assert!(real.clusters >= 15, "too few tips: {}", real.clusters);
+    assert!(
+        real.overlaps(&model.stale),
+        "real-time stale {real:?} disagrees with the virtual-time {:?}",
+        model.stale
+    );
+}
+
+/// What the real-time run's events say.
+struct RealTime {
+    /// Network tips (CLOCK_MONOTONIC ns), ascending.
+    tips: Vec<u64>,
+    /// Per tip: from the tip to the pool's first notify with its prev hash.
+    processing: Vec<u64>,
+    /// Shares by send time, with whether the pool called them stale.
+    shares: Vec<(u64, bool)>,
+}
+
+impl RealTime {
+    fn read(dir: &Path) -> RealTime {
+        let read = |name: &str| events::read_file(dir.join(name)).unwrap().events;
+        let mut tips = Vec::new();
+        let mut tip_at = HashMap::new();
+        for e in read("simnet.events") {
+            if let EventKind::TipChanged(t) = e.kind {
+                if t.node == "network" {
+                    tips.push(e.ts_ns);
+                    tip_at.insert(t.hash, e.ts_ns);
+                }
+            }
+        }
+        let mut first_job = HashMap::new();
+        for e in read("sv1.pool.events") {
+            if let EventKind::JobSent(j) = e.kind {
+                if let Some(p) = j.prev_hash {
+                    first_job.entry(p).or_insert(e.ts_ns);
+                }
+            }
+        }
+        let processing = tip_at
+            .iter()
+            .filter_map(|(h, &t)| first_job.get(h).map(|&j| j.saturating_sub(t)))
+            .collect();
+        let mut sent = HashMap::new();
+        let mut verdicts = HashMap::new();
+        for e in read("sv1.fleet0.events") {
+            match e.kind {
+                EventKind::ShareSent(s) => {
+                    sent.insert((s.device, s.seq), e.ts_ns);
+                }
+                EventKind::ShareResult(r) if r.perspective == Perspective::Received => {
+                    verdicts.insert((r.conn, r.seq), r.verdict);
+                }
+                _ => {}
+            }
+        }
+        let shares = sent
+            .iter()
+            .filter_map(|(k, &t)| {
+                let v = verdicts.get(k)?;
+                Some((t, *v == Verdict::Rejected(Reason::Stale)))
+            })
+            .collect();
+        RealTime {
+            tips,
+            processing,
+            shares,
+        }
+    }
+
+    fn mean_tip_interval(&self) -> Duration {
+        let span = self.tips.last().unwrap() - self.tips.first().unwrap();
+        Duration::from_nanos(span / (self.tips.len() as u64 - 1))
+    }
+
+    fn processing(&self) -> Duration {
+        let mut p = self.processing.clone();
+        p.sort_unstable();
+        Duration::from_nanos(p[p.len() / 2])
+    }
+
+    /// Stale over judged shares, each tip interval one cluster (shares sent between two tips);
+    /// shares before the first tip or after the last are left out, as the model leaves out
+    /// the devices' start and the last tip.
+    fn stale(&self) -> Estimate {
+        let mut per_tip = vec![(0u64, 0u64); self.tips.len().saturating_sub(1)];
+        for &(t, stale) in &self.shares {
+            let k = self.tips.partition_point(|&tip| tip <= t);
+            if k == 0 || k >= self.tips.len() {
+                continue;
+            }
+            let c = &mut per_tip[k - 1];
+            c.0 += u64::from(stale);
+            c.1 += 1;
+        }
+        Estimate::ratio(per_tip.into_iter().filter(|c| c.1 > 0)).unwrap()
+    }
+}

@@ -1,0 +1,82 @@
+//! Blocks of one configuration.
+//!
+//! - found: blocks some node accepted as a new tip (simnet's `BlockResult`, accepted) whose
+//!   header hash is the hash of a share this configuration's devices sent in the measured
+//!   window.
+//! - submitted: distinct blocks the pool (or a proxy) recorded `BlockSubmitted` for, from the
+//!   warm-up's end to the end of the run (a block found just before the drain is submitted
+//!   during it).
+//! - orphaned: found, but not on the final best chain. The final tip is simnet's last
+//!   `TipChanged` of node `network` (else of the job source node); the best chain is that tip and
+//!   its ancestors through the `prev_hash` of every `TipChanged` seen. A found block at a height
+//!   the walk covers and not on it lost to another branch at that height or above. A block
+//!   below the covered heights cannot be judged and counts in `orphan_undetermined` (simnet
+//!   records every tip it adopts, so this stays 0 unless a reorg connects blocks it never
+//!   announced).
+//! - `block_propagation_ms`: from the device sending the solving share to the job source node's
+//!   acceptance; each block its own cluster.
+
+use std::collections::{HashMap, HashSet};
+
+use events::Hash256;
+
+use super::index::Chain;
+use super::input::Window;
+use crate::stats::Samples;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BlockTally {
+    pub found: u64,
+    pub submitted: u64,
+    pub orphaned: u64,
+    pub undetermined: u64,
+}
+
+impl BlockTally {
+    pub fn merge(&mut self, o: &BlockTally) {
+        self.found += o.found;
+        self.submitted += o.submitted;
+        self.orphaned += o.orphaned;
+        self.undetermined += o.undetermined;
+    }
+}
+
+/// Judges the blocks whose shares the devices sent (`hash -> sent at`).
+pub(crate) fn settle(
+    chain: &Chain,
+    block_shares: &HashMap<Hash256, u64>,
+    submitted: &HashSet<Hash256>,
+    window: &Window,
+) -> (BlockTally, Samples) {
+    let (best, known_from) = chain.best_chain();
+    let best: HashSet<Hash256> = best.into_iter().collect();
+    let mut found: Vec<(u64, Hash256)> = block_shares
+        .iter()
+        .filter(|(_, &sent)| window.measured(sent))
+        .map(|(&h, &sent)| (sent, h))
+        .collect();
+    found.sort();
+    let mut tally = BlockTally {
+        found: found.len() as u64,
+        submitted: submitted.len() as u64,
+        ..BlockTally::default()
+    };
+    let mut propagation = Samples::new();
+    for (i, (sent, hash)) in found.into_iter().enumerate() {
+        let Some(b) = chain.accepted.get(&hash) else {
+            continue;
+        };
+        if let Some(at) = b.by_job_source_ns {
+            propagation.push(i as u32, at.saturating_sub(sent));
+        }
+        if best.contains(&hash) {
+            continue;
+        }
+        if b.height >= known_from && known_from != u32::MAX {
+            tally.orphaned += 1;
+        } else {
+            tally.undetermined += 1;
+        }
+    }
+    (tally, propagation)
+}

@@ -1,0 +1,194 @@
+//! What the lab hands the metric engine for one configuration of one trial.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use events::{Event, EventLog, EventReader, Header, ReadError};
+
+/// What a role process is, as far as the metrics care.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RoleKind {
+    /// Judges shares and submits blocks (the SV1 pool, the SV2 pool, a JDS beside it).
+    Pool,
+    /// Simulated devices: the farm edge, where shares and jobs are measured.
+    Fleet,
+    /// A link relay: its `LinkBytes`/`LinkRtt` are the link's; the protocol events it relays are
+    /// ignored (they would count every share twice).
+    Tap,
+    /// A farm-side role between devices and pool (translator, JDC, aggregating proxy): its
+    /// upstream side gives `pool_shares`.
+    Proxy,
+    /// Anything else: only its own `LinkBytes` count (for `roles`).
+    Other,
+}
+
+impl RoleKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoleKind::Pool => "pool",
+            RoleKind::Fleet => "fleet",
+            RoleKind::Tap => "tap",
+            RoleKind::Proxy => "proxy",
+            RoleKind::Other => "other",
+        }
+    }
+}
+
+/// Which side of the WAN link a role runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Site {
+    Farm,
+    Pool,
+}
+
+impl Site {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Site::Farm => "farm",
+            Site::Pool => "pool",
+        }
+    }
+}
+
+/// Where a log's events are: a file read (streamed, never held whole) on each pass, or events
+/// already in memory (tests, or a log shared by several configurations).
+#[derive(Clone, Debug)]
+pub enum LogSource {
+    File(PathBuf),
+    Memory(Arc<EventLog>),
+}
+
+impl From<EventLog> for LogSource {
+    fn from(log: EventLog) -> Self {
+        LogSource::Memory(Arc::new(log))
+    }
+}
+
+impl From<PathBuf> for LogSource {
+    fn from(path: PathBuf) -> Self {
+        LogSource::File(path)
+    }
+}
+
+impl LogSource {
+    /// Calls `f` on every event in file order, and returns the file's header.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&Event)) -> Result<Header, ReadError> {
+        match self {
+            LogSource::Memory(log) => {
+                log.events.iter().for_each(&mut f);
+                Ok(log.header)
+            }
+            LogSource::File(path) => {
+                let mut r = EventReader::open(path)?;
+                for e in &mut r {
+                    f(&e?);
+                }
+                if r.truncated() {
+                    // A role killed mid-write leaves half a record: everything before it counts.
+                    tracing::warn!(path = %path.display(), "events file ends inside a record");
+                }
+                Ok(*r.header())
+            }
+        }
+    }
+}
+
+/// One role's event log, as the lab started it.
+#[derive(Clone, Debug)]
+pub struct RoleLog {
+    /// The role's name in the run ("sv1.pool", "sv1.fleet0", ...): the key in `roles`.
+    pub name: String,
+    pub kind: RoleKind,
+    pub site: Site,
+    pub source: LogSource,
+}
+
+/// The boundaries of a configuration's run, CLOCK_MONOTONIC ns: warm-up `[start,
+/// warmup_end)`, measured window `[warmup_end, drain_start)`, drain `[drain_start, end]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub start_ns: u64,
+    pub warmup_end_ns: u64,
+    pub drain_start_ns: u64,
+    pub end_ns: u64,
+}
+
+impl Window {
+    /// A window of `duration` from `start_ns` whose first `warmup_fraction` is warm-up, then a
+    /// drain of `drain`.
+    pub fn new(start_ns: u64, duration: Duration, warmup_fraction: f64, drain: Duration) -> Self {
+        let d = duration.as_nanos() as u64;
+        let warmup = (d as f64 * warmup_fraction.clamp(0.0, 1.0)) as u64;
+        Window {
+            start_ns,
+            warmup_end_ns: start_ns + warmup,
+            drain_start_ns: start_ns + d,
+            end_ns: start_ns + d + drain.as_nanos() as u64,
+        }
+    }
+
+    /// Inside the measured window.
+    pub fn measured(&self, ts_ns: u64) -> bool {
+        ts_ns >= self.warmup_end_ns && ts_ns < self.drain_start_ns
+    }
+
+    pub fn measured_ns(&self) -> u64 {
+        self.drain_start_ns.saturating_sub(self.warmup_end_ns)
+    }
+
+    /// Whole seconds since `start_ns`, the row of the per-second series.
+    pub(crate) fn second(&self, ts_ns: u64) -> Option<usize> {
+        (ts_ns >= self.start_ns && ts_ns <= self.end_ns)
+            .then(|| ((ts_ns - self.start_ns) / 1_000_000_000) as usize)
+    }
+
+    /// Rows of the per-second series: the run's seconds, warm-up and drain included.
+    pub(crate) fn seconds(&self) -> usize {
+        (self.end_ns.saturating_sub(self.start_ns)).div_ceil(1_000_000_000) as usize
+    }
+}
+
+/// CPU and memory of one role process as the lab sampled them from /proc: passed through.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessUsage {
+    pub cpu_pct_mean: Option<f64>,
+    pub cpu_pct_max: Option<f64>,
+    pub rss_bytes_max: Option<u64>,
+}
+
+/// The links of a configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSetup {
+    /// The WAN link's name in `LinkBytes`/`LinkRtt` (its tap's `link` field).
+    pub wan: String,
+    /// The WAN RTT the tap was told to emulate.
+    pub rtt: Duration,
+    pub lan_rtt: Duration,
+    /// The farm-side node's peer link in simnet's `LinkBytes`, where the configuration has one
+    /// (A, B): its bytes count in the farm site's totals (sent = up = tx).
+    pub farm_node_peer_link: Option<String>,
+}
+
+/// Everything about one configuration in one trial.
+#[derive(Clone, Debug)]
+pub struct ConfigRun {
+    pub name: String,
+    pub logs: Vec<RoleLog>,
+    /// The shared simnet log: templates, tips and block verdicts of every node.
+    pub simnet: LogSource,
+    /// The simnet node that serves this configuration's job source ("pool" for sv1, C, D;
+    /// "farm" for A, B), spelled as in simnet's events (a single-node `stratumlab simnet`
+    /// calls its node "node"): whose templates time-to-job counts from and whose block
+    /// verdicts block propagation ends at.
+    pub job_source_node: String,
+    pub window: Window,
+    pub links: LinkSetup,
+    pub block_interval: Duration,
+    pub template_interval: Duration,
+    /// The fleet's total hash budget over all its processes (hashes per second).
+    pub hash_budget_hps: f64,
+    /// Per role name, from the lab's /proc sampling.
+    pub usage: BTreeMap<String, ProcessUsage>,
+}

@@ -1,0 +1,274 @@
+//! Everything measured of one configuration, kept raw so that trials merge exactly, and turned
+//! into results.json's figures at the end ([`Measured::results`]).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::blocks::BlockTally;
+use super::input::{ProcessUsage, RoleKind, Site};
+use super::series::Series;
+use super::shares::ShareTally;
+use super::traffic::{RoleBytes, TrafficTally};
+use super::unmatched::Unmatched;
+use super::validity;
+use super::value::ValueTally;
+use crate::results::{
+    Bandwidth, Blocks, ConfigResults, Hashrate, RoleFigures, Rtt, StaleRescale, Templates,
+};
+use crate::stats::{summarize, Samples};
+
+/// Mainnet's block interval: the yardstick of `stale_pct_mainnet_equiv`.
+const MAINNET_BLOCK_INTERVAL_S: f64 = 600.0;
+
+/// One role over one or more trials.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleTally {
+    pub kind: RoleKind,
+    /// `None` for a role the lab sampled but that wrote no log here (simnet, shared).
+    pub site: Option<Site>,
+    /// Per trial that sampled it.
+    pub usage: Vec<ProcessUsage>,
+    pub bytes: RoleBytes,
+}
+
+/// The delay distributions, raw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Delays {
+    pub time_to_job: Samples,
+    pub time_to_job_first: Samples,
+    pub time_to_job_prevhash: Samples,
+    pub time_to_job_prevhash_first: Samples,
+    pub time_to_first_job: Samples,
+    pub share_latency: Samples,
+    pub block_propagation: Samples,
+}
+
+impl Delays {
+    /// (metric name as in results.json, samples): the `dist_<metric>.csv` files.
+    pub fn named(&self) -> [(&'static str, &Samples); 7] {
+        [
+            ("time_to_job_ms", &self.time_to_job),
+            ("time_to_job_first_ms", &self.time_to_job_first),
+            ("time_to_job_prevhash_ms", &self.time_to_job_prevhash),
+            (
+                "time_to_job_prevhash_first_ms",
+                &self.time_to_job_prevhash_first,
+            ),
+            ("time_to_first_job_ms", &self.time_to_first_job),
+            ("share_latency_ms", &self.share_latency),
+            ("block_propagation_ms", &self.block_propagation),
+        ]
+    }
+
+    fn merge(&mut self, o: &Delays) {
+        self.time_to_job.merge(&o.time_to_job);
+        self.time_to_job_first.merge(&o.time_to_job_first);
+        self.time_to_job_prevhash.merge(&o.time_to_job_prevhash);
+        self.time_to_job_prevhash_first
+            .merge(&o.time_to_job_prevhash_first);
+        self.time_to_first_job.merge(&o.time_to_first_job);
+        self.share_latency.merge(&o.share_latency);
+        self.block_propagation.merge(&o.block_propagation);
+    }
+}
+
+/// One configuration's raw measurements (one trial, or several merged).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    pub name: String,
+    pub trials: u32,
+    pub shares: ShareTally,
+    /// Upstream of a proxy, when the configuration has one.
+    pub pool_shares: Option<ShareTally>,
+    /// New network tips in the measured window, and the window's length.
+    pub tips: u64,
+    pub measured_ns: u64,
+    pub block_interval: Duration,
+    pub blocks: BlockTally,
+    pub value: ValueTally,
+    pub templates_created: u64,
+    pub templates_reached: u64,
+    pub delays: Delays,
+    pub traffic: TrafficTally,
+    pub rtt_configured: Duration,
+    pub roles: BTreeMap<String, RoleTally>,
+    pub hash_budget_hps: f64,
+    /// Achieved hash rate per trial (None where a trial had no `HashesDone`).
+    pub achieved_hps: Vec<Option<f64>>,
+    pub unmatched: Unmatched,
+    pub series: Series,
+}
+
+impl Measured {
+    /// Adds another trial of the same configuration.
+    pub fn merge(&mut self, o: &Measured) {
+        self.trials += o.trials;
+        self.shares.merge(&o.shares);
+        match (&mut self.pool_shares, &o.pool_shares) {
+            (Some(a), Some(b)) => a.merge(b),
+            (None, Some(b)) => self.pool_shares = Some(b.clone()),
+            _ => {}
+        }
+        self.tips += o.tips;
+        self.measured_ns += o.measured_ns;
+        self.blocks.merge(&o.blocks);
+        self.value.merge(&o.value);
+        self.templates_created += o.templates_created;
+        self.templates_reached += o.templates_reached;
+        self.delays.merge(&o.delays);
+        self.traffic.merge(&o.traffic);
+        for (name, r) in &o.roles {
+            match self.roles.get_mut(name) {
+                Some(mine) => {
+                    mine.usage.extend_from_slice(&r.usage);
+                    mine.bytes.up += r.bytes.up;
+                    mine.bytes.down += r.bytes.down;
+                    mine.bytes.reported |= r.bytes.reported;
+                }
+                None => {
+                    self.roles.insert(name.clone(), r.clone());
+                }
+            }
+        }
+        self.achieved_hps.extend_from_slice(&o.achieved_hps);
+        self.unmatched.merge(&o.unmatched);
+        self.series.merge(&o.series);
+    }
+
+    /// Mean achieved hash rate over the trials that recorded one.
+    pub fn achieved_hps(&self) -> Option<f64> {
+        let v: Vec<f64> = self.achieved_hps.iter().flatten().copied().collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+
+    /// The scaling of the stale rate to 600 s blocks: stale shares come from tip changes, so
+    /// the rate scales with tips per second. Measured tips when there were any, else the
+    /// configured block interval.
+    pub fn stale_rescale(&self) -> StaleRescale {
+        let measured_s = self.measured_ns as f64 / 1e9;
+        let tips_per_s = if self.tips > 0 && measured_s > 0.0 {
+            Some(self.tips as f64 / measured_s)
+        } else if !self.block_interval.is_zero() {
+            Some(1.0 / self.block_interval.as_secs_f64())
+        } else {
+            None
+        };
+        StaleRescale {
+            tips: self.tips,
+            measured_s,
+            tips_per_s,
+            factor: tips_per_s.map(|r| (1.0 / MAINNET_BLOCK_INTERVAL_S) / r),
+        }
+    }
+
+    /// results.json's figures for this configuration.
+    pub fn results(&self) -> ConfigResults {
+        let rescale = self.stale_rescale();
+        let d = &self.delays;
+        let value = self.value.device_mean();
+        let network = self.value.network_mean();
+        let reasons = validity::config_reasons(self);
+        ConfigResults {
+            valid: reasons.is_empty(),
+            invalid_reasons: reasons,
+            shares: self.shares.shares(),
+            pool_shares: self.pool_shares.as_ref().map(|s| s.shares()),
+            work: self.shares.work(),
+            pool_work: self.pool_shares.as_ref().map(|s| s.work()),
+            stale_pct_mainnet_equiv: self
+                .shares
+                .work_stale_pct()
+                .zip(rescale.factor)
+                .map(|(p, f)| p * f),
+            stale_rescale: rescale,
+            blocks: Blocks {
+                found: self.blocks.found,
+                submitted: self.blocks.submitted,
+                orphaned: self.blocks.orphaned,
+                orphan_undetermined: self.blocks.undetermined,
+            },
+            template_value_sats: value,
+            network_template_value_sats: network,
+            template_value_delta_sats: value.zip(network).map(|(v, n)| v - n),
+            templates: Templates {
+                created: self.templates_created,
+                reached_devices: self.templates_reached,
+            },
+            time_to_job_ms: summarize(
+                &d.time_to_job,
+                "no device received a job from a template the node made in the measured window",
+            ),
+            time_to_job_first_ms: summarize(
+                &d.time_to_job_first,
+                "no device received a job from a template the node made in the measured window",
+            ),
+            time_to_job_prevhash_ms: summarize(
+                &d.time_to_job_prevhash,
+                "no new tip in the measured window reached a device",
+            ),
+            time_to_job_prevhash_first_ms: summarize(
+                &d.time_to_job_prevhash_first,
+                "no new tip in the measured window reached a device",
+            ),
+            time_to_first_job_ms: summarize(
+                &d.time_to_first_job,
+                "no device connection (ConnectionOpened) followed by a job",
+            ),
+            share_latency_ms: summarize(
+                &d.share_latency,
+                "no share sent in the measured window got a verdict",
+            ),
+            block_propagation_ms: summarize(
+                &d.block_propagation,
+                "no block found in the measured window was accepted by the job source node",
+            ),
+            bandwidth: Bandwidth {
+                farm: self.traffic.site(Site::Farm),
+                pool: self.traffic.site(Site::Pool),
+            },
+            links: self.traffic.links(),
+            rtt_ms: Rtt {
+                configured: Some(self.rtt_configured.as_secs_f64() * 1e3),
+                measured: self.traffic.rtt_measured_ms(),
+                measured_n: self.traffic.rtt_n,
+            },
+            roles: self
+                .roles
+                .iter()
+                .map(|(name, r)| (name.clone(), role_figures(r)))
+                .collect(),
+            hashrate: Hashrate {
+                budget_hps: (self.hash_budget_hps > 0.0).then_some(self.hash_budget_hps),
+                achieved_hps: self.achieved_hps(),
+            },
+            unmatched_events: self.unmatched.total(),
+            unmatched_by_kind: self
+                .unmatched
+                .by_kind
+                .iter()
+                .map(|(k, n)| ((*k).to_owned(), *n))
+                .collect(),
+            matchable_events: self.unmatched.matchable,
+        }
+    }
+}
+
+/// Pass-through usage (the mean of trials' means, the max of their maxima) and own bytes.
+fn role_figures(r: &RoleTally) -> RoleFigures {
+    let means: Vec<f64> = r.usage.iter().filter_map(|u| u.cpu_pct_mean).collect();
+    let (tx, rx) = r.bytes.tx_rx(r.kind, r.site.unwrap_or(Site::Pool));
+    RoleFigures {
+        kind: r.kind.as_str().to_owned(),
+        site: r.site.map_or("", Site::as_str).to_owned(),
+        cpu_pct_mean: (!means.is_empty()).then(|| means.iter().sum::<f64>() / means.len() as f64),
+        cpu_pct_max: r
+            .usage
+            .iter()
+            .filter_map(|u| u.cpu_pct_max)
+            .reduce(f64::max),
+        rss_bytes_max: r.usage.iter().filter_map(|u| u.rss_bytes_max).max(),
+        net_tx_bytes: tx,
+        net_rx_bytes: rx,
+        net_bytes_reported: r.bytes.reported,
+    }
+}

@@ -1,0 +1,614 @@
+//! One trial of a run, as processes: simnet (shared by every configuration), then per
+//! configuration its pool, the WAN taps and the fleets; the trial's clock; stopping everything in
+//! order; and, whatever happens, no role left behind.
+//!
+//! Roles are spawned from the calling thread only: PR_SET_PDEATHSIG fires when the thread that
+//! forked a child exits, so a role started from a short-lived thread would die with it.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use events::EventSink;
+use serde::Serialize;
+
+use crate::metrics::{RoleKind, Site, Window};
+use crate::process::{describe, ProcessError, RoleProcess};
+use crate::scenario::Scenario;
+use crate::stop;
+use crate::usage::{RoleUsage, Sampler};
+
+/// A regtest address the pools pay in pool mode (BIP173's test vector).
+pub const PAYOUT_ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+
+/// What went wrong in a trial, naming the role to blame.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(
+        "{role} exited unexpectedly ({status}) during the run; the end of its log ({log}):\n{tail}"
+    )]
+    RoleDied {
+        role: String,
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("{role} did not exit cleanly ({status}); the end of its log ({log}):\n{tail}")]
+    RoleFailed {
+        role: String,
+        status: String,
+        log: String,
+        tail: String,
+    },
+    #[error("{role} never became healthy: {why}")]
+    Unhealthy { role: String, why: String },
+    #[error("interrupted by signal {0}: every role was stopped")]
+    Interrupted(i32),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+    let what = what.into();
+    move |source| RunError::Io { what, source }
+}
+
+/// One role's files in a trial.
+#[derive(Clone, Debug)]
+pub struct RoleFile {
+    /// The role's name in the run: "simnet", "sv1.pool", "sv1.tap0", "sv1.fleet0".
+    pub name: String,
+    /// `None` for simnet, which serves every configuration.
+    pub kind: Option<RoleKind>,
+    /// The configuration it serves (`None` for simnet).
+    pub config: Option<String>,
+    pub site: Site,
+    pub events: PathBuf,
+    pub log: PathBuf,
+}
+
+/// What a finished trial leaves for the metric engine.
+#[derive(Debug)]
+pub struct TrialRecord {
+    pub index: u32,
+    pub seed: u64,
+    pub window: Window,
+    pub roles: Vec<RoleFile>,
+    /// Per role name, over the measured window.
+    pub usage: BTreeMap<String, RoleUsage>,
+    /// Host CPU samples: (ns, percent of all cores).
+    pub host_cpu: Vec<(u64, f64)>,
+    /// Per-role CPU and RSS series as CSV text.
+    pub usage_csv: (String, String),
+    /// The job-source node name per configuration ("node" on a single-node simnet).
+    pub job_source_node: BTreeMap<String, String>,
+    /// The WAN link's name in tap events.
+    pub wan_link: String,
+}
+
+/// What a running trial reports to whoever shows progress.
+pub trait Progress {
+    /// A stage began ("starting simnet", ...).
+    fn stage(&self, what: &str);
+    /// The measured run is under way.
+    fn tick(&self, elapsed: Duration, total: Duration, shares: &BTreeMap<String, ShareCounts>);
+    /// The roles' latest CPU (percent of a core) and RSS (bytes).
+    fn roles(&self, _latest: &BTreeMap<String, (f64, u64)>) {}
+    /// The trial is over.
+    fn done(&self) {}
+}
+
+/// Shares so far per configuration, as its pool reports them.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ShareCounts {
+    pub accepted: u64,
+    pub rejected: u64,
+    pub blocks: u64,
+}
+
+/// Runs one trial.
+pub struct Trial<'a> {
+    pub scenario: &'a Scenario,
+    pub index: u32,
+    pub seed: u64,
+    /// The stratumlab binary to start roles from.
+    pub exe: &'a Path,
+    /// Directory for this trial's events, logs and stores.
+    pub dir: &'a Path,
+    pub progress: &'a dyn Progress,
+}
+
+struct Running {
+    roles: Vec<RoleProcess>,
+    logs: Vec<RoleFile>,
+    /// Pool HTTP status endpoints per configuration.
+    status: BTreeMap<String, SocketAddr>,
+}
+
+impl Running {
+    fn add(&mut self, p: RoleProcess, log: RoleFile, sampler: &Sampler) -> &mut RoleProcess {
+        sampler.watch(&log.name, p.pid());
+        self.logs.push(log);
+        self.roles.push(p);
+        self.roles.last_mut().expect("just pushed")
+    }
+
+    /// Stops every role still running, newest first (fleets before taps before pools before
+    /// simnet), so nothing upstream disappears under a role that is still talking.
+    fn stop_all(&mut self, grace: Duration) -> Vec<(String, std::process::ExitStatus, String)> {
+        let mut out = Vec::new();
+        while let Some(mut p) = self.roles.pop() {
+            let already = p.exited();
+            let status = match already {
+                Some(s) => s,
+                None => p.stop(grace),
+            };
+            out.push((p.name.clone(), status, p.log_path().display().to_string()));
+        }
+        out
+    }
+}
+
+impl Trial<'_> {
+    pub fn run(&self) -> Result<TrialRecord, RunError> {
+        let s = self.scenario;
+        let events_dir = self.dir.join("events");
+        let logs_dir = self.dir.join("logs");
+        for d in [&events_dir, &logs_dir] {
+            std::fs::create_dir_all(d).map_err(io(format!("creating {}", d.display())))?;
+        }
+        let lab_events = EventSink::create(events_dir.join("lab.events"), "lab", "")
+            .map_err(io("creating the lab's event file"))?;
+        let sampler = Sampler::start(Duration::from_secs(1));
+        let mut running = Running {
+            roles: Vec::new(),
+            logs: Vec::new(),
+            status: BTreeMap::new(),
+        };
+        let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
+        // Whatever happened, every role stops; on success they are already stopping in order.
+        let stopped = running.stop_all(Duration::from_secs(10));
+        let _ = lab_events.finish();
+        let window = result?;
+        // A role that exited badly at the end is as much a failure as one that died early.
+        for (role, status, log) in stopped {
+            if !status.success() && status.code() != Some(130) {
+                let tail = tail_of(Path::new(&log), 15);
+                return Err(RunError::RoleFailed {
+                    role,
+                    status: describe(status),
+                    log,
+                    tail,
+                });
+            }
+        }
+        let usage = sampler.usage(window.start_ns, window.end_ns);
+        let job_source_node = s
+            .configs
+            .iter()
+            .map(|c| (c.clone(), SIMNET_NODE.to_owned()))
+            .collect();
+        Ok(TrialRecord {
+            index: self.index,
+            seed: self.seed,
+            window,
+            roles: running.logs,
+            usage,
+            host_cpu: sampler.host_cpu(),
+            usage_csv: sampler.csvs(window.start_ns),
+            job_source_node,
+            wan_link: WAN_LINK.to_owned(),
+        })
+    }
+
+    fn drive(
+        &self,
+        running: &mut Running,
+        sampler: &Sampler,
+        events_dir: &Path,
+        logs_dir: &Path,
+        lab_events: &EventSink,
+    ) -> Result<Window, RunError> {
+        let s = self.scenario;
+        let ready = Duration::from_secs(60);
+        let role_log =
+            |name: &str, kind: Option<RoleKind>, config: Option<&str>, site: Site| RoleFile {
+                name: name.to_owned(),
+                kind,
+                config: config.map(str::to_owned),
+                site,
+                events: events_dir.join(format!("{name}.events")),
+                log: logs_dir.join(format!("{name}.log")),
+            };
+
+        self.progress.stage("starting simnet");
+        let log = role_log("simnet", None, None, Site::Pool);
+        let p = RoleProcess::spawn("simnet", self.exe, &self.simnet_args(&log.events), &log.log)?;
+        let simnet = running.add(p, log, sampler);
+        let rpc = simnet.wait_listening("rpc", ready)?;
+        let zmq = simnet.wait_listening("zmq", ready)?;
+        check_interrupt()?;
+
+        let mut fleets = Vec::new();
+        let mut first_device = 0u64;
+        for config in &s.configs {
+            self.progress.stage(&format!("starting {config}: pool"));
+            let name = format!("{config}.pool");
+            let log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
+            let args = self.pool_args(config, rpc, zmq, &log.events);
+            let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+            let pool = running.add(p, log, sampler);
+            let sv1 = pool.wait_listening("sv1", ready)?;
+            let http = pool.wait_listening("http", ready)?;
+            wait_healthy(&name, http, ready)?;
+            running.status.insert(config.clone(), http);
+            check_interrupt()?;
+
+            for (i, devices) in s.device_chunks().into_iter().enumerate() {
+                self.progress.stage(&format!(
+                    "starting {config}: WAN tap {i} and {devices} devices"
+                ));
+                let name = format!("{config}.tap{i}");
+                let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
+                let args = self.tap_args(sv1, &log.events, i as u64);
+                let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+                let tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
+
+                let name = format!("{config}.fleet{i}");
+                let log = role_log(&name, Some(RoleKind::Fleet), Some(config), Site::Farm);
+                let args = self.fleet_args(config, tap, devices, first_device, &log.events);
+                first_device += u64::from(devices);
+                let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+                running.add(p, log, sampler);
+                fleets.push(running.roles.len() - 1);
+                check_interrupt()?;
+            }
+        }
+
+        let start_ns = events::now_ns();
+        lab_events.emit_at(
+            start_ns,
+            events::Mark {
+                name: events::ShortStr::new("run_start"),
+            },
+        );
+        let started = Instant::now();
+        let warmup_end_ns = start_ns + s.warmup().as_nanos() as u64;
+        let drain_start_ns = start_ns + s.duration.as_nanos() as u64;
+        let mut warmup_marked = false;
+        let mut drain_marked = false;
+        let mut last_tick = Instant::now() - Duration::from_secs(1);
+        // The fleets stop themselves after the duration and the drain; allow them a margin.
+        let deadline = started + s.duration + s.drain + Duration::from_secs(30);
+        loop {
+            check_interrupt()?;
+            let now_ns = events::now_ns();
+            if !warmup_marked && now_ns >= warmup_end_ns {
+                lab_events.emit_at(
+                    warmup_end_ns,
+                    events::Mark {
+                        name: events::ShortStr::new("warmup_end"),
+                    },
+                );
+                warmup_marked = true;
+            }
+            if !drain_marked && now_ns >= drain_start_ns {
+                lab_events.emit_at(
+                    drain_start_ns,
+                    events::Mark {
+                        name: events::ShortStr::new("drain_start"),
+                    },
+                );
+                drain_marked = true;
+            }
+            // Any role but a finished fleet exiting is a crash.
+            let mut fleets_done = 0;
+            for (i, p) in running.roles.iter_mut().enumerate() {
+                let Some(status) = p.exited() else { continue };
+                let is_fleet = fleets.contains(&i);
+                if is_fleet && status.success() && now_ns >= drain_start_ns {
+                    fleets_done += 1;
+                    continue;
+                }
+                return Err(RunError::RoleDied {
+                    role: p.name.clone(),
+                    status: describe(status),
+                    log: p.log_path().display().to_string(),
+                    tail: p.log_tail(15),
+                });
+            }
+            if fleets_done == fleets.len() {
+                break;
+            }
+            if Instant::now() > deadline {
+                let late: Vec<String> = fleets
+                    .iter()
+                    .filter_map(|&i| {
+                        let p = &mut running.roles[i];
+                        p.exited().is_none().then(|| p.name.clone())
+                    })
+                    .collect();
+                return Err(RunError::RoleFailed {
+                    role: late.join(", "),
+                    status: "still running after the duration and drain".into(),
+                    log: String::new(),
+                    tail: String::new(),
+                });
+            }
+            if last_tick.elapsed() >= Duration::from_millis(500) {
+                last_tick = Instant::now();
+                let shares = running
+                    .status
+                    .iter()
+                    .map(|(c, a)| (c.clone(), pool_counts(*a).unwrap_or_default()))
+                    .collect();
+                self.progress.tick(started.elapsed(), s.duration, &shares);
+                self.progress.roles(&sampler.latest());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let end_ns = events::now_ns();
+        lab_events.emit_at(
+            end_ns,
+            events::Mark {
+                name: events::ShortStr::new("run_end"),
+            },
+        );
+        self.progress.stage("stopping roles");
+        // Stop in order while they are healthy: taps and pools flush their events on SIGTERM.
+        let stopped = running.stop_all(Duration::from_secs(15));
+        for (role, status, log) in stopped {
+            if !status.success() {
+                let tail = tail_of(Path::new(&log), 15);
+                return Err(RunError::RoleFailed {
+                    role,
+                    status: describe(status),
+                    log,
+                    tail,
+                });
+            }
+        }
+        Ok(Window {
+            start_ns,
+            warmup_end_ns,
+            drain_start_ns,
+            end_ns,
+        })
+    }
+
+    fn simnet_args(&self, events: &Path) -> Vec<OsString> {
+        let s = self.scenario;
+        args([
+            "simnet",
+            "--seed",
+            &self.seed.to_string(),
+            "--network-difficulty",
+            &format!("{}", s.network_difficulty().as_f64()),
+            "--block-interval",
+            &dur(s.block_interval),
+            "--template-interval",
+            &dur(s.template_interval),
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--zmq-listen",
+            "127.0.0.1:0",
+            "--events",
+            &events.display().to_string(),
+        ])
+    }
+
+    fn pool_args(
+        &self,
+        config: &str,
+        rpc: SocketAddr,
+        zmq: SocketAddr,
+        events: &Path,
+    ) -> Vec<OsString> {
+        let s = self.scenario;
+        args([
+            "pool",
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &format!("http://{rpc}"),
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--zmq",
+            &zmq.to_string(),
+            "--payout-address",
+            PAYOUT_ADDRESS,
+            "--start-difficulty",
+            &format!("{}", s.start_difficulty().as_f64()),
+            "--shares-per-minute",
+            &s.shares_per_minute.to_string(),
+            "--template-interval",
+            &dur(s.template_interval),
+            "--store",
+            &self
+                .dir
+                .join(format!("{config}.pool.sqlite"))
+                .display()
+                .to_string(),
+            "--events",
+            &events.display().to_string(),
+        ])
+    }
+
+    fn tap_args(&self, upstream: SocketAddr, events: &Path, index: u64) -> Vec<OsString> {
+        let s = self.scenario;
+        let half = s.rtt / 2;
+        let mut a = args([
+            "tap",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream.to_string(),
+            "--delay-up",
+            &dur(half),
+            "--delay-down",
+            &dur(half),
+            "--link",
+            WAN_LINK,
+            "--seed",
+            &(self.seed ^ (index << 32)).to_string(),
+            "--events",
+            &events.display().to_string(),
+        ]);
+        if !s.jitter.is_zero() {
+            a.extend(args(["--jitter", &dur(s.jitter)]));
+        }
+        if s.loss_pct > 0.0 {
+            a.extend(args(["--loss", &s.loss_pct.to_string()]));
+        }
+        if s.bandwidth_bps > 0 {
+            // Each tap carries its share of the devices: the cap is split alike.
+            let share = s.bandwidth_bps / s.device_chunks().len() as u64;
+            a.extend(args(["--bandwidth", &share.max(1).to_string()]));
+        }
+        a
+    }
+
+    fn fleet_args(
+        &self,
+        config: &str,
+        pool: SocketAddr,
+        devices: u32,
+        first_device: u64,
+        events: &Path,
+    ) -> Vec<OsString> {
+        let s = self.scenario;
+        let budget = s.hash_budget.hashes_per_sec() * f64::from(devices) / f64::from(s.devices);
+        args([
+            "fleet",
+            "--pool",
+            &pool.to_string(),
+            "--devices",
+            &devices.to_string(),
+            "--hash-budget",
+            &format!("{budget}"),
+            "--profile",
+            s.profile.as_str(),
+            "--worker",
+            &format!("lab.{config}."),
+            "--duration",
+            &dur(s.duration),
+            "--drain",
+            &dur(s.drain),
+            "--seed",
+            &(self.seed.wrapping_add(first_device)).to_string(),
+            "--first-device-id",
+            &first_device.to_string(),
+            "--events",
+            &events.display().to_string(),
+        ])
+    }
+}
+
+/// The single simnet node's name in its events.
+pub const SIMNET_NODE: &str = "node";
+/// The WAN link's name in tap events.
+pub const WAN_LINK: &str = "wan";
+
+fn args<const N: usize>(a: [&str; N]) -> Vec<OsString> {
+    a.iter().map(OsString::from).collect()
+}
+
+/// A duration as the roles' flags take it (`72.5ms`, `10s`).
+fn dur(d: Duration) -> String {
+    if d.is_zero() {
+        return "0".into();
+    }
+    if Duration::from_millis(d.as_millis() as u64) == d {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{}us", d.as_micros())
+    }
+}
+
+fn check_interrupt() -> Result<(), RunError> {
+    match stop::requested() {
+        Some(sig) => Err(RunError::Interrupted(sig)),
+        None => Ok(()),
+    }
+}
+
+fn tail_of(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A minimal HTTP/1.0 GET on loopback, for the roles' status endpoints.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_owned()))
+}
+
+fn wait_healthy(role: &str, http: SocketAddr, timeout: Duration) -> Result<(), RunError> {
+    let deadline = Instant::now() + timeout;
+    let mut last = String::from("no answer");
+    while Instant::now() < deadline {
+        check_interrupt()?;
+        match http_get(http, "/healthz") {
+            Ok((200, _)) => return Ok(()),
+            Ok((code, body)) => last = format!("/healthz {code}: {}", body.trim()),
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(RunError::Unhealthy {
+        role: role.to_owned(),
+        why: last,
+    })
+}
+
+fn pool_counts(http: SocketAddr) -> Option<ShareCounts> {
+    let (200, body) = http_get(http, "/api/status").ok()? else {
+        return None;
+    };
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    Some(ShareCounts {
+        accepted: v["shares"]["accepted"].as_u64()?,
+        rejected: v["shares"]["rejected"].as_u64()?,
+        blocks: v["blocks"]["accepted"].as_u64().unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_written_as_the_roles_parse_them() {
+        assert_eq!(dur(Duration::from_micros(72_500)), "72500us");
+        assert_eq!(dur(Duration::from_millis(145)), "145ms");
+        assert_eq!(dur(Duration::from_secs(10)), "10000ms");
+        assert_eq!(dur(Duration::ZERO), "0");
+    }
+}

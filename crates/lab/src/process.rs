@@ -1,0 +1,361 @@
+//! One role running as its own OS process: started so that it dies with the lab, its stdout
+//! read for the addresses it prints, its stderr kept as its log, stopped politely then firmly.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Why a role could not be started or did not become ready.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("starting {role}: {source}")]
+    Spawn {
+        role: String,
+        source: std::io::Error,
+    },
+    #[error("{role} did not print `{what} listening on ADDR` within {waited:?}{log}")]
+    NotReady {
+        role: String,
+        what: String,
+        waited: Duration,
+        log: String,
+    },
+    #[error("{role} exited ({status}) before it was ready{log}")]
+    DiedEarly {
+        role: String,
+        status: String,
+        log: String,
+    },
+}
+
+/// What a role printed on stdout, shared with the thread that reads it.
+#[derive(Default)]
+struct Printed {
+    lines: Vec<String>,
+    closed: bool,
+}
+
+/// A running role.
+pub struct RoleProcess {
+    /// The role's name in the run ("simnet", "sv1.pool", "sv1.tap0", ...).
+    pub name: String,
+    child: Child,
+    printed: Arc<(Mutex<Printed>, Condvar)>,
+    log: PathBuf,
+    status: Option<ExitStatus>,
+}
+
+impl RoleProcess {
+    /// Starts `program args`, its stderr appended to `log`. The child gets its own process group
+    /// (so a terminal's Ctrl-C reaches only the lab, which stops roles in order) and is killed
+    /// by the kernel if the lab dies (PR_SET_PDEATHSIG), so that no role outlives the lab.
+    pub fn spawn(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        log: &Path,
+    ) -> Result<RoleProcess, ProcessError> {
+        let spawn_err = |source| ProcessError::Spawn {
+            role: name.to_owned(),
+            source,
+        };
+        let stderr = std::fs::File::create(log).map_err(spawn_err)?;
+        let lab_pid = std::process::id() as i32;
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .process_group(0);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The lab may have died between fork and prctl: then nobody would kill us.
+                if libc::getppid() != lab_pid {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().map_err(spawn_err)?;
+        let out = child.stdout.take().expect("stdout is piped");
+        let printed = Arc::new((Mutex::new(Printed::default()), Condvar::new()));
+        let shared = printed.clone();
+        std::thread::Builder::new()
+            .name(format!("{name}-stdout"))
+            .spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    let (m, cv) = &*shared;
+                    m.lock().expect("not poisoned").lines.push(line);
+                    cv.notify_all();
+                }
+                let (m, cv) = &*shared;
+                m.lock().expect("not poisoned").closed = true;
+                cv.notify_all();
+            })
+            .map_err(spawn_err)?;
+        Ok(RoleProcess {
+            name: name.to_owned(),
+            child,
+            printed,
+            log: log.to_owned(),
+            status: None,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Waits for a stdout line `<what> listening on ADDR` and returns ADDR.
+    pub fn wait_listening(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+    ) -> Result<SocketAddr, ProcessError> {
+        let prefix = format!("{what} listening on ");
+        let found = self.wait_line(timeout, |l| {
+            l.strip_prefix(&prefix)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|a| a.parse().ok())
+        })?;
+        found.ok_or_else(|| ProcessError::NotReady {
+            role: self.name.clone(),
+            what: what.to_owned(),
+            waited: timeout,
+            log: self.log_tail_suffix(),
+        })
+    }
+
+    /// Waits until a stdout line gives `Some` through `pick`, the role exits, or `timeout`.
+    fn wait_line<T>(
+        &mut self,
+        timeout: Duration,
+        mut pick: impl FnMut(&str) -> Option<T>,
+    ) -> Result<Option<T>, ProcessError> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = 0;
+        loop {
+            let closed = {
+                let (m, cv) = &*self.printed;
+                let mut p = m.lock().expect("not poisoned");
+                while p.lines.len() == seen && !p.closed {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(None);
+                    }
+                    // Wake now and then to notice a child that died without closing stdout
+                    // (a grandchild may hold it).
+                    let wait = left.min(Duration::from_millis(200));
+                    p = cv.wait_timeout(p, wait).expect("not poisoned").0;
+                    if p.lines.len() == seen && self.child.try_wait().ok().flatten().is_some() {
+                        break;
+                    }
+                }
+                for line in &p.lines[seen..] {
+                    if let Some(t) = pick(line) {
+                        return Ok(Some(t));
+                    }
+                }
+                seen = p.lines.len();
+                p.closed
+            };
+            if closed || self.exited().is_some() {
+                let status = self.wait_exit(Duration::from_secs(2));
+                return Err(ProcessError::DiedEarly {
+                    role: self.name.clone(),
+                    status: status.map_or("still running, stdout closed".into(), describe),
+                    log: self.log_tail_suffix(),
+                });
+            }
+        }
+    }
+
+    /// Everything the role printed on stdout so far.
+    pub fn printed(&self) -> Vec<String> {
+        self.printed.0.lock().expect("not poisoned").lines.clone()
+    }
+
+    /// The exit status, if the role has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().ok().flatten();
+        }
+        self.status
+    }
+
+    fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends `signal` (SIGINT asks a role to finish cleanly).
+    pub fn signal(&mut self, signal: i32) {
+        if self.exited().is_none() {
+            // SAFETY: our own child, not yet reaped (exited() would have reaped it).
+            unsafe { libc::kill(self.child.id() as i32, signal) };
+        }
+    }
+
+    /// Asks the role to stop (SIGTERM), waits up to `grace`, then kills it. Returns its status.
+    pub fn stop(&mut self, grace: Duration) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        if let Some(s) = self.wait_exit(grace) {
+            return s;
+        }
+        tracing::warn!(role = %self.name, ?grace, "role did not stop in time: killing it");
+        let _ = self.child.kill();
+        let s = self
+            .child
+            .wait()
+            .unwrap_or_else(|_| ExitStatus::from_raw(9));
+        self.status = Some(s);
+        s
+    }
+
+    /// Waits for the role to exit on its own (a fleet with a duration), up to `timeout`.
+    pub fn wait_done(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.wait_exit(timeout)
+    }
+
+    /// The last lines of the role's log, for error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn log_tail_suffix(&self) -> String {
+        let tail = self.log_tail(15);
+        if tail.is_empty() {
+            format!(" (its log {} is empty)", self.log.display())
+        } else {
+            format!("; the end of its log ({}):\n{tail}", self.log.display())
+        }
+    }
+}
+
+impl Drop for RoleProcess {
+    fn drop(&mut self) {
+        if self.exited().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// "exit 0", "exit 3", "killed by signal 9".
+pub fn describe(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => format!("{status}"),
+    }
+}
+
+/// Addresses the role printed, by what (`rpc`, `zmq`, `sv1`, ...).
+pub fn listening(lines: &[String]) -> HashMap<String, SocketAddr> {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let (what, rest) = l.split_once(" listening on ")?;
+            let addr = rest.split_whitespace().next()?.parse().ok()?;
+            Some((what.to_owned(), addr))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, dir: &Path) -> RoleProcess {
+        RoleProcess::spawn(
+            "test-role",
+            Path::new("/bin/sh"),
+            &["-c".into(), script.into()],
+            &dir.join("role.log"),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn reads_the_printed_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh(
+            "echo starting; echo 'rpc listening on 127.0.0.1:4242'; sleep 30",
+            dir.path(),
+        );
+        let a = p.wait_listening("rpc", Duration::from_secs(10)).unwrap();
+        assert_eq!(a, "127.0.0.1:4242".parse().unwrap());
+        let s = p.stop(Duration::from_secs(5));
+        assert_eq!(s.signal(), Some(libc::SIGTERM));
+    }
+
+    #[test]
+    fn a_role_that_dies_is_reported_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh("echo 'bad flag --x' >&2; exit 3", dir.path());
+        let e = p
+            .wait_listening("rpc", Duration::from_secs(10))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("test-role exited (exit 3)"), "{e}");
+        assert!(e.contains("bad flag --x"), "{e}");
+    }
+
+    #[test]
+    fn a_silent_role_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh("sleep 30", dir.path());
+        let e = p
+            .wait_listening("sv1", Duration::from_millis(300))
+            .unwrap_err();
+        assert!(matches!(e, ProcessError::NotReady { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_role_ignoring_sigterm_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = sh(
+            "trap '' TERM; echo 'x listening on 127.0.0.1:1'; sleep 30",
+            dir.path(),
+        );
+        p.wait_listening("x", Duration::from_secs(10)).unwrap();
+        let s = p.stop(Duration::from_millis(300));
+        assert_eq!(s.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn printed_addresses_are_collected() {
+        let lines = vec![
+            "simnet: chain regtest".to_owned(),
+            "rpc listening on 127.0.0.1:18443".to_owned(),
+            "zmq listening on 127.0.0.1:28332".to_owned(),
+        ];
+        let m = listening(&lines);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m["zmq"].port(), 28332);
+    }
+}

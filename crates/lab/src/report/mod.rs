@@ -1,0 +1,150 @@
+//! report.html (and report.pdf) from a results directory (METRICS.md, "results.json").
+//!
+//! The report reads the directory's files, not the metric engine's types: results.json as
+//! plain JSON and the CSV series, so that it renders whatever a run wrote, old or new, and
+//! shows a missing figure as "—" instead of failing. The page is one self-contained file
+//! (inline CSS, SVG charts drawn with plotters, a small inline script); where a Chromium is
+//! installed it is also printed to PDF.
+//!
+//! - [`inputs`]: what the directory holds; [`csv`], [`series`], [`samples`], [`results_json`]
+//!   read it.
+//! - [`page`]: the document, from [`validity`], [`context`], [`summary`] and [`figures`]
+//!   (drawn by [`chart`] in the colours of [`palette`]).
+//! - [`chromium`]: the headless browser that prints the PDF (and checks the page in tests).
+
+mod chart;
+pub mod chromium;
+mod context;
+mod csv;
+mod figures;
+mod html;
+mod inputs;
+mod page;
+mod palette;
+mod results_json;
+mod samples;
+mod series;
+mod summary;
+mod units;
+mod validity;
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use chromium::{BrowserError, BrowserOutput, Chromium};
+
+pub const REPORT_HTML: &str = "report.html";
+pub const REPORT_PDF: &str = "report.pdf";
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error("reading {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{}: no results.json and no CSV series: not a results directory", .0.display())]
+    NoResults(PathBuf),
+}
+
+/// How the report is written.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// Print report.pdf when a browser is found.
+    pub pdf: bool,
+    /// The browser to print with; `None`: [`Chromium::find`].
+    pub browser: Option<Chromium>,
+    /// The browser is stopped after this long.
+    pub browser_timeout: Duration,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions {
+            pdf: true,
+            browser: None,
+            browser_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What became of report.pdf.
+#[derive(Debug)]
+pub enum PdfOutcome {
+    Written(PathBuf),
+    /// Not asked for.
+    Disabled,
+    /// No Chromium on this machine: not an error.
+    NoBrowser,
+    /// The browser failed; report.html is written all the same.
+    Failed(BrowserError),
+}
+
+/// The files written.
+#[derive(Debug)]
+pub struct ReportFiles {
+    pub html: PathBuf,
+    pub pdf: PdfOutcome,
+}
+
+/// Writes `dir/report.html` from the results in `dir`, and `dir/report.pdf` where a Chromium is
+/// installed.
+pub fn write_report(dir: &Path) -> Result<ReportFiles, ReportError> {
+    write_report_with(dir, &ReportOptions::default())
+}
+
+pub fn write_report_with(dir: &Path, options: &ReportOptions) -> Result<ReportFiles, ReportError> {
+    let html = render_html(dir)?;
+    let html_path = dir.join(REPORT_HTML);
+    // Written aside and renamed, so that a browser or reader never sees half a report.
+    let partial = dir.join(format!(".{REPORT_HTML}.partial"));
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ReportError::Io { path, source }
+    };
+    fs::write(&partial, html).map_err(io(&partial))?;
+    fs::rename(&partial, &html_path).map_err(io(&html_path))?;
+    tracing::info!(path = %html_path.display(), "report written");
+
+    let pdf = if !options.pdf {
+        PdfOutcome::Disabled
+    } else {
+        match options.browser.clone().or_else(Chromium::find) {
+            None => {
+                tracing::info!(
+                    "no Chromium ({} or chromium on PATH): {REPORT_PDF} not written",
+                    chromium::DEBIAN_CHROMIUM
+                );
+                PdfOutcome::NoBrowser
+            }
+            Some(browser) => {
+                let pdf_path = dir.join(REPORT_PDF);
+                match browser.print_to_pdf(&html_path, &pdf_path, options.browser_timeout) {
+                    Ok(_) => {
+                        tracing::info!(path = %pdf_path.display(), "report printed");
+                        PdfOutcome::Written(pdf_path)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "{REPORT_PDF} not written");
+                        PdfOutcome::Failed(e)
+                    }
+                }
+            }
+        }
+    };
+    Ok(ReportFiles {
+        html: html_path,
+        pdf,
+    })
+}
+
+/// report.html's text for the results in `dir`, without writing anything.
+pub fn render_html(dir: &Path) -> Result<String, ReportError> {
+    let inputs = inputs::Inputs::load(dir)?;
+    Ok(page::render(&inputs))
+}

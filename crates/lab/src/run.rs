@@ -1,0 +1,330 @@
+//! A whole run: its trials as processes ([`crate::orchestrate`]), their events measured
+//! ([`crate::metrics`]), results.json, the CSV series and report.html written, and the summary
+//! a person reads at the end.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::metrics::{
+    assemble, host_busy_fraction, measure, write_outputs, ConfigRun, LinkSetup, LogSource,
+    MetricsError, ProcessUsage, RoleLog, TrialMeasurement,
+};
+use crate::orchestrate::{Progress, RunError, Trial, TrialRecord};
+use crate::report::{write_report, ReportError, ReportFiles};
+use crate::results::{Context, Distribution, Results};
+use crate::scenario::Scenario;
+use crate::usage::read_host;
+
+/// Why a run produced no results.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("trial {trial}: {source}")]
+    Trial { trial: u32, source: RunError },
+    #[error("measuring trial {trial}: {source}")]
+    Metrics { trial: u32, source: MetricsError },
+    #[error("writing results: {0}")]
+    Write(#[from] MetricsError),
+    #[error("writing the report: {0}")]
+    Report(#[from] ReportError),
+    #[error("writing {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// What a finished run wrote.
+pub struct RunOutput {
+    pub results: Results,
+    pub report: ReportFiles,
+}
+
+/// Versions the run records about itself.
+#[derive(Clone, Debug, Default)]
+pub struct Build {
+    pub version: String,
+    pub commit: String,
+}
+
+/// Runs every trial of `scenario` with roles started from `exe`, writing into `out`.
+pub fn run(
+    scenario: &Scenario,
+    exe: &Path,
+    out: &Path,
+    build: &Build,
+    progress: &dyn Progress,
+) -> Result<RunOutput, LabError> {
+    let mut trials = Vec::new();
+    let mut host_cpu = Vec::new();
+    for i in 0..scenario.repeat {
+        let dir = if scenario.repeat == 1 {
+            out.to_owned()
+        } else {
+            out.join(format!("trial-{}", i + 1))
+        };
+        let trial = Trial {
+            scenario,
+            index: i,
+            seed: scenario.seed.wrapping_add(u64::from(i)),
+            exe,
+            dir: &dir,
+            progress,
+        };
+        let record = trial.run().map_err(|source| LabError::Trial {
+            trial: i + 1,
+            source,
+        })?;
+        progress.stage(&format!("measuring trial {}", i + 1));
+        let measured = measure_trial(scenario, &record).map_err(|source| LabError::Metrics {
+            trial: i + 1,
+            source,
+        })?;
+        host_cpu.extend(record.host_cpu.iter().copied());
+        // Per-role usage series go next to the metric series (the last trial's, when repeated).
+        let (cpu, rss) = &record.usage_csv;
+        for (name, text) in [("role_cpu_pct.csv", cpu), ("role_rss_bytes.csv", rss)] {
+            let path = out.join(name);
+            std::fs::write(&path, text).map_err(|source| LabError::Io { path, source })?;
+        }
+        trials.push(measured);
+    }
+    let host = read_host(&host_cpu, out);
+    let assembled = assemble(context(scenario, build), host, trials);
+    write_outputs(out, &assembled)?;
+    progress.stage("writing the report");
+    let report = write_report(out)?;
+    Ok(RunOutput {
+        results: assembled.results,
+        report,
+    })
+}
+
+fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, MetricsError> {
+    let simnet = r
+        .roles
+        .iter()
+        .find(|f| f.kind.is_none())
+        .map(|f| LogSource::File(f.events.clone()))
+        .expect("every trial starts simnet");
+    let mut configs = Vec::new();
+    for config in &s.configs {
+        let files: Vec<_> = r
+            .roles
+            .iter()
+            .filter(|f| f.config.as_deref() == Some(config.as_str()))
+            .collect();
+        let usage: BTreeMap<String, ProcessUsage> = files
+            .iter()
+            .filter_map(|f| {
+                let u = r.usage.get(&f.name)?;
+                Some((
+                    f.name.clone(),
+                    ProcessUsage {
+                        cpu_pct_mean: Some(u.cpu_pct_mean),
+                        cpu_pct_max: Some(u.cpu_pct_max),
+                        rss_bytes_max: Some(u.rss_bytes_max),
+                    },
+                ))
+            })
+            .collect();
+        let run = ConfigRun {
+            name: config.clone(),
+            logs: files
+                .iter()
+                .filter_map(|f| {
+                    Some(RoleLog {
+                        name: f.name.clone(),
+                        kind: f.kind?,
+                        site: f.site,
+                        source: LogSource::File(f.events.clone()),
+                    })
+                })
+                .collect(),
+            simnet: simnet.clone(),
+            job_source_node: r.job_source_node.get(config).cloned().unwrap_or_default(),
+            window: r.window,
+            links: LinkSetup {
+                wan: r.wan_link.clone(),
+                rtt: s.rtt,
+                lan_rtt: s.lan_rtt,
+                farm_node_peer_link: None,
+            },
+            block_interval: s.block_interval,
+            template_interval: s.template_interval,
+            hash_budget_hps: s.hash_budget.hashes_per_sec(),
+            usage,
+        };
+        configs.push(measure(&run)?);
+    }
+    Ok(TrialMeasurement {
+        configs,
+        host_busy_fraction: host_busy_fraction(&r.host_cpu, r.window.start_ns, r.window.end_ns),
+    })
+}
+
+fn context(s: &Scenario, build: &Build) -> Context {
+    let per_config = |v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
+        s.configs.iter().map(|c| (c.clone(), v.clone())).collect()
+    };
+    let mut extra = BTreeMap::new();
+    extra.insert(
+        "network_difficulty".to_owned(),
+        s.network_difficulty().as_f64().into(),
+    );
+    extra.insert(
+        "start_share_difficulty".to_owned(),
+        s.start_difficulty().as_f64().into(),
+    );
+    extra.insert("blocks_per_config".to_owned(), s.blocks_per_config.into());
+    extra.insert("shares_per_minute".to_owned(), s.shares_per_minute.into());
+    Context {
+        scenario: s.name.clone(),
+        configurations: s.configs.clone(),
+        duration_s: s.duration.as_secs_f64(),
+        warmup_s: s.warmup().as_secs_f64(),
+        drain_s: s.drain.as_secs_f64(),
+        repeat: s.repeat,
+        seed: s.seed,
+        rtt_ms: s.rtt.as_secs_f64() * 1e3,
+        jitter_ms: s.jitter.as_secs_f64() * 1e3,
+        loss_pct: s.loss_pct,
+        bandwidth_cap_bps: (s.bandwidth_bps > 0).then(|| s.bandwidth_bps as f64 / 8.0),
+        lan_rtt_ms: s.lan_rtt.as_secs_f64() * 1e3,
+        block_interval_s: s.block_interval.as_secs_f64(),
+        template_interval_s: s.template_interval.as_secs_f64(),
+        time_compression: s.time_compression(),
+        devices: s
+            .configs
+            .iter()
+            .map(|c| (c.clone(), u64::from(s.devices)))
+            .collect(),
+        profiles: s
+            .configs
+            .iter()
+            .map(|c| (c.clone(), s.profile.as_str().to_owned()))
+            .collect(),
+        hash_budget_hps: per_config(s.hash_budget.hashes_per_sec().into())
+            .into_iter()
+            .map(|(k, v)| (k, v.as_f64().unwrap_or(0.0)))
+            .collect(),
+        version: build.version.clone(),
+        commit: build.commit.clone(),
+        third_party: BTreeMap::new(),
+        extra,
+    }
+}
+
+/// The table printed at the end of a run: one column per configuration.
+pub fn summary(results: &Results) -> String {
+    let configs: Vec<(&str, &crate::results::ConfigResults)> = results.configs.iter().collect();
+    let opt =
+        |v: Option<f64>, digits: usize| v.map_or("—".to_owned(), |v| format!("{v:.digits$}"));
+    let dist = |d: &Distribution| match (d.p50, d.p99) {
+        (Some(p50), Some(p99)) => format!("{p50:.1} / {p99:.1}"),
+        _ => "—".to_owned(),
+    };
+    type Row<'a> = (
+        &'a str,
+        Box<dyn Fn(&crate::results::ConfigResults) -> String>,
+    );
+    let rows: Vec<Row> = vec![
+        (
+            "shares submitted",
+            Box::new(|c| c.shares.submitted.to_string()),
+        ),
+        ("accepted", Box::new(|c| c.shares.accepted.to_string())),
+        ("stale", Box::new(|c| c.shares.stale.to_string())),
+        (
+            "rejected (other)",
+            Box::new(|c| c.shares.rejected.to_string()),
+        ),
+        ("unanswered", Box::new(|c| c.shares.unanswered.to_string())),
+        (
+            "acceptance %",
+            Box::new(move |c| opt(c.shares.acceptance_pct, 2)),
+        ),
+        (
+            "stale % of work (mainnet equiv.)",
+            Box::new(move |c| {
+                format!(
+                    "{} ({})",
+                    opt(c.work.stale_pct, 3),
+                    opt(c.stale_pct_mainnet_equiv, 4)
+                )
+            }),
+        ),
+        (
+            "time to job ms p50 / p99",
+            Box::new(move |c| dist(&c.time_to_job_ms)),
+        ),
+        (
+            "  after a new tip",
+            Box::new(move |c| dist(&c.time_to_job_prevhash_ms)),
+        ),
+        (
+            "share latency ms p50 / p99",
+            Box::new(move |c| dist(&c.share_latency_ms)),
+        ),
+        (
+            "blocks found / submitted",
+            Box::new(|c| format!("{} / {}", c.blocks.found, c.blocks.submitted)),
+        ),
+        (
+            "block propagation ms p50",
+            Box::new(|c| {
+                c.block_propagation_ms
+                    .p50
+                    .map_or("—".to_owned(), |v| format!("{v:.1}"))
+            }),
+        ),
+        (
+            "farm bandwidth B/s tx / rx",
+            Box::new(|c| {
+                format!(
+                    "{:.0} / {:.0}",
+                    c.bandwidth.farm.tx_bps, c.bandwidth.farm.rx_bps
+                )
+            }),
+        ),
+        (
+            "template value delta sats",
+            Box::new(move |c| opt(c.template_value_delta_sats, 0)),
+        ),
+    ];
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(_, f)| configs.iter().map(|(_, c)| f(c)).collect())
+        .collect();
+    let col_w: Vec<usize> = (0..configs.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|r| r[i].len())
+                .chain(std::iter::once(configs[i].0.len()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let _ = write!(out, "{:label_w$}", "");
+    for (i, (name, _)) in configs.iter().enumerate() {
+        let _ = write!(out, "  {:>w$}", name, w = col_w[i]);
+    }
+    out.push('\n');
+    for ((label, _), row) in rows.iter().zip(&cells) {
+        let _ = write!(out, "{label:label_w$}");
+        for (i, cell) in row.iter().enumerate() {
+            let _ = write!(out, "  {:>w$}", cell, w = col_w[i]);
+        }
+        out.push('\n');
+    }
+    if !results.valid {
+        out.push_str("\nThe run is NOT valid:\n");
+        for r in &results.invalid_reasons {
+            let _ = writeln!(out, "  - {r}");
+        }
+    }
+    out
+}

@@ -1,0 +1,294 @@
+//! A scenario: what one `stratumlab run` compares, on what network, over what link, for how
+//! long. The command line and the scenario files fill it; everything the run derives from it
+//! (network difficulty, share difficulty, process counts) is computed here, once, so that the
+//! report can state it.
+
+use std::time::Duration;
+
+use primitives::{Difficulty, HashRate};
+use serde::Serialize;
+
+/// Mainnet's mean block interval: the yardstick of time compression.
+pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
+
+/// Devices one fleet process and one tap process serve: a relay holds two descriptors per
+/// connection and a process may hold 20,000 here, so a tap serves at most ~9,900; the rest is
+/// headroom for listeners, event files and the runtime.
+pub const DEVICES_PER_PROCESS: u32 = 9_000;
+
+/// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
+pub const KNOWN_CONFIGS: &[&str] = &["sv1"];
+
+/// Device firmware profile, as `stratumlab fleet --profile` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Profile {
+    Asic,
+    Bitaxe,
+    Cpu,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Asic => "asic",
+            Profile::Bitaxe => "bitaxe",
+            Profile::Cpu => "cpu",
+        }
+    }
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "asic" => Ok(Profile::Asic),
+            "bitaxe" => Ok(Profile::Bitaxe),
+            "cpu" => Ok(Profile::Cpu),
+            _ => Err(format!("unknown profile {s:?} (asic, bitaxe, cpu)")),
+        }
+    }
+}
+
+/// Everything a run is told.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    pub name: String,
+    /// Configurations compared side by side on one network (the first is the baseline).
+    pub configs: Vec<String>,
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+    /// Devices per configuration.
+    pub devices: u32,
+    pub profile: Profile,
+    /// WAN round trip: half of it is applied in each direction.
+    #[serde(serialize_with = "millis")]
+    pub rtt: Duration,
+    #[serde(serialize_with = "millis")]
+    pub lan_rtt: Duration,
+    #[serde(serialize_with = "millis")]
+    pub jitter: Duration,
+    /// Percent of segments lost on the WAN link (paid as retransmission delay).
+    pub loss_pct: f64,
+    /// WAN bandwidth cap in bits per second; 0: none.
+    pub bandwidth_bps: u64,
+    /// Mean interval of the rest of the network's blocks.
+    #[serde(serialize_with = "secs")]
+    pub block_interval: Duration,
+    /// Template refresh: the SV1 pool's and the Template Provider's alike.
+    #[serde(serialize_with = "secs")]
+    pub template_interval: Duration,
+    pub seed: u64,
+    pub repeat: u32,
+    /// Real hashes per second each configuration's fleet may spend.
+    pub hash_budget: HashRate,
+    /// Blocks each configuration should find per run on average (sets the network difficulty).
+    pub blocks_per_config: f64,
+    /// Fraction of the duration whose events are not counted (devices connect, vardiff settles).
+    pub warmup_fraction: f64,
+    /// How long, after the duration, verdicts of shares in flight are awaited.
+    #[serde(serialize_with = "secs")]
+    pub drain: Duration,
+    /// Shares per minute per device the pools' vardiff aims for.
+    pub shares_per_minute: f64,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: "sv1".into(),
+            configs: vec!["sv1".into()],
+            duration: Duration::from_secs(120),
+            devices: 100,
+            profile: Profile::Asic,
+            rtt: Duration::from_millis(145),
+            lan_rtt: Duration::from_micros(500),
+            jitter: Duration::ZERO,
+            loss_pct: 0.0,
+            bandwidth_bps: 0,
+            block_interval: Duration::from_secs(10),
+            template_interval: Duration::from_secs(1),
+            seed: 1,
+            repeat: 1,
+            hash_budget: HashRate::from_hashes_per_sec(1e6),
+            blocks_per_config: 3.0,
+            warmup_fraction: 0.1,
+            drain: Duration::from_secs(5),
+            shares_per_minute: 15.0,
+        }
+    }
+}
+
+/// A scenario that cannot run, with the setting to blame.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ScenarioError {
+    #[error("unknown configuration {0:?}: this build runs {KNOWN_CONFIGS:?}")]
+    UnknownConfig(String),
+    #[error("no configuration to run")]
+    NoConfig,
+    #[error("configuration {0:?} is listed twice")]
+    DuplicateConfig(String),
+    #[error("{0} must be positive")]
+    NotPositive(&'static str),
+    #[error("--loss must be within 0..100 percent, not {0}")]
+    Loss(f64),
+    #[error("the warm-up fraction must be within 0..0.9, not {0}")]
+    Warmup(f64),
+}
+
+impl Scenario {
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.configs.is_empty() {
+            return Err(ScenarioError::NoConfig);
+        }
+        for (i, c) in self.configs.iter().enumerate() {
+            if !KNOWN_CONFIGS.contains(&c.as_str()) {
+                return Err(ScenarioError::UnknownConfig(c.clone()));
+            }
+            if self.configs[..i].contains(c) {
+                return Err(ScenarioError::DuplicateConfig(c.clone()));
+            }
+        }
+        let positive = [
+            ("--duration", self.duration.is_zero()),
+            ("--devices", self.devices == 0),
+            ("--repeat", self.repeat == 0),
+            ("the hash budget", self.hash_budget.hashes_per_sec() <= 0.0),
+            ("blocks per configuration", self.blocks_per_config <= 0.0),
+            ("shares per minute", self.shares_per_minute <= 0.0),
+        ];
+        if let Some((what, _)) = positive.iter().find(|(_, bad)| *bad) {
+            return Err(ScenarioError::NotPositive(what));
+        }
+        if !(0.0..100.0).contains(&self.loss_pct) {
+            return Err(ScenarioError::Loss(self.loss_pct));
+        }
+        if !(0.0..0.9).contains(&self.warmup_fraction) {
+            return Err(ScenarioError::Warmup(self.warmup_fraction));
+        }
+        Ok(())
+    }
+
+    /// 600 s over the block interval: how much faster than mainnet tips arrive.
+    pub fn time_compression(&self) -> f64 {
+        if self.block_interval.is_zero() {
+            return 1.0;
+        }
+        MAINNET_BLOCK_INTERVAL.as_secs_f64() / self.block_interval.as_secs_f64()
+    }
+
+    /// The network difficulty at which one configuration's fleet, hashing at its budget, finds
+    /// `blocks_per_config` blocks in the run on average: block propagation is then measured on
+    /// real found blocks.
+    pub fn network_difficulty(&self) -> Difficulty {
+        let per_block = self.duration.div_f64(self.blocks_per_config);
+        self.hash_budget.difficulty_for_interval(per_block)
+    }
+
+    /// The share difficulty at which a device hashing its part of the budget sends
+    /// `shares_per_minute`: where the pools start, so that vardiff has nothing to settle.
+    pub fn start_difficulty(&self) -> Difficulty {
+        let per_device = HashRate::from_hashes_per_sec(
+            self.hash_budget.hashes_per_sec() / f64::from(self.devices),
+        );
+        per_device.difficulty_for_interval(Duration::from_secs_f64(60.0 / self.shares_per_minute))
+    }
+
+    /// The warm-up at the start of the measured duration.
+    pub fn warmup(&self) -> Duration {
+        self.duration.mul_f64(self.warmup_fraction)
+    }
+
+    /// How a configuration's devices are split over fleet (and tap) processes.
+    pub fn device_chunks(&self) -> Vec<u32> {
+        let n = self.devices.div_ceil(DEVICES_PER_PROCESS);
+        let base = self.devices / n;
+        let extra = self.devices % n;
+        (0..n).map(|i| base + u32::from(i < extra)).collect()
+    }
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_compress_time_sixty_fold() {
+        let s = Scenario::default();
+        s.validate().unwrap();
+        assert_eq!(s.time_compression(), 60.0);
+    }
+
+    #[test]
+    fn network_difficulty_yields_the_chosen_block_count() {
+        let s = Scenario {
+            duration: Duration::from_secs(120),
+            blocks_per_config: 4.0,
+            hash_budget: HashRate::from_hashes_per_sec(2e6),
+            ..Scenario::default()
+        };
+        // Expected blocks = rate x duration / (difficulty x 2^32).
+        let d = s.network_difficulty().as_f64();
+        let blocks = 2e6 * 120.0 / (d * 4_294_967_296.0);
+        assert!((blocks - 4.0).abs() < 1e-3, "{blocks}");
+    }
+
+    #[test]
+    fn start_difficulty_gives_each_device_its_share_rate() {
+        let s = Scenario {
+            devices: 100,
+            hash_budget: HashRate::from_hashes_per_sec(1e6),
+            shares_per_minute: 15.0,
+            ..Scenario::default()
+        };
+        // 10 kH/s per device, one share per 4 s: 40,000 hashes per share.
+        let d = s.start_difficulty().as_f64();
+        assert!((d * 4_294_967_296.0 - 40_000.0).abs() < 1.0, "{d}");
+    }
+
+    #[test]
+    fn devices_spread_evenly_over_processes() {
+        let chunks = |devices| {
+            Scenario {
+                devices,
+                ..Scenario::default()
+            }
+            .device_chunks()
+        };
+        assert_eq!(chunks(100), vec![100]);
+        assert_eq!(chunks(9_000), vec![9_000]);
+        assert_eq!(chunks(9_001), vec![4_501, 4_500]);
+        assert_eq!(chunks(20_000), vec![6_667, 6_667, 6_666]);
+        assert!(chunks(20_000).iter().all(|&c| c <= DEVICES_PER_PROCESS));
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_setting() {
+        let bad = |f: fn(&mut Scenario)| {
+            let mut s = Scenario::default();
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        assert_eq!(
+            bad(|s| s.configs = vec!["Z".into()]),
+            ScenarioError::UnknownConfig("Z".into())
+        );
+        assert_eq!(
+            bad(|s| s.configs = vec!["sv1".into(), "sv1".into()]),
+            ScenarioError::DuplicateConfig("sv1".into())
+        );
+        assert_eq!(
+            bad(|s| s.devices = 0),
+            ScenarioError::NotPositive("--devices")
+        );
+        assert_eq!(bad(|s| s.loss_pct = 100.0), ScenarioError::Loss(100.0));
+    }
+}
