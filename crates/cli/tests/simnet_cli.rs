@@ -164,4 +164,25 @@ fn events_written_by_simnet_read_back_with_the_events_subcommands() {
         heights,
         (900_001..900_001 + tips.len() as u64).collect::<Vec<_>>()
     );
+
+    // A reader that stops early (`| head -1`) ends the dump quietly, not with an error.
+    let mut head = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "dump", ev_arg])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(head.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let out = head.wait_with_output().unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -93,11 +93,12 @@ impl RealTime {
         let read = |name: &str| events::read_file(dir.join(name)).unwrap().events;
         let mut tips = Vec::new();
         let mut tip_at = HashMap::new();
+        // A tip exists when the first node has it (a single-node simnet names only its node).
         for e in read("simnet.events") {
             if let EventKind::TipChanged(t) = e.kind {
-                if t.node == "network" {
+                if let std::collections::hash_map::Entry::Vacant(v) = tip_at.entry(t.hash) {
                     tips.push(e.ts_ns);
-                    tip_at.insert(t.hash, e.ts_ns);
+                    v.insert(e.ts_ns);
                 }
             }
         }

@@ -72,6 +72,9 @@ pub async fn connect(pool: SocketAddr, source: Option<IpAddr>) -> io::Result<Tcp
         socket.bind(SocketAddr::new(src, 0))?;
     }
     socket.set_nodelay(true)?;
+    // Received bytes carry the kernel's arrival stamp: a job counts from when it reached the
+    // device, not from when this process, busy hashing for other devices, got to reading it.
+    tap::net::enable_rx_timestamps(&socket);
     socket.connect(pool).await
 }
 

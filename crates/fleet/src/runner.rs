@@ -446,7 +446,7 @@ impl HashClock {
 
 thread_local! {
     /// Reads land here; only a partial line is copied out of it.
-    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 64 * 1024]);
+    static READ_SCRATCH: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(64 * 1024));
     /// Writes are serialized here; only what the socket does not take at once is copied.
     static WRITE_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -671,10 +671,13 @@ fn read_lines(
     READ_SCRATCH.with_borrow_mut(|buf| {
         // Bounded, so one chatty connection cannot hold the thread.
         for _ in 0..16 {
-            match stream.try_read(buf) {
-                Ok(0) => return Err(CloseReason::Eof),
-                Ok(n) => {
-                    feed(dev, &buf[..n], partial, max_line, now_ns(), tally)?;
+            buf.clear();
+            match tap::net::recv_stamped(stream, buf) {
+                Ok((0, _)) => return Err(CloseReason::Eof),
+                Ok((n, stamp)) => {
+                    // The bytes' arrival at the socket, as a real device would see them.
+                    let at = tap::net::rx_monotonic_ns(stamp);
+                    feed(dev, &buf[..n], partial, max_line, at, tally)?;
                     if dev.close_requested().is_some() {
                         return Ok(());
                     }

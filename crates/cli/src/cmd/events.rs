@@ -56,6 +56,24 @@ pub struct SummaryArgs {
 struct SummaryConfig {}
 
 pub fn run(cmd: EventsCommand) -> Result<()> {
+    match write_out(cmd) {
+        // `stratumlab events dump F | head`: the reader having seen enough is not an error.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                    || c.downcast_ref::<serde_json::Error>()
+                        .and_then(|j| j.io_error_kind())
+                        .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+fn write_out(cmd: EventsCommand) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match cmd {
