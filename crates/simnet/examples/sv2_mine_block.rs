@@ -15,26 +15,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use binary_sv2::{Str0255Owned, U256Owned};
-use common_messages_sv2::{
-    Protocol, SetupConnectionOwned, MESSAGE_TYPE_SETUP_CONNECTION,
-    MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS,
-};
-use mining_sv2::{
-    NewMiningJob, OpenStandardMiningChannelOwned, OpenStandardMiningChannelSuccess, SetNewPrevHash,
-    SubmitSharesError, SubmitSharesStandard, MESSAGE_TYPE_MINING_SET_NEW_PREV_HASH,
-    MESSAGE_TYPE_NEW_MINING_JOB, MESSAGE_TYPE_OPEN_MINING_CHANNEL_ERROR,
-    MESSAGE_TYPE_OPEN_STANDARD_MINING_CHANNEL, MESSAGE_TYPE_OPEN_STANDARD_MINING_CHANNEL_SUCCESS,
-    MESSAGE_TYPE_SUBMIT_SHARES_ERROR, MESSAGE_TYPE_SUBMIT_SHARES_STANDARD,
-    MESSAGE_TYPE_SUBMIT_SHARES_SUCCESS,
-};
-use noise_sv2::Initiator;
 use primitives::{CompactTarget, Hash256, Header, Target};
-use simnet::tdp::{parse_public_key, Limits, NoiseConn, REFERENCE_AUTHORITY_PUBLIC_KEY};
+use sv2::messages::common::{mining_flags, protocol, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
+use sv2::messages::{Common, DecodeError, Message, Mining};
+use sv2::{parse_public_key, Limits, NoiseConn, REFERENCE_AUTHORITY_PUBLIC_KEY};
 use tokio::net::TcpStream;
 
-/// SetupConnection flag for the Mining Protocol: standard jobs per standard channel.
-const REQUIRES_STANDARD_JOBS: u32 = 1;
 /// Hashes tried before giving up (the network target is too hard for a one-shot miner).
 const MAX_HASHES: u32 = 1 << 26;
 
@@ -63,10 +50,6 @@ async fn main() {
     }
 }
 
-fn err(e: impl std::fmt::Debug) -> Error {
-    format!("{e:?}").into()
-}
-
 struct Job {
     version: u32,
     merkle_root: [u8; 32],
@@ -75,98 +58,88 @@ struct Job {
 async fn mine(addr: &str, key: &str) -> Result<String, Error> {
     let authority = parse_public_key(key)?;
     let stream = TcpStream::connect(addr).await?;
-    let mut conn = NoiseConn::connect(
-        stream,
-        Initiator::from_raw_k(authority).map_err(err)?,
-        Limits::default(),
-    )
-    .await?;
-    let s = |v: &str| Str0255Owned::try_from(v).map_err(err);
-    conn.send(
-        MESSAGE_TYPE_SETUP_CONNECTION,
-        SetupConnectionOwned {
-            protocol: Protocol::MiningProtocol,
-            min_version: 2,
-            max_version: 2,
-            flags: REQUIRES_STANDARD_JOBS,
-            endpoint_host: s("127.0.0.1")?,
+    let mut conn = NoiseConn::connect_to_authority(stream, authority, Limits::default()).await?;
+    conn.send_message(
+        &SetupConnection {
+            protocol: protocol::MINING,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            flags: mining_flags::REQUIRES_STANDARD_JOBS,
+            endpoint_host: "127.0.0.1".into(),
             endpoint_port: 0,
-            vendor: s("stratumlab-miner")?,
-            hardware_version: s("")?,
-            firmware: s("")?,
-            device_id: s("")?,
-        },
+            vendor: "stratumlab-miner".into(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        }
+        .into(),
     )
     .await?;
-    let f = conn.read_frame().await?;
-    if f.msg_type() != MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS {
-        return Err(format!("SetupConnection answered with type {:#04x}", f.msg_type()).into());
+    match next_message(&mut conn).await? {
+        Message::Common(Common::SetupConnectionSuccess(_)) => {}
+        other => return Err(format!("SetupConnection answered with {other:?}").into()),
     }
-    conn.send(
-        MESSAGE_TYPE_OPEN_STANDARD_MINING_CHANNEL,
-        OpenStandardMiningChannelOwned {
+    conn.send_message(
+        &OpenStandardMiningChannel {
             request_id: 1,
-            user_identity: s("stratumlab-miner")?,
+            user_identity: "stratumlab-miner".into(),
             nominal_hash_rate: 1000.0,
-            max_target: U256Owned::from([0xff; 32]),
-        },
+            max_target: Target::MAX,
+        }
+        .into(),
     )
     .await?;
 
     let mut channel = None;
     let mut jobs: HashMap<u32, Job> = HashMap::new();
     loop {
-        let mut f = conn.read_frame().await?;
-        match f.msg_type() {
-            MESSAGE_TYPE_OPEN_STANDARD_MINING_CHANNEL_SUCCESS => {
-                let m: OpenStandardMiningChannelSuccess =
-                    binary_sv2::from_bytes(&mut f.payload).map_err(err)?;
-                channel = Some(m.channel_id);
+        let Message::Mining(m) = next_message(&mut conn).await? else {
+            continue;
+        };
+        match m {
+            Mining::OpenStandardMiningChannelSuccess(m) => channel = Some(m.channel_id),
+            Mining::OpenMiningChannelError(m) => {
+                return Err(format!("OpenMiningChannel.Error {}", m.error_code).into())
             }
-            MESSAGE_TYPE_OPEN_MINING_CHANNEL_ERROR => return Err("OpenMiningChannel.Error".into()),
-            MESSAGE_TYPE_NEW_MINING_JOB => {
-                let m: NewMiningJob = binary_sv2::from_bytes(&mut f.payload).map_err(err)?;
+            Mining::NewMiningJob(m) => {
                 jobs.insert(
                     m.job_id,
                     Job {
                         version: m.version,
-                        merkle_root: m.merkle_root.to_array(),
+                        merkle_root: m.merkle_root,
                     },
                 );
             }
-            MESSAGE_TYPE_MINING_SET_NEW_PREV_HASH => {
-                let m: SetNewPrevHash = binary_sv2::from_bytes(&mut f.payload).map_err(err)?;
+            Mining::SetNewPrevHash(m) => {
                 let channel = channel.ok_or("SetNewPrevHash before the channel opened")?;
                 let job = jobs
                     .get(&m.job_id)
                     .ok_or("SetNewPrevHash for a job never sent")?;
                 let mut header = Header {
                     version: job.version,
-                    prev_hash: Hash256(m.prev_hash.to_array()),
+                    prev_hash: Hash256(m.prev_hash),
                     merkle_root: Hash256(job.merkle_root),
                     time: m.min_ntime,
                     bits: CompactTarget(m.nbits),
                     nonce: 0,
                 };
-                let target = Target::from_compact(header.bits).map_err(err)?;
+                let target = Target::from_compact(header.bits).map_err(|e| format!("{e}"))?;
                 while !target.is_met_by(&header.block_hash().0) {
                     header.nonce += 1;
                     if header.nonce >= MAX_HASHES {
                         return Err("network target too hard for a one-shot miner".into());
                     }
                 }
-                conn.send_frame(
-                    0,
-                    true,
-                    MESSAGE_TYPE_SUBMIT_SHARES_STANDARD,
-                    SubmitSharesStandard {
+                conn.send_message(
+                    &SubmitSharesStandard {
                         channel_id: channel,
                         sequence_number: 0,
                         job_id: m.job_id,
                         nonce: header.nonce,
                         ntime: header.time,
                         version: header.version,
-                    },
+                    }
+                    .into(),
                 )
                 .await?;
                 println!(
@@ -182,20 +155,30 @@ async fn mine(addr: &str, key: &str) -> Result<String, Error> {
     }
 }
 
+/// The next message this miner can read; frames of other extensions and message types it does
+/// not know are skipped, as a device would.
+async fn next_message(conn: &mut NoiseConn) -> Result<Message, Error> {
+    loop {
+        let mut frame = conn.read_frame().await?;
+        if frame.extension() != 0 {
+            continue;
+        }
+        match Message::decode(frame.msg_type(), &mut frame.payload) {
+            Ok(m) => return Ok(m),
+            Err(DecodeError::UnknownType(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 async fn await_verdict(conn: &mut NoiseConn, hash: Hash256) -> Result<String, Error> {
     loop {
-        let mut f = conn.read_frame().await?;
-        match f.msg_type() {
-            MESSAGE_TYPE_SUBMIT_SHARES_SUCCESS => {
+        match next_message(conn).await? {
+            Message::Mining(Mining::SubmitSharesSuccess(_)) => {
                 return Ok(format!("SubmitShares.Success for block {hash}"))
             }
-            MESSAGE_TYPE_SUBMIT_SHARES_ERROR => {
-                let m: SubmitSharesError = binary_sv2::from_bytes(&mut f.payload).map_err(err)?;
-                return Err(format!(
-                    "SubmitShares.Error {}",
-                    String::from_utf8_lossy(m.error_code.as_bytes())
-                )
-                .into());
+            Message::Mining(Mining::SubmitSharesError(m)) => {
+                return Err(format!("SubmitShares.Error {}", m.error_code).into())
             }
             _ => {}
         }

@@ -11,13 +11,9 @@
 
 use std::time::Duration;
 
-use common_messages_sv2::{
-    Protocol, SetupConnectionError, SetupConnectionOwned, SetupConnectionSuccess,
-    MESSAGE_TYPE_SETUP_CONNECTION, MESSAGE_TYPE_SETUP_CONNECTION_ERROR,
-    MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS,
-};
-use noise_sv2::Initiator;
-use simnet::tdp::{parse_public_key, Limits, NoiseConn, REFERENCE_AUTHORITY_PUBLIC_KEY};
+use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::{Common, Message};
+use sv2::{parse_public_key, Limits, NoiseConn, REFERENCE_AUTHORITY_PUBLIC_KEY};
 use tokio::net::TcpStream;
 
 #[tokio::main(flavor = "current_thread")]
@@ -46,52 +42,36 @@ async fn main() {
 async fn probe(addr: &str, key: &str) -> Result<String, Box<dyn std::error::Error>> {
     let authority = parse_public_key(key)?;
     let stream = TcpStream::connect(addr).await?;
-    let initiator = Initiator::from_raw_k(authority).map_err(|e| format!("{e:?}"))?;
-    let mut conn = NoiseConn::connect(stream, initiator, Limits::default()).await?;
-    let peer = conn_peer(addr);
-    conn.send(
-        MESSAGE_TYPE_SETUP_CONNECTION,
-        SetupConnectionOwned {
-            protocol: Protocol::MiningProtocol,
-            min_version: 2,
-            max_version: 2,
-            flags: 0,
-            endpoint_host: peer.0.as_str().try_into().map_err(|e| format!("{e:?}"))?,
-            endpoint_port: peer.1,
-            vendor: "stratumlab-probe"
-                .try_into()
-                .map_err(|e| format!("{e:?}"))?,
-            hardware_version: "".try_into().map_err(|e| format!("{e:?}"))?,
-            firmware: "".try_into().map_err(|e| format!("{e:?}"))?,
-            device_id: "".try_into().map_err(|e| format!("{e:?}"))?,
-        },
-    )
-    .await?;
-    let mut frame = conn.read_frame().await?;
-    Ok(match frame.msg_type() {
-        MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS => {
-            let m: SetupConnectionSuccess =
-                binary_sv2::from_bytes(&mut frame.payload).map_err(|e| format!("{e:?}"))?;
-            format!(
-                "SetupConnection.Success used_version={} flags={:#x}",
-                m.used_version, m.flags
-            )
-        }
-        MESSAGE_TYPE_SETUP_CONNECTION_ERROR => {
-            let m: SetupConnectionError =
-                binary_sv2::from_bytes(&mut frame.payload).map_err(|e| format!("{e:?}"))?;
-            format!(
-                "SetupConnection.Error {}",
-                String::from_utf8_lossy(m.error_code.as_bytes())
-            )
-        }
-        other => return Err(format!("unexpected message type {other:#04x}").into()),
-    })
-}
-
-fn conn_peer(addr: &str) -> (String, u16) {
-    match addr.rsplit_once(':') {
+    let mut conn = NoiseConn::connect_to_authority(stream, authority, Limits::default()).await?;
+    let (host, port) = match addr.rsplit_once(':') {
         Some((host, port)) => (host.to_owned(), port.parse().unwrap_or(0)),
         None => (addr.to_owned(), 0),
-    }
+    };
+    conn.send_message(
+        &SetupConnection {
+            protocol: protocol::MINING,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            flags: 0,
+            endpoint_host: host,
+            endpoint_port: port,
+            vendor: "stratumlab-probe".into(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        }
+        .into(),
+    )
+    .await?;
+    Ok(match conn.read_message().await? {
+        Some(Message::Common(Common::SetupConnectionSuccess(m))) => format!(
+            "SetupConnection.Success used_version={} flags={:#x}",
+            m.used_version, m.flags
+        ),
+        Some(Message::Common(Common::SetupConnectionError(m))) => {
+            format!("SetupConnection.Error {}", m.error_code)
+        }
+        Some(other) => return Err(format!("unexpected {}", other.name()).into()),
+        None => return Err("a message of an unknown extension".into()),
+    })
 }

@@ -1,28 +1,17 @@
-//! The messages a Template Provider reads and writes, between the reference crates' wire types
-//! and the plain values the session works on.
+//! The messages a Template Provider reads and writes, between sv2's typed messages and what the
+//! session works on.
 //!
-//! Reading: a frame's payload is decoded with binary_sv2 into the reference message type, and
-//! the fields the session needs are copied out ([`ClientMessage`]), so that the session holds no
-//! borrowed wire buffers. Writing: the session produces [`ServerMessage`]s, which hold the
-//! reference crates' owned message types ready for framing.
+//! Reading: a frame's payload is decoded with `sv2::messages` (the reference crates' wire
+//! format), and the fields the session needs are kept ([`ClientMessage`]). Writing: the session
+//! produces [`ServerMessage`]s, sv2's plain messages, which the shell encodes and sends.
 
-use binary_sv2::{B016MOwned, B0255Owned, B064KOwned, Seq0255Owned, Seq064KOwned, Str0255Owned};
-use common_messages_sv2::{
-    SetupConnection, SetupConnectionErrorOwned, SetupConnectionSuccess,
-    MESSAGE_TYPE_CHANNEL_ENDPOINT_CHANGED, MESSAGE_TYPE_RECONNECT, MESSAGE_TYPE_SETUP_CONNECTION,
-    MESSAGE_TYPE_SETUP_CONNECTION_ERROR, MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS,
-    SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT,
+use sv2::messages::common::{self, SetupConnection, SetupConnectionError, SetupConnectionSuccess};
+use sv2::messages::template_distribution::{
+    CoinbaseOutputConstraints, NewTemplate, RequestTransactionData, RequestTransactionDataError,
+    RequestTransactionDataSuccess, SetNewPrevHash, SubmitSolution,
 };
-use template_distribution_sv2::{
-    CoinbaseOutputConstraints, NewTemplateOwned, RequestTransactionData,
-    RequestTransactionDataErrorOwned, RequestTransactionDataSuccessOwned, SetNewPrevHashOwned,
-    SubmitSolution, MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS, MESSAGE_TYPE_NEW_TEMPLATE,
-    MESSAGE_TYPE_REQUEST_TRANSACTION_DATA, MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_ERROR,
-    MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_SUCCESS, MESSAGE_TYPE_SET_NEW_PREV_HASH,
-    MESSAGE_TYPE_SUBMIT_SOLUTION,
-};
-
-use super::transport::{NoiseConn, TransportError};
+use sv2::messages::{Message, Sv2Message};
+use sv2::{NoiseConn, TransportError};
 
 /// What a client sent, in the fields the session uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,31 +70,21 @@ pub fn decode_client(
     if extension != 0 {
         return Ok(None);
     }
-    let malformed = |e: binary_sv2::Error| DecodeError::Malformed {
+    let malformed = |e: sv2::DecodeError| DecodeError::Malformed {
         msg_type,
-        reason: format!("{e:?}"),
+        reason: e.to_string(),
     };
     let msg = match msg_type {
-        MESSAGE_TYPE_SETUP_CONNECTION => {
-            let Some(&protocol) = payload.first() else {
-                return Err(DecodeError::Malformed {
-                    msg_type,
-                    reason: "empty payload".into(),
-                });
-            };
-            // The reference decoder rejects protocol numbers it has no variant for; decode the
-            // rest of the message as if it said Template Distribution, and answer the number
-            // actually sent.
-            payload[0] = SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT;
-            let m: SetupConnection = binary_sv2::from_bytes(payload).map_err(malformed)?;
+        SetupConnection::MSG_TYPE => {
+            let m = SetupConnection::decode(payload).map_err(malformed)?;
             ClientMessage::SetupConnection(Setup {
-                protocol,
+                protocol: m.protocol,
                 min_version: m.min_version,
                 max_version: m.max_version,
                 flags: m.flags,
             })
         }
-        MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS if payload.len() == 4 => {
+        CoinbaseOutputConstraints::MSG_TYPE if payload.len() == 4 => {
             // CoinbaseOutputDataSize (spec versions before the sigops field): one U32.
             ClientMessage::CoinbaseOutputConstraints {
                 max_additional_size: u32::from_le_bytes(
@@ -114,38 +93,37 @@ pub fn decode_client(
                 max_additional_sigops: None,
             }
         }
-        MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS => {
-            let m: CoinbaseOutputConstraints =
-                binary_sv2::from_bytes(payload).map_err(malformed)?;
+        CoinbaseOutputConstraints::MSG_TYPE => {
+            let m = CoinbaseOutputConstraints::decode(payload).map_err(malformed)?;
             ClientMessage::CoinbaseOutputConstraints {
                 max_additional_size: m.coinbase_output_max_additional_size,
                 max_additional_sigops: Some(m.coinbase_output_max_additional_sigops),
             }
         }
-        MESSAGE_TYPE_REQUEST_TRANSACTION_DATA => {
-            let m: RequestTransactionData = binary_sv2::from_bytes(payload).map_err(malformed)?;
+        RequestTransactionData::MSG_TYPE => {
+            let m = RequestTransactionData::decode(payload).map_err(malformed)?;
             ClientMessage::RequestTransactionData {
                 template_id: m.template_id,
             }
         }
-        MESSAGE_TYPE_SUBMIT_SOLUTION => {
-            let m: SubmitSolution = binary_sv2::from_bytes(payload).map_err(malformed)?;
+        SubmitSolution::MSG_TYPE => {
+            let m = SubmitSolution::decode(payload).map_err(malformed)?;
             ClientMessage::SubmitSolution(Solution {
                 template_id: m.template_id,
                 version: m.version,
                 header_timestamp: m.header_timestamp,
                 header_nonce: m.header_nonce,
-                coinbase_tx: m.coinbase_tx.as_bytes().to_vec(),
+                coinbase_tx: m.coinbase_tx,
             })
         }
-        MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS
-        | MESSAGE_TYPE_SETUP_CONNECTION_ERROR
-        | MESSAGE_TYPE_CHANNEL_ENDPOINT_CHANGED
-        | MESSAGE_TYPE_RECONNECT
-        | MESSAGE_TYPE_NEW_TEMPLATE
-        | MESSAGE_TYPE_SET_NEW_PREV_HASH
-        | MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_SUCCESS
-        | MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_ERROR => {
+        SetupConnectionSuccess::MSG_TYPE
+        | SetupConnectionError::MSG_TYPE
+        | common::ChannelEndpointChanged::MSG_TYPE
+        | common::Reconnect::MSG_TYPE
+        | NewTemplate::MSG_TYPE
+        | SetNewPrevHash::MSG_TYPE
+        | RequestTransactionDataSuccess::MSG_TYPE
+        | RequestTransactionDataError::MSG_TYPE => {
             return Err(DecodeError::WrongDirection(msg_type))
         }
         other => return Err(DecodeError::Unknown(other)),
@@ -153,125 +131,73 @@ pub fn decode_client(
     Ok(Some(msg))
 }
 
-/// What the server sends, as the reference crates' owned messages.
+/// What the server sends.
 #[derive(Clone, Debug)]
 pub enum ServerMessage {
     SetupConnectionSuccess(SetupConnectionSuccess),
-    SetupConnectionError(SetupConnectionErrorOwned),
-    NewTemplate(NewTemplateOwned),
-    SetNewPrevHash(SetNewPrevHashOwned),
-    RequestTransactionDataSuccess(RequestTransactionDataSuccessOwned),
-    RequestTransactionDataError(RequestTransactionDataErrorOwned),
+    SetupConnectionError(SetupConnectionError),
+    NewTemplate(NewTemplate),
+    SetNewPrevHash(SetNewPrevHash),
+    RequestTransactionDataSuccess(RequestTransactionDataSuccess),
+    RequestTransactionDataError(RequestTransactionDataError),
 }
 
 impl ServerMessage {
-    pub fn msg_type(&self) -> u8 {
-        match self {
-            ServerMessage::SetupConnectionSuccess(_) => MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS,
-            ServerMessage::SetupConnectionError(_) => MESSAGE_TYPE_SETUP_CONNECTION_ERROR,
-            ServerMessage::NewTemplate(_) => MESSAGE_TYPE_NEW_TEMPLATE,
-            ServerMessage::SetNewPrevHash(_) => MESSAGE_TYPE_SET_NEW_PREV_HASH,
-            ServerMessage::RequestTransactionDataSuccess(_) => {
-                MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_SUCCESS
-            }
-            ServerMessage::RequestTransactionDataError(_) => {
-                MESSAGE_TYPE_REQUEST_TRANSACTION_DATA_ERROR
-            }
-        }
-    }
-
     pub fn name(&self) -> &'static str {
         match self {
-            ServerMessage::SetupConnectionSuccess(_) => "SetupConnection.Success",
-            ServerMessage::SetupConnectionError(_) => "SetupConnection.Error",
-            ServerMessage::NewTemplate(_) => "NewTemplate",
-            ServerMessage::SetNewPrevHash(_) => "SetNewPrevHash",
-            ServerMessage::RequestTransactionDataSuccess(_) => "RequestTransactionData.Success",
-            ServerMessage::RequestTransactionDataError(_) => "RequestTransactionData.Error",
+            ServerMessage::SetupConnectionSuccess(_) => SetupConnectionSuccess::NAME,
+            ServerMessage::SetupConnectionError(_) => SetupConnectionError::NAME,
+            ServerMessage::NewTemplate(_) => NewTemplate::NAME,
+            ServerMessage::SetNewPrevHash(_) => SetNewPrevHash::NAME,
+            ServerMessage::RequestTransactionDataSuccess(_) => RequestTransactionDataSuccess::NAME,
+            ServerMessage::RequestTransactionDataError(_) => RequestTransactionDataError::NAME,
         }
     }
 
-    /// Frames, encrypts and writes the message.
-    pub async fn send(self, conn: &mut NoiseConn) -> Result<(), TransportError> {
-        let t = self.msg_type();
+    pub fn into_message(self) -> Message {
         match self {
-            ServerMessage::SetupConnectionSuccess(m) => conn.send(t, m).await,
-            ServerMessage::SetupConnectionError(m) => conn.send(t, m).await,
-            ServerMessage::NewTemplate(m) => conn.send(t, m).await,
-            ServerMessage::SetNewPrevHash(m) => conn.send(t, m).await,
-            ServerMessage::RequestTransactionDataSuccess(m) => conn.send(t, m).await,
-            ServerMessage::RequestTransactionDataError(m) => conn.send(t, m).await,
+            ServerMessage::SetupConnectionSuccess(m) => m.into(),
+            ServerMessage::SetupConnectionError(m) => m.into(),
+            ServerMessage::NewTemplate(m) => m.into(),
+            ServerMessage::SetNewPrevHash(m) => m.into(),
+            ServerMessage::RequestTransactionDataSuccess(m) => m.into(),
+            ServerMessage::RequestTransactionDataError(m) => m.into(),
         }
     }
-}
 
-/// Field conversions that can only fail on lengths the callers have already bounded; the
-/// error names the field so a bug shows which.
-#[derive(Debug, thiserror::Error)]
-#[error("{field} does not fit its SV2 type: {reason}")]
-pub struct FieldError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-fn field<T, E: std::fmt::Debug>(name: &'static str, r: Result<T, E>) -> Result<T, FieldError> {
-    r.map_err(|e| FieldError {
-        field: name,
-        reason: format!("{e:?}"),
-    })
-}
-
-pub(crate) fn b0255(name: &'static str, bytes: Vec<u8>) -> Result<B0255Owned, FieldError> {
-    field(name, B0255Owned::new(bytes))
-}
-
-pub(crate) fn b064k(name: &'static str, bytes: Vec<u8>) -> Result<B064KOwned, FieldError> {
-    field(name, B064KOwned::new(bytes))
-}
-
-pub(crate) fn str0255(name: &'static str, s: &str) -> Result<Str0255Owned, FieldError> {
-    field(name, Str0255Owned::try_from(s))
-}
-
-pub(crate) fn seq0255<T>(name: &'static str, items: Vec<T>) -> Result<Seq0255Owned<T>, FieldError> {
-    field(name, Seq0255Owned::new(items))
-}
-
-pub(crate) fn seq064k_b016m(
-    name: &'static str,
-    items: impl Iterator<Item = Vec<u8>>,
-) -> Result<Seq064KOwned<B016MOwned>, FieldError> {
-    let items = items
-        .map(|b| field(name, B016MOwned::new(b)))
-        .collect::<Result<Vec<_>, _>>()?;
-    field(name, Seq064KOwned::new(items))
+    /// Encodes, frames, encrypts and writes the message.
+    pub async fn send(self, conn: &mut NoiseConn) -> Result<(), TransportError> {
+        conn.send_message(&self.into_message()).await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use common_messages_sv2::{Protocol, SetupConnectionOwned};
+    use sv2::messages::common::protocol;
 
-    fn setup_bytes(protocol: Protocol) -> Vec<u8> {
-        let m = SetupConnectionOwned {
+    fn setup_bytes(protocol: u8) -> Vec<u8> {
+        let m = SetupConnection {
             protocol,
             min_version: 2,
             max_version: 2,
             flags: 0,
-            endpoint_host: "127.0.0.1".try_into().unwrap(),
+            endpoint_host: "127.0.0.1".into(),
             endpoint_port: 1,
-            vendor: "".try_into().unwrap(),
-            hardware_version: "".try_into().unwrap(),
-            firmware: "".try_into().unwrap(),
-            device_id: "".try_into().unwrap(),
+            vendor: String::new(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
         };
-        binary_sv2::to_bytes(m).unwrap()
+        let mut out = Vec::new();
+        m.encode(&mut out).unwrap();
+        out
     }
 
     #[test]
     fn setup_connection_keeps_the_protocol_number_sent() {
-        let mut b = setup_bytes(Protocol::TemplateDistributionProtocol);
-        let m = decode_client(0, MESSAGE_TYPE_SETUP_CONNECTION, &mut b)
+        let mut b = setup_bytes(protocol::TEMPLATE_DISTRIBUTION);
+        let m = decode_client(0, SetupConnection::MSG_TYPE, &mut b)
             .unwrap()
             .unwrap();
         assert!(matches!(
@@ -279,9 +205,8 @@ mod tests {
             ClientMessage::SetupConnection(Setup { protocol: 2, .. })
         ));
         // A protocol number the reference enum does not know (3, Job Distribution).
-        let mut b = setup_bytes(Protocol::MiningProtocol);
-        b[0] = 3;
-        let m = decode_client(0, MESSAGE_TYPE_SETUP_CONNECTION, &mut b)
+        let mut b = setup_bytes(3);
+        let m = decode_client(0, SetupConnection::MSG_TYPE, &mut b)
             .unwrap()
             .unwrap();
         assert!(matches!(
@@ -294,19 +219,21 @@ mod tests {
     fn both_generations_of_the_coinbase_message_decode() {
         let mut old = 100u32.to_le_bytes().to_vec();
         assert_eq!(
-            decode_client(0, MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS, &mut old).unwrap(),
+            decode_client(0, CoinbaseOutputConstraints::MSG_TYPE, &mut old).unwrap(),
             Some(ClientMessage::CoinbaseOutputConstraints {
                 max_additional_size: 100,
                 max_additional_sigops: None
             })
         );
-        let mut new = binary_sv2::to_bytes(CoinbaseOutputConstraints {
+        let mut new = Vec::new();
+        CoinbaseOutputConstraints {
             coinbase_output_max_additional_size: 77,
             coinbase_output_max_additional_sigops: 4,
-        })
+        }
+        .encode(&mut new)
         .unwrap();
         assert_eq!(
-            decode_client(0, MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS, &mut new).unwrap(),
+            decode_client(0, CoinbaseOutputConstraints::MSG_TYPE, &mut new).unwrap(),
             Some(ClientMessage::CoinbaseOutputConstraints {
                 max_additional_size: 77,
                 max_additional_sigops: Some(4)
@@ -317,15 +244,15 @@ mod tests {
     #[test]
     fn bad_input_is_an_error_or_ignored_never_a_panic() {
         assert!(matches!(
-            decode_client(0, MESSAGE_TYPE_SETUP_CONNECTION, &mut []),
+            decode_client(0, SetupConnection::MSG_TYPE, &mut []),
             Err(DecodeError::Malformed { .. })
         ));
         assert!(matches!(
-            decode_client(0, MESSAGE_TYPE_SUBMIT_SOLUTION, &mut [1, 2, 3]),
+            decode_client(0, SubmitSolution::MSG_TYPE, &mut [1, 2, 3]),
             Err(DecodeError::Malformed { .. })
         ));
         assert!(matches!(
-            decode_client(0, MESSAGE_TYPE_NEW_TEMPLATE, &mut []),
+            decode_client(0, NewTemplate::MSG_TYPE, &mut []),
             Err(DecodeError::WrongDirection(_))
         ));
         assert!(matches!(

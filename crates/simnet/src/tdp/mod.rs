@@ -1,16 +1,15 @@
 //! The SV2 Template Provider endpoint: simnet's templates over the Template Distribution
 //! Protocol, as Bitcoin Core's provider serves them to a pool or a Job Declarator Client.
 //!
-//! Everything on the wire comes from the SV2 reference crates: Noise NX with the authority
-//! certificate (noise_sv2 via codec_sv2's typestate handshake), frames (framing_sv2), messages
-//! (common_messages_sv2, template_distribution_sv2, binary_sv2), keys in their base58check form
-//! (key-utils). What is simnet's own is the glue:
+//! Everything on the wire comes from the SV2 reference crates through the workspace's `sv2`
+//! crate: Noise NX with the authority certificate and the tokio transport with its limits
+//! ([`NoiseConn`]), typed messages, authority keys in their base58check form ([`TdpKeys`]).
+//! What is simnet's own is the provider:
 //!
 //! - [`session`]: one connection's protocol as a sans-IO state machine (setup, coinbase
 //!   constraints, future template + `SetNewPrevHash` sequencing, transaction data, solutions);
 //! - [`block`]: rebuilding the block a `SubmitSolution` describes;
-//! - [`codec`]: wire messages to and from plain values;
-//! - [`transport`]: Noise over TCP with bounded handshake time, frame size and write time;
+//! - [`codec`]: client messages to the values the session uses, its replies to `sv2` messages;
 //! - [`serve`]: the accept loop and one task per connection.
 //!
 //! `scripts/interop-pool-sv2.sh` runs the reference pool (pool_sv2) against
@@ -28,14 +27,13 @@
 
 pub mod block;
 pub mod codec;
-pub mod keys;
 mod server;
 pub mod session;
-pub mod transport;
 
-pub use keys::{
-    parse_public_key, KeyError, TdpKeys, REFERENCE_AUTHORITY_PUBLIC_KEY,
-    REFERENCE_AUTHORITY_SECRET_KEY,
-};
 pub use server::{serve, TdpConfig};
-pub use transport::{Frame, Limits, NoiseConn, TransportError};
+/// The provider's authority key pair (sv2's, under the name simnet's callers know).
+pub use sv2::keys::AuthorityKeys as TdpKeys;
+pub use sv2::keys::{
+    parse_public_key, KeyError, REFERENCE_AUTHORITY_PUBLIC_KEY, REFERENCE_AUTHORITY_SECRET_KEY,
+};
+pub use sv2::{Frame, Limits, NoiseConn, TransportError};

@@ -14,16 +14,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{ConnectionClosed, ConnectionOpened, EventSink, ShortStr};
-use noise_sv2::Responder;
+use sv2::{Limits, NoiseConn, TransportError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::block::SolutionBlock;
 use super::codec::{self, ServerMessage};
-use super::keys::TdpKeys;
 use super::session::{Action, Session, SessionConfig};
-use super::transport::{Limits, NoiseConn, TransportError};
+use super::TdpKeys;
 use crate::node::Node;
 
 /// How the endpoint runs. [`TdpConfig::new`] gives the defaults.
@@ -34,7 +33,7 @@ pub struct TdpConfig {
     /// How long each connection's certificate is valid from the handshake (the reference
     /// roles' `cert_validity_sec`, default one hour). Clients check it only at the handshake.
     pub cert_validity: Duration,
-    /// Each handshake read must complete within this.
+    /// The Noise handshake must complete within this.
     pub handshake_timeout: Duration,
     /// From accepting the connection to `CoinbaseOutputConstraints`: a client that connects
     /// and never sets up is dropped after this.
@@ -202,12 +201,10 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         ..
     } = endpoint;
     let setup_deadline = tokio::time::Instant::now() + config.setup_timeout;
-    let responder = Responder::from_authority_kp(
-        &config.keys.public_bytes(),
-        &config.keys.secret_bytes(),
-        config.cert_validity,
-    )
-    .map_err(|e| TransportError::Handshake(format!("authority keys: {e:?}")))?;
+    let responder = config
+        .keys
+        .responder(config.cert_validity)
+        .map_err(|e| TransportError::Handshake(e.to_string()))?;
     let limits = Limits {
         handshake_timeout: config.handshake_timeout,
         max_frame_bytes: config.max_frame_bytes,
@@ -291,7 +288,7 @@ fn log_send(conn: u64, m: &ServerMessage) {
         ServerMessage::SetNewPrevHash(p) => tracing::info!(
             conn,
             template_id = p.template_id,
-            prev_hash = %primitives::Hash256(p.prev_hash.to_array()),
+            prev_hash = %primitives::Hash256(p.prev_hash),
             "tdp: SetNewPrevHash"
         ),
         other => tracing::debug!(conn, msg = other.name(), "tdp: sent"),

@@ -36,30 +36,22 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use binary_sv2::U256Owned;
-use common_messages_sv2::{
-    SetupConnectionErrorOwned, SetupConnectionSuccess,
-    ERROR_CODE_SETUP_CONNECTION_PROTOCOL_VERSION_MISMATCH,
-    ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_FEATURE_FLAGS,
-    ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_PROTOCOL,
-    SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT,
-};
 use primitives::coinbase::bip34_height_push;
 use primitives::Hash256;
-use template_distribution_sv2::{
-    NewTemplateOwned, RequestTransactionDataErrorOwned, RequestTransactionDataSuccessOwned,
-    SetNewPrevHashOwned, ERROR_CODE_REQUEST_TRANSACTION_DATA_STALE_TEMPLATE_ID,
-    ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND,
+use sv2::messages::common::{self, protocol, SetupConnectionError, SetupConnectionSuccess};
+use sv2::messages::template_distribution::{
+    self as tdp, NewTemplate, RequestTransactionDataError, RequestTransactionDataSuccess,
+    SetNewPrevHash,
 };
 
 use super::block::{self, SolutionBlock};
-use super::codec::{self, ClientMessage, FieldError, ServerMessage, Setup, Solution};
+use super::codec::{ClientMessage, ServerMessage, Setup, Solution};
 use crate::config::SimnetConfig;
 use crate::mempool::Selection;
 use crate::template::{Template, TemplateBase};
 
 /// The only protocol version SV2 defines.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = common::PROTOCOL_VERSION;
 
 /// The coinbase fields templates ask for, as in simnet's own coinbases (`CoinbaseSpec::new`):
 /// version 2, final input sequence, no lock time.
@@ -209,32 +201,27 @@ impl Session {
 
     fn setup(&mut self, s: Setup) -> Vec<Action> {
         let refuse = |code: &str, flags: u32| -> Vec<Action> {
-            match codec::str0255("error_code", code) {
-                Ok(error_code) => vec![
-                    Action::Send(ServerMessage::SetupConnectionError(
-                        SetupConnectionErrorOwned { flags, error_code },
-                    )),
-                    Action::Close {
-                        reason: "setup",
-                        detail: code.to_owned(),
-                    },
-                ],
-                Err(e) => close("encode", e.to_string()),
-            }
+            vec![
+                Action::Send(ServerMessage::SetupConnectionError(SetupConnectionError {
+                    flags,
+                    error_code: code.to_owned(),
+                })),
+                Action::Close {
+                    reason: "setup",
+                    detail: code.to_owned(),
+                },
+            ]
         };
-        if s.protocol != SV2_TEMPLATE_DISTRIBUTION_PROTOCOL_DISCRIMINANT {
-            return refuse(ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_PROTOCOL, 0);
+        if s.protocol != protocol::TEMPLATE_DISTRIBUTION {
+            return refuse(common::error_code::UNSUPPORTED_PROTOCOL, 0);
         }
         if !(s.min_version..=s.max_version).contains(&PROTOCOL_VERSION) {
-            return refuse(ERROR_CODE_SETUP_CONNECTION_PROTOCOL_VERSION_MISMATCH, 0);
+            return refuse(common::error_code::PROTOCOL_VERSION_MISMATCH, 0);
         }
         // Template Distribution defines no flags, so every flag set is one we do not support,
         // and the error lists them all, as the spec asks.
         if s.flags != 0 {
-            return refuse(
-                ERROR_CODE_SETUP_CONNECTION_UNSUPPORTED_FEATURE_FLAGS,
-                s.flags,
-            );
+            return refuse(common::error_code::UNSUPPORTED_FEATURE_FLAGS, s.flags);
         }
         self.phase = Phase::AwaitConstraints;
         vec![Action::Send(ServerMessage::SetupConnectionSuccess(
@@ -250,11 +237,9 @@ impl Session {
     fn announce(&mut self, t: &Arc<Template>) -> Vec<Action> {
         let fitted = fit(t, self.tx_limit);
         let new_tip = self.tip != Some(fitted.prev_hash);
-        let new_template = match new_template_message(&fitted, new_tip) {
-            Ok(m) => m,
-            Err(e) => return close("encode", e.to_string()),
-        };
-        let mut out = vec![Action::Send(ServerMessage::NewTemplate(new_template))];
+        let mut out = vec![Action::Send(ServerMessage::NewTemplate(
+            new_template_message(&fitted, new_tip),
+        ))];
         if new_tip {
             out.push(Action::Send(ServerMessage::SetNewPrevHash(
                 set_new_prev_hash_message(&fitted),
@@ -267,34 +252,30 @@ impl Session {
     }
 
     fn transaction_data(&self, template_id: u64) -> Vec<Action> {
-        let refuse = |code: &str| match codec::str0255("error_code", code) {
-            Ok(error_code) => vec![Action::Send(ServerMessage::RequestTransactionDataError(
-                RequestTransactionDataErrorOwned {
+        let refuse = |code: &str| {
+            vec![Action::Send(ServerMessage::RequestTransactionDataError(
+                RequestTransactionDataError {
                     template_id,
-                    error_code,
+                    error_code: code.to_owned(),
                 },
-            ))],
-            Err(e) => close("encode", e.to_string()),
+            ))]
         };
         let Some(t) = self.store.get(template_id) else {
-            return refuse(ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND);
+            return refuse(tdp::error_code::TEMPLATE_ID_NOT_FOUND);
         };
         if self.tip != Some(t.prev_hash) {
-            return refuse(ERROR_CODE_REQUEST_TRANSACTION_DATA_STALE_TEMPLATE_ID);
+            return refuse(tdp::error_code::STALE_TEMPLATE_ID);
         }
-        match transaction_data_message(t) {
-            Ok(m) => vec![Action::Send(ServerMessage::RequestTransactionDataSuccess(
-                m,
-            ))],
-            Err(e) => close("encode", e.to_string()),
-        }
+        vec![Action::Send(ServerMessage::RequestTransactionDataSuccess(
+            transaction_data_message(t),
+        ))]
     }
 
     fn solution(&self, s: Solution) -> Vec<Action> {
         let Some(t) = self.store.get(s.template_id) else {
             return vec![Action::DropSolution {
                 template_id: s.template_id,
-                reason: ERROR_CODE_REQUEST_TRANSACTION_DATA_TEMPLATE_ID_NOT_FOUND.to_owned(),
+                reason: tdp::error_code::TEMPLATE_ID_NOT_FOUND.to_owned(),
             }];
         };
         // A solution on a template whose tip has moved on is still built and submitted: the
@@ -375,52 +356,43 @@ pub fn coinbase_outputs(t: &Template) -> Vec<u8> {
     out
 }
 
-pub fn new_template_message(t: &Template, future: bool) -> Result<NewTemplateOwned, FieldError> {
-    Ok(NewTemplateOwned {
+/// `NewTemplate` for `t`. Field lengths are checked when it is encoded (a BIP34 push, one
+/// 47-byte output and a merkle path of at most 12 levels are far inside them).
+pub fn new_template_message(t: &Template, future: bool) -> NewTemplate {
+    NewTemplate {
         template_id: t.id,
         future_template: future,
         version: t.version,
         coinbase_tx_version: COINBASE_TX_VERSION,
         // The BIP34 height push, what Core's provider puts first in the scriptSig; the client
         // appends its own tag and extranonce.
-        coinbase_prefix: codec::b0255("coinbase_prefix", bip34_height_push(t.height))?,
+        coinbase_prefix: bip34_height_push(t.height),
         coinbase_tx_input_sequence: COINBASE_TX_INPUT_SEQUENCE,
         coinbase_tx_value_remaining: t.coinbase_value,
         coinbase_tx_outputs_count: 1,
-        coinbase_tx_outputs: codec::b064k("coinbase_tx_outputs", coinbase_outputs(t))?,
+        coinbase_tx_outputs: coinbase_outputs(t),
         coinbase_tx_locktime: COINBASE_TX_LOCKTIME,
-        merkle_path: codec::seq0255(
-            "merkle_path",
-            t.merkle_branch
-                .iter()
-                .map(|h| U256Owned::from(h.0))
-                .collect(),
-        )?,
-    })
-}
-
-pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHashOwned {
-    SetNewPrevHashOwned {
-        template_id: t.id,
-        // Internal byte order: as the hash appears in the next block's header.
-        prev_hash: U256Owned::from(t.prev_hash.0),
-        header_timestamp: t.curtime,
-        n_bits: t.bits.0,
-        target: U256Owned::from(t.target.to_le_bytes()),
+        merkle_path: t.merkle_branch.iter().map(|h| h.0).collect(),
     }
 }
 
-pub fn transaction_data_message(
-    t: &Template,
-) -> Result<RequestTransactionDataSuccessOwned, FieldError> {
-    Ok(RequestTransactionDataSuccessOwned {
+pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHash {
+    SetNewPrevHash {
         template_id: t.id,
-        excess_data: codec::b064k("excess_data", EXCESS_DATA.to_vec())?,
-        transaction_list: codec::seq064k_b016m(
-            "transaction_list",
-            t.transactions.iter().map(|e| e.raw.to_vec()),
-        )?,
-    })
+        // Internal byte order: as the hash appears in the next block's header.
+        prev_hash: t.prev_hash.0,
+        header_timestamp: t.curtime,
+        n_bits: t.bits.0,
+        target: t.target,
+    }
+}
+
+pub fn transaction_data_message(t: &Template) -> RequestTransactionDataSuccess {
+    RequestTransactionDataSuccess {
+        template_id: t.id,
+        excess_data: EXCESS_DATA.to_vec(),
+        transaction_list: t.transactions.iter().map(|e| e.raw.to_vec()).collect(),
+    }
 }
 
 /// The templates a connection was sent, newest last.
@@ -518,12 +490,8 @@ mod tests {
 
     fn error_code(a: &Action) -> String {
         match a {
-            Action::Send(ServerMessage::SetupConnectionError(e)) => {
-                String::from_utf8(e.error_code.as_bytes().to_vec()).unwrap()
-            }
-            Action::Send(ServerMessage::RequestTransactionDataError(e)) => {
-                String::from_utf8(e.error_code.as_bytes().to_vec()).unwrap()
-            }
+            Action::Send(ServerMessage::SetupConnectionError(e)) => e.error_code.clone(),
+            Action::Send(ServerMessage::RequestTransactionDataError(e)) => e.error_code.clone(),
             other => panic!("not an error: {other:?}"),
         }
     }
@@ -593,11 +561,12 @@ mod tests {
         assert!(nt.future_template);
         assert_eq!(nt.template_id, t.id);
         assert_eq!(p.template_id, t.id);
-        assert_eq!(nt.coinbase_prefix.as_bytes(), bip34_height_push(t.height));
+        assert_eq!(nt.coinbase_prefix, bip34_height_push(t.height));
         assert_eq!(nt.coinbase_tx_value_remaining, t.coinbase_value);
         assert_eq!(nt.coinbase_tx_outputs_count, 1);
         assert_eq!(nt.merkle_path.len(), t.merkle_branch.len());
-        assert_eq!(p.prev_hash.as_bytes(), &t.prev_hash.0);
+        assert_eq!(p.prev_hash, t.prev_hash.0);
+        assert_eq!(p.target, t.target);
         assert_eq!(p.n_bits, t.bits.0);
         assert_eq!(p.header_timestamp, t.curtime);
         // Sending the same template again is a no-op.
@@ -641,10 +610,10 @@ mod tests {
         let [Action::Send(ServerMessage::RequestTransactionDataSuccess(m))] = &out[..] else {
             panic!("{out:?}")
         };
-        assert_eq!(m.excess_data.as_bytes(), &EXCESS_DATA);
+        assert_eq!(m.excess_data, EXCESS_DATA);
         assert_eq!(m.transaction_list.len(), t.tx_count());
         for (got, want) in m.transaction_list.iter().zip(&t.transactions) {
-            assert_eq!(got.as_bytes(), &want.raw[..]);
+            assert_eq!(&got[..], &want.raw[..]);
         }
         assert_eq!(
             error_code(&s.transaction_data(t.id + 1000)[0]),

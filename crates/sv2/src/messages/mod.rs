@@ -1,0 +1,238 @@
+//! SV2 messages as plain owned values.
+//!
+//! Every message of the Common, Mining and Template Distribution protocols is a struct of
+//! `u8`..`u64`, `bool`, `f32`, `String`, `Vec<u8>`, 32-byte arrays (hashes, in the byte order
+//! of the wire and of block headers), `Option<u32>`, [`primitives::Target`] (the wire's 32-byte
+//! little-endian targets) and merkle paths as `Vec<[u8; 32]>`, deepest first. The wire format
+//! is the reference crates': [`Sv2Message::encode`] builds the reference struct over borrowed
+//! fields and serializes it with binary_sv2; [`Sv2Message::decode`] reads the reference struct
+//! and copies its fields out. Decoding ignores bytes after the message, as the reference
+//! decoder does, and refuses strings that are not UTF-8.
+//!
+//! binary_sv2 allocates while it works (its derived codecs build a field list per message):
+//! encoding a `SubmitSharesStandard` into a reused buffer allocates twice and decoding one
+//! sixteen times (`examples/footprint.rs`); merkle paths add one `Vec` of references per encode.
+//!
+//! Message types and `channel_msg` bits are the spec's (its message types table). The
+//! reference crates set the bit on `NewMiningJob` and `SetCustomMiningJob` (+ `.Success`,
+//! `.Error`) where the spec's table does not; receivers, the reference's included, dispatch on
+//! the message type alone, so either interoperates.
+//!
+//! [`Message`] is any of them, by protocol; [`Message::decode`] dispatches on the message type
+//! of a frame with extension type 0 (messages of other extensions are the caller's to skip, as
+//! the spec says to).
+
+pub mod common;
+pub mod mining;
+pub mod template_distribution;
+mod wire;
+
+pub use common::Common;
+pub use mining::Mining;
+pub use template_distribution::TemplateDistribution;
+
+use crate::noise::extension_type;
+
+/// A message with its spec constants, encoded and decoded through its reference struct.
+pub trait Sv2Message: Sized {
+    const MSG_TYPE: u8;
+    /// Whether the frame's `channel_msg` bit is set: the payload starts with a `channel_id`.
+    const CHANNEL_BIT: bool;
+    /// The spec's name, such as `SubmitShares.Success`.
+    const NAME: &'static str;
+
+    /// Appends the serialized message to `out`.
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError>;
+
+    /// Reads the message from a frame payload (binary_sv2 decodes in place, hence `&mut`).
+    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError>;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("message type {0:#04x} is not a Common, Mining or Template Distribution message")]
+    UnknownType(u8),
+    #[error("{name} (type {msg_type:#04x}) does not decode: {reason}")]
+    Malformed {
+        msg_type: u8,
+        name: &'static str,
+        reason: String,
+    },
+    #[error("{name} (type {msg_type:#04x}): {field} is not UTF-8")]
+    NotUtf8 {
+        msg_type: u8,
+        name: &'static str,
+        field: &'static str,
+    },
+}
+
+impl DecodeError {
+    pub fn msg_type(&self) -> u8 {
+        match self {
+            DecodeError::UnknownType(t) => *t,
+            DecodeError::Malformed { msg_type, .. } | DecodeError::NotUtf8 { msg_type, .. } => {
+                *msg_type
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("{name}.{field} has {len} elements or bytes, more than its type allows ({max})")]
+    FieldTooLong {
+        name: &'static str,
+        field: &'static str,
+        len: usize,
+        max: usize,
+    },
+    #[error("{name} could not be serialized: {reason}")]
+    Serialize { name: &'static str, reason: String },
+}
+
+/// Declares one protocol's enum over its message structs, with dispatch by message type and
+/// `From` conversions into it and into [`Message`].
+macro_rules! protocol_messages {
+    ($protocol:ident: $($variant:ident($ty:ty)),* $(,)?) => {
+        #[derive(Clone, Debug, PartialEq)]
+        pub enum $protocol {
+            $($variant($ty),)*
+        }
+
+        impl $protocol {
+            /// Every message type of this protocol: type, `channel_msg` bit, spec name.
+            pub const TYPES: &'static [(u8, bool, &'static str)] = &[
+                $((<$ty as $crate::messages::Sv2Message>::MSG_TYPE,
+                   <$ty as $crate::messages::Sv2Message>::CHANNEL_BIT,
+                   <$ty as $crate::messages::Sv2Message>::NAME),)*
+            ];
+
+            pub fn msg_type(&self) -> u8 {
+                match self {
+                    $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::MSG_TYPE,)*
+                }
+            }
+
+            pub fn channel_bit(&self) -> bool {
+                match self {
+                    $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::CHANNEL_BIT,)*
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::NAME,)*
+                }
+            }
+
+            pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), $crate::messages::EncodeError> {
+                match self {
+                    $($protocol::$variant(m) => $crate::messages::Sv2Message::encode(m, out),)*
+                }
+            }
+
+            /// `None` when the type is not one of this protocol's.
+            pub fn decode(
+                msg_type: u8,
+                payload: &mut [u8],
+            ) -> Option<Result<$protocol, $crate::messages::DecodeError>> {
+                $(
+                    if msg_type == <$ty as $crate::messages::Sv2Message>::MSG_TYPE {
+                        return Some(
+                            <$ty as $crate::messages::Sv2Message>::decode(payload)
+                                .map($protocol::$variant),
+                        );
+                    }
+                )*
+                None
+            }
+        }
+
+        $(
+            impl From<$ty> for $protocol {
+                fn from(m: $ty) -> $protocol {
+                    $protocol::$variant(m)
+                }
+            }
+
+            impl From<$ty> for $crate::messages::Message {
+                fn from(m: $ty) -> $crate::messages::Message {
+                    $crate::messages::Message::$protocol($protocol::$variant(m))
+                }
+            }
+        )*
+    };
+}
+pub(crate) use protocol_messages;
+
+/// Any message this crate knows, by protocol.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Common(Common),
+    Mining(Mining),
+    TemplateDistribution(TemplateDistribution),
+}
+
+impl Message {
+    /// Decodes the payload of a frame with extension type 0 and message type `msg_type`.
+    pub fn decode(msg_type: u8, payload: &mut [u8]) -> Result<Message, DecodeError> {
+        if let Some(m) = Common::decode(msg_type, payload) {
+            return m.map(Message::Common);
+        }
+        if let Some(m) = Mining::decode(msg_type, payload) {
+            return m.map(Message::Mining);
+        }
+        if let Some(m) = TemplateDistribution::decode(msg_type, payload) {
+            return m.map(Message::TemplateDistribution);
+        }
+        Err(DecodeError::UnknownType(msg_type))
+    }
+
+    /// Appends the serialized message to `out` and returns its message type.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<u8, EncodeError> {
+        match self {
+            Message::Common(m) => m.encode(out),
+            Message::Mining(m) => m.encode(out),
+            Message::TemplateDistribution(m) => m.encode(out),
+        }?;
+        Ok(self.msg_type())
+    }
+
+    pub fn msg_type(&self) -> u8 {
+        match self {
+            Message::Common(m) => m.msg_type(),
+            Message::Mining(m) => m.msg_type(),
+            Message::TemplateDistribution(m) => m.msg_type(),
+        }
+    }
+
+    pub fn channel_bit(&self) -> bool {
+        match self {
+            Message::Common(m) => m.channel_bit(),
+            Message::Mining(m) => m.channel_bit(),
+            Message::TemplateDistribution(m) => m.channel_bit(),
+        }
+    }
+
+    /// The frame's extension type field: extension 0 with the message's `channel_msg` bit.
+    pub fn extension_type(&self) -> u16 {
+        extension_type(0, self.channel_bit())
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Common(m) => m.name(),
+            Message::Mining(m) => m.name(),
+            Message::TemplateDistribution(m) => m.name(),
+        }
+    }
+}
+
+/// Every message type this crate knows: type, `channel_msg` bit, spec name.
+pub fn message_types() -> impl Iterator<Item = (u8, bool, &'static str)> {
+    Common::TYPES
+        .iter()
+        .chain(Mining::TYPES)
+        .chain(TemplateDistribution::TYPES)
+        .copied()
+}

@@ -1,0 +1,183 @@
+//! The client's side of the handshake: it speaks first, then checks the server's certificate.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use codec_sv2::{Handshake, InitiatorSent};
+use noise_sv2::{Initiator, INITIATOR_EXPECTED_HANDSHAKE_MESSAGE_SIZE};
+
+use super::{CertificateProblem, Codec, Frame, NoiseError};
+
+/// The spec's tolerance for clock drift between the certificate's issuer and its checker
+/// (noise_sv2 applies the same when it verifies).
+const CLOCK_LEEWAY_SECS: u32 = 10;
+
+/// A client connection: sends its ephemeral key at once, and accepts the server only if the
+/// server's certificate is signed by the authority key it was given and valid now.
+pub struct NoiseInitiator {
+    codec: Codec,
+    phase: Phase,
+    /// Unix time to check the certificate at; the system clock when `None`.
+    now: Option<u32>,
+}
+
+enum Phase {
+    AwaitingReply(Handshake<InitiatorSent>),
+    Done,
+    Failed,
+}
+
+impl NoiseInitiator {
+    /// A client that accepts only servers certified by `authority_public_key` (x-only bytes,
+    /// see [`crate::keys::parse_public_key`]), refusing frames over `max_frame_bytes`.
+    pub fn new(
+        authority_public_key: [u8; 32],
+        max_frame_bytes: usize,
+    ) -> Result<NoiseInitiator, NoiseError> {
+        let role = Initiator::from_raw_k(authority_public_key)
+            .map_err(|_| NoiseError::InvalidAuthorityKey)?;
+        NoiseInitiator::from_role(role, max_frame_bytes)
+    }
+
+    /// From a reference initiator built by the caller (`Initiator::without_pk` skips the
+    /// certificate check, for talking to servers whose authority is not known).
+    pub fn from_role(
+        role: Box<Initiator>,
+        max_frame_bytes: usize,
+    ) -> Result<NoiseInitiator, NoiseError> {
+        let mut codec = Codec::new(max_frame_bytes);
+        let (first, sent) = Handshake::initiator(role)
+            .step_0()
+            .map_err(|e| NoiseError::Handshake(e.to_string()))?;
+        codec.queue_handshake(first);
+        Ok(NoiseInitiator {
+            codec,
+            phase: Phase::AwaitingReply(sent),
+            now: None,
+        })
+    }
+
+    /// Checks the certificate as of `unix_secs` instead of the system clock (simulated time,
+    /// tests).
+    pub fn with_now(mut self, unix_secs: u32) -> NoiseInitiator {
+        self.now = Some(unix_secs);
+        self
+    }
+
+    /// Bytes from the server. Completes the handshake once the server's reply is all here;
+    /// bytes past it are kept for [`NoiseInitiator::next_frame`].
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), NoiseError> {
+        match self.phase {
+            Phase::Failed => return Err(NoiseError::Failed),
+            Phase::Done => {
+                self.codec.feed(bytes);
+                return Ok(());
+            }
+            Phase::AwaitingReply(_) => self.codec.feed(bytes),
+        }
+        let reply = match self.codec.read_handshake::<InitiatorSent>() {
+            Ok(Some(reply)) => reply,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(self.failed(e)),
+        };
+        let Phase::AwaitingReply(sent) = std::mem::replace(&mut self.phase, Phase::Failed) else {
+            unreachable!("checked above");
+        };
+        let reply: [u8; INITIATOR_EXPECTED_HANDSHAKE_MESSAGE_SIZE] = match reply
+            .payload()
+            .try_into()
+        {
+            Ok(r) => r,
+            Err(_) => {
+                return Err(self.failed(NoiseError::Handshake("reply has the wrong size".into())))
+            }
+        };
+        let now = self.now.unwrap_or_else(unix_now);
+        match sent.step_2_with_now(reply, now) {
+            Ok(transport) => {
+                self.codec.establish(transport);
+                self.phase = Phase::Done;
+                Ok(())
+            }
+            Err(e) => Err(self.failed(handshake_error(e, now))),
+        }
+    }
+
+    fn failed(&mut self, e: NoiseError) -> NoiseError {
+        self.phase = Phase::Failed;
+        self.codec.fail();
+        e
+    }
+
+    /// Appends the handshake bytes not yet sent (the ephemeral key) to `out`.
+    pub fn take_handshake_bytes(&mut self, out: &mut Vec<u8>) -> bool {
+        self.codec.take_handshake_bytes(out)
+    }
+
+    /// The server's certificate checked out and frames can flow both ways.
+    pub fn handshake_done(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    /// Frames and encrypts a payload (`extension_type` with the `channel_msg` bit, see
+    /// [`super::extension_type`]), appending the wire bytes to `out`.
+    pub fn encrypt(
+        &mut self,
+        msg_type: u8,
+        extension_type: u16,
+        payload: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), NoiseError> {
+        self.codec.encrypt(msg_type, extension_type, payload, out)
+    }
+
+    /// The next decrypted frame, `None` until one is whole.
+    pub fn next_frame(&mut self) -> Option<Result<Frame, NoiseError>> {
+        self.codec.next_frame()
+    }
+
+    /// Bytes fed and not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.codec.buffered()
+    }
+
+    /// Heap bytes this connection holds itself (the input buffer and pending handshake bytes),
+    /// beyond `size_of::<NoiseInitiator>()`.
+    pub fn heap_bytes(&self) -> usize {
+        self.codec.heap_bytes()
+    }
+
+    pub(crate) fn into_codec(self) -> Codec {
+        self.codec
+    }
+}
+
+fn unix_now() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs().min(u32::MAX as u64) as u32)
+        .unwrap_or(0)
+}
+
+/// Names the certificate problem when it is one: the validity window is checked here only to
+/// say which (noise_sv2 has already refused the certificate).
+fn handshake_error(e: codec_sv2::Error, now: u32) -> NoiseError {
+    match e {
+        codec_sv2::Error::NoiseSv2Error(noise_sv2::Error::InvalidCertificate(cert)) => {
+            let problem = if cert.not_valid_after.saturating_add(CLOCK_LEEWAY_SECS) < now {
+                CertificateProblem::Expired {
+                    not_valid_after: cert.not_valid_after,
+                    now,
+                }
+            } else if cert.valid_from.saturating_sub(CLOCK_LEEWAY_SECS) > now {
+                CertificateProblem::NotYetValid {
+                    valid_from: cert.valid_from,
+                    now,
+                }
+            } else {
+                CertificateProblem::Signature
+            };
+            NoiseError::Certificate(problem)
+        }
+        other => NoiseError::Handshake(other.to_string()),
+    }
+}

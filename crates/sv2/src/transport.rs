@@ -1,0 +1,377 @@
+//! SV2 frames over Noise on a tokio TCP stream, either side of the handshake: the thin async
+//! shell over [`crate::noise`] for roles that run one task per connection.
+//!
+//! It only moves bytes and bounds what a peer can make it do:
+//!
+//! - the handshake must complete within `handshake_timeout` (a silent peer is dropped, not
+//!   waited for);
+//! - a frame may take at most `max_frame_bytes` on the wire, refused as soon as its header
+//!   declares more (see [`crate::noise`]);
+//! - a write may take at most `write_timeout`, so a peer that stops reading cannot stall its
+//!   task forever.
+//!
+//! [`NoiseConn::read_frame`] keeps what it read in the connection, so it is cancellation safe:
+//! a `select!` may drop it between reads without losing bytes.
+
+use std::io;
+use std::time::Duration;
+
+use binary_sv2::{GetSize, Serialize};
+use noise_sv2::{Initiator, Responder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use crate::keys::AuthorityKeys;
+use crate::messages::{EncodeError, Message};
+use crate::noise::{extension_type, Codec, Frame, NoiseError, NoiseInitiator, NoiseResponder};
+
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 8192;
+/// Outgoing buffers larger than this are released after use rather than kept.
+const RETAINED_OUT: usize = 64 * 1024;
+
+/// Why a connection ended; `reason()` is the short word events carry.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("peer closed the connection")]
+    Closed,
+    #[error("socket error: {0}")]
+    Io(#[from] io::Error),
+    #[error("noise handshake timed out")]
+    HandshakeTimeout,
+    #[error("noise handshake failed: {0}")]
+    Handshake(String),
+    #[error("frame does not decrypt or decode: {0}")]
+    Codec(String),
+    #[error("frame exceeds {limit} bytes")]
+    FrameTooLarge { limit: usize },
+    #[error("frame could not be encoded: {0}")]
+    Encode(String),
+    #[error("peer did not take our bytes within {0:?}")]
+    WriteTimeout(Duration),
+    #[error("the server is shutting down")]
+    Shutdown,
+}
+
+impl TransportError {
+    /// A short reason for `ConnectionClosed` events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TransportError::Closed => "eof",
+            TransportError::Io(_) => "reset",
+            TransportError::HandshakeTimeout => "timeout",
+            TransportError::Handshake(_) => "handshake",
+            TransportError::Codec(_) => "protocol",
+            TransportError::FrameTooLarge { .. } => "oversize",
+            TransportError::Encode(_) => "encode",
+            TransportError::WriteTimeout(_) => "timeout",
+            TransportError::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl From<NoiseError> for TransportError {
+    fn from(e: NoiseError) -> Self {
+        match e {
+            NoiseError::Certificate(_)
+            | NoiseError::Handshake(_)
+            | NoiseError::InvalidAuthorityKey
+            | NoiseError::HandshakeIncomplete => TransportError::Handshake(e.to_string()),
+            NoiseError::FrameTooLarge { limit } => TransportError::FrameTooLarge { limit },
+            NoiseError::Decrypt(_) | NoiseError::Failed => TransportError::Codec(e.to_string()),
+            NoiseError::PayloadTooLarge { .. } | NoiseError::Encrypt(_) => {
+                TransportError::Encode(e.to_string())
+            }
+        }
+    }
+}
+
+impl From<EncodeError> for TransportError {
+    fn from(e: EncodeError) -> Self {
+        TransportError::Encode(e.to_string())
+    }
+}
+
+/// Limits a connection applies to its peer.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The whole handshake must complete within this.
+    pub handshake_timeout: Duration,
+    /// Largest frame accepted, counted as encrypted bytes on the wire.
+    pub max_frame_bytes: usize,
+    /// Each write must complete within this.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // The reference roles' default handshake timeout.
+            handshake_timeout: Duration::from_secs(10),
+            max_frame_bytes: 1 << 24,
+            write_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A connection past its Noise handshake.
+pub struct NoiseConn {
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    codec: Codec,
+    read_buf: Box<[u8]>,
+    /// Wire bytes being written.
+    out: Vec<u8>,
+    /// A message's payload before it is framed.
+    scratch: Vec<u8>,
+    limits: Limits,
+}
+
+impl NoiseConn {
+    /// The responder's side: waits for the initiator's ephemeral key, answers with ours and the
+    /// certificate `responder` signs.
+    pub async fn accept(
+        stream: TcpStream,
+        responder: Box<Responder>,
+        limits: Limits,
+    ) -> Result<NoiseConn, TransportError> {
+        let _ = stream.set_nodelay(true);
+        let (mut reader, mut writer) = stream.into_split();
+        let mut noise = NoiseResponder::from_role(responder, limits.max_frame_bytes);
+        let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
+        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        while !noise.handshake_done() {
+            let n = read_before(&mut reader, &mut read_buf, deadline).await?;
+            noise.feed(&read_buf[..n])?;
+        }
+        let mut out = Vec::new();
+        noise.take_handshake_bytes(&mut out);
+        write_within(&mut writer, &out, limits.write_timeout).await?;
+        out.clear();
+        Ok(NoiseConn {
+            reader,
+            writer,
+            codec: noise.into_codec(),
+            read_buf,
+            out,
+            scratch: Vec::new(),
+            limits,
+        })
+    }
+
+    /// [`NoiseConn::accept`] with a certificate signed by `keys`, valid for `cert_validity`.
+    pub async fn accept_with_keys(
+        stream: TcpStream,
+        keys: &AuthorityKeys,
+        cert_validity: Duration,
+        limits: Limits,
+    ) -> Result<NoiseConn, TransportError> {
+        let responder = keys
+            .responder(cert_validity)
+            .map_err(|e| TransportError::Handshake(e.to_string()))?;
+        NoiseConn::accept(stream, responder, limits).await
+    }
+
+    /// The initiator's side: `initiator` carries the authority key the server's certificate must
+    /// be signed with (`Initiator::from_raw_k`) or none (`Initiator::without_pk`).
+    pub async fn connect(
+        stream: TcpStream,
+        initiator: Box<Initiator>,
+        limits: Limits,
+    ) -> Result<NoiseConn, TransportError> {
+        let _ = stream.set_nodelay(true);
+        let (mut reader, mut writer) = stream.into_split();
+        let mut noise = NoiseInitiator::from_role(initiator, limits.max_frame_bytes)?;
+        let mut out = Vec::new();
+        noise.take_handshake_bytes(&mut out);
+        write_within(&mut writer, &out, limits.write_timeout).await?;
+        out.clear();
+        let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
+        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        while !noise.handshake_done() {
+            let n = read_before(&mut reader, &mut read_buf, deadline).await?;
+            // Fails when the certificate is not signed by the expected authority or is out of
+            // date.
+            noise.feed(&read_buf[..n])?;
+        }
+        Ok(NoiseConn {
+            reader,
+            writer,
+            codec: noise.into_codec(),
+            read_buf,
+            out,
+            scratch: Vec::new(),
+            limits,
+        })
+    }
+
+    /// [`NoiseConn::connect`] checking the certificate against `authority_public_key`.
+    pub async fn connect_to_authority(
+        stream: TcpStream,
+        authority_public_key: [u8; 32],
+        limits: Limits,
+    ) -> Result<NoiseConn, TransportError> {
+        let initiator = Initiator::from_raw_k(authority_public_key)
+            .map_err(|_| TransportError::from(NoiseError::InvalidAuthorityKey))?;
+        NoiseConn::connect(stream, initiator, limits).await
+    }
+
+    /// The next whole frame. Cancellation safe (see the module documentation).
+    pub async fn read_frame(&mut self) -> Result<Frame, TransportError> {
+        loop {
+            if let Some(frame) = self.codec.next_frame() {
+                return Ok(frame?);
+            }
+            if self.codec.read_failed() {
+                return Err(NoiseError::Failed.into());
+            }
+            let n = self.reader.read(&mut self.read_buf).await?;
+            if n == 0 {
+                return Err(TransportError::Closed);
+            }
+            self.codec.feed(&self.read_buf[..n]);
+        }
+    }
+
+    /// The next frame decoded as a message: `Ok(None)` for a frame of an extension other than 0,
+    /// which the spec says to ignore. A message that does not decode is an error.
+    pub async fn read_message(&mut self) -> Result<Option<Message>, TransportError> {
+        let mut frame = self.read_frame().await?;
+        if frame.extension() != 0 {
+            return Ok(None);
+        }
+        Message::decode(frame.msg_type(), &mut frame.payload)
+            .map(Some)
+            .map_err(|e| TransportError::Codec(e.to_string()))
+    }
+
+    /// Encodes, frames, encrypts and sends one message (extension 0, its `channel_msg` bit).
+    pub async fn send_message(&mut self, message: &Message) -> Result<(), TransportError> {
+        self.scratch.clear();
+        let msg_type = message.encode(&mut self.scratch)?;
+        let scratch = std::mem::take(&mut self.scratch);
+        let sent = self
+            .send_payload(msg_type, message.extension_type(), &scratch)
+            .await;
+        self.scratch = scratch;
+        sent
+    }
+
+    /// Frames, encrypts and sends an encoded payload under `extension_type` (the field as sent,
+    /// `channel_msg` bit included).
+    pub async fn send_payload(
+        &mut self,
+        msg_type: u8,
+        extension_type: u16,
+        payload: &[u8],
+    ) -> Result<(), TransportError> {
+        self.out.clear();
+        self.codec
+            .encrypt(msg_type, extension_type, payload, &mut self.out)?;
+        let written = write_within(&mut self.writer, &self.out, self.limits.write_timeout).await;
+        if self.out.capacity() > RETAINED_OUT {
+            self.out = Vec::new();
+        }
+        written
+    }
+
+    /// Frames, encrypts and sends one reference-crate message (extension 0, no channel bit:
+    /// what the Template Distribution and most common messages use).
+    pub async fn send<T: Serialize + GetSize>(
+        &mut self,
+        msg_type: u8,
+        message: T,
+    ) -> Result<(), TransportError> {
+        self.send_frame(0, false, msg_type, message).await
+    }
+
+    /// [`NoiseConn::send`] under another extension type (channel bit unset).
+    pub async fn send_extension<T: Serialize + GetSize>(
+        &mut self,
+        extension: u16,
+        msg_type: u8,
+        message: T,
+    ) -> Result<(), TransportError> {
+        self.send_frame(extension, false, msg_type, message).await
+    }
+
+    /// Sends one reference-crate message with any header: the Mining Protocol's channel
+    /// messages set `channel_msg`.
+    pub async fn send_frame<T: Serialize + GetSize>(
+        &mut self,
+        extension: u16,
+        channel_msg: bool,
+        msg_type: u8,
+        message: T,
+    ) -> Result<(), TransportError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.resize(message.get_size(), 0);
+        let sent = match binary_sv2::to_writer(message, &mut scratch) {
+            Ok(n) => {
+                scratch.truncate(n);
+                self.send_payload(msg_type, extension_type(extension, channel_msg), &scratch)
+                    .await
+            }
+            Err(e) => Err(TransportError::Encode(format!("{e:?}"))),
+        };
+        self.scratch = scratch;
+        if self.scratch.capacity() > RETAINED_OUT {
+            self.scratch = Vec::new();
+        }
+        sent
+    }
+
+    /// Sends raw bytes outside the encryption (for tests of what a server does with garbage).
+    pub async fn send_raw(&mut self, bytes: &[u8]) -> Result<(), TransportError> {
+        write_within(&mut self.writer, bytes, self.limits.write_timeout).await
+    }
+
+    /// Closes our sending side; the peer reads end of stream.
+    pub async fn shutdown(&mut self) {
+        let _ = self.writer.shutdown().await;
+    }
+
+    /// Closes so that what we sent last (a `SetupConnection.Error`, say) reaches the peer:
+    /// closing a socket with unread input makes the kernel send a reset, which can destroy
+    /// data still in flight to the peer. So: end our side, then drain theirs until they close
+    /// or `linger` passes.
+    pub async fn close(mut self, linger: Duration) {
+        self.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let drain = async {
+            while let Ok(n) = self.reader.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(linger, drain).await;
+    }
+}
+
+/// One read during the handshake, which must be over by `deadline`.
+async fn read_before(
+    reader: &mut OwnedReadHalf,
+    buf: &mut [u8],
+    deadline: tokio::time::Instant,
+) -> Result<usize, TransportError> {
+    match tokio::time::timeout_at(deadline, reader.read(buf)).await {
+        Err(_) => Err(TransportError::HandshakeTimeout),
+        Ok(Ok(0)) => Err(TransportError::Closed),
+        Ok(Ok(n)) => Ok(n),
+        Ok(Err(e)) => Err(e.into()),
+    }
+}
+
+async fn write_within(
+    writer: &mut OwnedWriteHalf,
+    bytes: &[u8],
+    limit: Duration,
+) -> Result<(), TransportError> {
+    match tokio::time::timeout(limit, writer.write_all(bytes)).await {
+        Err(_) => Err(TransportError::WriteTimeout(limit)),
+        Ok(r) => Ok(r?),
+    }
+}

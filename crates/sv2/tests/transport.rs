@@ -1,0 +1,184 @@
+//! The tokio shell on loopback: handshake, messages both ways, and the limits it enforces.
+
+use std::time::Duration;
+
+use sv2::messages::common::{SetupConnection, SetupConnectionSuccess};
+use sv2::messages::mining::{SubmitSharesStandard, SubmitSharesSuccess};
+use sv2::messages::{Common, Message, Mining};
+use sv2::{AuthorityKeys, Limits, NoiseConn, TransportError};
+use tokio::net::{TcpListener, TcpStream};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn limits() -> Limits {
+    Limits {
+        handshake_timeout: Duration::from_millis(500),
+        max_frame_bytes: 4096,
+        write_timeout: Duration::from_secs(5),
+    }
+}
+
+async fn listener() -> (TcpListener, std::net::SocketAddr) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    (l, addr)
+}
+
+/// Accepts one connection on `l` and runs `serve` on it.
+fn server<F, Fut>(l: TcpListener, serve: F) -> tokio::task::JoinHandle<Result<(), TransportError>>
+where
+    F: FnOnce(NoiseConn) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), TransportError>> + Send,
+{
+    tokio::spawn(async move {
+        let (stream, _) = l.accept().await?;
+        let conn = NoiseConn::accept_with_keys(
+            stream,
+            &AuthorityKeys::reference(),
+            Duration::from_secs(60),
+            limits(),
+        )
+        .await?;
+        serve(conn).await
+    })
+}
+
+fn setup() -> Message {
+    SetupConnection {
+        protocol: 0,
+        min_version: 2,
+        max_version: 2,
+        flags: 1,
+        endpoint_host: "127.0.0.1".into(),
+        endpoint_port: 0,
+        vendor: "test".into(),
+        hardware_version: String::new(),
+        firmware: String::new(),
+        device_id: String::new(),
+    }
+    .into()
+}
+
+#[tokio::test]
+async fn messages_flow_both_ways_after_the_handshake() {
+    let (l, addr) = listener().await;
+    let srv = server(l, |mut conn| async move {
+        let Some(Message::Common(Common::SetupConnection(s))) = conn.read_message().await? else {
+            panic!("expected SetupConnection");
+        };
+        assert_eq!(s.vendor, "test");
+        conn.send_message(
+            &SetupConnectionSuccess {
+                used_version: 2,
+                flags: 0,
+            }
+            .into(),
+        )
+        .await?;
+        let Some(Message::Mining(Mining::SubmitSharesStandard(share))) =
+            conn.read_message().await?
+        else {
+            panic!("expected a share");
+        };
+        conn.send_message(
+            &SubmitSharesSuccess {
+                channel_id: share.channel_id,
+                last_sequence_number: share.sequence_number,
+                new_submits_accepted_count: 1,
+                new_shares_sum: 1,
+            }
+            .into(),
+        )
+        .await
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let mut c = NoiseConn::connect_to_authority(
+        stream,
+        AuthorityKeys::reference().public_bytes(),
+        limits(),
+    )
+    .await
+    .unwrap();
+    c.send_message(&setup()).await.unwrap();
+    assert!(matches!(
+        c.read_message().await.unwrap(),
+        Some(Message::Common(Common::SetupConnectionSuccess(_)))
+    ));
+    let share = SubmitSharesStandard {
+        channel_id: 4,
+        sequence_number: 17,
+        job_id: 1,
+        nonce: 2,
+        ntime: 3,
+        version: 4,
+    };
+    c.send_message(&share.into()).await.unwrap();
+    let f = c.read_frame().await.unwrap();
+    assert!(f.channel_msg(), "SubmitShares.Success is a channel message");
+    assert_eq!(f.channel_id(), Some(4));
+    tokio::time::timeout(WAIT, srv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_server_with_another_authority_is_refused() {
+    let (l, addr) = listener().await;
+    let srv = server(l, |_| async { Ok(()) });
+    let other = AuthorityKeys::from_secret("SeLqn3UAUoRymWmwW7axrzJK7JfNaBR2cHCryA6cFsgFkHEF")
+        .unwrap()
+        .public_bytes();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let r = NoiseConn::connect_to_authority(stream, other, limits()).await;
+    assert!(
+        matches!(r, Err(TransportError::Handshake(_))),
+        "{:?}",
+        r.err()
+    );
+    // The server's side completed its half; it ends without hanging.
+    let _ = tokio::time::timeout(WAIT, srv).await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_silent_client_times_out_within_the_handshake_limit() {
+    let (l, addr) = listener().await;
+    let srv = server(l, |_| async { Ok(()) });
+    let _silent = TcpStream::connect(addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let r = tokio::time::timeout(WAIT, srv).await.unwrap().unwrap();
+    assert!(matches!(r, Err(TransportError::HandshakeTimeout)), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn oversized_frames_and_unknown_extensions() {
+    let (l, addr) = listener().await;
+    let srv = server(l, |mut conn| async move {
+        // A frame of another extension is skipped; then a frame over the 4096-byte limit.
+        assert!(conn.read_message().await?.is_none());
+        match conn.read_frame().await {
+            Err(TransportError::FrameTooLarge { limit: 4096 }) => Ok(()),
+            other => panic!("expected an oversize error, got {other:?}"),
+        }
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let mut c = NoiseConn::connect_to_authority(
+        stream,
+        AuthorityKeys::reference().public_bytes(),
+        limits(),
+    )
+    .await
+    .unwrap();
+    c.send_payload(0x01, 0x4001, b"an extension message")
+        .await
+        .unwrap();
+    // The server may close while this is still being written.
+    let _ = c.send_payload(0x76, 0, &vec![0u8; 100_000]).await;
+    tokio::time::timeout(WAIT, srv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
