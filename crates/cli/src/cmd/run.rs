@@ -303,7 +303,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let progress = Tee(&bar, &*live);
     let build = lab::run::Build {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        commit: option_env!("STRATUMLAB_COMMIT").unwrap_or("").to_owned(),
+        commit: env!("STRATUMLAB_COMMIT").to_owned(),
     };
     match lab::run::run(&scenario, &exe, &out, &build, &progress) {
         Ok(output) => {
