@@ -1,8 +1,9 @@
-//! Scale: 10,000 simulated SV1 devices on one core, each finding 15 shares a minute at the
-//! pool's target.
+//! Scale: 10,000 simulated SV1 devices (or SV2 devices, `--protocol sv2`) on one core, each
+//! finding 15 shares a minute at the pool's target.
 //!
 //! Three processes, so that each one's CPU and memory are its own: this one orchestrates; a
-//! child serves the in-crate test pool (which validates every share by recomputing it), pinned to
+//! child serves the in-crate test pool, SV1 or SV2 (which validates every share by recomputing
+//! it; the SV2 one acknowledges each share on its own), pinned to
 //! a second core when there is one; and the fleet runs in a child of its own, pinned with all its
 //! threads to one core and driven by a one-worker runtime, as `stratumlab fleet --threads 1` runs.
 //!
@@ -20,6 +21,7 @@
 //! cargo bench -p fleet --bench scale
 //! cargo bench -p fleet --bench scale -- --devices 10000 --rate 100 --shares-per-min 15 --window 30s
 //! cargo bench -p fleet --bench scale -- --test     # 200 devices, a 2 s window
+//! cargo bench -p fleet --bench scale -- --protocol sv2   # SV2 devices, standard channels
 //! FLEET_SCALE_EVENTS=scale.ev cargo bench -p fleet --bench scale   # the hashing run's events
 //! ```
 //!
@@ -36,15 +38,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fleet::stats::LiveStats;
+use fleet::sv2_testpool::{Sv2TestPool, Sv2TestPoolConfig};
 use fleet::testpool::{TestPool, TestPoolConfig};
-use fleet::{proc_stat, Fleet, FleetConfig, Profile};
-use primitives::HeaderMidstate;
+use fleet::{proc_stat, Fleet, FleetConfig, Profile, Protocol};
+use primitives::{Difficulty, HeaderMidstate};
 use serde::{Deserialize, Serialize};
 
 /// What the orchestrator passes to the fleet child (as JSON in an environment variable).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct FleetParams {
     pool: SocketAddr,
+    protocol: Protocol,
     cpu: Option<usize>,
     devices: u32,
     /// Hashes per second for the whole fleet.
@@ -100,6 +104,7 @@ fn main() {
 
 struct Args {
     test: bool,
+    protocol: Protocol,
     devices: u32,
     rate: f64,
     shares_per_min: f64,
@@ -135,6 +140,10 @@ fn args() -> Args {
     };
     Args {
         test,
+        protocol: value("--protocol").map_or(Protocol::Sv1, |v| {
+            v.parse()
+                .unwrap_or_else(|e| panic!("--protocol {v:?}: {e}"))
+        }),
         devices: num("--devices", devices) as u32,
         rate: num("--rate", 100.0),
         shares_per_min: num("--shares-per-min", 15.0),
@@ -153,10 +162,11 @@ fn orchestrate() {
     // Shares per second per device = rate / (difficulty * 2^32).
     let difficulty = a.rate / (a.shares_per_min / 60.0 * 4_294_967_296.0);
     let offered = a.devices as f64 * a.shares_per_min / 60.0;
-    let mut pool = Pool::spawn(difficulty, pool_cpu);
+    let mut pool = Pool::spawn(difficulty, pool_cpu, a.protocol);
 
     let params = |budget: f64| FleetParams {
         pool: pool.addr,
+        protocol: a.protocol,
         cpu: fleet_cpu,
         devices: a.devices,
         budget,
@@ -174,8 +184,9 @@ fn orchestrate() {
     let from_hashes = hashing.hashes_per_s / (difficulty * 4_294_967_296.0);
     println!();
     println!(
-        "fleet_scale: {} SV1 devices (asic profile) on one core (cpu {}), test pool on cpu {}",
+        "fleet_scale: {} {} devices (asic profile) on one core (cpu {}), test pool on cpu {}",
         a.devices,
+        a.protocol.as_str().to_uppercase(),
         fleet_cpu.map_or("any".into(), |c| c.to_string()),
         pool_cpu.map_or("any".into(), |c| c.to_string()),
     );
@@ -281,13 +292,14 @@ struct PoolCounts {
 }
 
 impl Pool {
-    fn spawn(difficulty: f64, cpu: Option<usize>) -> Pool {
+    fn spawn(difficulty: f64, cpu: Option<usize>, protocol: Protocol) -> Pool {
         let exe = std::env::current_exe().expect("this bench's path");
         let mut child = Command::new(exe)
             .env(ROLE, "pool")
             .env(
                 PARAMS,
-                serde_json::json!({ "difficulty": difficulty, "cpu": cpu }).to_string(),
+                serde_json::json!({ "difficulty": difficulty, "cpu": cpu, "protocol": protocol })
+                    .to_string(),
             )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -328,40 +340,72 @@ fn pool_child() {
         .enable_all()
         .build()
         .expect("a runtime");
-    rt.block_on(async {
-        let pool = TestPool::start(TestPoolConfig {
-            difficulty: p["difficulty"].as_f64().expect("a difficulty"),
-            branch_len: 12,
-            ..TestPoolConfig::default()
+    let difficulty = p["difficulty"].as_f64().expect("a difficulty");
+    let stdin_closed = || async {
+        tokio::task::spawn_blocking(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
         })
         .await
-        .expect("the pool listens");
-        println!("{}", pool.addr());
-        std::io::stdout().flush().expect("stdout");
-        let stdin_closed = tokio::task::spawn_blocking(|| {
-            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-        });
-        tokio::pin!(stdin_closed);
-        let mut jobs = tokio::time::interval(Duration::from_secs(30));
-        jobs.tick().await;
-        loop {
-            tokio::select! {
-                _ = &mut stdin_closed => break,
-                _ = jobs.tick() => pool.new_job(false),
+    };
+    let counts = match serde_json::from_value(p["protocol"].clone()).unwrap_or_default() {
+        Protocol::Sv1 => rt.block_on(async {
+            let pool = TestPool::start(TestPoolConfig {
+                difficulty,
+                branch_len: 12,
+                ..TestPoolConfig::default()
+            })
+            .await
+            .expect("the pool listens");
+            announce(pool.addr());
+            serve_until(stdin_closed(), || pool.new_job(false)).await;
+            let s = pool.stats();
+            PoolCounts {
+                valid: s.valid.load(Relaxed),
+                low_difficulty: s.low_difficulty.load(Relaxed),
+                stale: s.stale.load(Relaxed),
+                duplicate: s.duplicate.load(Relaxed),
             }
+        }),
+        Protocol::Sv2 => rt.block_on(async {
+            let pool = Sv2TestPool::start(Sv2TestPoolConfig {
+                target: Difficulty::saturating(difficulty).to_target(),
+                ..Sv2TestPoolConfig::default()
+            })
+            .await
+            .expect("the pool listens");
+            announce(pool.addr());
+            serve_until(stdin_closed(), || pool.new_job()).await;
+            let s = pool.stats();
+            PoolCounts {
+                valid: s.valid.load(Relaxed),
+                low_difficulty: s.low_difficulty.load(Relaxed),
+                stale: s.stale.load(Relaxed),
+                duplicate: s.duplicate.load(Relaxed),
+            }
+        }),
+    };
+    println!(
+        "{}",
+        serde_json::to_string(&counts).expect("counts as JSON")
+    );
+}
+
+fn announce(addr: SocketAddr) {
+    println!("{addr}");
+    std::io::stdout().flush().expect("stdout");
+}
+
+/// Serves until `done` completes, with a new job every 30 s (as ckpool sends them).
+async fn serve_until(done: impl std::future::Future, mut new_job: impl FnMut()) {
+    tokio::pin!(done);
+    let mut jobs = tokio::time::interval(Duration::from_secs(30));
+    jobs.tick().await;
+    loop {
+        tokio::select! {
+            _ = &mut done => break,
+            _ = jobs.tick() => new_job(),
         }
-        let s = pool.stats();
-        let counts = PoolCounts {
-            valid: s.valid.load(Relaxed),
-            low_difficulty: s.low_difficulty.load(Relaxed),
-            stale: s.stale.load(Relaxed),
-            duplicate: s.duplicate.load(Relaxed),
-        };
-        println!(
-            "{}",
-            serde_json::to_string(&counts).expect("counts as JSON")
-        );
-    });
+    }
 }
 
 /// What the window saw: when every device was ready (seconds from the start), the counters at
@@ -417,6 +461,8 @@ fn fleet_child() {
         .expect("a runtime");
     let rss_before = proc_stat::rss_bytes(None).unwrap_or(0);
     let mut c = FleetConfig::new(p.pool);
+    c.protocol = p.protocol;
+    c.sv2.profile = Profile::Asic;
     c.devices = p.devices;
     c.hash_budget = p.budget;
     c.connect_rate = p.connect_rate;

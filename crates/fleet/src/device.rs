@@ -1,10 +1,11 @@
 //! What every simulated device shares, whatever protocol it speaks: the clock it is driven by,
 //! the observer its outcomes go to, why a connection closes, and the outcome of a hash slice.
 //!
-//! Devices are sans-IO: the shell hands them lines, the time and a hash allowance, and reads
-//! back bytes to send, deadlines and requests to close. What a device learns that the fleet
-//! counts (a job, a share sent, a verdict) goes to an [`Observer`] passed into each call, so a
-//! device keeps no queue of outcomes and tests can record exactly what happened.
+//! Devices are sans-IO: the shell hands them lines (SV1) or bytes (SV2), the time and a hash
+//! allowance, and reads back bytes to send, deadlines and requests to close (the [`Device`]
+//! trait). What a device learns that the fleet counts (a job, a share sent, a verdict) goes to
+//! an [`Observer`] passed into each call, so a device keeps no queue of outcomes and tests can
+//! record exactly what happened.
 
 use std::fmt;
 
@@ -31,6 +32,11 @@ pub enum CloseReason {
     Reset,
     /// The fleet is stopping.
     Stop,
+    /// The pool closed the device's only channel (SV2 `CloseChannel`).
+    ChannelClosed,
+    /// The pool's Noise certificate is not signed by the authority key the device trusts, or is
+    /// not valid now (SV2).
+    Certificate,
 }
 
 impl CloseReason {
@@ -44,6 +50,8 @@ impl CloseReason {
             CloseReason::Eof => "eof",
             CloseReason::Reset => "reset",
             CloseReason::Stop => "stop",
+            CloseReason::ChannelClosed => "channel_closed",
+            CloseReason::Certificate => "certificate",
         }
     }
 }
@@ -139,6 +147,78 @@ pub struct ShareReply<'a> {
     pub verdict: ShareVerdict,
 }
 
+/// A job on an SV2 standard channel as a device received it or activated it: the pool fixed
+/// the merkle root, the device picks version bits, time and nonce.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardJobView<'a> {
+    pub channel: u32,
+    pub job_id: u32,
+    pub version: u32,
+    /// As it goes into the header.
+    pub merkle_root: &'a Hash256,
+    /// As it goes into the header; `None` for a future job until its `SetNewPrevHash`.
+    pub prev_hash: Option<&'a Hash256>,
+    pub nbits: Option<u32>,
+    /// The time hashing starts from (the job's or the prev hash's `min_ntime`).
+    pub ntime: Option<u32>,
+    /// Announced ahead of its prev hash: it cannot be hashed on until activated.
+    pub future: bool,
+    /// The share target shares on this job must meet: the channel's target when the job became
+    /// workable (a later `SetTarget` does not change it, as the spec says), or for a future job
+    /// not yet activated the channel's target at receipt.
+    pub target: &'a Target,
+    pub difficulty: f64,
+}
+
+/// A share on an SV2 standard channel as a device sent it.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardShareView<'a> {
+    pub channel: u32,
+    pub sequence_number: u32,
+    pub job_id: u32,
+    pub ntime: u32,
+    pub nonce: u32,
+    /// The full header version (job version with the rolled bits in place).
+    pub version: u32,
+    /// The difficulty of the job's target.
+    pub difficulty: f64,
+    pub hash: &'a Hash256,
+    /// The hash also meets the network target.
+    pub block: bool,
+}
+
+/// A verdict on an SV2 share as the device worked it out: `SubmitShares.Success` acknowledges
+/// shares in batches, `SubmitShares.Error` one share with an error code.
+#[derive(Clone, Copy, Debug)]
+pub struct StandardShareReply<'a> {
+    pub channel: u32,
+    pub sequence_number: u32,
+    pub job_id: u32,
+    pub nonce: u32,
+    pub difficulty: f64,
+    /// From the share leaving the device to the message that settled it arriving.
+    pub latency_ns: u64,
+    pub verdict: events::Verdict,
+    /// The pool's error code, for a rejection.
+    pub error_code: Option<&'a str>,
+}
+
+/// The shared rejection vocabulary (METRICS.md) for an SV2 `SubmitShares.Error` code. A pool
+/// says `stale-share` for a share on a job a new prev hash superseded (stale, the only thing that
+/// is); an unknown job id is `invalid-job-id`.
+pub fn sv2_reject_reason(error_code: &str) -> events::Reason {
+    use events::Reason;
+    use sv2::messages::mining::error_code as code;
+    match error_code {
+        code::STALE_SHARE => Reason::Stale,
+        code::DUPLICATE_SHARE => Reason::Duplicate,
+        code::DIFFICULTY_TOO_LOW => Reason::LowDifficulty,
+        code::INVALID_JOB_ID => Reason::InvalidJob,
+        code::INVALID_CHANNEL_ID => Reason::InvalidChannel,
+        _ => Reason::Other,
+    }
+}
+
 /// Where a device's outcomes go. Every method has an empty default, so an observer implements
 /// only what it counts; `()` observes nothing.
 #[allow(unused_variables)]
@@ -153,13 +233,67 @@ pub trait Observer {
     fn share_unanswered(&mut self, device: u64, now: Nanos, seq: u64) {}
     /// A share found but never sent (the connection closed, or too many were in flight).
     fn share_dropped(&mut self, device: u64, now: Nanos) {}
-    /// The handshake finished: subscribed and authorized.
+    /// The handshake finished: subscribed and authorized (SV2: the channel opened).
     fn ready(&mut self, device: u64, now: Nanos) {}
-    /// A line the device could not use (malformed JSON or parameters).
+    /// A line the device could not use (malformed JSON or parameters), or an SV2 frame or
+    /// message it could not use.
     fn protocol_error(&mut self, device: u64, now: Nanos, what: &str) {}
+    /// An SV2 standard job arrived (`NewMiningJob`); a future one is workable only from its
+    /// [`Observer::standard_job_activated`].
+    fn standard_job_received(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {}
+    /// A future SV2 job became workable: its `SetNewPrevHash` arrived.
+    fn standard_job_activated(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {}
+    /// An SV2 channel's target was set (`OpenStandardMiningChannel.Success`, `SetTarget`).
+    fn channel_target_changed(
+        &mut self,
+        device: u64,
+        now: Nanos,
+        channel: u32,
+        difficulty: f64,
+        target: &Target,
+    ) {
+    }
+    fn standard_share_sent(&mut self, device: u64, now: Nanos, share: &StandardShareView<'_>) {}
+    fn standard_share_result(&mut self, device: u64, now: Nanos, reply: &StandardShareReply<'_>) {}
 }
 
 impl Observer for () {}
+
+/// What the tokio shell drives, whatever protocol a device speaks: a sans-IO machine that takes
+/// received bytes, the time and a hash allowance, and gives back bytes to send, deadlines and
+/// requests to close. `Sv1Device` and `Sv2Device` implement it by delegating to their own
+/// methods of the same names (documented there).
+pub trait Device: Send + 'static {
+    /// What the shell keeps per connection to turn socket reads into what the device takes (SV1:
+    /// a line a read cut in half; SV2: nothing, the Noise state buffers partial frames itself).
+    type Receive: Default + Send;
+
+    fn id(&self) -> u64;
+    fn index(&self) -> u32;
+    /// How the device names itself to the pool (SV1 worker, SV2 user identity).
+    fn worker_name(&self) -> String;
+    fn wants_connect(&self, now: Nanos) -> bool;
+    fn next_deadline(&self) -> Option<Nanos>;
+    fn on_connected(&mut self, now: Nanos);
+    fn on_connect_failed(&mut self, now: Nanos);
+    fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O);
+    fn close_requested(&self) -> Option<CloseReason>;
+    fn is_ready(&self) -> bool;
+    fn can_hash(&self) -> bool;
+    fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O);
+    fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome;
+    fn poll_transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Nanos, obs: &mut O) -> usize;
+    /// Bytes read from the socket at `now`; `max_message` bounds one SV1 line. An error closes
+    /// the connection with that reason.
+    fn receive<O: Observer>(
+        &mut self,
+        rx: &mut Self::Receive,
+        data: &[u8],
+        max_message: usize,
+        now: Nanos,
+        obs: &mut O,
+    ) -> Result<(), CloseReason>;
+}
 
 /// A job id as the pool spelled it, inline when short (as pools' ids are).
 #[derive(Clone, PartialEq, Eq)]

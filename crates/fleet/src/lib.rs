@@ -3,27 +3,38 @@
 //! - [`sv1_device`]: a Stratum V1 device as a sans-IO state machine ([`Sv1Device`]): the
 //!   handshake as firmware does it, jobs, real SHA-256d in bounded slices, shares with their
 //!   submit-to-reply latency, reconnect backoff.
+//! - [`sv2_device`]: a Stratum V2 device on a standard channel ([`Sv2Device`]): Noise with the
+//!   pool's authority key, SetupConnection, header-only mining on standard and future jobs,
+//!   version rolling where allowed, batched share acknowledgements, the same backoff.
 //! - [`device`]: what devices of any protocol share: the [`Observer`] their outcomes go to,
-//!   close reasons, hash outcomes.
-//! - [`runner`]: the tokio shell that runs N devices against a pool over TCP, shares a hash
-//!   budget among them, and produces a [`FleetReport`].
+//!   the [`Device`] trait the shell drives them through, close reasons, hash outcomes.
+//! - [`profile`]: the firmware a device behaves like (asic, bitaxe, cpu), in either protocol.
+//! - [`runner`]: the tokio shell that runs N devices of one protocol against a pool over TCP,
+//!   shares a hash budget among them, and produces a [`FleetReport`].
 //! - [`stats`]: the live counters and the observer that turns device outcomes into events
-//!   (`JobReceived`, `TargetChanged`, `ShareSent`, `ShareResult`; an unanswered share is a
-//!   `ShareSent` without its `ShareResult`).
-//! - [`testpool`]: a minimal SV1 pool that validates every share, for tests and benches.
+//!   (`JobReceived`, `JobActivated`, `TargetChanged`, `ShareSent`, `ShareResult`; an unanswered
+//!   share is a `ShareSent` without its `ShareResult`).
+//! - [`testpool`], [`sv2_testpool`]: minimal SV1 and SV2 pools that validate every share, for
+//!   tests and benches.
 
 pub mod backoff;
 pub mod device;
+mod grind;
 pub mod net;
 pub mod proc_stat;
+pub mod profile;
 pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod sv1_device;
+pub mod sv2_device;
+pub mod sv2_testpool;
 pub mod testpool;
 
 pub use backoff::Backoff;
-pub use device::{CloseReason, HashOutcome, Nanos, Observer};
+pub use device::{CloseReason, Device, HashOutcome, Nanos, Observer};
+pub use profile::Profile;
 pub use report::FleetReport;
-pub use runner::{Fleet, FleetConfig};
-pub use sv1_device::{Profile, Sv1Config, Sv1Device, Sv1Shared};
+pub use runner::{Fleet, FleetConfig, Protocol, SetupError};
+pub use sv1_device::{Sv1Config, Sv1Device, Sv1Shared};
+pub use sv2_device::{Sv2Config, Sv2Device, Sv2Shared};

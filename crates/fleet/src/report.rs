@@ -39,7 +39,8 @@ pub struct ShareCounts {
     pub sent: u64,
     pub accepted: u64,
     pub rejected: u64,
-    /// By SV1 error code ("21", ...); "false" for `"result": false` without an error.
+    /// By SV1 error code ("21", ...; "false" for `"result": false` without an error) or SV2
+    /// error code ("stale-share", ...).
     pub rejected_by_code: BTreeMap<String, u64>,
     /// In METRICS.md's vocabulary (stale, duplicate, low_difficulty, ...).
     pub rejected_by_reason: BTreeMap<String, u64>,
@@ -62,6 +63,8 @@ pub struct CpuUse {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct FleetReport {
     pub pool: String,
+    /// `sv1` or `sv2`.
+    pub protocol: String,
     pub profile: String,
     /// The measured time: from the start until the drain ended.
     pub duration_s: f64,
@@ -100,8 +103,14 @@ impl fmt::Display for FleetReport {
         let s = &self.shares;
         writeln!(
             f,
-            "fleet ran {:.1}s against {}: {} devices ({}), {} connected, {} ready at the end",
-            self.duration_s, self.pool, self.devices, self.profile, self.connected, self.ready
+            "fleet ran {:.1}s against {}: {} {} devices ({}), {} connected, {} ready at the end",
+            self.duration_s,
+            self.pool,
+            self.devices,
+            self.protocol,
+            self.profile,
+            self.connected,
+            self.ready
         )?;
         writeln!(
             f,
@@ -126,6 +135,14 @@ impl fmt::Display for FleetReport {
                 .map(|(k, v)| format!("{k}: {v}"))
                 .collect();
             writeln!(f, "  rejected by    code {}", by.join(", "))?;
+        }
+        if !s.rejected_by_reason.is_empty() {
+            let by: Vec<String> = s
+                .rejected_by_reason
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect();
+            writeln!(f, "  rejected as    {}", by.join(", "))?;
         }
         writeln!(f, "  validated      {:.1} shares/s", self.accepted_per_s)?;
         let l = &self.share_latency_ms;

@@ -1,11 +1,14 @@
-//! The tokio shell around the sans-IO devices: N devices over TCP to one pool.
+//! The tokio shell around the sans-IO devices: N devices over TCP to one pool, all speaking
+//! Stratum V1 ([`Sv1Device`]) or all Stratum V2 ([`Sv2Device`]); the shell drives either through
+//! the [`Device`] trait.
 //!
 //! Each device lives in its own small task that owns the device, its socket and one timer.
 //! Tokio's scheduler is the multiplexer: an idle device costs a parked task, and a task wakes
 //! only for its socket, its next deadline or its next hash slice. The task keeps no read or
 //! write buffer of its own: reads go through a per-thread scratch buffer, and only a line cut
-//! in half by a read is copied aside until its end arrives; writes are serialized into a
-//! per-thread buffer and copied only if the socket cannot take them at once.
+//! in half by a read is copied aside until its end arrives (an SV2 device's Noise state keeps a
+//! partial frame itself); writes are serialized into a per-thread buffer and copied only if the
+//! socket cannot take them at once.
 //!
 //! The hash budget (hashes per second for the whole fleet) is split evenly: each device gets a
 //! token bucket and hashes in slices of about [`FleetConfig::slice_hashes`], at most once per
@@ -28,17 +31,63 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use crate::device::{CloseReason, Nanos, Rng};
+use crate::device::{CloseReason, Device, Nanos, Rng};
 use crate::report::{CpuUse, FleetReport, LatencyMs, ShareCounts};
 use crate::stats::{reject_slot_name, LiveStats, Tally, REJECT_SLOTS};
-use crate::sv1_device::{ConfigError, Sv1Config, Sv1Device, Sv1Shared};
-use crate::{net, proc_stat};
+use crate::sv1_device::{Sv1Config, Sv1Device, Sv1Shared};
+use crate::sv2_device::{Sv2Config, Sv2Device, Sv2Shared};
+use crate::{net, proc_stat, sv1_device, sv2_device};
+
+/// The protocol a fleet's devices speak.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    #[default]
+    Sv1,
+    Sv2,
+}
+
+impl Protocol {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Sv1 => "sv1",
+            Protocol::Sv2 => "sv2",
+        }
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "sv1" | "v1" => Ok(Protocol::Sv1),
+            "sv2" | "v2" => Ok(Protocol::Sv2),
+            _ => Err(format!("unknown protocol {s:?} (expected sv1 or sv2)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Device settings a fleet cannot run with.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Sv1(#[from] sv1_device::ConfigError),
+    #[error(transparent)]
+    Sv2(#[from] sv2_device::ConfigError),
+}
 
 /// What a fleet run does.
 #[derive(Clone)]
 pub struct FleetConfig {
-    /// The pool's Stratum V1 address.
+    /// The pool's address (Stratum V1 or V2, as `protocol` says).
     pub pool: SocketAddr,
+    pub protocol: Protocol,
     pub devices: u32,
     /// Hashes per second for all devices together, split evenly; 0: devices only hold their
     /// connections and read jobs.
@@ -51,7 +100,11 @@ pub struct FleetConfig {
     pub duration: Duration,
     /// After the run, how long to wait for the verdicts of shares in flight.
     pub drain: Duration,
+    /// Settings of SV1 devices.
     pub device: Sv1Config,
+    /// Settings of SV2 devices. Without a nominal hash rate of their own they claim their share
+    /// of `hash_budget` (or, with no budget, their profile's); without an endpoint, `pool`.
+    pub sv2: Sv2Config,
     /// Seed of every device's jitter and nonce starts.
     pub seed: u64,
     /// The id of device 0 in events (so that several fleet processes use distinct ids).
@@ -59,7 +112,7 @@ pub struct FleetConfig {
     /// The pool's process, whose CPU use over the run is reported.
     pub pool_pid: Option<u32>,
     pub events: EventSink,
-    /// Longest line accepted from the pool.
+    /// Longest SV1 line accepted from the pool (an SV2 frame's bound is `sv2.max_frame_bytes`).
     pub max_line: usize,
     /// Hashes a device computes per slice (the scheduling quantum).
     pub slice_hashes: u64,
@@ -70,6 +123,7 @@ impl FleetConfig {
     pub fn new(pool: SocketAddr) -> Self {
         FleetConfig {
             pool,
+            protocol: Protocol::Sv1,
             devices: 1,
             hash_budget: 0.0,
             source_addrs: 1,
@@ -77,6 +131,7 @@ impl FleetConfig {
             duration: Duration::ZERO,
             drain: Duration::from_secs(2),
             device: Sv1Config::default(),
+            sv2: Sv2Config::default(),
             seed: 1,
             first_device_id: 0,
             pool_pid: None,
@@ -96,21 +151,42 @@ enum RunPhase {
     Stop,
 }
 
+/// The devices' shared part, by protocol.
+enum Kind {
+    Sv1(Arc<Sv1Shared>),
+    Sv2(Arc<Sv2Shared>),
+}
+
 /// A fleet ready to run; [`Fleet::stats`] can be read while it runs (for progress).
 pub struct Fleet {
     config: FleetConfig,
-    shared: Arc<Sv1Shared>,
+    kind: Kind,
     stats: Arc<LiveStats>,
 }
 
 impl Fleet {
-    pub fn new(config: FleetConfig) -> Result<Self, ConfigError> {
-        let shared = Sv1Shared::new(config.device.clone())?;
+    pub fn new(mut config: FleetConfig) -> Result<Self, SetupError> {
+        let kind = match config.protocol {
+            Protocol::Sv1 => Kind::Sv1(Sv1Shared::new(config.device.clone())?),
+            Protocol::Sv2 => {
+                let c = &mut config.sv2;
+                if c.nominal_hash_rate.is_none() && config.hash_budget > 0.0 && config.devices > 0 {
+                    c.nominal_hash_rate = Some(config.hash_budget / config.devices as f64);
+                }
+                c.endpoint = c.endpoint.or(Some(config.pool));
+                Kind::Sv2(Sv2Shared::new(c.clone())?)
+            }
+        };
         Ok(Fleet {
             config,
-            shared,
+            kind,
             stats: Arc::new(LiveStats::default()),
         })
+    }
+
+    /// The settings the devices run with (an SV2 fleet's nominal hash rate filled in).
+    pub fn config(&self) -> &FleetConfig {
+        &self.config
     }
 
     /// The live counters.
@@ -139,7 +215,6 @@ impl Fleet {
             source_addrs: c.source_addrs,
             stats: Arc::clone(&self.stats),
             events: c.events.clone(),
-            shared: Arc::clone(&self.shared),
             per_device_rate: if c.devices > 0 {
                 c.hash_budget.max(0.0) / c.devices as f64
             } else {
@@ -154,14 +229,21 @@ impl Fleet {
         let (phase_tx, phase_rx) = watch::channel(RunPhase::Run);
         let mut tasks = tokio::task::JoinSet::new();
         for i in 0..c.devices {
-            let dev = Sv1Device::new(
-                Arc::clone(&self.shared),
+            let (id, ctx, phase) = (
                 c.first_device_id + i as u64,
-                i,
-                c.seed,
-                start_ns,
+                Arc::clone(&ctx),
+                phase_rx.clone(),
             );
-            tasks.spawn(device_task(dev, Arc::clone(&ctx), phase_rx.clone()));
+            match &self.kind {
+                Kind::Sv1(shared) => {
+                    let dev = Sv1Device::new(Arc::clone(shared), id, i, c.seed, start_ns);
+                    tasks.spawn(device_task(dev, ctx, phase));
+                }
+                Kind::Sv2(shared) => {
+                    let dev = Sv2Device::new(Arc::clone(shared), id, i, c.seed, start_ns);
+                    tasks.spawn(device_task(dev, ctx, phase));
+                }
+            }
         }
         drop(phase_rx);
 
@@ -249,26 +331,24 @@ impl Fleet {
             name: ShortStr::new("fleet_stop"),
         });
 
-        let mut by_code = std::collections::BTreeMap::new();
-        let mut by_reason = std::collections::BTreeMap::new();
+        let mut by_code = s.rejected_by_error_code();
         for slot in 0..REJECT_SLOTS {
             let n = s.rejected_by_code[slot].load(Relaxed);
-            if n == 0 {
-                continue;
+            if n > 0 {
+                by_code.insert(reject_slot_name(slot).to_owned(), n);
             }
-            by_code.insert(reject_slot_name(slot).to_owned(), n);
-            let code = reject_slot_name(slot).parse::<i64>().ok();
-            let reason = crate::device::ShareVerdict::Rejected(code)
-                .to_event_verdict()
-                .reason()
-                .map_or("other", |r| r.as_str());
-            *by_reason.entry(reason.to_owned()).or_insert(0) += n;
         }
+        let by_reason = s.rejected_by_reason();
         let secs = elapsed.as_secs_f64().max(1e-9);
         let hashes = s.hashes.load(Relaxed);
         FleetReport {
             pool: c.pool.to_string(),
-            profile: c.device.profile.to_string(),
+            protocol: c.protocol.to_string(),
+            profile: match c.protocol {
+                Protocol::Sv1 => c.device.profile,
+                Protocol::Sv2 => c.sv2.profile,
+            }
+            .to_string(),
             duration_s: secs,
             devices: c.devices as u64,
             connected,
@@ -312,7 +392,6 @@ struct Ctx {
     source_addrs: u32,
     stats: Arc<LiveStats>,
     events: EventSink,
-    shared: Arc<Sv1Shared>,
     per_device_rate: f64,
     slice_hashes: u64,
     max_line: usize,
@@ -457,8 +536,8 @@ thread_local! {
 /// `async fn` keeps its arguments and the locals they move into as two copies in its state,
 /// which would hold the device twice in every task.
 #[allow(clippy::manual_async_fn)]
-fn device_task(
-    mut dev: Sv1Device,
+fn device_task<D: Device>(
+    mut dev: D,
     ctx: Arc<Ctx>,
     mut phase: watch::Receiver<RunPhase>,
 ) -> impl Future<Output = ()> + Send {
@@ -534,8 +613,8 @@ fn device_task(
 }
 
 /// One connection's life; returns why it ended (the device has been told).
-async fn connection(
-    dev: &mut Sv1Device,
+async fn connection<D: Device>(
+    dev: &mut D,
     mut stream: TcpStream,
     ctx: &Ctx,
     phase: &mut watch::Receiver<RunPhase>,
@@ -553,14 +632,14 @@ async fn connection(
                     conn: dev.id(),
                     peer,
                     local,
-                    label: ShortStr::new(&ctx.shared.worker_name(dev.index())),
+                    label: ShortStr::new(&dev.worker_name()),
                 },
             );
         }
     }
     dev.on_connected(now);
     let mut tally = ctx.tally();
-    let mut partial: Vec<u8> = Vec::new();
+    let mut rx = D::Receive::default();
     let mut rng = Rng::new(dev.id() ^ 0x5eed);
     let mut clock = HashClock::new(ctx.per_device_rate, ctx.slice_hashes, now, &mut rng);
     let reason = loop {
@@ -596,7 +675,7 @@ async fn connection(
                 if r.is_err() {
                     break CloseReason::Reset;
                 }
-                if let Err(reason) = read_lines(dev, &stream, &mut partial, ctx.max_line, &mut tally) {
+                if let Err(reason) = read_socket(dev, &stream, &mut rx, ctx.max_line, &mut tally) {
                     break reason;
                 }
             }
@@ -631,8 +710,8 @@ async fn connection(
 
 /// Sends what the device has to send: straight from the per-thread buffer when the socket
 /// takes it all (the usual case), through an owned copy of the rest when it does not.
-async fn transmit(
-    dev: &mut Sv1Device,
+async fn transmit<D: Device>(
+    dev: &mut D,
     stream: &mut TcpStream,
     tally: &mut Tally<'_>,
 ) -> io::Result<()> {
@@ -660,11 +739,11 @@ async fn transmit(
     Ok(())
 }
 
-/// Reads what the socket has and hands every complete line to the device.
-fn read_lines(
-    dev: &mut Sv1Device,
+/// Reads what the socket has and hands it to the device, stamped with its arrival.
+fn read_socket<D: Device>(
+    dev: &mut D,
     stream: &TcpStream,
-    partial: &mut Vec<u8>,
+    rx: &mut D::Receive,
     max_line: usize,
     tally: &mut Tally<'_>,
 ) -> Result<(), CloseReason> {
@@ -677,7 +756,7 @@ fn read_lines(
                 Ok((n, stamp)) => {
                     // The bytes' arrival at the socket, as a real device would see them.
                     let at = tap::net::rx_monotonic_ns(stamp);
-                    feed(dev, &buf[..n], partial, max_line, at, tally)?;
+                    dev.receive(rx, &buf[..n], max_line, at, tally)?;
                     if dev.close_requested().is_some() {
                         return Ok(());
                     }
@@ -689,51 +768,6 @@ fn read_lines(
         }
         Ok(())
     })
-}
-
-/// Splits received bytes into lines. A line cut by the end of `data` is kept in `partial`
-/// (which is released once the line completes, so an idle connection holds no buffer).
-fn feed(
-    dev: &mut Sv1Device,
-    data: &[u8],
-    partial: &mut Vec<u8>,
-    max_line: usize,
-    now: Nanos,
-    tally: &mut Tally<'_>,
-) -> Result<(), CloseReason> {
-    let mut rest = data;
-    while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-        let piece = &rest[..i];
-        rest = &rest[i + 1..];
-        if partial.is_empty() {
-            if piece.len() > max_line {
-                return Err(CloseReason::Protocol);
-            }
-            deliver(dev, piece, now, tally);
-        } else {
-            partial.extend_from_slice(piece);
-            if partial.len() > max_line {
-                return Err(CloseReason::Protocol);
-            }
-            deliver(dev, partial, now, tally);
-            *partial = Vec::new();
-        }
-    }
-    if !rest.is_empty() {
-        partial.extend_from_slice(rest);
-        if partial.len() > max_line {
-            return Err(CloseReason::Protocol);
-        }
-    }
-    Ok(())
-}
-
-fn deliver(dev: &mut Sv1Device, line: &[u8], now: Nanos, tally: &mut Tally<'_>) {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return;
-    }
-    dev.handle_line(line, now, tally);
 }
 
 #[cfg(test)]
@@ -794,54 +828,57 @@ mod tests {
 mod size_tests {
     use super::*;
 
-    #[test]
-    fn a_device_task_is_small() {
-        let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
-        let ctx = Arc::new(Ctx {
+    fn ctx() -> Arc<Ctx> {
+        Arc::new(Ctx {
             pool: "127.0.0.1:1".parse().unwrap(),
             source_addrs: 1,
             stats: Arc::new(LiveStats::default()),
             events: EventSink::disabled(),
-            shared: Arc::clone(&shared),
             per_device_rate: 0.0,
             slice_hashes: 1,
             max_line: 1,
             connect_timeout: Duration::from_secs(1),
             pacer: Pacer::new(0.0),
             clock: Clock::now(),
-        });
+        })
+    }
+
+    /// The task's future holds the device once, the connection's state and one timer: no second
+    /// copy of the device.
+    fn task_size<D: Device>(make: impl Fn() -> D) -> usize {
+        let ctx = ctx();
         let (_tx, rx) = watch::channel(RunPhase::Run);
-        let dev = Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0);
-        println!("Sleep: {} bytes", std::mem::size_of::<Sleep>());
-        println!("Sv1Device: {} bytes", std::mem::size_of::<Sv1Device>());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
             let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let mut stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let mut rx2 = rx.clone();
-            println!("changed: {}", std::mem::size_of_val(&rx2.changed()));
-            println!("readable: {}", std::mem::size_of_val(&stream.readable()));
-            let mut d2 = Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0);
-            let mut tally = ctx.tally();
-            println!(
-                "transmit: {}",
-                std::mem::size_of_val(&transmit(&mut d2, &mut stream, &mut tally))
-            );
+            let stream = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let mut d = make();
             let sl = tokio::time::sleep(Duration::ZERO);
             tokio::pin!(sl);
-            let mut rx3 = rx.clone();
+            let mut rx2 = rx.clone();
             println!(
-                "connection: {}",
-                std::mem::size_of_val(&connection(&mut d2, stream, &ctx, &mut rx3, sl.as_mut()))
+                "connection: {} bytes",
+                std::mem::size_of_val(&connection(&mut d, stream, &ctx, &mut rx2, sl.as_mut()))
             );
         });
-        let fut = device_task(dev, ctx, rx);
-        let size = std::mem::size_of_val(&fut);
-        println!("device task future: {size} bytes");
-        // The device once, the connection's state, one timer: no second copy of the device.
-        assert!(size < std::mem::size_of::<Sv1Device>() + 1024, "{size}");
+        let size = std::mem::size_of_val(&device_task(make(), ctx, rx));
+        println!(
+            "{}: {} bytes, its task future {size} bytes",
+            std::any::type_name::<D>(),
+            std::mem::size_of::<D>()
+        );
+        assert!(size < std::mem::size_of::<D>() + 1024, "{size}");
+        size
+    }
+
+    #[test]
+    fn a_device_task_is_small() {
+        let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
+        task_size(|| Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0));
+        let shared = Sv2Shared::new(Sv2Config::default()).unwrap();
+        task_size(|| Sv2Device::new(Arc::clone(&shared), 0, 0, 0, 0));
     }
 }

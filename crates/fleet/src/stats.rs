@@ -1,14 +1,18 @@
 //! The fleet's live counters, shared by every device task, and the observer that feeds them
 //! and the event log.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
-use events::{EventSink, JobId, Perspective};
+use events::{EventSink, JobId, Perspective, Reason, Verdict};
 use hdrhistogram::Histogram;
 use primitives::Target;
 
-use crate::device::{JobView, Nanos, Observer, SentShare, ShareReply, ShareVerdict};
+use crate::device::{
+    JobView, Nanos, Observer, SentShare, ShareReply, ShareVerdict, StandardJobView,
+    StandardShareReply, StandardShareView,
+};
 
 /// Rejections are counted per SV1 code 20..=25, then "false without an error", then any
 /// other code.
@@ -42,6 +46,11 @@ pub struct LiveStats {
     pub accepted: AtomicU64,
     pub rejected: AtomicU64,
     pub rejected_by_code: [AtomicU64; REJECT_SLOTS],
+    /// Rejections in METRICS.md's vocabulary, in the order of `Reason::ALL`.
+    rejected_by_reason: [AtomicU64; Reason::ALL.len()],
+    /// SV2 rejections by the pool's error code (at most [`MAX_ERROR_CODES`] codes, the rest
+    /// under "other").
+    rejected_by_error_code: Mutex<BTreeMap<String, u64>>,
     pub unanswered: AtomicU64,
     pub dropped: AtomicU64,
     /// Shares found and not yet settled: waiting to be written, or for their verdict. The drain
@@ -68,6 +77,8 @@ impl Default for LiveStats {
             accepted: AtomicU64::new(0),
             rejected: AtomicU64::new(0),
             rejected_by_code: Default::default(),
+            rejected_by_reason: Default::default(),
+            rejected_by_error_code: Mutex::default(),
             unanswered: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             in_flight: AtomicI64::new(0),
@@ -82,7 +93,55 @@ impl Default for LiveStats {
     }
 }
 
+/// Distinct SV2 error codes counted by name; a pool inventing more lands in "other".
+pub const MAX_ERROR_CODES: usize = 16;
+
 impl LiveStats {
+    fn count_verdict(&self, verdict: Verdict) {
+        match verdict {
+            Verdict::Accepted => {
+                self.accepted.fetch_add(1, Relaxed);
+            }
+            Verdict::Rejected(reason) => {
+                self.rejected.fetch_add(1, Relaxed);
+                let i = Reason::ALL.iter().position(|r| *r == reason).unwrap_or(0);
+                self.rejected_by_reason[i].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    fn count_error_code(&self, code: &str) {
+        let mut codes = self
+            .rejected_by_error_code
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = codes.get_mut(code) {
+            *n += 1;
+        } else if codes.len() < MAX_ERROR_CODES {
+            codes.insert(code.to_owned(), 1);
+        } else {
+            *codes.entry("other".to_owned()).or_insert(0) += 1;
+        }
+    }
+
+    /// Rejections by reason (`stale`, `duplicate`, ...), both protocols.
+    pub fn rejected_by_reason(&self) -> BTreeMap<String, u64> {
+        Reason::ALL
+            .iter()
+            .zip(&self.rejected_by_reason)
+            .map(|(r, n)| (r.as_str().to_owned(), n.load(Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
+    /// SV2 rejections by the pool's error code.
+    pub fn rejected_by_error_code(&self) -> BTreeMap<String, u64> {
+        self.rejected_by_error_code
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn record_latency(&self, latency_ns: u64) {
         let us = (latency_ns / 1000).max(1);
         if let Ok(mut h) = self.latency_us.lock() {
@@ -110,7 +169,15 @@ impl LiveStats {
 /// in internal order, the fingerprint of prev hash and merkle branch, the share target in force,
 /// clean), `TargetChanged` (a `mining.set_difficulty` taking effect), `ShareSent` (seq = the
 /// JSON-RPC id, nonce, ntime, the full header version, difficulty, the header hash) and
-/// `ShareResult` (the verdict as received). An unanswered share writes nothing: the lab counts a
+/// `ShareResult` (the verdict as received).
+///
+/// SV2 devices write the same kinds with the channel set and numeric job ids: `JobReceived`
+/// without a fingerprint (a standard job carries only a merkle root: the lab joins it to the
+/// pool's `JobSent` on channel and job id), a future job with `future` set and no prev hash,
+/// then `JobActivated` when its `SetNewPrevHash` arrives (a future job counts from then);
+/// `TargetChanged` for the channel's target (at open and on `SetTarget`); `ShareSent` with the
+/// sequence number as seq; `ShareResult` for each share a batched `SubmitShares.Success`
+/// settles, or a `SubmitShares.Error` with its code mapped onto METRICS.md's reasons. An unanswered share writes nothing: the lab counts a
 /// `ShareSent` without its `ShareResult` as unanswered. With the sink disabled nothing is built:
 /// every event sits behind [`EventSink::is_enabled`].
 pub struct Tally<'a> {
@@ -181,14 +248,9 @@ impl Observer for Tally<'_> {
     fn share_result(&mut self, device: u64, now: Nanos, r: &ShareReply<'_>) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.record_latency(r.latency_ns);
-        match r.verdict {
-            ShareVerdict::Accepted => {
-                self.stats.accepted.fetch_add(1, Relaxed);
-            }
-            ShareVerdict::Rejected(code) => {
-                self.stats.rejected.fetch_add(1, Relaxed);
-                self.stats.rejected_by_code[reject_slot(code)].fetch_add(1, Relaxed);
-            }
+        self.stats.count_verdict(r.verdict.to_event_verdict());
+        if let ShareVerdict::Rejected(code) = r.verdict {
+            self.stats.rejected_by_code[reject_slot(code)].fetch_add(1, Relaxed);
         }
         if self.events.is_enabled() {
             self.events.emit_at(
@@ -229,6 +291,111 @@ impl Observer for Tally<'_> {
     fn protocol_error(&mut self, device: u64, _now: Nanos, what: &str) {
         self.stats.protocol_errors.fetch_add(1, Relaxed);
         tracing::debug!(device, "protocol error: {what}");
+    }
+
+    fn standard_job_received(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {
+        self.stats.jobs.fetch_add(1, Relaxed);
+        if self.events.is_enabled() {
+            self.events.emit_at(
+                now,
+                events::JobReceived {
+                    device,
+                    channel: Some(job.channel),
+                    job_id: JobId::from(job.job_id),
+                    // A standard job carries only a merkle root: the lab ties it to its template
+                    // through the pool's JobSent on the same channel and job id.
+                    fingerprint: None,
+                    prev_hash: job.prev_hash.copied(),
+                    target: *job.target,
+                    // A future job replaces everything once activated; a job on the current
+                    // prev hash leaves the earlier ones valid at the pool.
+                    clean: job.future,
+                    future: job.future,
+                },
+            );
+        }
+    }
+
+    fn standard_job_activated(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {
+        if let (true, Some(prev_hash)) = (self.events.is_enabled(), job.prev_hash) {
+            self.events.emit_at(
+                now,
+                events::JobActivated {
+                    conn: device,
+                    channel: Some(job.channel),
+                    job_id: JobId::from(job.job_id),
+                    prev_hash: *prev_hash,
+                    fingerprint: None,
+                },
+            );
+        }
+    }
+
+    fn channel_target_changed(
+        &mut self,
+        device: u64,
+        now: Nanos,
+        channel: u32,
+        _difficulty: f64,
+        target: &Target,
+    ) {
+        if self.events.is_enabled() {
+            self.events.emit_at(
+                now,
+                events::TargetChanged {
+                    conn: device,
+                    channel: Some(channel),
+                    target: *target,
+                },
+            );
+        }
+    }
+
+    fn standard_share_sent(&mut self, device: u64, now: Nanos, s: &StandardShareView<'_>) {
+        self.stats.shares_sent.fetch_add(1, Relaxed);
+        if s.block {
+            self.stats.blocks.fetch_add(1, Relaxed);
+        }
+        if self.events.is_enabled() {
+            self.events.emit_at(
+                now,
+                events::ShareSent {
+                    device,
+                    channel: Some(s.channel),
+                    seq: s.sequence_number.into(),
+                    job_id: JobId::from(s.job_id),
+                    nonce: s.nonce,
+                    ntime: s.ntime,
+                    version: s.version,
+                    difficulty: s.difficulty,
+                    hash: Some(*s.hash),
+                },
+            );
+        }
+    }
+
+    fn standard_share_result(&mut self, device: u64, now: Nanos, r: &StandardShareReply<'_>) {
+        self.stats.in_flight.fetch_sub(1, Relaxed);
+        self.stats.record_latency(r.latency_ns);
+        self.stats.count_verdict(r.verdict);
+        if let Some(code) = r.error_code {
+            self.stats.count_error_code(code);
+        }
+        if self.events.is_enabled() {
+            self.events.emit_at(
+                now,
+                events::ShareResult {
+                    conn: device,
+                    channel: Some(r.channel),
+                    seq: r.sequence_number.into(),
+                    job_id: JobId::from(r.job_id),
+                    nonce: r.nonce,
+                    difficulty: r.difficulty,
+                    verdict: r.verdict,
+                    perspective: Perspective::Received,
+                },
+            );
+        }
     }
 }
 

@@ -33,7 +33,6 @@ use primitives::{
     merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, HeaderMidstate,
     Target,
 };
-use serde::{Deserialize, Serialize};
 use sv1::{Envelope, Method, Value};
 
 use crate::backoff::Backoff;
@@ -41,65 +40,8 @@ use crate::device::{
     CloseReason, HashOutcome, JobIdBuf, JobView, Nanos, Observer, Rng, SentShare, ShareReply,
     ShareVerdict,
 };
-
-/// How a device's firmware talks: handshake order, version rolling, what it asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Profile {
-    /// An S19-class ASIC running cgminer/bmminer: `mining.configure` (mask `1fffe000`), then
-    /// `mining.subscribe`, then `mining.authorize`, each after the previous reply.
-    #[default]
-    Asic,
-    /// A Bitaxe (ESP-Miner): `mining.configure` with mask `ffffffff` first, subscribe and
-    /// authorize sent at once; `mining.suggest_difficulty` after the authorize result.
-    Bitaxe,
-    /// A CPU miner (cpuminer): subscribe, then authorize; no version rolling.
-    Cpu,
-}
-
-impl Profile {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Profile::Asic => "asic",
-            Profile::Bitaxe => "bitaxe",
-            Profile::Cpu => "cpu",
-        }
-    }
-
-    /// The version-rolling mask the firmware asks for (0: it does not ask).
-    pub const fn requested_mask(self) -> u32 {
-        match self {
-            Profile::Asic => 0x1fff_e000,
-            Profile::Bitaxe => 0xffff_ffff,
-            Profile::Cpu => 0,
-        }
-    }
-
-    /// Whether each handshake request waits for the previous reply.
-    const fn sequential(self) -> bool {
-        !matches!(self, Profile::Bitaxe)
-    }
-}
-
-impl std::str::FromStr for Profile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "asic" | "s19" => Ok(Profile::Asic),
-            "bitaxe" => Ok(Profile::Bitaxe),
-            "cpu" | "cpuminer" => Ok(Profile::Cpu),
-            _ => Err(format!(
-                "unknown device profile {s:?} (expected asic, bitaxe or cpu)"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for Profile {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::grind::{deposit_bits, top_u64};
+pub use crate::profile::Profile;
 
 /// Settings every device of one kind shares.
 #[derive(Clone, Debug)]
@@ -1162,12 +1104,6 @@ impl Sv1Device {
     }
 }
 
-/// The top 8 bytes of a target as hashes are compared (little-endian, most significant last).
-fn top_u64(t: &Target) -> u64 {
-    let le = t.to_le_bytes();
-    u64::from_le_bytes(le[24..].try_into().expect("8 bytes"))
-}
-
 /// Extranonce2 of `len` bytes: the counter big-endian in the last (up to) 8 bytes.
 fn extranonce2_bytes(counter: u64, len: u8) -> [u8; MAX_EXTRANONCE] {
     let mut out = [0u8; MAX_EXTRANONCE];
@@ -1175,22 +1111,6 @@ fn extranonce2_bytes(counter: u64, len: u8) -> [u8; MAX_EXTRANONCE] {
     let be = counter.to_be_bytes();
     let n = len.min(8);
     out[len - n..len].copy_from_slice(&be[8 - n..]);
-    out
-}
-
-/// Spreads the low bits of `k` over the set bits of `mask`, lowest first (a software PDEP):
-/// roll index `k` becomes version bits inside the mask.
-fn deposit_bits(mut k: u64, mask: u32) -> u32 {
-    let mut out = 0u32;
-    let mut m = mask;
-    while m != 0 && k != 0 {
-        let low = m & m.wrapping_neg();
-        if k & 1 != 0 {
-            out |= low;
-        }
-        k >>= 1;
-        m &= m - 1;
-    }
     out
 }
 
@@ -1289,6 +1209,9 @@ fn parse_branch(raw: &str, out: &mut Vec<Hash256>) -> Result<(), &'static str> {
     }
     Ok(())
 }
+
+mod lines;
+pub use lines::PartialLine;
 
 #[cfg(test)]
 mod tests;

@@ -17,7 +17,10 @@
 //! the session, so the channel's duplicate table stays in its steady state (eight jobs of
 //! remembered shares, the oldest expired with its job at each rotation) and never hits its
 //! capacity inside the timed region; the store's writer thread (another core) also finishes
-//! committing the last chunk then, so that it does not contend with the timed one.
+//! committing the last chunk then, so that it does not contend with the timed one. The session
+//! puts its records on the store's queue 16 at a time (durability off: nothing waits on them),
+//! so the queue operations are in the timed region, one per 16 shares, and the new job flushes
+//! the rest.
 //!
 //! After criterion's figures (with `--bench`), a summary measured in the same process: the floor
 //! and both share paths interleaved in samples of `SAMPLE` shares, the fastest sample (the cost
@@ -140,6 +143,8 @@ struct Rig {
     /// Naive SHA-256 compressions of one share of this rig (see [`naive_compressions`]).
     naive: u32,
     coinbase_len: usize,
+    /// The reply to the first share refused, if one was (then the run fails).
+    first_rejected: Option<String>,
 }
 
 fn realistic_template(transactions: usize) -> Arc<Template> {
@@ -256,6 +261,7 @@ impl Rig {
             ends: Vec::new(),
             naive,
             coinbase_len,
+            first_rejected: None,
         }
     }
 
@@ -338,9 +344,13 @@ impl Rig {
             start = end;
             let now = Millis(base + (k as u64 >> 3));
             let kind = self.session.handle_line(black_box(line), now);
-            accepted += (kind == LineKind::Share(Verdict::Accepted)) as usize;
+            let ok = kind == LineKind::Share(Verdict::Accepted);
+            accepted += ok as usize;
             let _ = black_box(self.session.take_pending_ticket());
             let out = self.session.output();
+            if !ok && self.first_rejected.is_none() {
+                self.first_rejected = Some(String::from_utf8_lossy(out).into_owned());
+            }
             black_box(out.as_slice());
             out.clear();
         }
@@ -380,7 +390,13 @@ impl Rig {
                 from = to;
             }
             allocs += thread_allocs() - a0;
-            assert_eq!(accepted, n, "every share must be accepted");
+            assert_eq!(
+                accepted,
+                n,
+                "every share must be accepted; the first refused was answered {:?}; store: {:?}",
+                self.first_rejected,
+                self.store.stats()
+            );
             left -= n as u64;
         }
         (total, allocs)

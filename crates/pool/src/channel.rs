@@ -2,13 +2,26 @@
 //! at which difficulty, the difficulty it is at now, the shares it already sent, and its vardiff.
 //! Protocol-neutral and sans-IO: front ends translate their messages into [`Channel::submit`]
 //! calls and the verdicts into their own replies.
+//!
+//! Duplicate detection keeps an exact table of fingerprints per job ([`seen`]), which expires
+//! with its job, and one compact filter over the older jobs' ([`filter`]). A share on the
+//! latest job (nearly every share) is checked against that job's table, small and recently
+//! used, and the filter, which a new share passes by reading two cache lines; only a match
+//! there (a duplicate, or about 1 share in 8,000) reads the older jobs' tables. Together they
+//! take about 20 bytes per remembered share, where one table of 16-byte entries for all jobs
+//! took up to 64 and missed the cache on every share.
+
+mod filter;
+mod seen;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use events::Reason;
-use hashbrown::HashTable;
 use primitives::{Difficulty, Hash256, Target};
+
+use filter::TagFilter;
+use seen::Fingerprints;
 
 use crate::job::{Job, Solution};
 use crate::vardiff::{Vardiff, VardiffConfig};
@@ -19,8 +32,8 @@ pub struct ChannelConfig {
     /// Jobs a channel remembers; a share on an older one is stale (expired).
     pub max_jobs: usize,
     /// Shares remembered for duplicate detection, over all remembered jobs. When full, the
-    /// oldest job is expired with its shares, so memory stays bounded and no duplicate of a
-    /// remembered job is ever accepted.
+    /// oldest job is expired with its shares, so memory stays bounded (see
+    /// [`Channel::dedup_memory`]) and no duplicate of a remembered job is ever accepted.
     pub dedup_capacity: usize,
     /// After a difficulty change, shares meeting the lower of the old and new difficulty are
     /// accepted for this long, whatever job they are on (miners apply a change at different
@@ -52,6 +65,8 @@ pub struct Issued {
     pub difficulty: Difficulty,
     pub target: Target,
     pub issued_at: Millis,
+    /// The shares accepted on it, which expire with it.
+    seen: Fingerprints,
 }
 
 /// Why a share was rejected: each maps onto one METRICS.md reason and one protocol error.
@@ -104,10 +119,12 @@ pub struct Submission<'a> {
     pub version_bits: Option<u32>,
 }
 
-/// An accepted share.
+/// An accepted share, borrowing from its channel (no reference count is touched per share).
 #[derive(Clone, Debug)]
-pub struct Accepted {
-    pub job: Arc<Job>,
+pub struct Accepted<'a> {
+    pub job: &'a Arc<Job>,
+    /// The channel's part of the extranonce, for assembling a block.
+    pub extranonce_prefix: &'a [u8],
     pub hash: Hash256,
     pub header: [u8; 80],
     /// The difficulty credited: the job's, or during a grace period the lower one it met.
@@ -132,10 +149,19 @@ pub struct Channel {
     /// The difficulty before the last change, its target and when its grace ends.
     previous: Option<(Difficulty, Target, Millis)>,
     vardiff: Vardiff,
-    /// Shares seen: (first 8 bytes of the header hash, wire id of the job). Matched on the hash
-    /// alone, so a share sent again under another id of the same job (a job re-sent after a
+    /// The shares of every remembered job but the latest, in brief. A share is a duplicate if
+    /// a remembered job's table holds its fingerprint, whichever job: matched on the hash
+    /// alone, so a share sent again under another id of the same work (a job re-sent after a
     /// difficulty change, an identical refresh) is still a duplicate.
-    seen: HashTable<(u64, u64)>,
+    filter: TagFilter,
+    /// Fingerprints in the jobs' tables, and the slots of those tables and of `spare`.
+    seen_len: usize,
+    seen_slots: usize,
+    /// The table of an expired job, cleared, for the next job to fill.
+    spare: Fingerprints,
+    /// How large the last expired job's table had grown: a new job's table starts there (a
+    /// miner's share rate changes slowly), so that it is allocated once rather than grown.
+    typical_slots: u32,
 }
 
 impl Channel {
@@ -159,7 +185,11 @@ impl Channel {
             target: difficulty.to_target(),
             previous: None,
             vardiff,
-            seen: HashTable::new(),
+            filter: TagFilter::default(),
+            seen_len: 0,
+            seen_slots: 0,
+            spare: Fingerprints::default(),
+            typical_slots: 0,
         }
     }
 
@@ -194,6 +224,12 @@ impl Channel {
 
     pub fn latest_job(&self) -> Option<&Issued> {
         self.jobs.back()
+    }
+
+    /// Shares remembered for duplicate detection, and the bytes their tables and filter take.
+    pub fn dedup_memory(&self) -> (usize, usize) {
+        let bytes = 8 * (self.seen_slots + self.filter.buckets());
+        (self.seen_len, bytes)
     }
 
     /// Changes the difficulty for jobs issued from now on; the old one keeps a grace period.
@@ -231,21 +267,110 @@ impl Channel {
         while self.jobs.len() >= self.config.max_jobs.max(1) {
             self.evict_oldest();
         }
+        // An idle miner holds one job: room for one at first (not the four a first push would
+        // reserve), doubling from there.
+        if self.jobs.len() == self.jobs.capacity() {
+            self.jobs.reserve_exact(self.jobs.len().max(1));
+        }
+        // The latest job becomes an older one: its shares join the filter.
+        if let Some(latest) = self.jobs.back() {
+            let mut complete = true;
+            for f in latest.seen.iter() {
+                complete = complete && self.filter.has_room() && self.filter.insert(f);
+            }
+            if !complete {
+                self.rebuild_filter(self.jobs.len());
+            }
+        }
         self.jobs.push_back(Issued {
             wire_id,
             job,
             difficulty: self.difficulty,
             target: self.target,
             issued_at: now,
+            seen: std::mem::take(&mut self.spare),
         });
         self.jobs.back().expect("just pushed")
     }
 
+    /// Forgets the oldest job and its shares. Its table is kept, cleared, for the next job if it
+    /// is larger than the one already spare, which is freed: at most one table is idle, and
+    /// none while the tables take more than 4 slots per share the channel may remember.
     fn evict_oldest(&mut self) {
-        if let Some(old) = self.jobs.pop_front() {
-            self.expired_up_to = self.expired_up_to.max(old.wire_id);
-            self.seen.retain(|(_, id)| *id != old.wire_id);
+        let latest = self.jobs.len() == 1;
+        let Some(mut old) = self.jobs.pop_front() else {
+            return;
+        };
+        self.expired_up_to = self.expired_up_to.max(old.wire_id);
+        self.seen_len -= old.seen.len();
+        if !latest {
+            for f in old.seen.iter() {
+                self.filter.remove(f);
+            }
         }
+        if old.seen.len() > 0 {
+            self.typical_slots = old.seen.slots() as u32;
+        }
+        let freed = if old.seen.slots() > self.spare.slots() {
+            old.seen.clear();
+            std::mem::replace(&mut self.spare, old.seen)
+        } else {
+            old.seen
+        };
+        self.seen_slots -= freed.slots();
+        if self.seen_slots > 4 * self.config.dedup_capacity {
+            self.seen_slots -= std::mem::take(&mut self.spare).slots();
+        }
+    }
+
+    /// Whether a remembered job accepted a share with fingerprint `f`.
+    #[inline]
+    fn seen(&self, f: u64) -> bool {
+        let Some(latest) = self.jobs.back() else {
+            return false;
+        };
+        latest.seen.contains(f)
+            || (self.filter.may_contain(f) && self.jobs.iter().any(|j| j.seen.contains(f)))
+    }
+
+    /// Records `f` on the job at `pos`. A job's first share sizes its table like the last
+    /// expired job's while the tables stay within 4 slots per share the channel may remember
+    /// (what tables that double at half full take at most); past that they only grow as they
+    /// fill. So the tables take at most twice that bound, 64 bytes per share the channel may
+    /// remember (1 MiB for the default 16,384, like the single table before), and the filter
+    /// about 4 more.
+    #[inline]
+    fn remember(&mut self, pos: usize, f: u64) {
+        let issued = &mut self.jobs[pos];
+        let mut at_least = 0;
+        if issued.seen.slots() == 0 {
+            let typical = self.typical_slots as usize;
+            if self.seen_slots + typical <= 4 * self.config.dedup_capacity {
+                at_least = typical;
+            }
+        }
+        self.seen_slots += issued.seen.insert(f, at_least);
+        self.seen_len += 1;
+        let older = self.jobs.len() - 1;
+        if pos < older && !(self.filter.has_room() && self.filter.insert(f)) {
+            self.rebuild_filter(older);
+        }
+    }
+
+    /// A filter large enough for the shares of the first `older` jobs, filled from their
+    /// tables.
+    #[cold]
+    fn rebuild_filter(&mut self, older: usize) {
+        let jobs = || self.jobs.iter().take(older);
+        let n: usize = jobs().map(|j| j.seen.len()).sum();
+        // Full: the next size up. Out of moves below its load limit (rare): twice the size.
+        let min_buckets = if self.filter.has_room() {
+            2 * self.filter.buckets()
+        } else {
+            0
+        };
+        self.filter
+            .rebuild(n, min_buckets, jobs().flat_map(|j| j.seen.iter()));
     }
 
     /// Raises the floor vardiff may not go below (BIP310 `minimum-difficulty`).
@@ -274,7 +399,7 @@ impl Channel {
         s: &Submission<'_>,
         epoch: u64,
         now: Millis,
-    ) -> Result<Accepted, Reject> {
+    ) -> Result<Accepted<'_>, Reject> {
         let Some(pos) = self.jobs.iter().rposition(|j| j.wire_id == s.wire_id) else {
             return Err(if s.wire_id != 0 && s.wire_id <= self.expired_up_to {
                 Reject::Stale
@@ -310,9 +435,8 @@ impl Channel {
             ntime: s.ntime,
             nonce: s.nonce,
         });
-        let key = u64::from_le_bytes(hash.0[..8].try_into().expect("8 bytes"));
-        let wire_id = issued.wire_id;
-        if self.seen.find(key, |&(k, _)| k == key).is_some() {
+        let fingerprint = seen::fingerprint(&hash.0);
+        if self.seen(fingerprint) {
             return Err(Reject::Duplicate);
         }
         let block = job.network_target.is_met_by(&hash.0);
@@ -340,28 +464,238 @@ impl Channel {
                 _ => return Err(Reject::LowDifficulty),
             }
         };
-        let job = job.clone();
-        while self.seen.len() >= self.config.dedup_capacity {
-            if self.jobs.len() <= 1 || self.jobs.front().is_some_and(|j| j.wire_id == wire_id) {
+        let mut pos = pos;
+        while self.seen_len >= self.config.dedup_capacity {
+            if pos == 0 {
                 // Only the job this share is on is left to forget: refuse the share instead of
                 // forgetting shares that could then be sent again. The message rate limit keeps
                 // miners far from this; a new job frees the table.
                 return Err(Reject::Stale);
             }
             self.evict_oldest();
+            pos -= 1;
         }
-        self.seen.insert_unique(key, (key, wire_id), |&(k, _)| k);
+        self.remember(pos, fingerprint);
         let retarget = self.vardiff.on_share(credited, now);
         if let Some(d) = retarget {
             self.change_to(d, now);
         }
         Ok(Accepted {
-            job,
+            job: &self.jobs[pos].job,
+            extranonce_prefix: &self.extranonce_prefix,
             hash,
             header,
             credited,
             block,
             retarget,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use primitives::bitcoin::{Amount, ScriptBuf};
+    use primitives::CompactTarget;
+
+    use super::*;
+    use crate::jobs::{JobBook, JobConfig};
+    use crate::template::Template;
+
+    fn template(coinbase_sat: u64) -> Arc<Template> {
+        Arc::new(Template {
+            height: 903_217,
+            prev_hash: Hash256([0x11; 32]),
+            version: 0x2000_0000,
+            // Mainnet-like: no share is a block.
+            bits: CompactTarget(0x1702_3a04),
+            curtime: 1_750_000_000,
+            mintime: 1_749_998_000,
+            coinbase_value: Amount::from_sat(coinbase_sat),
+            witness_commitment: None,
+            transactions: Vec::new().into(),
+            longpoll_id: None,
+        })
+    }
+
+    /// A channel where (nearly) every hash is a share, remembering `capacity` shares.
+    fn channel(capacity: usize) -> Channel {
+        let vardiff = VardiffConfig {
+            min: Difficulty::MIN,
+            max: Difficulty::MIN,
+            ..VardiffConfig::default()
+        };
+        let config = ChannelConfig {
+            dedup_capacity: capacity,
+            vardiff,
+            ..ChannelConfig::default()
+        };
+        Channel::new(
+            Arc::new(config),
+            vec![0, 0, 0, 1],
+            4,
+            Difficulty::MIN,
+            Millis(0),
+        )
+    }
+
+    struct Rig {
+        book: JobBook,
+        payout: ScriptBuf,
+        ch: Channel,
+        next_wire: u64,
+    }
+
+    impl Rig {
+        fn new(capacity: usize) -> Rig {
+            Rig {
+                book: JobBook::new(JobConfig::default()),
+                payout: ScriptBuf::from_bytes(vec![0x51]),
+                ch: channel(capacity),
+                next_wire: 1,
+            }
+        }
+
+        /// Issues a job for a template under a fresh wire id; returns the wire id.
+        fn issue(&mut self, t: &Arc<Template>) -> u64 {
+            let g = self.book.on_template(t.clone(), Millis(0));
+            let job = g.job(&self.payout).unwrap();
+            self.reissue(job)
+        }
+
+        /// Issues `job` (again) under a fresh wire id.
+        fn reissue(&mut self, job: Arc<Job>) -> u64 {
+            let wire = self.next_wire;
+            self.next_wire += 1;
+            self.ch.issue(job, wire, Millis(0));
+            wire
+        }
+
+        fn submit(&mut self, wire: u64, n: u32) -> Result<(), Reject> {
+            let en = n.to_be_bytes();
+            let ntime = self
+                .ch
+                .jobs()
+                .find(|j| j.wire_id == wire)
+                .map_or(0, |j| j.job.ntime);
+            let s = Submission {
+                wire_id: wire,
+                extranonce: &en,
+                ntime,
+                nonce: n.wrapping_mul(0x9e37_79b9),
+                version_bits: None,
+            };
+            self.ch.submit(&s, 0, Millis(0)).map(|_| ())
+        }
+
+        /// Shares `from..` accepted on `wire`, `count` of them (skipping the rare hash that
+        /// misses even the minimum difficulty); returns their numbers.
+        fn accept(&mut self, wire: u64, from: u32, count: usize) -> Vec<u32> {
+            let mut got = Vec::new();
+            let mut n = from;
+            while got.len() < count {
+                match self.submit(wire, n) {
+                    Ok(()) => got.push(n),
+                    Err(Reject::LowDifficulty) => {}
+                    Err(r) => panic!("share {n} on {wire}: {r:?}"),
+                }
+                n += 1;
+            }
+            got
+        }
+    }
+
+    #[test]
+    fn a_share_is_a_duplicate_on_every_remembered_job_with_the_same_work() {
+        let mut r = Rig::new(1 << 14);
+        let t = template(312_500_000);
+        let a = r.issue(&t);
+        let on_a = r.accept(a, 0, 50);
+        // An identical refresh (another job, the same work), a re-send of it under another id,
+        // and other work.
+        let b = r.issue(&t);
+        let job_b = r.ch.latest_job().unwrap().job.clone();
+        let b2 = r.reissue(job_b);
+        let c = r.issue(&template(312_500_001));
+        // Shares accepted on the older jobs after that, and on the latest.
+        let on_b = r.accept(b, 1000, 50);
+        let on_c = r.accept(c, 2000, 50);
+        for &n in &on_a {
+            for wire in [a, b, b2] {
+                assert_eq!(r.submit(wire, n), Err(Reject::Duplicate), "{n} on {wire}");
+            }
+        }
+        for &n in &on_b {
+            for wire in [a, b, b2] {
+                assert_eq!(r.submit(wire, n), Err(Reject::Duplicate), "{n} on {wire}");
+            }
+        }
+        for &n in &on_c {
+            assert_eq!(r.submit(c, n), Err(Reject::Duplicate));
+        }
+        // The same solution on other work is another header: a share in its own right.
+        assert_eq!(r.submit(c, on_a[0]), Ok(()));
+        assert_eq!(r.ch.dedup_memory().0, 151);
+    }
+
+    #[test]
+    fn an_expired_job_takes_its_shares_along() {
+        let mut r = Rig::new(1 << 14);
+        let t = template(312_500_000);
+        let first = r.issue(&t);
+        let on_first = r.accept(first, 0, 100);
+        let mut latest = first;
+        for k in 0..ChannelConfig::default().max_jobs {
+            latest = r.issue(&t);
+            r.accept(latest, 10_000 * (k as u32 + 1), 10);
+        }
+        assert_eq!(r.submit(first, on_first[0]), Err(Reject::Stale));
+        assert_eq!(r.ch.dedup_memory().0, 80, "8 jobs of 10 shares");
+        // Only the job they were accepted on remembered them (as before these tables).
+        assert_eq!(r.submit(latest, on_first[0]), Ok(()));
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_duplicates_found_under_churn() {
+        let capacity = 4096;
+        let mut r = Rig::new(capacity);
+        let t = template(312_500_000);
+        let mut wires = VecDeque::new();
+        let mut largest = 0;
+        for round in 0..40u32 {
+            // Alternately the same work and new work; bursts of every size, some on older jobs
+            // (the filter grows and is rebuilt from the jobs' tables).
+            let t = if round % 3 == 0 {
+                template(round as u64)
+            } else {
+                t.clone()
+            };
+            wires.push_back(r.issue(&t));
+            if wires.len() > 8 {
+                wires.pop_front();
+            }
+            let on = wires[round as usize * 7 % wires.len()];
+            let burst = [5usize, 700, 1500, 40][round as usize % 4];
+            let mut got = Vec::new();
+            for n in round * 100_000..round * 100_000 + burst as u32 {
+                match r.submit(on, n) {
+                    Ok(()) => got.push(n),
+                    Err(Reject::LowDifficulty) => {}
+                    // Expired, or the table is full and only this job is left to forget.
+                    Err(Reject::Stale) => break,
+                    Err(e) => panic!("round {round}: {e:?}"),
+                }
+            }
+            assert!(r.ch.dedup_memory().0 <= capacity);
+            for &n in got.iter().step_by(37) {
+                assert_eq!(r.submit(on, n), Err(Reject::Duplicate), "round {round}");
+            }
+            largest = largest.max(r.ch.dedup_memory().1);
+        }
+        // Job tables within 4 slots of 8 bytes per share, twice that while they are sized
+        // ahead, and the filter at about 4 bytes per share.
+        assert!(
+            largest <= 2 * 4 * 8 * capacity + 8 * capacity,
+            "{largest} bytes"
+        );
     }
 }

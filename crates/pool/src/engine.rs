@@ -14,7 +14,7 @@ use crate::channel::{Accepted, ChannelConfig};
 use crate::job::{Job, Solution};
 use crate::jobs::{Generation, JobConfig};
 use crate::stats::{PoolStats, WorkerRegistry, WorkerStats};
-use crate::store::{ShareRecord, Store, Ticket, WorkerKey};
+use crate::store::{ShareBatch, ShareRecord, Store, WorkerKey};
 use crate::Millis;
 
 /// Who the coinbase pays.
@@ -182,8 +182,15 @@ impl Engine {
         self.workers.detach(&w.stats, now);
     }
 
-    /// Accounts an accepted share: statistics, store, event. Returns the store ticket the
-    /// acknowledgement must wait for (none when the store acknowledges at once).
+    /// The batch a connection records its accepted shares through (see [`Engine::accepted`]);
+    /// `None` when the pool keeps no store. Takes no memory until the first share.
+    pub fn share_batch(&self) -> Option<ShareBatch> {
+        self.store.clone().map(ShareBatch::new)
+    }
+
+    /// Accounts an accepted share: statistics, store, event. With a store, the share's record
+    /// goes into the connection's `batch` (from [`Engine::share_batch`]), whose
+    /// [`ShareBatch::take_ticket`] then says what the acknowledgement must wait for.
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub fn accepted(
@@ -195,31 +202,27 @@ impl Engine {
         a: &Accepted,
         nonce: u32,
         now: Millis,
-    ) -> Result<Option<Ticket>, NotStored> {
-        let ticket = match (&self.store, worker.key) {
-            (Some(_), None) => return Err(NotStored),
-            (Some(store), Some(key)) => {
-                let rec = ShareRecord {
-                    worker: key,
-                    difficulty: a.credited.as_f64(),
-                    job_id: a.job.id,
-                    time_ms: share_time_ms(),
-                    hash: a.hash.0,
-                };
-                match store.record_share(rec) {
-                    Ok(t) if !store.is_durable(t) => Some(t),
-                    Ok(_) => None,
-                    Err(e) => {
-                        // Never acknowledge a share the store did not take.
-                        tracing::warn!(conn, error = %e, "store: share not recorded");
-                        self.stats
-                            .share_rejected(Some(&worker.stats), Reason::Other, now);
-                        return Err(NotStored);
-                    }
-                }
+        batch: Option<&mut ShareBatch>,
+    ) -> Result<(), NotStored> {
+        if self.store.is_some() {
+            let (Some(batch), Some(key)) = (batch, worker.key) else {
+                return Err(NotStored);
+            };
+            let rec = ShareRecord {
+                worker: key,
+                difficulty: a.credited.as_f64(),
+                job_id: a.job.id,
+                time_ms: batch.stamp(),
+                hash: a.hash.0,
+            };
+            if let Err(e) = batch.push(rec, now) {
+                // Never acknowledge a share the store did not take.
+                tracing::warn!(conn, error = %e, "store: share not recorded");
+                self.stats
+                    .share_rejected(Some(&worker.stats), Reason::Other, now);
+                return Err(NotStored);
             }
-            (None, _) => None,
-        };
+        }
         self.stats
             .share_accepted(&worker.stats, a.credited.as_f64(), now);
         if self.events.is_enabled() {
@@ -234,7 +237,7 @@ impl Engine {
                 perspective: Perspective::Given,
             });
         }
-        Ok(ticket)
+        Ok(())
     }
 
     /// Accounts a rejected share.
@@ -258,6 +261,86 @@ impl Engine {
                 channel: None,
                 seq,
                 job_id: JobId::text(wire_job_id),
+                nonce,
+                difficulty,
+                verdict: Verdict::Rejected(reason),
+                perspective: Perspective::Given,
+            });
+        }
+    }
+
+    /// [`Engine::accepted`] for an SV2 channel: the event names the channel and the numeric
+    /// job id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn accepted_on_channel(
+        &self,
+        conn: u64,
+        channel: u32,
+        seq: u64,
+        job_id: u32,
+        worker: &Worker,
+        a: &Accepted,
+        nonce: u32,
+        now: Millis,
+        batch: Option<&mut ShareBatch>,
+    ) -> Result<(), NotStored> {
+        if self.store.is_some() {
+            let (Some(batch), Some(key)) = (batch, worker.key) else {
+                return Err(NotStored);
+            };
+            let rec = ShareRecord {
+                worker: key,
+                difficulty: a.credited.as_f64(),
+                job_id: a.job.id,
+                time_ms: batch.stamp(),
+                hash: a.hash.0,
+            };
+            if let Err(e) = batch.push(rec, now) {
+                tracing::warn!(conn, channel, error = %e, "store: share not recorded");
+                self.stats
+                    .share_rejected(Some(&worker.stats), Reason::Other, now);
+                return Err(NotStored);
+            }
+        }
+        self.stats
+            .share_accepted(&worker.stats, a.credited.as_f64(), now);
+        if self.events.is_enabled() {
+            self.events.emit(ShareResult {
+                conn,
+                channel: Some(channel),
+                seq,
+                job_id: JobId::Num(u64::from(job_id)),
+                nonce,
+                difficulty: a.credited.as_f64(),
+                verdict: Verdict::Accepted,
+                perspective: Perspective::Given,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Engine::rejected`] for an SV2 channel.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rejected_on_channel(
+        &self,
+        conn: u64,
+        channel: u32,
+        seq: u64,
+        job_id: u32,
+        worker: Option<&Worker>,
+        reason: Reason,
+        nonce: u32,
+        difficulty: f64,
+        now: Millis,
+    ) {
+        self.stats
+            .share_rejected(worker.map(|w| &*w.stats), reason, now);
+        if self.events.is_enabled() {
+            self.events.emit(ShareResult {
+                conn,
+                channel: Some(channel),
+                seq,
+                job_id: JobId::Num(u64::from(job_id)),
                 nonce,
                 difficulty,
                 verdict: Verdict::Rejected(reason),
@@ -296,42 +379,6 @@ impl Engine {
             Err(e) => tracing::error!(%hash, error = %e, "cannot assemble found block"),
         }
     }
-}
-
-/// [`unix_ms`] for the share path, without a clock read per share: each thread reads the clock
-/// again once the CPU's time stamp counter has advanced 2^16 ticks since its last read (16 to
-/// 66 µs at 1 to 4 GHz) or after 1024 shares, and stamps the shares in between with that read.
-/// So a share's time is the clock's to within a few hundredths of a millisecond, the same at
-/// the store's millisecond resolution but for the odd millisecond boundary in between.
-#[inline]
-fn share_time_ms() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::cell::Cell;
-        const REUSE_TICKS: u64 = 1 << 16;
-        const MAX_USES: u32 = 1024;
-        thread_local! {
-            /// The counter at the last clock read, the read, and the shares stamped with it.
-            static LAST: Cell<(u64, u64, u32)> = const { Cell::new((0, 0, MAX_USES)) };
-        }
-        // Unordered, unlike the clock's own read: it need not wait for the share's hashing.
-        #[allow(unused_unsafe)]
-        // SAFETY: RDTSC exists on every x86-64 CPU and only reads the counter.
-        let tsc = unsafe { std::arch::x86_64::_rdtsc() };
-        LAST.with(|last| {
-            let (at, ms, uses) = last.get();
-            if tsc.wrapping_sub(at) < REUSE_TICKS && uses < MAX_USES {
-                last.set((at, ms, uses + 1));
-                ms
-            } else {
-                let ms = unix_ms();
-                last.set((tsc, ms, 1));
-                ms
-            }
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    unix_ms()
 }
 
 /// Wall-clock Unix milliseconds, as the store records them.

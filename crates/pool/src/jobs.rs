@@ -11,7 +11,7 @@ use primitives::coinbase::CoinbaseError;
 use primitives::{coinbase_merkle_branch, CoinbaseSpec, Hash256, Payout};
 
 use crate::job::Job;
-use crate::template::Template;
+use crate::template::{TdpTemplate, Template};
 use crate::Millis;
 
 /// How the pool builds coinbases.
@@ -59,6 +59,26 @@ impl JobBook {
     /// Adopts a template. Every template opens a generation, even one equal to the last: the
     /// periodic refresh doubles as the liveness signal miners expect from a pool.
     pub fn on_template(&mut self, template: Arc<Template>, now: Millis) -> Arc<Generation> {
+        self.on_work(template, None, now)
+    }
+
+    /// Adopts a template from a Template Provider: its jobs use the provider's merkle path and
+    /// required coinbase outputs (see [`TdpTemplate`]).
+    pub fn on_tdp_template(
+        &mut self,
+        template: Arc<Template>,
+        tdp: Arc<TdpTemplate>,
+        now: Millis,
+    ) -> Arc<Generation> {
+        self.on_work(template, Some(tdp), now)
+    }
+
+    fn on_work(
+        &mut self,
+        template: Arc<Template>,
+        tdp: Option<Arc<TdpTemplate>>,
+        now: Millis,
+    ) -> Arc<Generation> {
         let clean = self
             .current
             .as_ref()
@@ -67,9 +87,12 @@ impl JobBook {
             self.epoch += 1;
         }
         self.generation += 1;
-        let branch: Arc<[Hash256]> = coinbase_merkle_branch(&template.txids().collect::<Vec<_>>())
-            .into_iter()
-            .collect();
+        let branch: Arc<[Hash256]> = match &tdp {
+            Some(t) => t.merkle_path.clone(),
+            None => coinbase_merkle_branch(&template.txids().collect::<Vec<_>>())
+                .into_iter()
+                .collect(),
+        };
         let g = Arc::new(Generation {
             id: self.generation,
             epoch: self.epoch,
@@ -77,6 +100,7 @@ impl JobBook {
             fingerprint: fingerprint(&template.prev_hash, &branch),
             merkle_branch: branch,
             template,
+            tdp,
             created: now,
             config: self.config.clone(),
             ids: self.ids.clone(),
@@ -95,6 +119,8 @@ pub struct Generation {
     /// The template has a new previous-block hash: its jobs are clean.
     pub clean: bool,
     pub template: Arc<Template>,
+    /// Set when the template came from a Template Provider.
+    pub tdp: Option<Arc<TdpTemplate>>,
     pub merkle_branch: Arc<[Hash256]>,
     pub fingerprint: Fingerprint,
     pub created: Millis,
@@ -111,21 +137,29 @@ impl Generation {
             return Ok(j.clone());
         }
         let t = &self.template;
-        let spec = CoinbaseSpec {
-            tag: self.config.coinbase_tag.clone(),
-            payouts: vec![Payout {
-                script_pubkey: payout.clone(),
-                value: t.coinbase_value,
-            }],
-            witness_commitment: t.witness_commitment,
-            ..CoinbaseSpec::new(t.height, self.config.extranonce_len)
+        let coinbase = match &self.tdp {
+            Some(tdp) => tdp.coinbase(
+                &self.config.coinbase_tag,
+                self.config.extranonce_len,
+                payout,
+            )?,
+            None => CoinbaseSpec {
+                tag: self.config.coinbase_tag.clone(),
+                payouts: vec![Payout {
+                    script_pubkey: payout.clone(),
+                    value: t.coinbase_value,
+                }],
+                witness_commitment: t.witness_commitment,
+                ..CoinbaseSpec::new(t.height, self.config.extranonce_len)
+            }
+            .build()?,
         };
         let job = Arc::new(Job::new(
             self.ids.fetch_add(1, Ordering::Relaxed),
             self.id,
             self.epoch,
             t.clone(),
-            spec.build()?,
+            coinbase,
             self.merkle_branch.clone(),
             self.fingerprint,
             self.clean,

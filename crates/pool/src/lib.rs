@@ -17,7 +17,9 @@ pub mod service;
 pub mod stats;
 pub mod store;
 pub mod sv1;
+pub mod sv2;
 pub mod template;
+pub mod tp;
 pub mod vardiff;
 
 /// Milliseconds on the caller's monotonic clock. The engine never reads a clock itself, so

@@ -2,9 +2,10 @@
 //! node fails, the block task, the store, the HTTP endpoints and the SV1 server, started
 //! together and stopped together. The `stratumlab pool` command and in-process tests use it.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use events::{BlockResult, BlockSubmitted, EventSink, ShortStr, TemplateCreated};
@@ -21,12 +22,18 @@ use crate::node::{
 use crate::stats::{NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry};
 use crate::store::{BlockRecord, Store, StoreConfig, StoreError, WorkerKey};
 use crate::sv1::{Admission, Sv1Config, Sv1Server};
+use crate::sv2::{Sv2Config, Sv2Server};
+use crate::template::{TdpTemplate, Template};
+use crate::tp::{TpConfig, TpFeed, TpWork};
 use crate::Millis;
+use sv2::keys::AuthorityKeys;
 
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
     pub engine: EngineConfig,
     pub node: NodeConfig,
+    /// Templates from this SV2 Template Provider instead of the node's `getblocktemplate`.
+    pub tp: Option<TpConfig>,
     pub sv1_listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
     pub store: Option<StoreConfig>,
@@ -35,6 +42,29 @@ pub struct PoolSettings {
     pub events_config: String,
     pub sv1: Sv1Config,
     pub admission: Admission,
+    /// Serve Stratum V2 miners on this address.
+    pub sv2_listen: Option<SocketAddr>,
+    pub sv2: Sv2Settings,
+}
+
+/// The SV2 front end's settings: the Mining Protocol's and the Noise responder's.
+#[derive(Clone, Debug)]
+pub struct Sv2Settings {
+    pub config: Sv2Config,
+    /// Signs each connection's Noise certificate; miners are configured with its public half.
+    pub keys: AuthorityKeys,
+    pub cert_validity: Duration,
+}
+
+impl Default for Sv2Settings {
+    fn default() -> Self {
+        Sv2Settings {
+            config: Sv2Config::default(),
+            keys: AuthorityKeys::reference(),
+            // The reference roles' default.
+            cert_validity: Duration::from_secs(3600),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,11 +90,51 @@ pub enum ServiceError {
 pub struct RunningPool {
     pub engine: Arc<Engine>,
     pub sv1_addr: Option<SocketAddr>,
+    pub sv2_addr: Option<SocketAddr>,
     pub http_addr: Option<SocketAddr>,
     pub health: Arc<NodeHealth>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
-    feed: Option<TemplateFeed>,
+    feed: Option<Feed>,
+}
+
+/// Where templates come from.
+enum Feed {
+    Node(TemplateFeed),
+    Tp(TpFeed),
+}
+
+/// Where found blocks go: `submitblock` to the node, or `SubmitSolution` to the provider whose
+/// template the block is built on.
+enum BlockSink {
+    Node(NodeClient),
+    Tp {
+        solutions: mpsc::UnboundedSender<sv2::messages::template_distribution::SubmitSolution>,
+        recent: RecentTdp,
+        /// The provider's tips: the first one after a submission says whether the block won.
+        works: watch::Receiver<Option<TpWork>>,
+    },
+}
+
+/// The provider templates of the latest generations, by generation id: what a found block's
+/// `SubmitSolution` names.
+type RecentTdp = Arc<Mutex<VecDeque<(u64, Arc<TdpTemplate>)>>>;
+const RECENT_TDP: usize = 64;
+
+/// Templates as the jobs task reads them, from either source.
+enum TemplateRx {
+    Node(watch::Receiver<Option<Arc<Template>>>),
+    Tp(watch::Receiver<Option<TpWork>>, RecentTdp),
+}
+
+impl TemplateRx {
+    /// The next template; `None` when the source is gone.
+    async fn changed(&mut self) -> Option<()> {
+        match self {
+            TemplateRx::Node(rx) => rx.changed().await.ok(),
+            TemplateRx::Tp(rx, _) => rx.changed().await.ok(),
+        }
+    }
 }
 
 impl RunningPool {
@@ -101,16 +171,37 @@ impl RunningPool {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
 
-        let client = NodeClient::new(settings.node.clone())?;
         let mut stop = shutdown_rx.clone();
-        let feed = TemplateFeed::spawn(client.clone(), async move {
+        let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
-        });
-        let health = feed.health();
+        };
+        let (feed, templates, sink) = match &settings.tp {
+            Some(tp) => {
+                let feed = TpFeed::spawn(tp.clone(), stopped);
+                let recent = RecentTdp::default();
+                let sink = BlockSink::Tp {
+                    solutions: feed.solutions(),
+                    recent: recent.clone(),
+                    works: feed.works(),
+                };
+                let rx = TemplateRx::Tp(feed.works(), recent);
+                (Feed::Tp(feed), rx, sink)
+            }
+            None => {
+                let client = NodeClient::new(settings.node.clone())?;
+                let feed = TemplateFeed::spawn(client.clone(), stopped);
+                let rx = TemplateRx::Node(feed.templates());
+                (Feed::Node(feed), rx, BlockSink::Node(client))
+            }
+        };
+        let health = match &feed {
+            Feed::Node(f) => f.health(),
+            Feed::Tp(f) => f.health(),
+        };
 
         tasks.spawn(jobs_task(
             engine.clone(),
-            feed.templates(),
+            templates,
             health.clone(),
             clock.clone(),
             settings.engine.jobs.clone(),
@@ -118,7 +209,7 @@ impl RunningPool {
         ));
         tasks.spawn(blocks_task(
             engine.clone(),
-            client,
+            sink,
             found,
             store.clone(),
             shutdown_rx.clone(),
@@ -181,9 +272,27 @@ impl RunningPool {
             None => None,
         };
 
+        let sv2_addr = match settings.sv2_listen {
+            Some(addr) => {
+                let listener = bind(addr, "sv2").await?;
+                let local = listener.local_addr().ok();
+                let server = Sv2Server::new(
+                    engine.clone(),
+                    settings.sv2.config.clone(),
+                    settings.admission.clone(),
+                    settings.sv2.keys,
+                    settings.sv2.cert_validity,
+                );
+                tasks.spawn(server.serve(listener, shutdown_rx.clone()));
+                local
+            }
+            None => None,
+        };
+
         Ok(RunningPool {
             engine,
             sv1_addr,
+            sv2_addr,
             http_addr,
             health,
             shutdown,
@@ -210,8 +319,10 @@ impl RunningPool {
                 }
             }
         }
-        if let Some(feed) = self.feed.take() {
-            feed.stopped().await;
+        match self.feed.take() {
+            Some(Feed::Node(f)) => f.stopped().await,
+            Some(Feed::Tp(f)) => f.stopped().await,
+            None => {}
         }
         // Let connection tasks still finishing drop their handles before the store closes.
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -232,7 +343,7 @@ async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Servi
 /// Templates to jobs, and work stopped while the node is not healthy.
 async fn jobs_task(
     engine: Arc<Engine>,
-    mut templates: watch::Receiver<Option<Arc<crate::template::Template>>>,
+    mut templates: TemplateRx,
     health: Arc<NodeHealth>,
     clock: Arc<dyn Fn() -> Millis + Send + Sync>,
     config: crate::jobs::JobConfig,
@@ -245,11 +356,26 @@ async fn jobs_task(
     loop {
         tokio::select! {
             r = templates.changed() => {
-                if r.is_err() { break; }
-                let t = templates.borrow_and_update().clone();
-                let Some(t) = t else { continue };
+                if r.is_none() { break; }
                 let now = clock();
-                let g = book.on_template(t, now);
+                let g = match &mut templates {
+                    TemplateRx::Node(rx) => {
+                        let t = rx.borrow_and_update().clone();
+                        let Some(t) = t else { continue };
+                        book.on_template(t, now)
+                    }
+                    TemplateRx::Tp(rx, recent) => {
+                        let w = rx.borrow_and_update().clone();
+                        let Some(w) = w else { continue };
+                        let g = book.on_tdp_template(w.template, w.tdp.clone(), now);
+                        let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
+                        if recent.len() >= RECENT_TDP {
+                            recent.pop_front();
+                        }
+                        recent.push_back((g.id, w.tdp));
+                        g
+                    }
+                };
                 if engine.events.is_enabled() {
                     engine.events.emit(TemplateCreated {
                         node: ShortStr::new("pool"),
@@ -311,10 +437,11 @@ async fn jobs_task(
     }
 }
 
-/// Found blocks: persisted, then submitted until the node answers; the answer recorded.
+/// Found blocks: persisted, then submitted (to the node until it answers, or to the provider
+/// as `SubmitSolution`); the answer recorded.
 async fn blocks_task(
     engine: Arc<Engine>,
-    client: NodeClient,
+    sink: BlockSink,
     mut found: mpsc::UnboundedReceiver<FoundBlock>,
     store: Option<Store>,
     mut shutdown: watch::Receiver<bool>,
@@ -322,8 +449,15 @@ async fn blocks_task(
     // Blocks an earlier run persisted but never heard back about go out first.
     if let Some(s) = &store {
         for b in s.blocks_awaiting_answer().to_vec() {
-            let answer = submit_until_answered(&client, &b.block, client.config().retry).await;
-            let result = answer.answer.reason().unwrap_or("accepted").to_owned();
+            let result = match &sink {
+                BlockSink::Node(client) => {
+                    let answer =
+                        submit_until_answered(client, &b.block, client.config().retry).await;
+                    answer.answer.reason().unwrap_or("accepted").to_owned()
+                }
+                // A provider's template ids live as long as its connection: nothing to name.
+                BlockSink::Tp { .. } => "unsubmitted-template-gone".to_owned(),
+            };
             let _ = s.record_block_result(b.hash, &result, unix_ms());
         }
     }
@@ -358,26 +492,94 @@ async fn blocks_task(
             template_id: Some(b.template_id),
             conn: Some(b.conn),
         });
-        let outcome = submit_until_answered(&client, &b.block, client.config().retry).await;
-        let accepted = outcome.node_has_block();
-        let reason = outcome.answer.reason().unwrap_or("").to_owned();
-        engine.stats.block_result(accepted);
-        engine.events.emit(BlockResult {
-            node: ShortStr::new("pool"),
-            hash: b.hash,
-            height: b.height,
-            accepted,
-            reason: ShortStr::new(&reason),
-        });
-        if let Some(s) = &store {
-            let result = if accepted {
-                "accepted"
-            } else {
-                reason.as_str()
-            };
-            if let Err(e) = s.record_block_result(b.hash.0, result, unix_ms()) {
-                tracing::error!(hash = %b.hash, error = %e, "block result not recorded");
+        match &sink {
+            BlockSink::Node(client) => {
+                let outcome = submit_until_answered(client, &b.block, client.config().retry).await;
+                let accepted = outcome.node_has_block();
+                let reason = outcome.answer.reason().unwrap_or("").to_owned();
+                block_answer(&engine, store.as_ref(), &b, accepted, &reason);
             }
+            BlockSink::Tp {
+                solutions,
+                recent,
+                works,
+            } => {
+                let tdp = recent
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .find(|(g, _)| *g == b.template_id)
+                    .map(|(_, t)| t.clone());
+                let Some(tdp) = tdp else {
+                    tracing::error!(hash = %b.hash, generation = b.template_id, "found block's provider template is no longer known");
+                    block_answer(&engine, store.as_ref(), &b, false, "template-gone");
+                    continue;
+                };
+                let Some(solution) = crate::tp::solution_from_block(&tdp, &b.block) else {
+                    tracing::error!(hash = %b.hash, "found block does not split into header and coinbase");
+                    block_answer(&engine, store.as_ref(), &b, false, "malformed-block");
+                    continue;
+                };
+                if solutions.send(solution).is_err() {
+                    block_answer(&engine, store.as_ref(), &b, false, "provider-gone");
+                    continue;
+                }
+                // The provider does not answer SubmitSolution; its next tip does: ours if the
+                // block was accepted, another one if it lost or was refused.
+                let mut works = works.clone();
+                works.mark_unchanged();
+                let engine = engine.clone();
+                let store = store.clone();
+                let mut stop = shutdown.clone();
+                tokio::spawn(async move {
+                    let verdict = tokio::select! {
+                        r = tokio::time::timeout(TP_VERDICT_WAIT, works.changed()) => match r {
+                            Ok(Ok(())) => {
+                                let tip = works.borrow().as_ref().map(|w| w.template.prev_hash);
+                                Some(tip == Some(b.hash))
+                            }
+                            _ => None,
+                        },
+                        _ = stop.wait_for(|s| *s) => None,
+                    };
+                    match verdict {
+                        Some(true) => block_answer(&engine, store.as_ref(), &b, true, ""),
+                        Some(false) => {
+                            block_answer(&engine, store.as_ref(), &b, false, "not-adopted")
+                        }
+                        None => {
+                            tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// How long the provider's next tip is awaited as the verdict on a submitted block.
+const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);
+
+/// Records a block's fate: statistics, event, store.
+fn block_answer(
+    engine: &Engine,
+    store: Option<&Store>,
+    b: &FoundBlock,
+    accepted: bool,
+    reason: &str,
+) {
+    engine.stats.block_result(accepted);
+    engine.events.emit(BlockResult {
+        node: ShortStr::new("pool"),
+        hash: b.hash,
+        height: b.height,
+        accepted,
+        reason: ShortStr::new(reason),
+    });
+    if let Some(s) = store {
+        let result = if accepted { "accepted" } else { reason };
+        if let Err(e) = s.record_block_result(b.hash.0, result, unix_ms()) {
+            tracing::error!(hash = %b.hash, error = %e, "block result not recorded");
         }
     }
 }

@@ -46,3 +46,98 @@ impl Template {
         self.transactions.iter().map(|t| t.fee).sum()
     }
 }
+
+/// What a Template Provider gives instead of transactions (Template Distribution
+/// `NewTemplate`): the coinbase's fixed parts and the merkle path its txid climbs. Jobs built
+/// from it use the path directly, and a block found on it goes back as `SubmitSolution` under
+/// `template_id`, the provider's id (the provider holds the transactions).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TdpTemplate {
+    pub template_id: u64,
+    pub coinbase_tx_version: u32,
+    /// The start of the coinbase scriptSig (the BIP34 height push).
+    pub coinbase_prefix: Vec<u8>,
+    pub coinbase_tx_input_sequence: u32,
+    /// What the pool's outputs may add up to.
+    pub coinbase_tx_value_remaining: u64,
+    pub coinbase_tx_outputs_count: u32,
+    /// The outputs the provider requires (the witness commitment), serialized back to back.
+    pub coinbase_tx_outputs: Vec<u8>,
+    pub coinbase_tx_locktime: u32,
+    pub merkle_path: Arc<[Hash256]>,
+}
+
+/// The witness commitment output's script starts with these bytes (BIP141).
+const WITNESS_COMMITMENT_HEADER: [u8; 6] = [0x6a, 0x24, 0xaa, 0x21, 0xa9, 0xed];
+
+impl TdpTemplate {
+    /// The coinbase paying `payout` the whole remaining value, split around an extranonce of
+    /// `extranonce_len` bytes: scriptSig = provider prefix, pool tag push, extranonce push.
+    pub fn coinbase(
+        &self,
+        tag: &[u8],
+        extranonce_len: usize,
+        payout: &primitives::bitcoin::ScriptBuf,
+    ) -> Result<primitives::CoinbaseParts, primitives::coinbase::CoinbaseError> {
+        use primitives::coinbase::CoinbaseError;
+        use primitives::compact_size;
+        if extranonce_len > 75 {
+            return Err(CoinbaseError::ExtranonceTooLong(extranonce_len));
+        }
+        let mut script = self.coinbase_prefix.clone();
+        if !tag.is_empty() {
+            // A direct push (at most 75 bytes) keeps the scriptSig a parseable script.
+            let tag = &tag[..tag.len().min(75)];
+            script.push(tag.len() as u8);
+            script.extend_from_slice(tag);
+        }
+        script.push(extranonce_len as u8);
+        let script_len = script.len() + extranonce_len;
+        if !(2..=100).contains(&script_len) {
+            return Err(CoinbaseError::ScriptSigSize(script_len));
+        }
+        let mut prefix = Vec::with_capacity(48 + script.len());
+        prefix.extend_from_slice(&self.coinbase_tx_version.to_le_bytes());
+        prefix.push(1); // one input
+        prefix.extend_from_slice(&[0u8; 32]);
+        prefix.extend_from_slice(&u32::MAX.to_le_bytes());
+        compact_size::write(&mut prefix, script_len as u64);
+        prefix.extend_from_slice(&script);
+
+        let mut suffix = Vec::with_capacity(64 + self.coinbase_tx_outputs.len());
+        suffix.extend_from_slice(&self.coinbase_tx_input_sequence.to_le_bytes());
+        compact_size::write(&mut suffix, 1 + u64::from(self.coinbase_tx_outputs_count));
+        suffix.extend_from_slice(&self.coinbase_tx_value_remaining.to_le_bytes());
+        compact_size::write(&mut suffix, payout.len() as u64);
+        suffix.extend_from_slice(payout.as_bytes());
+        suffix.extend_from_slice(&self.coinbase_tx_outputs);
+        suffix.extend_from_slice(&self.coinbase_tx_locktime.to_le_bytes());
+        Ok(primitives::CoinbaseParts {
+            prefix,
+            suffix,
+            extranonce_len,
+            segwit: self.commits_to_witnesses(),
+        })
+    }
+
+    /// Whether one of the required outputs is a witness commitment, so that the coinbase
+    /// carries the witness reserved value. Outputs that do not decode count as none.
+    pub fn commits_to_witnesses(&self) -> bool {
+        use primitives::bitcoin::consensus::Decodable;
+        use primitives::bitcoin::TxOut;
+        let mut rest = self.coinbase_tx_outputs.as_slice();
+        for _ in 0..self.coinbase_tx_outputs_count {
+            let Ok(out) = TxOut::consensus_decode(&mut rest) else {
+                return false;
+            };
+            if out
+                .script_pubkey
+                .as_bytes()
+                .starts_with(&WITNESS_COMMITMENT_HEADER)
+            {
+                return true;
+            }
+        }
+        false
+    }
+}

@@ -1,7 +1,9 @@
-//! `stratumlab fleet`: many simulated SV1 mining devices against one pool.
+//! `stratumlab fleet`: many simulated mining devices against one pool, speaking Stratum V1 or
+//! Stratum V2 (`--protocol`).
 //!
-//! The devices are `fleet::Sv1Device`s, each hashing for real at the target its pool gives it,
-//! within a hash budget shared by the whole fleet. Used as a load command it reports validated
+//! The devices are `fleet::Sv1Device`s or `fleet::Sv2Device`s (a standard channel each,
+//! checking the pool's Noise certificate against `--authority-key`), each hashing for real at
+//! the target its pool gives it, within a hash budget shared by the whole fleet. Used as a load command it reports validated
 //! shares per second, submit-to-reply latency and, given `--pool-pid`, the pool's CPU use;
 //! with `--hash-budget 0` the devices only hold their connections and read jobs (for notify
 //! fan-out measurements).
@@ -20,23 +22,41 @@ use serde::{Deserialize, Serialize};
 
 use events::EventSink;
 use fleet::stats::LiveStats;
-use fleet::{Backoff, Fleet, FleetConfig, Profile, Sv1Config};
+use fleet::sv2_device::parse_authority_key;
+use fleet::{Backoff, Fleet, FleetConfig, Profile, Protocol, Sv1Config, Sv2Config};
 use primitives::HashRate;
 
 use crate::config::{self, Dur};
 
-/// Run simulated SV1 mining devices against a pool: real proof of work at the pool's targets,
-/// shares, verdicts and their latency.
+/// Run simulated SV1 or SV2 mining devices against a pool: real proof of work at the pool's
+/// targets, shares, verdicts and their latency.
 #[derive(Args, Serialize, Default)]
 pub struct FleetArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
-    /// The pool's Stratum V1 address.
+    /// The pool's address (Stratum V1, or V2 with `--protocol sv2`).
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pool: Option<SocketAddr>,
+    /// The devices' protocol: sv1, or sv2 (a standard channel each, header-only mining)
+    /// [default: sv1].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// SV2: the pool's authority public key (base58check, as pool_sv2 configs write it); the
+    /// devices refuse a pool whose Noise certificate it did not sign [default: the SV2
+    /// reference test key, 9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72].
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key: Option<String>,
+    /// SV2: the hash rate each device claims when opening its channel (`100TH/s`), from which
+    /// a pool may set its target [default: its share of --hash-budget, or with no budget the
+    /// profile's: asic 110TH/s, bitaxe 1.2TH/s, cpu 10MH/s].
+    #[arg(long, value_name = "RATE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nominal_hash_rate: Option<Budget>,
     /// Number of devices [default: 1].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -64,21 +84,22 @@ pub struct FleetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<Dur>,
-    /// Device firmware: asic (cgminer-class, S19-like), bitaxe (ESP-Miner) or cpu (cpuminer)
-    /// [default: asic].
+    /// Device firmware: asic (S19-like: cgminer-class over SV1; requires version rolling over
+    /// SV2), bitaxe (ESP-Miner) or cpu (cpuminer; no version rolling) [default: asic].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
-    /// Worker name prefix: device N authorizes as PREFIX followed by N (`bc1q...xyz.rig`
-    /// gives `bc1q...xyz.rig0`, `bc1q...xyz.rig1`, ...) [default: stratumlab.worker].
+    /// Worker name prefix: device N authorizes (SV2: opens its channel) as PREFIX followed by
+    /// N (`bc1q...xyz.rig` gives `bc1q...xyz.rig0`, `bc1q...xyz.rig1`, ...) [default:
+    /// stratumlab.worker; over SV2 the profile's, such as stratumlab.s19-].
     #[arg(long, value_name = "PREFIX")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
-    /// Password sent with mining.authorize [default: x].
+    /// SV1: password sent with mining.authorize [default: x].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
-    /// Send mining.suggest_difficulty with this difficulty after authorizing.
+    /// SV1: send mining.suggest_difficulty with this difficulty after authorizing.
     #[arg(long, value_name = "D")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suggest_difficulty: Option<f64>,
@@ -127,6 +148,9 @@ pub struct FleetArgs {
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub pool: Option<SocketAddr>,
+    pub protocol: Protocol,
+    pub authority_key: String,
+    pub nominal_hash_rate: Option<Budget>,
     pub devices: u32,
     pub hash_budget: Budget,
     pub source_addrs: u32,
@@ -134,7 +158,7 @@ pub struct Settings {
     pub duration: Dur,
     pub drain: Dur,
     pub profile: Profile,
-    pub worker: String,
+    pub worker: Option<String>,
     pub password: String,
     pub suggest_difficulty: Option<f64>,
     pub pool_pid: Option<u32>,
@@ -153,6 +177,9 @@ impl Default for Settings {
         let device = Sv1Config::default();
         Settings {
             pool: None,
+            protocol: Protocol::Sv1,
+            authority_key: fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY.to_owned(),
+            nominal_hash_rate: None,
             devices: 1,
             hash_budget: Budget(HashRate::from_hashes_per_sec(1e6)),
             source_addrs: 1,
@@ -160,7 +187,7 @@ impl Default for Settings {
             duration: Dur::ZERO,
             drain: Dur(Duration::from_secs(2)),
             profile: device.profile,
-            worker: device.worker_prefix,
+            worker: None,
             password: device.password,
             suggest_difficulty: None,
             pool_pid: None,
@@ -181,8 +208,9 @@ impl Settings {
     pub fn fleet_config(&self) -> Result<FleetConfig> {
         let pool = self
             .pool
-            .context("--pool is required: the pool's Stratum V1 address, e.g. 127.0.0.1:3333")?;
+            .context("--pool is required: the pool's address, e.g. 127.0.0.1:3333")?;
         let mut c = FleetConfig::new(pool);
+        c.protocol = self.protocol;
         c.devices = self.devices;
         c.hash_budget = self.hash_budget.0.hashes_per_sec();
         c.source_addrs = self.source_addrs.max(1);
@@ -192,18 +220,34 @@ impl Settings {
         c.seed = self.seed;
         c.first_device_id = self.first_device_id;
         c.pool_pid = self.pool_pid;
+        let backoff = Backoff {
+            base: self.reconnect_base.0.max(Duration::from_millis(1)),
+            max: self.reconnect_max.0.max(self.reconnect_base.0),
+        };
         c.device = Sv1Config {
             profile: self.profile,
-            worker_prefix: self.worker.clone(),
+            worker_prefix: self
+                .worker
+                .clone()
+                .unwrap_or_else(|| Sv1Config::default().worker_prefix),
             password: self.password.clone(),
             suggest_difficulty: self.suggest_difficulty,
-            backoff: Backoff {
-                base: self.reconnect_base.0.max(Duration::from_millis(1)),
-                max: self.reconnect_max.0.max(self.reconnect_base.0),
-            },
+            backoff,
             reply_timeout: self.reply_timeout.0,
             ..Sv1Config::default()
         };
+        if self.protocol == Protocol::Sv2 {
+            c.sv2 = Sv2Config {
+                profile: self.profile,
+                worker_prefix: self.worker.clone(),
+                authority_key: parse_authority_key(&self.authority_key)
+                    .context("--authority-key")?,
+                nominal_hash_rate: self.nominal_hash_rate.map(|r| r.0.hashes_per_sec()),
+                backoff,
+                reply_timeout: self.reply_timeout.0,
+                ..Sv2Config::default()
+            };
+        }
         Ok(c)
     }
 }
@@ -303,9 +347,15 @@ pub fn run(args: FleetArgs) -> Result<()> {
         Ok(_) => {}
         Err(e) => eprintln!("fleet: could not raise the open-file limit: {e}"),
     }
+    if settings.protocol == Protocol::Sv2
+        && (settings.suggest_difficulty.is_some() || settings.password != "x")
+    {
+        eprintln!("fleet: --suggest-difficulty and --password are SV1's; SV2 devices ignore them");
+    }
     eprintln!(
-        "fleet: {} {} devices -> {}, hash budget {}, {} source address(es), connect rate {}/s",
+        "fleet: {} {} {} devices -> {}, hash budget {}, {} source address(es), connect rate {}/s",
         fc.devices,
+        settings.protocol,
         settings.profile,
         fc.pool,
         settings.hash_budget.0,
@@ -314,6 +364,12 @@ pub fn run(args: FleetArgs) -> Result<()> {
     );
     let duration = fc.duration;
     let fleet = Fleet::new(fc).context("invalid device settings")?;
+    if let (Protocol::Sv2, Some(rate)) = (settings.protocol, fleet.config().sv2.nominal_hash_rate) {
+        eprintln!(
+            "fleet: each SV2 device claims {} as its nominal hash rate",
+            HashRate::from_hashes_per_sec(rate)
+        );
+    }
     let stats = fleet.stats();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(settings.threads.max(1))
@@ -433,8 +489,10 @@ mod tests {
         assert_eq!(s.profile, Profile::Bitaxe);
         assert_eq!(s.duration, Dur::from_secs(60));
         assert_eq!(s.drain, Dur::from_secs(2));
-        assert_eq!(s.worker, "stratumlab.worker");
+        assert_eq!(s.worker, None);
+        assert_eq!(s.protocol, Protocol::Sv1);
         let c = s.fleet_config().unwrap();
+        assert_eq!(c.device.worker_prefix, "stratumlab.worker");
         assert_eq!(c.pool, "127.0.0.1:3333".parse().unwrap());
         assert_eq!(c.hash_budget, 2e6);
         assert_eq!(c.device.profile, Profile::Bitaxe);
@@ -468,6 +526,86 @@ mod tests {
         std::fs::write(f.path(), "devices = 3\nbogus = 1\n").unwrap();
         let e = config::load::<Settings>(Some(f.path()), &FleetArgs::default()).unwrap_err();
         assert!(format!("{e:#}").contains("bogus"), "{e:#}");
+    }
+
+    #[test]
+    fn sv2_devices_take_the_authority_key_and_their_own_settings() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            f.path(),
+            "pool = \"127.0.0.1:34254\"\nprotocol = \"sv2\"\nprofile = \"bitaxe\"\n",
+        )
+        .unwrap();
+        let s: Settings = config::load(Some(f.path()), &FleetArgs::default()).unwrap();
+        assert_eq!(s.protocol, Protocol::Sv2);
+        let c = s.fleet_config().unwrap();
+        assert_eq!(c.protocol, Protocol::Sv2);
+        assert_eq!(c.sv2.profile, Profile::Bitaxe);
+        assert_eq!(c.sv2.worker_prefix, None, "the profile's identity");
+        assert_eq!(
+            c.sv2.nominal_hash_rate, None,
+            "the budget's share, set by the fleet"
+        );
+        assert_eq!(
+            c.sv2.authority_key,
+            parse_authority_key(fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap()
+        );
+        let args = FleetArgs {
+            authority_key: Some("not-a-key".into()),
+            ..FleetArgs::default()
+        };
+        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let Err(e) = s.fleet_config() else {
+            panic!("a bad authority key, yet a configuration");
+        };
+        assert!(format!("{e:#}").contains("--authority-key"), "{e:#}");
+        let args = FleetArgs {
+            worker: Some("acct.rig".into()),
+            nominal_hash_rate: Some("100TH/s".parse().unwrap()),
+            ..FleetArgs::default()
+        };
+        let c = config::load::<Settings>(Some(f.path()), &args)
+            .unwrap()
+            .fleet_config()
+            .unwrap();
+        assert_eq!(c.sv2.worker_prefix.as_deref(), Some("acct.rig"));
+        assert_eq!(c.sv2.nominal_hash_rate, Some(1e14));
+        assert!("sv3".parse::<Protocol>().is_err());
+    }
+
+    #[test]
+    fn a_short_sv2_run_against_the_sv2_test_pool() {
+        use fleet::sv2_testpool::{Sv2TestPool, Sv2TestPoolConfig};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let pool = rt
+            .block_on(Sv2TestPool::start(Sv2TestPoolConfig {
+                target: primitives::Difficulty::saturating(2f64.powi(-18)).to_target(),
+                ..Default::default()
+            }))
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("fleet.ev");
+        let args = FleetArgs {
+            pool: Some(pool.addr()),
+            protocol: Some(Protocol::Sv2),
+            authority_key: Some(pool.authority_public_key()),
+            devices: Some(4),
+            hash_budget: Some("200kH/s".parse().unwrap()),
+            duration: Some(Dur::from_millis(1500)),
+            json: true,
+            events: Some(events.clone()),
+            ..FleetArgs::default()
+        };
+        run(args).unwrap();
+        let log = events::read_file(&events).unwrap();
+        let has = |f: &dyn Fn(&events::EventKind) -> bool| log.events.iter().any(|e| f(&e.kind));
+        assert!(has(&|k| matches!(k, events::EventKind::JobActivated(_))));
+        assert!(has(
+            &|k| matches!(k, events::EventKind::ShareResult(r) if r.channel.is_some())
+        ));
+        assert!(pool.stats().valid.load(Relaxed) > 0);
+        assert_eq!(pool.stats().channels.load(Relaxed), 4);
+        drop(pool);
     }
 
     #[test]

@@ -14,12 +14,14 @@ use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jobs::JobConfig;
 use pool::node::{NodeAuth, NodeConfig};
-use pool::service::{PoolSettings, RunningPool};
+use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use pool::store::{Durability, StoreConfig};
 use pool::sv1::{Admission, Sv1Config};
+use pool::tp::TpConfig;
 use pool::vardiff::VardiffConfig;
 use primitives::bitcoin::Network;
 use primitives::Difficulty;
+use simnet::tdp::{parse_public_key, TdpKeys};
 
 use crate::config::{self, Dur};
 
@@ -156,6 +158,33 @@ pub struct PoolArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// Serve Stratum V2 miners (Noise NX, Mining Protocol) on this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sv2_listen: Option<SocketAddr>,
+    /// Take templates from this SV2 Template Provider (Template Distribution Protocol) instead
+    /// of --node-rpc; found blocks go back to it as SubmitSolution.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp: Option<SocketAddr>,
+    /// The Template Provider's authority public key (base58); without it any certificate is
+    /// accepted.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tp_authority_key: Option<String>,
+    /// The pool's SV2 authority public key (base58) [default: the SV2 reference test key pair,
+    /// printed at start].
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_public_key: Option<String>,
+    /// The pool's SV2 authority secret key (base58), with --authority-public-key.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_secret_key: Option<String>,
+    /// How long each SV2 connection's Noise certificate is valid [default: 1h].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_validity: Option<Dur>,
 }
 
 /// The settings after the file and the flags are combined.
@@ -192,6 +221,12 @@ pub struct Settings {
     pub ban_duration: Dur,
     pub coinbase_tag: String,
     pub duration: Dur,
+    pub sv2_listen: Option<SocketAddr>,
+    pub tp: Option<SocketAddr>,
+    pub tp_authority_key: Option<String>,
+    pub authority_public_key: Option<String>,
+    pub authority_secret_key: Option<String>,
+    pub cert_validity: Dur,
 }
 
 impl Default for Settings {
@@ -228,11 +263,48 @@ impl Default for Settings {
             ban_duration: Dur(admission.ban_duration),
             coinbase_tag: String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8"),
             duration: Dur::ZERO,
+            sv2_listen: None,
+            tp: None,
+            tp_authority_key: None,
+            authority_public_key: None,
+            authority_secret_key: None,
+            cert_validity: Dur(Duration::from_secs(3600)),
         }
     }
 }
 
 impl Settings {
+    /// The SV2 front end's authority keys: both halves given, or the reference pair.
+    fn sv2_settings(&self) -> Result<Sv2Settings> {
+        let keys = match (&self.authority_public_key, &self.authority_secret_key) {
+            (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair")?,
+            (None, None) => TdpKeys::reference(),
+            _ => bail!("--authority-public-key and --authority-secret-key go together"),
+        };
+        if self.cert_validity.0.is_zero() {
+            bail!("--cert-validity must be positive");
+        }
+        Ok(Sv2Settings {
+            keys,
+            cert_validity: self.cert_validity.0,
+            ..Sv2Settings::default()
+        })
+    }
+
+    fn tp_config(&self) -> Result<Option<TpConfig>> {
+        let Some(addr) = self.tp else {
+            if self.tp_authority_key.is_some() {
+                bail!("--tp-authority-key goes with --tp");
+            }
+            return Ok(None);
+        };
+        let mut c = TpConfig::new(addr);
+        if let Some(k) = &self.tp_authority_key {
+            c.authority = Some(parse_public_key(k).context("--tp-authority-key")?);
+        }
+        Ok(Some(c))
+    }
+
     fn pool_settings(&self) -> Result<PoolSettings> {
         let network: Network = self
             .network
@@ -247,8 +319,13 @@ impl Settings {
                     .with_context(|| format!("--payout-address {a}"))?,
             ),
         };
-        let Some(url) = self.node_rpc.clone() else {
-            bail!("--node-rpc URL is required");
+        let tp = self.tp_config()?;
+        let url = match (self.node_rpc.clone(), &tp) {
+            (Some(url), None) => url,
+            // Templates come from the provider; the node settings are unused.
+            (None, Some(_)) => String::new(),
+            (Some(_), Some(_)) => bail!("--node-rpc and --tp exclude each other"),
+            (None, None) => bail!("--node-rpc URL (or --tp ADDR) is required"),
         };
         let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
             (Some(u), Some(p), None) => NodeAuth::UserPass {
@@ -289,6 +366,7 @@ impl Settings {
                 start_difficulty: self.start_difficulty,
             },
             node,
+            tp,
             sv1_listen: self.sv1_listen,
             http_listen: self.http_listen,
             store: Some(StoreConfig {
@@ -297,9 +375,16 @@ impl Settings {
                 ..StoreConfig::new(&self.store)
             }),
             events: self.events.clone(),
-            events_config: "sv1".into(),
+            // The lab names configurations by protocol: an SV2-only pool is "sv2".
+            events_config: if self.sv2_listen.is_some() && self.sv1_listen.is_none() {
+                "sv2".into()
+            } else {
+                "sv1".into()
+            },
             sv1,
             admission,
+            sv2_listen: self.sv2_listen,
+            sv2: self.sv2_settings()?,
         })
     }
 }
@@ -352,9 +437,18 @@ pub fn run(args: PoolArgs) -> Result<()> {
         .build()
         .context("tokio runtime")?;
     rt.block_on(async move {
+        if settings.sv2_listen.is_some() {
+            println!(
+                "sv2 authority public key {}",
+                pool_settings.sv2.keys.public_key()
+            );
+        }
         let pool = RunningPool::start(pool_settings).await?;
         if let Some(a) = pool.sv1_addr {
             println!("sv1 listening on {a}");
+        }
+        if let Some(a) = pool.sv2_addr {
+            println!("sv2 listening on {a}");
         }
         if let Some(a) = pool.http_addr {
             println!("http listening on {a}");

@@ -1,9 +1,11 @@
 //! A scripted pool for driving devices without sockets: jobs as a pool builds them (written
 //! here by hand, not with the `sv1` writers the device's reader pairs with), the pool's side of
 //! the handshake, the header a submitted share stands for, and an observer that keeps everything
-//! a device reported.
+//! a device reported. The SV2 counterpart is [`sv2`].
 
 #![allow(dead_code)] // each test binary uses its own part
+
+pub mod sv2;
 
 use fleet::device::{JobView, SentShare, ShareReply, ShareVerdict};
 use fleet::{Nanos, Observer, Sv1Device};

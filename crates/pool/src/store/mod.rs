@@ -20,9 +20,13 @@
 //! In `off` mode, tickets handed out after a block wait for that block's commit too, so a
 //! completed ticket always means every earlier ticket is complete.
 //!
+//! Front ends record a connection's shares through a [`ShareBatch`], which puts them on the
+//! queue a batch at a time with the same guarantees (see [`batch`]).
+//!
 //! A file is written by one store at a time; any number of [`StoreReader`]s may read it
 //! meanwhile.
 
+pub mod batch;
 mod error;
 mod progress;
 mod reader;
@@ -39,11 +43,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
+pub use batch::ShareBatch;
 pub use error::StoreError;
 pub use reader::{StoreReader, StoredBlock, StoredShare};
 
 use progress::Progress;
-use writer::{Command, Writer};
+use writer::{Command, PackPool, Writer};
 
 /// The version of the file's schema this build writes (SQLite's `user_version`).
 pub const SCHEMA_VERSION: i64 = schema::VERSION;
@@ -136,6 +141,13 @@ pub struct WorkerKey(pub i64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ticket(pub u64);
 
+impl Ticket {
+    /// A ticket that never completes: for records accepted but refused by the store after that
+    /// (it closed, or its writer failed), whose acknowledgements must never be sent.
+    /// [`Store::wait_durable`] answers it with the store's failure once the store has stopped.
+    pub const NEVER: Ticket = Ticket(u64::MAX);
+}
+
 /// An accepted share: fixed size, copied onto the queue as it is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ShareRecord {
@@ -146,6 +158,17 @@ pub struct ShareRecord {
     pub time_ms: u64,
     /// The share's block-header hash, internal byte order.
     pub hash: [u8; 32],
+}
+
+impl ShareRecord {
+    /// Fills the unused places of a pack of records on the queue.
+    const EMPTY: ShareRecord = ShareRecord {
+        worker: WorkerKey(0),
+        difficulty: 0.0,
+        job_id: 0,
+        time_ms: 0,
+        hash: [0; 32],
+    };
 }
 
 /// A share that met the network target.
@@ -178,7 +201,8 @@ pub struct StoreStats {
     pub last_commit: Duration,
     pub avg_commit: Duration,
     pub max_commit: Duration,
-    /// Records waiting on the queue, and how many shares it holds at most.
+    /// Records waiting on the queue (and places on it that connections' batches reserved for
+    /// their next records), and how many shares it holds at most.
     pub queue_len: usize,
     pub queue_capacity: usize,
     /// Shares refused with [`StoreError::QueueFull`].
@@ -197,6 +221,7 @@ pub struct Store {
 struct Inner {
     progress: Arc<Progress>,
     tx: SyncSender<Command>,
+    packs: Arc<PackPool>,
     writer: Mutex<Option<JoinHandle<()>>>,
     writer_thread: Thread,
     workers: Mutex<Workers>,
@@ -230,7 +255,8 @@ impl Store {
             resume.last_ticket,
         ));
         let (tx, rx) = sync_channel(config.queue_capacity + CONTROL_RESERVE);
-        let writer = Writer::new(conn, rx, progress.clone(), path.clone());
+        let packs = Arc::new(PackPool::new(config.queue_capacity));
+        let writer = Writer::new(conn, rx, progress.clone(), packs.clone(), path.clone());
         let handle = thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run())
@@ -255,6 +281,7 @@ impl Store {
             inner: Arc::new(Inner {
                 progress,
                 tx,
+                packs,
                 writer_thread: handle.thread().clone(),
                 writer: Mutex::new(Some(handle)),
                 workers: Mutex::new(Workers {
@@ -425,6 +452,85 @@ enum Refused {
 }
 
 impl Inner {
+    /// Reserves `n` places for shares: refused if the queue would then hold more than its
+    /// capacity of shares.
+    #[inline]
+    fn reserve(&self, n: usize) -> bool {
+        let queued = &self.progress.queued;
+        if queued.fetch_add(n, Ordering::AcqRel) + n <= self.progress.queue_capacity {
+            return true;
+        }
+        queued.fetch_sub(n, Ordering::AcqRel);
+        false
+    }
+
+    /// Gives back places reserved and not used.
+    #[inline]
+    fn release(&self, n: usize) {
+        self.progress.queued.fetch_sub(n, Ordering::AcqRel);
+    }
+
+    /// Puts shares whose places are reserved on the queue, with consecutive tickets: in one
+    /// message, or one by one while every pack is on the queue already. Returns how many went
+    /// on (all, unless the queue has fewer places than were reserved, which the reservations
+    /// rule out: then the rest keep their places for the next try) and the last one's ticket.
+    /// If the store stopped, the places of those that did not go on are given back.
+    fn enqueue_shares(&self, records: &[ShareRecord]) -> Result<(usize, u64), StoreError> {
+        let n = records.len();
+        debug_assert!((1..=batch::BATCH).contains(&n));
+        let mut pack = self.packs.take();
+        if let Some(p) = &mut pack {
+            p.len = n;
+            p.recs[..n].copy_from_slice(records);
+        }
+        let progress = &*self.progress;
+        let mut issue = progress.issue();
+        let first = issue.next;
+        let mut sent = 0;
+        let mut pack_back = None;
+        let mut gone = progress.is_closed();
+        if !gone {
+            match pack.take() {
+                Some(pack) => match self.tx.try_send(Command::Shares { first, pack }) {
+                    Ok(()) => sent = n,
+                    Err(e) => {
+                        gone = matches!(e, TrySendError::Disconnected(_));
+                        let (TrySendError::Full(cmd) | TrySendError::Disconnected(cmd)) = e;
+                        if let Command::Shares { pack, .. } = cmd {
+                            pack_back = Some(pack);
+                        }
+                    }
+                },
+                None => {
+                    for rec in records {
+                        let ticket = first + sent as u64;
+                        match self.tx.try_send(Command::Share { ticket, rec: *rec }) {
+                            Ok(()) => sent += 1,
+                            Err(e) => {
+                                gone = matches!(e, TrySendError::Disconnected(_));
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        issue.next += sent as u64;
+        drop(issue);
+        if let Some(p) = pack.or(pack_back) {
+            self.packs.give_back(p);
+        }
+        if gone {
+            // Whatever went on before the writer was found gone is lost with it.
+            self.release(n - sent);
+            return Err(progress.refusal());
+        }
+        match sent {
+            0 => Err(StoreError::QueueFull),
+            _ => Ok((sent, first + sent as u64 - 1)),
+        }
+    }
+
     /// Puts `cmd` on the queue, giving it the next ticket if it is a record; refuses it if the
     /// queue already holds `limit` messages. `forced`: a block or block result.
     fn try_enqueue(

@@ -26,7 +26,9 @@ pub(super) struct Progress {
     /// Tickets below it count as durable at once; tickets from it on wait for its commit, so
     /// "t is durable" still implies "every ticket before t is durable".
     fence: AtomicU64,
-    /// Records on the queue (incremented before a send, decremented when the writer takes one).
+    /// Records on the queue, and places reserved on it by batches (incremented before a send
+    /// or by a reservation, decremented when the writer takes a record or a batch gives a
+    /// place back).
     pub queued: AtomicUsize,
     /// Set when the store stops taking records: closing, or the writer failed.
     closed: AtomicBool,
@@ -116,6 +118,13 @@ impl Progress {
         }
         let oldest = issue.pending_forced.front().copied().unwrap_or(u64::MAX);
         self.fence.store(oldest, Ordering::Release);
+    }
+
+    /// Off mode: a block or block result is queued and not yet committed, so tickets handed out
+    /// now wait for it.
+    #[inline]
+    pub fn block_pending(&self) -> bool {
+        self.fence.load(Ordering::Acquire) != u64::MAX
     }
 
     #[inline]

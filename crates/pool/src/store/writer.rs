@@ -18,12 +18,13 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
 
+use super::batch::BATCH;
 use super::error::{WriteContext, WriteError};
 use super::progress::Progress;
 use super::schema::{self, Synchronous};
@@ -32,12 +33,18 @@ use super::{BlockRecord, Durability, ShareRecord};
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
 
-/// What travels on the queue. A share is stored inline (no allocation per share); the rare
-/// messages carry their variable-sized parts boxed, which keeps every slot small.
+/// What travels on the queue. A share is stored inline (no allocation per share), a batch of
+/// them in a [`SharePack`] that goes back to the [`PackPool`] once written; the rare messages
+/// carry their variable-sized parts boxed, which keeps every slot small.
 pub(super) enum Command {
     Share {
         ticket: u64,
         rec: ShareRecord,
+    },
+    /// Consecutive tickets from `first`.
+    Shares {
+        first: u64,
+        pack: Box<SharePack>,
     },
     Worker {
         key: i64,
@@ -62,6 +69,7 @@ impl Command {
     pub(super) fn set_ticket(&mut self, t: u64) {
         match self {
             Command::Share { ticket, .. }
+            | Command::Shares { first: ticket, .. }
             | Command::Block { ticket, .. }
             | Command::BlockResult { ticket, .. } => *ticket = t,
             Command::Worker { .. } | Command::Shutdown => {}
@@ -71,8 +79,66 @@ impl Command {
     pub(super) fn has_ticket(&self) -> bool {
         matches!(
             self,
-            Command::Share { .. } | Command::Block { .. } | Command::BlockResult { .. }
+            Command::Share { .. }
+                | Command::Shares { .. }
+                | Command::Block { .. }
+                | Command::BlockResult { .. }
         )
+    }
+
+    /// Records this message counts for on the queue.
+    pub(super) fn records(&self) -> usize {
+        match self {
+            Command::Shares { pack, .. } => pack.len,
+            _ => 1,
+        }
+    }
+}
+
+/// Up to [`BATCH`] share records going to the writer in one message (see [`super::batch`]).
+pub(super) struct SharePack {
+    pub len: usize,
+    pub recs: [ShareRecord; BATCH],
+}
+
+/// The packs of a store, allocated when it opens (so the share path never allocates one):
+/// batches take one to fill, the writer gives it back once written. While all are on the
+/// queue (a backlog of thousands of shares), batches send their records one by one.
+pub(super) struct PackPool {
+    /// Boxed: a pack moves between the pool and the queue as a pointer, not 1 KiB of records.
+    #[allow(clippy::vec_box)]
+    free: Mutex<Vec<Box<SharePack>>>,
+}
+
+/// Packs per store: up to 256 KiB of them, or what the queue holds.
+const MAX_PACKS: usize = 256;
+
+impl PackPool {
+    pub fn new(queue_capacity: usize) -> PackPool {
+        let n = (queue_capacity / BATCH).clamp(1, MAX_PACKS);
+        let packs = (0..n)
+            .map(|_| {
+                Box::new(SharePack {
+                    len: 0,
+                    recs: [ShareRecord::EMPTY; BATCH],
+                })
+            })
+            .collect();
+        PackPool {
+            free: Mutex::new(packs),
+        }
+    }
+
+    /// A pack to fill, unless all are on the queue.
+    pub fn take(&self) -> Option<Box<SharePack>> {
+        self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    pub fn give_back(&self, pack: Box<SharePack>) {
+        self.free
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(pack);
     }
 }
 
@@ -111,6 +177,7 @@ pub(super) struct Writer {
     conn: Connection,
     rx: Receiver<Command>,
     progress: Arc<Progress>,
+    packs: Arc<PackPool>,
     path: PathBuf,
     batch: Batch,
 }
@@ -120,12 +187,14 @@ impl Writer {
         conn: Connection,
         rx: Receiver<Command>,
         progress: Arc<Progress>,
+        packs: Arc<PackPool>,
         path: PathBuf,
     ) -> Writer {
         Writer {
             conn,
             rx,
             progress,
+            packs,
             path,
             batch: Batch::default(),
         }
@@ -173,7 +242,7 @@ impl Writer {
             let Ok(first) = self.rx.recv() else {
                 return self.commit();
             };
-            self.took_one();
+            self.took(&first);
             let deadline = Instant::now() + window;
             let mut after = self.apply(first)?;
             while after == After::Continue && !strict && self.batch.records < MAX_BATCH {
@@ -184,7 +253,7 @@ impl Writer {
                 }
                 match self.rx.try_recv() {
                     Ok(cmd) => {
-                        self.took_one();
+                        self.took(&cmd);
                         after = self.apply(cmd)?;
                     }
                     Err(TryRecvError::Empty) => thread::park_timeout((deadline - now).min(slice)),
@@ -207,7 +276,7 @@ impl Writer {
             let Ok(cmd) = self.rx.try_recv() else {
                 break;
             };
-            self.took_one();
+            self.took(&cmd);
             let after = self.apply(cmd)?;
             if after != After::Continue {
                 return Ok(after);
@@ -216,30 +285,24 @@ impl Writer {
         Ok(After::Continue)
     }
 
-    fn took_one(&self) {
-        self.progress.queued.fetch_sub(1, Ordering::AcqRel);
+    fn took(&self, cmd: &Command) {
+        self.progress
+            .queued
+            .fetch_sub(cmd.records(), Ordering::AcqRel);
     }
 
     fn apply(&mut self, cmd: Command) -> Result<After, WriteError> {
         match cmd {
             Command::Share { ticket, rec } => {
-                self.begin()?;
-                self.conn
-                    .prepare_cached(INSERT_SHARE)
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            ticket as i64,
-                            rec.worker.0,
-                            rec.difficulty,
-                            rec.job_id as i64,
-                            rec.time_ms as i64,
-                            &rec.hash[..],
-                        ])
-                    })
-                    .during("inserting a share")?;
-                self.batch.note(ticket);
-                self.batch.shares += 1;
+                self.insert_share(ticket, &rec)?;
                 Ok(After::Continue)
+            }
+            Command::Shares { first, pack } => {
+                let written = (first..)
+                    .zip(&pack.recs[..pack.len])
+                    .try_for_each(|(ticket, rec)| self.insert_share(ticket, rec));
+                self.packs.give_back(pack);
+                written.map(|()| After::Continue)
             }
             Command::Worker { key, name } => {
                 self.begin()?;
@@ -310,6 +373,26 @@ impl Writer {
                 .during("returning to unsynced commits")?;
         }
         Ok(After::CommitNow)
+    }
+
+    fn insert_share(&mut self, ticket: u64, rec: &ShareRecord) -> Result<(), WriteError> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(INSERT_SHARE)
+            .and_then(|mut st| {
+                st.execute(params![
+                    ticket as i64,
+                    rec.worker.0,
+                    rec.difficulty,
+                    rec.job_id as i64,
+                    rec.time_ms as i64,
+                    &rec.hash[..],
+                ])
+            })
+            .during("inserting a share")?;
+        self.batch.note(ticket);
+        self.batch.shares += 1;
+        Ok(())
     }
 
     fn begin(&mut self) -> Result<(), WriteError> {

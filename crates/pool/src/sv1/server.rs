@@ -1,21 +1,36 @@
 //! The tokio shell around [`Session`]: accepts miners (admission control first), reads lines,
 //! delivers new work, waits for the store before acknowledging, and says goodbye with
 //! `client.reconnect` on shutdown.
+//!
+//! New work reaches every connection the same way (issue 4's notify fan-out): one herald task
+//! turns the engine's new generation, the periodic tick and shutdown into counters and wakes
+//! every connection task in one pass (`Wakers`); each task compares the counters with what it
+//! saw, lets its session issue the job and writes the job's shared `mining.notify` line with
+//! one vectored write, next to its own bytes, without copying it. A connection task holds no
+//! timer or channel waiter of its own, so an idle connection costs little more than its
+//! session.
 
+use std::future::{poll_fn, Future};
+use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use events::{ConnectionClosed, ConnectionOpened};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::time::sleep_until;
+use tokio::time::MissedTickBehavior;
 
 use crate::admission::{BanList, Decision, Rate, RateLimiter};
 use crate::engine::Engine;
 use crate::sv1::session::{LineKind, Session, Sv1Config};
+use crate::sv1::wakers::{Slot, Wakers};
 use crate::Millis;
+
+/// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
+const TICK: Duration = Duration::from_secs(5);
 
 /// Limits that protect the pool from peers that are not well-behaved miners.
 #[derive(Clone, Debug)]
@@ -73,6 +88,68 @@ pub struct Sv1Server {
     start: Instant,
     /// Where miners are told to reconnect on shutdown (host, port).
     pub reconnect_to: Option<(String, u16)>,
+    /// The connection tasks the herald wakes.
+    wakers: Wakers,
+    /// Bumped by the herald for each new generation (or work stopped), each tick; compared
+    /// for equality only, so wrapping is harmless.
+    work_seq: AtomicU32,
+    tick_seq: AtomicU32,
+    shutting_down: AtomicBool,
+    /// Bytes read from and written to miners' sockets, and what `LinkBytes` has reported of
+    /// them: the pool counts its own traffic (METRICS.md `roles.<name>.net_*_bytes`).
+    net_rx: AtomicU64,
+    net_tx: AtomicU64,
+    net_reported: std::sync::Mutex<(u64, u64)>,
+}
+
+/// What a connection task woke up for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wake {
+    Shutdown,
+    Work,
+    Readable,
+    ReadError,
+    Tick,
+}
+
+/// The herald's counters as a connection last saw them.
+struct Seen {
+    work: u32,
+    tick: u32,
+}
+
+/// Why a connection ended, in the words of its `ConnectionClosed` event and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Closed {
+    ByMiner,
+    ReadError,
+    WriteError,
+    LineTooLong,
+    MessageRate,
+    InvalidShares,
+    MalformedMessages,
+    HandshakeTimeout,
+    IdleTimeout,
+    StoreFailed,
+    Shutdown,
+}
+
+impl Closed {
+    fn as_str(self) -> &'static str {
+        match self {
+            Closed::ByMiner => "closed by miner",
+            Closed::ReadError => "read error",
+            Closed::WriteError => "write error",
+            Closed::LineTooLong => "line too long",
+            Closed::MessageRate => "message rate",
+            Closed::InvalidShares => "too many invalid shares",
+            Closed::MalformedMessages => "too many malformed messages",
+            Closed::HandshakeTimeout => "handshake timeout",
+            Closed::IdleTimeout => "idle timeout",
+            Closed::StoreFailed => "store failed",
+            Closed::Shutdown => "pool shutting down",
+        }
+    }
 }
 
 impl Sv1Server {
@@ -93,6 +170,13 @@ impl Sv1Server {
             connections: AtomicUsize::new(0),
             start: Instant::now(),
             reconnect_to: None,
+            wakers: Wakers::default(),
+            work_seq: AtomicU32::new(0),
+            tick_seq: AtomicU32::new(0),
+            shutting_down: AtomicBool::new(false),
+            net_rx: AtomicU64::new(0),
+            net_tx: AtomicU64::new(0),
+            net_reported: std::sync::Mutex::new((0, 0)),
         })
     }
 
@@ -104,10 +188,87 @@ impl Sv1Server {
         self.connections.load(Ordering::Relaxed)
     }
 
+    /// Bytes read from and written to miners so far.
+    pub fn net_bytes(&self) -> (u64, u64) {
+        (
+            self.net_rx.load(Ordering::Relaxed),
+            self.net_tx.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Emits what crossed the miners' sockets since the last report as `LinkBytes` deltas
+    /// (link "sv1", conn 0: the whole front end; up = from miners).
+    fn report_net_bytes(&self) {
+        if !self.engine.events.is_enabled() {
+            return;
+        }
+        let (rx, tx) = self.net_bytes();
+        let mut last = self.net_reported.lock().unwrap_or_else(|e| e.into_inner());
+        for (now, before, direction) in [
+            (rx, last.0, events::Direction::Up),
+            (tx, last.1, events::Direction::Down),
+        ] {
+            if now > before {
+                self.engine.events.emit(events::LinkBytes {
+                    link: events::ShortStr::new("sv1"),
+                    conn: 0,
+                    direction,
+                    bytes: now - before,
+                });
+            }
+        }
+        *last = (rx, tx);
+    }
+
     /// Accepts miners until `shutdown` turns true; then every connection is sent
     /// `client.reconnect` and closed.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
-        let mut stop = shutdown.clone();
+        tokio::join!(
+            self.clone().herald(shutdown.clone()),
+            self.accept(listener, shutdown)
+        );
+    }
+
+    /// Wakes every connection for a new generation (or work stopped), each tick, and once for
+    /// shutdown, after which it ends.
+    async fn herald(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut work = self.engine.subscribe();
+        work.mark_unchanged();
+        let mut work_open = true;
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TICK, TICK);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stopped(&mut shutdown) => {
+                    self.shutting_down.store(true, Ordering::Release);
+                    self.wakers.wake_all();
+                    // The goodbyes are being written now: let them count.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    self.report_net_bytes();
+                    return;
+                }
+                changed = work.changed(), if work_open => {
+                    // The engine is gone only when the pool is: nothing more to announce.
+                    if changed.is_err() {
+                        work_open = false;
+                        continue;
+                    }
+                    self.work_seq.fetch_add(1, Ordering::AcqRel);
+                    let woken = self.wakers.wake_all();
+                    tracing::trace!(woken, "new work announced");
+                }
+                _ = tick.tick() => {
+                    self.tick_seq.fetch_add(1, Ordering::AcqRel);
+                    self.wakers.wake_all();
+                    self.report_net_bytes();
+                }
+            }
+        }
+    }
+
+    async fn accept(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+        let mut stop = shutdown;
         loop {
             let accepted = tokio::select! {
                 a = listener.accept() => a,
@@ -128,12 +289,7 @@ impl Sv1Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let server = self.clone();
-            let shutdown = shutdown.clone();
-            tokio::spawn(async move {
-                server.connection(stream, peer, shutdown).await;
-                server.connections.fetch_sub(1, Ordering::Relaxed);
-            });
+            tokio::spawn(self.clone().connection(stream, peer));
         }
     }
 
@@ -161,18 +317,19 @@ impl Sv1Server {
         Ok(())
     }
 
-    async fn connection(
-        self: &Arc<Self>,
+    /// Opens an admitted miner's session and returns the task serving it until it closes.
+    /// The opening is done here, outside the task, whose state is per connection and so kept
+    /// small (see the test on its size): the task holds the peer's IP, not its address.
+    fn connection(
+        self: Arc<Self>,
         stream: TcpStream,
         peer: SocketAddr,
-        mut shutdown: watch::Receiver<bool>,
-    ) {
-        let engine = &self.engine;
+    ) -> impl Future<Output = ()> + Send + 'static {
         let now = self.now();
-        let mut session = Session::new(engine.clone(), self.config.clone(), now);
+        let mut session = Session::new(self.engine.clone(), self.config.clone(), now);
         let conn = session.conn();
-        if engine.events.is_enabled() {
-            engine.events.emit(ConnectionOpened {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(ConnectionOpened {
                 conn,
                 peer,
                 local: stream.local_addr().unwrap_or(peer),
@@ -180,80 +337,142 @@ impl Sv1Server {
             });
         }
         tracing::debug!(conn, %peer, "miner connected");
-        let mut work = engine.subscribe();
-        work.mark_unchanged();
-        let mut conn_state = ConnState {
-            partial: Vec::new(),
-            tokens: self.admission.message_rate.burst,
-            last_refill: now,
-            last_activity: now,
-            rejected_in_a_row: 0,
-        };
-        let started = now;
-        let tick = Duration::from_secs(5);
-        let mut next_tick = tokio::time::Instant::now() + tick;
-        let why = loop {
-            tokio::select! {
-                r = stream.readable() => {
-                    if r.is_err() { break "read error"; }
-                    match self.read_lines(&stream, &mut session, &mut conn_state) {
+        let (ip, started) = (peer.ip(), now);
+        // A block capturing in place rather than an async fn, which would keep its arguments
+        // twice; the connection id is read from the session rather than kept.
+        async move {
+            let mut slot = self.wakers.slot();
+            let mut seen = Seen {
+                work: self.work_seq.load(Ordering::Acquire),
+                tick: self.tick_seq.load(Ordering::Acquire),
+            };
+            let mut conn_state = ConnState {
+                partial: Vec::new(),
+                tokens: self.admission.message_rate.burst,
+                last_refill: started,
+                last_activity: started,
+                rejected_in_a_row: 0,
+            };
+            let why = loop {
+                let wake = poll_fn(|cx| self.poll_wake(cx, &stream, &mut slot, &mut seen)).await;
+                // Set when the connection ends once what the session wrote (a goodbye, an error
+                // reply) is out.
+                let mut ending = None;
+                match wake {
+                    Wake::Shutdown => {
+                        if let Some((host, port)) = &self.reconnect_to {
+                            session.reconnect(host, *port, 5);
+                        }
+                        ending = Some(Closed::Shutdown);
+                    }
+                    Wake::Work => session.on_generation(self.engine.current().as_ref(), self.now()),
+                    Wake::Readable => match self.read_lines(&stream, &mut session, &mut conn_state)
+                    {
                         Ok(true) => {}
-                        Ok(false) => break "closed by miner",
-                        Err(why) => {
-                            let _ = self.flush(&stream, &mut session).await;
-                            break why;
+                        Ok(false) => break Closed::ByMiner,
+                        Err(why) => ending = Some(why),
+                    },
+                    Wake::ReadError => break Closed::ReadError,
+                    Wake::Tick => {
+                        let now = self.now();
+                        session.on_tick(now);
+                        if !session.is_working()
+                            && now.since(started)
+                                > self.admission.handshake_timeout.as_millis() as u64
+                        {
+                            break Closed::HandshakeTimeout;
+                        }
+                        if now.since(conn_state.last_activity)
+                            > self.admission.idle_timeout.as_millis() as u64
+                        {
+                            break Closed::IdleTimeout;
                         }
                     }
                 }
-                changed = work.changed() => {
-                    if changed.is_err() { break "engine stopped"; }
-                    let g = work.borrow_and_update().clone();
-                    session.on_generation(g.as_ref(), self.now());
-                }
-                _ = sleep_until(next_tick) => {
-                    next_tick += tick;
-                    let now = self.now();
-                    session.on_tick(now);
-                    if !session.is_working()
-                        && now.since(started) > self.admission.handshake_timeout.as_millis() as u64
-                    {
-                        break "handshake timeout";
-                    }
-                    if now.since(conn_state.last_activity) > self.admission.idle_timeout.as_millis() as u64 {
-                        break "idle timeout";
+                // Acknowledgements wait until the store has the shares (awaited here: a helper
+                // future would only make every connection's task bigger).
+                if let Some(t) = session.take_pending_ticket() {
+                    if let Some(store) = &self.engine.store {
+                        if let Err(e) = store.wait_durable(t).await {
+                            // Never acknowledge what the store could not make durable.
+                            tracing::error!(
+                                conn = session.conn(),
+                                error = %e,
+                                "store failed: closing the connection unacknowledged"
+                            );
+                            break Closed::StoreFailed;
+                        }
                     }
                 }
-                _ = stopped(&mut shutdown) => {
-                    if let Some((host, port)) = &self.reconnect_to {
-                        session.reconnect(host, *port, 5);
-                    }
-                    let _ = self.flush(&stream, &mut session).await;
-                    break "pool shutting down";
+                if poll_fn(|cx| poll_write(cx, &stream, &mut session, &self.net_tx))
+                    .await
+                    .is_err()
+                {
+                    break ending.unwrap_or(Closed::WriteError);
                 }
-            }
-            if self.flush(&stream, &mut session).await.is_err() {
-                break "write error";
-            }
-        };
+                if let Some(why) = ending {
+                    break why;
+                }
+            };
+            drop(slot);
+            self.closed(&mut session, &conn_state, ip, why);
+        }
+    }
+
+    /// The bookkeeping of a connection that ended.
+    fn closed(&self, session: &mut Session, st: &ConnState, ip: IpAddr, why: Closed) {
+        let conn = session.conn();
         let now = self.now();
         session.closed(now);
-        if conn_state.rejected_in_a_row >= self.admission.invalid_share_ban_after {
-            self.bans.ban(
-                peer.ip(),
-                now.plus(self.admission.ban_duration.as_millis() as u64),
-            );
+        if st.rejected_in_a_row >= self.admission.invalid_share_ban_after {
+            self.bans
+                .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
         }
-        if engine.events.is_enabled() {
-            engine.events.emit(ConnectionClosed {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(ConnectionClosed {
                 conn,
-                reason: events::ShortStr::new(why),
+                reason: events::ShortStr::new(why.as_str()),
             });
         }
-        if matches!(why, "closed by miner" | "pool shutting down") {
-            tracing::debug!(conn, %peer, why, "miner disconnected");
+        let reason = why.as_str();
+        if matches!(why, Closed::ByMiner | Closed::Shutdown) {
+            tracing::debug!(conn, %ip, why = reason, "miner disconnected");
         } else {
-            tracing::info!(conn, %peer, why, "miner disconnected");
+            tracing::info!(conn, %ip, why = reason, "miner disconnected");
         }
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// What the connection should do next: shutdown first, then new work (it must not wait
+    /// behind a busy miner's lines), then the miner's lines, then the tick.
+    fn poll_wake(
+        &self,
+        cx: &mut Context<'_>,
+        stream: &TcpStream,
+        slot: &mut Slot<'_>,
+        seen: &mut Seen,
+    ) -> Poll<Wake> {
+        // Registered before the counters are read, so a bump after the read wakes us again.
+        slot.set(cx.waker());
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Poll::Ready(Wake::Shutdown);
+        }
+        let work = self.work_seq.load(Ordering::Acquire);
+        if work != seen.work {
+            seen.work = work;
+            return Poll::Ready(Wake::Work);
+        }
+        match stream.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => return Poll::Ready(Wake::Readable),
+            Poll::Ready(Err(_)) => return Poll::Ready(Wake::ReadError),
+            Poll::Pending => {}
+        }
+        let tick = self.tick_seq.load(Ordering::Acquire);
+        if tick != seen.tick {
+            seen.tick = tick;
+            return Poll::Ready(Wake::Tick);
+        }
+        Poll::Pending
     }
 
     /// Reads what is there and handles every complete line. `Ok(false)`: the miner closed.
@@ -262,15 +481,16 @@ impl Sv1Server {
         stream: &TcpStream,
         session: &mut Session,
         st: &mut ConnState,
-    ) -> Result<bool, &'static str> {
+    ) -> Result<bool, Closed> {
         let mut buf = [0u8; 4096];
         loop {
             let n = match stream.try_read(&mut buf) {
                 Ok(0) => return Ok(false),
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
-                Err(_) => return Err("read error"),
+                Err(_) => return Err(Closed::ReadError),
             };
+            self.net_rx.fetch_add(n as u64, Ordering::Relaxed);
             let now = self.now();
             st.last_activity = now;
             let mut data = &buf[..n];
@@ -287,7 +507,7 @@ impl Sv1Server {
                         st.partial.extend_from_slice(data);
                         if st.partial.len() > self.admission.max_line {
                             session.line_too_long();
-                            return Err("line too long");
+                            return Err(Closed::LineTooLong);
                         }
                         continue;
                     }
@@ -300,7 +520,7 @@ impl Sv1Server {
             if !data.is_empty() {
                 if data.len() > self.admission.max_line {
                     session.line_too_long();
-                    return Err("line too long");
+                    return Err(Closed::LineTooLong);
                 }
                 st.partial.extend_from_slice(data);
             }
@@ -316,21 +536,21 @@ impl Sv1Server {
         st: &mut ConnState,
         line: &[u8],
         now: Millis,
-    ) -> Result<(), &'static str> {
+    ) -> Result<(), Closed> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
         if line.len() > self.admission.max_line {
             session.line_too_long();
-            return Err("line too long");
+            return Err(Closed::LineTooLong);
         }
         let rate = self.admission.message_rate;
         let elapsed = now.since(st.last_refill) as f64 / 1000.0;
         st.tokens = (st.tokens + elapsed * rate.per_second).min(rate.burst);
         st.last_refill = now;
         if st.tokens < 1.0 {
-            return Err("message rate");
+            return Err(Closed::MessageRate);
         }
         st.tokens -= 1.0;
         let started = Instant::now();
@@ -343,47 +563,46 @@ impl Sv1Server {
             } else if verdict.reason() != Some(events::Reason::Stale) {
                 st.rejected_in_a_row += 1;
                 if st.rejected_in_a_row >= self.admission.invalid_share_ban_after {
-                    return Err("too many invalid shares");
+                    return Err(Closed::InvalidShares);
                 }
             }
         }
         if session.wants_close().is_some() {
-            return Err("too many malformed messages");
+            return Err(Closed::MalformedMessages);
         }
         Ok(())
     }
+}
 
-    /// Writes the session's output once the acknowledgements in it are durable.
-    async fn flush(&self, stream: &TcpStream, session: &mut Session) -> std::io::Result<()> {
-        if let Some(t) = session.take_pending_ticket() {
-            if let Some(store) = &self.engine.store {
-                if let Err(e) = store.wait_durable(t).await {
-                    // Never acknowledge what the store could not make durable.
-                    tracing::error!(error = %e, "store failed: closing the connection unacknowledged");
-                    return Err(std::io::Error::other("store failed"));
-                }
+/// Writes the session's output: its own bytes and the shared notify line in one vectored
+/// write, more writes if the socket takes only part; then `JobSent` for the jobs in it. Waits
+/// on the socket's own readiness slot, so the task keeps no waiter for it.
+fn poll_write(
+    cx: &mut Context<'_>,
+    stream: &TcpStream,
+    session: &mut Session,
+    written_total: &AtomicU64,
+) -> Poll<std::io::Result<()>> {
+    loop {
+        let written = {
+            let [head, line, tail] = session.pending_output();
+            if head.is_empty() && line.is_empty() && tail.is_empty() {
+                session.output_written();
+                return Poll::Ready(Ok(()));
             }
-        }
-        let out = session.output();
-        if out.is_empty() {
-            return Ok(());
-        }
-        let mut written = 0;
-        while written < out.len() {
-            match stream.try_write(&out[written..]) {
-                Ok(n) => written += n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    stream.writable().await?;
-                }
-                Err(e) => return Err(e),
+            stream.try_write_vectored(&[IoSlice::new(head), IoSlice::new(line), IoSlice::new(tail)])
+        };
+        match written {
+            Ok(0) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
+            Ok(n) => {
+                written_total.fetch_add(n as u64, Ordering::Relaxed);
+                session.consume_output(n);
             }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                ready!(stream.poll_write_ready(cx))?;
+            }
+            Err(e) => return Poll::Ready(Err(e)),
         }
-        out.clear();
-        // A burst (a long job) may have grown the buffer: give memory back when idle.
-        if out.capacity() > 16 * 1024 {
-            out.shrink_to(1024);
-        }
-        Ok(())
     }
 }
 
@@ -399,4 +618,345 @@ struct ConnState {
     last_refill: Millis,
     last_activity: Millis,
     rejected_in_a_row: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    //! The shell with real sockets on 127.0.0.1: new work reaches every miner, a miner that
+    //! stops reading holds up nobody and still gets its bytes in order, shutdown says goodbye.
+
+    use super::*;
+    use std::path::PathBuf;
+
+    use events::EventKind;
+    use primitives::bitcoin::{Amount, Network, ScriptBuf};
+    use primitives::{CompactTarget, Difficulty, Hash256};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::tcp::OwnedWriteHalf;
+
+    use crate::engine::{EngineConfig, PayoutMode};
+    use crate::jobs::{JobBook, JobConfig};
+    use crate::stats::{PoolStats, WorkerRegistry};
+    use crate::template::Template;
+
+    const WAIT: Duration = Duration::from_secs(20);
+
+    struct Rig {
+        engine: Arc<Engine>,
+        book: JobBook,
+        addr: SocketAddr,
+        shutdown: watch::Sender<bool>,
+        served: tokio::task::JoinHandle<()>,
+        events: Option<PathBuf>,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Rig {
+        /// `send_buffer`: the pool side's socket send buffer (accepted sockets inherit it).
+        async fn start(with_events: bool, send_buffer: Option<u32>) -> Rig {
+            let dir = tempfile::tempdir().unwrap();
+            let events = with_events.then(|| dir.path().join("pool.ev"));
+            let sink = match &events {
+                Some(p) => events::EventSink::create(p, "pool", "test").unwrap(),
+                None => events::EventSink::disabled(),
+            };
+            let stats = PoolStats::new(Millis(0));
+            let (engine, _found) = Engine::new(
+                EngineConfig {
+                    jobs: JobConfig::default(),
+                    channel: Default::default(),
+                    payout: PayoutMode::Pool(ScriptBuf::from_bytes(vec![0x51])),
+                    network: Network::Regtest,
+                    start_difficulty: Difficulty::new(1.0).unwrap(),
+                },
+                stats.clone(),
+                WorkerRegistry::new(&stats),
+                None,
+                sink,
+            );
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            if let Some(b) = send_buffer {
+                socket.set_send_buffer_size(b).unwrap();
+            }
+            socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let listener = socket.listen(1024).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let mut server =
+                Sv1Server::new(engine.clone(), Sv1Config::default(), Admission::default());
+            Arc::get_mut(&mut server).unwrap().reconnect_to =
+                Some(("127.0.0.1".into(), addr.port()));
+            let (shutdown, rx) = watch::channel(false);
+            let served = tokio::spawn(server.serve(listener, rx));
+            let mut rig = Rig {
+                engine,
+                book: JobBook::new(JobConfig::default()),
+                addr,
+                shutdown,
+                served,
+                events,
+                _dir: dir,
+            };
+            rig.publish(1);
+            rig
+        }
+
+        /// A new tip `n`: a clean job for everyone. Returns the generation id.
+        fn publish(&mut self, n: u32) -> u64 {
+            let mut prev = [0x11; 32];
+            prev[..4].copy_from_slice(&n.to_le_bytes());
+            let t = Template {
+                height: 1000 + n,
+                prev_hash: Hash256(prev),
+                version: 0x2000_0000,
+                bits: CompactTarget(0x1d00_ffff),
+                curtime: 1_750_000_000,
+                mintime: 1_749_999_000,
+                coinbase_value: Amount::from_sat(312_500_000),
+                witness_commitment: None,
+                transactions: Vec::new().into(),
+                longpoll_id: None,
+            };
+            let g = self.book.on_template(Arc::new(t), Millis(u64::from(n)));
+            let id = g.id;
+            self.engine.publish(g);
+            id
+        }
+
+        async fn stop(self) -> Option<Vec<events::Event>> {
+            let _ = self.shutdown.send(true);
+            tokio::time::timeout(WAIT, self.served)
+                .await
+                .unwrap()
+                .unwrap();
+            // Connection tasks finish their goodbyes on their own.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            self.engine.events.flush().unwrap();
+            let path = self.events?;
+            Some(events::read_file(path).unwrap().events)
+        }
+    }
+
+    /// A miner seen from the outside: it subscribes, authorizes and reads lines.
+    struct Miner {
+        lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+        _write: OwnedWriteHalf,
+    }
+
+    impl Miner {
+        async fn connect(addr: SocketAddr, recv_buffer: Option<u32>) -> Miner {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            if let Some(b) = recv_buffer {
+                socket.set_recv_buffer_size(b).unwrap();
+            }
+            let stream = socket.connect(addr).await.unwrap();
+            let (r, mut w) = stream.into_split();
+            w.write_all(
+                b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"t/1\"]}\n\
+                  {\"id\":2,\"method\":\"mining.authorize\",\"params\":[\"w\",\"x\"]}\n",
+            )
+            .await
+            .unwrap();
+            Miner {
+                lines: BufReader::new(r).lines(),
+                _write: w,
+            }
+        }
+
+        async fn line(&mut self) -> Option<String> {
+            tokio::time::timeout(WAIT, self.lines.next_line())
+                .await
+                .expect("a line in time")
+                .unwrap()
+        }
+
+        /// The next notify: (line, job id, clean).
+        async fn notify(&mut self) -> (String, String, bool) {
+            loop {
+                let l = self.line().await.expect("a notify before the end");
+                let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+                if v["method"] == "mining.notify" {
+                    let p = &v["params"];
+                    return (l.clone(), p[0].as_str().unwrap().to_owned(), p[8] == true);
+                }
+            }
+        }
+    }
+
+    fn jobs_sent(evs: &[events::Event], template: u64) -> Vec<(u64, events::JobSent)> {
+        evs.iter()
+            .filter_map(|e| match e.kind {
+                EventKind::JobSent(j) if j.template_id == Some(template) => Some((e.ts_ns, j)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pool_counts_its_own_socket_bytes_exactly() {
+        use tokio::io::AsyncReadExt;
+        let rig = Rig::start(true, None).await;
+        let hello: &[u8] = b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"t/1\"]}\n\
+            {\"id\":2,\"method\":\"mining.authorize\",\"params\":[\"w\",\"x\"]}\n\
+            {\"id\":3,\"method\":\"mining.ping\",\"params\":[]}\n";
+        let mut readers = Vec::new();
+        for _ in 0..3 {
+            let mut s = tokio::net::TcpStream::connect(rig.addr).await.unwrap();
+            s.write_all(hello).await.unwrap();
+            readers.push(tokio::spawn(async move {
+                // Everything the pool sends until it closes (after client.reconnect).
+                let mut all = Vec::new();
+                tokio::time::timeout(WAIT, s.read_to_end(&mut all))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                all.len() as u64
+            }));
+        }
+        // Every miner has its work before the pool stops.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let evs = rig.stop().await.unwrap();
+        let mut received = 0;
+        for r in readers {
+            received += r.await.unwrap();
+        }
+        let sum = |d: events::Direction| -> u64 {
+            evs.iter()
+                .filter_map(|e| match e.kind {
+                    EventKind::LinkBytes(b) if b.direction == d && b.link == "sv1" => Some(b.bytes),
+                    _ => None,
+                })
+                .sum()
+        };
+        assert_eq!(sum(events::Direction::Up), 3 * hello.len() as u64);
+        assert!(received > 0);
+        assert_eq!(sum(events::Direction::Down), received);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_miner_gets_the_new_job_and_job_sent_follows_its_write() {
+        let mut rig = Rig::start(true, None).await;
+        let mut miners = Vec::new();
+        for _ in 0..64 {
+            miners.push(Miner::connect(rig.addr, None).await);
+        }
+        for m in &mut miners {
+            m.notify().await;
+        }
+        let published_at = events::now_ns();
+        let g = rig.publish(2);
+        let mut lines = Vec::new();
+        for m in &mut miners {
+            let (line, _, clean) = m.notify().await;
+            assert!(clean, "a new tip's job is clean");
+            lines.push(line);
+        }
+        assert!(
+            lines.iter().all(|l| l == &lines[0]),
+            "pool mode: one job, one shared line"
+        );
+        let evs = rig.stop().await.unwrap();
+        let sent = jobs_sent(&evs, g);
+        assert_eq!(sent.len(), 64, "one JobSent per connection");
+        let conns: std::collections::HashSet<u64> = sent.iter().map(|(_, j)| j.conn).collect();
+        assert_eq!(conns.len(), 64);
+        assert!(sent.iter().all(|(ts, j)| *ts > published_at && j.clean));
+        assert_eq!(
+            jobs_sent(&evs, g - 1).len(),
+            64,
+            "and one for the first job each"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_miner_that_stops_reading_holds_up_nobody_and_gets_its_bytes_in_order() {
+        let mut rig = Rig::start(false, Some(4096)).await;
+        let mut stalled = Miner::connect(rig.addr, Some(4096)).await;
+        let mut reader = Miner::connect(rig.addr, None).await;
+        reader.notify().await;
+        // Far more notify bytes than the two small socket buffers hold: the pool's writes to
+        // the stalled miner hit a full buffer and must resume where they stopped.
+        let mut last = 0;
+        for n in 2..=600 {
+            last = rig.publish(n);
+            if n % 20 == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let job = rig
+            .engine
+            .current()
+            .unwrap()
+            .job(&ScriptBuf::from_bytes(vec![0x51]))
+            .unwrap();
+        let last_id = format!("{:x}", job.id);
+        assert_eq!(job.generation, last);
+        loop {
+            let (_, id, _) = reader.notify().await;
+            if id == last_id {
+                break;
+            }
+        }
+        // Now the stalled miner reads: whole lines, jobs in the order issued, the last one last.
+        let mut ids = Vec::new();
+        loop {
+            let (_, id, _) = stalled.notify().await;
+            let id = u64::from_str_radix(&id, 16).unwrap();
+            assert!(
+                ids.last().is_none_or(|&l| l < id),
+                "in order: {id} after {ids:?}"
+            );
+            ids.push(id);
+            if id == job.id {
+                break;
+            }
+        }
+        assert!(ids.len() > 1);
+        rig.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_tells_every_miner_where_to_reconnect() {
+        let rig = Rig::start(false, None).await;
+        let mut miners = Vec::new();
+        for _ in 0..8 {
+            let mut m = Miner::connect(rig.addr, None).await;
+            m.notify().await;
+            miners.push(m);
+        }
+        let port = rig.addr.port();
+        rig.stop().await;
+        for m in &mut miners {
+            let mut said = None;
+            while let Some(l) = m.line().await {
+                said = Some(l);
+            }
+            let v: serde_json::Value = serde_json::from_str(&said.expect("a goodbye")).unwrap();
+            assert_eq!(v["method"], "client.reconnect");
+            assert_eq!(v["params"][0], "127.0.0.1");
+            assert_eq!(v["params"][1], port);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_connection_task_stays_small() {
+        let rig = Rig::start(false, None).await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (stream, peer) = listener.accept().await.unwrap();
+        let server = Sv1Server::new(
+            rig.engine.clone(),
+            Sv1Config::default(),
+            Admission::default(),
+        );
+        let task = server.connection(stream, peer);
+        // Every byte is paid once per miner. With tokio's task header (about 100 bytes, the
+        // whole rounded up to 128), this keeps a connection's task within 1 KiB.
+        assert!(
+            std::mem::size_of_val(&task) <= 920,
+            "{} bytes",
+            std::mem::size_of_val(&task)
+        );
+    }
 }

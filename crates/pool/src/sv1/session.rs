@@ -2,8 +2,10 @@
 //!
 //! The shell feeds complete lines ([`Session::handle_line`]), new work
 //! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), and writes whatever
-//! [`Session::output`] holds — once the store ticket in [`Session::pending_ticket`] is durable,
-//! so that no share is acknowledged before it is safe.
+//! [`Session::pending_output`] holds — once the store ticket of
+//! [`Session::take_pending_ticket`] is durable, so that no share is acknowledged before it is
+//! safe. A job's `mining.notify` line is shared by every connection that gets it and is not
+//! copied: the output is the session's own bytes with that line spliced in.
 
 use std::sync::Arc;
 
@@ -16,8 +18,8 @@ use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit, Subscribe
 use crate::channel::{Channel, Reject, Submission};
 use crate::engine::{Engine, Worker};
 use crate::jobs::Generation;
-use crate::store::Ticket;
-use crate::sv1::notify::notify_bytes;
+use crate::store::{ShareBatch, Ticket};
+use crate::sv1::notify::{notify_bytes, Outbox};
 use crate::Millis;
 
 /// The pool's version-rolling mask (BIP320 bits 13 to 28): miners get their mask AND this.
@@ -49,6 +51,10 @@ impl Default for Sv1Config {
     }
 }
 
+/// Output capacity kept between writes: a few replies. A larger buffer (the handshake's, a
+/// burst's, a re-sent job's) is freed once written.
+const REPLY_BUFFER: usize = 256;
+
 /// What a line was, for the shell's bookkeeping (it times shares).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineKind {
@@ -77,8 +83,12 @@ pub struct Session {
     sent_difficulty: Option<Difficulty>,
     /// The generation the miner last got a job from.
     sent_generation: Option<u64>,
-    out: Vec<u8>,
-    pending: Option<Ticket>,
+    out: Outbox,
+    /// Jobs issued whose notify is not written yet: `JobSent` waits for the write.
+    jobs_unwritten: u8,
+    /// Accepted shares on their way to the store, from the first one on (a connection that
+    /// sends none keeps nothing); never without a store.
+    records: Option<Box<ShareBatch>>,
     bad_lines: u32,
     close: Option<Close>,
 }
@@ -112,8 +122,9 @@ impl Session {
             extranonce_subscribed: false,
             sent_difficulty: None,
             sent_generation: None,
-            out: Vec::with_capacity(512),
-            pending: None,
+            out: Outbox::default(),
+            jobs_unwritten: 0,
+            records: None,
             bad_lines: 0,
             close: None,
         }
@@ -127,14 +138,57 @@ impl Session {
         &self.channel
     }
 
-    /// Bytes to write to the miner; the shell drains it.
+    /// Bytes to write to the miner, the shared notify line copied in; the caller drains it.
+    /// (The shell writes [`Session::pending_output`] instead, which copies nothing.)
     pub fn output(&mut self) -> &mut Vec<u8> {
-        &mut self.out
+        self.out.flatten()
     }
 
-    /// The store ticket the output's acknowledgements wait for, taken by the shell.
+    /// What to write next, in order (see [`Outbox::pending`]).
+    pub fn pending_output(&self) -> [&[u8]; 3] {
+        self.out.pending()
+    }
+
+    /// The first `n` bytes of [`Session::pending_output`] were written.
+    pub fn consume_output(&mut self, n: usize) {
+        self.out.consume(n);
+    }
+
+    /// Everything pending was written: the jobs in it are sent (`JobSent`, stamped now), and
+    /// the buffer is given back if a job was among it or it grew past what replies need.
+    ///
+    /// A job ends the handshake and, for most miners, starts a quiet spell: an idle connection
+    /// keeps no buffer, and its memory goes back while the next connections' handshakes can
+    /// reuse it. A busy miner allocates again once per job, never per share.
+    pub fn output_written(&mut self) {
+        debug_assert!(self.out.is_empty());
+        let unwritten = std::mem::take(&mut self.jobs_unwritten) as usize;
+        if unwritten > 0 || self.out.capacity() > REPLY_BUFFER {
+            self.out.release();
+        }
+        if unwritten > 0 && self.engine.events.is_enabled() {
+            // Issued jobs a later clean job already evicted are not reported.
+            let issued = self.channel.jobs().count();
+            for i in self.channel.jobs().skip(issued.saturating_sub(unwritten)) {
+                // A job re-sent under a fresh id is never clean.
+                let clean = i.job.clean && i.wire_id == i.job.id;
+                emit_job_sent(&self.engine, self.conn, i, clean);
+            }
+        }
+    }
+
+    /// The store ticket the output's acknowledgements wait for, taken by the shell before it
+    /// writes them: the session's flush point for its share records (see
+    /// [`ShareBatch::take_ticket`]).
     pub fn take_pending_ticket(&mut self) -> Option<Ticket> {
-        self.pending.take()
+        self.records.as_mut()?.take_ticket()
+    }
+
+    /// Puts the share records gathered so far on the store's queue (new work, ticks, the end).
+    fn flush_records(&mut self) {
+        if let Some(r) = &mut self.records {
+            r.flush();
+        }
     }
 
     pub fn wants_close(&self) -> Option<Close> {
@@ -147,13 +201,13 @@ impl Session {
 
     /// A line longer than the limit arrived: answer and close.
     pub fn line_too_long(&mut self) {
-        write::reply_error_message(&mut self.out, "null", 20, "Line too long");
+        write::reply_error_message(self.out.own(), "null", 20, "Line too long");
         self.close = Some(Close::LineTooLong);
     }
 
     /// Tells the miner to reconnect (graceful shutdown).
     pub fn reconnect(&mut self, host: &str, port: u16, wait_secs: u32) {
-        write::reconnect(&mut self.out, host, port, wait_secs);
+        write::reconnect(self.out.own(), host, port, wait_secs);
     }
 
     pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
@@ -176,7 +230,7 @@ impl Session {
             Err(e) => {
                 self.bad_line();
                 let msg = format!("Parse error: {e}");
-                write::reply_error_message(&mut self.out, "null", 20, &msg);
+                write::reply_error_message(self.out.own(), "null", 20, &msg);
                 return LineKind::Other;
             }
         };
@@ -240,20 +294,20 @@ impl Session {
                     }
                     _ if notification => self.bad_line(),
                     _ => {
-                        write::reply_error_message(&mut self.out, id, 20, "Bad target");
+                        write::reply_error_message(self.out.own(), id, 20, "Bad target");
                     }
                 }
             }
             Method::ExtranonceSubscribe => {
                 self.extranonce_subscribed = true;
                 if !notification {
-                    write::reply_bool(&mut self.out, id, true);
+                    write::reply_bool(self.out.own(), id, true);
                 }
             }
-            Method::Ping => write::reply_pong(&mut self.out, id),
+            Method::Ping => write::reply_pong(self.out.own(), id),
             Method::GetVersion => {
                 let v = format!("\"{}\"", self.config.version);
-                write::reply_raw(&mut self.out, id, &v);
+                write::reply_raw(self.out.own(), id, &v);
             }
             Method::Unknown(_)
             | Method::Notify
@@ -263,7 +317,7 @@ impl Session {
             | Method::Reconnect
             | Method::ShowMessage => {
                 if !notification {
-                    write::reply_error_message(&mut self.out, id, 20, "Unknown method");
+                    write::reply_error_message(self.out.own(), id, 20, "Unknown method");
                 }
             }
         }
@@ -279,14 +333,14 @@ impl Session {
 
     fn param_error(&mut self, id: &str, e: sv1::ParamError) {
         self.bad_line();
-        write::reply_error_message(&mut self.out, id, 20, &e.to_string());
+        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
     }
 
     fn subscribe(&mut self, id: &str, now: Millis) {
         self.subscribed = true;
         let sub = format!("{:016x}", self.conn);
         write::reply_subscribe(
-            &mut self.out,
+            self.out.own(),
             id,
             &sub,
             self.channel.extranonce_prefix(),
@@ -310,11 +364,13 @@ impl Session {
             None
         };
         let Some(payout) = payout else {
-            write::reply_error(&mut self.out, id, ErrorCode::Unauthorized);
+            write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
             return;
         };
         if !known {
             let w = self.engine.attach_worker(name, now);
+            // Most connections authorize one name: room for exactly that.
+            self.workers.reserve_exact(1);
             self.workers.push(w);
         }
         // The first authorized miner picks the coinbase payout of the connection.
@@ -326,7 +382,7 @@ impl Session {
                 self.channel.set_difficulty(Difficulty::saturating(d), now);
             }
         }
-        write::reply_bool(&mut self.out, id, true);
+        write::reply_bool(self.out.own(), id, true);
         self.start_work(now);
     }
 
@@ -356,14 +412,14 @@ impl Session {
                 _ => {}
             }
         }
-        write::reply_configure(&mut self.out, id, &reply);
+        write::reply_configure(self.out.own(), id, &reply);
     }
 
     fn suggest(&mut self, id: &str, notification: bool, d: Difficulty, now: Millis) {
         let before = self.channel.difficulty();
         let d = self.channel.set_difficulty(d, now);
         if !notification {
-            write::reply_bool(&mut self.out, id, true);
+            write::reply_bool(self.out.own(), id, true);
         }
         if d != before && self.sent_generation.is_some() {
             self.resend_work(now);
@@ -382,6 +438,7 @@ impl Session {
 
     /// New work from the engine (`None`: the pool stopped handing out work).
     pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
+        self.flush_records();
         let Some(g) = g else { return };
         if !self.subscribed || self.payout.is_none() || self.sent_generation == Some(g.id) {
             return;
@@ -391,6 +448,7 @@ impl Session {
 
     /// Vardiff for a quiet miner.
     pub fn on_tick(&mut self, now: Millis) {
+        self.flush_records();
         if self.sent_generation.is_some() && self.channel.on_tick(now).is_some() {
             self.engine.stats.vardiff_changed();
             self.resend_work(now);
@@ -400,7 +458,7 @@ impl Session {
     fn send_difficulty_if_changed(&mut self) {
         let d = self.channel.difficulty();
         if self.sent_difficulty != Some(d) {
-            write::set_difficulty(&mut self.out, d.as_f64());
+            write::set_difficulty(self.out.own(), d.as_f64());
             self.sent_difficulty = Some(d);
             if self.engine.events.is_enabled() {
                 self.engine.events.emit(TargetChanged {
@@ -422,11 +480,11 @@ impl Session {
             }
         };
         self.send_difficulty_if_changed();
-        self.out.extend_from_slice(&notify_bytes(&job));
+        self.out.push_shared(notify_bytes(&job));
         self.sent_generation = Some(g.id);
         let wire = job.id;
-        let issued = self.channel.issue(job, wire, now);
-        emit_job_sent(&self.engine, self.conn, issued, issued.job.clean);
+        self.channel.issue(job, wire, now);
+        self.jobs_unwritten = self.jobs_unwritten.saturating_add(1);
     }
 
     /// After a difficulty change: the new difficulty, then the latest job again under a new
@@ -444,9 +502,9 @@ impl Session {
         if wire == latest.id {
             return;
         }
-        crate::sv1::notify::write_notify(&mut self.out, &latest, wire, false);
-        let issued = self.channel.issue(latest, wire, now);
-        emit_job_sent(&self.engine, self.conn, issued, false);
+        crate::sv1::notify::write_notify(self.out.own(), &latest, wire, false);
+        self.channel.issue(latest, wire, now);
+        self.jobs_unwritten = self.jobs_unwritten.saturating_add(1);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -489,14 +547,14 @@ impl Session {
                 let worker = &self.workers[w];
                 if a.block {
                     let solution = crate::job::Solution {
-                        extranonce_prefix: self.channel.extranonce_prefix(),
+                        extranonce_prefix: a.extranonce_prefix,
                         extranonce,
                         version: u32::from_le_bytes(a.header[0..4].try_into().expect("4")),
                         ntime,
                         nonce,
                     };
                     self.engine.found_block(
-                        &a.job,
+                        a.job,
                         &solution,
                         &a.header,
                         a.hash,
@@ -505,15 +563,18 @@ impl Session {
                         now,
                     );
                 }
+                if self.records.is_none() {
+                    self.records = self.engine.share_batch().map(Box::new);
+                }
+                let records = self.records.as_deref_mut();
                 match self
                     .engine
-                    .accepted(self.conn, seq, job_id, worker, &a, nonce, now)
+                    .accepted(self.conn, seq, job_id, worker, &a, nonce, now, records)
                 {
-                    Ok(Some(t)) => self.pending = Some(self.pending.map_or(t, |p| p.max(t))),
-                    Ok(None) => {}
+                    Ok(()) => {}
                     Err(_) => {
                         write::reply_error_message(
-                            &mut self.out,
+                            self.out.own(),
                             id,
                             20,
                             "Share not stored: the pool is overloaded",
@@ -521,7 +582,7 @@ impl Session {
                         return Verdict::Rejected(Reason::Other);
                     }
                 }
-                write::reply_bool(&mut self.out, id, true);
+                write::reply_bool(self.out.own(), id, true);
                 if a.retarget.is_some() {
                     self.engine.stats.vardiff_changed();
                     self.resend_work(now);
@@ -565,7 +626,7 @@ impl Session {
             self.channel.difficulty().as_f64(),
             now,
         );
-        write::reply_error_message(&mut self.out, id, 20, &e.to_string());
+        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
         Verdict::Rejected(Reason::Other)
     }
 
@@ -596,7 +657,7 @@ impl Session {
             self.channel.difficulty().as_f64(),
             now,
         );
-        write::reply_error_message(&mut self.out, id, code, r.message());
+        write::reply_error_message(self.out.own(), id, code, r.message());
         Verdict::Rejected(r.reason())
     }
 
@@ -625,12 +686,13 @@ impl Session {
             self.channel.difficulty().as_f64(),
             now,
         );
-        write::reply_error(&mut self.out, id, code);
+        write::reply_error(self.out.own(), id, code);
         Verdict::Rejected(reason)
     }
 
     /// The connection ended: the workers leave the list.
     pub fn closed(&mut self, now: Millis) {
+        self.flush_records();
         for w in self.workers.drain(..) {
             self.engine.detach_worker(&w, now);
         }
@@ -669,14 +731,36 @@ fn wire_job_id(job_id: &str) -> u64 {
     u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX)
 }
 
+/// Decodes the miner's extranonce2 into `buf`, returning its length; `None` if it is not an
+/// even number of hex digits that fits. (`primitives::hex::decode_into`, without a branch per
+/// digit: every share has one.)
+#[inline]
 fn decode_extranonce(hex: &str, buf: &mut [u8]) -> Option<usize> {
-    let n = hex.len() / 2;
-    if hex.len() & 1 != 0 || n > buf.len() {
+    let b = hex.as_bytes();
+    let n = b.len() / 2;
+    if b.len() & 1 != 0 || n > buf.len() {
         return None;
     }
-    primitives::hex::decode_into(hex, &mut buf[..n]).ok()?;
-    Some(n)
+    let mut bad = 0u8;
+    for (o, pair) in buf[..n].iter_mut().zip(b.chunks_exact(2)) {
+        let (hi, lo) = (NIBBLE[pair[0] as usize], NIBBLE[pair[1] as usize]);
+        bad |= hi | lo;
+        *o = hi << 4 | lo;
+    }
+    (bad & 0xf0 == 0).then_some(n)
 }
+
+/// Hex digits' values; 0xf0 for anything else.
+const NIBBLE: [u8; 256] = {
+    let mut t = [0xf0u8; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[b"0123456789abcdef"[i] as usize] = i as u8;
+        t[b"0123456789ABCDEF"[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
 
 fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, clean: bool) {
     if !engine.events.is_enabled() {
@@ -699,7 +783,7 @@ fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, cl
 
 #[cfg(test)]
 mod fast_number_tests {
-    use super::{request_seq, wire_job_id};
+    use super::{decode_extranonce, request_seq, wire_job_id};
 
     #[test]
     fn ids_read_like_the_standard_parsers() {
@@ -741,6 +825,31 @@ mod fast_number_tests {
                 u64::from_str_radix(s, 16).unwrap_or(u64::MAX),
                 "{s}"
             );
+        }
+    }
+
+    #[test]
+    fn extranonces_decode_like_the_standard_decoder() {
+        for s in [
+            "",
+            "00",
+            "0a1B",
+            "deadBEEF",
+            "0",
+            "abc",
+            "0g",
+            "g0",
+            "zz",
+            "0x12",
+            " 1",
+            "ff\n",
+            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff00",
+        ] {
+            let mut got = [0u8; 32];
+            let got = decode_extranonce(s, &mut got).map(|n| got[..n].to_vec());
+            let want = primitives::hex::decode(s).ok().filter(|v| v.len() <= 32);
+            assert_eq!(got, want, "{s:?}");
         }
     }
 }

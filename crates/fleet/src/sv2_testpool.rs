@@ -1,0 +1,597 @@
+//! A minimal Stratum V2 pool for the fleet's own tests and benches.
+//!
+//! It is not the lab's SV2 pool: it exists so that SV2 devices can be checked over real sockets
+//! against a peer whose every decision is visible. It answers the Noise handshake with a
+//! certificate from its authority keys, `SetupConnection` (optionally fixing the version), and
+//! `OpenStandardMiningChannel` with a fixed target; it then sends each channel a future job and
+//! the `SetNewPrevHash` activating it, and on request jobs on the current tip, new tips,
+//! `SetTarget`, `Reconnect` or a hang-up. It validates every share by recomputing its SHA-256d
+//! from its own record of the job (`stale-share` for a job of an earlier tip, `invalid-job-id`,
+//! `duplicate-share`, `difficulty-too-low`, `invalid-share` for version bits outside BIP320 or a
+//! time before the job's), acknowledges accepted shares in batches of a configured size (a block
+//! at once), and can hold its share replies back by a fixed time. Each channel's merkle roots are
+//! its own, so no two devices hash the same headers.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use primitives::share::{JobHeader, MinerChoice, StandardShare};
+use primitives::{CompactTarget, Difficulty, Hash256, Target};
+use sv2::messages::common::{mining_flags, protocol, Reconnect, SetupConnectionError};
+use sv2::messages::common::{SetupConnectionSuccess, PROTOCOL_VERSION};
+use sv2::messages::mining::{
+    error_code, NewMiningJob, OpenStandardMiningChannelSuccess, SetNewPrevHash, SetTarget,
+    SubmitSharesError, SubmitSharesStandard, SubmitSharesSuccess,
+};
+use sv2::messages::{Common, Message, Mining};
+use sv2::{AuthorityKeys, NoiseResponder};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::profile::BIP320_MASK;
+
+#[derive(Clone, Debug)]
+pub struct Sv2TestPoolConfig {
+    pub keys: AuthorityKeys,
+    /// Every channel's target (or the device's maximum target, when that is lower).
+    pub target: Target,
+    pub nbits: u32,
+    /// Accepted shares acknowledged per `SubmitShares.Success` (1: each one).
+    pub batch_size: u32,
+    /// Every reply to a share is written this long after the share was read.
+    pub reply_delay: Duration,
+    /// Answer `SetupConnection` with `REQUIRES_FIXED_VERSION`.
+    pub fixed_version: bool,
+}
+
+impl Default for Sv2TestPoolConfig {
+    fn default() -> Self {
+        Sv2TestPoolConfig {
+            keys: AuthorityKeys::reference(),
+            target: Difficulty::saturating(1.0 / 65536.0).to_target(),
+            nbits: 0x1d00_ffff,
+            batch_size: 1,
+            reply_delay: Duration::ZERO,
+            fixed_version: false,
+        }
+    }
+}
+
+/// What the pool saw.
+#[derive(Default, Debug)]
+pub struct Sv2TestPoolStats {
+    pub connections: AtomicU64,
+    pub channels: AtomicU64,
+    pub valid: AtomicU64,
+    pub blocks: AtomicU64,
+    pub stale: AtomicU64,
+    pub duplicate: AtomicU64,
+    pub low_difficulty: AtomicU64,
+    pub invalid_job: AtomicU64,
+    /// Version bits outside what the pool allowed, or a time before the job's.
+    pub invalid: AtomicU64,
+    pub malformed: AtomicU64,
+    /// Valid shares whose version differs from their job's.
+    pub rolled: AtomicU64,
+    /// `SubmitShares.Success` messages sent.
+    pub acks: AtomicU64,
+    /// Connections per source address.
+    pub peers: Mutex<BTreeMap<IpAddr, u64>>,
+    /// User identities that opened channels.
+    pub users: Mutex<BTreeSet<String>>,
+    /// `SetupConnection.flags`, per connection in order.
+    pub setup_flags: Mutex<Vec<u32>>,
+    /// `OpenStandardMiningChannel.nominal_hash_rate`, per channel in order.
+    pub nominal_hash_rates: Mutex<Vec<f32>>,
+}
+
+/// What every connection is told.
+#[derive(Clone, Copy, Debug)]
+enum Broadcast {
+    /// A job on the current tip, from this template.
+    Job {
+        template: u32,
+    },
+    /// A future job from this template, and the new tip activating it.
+    Tip {
+        template: u32,
+        tip: u32,
+    },
+    Target(Target),
+    Reconnect,
+    Kick,
+}
+
+/// The work every connection builds its jobs from: the latest template and tip.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    template: u32,
+    tip: u32,
+}
+
+struct Shared {
+    config: Sv2TestPoolConfig,
+    stats: Arc<Sv2TestPoolStats>,
+    work: Mutex<Work>,
+    next_conn: AtomicU32,
+    tx: broadcast::Sender<Broadcast>,
+}
+
+/// A running SV2 test pool; it stops when dropped.
+pub struct Sv2TestPool {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sv2TestPool {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = self.shared.tx.send(Broadcast::Kick);
+    }
+}
+
+/// The time a tip allows from.
+fn tip_ntime(tip: u32) -> u32 {
+    1_700_000_000 + 600 * tip
+}
+
+fn tip_hash(tip: u32) -> Hash256 {
+    primitives::sha256d(&[b"sv2 test pool tip".as_slice(), &tip.to_le_bytes()].concat())
+}
+
+impl Sv2TestPool {
+    /// Listens on 127.0.0.1 (any port) and serves until dropped.
+    pub async fn start(config: Sv2TestPoolConfig) -> io::Result<Sv2TestPool> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (tx, _) = broadcast::channel(64);
+        let shared = Arc::new(Shared {
+            config,
+            stats: Arc::new(Sv2TestPoolStats::default()),
+            work: Mutex::new(Work {
+                template: 1,
+                tip: 1,
+            }),
+            next_conn: AtomicU32::new(1),
+            tx,
+        });
+        let s = Arc::clone(&shared);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, peer)) = listener.accept().await {
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(serve(stream, peer, Arc::clone(&s)));
+            }
+        });
+        Ok(Sv2TestPool { addr, shared, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> &Sv2TestPoolStats {
+        &self.shared.stats
+    }
+
+    /// The authority public key devices must trust (base58check).
+    pub fn authority_public_key(&self) -> String {
+        self.shared.config.keys.public_key()
+    }
+
+    /// Sends every open channel a job on the current tip.
+    pub fn new_job(&self) {
+        let work = {
+            let mut w = self.shared.work.lock().expect("work lock");
+            w.template += 1;
+            *w
+        };
+        let _ = self.shared.tx.send(Broadcast::Job {
+            template: work.template,
+        });
+    }
+
+    /// A new tip: every open channel gets a future job and the prev hash activating it; shares
+    /// on earlier jobs are stale from then on.
+    pub fn new_tip(&self) {
+        let work = {
+            let mut w = self.shared.work.lock().expect("work lock");
+            w.template += 1;
+            w.tip += 1;
+            *w
+        };
+        let _ = self.shared.tx.send(Broadcast::Tip {
+            template: work.template,
+            tip: work.tip,
+        });
+    }
+
+    /// Sets every open channel's target.
+    pub fn set_target(&self, t: Target) {
+        let _ = self.shared.tx.send(Broadcast::Target(t));
+    }
+
+    /// Sends every connection `Reconnect` (to the same pool).
+    pub fn reconnect_all(&self) {
+        let _ = self.shared.tx.send(Broadcast::Reconnect);
+    }
+
+    /// Closes every connection (as a pool restart would).
+    pub fn kick_all(&self) {
+        let _ = self.shared.tx.send(Broadcast::Kick);
+    }
+}
+
+/// A job as this connection sent it.
+#[derive(Clone, Copy)]
+struct ConnJob {
+    version: u32,
+    merkle_root: Hash256,
+    tip: u32,
+    min_ntime: u32,
+    target: Target,
+}
+
+/// Jobs a connection remembers (older ones are unknown: `invalid-job-id`).
+const MAX_JOBS: usize = 32;
+const CHANNEL: u32 = 1;
+
+/// One connection's state.
+struct Conn {
+    id: u32,
+    noise: NoiseResponder,
+    nbits: u32,
+    open: bool,
+    target: Target,
+    /// The latest template and tip this connection sent.
+    template: u32,
+    tip: u32,
+    jobs: BTreeMap<u32, ConnJob>,
+    /// Hashes accepted since the tip changed.
+    seen: HashSet<Hash256>,
+    batch: u32,
+    last_seq: u32,
+}
+
+impl Conn {
+    fn send(&mut self, m: Message, out: &mut Vec<u8>) {
+        let mut payload = Vec::new();
+        if let Ok(t) = m.encode(&mut payload) {
+            let _ = self.noise.encrypt(t, m.extension_type(), &payload, out);
+        }
+    }
+
+    fn merkle_root(&self, template: u32) -> Hash256 {
+        primitives::sha256d(&[template.to_le_bytes(), self.id.to_le_bytes()].concat())
+    }
+
+    /// Sends a job from `template`: a future one with the prev hash of `tip`, or one on the
+    /// current tip.
+    fn job(&mut self, template: u32, tip: Option<u32>, out: &mut Vec<u8>) {
+        self.template = self.template.max(template);
+        let merkle_root = self.merkle_root(template);
+        let version = 0x2000_0000;
+        let job_tip = tip.unwrap_or(self.tip);
+        let min_ntime = tip_ntime(job_tip) + (template % 60);
+        self.send(
+            NewMiningJob {
+                channel_id: CHANNEL,
+                job_id: template,
+                min_ntime: if tip.is_some() { None } else { Some(min_ntime) },
+                version,
+                merkle_root: merkle_root.0,
+            }
+            .into(),
+            out,
+        );
+        if let Some(tip) = tip {
+            self.tip = tip;
+            self.seen.clear();
+            self.send(
+                SetNewPrevHash {
+                    channel_id: CHANNEL,
+                    job_id: template,
+                    prev_hash: tip_hash(tip).0,
+                    min_ntime,
+                    nbits: self.nbits,
+                }
+                .into(),
+                out,
+            );
+        }
+        self.jobs.insert(
+            template,
+            ConnJob {
+                version,
+                merkle_root,
+                tip: job_tip,
+                min_ntime,
+                target: self.target,
+            },
+        );
+        while self.jobs.len() > MAX_JOBS {
+            self.jobs.pop_first();
+        }
+    }
+}
+
+async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
+    s.stats.connections.fetch_add(1, Relaxed);
+    *s.stats
+        .peers
+        .lock()
+        .expect("peers lock")
+        .entry(peer.ip())
+        .or_default() += 1;
+    let Ok(noise) = NoiseResponder::new(&s.config.keys, Duration::from_secs(3600), 1 << 20) else {
+        return;
+    };
+    let (mut rd, mut wr) = stream.into_split();
+    // Writes go through one task, in order, each at its due time.
+    let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            if at > tokio::time::Instant::now() {
+                tokio::time::sleep_until(at).await;
+            }
+            if wr.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut events = s.tx.subscribe();
+    let mut conn = Conn {
+        id: s.next_conn.fetch_add(1, Relaxed),
+        noise,
+        nbits: s.config.nbits,
+        open: false,
+        target: s.config.target,
+        template: 0,
+        tip: 0,
+        jobs: BTreeMap::new(),
+        seen: HashSet::new(),
+        batch: 0,
+        last_seq: 0,
+    };
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let mut now_out = Vec::new();
+        let mut held_out = Vec::new();
+        tokio::select! {
+            r = rd.read(&mut buf) => {
+                let n = match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                if conn.noise.feed(&buf[..n]).is_err() {
+                    break;
+                }
+                conn.noise.take_handshake_bytes(&mut now_out);
+                let mut failed = false;
+                while let Some(frame) = conn.noise.next_frame() {
+                    let Ok(mut frame) = frame else {
+                        failed = true;
+                        break;
+                    };
+                    match Message::decode(frame.msg_type(), &mut frame.payload) {
+                        Ok(m) => handle(&mut conn, m, &s, &mut now_out, &mut held_out),
+                        Err(_) => {
+                            s.stats.malformed.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+                if failed {
+                    break;
+                }
+            }
+            e = events.recv() => match e {
+                Ok(Broadcast::Kick) | Err(broadcast::error::RecvError::Closed) => break,
+                Ok(e) if conn.open => on_broadcast(&mut conn, e, &mut now_out),
+                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+            },
+        }
+        let now = tokio::time::Instant::now();
+        if !now_out.is_empty() {
+            let _ = tx.send((now, now_out));
+        }
+        if !held_out.is_empty() {
+            let _ = tx.send((now + s.config.reply_delay, held_out));
+        }
+    }
+    drop(tx);
+    writer.abort();
+}
+
+fn on_broadcast(conn: &mut Conn, e: Broadcast, out: &mut Vec<u8>) {
+    match e {
+        // Already sent when the channel opened on this work.
+        Broadcast::Job { template } if template > conn.template => {
+            conn.job(template, None, out);
+        }
+        Broadcast::Tip { template, tip } if tip > conn.tip => {
+            conn.job(template, Some(tip), out);
+        }
+        Broadcast::Target(t) => {
+            conn.target = t;
+            conn.send(
+                SetTarget {
+                    channel_id: CHANNEL,
+                    maximum_target: t,
+                }
+                .into(),
+                out,
+            );
+        }
+        Broadcast::Reconnect => conn.send(
+            Reconnect {
+                new_host: String::new(),
+                new_port: 0,
+            }
+            .into(),
+            out,
+        ),
+        _ => {}
+    }
+}
+
+fn handle(conn: &mut Conn, m: Message, s: &Shared, out: &mut Vec<u8>, held: &mut Vec<u8>) {
+    match m {
+        Message::Common(Common::SetupConnection(m)) => {
+            s.stats.setup_flags.lock().expect("lock").push(m.flags);
+            if m.protocol != protocol::MINING {
+                conn.send(
+                    SetupConnectionError {
+                        flags: 0,
+                        error_code: "unsupported-protocol".into(),
+                    }
+                    .into(),
+                    out,
+                );
+                return;
+            }
+            let flags = if s.config.fixed_version {
+                mining_flags::REQUIRES_FIXED_VERSION
+            } else {
+                0
+            };
+            conn.send(
+                SetupConnectionSuccess {
+                    used_version: PROTOCOL_VERSION,
+                    flags,
+                }
+                .into(),
+                out,
+            );
+        }
+        Message::Mining(Mining::OpenStandardMiningChannel(m)) => {
+            s.stats.channels.fetch_add(1, Relaxed);
+            s.stats
+                .users
+                .lock()
+                .expect("lock")
+                .insert(m.user_identity.clone());
+            s.stats
+                .nominal_hash_rates
+                .lock()
+                .expect("lock")
+                .push(m.nominal_hash_rate);
+            conn.target = s.config.target.min(m.max_target);
+            conn.open = true;
+            conn.send(
+                OpenStandardMiningChannelSuccess {
+                    request_id: m.request_id,
+                    channel_id: CHANNEL,
+                    target: conn.target,
+                    extranonce_prefix: conn.id.to_be_bytes().to_vec(),
+                    group_channel_id: 0,
+                }
+                .into(),
+                out,
+            );
+            let work = *s.work.lock().expect("work lock");
+            conn.job(work.template, Some(work.tip), out);
+        }
+        Message::Mining(Mining::SubmitSharesStandard(m)) => check_share(conn, &m, s, held),
+        _ => {}
+    }
+}
+
+fn check_share(conn: &mut Conn, m: &SubmitSharesStandard, s: &Shared, out: &mut Vec<u8>) {
+    let st = &s.stats;
+    let verdict = judge(conn, m, s);
+    let code = match verdict {
+        Ok(block) => {
+            st.valid.fetch_add(1, Relaxed);
+            conn.batch += 1;
+            conn.last_seq = m.sequence_number;
+            if block {
+                st.blocks.fetch_add(1, Relaxed);
+            }
+            // A block is acknowledged at once, as the reference pool does.
+            if block || conn.batch >= s.config.batch_size.max(1) {
+                st.acks.fetch_add(1, Relaxed);
+                let n = std::mem::take(&mut conn.batch);
+                conn.send(
+                    SubmitSharesSuccess {
+                        channel_id: CHANNEL,
+                        last_sequence_number: conn.last_seq,
+                        new_submits_accepted_count: n,
+                        new_shares_sum: n.into(),
+                    }
+                    .into(),
+                    out,
+                );
+            }
+            return;
+        }
+        Err(code) => code,
+    };
+    let counter = match code {
+        error_code::STALE_SHARE => &st.stale,
+        error_code::DUPLICATE_SHARE => &st.duplicate,
+        error_code::DIFFICULTY_TOO_LOW => &st.low_difficulty,
+        error_code::INVALID_JOB_ID | error_code::INVALID_CHANNEL_ID => &st.invalid_job,
+        _ => &st.invalid,
+    };
+    counter.fetch_add(1, Relaxed);
+    conn.send(
+        SubmitSharesError {
+            channel_id: m.channel_id,
+            sequence_number: m.sequence_number,
+            error_code: code.into(),
+        }
+        .into(),
+        out,
+    );
+}
+
+/// Whether a share is valid, and a block; or the error code it earns.
+fn judge(conn: &mut Conn, m: &SubmitSharesStandard, s: &Shared) -> Result<bool, &'static str> {
+    if !conn.open || m.channel_id != CHANNEL {
+        return Err(error_code::INVALID_CHANNEL_ID);
+    }
+    let job = *conn.jobs.get(&m.job_id).ok_or(error_code::INVALID_JOB_ID)?;
+    if job.tip != conn.tip {
+        return Err(error_code::STALE_SHARE);
+    }
+    if m.ntime < job.min_ntime {
+        return Err(error_code::INVALID_SHARE);
+    }
+    let mask = if s.config.fixed_version {
+        0
+    } else {
+        BIP320_MASK
+    };
+    let share = StandardShare {
+        job: JobHeader {
+            version: job.version,
+            prev_hash: tip_hash(job.tip),
+            bits: CompactTarget(conn.nbits),
+        },
+        merkle_root: job.merkle_root,
+        miner: MinerChoice {
+            ntime: m.ntime,
+            nonce: m.nonce,
+            version: Some(m.version),
+            version_mask: mask,
+        },
+    };
+    let check = share
+        .check(&job.target)
+        .map_err(|_| error_code::INVALID_SHARE)?;
+    if !check.meets_share_target {
+        return Err(error_code::DIFFICULTY_TOO_LOW);
+    }
+    if !conn.seen.insert(check.hash) {
+        return Err(error_code::DUPLICATE_SHARE);
+    }
+    if m.version != job.version {
+        s.stats.rolled.fetch_add(1, Relaxed);
+    }
+    Ok(check.meets_network_target)
+}

@@ -1,0 +1,334 @@
+//! The tokio shell around [`Session`]: admission control, the Noise NX handshake under the
+//! pool's authority certificate, one task per connection driving the session from the miner's
+//! frames, the engine's new work and a periodic tick, and the store's durability before any
+//! acknowledgement.
+//!
+//! Socket bytes are counted from frame sizes (payload plus Noise header and MACs, the
+//! handshake excluded) and reported as `LinkBytes` with link "sv2".
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ::sv2::fuzz_support::wire_len;
+use ::sv2::keys::AuthorityKeys;
+use ::sv2::{Limits, Message, NoiseConn, TransportError};
+use events::{ConnectionClosed, ConnectionOpened, ShortStr};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+
+use crate::admission::{BanList, Decision, RateLimiter};
+use crate::engine::Engine;
+use crate::sv1::Admission;
+use crate::sv2::session::{Session, Sv2Config};
+use crate::Millis;
+
+/// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
+const TICK: Duration = Duration::from_secs(5);
+
+/// Largest frame a miner may send: the largest miner message is an `OpenExtendedMiningChannel`
+/// or `SetupConnection` with strings of at most 255 bytes each.
+const MAX_FRAME_BYTES: usize = 8 * 1024;
+
+pub struct Sv2Server {
+    pub engine: Arc<Engine>,
+    pub config: Arc<Sv2Config>,
+    pub admission: Admission,
+    keys: AuthorityKeys,
+    cert_validity: Duration,
+    connect_limiter: RateLimiter<IpAddr>,
+    message_limiter: RateLimiter<u64>,
+    bans: BanList<IpAddr>,
+    connections: AtomicUsize,
+    start: Instant,
+    net_rx: AtomicU64,
+    net_tx: AtomicU64,
+    net_reported: Mutex<(u64, u64)>,
+}
+
+impl Sv2Server {
+    pub fn new(
+        engine: Arc<Engine>,
+        config: Sv2Config,
+        admission: Admission,
+        keys: AuthorityKeys,
+        cert_validity: Duration,
+    ) -> Arc<Sv2Server> {
+        Arc::new(Sv2Server {
+            engine,
+            config: Arc::new(config),
+            connect_limiter: RateLimiter::new(admission.connect_rate, 100_000),
+            message_limiter: RateLimiter::new(
+                admission.message_rate,
+                admission.max_connections.max(1),
+            ),
+            admission,
+            keys,
+            cert_validity,
+            bans: BanList::default(),
+            connections: AtomicUsize::new(0),
+            start: Instant::now(),
+            net_rx: AtomicU64::new(0),
+            net_tx: AtomicU64::new(0),
+            net_reported: Mutex::new((0, 0)),
+        })
+    }
+
+    pub fn now(&self) -> Millis {
+        Millis(self.start.elapsed().as_millis() as u64)
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Frame bytes read from and written to miners so far.
+    pub fn net_bytes(&self) -> (u64, u64) {
+        (
+            self.net_rx.load(Ordering::Relaxed),
+            self.net_tx.load(Ordering::Relaxed),
+        )
+    }
+
+    fn report_net_bytes(&self) {
+        if !self.engine.events.is_enabled() {
+            return;
+        }
+        let (rx, tx) = self.net_bytes();
+        let mut last = self.net_reported.lock().unwrap_or_else(|e| e.into_inner());
+        for (now, before, direction) in [
+            (rx, last.0, events::Direction::Up),
+            (tx, last.1, events::Direction::Down),
+        ] {
+            if now > before {
+                self.engine.events.emit(events::LinkBytes {
+                    link: ShortStr::new("sv2"),
+                    conn: 0,
+                    direction,
+                    bytes: now - before,
+                });
+            }
+        }
+        *last = (rx, tx);
+    }
+
+    /// Accepts miners until `shutdown` turns true, then closes every connection.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let stop = shutdown.clone();
+        let mut tasks = JoinSet::new();
+        let mut report = tokio::time::interval(TICK);
+        report.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stopped(&mut shutdown) => break,
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                _ = report.tick() => self.report_net_bytes(),
+                accepted = listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(x) => x,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "sv2 accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    if let Err(why) = self.admit(peer.ip()) {
+                        tracing::debug!(%peer, why, "sv2 connection refused");
+                        continue;
+                    }
+                    tasks.spawn(self.clone().connection(stream, peer, stop.clone()));
+                }
+            }
+        }
+        // Connections see the same shutdown and end on their own.
+        let drain = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(5), drain)
+            .await
+            .is_err()
+        {
+            tasks.abort_all();
+        }
+        self.report_net_bytes();
+    }
+
+    fn admit(&self, ip: IpAddr) -> Result<(), &'static str> {
+        let now = self.now();
+        if self.bans.is_banned(&ip, now) {
+            return Err("banned");
+        }
+        if self.connections.load(Ordering::Relaxed) >= self.admission.max_connections {
+            return Err("too many connections");
+        }
+        match self.connect_limiter.check(ip, now) {
+            Decision::Allow => {}
+            Decision::Limit => return Err("connect rate"),
+            Decision::Untracked => return Err("admission table full"),
+        }
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn connection(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        let local = stream.local_addr().unwrap_or(peer);
+        let limits = Limits {
+            handshake_timeout: self.admission.handshake_timeout,
+            max_frame_bytes: MAX_FRAME_BYTES,
+            write_timeout: Duration::from_secs(30),
+        };
+        let conn = match NoiseConn::accept_with_keys(stream, &self.keys, self.cert_validity, limits)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "sv2 handshake failed");
+                self.connections.fetch_sub(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let mut session = Session::new(self.engine.clone(), self.config.clone());
+        let id = session.conn();
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(ConnectionOpened {
+                conn: id,
+                peer,
+                local,
+                label: ShortStr::new(""),
+            });
+        }
+        tracing::debug!(conn = id, %peer, "sv2 miner connected");
+        let why = self.drive(&mut session, conn, &mut shutdown).await;
+        let now = self.now();
+        if session.rejected_in_a_row() >= self.admission.invalid_share_ban_after {
+            self.bans.ban(
+                peer.ip(),
+                now.plus(self.admission.ban_duration.as_millis() as u64),
+            );
+        }
+        session.closed(now);
+        self.message_limiter.forget(&id);
+        self.connections.fetch_sub(1, Ordering::Relaxed);
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(ConnectionClosed {
+                conn: id,
+                reason: ShortStr::new(why),
+            });
+        }
+        tracing::debug!(conn = id, why, "sv2 miner disconnected");
+    }
+
+    /// Runs the session until the connection ends; returns why.
+    async fn drive(
+        &self,
+        session: &mut Session,
+        mut conn: NoiseConn,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> &'static str {
+        let mut work = self.engine.subscribe();
+        work.mark_unchanged();
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + TICK, TICK);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let started = self.now();
+        let mut last_activity = started;
+        let mut payload = Vec::new();
+        loop {
+            let mut ending: Option<&'static str> = None;
+            tokio::select! {
+                biased;
+                _ = stopped(shutdown) => return "shutdown",
+                frame = conn.read_frame() => match frame {
+                    Ok(mut frame) => {
+                        let now = self.now();
+                        last_activity = now;
+                        self.net_rx.fetch_add(wire_len(frame.payload.len()) as u64, Ordering::Relaxed);
+                        if self.message_limiter.check(session.conn(), now) == Decision::Limit {
+                            return "rate";
+                        }
+                        if frame.extension() == 0 {
+                            match Message::decode(frame.msg_type(), &mut frame.payload) {
+                                Ok(m) => session.on_message(m, now),
+                                Err(e) => {
+                                    tracing::debug!(conn = session.conn(), error = %e, "sv2: undecodable message");
+                                    return "protocol";
+                                }
+                            }
+                        }
+                        session.flush();
+                    }
+                    Err(e) => return e.reason(),
+                },
+                changed = work.changed() => {
+                    if changed.is_err() {
+                        return "shutdown";
+                    }
+                    let g = work.borrow_and_update().clone();
+                    session.on_generation(g.as_ref(), self.now());
+                }
+                _ = tick.tick() => {
+                    let now = self.now();
+                    session.on_tick(now);
+                    if session.channel_count() == 0
+                        && now.since(started) > self.admission.handshake_timeout.as_millis() as u64
+                    {
+                        ending = Some("timeout");
+                    }
+                    if now.since(last_activity) > self.admission.idle_timeout.as_millis() as u64 {
+                        ending = Some("idle");
+                    }
+                }
+            }
+            // Acknowledgements wait until the store has the shares.
+            if let Some(t) = session.take_pending_ticket() {
+                if let Some(store) = &self.engine.store {
+                    if let Err(e) = store.wait_durable(t).await {
+                        tracing::error!(conn = session.conn(), error = %e, "store failed: closing unacknowledged");
+                        return "store";
+                    }
+                }
+            }
+            for m in session.take_output() {
+                if let Err(e) = self.send(&mut conn, &m, &mut payload).await {
+                    return e.reason();
+                }
+            }
+            if let Some(c) = session.wants_close() {
+                let why = c.reason();
+                conn.close(Duration::from_millis(200)).await;
+                return why;
+            }
+            if let Some(why) = ending {
+                return why;
+            }
+        }
+    }
+
+    async fn send(
+        &self,
+        conn: &mut NoiseConn,
+        m: &Message,
+        payload: &mut Vec<u8>,
+    ) -> Result<(), TransportError> {
+        payload.clear();
+        let msg_type = m.encode(payload)?;
+        self.net_tx
+            .fetch_add(wire_len(payload.len()) as u64, Ordering::Relaxed);
+        conn.send_payload(msg_type, m.extension_type(), payload)
+            .await
+    }
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}

@@ -1,0 +1,870 @@
+//! One Stratum V2 miner connection past its Noise handshake, sans-IO: messages in, messages
+//! out.
+//!
+//! The shell feeds decoded messages ([`Session::on_message`]), new work
+//! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), calls
+//! [`Session::flush`] after each read (which sends the batched `SubmitSharesSuccess`es), and
+//! writes [`Session::take_output`] once the store ticket of [`Session::take_pending_ticket`] is
+//! durable, so that no share is acknowledged before it is safe.
+//!
+//! Each SV2 channel is one engine [`Channel`]: its jobs, difficulty, duplicate table and
+//! vardiff. A standard channel gets the whole coinbase extranonce as its prefix, so its
+//! merkle root is fixed per job and computed here; an extended channel gets a 4-byte prefix
+//! and rolls the rest. Every prefix is unique in the pool: it is built from the engine's
+//! connection counter, which SV1 connections draw from too.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ::sv2::messages::common::{
+    error_code as setup_error, mining_flags, protocol, SetupConnection, SetupConnectionError,
+    SetupConnectionSuccess, PROTOCOL_VERSION,
+};
+use ::sv2::messages::mining::{
+    error_code, CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
+    OpenExtendedMiningChannelSuccess, OpenMiningChannelError, OpenStandardMiningChannel,
+    OpenStandardMiningChannelSuccess, SetNewPrevHash, SetTarget, SubmitSharesError,
+    SubmitSharesExtended, SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel,
+    UpdateChannelError,
+};
+use ::sv2::messages::{Common, Mining};
+use ::sv2::Message;
+use events::{JobActivated, JobId, JobSent, Reason, TargetChanged, Verdict};
+use primitives::bitcoin::ScriptBuf;
+use primitives::{merkle_root_from_branch, Difficulty, Target};
+
+use crate::channel::{Channel, Reject, Submission};
+use crate::engine::{Engine, Worker};
+use crate::job::Solution;
+use crate::jobs::Generation;
+use crate::store::{ShareBatch, Ticket};
+use crate::sv1::POOL_VERSION_MASK;
+use crate::Millis;
+
+/// Settings of the SV2 front end.
+#[derive(Clone, Debug)]
+pub struct Sv2Config {
+    /// Channels one connection may open.
+    pub max_channels: usize,
+    /// Bytes of the coinbase extranonce an extended channel's miner rolls; the rest is the
+    /// channel's prefix.
+    pub extended_extranonce_size: usize,
+    /// Accepted shares acknowledged in one `SubmitSharesSuccess` at most (the shell also
+    /// flushes after every read).
+    pub success_batch: u32,
+    /// Version bits miners may roll (BIP320).
+    pub version_mask: u32,
+}
+
+impl Default for Sv2Config {
+    fn default() -> Self {
+        Sv2Config {
+            max_channels: 64,
+            extended_extranonce_size: 4,
+            success_batch: 32,
+            version_mask: POOL_VERSION_MASK,
+        }
+    }
+}
+
+/// Why the session wants its connection closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Close {
+    /// `SetupConnection` refused (the error was sent).
+    Setup(&'static str),
+    /// A message out of place.
+    Protocol(String),
+}
+
+impl Close {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Close::Setup(_) => "setup",
+            Close::Protocol(_) => "protocol",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Standard,
+    Extended,
+}
+
+/// Accepted shares not yet acknowledged.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pending {
+    last_seq: u32,
+    count: u32,
+    sum: f64,
+}
+
+struct Sv2Channel {
+    kind: Kind,
+    channel: Channel,
+    worker: Worker,
+    payout: ScriptBuf,
+    /// The target last sent (in the open reply or `SetTarget`).
+    sent_target: Target,
+    pending: Pending,
+}
+
+pub struct Session {
+    engine: Arc<Engine>,
+    config: Arc<Sv2Config>,
+    conn: u64,
+    setup: Option<u32>,
+    channels: HashMap<u32, Sv2Channel>,
+    next_channel: u32,
+    /// Every standard channel of the connection is in this group.
+    group_channel: u32,
+    next_job: u32,
+    sent_generation: Option<u64>,
+    out: Vec<Message>,
+    records: Option<ShareBatch>,
+    close: Option<Close>,
+    /// Rejected shares since the last accepted one, stale ones excepted (for admission bans).
+    rejected_in_a_row: u32,
+}
+
+impl Session {
+    pub fn new(engine: Arc<Engine>, config: Arc<Sv2Config>) -> Session {
+        let conn = engine.next_conn();
+        engine.stats.connection_opened();
+        Session {
+            engine,
+            config,
+            conn,
+            setup: None,
+            channels: HashMap::new(),
+            // Channel ids start at 2: 1 is the group.
+            next_channel: 2,
+            group_channel: 1,
+            next_job: 1,
+            sent_generation: None,
+            out: Vec::new(),
+            records: None,
+            close: None,
+            rejected_in_a_row: 0,
+        }
+    }
+
+    pub fn conn(&self) -> u64 {
+        self.conn
+    }
+
+    pub fn wants_close(&self) -> Option<&Close> {
+        self.close.as_ref()
+    }
+
+    pub fn rejected_in_a_row(&self) -> u32 {
+        self.rejected_in_a_row
+    }
+
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    /// The engine channel behind an SV2 channel id (tests, status).
+    pub fn channel(&self, id: u32) -> Option<&Channel> {
+        self.channels.get(&id).map(|c| &c.channel)
+    }
+
+    /// Messages to write, in order.
+    pub fn take_output(&mut self) -> Vec<Message> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The store ticket the output's acknowledgements wait for (see
+    /// [`ShareBatch::take_ticket`]).
+    pub fn take_pending_ticket(&mut self) -> Option<Ticket> {
+        self.records.as_mut()?.take_ticket()
+    }
+
+    pub fn on_message(&mut self, m: Message, now: Millis) {
+        if self.close.is_some() {
+            return;
+        }
+        match (self.setup, m) {
+            (None, Message::Common(Common::SetupConnection(s))) => self.on_setup(s),
+            (Some(_), Message::Common(Common::SetupConnection(_))) => {
+                self.close = Some(Close::Protocol("SetupConnection repeated".into()))
+            }
+            (None, other) => {
+                self.close = Some(Close::Protocol(format!(
+                    "{} before SetupConnection",
+                    other.name()
+                )))
+            }
+            (Some(_), Message::Mining(m)) => self.on_mining(m, now),
+            (Some(_), other) => {
+                self.close = Some(Close::Protocol(format!("unexpected {}", other.name())))
+            }
+        }
+    }
+
+    fn on_setup(&mut self, s: SetupConnection) {
+        let refuse = |this: &mut Session, code: &'static str, flags: u32| {
+            this.out.push(
+                SetupConnectionError {
+                    flags,
+                    error_code: code.into(),
+                }
+                .into(),
+            );
+            this.close = Some(Close::Setup(code));
+        };
+        if s.protocol != protocol::MINING {
+            return refuse(self, setup_error::UNSUPPORTED_PROTOCOL, 0);
+        }
+        if !(s.min_version..=s.max_version).contains(&PROTOCOL_VERSION) {
+            return refuse(self, setup_error::PROTOCOL_VERSION_MISMATCH, 0);
+        }
+        let supported =
+            mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING;
+        let unsupported = s.flags & !supported;
+        if unsupported != 0 {
+            // The spec asks for the flags that made it fail.
+            return refuse(self, setup_error::UNSUPPORTED_FEATURE_FLAGS, unsupported);
+        }
+        self.setup = Some(s.flags);
+        self.out.push(
+            SetupConnectionSuccess {
+                used_version: PROTOCOL_VERSION,
+                // Neither fixed versions nor extended-only: standard channels roll versions.
+                flags: 0,
+            }
+            .into(),
+        );
+    }
+
+    fn on_mining(&mut self, m: Mining, now: Millis) {
+        match m {
+            Mining::OpenStandardMiningChannel(o) => self.open_standard(o, now),
+            Mining::OpenExtendedMiningChannel(o) => self.open_extended(o, now),
+            Mining::SubmitSharesStandard(s) => self.submit_standard(s, now),
+            Mining::SubmitSharesExtended(s) => self.submit_extended(s, now),
+            Mining::UpdateChannel(u) => self.update_channel(u, now),
+            Mining::CloseChannel(c) => self.close_channel(c, now),
+            other => {
+                tracing::debug!(conn = self.conn, message = other.name(), "sv2: ignored")
+            }
+        }
+    }
+
+    // ---- Channels ---------------------------------------------------------------------------
+
+    /// What opening needs: a payout for the user and room for a channel; the error code if not.
+    fn admit(&self, user: &str) -> Result<ScriptBuf, &'static str> {
+        if self.channels.len() >= self.config.max_channels {
+            return Err(error_code::CHANNEL_CAPACITY_EXHAUSTED);
+        }
+        // Solo mode: the identity is the payout address, optionally followed by ".worker".
+        let account = user.split('.').next().unwrap_or(user);
+        self.engine
+            .payout_for(account)
+            .ok_or(error_code::UNKNOWN_USER)
+    }
+
+    /// The starting difficulty: what makes the nominal hash rate send the vardiff's share rate,
+    /// never easier than the miner's maximum target.
+    fn start_difficulty(
+        &self,
+        hash_rate: f32,
+        max_target: Target,
+    ) -> Result<Difficulty, &'static str> {
+        if !hash_rate.is_finite() || hash_rate < 0.0 {
+            return Err(error_code::INVALID_NOMINAL_HASHRATE);
+        }
+        let spm = self.engine.channel_config.vardiff.shares_per_minute;
+        let d = if hash_rate > 0.0 && spm > 0.0 {
+            Difficulty::saturating(f64::from(hash_rate) * 60.0 / spm / 4_294_967_296.0)
+        } else {
+            self.engine.config.start_difficulty
+        };
+        if max_target.is_zero() {
+            return Err(error_code::MAX_TARGET_OUT_OF_RANGE);
+        }
+        let floor = Difficulty::from_target(max_target);
+        Ok(if d < floor { floor } else { d })
+    }
+
+    fn new_channel(
+        &mut self,
+        kind: Kind,
+        user: &str,
+        payout: ScriptBuf,
+        max_target: Target,
+        start: Difficulty,
+        now: Millis,
+    ) -> (u32, Vec<u8>) {
+        let total = self.engine.config.jobs.extranonce_len;
+        let rolled = match kind {
+            Kind::Standard => 0,
+            Kind::Extended => self.config.extended_extranonce_size.min(total),
+        };
+        let id = self.engine.next_conn();
+        // Standard: zeros then the id (no SV1 or extended prefix starts with zeros: their
+        // first bytes are a non-zero id). Extended: the id's low bytes.
+        let prefix_len = total - rolled;
+        let mut prefix = vec![0u8; prefix_len];
+        let id_bytes = id.to_be_bytes();
+        let n = prefix_len.min(4);
+        match kind {
+            Kind::Standard => prefix[prefix_len - n..].copy_from_slice(&id_bytes[8 - n..]),
+            Kind::Extended => prefix[..n].copy_from_slice(&id_bytes[8 - n..]),
+        }
+        let mut channel = Channel::new(
+            self.engine.channel_config.clone(),
+            prefix.clone(),
+            rolled,
+            start,
+            now,
+        );
+        channel.set_version_mask(self.config.version_mask);
+        // Vardiff never goes easier than the miner's maximum target.
+        channel.set_minimum(Difficulty::from_target(max_target), now);
+        let worker = self.engine.attach_worker(user, now);
+        let channel_id = self.next_channel;
+        self.next_channel += 1;
+        let target = channel.target();
+        self.channels.insert(
+            channel_id,
+            Sv2Channel {
+                kind,
+                channel,
+                worker,
+                payout,
+                sent_target: target,
+                pending: Pending::default(),
+            },
+        );
+        self.target_event(channel_id, target);
+        (channel_id, prefix)
+    }
+
+    fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Millis) {
+        let opened = self.admit(&o.user_identity).and_then(|payout| {
+            let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            Ok((payout, d))
+        });
+        let (payout, d) = match opened {
+            Ok(x) => x,
+            Err(code) => return self.open_error(o.request_id, code),
+        };
+        let (channel_id, prefix) = self.new_channel(
+            Kind::Standard,
+            &o.user_identity,
+            payout,
+            o.max_target,
+            d,
+            now,
+        );
+        let target = self.channels[&channel_id].channel.target();
+        self.out.push(
+            OpenStandardMiningChannelSuccess {
+                request_id: o.request_id,
+                channel_id,
+                target,
+                extranonce_prefix: prefix,
+                group_channel_id: self.group_channel,
+            }
+            .into(),
+        );
+        self.first_job(channel_id, now);
+    }
+
+    fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Millis) {
+        let opened = self.admit(&o.user_identity).and_then(|payout| {
+            if usize::from(o.min_extranonce_size) > self.config.extended_extranonce_size {
+                return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
+            }
+            let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            Ok((payout, d))
+        });
+        let (payout, d) = match opened {
+            Ok(x) => x,
+            Err(code) => return self.open_error(o.request_id, code),
+        };
+        let (channel_id, prefix) = self.new_channel(
+            Kind::Extended,
+            &o.user_identity,
+            payout,
+            o.max_target,
+            d,
+            now,
+        );
+        let c = &self.channels[&channel_id].channel;
+        self.out.push(
+            OpenExtendedMiningChannelSuccess {
+                request_id: o.request_id,
+                channel_id,
+                target: c.target(),
+                extranonce_size: c.extranonce_len() as u16,
+                extranonce_prefix: prefix,
+                // Extended channels are not grouped: each gets its own jobs.
+                group_channel_id: 0,
+            }
+            .into(),
+        );
+        self.first_job(channel_id, now);
+    }
+
+    fn open_error(&mut self, request_id: u32, code: &str) {
+        self.out.push(
+            OpenMiningChannelError {
+                request_id,
+                error_code: code.into(),
+            }
+            .into(),
+        );
+    }
+
+    fn update_channel(&mut self, u: UpdateChannel, now: Millis) {
+        if !self.channels.contains_key(&u.channel_id) {
+            return self.out.push(
+                UpdateChannelError {
+                    channel_id: u.channel_id,
+                    error_code: error_code::INVALID_CHANNEL_ID.into(),
+                }
+                .into(),
+            );
+        }
+        let d = match self.start_difficulty(u.nominal_hash_rate, u.maximum_target) {
+            Ok(d) => d,
+            Err(code) => {
+                return self.out.push(
+                    UpdateChannelError {
+                        channel_id: u.channel_id,
+                        error_code: code.into(),
+                    }
+                    .into(),
+                )
+            }
+        };
+        let c = self.channels.get_mut(&u.channel_id).expect("checked");
+        c.channel
+            .set_minimum(Difficulty::from_target(u.maximum_target), now);
+        c.channel.set_difficulty(d, now);
+        self.send_target_if_changed(u.channel_id);
+    }
+
+    fn close_channel(&mut self, c: CloseChannel, now: Millis) {
+        self.flush();
+        if let Some(ch) = self.channels.remove(&c.channel_id) {
+            tracing::debug!(conn = self.conn, channel = c.channel_id, reason = %c.reason_code, "sv2: channel closed");
+            self.engine.detach_worker(&ch.worker, now);
+        }
+    }
+
+    // ---- Jobs -------------------------------------------------------------------------------
+
+    /// New work for every channel, or none (`None`: the pool stopped serving).
+    pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
+        if let Some(r) = &mut self.records {
+            r.flush();
+        }
+        let Some(g) = g else { return };
+        if self.sent_generation == Some(g.id) {
+            return;
+        }
+        self.sent_generation = Some(g.id);
+        let mut ids: Vec<u32> = self.channels.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.send_job(id, g, g.clean, now);
+        }
+    }
+
+    fn first_job(&mut self, channel_id: u32, now: Millis) {
+        if let Some(g) = self.engine.current() {
+            self.sent_generation = Some(g.id);
+            // A channel's first job always comes as future job + SetNewPrevHash.
+            self.send_job(channel_id, &g, true, now);
+        }
+    }
+
+    /// A job of `g` for one channel: future plus `SetNewPrevHash` on a new tip (`clean`),
+    /// otherwise active at once.
+    fn send_job(&mut self, channel_id: u32, g: &Arc<Generation>, clean: bool, now: Millis) {
+        let Some(c) = self.channels.get_mut(&channel_id) else {
+            return;
+        };
+        let job = match g.job(&c.payout) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(conn = self.conn, error = %e, "cannot build job");
+                return;
+            }
+        };
+        let job_id = self.next_job;
+        self.next_job = self.next_job.wrapping_add(1).max(1);
+        let min_ntime = (!clean).then_some(job.ntime);
+        let msg: Message = match c.kind {
+            Kind::Standard => {
+                let Ok(txid) = job.coinbase.txid(c.channel.extranonce_prefix()) else {
+                    tracing::error!(
+                        conn = self.conn,
+                        "standard channel prefix does not fill the extranonce"
+                    );
+                    return;
+                };
+                NewMiningJob {
+                    channel_id,
+                    job_id,
+                    min_ntime,
+                    version: job.version,
+                    merkle_root: merkle_root_from_branch(txid, &job.merkle_branch).0,
+                }
+                .into()
+            }
+            Kind::Extended => NewExtendedMiningJob {
+                channel_id,
+                job_id,
+                min_ntime,
+                version: job.version,
+                version_rolling_allowed: self.config.version_mask != 0,
+                merkle_path: job.merkle_branch.iter().map(|h| h.0).collect(),
+                coinbase_tx_prefix: job.coinbase.prefix.clone(),
+                coinbase_tx_suffix: job.coinbase.suffix.clone(),
+            }
+            .into(),
+        };
+        self.out.push(msg);
+        c.channel.issue(job.clone(), u64::from(job_id), now);
+        let target = c.channel.target();
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(JobSent {
+                conn: self.conn,
+                channel: Some(channel_id),
+                job_id: JobId::Num(u64::from(job_id)),
+                template_id: Some(job.generation),
+                fingerprint: (!clean).then_some(job.fingerprint),
+                prev_hash: (!clean).then_some(job.prev_hash),
+                target,
+                clean,
+                future: clean,
+            });
+        }
+        if clean {
+            self.out.push(
+                SetNewPrevHash {
+                    channel_id,
+                    job_id,
+                    prev_hash: job.prev_hash.0,
+                    min_ntime: job.ntime,
+                    nbits: job.bits.0,
+                }
+                .into(),
+            );
+            if self.engine.events.is_enabled() {
+                self.engine.events.emit(JobActivated {
+                    conn: self.conn,
+                    channel: Some(channel_id),
+                    job_id: JobId::Num(u64::from(job_id)),
+                    prev_hash: job.prev_hash,
+                    fingerprint: Some(job.fingerprint),
+                });
+            }
+        }
+    }
+
+    /// Vardiff for quiet miners.
+    pub fn on_tick(&mut self, now: Millis) {
+        if let Some(r) = &mut self.records {
+            r.flush();
+        }
+        let ids: Vec<u32> = self.channels.keys().copied().collect();
+        for id in ids {
+            let c = self.channels.get_mut(&id).expect("listed");
+            if c.channel.on_tick(now).is_some() {
+                self.engine.stats.vardiff_changed();
+                self.send_target_if_changed(id);
+            }
+        }
+    }
+
+    fn send_target_if_changed(&mut self, channel_id: u32) {
+        let Some(c) = self.channels.get_mut(&channel_id) else {
+            return;
+        };
+        let target = c.channel.target();
+        if target == c.sent_target {
+            return;
+        }
+        c.sent_target = target;
+        self.out.push(
+            SetTarget {
+                channel_id,
+                maximum_target: target,
+            }
+            .into(),
+        );
+        self.target_event(channel_id, target);
+    }
+
+    fn target_event(&self, channel_id: u32, target: Target) {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(TargetChanged {
+                conn: self.conn,
+                channel: Some(channel_id),
+                target,
+            });
+        }
+    }
+
+    // ---- Shares -----------------------------------------------------------------------------
+
+    fn submit_standard(&mut self, s: SubmitSharesStandard, now: Millis) {
+        self.submit(
+            s.channel_id,
+            s.sequence_number,
+            s.job_id,
+            &[],
+            s.ntime,
+            s.nonce,
+            s.version,
+            Kind::Standard,
+            now,
+        );
+    }
+
+    fn submit_extended(&mut self, s: SubmitSharesExtended, now: Millis) {
+        self.submit(
+            s.channel_id,
+            s.sequence_number,
+            s.job_id,
+            &s.extranonce,
+            s.ntime,
+            s.nonce,
+            s.version,
+            Kind::Extended,
+            now,
+        );
+    }
+
+    /// Judges one share; accepted ones are acknowledged in batches, rejected ones at once
+    /// (after the batch before them, so sequence numbers stay in order). Nothing is allocated
+    /// or reference-counted per accepted share.
+    #[allow(clippy::too_many_arguments)]
+    fn submit(
+        &mut self,
+        channel_id: u32,
+        seq: u32,
+        job_id: u32,
+        extranonce: &[u8],
+        ntime: u32,
+        nonce: u32,
+        version: u32,
+        kind: Kind,
+        now: Millis,
+    ) -> Verdict {
+        let Some(c) = self
+            .channels
+            .get_mut(&channel_id)
+            .filter(|c| c.kind == kind)
+        else {
+            self.engine.rejected_on_channel(
+                self.conn,
+                channel_id,
+                u64::from(seq),
+                job_id,
+                None,
+                Reason::Other,
+                nonce,
+                0.0,
+                now,
+            );
+            self.rejected_in_a_row = self.rejected_in_a_row.saturating_add(1);
+            self.share_error(channel_id, seq, error_code::INVALID_CHANNEL_ID);
+            return Verdict::Rejected(Reason::Other);
+        };
+        let engine = &self.engine;
+        let conn = self.conn;
+        // The version must keep the job's bits outside the rolling mask.
+        let mask = c.channel.version_mask();
+        let rolled_outside = c
+            .channel
+            .latest_job()
+            .filter(|j| j.wire_id == u64::from(job_id))
+            .or_else(|| {
+                c.channel
+                    .jobs()
+                    .filter(|j| j.wire_id == u64::from(job_id))
+                    .last()
+            })
+            .is_some_and(|j| (version ^ j.job.version) & !mask != 0);
+        let sub = Submission {
+            wire_id: u64::from(job_id),
+            extranonce,
+            ntime,
+            nonce,
+            version_bits: Some(version & mask),
+        };
+        let verdict = if rolled_outside {
+            Err(Reject::VersionBits)
+        } else {
+            match c.channel.submit(&sub, engine.epoch(), now) {
+                Err(r) => Err(r),
+                Ok(a) => {
+                    if a.block {
+                        let solution = Solution {
+                            extranonce_prefix: a.extranonce_prefix,
+                            extranonce,
+                            version: u32::from_le_bytes([
+                                a.header[0],
+                                a.header[1],
+                                a.header[2],
+                                a.header[3],
+                            ]),
+                            ntime,
+                            nonce,
+                        };
+                        engine.found_block(
+                            a.job,
+                            &solution,
+                            &a.header,
+                            a.hash,
+                            conn,
+                            Some(&c.worker),
+                            now,
+                        );
+                    }
+                    if self.records.is_none() {
+                        self.records = engine.share_batch();
+                    }
+                    let stored = engine.accepted_on_channel(
+                        conn,
+                        channel_id,
+                        u64::from(seq),
+                        job_id,
+                        &c.worker,
+                        &a,
+                        nonce,
+                        now,
+                        self.records.as_mut(),
+                    );
+                    let credited = a.credited.as_f64();
+                    let retarget = a.retarget.is_some();
+                    match stored {
+                        Ok(()) => Ok((credited, retarget)),
+                        Err(_) => {
+                            // Never acknowledge a share the store did not take.
+                            self.share_error(channel_id, seq, error_code::INVALID_SHARE);
+                            return Verdict::Rejected(Reason::Other);
+                        }
+                    }
+                }
+            }
+        };
+        match verdict {
+            Ok((credited, retarget)) => {
+                self.rejected_in_a_row = 0;
+                let batch = self.config.success_batch.max(1);
+                let c = self.channels.get_mut(&channel_id).expect("judged");
+                c.pending.last_seq = seq;
+                c.pending.count += 1;
+                c.pending.sum += credited;
+                if c.pending.count >= batch {
+                    self.flush_channel(channel_id);
+                }
+                if retarget {
+                    self.engine.stats.vardiff_changed();
+                    self.flush_channel(channel_id);
+                    self.send_target_if_changed(channel_id);
+                }
+                Verdict::Accepted
+            }
+            Err(r) => {
+                let c = &self.channels[&channel_id];
+                self.engine.rejected_on_channel(
+                    self.conn,
+                    channel_id,
+                    u64::from(seq),
+                    job_id,
+                    Some(&c.worker),
+                    r.reason(),
+                    nonce,
+                    c.channel.difficulty().as_f64(),
+                    now,
+                );
+                if r != Reject::Stale {
+                    self.rejected_in_a_row = self.rejected_in_a_row.saturating_add(1);
+                }
+                self.share_error(channel_id, seq, reject_code(r));
+                Verdict::Rejected(r.reason())
+            }
+        }
+    }
+
+    fn share_error(&mut self, channel_id: u32, seq: u32, code: &str) {
+        self.flush_channel(channel_id);
+        self.out.push(
+            SubmitSharesError {
+                channel_id,
+                sequence_number: seq,
+                error_code: code.into(),
+            }
+            .into(),
+        );
+    }
+
+    fn flush_channel(&mut self, channel_id: u32) {
+        let Some(c) = self.channels.get_mut(&channel_id) else {
+            return;
+        };
+        let p = std::mem::take(&mut c.pending);
+        if p.count == 0 {
+            return;
+        }
+        self.out.push(
+            SubmitSharesSuccess {
+                channel_id,
+                last_sequence_number: p.last_seq,
+                new_submits_accepted_count: p.count,
+                // Difficulty below 1 rounds up: an accepted share never counts as nothing.
+                new_shares_sum: p.sum.ceil() as u64,
+            }
+            .into(),
+        );
+    }
+
+    /// Acknowledges every accepted share not yet acknowledged (the shell calls it after each
+    /// read).
+    pub fn flush(&mut self) {
+        let mut ids: Vec<u32> = self
+            .channels
+            .iter()
+            .filter(|(_, c)| c.pending.count > 0)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.flush_channel(id);
+        }
+    }
+
+    /// The connection ended: the workers leave the list.
+    pub fn closed(&mut self, now: Millis) {
+        if let Some(r) = &mut self.records {
+            r.flush();
+        }
+        for (_, c) in self.channels.drain() {
+            self.engine.detach_worker(&c.worker, now);
+        }
+        self.engine.stats.connection_closed();
+    }
+}
+
+/// The spec's `SubmitShares.Error` code for an engine verdict.
+pub fn reject_code(r: Reject) -> &'static str {
+    match r {
+        Reject::UnknownJob => error_code::INVALID_JOB_ID,
+        Reject::Stale => error_code::STALE_SHARE,
+        Reject::Duplicate => error_code::DUPLICATE_SHARE,
+        Reject::LowDifficulty => error_code::DIFFICULTY_TOO_LOW,
+        Reject::ExtranonceSize => error_code::BAD_EXTRANONCE_SIZE,
+        Reject::VersionBits => error_code::VERSION_ROLLING_NOT_ALLOWED,
+        Reject::NtimeOutOfRange => error_code::INVALID_SHARE,
+    }
+}

@@ -1,0 +1,208 @@
+//! The tokio shell of the Template Distribution client: one connection at a time to the
+//! provider, reconnected with capped backoff. Its health is kept as the node feed's
+//! ([`NodeHealth`]), so the pool stops handing out work when the provider is gone exactly as
+//! when bitcoind is.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use noise_sv2::Initiator;
+use sv2::messages::template_distribution::SubmitSolution;
+use sv2::{Limits, Message, NoiseConn, TransportError};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::session::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
+use crate::node::{Backoff, NodeHealth};
+
+#[derive(Clone, Debug)]
+pub struct TpConfig {
+    pub addr: SocketAddr,
+    /// The provider's authority public key its certificate must be signed with; `None`
+    /// accepts any (as the reference roles do without `tp_authority_public_key`).
+    pub authority: Option<[u8; 32]>,
+    pub session: TpSessionConfig,
+    pub retry: Backoff,
+    pub connect_timeout: Duration,
+    /// No template for this long (while connected) makes the provider stale; zero: never.
+    /// A provider sends templates only when they change, so this is off by default.
+    pub stale_after: Duration,
+    pub limits: Limits,
+}
+
+impl TpConfig {
+    pub fn new(addr: SocketAddr) -> TpConfig {
+        TpConfig {
+            addr,
+            authority: None,
+            session: TpSessionConfig::default(),
+            retry: Backoff::default(),
+            connect_timeout: Duration::from_secs(5),
+            stale_after: Duration::ZERO,
+            limits: Limits::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum ConnError {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("connect timed out")]
+    ConnectTimeout,
+    #[error("{0}")]
+    Transport(#[from] TransportError),
+    #[error("{0}")]
+    Session(#[from] TpSessionError),
+    #[error("invalid authority key")]
+    AuthorityKey,
+}
+
+/// A running client. Dropping it stops the task.
+pub struct TpFeed {
+    works: watch::Receiver<Option<TpWork>>,
+    health: Arc<NodeHealth>,
+    solutions: mpsc::UnboundedSender<SubmitSolution>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl TpFeed {
+    pub fn spawn(config: TpConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> TpFeed {
+        let health = Arc::new(NodeHealth::new(config.stale_after));
+        let (tx, works) = watch::channel(None);
+        let (solutions, solutions_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(config, health.clone(), tx, solutions_rx, shutdown));
+        TpFeed {
+            works,
+            health,
+            solutions,
+            task: Some(task),
+        }
+    }
+
+    /// The latest minable template (kept when the provider goes away; whether to serve it is
+    /// the health's to say).
+    pub fn works(&self) -> watch::Receiver<Option<TpWork>> {
+        self.works.clone()
+    }
+
+    pub fn health(&self) -> Arc<NodeHealth> {
+        self.health.clone()
+    }
+
+    /// Where found blocks go: sent on the current connection (the provider's template ids are
+    /// per connection, so a solution is never carried over to the next one).
+    pub fn solutions(&self) -> mpsc::UnboundedSender<SubmitSolution> {
+        self.solutions.clone()
+    }
+
+    /// Waits for the task to end (after `shutdown` resolved).
+    pub async fn stopped(mut self) {
+        if let Some(task) = self.task.take() {
+            if let Err(e) = task.await {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
+        }
+    }
+}
+
+impl Drop for TpFeed {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+async fn run(
+    config: TpConfig,
+    health: Arc<NodeHealth>,
+    tx: watch::Sender<Option<TpWork>>,
+    mut solutions: mpsc::UnboundedReceiver<SubmitSolution>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut delays = config.retry.start();
+    loop {
+        let mut served = false;
+        let ended = tokio::select! {
+            _ = &mut shutdown => return,
+            r = connection(&config, &health, &tx, &mut solutions, &mut served) => r,
+        };
+        if served {
+            delays.reset();
+        }
+        let error = match ended {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        // Whatever happened, the templates of that connection are no longer minable through it.
+        health.record_failure(Instant::now(), true, &error.to_string());
+        let wait = delays.next_delay();
+        tracing::warn!(tp = %config.addr, error = %error, retry_in = ?wait, "template provider connection lost");
+        // Solutions queued meanwhile name templates of a connection that is gone.
+        while let Ok(s) = solutions.try_recv() {
+            tracing::error!(
+                template_id = s.template_id,
+                "tp: block found but no connection to submit it on"
+            );
+        }
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// One connection, until it fails. `Ok` only when the solution channel closed (the pool is
+/// stopping).
+async fn connection(
+    config: &TpConfig,
+    health: &NodeHealth,
+    tx: &watch::Sender<Option<TpWork>>,
+    solutions: &mut mpsc::UnboundedReceiver<SubmitSolution>,
+    served: &mut bool,
+) -> Result<(), ConnError> {
+    let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(config.addr))
+        .await
+        .map_err(|_| ConnError::ConnectTimeout)?
+        .map_err(ConnError::Connect)?;
+    let initiator = match config.authority {
+        Some(k) => Initiator::from_raw_k(k).map_err(|_| ConnError::AuthorityKey)?,
+        None => Initiator::without_pk().map_err(|_| ConnError::AuthorityKey)?,
+    };
+    let mut conn = NoiseConn::connect(stream, initiator, config.limits).await?;
+    let mut session = TpSession::new(config.session.clone());
+    conn.send_message(&session.setup_connection()).await?;
+    let mut last_prev = tx.borrow().as_ref().map(|w| w.template.prev_hash);
+    loop {
+        tokio::select! {
+            m = conn.read_message() => {
+                let Some(m) = m? else { continue };
+                for out in session.on_message(m)? {
+                    match out {
+                        Output::Send(m) => conn.send_message(&m).await?,
+                        Output::Work(w) => {
+                            let new_tip = last_prev != Some(w.template.prev_hash);
+                            last_prev = Some(w.template.prev_hash);
+                            health.record_template(Instant::now(), w.template.height, new_tip);
+                            *served = true;
+                            tracing::debug!(template_id = w.tdp.template_id, height = w.template.height, new_tip, "tp: template");
+                            tx.send_replace(Some(w));
+                        }
+                    }
+                }
+            }
+            s = solutions.recv() => {
+                let Some(s) = s else { return Ok(()) };
+                tracing::info!(template_id = s.template_id, "tp: SubmitSolution");
+                conn.send_message(&Message::from(s)).await?;
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! Templates from an SV2 Template Provider (Template Distribution Protocol): the pool's other
+//! job source besides bitcoind's `getblocktemplate`.
+//!
+//! - [`session`]: one connection's client side as a sans-IO machine (setup, coinbase
+//!   constraints, pairing `NewTemplate` with `SetNewPrevHash` into [`TpWork`]);
+//! - [`feed`]: the tokio shell (connect, Noise initiator, reconnect with capped backoff,
+//!   health as the node feed keeps it, `SubmitSolution` for found blocks).
+
+pub mod feed;
+pub mod session;
+
+pub use feed::{TpConfig, TpFeed};
+pub use session::{
+    solution_from_block, Output, TpSession, TpSessionConfig, TpSessionError, TpWork,
+};

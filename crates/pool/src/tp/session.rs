@@ -1,0 +1,279 @@
+//! The Template Distribution client's protocol, sans-IO: messages in, messages out and the
+//! templates the pool may build work on.
+//!
+//! A provider sends a `NewTemplate` marked future ahead of the `SetNewPrevHash` that activates
+//! it, and non-future templates for the tip it already announced. Both become a [`TpWork`] the
+//! moment they are minable: the future one at its `SetNewPrevHash`, the other at once.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use primitives::bitcoin::Amount;
+use primitives::coinbase::parse_bip34_height;
+use primitives::{CompactTarget, Hash256};
+use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::template_distribution::{
+    CoinbaseOutputConstraints, NewTemplate, SetNewPrevHash, SubmitSolution,
+};
+use sv2::messages::{Common, TemplateDistribution};
+use sv2::Message;
+
+use crate::template::{TdpTemplate, Template};
+
+#[derive(Clone, Debug)]
+pub struct TpSessionConfig {
+    /// Room our coinbase outputs need beyond the provider's: the payout output.
+    pub coinbase_output_max_additional_size: u32,
+    pub coinbase_output_max_additional_sigops: u16,
+    /// Sent in `SetupConnection`.
+    pub endpoint_host: String,
+    pub endpoint_port: u16,
+    /// Future templates kept while waiting for their `SetNewPrevHash`.
+    pub max_future_templates: usize,
+}
+
+impl Default for TpSessionConfig {
+    fn default() -> Self {
+        TpSessionConfig {
+            // One output: value (8), script length (1), a script of at most 34 bytes (P2WSH,
+            // P2TR), with room for a P2PKH/P2SH too.
+            coinbase_output_max_additional_size: 43,
+            coinbase_output_max_additional_sigops: 4,
+            endpoint_host: String::new(),
+            endpoint_port: 0,
+            max_future_templates: 16,
+        }
+    }
+}
+
+/// A minable template from the provider.
+#[derive(Clone, Debug)]
+pub struct TpWork {
+    pub template: Arc<Template>,
+    pub tdp: Arc<TdpTemplate>,
+}
+
+#[derive(Debug)]
+pub enum Output {
+    Send(Message),
+    Work(TpWork),
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TpSessionError {
+    #[error("provider refused SetupConnection: {0}")]
+    SetupRefused(String),
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    AwaitSetup,
+    Ready,
+}
+
+/// The tip the provider announced last.
+#[derive(Clone, Copy, Debug)]
+struct Tip {
+    prev_hash: Hash256,
+    header_timestamp: u32,
+    bits: CompactTarget,
+}
+
+pub struct TpSession {
+    cfg: TpSessionConfig,
+    phase: Phase,
+    tip: Option<Tip>,
+    future: VecDeque<NewTemplate>,
+}
+
+impl TpSession {
+    pub fn new(cfg: TpSessionConfig) -> TpSession {
+        TpSession {
+            cfg,
+            phase: Phase::AwaitSetup,
+            tip: None,
+            future: VecDeque::new(),
+        }
+    }
+
+    /// What opens the connection.
+    pub fn setup_connection(&self) -> Message {
+        SetupConnection {
+            protocol: protocol::TEMPLATE_DISTRIBUTION,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            // Template Distribution defines no flags.
+            flags: 0,
+            endpoint_host: self.cfg.endpoint_host.clone(),
+            endpoint_port: self.cfg.endpoint_port,
+            vendor: "stratumlab".into(),
+            hardware_version: String::new(),
+            firmware: env!("CARGO_PKG_VERSION").into(),
+            device_id: "pool".into(),
+        }
+        .into()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.phase == Phase::Ready
+    }
+
+    pub fn on_message(&mut self, m: Message) -> Result<Vec<Output>, TpSessionError> {
+        match (self.phase, m) {
+            (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
+                self.phase = Phase::Ready;
+                Ok(vec![Output::Send(
+                    CoinbaseOutputConstraints {
+                        coinbase_output_max_additional_size: self
+                            .cfg
+                            .coinbase_output_max_additional_size,
+                        coinbase_output_max_additional_sigops: self
+                            .cfg
+                            .coinbase_output_max_additional_sigops,
+                    }
+                    .into(),
+                )])
+            }
+            (Phase::AwaitSetup, Message::Common(Common::SetupConnectionError(e))) => {
+                Err(TpSessionError::SetupRefused(e.error_code))
+            }
+            (Phase::AwaitSetup, other) => Err(TpSessionError::Protocol(format!(
+                "{} before SetupConnection.Success",
+                other.name()
+            ))),
+            (Phase::Ready, Message::TemplateDistribution(m)) => Ok(self.on_tdp(m)),
+            (Phase::Ready, other) => Err(TpSessionError::Protocol(format!(
+                "unexpected {}",
+                other.name()
+            ))),
+        }
+    }
+
+    fn on_tdp(&mut self, m: TemplateDistribution) -> Vec<Output> {
+        match m {
+            TemplateDistribution::NewTemplate(t) if t.future_template => {
+                if self.future.len() >= self.cfg.max_future_templates.max(1) {
+                    self.future.pop_front();
+                }
+                self.future.push_back(t);
+                Vec::new()
+            }
+            TemplateDistribution::NewTemplate(t) => match self.tip {
+                Some(tip) => vec![Output::Work(work(&t, tip))],
+                None => {
+                    tracing::warn!(
+                        template_id = t.template_id,
+                        "tp: non-future template before any SetNewPrevHash; ignored"
+                    );
+                    Vec::new()
+                }
+            },
+            TemplateDistribution::SetNewPrevHash(p) => self.on_prev_hash(p),
+            // Transaction data is not needed to mine; anything else is the client's to send.
+            other => {
+                tracing::debug!(message = other.name(), "tp: ignored");
+                Vec::new()
+            }
+        }
+    }
+
+    fn on_prev_hash(&mut self, p: SetNewPrevHash) -> Vec<Output> {
+        let tip = Tip {
+            prev_hash: Hash256(p.prev_hash),
+            header_timestamp: p.header_timestamp,
+            bits: CompactTarget(p.n_bits),
+        };
+        self.tip = Some(tip);
+        let activated = self
+            .future
+            .iter()
+            .position(|t| t.template_id == p.template_id)
+            .and_then(|i| self.future.remove(i));
+        // Future templates are built on the tip before this one: none of them can activate now.
+        self.future.clear();
+        match activated {
+            Some(t) => vec![Output::Work(work(&t, tip))],
+            None => {
+                tracing::warn!(
+                    template_id = p.template_id,
+                    "tp: SetNewPrevHash names no future template we hold"
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// The message carrying a found block back to the provider.
+    pub fn submit_solution(
+        tdp: &TdpTemplate,
+        version: u32,
+        header_timestamp: u32,
+        header_nonce: u32,
+        coinbase_tx: Vec<u8>,
+    ) -> SubmitSolution {
+        SubmitSolution {
+            template_id: tdp.template_id,
+            version,
+            header_timestamp,
+            header_nonce,
+            coinbase_tx,
+        }
+    }
+}
+
+fn work(t: &NewTemplate, tip: Tip) -> TpWork {
+    let tdp = TdpTemplate {
+        template_id: t.template_id,
+        coinbase_tx_version: t.coinbase_tx_version,
+        coinbase_prefix: t.coinbase_prefix.clone(),
+        coinbase_tx_input_sequence: t.coinbase_tx_input_sequence,
+        coinbase_tx_value_remaining: t.coinbase_tx_value_remaining,
+        coinbase_tx_outputs_count: t.coinbase_tx_outputs_count,
+        coinbase_tx_outputs: t.coinbase_tx_outputs.clone(),
+        coinbase_tx_locktime: t.coinbase_tx_locktime,
+        merkle_path: t.merkle_path.iter().map(|h| Hash256(*h)).collect(),
+    };
+    let template = Template {
+        height: parse_bip34_height(&t.coinbase_prefix).unwrap_or(0),
+        prev_hash: tip.prev_hash,
+        version: t.version,
+        bits: tip.bits,
+        // The provider's SetNewPrevHash time is the earliest the header may carry.
+        curtime: tip.header_timestamp,
+        mintime: tip.header_timestamp,
+        coinbase_value: Amount::from_sat(t.coinbase_tx_value_remaining),
+        // The commitment is among the provider's required outputs.
+        witness_commitment: None,
+        transactions: Vec::new().into(),
+        longpoll_id: None,
+    };
+    TpWork {
+        template: Arc::new(template),
+        tdp: Arc::new(tdp),
+    }
+}
+
+/// `SubmitSolution` for a block the engine assembled on a provider template (header, a count
+/// of one, the coinbase with its witness): the header's version, time and nonce, and the
+/// coinbase. `None` when the block is not that shape.
+pub fn solution_from_block(tdp: &TdpTemplate, block: &[u8]) -> Option<SubmitSolution> {
+    let header = block.get(..80)?;
+    // The transaction count of a block of one transaction is the single byte 1.
+    if block.get(80) != Some(&1) || block.len() <= 81 {
+        return None;
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&header[at..at + 4]);
+        u32::from_le_bytes(w)
+    };
+    Some(TpSession::submit_solution(
+        tdp,
+        word(0),
+        word(68),
+        word(76),
+        block[81..].to_vec(),
+    ))
+}

@@ -1,0 +1,512 @@
+//! The SV2 front end's sans-IO session over the engine: setup, channels, jobs, shares.
+
+#[allow(dead_code)]
+mod support;
+
+use std::sync::Arc;
+
+use pool::sv2::{Session, Sv2Config};
+use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Target};
+use support::*;
+use sv2::messages::common::{mining_flags, SetupConnection};
+use sv2::messages::mining::{
+    CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
+    OpenExtendedMiningChannelSuccess, OpenStandardMiningChannel, OpenStandardMiningChannelSuccess,
+    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard,
+    SubmitSharesSuccess, UpdateChannel,
+};
+use sv2::messages::{Common, Mining};
+use sv2::Message;
+
+fn setup(protocol: u8, flags: u32) -> Message {
+    SetupConnection {
+        protocol,
+        min_version: 2,
+        max_version: 2,
+        flags,
+        endpoint_host: "127.0.0.1".into(),
+        endpoint_port: 3336,
+        vendor: "test".into(),
+        hardware_version: String::new(),
+        firmware: String::new(),
+        device_id: "d1".into(),
+    }
+    .into()
+}
+
+/// The easiest target there is: the channel's difficulty decides.
+fn any_target() -> Target {
+    Target::from_le_bytes(&[0xff; 32])
+}
+
+fn session(lab: &Lab) -> Session {
+    let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
+    s.on_message(setup(0, mining_flags::REQUIRES_VERSION_ROLLING), T0);
+    assert!(matches!(
+        &s.take_output()[..],
+        [Message::Common(Common::SetupConnectionSuccess(ok))] if ok.used_version == 2 && ok.flags == 0
+    ));
+    s
+}
+
+fn open_standard(s: &mut Session, request_id: u32, max_target: Target) -> Vec<Message> {
+    s.on_message(
+        OpenStandardMiningChannel {
+            request_id,
+            user_identity: "alice.rig1".into(),
+            nominal_hash_rate: 0.0,
+            max_target,
+        }
+        .into(),
+        T0,
+    );
+    s.take_output()
+}
+
+/// A standard channel's state as its miner knows it.
+struct StdMiner {
+    channel_id: u32,
+    target: Target,
+    prefix: Vec<u8>,
+    job: NewMiningJob,
+    prev: SetNewPrevHash,
+    seq: u32,
+    nonce: u32,
+}
+
+impl StdMiner {
+    fn open(s: &mut Session) -> StdMiner {
+        let out = open_standard(s, 7, any_target());
+        let [Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+            &out[..]
+        else {
+            panic!("open reply, future job, prev hash: {out:?}");
+        };
+        let OpenStandardMiningChannelSuccess {
+            request_id,
+            channel_id,
+            target,
+            extranonce_prefix,
+            group_channel_id,
+        } = ok.clone();
+        assert_eq!(request_id, 7);
+        assert_ne!(group_channel_id, 0, "standard channels are grouped");
+        assert_eq!(job.min_ntime, None, "the first job is a future job");
+        assert_eq!((job.channel_id, prev.channel_id), (channel_id, channel_id));
+        assert_eq!(prev.job_id, job.job_id);
+        StdMiner {
+            channel_id,
+            target,
+            prefix: extranonce_prefix,
+            job: job.clone(),
+            prev: prev.clone(),
+            seq: 0,
+            nonce: 0,
+        }
+    }
+
+    fn header(&self, nonce: u32) -> [u8; 80] {
+        let mut h = [0u8; 80];
+        h[0..4].copy_from_slice(&self.job.version.to_le_bytes());
+        h[4..36].copy_from_slice(&self.prev.prev_hash);
+        h[36..68].copy_from_slice(&self.job.merkle_root);
+        h[68..72].copy_from_slice(&self.prev.min_ntime.to_le_bytes());
+        h[72..76].copy_from_slice(&self.prev.nbits.to_le_bytes());
+        h[76..80].copy_from_slice(&nonce.to_le_bytes());
+        h
+    }
+
+    /// The next nonce whose hash `want`s.
+    fn grind(&mut self, want: impl Fn(&Hash256) -> bool) -> (u32, Hash256) {
+        loop {
+            let n = self.nonce;
+            self.nonce += 1;
+            let hash = sha256d(&self.header(n));
+            if want(&hash) {
+                return (n, hash);
+            }
+        }
+    }
+
+    fn share(&mut self, nonce: u32) -> Message {
+        self.seq += 1;
+        SubmitSharesStandard {
+            channel_id: self.channel_id,
+            sequence_number: self.seq,
+            job_id: self.job.job_id,
+            nonce,
+            ntime: self.prev.min_ntime,
+            version: self.job.version,
+        }
+        .into()
+    }
+}
+
+fn successes(out: &[Message]) -> Vec<SubmitSharesSuccess> {
+    out.iter()
+        .filter_map(|m| match m {
+            Message::Mining(Mining::SubmitSharesSuccess(s)) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn errors(out: &[Message]) -> Vec<SubmitSharesError> {
+    out.iter()
+        .filter_map(|m| match m {
+            Message::Mining(Mining::SubmitSharesError(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn setup_answers_the_specs_errors_and_closes() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let cases = [
+        (setup(2, 0), "unsupported-protocol", 0),
+        (
+            setup(0, mining_flags::REQUIRES_WORK_SELECTION | 1),
+            "unsupported-feature-flags",
+            mining_flags::REQUIRES_WORK_SELECTION,
+        ),
+    ];
+    for (m, code, flags) in cases {
+        let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
+        s.on_message(m, T0);
+        let out = s.take_output();
+        assert!(
+            matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))] if e.error_code == code && e.flags == flags),
+            "{out:?}"
+        );
+        assert!(s.wants_close().is_some());
+    }
+    // Mining before setup is a protocol error.
+    let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
+    open_standard(&mut s, 1, any_target());
+    assert_eq!(s.wants_close().map(|c| c.reason()), Some("protocol"));
+    // Standard jobs and version rolling are both fine.
+    let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
+    s.on_message(
+        setup(
+            0,
+            mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
+        ),
+        T0,
+    );
+    assert!(matches!(
+        &s.take_output()[..],
+        [Message::Common(Common::SetupConnectionSuccess(_))]
+    ));
+}
+
+#[test]
+fn standard_channel_jobs_commit_to_the_channels_own_coinbase() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let mut s = session(&lab);
+    let a = StdMiner::open(&mut s);
+    let b = StdMiner::open(&mut s);
+    let mut other = session(&lab);
+    let c = StdMiner::open(&mut other);
+    // The whole extranonce is the channel's, unique across channels and connections.
+    assert_eq!(a.prefix.len(), 8);
+    assert!(a.prefix != b.prefix && a.prefix != c.prefix && b.prefix != c.prefix);
+    assert_ne!(a.job.merkle_root, b.job.merkle_root);
+    // The root is the channel's coinbase (prefix in place) up the template's branch.
+    let job = s
+        .channel(a.channel_id)
+        .unwrap()
+        .latest_job()
+        .unwrap()
+        .job
+        .clone();
+    let txid = job.coinbase.txid(&a.prefix).unwrap();
+    assert_eq!(
+        merkle_root_from_branch(txid, &job.merkle_branch).0,
+        a.job.merkle_root
+    );
+    assert_eq!(a.prev.prev_hash, tip(1).0);
+    assert_eq!(a.prev.nbits, HARD_BITS.0);
+    assert_eq!(a.target, Difficulty::from_target(a.target).to_target());
+}
+
+#[test]
+fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let mut s = session(&lab);
+    let mut m = StdMiner::open(&mut s);
+    let target = m.target;
+    let good = |h: &Hash256| target.is_met_by(&h.0);
+    // Three good shares, one read: one success carrying all three.
+    let mut shares = Vec::new();
+    for _ in 0..3 {
+        let (n, _) = m.grind(good);
+        shares.push(n);
+        let msg = m.share(n);
+        s.on_message(msg, T0);
+    }
+    assert!(successes(&s.take_output()).is_empty(), "held until flushed");
+    s.flush();
+    let ok = successes(&s.take_output());
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0].new_submits_accepted_count, 3);
+    assert_eq!(ok[0].last_sequence_number, m.seq);
+    assert_eq!(ok[0].channel_id, m.channel_id);
+    assert!(ok[0].new_shares_sum >= 1);
+
+    // A duplicate, after a good one: the good one's success goes first.
+    let (n, _) = m.grind(good);
+    let msg = m.share(n);
+    s.on_message(msg, T0);
+    let dup = m.share(shares[0]);
+    s.on_message(dup, T0);
+    let out = s.take_output();
+    assert!(
+        matches!(&out[..], [Message::Mining(Mining::SubmitSharesSuccess(ok)), Message::Mining(Mining::SubmitSharesError(e))]
+        if ok.last_sequence_number == m.seq - 1 && e.sequence_number == m.seq && e.error_code == "duplicate-share"),
+        "{out:?}"
+    );
+
+    // Low difficulty, unknown job, unknown channel.
+    let (n, _) = m.grind(|h| !target.is_met_by(&h.0));
+    let msg = m.share(n);
+    s.on_message(msg, T0);
+    let mut bad_job = m.share(0);
+    if let Message::Mining(Mining::SubmitSharesStandard(x)) = &mut bad_job {
+        x.job_id = 999;
+    }
+    s.on_message(bad_job, T0);
+    let mut bad_channel = m.share(0);
+    if let Message::Mining(Mining::SubmitSharesStandard(x)) = &mut bad_channel {
+        x.channel_id = 999;
+    }
+    s.on_message(bad_channel, T0);
+    let codes: Vec<String> = errors(&s.take_output())
+        .into_iter()
+        .map(|e| e.error_code)
+        .collect();
+    assert_eq!(
+        codes,
+        ["difficulty-too-low", "invalid-job-id", "invalid-channel-id"]
+    );
+    // The duplicate before them counts too: nothing was accepted since.
+    assert_eq!(s.rejected_in_a_row(), 4);
+
+    // A new tip: a future job and its prev hash; the old job's shares are stale.
+    let mut lab = lab;
+    lab.publish(template(tip(2), HARD_BITS), T0);
+    s.on_generation(lab.engine.current().as_ref(), T0);
+    let out = s.take_output();
+    assert!(
+        matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j)), Message::Mining(Mining::SetNewPrevHash(p))]
+        if j.min_ntime.is_none() && p.job_id == j.job_id && p.prev_hash == tip(2).0),
+        "{out:?}"
+    );
+    let (n, _) = m.grind(good);
+    let msg = m.share(n);
+    s.on_message(msg, T0);
+    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
+
+    // Same tip, new template: a job active at once, no prev hash.
+    lab.publish(template(tip(2), HARD_BITS), T0);
+    s.on_generation(lab.engine.current().as_ref(), T0);
+    let out = s.take_output();
+    assert!(
+        matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j))] if j.min_ntime.is_some()),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_standard_share_that_meets_the_network_target_is_a_block() {
+    let mut lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
+    let mut s = session(&lab);
+    let mut m = StdMiner::open(&mut s);
+    let net = Target::from_compact(CompactTarget(m.prev.nbits)).unwrap();
+    let target = m.target;
+    let (n, hash) = m.grind(|h| net.is_met_by(&h.0) && target.is_met_by(&h.0));
+    let msg = m.share(n);
+    s.on_message(msg, T0);
+    s.flush();
+    assert_eq!(successes(&s.take_output()).len(), 1);
+    let b = lab.next_block().expect("a block");
+    assert_eq!(b.hash, hash);
+    assert_eq!(&b.block[..80], &m.header(n)[..]);
+}
+
+#[test]
+fn extended_channels_roll_their_own_extranonce() {
+    let mut lab = Lab::serving(LabConfig::pool(), tip(4), EASY_BITS);
+    let mut s = session(&lab);
+    // Asking for more extranonce than the pool gives is refused.
+    s.on_message(
+        OpenExtendedMiningChannel {
+            request_id: 1,
+            user_identity: "bob".into(),
+            nominal_hash_rate: 1e9,
+            max_target: any_target(),
+            min_extranonce_size: 16,
+        }
+        .into(),
+        T0,
+    );
+    assert!(
+        matches!(&s.take_output()[..], [Message::Mining(Mining::OpenMiningChannelError(e))]
+        if e.error_code == "unsupported-min-extranonce-size")
+    );
+    s.on_message(
+        OpenExtendedMiningChannel {
+            request_id: 2,
+            user_identity: "bob".into(),
+            nominal_hash_rate: 0.0,
+            max_target: any_target(),
+            min_extranonce_size: 4,
+        }
+        .into(),
+        T0,
+    );
+    let out = s.take_output();
+    let [Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)), Message::Mining(Mining::NewExtendedMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+        &out[..]
+    else {
+        panic!("{out:?}");
+    };
+    let OpenExtendedMiningChannelSuccess {
+        channel_id,
+        target,
+        extranonce_size,
+        extranonce_prefix,
+        ..
+    } = ok.clone();
+    let NewExtendedMiningJob {
+        merkle_path,
+        coinbase_tx_prefix,
+        coinbase_tx_suffix,
+        version,
+        job_id,
+        ..
+    } = job.clone();
+    assert_eq!(extranonce_size, 4);
+    assert_eq!(extranonce_prefix.len(), 4);
+    // Grind as an extended miner does: coinbase, root, header.
+    let extranonce = [1u8, 2, 3, 4];
+    let coinbase = [
+        &coinbase_tx_prefix[..],
+        &extranonce_prefix,
+        &extranonce,
+        &coinbase_tx_suffix,
+    ]
+    .concat();
+    let branch: Vec<Hash256> = merkle_path.iter().map(|h| Hash256(*h)).collect();
+    let root = merkle_root_from_branch(sha256d(&coinbase), &branch);
+    let mut header = [0u8; 80];
+    header[0..4].copy_from_slice(&version.to_le_bytes());
+    header[4..36].copy_from_slice(&prev.prev_hash);
+    header[36..68].copy_from_slice(&root.0);
+    header[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
+    header[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
+    let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+    let nonce = (0u32..)
+        .find(|n| {
+            header[76..80].copy_from_slice(&n.to_le_bytes());
+            let h = sha256d(&header);
+            target.is_met_by(&h.0) && net.is_met_by(&h.0)
+        })
+        .unwrap();
+    let share = |seq: u32, extranonce: Vec<u8>| -> Message {
+        SubmitSharesExtended {
+            channel_id,
+            sequence_number: seq,
+            job_id,
+            nonce,
+            ntime: prev.min_ntime,
+            version,
+            extranonce,
+        }
+        .into()
+    };
+    s.on_message(share(1, extranonce.to_vec()), T0);
+    s.on_message(share(2, vec![1, 2, 3]), T0);
+    s.flush();
+    let out = s.take_output();
+    assert!(
+        matches!(&out[..], [Message::Mining(Mining::SubmitSharesSuccess(ok)), Message::Mining(Mining::SubmitSharesError(e))]
+        if ok.last_sequence_number == 1 && e.error_code == "bad-extranonce-size"),
+        "{out:?}"
+    );
+    let b = lab.next_block().expect("a block");
+    assert_eq!(&b.block[..80], &header[..]);
+    // A standard share on an extended channel names the wrong kind of channel.
+    s.on_message(
+        SubmitSharesStandard {
+            channel_id,
+            sequence_number: 3,
+            job_id,
+            nonce,
+            ntime: prev.min_ntime,
+            version,
+        }
+        .into(),
+        T0,
+    );
+    assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
+}
+
+#[test]
+fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
+    let lab = Lab::serving(LabConfig::pool(), tip(5), HARD_BITS);
+    let mut s = session(&lab);
+    // A maximum target harder than the start difficulty's: the channel starts there.
+    let hard = diff(-4).to_target();
+    let out = open_standard(&mut s, 1, hard);
+    let Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)) = &out[0] else {
+        panic!("{out:?}");
+    };
+    assert!(Difficulty::from_target(ok.target) >= diff(-4));
+    let m = StdMiner::open(&mut s);
+    // Declaring a hash rate sets the difficulty that gives the vardiff's share rate.
+    s.on_message(
+        UpdateChannel {
+            channel_id: m.channel_id,
+            nominal_hash_rate: 1e12,
+            maximum_target: any_target(),
+        }
+        .into(),
+        T0,
+    );
+    let out = s.take_output();
+    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
+        panic!("{out:?}");
+    };
+    assert_eq!(t.channel_id, m.channel_id);
+    // 1 TH/s at 15 shares a minute: 4 s a share, difficulty 4e12 / 2^32 (about 931).
+    let d = Difficulty::from_target(t.maximum_target).as_f64();
+    assert!((d / (4e12 / 4_294_967_296.0) - 1.0).abs() < 0.01, "{d}");
+    s.on_message(
+        UpdateChannel {
+            channel_id: 999,
+            nominal_hash_rate: 1.0,
+            maximum_target: any_target(),
+        }
+        .into(),
+        T0,
+    );
+    assert!(
+        matches!(&s.take_output()[..], [Message::Mining(Mining::UpdateChannelError(e))] if e.error_code == "invalid-channel-id")
+    );
+    // Closed: its shares name no channel, and the worker is gone from the count.
+    let before = s.channel_count();
+    s.on_message(
+        CloseChannel {
+            channel_id: m.channel_id,
+            reason_code: "bye".into(),
+        }
+        .into(),
+        T0,
+    );
+    assert_eq!(s.channel_count(), before - 1);
+    let mut m = m;
+    let msg = m.share(0);
+    s.on_message(msg, T0);
+    assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
+}
