@@ -140,6 +140,7 @@ fn a_short_run_writes_sane_results() {
     assert!(c["roles"]["sv1.pool"]["rss_bytes_max"].as_u64().unwrap() > 0);
     injected_delay_is_what_time_to_job_adds(&out.join("events"), 72.5);
     block_propagation_is_the_link_delay_plus_the_pool(&out.join("events"), 72.5, c);
+    every_role_counts_the_same_bytes(&out.join("events"));
     assert!(out.join("report.html").is_file());
     assert!(out.join("shares_accepted_per_s.csv").is_file());
     assert!(out.join("role_cpu_pct.csv").is_file());
@@ -325,4 +326,35 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
         (reported - total[total.len() - 1]).abs() < 0.01,
         "results.json says {reported} ms, the events {total:?}"
     );
+}
+
+/// Ground truth for traffic: what the devices wrote is what the tap carried up and the pool
+/// read, and what the pool wrote is what the tap carried down and the devices read, byte for
+/// byte, each role counting its own sockets.
+fn every_role_counts_the_same_bytes(events_dir: &Path) {
+    use events::{Direction, EventKind};
+    let sum = |name: &str, d: Direction| -> u64 {
+        events::read_file(events_dir.join(name))
+            .unwrap()
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LinkBytes(b) if b.direction == d => Some(b.bytes),
+                _ => None,
+            })
+            .sum()
+    };
+    for d in [Direction::Up, Direction::Down] {
+        let (fleet, tap, pool) = (
+            sum("sv1.fleet0.events", d),
+            sum("sv1.tap0.events", d),
+            sum("sv1.pool.events", d),
+        );
+        assert!(fleet > 0, "{d:?}: the fleet counted nothing");
+        assert_eq!(
+            (fleet, pool),
+            (tap, tap),
+            "{d:?}: fleet, pool and tap disagree"
+        );
+    }
 }

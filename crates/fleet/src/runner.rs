@@ -249,6 +249,7 @@ impl Fleet {
 
         // Run: report hashes once a second until the duration is up or we are told to stop.
         let mut hashes_reported = 0u64;
+        let mut net_reported = (0u64, 0u64);
         let mut report_hashes = |events: &EventSink| {
             let h = self.stats.hashes.load(Relaxed);
             if h > hashes_reported && events.is_enabled() {
@@ -258,6 +259,27 @@ impl Fleet {
                 });
             }
             hashes_reported = h;
+            // The devices' own socket bytes, as deltas over the whole fleet (conn 0).
+            let (rx, tx) = (
+                self.stats.net_rx.load(Relaxed),
+                self.stats.net_tx.load(Relaxed),
+            );
+            if events.is_enabled() {
+                for (now, before, direction) in [
+                    (tx, net_reported.1, events::Direction::Up),
+                    (rx, net_reported.0, events::Direction::Down),
+                ] {
+                    if now > before {
+                        events.emit(events::LinkBytes {
+                            link: ShortStr::new("devices"),
+                            conn: 0,
+                            direction,
+                            bytes: now - before,
+                        });
+                    }
+                }
+            }
+            net_reported = (rx, tx);
         };
         {
             tokio::pin!(stop);
@@ -723,7 +745,10 @@ async fn transmit<D: Device>(
         let mut off = 0;
         while off < out.len() {
             match stream.try_write(&out[off..]) {
-                Ok(n) => off += n,
+                Ok(n) => {
+                    off += n;
+                    tally.stats.net_tx.fetch_add(n as u64, Relaxed);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Ok(Some(out[off..].to_vec()))
                 }
@@ -735,6 +760,7 @@ async fn transmit<D: Device>(
     })?;
     if let Some(rest) = rest {
         stream.write_all(&rest).await?;
+        tally.stats.net_tx.fetch_add(rest.len() as u64, Relaxed);
     }
     Ok(())
 }
@@ -754,6 +780,7 @@ fn read_socket<D: Device>(
             match tap::net::recv_stamped(stream, buf) {
                 Ok((0, _)) => return Err(CloseReason::Eof),
                 Ok((n, stamp)) => {
+                    tally.stats.net_rx.fetch_add(n as u64, Relaxed);
                     // The bytes' arrival at the socket, as a real device would see them.
                     let at = tap::net::rx_monotonic_ns(stamp);
                     dev.receive(rx, &buf[..n], max_line, at, tally)?;

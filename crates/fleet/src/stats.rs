@@ -59,6 +59,10 @@ pub struct LiveStats {
     pub in_flight: AtomicI64,
     pub blocks: AtomicU64,
     pub hashes: AtomicU64,
+    /// Bytes the devices' sockets read and wrote: the fleet counts its own traffic
+    /// (METRICS.md `roles.<name>.net_*_bytes`), reported as `LinkBytes` once a second.
+    pub net_rx: AtomicU64,
+    pub net_tx: AtomicU64,
     pub protocol_errors: AtomicU64,
     /// Submit-to-reply latency in microseconds.
     latency_us: Mutex<Histogram<u64>>,
@@ -84,6 +88,8 @@ impl Default for LiveStats {
             in_flight: AtomicI64::new(0),
             blocks: AtomicU64::new(0),
             hashes: AtomicU64::new(0),
+            net_rx: AtomicU64::new(0),
+            net_tx: AtomicU64::new(0),
             protocol_errors: AtomicU64::new(0),
             // 1 us to 1 h at three significant digits.
             latency_us: Mutex::new(
