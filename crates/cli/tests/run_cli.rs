@@ -15,16 +15,19 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn lab(out: &Path, extra: &[&str]) -> Child {
+    // One share per second per device: enough shares in a short run that the acceptance check
+    // is not at the mercy of one stale share.
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        "name = \"test\"\nconfigs = [\"sv1\"]\nshares_per_minute = 60\n",
+    )
+    .unwrap();
     Command::new(env!("CARGO_BIN_EXE_stratumlab"))
         .arg("run")
-        .args([
-            "--scenario",
-            "sv1",
-            "--devices",
-            "4",
-            "--block-interval",
-            "4s",
-        ])
+        .arg("--scenario")
+        .arg(&scenario)
+        .args(["--devices", "8", "--block-interval", "10s"])
         .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
         .arg("--out")
         .arg(out)
@@ -94,7 +97,7 @@ fn a_short_run_writes_sane_results() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let child = lab(&out, &["--duration", "12s"]);
+    let child = lab(&out, &["--duration", "16s"]);
     let (status, text) = output(child);
     assert!(status.success(), "{text}");
     let results: serde_json::Value =
@@ -351,6 +354,16 @@ fn every_role_counts_the_same_bytes(events_dir: &Path) {
             sum("sv1.pool.events", d),
         );
         assert!(fleet > 0, "{d:?}: the fleet counted nothing");
+        match d {
+            // Devices stop sending before anything stops: every byte arrives.
+            Direction::Up => assert_eq!((fleet, pool), (tap, tap), "up: counts disagree"),
+            // Jobs still in flight when the fleets exit, and the pool's goodbyes, are counted
+            // by the senders only: never more downstream than upstream, and little less.
+            Direction::Down => {
+                assert!(fleet <= tap && tap <= pool, "down: {fleet} {tap} {pool}");
+                assert!(pool - fleet <= pool / 10, "down: {fleet} {tap} {pool}");
+            }
+        }
         assert_eq!(
             (fleet, pool),
             (tap, tap),
