@@ -1,5 +1,6 @@
-//! `stratumlab run` as a user runs it: a short trial end to end (results.json against
-//! METRICS.md's shape and sanity), and the lab's promises about its processes: a role killed
+//! `stratumlab run` as a user runs it: a short trial of the default comparison (sv1 and D) end
+//! to end (results.json against METRICS.md's shape and sanity, and each configuration's
+//! figures against ground truth in its roles' events), and the lab's promises about its processes: a role killed
 //! mid-run ends the run naming it, SIGINT or SIGTERM to the lab stops every role, and killing
 //! the lab leaves no role behind.
 
@@ -15,12 +16,20 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn lab(out: &Path, extra: &[&str]) -> Child {
+    lab_of(out, &["sv1"], extra)
+}
+
+fn lab_of(out: &Path, configs: &[&str], extra: &[&str]) -> Child {
     // One share per second per device: enough shares in a short run that the acceptance check
     // is not at the mercy of one stale share.
     let scenario = out.with_extension("toml");
+    let configs: Vec<String> = configs.iter().map(|c| format!("{c:?}")).collect();
     std::fs::write(
         &scenario,
-        "name = \"test\"\nconfigs = [\"sv1\"]\nshares_per_minute = 60\n",
+        format!(
+            "name = \"test\"\nconfigs = [{}]\nshares_per_minute = 60\n",
+            configs.join(", ")
+        ),
     )
     .unwrap();
     Command::new(env!("CARGO_BIN_EXE_stratumlab"))
@@ -93,17 +102,44 @@ fn kill(pid: u32, sig: i32) {
 }
 
 #[test]
-fn a_short_run_writes_sane_results() {
+fn a_short_run_of_sv1_and_d_writes_sane_results() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let child = lab(&out, &["--duration", "16s"]);
+    let child = lab_of(&out, &["sv1", "D"], &["--duration", "16s"]);
     let (status, text) = output(child);
     assert!(status.success(), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["schema"], 1);
-    let c = &results["configs"]["sv1"];
+    let names: Vec<&str> = results["configs"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    for config in ["sv1", "D"] {
+        config_is_sane(&out, config, &results["configs"][config]);
+    }
+    // The report puts both side by side, with D's difference from the baseline.
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("data-config=\"D\""),
+        "no D column in the report"
+    );
+    assert!(
+        html.contains("data-delta=\"pct\""),
+        "no deltas in the report"
+    );
+    assert!(out.join("shares_accepted_per_s.csv").is_file());
+    assert!(out.join("role_cpu_pct.csv").is_file());
+    no_role_left(out.to_str().unwrap());
+}
+
+/// One configuration's figures: METRICS.md's shape, sane values, and ground truth from the
+/// roles' own events (injected delay, block propagation, bytes).
+fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
     let shares = &c["shares"];
     let submitted = shares["submitted"].as_u64().unwrap();
     assert!(submitted > 0, "{c}");
@@ -140,14 +176,17 @@ fn a_short_run_writes_sane_results() {
         "{c}"
     );
     assert_eq!(c["rtt_ms"]["configured"], 145.0);
-    assert!(c["roles"]["sv1.pool"]["rss_bytes_max"].as_u64().unwrap() > 0);
-    injected_delay_is_what_time_to_job_adds(&out.join("events"), 72.5);
-    block_propagation_is_the_link_delay_plus_the_pool(&out.join("events"), 72.5, c);
-    every_role_counts_the_same_bytes(&out.join("events"));
-    assert!(out.join("report.html").is_file());
-    assert!(out.join("shares_accepted_per_s.csv").is_file());
-    assert!(out.join("role_cpu_pct.csv").is_file());
-    no_role_left(out.to_str().unwrap());
+    assert!(
+        c["roles"][format!("{config}.pool")]["rss_bytes_max"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    assert_eq!(c["unmatched_events"], 0, "{config}: {c}");
+    let events = out.join("events");
+    injected_delay_is_what_time_to_job_adds(&events, config, 72.5);
+    block_propagation_is_the_link_delay_plus_the_pool(&events, config, 72.5, c);
+    every_role_counts_the_same_bytes(&events, config);
 }
 
 #[test]
@@ -212,11 +251,12 @@ fn killing_the_lab_leaves_no_role_behind() {
     no_role_left(&marker);
 }
 
-/// Ground truth for time to job: from the pool writing a template's notify (its `JobSent`)
-/// to a device receiving it (its `JobReceived`) is the WAN tap's one-way delay plus loopback
-/// and the device's read; the pool's own processing (node template to `JobSent`) is measured
-/// separately. The median of the first leg must be the injected delay within 1 ms.
-fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, delay_ms: f64) {
+/// Ground truth for time to job: from the pool writing a job a device can hash on (SV1: its
+/// notify; SV2: a job sent active, or a future job's SetNewPrevHash) to the device having it
+/// is the WAN tap's one-way delay plus loopback and the device's read; the pool's own
+/// processing (node template to job sent) is measured separately. The median of the first leg
+/// must be the injected delay within 1 ms.
+fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, delay_ms: f64) {
     use events::EventKind;
     use std::collections::HashMap;
     let read = |name: &str| events::read_file(events_dir.join(name)).unwrap().events;
@@ -226,28 +266,51 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, delay_ms: f64) {
             created.entry(t.fingerprint).or_insert(e.ts_ns);
         }
     }
-    let mut sent = HashMap::new();
-    for e in read("sv1.pool.events") {
-        if let EventKind::JobSent(j) = e.kind {
-            if let Some(f) = j.fingerprint {
-                sent.entry(f).or_insert(e.ts_ns);
-            }
-        }
+    // SV1 jobs are known by fingerprint (one notify for every device); SV2 jobs by (channel,
+    // job id), unique in the pool.
+    #[derive(Clone, Copy, PartialEq, Eq, Hash)]
+    enum Key {
+        Fingerprint(events::Fingerprint),
+        Channel(u32, events::JobId),
+    }
+    let mut sent: HashMap<Key, (u64, Option<events::Fingerprint>)> = HashMap::new();
+    for e in read(&format!("{config}.pool.events")) {
+        let (key, fp) = match e.kind {
+            EventKind::JobSent(j) if !j.future => match (j.channel, j.fingerprint) {
+                (Some(c), fp) => (Key::Channel(c, j.job_id), fp),
+                (None, Some(f)) => (Key::Fingerprint(f), Some(f)),
+                (None, None) => continue,
+            },
+            EventKind::JobActivated(a) => match a.channel {
+                Some(c) => (Key::Channel(c, a.job_id), a.fingerprint),
+                None => continue,
+            },
+            _ => continue,
+        };
+        sent.entry(key).or_insert((e.ts_ns, fp));
     }
     let mut wan = Vec::new();
     let mut processing = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for e in read("sv1.fleet0.events") {
-        let EventKind::JobReceived(j) = e.kind else {
-            continue;
+    for e in read(&format!("{config}.fleet0.events")) {
+        let (key, device) = match e.kind {
+            EventKind::JobReceived(j) if !j.future => match (j.channel, j.fingerprint) {
+                (Some(c), _) => (Key::Channel(c, j.job_id), j.device),
+                (None, Some(f)) => (Key::Fingerprint(f), j.device),
+                (None, None) => continue,
+            },
+            EventKind::JobActivated(a) => match a.channel {
+                Some(c) => (Key::Channel(c, a.job_id), a.conn),
+                None => continue,
+            },
+            _ => continue,
         };
-        let Some(f) = j.fingerprint else { continue };
-        if !seen.insert((f, j.device)) {
+        if !seen.insert((key, device)) {
             continue;
         }
-        if let Some(&s) = sent.get(&f) {
+        if let Some(&(s, fp)) = sent.get(&key) {
             wan.push((e.ts_ns - s) as f64 / 1e6);
-            if let Some(&c) = created.get(&f) {
+            if let Some(&c) = fp.and_then(|f| created.get(&f)) {
                 processing.push(s.saturating_sub(c) as f64 / 1e6);
             }
         }
@@ -265,15 +328,18 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, delay_ms: f64) {
     assert!(!processing.is_empty());
     let proc_p50 = median(&mut processing);
     eprintln!(
-        "time to job = pool processing p50 {proc_p50:.3} ms + WAN p50 {wan_p50:.3} ms (injected {delay_ms} ms)"
+        "{config}: time to job = pool processing p50 {proc_p50:.3} ms + WAN p50 {wan_p50:.3} ms (injected {delay_ms} ms)"
     );
 }
 
 /// Ground truth for block propagation: from the device sending the block-solving share to the
-/// tap releasing it toward the pool is the injected one-way delay (within 1 ms); the rest is
-/// the pool's check, store and submitblock, and results.json's figure is their sum.
+/// tap releasing it toward the pool is the injected one-way delay (within 1 ms; SV1, whose
+/// lines the tap reads); for SV2, whose frames are encrypted, the pool's own `BlockSubmitted`
+/// comes no sooner than the delay. The rest is the pool's check, store and submission, and
+/// results.json's figure is their sum.
 fn block_propagation_is_the_link_delay_plus_the_pool(
     events_dir: &Path,
+    config: &str,
     delay_ms: f64,
     results: &serde_json::Value,
 ) {
@@ -289,10 +355,10 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
         }
     }
     let mut solving = Vec::new();
-    for e in read("sv1.fleet0.events") {
+    for e in read(&format!("{config}.fleet0.events")) {
         if let EventKind::ShareSent(s) = e.kind {
-            if let Some(at) = s.hash.and_then(|h| accepted.get(&h)) {
-                solving.push((s.job_id, s.nonce, e.ts_ns, *at));
+            if let Some(h) = s.hash.filter(|h| accepted.contains_key(h)) {
+                solving.push((s.job_id, s.nonce, h, e.ts_ns, accepted[&h]));
             }
         }
     }
@@ -303,23 +369,42 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
         return;
     }
     let mut relayed = HashMap::new();
-    for e in read("sv1.tap0.events") {
+    for e in read(&format!("{config}.tap0.events")) {
         if let EventKind::ShareSent(s) = e.kind {
             relayed.entry((s.job_id, s.nonce)).or_insert(e.ts_ns);
         }
     }
+    let mut submitted = HashMap::new();
+    for e in read(&format!("{config}.pool.events")) {
+        if let EventKind::BlockSubmitted(b) = e.kind {
+            submitted.entry(b.hash).or_insert(e.ts_ns);
+        }
+    }
     let mut total = Vec::new();
-    for (job, nonce, sent, accepted_at) in solving {
-        let at_tap = relayed[&(job, nonce)];
-        let link = (at_tap - sent) as f64 / 1e6;
-        assert!(
-            (link - delay_ms).abs() <= 1.0,
-            "device to tap release {link:.3} ms, injected {delay_ms} ms"
-        );
-        let pool = (accepted_at - at_tap) as f64 / 1e6;
+    for (job, nonce, hash, sent, accepted_at) in solving {
+        let at_pool = match relayed.get(&(job, nonce)) {
+            Some(&at_tap) => {
+                let link = (at_tap - sent) as f64 / 1e6;
+                assert!(
+                    (link - delay_ms).abs() <= 1.0,
+                    "{config}: device to tap release {link:.3} ms, injected {delay_ms} ms"
+                );
+                at_tap
+            }
+            None => {
+                let at = submitted[&hash];
+                let link = (at - sent) as f64 / 1e6;
+                assert!(
+                    link >= delay_ms,
+                    "{config}: the pool submitted {link:.3} ms after the device sent, under the {delay_ms} ms link"
+                );
+                at
+            }
+        };
+        let pool = (accepted_at - at_pool) as f64 / 1e6;
         assert!(
             (0.0..100.0).contains(&pool),
-            "pool and node took {pool:.3} ms"
+            "{config}: pool and node took {pool:.3} ms"
         );
         total.push((accepted_at - sent) as f64 / 1e6);
     }
@@ -334,7 +419,7 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
 /// Ground truth for traffic: what the devices wrote is what the tap carried up and the pool
 /// read, and what the pool wrote is what the tap carried down and the devices read, byte for
 /// byte, each role counting its own sockets.
-fn every_role_counts_the_same_bytes(events_dir: &Path) {
+fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str) {
     use events::{Direction, EventKind};
     let sum = |name: &str, d: Direction| -> u64 {
         events::read_file(events_dir.join(name))
@@ -349,25 +434,30 @@ fn every_role_counts_the_same_bytes(events_dir: &Path) {
     };
     for d in [Direction::Up, Direction::Down] {
         let (fleet, tap, pool) = (
-            sum("sv1.fleet0.events", d),
-            sum("sv1.tap0.events", d),
-            sum("sv1.pool.events", d),
+            sum(&format!("{config}.fleet0.events"), d),
+            sum(&format!("{config}.tap0.events"), d),
+            sum(&format!("{config}.pool.events"), d),
         );
-        assert!(fleet > 0, "{d:?}: the fleet counted nothing");
+        assert!(fleet > 0, "{config} {d:?}: the fleet counted nothing");
         match d {
             // Devices stop sending before anything stops: every byte arrives.
-            Direction::Up => assert_eq!((fleet, pool), (tap, tap), "up: counts disagree"),
+            Direction::Up => assert_eq!(
+                (fleet, pool),
+                (tap, tap),
+                "{config} up: fleet, pool and tap disagree"
+            ),
             // Jobs still in flight when the fleets exit, and the pool's goodbyes, are counted
             // by the senders only: never more downstream than upstream, and little less.
             Direction::Down => {
-                assert!(fleet <= tap && tap <= pool, "down: {fleet} {tap} {pool}");
-                assert!(pool - fleet <= pool / 10, "down: {fleet} {tap} {pool}");
+                assert!(
+                    fleet <= tap && tap <= pool,
+                    "{config} down: {fleet} {tap} {pool}"
+                );
+                assert!(
+                    pool - fleet <= pool / 10,
+                    "{config} down: {fleet} {tap} {pool}"
+                );
             }
         }
-        assert_eq!(
-            (fleet, pool),
-            (tap, tap),
-            "{d:?}: fleet, pool and tap disagree"
-        );
     }
 }

@@ -7,6 +7,7 @@
 //! - [`scenario`]: what a run compares and on what network; everything derived from it.
 //! - [`orchestrate`]: one trial as processes (simnet, pools, taps, fleets), stopped in order.
 //! - [`process`], [`usage`], [`stop`]: a role process, its /proc figures, the lab's signals.
+//! - [`third_party`]: the reference roles a configuration may run (pool_sv2 for D-ref).
 //! - [`live`]: live Prometheus metrics while a run goes on.
 //! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
 //! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
@@ -21,5 +22,6 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 pub mod stop;
+pub mod third_party;
 pub mod usage;
 pub mod virtual_time;

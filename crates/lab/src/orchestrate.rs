@@ -17,8 +17,11 @@ use serde::Serialize;
 
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
-use crate::scenario::Scenario;
+use crate::scenario::{ConfigSpec, DeviceProtocol, PoolImpl, Scenario};
 use crate::stop;
+use crate::third_party::{
+    free_loopback_port, PoolSv2Config, Tool, POOL_SV2_READY, REFERENCE_AUTHORITY_PUBLIC_KEY,
+};
 use crate::usage::{RoleUsage, Sampler};
 
 /// A regtest address the pools pay in pool mode (BIP173's test vector).
@@ -71,7 +74,9 @@ pub struct RoleFile {
     /// The configuration it serves (`None` for simnet).
     pub config: Option<String>,
     pub site: Site,
-    pub events: PathBuf,
+    /// `None` for a third-party role, which writes no events (its peers' events and the taps
+    /// around it tell its story).
+    pub events: Option<PathBuf>,
     pub log: PathBuf,
 }
 
@@ -124,6 +129,8 @@ pub struct Trial<'a> {
     /// Directory for this trial's events, logs and stores.
     pub dir: &'a Path,
     pub progress: &'a dyn Progress,
+    /// The SV2 reference pool, for configurations that run it.
+    pub pool_sv2: Option<&'a Tool>,
 }
 
 struct Running {
@@ -143,7 +150,7 @@ impl Running {
 
     /// Stops every role still running, newest first (fleets before taps before pools before
     /// simnet), so nothing upstream disappears under a role that is still talking.
-    fn stop_all(&mut self, grace: Duration) -> Vec<(String, std::process::ExitStatus, String)> {
+    fn stop_all(&mut self, grace: Duration) -> Vec<Stopped> {
         let mut out = Vec::new();
         while let Some(mut p) = self.roles.pop() {
             let already = p.exited();
@@ -151,10 +158,24 @@ impl Running {
                 Some(s) => s,
                 None => p.stop(grace),
             };
-            out.push((p.name.clone(), status, p.log_path().display().to_string()));
+            out.push(Stopped {
+                role: p.name.clone(),
+                clean: p.ended_well(status),
+                status,
+                log: p.log_path().display().to_string(),
+            });
         }
         out
     }
+}
+
+/// How a role ended.
+struct Stopped {
+    role: String,
+    status: std::process::ExitStatus,
+    /// Exit 0, or the signal a third-party role was stopped with.
+    clean: bool,
+    log: String,
 }
 
 impl Trial<'_> {
@@ -179,15 +200,9 @@ impl Trial<'_> {
         let _ = lab_events.finish();
         let window = result?;
         // A role that exited badly at the end is as much a failure as one that died early.
-        for (role, status, log) in stopped {
-            if !status.success() && status.code() != Some(130) {
-                let tail = tail_of(Path::new(&log), 15);
-                return Err(RunError::RoleFailed {
-                    role,
-                    status: describe(status),
-                    log,
-                    tail,
-                });
+        for s in stopped {
+            if !s.clean && s.status.code() != Some(130) {
+                return Err(s.failure());
             }
         }
         let usage = sampler.usage(window.start_ns, window.end_ns);
@@ -225,55 +240,97 @@ impl Trial<'_> {
                 kind,
                 config: config.map(str::to_owned),
                 site,
-                events: events_dir.join(format!("{name}.events")),
+                events: Some(events_dir.join(format!("{name}.events"))),
                 log: logs_dir.join(format!("{name}.log")),
             };
 
         self.progress.stage("starting simnet");
         let log = role_log("simnet", None, None, Site::Pool);
-        let p = RoleProcess::spawn("simnet", self.exe, &self.simnet_args(&log.events), &log.log)?;
+        let with_tdp = s.specs().any(ConfigSpec::needs_template_provider);
+        let args = self.simnet_args(events_of(&log), with_tdp);
+        let p = RoleProcess::spawn("simnet", self.exe, &args, &log.log)?;
         let simnet = running.add(p, log, sampler);
-        let rpc = simnet.wait_listening("rpc", ready)?;
-        let zmq = simnet.wait_listening("zmq", ready)?;
+        let node = NodeEndpoints {
+            rpc: simnet.wait_listening("rpc", ready)?,
+            zmq: simnet.wait_listening("zmq", ready)?,
+            tdp: if with_tdp {
+                Some(simnet.wait_listening("tdp", ready)?)
+            } else {
+                None
+            },
+        };
         check_interrupt()?;
 
-        let mut fleets = Vec::new();
-        let mut first_device = 0u64;
-        for config in &s.configs {
+        // Pools first, then taps, then every fleet back to back: the fleets count their duration
+        // from their own start, so they must start together (a pool waiting for its first
+        // template would otherwise put seconds between the configurations' runs).
+        let mut pools = Vec::new();
+        for spec in s.specs() {
+            let config = spec.name;
             self.progress.stage(&format!("starting {config}: pool"));
             let name = format!("{config}.pool");
-            let log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
-            let args = self.pool_args(config, rpc, zmq, &log.events);
-            let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-            let pool = running.add(p, log, sampler);
-            let sv1 = pool.wait_listening("sv1", ready)?;
-            let http = pool.wait_listening("http", ready)?;
-            wait_healthy(&name, http, ready)?;
-            running.status.insert(config.clone(), http);
+            let mut log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
+            let miners = match spec.pool {
+                PoolImpl::OursSv1 | PoolImpl::OursSv2 => {
+                    let args = self.pool_args(spec, &node, events_of(&log));
+                    let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+                    let pool = running.add(p, log, sampler);
+                    let front = if spec.pool == PoolImpl::OursSv1 {
+                        "sv1"
+                    } else {
+                        "sv2"
+                    };
+                    let miners = pool.wait_listening(front, ready)?;
+                    let http = pool.wait_listening("http", ready)?;
+                    wait_healthy(&name, http, ready)?;
+                    running.status.insert(config.to_owned(), http);
+                    miners
+                }
+                PoolImpl::ReferenceSv2 => {
+                    log.events = None;
+                    let (program, args, miners) = self.pool_sv2_args(config, &node)?;
+                    let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
+                    running
+                        .add(p, log, sampler)
+                        .wait_log(POOL_SV2_READY, ready)?;
+                    miners
+                }
+            };
+            pools.push((spec, miners));
             check_interrupt()?;
+        }
 
+        let mut taps = Vec::new();
+        for &(spec, miners) in &pools {
+            let config = spec.name;
             for (i, devices) in s.device_chunks().into_iter().enumerate() {
-                self.progress.stage(&format!(
-                    "starting {config}: WAN tap {i} and {devices} devices"
-                ));
+                self.progress
+                    .stage(&format!("starting {config}: WAN tap {i}"));
                 let name = format!("{config}.tap{i}");
                 let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
-                let args = self.tap_args(sv1, &log.events, i as u64);
+                let args = self.tap_args(miners, events_of(&log), i as u64);
                 let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
                 let tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
-
-                let name = format!("{config}.fleet{i}");
-                let log = role_log(&name, Some(RoleKind::Fleet), Some(config), Site::Farm);
-                let args = self.fleet_args(config, tap, devices, first_device, &log.events);
-                first_device += u64::from(devices);
-                let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                running.add(p, log, sampler);
-                fleets.push(running.roles.len() - 1);
+                taps.push((spec, i, devices, tap));
                 check_interrupt()?;
             }
         }
 
+        self.progress.stage("starting the fleets");
         let start_ns = events::now_ns();
+        let mut fleets = Vec::new();
+        let mut first_device = 0u64;
+        for (spec, i, devices, tap) in taps {
+            let name = format!("{}.fleet{i}", spec.name);
+            let log = role_log(&name, Some(RoleKind::Fleet), Some(spec.name), Site::Farm);
+            let args = self.fleet_args(spec, tap, devices, first_device, events_of(&log));
+            first_device += u64::from(devices);
+            let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+            running.add(p, log, sampler);
+            fleets.push(running.roles.len() - 1);
+        }
+        check_interrupt()?;
+
         lab_events.emit_at(
             start_ns,
             events::Mark {
@@ -365,15 +422,9 @@ impl Trial<'_> {
         self.progress.stage("stopping roles");
         // Stop in order while they are healthy: taps and pools flush their events on SIGTERM.
         let stopped = running.stop_all(Duration::from_secs(15));
-        for (role, status, log) in stopped {
-            if !status.success() {
-                let tail = tail_of(Path::new(&log), 15);
-                return Err(RunError::RoleFailed {
-                    role,
-                    status: describe(status),
-                    log,
-                    tail,
-                });
+        for s in stopped {
+            if !s.clean {
+                return Err(s.failure());
             }
         }
         Ok(Window {
@@ -384,9 +435,9 @@ impl Trial<'_> {
         })
     }
 
-    fn simnet_args(&self, events: &Path) -> Vec<OsString> {
+    fn simnet_args(&self, events: &Path, with_tdp: bool) -> Vec<OsString> {
         let s = self.scenario;
-        args([
+        let mut a = args([
             "simnet",
             "--seed",
             &self.seed.to_string(),
@@ -406,39 +457,53 @@ impl Trial<'_> {
             "127.0.0.1:0",
             "--events",
             &events.display().to_string(),
-        ])
+        ]);
+        if with_tdp {
+            // The Template Provider signs with the reference authority key (simnet's default),
+            // and refreshes templates at the same --template-interval as the SV1 pool.
+            a.extend(args(["--tdp-listen", "127.0.0.1:0"]));
+        }
+        a
     }
 
-    fn pool_args(
-        &self,
-        config: &str,
-        rpc: SocketAddr,
-        zmq: SocketAddr,
-        events: &Path,
-    ) -> Vec<OsString> {
+    fn pool_args(&self, spec: ConfigSpec, node: &NodeEndpoints, events: &Path) -> Vec<OsString> {
         let s = self.scenario;
-        args([
-            "pool",
-            "--sv1-listen",
-            "127.0.0.1:0",
+        let config = spec.name;
+        let mut a = match (spec.pool, node.tdp) {
+            (PoolImpl::OursSv2, Some(tdp)) => args([
+                "pool",
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp.to_string(),
+                "--tp-authority-key",
+                REFERENCE_AUTHORITY_PUBLIC_KEY,
+            ]),
+            _ => args([
+                "pool",
+                "--sv1-listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &format!("http://{}", node.rpc),
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                "--zmq",
+                &node.zmq.to_string(),
+                "--template-interval",
+                &dur(s.template_interval),
+            ]),
+        };
+        a.extend(args([
             "--http-listen",
             "127.0.0.1:0",
-            "--node-rpc",
-            &format!("http://{rpc}"),
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--zmq",
-            &zmq.to_string(),
             "--payout-address",
             PAYOUT_ADDRESS,
             "--start-difficulty",
             &format!("{}", s.start_difficulty().as_f64()),
             "--shares-per-minute",
             &s.shares_per_minute.to_string(),
-            "--template-interval",
-            &dur(s.template_interval),
             "--store",
             &self
                 .dir
@@ -447,7 +512,34 @@ impl Trial<'_> {
                 .to_string(),
             "--events",
             &events.display().to_string(),
-        ])
+        ]));
+        a
+    }
+
+    /// pool_sv2 with a config the lab writes: its program, arguments, and miner address.
+    fn pool_sv2_args(
+        &self,
+        config: &str,
+        node: &NodeEndpoints,
+    ) -> Result<(&Path, Vec<OsString>, SocketAddr), RunError> {
+        let tool = self.pool_sv2.ok_or_else(|| RunError::Unhealthy {
+            role: format!("{config}.pool"),
+            why: "the SV2 reference pool (pool_sv2) was not located before the run".into(),
+        })?;
+        let tdp = node
+            .tdp
+            .expect("simnet serves TDP when a configuration needs it");
+        let listen = free_loopback_port().map_err(io("finding a port for pool_sv2"))?;
+        let text = PoolSv2Config {
+            listen,
+            template_provider: tdp,
+            payout_address: PAYOUT_ADDRESS,
+            shares_per_minute: self.scenario.shares_per_minute,
+        }
+        .toml();
+        let path = self.dir.join(format!("{config}.pool_sv2.toml"));
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        Ok((&tool.path, vec!["-c".into(), path.into()], listen))
     }
 
     fn tap_args(&self, upstream: SocketAddr, events: &Path, index: u64) -> Vec<OsString> {
@@ -486,15 +578,16 @@ impl Trial<'_> {
 
     fn fleet_args(
         &self,
-        config: &str,
+        spec: ConfigSpec,
         pool: SocketAddr,
         devices: u32,
         first_device: u64,
         events: &Path,
     ) -> Vec<OsString> {
         let s = self.scenario;
+        let config = spec.name;
         let budget = s.hash_budget.hashes_per_sec() * f64::from(devices) / f64::from(s.devices);
-        args([
+        let mut a = args([
             "fleet",
             "--pool",
             &pool.to_string(),
@@ -516,8 +609,44 @@ impl Trial<'_> {
             &first_device.to_string(),
             "--events",
             &events.display().to_string(),
-        ])
+        ]);
+        if spec.devices == DeviceProtocol::Sv2 {
+            // Each device claims what it really hashes as its nominal hash rate (the fleet's
+            // default), so the pool's first target gives the scenario's share rate.
+            a.extend(args([
+                "--protocol",
+                "sv2",
+                "--authority-key",
+                REFERENCE_AUTHORITY_PUBLIC_KEY,
+            ]));
+        }
+        a
     }
+}
+
+impl Stopped {
+    fn failure(self) -> RunError {
+        let tail = tail_of(Path::new(&self.log), 15);
+        RunError::RoleFailed {
+            role: self.role,
+            status: describe(self.status),
+            log: self.log,
+            tail,
+        }
+    }
+}
+
+/// Where simnet serves the job sources.
+struct NodeEndpoints {
+    rpc: SocketAddr,
+    zmq: SocketAddr,
+    /// The SV2 Template Provider, when a configuration needs one.
+    tdp: Option<SocketAddr>,
+}
+
+/// The events file of one of our own roles (third-party roles have none and get no flag).
+fn events_of(log: &RoleFile) -> &Path {
+    log.events.as_deref().expect("our own roles write events")
 }
 
 /// The single simnet node's name in its events.

@@ -19,7 +19,7 @@ pub enum ProcessError {
         role: String,
         source: std::io::Error,
     },
-    #[error("{role} did not print `{what} listening on ADDR` within {waited:?}{log}")]
+    #[error("{role} did not print `{what}` within {waited:?}{log}")]
     NotReady {
         role: String,
         what: String,
@@ -49,6 +49,9 @@ pub struct RoleProcess {
     printed: Arc<(Mutex<Printed>, Condvar)>,
     log: PathBuf,
     status: Option<ExitStatus>,
+    /// Not ours: stopped with SIGINT (what its operators press), and its exit by that signal
+    /// counts as clean.
+    third_party: bool,
 }
 
 impl RoleProcess {
@@ -61,16 +64,42 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
+        Self::start(name, program, args, log, false)
+    }
+
+    /// Starts a third-party role, which prints its log on stdout (and no `listening on` lines):
+    /// both streams go to `log`; readiness is then a line in it ([`RoleProcess::wait_log`]).
+    pub fn spawn_third_party(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        log: &Path,
+    ) -> Result<RoleProcess, ProcessError> {
+        Self::start(name, program, args, log, true)
+    }
+
+    fn start(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        log: &Path,
+        stdout_to_log: bool,
+    ) -> Result<RoleProcess, ProcessError> {
         let spawn_err = |source| ProcessError::Spawn {
             role: name.to_owned(),
             source,
         };
         let stderr = std::fs::File::create(log).map_err(spawn_err)?;
+        let stdout = if stdout_to_log {
+            Stdio::from(stderr.try_clone().map_err(spawn_err)?)
+        } else {
+            Stdio::piped()
+        };
         let lab_pid = std::process::id() as i32;
         let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
+            .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
         // SAFETY: only async-signal-safe calls between fork and exec.
@@ -87,8 +116,18 @@ impl RoleProcess {
             });
         }
         let mut child = cmd.spawn().map_err(spawn_err)?;
-        let out = child.stdout.take().expect("stdout is piped");
         let printed = Arc::new((Mutex::new(Printed::default()), Condvar::new()));
+        let Some(out) = child.stdout.take() else {
+            printed.0.lock().expect("not poisoned").closed = true;
+            return Ok(RoleProcess {
+                name: name.to_owned(),
+                child,
+                printed,
+                log: log.to_owned(),
+                status: None,
+                third_party: stdout_to_log,
+            });
+        };
         let shared = printed.clone();
         std::thread::Builder::new()
             .name(format!("{name}-stdout"))
@@ -109,6 +148,7 @@ impl RoleProcess {
             printed,
             log: log.to_owned(),
             status: None,
+            third_party: stdout_to_log,
         })
     }
 
@@ -134,10 +174,37 @@ impl RoleProcess {
         })?;
         found.ok_or_else(|| ProcessError::NotReady {
             role: self.name.clone(),
-            what: what.to_owned(),
+            what: format!("{what} listening on ADDR"),
             waited: timeout,
             log: self.log_tail_suffix(),
         })
+    }
+
+    /// Waits until the role's log holds `needle` (a third-party role's "ready" line).
+    pub fn wait_log(&mut self, needle: &str, timeout: Duration) -> Result<(), ProcessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = std::fs::read(&self.log).unwrap_or_default();
+            if text.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                return Ok(());
+            }
+            if let Some(status) = self.exited() {
+                return Err(ProcessError::DiedEarly {
+                    role: self.name.clone(),
+                    status: describe(status),
+                    log: self.log_tail_suffix(),
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(ProcessError::NotReady {
+                    role: self.name.clone(),
+                    what: needle.to_owned(),
+                    waited: timeout,
+                    log: self.log_tail_suffix(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until a stdout line gives `Some` through `pick`, the role exits, or `timeout`.
@@ -218,9 +285,22 @@ impl RoleProcess {
         }
     }
 
-    /// Asks the role to stop (SIGTERM), waits up to `grace`, then kills it. Returns its status.
+    /// Whether `status` is a clean end: exit 0 (ours stop on SIGTERM with it), or for a
+    /// third-party role, also the death by the SIGINT it was stopped with.
+    pub fn ended_well(&self, status: ExitStatus) -> bool {
+        status.success()
+            || (self.third_party
+                && (status.signal() == Some(libc::SIGINT) || status.code() == Some(130)))
+    }
+
+    /// Asks the role to stop (SIGTERM; SIGINT for a third-party role), waits up to `grace`, then
+    /// kills it. Returns its status.
     pub fn stop(&mut self, grace: Duration) -> ExitStatus {
-        self.signal(libc::SIGTERM);
+        self.signal(if self.third_party {
+            libc::SIGINT
+        } else {
+            libc::SIGTERM
+        });
         if let Some(s) = self.wait_exit(grace) {
             return s;
         }
@@ -323,6 +403,42 @@ mod tests {
             .to_string();
         assert!(e.contains("test-role exited (exit 3)"), "{e}");
         assert!(e.contains("bad flag --x"), "{e}");
+    }
+
+    #[test]
+    fn a_third_party_role_is_ready_when_its_log_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("ref.log");
+        let mut p = RoleProcess::spawn_third_party(
+            "ref",
+            Path::new("/bin/sh"),
+            &[
+                "-c".into(),
+                "echo starting; sleep 0.2; echo 'ready to serve' >&2; sleep 30".into(),
+            ],
+            &log,
+        )
+        .unwrap();
+        p.wait_log("ready to serve", Duration::from_secs(10))
+            .unwrap();
+        assert!(
+            p.printed().is_empty(),
+            "stdout goes to the log, not the lab"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            text.contains("starting") && text.contains("ready"),
+            "{text}"
+        );
+        let e = p
+            .wait_log("never printed", Duration::from_millis(300))
+            .unwrap_err();
+        assert!(e.to_string().contains("never printed"), "{e}");
+        p.stop(Duration::from_secs(5));
+        let e = p
+            .wait_log("never printed", Duration::from_secs(5))
+            .unwrap_err();
+        assert!(matches!(e, ProcessError::DiedEarly { .. }), "{e}");
     }
 
     #[test]

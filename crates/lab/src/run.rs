@@ -13,12 +13,15 @@ use crate::metrics::{
 use crate::orchestrate::{Progress, RunError, Trial, TrialRecord};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
-use crate::scenario::Scenario;
+use crate::scenario::{PoolImpl, Scenario};
+use crate::third_party::{find_pool_sv2, ThirdPartyError, Tool};
 use crate::usage::read_host;
 
 /// Why a run produced no results.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    #[error(transparent)]
+    ThirdParty(#[from] ThirdPartyError),
     #[error("trial {trial}: {source}")]
     Trial { trial: u32, source: RunError },
     #[error("measuring trial {trial}: {source}")]
@@ -55,6 +58,11 @@ pub fn run(
     build: &Build,
     progress: &dyn Progress,
 ) -> Result<RunOutput, LabError> {
+    // Third-party roles are located before anything starts, so a missing one fails at once.
+    let pool_sv2 = match scenario.specs().find(|c| c.pool == PoolImpl::ReferenceSv2) {
+        Some(c) => Some(find_pool_sv2(c.name)?),
+        None => None,
+    };
     let mut trials = Vec::new();
     let mut host_cpu = Vec::new();
     for i in 0..scenario.repeat {
@@ -70,6 +78,7 @@ pub fn run(
             exe,
             dir: &dir,
             progress,
+            pool_sv2: pool_sv2.as_ref(),
         };
         let record = trial.run().map_err(|source| LabError::Trial {
             trial: i + 1,
@@ -90,7 +99,7 @@ pub fn run(
         trials.push(measured);
     }
     let host = read_host(&host_cpu, out);
-    let assembled = assemble(context(scenario, build), host, trials);
+    let assembled = assemble(context(scenario, build, pool_sv2.as_ref()), host, trials);
     write_outputs(out, &assembled)?;
     progress.stage("writing the report");
     let report = write_report(out)?;
@@ -105,7 +114,8 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
         .roles
         .iter()
         .find(|f| f.kind.is_none())
-        .map(|f| LogSource::File(f.events.clone()))
+        .and_then(|f| f.events.clone())
+        .map(LogSource::File)
         .expect("every trial starts simnet");
     let mut configs = Vec::new();
     for config in &s.configs {
@@ -137,7 +147,7 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
                         name: f.name.clone(),
                         kind: f.kind?,
                         site: f.site,
-                        source: LogSource::File(f.events.clone()),
+                        source: LogSource::File(f.events.clone()?),
                     })
                 })
                 .collect(),
@@ -163,7 +173,7 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
     })
 }
 
-fn context(s: &Scenario, build: &Build) -> Context {
+fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {
     let per_config = |v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
         s.configs.iter().map(|c| (c.clone(), v.clone())).collect()
     };
@@ -210,7 +220,10 @@ fn context(s: &Scenario, build: &Build) -> Context {
             .collect(),
         version: build.version.clone(),
         commit: build.commit.clone(),
-        third_party: BTreeMap::new(),
+        third_party: pool_sv2
+            .map(|t| ("pool_sv2".to_owned(), t.version.clone()))
+            .into_iter()
+            .collect(),
         extra,
     }
 }

@@ -17,7 +17,65 @@ pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
 pub const DEVICES_PER_PROCESS: u32 = 9_000;
 
 /// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
-pub const KNOWN_CONFIGS: &[&str] = &["sv1"];
+pub const KNOWN_CONFIGS: &[&str] = &["sv1", "D", "D-ref"];
+
+/// What a configuration's devices speak to the first role they meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceProtocol {
+    Sv1,
+    Sv2,
+}
+
+/// Who runs a configuration's pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolImpl {
+    /// `stratumlab pool`, SV1 front end, templates by getblocktemplate.
+    OursSv1,
+    /// `stratumlab pool`, SV2 front end, templates from simnet's Template Provider.
+    OursSv2,
+    /// The SV2 reference pool (`pool_sv2`), templates from simnet's Template Provider: the
+    /// same protocol as `OursSv2` by another implementation, so that protocol effects can be
+    /// told apart from implementation effects.
+    ReferenceSv2,
+}
+
+/// The shape of one configuration: which roles it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigSpec {
+    pub name: &'static str,
+    pub devices: DeviceProtocol,
+    pub pool: PoolImpl,
+}
+
+const SPECS: [ConfigSpec; 3] = [
+    ConfigSpec {
+        name: "sv1",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv1,
+    },
+    ConfigSpec {
+        name: "D",
+        devices: DeviceProtocol::Sv2,
+        pool: PoolImpl::OursSv2,
+    },
+    ConfigSpec {
+        name: "D-ref",
+        devices: DeviceProtocol::Sv2,
+        pool: PoolImpl::ReferenceSv2,
+    },
+];
+
+impl ConfigSpec {
+    /// The configuration called `name`, if this build runs it.
+    pub fn named(name: &str) -> Option<ConfigSpec> {
+        SPECS.iter().find(|s| s.name == name).copied()
+    }
+
+    /// Whether the pool takes templates from an SV2 Template Provider.
+    pub fn needs_template_provider(self) -> bool {
+        matches!(self.pool, PoolImpl::OursSv2 | PoolImpl::ReferenceSv2)
+    }
+}
 
 /// Device firmware profile, as `stratumlab fleet --profile` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -137,12 +195,17 @@ pub enum ScenarioError {
 }
 
 impl Scenario {
+    /// The configurations' shapes, in order (validated names only).
+    pub fn specs(&self) -> impl Iterator<Item = ConfigSpec> + '_ {
+        self.configs.iter().filter_map(|c| ConfigSpec::named(c))
+    }
+
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if self.configs.is_empty() {
             return Err(ScenarioError::NoConfig);
         }
         for (i, c) in self.configs.iter().enumerate() {
-            if !KNOWN_CONFIGS.contains(&c.as_str()) {
+            if ConfigSpec::named(c).is_none() {
                 return Err(ScenarioError::UnknownConfig(c.clone()));
             }
             if self.configs[..i].contains(c) {

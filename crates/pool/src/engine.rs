@@ -2,7 +2,7 @@
 //! statistics and the worker list, the store, the event log, and the queue of found blocks.
 //! Front ends hold an `Arc<Engine>`; nothing here blocks or allocates per share.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use events::{EventSink, JobId, Perspective, Reason, ShareResult, Verdict};
@@ -74,6 +74,7 @@ pub struct Engine {
     epoch: AtomicU64,
     serving: AtomicBool,
     next_conn: AtomicU64,
+    next_channel: AtomicU32,
     blocks: mpsc::UnboundedSender<FoundBlock>,
 }
 
@@ -98,6 +99,7 @@ impl Engine {
             epoch: AtomicU64::new(0),
             serving: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
+            next_channel: AtomicU32::new(1),
             blocks,
         });
         (engine, found)
@@ -106,6 +108,19 @@ impl Engine {
     /// A fresh connection id (also the seed of its extranonce prefix).
     pub fn next_conn(&self) -> u64 {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// A fresh SV2 channel id. The spec asks only for ids unique on their connection; unique in
+    /// the whole pool, an id names one channel in logs and events (the lab ties a device's
+    /// standard job to its template by (channel, job id)). Wraps after 2^32 channels, long after
+    /// the first ones closed.
+    pub fn next_channel_id(&self) -> u32 {
+        loop {
+            let id = self.next_channel.fetch_add(1, Ordering::Relaxed);
+            if id != 0 {
+                return id;
+            }
+        }
     }
 
     /// The tip epoch: jobs of an older one are stale.

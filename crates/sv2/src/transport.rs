@@ -126,9 +126,17 @@ pub struct NoiseConn {
     /// A message's payload before it is framed.
     scratch: Vec<u8>,
     limits: Limits,
+    /// Wire bytes of the handshake: (read, written).
+    handshake: (u64, u64),
 }
 
 impl NoiseConn {
+    /// The handshake's wire bytes, (read, written): the Noise overhead a byte count of the
+    /// connection must include (the frames after it are counted by whoever reads and writes).
+    pub fn handshake_bytes(&self) -> (u64, u64) {
+        self.handshake
+    }
+
     /// The responder's side: waits for the initiator's ephemeral key, answers with ours and the
     /// certificate `responder` signs.
     pub async fn accept(
@@ -141,13 +149,16 @@ impl NoiseConn {
         let mut noise = NoiseResponder::from_role(responder, limits.max_frame_bytes);
         let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
         let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let mut read = 0u64;
         while !noise.handshake_done() {
             let n = read_before(&mut reader, &mut read_buf, deadline).await?;
+            read += n as u64;
             noise.feed(&read_buf[..n])?;
         }
         let mut out = Vec::new();
         noise.take_handshake_bytes(&mut out);
         write_within(&mut writer, &out, limits.write_timeout).await?;
+        let written = out.len() as u64;
         out.clear();
         Ok(NoiseConn {
             reader,
@@ -157,6 +168,7 @@ impl NoiseConn {
             out,
             scratch: Vec::new(),
             limits,
+            handshake: (read, written),
         })
     }
 
@@ -186,11 +198,14 @@ impl NoiseConn {
         let mut out = Vec::new();
         noise.take_handshake_bytes(&mut out);
         write_within(&mut writer, &out, limits.write_timeout).await?;
+        let written = out.len() as u64;
         out.clear();
         let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
         let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let mut read = 0u64;
         while !noise.handshake_done() {
             let n = read_before(&mut reader, &mut read_buf, deadline).await?;
+            read += n as u64;
             // Fails when the certificate is not signed by the expected authority or is out of
             // date.
             noise.feed(&read_buf[..n])?;
@@ -203,6 +218,7 @@ impl NoiseConn {
             out,
             scratch: Vec::new(),
             limits,
+            handshake: (read, written),
         })
     }
 

@@ -60,6 +60,40 @@ fn setup() -> Message {
 }
 
 #[tokio::test]
+async fn both_sides_count_the_same_handshake_bytes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (l, addr) = listener().await;
+    let responder_wrote = std::sync::Arc::new(AtomicU64::new(0));
+    let wrote = responder_wrote.clone();
+    let srv = server(l, |conn| async move {
+        // NX: the initiator's ephemeral key (64 bytes, ElligatorSwift) in, and out our
+        // ephemeral key, our static key and the certificate (each encrypted with its MAC).
+        let (read, written) = conn.handshake_bytes();
+        assert_eq!(read, 64);
+        wrote.store(written, Ordering::SeqCst);
+        Ok(())
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let c = NoiseConn::connect_to_authority(
+        stream,
+        AuthorityKeys::reference().public_bytes(),
+        limits(),
+    )
+    .await
+    .unwrap();
+    let (read, written) = c.handshake_bytes();
+    assert_eq!(written, 64);
+    tokio::time::timeout(WAIT, srv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // What one side wrote the other read.
+    assert_eq!(read, responder_wrote.load(Ordering::SeqCst));
+    assert!(read > 64, "{read}");
+}
+
+#[tokio::test]
 async fn messages_flow_both_ways_after_the_handshake() {
     let (l, addr) = listener().await;
     let srv = server(l, |mut conn| async move {

@@ -375,12 +375,9 @@ impl Settings {
                 ..StoreConfig::new(&self.store)
             }),
             events: self.events.clone(),
-            // The lab names configurations by protocol: an SV2-only pool is "sv2".
-            events_config: if self.sv2_listen.is_some() && self.sv1_listen.is_none() {
-                "sv2".into()
-            } else {
-                "sv1".into()
-            },
+            // Which lab configuration the pool serves is the lab's knowledge (it names the
+            // events file), not the pool's: a protocol is not a configuration (sv1, D, D-ref...).
+            events_config: String::new(),
             sv1,
             admission,
             sv2_listen: self.sv2_listen,

@@ -24,6 +24,10 @@ const BUILT_IN: &[(&str, &str)] = &[
         include_str!("../../../../scenarios/default.toml"),
     ),
     ("sv1", include_str!("../../../../scenarios/sv1.toml")),
+    (
+        "sv2-ref",
+        include_str!("../../../../scenarios/sv2-ref.toml"),
+    ),
 ];
 
 /// Compare Stratum V1 and V2 configurations on one simulated network, over an emulated WAN,

@@ -3,8 +3,8 @@
 //! frames, the engine's new work and a periodic tick, and the store's durability before any
 //! acknowledgement.
 //!
-//! Socket bytes are counted from frame sizes (payload plus Noise header and MACs, the
-//! handshake excluded) and reported as `LinkBytes` with link "sv2".
+//! Socket bytes are counted from the handshake and frame sizes (payload plus Noise header and
+//! MACs) and reported as `LinkBytes` with link "sv2".
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -197,6 +197,9 @@ impl Sv2Server {
                 return;
             }
         };
+        let (hs_rx, hs_tx) = conn.handshake_bytes();
+        self.net_rx.fetch_add(hs_rx, Ordering::Relaxed);
+        self.net_tx.fetch_add(hs_tx, Ordering::Relaxed);
         let mut session = Session::new(self.engine.clone(), self.config.clone());
         let id = session.conn();
         if self.engine.events.is_enabled() {

@@ -115,7 +115,6 @@ pub struct Session {
     conn: u64,
     setup: Option<u32>,
     channels: HashMap<u32, Sv2Channel>,
-    next_channel: u32,
     /// Every standard channel of the connection is in this group.
     group_channel: u32,
     next_job: u32,
@@ -130,6 +129,7 @@ pub struct Session {
 impl Session {
     pub fn new(engine: Arc<Engine>, config: Arc<Sv2Config>) -> Session {
         let conn = engine.next_conn();
+        let group_channel = engine.next_channel_id();
         engine.stats.connection_opened();
         Session {
             engine,
@@ -137,9 +137,7 @@ impl Session {
             conn,
             setup: None,
             channels: HashMap::new(),
-            // Channel ids start at 2: 1 is the group.
-            next_channel: 2,
-            group_channel: 1,
+            group_channel,
             next_job: 1,
             sent_generation: None,
             out: Vec::new(),
@@ -325,8 +323,7 @@ impl Session {
         // Vardiff never goes easier than the miner's maximum target.
         channel.set_minimum(Difficulty::from_target(max_target), now);
         let worker = self.engine.attach_worker(user, now);
-        let channel_id = self.next_channel;
-        self.next_channel += 1;
+        let channel_id = self.engine.next_channel_id();
         let target = channel.target();
         self.channels.insert(
             channel_id,
