@@ -183,6 +183,16 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
             > 0
     );
     assert_eq!(c["unmatched_events"], 0, "{config}: {c}");
+    // simnet counts its own sockets too: the endpoints this configuration's pool used.
+    let simnet = &c["roles"]["simnet"];
+    assert!(
+        simnet["net_tx_bytes"].as_u64().unwrap() > 0,
+        "{config}: {simnet}"
+    );
+    assert!(
+        simnet["net_rx_bytes"].as_u64().unwrap() > 0,
+        "{config}: {simnet}"
+    );
     let events = out.join("events");
     injected_delay_is_what_time_to_job_adds(&events, config, 72.5);
     block_propagation_is_the_link_delay_plus_the_pool(&events, config, 72.5, c);

@@ -13,7 +13,7 @@ use crate::metrics::{
 use crate::orchestrate::{Progress, RunError, Trial, TrialRecord};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
-use crate::scenario::{PoolImpl, Scenario};
+use crate::scenario::{ConfigSpec, PoolImpl, Scenario};
 use crate::third_party::{find_pool_sv2, ThirdPartyError, Tool};
 use crate::usage::read_host;
 
@@ -124,8 +124,11 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
             .iter()
             .filter(|f| f.config.as_deref() == Some(config.as_str()))
             .collect();
+        // simnet serves every configuration: its CPU and memory are in each one's roles.
         let usage: BTreeMap<String, ProcessUsage> = files
             .iter()
+            .copied()
+            .chain(r.roles.iter().filter(|f| f.kind.is_none()))
             .filter_map(|f| {
                 let u = r.usage.get(&f.name)?;
                 Some((
@@ -159,6 +162,7 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
                 rtt: s.rtt,
                 lan_rtt: s.lan_rtt,
                 farm_node_peer_link: None,
+                node_endpoints: node_endpoints(config),
             },
             block_interval: s.block_interval,
             template_interval: s.template_interval,
@@ -171,6 +175,16 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
         configs,
         host_busy_fraction: host_busy_fraction(&r.host_cpu, r.window.start_ns, r.window.end_ns),
     })
+}
+
+/// simnet's endpoints a configuration's job source uses.
+fn node_endpoints(config: &str) -> Vec<String> {
+    let spec = ConfigSpec::named(config);
+    let names: &[&str] = match spec.map(|s| s.needs_template_provider()) {
+        Some(true) => &["tdp"],
+        _ => &["rpc", "zmq"],
+    };
+    names.iter().map(|n| (*n).to_owned()).collect()
 }
 
 fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {

@@ -275,3 +275,50 @@ fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
     assert_eq!(p.n, 1);
     assert_eq!(p.max, Some(9.0));
 }
+
+#[test]
+fn sv2_standard_jobs_of_a_pool_without_events_are_untied_not_unmatched() {
+    let mut lab = Lab::new();
+    lab.pool_logged = false;
+    let prev = h(1);
+    let new_tip = h(2);
+    lab.simnet
+        .push(ev(at(0.0), tip("network", prev, 900_000, h(0))));
+    lab.simnet
+        .push(ev(at(20.0), template("pool", 5, prev, 1000, 555)));
+    lab.simnet
+        .push(ev(at(30.0), tip("network", new_tip, 900_001, prev)));
+    let sv2_job = |job: u64, future: bool| JobReceived {
+        device: 0,
+        channel: Some(7),
+        job_id: JobId::Num(job),
+        fingerprint: None,
+        prev_hash: None,
+        target: Target::DIFFICULTY_1,
+        clean: false,
+        future,
+    };
+    lab.fleet().push(ev(at(20.0) + 12 * MS, sv2_job(3, false)));
+    lab.fleet().push(ev(at(29.0), sv2_job(4, true)));
+    lab.fleet().push(ev(
+        at(30.0) + 9 * MS,
+        JobActivated {
+            conn: 0,
+            channel: Some(7),
+            job_id: JobId::Num(4),
+            prev_hash: new_tip,
+            fingerprint: None,
+        },
+    ));
+    let r = lab.results();
+    // Nothing could be tied, and nothing is guessed: no unmatched event either.
+    assert_eq!(r.unmatched_events, 0, "{:?}", r.unmatched_by_kind);
+    let t = &r.time_to_job_ms;
+    assert_eq!(t.n, 0);
+    let why = t.absent_reason.as_deref().unwrap();
+    assert!(why.contains("third-party"), "{why}");
+    // The new tip still reached the device through its prev hash.
+    let p = &r.time_to_job_prevhash_ms;
+    assert_eq!(p.n, 1);
+    assert_eq!(p.max, Some(9.0));
+}

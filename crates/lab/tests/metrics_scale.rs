@@ -130,6 +130,7 @@ fn ten_thousand_devices_for_two_minutes() {
             rtt: Duration::from_millis(145),
             lan_rtt: Duration::from_micros(500),
             farm_node_peer_link: None,
+            node_endpoints: vec!["rpc".into(), "zmq".into()],
         },
         block_interval: Duration::from_secs(10),
         template_interval: Duration::from_secs(TEMPLATE_EVERY_S),

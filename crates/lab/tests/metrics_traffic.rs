@@ -101,3 +101,30 @@ fn roles_pass_usage_through_and_count_their_own_bytes() {
     assert!(!quiet.net_bytes_reported);
     assert_eq!((quiet.net_tx_bytes, quiet.cpu_pct_mean), (0, None));
 }
+
+#[test]
+fn simnet_counts_in_the_configurations_whose_endpoints_it_served() {
+    let mut lab = Lab::new(); // an SV1 job source: simnet's rpc and zmq
+    lab.simnet
+        .push(ev(at(50.0), bytes("rpc", Direction::Up, 100)));
+    lab.simnet
+        .push(ev(at(50.0), bytes("rpc", Direction::Down, 1000)));
+    lab.simnet
+        .push(ev(at(51.0), bytes("zmq", Direction::Down, 30)));
+    // Another configuration's Template Provider traffic.
+    lab.simnet
+        .push(ev(at(50.0), bytes("tdp", Direction::Down, 70_000)));
+    let usage = ProcessUsage {
+        cpu_pct_mean: Some(3.0),
+        cpu_pct_max: Some(9.0),
+        rss_bytes_max: Some(1 << 22),
+    };
+    lab.usage.insert("simnet".into(), usage);
+    let r = lab.results();
+    let s = &r.roles["simnet"];
+    // A server: what it read is received, what it wrote is sent.
+    assert_eq!((s.net_rx_bytes, s.net_tx_bytes), (100, 1030));
+    assert_eq!(s.rss_bytes_max, Some(1 << 22));
+    assert_eq!(r.links["rpc"].down_bytes, 1000);
+    assert!(!r.links.contains_key("tdp"), "{:?}", r.links.keys());
+}

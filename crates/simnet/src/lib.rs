@@ -71,6 +71,7 @@ pub mod chain;
 pub mod checks;
 pub mod config;
 pub mod dist;
+pub mod link_bytes;
 pub mod mempool;
 pub mod network;
 pub mod node;

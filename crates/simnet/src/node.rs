@@ -161,6 +161,11 @@ impl Node {
         self.shared.name.as_str()
     }
 
+    /// The node's event log, which its endpoints also write to (`LinkBytes`).
+    pub fn events(&self) -> &EventSink {
+        &self.shared.sink
+    }
+
     /// Advances the network at its deadlines until `stop` resolves.
     pub async fn run_clock(&self, stop: impl std::future::Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);

@@ -95,6 +95,11 @@ pub(crate) struct FleetPass<'a> {
     pub unmatched: Unmatched,
     pub series: Series,
     hashes: Vec<FleetHashes>,
+    /// The job source writes no events (a third-party pool): SV2 standard jobs, which carry
+    /// only a merkle root, cannot be tied to a template, and are not counted as unmatched.
+    blind_to_standard_jobs: bool,
+    /// Jobs that could not be tied for that reason.
+    pub untied_standard_jobs: u64,
 }
 
 fn pair(a: u32, b: u32) -> u64 {
@@ -103,7 +108,7 @@ fn pair(a: u32, b: u32) -> u64 {
 
 impl<'a> FleetPass<'a> {
     /// `series` already holds what other logs added (bytes); the fleet adds shares and hashes.
-    pub fn new(index: &'a Index, window: Window, series: Series) -> Self {
+    pub fn new(index: &'a Index, window: Window, series: Series, job_source_logged: bool) -> Self {
         FleetPass {
             index,
             window,
@@ -124,6 +129,8 @@ impl<'a> FleetPass<'a> {
             unmatched: Unmatched::default(),
             series,
             hashes: Vec::new(),
+            blind_to_standard_jobs: !job_source_logged,
+            untied_standard_jobs: 0,
         }
     }
 
@@ -148,13 +155,11 @@ impl<'a> FleetPass<'a> {
                     }
                     f.push((j.channel, j.job_id, j.fingerprint));
                 } else {
-                    self.unmatched.matchable += 1;
                     self.workable(d, ts, j.fingerprint, j.channel, j.job_id, j.prev_hash);
                 }
             }
             EventKind::JobActivated(a) => {
                 let d = self.device(log, a.conn);
-                self.unmatched.matchable += 1;
                 let f = &mut self.devices[d as usize].future;
                 match f
                     .iter()
@@ -165,7 +170,10 @@ impl<'a> FleetPass<'a> {
                         let fp = a.fingerprint.or(fp);
                         self.workable(d, ts, fp, channel, job_id, Some(a.prev_hash));
                     }
-                    None => self.unmatched.add("activation_without_future_job"),
+                    None => {
+                        self.unmatched.matchable += 1;
+                        self.unmatched.add("activation_without_future_job");
+                    }
                 }
             }
             EventKind::ShareSent(s) => {
@@ -263,8 +271,13 @@ impl<'a> FleetPass<'a> {
             None => channel.and_then(|c| index.jobs.template(book, c, job_id)),
         };
         let template = found.filter(|&i| prev_hash.is_none_or(|p| book.get(i).prev_hash == p));
-        if template.is_none() {
-            self.unmatched.add("job_without_template");
+        if fingerprint.is_none() && channel.is_some() && self.blind_to_standard_jobs {
+            self.untied_standard_jobs += 1;
+        } else {
+            self.unmatched.matchable += 1;
+            if template.is_none() {
+                self.unmatched.add("job_without_template");
+            }
         }
 
         self.stop_work(d, ts);

@@ -169,6 +169,11 @@ pub struct LinkSetup {
     /// The farm-side node's peer link in simnet's `LinkBytes`, where the configuration has one
     /// (A, B): its bytes count in the farm site's totals (sent = up = tx).
     pub farm_node_peer_link: Option<String>,
+    /// simnet's endpoints this configuration's job source uses, as simnet names them in
+    /// `LinkBytes` ("rpc", "zmq" for an SV1 pool; "tdp" for an SV2 pool): their bytes are in
+    /// this configuration's `links` and its `roles.simnet` (simnet serves every configuration;
+    /// the endpoints tell their traffic apart, not their CPU).
+    pub node_endpoints: Vec<String>,
 }
 
 /// Everything about one configuration in one trial.

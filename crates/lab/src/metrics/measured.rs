@@ -88,6 +88,9 @@ pub struct Measured {
     pub value: ValueTally,
     pub templates_created: u64,
     pub templates_reached: u64,
+    /// SV2 standard jobs that could not be tied to a template because the job source writes
+    /// no events (a third-party pool).
+    pub untied_standard_jobs: u64,
     pub delays: Delays,
     pub traffic: TrafficTally,
     pub rtt_configured: Duration,
@@ -115,6 +118,7 @@ impl Measured {
         self.value.merge(&o.value);
         self.templates_created += o.templates_created;
         self.templates_reached += o.templates_reached;
+        self.untied_standard_jobs += o.untied_standard_jobs;
         self.delays.merge(&o.delays);
         self.traffic.merge(&o.traffic);
         for (name, r) in &o.roles {
@@ -161,6 +165,15 @@ impl Measured {
         }
     }
 
+    fn no_template_reason(&self) -> &'static str {
+        if self.untied_standard_jobs > 0 {
+            "SV2 standard jobs carry only a merkle root, and this pool (third-party) writes no \
+             events to tie a job to its template; time_to_job_prevhash_ms still holds"
+        } else {
+            "no device received a job from a template the node made in the measured window"
+        }
+    }
+
     /// results.json's figures for this configuration.
     pub fn results(&self) -> ConfigResults {
         let rescale = self.stale_rescale();
@@ -194,14 +207,8 @@ impl Measured {
                 created: self.templates_created,
                 reached_devices: self.templates_reached,
             },
-            time_to_job_ms: summarize(
-                &d.time_to_job,
-                "no device received a job from a template the node made in the measured window",
-            ),
-            time_to_job_first_ms: summarize(
-                &d.time_to_job_first,
-                "no device received a job from a template the node made in the measured window",
-            ),
+            time_to_job_ms: summarize(&d.time_to_job, self.no_template_reason()),
+            time_to_job_first_ms: summarize(&d.time_to_job_first, self.no_template_reason()),
             time_to_job_prevhash_ms: summarize(
                 &d.time_to_job_prevhash,
                 "no new tip in the measured window reached a device",

@@ -83,6 +83,9 @@ pub use measured::{Delays, Measured, RoleTally};
 pub use output::{assemble, dist_files, series_files, write_outputs, Assembled, TrialMeasurement};
 pub use validity::host_busy_fraction;
 
+/// simnet's role name in `roles` (the lab samples it under that name).
+pub const SIMNET_ROLE: &str = "simnet";
+
 use devices::FleetPass;
 use index::Index;
 use series::Series;
@@ -117,12 +120,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     };
     let mut index = Index::default();
     let mut series = Series::new(&w);
-    let mut traffic = Traffic::new(
-        w,
-        &run.links.wan,
-        run.links.farm_node_peer_link.as_deref(),
-        run.logs.len(),
-    );
+    let mut traffic = Traffic::new(w, &run.links, run.logs.len());
     let mut events = 0u64;
 
     run.simnet
@@ -183,7 +181,12 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     }
     index.templates.seal();
 
-    let mut fleet = FleetPass::new(&index, w, series);
+    // Our job sources write events; a third-party pool (D-ref) does not.
+    let job_source_logged = run
+        .logs
+        .iter()
+        .any(|l| matches!(l.kind, RoleKind::Pool | RoleKind::Proxy));
+    let mut fleet = FleetPass::new(&index, w, series, job_source_logged);
     for (i, log) in run.logs.iter().enumerate() {
         if log.kind != RoleKind::Fleet {
             continue;
@@ -219,6 +222,17 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
             },
         );
     }
+    if traffic.simnet.reported || run.usage.contains_key(SIMNET_ROLE) {
+        roles.insert(
+            SIMNET_ROLE.to_owned(),
+            RoleTally {
+                kind: RoleKind::Other,
+                site: Some(Site::Pool),
+                usage: run.usage.get(SIMNET_ROLE).copied().into_iter().collect(),
+                bytes: traffic.simnet,
+            },
+        );
+    }
     for (name, u) in &run.usage {
         roles.entry(name.clone()).or_insert_with(|| RoleTally {
             kind: RoleKind::Other,
@@ -245,6 +259,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         value: fleet.value.clone(),
         templates_created: outcome.templates_created,
         templates_reached: outcome.templates_reached,
+        untied_standard_jobs: fleet.untied_standard_jobs,
         delays: Delays {
             time_to_job: std::mem::take(&mut fleet.time_to_job),
             time_to_job_first: outcome.time_to_job_first,

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use events::{Direction, EventKind};
 
-use super::input::{RoleKind, Site, Window};
+use super::input::{LinkSetup, RoleKind, Site, Window};
 use super::series::Series;
 use crate::results::{LinkFigures, SiteBandwidth};
 
@@ -121,14 +121,19 @@ pub(crate) struct Traffic {
     from_taps: BTreeMap<String, (u64, u64)>,
     from_others: BTreeMap<String, (u64, u64)>,
     pub roles: Vec<RoleBytes>,
+    /// simnet's own bytes on this configuration's endpoints and peer link (up: read).
+    pub simnet: RoleBytes,
+    endpoints: Vec<String>,
 }
 
 impl Traffic {
-    pub fn new(window: Window, wan: &str, peer: Option<&str>, roles: usize) -> Self {
+    pub fn new(window: Window, links: &LinkSetup, roles: usize) -> Self {
         Traffic {
             window,
-            wan: wan.to_owned(),
-            peer: peer.map(str::to_owned),
+            wan: links.wan.clone(),
+            peer: links.farm_node_peer_link.clone(),
+            simnet: RoleBytes::default(),
+            endpoints: links.node_endpoints.clone(),
             tally: TrafficTally {
                 measured_ns: window.measured_ns(),
                 ..TrafficTally::default()
@@ -183,6 +188,20 @@ impl Traffic {
     /// An event of the simnet log (node peer traffic).
     pub fn on_simnet(&mut self, ts: u64, ev: &EventKind, series: &mut Series) {
         let EventKind::LinkBytes(b) = ev else { return };
+        let link = b.link.as_str();
+        let peer = self.peer.as_deref() == Some(link);
+        if !peer && !self.endpoints.iter().any(|e| e == link) {
+            return; // another configuration's endpoint
+        }
+        // Endpoints count what simnet read as up (as every server does); a peer link counts
+        // what the node sent as up. simnet's own tally is by what it read.
+        let read = (b.direction == Direction::Up) != peer;
+        self.simnet.reported = true;
+        if read {
+            self.simnet.up += b.bytes;
+        } else {
+            self.simnet.down += b.bytes;
+        }
         count_link(
             &self.window,
             links_entry(&mut self.from_others, b.link.as_str()),

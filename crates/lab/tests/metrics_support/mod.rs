@@ -155,6 +155,8 @@ pub struct Lab {
     pub window: Window,
     pub simnet: Vec<Event>,
     pub pool: Vec<Event>,
+    /// Whether the pool writes events (a third-party pool does not).
+    pub pool_logged: bool,
     pub fleets: Vec<Vec<Event>>,
     pub tap: Vec<Event>,
     pub proxy: Option<Vec<Event>>,
@@ -177,6 +179,7 @@ impl Lab {
             window: window(),
             simnet: Vec::new(),
             pool: Vec::new(),
+            pool_logged: true,
             fleets: vec![Vec::new()],
             tap: Vec::new(),
             proxy: None,
@@ -206,6 +209,9 @@ impl Lab {
                 source: log("tap", self.tap.clone()).into(),
             },
         ];
+        if !self.pool_logged {
+            logs.remove(0);
+        }
         for (i, f) in self.fleets.iter().enumerate() {
             logs.push(RoleLog {
                 name: format!("sv1.fleet{i}"),
@@ -233,6 +239,7 @@ impl Lab {
                 rtt: Duration::from_millis(145),
                 lan_rtt: Duration::from_micros(500),
                 farm_node_peer_link: None,
+                node_endpoints: vec!["rpc".into(), "zmq".into()],
             },
             block_interval: self.block_interval,
             template_interval: Duration::from_secs(2),

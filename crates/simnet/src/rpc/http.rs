@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use super::cookie::RpcAuth;
 use super::methods::{self, Ctx};
 use super::{jsonrpc, RpcOptions};
+use crate::link_bytes::{self, Counted, LinkCounter};
 use crate::node::Node;
 
 /// Core's answer to anything but POST.
@@ -62,6 +63,9 @@ pub(super) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
+    let sink = node.events().clone();
+    let counter = LinkCounter::new("rpc");
+    let mut report = link_bytes::report_interval();
     let state = Arc::new(State {
         ctx: Arc::new(Ctx::new(node, options.longpoll_timeout, stop_rx)),
         auth: auth.credentials_only(),
@@ -90,12 +94,17 @@ pub(super) async fn serve(
                     continue;
                 }
             },
+            _ = report.tick() => {
+                counter.report(&sink);
+                continue;
+            }
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
         let st = state.clone();
         let svc = service_fn(move |req| handle(req, st.clone(), peer));
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
+        let io = TokioIo::new(Counted::new(stream, counter.clone()));
+        let conn = graceful.watch(builder.serve_connection(io, svc));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "JSON-RPC connection closed");
@@ -106,12 +115,22 @@ pub(super) async fn serve(
     drop(listener);
     // Long polls answer now; in-flight calls get a moment to finish.
     let _ = stop_tx.send(true);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    // Reports go on while connections finish, so that their last bytes are counted in time.
+    let drained = async {
+        let mut finished = std::pin::pin!(graceful.shutdown());
+        loop {
+            tokio::select! {
+                _ = &mut finished => return,
+                _ = report.tick() => counter.report(&sink),
+            }
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drained).await.is_err() {
         tracing::warn!("JSON-RPC connections still open at shutdown were dropped");
     }
+    counter.report(&sink);
+    let (rx, tx) = counter.totals();
+    tracing::info!(rx_bytes = rx, tx_bytes = tx, "JSON-RPC traffic");
     tracing::info!(%local, "JSON-RPC server stopped");
     Ok(())
 }

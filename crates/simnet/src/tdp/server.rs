@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{ConnectionClosed, ConnectionOpened, EventSink, ShortStr};
+use sv2::fuzz_support::wire_len;
 use sv2::{Limits, NoiseConn, TransportError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -23,7 +24,15 @@ use super::block::SolutionBlock;
 use super::codec::{self, ServerMessage};
 use super::session::{Action, Session, SessionConfig};
 use super::TdpKeys;
+use crate::link_bytes::{self, LinkCounter};
 use crate::node::Node;
+
+/// What the Noise NX handshake puts on the wire, which the transport does not report: the
+/// client's ElligatorSwift-encoded ephemeral key (64 bytes), and our answer: our ephemeral key,
+/// our encrypted static key (64 + 16-byte MAC) and the encrypted signature noise message
+/// (74 + 16-byte MAC), as noise_sv2 sizes them.
+const HANDSHAKE_RX_BYTES: usize = 64;
+const HANDSHAKE_TX_BYTES: usize = 64 + (64 + 16) + (74 + 16);
 
 /// How the endpoint runs. [`TdpConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -88,12 +97,15 @@ pub async fn serve(
     let mut session = node.read(|n| SessionConfig::from_network(n.config()));
     session.retained_tips = config.retained_tips;
     session.max_templates = config.max_templates;
+    let sink = node.events().clone();
     let endpoint = Arc::new(Endpoint {
         node,
         config,
         session,
         local,
+        bytes: LinkCounter::new("tdp"),
     });
+    let mut report = link_bytes::report_interval();
     // Tells connections to close on shutdown, so that each records why it ended.
     let (stop, stopped) = watch::channel(false);
     let mut tasks = JoinSet::new();
@@ -102,6 +114,7 @@ pub async fn serve(
         tokio::select! {
             biased;
             _ = &mut shutdown => break,
+            _ = report.tick() => endpoint.bytes.report(&sink),
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 if let Err(e) = done {
                     if e.is_panic() {
@@ -126,6 +139,7 @@ pub async fn serve(
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
         tasks.shutdown().await;
     }
+    endpoint.bytes.report(&sink);
     Ok(())
 }
 
@@ -142,6 +156,8 @@ struct Endpoint {
     config: TdpConfig,
     session: SessionConfig,
     local: SocketAddr,
+    /// Frame bytes read and written, handshakes included (a failed handshake is not counted).
+    bytes: Arc<LinkCounter>,
 }
 
 async fn connection(
@@ -198,6 +214,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         node,
         config,
         session,
+        bytes,
         ..
     } = endpoint;
     let setup_deadline = tokio::time::Instant::now() + config.setup_timeout;
@@ -211,6 +228,9 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         write_timeout: config.write_timeout,
     };
     let mut noise = NoiseConn::accept(stream, responder, limits).await?;
+    bytes.add_rx(HANDSHAKE_RX_BYTES);
+    bytes.add_tx(HANDSHAKE_TX_BYTES);
+    let mut payload = Vec::new();
     let mut templates = node.templates();
     let mut session = Session::new(*session);
     let mut was_serving = false;
@@ -218,6 +238,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         let actions = tokio::select! {
             frame = noise.read_frame() => {
                 let mut frame = frame?;
+                bytes.add_rx(wire_len(frame.payload.len()));
                 match codec::decode_client(frame.extension(), frame.msg_type(), &mut frame.payload) {
                     Ok(Some(msg)) => {
                         let current = templates.borrow_and_update().clone();
@@ -258,7 +279,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
             match action {
                 Action::Send(m) => {
                     log_send(conn, &m);
-                    m.send(&mut noise).await?;
+                    bytes.add_tx(m.send(&mut noise, &mut payload).await?);
                 }
                 Action::Submit(block) => submit(node, conn, block).await,
                 Action::DropSolution {

@@ -38,6 +38,7 @@ use tokio::net::TcpListener;
 use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::task::JoinSet;
 
+use crate::link_bytes::{self, LinkCounter};
 use crate::node::{Node, Update};
 use peer::{Offer, Peers};
 
@@ -83,6 +84,7 @@ impl Default for ZmqConfig {
 pub struct ZmqStats {
     peers: Arc<Peers>,
     counters: Arc<Counters>,
+    bytes: Arc<LinkCounter>,
 }
 
 #[derive(Default)]
@@ -109,6 +111,11 @@ impl ZmqStats {
     /// Messages published (each counted once, however many subscribers got it).
     pub fn published(&self) -> u64 {
         self.counters.published.load(Ordering::Relaxed)
+    }
+
+    /// Bytes (read from, written to) subscribers' sockets, handshakes included.
+    pub fn net_bytes(&self) -> (u64, u64) {
+        self.bytes.totals()
     }
 
     /// Messages dropped for subscribers whose queues were full (counted per subscriber).
@@ -138,6 +145,7 @@ impl Publisher {
             stats: ZmqStats {
                 peers: Arc::default(),
                 counters: Arc::default(),
+                bytes: LinkCounter::new("zmq"),
             },
             sequence: [0; TOPICS.len()],
             last_tip: None,
@@ -155,10 +163,13 @@ impl Publisher {
         let mut shutdown = std::pin::pin!(shutdown);
         // Dropping the set aborts every connection task.
         let mut connections = JoinSet::new();
+        let sink = self.node.events().clone();
+        let mut report = link_bytes::report_interval();
         loop {
             tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
+                _ = report.tick() => self.stats.bytes.report(&sink),
                 update = self.updates.recv() => match update {
                     Ok(Update::Tip { hash, .. }) => self.publish_tip(hash),
                     Ok(_) => {}
@@ -182,6 +193,7 @@ impl Publisher {
                             addr,
                             self.stats.peers.clone(),
                             self.config.clone(),
+                            self.stats.bytes.clone(),
                         ));
                     }
                     Err(e) => accept_error(e).await,
@@ -191,6 +203,7 @@ impl Publisher {
             }
         }
         connections.shutdown().await;
+        self.stats.bytes.report(&sink);
     }
 
     fn publish_tip(&mut self, hash: Hash256) {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use super::zmtp::{self, Decoder, Event, ZmtpError};
 use super::{ZmqConfig, TOPICS};
+use crate::link_bytes::{Counted, LinkCounter};
 
 /// Why a connection ended other than by the peer closing it.
 #[derive(Debug, thiserror::Error)]
@@ -203,6 +204,7 @@ pub(super) async fn run(
     addr: SocketAddr,
     peers: Arc<Peers>,
     config: Arc<ZmqConfig>,
+    bytes: Arc<LinkCounter>,
 ) {
     let peer = Arc::new(Peer::new(peers.next_id(), addr));
     let _registration = Registration {
@@ -214,6 +216,10 @@ pub(super) async fn run(
     let _ = stream.set_nodelay(true);
     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
     let (reader, writer) = stream.into_split();
+    let (reader, writer) = (
+        Counted::new(reader, bytes.clone()),
+        Counted::new(writer, bytes),
+    );
     peer.push_control(&zmtp::encode_greeting());
     let result = tokio::select! {
         r = read_loop(reader, &peer, &peers, &config) => r,
@@ -230,7 +236,7 @@ pub(super) async fn run(
 }
 
 async fn read_loop(
-    mut reader: OwnedReadHalf,
+    mut reader: Counted<OwnedReadHalf>,
     peer: &Arc<Peer>,
     peers: &Peers,
     config: &ZmqConfig,
@@ -274,7 +280,7 @@ async fn read_loop(
     }
 }
 
-async fn write_loop(mut writer: OwnedWriteHalf, peer: &Peer) -> Result<(), PeerError> {
+async fn write_loop(mut writer: Counted<OwnedWriteHalf>, peer: &Peer) -> Result<(), PeerError> {
     loop {
         match peer.pop() {
             Some(msg) => writer.write_all(&msg).await?,

@@ -1,0 +1,126 @@
+//! `stratumlab run --repeat 2` end to end: each trial runs in its own directory with its own
+//! seed, results.json lists the trials in the top level's shape, and the top level aggregates
+//! them (counts add).
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+const SEED: u64 = 41;
+
+fn run_twice(out: &Path) -> Value {
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        "name = \"repeat\"\nconfigs = [\"sv1\"]\nshares_per_minute = 60\ndrain = \"2s\"\n",
+    )
+    .unwrap();
+    let seed = SEED.to_string();
+    let done = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("run")
+        .arg("--scenario")
+        .arg(&scenario)
+        .args(["--repeat", "2", "--seed", &seed, "--duration", "8s"])
+        .args(["--devices", "4", "--block-interval", "10s"])
+        .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("running stratumlab run");
+    let text =
+        String::from_utf8_lossy(&done.stderr).into_owned() + &String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{text}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+/// The keys of an object, sorted.
+fn keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .cloned()
+        .collect();
+    k.sort();
+    k
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The first template of a trial's network: its fees and transaction count. The initial
+/// mempool comes from the seed alone, so trials with the same seed would have the same.
+fn first_template(trial_dir: &Path) -> (u64, u32) {
+    let log = events::read_file(trial_dir.join("events").join("simnet.events")).unwrap();
+    log.events
+        .iter()
+        .find_map(|e| match &e.kind {
+            events::EventKind::TemplateCreated(t) => Some((t.fees_sats, t.tx_count)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no template in {}", trial_dir.display()))
+}
+
+#[test]
+fn two_trials_are_listed_and_aggregated() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let r = run_twice(&out);
+
+    assert_eq!(r["context"]["repeat"], 2, "{}", r["context"]);
+    let trials = r["trials"].as_array().expect("a trials list");
+    assert_eq!(trials.len(), 2);
+    let top = &r["configs"]["sv1"];
+    for (k, t) in trials.iter().enumerate() {
+        assert_eq!(u(&t["trial"]), k as u64 + 1);
+        assert_eq!(keys(&t["configs"]), keys(&r["configs"]));
+        let c = &t["configs"]["sv1"];
+        // The same figures as the top level, down to the shares' and roles' fields.
+        assert_eq!(keys(c), keys(top), "trial {}", k + 1);
+        assert_eq!(keys(&c["shares"]), keys(&top["shares"]));
+        assert_eq!(keys(&c["roles"]), keys(&top["roles"]));
+        assert!(u(&c["shares"]["submitted"]) > 0, "trial {}: {c}", k + 1);
+    }
+
+    // Counts add up across trials.
+    let sum = |f: &dyn Fn(&Value) -> &Value| -> u64 {
+        trials.iter().map(|t| u(f(&t["configs"]["sv1"]))).sum()
+    };
+    for field in ["submitted", "accepted", "stale", "rejected", "unanswered"] {
+        assert_eq!(
+            u(&top["shares"][field]),
+            sum(&|c| &c["shares"][field]),
+            "shares.{field}"
+        );
+    }
+    assert_eq!(
+        u(&top["templates"]["created"]),
+        sum(&|c| &c["templates"]["created"])
+    );
+    assert_eq!(u(&top["blocks"]["found"]), sum(&|c| &c["blocks"]["found"]));
+    assert_eq!(
+        u(&top["share_latency_ms"]["n"]),
+        sum(&|c| &c["share_latency_ms"]["n"]),
+        "samples pool"
+    );
+    for dir in ["tx_bytes", "rx_bytes"] {
+        assert_eq!(
+            u(&top["bandwidth"]["farm"][dir]),
+            sum(&|c| &c["bandwidth"]["farm"][dir]),
+            "bandwidth.farm.{dir}"
+        );
+    }
+    assert_eq!(
+        u(&top["roles"]["sv1.pool"]["net_tx_bytes"]),
+        sum(&|c| &c["roles"]["sv1.pool"]["net_tx_bytes"])
+    );
+
+    // Each trial ran in its own directory, on its own seed (the run's, then the next).
+    let firsts: Vec<(u64, u32)> = (1..=2)
+        .map(|k| first_template(&out.join(format!("trial-{k}"))))
+        .collect();
+    assert_ne!(firsts[0], firsts[1], "both trials drew the same mempool");
+    assert!(out.join("report.html").is_file());
+}
