@@ -36,7 +36,12 @@ fn lab_of(out: &Path, configs: &[&str], extra: &[&str]) -> Child {
         .arg("run")
         .arg("--scenario")
         .arg(&scenario)
-        .args(["--devices", "8", "--block-interval", "10s"])
+        .args(["--devices", "8"])
+        .args(if extra.contains(&"--block-interval") {
+            &[][..]
+        } else {
+            &["--block-interval", "10s"][..]
+        })
         .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
         .arg("--out")
         .arg(out)
@@ -470,4 +475,59 @@ fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str) {
             }
         }
     }
+}
+
+/// D-ref: the same SV2 devices on the reference pool_sv2, which the lab starts from its own
+/// minimal config. Needs pool_sv2 0.7.0 installed (CI's interop step installs it first), so it
+/// is ignored by default and run by CI on its own.
+#[test]
+#[ignore = "needs the reference pool_sv2 installed; CI runs it after the interop step"]
+fn d_ref_runs_the_reference_pool_beside_ours() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    // Blocks every 3 s: new tips in a short run, for time to job after a tip.
+    let child = lab_of(
+        &out,
+        &["D", "D-ref"],
+        &["--duration", "20s", "--block-interval", "3s"],
+    );
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let version = results["context"]["third_party"]["pool_sv2"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(version.contains("0.7.0"), "{}", results["context"]);
+    let c = &results["configs"]["D-ref"];
+    let shares = &c["shares"];
+    assert!(shares["accepted"].as_u64().unwrap() > 0, "{shares}");
+    let other: u64 = shares["rejected_by_reason"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.as_str() != "stale")
+        .map(|(_, v)| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(other, 0, "{shares}");
+    // Standard jobs of a pool without events cannot be tied to templates: said, not guessed.
+    assert_eq!(c["unmatched_events"], 0, "{c}");
+    let ttj = &c["time_to_job_ms"];
+    assert_eq!(ttj["n"], 0, "{ttj}");
+    assert!(
+        ttj["absent_reason"]
+            .as_str()
+            .unwrap()
+            .contains("third-party"),
+        "{ttj}"
+    );
+    let tip = &c["time_to_job_prevhash_ms"];
+    assert!(tip["n"].as_u64().unwrap() > 0, "{tip}");
+    assert!(tip["p50"].as_f64().unwrap() > 72.5, "{tip}");
+    let lat = &c["share_latency_ms"];
+    assert!(lat["p50"].as_f64().unwrap() > 145.0, "{lat}");
+    assert!(c["roles"]["D-ref.pool"]["cpu_pct_mean"].is_number(), "{c}");
+    assert!(out.join("D-ref.pool_sv2.toml").is_file());
+    no_role_left(out.to_str().unwrap());
 }

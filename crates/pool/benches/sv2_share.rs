@@ -1,14 +1,33 @@
-//! `sv2_share/standard` against `sv2_share/sv1`: one accepted share through the SV2 session on a
-//! standard channel (`SubmitSharesStandard` in, batched `SubmitSharesSuccess` out) and through
-//! the SV1 session (`mining.submit` line in, reply out), on the same engine and template
-//! (2,000 transactions: an 11-level merkle branch), statistics on, events and store off. After
-//! criterion's figures, both paths interleaved in samples of `SAMPLE` shares in one process,
-//! with the fastest samples' ratio.
+//! `sv2_share/standard`: one accepted share through the SV2 session on a standard channel
+//! (`SubmitSharesStandard` in, batched `SubmitSharesSuccess` out, one header hash), stated
+//! against `sv1_share/empty_branch` (the SV1 share path, rebuilt here exactly as
+//! `benches/sv1_share.rs` sets it up and measured as `sv2_share/sv1_empty_branch`) and
+//! `floor/compress256` (one SHA-256 compression), all three in the same run.
+//!
+//! Setup, shared by both paths: an [`Engine`] with statistics on, events off and a share store
+//! in a temporary directory with `Durability::Off`; pool mode, an empty template (the coinbase
+//! is the merkle root: `empty_branch`), 8 bytes of extranonce, a mainnet-like network target
+//! (no blocks), share difficulty `Difficulty::MIN` with vardiff pinned there, BIP320 version
+//! bits rolled from a counter. The SV1 session negotiated version rolling, subscribed and
+//! authorized; the SV2 session is an end device (`REQUIRES_STANDARD_JOBS`) with one standard
+//! channel. Every `CHUNK` shares, untimed, a new generation goes to both sessions, which keeps
+//! their duplicate tables in steady state; the shares of a chunk are written beforehand.
+//!
+//! After criterion's figures (with `--bench`), a summary measured in the same process: the
+//! floor and both paths interleaved in samples of `SAMPLE` shares, fastest and median, each
+//! path in ns/share, as a multiple of the floor and of the other path, and allocations per
+//! share on the share thread (a counting global allocator). Then what the sv2 crate's Noise
+//! layer costs per share frame on the pool's side (decrypt and decode a `SubmitSharesStandard`;
+//! encode and encrypt one `SubmitSharesSuccess` per 32 shares), in ns and allocations, which
+//! the session figures do not include. With `--test`: every share accepted and no allocation
+//! per share on either path once warm.
 //!
 //! ```sh
 //! cargo bench -p pool --bench sv2_share
 //! ```
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::hint::black_box;
 use std::io::Write as _;
 use std::sync::Arc;
@@ -19,51 +38,84 @@ use events::{EventSink, Verdict};
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, PayoutMode};
 use pool::job::Solution;
-use pool::jobs::{Generation, JobBook, JobConfig};
+use pool::jobs::{JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
+use pool::store::{Durability, Store, StoreConfig};
 use pool::sv1::session::{LineKind, Session as Sv1Session, Sv1Config};
 use pool::sv2::{Session as Sv2Session, Sv2Config};
-use pool::template::{Template, TemplateTx};
+use pool::template::Template;
 use pool::vardiff::VardiffConfig;
 use pool::Millis;
 use primitives::bitcoin::{Amount, Network, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
-use sv2::messages::common::SetupConnection;
-use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
+use sha2::digest::generic_array::GenericArray;
+use sv2::keys::AuthorityKeys;
+use sv2::messages::common::{mining_flags, SetupConnection};
+use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard, SubmitSharesSuccess};
 use sv2::messages::Mining;
-use sv2::Message;
+use sv2::{Message, NoiseInitiator, NoiseResponder};
 
-/// Shares per generation: a new job every chunk keeps the duplicate tables in steady state.
-const CHUNK: usize = 2048;
-const SAMPLE: usize = 2048;
-const SAMPLES: usize = 30;
+// ---------------------------------------------------------------------------------------------
+// Counting allocator: allocations of the current thread.
 
-fn template() -> Arc<Template> {
-    let txs: Vec<TemplateTx> = (0..2000u64)
-        .map(|i| TemplateTx {
-            data: vec![i as u8],
-            txid: sha256d(&i.to_le_bytes()),
-            fee: Amount::from_sat(1_000),
-            weight: 400,
-        })
-        .collect();
-    Arc::new(Template {
-        height: 903_217,
-        prev_hash: Hash256([0x42; 32]),
-        version: 0x2000_0000,
-        // Mainnet-like: no share is a block.
-        bits: CompactTarget(0x1702_8c61),
-        curtime: 1_750_000_000,
-        mintime: 1_749_998_000,
-        coinbase_value: Amount::from_sat(312_500_000),
-        witness_commitment: Some(Hash256([0x5c; 32])),
-        transactions: txs.into(),
-        longpoll_id: None,
-    })
+struct Counting;
+
+thread_local! {
+    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
+#[inline]
+fn count() {
+    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn thread_allocs() -> u64 {
+    THREAD_ALLOCS.with(Cell::get)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The rig: one engine, an SV1 and an SV2 session, the next chunk of shares for each.
+
+/// Shares per job (as in `sv1_share`: 8 jobs of 2000 never fill the duplicate tables).
+const CHUNK: usize = 2000;
+/// Shares per timed sample in the summary.
+const SAMPLE: usize = 250;
+/// Shares per read: the shell flushes acknowledgements after each.
+const READ: usize = 32;
+const WORKER: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4.rig1";
+const MASK: u32 = 0x1fff_e000;
+
 struct Rig {
+    _dir: tempfile::TempDir,
+    store: Store,
     engine: Arc<Engine>,
+    _found: tokio::sync::mpsc::UnboundedReceiver<pool::engine::FoundBlock>,
     book: JobBook,
     template: Arc<Template>,
     payout: ScriptBuf,
@@ -72,19 +124,47 @@ struct Rig {
     sv1_ends: Vec<usize>,
     sv2: Sv2Session,
     sv2_channel: u32,
+    /// The chunk's shares, latest first (`run_sv2` pops).
     sv2_shares: Vec<Message>,
     counter: u64,
     seq: u32,
     request_id: u64,
+    t0: u64,
+}
+
+fn empty_template() -> Arc<Template> {
+    Arc::new(Template {
+        height: 903_217,
+        prev_hash: Hash256([0x42; 32]),
+        version: 0x2000_0000,
+        // Mainnet-like: no share is a block.
+        bits: CompactTarget(0x1702_3a04),
+        curtime: 1_750_000_000,
+        mintime: 1_749_998_000,
+        coinbase_value: Amount::from_sat(312_500_000),
+        witness_commitment: Some(Hash256([0x5c; 32])),
+        transactions: Vec::new().into(),
+        longpoll_id: None,
+    })
 }
 
 impl Rig {
     fn new() -> Rig {
-        let mut script = vec![0x00, 0x14];
-        script.extend_from_slice(&[0x37; 20]);
-        let payout = ScriptBuf::from_bytes(script);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(StoreConfig {
+            durability: Durability::Off,
+            ..StoreConfig::new(dir.path().join("pool.db"))
+        })
+        .expect("store");
+        let mut p2wpkh = vec![0x00, 0x14];
+        p2wpkh.extend((0..20u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
+        let payout = ScriptBuf::from_bytes(p2wpkh);
+        let jobs = JobConfig {
+            coinbase_tag: b"/stratumlab pool (solo+pps lab)/".to_vec(),
+            extranonce_len: 8,
+        };
         let config = EngineConfig {
-            jobs: JobConfig::default(),
+            jobs: jobs.clone(),
             channel: ChannelConfig {
                 vardiff: VardiffConfig {
                     min: Difficulty::MIN,
@@ -99,17 +179,26 @@ impl Rig {
         };
         let stats = PoolStats::new(Millis(0));
         let workers = WorkerRegistry::new(&stats);
-        let (engine, _found) = Engine::new(config, stats, workers, None, EventSink::disabled());
-        let template = template();
-        let mut book = JobBook::new(JobConfig::default());
-        engine.publish(book.on_template(template.clone(), Millis(1)));
-        let mut sv1 = Sv1Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(1));
+        let (engine, found) = Engine::new(
+            config,
+            stats,
+            workers,
+            Some(store.clone()),
+            EventSink::disabled(),
+        );
+        let template = empty_template();
+        let mut book = JobBook::new(jobs);
+        let t0 = 1_000;
+        engine.publish(book.on_template(template.clone(), Millis(t0)));
+        let mut sv1 = Sv1Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(t0));
         for line in [
-            r#"{"id":2,"method":"mining.subscribe","params":["bench"]}"#,
-            r#"{"id":3,"method":"mining.authorize","params":["w","x"]}"#,
+            r#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"1fffe000","version-rolling.min-bit-count":16}]}"#,
+            r#"{"id":2,"method":"mining.subscribe","params":["cgminer/4.11.1"]}"#,
+            &format!(r#"{{"id":3,"method":"mining.authorize","params":["{WORKER}","x"]}}"#),
         ] {
-            sv1.handle_line(line.as_bytes(), Millis(1));
+            sv1.handle_line(line.as_bytes(), Millis(t0));
         }
+        assert!(sv1.is_working());
         sv1.output().clear();
         let mut sv2 = Sv2Session::new(engine.clone(), Arc::new(Sv2Config::default()));
         sv2.on_message(
@@ -117,7 +206,8 @@ impl Rig {
                 protocol: 0,
                 min_version: 2,
                 max_version: 2,
-                flags: 0,
+                flags: mining_flags::REQUIRES_STANDARD_JOBS
+                    | mining_flags::REQUIRES_VERSION_ROLLING,
                 endpoint_host: String::new(),
                 endpoint_port: 0,
                 vendor: String::new(),
@@ -126,17 +216,17 @@ impl Rig {
                 device_id: String::new(),
             }
             .into(),
-            Millis(1),
+            Millis(t0),
         );
         sv2.on_message(
             OpenStandardMiningChannel {
                 request_id: 1,
-                user_identity: "w".into(),
+                user_identity: WORKER.into(),
                 nominal_hash_rate: 0.0,
                 max_target: Target::from_le_bytes(&[0xff; 32]),
             }
             .into(),
-            Millis(1),
+            Millis(t0),
         );
         let sv2_channel = sv2
             .take_output()
@@ -149,7 +239,10 @@ impl Rig {
             })
             .expect("channel opened");
         Rig {
+            _dir: dir,
+            store,
             engine,
+            _found: found,
             book,
             template,
             payout,
@@ -161,29 +254,36 @@ impl Rig {
             sv2_shares: Vec::new(),
             counter: 0,
             seq: 0,
-            request_id: 10,
+            request_id: 100,
+            t0,
         }
     }
 
-    /// Untimed: a new generation, and `n` valid shares for each session.
+    fn now(&self) -> Millis {
+        Millis(self.t0 + self.counter / 8)
+    }
+
+    /// Untimed: a new generation to both sessions and `n` valid shares for each; lets the
+    /// store's writer take the last chunk off its queue.
     fn prepare(&mut self, n: usize) {
-        let g: Arc<Generation> = self.book.on_template(self.template.clone(), Millis(1));
+        let now = self.now();
+        let g = self.book.on_template(self.template.clone(), now);
         self.engine.publish(g.clone());
-        self.sv1.on_generation(Some(&g), Millis(1));
+        self.sv1.on_generation(Some(&g), now);
         self.sv1.output().clear();
-        self.sv2.on_generation(Some(&g), Millis(1));
+        self.sv2.on_generation(Some(&g), now);
+        // Drained, not taken: the session keeps its output buffer, as in the shell.
         let (job_id, merkle_root) = self
             .sv2
-            .take_output()
-            .iter()
+            .drain_output()
             .find_map(|m| match m {
                 Message::Mining(Mining::NewMiningJob(j)) => Some((j.job_id, j.merkle_root)),
                 _ => None,
             })
-            .expect("a job");
+            .expect("a standard job");
         let job = g.job(&self.payout).expect("job");
         let min = Difficulty::MIN.to_target();
-        // SV1.
+        // SV1, as sv1_share writes them.
         let en1 = self.sv1.channel().extranonce_prefix().to_vec();
         let wire = self.sv1.channel().latest_job().expect("job").wire_id;
         self.sv1_lines.clear();
@@ -193,10 +293,11 @@ impl Rig {
             self.counter += 1;
             let en2 = (c as u32).to_be_bytes();
             let nonce = (c.wrapping_mul(0x9e37_79b9) >> 7) as u32;
+            let bits = ((c as u32) << 13) & MASK;
             let (_, hash) = job.share_hash(&Solution {
                 extranonce_prefix: &en1,
                 extranonce: &en2,
-                version: job.version,
+                version: (job.version & !MASK) | bits,
                 ntime: job.ntime,
                 nonce,
             });
@@ -206,7 +307,7 @@ impl Rig {
             self.request_id += 1;
             write!(
                 self.sv1_lines,
-                r#"{{"params": ["w", "{wire:x}", "{:08x}", "{:08x}", "{nonce:08x}"], "id": {}, "method": "mining.submit"}}"#,
+                r#"{{"params": ["{WORKER}", "{wire:x}", "{:08x}", "{:08x}", "{nonce:08x}", "{bits:08x}"], "id": {}, "method": "mining.submit"}}"#,
                 u32::from_be_bytes(en2),
                 job.ntime,
                 self.request_id
@@ -214,9 +315,8 @@ impl Rig {
             .expect("write");
             self.sv1_ends.push(self.sv1_lines.len());
         }
-        // SV2: the header the miner hashes.
+        // SV2: the header the device hashes, on the root it was sent.
         let mut header = [0u8; 80];
-        header[0..4].copy_from_slice(&job.version.to_le_bytes());
         header[4..36].copy_from_slice(&job.prev_hash.0);
         header[36..68].copy_from_slice(&merkle_root);
         header[68..72].copy_from_slice(&job.ntime.to_le_bytes());
@@ -226,6 +326,8 @@ impl Rig {
             let c = self.counter;
             self.counter += 1;
             let nonce = (c.wrapping_mul(0x9e37_79b9) >> 3) as u32;
+            let version = (job.version & !MASK) | (((c as u32) << 13) & MASK);
+            header[0..4].copy_from_slice(&version.to_le_bytes());
             header[76..80].copy_from_slice(&nonce.to_le_bytes());
             if !min.is_met_by(&sha256d(&header).0) {
                 continue;
@@ -238,113 +340,366 @@ impl Rig {
                     job_id,
                     nonce,
                     ntime: job.ntime,
-                    version: job.version,
+                    version,
                 }
                 .into(),
             );
         }
-        // Latest first: `run_sv2` pops.
         self.sv2_shares.reverse();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.store.stats().queue_len > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 
+    /// Timed: the next `n` prepared SV1 lines; how many were accepted.
     #[inline(never)]
-    fn run_sv1(&mut self) -> usize {
+    fn run_sv1(&mut self, from: usize, n: usize) -> usize {
         let mut accepted = 0;
-        let mut start = 0;
-        for &end in &self.sv1_ends {
+        let mut start = if from == 0 {
+            0
+        } else {
+            self.sv1_ends[from - 1]
+        };
+        let now = self.now();
+        for k in from..from + n {
+            let end = self.sv1_ends[k];
             let kind = self
                 .sv1
-                .handle_line(black_box(&self.sv1_lines[start..end]), Millis(2));
+                .handle_line(black_box(&self.sv1_lines[start..end]), now);
             start = end;
             accepted += (kind == LineKind::Share(Verdict::Accepted)) as usize;
+            let _ = black_box(self.sv1.take_pending_ticket());
             black_box(self.sv1.output().as_slice());
             self.sv1.output().clear();
         }
         accepted
     }
 
+    /// Timed: the next `n` prepared SV2 shares, flushed every [`READ`] as the shell does; how
+    /// many were acknowledged.
     #[inline(never)]
-    fn run_sv2(&mut self) -> usize {
+    fn run_sv2(&mut self, n: usize) -> usize {
+        let now = self.now();
         let mut acked = 0;
-        let mut k = 0;
-        while let Some(m) = self.sv2_shares.pop() {
-            self.sv2.on_message(black_box(m), Millis(2));
-            k += 1;
-            // One read's worth of shares per flush, as the shell does.
-            if k % 32 == 0 {
+        for k in 1..=n {
+            let m = self.sv2_shares.pop().expect("prepared");
+            self.sv2.on_message(black_box(m), now);
+            if k % READ == 0 || k == n {
                 self.sv2.flush();
-                acked += count_acked(self.sv2.take_output());
+                let _ = black_box(self.sv2.take_pending_ticket());
+                acked += self.sv2.drain_output().map(|m| acked_by(&m)).sum::<usize>();
             }
         }
-        self.sv2.flush();
-        acked + count_acked(self.sv2.take_output())
+        acked
+    }
+
+    /// Runs `shares` shares of one path in samples of [`SAMPLE`]; each sample's ns/share into
+    /// `samples`, and the share thread's allocations.
+    fn measure(&mut self, sv2: bool, shares: usize, samples: Option<&mut Vec<f64>>) -> u64 {
+        self.measure_timed(sv2, shares, samples).1
+    }
+
+    fn measure_timed(
+        &mut self,
+        sv2: bool,
+        shares: usize,
+        mut samples: Option<&mut Vec<f64>>,
+    ) -> (Duration, u64) {
+        let mut left = shares;
+        let mut total = Duration::ZERO;
+        let mut allocs = 0;
+        while left > 0 {
+            let n = left.min(CHUNK);
+            self.prepare(n);
+            let a0 = thread_allocs();
+            let mut from = 0;
+            while from < n {
+                let k = SAMPLE.min(n - from);
+                let t = Instant::now();
+                let ok = if sv2 {
+                    self.run_sv2(k)
+                } else {
+                    self.run_sv1(from, k)
+                };
+                let d = t.elapsed();
+                assert_eq!(ok, k, "every share accepted (sv2: {sv2})");
+                total += d;
+                if let Some(v) = samples.as_deref_mut() {
+                    v.push(d.as_nanos() as f64 / k as f64);
+                }
+                from += k;
+            }
+            allocs += thread_allocs() - a0;
+            left -= n;
+        }
+        (total, allocs)
     }
 }
 
-fn count_acked(out: Vec<Message>) -> usize {
-    out.iter()
-        .map(|m| match m {
-            Message::Mining(Mining::SubmitSharesSuccess(s)) => {
-                s.new_submits_accepted_count as usize
+fn acked_by(m: &Message) -> usize {
+    match m {
+        Message::Mining(Mining::SubmitSharesSuccess(s)) => s.new_submits_accepted_count as usize,
+        _ => 0,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The floor, as `primitives/benches/floor.rs` measures it.
+
+struct Floor {
+    state: [u32; 8],
+    block: GenericArray<u8, sha2::digest::consts::U64>,
+}
+
+impl Floor {
+    fn new() -> Floor {
+        Floor {
+            state: [
+                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+                0x5be0cd19,
+            ],
+            block: GenericArray::clone_from_slice(&[0x5au8; 64]),
+        }
+    }
+
+    #[inline(always)]
+    fn once(&mut self) {
+        sha2::compress256(
+            black_box(&mut self.state),
+            std::slice::from_ref(black_box(&self.block)),
+        );
+    }
+
+    fn measure(&mut self, n: u64) -> Duration {
+        let t = Instant::now();
+        for _ in 0..n {
+            self.once();
+        }
+        t.elapsed()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Noise layer per share frame, pool side (crates/sv2).
+
+struct Wire {
+    pool: NoiseResponder,
+    /// Encrypted `SubmitSharesStandard` frames, one per share, and where each ends.
+    frames: Vec<u8>,
+    ends: Vec<usize>,
+    payload: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Wire {
+    fn new(shares: usize) -> Wire {
+        let keys = AuthorityKeys::reference();
+        let mut device = NoiseInitiator::new(keys.public_bytes(), 1 << 16).expect("initiator");
+        let mut pool =
+            NoiseResponder::new(&keys, Duration::from_secs(3600), 1 << 16).expect("responder");
+        let mut bytes = Vec::new();
+        device.take_handshake_bytes(&mut bytes);
+        pool.feed(&bytes).expect("key");
+        bytes.clear();
+        pool.take_handshake_bytes(&mut bytes);
+        device.feed(&bytes).expect("reply");
+        assert!(device.handshake_done() && pool.handshake_done());
+        let (mut frames, mut ends, mut payload) = (Vec::new(), Vec::new(), Vec::new());
+        for seq in 0..shares as u32 {
+            let m: Message = SubmitSharesStandard {
+                channel_id: 2,
+                sequence_number: seq,
+                job_id: 7,
+                nonce: seq.wrapping_mul(0x9e37_79b9),
+                ntime: 1_750_000_000,
+                version: 0x2000_0000,
             }
-            _ => 0,
-        })
-        .sum()
+            .into();
+            payload.clear();
+            let t = m.encode(&mut payload).expect("encode");
+            device
+                .encrypt(t, m.extension_type(), &payload, &mut frames)
+                .expect("encrypt");
+            ends.push(frames.len());
+        }
+        Wire {
+            pool,
+            frames,
+            ends,
+            payload,
+            out: Vec::with_capacity(256),
+        }
+    }
+
+    /// Every frame decrypted and decoded by the pool, one success encoded and encrypted per
+    /// [`READ`]: ns per share frame, and allocations per share frame in each of the three.
+    fn run(&mut self) -> (f64, [f64; 3]) {
+        let (frames, ends) = (
+            std::mem::take(&mut self.frames),
+            std::mem::take(&mut self.ends),
+        );
+        let mut allocs = [0u64; 3];
+        let t = Instant::now();
+        let mut start = 0;
+        for (k, &end) in ends.iter().enumerate() {
+            let a0 = thread_allocs();
+            self.pool.feed(&frames[start..end]).expect("feed");
+            start = end;
+            let mut frame = self.pool.next_frame().expect("whole").expect("valid");
+            let a1 = thread_allocs();
+            let m = Message::decode(frame.msg_type(), &mut frame.payload).expect("decode");
+            black_box(m);
+            let a2 = thread_allocs();
+            if k % READ == READ - 1 {
+                let ok: Message = SubmitSharesSuccess {
+                    channel_id: 2,
+                    last_sequence_number: k as u32,
+                    new_submits_accepted_count: READ as u32,
+                    new_shares_sum: READ as u64,
+                }
+                .into();
+                self.payload.clear();
+                let t = ok.encode(&mut self.payload).expect("encode");
+                self.out.clear();
+                self.pool
+                    .encrypt(t, ok.extension_type(), &self.payload, &mut self.out)
+                    .expect("encrypt");
+                black_box(&self.out);
+            }
+            let a3 = thread_allocs();
+            allocs[0] += a1 - a0;
+            allocs[1] += a2 - a1;
+            allocs[2] += a3 - a2;
+        }
+        let n = ends.len() as f64;
+        let ns = t.elapsed().as_nanos() as f64 / n;
+        (ns, allocs.map(|a| a as f64 / n))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn criterion_benches(c: &mut Criterion, rig: &mut Rig) {
+    let mut g = c.benchmark_group("floor");
+    let mut floor = Floor::new();
+    g.bench_function("compress256", |b| b.iter(|| floor.once()));
+    g.finish();
+
+    let mut g = c.benchmark_group("sv2_share");
+    g.bench_function("sv1_empty_branch", |b| {
+        b.iter_custom(|iters| rig.measure_timed(false, iters as usize, None).0)
+    });
+    g.bench_function("standard", |b| {
+        b.iter_custom(|iters| rig.measure_timed(true, iters as usize, None).0)
+    });
+    g.finish();
+}
+
+/// The floor and both paths interleaved, sample by sample.
+fn summary(rig: &mut Rig) {
+    const CHUNKS: usize = 60;
+    const FLOOR_N: u64 = 5_000;
+    let mut floor = Floor::new();
+    let samples = CHUNKS * CHUNK / SAMPLE;
+    let mut floor_ns = Vec::with_capacity(2 * samples);
+    let mut ns = [Vec::with_capacity(samples), Vec::with_capacity(samples)];
+    let mut allocs = [0u64; 2];
+    for _ in 0..CHUNKS {
+        for (i, sv2) in [false, true].into_iter().enumerate() {
+            for _ in 0..CHUNK / SAMPLE {
+                floor_ns.push(floor.measure(FLOOR_N).as_nanos() as f64 / FLOOR_N as f64);
+            }
+            allocs[i] += rig.measure(sv2, CHUNK, Some(&mut ns[i]));
+        }
+    }
+    let total = (CHUNKS * CHUNK) as f64;
+    let fastest_and_median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[0], v[v.len() / 2])
+    };
+    let (f_min, f_med) = fastest_and_median(&mut floor_ns);
+    let (s1_min, s1_med) = fastest_and_median(&mut ns[0]);
+    let (s2_min, s2_med) = fastest_and_median(&mut ns[1]);
+    println!();
+    println!(
+        "sv2_share summary: {samples} samples of {SAMPLE} shares per path (a new job every \
+         {CHUNK}), interleaved with {} samples of {FLOOR_N} compressions",
+        floor_ns.len()
+    );
+    println!("  floor/compress256: {f_min:.2} ns fastest, {f_med:.2} ns median");
+    for (name, min, med, a) in [
+        ("sv1_empty_branch", s1_min, s1_med, allocs[0]),
+        ("standard", s2_min, s2_med, allocs[1]),
+    ] {
+        println!(
+            "  sv2_share/{name}: {min:.1} ns/share fastest = {:.1}x floor; {med:.1} ns median = \
+             {:.1}x floor; {:.3} allocations/share ({a} in {total})",
+            min / f_min,
+            med / f_med,
+            a as f64 / total
+        );
+    }
+    println!(
+        "  sv2_share/standard / sv1_share/empty_branch = {:.2} fastest, {:.2} median \
+         (the naive work of a standard share is 3 compressions: {:.2}x of it fastest)",
+        s2_min / s1_min,
+        s2_med / s1_med,
+        s2_min / (3.0 * f_min)
+    );
+    let mut wire = Wire::new(20_000);
+    let (wire_ns, [decrypt, decode, reply]) = wire.run();
+    let wire_allocs = decrypt + decode + reply;
+    println!(
+        "  sv2 crate, pool side, per share frame: {wire_ns:.0} ns ({:.1}x floor, {:.2}x the \
+         session's standard share); allocations: {decrypt:.2} to decrypt it, {decode:.2} to \
+         decode it, {reply:.2} for its share of a SubmitSharesSuccess (one per {READ})",
+        wire_ns / f_min,
+        wire_ns / s2_min
+    );
+    println!(
+        "sv2_share: floor {f_min:.2} ns; standard {s2_min:.0} ns/share ({:.1}x floor, {:.2}x \
+         sv1 empty_branch {s1_min:.0} ns); median {s2_med:.0} ns ({:.1}x, {:.2}x); noise layer \
+         {wire_ns:.0} ns and {wire_allocs:.1} allocs per frame",
+        s2_min / f_min,
+        s2_min / s1_min,
+        s2_med / f_med,
+        s2_med / s1_med
+    );
+}
+
+/// `--test`: every share accepted, and no allocation per share on either path once warm.
+fn check(rig: &mut Rig) {
+    for (name, sv2) in [("sv1_empty_branch", false), ("standard", true)] {
+        let allocs = rig.measure(sv2, 6 * CHUNK, None);
+        assert_eq!(
+            allocs,
+            0,
+            "sv2_share/{name}: {allocs} allocations in {} shares",
+            6 * CHUNK
+        );
+        println!(
+            "sv2_share/{name}: {} shares accepted, 0 allocations",
+            6 * CHUNK
+        );
+    }
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |a: &str| args.iter().any(|x| x == a);
     let mut rig = Rig::new();
-    let mut c = Criterion::default().configure_from_args();
-    let mut group = c.benchmark_group("sv2_share");
-    group.throughput(criterion::Throughput::Elements(CHUNK as u64));
-    group.bench_function("sv1", |b| {
-        b.iter_custom(|iters| {
-            let mut t = Duration::ZERO;
-            for _ in 0..iters {
-                rig.prepare(CHUNK);
-                let s = Instant::now();
-                assert_eq!(rig.run_sv1(), CHUNK);
-                t += s.elapsed();
-            }
-            t
-        })
-    });
-    group.bench_function("standard", |b| {
-        b.iter_custom(|iters| {
-            let mut t = Duration::ZERO;
-            for _ in 0..iters {
-                rig.prepare(CHUNK);
-                let s = Instant::now();
-                assert_eq!(rig.run_sv2(), CHUNK);
-                t += s.elapsed();
-            }
-            t
-        })
-    });
-    group.finish();
+    // Warm-up: the duplicate tables at their working size (see sv1_share).
+    rig.measure(false, 120 * CHUNK, None);
+    rig.measure(true, 120 * CHUNK, None);
 
-    // Interleaved in one process: the same conditions for both paths.
-    let (mut sv1, mut sv2) = (Vec::new(), Vec::new());
-    for _ in 0..SAMPLES {
-        rig.prepare(SAMPLE);
-        let s = Instant::now();
-        assert_eq!(rig.run_sv1(), SAMPLE);
-        sv1.push(s.elapsed().as_nanos() as f64 / SAMPLE as f64);
-        let s = Instant::now();
-        assert_eq!(rig.run_sv2(), SAMPLE);
-        sv2.push(s.elapsed().as_nanos() as f64 / SAMPLE as f64);
+    let mut c = Criterion::default().configure_from_args();
+    criterion_benches(&mut c, &mut rig);
+    c.final_summary();
+
+    if has("--test") {
+        check(&mut rig);
+    } else if has("--bench") && !has("--profile-time") && !has("--list") {
+        summary(&mut rig);
     }
-    let fastest = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (f1, f2) = (fastest(&sv1), fastest(&sv2));
-    let (m1, m2) = (median(&mut sv1), median(&mut sv2));
-    println!(
-        "sv2_share summary: sv1 share {f1:.0} ns (median {m1:.0}), sv2 standard share {f2:.0} ns \
-         (median {m2:.0}); standard/sv1 = {:.2} fastest, {:.2} median",
-        f2 / f1,
-        m2 / m1
-    );
 }

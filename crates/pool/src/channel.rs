@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use events::Reason;
+use primitives::hash::sha256d_header;
 use primitives::{Difficulty, Hash256, Target};
 
 use filter::TagFilter;
@@ -65,6 +66,9 @@ pub struct Issued {
     pub difficulty: Difficulty,
     pub target: Target,
     pub issued_at: Millis,
+    /// The merkle root a standard (header-only) channel was sent for this job: its shares are
+    /// checked by hashing the header alone.
+    pub merkle_root: Option<Hash256>,
     /// The shares accepted on it, which expire with it.
     seen: Fingerprints,
 }
@@ -116,6 +120,17 @@ pub struct Submission<'a> {
     pub ntime: u32,
     pub nonce: u32,
     /// SV1 `version_bits` (BIP310); `None` without version rolling.
+    pub version_bits: Option<u32>,
+}
+
+/// What a header-only miner (SV2 standard channel) sent: everything but the merkle root, which
+/// the job fixed.
+#[derive(Clone, Copy, Debug)]
+pub struct HeaderSubmission {
+    pub wire_id: u64,
+    pub ntime: u32,
+    pub nonce: u32,
+    /// The rolled version bits; `None` without version rolling.
     pub version_bits: Option<u32>,
 }
 
@@ -259,6 +274,28 @@ impl Channel {
     /// Records that `job` went out under `wire_id` at the current difficulty. A clean job drops
     /// the jobs of earlier tips (their shares are stale from now on anyway).
     pub fn issue(&mut self, job: Arc<Job>, wire_id: u64, now: Millis) -> &Issued {
+        self.issue_with_root(job, wire_id, None, now)
+    }
+
+    /// [`Channel::issue`] for a header-only miner that was sent `merkle_root` (computed from
+    /// this channel's extranonce prefix): its shares go to [`Channel::submit_header`].
+    pub fn issue_standard(
+        &mut self,
+        job: Arc<Job>,
+        wire_id: u64,
+        merkle_root: Hash256,
+        now: Millis,
+    ) -> &Issued {
+        self.issue_with_root(job, wire_id, Some(merkle_root), now)
+    }
+
+    fn issue_with_root(
+        &mut self,
+        job: Arc<Job>,
+        wire_id: u64,
+        merkle_root: Option<Hash256>,
+        now: Millis,
+    ) -> &Issued {
         if job.clean {
             while self.jobs.front().is_some_and(|j| j.job.epoch < job.epoch) {
                 self.evict_oldest();
@@ -288,6 +325,7 @@ impl Channel {
             difficulty: self.difficulty,
             target: self.target,
             issued_at: now,
+            merkle_root,
             seen: std::mem::take(&mut self.spare),
         });
         self.jobs.back().expect("just pushed")
@@ -400,41 +438,102 @@ impl Channel {
         epoch: u64,
         now: Millis,
     ) -> Result<Accepted<'_>, Reject> {
-        let Some(pos) = self.jobs.iter().rposition(|j| j.wire_id == s.wire_id) else {
-            return Err(if s.wire_id != 0 && s.wire_id <= self.expired_up_to {
-                Reject::Stale
-            } else {
-                Reject::UnknownJob
-            });
-        };
-        let issued = &self.jobs[pos];
-        let job = &issued.job;
-        if job.epoch < epoch {
-            return Err(Reject::Stale);
-        }
+        let pos = self.find(s.wire_id, epoch)?;
         if s.extranonce.len() != self.extranonce_len {
             return Err(Reject::ExtranonceSize);
         }
-        let age_s = (now.since(issued.issued_at) / 1000) as u32;
-        let latest = job
-            .ntime
-            .saturating_add(age_s)
-            .saturating_add(self.config.max_ntime_ahead);
-        if s.ntime < job.min_ntime || s.ntime > latest {
-            return Err(Reject::NtimeOutOfRange);
-        }
-        let version = match s.version_bits {
-            None => job.version,
-            Some(bits) if bits & !self.version_mask != 0 => return Err(Reject::VersionBits),
-            Some(bits) => (job.version & !self.version_mask) | (bits & self.version_mask),
-        };
-        let (header, hash) = job.share_hash(&Solution {
+        let version = self.check_time_and_version(pos, s.ntime, s.version_bits, now)?;
+        let (header, hash) = self.jobs[pos].job.share_hash(&Solution {
             extranonce_prefix: &self.extranonce_prefix,
             extranonce: s.extranonce,
             version,
             ntime: s.ntime,
             nonce: s.nonce,
         });
+        self.credit(pos, header, hash, now)
+    }
+
+    /// Judges a header-only share on a job issued with [`Channel::issue_standard`]: one header
+    /// hash, the coinbase untouched (a block rebuilds it from the job and this channel's
+    /// prefix). Same checks and order as [`Channel::submit`].
+    #[inline]
+    pub fn submit_header(
+        &mut self,
+        s: &HeaderSubmission,
+        epoch: u64,
+        now: Millis,
+    ) -> Result<Accepted<'_>, Reject> {
+        let pos = self.find(s.wire_id, epoch)?;
+        // Issued without a root: the job was not sent to a header-only miner as such.
+        let Some(root) = self.jobs[pos].merkle_root else {
+            return Err(Reject::UnknownJob);
+        };
+        let version = self.check_time_and_version(pos, s.ntime, s.version_bits, now)?;
+        let job = &self.jobs[pos].job;
+        let mut header = [0u8; 80];
+        header[0..4].copy_from_slice(&version.to_le_bytes());
+        header[4..36].copy_from_slice(&job.prev_hash.0);
+        header[36..68].copy_from_slice(&root.0);
+        header[68..72].copy_from_slice(&s.ntime.to_le_bytes());
+        header[72..76].copy_from_slice(&job.bits.0.to_le_bytes());
+        header[76..80].copy_from_slice(&s.nonce.to_le_bytes());
+        let hash = sha256d_header(&header);
+        self.credit(pos, header, hash, now)
+    }
+
+    /// Where the job a share names is, if it is still current.
+    #[inline]
+    fn find(&self, wire_id: u64, epoch: u64) -> Result<usize, Reject> {
+        let Some(pos) = self.jobs.iter().rposition(|j| j.wire_id == wire_id) else {
+            return Err(if wire_id != 0 && wire_id <= self.expired_up_to {
+                Reject::Stale
+            } else {
+                Reject::UnknownJob
+            });
+        };
+        if self.jobs[pos].job.epoch < epoch {
+            return Err(Reject::Stale);
+        }
+        Ok(pos)
+    }
+
+    /// The share's ntime within the job's window, and its full header version.
+    #[inline]
+    fn check_time_and_version(
+        &self,
+        pos: usize,
+        ntime: u32,
+        version_bits: Option<u32>,
+        now: Millis,
+    ) -> Result<u32, Reject> {
+        let issued = &self.jobs[pos];
+        let job = &issued.job;
+        let age_s = (now.since(issued.issued_at) / 1000) as u32;
+        let latest = job
+            .ntime
+            .saturating_add(age_s)
+            .saturating_add(self.config.max_ntime_ahead);
+        if ntime < job.min_ntime || ntime > latest {
+            return Err(Reject::NtimeOutOfRange);
+        }
+        match version_bits {
+            None => Ok(job.version),
+            Some(bits) if bits & !self.version_mask != 0 => Err(Reject::VersionBits),
+            Some(bits) => Ok((job.version & !self.version_mask) | (bits & self.version_mask)),
+        }
+    }
+
+    /// The duplicate and difficulty checks of a hashed share, then its accounting.
+    #[inline]
+    fn credit(
+        &mut self,
+        pos: usize,
+        header: [u8; 80],
+        hash: Hash256,
+        now: Millis,
+    ) -> Result<Accepted<'_>, Reject> {
+        let issued = &self.jobs[pos];
+        let job = &issued.job;
         let fingerprint = seen::fingerprint(&hash.0);
         if self.seen(fingerprint) {
             return Err(Reject::Duplicate);
@@ -495,7 +594,7 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use primitives::bitcoin::{Amount, ScriptBuf};
-    use primitives::CompactTarget;
+    use primitives::{merkle_root_from_branch, CompactTarget};
 
     use super::*;
     use crate::jobs::{JobBook, JobConfig};
@@ -635,6 +734,54 @@ mod tests {
         // The same solution on other work is another header: a share in its own right.
         assert_eq!(r.submit(c, on_a[0]), Ok(()));
         assert_eq!(r.ch.dedup_memory().0, 151);
+    }
+
+    #[test]
+    fn a_header_share_hashes_the_header_on_the_root_the_job_was_issued_with() {
+        let mut book = JobBook::new(JobConfig::default());
+        let g = book.on_template(template(312_500_000), Millis(0));
+        let job = g.job(&ScriptBuf::from_bytes(vec![0x51])).unwrap();
+        // A header-only channel: the whole extranonce is its prefix.
+        let prefix = vec![0, 0, 0, 0, 0, 0, 0, 9];
+        let mut ch = Channel::new(
+            channel(1 << 14).config.clone(),
+            prefix.clone(),
+            0,
+            Difficulty::MIN,
+            Millis(0),
+        );
+        let root = merkle_root_from_branch(job.coinbase.txid(&prefix).unwrap(), &job.merkle_branch);
+        ch.issue(job.clone(), 1, Millis(0));
+        ch.issue_standard(job.clone(), 2, root, Millis(0));
+        let share = |wire_id, nonce| HeaderSubmission {
+            wire_id,
+            ntime: job.ntime,
+            nonce,
+            version_bits: None,
+        };
+        // Sent without a root: not a job this miner can submit header-only shares on.
+        assert_eq!(
+            ch.submit_header(&share(1, 7), 0, Millis(0)).err(),
+            Some(Reject::UnknownJob)
+        );
+        // The same header and hash as the full coinbase path computes, found with one hash.
+        let full = |nonce| {
+            job.share_hash(&Solution {
+                extranonce_prefix: &prefix,
+                extranonce: &[],
+                version: job.version,
+                ntime: job.ntime,
+                nonce,
+            })
+        };
+        let min = Difficulty::MIN.to_target();
+        let nonce = (7..).find(|&n| min.is_met_by(&full(n).1 .0)).unwrap();
+        let a = ch.submit_header(&share(2, nonce), 0, Millis(0)).unwrap();
+        assert_eq!((a.header, a.hash), full(nonce));
+        assert_eq!(
+            ch.submit_header(&share(2, nonce), 0, Millis(0)).err(),
+            Some(Reject::Duplicate)
+        );
     }
 
     #[test]

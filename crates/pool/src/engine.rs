@@ -54,6 +54,36 @@ pub struct FoundBlock {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NotStored;
 
+/// The job a share names, as the front end received it: SV1's text job id, or an SV2
+/// channel and its numeric job id. Events carry it as the miner sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareJob<'a> {
+    Sv1(&'a str),
+    Sv2 { channel: u32, job_id: u32 },
+}
+
+impl ShareJob<'_> {
+    pub fn channel(self) -> Option<u32> {
+        match self {
+            ShareJob::Sv1(_) => None,
+            ShareJob::Sv2 { channel, .. } => Some(channel),
+        }
+    }
+
+    fn event_id(self) -> JobId {
+        match self {
+            ShareJob::Sv1(id) => JobId::text(id),
+            ShareJob::Sv2 { job_id, .. } => JobId::Num(u64::from(job_id)),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for ShareJob<'a> {
+    fn from(id: &'a str) -> Self {
+        ShareJob::Sv1(id)
+    }
+}
+
 /// A miner name accepted by `authorize`, with its statistics and store key.
 #[derive(Clone, Debug)]
 pub struct Worker {
@@ -205,20 +235,22 @@ impl Engine {
 
     /// Accounts an accepted share: statistics, store, event. With a store, the share's record
     /// goes into the connection's `batch` (from [`Engine::share_batch`]), whose
-    /// [`ShareBatch::take_ticket`] then says what the acknowledgement must wait for.
+    /// [`ShareBatch::take_ticket`] then says what the acknowledgement must wait for. `job` is
+    /// SV1's job id (a `&str`) or an SV2 channel's [`ShareJob::Sv2`].
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn accepted(
+    pub fn accepted<'j>(
         &self,
         conn: u64,
         seq: u64,
-        wire_job_id: &str,
+        job: impl Into<ShareJob<'j>>,
         worker: &Worker,
         a: &Accepted,
         nonce: u32,
         now: Millis,
         batch: Option<&mut ShareBatch>,
     ) -> Result<(), NotStored> {
+        let job = job.into();
         if self.store.is_some() {
             let (Some(batch), Some(key)) = (batch, worker.key) else {
                 return Err(NotStored);
@@ -232,7 +264,7 @@ impl Engine {
             };
             if let Err(e) = batch.push(rec, now) {
                 // Never acknowledge a share the store did not take.
-                tracing::warn!(conn, error = %e, "store: share not recorded");
+                tracing::warn!(conn, channel = ?job.channel(), error = %e, "store: share not recorded");
                 self.stats
                     .share_rejected(Some(&worker.stats), Reason::Other, now);
                 return Err(NotStored);
@@ -240,28 +272,24 @@ impl Engine {
         }
         self.stats
             .share_accepted(&worker.stats, a.credited.as_f64(), now);
-        if self.events.is_enabled() {
-            self.events.emit(ShareResult {
-                conn,
-                channel: None,
-                seq,
-                job_id: JobId::text(wire_job_id),
-                nonce,
-                difficulty: a.credited.as_f64(),
-                verdict: Verdict::Accepted,
-                perspective: Perspective::Given,
-            });
-        }
+        self.share_event(
+            conn,
+            seq,
+            job,
+            nonce,
+            a.credited.as_f64(),
+            Verdict::Accepted,
+        );
         Ok(())
     }
 
-    /// Accounts a rejected share.
+    /// Accounts a rejected share (`job` as in [`Engine::accepted`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn rejected(
+    pub fn rejected<'j>(
         &self,
         conn: u64,
         seq: u64,
-        wire_job_id: &str,
+        job: impl Into<ShareJob<'j>>,
         worker: Option<&Worker>,
         reason: Reason,
         nonce: u32,
@@ -270,95 +298,35 @@ impl Engine {
     ) {
         self.stats
             .share_rejected(worker.map(|w| &*w.stats), reason, now);
-        if self.events.is_enabled() {
-            self.events.emit(ShareResult {
-                conn,
-                channel: None,
-                seq,
-                job_id: JobId::text(wire_job_id),
-                nonce,
-                difficulty,
-                verdict: Verdict::Rejected(reason),
-                perspective: Perspective::Given,
-            });
-        }
+        self.share_event(
+            conn,
+            seq,
+            job.into(),
+            nonce,
+            difficulty,
+            Verdict::Rejected(reason),
+        );
     }
 
-    /// [`Engine::accepted`] for an SV2 channel: the event names the channel and the numeric
-    /// job id.
-    #[allow(clippy::too_many_arguments)]
-    pub fn accepted_on_channel(
+    #[inline]
+    fn share_event(
         &self,
         conn: u64,
-        channel: u32,
         seq: u64,
-        job_id: u32,
-        worker: &Worker,
-        a: &Accepted,
-        nonce: u32,
-        now: Millis,
-        batch: Option<&mut ShareBatch>,
-    ) -> Result<(), NotStored> {
-        if self.store.is_some() {
-            let (Some(batch), Some(key)) = (batch, worker.key) else {
-                return Err(NotStored);
-            };
-            let rec = ShareRecord {
-                worker: key,
-                difficulty: a.credited.as_f64(),
-                job_id: a.job.id,
-                time_ms: batch.stamp(),
-                hash: a.hash.0,
-            };
-            if let Err(e) = batch.push(rec, now) {
-                tracing::warn!(conn, channel, error = %e, "store: share not recorded");
-                self.stats
-                    .share_rejected(Some(&worker.stats), Reason::Other, now);
-                return Err(NotStored);
-            }
-        }
-        self.stats
-            .share_accepted(&worker.stats, a.credited.as_f64(), now);
-        if self.events.is_enabled() {
-            self.events.emit(ShareResult {
-                conn,
-                channel: Some(channel),
-                seq,
-                job_id: JobId::Num(u64::from(job_id)),
-                nonce,
-                difficulty: a.credited.as_f64(),
-                verdict: Verdict::Accepted,
-                perspective: Perspective::Given,
-            });
-        }
-        Ok(())
-    }
-
-    /// [`Engine::rejected`] for an SV2 channel.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rejected_on_channel(
-        &self,
-        conn: u64,
-        channel: u32,
-        seq: u64,
-        job_id: u32,
-        worker: Option<&Worker>,
-        reason: Reason,
+        job: ShareJob<'_>,
         nonce: u32,
         difficulty: f64,
-        now: Millis,
+        verdict: Verdict,
     ) {
-        self.stats
-            .share_rejected(worker.map(|w| &*w.stats), reason, now);
         if self.events.is_enabled() {
             self.events.emit(ShareResult {
                 conn,
-                channel: Some(channel),
+                channel: job.channel(),
                 seq,
-                job_id: JobId::Num(u64::from(job_id)),
+                job_id: job.event_id(),
                 nonce,
                 difficulty,
-                verdict: Verdict::Rejected(reason),
+                verdict,
                 perspective: Perspective::Given,
             });
         }

@@ -1,7 +1,12 @@
 //! The whole SV2 pool in process: templates from simnet's Template Provider, an SV2 miner over
 //! Noise on a standard channel, a block found through it going back as `SubmitSolution` and
 //! becoming the provider's tip; the share stored before it is acknowledged; no work once the
-//! provider is gone.
+//! provider is gone. Then, without sockets, group channels: how jobs reach the standard
+//! channels of a proxy's connection (one extended job per group) and of an end device's (one
+//! standard job per channel), and how their shares are judged.
+
+#[allow(dead_code)]
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,7 +24,7 @@ use primitives::bitcoin::{Network as BtcNetwork, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Target};
 use simnet::tdp::{serve, TdpConfig, TdpKeys};
 use simnet::{MempoolConfig, Network, Node, SimnetConfig};
-use sv2::messages::common::SetupConnection;
+use sv2::messages::common::{mining_flags, SetupConnection};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, Mining};
 use sv2::{Limits, Message, NoiseConn};
@@ -124,7 +129,8 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
             protocol: 0,
             min_version: 2,
             max_version: 2,
-            flags: 0,
+            // A header-only device: standard jobs on its own channel.
+            flags: mining_flags::REQUIRES_STANDARD_JOBS,
             endpoint_host: sv2_addr.ip().to_string(),
             endpoint_port: sv2_addr.port(),
             vendor: "test".into(),
@@ -226,4 +232,361 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
     .await
     .expect("no work without the provider");
     pool.shutdown().await.unwrap();
+}
+
+/// Group channels over the sans-IO session. The client side here is a proxy written from the
+/// spec alone: it derives each standard channel's merkle root from the group's extended job and
+/// the channel's extranonce prefix (spec 5.3.16).
+mod groups {
+    use std::sync::Arc;
+
+    use pool::sv2::{Session, Sv2Config};
+    use primitives::bitcoin::{consensus, Block, KnownHrp};
+    use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Hash256, Target};
+    use sv2::messages::common::{mining_flags, SetupConnection};
+    use sv2::messages::mining::{
+        CloseChannel, NewExtendedMiningJob, OpenExtendedMiningChannel, OpenStandardMiningChannel,
+        OpenStandardMiningChannelSuccess, SetNewPrevHash, SubmitSharesStandard,
+    };
+    use sv2::messages::{Common, Mining};
+    use sv2::Message;
+
+    use crate::support::*;
+
+    const PROXY: u32 = 0;
+    const DEVICE: u32 = mining_flags::REQUIRES_STANDARD_JOBS;
+
+    fn connect(lab: &Lab, flags: u32) -> Session {
+        let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
+        s.on_message(
+            SetupConnection {
+                protocol: 0,
+                min_version: 2,
+                max_version: 2,
+                flags: flags | mining_flags::REQUIRES_VERSION_ROLLING,
+                endpoint_host: "127.0.0.1".into(),
+                endpoint_port: 3336,
+                vendor: "test".into(),
+                hardware_version: String::new(),
+                firmware: String::new(),
+                device_id: "proxy".into(),
+            }
+            .into(),
+            T0,
+        );
+        assert!(matches!(
+            &s.take_output()[..],
+            [Message::Common(Common::SetupConnectionSuccess(_))]
+        ));
+        s
+    }
+
+    /// Opens a standard channel; checks its first job is its own standard job (spec 5.3.15).
+    fn open(s: &mut Session, request_id: u32, user: &str) -> OpenStandardMiningChannelSuccess {
+        s.on_message(
+            OpenStandardMiningChannel {
+                request_id,
+                user_identity: user.into(),
+                nominal_hash_rate: 0.0,
+                max_target: Target::from_le_bytes(&[0xff; 32]),
+            }
+            .into(),
+            T0,
+        );
+        let out = s.take_output();
+        let [Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+            &out[..]
+        else {
+            panic!("open reply, then the channel's own job: {out:?}");
+        };
+        assert_eq!(
+            (job.channel_id, prev.channel_id),
+            (ok.channel_id, ok.channel_id)
+        );
+        ok.clone()
+    }
+
+    fn new_tip(lab: &mut Lab, s: &mut Session, n: u8, bits: CompactTarget) -> Vec<Message> {
+        lab.publish(template(tip(n), bits), T0);
+        s.on_generation(lab.engine.current().as_ref(), T0);
+        s.take_output()
+    }
+
+    /// The merkle root a proxy derives for a standard channel from a group's extended job.
+    fn derived_root(job: &NewExtendedMiningJob, extranonce_prefix: &[u8]) -> [u8; 32] {
+        let mut coinbase = job.coinbase_tx_prefix.clone();
+        coinbase.extend_from_slice(extranonce_prefix);
+        coinbase.extend_from_slice(&job.coinbase_tx_suffix);
+        let path: Vec<Hash256> = job.merkle_path.iter().map(|h| Hash256(*h)).collect();
+        merkle_root_from_branch(sha256d(&coinbase), &path).0
+    }
+
+    /// The first nonce (from `from`) whose header on `root` meets `target`, and the header.
+    fn grind(
+        job: &NewExtendedMiningJob,
+        prev: &SetNewPrevHash,
+        root: [u8; 32],
+        target: Target,
+        from: u32,
+    ) -> (u32, [u8; 80]) {
+        let mut h = [0u8; 80];
+        h[0..4].copy_from_slice(&job.version.to_le_bytes());
+        h[4..36].copy_from_slice(&prev.prev_hash);
+        h[36..68].copy_from_slice(&root);
+        h[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
+        h[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
+        for n in from.. {
+            h[76..80].copy_from_slice(&n.to_le_bytes());
+            if target.is_met_by(&sha256d(&h).0) {
+                return (n, h);
+            }
+        }
+        unreachable!("a nonce meets the target")
+    }
+
+    fn share(channel_id: u32, seq: u32, job: &NewExtendedMiningJob, nonce: u32) -> Message {
+        SubmitSharesStandard {
+            channel_id,
+            sequence_number: seq,
+            job_id: job.job_id,
+            nonce,
+            ntime: job.min_ntime.unwrap_or(MINTIME).max(CURTIME),
+            version: job.version,
+        }
+        .into()
+    }
+
+    fn group_job(out: &[Message]) -> (NewExtendedMiningJob, SetNewPrevHash) {
+        let [Message::Mining(Mining::NewExtendedMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+            out
+        else {
+            panic!("one extended job and its prev hash: {out:?}");
+        };
+        (job.clone(), prev.clone())
+    }
+
+    #[test]
+    fn a_proxy_gets_one_extended_job_per_group_and_an_end_device_one_job_per_channel() {
+        let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+        let mut proxy = connect(&lab, PROXY);
+        let a = open(&mut proxy, 1, "alice.rig1");
+        let b = open(&mut proxy, 2, "bob.rig7");
+        // One payout (pool mode): one group, its id not a channel's.
+        assert_eq!(a.group_channel_id, b.group_channel_id);
+        let group = a.group_channel_id;
+        assert!(group != 0 && group != a.channel_id && group != b.channel_id);
+        assert_eq!(proxy.group_ids().collect::<Vec<_>>(), [group]);
+        // Every member's full extended extranonce has the same size (spec 5.2.3).
+        assert_eq!(a.extranonce_prefix.len(), b.extranonce_prefix.len());
+
+        // A new tip: one future extended job and its prev hash, both on the group.
+        let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, HARD_BITS));
+        assert_eq!((job.channel_id, prev.channel_id), (group, group));
+        assert_eq!(job.min_ntime, None);
+        assert_eq!(prev.job_id, job.job_id);
+        assert_eq!(prev.prev_hash, tip(2).0);
+        // Each member's job is the one the proxy derives, under the group's job id.
+        for m in [&a, &b] {
+            let issued = proxy.channel(m.channel_id).unwrap().latest_job().unwrap();
+            assert_eq!(issued.wire_id, u64::from(job.job_id));
+            assert_eq!(
+                issued.merkle_root.unwrap().0,
+                derived_root(&job, &m.extranonce_prefix)
+            );
+        }
+        // Same tip, new template: one extended job, active at once.
+        lab.publish(template(tip(2), HARD_BITS), T0);
+        proxy.on_generation(lab.engine.current().as_ref(), T0);
+        let out = proxy.take_output();
+        assert!(
+            matches!(&out[..], [Message::Mining(Mining::NewExtendedMiningJob(j))]
+                if j.channel_id == group && j.min_ntime.is_some()),
+            "{out:?}"
+        );
+
+        // An end device (REQUIRES_STANDARD_JOBS): a standard job per channel, never a group's.
+        let mut device = connect(&lab, DEVICE);
+        let c = open(&mut device, 1, "carol.rig1");
+        let d = open(&mut device, 2, "carol.rig2");
+        let out = new_tip(&mut lab, &mut device, 3, HARD_BITS);
+        let jobs: Vec<u32> = out
+            .iter()
+            .map(|m| match m {
+                Message::Mining(Mining::NewMiningJob(j)) => {
+                    assert_eq!(j.min_ntime, None);
+                    j.channel_id
+                }
+                Message::Mining(Mining::SetNewPrevHash(p)) => p.channel_id,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            jobs,
+            [c.channel_id, c.channel_id, d.channel_id, d.channel_id]
+        );
+    }
+
+    #[test]
+    fn shares_on_a_group_job_are_judged_per_channel_on_the_root_the_proxy_derived() {
+        let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+        let mut proxy = connect(&lab, PROXY);
+        let a = open(&mut proxy, 1, "alice.rig1");
+        let b = open(&mut proxy, 2, "alice.rig2");
+        let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, HARD_BITS));
+        let mut seq = 0;
+        for m in [&a, &b] {
+            let root = derived_root(&job, &m.extranonce_prefix);
+            for k in 0..3 {
+                let (nonce, _) = grind(&job, &prev, root, m.target, 1000 * k);
+                seq += 1;
+                proxy.on_message(share(m.channel_id, seq, &job, nonce), T0);
+            }
+        }
+        proxy.flush();
+        let mut acked: Vec<(u32, u32)> = proxy
+            .take_output()
+            .iter()
+            .map(|m| match m {
+                Message::Mining(Mining::SubmitSharesSuccess(s)) => {
+                    (s.channel_id, s.new_submits_accepted_count)
+                }
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        acked.sort_unstable();
+        assert_eq!(acked, [(a.channel_id, 3), (b.channel_id, 3)]);
+        // Shares come per standard channel, never on the group.
+        let (nonce, _) = grind(
+            &job,
+            &prev,
+            derived_root(&job, &a.extranonce_prefix),
+            a.target,
+            0,
+        );
+        proxy.on_message(share(a.group_channel_id, 99, &job, nonce), T0);
+        let out = proxy.take_output();
+        assert!(
+            matches!(&out[..], [Message::Mining(Mining::SubmitSharesError(e))]
+                if e.error_code == "invalid-channel-id"),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_header_only_share_meeting_the_network_target_rebuilds_the_coinbase_into_a_block() {
+        let mut lab = Lab::serving(LabConfig::pool(), tip(1), EASY_BITS);
+        let mut proxy = connect(&lab, PROXY);
+        let a = open(&mut proxy, 1, "alice.rig1");
+        let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, EASY_BITS));
+        let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+        let root = derived_root(&job, &a.extranonce_prefix);
+        // The lower (harder) of the two targets: a share and a block.
+        let (nonce, header) = grind(&job, &prev, root, net.min(a.target), 0);
+        proxy.on_message(share(a.channel_id, 1, &job, nonce), T0);
+        let b = lab.next_block().expect("a block");
+        assert_eq!(b.hash, sha256d(&header));
+        let block: Block = consensus::deserialize(&b.block).expect("a whole block");
+        assert_eq!(consensus::serialize(&block.header)[..], header[..]);
+        // The coinbase the pool rebuilt is the one the root commits to.
+        assert!(block.check_merkle_root());
+        assert_eq!(block.txdata.len(), 4);
+    }
+
+    #[test]
+    fn channels_paying_different_addresses_are_in_different_groups() {
+        let mut lab = Lab::serving(LabConfig::solo(), tip(1), HARD_BITS);
+        let mut proxy = connect(&lab, PROXY);
+        let (addr1, _) = p2wpkh_address([0x11; 20], KnownHrp::Regtest);
+        let (addr2, _) = p2wpkh_address([0x12; 20], KnownHrp::Regtest);
+        let a = open(&mut proxy, 1, &format!("{addr1}.rig1"));
+        let b = open(&mut proxy, 2, &format!("{addr2}.rig1"));
+        let c = open(&mut proxy, 3, &format!("{addr1}.rig2"));
+        assert_eq!(a.group_channel_id, c.group_channel_id);
+        assert_ne!(a.group_channel_id, b.group_channel_id);
+        let out = new_tip(&mut lab, &mut proxy, 2, HARD_BITS);
+        let jobs: Vec<&NewExtendedMiningJob> = out
+            .iter()
+            .filter_map(|m| match m {
+                Message::Mining(Mining::NewExtendedMiningJob(j)) => Some(j),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(jobs.len(), 2, "{out:?}");
+        let mut groups: Vec<u32> = jobs.iter().map(|j| j.channel_id).collect();
+        groups.sort_unstable();
+        let mut want = vec![a.group_channel_id, b.group_channel_id];
+        want.sort_unstable();
+        assert_eq!(groups, want);
+        // Each group's coinbase pays its own address.
+        assert_ne!(jobs[0].coinbase_tx_suffix, jobs[1].coinbase_tx_suffix);
+    }
+
+    #[test]
+    fn closing_a_group_closes_its_channels_and_extended_channels_keep_their_own_jobs() {
+        let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+        let mut proxy = connect(&lab, PROXY);
+        let a = open(&mut proxy, 1, "alice.rig1");
+        let b = open(&mut proxy, 2, "alice.rig2");
+        proxy.on_message(
+            OpenExtendedMiningChannel {
+                request_id: 3,
+                user_identity: "alice.proxy".into(),
+                nominal_hash_rate: 0.0,
+                max_target: Target::from_le_bytes(&[0xff; 32]),
+                min_extranonce_size: 4,
+            }
+            .into(),
+            T0,
+        );
+        let out = proxy.take_output();
+        let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ext))) = out.first()
+        else {
+            panic!("{out:?}");
+        };
+        assert_eq!(ext.group_channel_id, 0, "extended channels are not grouped");
+        let ext = ext.channel_id;
+        // Closing one member: the group's job still reaches the other.
+        proxy.on_message(
+            CloseChannel {
+                channel_id: b.channel_id,
+                reason_code: "done".into(),
+            }
+            .into(),
+            T0,
+        );
+        let out = new_tip(&mut lab, &mut proxy, 2, HARD_BITS);
+        let to: Vec<(&str, u32)> = out.iter().map(|m| (m.name(), channel_of(m))).collect();
+        assert_eq!(
+            to,
+            [
+                ("NewExtendedMiningJob", a.group_channel_id),
+                ("SetNewPrevHash", a.group_channel_id),
+                ("NewExtendedMiningJob", ext),
+                ("SetNewPrevHash", ext),
+            ]
+        );
+        assert!(proxy.channel(a.channel_id).is_some() && proxy.channel(b.channel_id).is_none());
+        // Closing the group closes its members (spec 5.3.9), not the extended channel.
+        proxy.on_message(
+            CloseChannel {
+                channel_id: a.group_channel_id,
+                reason_code: "done".into(),
+            }
+            .into(),
+            T0,
+        );
+        assert!(proxy.channel(a.channel_id).is_none());
+        assert_eq!(proxy.channel_count(), 1);
+        let out = new_tip(&mut lab, &mut proxy, 3, HARD_BITS);
+        assert!(out.iter().all(|m| channel_of(m) == ext), "{out:?}");
+    }
+
+    fn channel_of(m: &Message) -> u32 {
+        match m {
+            Message::Mining(Mining::NewExtendedMiningJob(j)) => j.channel_id,
+            Message::Mining(Mining::NewMiningJob(j)) => j.channel_id,
+            Message::Mining(Mining::SetNewPrevHash(p)) => p.channel_id,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }

@@ -41,7 +41,14 @@ fn any_target() -> Target {
 
 fn session(lab: &Lab) -> Session {
     let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
-    s.on_message(setup(0, mining_flags::REQUIRES_VERSION_ROLLING), T0);
+    // An end device: standard jobs per channel, not group jobs.
+    s.on_message(
+        setup(
+            0,
+            mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
+        ),
+        T0,
+    );
     assert!(matches!(
         &s.take_output()[..],
         [Message::Common(Common::SetupConnectionSuccess(ok))] if ok.used_version == 2 && ok.flags == 0

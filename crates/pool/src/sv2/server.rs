@@ -300,7 +300,7 @@ impl Sv2Server {
                     }
                 }
             }
-            for m in session.take_output() {
+            for m in session.drain_output() {
                 if let Err(e) = self.send(&mut conn, &m, &mut payload).await {
                     return e.reason();
                 }

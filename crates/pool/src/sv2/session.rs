@@ -9,9 +9,17 @@
 //!
 //! Each SV2 channel is one engine [`Channel`]: its jobs, difficulty, duplicate table and
 //! vardiff. A standard channel gets the whole coinbase extranonce as its prefix, so its
-//! merkle root is fixed per job and computed here; an extended channel gets a 4-byte prefix
-//! and rolls the rest. Every prefix is unique in the pool: it is built from the engine's
-//! connection counter, which SV1 connections draw from too.
+//! merkle root is fixed per job: computed here once per job and remembered with it, so that a
+//! standard share costs one header hash. An extended channel gets a 4-byte prefix and rolls the
+//! rest. Every prefix is unique in the pool: it is built from the engine's connection counter,
+//! which SV1 connections draw from too.
+//!
+//! Standard channels paying the same script are one group channel (spec 5.2.3; in pool mode,
+//! every standard channel of the connection). A connection that did not set
+//! `REQUIRES_STANDARD_JOBS` (a proxy) gets each job once per group, as `NewExtendedMiningJob`
+//! and `SetNewPrevHash` on the group's id, and computes every member's merkle root itself; an
+//! end device that set it gets a `NewMiningJob` per channel. A channel's first job is its own
+//! `NewMiningJob` either way (spec 5.3.15). Shares always come per standard channel.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,10 +39,11 @@ use ::sv2::messages::{Common, Mining};
 use ::sv2::Message;
 use events::{JobActivated, JobId, JobSent, Reason, TargetChanged, Verdict};
 use primitives::bitcoin::ScriptBuf;
-use primitives::{merkle_root_from_branch, Difficulty, Target};
+use primitives::{merkle_root_from_branch, Difficulty, Hash256, Target};
 
-use crate::channel::{Channel, Reject, Submission};
-use crate::engine::{Engine, Worker};
+use crate::channel::{Channel, HeaderSubmission, Reject, Submission};
+use crate::engine::{Engine, ShareJob, Worker};
+use crate::job::Job;
 use crate::job::Solution;
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
@@ -99,8 +108,30 @@ struct Pending {
     sum: f64,
 }
 
+impl Pending {
+    /// The acknowledgement of the shares pending, which are then no longer.
+    fn success(&mut self, channel_id: u32) -> Option<SubmitSharesSuccess> {
+        let p = std::mem::take(self);
+        (p.count > 0).then(|| SubmitSharesSuccess {
+            channel_id,
+            last_sequence_number: p.last_seq,
+            new_submits_accepted_count: p.count,
+            // Difficulty below 1 rounds up: an accepted share never counts as nothing.
+            new_shares_sum: p.sum.ceil() as u64,
+        })
+    }
+}
+
+/// Standard channels of one connection that share a payout, addressed together.
+struct Group {
+    id: u32,
+    payout: ScriptBuf,
+}
+
 struct Sv2Channel {
     kind: Kind,
+    /// The group channel a standard channel is in; 0 for an extended channel.
+    group: u32,
     channel: Channel,
     worker: Worker,
     payout: ScriptBuf,
@@ -115,8 +146,9 @@ pub struct Session {
     conn: u64,
     setup: Option<u32>,
     channels: HashMap<u32, Sv2Channel>,
-    /// Every standard channel of the connection is in this group.
-    group_channel: u32,
+    /// The connection's group channels, one per payout script (a group's members must work
+    /// on the same coinbase).
+    groups: Vec<Group>,
     next_job: u32,
     sent_generation: Option<u64>,
     out: Vec<Message>,
@@ -129,7 +161,6 @@ pub struct Session {
 impl Session {
     pub fn new(engine: Arc<Engine>, config: Arc<Sv2Config>) -> Session {
         let conn = engine.next_conn();
-        let group_channel = engine.next_channel_id();
         engine.stats.connection_opened();
         Session {
             engine,
@@ -137,7 +168,7 @@ impl Session {
             conn,
             setup: None,
             channels: HashMap::new(),
-            group_channel,
+            groups: Vec::new(),
             next_job: 1,
             sent_generation: None,
             out: Vec::new(),
@@ -171,6 +202,23 @@ impl Session {
     /// Messages to write, in order.
     pub fn take_output(&mut self) -> Vec<Message> {
         std::mem::take(&mut self.out)
+    }
+
+    /// [`Session::take_output`] keeping the buffer, so that steady traffic allocates nothing.
+    pub fn drain_output(&mut self) -> std::vec::Drain<'_, Message> {
+        self.out.drain(..)
+    }
+
+    /// The group channel ids of this connection.
+    pub fn group_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.groups.iter().map(|g| g.id)
+    }
+
+    /// The connection gets a `NewMiningJob` per standard channel (`REQUIRES_STANDARD_JOBS`)
+    /// rather than one `NewExtendedMiningJob` per group.
+    fn requires_standard_jobs(&self) -> bool {
+        self.setup
+            .is_some_and(|f| f & mining_flags::REQUIRES_STANDARD_JOBS != 0)
     }
 
     /// The store ticket the output's acknowledgements wait for (see
@@ -287,9 +335,11 @@ impl Session {
         Ok(if d < floor { floor } else { d })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn new_channel(
         &mut self,
         kind: Kind,
+        group: u32,
         user: &str,
         payout: ScriptBuf,
         max_target: Target,
@@ -329,6 +379,7 @@ impl Session {
             channel_id,
             Sv2Channel {
                 kind,
+                group,
                 channel,
                 worker,
                 payout,
@@ -349,8 +400,10 @@ impl Session {
             Ok(x) => x,
             Err(code) => return self.open_error(o.request_id, code),
         };
+        let group = self.group_for(&payout);
         let (channel_id, prefix) = self.new_channel(
             Kind::Standard,
+            group,
             &o.user_identity,
             payout,
             o.max_target,
@@ -364,7 +417,7 @@ impl Session {
                 channel_id,
                 target,
                 extranonce_prefix: prefix,
-                group_channel_id: self.group_channel,
+                group_channel_id: group,
             }
             .into(),
         );
@@ -385,6 +438,7 @@ impl Session {
         };
         let (channel_id, prefix) = self.new_channel(
             Kind::Extended,
+            0,
             &o.user_identity,
             payout,
             o.max_target,
@@ -392,6 +446,15 @@ impl Session {
             now,
         );
         let c = &self.channels[&channel_id].channel;
+        // Extended channels come from proxies and farms, a few per pool: worth a line each.
+        tracing::info!(
+            conn = self.conn,
+            channel = channel_id,
+            user = %o.user_identity,
+            extranonce_size = c.extranonce_len(),
+            hash_rate = o.nominal_hash_rate,
+            "sv2: extended channel opened"
+        );
         self.out.push(
             OpenExtendedMiningChannelSuccess {
                 request_id: o.request_id,
@@ -405,6 +468,19 @@ impl Session {
             .into(),
         );
         self.first_job(channel_id, now);
+    }
+
+    /// The group of the standard channels paying `payout`, opened on first use.
+    fn group_for(&mut self, payout: &ScriptBuf) -> u32 {
+        if let Some(g) = self.groups.iter().find(|g| &g.payout == payout) {
+            return g.id;
+        }
+        let id = self.engine.next_channel_id();
+        self.groups.push(Group {
+            id,
+            payout: payout.clone(),
+        });
+        id
     }
 
     fn open_error(&mut self, request_id: u32, code: &str) {
@@ -448,9 +524,22 @@ impl Session {
 
     fn close_channel(&mut self, c: CloseChannel, now: Millis) {
         self.flush();
-        if let Some(ch) = self.channels.remove(&c.channel_id) {
-            tracing::debug!(conn = self.conn, channel = c.channel_id, reason = %c.reason_code, "sv2: channel closed");
-            self.engine.detach_worker(&ch.worker, now);
+        // Closing a group closes every channel in it (spec 5.3.9).
+        let closing: Vec<u32> = if self.groups.iter().any(|g| g.id == c.channel_id) {
+            self.groups.retain(|g| g.id != c.channel_id);
+            self.channels
+                .iter()
+                .filter(|(_, ch)| ch.group == c.channel_id)
+                .map(|(id, _)| *id)
+                .collect()
+        } else {
+            vec![c.channel_id]
+        };
+        for id in closing {
+            if let Some(ch) = self.channels.remove(&id) {
+                tracing::debug!(conn = self.conn, channel = id, reason = %c.reason_code, "sv2: channel closed");
+                self.engine.detach_worker(&ch.worker, now);
+            }
         }
     }
 
@@ -466,10 +555,124 @@ impl Session {
             return;
         }
         self.sent_generation = Some(g.id);
-        let mut ids: Vec<u32> = self.channels.keys().copied().collect();
+        let grouped = !self.requires_standard_jobs();
+        if grouped {
+            for k in 0..self.groups.len() {
+                self.send_group_job(self.groups[k].id, g, g.clean, now);
+            }
+        }
+        let mut ids: Vec<u32> = self
+            .channels
+            .iter()
+            .filter(|(_, c)| !(grouped && c.kind == Kind::Standard))
+            .map(|(id, _)| *id)
+            .collect();
         ids.sort_unstable();
         for id in ids {
             self.send_job(id, g, g.clean, now);
+        }
+    }
+
+    fn next_job_id(&mut self) -> u32 {
+        let job_id = self.next_job;
+        self.next_job = self.next_job.wrapping_add(1).max(1);
+        job_id
+    }
+
+    /// A job of `g` for every standard channel of a group, sent once on the group channel: the
+    /// client derives each member's merkle root from its prefix (spec 5.3.16); the pool
+    /// computes the same roots to judge the members' shares.
+    fn send_group_job(&mut self, group_id: u32, g: &Arc<Generation>, clean: bool, now: Millis) {
+        let Some(group) = self.groups.iter().find(|x| x.id == group_id) else {
+            return;
+        };
+        let mut members: Vec<u32> = self
+            .channels
+            .iter()
+            .filter(|(_, c)| c.group == group_id)
+            .map(|(id, _)| *id)
+            .collect();
+        if members.is_empty() {
+            return;
+        }
+        members.sort_unstable();
+        let job = match g.job(&group.payout) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(conn = self.conn, error = %e, "cannot build job");
+                return;
+            }
+        };
+        let job_id = self.next_job_id();
+        for id in members {
+            let c = self.channels.get_mut(&id).expect("listed");
+            let Some(root) = standard_merkle_root(&job, c.channel.extranonce_prefix()) else {
+                tracing::error!(
+                    conn = self.conn,
+                    "standard channel prefix does not fill the extranonce"
+                );
+                continue;
+            };
+            c.channel
+                .issue_standard(job.clone(), u64::from(job_id), root, now);
+            let target = c.channel.target();
+            self.job_sent_event(id, job_id, &job, target, clean);
+            if clean {
+                self.job_activated_event(id, job_id, &job);
+            }
+        }
+        self.out.push(
+            NewExtendedMiningJob {
+                channel_id: group_id,
+                job_id,
+                min_ntime: (!clean).then_some(job.ntime),
+                version: job.version,
+                version_rolling_allowed: self.config.version_mask != 0,
+                merkle_path: job.merkle_branch.iter().map(|h| h.0).collect(),
+                coinbase_tx_prefix: job.coinbase.prefix.clone(),
+                coinbase_tx_suffix: job.coinbase.suffix.clone(),
+            }
+            .into(),
+        );
+        if clean {
+            self.out.push(
+                SetNewPrevHash {
+                    channel_id: group_id,
+                    job_id,
+                    prev_hash: job.prev_hash.0,
+                    min_ntime: job.ntime,
+                    nbits: job.bits.0,
+                }
+                .into(),
+            );
+        }
+    }
+
+    fn job_sent_event(&self, channel_id: u32, job_id: u32, job: &Job, target: Target, clean: bool) {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(JobSent {
+                conn: self.conn,
+                channel: Some(channel_id),
+                job_id: JobId::Num(u64::from(job_id)),
+                template_id: Some(job.generation),
+                fingerprint: (!clean).then_some(job.fingerprint),
+                prev_hash: (!clean).then_some(job.prev_hash),
+                target,
+                clean,
+                future: clean,
+            });
+        }
+    }
+
+    fn job_activated_event(&self, channel_id: u32, job_id: u32, job: &Job) {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(JobActivated {
+                conn: self.conn,
+                channel: Some(channel_id),
+                job_id: JobId::Num(u64::from(job_id)),
+                prev_hash: job.prev_hash,
+                fingerprint: Some(job.fingerprint),
+            });
         }
     }
 
@@ -497,21 +700,23 @@ impl Session {
         let job_id = self.next_job;
         self.next_job = self.next_job.wrapping_add(1).max(1);
         let min_ntime = (!clean).then_some(job.ntime);
+        let mut root = None;
         let msg: Message = match c.kind {
             Kind::Standard => {
-                let Ok(txid) = job.coinbase.txid(c.channel.extranonce_prefix()) else {
+                let Some(r) = standard_merkle_root(&job, c.channel.extranonce_prefix()) else {
                     tracing::error!(
                         conn = self.conn,
                         "standard channel prefix does not fill the extranonce"
                     );
                     return;
                 };
+                root = Some(r);
                 NewMiningJob {
                     channel_id,
                     job_id,
                     min_ntime,
                     version: job.version,
-                    merkle_root: merkle_root_from_branch(txid, &job.merkle_branch).0,
+                    merkle_root: r.0,
                 }
                 .into()
             }
@@ -528,7 +733,12 @@ impl Session {
             .into(),
         };
         self.out.push(msg);
-        c.channel.issue(job.clone(), u64::from(job_id), now);
+        match root {
+            Some(r) => c
+                .channel
+                .issue_standard(job.clone(), u64::from(job_id), r, now),
+            None => c.channel.issue(job.clone(), u64::from(job_id), now),
+        };
         let target = c.channel.target();
         if self.engine.events.is_enabled() {
             self.engine.events.emit(JobSent {
@@ -661,11 +871,13 @@ impl Session {
             .get_mut(&channel_id)
             .filter(|c| c.kind == kind)
         else {
-            self.engine.rejected_on_channel(
+            self.engine.rejected(
                 self.conn,
-                channel_id,
                 u64::from(seq),
-                job_id,
+                ShareJob::Sv2 {
+                    channel: channel_id,
+                    job_id,
+                },
                 None,
                 Reason::Other,
                 nonce,
@@ -701,7 +913,21 @@ impl Session {
         let verdict = if rolled_outside {
             Err(Reject::VersionBits)
         } else {
-            match c.channel.submit(&sub, engine.epoch(), now) {
+            let judged = match kind {
+                // The merkle root is the one sent with the job: one header hash.
+                Kind::Standard => c.channel.submit_header(
+                    &HeaderSubmission {
+                        wire_id: sub.wire_id,
+                        ntime,
+                        nonce,
+                        version_bits: sub.version_bits,
+                    },
+                    engine.epoch(),
+                    now,
+                ),
+                Kind::Extended => c.channel.submit(&sub, engine.epoch(), now),
+            };
+            match judged {
                 Err(r) => Err(r),
                 Ok(a) => {
                     if a.block {
@@ -730,11 +956,13 @@ impl Session {
                     if self.records.is_none() {
                         self.records = engine.share_batch();
                     }
-                    let stored = engine.accepted_on_channel(
+                    let stored = engine.accepted(
                         conn,
-                        channel_id,
                         u64::from(seq),
-                        job_id,
+                        ShareJob::Sv2 {
+                            channel: channel_id,
+                            job_id,
+                        },
                         &c.worker,
                         &a,
                         nonce,
@@ -774,11 +1002,13 @@ impl Session {
             }
             Err(r) => {
                 let c = &self.channels[&channel_id];
-                self.engine.rejected_on_channel(
+                self.engine.rejected(
                     self.conn,
-                    channel_id,
                     u64::from(seq),
-                    job_id,
+                    ShareJob::Sv2 {
+                        channel: channel_id,
+                        job_id,
+                    },
                     Some(&c.worker),
                     r.reason(),
                     nonce,
@@ -810,34 +1040,19 @@ impl Session {
         let Some(c) = self.channels.get_mut(&channel_id) else {
             return;
         };
-        let p = std::mem::take(&mut c.pending);
-        if p.count == 0 {
-            return;
+        if let Some(m) = c.pending.success(channel_id) {
+            self.out.push(m.into());
         }
-        self.out.push(
-            SubmitSharesSuccess {
-                channel_id,
-                last_sequence_number: p.last_seq,
-                new_submits_accepted_count: p.count,
-                // Difficulty below 1 rounds up: an accepted share never counts as nothing.
-                new_shares_sum: p.sum.ceil() as u64,
-            }
-            .into(),
-        );
     }
 
     /// Acknowledges every accepted share not yet acknowledged (the shell calls it after each
     /// read).
     pub fn flush(&mut self) {
-        let mut ids: Vec<u32> = self
-            .channels
-            .iter()
-            .filter(|(_, c)| c.pending.count > 0)
-            .map(|(id, _)| *id)
-            .collect();
-        ids.sort_unstable();
-        for id in ids {
-            self.flush_channel(id);
+        // Called after every read: no list of ids is collected (that would allocate per read).
+        for (&channel_id, c) in self.channels.iter_mut() {
+            if let Some(m) = c.pending.success(channel_id) {
+                self.out.push(m.into());
+            }
         }
     }
 
@@ -851,6 +1066,13 @@ impl Session {
         }
         self.engine.stats.connection_closed();
     }
+}
+
+/// The merkle root of `job` for a standard channel whose prefix is the whole extranonce;
+/// `None` if it is not.
+fn standard_merkle_root(job: &Job, prefix: &[u8]) -> Option<Hash256> {
+    let txid = job.coinbase.txid(prefix).ok()?;
+    Some(merkle_root_from_branch(txid, &job.merkle_branch))
 }
 
 /// The spec's `SubmitShares.Error` code for an engine verdict.
