@@ -7,6 +7,7 @@ use events::EventSink;
 
 use crate::link::LinkConfig;
 use crate::sv1_watch::{Protocol, DEFAULT_MAX_LINE};
+use crate::sv2_relay::Sv2Terminate;
 
 #[derive(Clone, Debug)]
 pub struct TapConfig {
@@ -36,6 +37,9 @@ pub struct TapConfig {
     /// does the same for the runtime's threads.
     pub realtime: bool,
     pub events: EventSink,
+    /// Terminate SV2's Noise on both legs and read the messages ([`crate::sv2_relay`]);
+    /// `None` relays the bytes as they are.
+    pub sv2: Option<Sv2Terminate>,
 }
 
 impl TapConfig {
@@ -56,6 +60,7 @@ impl TapConfig {
             connect_timeout: Duration::from_secs(10),
             realtime: false,
             events: EventSink::disabled(),
+            sv2: None,
         }
     }
 }

@@ -9,7 +9,10 @@
 //! - counts application bytes each way per connection (`LinkBytes` events) and measures the
 //!   delay it actually applies (`LinkRtt`);
 //! - reads Stratum V1 lines as they pass, without changing them, and reports jobs, submits and
-//!   results ([`sv1_watch`]).
+//!   results ([`sv1_watch`]);
+//! - with `sv2` set, terminates Stratum V2's Noise on both legs with its own keys, re-encrypts
+//!   every frame unchanged under the same link emulation, and reports jobs, prev hashes,
+//!   targets, shares and results ([`sv2_relay`], [`sv2_watch`]).
 //!
 //! "Up" is from the clients (devices) toward the upstream (pool), "down" the other way.
 //!
@@ -47,6 +50,8 @@ pub mod server;
 pub mod stats;
 pub mod stream;
 pub mod sv1_watch;
+pub mod sv2_relay;
+pub mod sv2_watch;
 pub mod timer;
 pub mod units;
 
@@ -59,5 +64,7 @@ pub use server::{Tap, TapError};
 pub use stats::{Distribution, Summary, TapStats};
 pub use stream::{stream_seed, Released, Stream};
 pub use sv1_watch::{Protocol, Sv1Counts, Sv1Watch};
+pub use sv2_relay::{Sv2ConfigError, Sv2Terminate};
+pub use sv2_watch::{Sv2Counts, Sv2Watch};
 pub use timer::{PreciseTimer, Sleep, TimerHandle, TimerStats};
 pub use units::{Bandwidth, LossRate};

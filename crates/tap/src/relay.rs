@@ -86,6 +86,20 @@ pub(crate) async fn relay(
     // The client inherited stamping from the listener. Without stamps (an unusual kernel)
     // arrival is when the tap reads: a little later.
     net::enable_rx_timestamps(&upstream);
+    if let Some(sv2) = &cfg.sv2 {
+        crate::sv2_relay::relay(
+            &shared,
+            sv2,
+            conn,
+            &client,
+            &upstream,
+            accepted_ns,
+            &mut cancel,
+        )
+        .await;
+        shared.stats.open.fetch_sub(1, Relaxed);
+        return;
+    }
     let mut c = Connection::new(Arc::clone(&shared), conn, accepted_ns);
     let reason = match c.run(&client, &upstream, &mut cancel).await {
         Ok(reason) => reason,

@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 
 use crate::link::LinkConfig;
 use crate::sv1_watch::Sv1Counts;
+use crate::sv2_watch::Sv2Counts;
 use crate::timer::TimerStats;
 
 /// Live counters of one tap, shared by its connections.
@@ -25,9 +26,16 @@ pub struct TapStats {
     /// Connections read as Stratum V1, and of those, how many stopped on an overlong line.
     pub sv1_connections: AtomicU64,
     pub sv1_overflows: AtomicU64,
+    /// Connections whose SV2 Noise the tap terminated (`--sv2-terminate`), and of those, how
+    /// many failed a handshake or a frame.
+    pub sv2_connections: AtomicU64,
+    pub sv2_failures: AtomicU64,
     bytes: [AtomicU64; 2],
+    /// With SV2 terminated, the upstream leg's wire bytes (`bytes` are the client leg's).
+    upstream_bytes: [AtomicU64; 2],
     lost_chunks: [AtomicU64; 2],
     sv1: Mutex<[Sv1Counts; 2]>,
+    sv2: Mutex<[Sv2Counts; 2]>,
     delays: Mutex<Delays>,
 }
 
@@ -58,9 +66,13 @@ impl Default for TapStats {
             open: AtomicU64::new(0),
             sv1_connections: AtomicU64::new(0),
             sv1_overflows: AtomicU64::new(0),
+            sv2_connections: AtomicU64::new(0),
+            sv2_failures: AtomicU64::new(0),
             bytes: Default::default(),
+            upstream_bytes: Default::default(),
             lost_chunks: Default::default(),
             sv1: Mutex::new(Default::default()),
+            sv2: Mutex::new(Default::default()),
             delays: Mutex::new(Delays {
                 applied: [histogram(), histogram()],
                 late: [histogram(), histogram()],
@@ -83,6 +95,10 @@ impl TapStats {
         self.bytes[lane(dir)].load(Relaxed)
     }
 
+    pub fn add_upstream_bytes(&self, dir: Direction, n: u64) {
+        self.upstream_bytes[lane(dir)].fetch_add(n, Relaxed);
+    }
+
     pub fn add_lost(&self, dir: Direction, n: u64) {
         self.lost_chunks[lane(dir)].fetch_add(n, Relaxed);
     }
@@ -103,8 +119,13 @@ impl TapStats {
         self.sv1.lock().unwrap_or_else(|e| e.into_inner())[lane(dir)].add(c);
     }
 
+    pub fn add_sv2(&self, dir: Direction, c: &Sv2Counts) {
+        self.sv2.lock().unwrap_or_else(|e| e.into_inner())[lane(dir)].add(c);
+    }
+
     pub fn summary(&self, link: &LinkConfig, elapsed: Duration, timer: TimerStats) -> Summary {
         let sv1 = *self.sv1.lock().unwrap_or_else(|e| e.into_inner());
+        let sv2 = *self.sv2.lock().unwrap_or_else(|e| e.into_inner());
         let d = self.delays();
         Summary {
             link: *link,
@@ -121,6 +142,13 @@ impl TapStats {
             sv1_connections: self.sv1_connections.load(Relaxed),
             sv1_overflows: self.sv1_overflows.load(Relaxed),
             sv1,
+            sv2_connections: self.sv2_connections.load(Relaxed),
+            sv2_failures: self.sv2_failures.load(Relaxed),
+            upstream_bytes: [
+                self.upstream_bytes[0].load(Relaxed),
+                self.upstream_bytes[1].load(Relaxed),
+            ],
+            sv2,
             applied: [
                 Distribution::of(&d.applied[0]),
                 Distribution::of(&d.applied[1]),
@@ -191,6 +219,13 @@ pub struct Summary {
     pub sv1_overflows: u64,
     /// SV1 messages seen going up and down.
     pub sv1: [Sv1Counts; 2],
+    pub sv2_connections: u64,
+    pub sv2_failures: u64,
+    /// With SV2 terminated: the upstream leg's wire bytes up and down (`bytes` are the
+    /// client leg's).
+    pub upstream_bytes: [u64; 2],
+    /// SV2 frames and messages seen going up and down.
+    pub sv2: [Sv2Counts; 2],
     /// Delay applied up and down, as measured by the tap.
     pub applied: [Distribution; 2],
     /// How late after their scheduled release chunks left, up and down: the tap's own error.
@@ -208,6 +243,14 @@ impl Summary {
 
     pub fn sv1(&self, dir: Direction) -> &Sv1Counts {
         &self.sv1[lane(dir)]
+    }
+
+    pub fn sv2(&self, dir: Direction) -> &Sv2Counts {
+        &self.sv2[lane(dir)]
+    }
+
+    pub fn upstream_bytes(&self, dir: Direction) -> u64 {
+        self.upstream_bytes[lane(dir)]
     }
 
     pub fn applied(&self, dir: Direction) -> &Distribution {
@@ -282,6 +325,24 @@ impl fmt::Display for Summary {
                 if errors.is_empty() { "" } else { " by code" },
                 errors,
                 all.unparsed
+            )?;
+        }
+        if self.sv2_connections > 0 {
+            let (up, down) = (&self.sv2[0], &self.sv2[1]);
+            writeln!(
+                f,
+                "  sv2           {} connections terminated ({} failed): {} jobs, {} prev hashes, {} targets, {} submits, {} accepted / {} rejected, {} frames unread; upstream leg {} B up, {} B down",
+                self.sv2_connections,
+                self.sv2_failures,
+                down.jobs,
+                down.prev_hashes,
+                down.targets,
+                up.submits,
+                down.accepted,
+                down.rejected,
+                up.unparsed + down.unparsed + up.other_extension + down.other_extension,
+                self.upstream_bytes[0],
+                self.upstream_bytes[1]
             )?;
         }
         Ok(())

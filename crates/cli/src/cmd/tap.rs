@@ -10,7 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use events::EventSink;
-use tap::{Bandwidth, LinkConfig, LossRate, Protocol, Tap, TapConfig};
+use tap::{Bandwidth, LinkConfig, LossRate, Protocol, Sv2Terminate, Tap, TapConfig};
 
 use crate::config::{self, Dur};
 
@@ -118,6 +118,26 @@ pub struct TapArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// Terminate Stratum V2's Noise on both legs with the tap's own keys (clients must trust
+    /// --authority-public-key), re-encrypt every frame unchanged, and report the messages.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sv2_terminate: bool,
+    /// With --sv2-terminate: the tap's SV2 authority public key (base58) [default: the SV2
+    /// reference test key pair].
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_public_key: Option<String>,
+    /// With --sv2-terminate: the tap's SV2 authority secret key (base58), with
+    /// --authority-public-key.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_secret_key: Option<String>,
+    /// With --sv2-terminate: the upstream's authority public key (base58) its certificate must
+    /// be signed with; without it any certificate is accepted.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_authority_key: Option<String>,
 }
 
 /// The settings after the file and the flags are combined.
@@ -145,6 +165,10 @@ pub struct Settings {
     pub realtime: bool,
     pub threads: Option<usize>,
     pub duration: Dur,
+    pub sv2_terminate: bool,
+    pub authority_public_key: Option<String>,
+    pub authority_secret_key: Option<String>,
+    pub upstream_authority_key: Option<String>,
 }
 
 impl Default for Settings {
@@ -175,6 +199,10 @@ impl Default for Settings {
             realtime: true,
             threads: None,
             duration: Dur::ZERO,
+            sv2_terminate: false,
+            authority_public_key: None,
+            authority_secret_key: None,
+            upstream_authority_key: None,
         }
     }
 }
@@ -216,7 +244,32 @@ impl Settings {
         c.buffer_bytes = self.buffer_bytes;
         c.max_line = self.max_line;
         c.realtime = self.realtime;
+        c.sv2 = self.sv2_terminate()?;
         Ok(c)
+    }
+}
+
+impl Settings {
+    fn sv2_terminate(&self) -> Result<Option<Sv2Terminate>> {
+        let keys_given = self.authority_public_key.is_some()
+            || self.authority_secret_key.is_some()
+            || self.upstream_authority_key.is_some();
+        if !self.sv2_terminate {
+            anyhow::ensure!(
+                !keys_given,
+                "--authority-public-key, --authority-secret-key and --upstream-authority-key go with --sv2-terminate"
+            );
+            return Ok(None);
+        }
+        let t = Sv2Terminate::from_strings(
+            self.authority_public_key.as_deref(),
+            self.authority_secret_key.as_deref(),
+            self.upstream_authority_key.as_deref(),
+        )
+        .context(
+            "--sv2-terminate keys (--authority-public-key and --authority-secret-key go together)",
+        )?;
+        Ok(Some(t))
     }
 }
 
@@ -241,6 +294,17 @@ pub fn run(args: TapArgs) -> Result<()> {
     };
     tc.events = sink.clone();
     let link = tc.link;
+    if let Some(sv2) = &tc.sv2 {
+        eprintln!(
+            "tap: terminating SV2 noise: clients must trust authority key {}; upstream certificate {}",
+            sv2.public_key(),
+            if sv2.upstream_authority.is_some() {
+                "checked against --upstream-authority-key"
+            } else {
+                "accepted from any authority"
+            }
+        );
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = settings.threads {
         builder.worker_threads(n.max(1));
@@ -314,6 +378,39 @@ mod tests {
         let l = s.link_config();
         assert_eq!((l.delay_up, l.delay_down), (Duration::ZERO, Duration::ZERO));
         assert!(!l.handshake);
+    }
+
+    #[test]
+    fn sv2_termination_takes_the_reference_pair_or_both_halves() {
+        // The SV2 reference test pair's public half.
+        const REFERENCE: &str = "9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72";
+        let settings = |sv2_terminate, public: Option<&str>, upstream_key: Option<&str>| {
+            let args = TapArgs {
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                upstream: Some("127.0.0.1:1".parse().unwrap()),
+                sv2_terminate,
+                authority_public_key: public.map(Into::into),
+                upstream_authority_key: upstream_key.map(Into::into),
+                ..TapArgs::default()
+            };
+            config::load::<Settings>(None, &args).unwrap().tap_config()
+        };
+        assert!(settings(false, None, None).unwrap().sv2.is_none());
+        let sv2 = settings(true, None, None)
+            .unwrap()
+            .sv2
+            .expect("terminating");
+        assert_eq!(sv2.public_key(), REFERENCE);
+        assert!(sv2.upstream_authority.is_none(), "any upstream accepted");
+        let sv2 = settings(true, None, Some(REFERENCE)).unwrap().sv2.unwrap();
+        assert!(sv2.upstream_authority.is_some());
+        assert!(
+            settings(true, Some(REFERENCE), None).is_err(),
+            "half a pair"
+        );
+        assert!(settings(true, None, Some("nonsense")).is_err());
+        let e = settings(false, None, Some(REFERENCE)).unwrap_err();
+        assert!(format!("{e:#}").contains("--sv2-terminate"), "{e:#}");
     }
 
     #[test]
