@@ -203,22 +203,6 @@ pub struct StandardShareReply<'a> {
     pub error_code: Option<&'a str>,
 }
 
-/// The shared rejection vocabulary (METRICS.md) for an SV2 `SubmitShares.Error` code. A pool
-/// says `stale-share` for a share on a job a new prev hash superseded (stale, the only thing that
-/// is); an unknown job id is `invalid-job-id`.
-pub fn sv2_reject_reason(error_code: &str) -> events::Reason {
-    use events::Reason;
-    use sv2::messages::mining::error_code as code;
-    match error_code {
-        code::STALE_SHARE => Reason::Stale,
-        code::DUPLICATE_SHARE => Reason::Duplicate,
-        code::DIFFICULTY_TOO_LOW => Reason::LowDifficulty,
-        code::INVALID_JOB_ID => Reason::InvalidJob,
-        code::INVALID_CHANNEL_ID => Reason::InvalidChannel,
-        _ => Reason::Other,
-    }
-}
-
 /// Where a device's outcomes go. Every method has an empty default, so an observer implements
 /// only what it counts; `()` observes nothing.
 #[allow(unused_variables)]

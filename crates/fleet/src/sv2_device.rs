@@ -51,8 +51,8 @@ use sv2::noise::{extension_type, Frame, NoiseError, NoiseInitiator};
 
 use crate::backoff::Backoff;
 use crate::device::{
-    sv2_reject_reason, CloseReason, Device, HashOutcome, Nanos, Observer, Rng, StandardJobView,
-    StandardShareReply, StandardShareView,
+    CloseReason, Device, HashOutcome, Nanos, Observer, Rng, StandardJobView, StandardShareReply,
+    StandardShareView,
 };
 use crate::grind::{deposit_bits, ShareTarget};
 use crate::profile::{Profile, BIP320_MASK};
@@ -1092,7 +1092,7 @@ impl Sv2Device {
                 nonce: f.nonce,
                 difficulty: f.difficulty,
                 latency_ns: now.saturating_sub(f.sent_at),
-                verdict: events::Verdict::Rejected(sv2_reject_reason(code)),
+                verdict: events::Verdict::Rejected(events::Reason::from_sv2_code(code)),
                 error_code: Some(code),
             },
         );

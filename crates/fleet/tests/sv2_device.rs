@@ -534,7 +534,7 @@ fn every_error_code_maps_onto_the_shared_vocabulary() {
     for ((code, reason), r) in cases.iter().zip(&rec.results) {
         assert_eq!(r.verdict, Verdict::Rejected(*reason), "{code}");
         assert_eq!(r.error_code.as_deref(), Some(*code));
-        assert_eq!(fleet::device::sv2_reject_reason(code), *reason);
+        assert_eq!(events::Reason::from_sv2_code(code), *reason);
     }
     assert_eq!(rec.results.len(), cases.len());
 }

@@ -34,79 +34,29 @@
 //! cargo bench -p pool --bench sv1_share
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod support;
+
 use std::hint::black_box;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use events::{EventSink, Verdict};
-use pool::channel::ChannelConfig;
-use pool::engine::{Engine, EngineConfig, PayoutMode};
+use events::Verdict;
+use pool::engine::Engine;
 use pool::job::Solution;
-use pool::jobs::{JobBook, JobConfig};
-use pool::stats::{PoolStats, WorkerRegistry};
-use pool::store::{Durability, Store, StoreConfig};
-use pool::sv1::session::{LineKind, Session, Sv1Config};
+use pool::jobs::JobBook;
+use pool::store::Store;
+use pool::sv1::session::{LineKind, Session};
 use pool::template::{Template, TemplateTx};
-use pool::vardiff::VardiffConfig;
 use pool::Millis;
-use primitives::bitcoin::{Amount, Network, ScriptBuf};
+use primitives::bitcoin::{Amount, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
-use sha2::digest::generic_array::GenericArray;
 
-// ---------------------------------------------------------------------------------------------
-// Counting allocator: allocations of the current thread, and of the whole process.
-
-struct Counting;
-
-thread_local! {
-    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-static PROCESS_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-#[inline]
-fn count() {
-    PROCESS_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn thread_allocs() -> u64 {
-    THREAD_ALLOCS.with(Cell::get)
-}
-
-fn process_allocs() -> u64 {
-    PROCESS_ALLOCS.load(Ordering::Relaxed)
-}
+use support::{
+    drain_store, fastest_and_median, process_allocs, sv1_session, thread_allocs, Floor, Pool,
+    WORKER,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The rig: engine, store, session, and the lines of the next chunk of shares.
@@ -117,7 +67,6 @@ const CHUNK: usize = 2000;
 /// Shares per timed sample in the summary.
 const SAMPLE: usize = 250;
 
-const WORKER: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4.rig1";
 /// Mainnet-like nBits: no share is a block.
 const NETWORK_BITS: u32 = 0x1702_3a04;
 
@@ -183,59 +132,17 @@ fn naive_compressions(coinbase_len: usize, branch_len: usize) -> u32 {
 
 impl Rig {
     fn new(transactions: usize) -> Rig {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(StoreConfig {
-            durability: Durability::Off,
-            ..StoreConfig::new(dir.path().join("pool.db"))
-        })
-        .expect("store");
-        // P2WPKH: OP_0 PUSH20 <20-byte key hash>.
-        let mut p2wpkh = vec![0x00, 0x14];
-        p2wpkh.extend((0..20u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
-        let payout = ScriptBuf::from_bytes(p2wpkh);
-        let jobs = JobConfig {
-            coinbase_tag: b"/stratumlab pool (solo+pps lab)/".to_vec(),
-            extranonce_len: 8,
-        };
-        let config = EngineConfig {
-            jobs: jobs.clone(),
-            channel: ChannelConfig {
-                vardiff: VardiffConfig {
-                    min: Difficulty::MIN,
-                    max: Difficulty::MIN,
-                    ..VardiffConfig::default()
-                },
-                ..ChannelConfig::default()
-            },
-            payout: PayoutMode::Pool(payout.clone()),
-            network: Network::Bitcoin,
-            start_difficulty: Difficulty::MIN,
-        };
-        let stats = PoolStats::new(Millis(0));
-        let workers = WorkerRegistry::new(&stats);
-        let (engine, found) = Engine::new(
-            config,
-            stats,
-            workers,
-            Some(store.clone()),
-            EventSink::disabled(),
-        );
         let template = realistic_template(transactions);
-        let mut book = JobBook::new(jobs);
         let t0 = 1_000;
-        engine.publish(book.on_template(template.clone(), Millis(t0)));
-        let mut session = Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(t0));
-        for line in [
-            r#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"1fffe000","version-rolling.min-bit-count":16}]}"#,
-            r#"{"id":2,"method":"mining.subscribe","params":["cgminer/4.11.1"]}"#,
-            &format!(r#"{{"id":3,"method":"mining.authorize","params":["{WORKER}","x"]}}"#),
-        ] {
-            session.handle_line(line.as_bytes(), Millis(t0));
-        }
-        let out = String::from_utf8_lossy(session.output()).into_owned();
-        assert!(out.contains("mining.notify"), "no job sent: {out}");
-        assert!(session.is_working());
-        session.output().clear();
+        let Pool {
+            dir,
+            store,
+            engine,
+            found,
+            book,
+            payout,
+        } = Pool::new(template.clone(), t0);
+        let session = sv1_session(&engine, t0);
         let extranonce1 = session.channel().extranonce_prefix().to_vec();
         assert_eq!(extranonce1.len(), 4);
         assert_eq!(session.channel().extranonce_len(), 4);
@@ -322,13 +229,7 @@ impl Rig {
             .expect("write");
             self.ends.push(self.lines.len());
         }
-        // The store's writer commits in the background, on another core (every 10 ms, the
-        // default batch window); let it take the last chunk's shares off the queue first, so
-        // that no backlog carries over into the timed region.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.store.stats().queue_len > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        drain_store(&self.store);
     }
 
     /// Timed: prepared lines `from..to` through the session, the reply taken. Returns how many
@@ -403,44 +304,6 @@ impl Rig {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The floor, as `primitives/benches/floor.rs` measures it.
-
-struct Floor {
-    state: [u32; 8],
-    block: GenericArray<u8, sha2::digest::consts::U64>,
-}
-
-impl Floor {
-    fn new() -> Floor {
-        Floor {
-            state: [
-                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-                0x5be0cd19,
-            ],
-            block: GenericArray::clone_from_slice(&[0x5au8; 64]),
-        }
-    }
-
-    #[inline(always)]
-    fn once(&mut self) {
-        sha2::compress256(
-            black_box(&mut self.state),
-            std::slice::from_ref(black_box(&self.block)),
-        );
-    }
-
-    fn measure(&mut self, n: u64) -> Duration {
-        let t = Instant::now();
-        for _ in 0..n {
-            self.once();
-        }
-        t.elapsed()
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-
 fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
     let mut g = c.benchmark_group("floor");
     let mut floor = Floor::new();
@@ -482,10 +345,6 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
         }
     }
     let total = (CHUNKS * CHUNK) as f64;
-    let fastest_and_median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (v[0], v[v.len() / 2])
-    };
     let (f_min, f_med) = fastest_and_median(&mut floor_ns);
     println!();
     println!(

@@ -26,78 +26,32 @@
 //! cargo bench -p pool --bench sv2_share
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod support;
+
 use std::hint::black_box;
 use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use events::{EventSink, Verdict};
-use pool::channel::ChannelConfig;
-use pool::engine::{Engine, EngineConfig, PayoutMode};
+use events::Verdict;
+use pool::engine::Engine;
 use pool::job::Solution;
-use pool::jobs::{JobBook, JobConfig};
-use pool::stats::{PoolStats, WorkerRegistry};
-use pool::store::{Durability, Store, StoreConfig};
-use pool::sv1::session::{LineKind, Session as Sv1Session, Sv1Config};
+use pool::jobs::JobBook;
+use pool::store::Store;
+use pool::sv1::session::{LineKind, Session as Sv1Session};
 use pool::sv2::{Session as Sv2Session, Sv2Config};
 use pool::template::Template;
-use pool::vardiff::VardiffConfig;
 use pool::Millis;
-use primitives::bitcoin::{Amount, Network, ScriptBuf};
+use primitives::bitcoin::{Amount, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
-use sha2::digest::generic_array::GenericArray;
 use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{mining_flags, SetupConnection};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard, SubmitSharesSuccess};
 use sv2::messages::Mining;
 use sv2::{Message, NoiseInitiator, NoiseResponder};
 
-// ---------------------------------------------------------------------------------------------
-// Counting allocator: allocations of the current thread.
-
-struct Counting;
-
-thread_local! {
-    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-#[inline]
-fn count() {
-    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn thread_allocs() -> u64 {
-    THREAD_ALLOCS.with(Cell::get)
-}
+use support::{drain_store, fastest_and_median, sv1_session, thread_allocs, Floor, Pool, WORKER};
 
 // ---------------------------------------------------------------------------------------------
 // The rig: one engine, an SV1 and an SV2 session, the next chunk of shares for each.
@@ -108,7 +62,6 @@ const CHUNK: usize = 2000;
 const SAMPLE: usize = 250;
 /// Shares per read: the shell flushes acknowledgements after each.
 const READ: usize = 32;
-const WORKER: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4.rig1";
 const MASK: u32 = 0x1fff_e000;
 
 struct Rig {
@@ -150,56 +103,17 @@ fn empty_template() -> Arc<Template> {
 
 impl Rig {
     fn new() -> Rig {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store = Store::open(StoreConfig {
-            durability: Durability::Off,
-            ..StoreConfig::new(dir.path().join("pool.db"))
-        })
-        .expect("store");
-        let mut p2wpkh = vec![0x00, 0x14];
-        p2wpkh.extend((0..20u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
-        let payout = ScriptBuf::from_bytes(p2wpkh);
-        let jobs = JobConfig {
-            coinbase_tag: b"/stratumlab pool (solo+pps lab)/".to_vec(),
-            extranonce_len: 8,
-        };
-        let config = EngineConfig {
-            jobs: jobs.clone(),
-            channel: ChannelConfig {
-                vardiff: VardiffConfig {
-                    min: Difficulty::MIN,
-                    max: Difficulty::MIN,
-                    ..VardiffConfig::default()
-                },
-                ..ChannelConfig::default()
-            },
-            payout: PayoutMode::Pool(payout.clone()),
-            network: Network::Bitcoin,
-            start_difficulty: Difficulty::MIN,
-        };
-        let stats = PoolStats::new(Millis(0));
-        let workers = WorkerRegistry::new(&stats);
-        let (engine, found) = Engine::new(
-            config,
-            stats,
-            workers,
-            Some(store.clone()),
-            EventSink::disabled(),
-        );
         let template = empty_template();
-        let mut book = JobBook::new(jobs);
         let t0 = 1_000;
-        engine.publish(book.on_template(template.clone(), Millis(t0)));
-        let mut sv1 = Sv1Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(t0));
-        for line in [
-            r#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"1fffe000","version-rolling.min-bit-count":16}]}"#,
-            r#"{"id":2,"method":"mining.subscribe","params":["cgminer/4.11.1"]}"#,
-            &format!(r#"{{"id":3,"method":"mining.authorize","params":["{WORKER}","x"]}}"#),
-        ] {
-            sv1.handle_line(line.as_bytes(), Millis(t0));
-        }
-        assert!(sv1.is_working());
-        sv1.output().clear();
+        let Pool {
+            dir,
+            store,
+            engine,
+            found,
+            book,
+            payout,
+        } = Pool::new(template.clone(), t0);
+        let sv1 = sv1_session(&engine, t0);
         let mut sv2 = Sv2Session::new(engine.clone(), Arc::new(Sv2Config::default()));
         sv2.on_message(
             SetupConnection {
@@ -346,10 +260,7 @@ impl Rig {
             );
         }
         self.sv2_shares.reverse();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.store.stats().queue_len > 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        drain_store(&self.store);
     }
 
     /// Timed: the next `n` prepared SV1 lines; how many were accepted.
@@ -444,43 +355,6 @@ fn acked_by(m: &Message) -> usize {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The floor, as `primitives/benches/floor.rs` measures it.
-
-struct Floor {
-    state: [u32; 8],
-    block: GenericArray<u8, sha2::digest::consts::U64>,
-}
-
-impl Floor {
-    fn new() -> Floor {
-        Floor {
-            state: [
-                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-                0x5be0cd19,
-            ],
-            block: GenericArray::clone_from_slice(&[0x5au8; 64]),
-        }
-    }
-
-    #[inline(always)]
-    fn once(&mut self) {
-        sha2::compress256(
-            black_box(&mut self.state),
-            std::slice::from_ref(black_box(&self.block)),
-        );
-    }
-
-    fn measure(&mut self, n: u64) -> Duration {
-        let t = Instant::now();
-        for _ in 0..n {
-            self.once();
-        }
-        t.elapsed()
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The Noise layer per share frame, pool side (crates/sv2).
 
 struct Wire {
@@ -614,10 +488,6 @@ fn summary(rig: &mut Rig) {
         }
     }
     let total = (CHUNKS * CHUNK) as f64;
-    let fastest_and_median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (v[0], v[v.len() / 2])
-    };
     let (f_min, f_med) = fastest_and_median(&mut floor_ns);
     let (s1_min, s1_med) = fastest_and_median(&mut ns[0]);
     let (s2_min, s2_med) = fastest_and_median(&mut ns[1]);

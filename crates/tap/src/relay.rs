@@ -21,20 +21,15 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::config::TapConfig;
-use crate::counter::ByteCounter;
-use crate::link::ns;
 use crate::net;
 use crate::pipe::Pipe;
 use crate::stats::TapStats;
-use crate::stream::{stream_seed, Stream};
 use crate::sv1_watch::Sv1Watch;
-use crate::timer::{Sleep, TimerHandle};
+use crate::timer::TimerHandle;
 
-/// Bytes asked for per read: a Stratum message is far smaller, a bulk transfer reads again.
-const READ_SIZE: usize = 4096;
-/// An emptied buffer larger than this is given back, so that a burst does not pin memory on
-/// an idle connection.
-const KEEP_CAPACITY: usize = 64 * 1024;
+pub(crate) mod leg;
+
+pub(crate) use leg::Leg;
 
 /// What a tap's connections share.
 pub(crate) struct Shared {
@@ -100,8 +95,9 @@ pub(crate) async fn relay(
         shared.stats.open.fetch_sub(1, Relaxed);
         return;
     }
-    let mut c = Connection::new(Arc::clone(&shared), conn, accepted_ns);
-    let reason = match c.run(&client, &upstream, &mut cancel).await {
+    let watch = Sv1Watch::new(cfg.protocol, cfg.max_line);
+    let mut c = Connection::new(&shared, conn, accepted_ns, Plain { watch });
+    let reason = match c.run(&client, &upstream, &mut cancel, None).await {
         Ok(reason) => reason,
         Err(e) => {
             net::set_reset_on_close(&client);
@@ -115,7 +111,7 @@ pub(crate) async fn relay(
     shared.stats.open.fetch_sub(1, Relaxed);
 }
 
-fn close_reason(e: &io::Error) -> &'static str {
+pub(crate) fn close_reason(e: &io::Error) -> &'static str {
     use io::ErrorKind::*;
     match e.kind() {
         ConnectionReset | BrokenPipe | ConnectionAborted | NotConnected => "reset",
@@ -124,38 +120,86 @@ fn close_reason(e: &io::Error) -> &'static str {
     }
 }
 
-struct Connection {
-    shared: Arc<Shared>,
+/// What a relay makes of its peers' bytes: the plain relay queues them as they came and reads
+/// SV1 lines in them, the SV2 relay re-encrypts them and reads its frames. The link emulation
+/// around them ([`Connection`], [`Leg`]) is the same.
+pub(crate) trait Relaying {
+    type Error: From<io::Error>;
+
+    /// Reads what has arrived from both peers, while their legs want it, and queues it.
+    fn read(
+        &mut self,
+        shared: &Shared,
+        legs: &mut Legs,
+        client: &TcpStream,
+        upstream: &TcpStream,
+        cap: usize,
+    ) -> Result<(), Self::Error>;
+
+    /// Whether the client is read now, buffer cap aside.
+    fn reads_client(&self) -> bool {
+        true
+    }
+
+    /// Whether the handshake deadline given to [`Connection::run`] still applies.
+    fn handshaking(&self) -> bool {
+        false
+    }
+
+    /// What ends the connection when the handshake deadline passes.
+    fn handshake_expired(&self) -> Self::Error;
+
+    /// Reads a chunk as it leaves the tap in direction `dir`.
+    fn observe(&mut self, conn: u64, dir: Direction, chunk: &[u8], events: &mut Vec<EventKind>);
+
+    /// Reports the byte counts since the last report.
+    fn report_bytes(&mut self, shared: &Shared, conn: u64, legs: &mut Legs);
+
+    /// Adds what the connection carried to the tap's totals, when it ends.
+    fn count(&self, stats: &TapStats);
+
+    fn log_closed(&self, conn: u64, reason: &str, legs: &Legs);
+}
+
+/// A connection's two directions: `up` is written to the upstream, `down` to the client.
+pub(crate) struct Legs {
+    pub up: Leg,
+    pub down: Leg,
+}
+
+/// The link-emulation pump of one connection, whatever it relays.
+pub(crate) struct Connection<'a, R> {
+    shared: &'a Shared,
     conn: u64,
-    up: Leg,
-    down: Leg,
-    watch: Sv1Watch,
-    /// Events the SV1 reader produced, emitted after each pass (reused: no allocation).
+    legs: Legs,
+    relaying: R,
+    /// Events produced while releasing, emitted after each pass (reused: no allocation).
     events: Vec<EventKind>,
 }
 
-impl Connection {
-    fn new(shared: Arc<Shared>, conn: u64, accepted_ns: u64) -> Self {
-        let cfg = &shared.config;
-        let watch = Sv1Watch::new(cfg.protocol, cfg.max_line);
-        let up = Leg::new(&shared, conn, Direction::Up, accepted_ns);
-        let down = Leg::new(&shared, conn, Direction::Down, accepted_ns);
+impl<'a, R: Relaying> Connection<'a, R> {
+    pub(crate) fn new(shared: &'a Shared, conn: u64, accepted_ns: u64, relaying: R) -> Self {
         Connection {
             shared,
             conn,
-            up,
-            down,
-            watch,
+            legs: Legs {
+                up: Leg::new(shared, conn, Direction::Up, accepted_ns),
+                down: Leg::new(shared, conn, Direction::Down, accepted_ns),
+            },
+            relaying,
             events: Vec::new(),
         }
     }
 
-    async fn run(
+    /// Relays until both directions have closed (`"eof"`) or `cancel` (`"shutdown"`); with a
+    /// `handshake_deadline`, fails if the relaying is still handshaking by then.
+    pub(crate) async fn run(
         &mut self,
         client: &TcpStream,
         upstream: &TcpStream,
         cancel: &mut watch::Receiver<bool>,
-    ) -> io::Result<&'static str> {
+        handshake_deadline: Option<tokio::time::Instant>,
+    ) -> Result<&'static str, R::Error> {
         let cap = self.shared.config.buffer_bytes.max(1);
         let every = self
             .shared
@@ -164,69 +208,128 @@ impl Connection {
             .max(std::time::Duration::from_millis(1));
         let mut report = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let handshake =
+            tokio::time::sleep_until(handshake_deadline.unwrap_or_else(tokio::time::Instant::now));
+        tokio::pin!(handshake);
         loop {
-            self.up.read(client, &self.shared, cap)?;
-            self.down.read(upstream, &self.shared, cap)?;
+            self.relaying
+                .read(self.shared, &mut self.legs, client, upstream, cap)?;
             let now = now_ns();
-            self.up.release(
-                self.conn,
-                now,
-                &mut self.watch,
-                &mut self.events,
-                &self.shared.stats,
-            );
-            self.down.release(
-                self.conn,
-                now,
-                &mut self.watch,
-                &mut self.events,
-                &self.shared.stats,
-            );
+            let stats = &self.shared.stats;
+            for leg in [&mut self.legs.up, &mut self.legs.down] {
+                let dir = leg.dir();
+                leg.release(now, stats, |chunk| {
+                    self.relaying
+                        .observe(self.conn, dir, chunk, &mut self.events)
+                });
+            }
             for e in self.events.drain(..) {
                 self.shared.config.events.emit(e);
             }
-            let up_blocked = self.up.write(upstream)?;
-            let down_blocked = self.down.write(client)?;
-            if self.up.fin_sent && self.down.fin_sent {
+            let up_blocked = self.legs.up.write(upstream)?;
+            let down_blocked = self.legs.down.write(client)?;
+            if self.legs.up.fin_sent && self.legs.down.fin_sent {
                 return Ok("eof");
             }
-            let up_read = self.up.wants_read(cap);
-            let down_read = self.down.wants_read(cap);
-            let up_timed = self.up.arm();
-            let down_timed = self.down.arm();
+            let client_read = self.legs.up.wants_read(cap) && self.relaying.reads_client();
+            let upstream_read = self.legs.down.wants_read(cap);
+            let up_timed = self.legs.up.arm();
+            let down_timed = self.legs.down.arm();
+            let handshaking = handshake_deadline.is_some() && self.relaying.handshaking();
             tokio::select! {
-                r = client.readable(), if up_read => r?,
-                r = upstream.readable(), if down_read => r?,
+                r = client.readable(), if client_read => r?,
+                r = upstream.readable(), if upstream_read => r?,
                 r = upstream.writable(), if up_blocked => r?,
                 r = client.writable(), if down_blocked => r?,
-                _ = &mut self.up.sleep, if up_timed => {}
-                _ = &mut self.down.sleep, if down_timed => {}
+                _ = &mut self.legs.up.sleep, if up_timed => {}
+                _ = &mut self.legs.down.sleep, if down_timed => {}
+                _ = &mut handshake, if handshaking => return Err(self.relaying.handshake_expired()),
                 _ = report.tick() => self.report(),
                 _ = cancel.changed() => return Ok("shutdown"),
             }
         }
     }
 
-    /// Byte deltas, and the round trip the tap applied most recently, to the events.
+    /// Byte deltas, losses, and the round trip the tap applied most recently, to the events.
     fn report(&mut self) {
-        self.up.report(self.conn, &self.shared);
-        self.down.report(self.conn, &self.shared);
-        if self.up.fresh && self.down.fresh {
-            let rtt_ns = self.up.last_applied_ns + self.down.last_applied_ns;
-            self.shared.config.events.emit(LinkRtt {
-                link: self.shared.link_name,
+        let shared = self.shared;
+        self.relaying
+            .report_bytes(shared, self.conn, &mut self.legs);
+        let Legs { up, down } = &mut self.legs;
+        up.report_lost(&shared.stats);
+        down.report_lost(&shared.stats);
+        if up.fresh && down.fresh {
+            let rtt_ns = up.last_applied_ns + down.last_applied_ns;
+            shared.config.events.emit(LinkRtt {
+                link: shared.link_name,
                 conn: self.conn,
                 rtt_ns,
             });
-            self.shared.stats.record_rtt(rtt_ns);
-            self.up.fresh = false;
-            self.down.fresh = false;
+            shared.stats.record_rtt(rtt_ns);
+            up.fresh = false;
+            down.fresh = false;
         }
     }
 
-    fn finish(mut self, reason: &str) {
+    pub(crate) fn finish(mut self, reason: &str) {
         self.report();
-        let stats = &self.shared.stats;
+        self.relaying.count(&self.shared.stats);
+        self.shared.config.events.emit(ConnectionClosed {
+            conn: self.conn,
+            reason: ShortStr::new(reason),
+        });
+        self.relaying.log_closed(self.conn, reason, &self.legs);
+    }
+}
+
+/// Emits `LinkBytes` for `bytes` crossing in `direction` and adds them to the totals.
+pub(crate) fn link_bytes(shared: &Shared, conn: u64, direction: Direction, bytes: u64) {
+    if bytes > 0 {
+        shared.config.events.emit(LinkBytes {
+            link: shared.link_name,
+            conn,
+            direction,
+            bytes,
+        });
+        shared.stats.add_bytes(direction, bytes);
+    }
+}
+
+/// The plain relay: bytes pass as they came, and SV1 lines are read as they leave.
+struct Plain {
+    watch: Sv1Watch,
+}
+
+impl Relaying for Plain {
+    type Error = io::Error;
+
+    fn read(
+        &mut self,
+        shared: &Shared,
+        legs: &mut Legs,
+        client: &TcpStream,
+        upstream: &TcpStream,
+        cap: usize,
+    ) -> io::Result<()> {
+        legs.up.read(client, shared, cap)?;
+        legs.down.read(upstream, shared, cap)
+    }
+
+    fn handshake_expired(&self) -> io::Error {
+        io::ErrorKind::TimedOut.into()
+    }
+
+    fn observe(&mut self, conn: u64, dir: Direction, chunk: &[u8], events: &mut Vec<EventKind>) {
+        self.watch.observe(conn, dir, chunk, events);
+    }
+
+    fn report_bytes(&mut self, shared: &Shared, conn: u64, legs: &mut Legs) {
+        for leg in [&mut legs.up, &mut legs.down] {
+            link_bytes(shared, conn, leg.dir(), leg.written.take_delta());
+        }
+    }
+
+    fn count(&self, stats: &TapStats) {
         if self.watch.is_reading() || self.watch.overflowed() {
             stats.sv1_connections.fetch_add(1, Relaxed);
             stats.add_sv1(Direction::Up, self.watch.counts(Direction::Up));
@@ -235,195 +338,15 @@ impl Connection {
         if self.watch.overflowed() {
             stats.sv1_overflows.fetch_add(1, Relaxed);
         }
-        self.shared.config.events.emit(ConnectionClosed {
-            conn: self.conn,
-            reason: ShortStr::new(reason),
-        });
+    }
+
+    fn log_closed(&self, conn: u64, reason: &str, legs: &Legs) {
         tracing::debug!(
-            conn = self.conn,
+            conn,
             reason,
-            up = self.up.bytes.total(),
-            down = self.down.bytes.total(),
+            up = legs.up.written.total(),
+            down = legs.down.written.total(),
             "connection closed"
         );
-    }
-}
-
-/// One direction of a connection: bytes from the source socket held until their release, then
-/// written to the destination socket.
-struct Leg {
-    dir: Direction,
-    lane: usize,
-    stream: Stream,
-    /// `buf[start..]` is what has been read and not yet written; of it, the first `due` bytes
-    /// are released (ready to write).
-    buf: Vec<u8>,
-    start: usize,
-    due: usize,
-    eof_read: bool,
-    fin_due: bool,
-    fin_sent: bool,
-    bytes: ByteCounter,
-    sleep: Sleep,
-    last_applied_ns: u64,
-    /// A chunk was released since the last `LinkRtt`.
-    fresh: bool,
-    lost_reported: u64,
-}
-
-impl Leg {
-    fn new(shared: &Shared, conn: u64, dir: Direction, accepted_ns: u64) -> Self {
-        let link = &shared.config.link;
-        let mut stream = Stream::new(link, dir, stream_seed(shared.config.seed, conn, dir));
-        stream.hold_until(accepted_ns.saturating_add(ns(link.handshake_hold(dir))));
-        Leg {
-            dir,
-            lane: matches!(dir, Direction::Down) as usize,
-            stream,
-            buf: Vec::new(),
-            start: 0,
-            due: 0,
-            eof_read: false,
-            fin_due: false,
-            fin_sent: false,
-            bytes: ByteCounter::default(),
-            sleep: shared.timer.sleep(),
-            last_applied_ns: 0,
-            fresh: false,
-            lost_reported: 0,
-        }
-    }
-
-    fn wants_read(&self, cap: usize) -> bool {
-        !self.eof_read && self.buf.len() - self.start < cap
-    }
-
-    /// Reads everything available (up to the buffer cap), each read a chunk of its own that
-    /// arrived when the kernel received its last byte (when the socket stamps them: a tap
-    /// that gets to a read late does not add its lateness to the delay).
-    fn read(&mut self, src: &TcpStream, shared: &Shared, cap: usize) -> io::Result<()> {
-        while self.wants_read(cap) {
-            self.buf.reserve(READ_SIZE);
-            match net::recv_stamped(src, &mut self.buf) {
-                Ok((0, _)) => {
-                    self.eof_read = true;
-                    self.stream.push_fin(now_ns());
-                }
-                Ok((n, stamp)) => {
-                    let now = net::rx_monotonic_ns(stamp);
-                    match &shared.pipes {
-                        Some(pipes) => {
-                            let mut pipe =
-                                pipes[self.lane].lock().unwrap_or_else(|e| e.into_inner());
-                            self.stream.push(now, n, Some(&mut pipe));
-                        }
-                        None => {
-                            self.stream.push(now, n, None);
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Marks the chunks due by `now` as ready to write, reading a copy of each.
-    fn release(
-        &mut self,
-        conn: u64,
-        now: u64,
-        watch: &mut Sv1Watch,
-        events: &mut Vec<EventKind>,
-        stats: &TapStats,
-    ) {
-        while let Some(r) = self.stream.pop_due(now) {
-            if r.fin {
-                self.fin_due = true;
-                continue;
-            }
-            let from = self.start + self.due;
-            watch.observe(conn, self.dir, &self.buf[from..from + r.len], events);
-            self.due += r.len;
-            // From when the link could carry it: the handshake's hold is not link delay.
-            let applied = now.saturating_sub(r.ready_ns);
-            stats.record_release(self.dir, applied, now.saturating_sub(r.release_ns));
-            self.last_applied_ns = applied;
-            self.fresh = true;
-        }
-    }
-
-    /// Writes what is released; forwards the FIN once everything ahead of it is written.
-    /// Returns whether the destination is full.
-    fn write(&mut self, dst: &TcpStream) -> io::Result<bool> {
-        while self.due > 0 {
-            match dst.try_write(&self.buf[self.start..self.start + self.due]) {
-                Ok(n) => {
-                    self.start += n;
-                    self.due -= n;
-                    self.bytes.add(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.compact();
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.fin_due && !self.fin_sent {
-            net::shutdown_write(dst)?;
-            self.fin_sent = true;
-        }
-        self.compact();
-        Ok(false)
-    }
-
-    fn compact(&mut self) {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-            if self.buf.capacity() > KEEP_CAPACITY {
-                self.buf.shrink_to(READ_SIZE);
-            }
-        } else if self.start >= self.buf.len() / 2 {
-            // Copies at most as many bytes as were consumed: amortized constant per byte.
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-    }
-
-    /// Points the sleep at the next release; `false` when nothing waits for one.
-    fn arm(&mut self) -> bool {
-        match self.stream.next_release_ns() {
-            Some(t) => {
-                self.sleep.reset(t);
-                true
-            }
-            None => {
-                self.sleep.clear();
-                false
-            }
-        }
-    }
-
-    fn report(&mut self, conn: u64, shared: &Shared) {
-        let delta = self.bytes.take_delta();
-        if delta > 0 {
-            shared.config.events.emit(LinkBytes {
-                link: shared.link_name,
-                conn,
-                direction: self.dir,
-                bytes: delta,
-            });
-            shared.stats.add_bytes(self.dir, delta);
-        }
-        let lost = self.stream.stats().lost;
-        if lost > self.lost_reported {
-            shared.stats.add_lost(self.dir, lost - self.lost_reported);
-            self.lost_reported = lost;
-        }
     }
 }

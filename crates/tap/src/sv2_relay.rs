@@ -24,28 +24,22 @@
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Mutex;
 use std::time::Duration;
 
-use events::{now_ns, ConnectionClosed, Direction, EventKind, LinkBytes, LinkRtt, ShortStr};
+use events::{ConnectionClosed, Direction, EventKind, ShortStr};
 use sv2::{AuthorityKeys, Frame, KeyError, NoiseError, NoiseInitiator, NoiseResponder};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::counter::ByteCounter;
-use crate::link::ns;
 use crate::net;
-use crate::pipe::Pipe;
-use crate::relay::Shared;
+use crate::relay::leg::{self, KEEP_CAPACITY};
+use crate::relay::{close_reason, link_bytes, Connection, Leg, Legs, Relaying, Shared};
 use crate::stats::TapStats;
-use crate::stream::{stream_seed, Stream};
 use crate::sv2_watch::Sv2Watch;
-use crate::timer::Sleep;
 
-/// Bytes asked for per read.
+/// Bytes asked for per read: frames re-encrypted from one read leave as one chunk.
 const READ_SIZE: usize = 8192;
-/// An emptied buffer larger than this is given back.
-const KEEP_CAPACITY: usize = 64 * 1024;
 
 /// How the tap terminates SV2's Noise.
 #[derive(Clone, Debug)]
@@ -143,9 +137,10 @@ pub(crate) async fn relay(
         }
     };
     shared.stats.sv2_connections.fetch_add(1, Relaxed);
-    let mut c = Connection::new(shared, conn, accepted_ns, responder, initiator);
+    let relaying = Terminated::new(responder, initiator);
+    let mut c = Connection::new(shared, conn, accepted_ns, relaying);
     let deadline = tokio::time::Instant::now() + sv2.handshake_timeout;
-    let reason = match c.run(client, upstream, cancel, deadline).await {
+    let reason = match c.run(client, upstream, cancel, Some(deadline)).await {
         Ok(reason) => reason,
         Err(end) => {
             net::set_reset_on_close(client);
@@ -162,6 +157,15 @@ pub(crate) async fn relay(
 enum Side {
     Client,
     Upstream,
+}
+
+impl Side {
+    fn other(self) -> Side {
+        match self {
+            Side::Client => Side::Upstream,
+            Side::Upstream => Side::Client,
+        }
+    }
 }
 
 /// Why a connection ended early.
@@ -190,14 +194,7 @@ impl From<io::Error> for End {
 impl End {
     fn reason(&self) -> &'static str {
         match self {
-            End::Io(e) => match e.kind() {
-                io::ErrorKind::ConnectionReset
-                | io::ErrorKind::BrokenPipe
-                | io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::NotConnected => "reset",
-                io::ErrorKind::TimedOut => "timeout",
-                _ => "error",
-            },
+            End::Io(e) => close_reason(e),
             End::Noise {
                 error: NoiseError::Certificate(_),
                 ..
@@ -250,120 +247,64 @@ enum Phase {
     Established,
 }
 
-struct Connection<'a> {
-    shared: &'a Shared,
-    conn: u64,
+/// The SV2 relaying: both legs' Noise, the handshakes' progress and the frames in flight.
+struct Terminated {
     phase: Phase,
     client_noise: NoiseResponder,
     upstream_noise: NoiseInitiator,
-    /// Toward the upstream.
-    up: Outbox,
-    /// Toward the client.
-    down: Outbox,
     watch: Sv2Watch,
     read_buf: Vec<u8>,
-    /// Re-encrypted bytes and their frames, on their way into an outbox (reused).
+    /// Re-encrypted bytes and their frames, on their way into a leg (reused).
     out: Vec<u8>,
     frames: Vec<Frame>,
-    events: Vec<EventKind>,
+    /// The frames of each chunk queued in the legs (up, down), in order (the end of stream
+    /// has none).
+    chunks: [VecDeque<Vec<Frame>>; 2],
     /// Wire bytes read from each peer, handshakes included.
     client_read: ByteCounter,
     upstream_read: ByteCounter,
 }
 
-impl<'a> Connection<'a> {
-    fn new(
-        shared: &'a Shared,
-        conn: u64,
-        accepted_ns: u64,
-        client_noise: NoiseResponder,
-        upstream_noise: NoiseInitiator,
-    ) -> Self {
-        Connection {
-            shared,
-            conn,
+impl Terminated {
+    fn new(client_noise: NoiseResponder, upstream_noise: NoiseInitiator) -> Self {
+        Terminated {
             phase: Phase::ClientKey,
             client_noise,
             upstream_noise,
-            up: Outbox::new(shared, conn, Direction::Up, accepted_ns),
-            down: Outbox::new(shared, conn, Direction::Down, accepted_ns),
             watch: Sv2Watch::new(),
             read_buf: Vec::new(),
             out: Vec::new(),
             frames: Vec::new(),
-            events: Vec::new(),
+            chunks: [VecDeque::new(), VecDeque::new()],
             client_read: ByteCounter::default(),
             upstream_read: ByteCounter::default(),
         }
     }
 
-    async fn run(
-        &mut self,
-        client: &TcpStream,
-        upstream: &TcpStream,
-        cancel: &mut watch::Receiver<bool>,
-        handshake_deadline: tokio::time::Instant,
-    ) -> Result<&'static str, End> {
-        let cap = self.shared.config.buffer_bytes.max(1);
-        let every = self
-            .shared
-            .config
-            .report_interval
-            .max(Duration::from_millis(1));
-        let mut report = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-        report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let handshake = tokio::time::sleep_until(handshake_deadline);
-        tokio::pin!(handshake);
-        loop {
-            self.read_client(client, cap)?;
-            self.read_upstream(upstream, cap)?;
-            let now = now_ns();
-            let stats = &self.shared.stats;
-            self.up
-                .release(self.conn, now, &mut self.watch, &mut self.events, stats);
-            self.down
-                .release(self.conn, now, &mut self.watch, &mut self.events, stats);
-            for e in self.events.drain(..) {
-                self.shared.config.events.emit(e);
-            }
-            let up_blocked = self.up.write(upstream)?;
-            let down_blocked = self.down.write(client)?;
-            if self.up.fin_sent && self.down.fin_sent {
-                return Ok("eof");
-            }
-            let client_read = self.reads_client(cap);
-            let upstream_read = self.down.wants_read(cap);
-            let up_timed = self.up.arm();
-            let down_timed = self.down.arm();
-            let handshaking = self.phase != Phase::Established;
-            tokio::select! {
-                r = client.readable(), if client_read => r?,
-                r = upstream.readable(), if upstream_read => r?,
-                r = upstream.writable(), if up_blocked => r?,
-                r = client.writable(), if down_blocked => r?,
-                _ = &mut self.up.sleep, if up_timed => {}
-                _ = &mut self.down.sleep, if down_timed => {}
-                _ = &mut handshake, if handshaking => return Err(End::Timeout),
-                _ = report.tick() => self.report(),
-                _ = cancel.changed() => return Ok("shutdown"),
-            }
+    /// Queues the re-encrypted bytes, if any, as one chunk of `leg` that arrived at
+    /// `arrival_ns`, with their frames to be read when it leaves.
+    fn send(&mut self, leg: &mut Leg, arrival_ns: u64, shared: &Shared) {
+        if self.out.is_empty() {
+            return;
         }
+        self.chunks[lane(leg.dir())].push_back(std::mem::take(&mut self.frames));
+        leg.push(arrival_ns, &self.out, shared);
+        self.out.clear();
     }
 
-    /// The client is not read while its answer waits for the upstream's: it has nothing to
-    /// say before it, and what a misbehaving one says would pile up.
-    fn reads_client(&self, cap: usize) -> bool {
-        self.up.wants_read(cap) && self.phase != Phase::UpstreamReply
-    }
-
-    fn read_client(&mut self, client: &TcpStream, cap: usize) -> Result<(), End> {
-        while self.reads_client(cap) {
+    fn read_client(
+        &mut self,
+        shared: &Shared,
+        legs: &mut Legs,
+        client: &TcpStream,
+        cap: usize,
+    ) -> Result<(), End> {
+        while legs.up.wants_read(cap) && self.reads_client() {
             let Some((n, arrival)) = recv(client, &mut self.read_buf)? else {
                 break;
             };
             if n == 0 {
-                self.up.eof_read = true;
-                self.up.stream.push_fin(arrival);
+                legs.up.push_fin(arrival);
                 if self.phase != Phase::Established {
                     return Err(End::Handshake {
                         side: Side::Client,
@@ -391,20 +332,24 @@ impl<'a> Connection<'a> {
                 Phase::Established => self.client_frames()?,
                 Phase::UpstreamReply => unreachable!("not read in this phase"),
             }
-            self.up
-                .push(arrival, &mut self.out, &mut self.frames, self.shared);
+            self.send(&mut legs.up, arrival, shared);
         }
         Ok(())
     }
 
-    fn read_upstream(&mut self, upstream: &TcpStream, cap: usize) -> Result<(), End> {
-        while self.down.wants_read(cap) {
+    fn read_upstream(
+        &mut self,
+        shared: &Shared,
+        legs: &mut Legs,
+        upstream: &TcpStream,
+        cap: usize,
+    ) -> Result<(), End> {
+        while legs.down.wants_read(cap) {
             let Some((n, arrival)) = recv(upstream, &mut self.read_buf)? else {
                 break;
             };
             if n == 0 {
-                self.down.eof_read = true;
-                self.down.stream.push_fin(arrival);
+                legs.down.push_fin(arrival);
                 if self.phase != Phase::Established {
                     return Err(End::Handshake {
                         side: Side::Upstream,
@@ -434,12 +379,10 @@ impl<'a> Connection<'a> {
                         self.client_noise.take_handshake_bytes(&mut self.out);
                         self.phase = Phase::Established;
                         self.upstream_frames()?;
-                        self.down
-                            .push(arrival, &mut self.out, &mut self.frames, self.shared);
+                        self.send(&mut legs.down, arrival, shared);
                         // Whatever the client sent right behind its key.
                         self.client_frames()?;
-                        self.up
-                            .push(arrival, &mut self.out, &mut self.frames, self.shared);
+                        self.send(&mut legs.up, arrival, shared);
                         continue;
                     }
                 }
@@ -450,114 +393,135 @@ impl<'a> Connection<'a> {
                     self.upstream_frames()?;
                 }
             }
-            self.down
-                .push(arrival, &mut self.out, &mut self.frames, self.shared);
+            self.send(&mut legs.down, arrival, shared);
         }
         Ok(())
     }
 
     /// Re-encrypts every whole frame from the client for the upstream.
     fn client_frames(&mut self) -> Result<(), End> {
-        while let Some(frame) = self.client_noise.next_frame() {
-            let frame = frame.map_err(|error| End::Noise {
-                side: Side::Client,
-                error,
-            })?;
-            self.upstream_noise
-                .encrypt(
-                    frame.msg_type(),
-                    frame.header.ext_type(),
-                    &frame.payload,
-                    &mut self.out,
-                )
-                .map_err(|error| End::Noise {
-                    side: Side::Upstream,
-                    error,
-                })?;
-            self.frames.push(frame);
-        }
-        Ok(())
+        reencrypt(
+            Side::Client,
+            || self.client_noise.next_frame(),
+            |frame, out| {
+                let ext = frame.header.ext_type();
+                self.upstream_noise
+                    .encrypt(frame.msg_type(), ext, &frame.payload, out)
+            },
+            &mut self.out,
+            &mut self.frames,
+        )
     }
 
     /// Re-encrypts every whole frame from the upstream for the client.
     fn upstream_frames(&mut self) -> Result<(), End> {
-        while let Some(frame) = self.upstream_noise.next_frame() {
-            let frame = frame.map_err(|error| End::Noise {
-                side: Side::Upstream,
-                error,
-            })?;
-            self.client_noise
-                .encrypt(
-                    frame.msg_type(),
-                    frame.header.ext_type(),
-                    &frame.payload,
-                    &mut self.out,
-                )
-                .map_err(|error| End::Noise {
-                    side: Side::Client,
-                    error,
-                })?;
-            self.frames.push(frame);
-        }
-        Ok(())
+        reencrypt(
+            Side::Upstream,
+            || self.upstream_noise.next_frame(),
+            |frame, out| {
+                let ext = frame.header.ext_type();
+                self.client_noise
+                    .encrypt(frame.msg_type(), ext, &frame.payload, out)
+            },
+            &mut self.out,
+            &mut self.frames,
+        )
+    }
+}
+
+impl Relaying for Terminated {
+    type Error = End;
+
+    fn read(
+        &mut self,
+        shared: &Shared,
+        legs: &mut Legs,
+        client: &TcpStream,
+        upstream: &TcpStream,
+        cap: usize,
+    ) -> Result<(), End> {
+        self.read_client(shared, legs, client, cap)?;
+        self.read_upstream(shared, legs, upstream, cap)
     }
 
-    /// Byte deltas of the client's leg, and the round trip the tap applied most recently.
-    fn report(&mut self) {
-        let shared = self.shared;
-        let up = self.client_read.take_delta();
-        let down = self.down.written.take_delta();
-        for (direction, bytes) in [(Direction::Up, up), (Direction::Down, down)] {
-            if bytes > 0 {
-                shared.config.events.emit(LinkBytes {
-                    link: shared.link_name,
-                    conn: self.conn,
-                    direction,
-                    bytes,
-                });
-                shared.stats.add_bytes(direction, bytes);
-            }
+    /// The client is not read while its answer waits for the upstream's: it has nothing to
+    /// say before it, and what a misbehaving one says would pile up.
+    fn reads_client(&self) -> bool {
+        self.phase != Phase::UpstreamReply
+    }
+
+    fn handshaking(&self) -> bool {
+        self.phase != Phase::Established
+    }
+
+    fn handshake_expired(&self) -> End {
+        End::Timeout
+    }
+
+    fn observe(&mut self, conn: u64, dir: Direction, _: &[u8], events: &mut Vec<EventKind>) {
+        for mut frame in self.chunks[lane(dir)].pop_front().unwrap_or_default() {
+            self.watch.observe(conn, dir, &mut frame, events);
         }
-        let upstream_up = self.up.written.take_delta();
+    }
+
+    /// `LinkBytes` count the client's leg; the upstream's goes to the summary only.
+    fn report_bytes(&mut self, shared: &Shared, conn: u64, legs: &mut Legs) {
+        link_bytes(shared, conn, Direction::Up, self.client_read.take_delta());
+        link_bytes(
+            shared,
+            conn,
+            Direction::Down,
+            legs.down.written.take_delta(),
+        );
+        let upstream_up = legs.up.written.take_delta();
         let upstream_down = self.upstream_read.take_delta();
         shared.stats.add_upstream_bytes(Direction::Up, upstream_up);
         shared
             .stats
             .add_upstream_bytes(Direction::Down, upstream_down);
-        self.up.report_lost(&shared.stats);
-        self.down.report_lost(&shared.stats);
-        if self.up.fresh && self.down.fresh {
-            let rtt_ns = self.up.last_applied_ns + self.down.last_applied_ns;
-            shared.config.events.emit(LinkRtt {
-                link: shared.link_name,
-                conn: self.conn,
-                rtt_ns,
-            });
-            shared.stats.record_rtt(rtt_ns);
-            self.up.fresh = false;
-            self.down.fresh = false;
-        }
     }
 
-    fn finish(mut self, reason: &str) {
-        self.report();
-        let stats = &self.shared.stats;
+    fn count(&self, stats: &TapStats) {
         stats.add_sv2(Direction::Up, self.watch.counts(Direction::Up));
         stats.add_sv2(Direction::Down, self.watch.counts(Direction::Down));
-        self.shared.config.events.emit(ConnectionClosed {
-            conn: self.conn,
-            reason: ShortStr::new(reason),
-        });
+    }
+
+    fn log_closed(&self, conn: u64, reason: &str, legs: &Legs) {
         tracing::debug!(
-            conn = self.conn,
+            conn,
             reason,
             client_read = self.client_read.total(),
-            client_written = self.down.written.total(),
+            client_written = legs.down.written.total(),
             upstream_read = self.upstream_read.total(),
-            upstream_written = self.up.written.total(),
+            upstream_written = legs.up.written.total(),
             "sv2 connection closed"
         );
     }
+}
+
+/// Index of a direction's frame queue.
+fn lane(dir: Direction) -> usize {
+    matches!(dir, Direction::Down) as usize
+}
+
+/// Decrypts every whole frame `from` has (`next`) and re-encrypts it for the other leg
+/// (`encrypt`) into `out`, keeping the frames in `frames`.
+fn reencrypt(
+    from: Side,
+    mut next: impl FnMut() -> Option<Result<Frame, NoiseError>>,
+    mut encrypt: impl FnMut(&Frame, &mut Vec<u8>) -> Result<(), NoiseError>,
+    out: &mut Vec<u8>,
+    frames: &mut Vec<Frame>,
+) -> Result<(), End> {
+    while let Some(frame) = next() {
+        let frame = frame.map_err(|error| End::Noise { side: from, error })?;
+        encrypt(&frame, out).map_err(|error| End::Noise {
+            side: from.other(),
+            error,
+        })?;
+        frames.push(frame);
+    }
+    Ok(())
 }
 
 /// One read into `buf` (cleared first): `None` when nothing is waiting, a length of zero at
@@ -568,177 +532,5 @@ fn recv(src: &TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<(usize, u64)>> 
         buf.shrink_to(READ_SIZE);
     }
     buf.reserve(READ_SIZE);
-    loop {
-        match net::recv_stamped(src, buf) {
-            Ok((0, _)) => return Ok(Some((0, now_ns()))),
-            Ok((n, stamp)) => return Ok(Some((n, net::rx_monotonic_ns(stamp)))),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// One direction's re-encrypted bytes, held until their release and then written.
-struct Outbox {
-    dir: Direction,
-    lane: usize,
-    stream: Stream,
-    /// `buf[start..]` is queued and not yet written; of it, the first `due` bytes are
-    /// released.
-    buf: Vec<u8>,
-    start: usize,
-    due: usize,
-    /// The frames of each chunk in `stream`, in order (the end of stream has none).
-    chunks: VecDeque<Vec<Frame>>,
-    eof_read: bool,
-    fin_due: bool,
-    fin_sent: bool,
-    written: ByteCounter,
-    sleep: Sleep,
-    last_applied_ns: u64,
-    fresh: bool,
-    lost_reported: u64,
-}
-
-impl Outbox {
-    fn new(shared: &Shared, conn: u64, dir: Direction, accepted_ns: u64) -> Self {
-        let link = &shared.config.link;
-        let mut stream = Stream::new(link, dir, stream_seed(shared.config.seed, conn, dir));
-        stream.hold_until(accepted_ns.saturating_add(ns(link.handshake_hold(dir))));
-        Outbox {
-            dir,
-            lane: matches!(dir, Direction::Down) as usize,
-            stream,
-            buf: Vec::new(),
-            start: 0,
-            due: 0,
-            chunks: VecDeque::new(),
-            eof_read: false,
-            fin_due: false,
-            fin_sent: false,
-            written: ByteCounter::default(),
-            sleep: shared.timer.sleep(),
-            last_applied_ns: 0,
-            fresh: false,
-            lost_reported: 0,
-        }
-    }
-
-    fn wants_read(&self, cap: usize) -> bool {
-        !self.eof_read && self.buf.len() - self.start < cap
-    }
-
-    /// Queues `bytes` (emptied) as one chunk that arrived at `arrival_ns`, carrying `frames`
-    /// (emptied) to be read when it leaves.
-    fn push(
-        &mut self,
-        arrival_ns: u64,
-        bytes: &mut Vec<u8>,
-        frames: &mut Vec<Frame>,
-        shared: &Shared,
-    ) {
-        if bytes.is_empty() {
-            return;
-        }
-        self.buf.extend_from_slice(bytes);
-        let len = bytes.len();
-        bytes.clear();
-        self.chunks.push_back(std::mem::take(frames));
-        let pipe: Option<&Mutex<Pipe>> = shared.pipes.as_ref().map(|p| &p[self.lane]);
-        match pipe {
-            Some(p) => {
-                let mut pipe = p.lock().unwrap_or_else(|e| e.into_inner());
-                self.stream.push(arrival_ns, len, Some(&mut pipe));
-            }
-            None => {
-                self.stream.push(arrival_ns, len, None);
-            }
-        }
-    }
-
-    /// Marks the chunks due by `now` as ready to write, reading their frames.
-    fn release(
-        &mut self,
-        conn: u64,
-        now: u64,
-        watch: &mut Sv2Watch,
-        events: &mut Vec<EventKind>,
-        stats: &TapStats,
-    ) {
-        while let Some(r) = self.stream.pop_due(now) {
-            if r.fin {
-                self.fin_due = true;
-                continue;
-            }
-            for mut frame in self.chunks.pop_front().unwrap_or_default() {
-                watch.observe(conn, self.dir, &mut frame, events);
-            }
-            self.due += r.len;
-            let applied = now.saturating_sub(r.ready_ns);
-            stats.record_release(self.dir, applied, now.saturating_sub(r.release_ns));
-            self.last_applied_ns = applied;
-            self.fresh = true;
-        }
-    }
-
-    /// Writes what is released; forwards the FIN once everything ahead of it is written.
-    /// Returns whether the destination is full.
-    fn write(&mut self, dst: &TcpStream) -> io::Result<bool> {
-        while self.due > 0 {
-            match dst.try_write(&self.buf[self.start..self.start + self.due]) {
-                Ok(n) => {
-                    self.start += n;
-                    self.due -= n;
-                    self.written.add(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.compact();
-                    return Ok(true);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.fin_due && !self.fin_sent {
-            net::shutdown_write(dst)?;
-            self.fin_sent = true;
-        }
-        self.compact();
-        Ok(false)
-    }
-
-    fn compact(&mut self) {
-        if self.start == self.buf.len() {
-            self.buf.clear();
-            self.start = 0;
-            if self.buf.capacity() > KEEP_CAPACITY {
-                self.buf.shrink_to(READ_SIZE);
-            }
-        } else if self.start >= self.buf.len() / 2 {
-            self.buf.drain(..self.start);
-            self.start = 0;
-        }
-    }
-
-    fn arm(&mut self) -> bool {
-        match self.stream.next_release_ns() {
-            Some(t) => {
-                self.sleep.reset(t);
-                true
-            }
-            None => {
-                self.sleep.clear();
-                false
-            }
-        }
-    }
-
-    fn report_lost(&mut self, stats: &TapStats) {
-        let lost = self.stream.stats().lost;
-        if lost > self.lost_reported {
-            stats.add_lost(self.dir, lost - self.lost_reported);
-            self.lost_reported = lost;
-        }
-    }
+    leg::recv(src, buf)
 }

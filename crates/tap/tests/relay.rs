@@ -1,44 +1,18 @@
 //! The tap over real sockets on 127.0.0.1: what it relays, how it closes, what it counts and
 //! reads, and the delay it applies.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use events::{Direction, EventKind};
-use tap::{LinkConfig, Summary, Tap, TapConfig};
+use tap::{LinkConfig, TapConfig};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-const LIMIT: Duration = Duration::from_secs(30);
-
-/// A running tap, stopped by `stop`.
-struct Running {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    done: JoinHandle<Summary>,
-}
-
-impl Running {
-    async fn start(config: TapConfig) -> Running {
-        let tap = Tap::bind(config).await.expect("bind");
-        let addr = tap.local_addr();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(tap.run(async {
-            let _ = stopped.await;
-        }));
-        Running { addr, stop, done }
-    }
-
-    async fn stop(self) -> Summary {
-        let _ = self.stop.send(());
-        tokio::time::timeout(LIMIT, self.done)
-            .await
-            .expect("the tap stops")
-            .expect("the tap task")
-    }
-}
+use support::{Running, LIMIT};
 
 fn config(upstream: SocketAddr, link: LinkConfig) -> TapConfig {
     let mut c = TapConfig::new("127.0.0.1:0".parse().unwrap(), upstream);

@@ -2,6 +2,8 @@
 //! client of our own on 127.0.0.1: messages cross unchanged under the link's delay, the tap
 //! reports them, counts the client's bytes, and survives clients that are not SV2.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -14,13 +16,13 @@ use sv2::messages::mining::{
 };
 use sv2::messages::Mining;
 use sv2::{AuthorityKeys, Limits, Message, NoiseConn, TransportError};
-use tap::{LinkConfig, Summary, Sv2Terminate, Tap, TapConfig};
+use tap::{LinkConfig, Sv2Terminate, TapConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
 
-const LIMIT: Duration = Duration::from_secs(30);
+use support::{Running, LIMIT};
+
 const DELAY: Duration = Duration::from_millis(50);
 /// A Noise transport frame on the wire: the 6-byte header and its MAC, the payload and its MAC
 /// (payloads under 64 KiB are one chunk).
@@ -32,32 +34,6 @@ const SERVER_SECRET: &str = "SeLqn3UAUoRymWmwW7axrzJK7JfNaBR2cHCryA6cFsgFkHEF";
 
 fn server_keys() -> AuthorityKeys {
     AuthorityKeys::from_secret(SERVER_SECRET).unwrap()
-}
-
-struct Running {
-    addr: SocketAddr,
-    stop: oneshot::Sender<()>,
-    done: JoinHandle<Summary>,
-}
-
-impl Running {
-    async fn start(config: TapConfig) -> Running {
-        let tap = Tap::bind(config).await.expect("bind");
-        let addr = tap.local_addr();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn(tap.run(async {
-            let _ = stopped.await;
-        }));
-        Running { addr, stop, done }
-    }
-
-    async fn stop(self) -> Summary {
-        let _ = self.stop.send(());
-        tokio::time::timeout(LIMIT, self.done)
-            .await
-            .expect("the tap stops")
-            .expect("the tap task")
-    }
 }
 
 fn terminating(upstream: SocketAddr, upstream_authority: [u8; 32]) -> TapConfig {

@@ -1,0 +1,216 @@
+//! What the share benches (`sv1_share`, `sv2_share`) share: the counting allocator, the floor
+//! they state their cost against, and the pool they run their sessions on.
+
+// Each bench uses its own part of this.
+#![allow(dead_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use events::EventSink;
+use pool::channel::ChannelConfig;
+use pool::engine::{Engine, EngineConfig, FoundBlock, PayoutMode};
+use pool::jobs::{JobBook, JobConfig};
+use pool::stats::{PoolStats, WorkerRegistry};
+use pool::store::{Durability, Store, StoreConfig};
+use pool::sv1::session::{Session, Sv1Config};
+use pool::template::Template;
+use pool::vardiff::VardiffConfig;
+use pool::Millis;
+use primitives::bitcoin::{Network, ScriptBuf};
+use primitives::Difficulty;
+use sha2::digest::generic_array::GenericArray;
+
+// ---------------------------------------------------------------------------------------------
+// Counting allocator: allocations of the current thread, and of the whole process.
+
+struct Counting;
+
+thread_local! {
+    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+static PROCESS_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+#[inline]
+fn count() {
+    PROCESS_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count();
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+pub fn thread_allocs() -> u64 {
+    THREAD_ALLOCS.with(Cell::get)
+}
+
+pub fn process_allocs() -> u64 {
+    PROCESS_ALLOCS.load(Ordering::Relaxed)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The floor, as `primitives/benches/floor.rs` measures it.
+
+pub struct Floor {
+    state: [u32; 8],
+    block: GenericArray<u8, sha2::digest::consts::U64>,
+}
+
+impl Floor {
+    pub fn new() -> Floor {
+        Floor {
+            state: [
+                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+                0x5be0cd19,
+            ],
+            block: GenericArray::clone_from_slice(&[0x5au8; 64]),
+        }
+    }
+
+    #[inline(always)]
+    pub fn once(&mut self) {
+        sha2::compress256(
+            black_box(&mut self.state),
+            std::slice::from_ref(black_box(&self.block)),
+        );
+    }
+
+    pub fn measure(&mut self, n: u64) -> Duration {
+        let t = Instant::now();
+        for _ in 0..n {
+            self.once();
+        }
+        t.elapsed()
+    }
+}
+
+/// Sorts `v`: its fastest and median sample.
+pub fn fastest_and_median(v: &mut [f64]) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[0], v[v.len() / 2])
+}
+
+// ---------------------------------------------------------------------------------------------
+// The pool.
+
+pub const WORKER: &str = "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4.rig1";
+
+/// An engine with statistics on, events off and a share store in a temporary directory with
+/// `Durability::Off`; pool mode to a P2WPKH payout, 8 bytes of extranonce, the share
+/// difficulty `Difficulty::MIN` with vardiff pinned there.
+pub struct Pool {
+    pub dir: tempfile::TempDir,
+    pub store: Store,
+    pub engine: Arc<Engine>,
+    pub found: tokio::sync::mpsc::UnboundedReceiver<FoundBlock>,
+    pub book: JobBook,
+    pub payout: ScriptBuf,
+}
+
+impl Pool {
+    /// The pool, with `template` published at `t0`.
+    pub fn new(template: Arc<Template>, t0: u64) -> Pool {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::open(StoreConfig {
+            durability: Durability::Off,
+            ..StoreConfig::new(dir.path().join("pool.db"))
+        })
+        .expect("store");
+        // P2WPKH: OP_0 PUSH20 <20-byte key hash>.
+        let mut p2wpkh = vec![0x00, 0x14];
+        p2wpkh.extend((0..20u8).map(|i| i.wrapping_mul(37).wrapping_add(11)));
+        let payout = ScriptBuf::from_bytes(p2wpkh);
+        let jobs = JobConfig {
+            coinbase_tag: b"/stratumlab pool (solo+pps lab)/".to_vec(),
+            extranonce_len: 8,
+        };
+        let config = EngineConfig {
+            jobs: jobs.clone(),
+            channel: ChannelConfig {
+                vardiff: VardiffConfig {
+                    min: Difficulty::MIN,
+                    max: Difficulty::MIN,
+                    ..VardiffConfig::default()
+                },
+                ..ChannelConfig::default()
+            },
+            payout: PayoutMode::Pool(payout.clone()),
+            network: Network::Bitcoin,
+            start_difficulty: Difficulty::MIN,
+        };
+        let stats = PoolStats::new(Millis(0));
+        let workers = WorkerRegistry::new(&stats);
+        let (engine, found) = Engine::new(
+            config,
+            stats,
+            workers,
+            Some(store.clone()),
+            EventSink::disabled(),
+        );
+        let mut book = JobBook::new(jobs);
+        engine.publish(book.on_template(template, Millis(t0)));
+        Pool {
+            dir,
+            store,
+            engine,
+            found,
+            book,
+            payout,
+        }
+    }
+}
+
+/// An SV1 session on `engine` that negotiated version rolling, subscribed and authorized at
+/// `t0`, its job sent and its output cleared.
+pub fn sv1_session(engine: &Arc<Engine>, t0: u64) -> Session {
+    let mut session = Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(t0));
+    for line in [
+        r#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"1fffe000","version-rolling.min-bit-count":16}]}"#,
+        r#"{"id":2,"method":"mining.subscribe","params":["cgminer/4.11.1"]}"#,
+        &format!(r#"{{"id":3,"method":"mining.authorize","params":["{WORKER}","x"]}}"#),
+    ] {
+        session.handle_line(line.as_bytes(), Millis(t0));
+    }
+    let out = String::from_utf8_lossy(session.output()).into_owned();
+    assert!(out.contains("mining.notify"), "no job sent: {out}");
+    assert!(session.is_working());
+    session.output().clear();
+    session
+}
+
+/// Lets the store's writer, which commits in the background on another core (every 10 ms, the
+/// default batch window), take the last chunk's shares off its queue, so that no backlog
+/// carries over into the timed region.
+pub fn drain_store(store: &Store) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store.stats().queue_len > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
