@@ -275,6 +275,18 @@ impl Default for Settings {
 
 impl Settings {
     /// The SV2 front end's authority keys: both halves given, or the reference pair.
+    /// Coinbase extranonce bytes miners roll after the pool's 4-byte prefix. SV1 miners roll
+    /// their extranonce2 (4 bytes); an SV2-only pool gives extended channels 8, so that an
+    /// aggregating proxy can split them among its devices and still leave each 4 or more (the
+    /// reference translator asks for 6). A pool serving both rolls what SV1 miners expect.
+    fn rolled_extranonce(&self, sv1: &Sv1Config) -> usize {
+        if self.sv2_listen.is_some() && self.sv1_listen.is_none() {
+            8
+        } else {
+            sv1.extranonce2_size
+        }
+    }
+
     fn sv2_settings(&self) -> Result<Sv2Settings> {
         let keys = match (&self.authority_public_key, &self.authority_secret_key) {
             (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair")?,
@@ -284,11 +296,13 @@ impl Settings {
         if self.cert_validity.0.is_zero() {
             bail!("--cert-validity must be positive");
         }
-        Ok(Sv2Settings {
+        let mut s = Sv2Settings {
             keys,
             cert_validity: self.cert_validity.0,
             ..Sv2Settings::default()
-        })
+        };
+        s.config.extended_extranonce_size = self.rolled_extranonce(&Sv1Config::default());
+        Ok(s)
     }
 
     fn tp_config(&self) -> Result<Option<TpConfig>> {
@@ -351,7 +365,7 @@ impl Settings {
         let sv1 = Sv1Config::default();
         let jobs = JobConfig {
             coinbase_tag: self.coinbase_tag.as_bytes().to_vec(),
-            extranonce_len: 4 + sv1.extranonce2_size,
+            extranonce_len: 4 + self.rolled_extranonce(&sv1),
         };
         let admission = self.admission()?;
         Ok(PoolSettings {
@@ -516,6 +530,27 @@ mod tests {
         assert_eq!(a.idle_timeout, d.idle_timeout);
         assert_eq!(a.invalid_share_ban_after, d.invalid_share_ban_after);
         assert_eq!(a.ban_duration, d.ban_duration);
+    }
+
+    #[test]
+    fn an_sv2_only_pool_leaves_extended_channels_eight_bytes_to_roll() {
+        let listen = Some("127.0.0.1:0".parse().unwrap());
+        let sv2_only = PoolArgs {
+            sv2_listen: listen,
+            ..PoolArgs::default()
+        };
+        let both = PoolArgs {
+            sv1_listen: listen,
+            sv2_listen: listen,
+            ..PoolArgs::default()
+        };
+        let sv1 = Sv1Config::default();
+        for (args, rolled) in [(sv2_only, 8), (both, sv1.extranonce2_size)] {
+            let s: Settings = config::load(None, &args).unwrap();
+            assert_eq!(s.rolled_extranonce(&sv1), rolled);
+            let sv2 = s.sv2_settings().unwrap();
+            assert_eq!(sv2.config.extended_extranonce_size, rolled);
+        }
     }
 
     #[test]

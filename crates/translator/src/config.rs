@@ -1,0 +1,71 @@
+//! The translator's settings.
+
+use pool::sv1::POOL_VERSION_MASK;
+use pool::vardiff::VardiffConfig;
+use primitives::{Difficulty, Target};
+
+#[derive(Clone, Debug)]
+pub struct TranslatorConfig {
+    /// `OpenExtendedMiningChannel.user_identity`: the farm's account at the pool.
+    pub user_identity: String,
+    /// The largest target the devices accept (`max_target` of the channel).
+    pub max_target: Target,
+    /// Hashes per second counted for a device until vardiff has measured it (the channel's
+    /// nominal hash rate is the sum over devices).
+    pub device_hash_rate: f64,
+    /// Bytes of the channel's extranonce that tell devices apart (fewer if the channel is too
+    /// small to leave the devices `min_extranonce2_size`).
+    pub device_extranonce_bytes: usize,
+    /// The least extranonce2 a device is given.
+    pub min_extranonce2_size: usize,
+    /// The version-rolling mask devices get (their mask AND this); 0 refuses rolling.
+    pub version_mask: u32,
+    /// Names one device connection may authorize.
+    pub max_workers: usize,
+    pub start_difficulty: Difficulty,
+    pub vardiff: VardiffConfig,
+    /// After a device's difficulty changes, shares meeting the old one are taken this long.
+    pub grace_ms: u64,
+    /// Jobs a device remembers; a share on an older one is stale.
+    pub max_jobs: usize,
+    /// How far past a job's time (plus its age) a share's ntime may be, in seconds.
+    pub max_ntime_ahead: u32,
+    /// Shares sent upstream awaiting a verdict, at most.
+    pub max_in_flight: usize,
+    /// Least time between two `UpdateChannel`s (the spec allows debouncing to once a second).
+    pub update_interval_ms: u64,
+    /// A change of the nominal hash rate smaller than this fraction is not announced.
+    pub update_threshold: f64,
+    /// Returned by `client.get_version`.
+    pub version: &'static str,
+}
+
+impl Default for TranslatorConfig {
+    fn default() -> Self {
+        TranslatorConfig {
+            user_identity: "stratumlab-translator".into(),
+            max_target: Target::MAX,
+            device_hash_rate: 1e12,
+            device_extranonce_bytes: 2,
+            min_extranonce2_size: 2,
+            version_mask: POOL_VERSION_MASK,
+            max_workers: 16,
+            start_difficulty: Difficulty::ONE,
+            vardiff: VardiffConfig::default(),
+            grace_ms: 5_000,
+            max_jobs: 8,
+            max_ntime_ahead: 7_000,
+            max_in_flight: 4_096,
+            update_interval_ms: 1_000,
+            update_threshold: 0.1,
+            version: concat!("stratumlab-translator/", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+impl TranslatorConfig {
+    /// The extranonce the channel must roll for this split.
+    pub fn min_extranonce_size(&self) -> u16 {
+        (self.device_extranonce_bytes.min(4) + self.min_extranonce2_size) as u16
+    }
+}

@@ -1,0 +1,565 @@
+//! One SV1 device behind the translator, sans-IO: lines in, bytes out, shares judged.
+//!
+//! The device speaks SV1 as it would to a pool, with the pool front end's rules: configure
+//! (version rolling granted as the miner's mask AND ours, minimum difficulty, subscribe
+//! extranonce), subscribe and authorize in either order, suggest_difficulty / suggest_target as
+//! hints, vardiff per device with a grace period after a change, the customary error codes. A
+//! subscribe that arrives before the upstream channel is open is answered once it opens: the
+//! device's `extranonce1` starts with the channel's prefix.
+//!
+//! A job's notify line is the one shared by every device (see [`crate::jobs`]); it is spliced
+//! into the device's output, never copied. After a difficulty change the device gets the new
+//! difficulty and the latest job again under a fresh id (firmware ignores a notify whose id it
+//! has seen), written for it alone.
+
+use std::sync::Arc;
+
+use pool::channel::Reject;
+use pool::sv1::notify::Outbox;
+use pool::vardiff::Vardiff;
+use pool::Millis;
+use primitives::{Difficulty, Target};
+use sv1::write;
+use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit};
+
+use crate::config::TranslatorConfig;
+use crate::extranonce::{DeviceExtranonce, ExtranonceAllocator};
+use crate::jobs::{JobBook, Sv1Job};
+use crate::shares::{DeviceJobs, LocalShare, ShareContext, Submitted};
+use crate::DeviceId;
+
+/// Malformed lines tolerated before the connection is closed.
+pub const MAX_BAD_LINES: u32 = 16;
+
+/// What the device needs from the translator while it handles something.
+pub struct Link<'a> {
+    pub config: &'a TranslatorConfig,
+    pub book: &'a mut JobBook,
+    /// The channel's prefix and the device values, once the channel is open.
+    pub extranonce: Option<(&'a [u8], &'a mut ExtranonceAllocator)>,
+}
+
+/// What a line was.
+#[derive(Debug)]
+pub enum LineOutcome {
+    /// A share the device accepted: the translator decides whether it goes upstream.
+    Accepted(LocalShare),
+    Rejected(Reject),
+    /// A share refused before its job was looked at (not subscribed, unknown worker,
+    /// unreadable).
+    Refused(ErrorCode),
+    Other,
+}
+
+/// Why the device wants its connection closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Close {
+    TooManyBadLines,
+    LineTooLong,
+    /// Every device value of the channel is taken.
+    Full,
+    /// The channel's extranonce prefix changed and the device cannot be told.
+    ExtranonceChanged,
+}
+
+pub struct Device {
+    id: DeviceId,
+    extranonce: Option<DeviceExtranonce>,
+    subscribed: bool,
+    /// The id of a subscribe waiting for the channel to open.
+    pending_subscribe: Option<String>,
+    workers: Vec<String>,
+    version_mask: u32,
+    extranonce_subscribed: bool,
+    vardiff: Vardiff,
+    sent_difficulty: Option<Difficulty>,
+    jobs: DeviceJobs,
+    out: Outbox,
+    bad_lines: u32,
+    close: Option<Close>,
+}
+
+impl Device {
+    pub fn new(id: DeviceId, config: &TranslatorConfig, now: Millis) -> Self {
+        Device {
+            id,
+            extranonce: None,
+            subscribed: false,
+            pending_subscribe: None,
+            workers: Vec::new(),
+            version_mask: 0,
+            extranonce_subscribed: false,
+            vardiff: Vardiff::new(config.vardiff, config.start_difficulty, now),
+            sent_difficulty: None,
+            jobs: DeviceJobs::new(config.max_jobs),
+            out: Outbox::default(),
+            bad_lines: 0,
+            close: None,
+        }
+    }
+
+    pub fn id(&self) -> DeviceId {
+        self.id
+    }
+
+    pub fn extranonce(&self) -> Option<DeviceExtranonce> {
+        self.extranonce
+    }
+
+    pub fn difficulty(&self) -> Difficulty {
+        self.vardiff.difficulty()
+    }
+
+    pub fn target(&self) -> Target {
+        self.vardiff.difficulty().to_target()
+    }
+
+    /// The hash rate vardiff measured, in hashes per second.
+    pub fn measured_hash_rate(&self) -> Option<f64> {
+        self.vardiff.rate_per_second().map(|r| r * 4_294_967_296.0)
+    }
+
+    pub fn is_working(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    pub fn wants_close(&self) -> Option<Close> {
+        self.close
+    }
+
+    /// What to write next, in order: own bytes, the shared notify line, own bytes.
+    pub fn pending_output(&self) -> [&[u8]; 3] {
+        self.out.pending()
+    }
+
+    /// The first `n` bytes of [`Device::pending_output`] were written.
+    pub fn consume_output(&mut self, n: usize) {
+        self.out.consume(n);
+        if self.out.is_empty() {
+            self.out.release();
+        }
+    }
+
+    /// Everything pending as one buffer (the shared line copied in), drained.
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(self.out.flatten())
+    }
+
+    /// The latest job this device was sent, by SV1 id.
+    pub fn latest_job(&self) -> Option<(u64, &Arc<Sv1Job>)> {
+        self.jobs.latest()
+    }
+
+    /// A line longer than the limit arrived: answer and close.
+    pub fn line_too_long(&mut self) {
+        write::reply_error_message(self.out.own(), "null", 20, "Line too long");
+        self.close = Some(Close::LineTooLong);
+    }
+
+    pub fn handle_line(&mut self, line: &[u8], now: Millis, link: &mut Link<'_>) -> LineOutcome {
+        if let Some(s) = sv1::parse_submit(line) {
+            let mut buf = [0u8; sv1::message::MAX_EXTRANONCE2];
+            let Some(en2) = decode_hex(s.extranonce2, &mut buf) else {
+                return self.refuse_submit(s.id, s.worker, Reject::ExtranonceSize);
+            };
+            let sub = Submitted {
+                job_id: s.job_id,
+                extranonce2: en2,
+                ntime: s.ntime,
+                nonce: s.nonce,
+                version_bits: s.version_bits,
+            };
+            return self.submit(s.id, s.worker, &sub, now, link);
+        }
+        let (env, method) = match parse_line(line) {
+            Ok(x) => x,
+            Err(e) => {
+                self.bad_line();
+                let msg = format!("Parse error: {e}");
+                write::reply_error_message(self.out.own(), "null", 20, &msg);
+                return LineOutcome::Other;
+            }
+        };
+        let id = env.id.unwrap_or("null");
+        let Some(method) = method else {
+            // A response to something we sent: nothing to do.
+            return LineOutcome::Other;
+        };
+        let notification = env.id().is_none();
+        match method {
+            Method::Submit => {
+                return match Submit::parse(&env) {
+                    Ok(s) => {
+                        let worker = s.worker.to_cow();
+                        let sub = Submitted {
+                            job_id: s.job_id,
+                            extranonce2: s.extranonce2(),
+                            ntime: s.ntime,
+                            nonce: s.nonce,
+                            version_bits: s.version_bits,
+                        };
+                        self.submit(id, &worker, &sub, now, link)
+                    }
+                    Err(e) => {
+                        self.bad_line();
+                        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
+                        LineOutcome::Refused(ErrorCode::Other)
+                    }
+                };
+            }
+            Method::Subscribe => self.subscribe(id, now, link),
+            Method::Authorize => match Authorize::parse(&env) {
+                Ok(a) => self.authorize(id, &a, now, link),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::Configure => match Configure::parse(&env) {
+                Ok(c) => self.configure(id, &c, now, link.config),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::SuggestDifficulty => match sv1::message::suggested_difficulty(&env) {
+                Ok(d) => self.suggest(id, notification, Difficulty::saturating(d), now, link),
+                Err(_) if notification => self.bad_line(),
+                Err(e) => self.param_error(id, e),
+            },
+            Method::SuggestTarget => {
+                let target = env
+                    .params
+                    .get(0)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| primitives::hex::decode(s).ok())
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
+                    .map(|b| Target::from_be_bytes(&b));
+                match target {
+                    Some(t) if !t.is_zero() => {
+                        self.suggest(id, notification, Difficulty::from_target(t), now, link)
+                    }
+                    _ if notification => self.bad_line(),
+                    _ => write::reply_error_message(self.out.own(), id, 20, "Bad target"),
+                }
+            }
+            Method::ExtranonceSubscribe => {
+                self.extranonce_subscribed = true;
+                if !notification {
+                    write::reply_bool(self.out.own(), id, true);
+                }
+            }
+            Method::Ping => write::reply_pong(self.out.own(), id),
+            Method::GetVersion => {
+                let v = format!("\"{}\"", link.config.version);
+                write::reply_raw(self.out.own(), id, &v);
+            }
+            Method::Unknown(_)
+            | Method::Notify
+            | Method::SetDifficulty
+            | Method::SetExtranonce
+            | Method::SetVersionMask
+            | Method::Reconnect
+            | Method::ShowMessage => {
+                if !notification {
+                    write::reply_error_message(self.out.own(), id, 20, "Unknown method");
+                }
+            }
+        }
+        LineOutcome::Other
+    }
+
+    fn bad_line(&mut self) {
+        self.bad_lines += 1;
+        if self.bad_lines > MAX_BAD_LINES {
+            self.close = Some(Close::TooManyBadLines);
+        }
+    }
+
+    fn param_error(&mut self, id: &str, e: sv1::ParamError) {
+        self.bad_line();
+        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
+    }
+
+    fn subscribe(&mut self, id: &str, now: Millis, link: &mut Link<'_>) {
+        if self.subscribed {
+            // Already has its extranonce: the same answer again.
+            if let (Some(e), Some((prefix, alloc))) = (self.extranonce, &link.extranonce) {
+                let en2 = alloc.layout().extranonce2_size;
+                reply_subscribe(self.out.own(), id, self.id, prefix, e, en2);
+            }
+            return;
+        }
+        if link.extranonce.is_none() {
+            self.pending_subscribe = Some(id.to_owned());
+            return;
+        }
+        self.answer_subscribe(id, now, link);
+    }
+
+    fn answer_subscribe(&mut self, id: &str, now: Millis, link: &mut Link<'_>) {
+        let Some((prefix, alloc)) = link.extranonce.as_mut() else {
+            return;
+        };
+        let Some(e) = self.extranonce.or_else(|| alloc.allocate()) else {
+            write::reply_error_message(self.out.own(), id, 20, "Translator full");
+            self.close = Some(Close::Full);
+            return;
+        };
+        self.extranonce = Some(e);
+        self.subscribed = true;
+        let en2 = alloc.layout().extranonce2_size;
+        reply_subscribe(self.out.own(), id, self.id, prefix, e, en2);
+        self.start_work(now, link);
+    }
+
+    /// The upstream channel opened: a subscribe that waited for it is answered.
+    pub fn on_channel_open(&mut self, now: Millis, link: &mut Link<'_>) {
+        if let Some(id) = self.pending_subscribe.take() {
+            self.answer_subscribe(&id, now, link);
+        }
+    }
+
+    /// The channel's extranonce prefix changed: the device's `extranonce1` with it. A device
+    /// that opted in is told (`mining.set_extranonce`, applied from its next job); the others
+    /// must reconnect.
+    pub fn on_extranonce_prefix(&mut self, prefix: &[u8], extranonce2_size: usize) {
+        let Some(e) = self.extranonce.filter(|_| self.subscribed) else {
+            return;
+        };
+        if self.extranonce_subscribed {
+            let mut en1 = prefix.to_vec();
+            e.write(&mut en1);
+            write::set_extranonce(self.out.own(), &en1, extranonce2_size);
+        } else {
+            self.close = Some(Close::ExtranonceChanged);
+        }
+    }
+
+    fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis, link: &mut Link<'_>) {
+        let name: &str = &a.user;
+        let known = self.workers.iter().any(|w| w == name);
+        let ok = !name.trim().is_empty()
+            && name.len() <= 128
+            && !name.chars().any(char::is_control)
+            && (known || self.workers.len() < link.config.max_workers);
+        if !ok {
+            write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
+            return;
+        }
+        if !known {
+            self.workers.push(name.to_owned());
+        }
+        if let Some(d) = a.difficulty_hint() {
+            if !self.is_working() {
+                self.vardiff.set(Difficulty::saturating(d), now);
+            }
+        }
+        write::reply_bool(self.out.own(), id, true);
+        self.start_work(now, link);
+    }
+
+    fn configure(&mut self, id: &str, c: &Configure, now: Millis, config: &TranslatorConfig) {
+        let mut reply = write::ConfigureReply {
+            requested: &c.extensions,
+            ..Default::default()
+        };
+        for ext in &c.extensions {
+            match ext.as_str() {
+                "version-rolling" => {
+                    let mask = c.version_rolling_mask.unwrap_or(0xffff_ffff) & config.version_mask;
+                    self.version_mask = mask;
+                    reply.version_rolling = (config.version_mask != 0).then_some(mask);
+                }
+                "minimum-difficulty" => {
+                    if let Some(d) = c.minimum_difficulty {
+                        self.vardiff.set_minimum(Difficulty::saturating(d));
+                        reply.minimum_difficulty = true;
+                    }
+                }
+                "subscribe-extranonce" => {
+                    self.extranonce_subscribed = true;
+                    reply.subscribe_extranonce = true;
+                }
+                _ => {}
+            }
+        }
+        let _ = now;
+        write::reply_configure(self.out.own(), id, &reply);
+    }
+
+    fn suggest(
+        &mut self,
+        id: &str,
+        notification: bool,
+        d: Difficulty,
+        now: Millis,
+        link: &mut Link<'_>,
+    ) {
+        if !notification {
+            write::reply_bool(self.out.own(), id, true);
+        }
+        let old = self.vardiff.difficulty();
+        let new = self.vardiff.set(d, now);
+        if new != old && self.is_working() {
+            self.retargeted(old, now, link);
+        }
+    }
+
+    fn start_work(&mut self, now: Millis, link: &mut Link<'_>) {
+        if self.is_working() || !self.subscribed || self.workers.is_empty() {
+            return;
+        }
+        if let Some(job) = link.book.latest().cloned() {
+            self.send_job(&job, now);
+        }
+    }
+
+    /// New work from upstream, already translated.
+    pub fn on_job(&mut self, job: &Arc<Sv1Job>, now: Millis) {
+        if self.subscribed && !self.workers.is_empty() {
+            self.send_job(job, now);
+        }
+    }
+
+    fn send_job(&mut self, job: &Arc<Sv1Job>, now: Millis) {
+        self.send_difficulty_if_changed();
+        self.out.push_shared(job.notify.clone());
+        self.jobs
+            .issue(job.id, job.clone(), self.vardiff.difficulty(), now);
+    }
+
+    fn send_difficulty_if_changed(&mut self) {
+        let d = self.vardiff.difficulty();
+        if self.sent_difficulty != Some(d) {
+            write::set_difficulty(self.out.own(), d.as_f64());
+            self.sent_difficulty = Some(d);
+        }
+    }
+
+    /// Vardiff for a quiet device.
+    pub fn on_tick(&mut self, now: Millis, link: &mut Link<'_>) {
+        if !self.is_working() {
+            return;
+        }
+        let old = self.vardiff.difficulty();
+        if self.vardiff.on_tick(now).is_some() {
+            self.retargeted(old, now, link);
+        }
+    }
+
+    /// The difficulty changed from `old`: tell the device, with the latest job again under a
+    /// fresh id so that it applies at once.
+    fn retargeted(&mut self, old: Difficulty, now: Millis, link: &mut Link<'_>) {
+        self.jobs
+            .difficulty_changed(old, now.plus(link.config.grace_ms));
+        self.send_difficulty_if_changed();
+        let Some((_, job)) = self.jobs.latest() else {
+            return;
+        };
+        let job = job.clone();
+        // Only the current prev hash's work is worth re-sending.
+        if job.epoch != link.book.epoch() {
+            return;
+        }
+        let wire = link.book.fresh_id();
+        job.write_notify(self.out.own(), wire);
+        self.jobs.issue(wire, job, self.vardiff.difficulty(), now);
+    }
+
+    fn submit(
+        &mut self,
+        id: &str,
+        worker: &str,
+        s: &Submitted<'_>,
+        now: Millis,
+        link: &mut Link<'_>,
+    ) -> LineOutcome {
+        if !self.subscribed {
+            write::reply_error(self.out.own(), id, ErrorCode::NotSubscribed);
+            return LineOutcome::Refused(ErrorCode::NotSubscribed);
+        }
+        if !self.workers.iter().any(|w| w == worker) {
+            write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
+            return LineOutcome::Refused(ErrorCode::Unauthorized);
+        }
+        let (Some(e), Some((_, alloc))) = (self.extranonce, &link.extranonce) else {
+            write::reply_error(self.out.own(), id, ErrorCode::NotSubscribed);
+            return LineOutcome::Refused(ErrorCode::NotSubscribed);
+        };
+        let cx = ShareContext {
+            extranonce: e,
+            extranonce2_size: alloc.layout().extranonce2_size,
+            version_mask: self.version_mask,
+            epoch: link.book.epoch(),
+            max_ntime_ahead: link.config.max_ntime_ahead,
+            now,
+        };
+        match self.jobs.judge(s, &cx) {
+            Ok(share) => {
+                write::reply_bool(self.out.own(), id, true);
+                let old = self.vardiff.difficulty();
+                if self.vardiff.on_share(share.difficulty, now).is_some() {
+                    self.retargeted(old, now, link);
+                }
+                LineOutcome::Accepted(share)
+            }
+            Err(r) => {
+                write::reply_error_message(self.out.own(), id, reject_code(r), r.message());
+                LineOutcome::Rejected(r)
+            }
+        }
+    }
+
+    fn refuse_submit(&mut self, id: &str, worker: &str, r: Reject) -> LineOutcome {
+        if !self.subscribed {
+            write::reply_error(self.out.own(), id, ErrorCode::NotSubscribed);
+            return LineOutcome::Refused(ErrorCode::NotSubscribed);
+        }
+        if !self.workers.iter().any(|w| w == worker) {
+            write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
+            return LineOutcome::Refused(ErrorCode::Unauthorized);
+        }
+        write::reply_error_message(self.out.own(), id, reject_code(r), r.message());
+        LineOutcome::Rejected(r)
+    }
+
+    /// The connection ended: its extranonce value goes back to the channel.
+    pub fn closed(&mut self, alloc: Option<&mut ExtranonceAllocator>) {
+        if let (Some(e), Some(a)) = (self.extranonce.take(), alloc) {
+            a.release(e);
+        }
+    }
+}
+
+/// The SV1 error code for a local reject (the pool front end's mapping).
+pub fn reject_code(r: Reject) -> i32 {
+    match r {
+        Reject::UnknownJob | Reject::Stale => ErrorCode::JobNotFound.code(),
+        Reject::Duplicate => ErrorCode::Duplicate.code(),
+        Reject::LowDifficulty => ErrorCode::LowDifficulty.code(),
+        Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => {
+            ErrorCode::Other.code()
+        }
+    }
+}
+
+fn reply_subscribe(
+    out: &mut Vec<u8>,
+    id: &str,
+    device: DeviceId,
+    prefix: &[u8],
+    e: DeviceExtranonce,
+    extranonce2_size: usize,
+) {
+    let mut en1 = [0u8; crate::upstream::MAX_EXTRANONCE + 4];
+    en1[..prefix.len()].copy_from_slice(prefix);
+    let (b, n) = e.bytes();
+    en1[prefix.len()..prefix.len() + n].copy_from_slice(&b[4 - n..]);
+    let sub = format!("{:016x}", device.0);
+    write::reply_subscribe(out, id, &sub, &en1[..prefix.len() + n], extranonce2_size);
+}
+
+/// Decodes an even number of hex digits that fits `buf`.
+fn decode_hex<'b>(s: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
+    if s.len() % 2 != 0 || s.len() / 2 > buf.len() {
+        return None;
+    }
+    let out = &mut buf[..s.len() / 2];
+    primitives::hex::decode_into(s, out).ok()?;
+    Some(out)
+}

@@ -1,0 +1,31 @@
+//! The SV1-to-SV2 translator's protocol core, without I/O: SV1 devices on one side, an SV2
+//! extended channel on the other.
+//!
+//! - [`upstream`]: the extended channel: opening, extranonce space, target, jobs (future jobs
+//!   held until their prev hash).
+//! - [`extranonce`]: aggregated mode's split of the channel's extranonce among devices.
+//! - [`jobs`]: upstream work as SV1 jobs, each `mining.notify` serialized once for all devices.
+//! - [`shares`]: a device's share judged locally; those meeting the upstream target followed
+//!   upstream by sequence number.
+//! - [`downstream`]: one SV1 device's session.
+//! - [`translator`]: aggregated mode, tying them together.
+//!
+//! Time comes in as [`Millis`] on the caller's monotonic clock; nothing here reads a clock,
+//! opens a socket or spawns a task.
+
+pub mod config;
+pub mod downstream;
+pub mod extranonce;
+pub mod jobs;
+pub mod shares;
+pub mod translator;
+pub mod upstream;
+
+pub use config::TranslatorConfig;
+pub use downstream::{Close, Device, LineOutcome};
+pub use pool::Millis;
+pub use translator::{Event, Translator};
+
+/// A device connection, numbered by the translator from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId(pub u64);

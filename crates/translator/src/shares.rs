@@ -1,0 +1,412 @@
+//! Shares both ways: a device's `mining.submit` judged locally against the jobs it was sent and
+//! its own difficulty, and the shares that also meet the upstream target followed upstream by
+//! sequence number until the pool's verdict.
+//!
+//! The device gets its answer here and now; the upstream verdict, which comes a round trip
+//! later, is for accounting only. Only shares meeting the upstream channel's target (or the
+//! network's) go upstream: the rest cost the WAN nothing.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use pool::channel::Reject;
+use pool::Millis;
+use primitives::share::rolled_version;
+use primitives::{Difficulty, Hash256, JobHeader, MinerChoice, Sv1Share, Target};
+use sv2::messages::mining::SubmitSharesExtended;
+
+use crate::extranonce::DeviceExtranonce;
+use crate::jobs::{parse_id, Sv1Job};
+use crate::upstream::MAX_EXTRANONCE;
+use crate::DeviceId;
+
+/// What a device submitted, its hex fields decoded.
+#[derive(Clone, Copy, Debug)]
+pub struct Submitted<'a> {
+    pub job_id: &'a str,
+    pub extranonce2: &'a [u8],
+    pub ntime: u32,
+    pub nonce: u32,
+    pub version_bits: Option<u32>,
+}
+
+/// The device's side of the checks: its extranonce bytes, what it rolls, and the clock.
+#[derive(Clone, Copy, Debug)]
+pub struct ShareContext {
+    pub extranonce: DeviceExtranonce,
+    pub extranonce2_size: usize,
+    pub version_mask: u32,
+    /// The current prev hash's epoch.
+    pub epoch: u64,
+    /// How far past the job's time (plus the job's age) a share's ntime may be, in seconds.
+    pub max_ntime_ahead: u32,
+    pub now: Millis,
+}
+
+/// A share the device had accepted.
+#[derive(Clone, Debug)]
+pub struct LocalShare {
+    pub job: Arc<Sv1Job>,
+    pub wire_id: u64,
+    pub hash: Hash256,
+    /// The full header version the device hashed.
+    pub version: u32,
+    pub ntime: u32,
+    pub nonce: u32,
+    /// The difficulty credited to the device.
+    pub difficulty: Difficulty,
+    /// It meets the network target.
+    pub block: bool,
+    /// The SV2 extranonce: the device's bytes, then its extranonce2.
+    extranonce: [u8; MAX_EXTRANONCE],
+    extranonce_len: u8,
+}
+
+impl LocalShare {
+    pub fn extranonce(&self) -> &[u8] {
+        &self.extranonce[..self.extranonce_len as usize]
+    }
+
+    /// Whether the upstream channel wants it: it meets the job's upstream target or the
+    /// channel's current one (whichever is easier: the pool judges, and a share it would take
+    /// must not be lost), or it is a block.
+    pub fn meets_upstream(&self, current: Target) -> bool {
+        self.block
+            || self
+                .job
+                .upstream_target
+                .max(current)
+                .is_met_by(&self.hash.0)
+    }
+}
+
+/// A job as one device got it.
+#[derive(Debug)]
+struct Issued {
+    wire_id: u64,
+    job: Arc<Sv1Job>,
+    target: Target,
+    difficulty: Difficulty,
+    issued_at: Millis,
+    /// Fingerprints of the shares accepted on it.
+    seen: Vec<u64>,
+}
+
+/// The jobs one device was sent, at the difficulty each was sent at, and the shares it had
+/// accepted on them.
+#[derive(Debug)]
+pub struct DeviceJobs {
+    issued: VecDeque<Issued>,
+    max_jobs: usize,
+    /// The highest id issued: an id at or below it that is no longer held expired (stale).
+    highest: u64,
+    /// The difficulty before the last change, its target and when its grace ends.
+    previous: Option<(Difficulty, Target, Millis)>,
+}
+
+impl DeviceJobs {
+    pub fn new(max_jobs: usize) -> Self {
+        DeviceJobs {
+            issued: VecDeque::new(),
+            max_jobs: max_jobs.max(1),
+            highest: 0,
+            previous: None,
+        }
+    }
+
+    pub fn issue(&mut self, wire_id: u64, job: Arc<Sv1Job>, difficulty: Difficulty, now: Millis) {
+        if self.issued.len() == self.max_jobs {
+            self.issued.pop_front();
+        }
+        self.highest = self.highest.max(wire_id);
+        self.issued.push_back(Issued {
+            wire_id,
+            job,
+            target: difficulty.to_target(),
+            difficulty,
+            issued_at: now,
+            seen: Vec::new(),
+        });
+    }
+
+    /// The latest job sent, by its SV1 id.
+    pub fn latest(&self) -> Option<(u64, &Arc<Sv1Job>)> {
+        self.issued.back().map(|i| (i.wire_id, &i.job))
+    }
+
+    pub fn len(&self) -> usize {
+        self.issued.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.issued.is_empty()
+    }
+
+    /// The device's difficulty changed from `old`: shares meeting it are still taken until
+    /// `grace_until`, on any job (miners switch at different points of their queue).
+    pub fn difficulty_changed(&mut self, old: Difficulty, grace_until: Millis) {
+        self.previous = Some((old, old.to_target(), grace_until));
+    }
+
+    /// Judges a share in the customary order: job, extranonce2 size, ntime, version bits, then
+    /// the hash (low difficulty), then duplicates.
+    pub fn judge(&mut self, s: &Submitted<'_>, cx: &ShareContext) -> Result<LocalShare, Reject> {
+        let wire_id = parse_id(s.job_id).ok_or(Reject::UnknownJob)?;
+        let Some(at) = self.issued.iter().rposition(|i| i.wire_id == wire_id) else {
+            return Err(if wire_id <= self.highest {
+                Reject::Stale
+            } else {
+                Reject::UnknownJob
+            });
+        };
+        let issued = &self.issued[at];
+        let job = &issued.job;
+        if job.epoch != cx.epoch {
+            return Err(Reject::Stale);
+        }
+        if s.extranonce2.len() != cx.extranonce2_size {
+            return Err(Reject::ExtranonceSize);
+        }
+        let age_secs = (cx.now.since(issued.issued_at) / 1000) as u32;
+        let latest_ntime = job
+            .ntime
+            .saturating_add(cx.max_ntime_ahead)
+            .saturating_add(age_secs);
+        if s.ntime < job.ntime || s.ntime > latest_ntime {
+            return Err(Reject::NtimeOutOfRange);
+        }
+        let up = &job.upstream;
+        let version = match s.version_bits {
+            Some(bits) => rolled_version(up.version, bits, cx.version_mask)
+                .map_err(|_| Reject::VersionBits)?,
+            None => up.version,
+        };
+        if !up.version_rolling_allowed && version != up.version {
+            return Err(Reject::VersionBits);
+        }
+
+        // extranonce1 = channel prefix || device bytes.
+        let prefix = job.extranonce_prefix();
+        let (dev, dev_len) = cx.extranonce.bytes();
+        let dev = &dev[4 - dev_len..];
+        let mut en1 = [0u8; MAX_EXTRANONCE];
+        let en1_len = prefix.len() + dev.len();
+        if en1_len + s.extranonce2.len() > MAX_EXTRANONCE {
+            return Err(Reject::ExtranonceSize);
+        }
+        en1[..prefix.len()].copy_from_slice(prefix);
+        en1[prefix.len()..en1_len].copy_from_slice(dev);
+        let check = Sv1Share {
+            job: JobHeader {
+                version: up.version,
+                prev_hash: job.prev_hash,
+                bits: job.nbits,
+            },
+            coinb1: &up.coinbase_prefix,
+            extranonce1: &en1[..en1_len],
+            extranonce2: s.extranonce2,
+            coinb2: &up.coinbase_suffix,
+            merkle_branch: &up.merkle_path,
+            miner: MinerChoice {
+                ntime: s.ntime,
+                nonce: s.nonce,
+                version: s.version_bits,
+                version_mask: cx.version_mask,
+            },
+        }
+        .check(&issued.target)
+        .map_err(|_| Reject::VersionBits)?;
+
+        let difficulty = if check.meets_share_target {
+            issued.difficulty
+        } else {
+            match self.previous {
+                Some((d, t, until)) if cx.now < until && t.is_met_by(&check.hash.0) => d,
+                _ => return Err(Reject::LowDifficulty),
+            }
+        };
+        let fp = fingerprint(&check.hash);
+        if self.issued.iter().any(|i| i.seen.contains(&fp)) {
+            return Err(Reject::Duplicate);
+        }
+        let issued = &mut self.issued[at];
+        issued.seen.push(fp);
+
+        let mut extranonce = [0u8; MAX_EXTRANONCE];
+        extranonce[..dev.len()].copy_from_slice(dev);
+        extranonce[dev.len()..dev.len() + s.extranonce2.len()].copy_from_slice(s.extranonce2);
+        Ok(LocalShare {
+            job: issued.job.clone(),
+            wire_id,
+            hash: check.hash,
+            version,
+            ntime: s.ntime,
+            nonce: s.nonce,
+            difficulty,
+            block: check.meets_network_target,
+            extranonce,
+            extranonce_len: (dev.len() + s.extranonce2.len()) as u8,
+        })
+    }
+}
+
+/// The first 8 bytes of a header hash (uniform whatever the target: targets constrain the
+/// other end).
+fn fingerprint(hash: &Hash256) -> u64 {
+    u64::from_le_bytes(hash.0[..8].try_into().expect("8 bytes"))
+}
+
+/// What the upstream said about a forwarded share, or that it never said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpstreamVerdict {
+    Accepted,
+    Rejected(String),
+    /// Pushed out of the in-flight window, or the channel closed, before any verdict.
+    Unanswered,
+}
+
+/// A forwarded share's outcome, for the device it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShareResult {
+    pub device: DeviceId,
+    pub sequence_number: u32,
+    /// The SV1 job id the device submitted on.
+    pub wire_id: u64,
+    pub upstream_job_id: u32,
+    pub nonce: u32,
+    pub verdict: UpstreamVerdict,
+    pub latency_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Forwarded {
+    seq: u32,
+    device: DeviceId,
+    wire_id: u64,
+    upstream_job_id: u32,
+    nonce: u32,
+    sent_at: Millis,
+}
+
+/// `a` comes at or before `b` in sequence-number order (which wraps).
+fn seq_le(a: u32, b: u32) -> bool {
+    b.wrapping_sub(a) < 1 << 31
+}
+
+/// Shares sent upstream and waiting for a verdict, in sequence order.
+#[derive(Debug)]
+pub struct InFlight {
+    next_seq: u32,
+    queue: VecDeque<Forwarded>,
+    max: usize,
+}
+
+impl InFlight {
+    pub fn new(max: usize) -> Self {
+        InFlight {
+            next_seq: 0,
+            queue: VecDeque::new(),
+            max: max.max(1),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The `SubmitSharesExtended` for `share`, remembered under its sequence number. A share
+    /// pushed out of the window is reported in `results` as unanswered.
+    pub fn forward(
+        &mut self,
+        channel_id: u32,
+        device: DeviceId,
+        share: &LocalShare,
+        now: Millis,
+        results: &mut Vec<ShareResult>,
+    ) -> SubmitSharesExtended {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        if self.queue.len() == self.max {
+            let f = self.queue.pop_front().expect("full");
+            results.push(f.result(UpstreamVerdict::Unanswered, now));
+        }
+        self.queue.push_back(Forwarded {
+            seq,
+            device,
+            wire_id: share.wire_id,
+            upstream_job_id: share.job.upstream.job_id,
+            nonce: share.nonce,
+            sent_at: now,
+        });
+        SubmitSharesExtended {
+            channel_id,
+            sequence_number: seq,
+            job_id: share.job.upstream.job_id,
+            nonce: share.nonce,
+            ntime: share.ntime,
+            version: share.version,
+            extranonce: share.extranonce().to_vec(),
+        }
+    }
+
+    /// `SubmitShares.Success`: the shares in flight up to `last` that got no error are
+    /// accepted, `count` of them; should the count be smaller, the newest are taken as the
+    /// accepted ones and the older stay for an error that may still come.
+    pub fn accepted(&mut self, last: u32, count: u32, now: Millis, results: &mut Vec<ShareResult>) {
+        let covered = self
+            .queue
+            .iter()
+            .take_while(|f| seq_le(f.seq, last))
+            .count();
+        let n = covered.min(count as usize);
+        for f in self.queue.drain(covered - n..covered) {
+            results.push(f.result(UpstreamVerdict::Accepted, now));
+        }
+    }
+
+    /// `SubmitShares.Error` for one share; `None` if it is not in flight (already settled).
+    pub fn rejected(&mut self, seq: u32, code: &str, now: Millis) -> Option<ShareResult> {
+        let i = self.queue.iter().position(|f| f.seq == seq)?;
+        let f = self.queue.remove(i).expect("found");
+        Some(f.result(UpstreamVerdict::Rejected(code.to_owned()), now))
+    }
+
+    /// The channel is gone: nothing in flight will be answered.
+    pub fn abandon(&mut self, now: Millis, results: &mut Vec<ShareResult>) {
+        for f in self.queue.drain(..) {
+            results.push(f.result(UpstreamVerdict::Unanswered, now));
+        }
+    }
+}
+
+impl Forwarded {
+    fn result(&self, verdict: UpstreamVerdict, now: Millis) -> ShareResult {
+        ShareResult {
+            device: self.device,
+            sequence_number: self.seq,
+            wire_id: self.wire_id,
+            upstream_job_id: self.upstream_job_id,
+            nonce: self.nonce,
+            verdict,
+            latency_ms: now.since(self.sent_at),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_order_wraps() {
+        assert!(seq_le(1, 2));
+        assert!(seq_le(2, 2));
+        assert!(!seq_le(3, 2));
+        assert!(seq_le(u32::MAX, 0));
+        assert!(!seq_le(0, u32::MAX));
+    }
+}

@@ -1,0 +1,390 @@
+//! The translator in aggregated mode, sans-IO: every SV1 device on one upstream extended
+//! channel.
+//!
+//! The shell feeds device lines ([`Translator::device_line`]), upstream Mining messages (after
+//! SetupConnection, which the shell does) ([`Translator::upstream_message`]) and clock ticks
+//! ([`Translator::on_tick`]); it writes each device's [`Device::pending_output`] and sends
+//! [`Translator::poll_upstream`]'s messages. [`Translator::poll_event`] reports what happened,
+//! for accounting and the event log.
+//!
+//! Per-device channels (a later slice) keep the same [`Device`]s and differ only in what sits
+//! above them: one [`UpstreamChannel`] per device instead of one shared by all, with the device
+//! taking the whole channel extranonce space.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use pool::channel::Reject;
+use pool::Millis;
+use primitives::Target;
+use sv2::messages::mining::UpdateChannel;
+use sv2::messages::Mining;
+
+use crate::config::TranslatorConfig;
+use crate::downstream::{Device, LineOutcome, Link};
+use crate::extranonce::{ExtranonceAllocator, Layout, LayoutError};
+use crate::jobs::JobBook;
+use crate::shares::{InFlight, ShareResult};
+use crate::upstream::{ChannelRequest, UpstreamChannel, UpstreamError, UpstreamEvent};
+use crate::DeviceId;
+
+/// What happened, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    ChannelOpened {
+        channel_id: u32,
+        extranonce_prefix: Vec<u8>,
+        layout: Layout,
+        target: Target,
+    },
+    ChannelOpenFailed(String),
+    /// The channel's extranonce cannot be split for devices.
+    Layout(LayoutError),
+    ChannelClosed(String),
+    /// A job went to `devices` devices (its notify line serialized once).
+    JobSent {
+        wire_id: u64,
+        upstream_job_id: u32,
+        clean: bool,
+        devices: usize,
+    },
+    TargetChanged(Target),
+    /// A device's share judged locally.
+    ShareJudged {
+        device: DeviceId,
+        wire_id: Option<u64>,
+        result: Result<f64, Reject>,
+    },
+    /// It also met the upstream target and went upstream under this sequence number.
+    ShareForwarded {
+        device: DeviceId,
+        sequence_number: u32,
+    },
+    /// The upstream's verdict on a forwarded share.
+    UpstreamResult(ShareResult),
+    /// The upstream broke the protocol; the message was ignored.
+    ProtocolError(UpstreamError),
+}
+
+pub struct Translator {
+    config: Arc<TranslatorConfig>,
+    upstream: UpstreamChannel,
+    allocator: Option<ExtranonceAllocator>,
+    book: JobBook,
+    devices: HashMap<DeviceId, Device>,
+    next_device: u64,
+    in_flight: InFlight,
+    to_upstream: VecDeque<Mining>,
+    events: VecDeque<Event>,
+    results: Vec<ShareResult>,
+    announced_rate: f32,
+    last_update: Millis,
+}
+
+/// The view of the translator a device works through (a free function so that the borrows of
+/// the fields stay apart from the device map's).
+fn link<'a>(
+    config: &'a TranslatorConfig,
+    book: &'a mut JobBook,
+    upstream: &'a UpstreamChannel,
+    allocator: &'a mut Option<ExtranonceAllocator>,
+) -> Link<'a> {
+    let extranonce = match allocator {
+        Some(a) if upstream.is_open() => Some((&upstream.extranonce_prefix()[..], a)),
+        _ => None,
+    };
+    Link {
+        config,
+        book,
+        extranonce,
+    }
+}
+
+impl Translator {
+    pub fn new(config: TranslatorConfig, now: Millis) -> Self {
+        let max_in_flight = config.max_in_flight;
+        Translator {
+            config: Arc::new(config),
+            upstream: UpstreamChannel::new(),
+            allocator: None,
+            book: JobBook::new(),
+            devices: HashMap::new(),
+            next_device: 1,
+            in_flight: InFlight::new(max_in_flight),
+            to_upstream: VecDeque::new(),
+            events: VecDeque::new(),
+            results: Vec::new(),
+            announced_rate: 0.0,
+            last_update: now,
+        }
+    }
+
+    pub fn config(&self) -> &TranslatorConfig {
+        &self.config
+    }
+
+    pub fn upstream(&self) -> &UpstreamChannel {
+        &self.upstream
+    }
+
+    pub fn jobs(&self) -> &JobBook {
+        &self.book
+    }
+
+    pub fn layout(&self) -> Option<Layout> {
+        self.allocator.as_ref().map(|a| a.layout())
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Opens the upstream channel (once the shell's SetupConnection succeeded).
+    pub fn open_channel(&mut self, now: Millis) {
+        let rate = self.nominal_hash_rate();
+        let open = self.upstream.open(&ChannelRequest {
+            user_identity: self.config.user_identity.clone(),
+            nominal_hash_rate: rate,
+            max_target: self.config.max_target,
+            min_extranonce_size: self.config.min_extranonce_size(),
+        });
+        self.announced_rate = rate;
+        self.last_update = now;
+        self.to_upstream.push_back(open.into());
+    }
+
+    /// The next message for the upstream.
+    pub fn poll_upstream(&mut self) -> Option<Mining> {
+        self.to_upstream.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The channel's nominal hash rate: each device's measured rate, or the configured one
+    /// until it is measured (spec 5.3.2: 0 with no devices).
+    pub fn nominal_hash_rate(&self) -> f32 {
+        self.devices
+            .values()
+            .map(|d| {
+                d.measured_hash_rate()
+                    .unwrap_or(self.config.device_hash_rate)
+            })
+            .sum::<f64>() as f32
+    }
+
+    pub fn device_connected(&mut self, now: Millis) -> DeviceId {
+        let id = DeviceId(self.next_device);
+        self.next_device += 1;
+        self.devices.insert(id, Device::new(id, &self.config, now));
+        id
+    }
+
+    pub fn device(&self, id: DeviceId) -> Option<&Device> {
+        self.devices.get(&id)
+    }
+
+    pub fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device> {
+        self.devices.get_mut(&id)
+    }
+
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.devices.values()
+    }
+
+    pub fn device_closed(&mut self, id: DeviceId) {
+        if let Some(mut d) = self.devices.remove(&id) {
+            d.closed(self.allocator.as_mut());
+        }
+    }
+
+    /// One line from a device. A share it accepts that also meets the upstream target is
+    /// queued upstream.
+    pub fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome> {
+        let device = self.devices.get_mut(&id)?;
+        let mut link = link(
+            &self.config,
+            &mut self.book,
+            &self.upstream,
+            &mut self.allocator,
+        );
+        let outcome = device.handle_line(line, now, &mut link);
+        match &outcome {
+            LineOutcome::Accepted(share) => {
+                self.events.push_back(Event::ShareJudged {
+                    device: id,
+                    wire_id: Some(share.wire_id),
+                    result: Ok(share.difficulty.as_f64()),
+                });
+                if let Some(channel_id) = self.upstream.channel_id() {
+                    if share.meets_upstream(self.upstream.target()) {
+                        let m =
+                            self.in_flight
+                                .forward(channel_id, id, share, now, &mut self.results);
+                        self.events.push_back(Event::ShareForwarded {
+                            device: id,
+                            sequence_number: m.sequence_number,
+                        });
+                        self.to_upstream.push_back(m.into());
+                        self.flush_results();
+                    }
+                }
+            }
+            LineOutcome::Rejected(r) => self.events.push_back(Event::ShareJudged {
+                device: id,
+                wire_id: None,
+                result: Err(*r),
+            }),
+            LineOutcome::Refused(_) | LineOutcome::Other => {}
+        }
+        Some(outcome)
+    }
+
+    pub fn upstream_message(&mut self, m: Mining, now: Millis) {
+        let ev = match self.upstream.on_message(m) {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(error = %e, "translator: upstream protocol error");
+                self.events.push_back(Event::ProtocolError(e));
+                return;
+            }
+        };
+        match ev {
+            UpstreamEvent::Opened => self.channel_opened(now),
+            UpstreamEvent::OpenFailed(code) => {
+                tracing::warn!(code = %code, "translator: channel refused");
+                self.events.push_back(Event::ChannelOpenFailed(code));
+            }
+            UpstreamEvent::FutureJob(_) | UpstreamEvent::Ignored(_) => {}
+            UpstreamEvent::Work(work) => {
+                let job = self.book.translate(&work);
+                let mut sent = 0;
+                for d in self.devices.values_mut() {
+                    let before = d.latest_job().map(|(w, _)| w);
+                    d.on_job(&job, now);
+                    sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
+                }
+                self.events.push_back(Event::JobSent {
+                    wire_id: job.id,
+                    upstream_job_id: job.upstream.job_id,
+                    clean: job.clean,
+                    devices: sent,
+                });
+            }
+            UpstreamEvent::TargetChanged(t) => self.events.push_back(Event::TargetChanged(t)),
+            UpstreamEvent::ExtranoncePrefixChanged => {
+                let prefix = self.upstream.extranonce_prefix().clone();
+                if let Some(l) = self.layout() {
+                    for d in self.devices.values_mut() {
+                        d.on_extranonce_prefix(&prefix, l.extranonce2_size);
+                    }
+                }
+            }
+            UpstreamEvent::SharesAccepted {
+                last_sequence_number,
+                count,
+                ..
+            } => {
+                self.in_flight
+                    .accepted(last_sequence_number, count, now, &mut self.results);
+                self.flush_results();
+            }
+            UpstreamEvent::ShareRejected {
+                sequence_number,
+                error_code,
+            } => {
+                if let Some(r) = self.in_flight.rejected(sequence_number, &error_code, now) {
+                    self.events.push_back(Event::UpstreamResult(r));
+                }
+            }
+            UpstreamEvent::Closed(reason) => {
+                self.in_flight.abandon(now, &mut self.results);
+                self.flush_results();
+                self.events.push_back(Event::ChannelClosed(reason));
+            }
+        }
+    }
+
+    fn channel_opened(&mut self, now: Millis) {
+        let layout = match Layout::new(
+            self.upstream.extranonce_size(),
+            self.config.device_extranonce_bytes,
+            self.config.min_extranonce2_size,
+        ) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "translator: channel extranonce too small");
+                self.events.push_back(Event::Layout(e));
+                return;
+            }
+        };
+        if self.allocator.as_ref().map(|a| a.layout()) != Some(layout) {
+            self.allocator = Some(ExtranonceAllocator::new(layout));
+        }
+        let channel_id = self.upstream.channel_id().expect("open");
+        tracing::info!(
+            channel = channel_id,
+            device_bytes = layout.device_bytes,
+            extranonce2_size = layout.extranonce2_size,
+            "translator: upstream channel open"
+        );
+        self.events.push_back(Event::ChannelOpened {
+            channel_id,
+            extranonce_prefix: self.upstream.extranonce_prefix().to_vec(),
+            layout,
+            target: self.upstream.target(),
+        });
+        let mut link = link(
+            &self.config,
+            &mut self.book,
+            &self.upstream,
+            &mut self.allocator,
+        );
+        for d in self.devices.values_mut() {
+            d.on_channel_open(now, &mut link);
+        }
+    }
+
+    /// Vardiff for quiet devices, and the channel's nominal hash rate kept current
+    /// (`UpdateChannel`, spec 5.3.7: a proxy MUST send it when its devices change).
+    pub fn on_tick(&mut self, now: Millis) {
+        let mut link = link(
+            &self.config,
+            &mut self.book,
+            &self.upstream,
+            &mut self.allocator,
+        );
+        for d in self.devices.values_mut() {
+            d.on_tick(now, &mut link);
+        }
+        let Some(channel_id) = self.upstream.channel_id() else {
+            return;
+        };
+        if now.since(self.last_update) < self.config.update_interval_ms {
+            return;
+        }
+        let rate = self.nominal_hash_rate();
+        let old = self.announced_rate as f64;
+        let changed = (rate as f64 - old).abs() > old * self.config.update_threshold
+            || (old == 0.0) != (rate == 0.0);
+        if changed {
+            self.to_upstream.push_back(
+                UpdateChannel {
+                    channel_id,
+                    nominal_hash_rate: rate,
+                    maximum_target: self.config.max_target,
+                }
+                .into(),
+            );
+            self.announced_rate = rate;
+            self.last_update = now;
+        }
+    }
+
+    fn flush_results(&mut self) {
+        for r in self.results.drain(..) {
+            self.events.push_back(Event::UpstreamResult(r));
+        }
+    }
+}

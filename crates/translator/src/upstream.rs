@@ -1,0 +1,546 @@
+//! The upstream extended channel, without I/O: its opening, its extranonce space and target, and
+//! its jobs.
+//!
+//! Jobs follow the spec's two kinds (5.3.16, 5.3.17): a `NewExtendedMiningJob` without
+//! `min_ntime` is a future job, held until a `SetNewPrevHash` names it; that message makes it the
+//! work and drops every other held job. A job with `min_ntime` is work at once, on the last prev
+//! hash. Either way the channel hands out one [`Work`]: a job with everything a header needs.
+//!
+//! The share target of a job is the channel's target when the job became work: `SetTarget`
+//! applies to jobs to come ("not applicable for already received jobs with min_ntime=nTime").
+//! Likewise `SetExtranoncePrefix` applies to jobs sent after it, so each job keeps the prefix it
+//! arrived under.
+
+use std::sync::Arc;
+
+use primitives::{CompactTarget, Hash256, Target};
+use sv2::messages::mining::{
+    NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
+    SetNewPrevHash,
+};
+use sv2::messages::Mining;
+
+/// Future jobs held until one is activated (the reference pool keeps as many per channel).
+pub const MAX_FUTURE_JOBS: usize = 8;
+
+/// The largest extranonce an SV2 message carries (`B0_32`).
+pub const MAX_EXTRANONCE: usize = 32;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("{0} before the channel is open")]
+    NotOpen(&'static str),
+    #[error("{what} for channel {got}, ours is {ours}")]
+    OtherChannel {
+        what: &'static str,
+        got: u32,
+        ours: u32,
+    },
+    #[error("{0} answers no request of ours")]
+    Unrequested(&'static str),
+    #[error("extranonce prefix of {prefix} bytes plus {size} to roll exceeds {MAX_EXTRANONCE}")]
+    ExtranonceTooLong { prefix: usize, size: usize },
+    #[error("job {0} has min_ntime but no SetNewPrevHash came before it")]
+    JobBeforePrevHash(u32),
+    #[error("SetNewPrevHash names job {0}, which is not a held future job")]
+    PrevHashNamesNoJob(u32),
+    #[error("nBits {0:#010x} names no target")]
+    Bits(u32),
+    #[error("upstream sent {0}, which a client never receives")]
+    Unexpected(&'static str),
+}
+
+/// What the channel asks for when it opens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelRequest {
+    pub user_identity: String,
+    /// Hashes per second of every device behind the channel (0 while there are none).
+    pub nominal_hash_rate: f32,
+    pub max_target: Target,
+    /// Bytes of extranonce the translator needs: its device bytes plus the devices'
+    /// extranonce2.
+    pub min_extranonce_size: u16,
+}
+
+/// The previous block and the header fields that come with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrevHash {
+    pub prev_hash: Hash256,
+    pub min_ntime: u32,
+    pub nbits: CompactTarget,
+    /// Counts `SetNewPrevHash` messages: a job from an earlier one is stale.
+    pub epoch: u64,
+}
+
+/// A job as the upstream sent it, with the extranonce prefix in force when it arrived.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExtendedJob {
+    pub job_id: u32,
+    pub version: u32,
+    pub version_rolling_allowed: bool,
+    pub merkle_path: Vec<Hash256>,
+    pub coinbase_prefix: Vec<u8>,
+    pub coinbase_suffix: Vec<u8>,
+    pub extranonce_prefix: Arc<[u8]>,
+}
+
+impl ExtendedJob {
+    fn from_message(m: NewExtendedMiningJob, extranonce_prefix: Arc<[u8]>) -> Self {
+        ExtendedJob {
+            job_id: m.job_id,
+            version: m.version,
+            version_rolling_allowed: m.version_rolling_allowed,
+            merkle_path: m.merkle_path.into_iter().map(Hash256).collect(),
+            coinbase_prefix: m.coinbase_tx_prefix,
+            coinbase_suffix: m.coinbase_tx_suffix,
+            extranonce_prefix,
+        }
+    }
+}
+
+/// A job to mine now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Work {
+    pub job: Arc<ExtendedJob>,
+    pub prev: PrevHash,
+    /// The header time to start from.
+    pub ntime: u32,
+    /// The channel's share target for this job.
+    pub target: Target,
+    /// It came with a new prev hash: every earlier job is stale.
+    pub clean: bool,
+}
+
+/// What a message from upstream changed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpstreamEvent {
+    Opened,
+    OpenFailed(String),
+    /// A future job was stored; nothing to send downstream yet.
+    FutureJob(u32),
+    Work(Work),
+    TargetChanged(Target),
+    ExtranoncePrefixChanged,
+    SharesAccepted {
+        last_sequence_number: u32,
+        count: u32,
+        shares_sum: u64,
+    },
+    ShareRejected {
+        sequence_number: u32,
+        error_code: String,
+    },
+    Closed(String),
+    /// Something the translator neither needs nor minds (UpdateChannel.Error, group changes).
+    Ignored(&'static str),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Opening { request_id: u32 },
+    Open { channel_id: u32, group_id: u32 },
+    Closed,
+}
+
+/// One extended channel on the upstream connection.
+#[derive(Debug)]
+pub struct UpstreamChannel {
+    state: State,
+    next_request_id: u32,
+    extranonce_prefix: Arc<[u8]>,
+    extranonce_size: usize,
+    target: Target,
+    future: Vec<ExtendedJob>,
+    prev: Option<PrevHash>,
+    epochs: u64,
+}
+
+impl Default for UpstreamChannel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl UpstreamChannel {
+    pub fn new() -> Self {
+        UpstreamChannel {
+            state: State::Idle,
+            next_request_id: 1,
+            extranonce_prefix: Arc::from(&[][..]),
+            extranonce_size: 0,
+            target: Target::ZERO,
+            future: Vec::new(),
+            prev: None,
+            epochs: 0,
+        }
+    }
+
+    /// The `OpenExtendedMiningChannel` to send; the channel is opening from now on.
+    pub fn open(&mut self, r: &ChannelRequest) -> OpenExtendedMiningChannel {
+        let request_id = self.next_request_id;
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        self.state = State::Opening { request_id };
+        self.future.clear();
+        self.prev = None;
+        OpenExtendedMiningChannel {
+            request_id,
+            user_identity: r.user_identity.clone(),
+            nominal_hash_rate: r.nominal_hash_rate,
+            max_target: r.max_target,
+            min_extranonce_size: r.min_extranonce_size,
+        }
+    }
+
+    pub fn channel_id(&self) -> Option<u32> {
+        match self.state {
+            State::Open { channel_id, .. } => Some(channel_id),
+            _ => None,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.channel_id().is_some()
+    }
+
+    /// The bytes the upstream fixed at the start of the extranonce.
+    pub fn extranonce_prefix(&self) -> &Arc<[u8]> {
+        &self.extranonce_prefix
+    }
+
+    /// Bytes of extranonce the channel rolls after the prefix.
+    pub fn extranonce_size(&self) -> usize {
+        self.extranonce_size
+    }
+
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    pub fn prev_hash(&self) -> Option<&PrevHash> {
+        self.prev.as_ref()
+    }
+
+    pub fn future_jobs(&self) -> usize {
+        self.future.len()
+    }
+
+    pub fn on_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
+        let name = m.name();
+        match m {
+            Mining::OpenExtendedMiningChannelSuccess(s) => self.on_opened(s),
+            Mining::OpenMiningChannelError(e) => match self.state {
+                State::Opening { request_id } if request_id == e.request_id => {
+                    self.state = State::Closed;
+                    Ok(UpstreamEvent::OpenFailed(e.error_code))
+                }
+                _ => Err(UpstreamError::Unrequested(name)),
+            },
+            Mining::NewExtendedMiningJob(j) => {
+                self.addressed(j.channel_id, name)?;
+                self.on_job(j)
+            }
+            Mining::SetNewPrevHash(p) => {
+                self.addressed(p.channel_id, name)?;
+                self.on_prev_hash(p)
+            }
+            Mining::SetTarget(t) => {
+                self.addressed(t.channel_id, name)?;
+                self.target = t.maximum_target;
+                Ok(UpstreamEvent::TargetChanged(t.maximum_target))
+            }
+            Mining::SetExtranoncePrefix(p) => {
+                self.addressed(p.channel_id, name)?;
+                if p.extranonce_prefix.len() + self.extranonce_size > MAX_EXTRANONCE {
+                    return Err(UpstreamError::ExtranonceTooLong {
+                        prefix: p.extranonce_prefix.len(),
+                        size: self.extranonce_size,
+                    });
+                }
+                self.extranonce_prefix = p.extranonce_prefix.into();
+                Ok(UpstreamEvent::ExtranoncePrefixChanged)
+            }
+            Mining::SubmitSharesSuccess(s) => {
+                self.addressed(s.channel_id, name)?;
+                Ok(UpstreamEvent::SharesAccepted {
+                    last_sequence_number: s.last_sequence_number,
+                    count: s.new_submits_accepted_count,
+                    shares_sum: s.new_shares_sum,
+                })
+            }
+            Mining::SubmitSharesError(e) => {
+                self.addressed(e.channel_id, name)?;
+                Ok(UpstreamEvent::ShareRejected {
+                    sequence_number: e.sequence_number,
+                    error_code: e.error_code,
+                })
+            }
+            Mining::CloseChannel(c) => {
+                self.addressed(c.channel_id, name)?;
+                self.state = State::Closed;
+                self.future.clear();
+                Ok(UpstreamEvent::Closed(c.reason_code))
+            }
+            Mining::UpdateChannelError(_) | Mining::SetGroupChannel(_) => {
+                Ok(UpstreamEvent::Ignored(name))
+            }
+            Mining::OpenStandardMiningChannelSuccess(_) | Mining::SetCustomMiningJobSuccess(_) => {
+                Err(UpstreamError::Unrequested(name))
+            }
+            Mining::NewMiningJob(_)
+            | Mining::SetCustomMiningJobError(_)
+            | Mining::OpenStandardMiningChannel(_)
+            | Mining::OpenExtendedMiningChannel(_)
+            | Mining::UpdateChannel(_)
+            | Mining::SubmitSharesStandard(_)
+            | Mining::SubmitSharesExtended(_)
+            | Mining::SetCustomMiningJob(_) => Err(UpstreamError::Unexpected(name)),
+        }
+    }
+
+    fn on_opened(
+        &mut self,
+        s: OpenExtendedMiningChannelSuccess,
+    ) -> Result<UpstreamEvent, UpstreamError> {
+        let State::Opening { request_id } = self.state else {
+            return Err(UpstreamError::Unrequested(
+                "OpenExtendedMiningChannel.Success",
+            ));
+        };
+        if request_id != s.request_id {
+            return Err(UpstreamError::Unrequested(
+                "OpenExtendedMiningChannel.Success",
+            ));
+        }
+        let size = usize::from(s.extranonce_size);
+        if s.extranonce_prefix.len() + size > MAX_EXTRANONCE {
+            return Err(UpstreamError::ExtranonceTooLong {
+                prefix: s.extranonce_prefix.len(),
+                size,
+            });
+        }
+        self.state = State::Open {
+            channel_id: s.channel_id,
+            group_id: s.group_channel_id,
+        };
+        self.extranonce_prefix = s.extranonce_prefix.into();
+        self.extranonce_size = size;
+        self.target = s.target;
+        Ok(UpstreamEvent::Opened)
+    }
+
+    /// A message for our channel or for the group it is in (jobs and prev hashes may come per
+    /// group).
+    fn addressed(&self, channel: u32, what: &'static str) -> Result<(), UpstreamError> {
+        match self.state {
+            State::Open {
+                channel_id,
+                group_id,
+            } => {
+                if channel == channel_id || (group_id != 0 && channel == group_id) {
+                    Ok(())
+                } else {
+                    Err(UpstreamError::OtherChannel {
+                        what,
+                        got: channel,
+                        ours: channel_id,
+                    })
+                }
+            }
+            _ => Err(UpstreamError::NotOpen(what)),
+        }
+    }
+
+    fn on_job(&mut self, m: NewExtendedMiningJob) -> Result<UpstreamEvent, UpstreamError> {
+        let min_ntime = m.min_ntime;
+        let job = ExtendedJob::from_message(m, self.extranonce_prefix.clone());
+        let Some(min_ntime) = min_ntime else {
+            let id = job.job_id;
+            if self.future.len() == MAX_FUTURE_JOBS {
+                self.future.remove(0);
+            }
+            self.future.push(job);
+            return Ok(UpstreamEvent::FutureJob(id));
+        };
+        let Some(prev) = self.prev else {
+            return Err(UpstreamError::JobBeforePrevHash(job.job_id));
+        };
+        Ok(UpstreamEvent::Work(Work {
+            job: Arc::new(job),
+            prev,
+            // A share's ntime must not precede the latest SetNewPrevHash's either.
+            ntime: min_ntime.max(prev.min_ntime),
+            target: self.target,
+            clean: false,
+        }))
+    }
+
+    fn on_prev_hash(&mut self, m: SetNewPrevHash) -> Result<UpstreamEvent, UpstreamError> {
+        Target::from_compact(CompactTarget(m.nbits)).map_err(|_| UpstreamError::Bits(m.nbits))?;
+        self.epochs += 1;
+        let prev = PrevHash {
+            prev_hash: Hash256(m.prev_hash),
+            min_ntime: m.min_ntime,
+            nbits: CompactTarget(m.nbits),
+            epoch: self.epochs,
+        };
+        self.prev = Some(prev);
+        let named = self.future.iter().position(|f| f.job_id == m.job_id);
+        let job = named.map(|i| self.future.swap_remove(i));
+        // Only the job named is valid from now on.
+        self.future.clear();
+        let job = job.ok_or(UpstreamError::PrevHashNamesNoJob(m.job_id))?;
+        Ok(UpstreamEvent::Work(Work {
+            job: Arc::new(job),
+            prev,
+            ntime: m.min_ntime,
+            target: self.target,
+            clean: true,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sv2::messages::mining::{SetExtranoncePrefix, SetTarget};
+
+    fn opened() -> UpstreamChannel {
+        let mut u = UpstreamChannel::new();
+        let open = u.open(&ChannelRequest {
+            user_identity: "farm".into(),
+            nominal_hash_rate: 0.0,
+            max_target: Target::MAX,
+            min_extranonce_size: 6,
+        });
+        let ev = u
+            .on_message(Mining::OpenExtendedMiningChannelSuccess(
+                OpenExtendedMiningChannelSuccess {
+                    request_id: open.request_id,
+                    channel_id: 7,
+                    target: Target::DIFFICULTY_1,
+                    extranonce_size: 8,
+                    extranonce_prefix: vec![1, 2, 3, 4],
+                    group_channel_id: 0,
+                },
+            ))
+            .unwrap();
+        assert_eq!(ev, UpstreamEvent::Opened);
+        u
+    }
+
+    fn job(id: u32, min_ntime: Option<u32>) -> Mining {
+        Mining::NewExtendedMiningJob(NewExtendedMiningJob {
+            channel_id: 7,
+            job_id: id,
+            min_ntime,
+            version: 0x2000_0000,
+            version_rolling_allowed: true,
+            merkle_path: vec![],
+            coinbase_tx_prefix: vec![0xaa],
+            coinbase_tx_suffix: vec![0xbb],
+        })
+    }
+
+    fn prev(job_id: u32) -> Mining {
+        Mining::SetNewPrevHash(SetNewPrevHash {
+            channel_id: 7,
+            job_id,
+            prev_hash: [9; 32],
+            min_ntime: 1000,
+            nbits: 0x207f_ffff,
+        })
+    }
+
+    #[test]
+    fn future_job_waits_for_its_prev_hash_and_the_others_are_dropped() {
+        let mut u = opened();
+        assert_eq!(u.extranonce_size(), 8);
+        assert_eq!(&**u.extranonce_prefix(), &[1, 2, 3, 4]);
+        assert_eq!(u.on_message(job(1, None)), Ok(UpstreamEvent::FutureJob(1)));
+        assert_eq!(u.on_message(job(2, None)), Ok(UpstreamEvent::FutureJob(2)));
+        let UpstreamEvent::Work(w) = u.on_message(prev(2)).unwrap() else {
+            panic!("no work")
+        };
+        assert!(w.clean);
+        assert_eq!(w.job.job_id, 2);
+        assert_eq!(w.ntime, 1000);
+        assert_eq!(w.prev.epoch, 1);
+        assert_eq!(u.future_jobs(), 0, "job 1 dropped with the new prev hash");
+        assert_eq!(
+            u.on_message(prev(1)),
+            Err(UpstreamError::PrevHashNamesNoJob(1))
+        );
+    }
+
+    #[test]
+    fn active_job_needs_a_prev_hash_and_keeps_the_target_it_came_with() {
+        let mut u = opened();
+        assert_eq!(
+            u.on_message(job(1, Some(5))),
+            Err(UpstreamError::JobBeforePrevHash(1))
+        );
+        u.on_message(job(2, None)).unwrap();
+        u.on_message(prev(2)).unwrap();
+        let UpstreamEvent::Work(w) = u.on_message(job(3, Some(999))).unwrap() else {
+            panic!("no work")
+        };
+        assert!(!w.clean);
+        assert_eq!(w.ntime, 1000, "never before the prev hash's min_ntime");
+        assert_eq!(w.target, Target::DIFFICULTY_1);
+        let easier = Target::DIFFICULTY_1.max(Target::REGTEST_LIMIT);
+        u.on_message(Mining::SetTarget(SetTarget {
+            channel_id: 7,
+            maximum_target: easier,
+        }))
+        .unwrap();
+        assert_eq!(w.target, Target::DIFFICULTY_1, "the job's target stays");
+        let UpstreamEvent::Work(w2) = u.on_message(job(4, Some(1001))).unwrap() else {
+            panic!("no work")
+        };
+        assert_eq!(w2.target, easier);
+    }
+
+    #[test]
+    fn extranonce_prefix_applies_to_later_jobs_only() {
+        let mut u = opened();
+        u.on_message(job(1, None)).unwrap();
+        u.on_message(Mining::SetExtranoncePrefix(SetExtranoncePrefix {
+            channel_id: 7,
+            extranonce_prefix: vec![5, 6],
+        }))
+        .unwrap();
+        u.on_message(job(2, None)).unwrap();
+        let UpstreamEvent::Work(w) = u.on_message(prev(1)).unwrap() else {
+            panic!("no work")
+        };
+        assert_eq!(&*w.job.extranonce_prefix, &[1, 2, 3, 4]);
+        assert_eq!(&**u.extranonce_prefix(), &[5, 6]);
+        let too_long = Mining::SetExtranoncePrefix(SetExtranoncePrefix {
+            channel_id: 7,
+            extranonce_prefix: vec![0; 25],
+        });
+        assert!(matches!(
+            u.on_message(too_long),
+            Err(UpstreamError::ExtranonceTooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn messages_for_other_channels_or_before_opening_are_refused() {
+        let mut u = UpstreamChannel::new();
+        assert_eq!(
+            u.on_message(job(1, None)),
+            Err(UpstreamError::NotOpen("NewExtendedMiningJob"))
+        );
+        let mut u = opened();
+        let other = Mining::SetTarget(SetTarget {
+            channel_id: 8,
+            maximum_target: Target::MAX,
+        });
+        assert!(matches!(
+            u.on_message(other),
+            Err(UpstreamError::OtherChannel { got: 8, .. })
+        ));
+    }
+}

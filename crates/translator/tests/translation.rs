@@ -1,0 +1,575 @@
+//! The translator's core driven without sockets: an SV2 upstream played by the test, SV1
+//! devices played by the test, real SHA-256d shares ground at easy targets.
+
+use std::collections::HashSet;
+
+use pool::channel::Reject;
+use pool::vardiff::VardiffConfig;
+use primitives::bitcoin::{Amount, Network};
+use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
+use primitives::{
+    coinbase_merkle_branch, sha256d, CompactTarget, Difficulty, ExtendedShare, Hash256, JobHeader,
+    MinerChoice, Sv1Share, Target,
+};
+use sv2::messages::mining::{
+    NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
+    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesSuccess,
+};
+use sv2::messages::Mining;
+use translator::shares::UpstreamVerdict;
+use translator::{DeviceId, Event, LineOutcome, Millis, Translator, TranslatorConfig};
+
+const CHANNEL: u32 = 3;
+const PREFIX: [u8; 4] = [0xab, 0xcd, 0x00, 0x01];
+/// The network's nBits: difficulty 1, so no share of these tests is a block.
+const NBITS: u32 = 0x1d00_ffff;
+
+fn device_difficulty() -> Difficulty {
+    Difficulty::new(2f64.powi(-20)).unwrap()
+}
+
+fn upstream_target() -> Target {
+    Difficulty::new(2f64.powi(-16)).unwrap().to_target()
+}
+
+fn config() -> TranslatorConfig {
+    let d = device_difficulty();
+    TranslatorConfig {
+        start_difficulty: d,
+        // Vardiff pinned: these tests are about translation.
+        vardiff: VardiffConfig {
+            min: d,
+            max: d,
+            ..VardiffConfig::default()
+        },
+        device_hash_rate: 1e6,
+        ..TranslatorConfig::default()
+    }
+}
+
+/// An upstream job as a pool would build it: a real coinbase split around an 8-byte extranonce
+/// (4 of prefix, 4 rolled below it), a merkle path over a few transactions.
+fn upstream_job(job_id: u32, min_ntime: Option<u32>, tag: u8) -> NewExtendedMiningJob {
+    let mut spec = CoinbaseSpec::new(900_000, PREFIX.len() + 6);
+    spec.tag = vec![tag; 4];
+    spec.payouts.push(Payout {
+        script_pubkey: payout_script(
+            "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
+            Network::Regtest,
+        )
+        .unwrap(),
+        value: Amount::from_sat(312_500_000),
+    });
+    let parts = spec.build().unwrap();
+    let txids: Vec<Hash256> = (0..5u8).map(|i| sha256d(&[i, tag])).collect();
+    NewExtendedMiningJob {
+        channel_id: CHANNEL,
+        job_id,
+        min_ntime,
+        version: 0x2000_0000,
+        version_rolling_allowed: true,
+        merkle_path: coinbase_merkle_branch(&txids)
+            .into_iter()
+            .map(|h| h.0)
+            .collect(),
+        coinbase_tx_prefix: parts.prefix,
+        coinbase_tx_suffix: parts.suffix,
+    }
+}
+
+fn prev_hash(job_id: u32, seed: u8) -> SetNewPrevHash {
+    SetNewPrevHash {
+        channel_id: CHANNEL,
+        job_id,
+        prev_hash: sha256d(&[seed]).0,
+        min_ntime: 1_700_000_000,
+        nbits: NBITS,
+    }
+}
+
+/// One SV1 miner's view: what the translator told it.
+#[derive(Default)]
+struct Miner {
+    extranonce1: Vec<u8>,
+    extranonce2_size: usize,
+    notifies: Vec<Vec<u8>>,
+    replies: Vec<String>,
+    difficulty: Option<f64>,
+}
+
+impl Miner {
+    fn read(&mut self, t: &mut Translator, id: DeviceId) {
+        let out = t.device_mut(id).unwrap().take_output();
+        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let text = std::str::from_utf8(line).unwrap().to_owned();
+            let (env, method) = sv1::parse_line(line).unwrap();
+            match method {
+                Some(sv1::Method::Notify) => self.notifies.push(line.to_vec()),
+                Some(sv1::Method::SetDifficulty) => {
+                    self.difficulty = env.params.get(0).and_then(|v| v.as_f64())
+                }
+                Some(sv1::Method::SetExtranonce) => {}
+                _ => {
+                    // The subscribe result: [[subscriptions], extranonce1, extranonce2_size].
+                    if text.contains("mining.notify\",") && text.contains("\"result\":[[") {
+                        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                        let r = &v["result"];
+                        self.extranonce1 = primitives::hex::decode(r[1].as_str().unwrap()).unwrap();
+                        self.extranonce2_size = r[2].as_u64().unwrap() as usize;
+                    }
+                    self.replies.push(text);
+                }
+            }
+        }
+    }
+
+    fn latest_notify(&self) -> sv1::Notify<'_> {
+        let line = self.notifies.last().expect("a job");
+        let (env, _) = sv1::parse_line(line).unwrap();
+        sv1::Notify::parse(&env).unwrap()
+    }
+
+    /// Grinds nonces on the latest job until `want` holds for the share's hash; returns the
+    /// submit line and the hash.
+    fn grind(
+        &self,
+        worker: &str,
+        extranonce2: &[u8],
+        want: impl Fn(&Hash256) -> bool,
+    ) -> (Vec<u8>, Hash256) {
+        let n = self.latest_notify();
+        assert_eq!(extranonce2.len(), self.extranonce2_size);
+        for nonce in 0..u32::MAX {
+            let c = Sv1Share {
+                job: JobHeader {
+                    version: n.version,
+                    prev_hash: n.prev_hash,
+                    bits: CompactTarget(n.nbits),
+                },
+                coinb1: &n.coinb1,
+                extranonce1: &self.extranonce1,
+                extranonce2,
+                coinb2: &n.coinb2,
+                merkle_branch: &n.merkle_branch,
+                miner: MinerChoice {
+                    ntime: n.ntime,
+                    nonce,
+                    version: None,
+                    version_mask: 0,
+                },
+            }
+            .check(&Target::MAX)
+            .unwrap();
+            if want(&c.hash) {
+                let mut line = Vec::new();
+                sv1::write::submit(
+                    &mut line,
+                    7,
+                    worker,
+                    n.job_id,
+                    extranonce2,
+                    n.ntime,
+                    nonce,
+                    None,
+                );
+                return (line, c.hash);
+            }
+        }
+        unreachable!("some nonce meets an easy target")
+    }
+}
+
+fn line(t: &mut Translator, id: DeviceId, s: &str, now: u64) -> LineOutcome {
+    t.device_line(id, s.as_bytes(), Millis(now)).unwrap()
+}
+
+fn handshake(t: &mut Translator, id: DeviceId, worker: &str) {
+    line(
+        t,
+        id,
+        r#"{"id":1,"method":"mining.subscribe","params":["test/1.0"]}"#,
+        0,
+    );
+    line(
+        t,
+        id,
+        &format!(r#"{{"id":2,"method":"mining.authorize","params":["{worker}","x"]}}"#),
+        0,
+    );
+}
+
+fn open(t: &mut Translator) -> OpenExtendedMiningChannel {
+    t.open_channel(Millis(0));
+    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_upstream() else {
+        panic!("no OpenExtendedMiningChannel")
+    };
+    t.upstream_message(
+        Mining::OpenExtendedMiningChannelSuccess(OpenExtendedMiningChannelSuccess {
+            request_id: o.request_id,
+            channel_id: CHANNEL,
+            target: upstream_target(),
+            extranonce_size: 6,
+            extranonce_prefix: PREFIX.to_vec(),
+            group_channel_id: 0,
+        }),
+        Millis(0),
+    );
+    o
+}
+
+fn first_work(t: &mut Translator) -> NewExtendedMiningJob {
+    let job = upstream_job(11, None, 1);
+    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(0));
+    t.upstream_message(Mining::SetNewPrevHash(prev_hash(11, 1)), Millis(0));
+    job
+}
+
+fn submits(t: &mut Translator) -> Vec<SubmitSharesExtended> {
+    let mut out = Vec::new();
+    while let Some(m) = t.poll_upstream() {
+        if let Mining::SubmitSharesExtended(s) = m {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn events(t: &mut Translator) -> Vec<Event> {
+    std::iter::from_fn(|| t.poll_event()).collect()
+}
+
+/// The SV2 share checked the way the pool checks it, from the upstream job alone.
+fn upstream_check(job: &NewExtendedMiningJob, s: &SubmitSharesExtended) -> (Hash256, bool) {
+    let path: Vec<Hash256> = job.merkle_path.iter().copied().map(Hash256).collect();
+    let p = prev_hash(job.job_id, 1);
+    let c = ExtendedShare {
+        job: JobHeader {
+            version: job.version,
+            prev_hash: Hash256(p.prev_hash),
+            bits: CompactTarget(p.nbits),
+        },
+        coinbase_prefix: &job.coinbase_tx_prefix,
+        extranonce_prefix: &PREFIX,
+        extranonce: &s.extranonce,
+        coinbase_suffix: &job.coinbase_tx_suffix,
+        merkle_path: &path,
+        miner: MinerChoice {
+            ntime: s.ntime,
+            nonce: s.nonce,
+            version: Some(s.version),
+            version_mask: 0x1fff_e000,
+        },
+    }
+    .check(&upstream_target())
+    .unwrap();
+    (c.hash, c.meets_share_target)
+}
+
+#[test]
+fn shares_translate_both_ways_with_real_hashes() {
+    let mut t = Translator::new(config(), Millis(0));
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    // Devices may subscribe before the channel opens: answered once it does.
+    handshake(&mut t, a, "farm.a");
+    handshake(&mut t, b, "farm.b");
+    let mut ma = Miner::default();
+    ma.read(&mut t, a);
+    assert!(
+        ma.extranonce1.is_empty(),
+        "no extranonce before the channel"
+    );
+    let o = open(&mut t);
+    assert_eq!(
+        o.min_extranonce_size, 4,
+        "2 device bytes + 2 of extranonce2"
+    );
+    assert_eq!(o.nominal_hash_rate, 2e6, "both devices");
+    let job = first_work(&mut t);
+    let mut mb = Miner::default();
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    assert_eq!(ma.extranonce2_size, 4);
+    assert_eq!(&ma.extranonce1[..4], &PREFIX);
+    assert_eq!(ma.extranonce1.len(), 6);
+    assert_ne!(ma.extranonce1, mb.extranonce1);
+    assert_eq!(ma.difficulty, Some(device_difficulty().as_f64()));
+    let n = ma.latest_notify();
+    assert!(n.clean_jobs);
+    assert_eq!(n.coinb1, job.coinbase_tx_prefix);
+    assert_eq!(n.coinb2, job.coinbase_tx_suffix);
+    assert_eq!(n.prev_hash, Hash256(prev_hash(11, 1).prev_hash));
+    assert_eq!(n.nbits, NBITS);
+
+    // A share for the device only: answered locally, nothing goes upstream.
+    let device_t = device_difficulty().to_target();
+    let up_t = upstream_target();
+    let (submit, _) = ma.grind("farm.a", &[0, 0, 0, 1], |h| {
+        device_t.is_met_by(&h.0) && !up_t.is_met_by(&h.0)
+    });
+    let out = t.device_line(a, &submit, Millis(10)).unwrap();
+    assert!(matches!(out, LineOutcome::Accepted(_)), "{out:?}");
+    assert!(submits(&mut t).is_empty());
+    ma.read(&mut t, a);
+    assert!(ma.replies.last().unwrap().contains("\"result\":true"));
+
+    // A share meeting the upstream target: accepted and sent on.
+    let (submit, hash) = ma.grind("farm.a", &[0, 0, 0, 2], |h| up_t.is_met_by(&h.0));
+    let out = t.device_line(a, &submit, Millis(20)).unwrap();
+    assert!(matches!(out, LineOutcome::Accepted(_)));
+    let sent = submits(&mut t);
+    assert_eq!(sent.len(), 1);
+    let s = &sent[0];
+    assert_eq!(s.channel_id, CHANNEL);
+    assert_eq!(s.job_id, 11);
+    assert_eq!(s.extranonce.len(), 6, "the channel's negotiated size");
+    assert_eq!(
+        &s.extranonce[..2],
+        &ma.extranonce1[4..],
+        "device bytes first"
+    );
+    assert_eq!(&s.extranonce[2..], &[0, 0, 0, 2]);
+    // The pool, from its own job, the channel prefix and the message, sees the same header.
+    let (pool_hash, meets) = upstream_check(&job, s);
+    assert_eq!(pool_hash, hash);
+    assert!(meets);
+
+    // The same share again: a duplicate, answered locally with 22, not sent on.
+    let out = t.device_line(a, &submit, Millis(30)).unwrap();
+    assert!(matches!(out, LineOutcome::Rejected(Reject::Duplicate)));
+    assert!(submits(&mut t).is_empty());
+    ma.read(&mut t, a);
+    assert!(ma.replies.last().unwrap().contains("[22,"));
+
+    // Too weak for the device: 23.
+    let (weak, _) = ma.grind("farm.a", &[0, 0, 0, 3], |h| !device_t.is_met_by(&h.0));
+    assert!(matches!(
+        t.device_line(a, &weak, Millis(40)).unwrap(),
+        LineOutcome::Rejected(Reject::LowDifficulty)
+    ));
+    // An unknown job: 21.
+    let unknown = r#"{"id":9,"method":"mining.submit","params":["farm.a","ffff","00000004","6553f100","00000000"]}"#;
+    assert!(matches!(
+        line(&mut t, a, unknown, 50),
+        LineOutcome::Rejected(Reject::UnknownJob)
+    ));
+    ma.read(&mut t, a);
+    assert!(ma.replies.last().unwrap().contains("[21,"));
+    // An unauthorized worker: 24.
+    let (other, _) = ma.grind("farm.z", &[0, 0, 0, 5], |h| device_t.is_met_by(&h.0));
+    assert!(matches!(
+        t.device_line(a, &other, Millis(60)).unwrap(),
+        LineOutcome::Refused(sv1::ErrorCode::Unauthorized)
+    ));
+}
+
+#[test]
+fn notify_is_serialized_once_for_every_device() {
+    let mut t = Translator::new(config(), Millis(0));
+    let ids: Vec<DeviceId> = (0..5).map(|_| t.device_connected(Millis(0))).collect();
+    open(&mut t);
+    for (i, &id) in ids.iter().enumerate() {
+        handshake(&mut t, id, &format!("farm.{i}"));
+        // Drop the handshake's replies: only the job is left pending.
+        let _ = t.device_mut(id).unwrap().take_output();
+    }
+    first_work(&mut t);
+    let lines: Vec<&[u8]> = ids
+        .iter()
+        .map(|&id| t.device(id).unwrap().pending_output()[1])
+        .collect();
+    assert!(!lines[0].is_empty());
+    for l in &lines[1..] {
+        assert_eq!(*l, lines[0], "same bytes");
+        assert_eq!(l.as_ptr(), lines[0].as_ptr(), "the same buffer, not a copy");
+    }
+    let sent = events(&mut t)
+        .into_iter()
+        .find_map(|e| match e {
+            Event::JobSent { devices, clean, .. } => Some((devices, clean)),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(sent, (5, true));
+}
+
+#[test]
+fn extranonce_ranges_are_unique_and_reused_after_a_device_leaves() {
+    let mut cfg = config();
+    cfg.device_extranonce_bytes = 1;
+    let mut t = Translator::new(cfg, Millis(0));
+    open(&mut t);
+    let mut seen = HashSet::new();
+    let mut ids = Vec::new();
+    for i in 0..256 {
+        let id = t.device_connected(Millis(0));
+        handshake(&mut t, id, &format!("w{i}"));
+        let mut m = Miner::default();
+        m.read(&mut t, id);
+        assert_eq!(m.extranonce2_size, 5);
+        assert!(seen.insert(m.extranonce1.clone()), "extranonce1 repeated");
+        ids.push((id, m.extranonce1));
+    }
+    // The 257th does not fit in one byte.
+    let full = t.device_connected(Millis(0));
+    handshake(&mut t, full, "late");
+    assert_eq!(
+        t.device(full).unwrap().wants_close(),
+        Some(translator::Close::Full)
+    );
+    t.device_closed(full);
+    // One leaves: its range goes to the next device.
+    let (gone, en1) = ids.remove(100);
+    t.device_closed(gone);
+    let id = t.device_connected(Millis(0));
+    handshake(&mut t, id, "new");
+    let mut m = Miner::default();
+    m.read(&mut t, id);
+    assert_eq!(m.extranonce1, en1);
+}
+
+#[test]
+fn shares_on_the_previous_block_are_stale() {
+    let mut t = Translator::new(config(), Millis(0));
+    let a = t.device_connected(Millis(0));
+    open(&mut t);
+    handshake(&mut t, a, "farm.a");
+    first_work(&mut t);
+    let mut m = Miner::default();
+    m.read(&mut t, a);
+    let device_t = device_difficulty().to_target();
+    let (old_share, _) = m.grind("farm.a", &[0, 0, 0, 1], |h| device_t.is_met_by(&h.0));
+    // A job for the same block, active at once: not clean, the old job stays valid.
+    t.upstream_message(
+        Mining::NewExtendedMiningJob(upstream_job(12, Some(1_700_000_001), 2)),
+        Millis(5),
+    );
+    m.read(&mut t, a);
+    assert!(!m.latest_notify().clean_jobs);
+    assert!(matches!(
+        t.device_line(a, &old_share, Millis(6)).unwrap(),
+        LineOutcome::Accepted(_)
+    ));
+    let (second, _) = m.grind("farm.a", &[0, 0, 0, 2], |h| device_t.is_met_by(&h.0));
+    // A new block: a future job and its prev hash. Everything before is stale.
+    t.upstream_message(
+        Mining::NewExtendedMiningJob(upstream_job(13, None, 3)),
+        Millis(7),
+    );
+    t.upstream_message(Mining::SetNewPrevHash(prev_hash(13, 2)), Millis(7));
+    m.read(&mut t, a);
+    assert!(m.latest_notify().clean_jobs);
+    assert!(matches!(
+        t.device_line(a, &second, Millis(8)).unwrap(),
+        LineOutcome::Rejected(Reject::Stale)
+    ));
+    m.read(&mut t, a);
+    assert!(m.replies.last().unwrap().contains("[21,"));
+    assert!(submits(&mut t).is_empty());
+}
+
+#[test]
+fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
+    let mut t = Translator::new(config(), Millis(0));
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    open(&mut t);
+    handshake(&mut t, a, "farm.a");
+    handshake(&mut t, b, "farm.b");
+    first_work(&mut t);
+    let (mut ma, mut mb) = (Miner::default(), Miner::default());
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    let up_t = upstream_target();
+    for (i, (id, m, worker)) in [(a, &ma, "farm.a"), (b, &mb, "farm.b"), (a, &ma, "farm.a")]
+        .into_iter()
+        .enumerate()
+    {
+        let (submit, _) = m.grind(worker, &[0, 0, 0, i as u8], |h| up_t.is_met_by(&h.0));
+        assert!(matches!(
+            t.device_line(id, &submit, Millis(10)).unwrap(),
+            LineOutcome::Accepted(_)
+        ));
+    }
+    let sent = submits(&mut t);
+    assert_eq!(
+        sent.iter().map(|s| s.sequence_number).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    let _ = events(&mut t);
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    // The pool refuses the second and takes the others in one batch.
+    t.upstream_message(
+        Mining::SubmitSharesError(SubmitSharesError {
+            channel_id: CHANNEL,
+            sequence_number: 1,
+            error_code: "difficulty-too-low".into(),
+        }),
+        Millis(100),
+    );
+    t.upstream_message(
+        Mining::SubmitSharesSuccess(SubmitSharesSuccess {
+            channel_id: CHANNEL,
+            last_sequence_number: 2,
+            new_submits_accepted_count: 2,
+            new_shares_sum: 2,
+        }),
+        Millis(150),
+    );
+    let results: Vec<(DeviceId, u32, UpstreamVerdict, u64)> = events(&mut t)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::UpstreamResult(r) => {
+                Some((r.device, r.sequence_number, r.verdict, r.latency_ms))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (
+                b,
+                1,
+                UpstreamVerdict::Rejected("difficulty-too-low".into()),
+                90
+            ),
+            (a, 0, UpstreamVerdict::Accepted, 140),
+            (a, 2, UpstreamVerdict::Accepted, 140),
+        ]
+    );
+    assert_eq!(t.in_flight(), 0);
+    // The devices had their answers long before: nothing more is written to them.
+    for id in [a, b] {
+        assert!(t
+            .device(id)
+            .unwrap()
+            .pending_output()
+            .iter()
+            .all(|p| p.is_empty()));
+    }
+}
+
+#[test]
+fn nominal_hash_rate_follows_the_devices() {
+    let mut t = Translator::new(config(), Millis(0));
+    open(&mut t);
+    let ids: Vec<DeviceId> = (0..3).map(|_| t.device_connected(Millis(0))).collect();
+    t.on_tick(Millis(500));
+    assert!(t.poll_upstream().is_none(), "debounced to once a second");
+    t.on_tick(Millis(1_000));
+    let Some(Mining::UpdateChannel(u)) = t.poll_upstream() else {
+        panic!("no UpdateChannel")
+    };
+    assert_eq!(u.channel_id, CHANNEL);
+    assert_eq!(u.nominal_hash_rate, 3e6);
+    t.on_tick(Millis(2_500));
+    assert!(t.poll_upstream().is_none(), "unchanged: nothing to say");
+    t.device_closed(ids[0]);
+    t.on_tick(Millis(3_000));
+    let Some(Mining::UpdateChannel(u)) = t.poll_upstream() else {
+        panic!("no UpdateChannel")
+    };
+    assert_eq!(u.nominal_hash_rate, 2e6);
+}
