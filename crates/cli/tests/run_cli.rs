@@ -21,7 +21,9 @@ fn lab(out: &Path, extra: &[&str]) -> Child {
 
 fn lab_of(out: &Path, configs: &[&str], extra: &[&str]) -> Child {
     // One share per second per device: enough shares in a short run that the acceptance check
-    // is not at the mercy of one stale share.
+    // is not at the mercy of one stale share. One found block per configuration on average
+    // (every configuration's found blocks are tips for all of them): a short run's stale
+    // fraction is a few tips' luck.
     let scenario = out.with_extension("toml");
     let configs: Vec<String> = configs.iter().map(|c| format!("{c:?}")).collect();
     std::fs::write(
@@ -42,7 +44,7 @@ fn lab_of(out: &Path, configs: &[&str], extra: &[&str]) -> Child {
         } else {
             &["--block-interval", "10s"][..]
         })
-        .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
+        .args(["--hash-budget", "200kH/s", "--blocks-per-config", "1"])
         .arg("--out")
         .arg(out)
         .args(extra)
@@ -154,7 +156,8 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
         .sum();
     assert_eq!(sum, submitted, "{shares}");
     let acceptance = shares["acceptance_pct"].as_f64().unwrap();
-    assert!((90.0..=100.0).contains(&acceptance), "{shares}");
+    eprintln!("{config}: {shares}");
+    assert!((90.0..=100.0).contains(&acceptance), "{config}: {shares}");
     // Time to job is above the injected one-way delay (72.5 ms of the default 145 ms RTT).
     let ttj = &c["time_to_job_ms"];
     if ttj["n"].as_u64().unwrap() > 0 {
@@ -348,7 +351,7 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, dela
 }
 
 /// Ground truth for block propagation: from the device sending the block-solving share to the
-/// tap releasing it toward the pool is the injected one-way delay (within 1 ms; SV1, whose
+/// tap releasing it toward the pool is the injected one-way delay (within 5 ms; SV1, whose
 /// lines the tap reads); for SV2, whose frames are encrypted, the pool's own `BlockSubmitted`
 /// comes no sooner than the delay. The rest is the pool's check, store and submission, and
 /// results.json's figure is their sum.
@@ -369,11 +372,22 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
             }
         }
     }
+    // results.json counts blocks whose solving share was sent in the measured window (the
+    // lab's marks); a block found in the warm-up or the drain is not counted.
+    let mut marks = HashMap::new();
+    for e in read("lab.events") {
+        if let EventKind::Mark(m) = e.kind {
+            marks.insert(m.name.as_str().to_owned(), e.ts_ns);
+        }
+    }
+    let measured = marks["warmup_end"]..marks["drain_start"];
     let mut solving = Vec::new();
     for e in read(&format!("{config}.fleet0.events")) {
         if let EventKind::ShareSent(s) = e.kind {
             if let Some(h) = s.hash.filter(|h| accepted.contains_key(h)) {
-                solving.push((s.job_id, s.nonce, h, e.ts_ns, accepted[&h]));
+                if measured.contains(&e.ts_ns) {
+                    solving.push((s.job_id, s.nonce, h, e.ts_ns, accepted[&h]));
+                }
             }
         }
     }
@@ -399,9 +413,11 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
     for (job, nonce, hash, sent, accepted_at) in solving {
         let at_pool = match relayed.get(&(job, nonce)) {
             Some(&at_tap) => {
+                // One sample, not a median: the device's send and the tap's release are each
+                // a wake-up on a loaded machine, so the bound is looser than time to job's.
                 let link = (at_tap - sent) as f64 / 1e6;
                 assert!(
-                    (link - delay_ms).abs() <= 1.0,
+                    link >= delay_ms && link - delay_ms <= 5.0,
                     "{config}: device to tap release {link:.3} ms, injected {delay_ms} ms"
                 );
                 at_tap

@@ -510,6 +510,8 @@ impl Trial<'_> {
                 .join(format!("{config}.pool.sqlite"))
                 .display()
                 .to_string(),
+            "--durability",
+            POOL_DURABILITY,
             "--events",
             &events.display().to_string(),
         ]));
@@ -648,6 +650,11 @@ struct NodeEndpoints {
 fn events_of(log: &RoleFile) -> &Path {
     log.events.as_deref().expect("our own roles write events")
 }
+
+/// Our pools' `--durability` in the lab: shares are still stored, but acknowledged without
+/// waiting for a group commit, because the lab measures the protocols, not this machine's fsync
+/// (the reference pool stores nothing); an operator's choice of durability is theirs.
+pub const POOL_DURABILITY: &str = "off";
 
 /// The single simnet node's name in its events.
 pub const SIMNET_NODE: &str = "node";

@@ -10,7 +10,7 @@ use crate::metrics::{
     assemble, host_busy_fraction, measure, write_outputs, ConfigRun, LinkSetup, LogSource,
     MetricsError, ProcessUsage, RoleLog, TrialMeasurement,
 };
-use crate::orchestrate::{Progress, RunError, Trial, TrialRecord};
+use crate::orchestrate::{Progress, RunError, Trial, TrialRecord, POOL_DURABILITY};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
 use crate::scenario::{ConfigSpec, PoolImpl, Scenario};
@@ -202,6 +202,7 @@ fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {
     );
     extra.insert("blocks_per_config".to_owned(), s.blocks_per_config.into());
     extra.insert("shares_per_minute".to_owned(), s.shares_per_minute.into());
+    extra.insert("pool_durability".to_owned(), POOL_DURABILITY.into());
     Context {
         scenario: s.name.clone(),
         configurations: s.configs.clone(),
