@@ -3,7 +3,7 @@
 
 mod metrics_support;
 
-use events::{JobActivated, JobId, JobReceived, JobSent};
+use events::{Hash256, JobActivated, JobId, JobReceived, JobSent};
 use metrics_support::*;
 use primitives::Target;
 
@@ -212,6 +212,34 @@ fn a_disconnected_device_stops_counting() {
     assert!(near(r.template_value_sats.unwrap(), want, 1e-12), "{r:?}");
 }
 
+/// Device 0 on SV2 standard channel 7: job 3 workable 20.012 s, and future job 4 (received at
+/// 29 s) workable once its prev hash `new_tip` arrives 9 ms after the tip at 30 s; the
+/// activation carries `fingerprint` when the device's side knows it.
+fn sv2_device_jobs(lab: &mut Lab, new_tip: Hash256, fingerprint: Option<events::Fingerprint>) {
+    let sv2_job = |job: u64, future: bool| JobReceived {
+        device: 0,
+        channel: Some(7),
+        job_id: JobId::Num(job),
+        fingerprint: None,
+        prev_hash: None,
+        target: Target::DIFFICULTY_1,
+        clean: false,
+        future,
+    };
+    lab.fleet().push(ev(at(20.0) + 12 * MS, sv2_job(3, false)));
+    lab.fleet().push(ev(at(29.0), sv2_job(4, true)));
+    lab.fleet().push(ev(
+        at(30.0) + 9 * MS,
+        JobActivated {
+            conn: 0,
+            channel: Some(7),
+            job_id: JobId::Num(4),
+            prev_hash: new_tip,
+            fingerprint,
+        },
+    ));
+}
+
 #[test]
 fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
     let mut lab = Lab::new();
@@ -242,29 +270,7 @@ fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
             future: false,
         },
     ));
-    let sv2_job = |job: u64, future: bool| JobReceived {
-        device: 0,
-        channel: Some(7),
-        job_id: JobId::Num(job),
-        fingerprint: None,
-        prev_hash: None,
-        target: Target::DIFFICULTY_1,
-        clean: false,
-        future,
-    };
-    lab.fleet().push(ev(at(20.0) + 12 * MS, sv2_job(3, false)));
-    // A future job, workable once its prev hash arrives 9 ms after the tip.
-    lab.fleet().push(ev(at(29.0), sv2_job(4, true)));
-    lab.fleet().push(ev(
-        at(30.0) + 9 * MS,
-        JobActivated {
-            conn: 0,
-            channel: Some(7),
-            job_id: JobId::Num(4),
-            prev_hash: new_tip,
-            fingerprint: Some(events::Fingerprint(556)),
-        },
-    ));
+    sv2_device_jobs(&mut lab, new_tip, Some(events::Fingerprint(556)));
     let r = lab.results();
     assert_eq!(r.unmatched_events, 0, "{:?}", r.unmatched_by_kind);
     let t = &r.time_to_job_ms;
@@ -288,28 +294,7 @@ fn sv2_standard_jobs_of_a_pool_without_events_are_untied_not_unmatched() {
         .push(ev(at(20.0), template("pool", 5, prev, 1000, 555)));
     lab.simnet
         .push(ev(at(30.0), tip("network", new_tip, 900_001, prev)));
-    let sv2_job = |job: u64, future: bool| JobReceived {
-        device: 0,
-        channel: Some(7),
-        job_id: JobId::Num(job),
-        fingerprint: None,
-        prev_hash: None,
-        target: Target::DIFFICULTY_1,
-        clean: false,
-        future,
-    };
-    lab.fleet().push(ev(at(20.0) + 12 * MS, sv2_job(3, false)));
-    lab.fleet().push(ev(at(29.0), sv2_job(4, true)));
-    lab.fleet().push(ev(
-        at(30.0) + 9 * MS,
-        JobActivated {
-            conn: 0,
-            channel: Some(7),
-            job_id: JobId::Num(4),
-            prev_hash: new_tip,
-            fingerprint: None,
-        },
-    ));
+    sv2_device_jobs(&mut lab, new_tip, None);
     let r = lab.results();
     // Nothing could be tied, and nothing is guessed: no unmatched event either.
     assert_eq!(r.unmatched_events, 0, "{:?}", r.unmatched_by_kind);

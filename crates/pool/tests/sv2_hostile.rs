@@ -17,24 +17,17 @@
 //! well-behaved miner connected, one more must get in and a third must not, so an admission
 //! slot leaked by any case shows.
 
+mod sv2_support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use events::{EventKind, EventSink};
+use events::EventKind;
 use pool::admission::Rate;
-use pool::channel::ChannelConfig;
-use pool::engine::{EngineConfig, PayoutMode};
-use pool::jobs::JobConfig;
-use pool::node::{NodeAuth, NodeConfig};
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
-use pool::store::StoreConfig;
-use pool::sv1::{Admission, Sv1Config};
-use pool::tp::TpConfig;
-use primitives::bitcoin::{Network as BtcNetwork, ScriptBuf};
-use primitives::{sha256d, Difficulty, Target};
-use simnet::tdp::{serve, TdpConfig, TdpKeys};
-use simnet::{MempoolConfig, Network, Node, SimnetConfig};
+use pool::sv1::Admission;
+use primitives::{sha256d, Target};
 use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{error_code as setup_error, mining_flags, SetupConnection};
 use sv2::messages::mining::{
@@ -45,8 +38,7 @@ use sv2::messages::{Common, Mining};
 use sv2::noise::{extension_type, NoiseInitiator};
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 
 /// The longest any single step may take.
 const WAIT: Duration = Duration::from_secs(10);
@@ -58,58 +50,10 @@ const RATE: f64 = 20.0;
 /// What the pool's frame limit is (8 KiB on the wire) is its business; this is well over it.
 const OVERSIZE_PAYLOAD: usize = 1 << 20;
 
-async fn provider() -> (SocketAddr, oneshot::Sender<()>) {
-    let config = SimnetConfig {
-        seed: 6,
-        network_difficulty: Difficulty::new(1.0 / (1u64 << 20) as f64).unwrap(),
-        block_interval: Duration::ZERO,
-        mempool: MempoolConfig {
-            initial_txs: 20,
-            arrival_rate: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let node = Node::new(Network::new(config).unwrap(), "tp", EventSink::disabled());
-    tokio::spawn({
-        let node = node.clone();
-        async move { node.run_clock(std::future::pending()).await }
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        node,
-        listener,
-        TdpConfig::new(TdpKeys::reference()),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    (addr, stop)
-}
-
 fn settings(tp: SocketAddr, dir: &Path) -> PoolSettings {
-    let mut tp = TpConfig::new(tp);
-    tp.authority = Some(TdpKeys::reference().public_bytes());
-    let mut script = vec![0x00, 0x14];
-    script.extend_from_slice(&[0x66; 20]);
     PoolSettings {
-        engine: EngineConfig {
-            jobs: JobConfig::default(),
-            channel: ChannelConfig::default(),
-            payout: PayoutMode::Pool(ScriptBuf::from_bytes(script)),
-            network: BtcNetwork::Regtest,
-            start_difficulty: Difficulty::new(1.0 / (1u64 << 24) as f64).unwrap(),
-        },
-        node: NodeConfig::new("", NodeAuth::None),
-        tp: Some(tp),
-        sv1_listen: None,
-        http_listen: None,
-        store: Some(StoreConfig::new(dir.join("pool.sqlite"))),
         events: Some(dir.join("pool.ev")),
         events_config: "sv2-hostile".into(),
-        sv1: Sv1Config::default(),
         admission: Admission {
             max_connections: 2,
             message_rate: Rate {
@@ -119,11 +63,11 @@ fn settings(tp: SocketAddr, dir: &Path) -> PoolSettings {
             handshake_timeout: HANDSHAKE_TIMEOUT,
             ..Admission::default()
         },
-        sv2_listen: Some("127.0.0.1:0".parse().unwrap()),
         sv2: Sv2Settings {
             keys: AuthorityKeys::reference(),
             ..Sv2Settings::default()
         },
+        ..sv2_support::pool_settings(tp, &dir.join("pool.sqlite"), 0x66)
     }
 }
 
@@ -549,7 +493,7 @@ async fn a_flood_over_the_message_rate(addr: SocketAddr) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_peers_get_errors_or_clean_closes_and_a_miner_is_still_served() {
-    let (tp_addr, stop_tp) = provider().await;
+    let (_node, tp_addr, stop_tp) = sv2_support::template_provider(6, 20).await;
     let dir = tempfile::tempdir().unwrap();
     let pool = RunningPool::start(settings(tp_addr, dir.path()))
         .await

@@ -7,88 +7,24 @@
 
 #[allow(dead_code)]
 mod support;
+mod sv2_support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use events::EventSink;
-use pool::channel::ChannelConfig;
-use pool::engine::{EngineConfig, PayoutMode};
-use pool::jobs::JobConfig;
-use pool::node::{NodeAuth, NodeConfig};
-use pool::service::{PoolSettings, RunningPool, Sv2Settings};
-use pool::store::StoreConfig;
-use pool::sv1::{Admission, Sv1Config};
-use pool::tp::TpConfig;
-use primitives::bitcoin::{Network as BtcNetwork, ScriptBuf};
-use primitives::{sha256d, CompactTarget, Difficulty, Target};
-use simnet::tdp::{serve, TdpConfig, TdpKeys};
-use simnet::{MempoolConfig, Network, Node, SimnetConfig};
+use pool::service::{PoolSettings, RunningPool};
+use primitives::{sha256d, CompactTarget, Target};
+use simnet::tdp::TdpKeys;
 use sv2::messages::common::{mining_flags, SetupConnection};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, Mining};
 use sv2::{Limits, Message, NoiseConn};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-async fn provider() -> (Node, SocketAddr, oneshot::Sender<()>) {
-    let config = SimnetConfig {
-        seed: 11,
-        network_difficulty: Difficulty::new(1.0 / (1u64 << 20) as f64).unwrap(),
-        block_interval: Duration::ZERO,
-        mempool: MempoolConfig {
-            initial_txs: 100,
-            arrival_rate: 0.0,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let node = Node::new(Network::new(config).unwrap(), "tp", EventSink::disabled());
-    tokio::spawn({
-        let node = node.clone();
-        async move { node.run_clock(std::future::pending()).await }
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(serve(
-        node.clone(),
-        listener,
-        TdpConfig::new(TdpKeys::reference()),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    (node, addr, stop)
-}
-
 fn settings(tp: SocketAddr, store: &std::path::Path) -> PoolSettings {
-    let mut tp = TpConfig::new(tp);
-    tp.authority = Some(TdpKeys::reference().public_bytes());
-    let mut script = vec![0x00, 0x14];
-    script.extend_from_slice(&[0x33; 20]);
-    PoolSettings {
-        engine: EngineConfig {
-            jobs: JobConfig::default(),
-            channel: ChannelConfig::default(),
-            payout: PayoutMode::Pool(ScriptBuf::from_bytes(script)),
-            network: BtcNetwork::Regtest,
-            start_difficulty: Difficulty::new(1.0 / (1u64 << 24) as f64).unwrap(),
-        },
-        node: NodeConfig::new("", NodeAuth::None),
-        tp: Some(tp),
-        sv1_listen: None,
-        http_listen: None,
-        store: Some(StoreConfig::new(store)),
-        events: None,
-        events_config: "sv2".into(),
-        sv1: Sv1Config::default(),
-        admission: Admission::default(),
-        sv2_listen: Some("127.0.0.1:0".parse().unwrap()),
-        sv2: Sv2Settings::default(),
-    }
+    sv2_support::pool_settings(tp, store, 0x33)
 }
 
 async fn recv(conn: &mut NoiseConn) -> Message {
@@ -101,7 +37,7 @@ async fn recv(conn: &mut NoiseConn) -> Message {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it() {
-    let (node, tp_addr, stop_tp) = provider().await;
+    let (node, tp_addr, stop_tp) = sv2_support::template_provider(11, 100).await;
     let dir = tempfile::tempdir().unwrap();
     let pool = RunningPool::start(settings(tp_addr, &dir.path().join("pool.sqlite")))
         .await

@@ -740,19 +740,7 @@ impl Session {
             None => c.channel.issue(job.clone(), u64::from(job_id), now),
         };
         let target = c.channel.target();
-        if self.engine.events.is_enabled() {
-            self.engine.events.emit(JobSent {
-                conn: self.conn,
-                channel: Some(channel_id),
-                job_id: JobId::Num(u64::from(job_id)),
-                template_id: Some(job.generation),
-                fingerprint: (!clean).then_some(job.fingerprint),
-                prev_hash: (!clean).then_some(job.prev_hash),
-                target,
-                clean,
-                future: clean,
-            });
-        }
+        self.job_sent_event(channel_id, job_id, &job, target, clean);
         if clean {
             self.out.push(
                 SetNewPrevHash {
