@@ -71,8 +71,6 @@ fi
 read -r POOL_CPU LOAD_CPU <<<"${BENCH_CPUS:-0 1}"
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
-pool_root="$tools/pool_sv2-$POOL_SV2_VERSION"
-pool_bin="$pool_root/bin/pool_sv2"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=bench-sv2-pool
@@ -95,16 +93,9 @@ m = re.fullmatch(r"([0-9.e+]+)\s*([kMGTP]?)(H/s)?", sys.argv[1])
 m or sys.exit("BENCH_HASH_BUDGET: write it as 2MH/s, 500kH/s or 2e6")
 print(float(m[1]) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}[m[2]])' "$HASH_BUDGET")
 
-# 1. The pinned reference pool (scripts/interop-pool-sv2.sh installs it the same way).
-if [ -x "$pool_bin" ] && "$pool_bin" --version 2>/dev/null | grep -q "$POOL_SV2_VERSION"; then
-    say "pool_sv2 $POOL_SV2_VERSION: cached at $pool_bin"
-else
-    command -v capnp >/dev/null || fail "capnp not found: install Debian's capnproto and libcapnp-dev"
-    say "installing pool_sv2 $POOL_SV2_VERSION into $pool_root (a cold build takes minutes)"
-    cargo install --locked pool_sv2 --version "=$POOL_SV2_VERSION" --root "$pool_root" \
-        --target-dir "$tools/pool_sv2-build" --quiet
-    rm -rf "$tools/pool_sv2-build"
-fi
+# 1. The pinned reference pool, installed as the interop scripts install it.
+install_pinned pool_sv2 "$POOL_SV2_VERSION"
+pool_bin=$pinned_bin
 
 # 2. stratumlab, optimized: the pool is what is measured, and the fleet must not be the limit.
 stratumlab="$target_dir/release/stratumlab"

@@ -44,3 +44,27 @@ wait_for() {
         sleep 0.2
     done
 }
+
+# Installs the pinned reference role `$1` (a crates.io package whose binary has the same name)
+# at version `$2` under $tools/$1-$2, unless a binary of that version is already there, and
+# sets `pinned_bin` to the binary's path. Their builds compile Cap'n Proto schemas: capnp and
+# its standard schemas must be installed.
+install_pinned() {
+    local name=$1 version=$2
+    local root="$tools/$name-$version"
+    pinned_bin="$root/bin/$name"
+    if [ -x "$pinned_bin" ] && "$pinned_bin" --version 2>/dev/null | grep -q "$version"; then
+        say "$name $version: cached at $pinned_bin"
+        return
+    fi
+    command -v capnp >/dev/null || fail "capnp not found: install Debian's capnproto and libcapnp-dev"
+    [ -f /usr/include/capnp/c++.capnp ] || fail "Cap'n Proto schemas missing (/usr/include/capnp/c++.capnp): install libcapnp-dev"
+    say "installing $name $version into $root (a cold build takes minutes)"
+    local t0
+    t0=$(date +%s)
+    # Its own target directory: the workspace's would mix its build with ours and hold the lock.
+    cargo install --locked "$name" --version "=$version" --root "$root" \
+        --target-dir "$tools/$name-build" --quiet
+    rm -rf "$tools/$name-build"
+    say "$name installed in $(( $(date +%s) - t0 ))s"
+}

@@ -37,8 +37,6 @@ DURATION=${FLEET_DURATION:-30s}
 BATCH=3
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
-pool_root="$tools/pool_sv2-$POOL_SV2_VERSION"
-pool_bin="$pool_root/bin/pool_sv2"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-fleet-sv2
@@ -47,18 +45,8 @@ log_files=(simnet.out simnet.err pool.log asic.err cpu.err asic.json cpu.json)
 source scripts/interop-common.sh
 
 # 1. The pinned reference pool (scripts/interop-pool-sv2.sh installs it the same way).
-if [ -x "$pool_bin" ] && "$pool_bin" --version 2>/dev/null | grep -q "$POOL_SV2_VERSION"; then
-    say "pool_sv2 $POOL_SV2_VERSION: cached at $pool_bin"
-else
-    command -v capnp >/dev/null || fail "capnp not found: install Debian's capnproto and libcapnp-dev"
-    [ -f /usr/include/capnp/c++.capnp ] || fail "Cap'n Proto schemas missing (/usr/include/capnp/c++.capnp): install libcapnp-dev"
-    say "installing pool_sv2 $POOL_SV2_VERSION into $pool_root (a cold build takes minutes)"
-    t0=$(date +%s)
-    cargo install --locked pool_sv2 --version "=$POOL_SV2_VERSION" --root "$pool_root" \
-        --target-dir "$tools/pool_sv2-build" --quiet
-    rm -rf "$tools/pool_sv2-build"
-    say "pool_sv2 installed in $(( $(date +%s) - t0 ))s"
-fi
+install_pinned pool_sv2 "$POOL_SV2_VERSION"
+pool_bin=$pinned_bin
 
 # 2. stratumlab (dev profile: CI has just built it for the tests; the fleet's hashing is
 # optimized even there).

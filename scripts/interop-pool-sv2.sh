@@ -28,8 +28,6 @@ AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
 AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
-pool_root="$tools/pool_sv2-$POOL_SV2_VERSION"
-pool_bin="$pool_root/bin/pool_sv2"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-pool-sv2
@@ -38,19 +36,8 @@ log_files=(simnet.out simnet.err pool.log probe.out miner.out)
 source scripts/interop-common.sh
 
 # 1. The pinned reference pool.
-if [ -x "$pool_bin" ] && "$pool_bin" --version 2>/dev/null | grep -q "$POOL_SV2_VERSION"; then
-    say "pool_sv2 $POOL_SV2_VERSION: cached at $pool_bin"
-else
-    command -v capnp >/dev/null || fail "capnp not found: install Debian's capnproto and libcapnp-dev"
-    [ -f /usr/include/capnp/c++.capnp ] || fail "Cap'n Proto schemas missing (/usr/include/capnp/c++.capnp): install libcapnp-dev"
-    say "installing pool_sv2 $POOL_SV2_VERSION into $pool_root (a cold build takes minutes)"
-    t0=$(date +%s)
-    # Its own target directory: the workspace's would mix its build with ours and hold the lock.
-    cargo install --locked pool_sv2 --version "=$POOL_SV2_VERSION" --root "$pool_root" \
-        --target-dir "$tools/pool_sv2-build" --quiet
-    rm -rf "$tools/pool_sv2-build"
-    say "pool_sv2 installed in $(( $(date +%s) - t0 ))s"
-fi
+install_pinned pool_sv2 "$POOL_SV2_VERSION"
+pool_bin=$pinned_bin
 
 # 2. stratumlab (dev profile: CI has just built it for the tests) and two SV2 client examples.
 say "building stratumlab and the sv2_probe example"

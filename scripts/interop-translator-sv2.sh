@@ -41,8 +41,6 @@ BUDGET=500kH/s
 DEVICE_RATE=50000.0
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
-tproxy_root="$tools/translator_sv2-$TRANSLATOR_SV2_VERSION"
-tproxy_bin="$tproxy_root/bin/translator_sv2"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-translator-sv2
@@ -51,19 +49,8 @@ log_files=(simnet.out simnet.err pool.out pool.err agg.log per.log agg.err per.e
 source scripts/interop-common.sh
 
 # 1. The pinned reference translator, installed once per machine like pool_sv2.
-if [ -x "$tproxy_bin" ] && "$tproxy_bin" --version 2>/dev/null | grep -q "$TRANSLATOR_SV2_VERSION"; then
-    say "translator_sv2 $TRANSLATOR_SV2_VERSION: cached at $tproxy_bin"
-else
-    command -v capnp >/dev/null || fail "capnp not found: install Debian's capnproto and libcapnp-dev"
-    [ -f /usr/include/capnp/c++.capnp ] || fail "Cap'n Proto schemas missing (/usr/include/capnp/c++.capnp): install libcapnp-dev"
-    say "installing translator_sv2 $TRANSLATOR_SV2_VERSION into $tproxy_root (a cold build takes minutes)"
-    t0=$(date +%s)
-    # Its own target directory: the workspace's would mix its build with ours and hold the lock.
-    cargo install --locked translator_sv2 --version "=$TRANSLATOR_SV2_VERSION" --root "$tproxy_root" \
-        --target-dir "$tools/translator_sv2-build" --quiet
-    rm -rf "$tools/translator_sv2-build"
-    say "translator_sv2 installed in $(( $(date +%s) - t0 ))s"
-fi
+install_pinned translator_sv2 "$TRANSLATOR_SV2_VERSION"
+tproxy_bin=$pinned_bin
 
 # 2. stratumlab (dev profile: CI has just built it for the tests; the fleet's hashing is
 # optimized even there).
