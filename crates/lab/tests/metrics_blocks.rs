@@ -101,3 +101,14 @@ fn no_blocks_leave_propagation_absent() {
     assert_eq!(r.block_propagation_ms.n, 0);
     assert!(r.block_propagation_ms.absent_reason.is_some());
 }
+
+#[test]
+fn a_pool_without_events_submitted_the_blocks_a_node_took_from_its_devices() {
+    let mut lab = chain();
+    lab.pool_logged = false;
+    let r = lab.results();
+    // B1 and B2 were accepted from these devices after the warm-up; B3 was found in the
+    // warm-up; h(777) is another configuration's.
+    assert_eq!(r.blocks.found, 2);
+    assert_eq!(r.blocks.submitted, 2);
+}

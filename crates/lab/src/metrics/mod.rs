@@ -206,6 +206,17 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     let outcome = fleet.finish();
     traffic.finish();
     upstream.finish();
+    if !job_source_logged {
+        // A third-party pool records nothing: the blocks it must have submitted are those a
+        // node accepted whose header is a share of these devices (its rejected submissions
+        // stay unseen).
+        submitted = fleet
+            .block_shares
+            .iter()
+            .filter(|(h, &sent)| sent >= w.warmup_end_ns && index.chain.accepted.contains_key(*h))
+            .map(|(h, _)| *h)
+            .collect();
+    }
     let (blocks, propagation) = blocks::settle(&index.chain, &fleet.block_shares, &submitted, &w);
     let mut unmatched = std::mem::take(&mut fleet.unmatched);
     unmatched.merge(&upstream_unmatched);
