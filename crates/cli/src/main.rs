@@ -20,6 +20,7 @@ enum Command {
     Pool(Box<cmd::pool::PoolArgs>),
     Fleet(Box<cmd::fleet::FleetArgs>),
     Tap(Box<cmd::tap::TapArgs>),
+    Translator(Box<cmd::translator::TranslatorArgs>),
     Run(Box<cmd::run::RunArgs>),
     Report(cmd::report::ReportArgs),
     #[command(subcommand)]
@@ -41,6 +42,7 @@ fn main() -> Result<()> {
         Command::Pool(args) => cmd::pool::run(*args),
         Command::Fleet(args) => cmd::fleet::run(*args),
         Command::Tap(args) => cmd::tap::run(*args),
+        Command::Translator(args) => cmd::translator::run(*args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Report(args) => cmd::report::run(args),
         Command::Events(c) => cmd::events::run(c),

@@ -9,15 +9,17 @@
 //!   upstream by sequence number.
 //! - [`downstream`]: one SV1 device's session.
 //! - [`translator`]: aggregated mode, tying them together.
+//! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock).
 //!
-//! Time comes in as [`Millis`] on the caller's monotonic clock; nothing here reads a clock,
-//! opens a socket or spawns a task.
+//! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
+//! reads a clock, opens a socket or spawns a task.
 
 pub mod config;
 pub mod downstream;
 pub mod extranonce;
 pub mod jobs;
 pub mod shares;
+pub mod shell;
 pub mod translator;
 pub mod upstream;
 

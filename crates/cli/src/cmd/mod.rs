@@ -5,6 +5,7 @@ pub mod report;
 pub mod run;
 pub mod simnet;
 pub mod tap;
+pub mod translator;
 
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn signal() {
