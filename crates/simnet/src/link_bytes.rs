@@ -14,12 +14,10 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use events::{Direction, EventSink, ShortStr};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Interval, MissedTickBehavior};
 
@@ -27,68 +25,7 @@ use tokio::time::{Interval, MissedTickBehavior};
 /// second.
 pub const REPORT_EVERY: Duration = Duration::from_secs(1);
 
-/// Bytes read and written on one endpoint's sockets, and how much of them has been reported.
-#[derive(Debug)]
-pub struct LinkCounter {
-    link: ShortStr,
-    rx: AtomicU64,
-    tx: AtomicU64,
-    reported: Mutex<(u64, u64)>,
-}
-
-impl LinkCounter {
-    pub fn new(link: &str) -> Arc<LinkCounter> {
-        Arc::new(LinkCounter {
-            link: ShortStr::new(link),
-            rx: AtomicU64::new(0),
-            tx: AtomicU64::new(0),
-            reported: Mutex::new((0, 0)),
-        })
-    }
-
-    pub fn link(&self) -> &str {
-        self.link.as_str()
-    }
-
-    /// Bytes read from clients.
-    pub fn add_rx(&self, n: usize) {
-        self.rx.fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    /// Bytes written to clients.
-    pub fn add_tx(&self, n: usize) {
-        self.tx.fetch_add(n as u64, Ordering::Relaxed);
-    }
-
-    /// (read, written) so far.
-    pub fn totals(&self) -> (u64, u64) {
-        (
-            self.rx.load(Ordering::Relaxed),
-            self.tx.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Emits what was counted since the last report, one `LinkBytes` per direction that moved.
-    pub fn report(&self, sink: &EventSink) {
-        if !sink.is_enabled() {
-            return;
-        }
-        let mut last = self.reported.lock().unwrap_or_else(|p| p.into_inner());
-        let (rx, tx) = self.totals();
-        for (now, before, direction) in [(rx, last.0, Direction::Up), (tx, last.1, Direction::Down)]
-        {
-            if now > before {
-                sink.emit(events::LinkBytes {
-                    link: self.link,
-                    conn: 0,
-                    direction,
-                    bytes: now - before,
-                });
-            }
-        }
-        *last = (rx, tx);
-    }
-}
+pub use events::LinkCounter;
 
 /// The reporting tick of an endpoint's serve loop; the first tick comes one period in.
 pub fn report_interval() -> Interval {
@@ -166,7 +103,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use events::EventKind;
+    use events::{Direction, EventKind, EventSink};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     #[tokio::test]

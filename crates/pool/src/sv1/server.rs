@@ -13,12 +13,12 @@
 use std::future::{poll_fn, Future};
 use std::io::IoSlice;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
-use events::{ConnectionClosed, ConnectionOpened};
+use events::{ConnectionClosed, ConnectionOpened, LinkCounter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
@@ -97,9 +97,8 @@ pub struct Sv1Server {
     shutting_down: AtomicBool,
     /// Bytes read from and written to miners' sockets, and what `LinkBytes` has reported of
     /// them: the pool counts its own traffic (METRICS.md `roles.<name>.net_*_bytes`).
-    net_rx: AtomicU64,
-    net_tx: AtomicU64,
-    net_reported: std::sync::Mutex<(u64, u64)>,
+    /// Bytes from and to miners, link "sv1".
+    net: Arc<LinkCounter>,
 }
 
 /// What a connection task woke up for.
@@ -174,9 +173,7 @@ impl Sv1Server {
             work_seq: AtomicU32::new(0),
             tick_seq: AtomicU32::new(0),
             shutting_down: AtomicBool::new(false),
-            net_rx: AtomicU64::new(0),
-            net_tx: AtomicU64::new(0),
-            net_reported: std::sync::Mutex::new((0, 0)),
+            net: LinkCounter::new("sv1"),
         })
     }
 
@@ -190,34 +187,13 @@ impl Sv1Server {
 
     /// Bytes read from and written to miners so far.
     pub fn net_bytes(&self) -> (u64, u64) {
-        (
-            self.net_rx.load(Ordering::Relaxed),
-            self.net_tx.load(Ordering::Relaxed),
-        )
+        self.net.totals()
     }
 
     /// Emits what crossed the miners' sockets since the last report as `LinkBytes` deltas
     /// (link "sv1", conn 0: the whole front end; up = from miners).
     fn report_net_bytes(&self) {
-        if !self.engine.events.is_enabled() {
-            return;
-        }
-        let (rx, tx) = self.net_bytes();
-        let mut last = self.net_reported.lock().unwrap_or_else(|e| e.into_inner());
-        for (now, before, direction) in [
-            (rx, last.0, events::Direction::Up),
-            (tx, last.1, events::Direction::Down),
-        ] {
-            if now > before {
-                self.engine.events.emit(events::LinkBytes {
-                    link: events::ShortStr::new("sv1"),
-                    conn: 0,
-                    direction,
-                    bytes: now - before,
-                });
-            }
-        }
-        *last = (rx, tx);
+        self.net.report(&self.engine.events);
     }
 
     /// Accepts miners until `shutdown` turns true; then every connection is sent
@@ -404,7 +380,7 @@ impl Sv1Server {
                         }
                     }
                 }
-                if poll_fn(|cx| poll_write(cx, &stream, &mut session, &self.net_tx))
+                if poll_fn(|cx| poll_write(cx, &stream, &mut session, &self.net))
                     .await
                     .is_err()
                 {
@@ -490,7 +466,7 @@ impl Sv1Server {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
                 Err(_) => return Err(Closed::ReadError),
             };
-            self.net_rx.fetch_add(n as u64, Ordering::Relaxed);
+            self.net.add_rx(n);
             let now = self.now();
             st.last_activity = now;
             let mut data = &buf[..n];
@@ -581,7 +557,7 @@ fn poll_write(
     cx: &mut Context<'_>,
     stream: &TcpStream,
     session: &mut Session,
-    written_total: &AtomicU64,
+    written_total: &LinkCounter,
 ) -> Poll<std::io::Result<()>> {
     loop {
         let written = {
@@ -595,7 +571,7 @@ fn poll_write(
         match written {
             Ok(0) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
             Ok(n) => {
-                written_total.fetch_add(n as u64, Ordering::Relaxed);
+                written_total.add_tx(n);
                 session.consume_output(n);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

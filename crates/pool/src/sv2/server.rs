@@ -7,14 +7,14 @@
 //! MACs) and reported as `LinkBytes` with link "sv2".
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ::sv2::fuzz_support::wire_len;
 use ::sv2::keys::AuthorityKeys;
 use ::sv2::{Limits, Message, NoiseConn, TransportError};
-use events::{ConnectionClosed, ConnectionOpened, ShortStr};
+use events::{ConnectionClosed, ConnectionOpened, LinkCounter, ShortStr};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -44,9 +44,8 @@ pub struct Sv2Server {
     bans: BanList<IpAddr>,
     connections: AtomicUsize,
     start: Instant,
-    net_rx: AtomicU64,
-    net_tx: AtomicU64,
-    net_reported: Mutex<(u64, u64)>,
+    /// Frame bytes from and to miners (handshakes included), link "sv2".
+    net: Arc<LinkCounter>,
 }
 
 impl Sv2Server {
@@ -71,9 +70,7 @@ impl Sv2Server {
             bans: BanList::default(),
             connections: AtomicUsize::new(0),
             start: Instant::now(),
-            net_rx: AtomicU64::new(0),
-            net_tx: AtomicU64::new(0),
-            net_reported: Mutex::new((0, 0)),
+            net: LinkCounter::new("sv2"),
         })
     }
 
@@ -87,32 +84,11 @@ impl Sv2Server {
 
     /// Frame bytes read from and written to miners so far.
     pub fn net_bytes(&self) -> (u64, u64) {
-        (
-            self.net_rx.load(Ordering::Relaxed),
-            self.net_tx.load(Ordering::Relaxed),
-        )
+        self.net.totals()
     }
 
     fn report_net_bytes(&self) {
-        if !self.engine.events.is_enabled() {
-            return;
-        }
-        let (rx, tx) = self.net_bytes();
-        let mut last = self.net_reported.lock().unwrap_or_else(|e| e.into_inner());
-        for (now, before, direction) in [
-            (rx, last.0, events::Direction::Up),
-            (tx, last.1, events::Direction::Down),
-        ] {
-            if now > before {
-                self.engine.events.emit(events::LinkBytes {
-                    link: ShortStr::new("sv2"),
-                    conn: 0,
-                    direction,
-                    bytes: now - before,
-                });
-            }
-        }
-        *last = (rx, tx);
+        self.net.report(&self.engine.events);
     }
 
     /// Accepts miners until `shutdown` turns true, then closes every connection.
@@ -198,8 +174,8 @@ impl Sv2Server {
             }
         };
         let (hs_rx, hs_tx) = conn.handshake_bytes();
-        self.net_rx.fetch_add(hs_rx, Ordering::Relaxed);
-        self.net_tx.fetch_add(hs_tx, Ordering::Relaxed);
+        self.net.add_rx(hs_rx as usize);
+        self.net.add_tx(hs_tx as usize);
         let mut session = Session::new(self.engine.clone(), self.config.clone());
         let id = session.conn();
         if self.engine.events.is_enabled() {
@@ -254,7 +230,7 @@ impl Sv2Server {
                     Ok(mut frame) => {
                         let now = self.now();
                         last_activity = now;
-                        self.net_rx.fetch_add(wire_len(frame.payload.len()) as u64, Ordering::Relaxed);
+                        self.net.add_rx(wire_len(frame.payload.len()));
                         if self.message_limiter.check(session.conn(), now) == Decision::Limit {
                             return "rate";
                         }
@@ -324,8 +300,7 @@ impl Sv2Server {
     ) -> Result<(), TransportError> {
         payload.clear();
         let msg_type = m.encode(payload)?;
-        self.net_tx
-            .fetch_add(wire_len(payload.len()) as u64, Ordering::Relaxed);
+        self.net.add_tx(wire_len(payload.len()));
         conn.send_payload(msg_type, m.extension_type(), payload)
             .await
     }
