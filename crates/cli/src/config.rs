@@ -38,6 +38,27 @@ pub fn load<C: DeserializeOwned>(path: Option<&Path>, overrides: &impl Serialize
     C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
 }
 
+/// A setting that takes one value or a list (`upstream = "a"` or `upstream = ["a", "b"]`): a
+/// key that grew into a list keeps reading the files written for one value.
+pub fn one_or_many<'de, D, T>(d: D) -> std::result::Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany<T> {
+        One(T),
+        Many(Vec<T>),
+    }
+    Ok(
+        match <OneOrMany<T> as serde::Deserialize>::deserialize(d)? {
+            OneOrMany::One(t) => vec![t],
+            OneOrMany::Many(v) => v,
+        },
+    )
+}
+
 /// A duration written with units (`60s`, `145ms`, `1m30s`); `0` means zero (usually: disabled).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);

@@ -29,6 +29,19 @@ impl Roles {
         role.stop()
     }
 
+    /// Sends a signal to one role, which stays listed.
+    fn signal(&self, name: &str, sig: i32) {
+        let (_, role) = self.0.iter().find(|(n, _)| *n == name).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(role.child.id() as i32, sig) };
+    }
+
+    /// Kills one role with SIGKILL, as a crash would.
+    fn kill(&mut self, name: &str) {
+        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
+        self.0.remove(i).1.kill9();
+    }
+
     fn logs(&self) -> String {
         self.0
             .iter()
@@ -225,5 +238,276 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     assert!(count("share_result") >= pool_accepted);
 
     roles.stop("pool");
+    roles.stop("simnet");
+}
+
+/// The events of `path` as JSON values.
+fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "dump", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "events dump {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn ts(e: &serde_json::Value) -> u64 {
+    e["ts_ns"].as_u64().unwrap()
+}
+
+/// How the first pool fails.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    /// SIGKILL: its connections are reset at once.
+    Killed,
+    /// SIGSTOP: connected but silent; the translator's keepalive must notice.
+    Silent,
+}
+
+const KEEPALIVE: Duration = Duration::from_secs(2);
+
+/// Issue 7's fault test: two pools, the first killed mid-run. Every device has work from the
+/// second within 2 s, none disconnects, and every share the first pool accepted (as the
+/// translator was told) is in that pool's store.
+#[test]
+fn killing_the_first_pool_moves_every_device_to_the_second_within_two_seconds() {
+    failover(Fault::Killed);
+}
+
+/// The same with a first pool that stops answering: work from the second within the keepalive
+/// interval plus 2 s.
+#[test]
+fn a_silent_first_pool_is_failed_over_within_the_keepalive_plus_two_seconds() {
+    failover(Fault::Silent);
+}
+
+fn failover(fault: Fault) {
+    let dir = tempfile::tempdir().unwrap();
+    let t_events = dir.path().join("translator.ev");
+    let f_events = dir.path().join("fleet.ev");
+    let mut roles = Roles::default();
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                // No block in this test: a new tip would make work change for another reason.
+                "--network-difficulty",
+                "1000",
+                "--block-interval",
+                "0",
+            ],
+        ),
+    );
+    let tdp = simnet.line("tdp listening on");
+    let mut pools = Vec::new();
+    for name in ["pool1", "pool2"] {
+        let store = dir.path().join(format!("{name}.sqlite"));
+        let pool = roles.add(
+            name,
+            Role::start(
+                "pool",
+                &[
+                    "--sv2-listen",
+                    "127.0.0.1:0",
+                    "--tp",
+                    &tdp,
+                    "--http-listen",
+                    "127.0.0.1:0",
+                    "--payout-address",
+                    PAYOUT,
+                    "--store",
+                    store.to_str().unwrap(),
+                    // Acknowledged means stored: the accounting survives the kill.
+                    "--durability",
+                    "strict",
+                    // Enough forwarded shares in a short test.
+                    "--shares-per-minute",
+                    "120",
+                ],
+            ),
+        );
+        pools.push((
+            pool.line("sv2 authority public key"),
+            pool.line("sv2 listening on"),
+            pool.line("http listening on"),
+            store,
+        ));
+    }
+    let translator = roles.add(
+        "translator",
+        Role::start(
+            "translator",
+            &[
+                "--upstream",
+                &pools[0].1,
+                "--upstream",
+                &pools[1].1,
+                "--upstream-authority-key",
+                &pools[0].0,
+                "--upstream-authority-key",
+                &pools[1].0,
+                "--start-difficulty",
+                "0.00001",
+                "--device-hash-rate",
+                "40kH/s",
+                "--events",
+                t_events.to_str().unwrap(),
+                "--upstream-keepalive",
+                &format!("{}s", KEEPALIVE.as_secs()),
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let sv1 = translator.line("sv1 listening on");
+    let fleet = {
+        let args: Vec<String> = [
+            "--pool",
+            &sv1,
+            "--devices",
+            "5",
+            "--hash-budget",
+            "200kH/s",
+            "--duration",
+            "16s",
+            "--extranonce-subscribe",
+            "--events",
+            f_events.to_str().unwrap(),
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        std::thread::spawn(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_fleet(&args, Duration::from_secs(60))
+        })
+    };
+    // Mining on the first pool until it has taken some forwarded shares.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = http_get_json(&pools[0].2, "/api/status");
+        if status["shares"]["accepted"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "pool1 took no share: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let kill_ns = events::now_ns();
+    match fault {
+        Fault::Killed => roles.kill("pool1"),
+        Fault::Silent => roles.signal("pool1", libc::SIGSTOP),
+    }
+    let allowed = match fault {
+        Fault::Killed => Duration::from_secs(2),
+        Fault::Silent => KEEPALIVE + Duration::from_secs(2),
+    };
+    let report = fleet.join().unwrap();
+    assert_eq!(report["connected"].as_u64(), Some(5), "{report}");
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    let status = http_get_json(&pools[1].2, "/api/status");
+    assert!(
+        status["shares"]["accepted"].as_u64().unwrap() > 0,
+        "pool2 took no share: {status}"
+    );
+    roles.stop("translator");
+
+    let t = dump_events(&t_events);
+    let kind = |e: &serde_json::Value, k: &str| e["kind"] == k;
+    let reopened = t
+        .iter()
+        .find(|e| {
+            kind(e, "connection_opened")
+                && e["label"] == "upstream"
+                && e["conn"] == translator::shell::UPSTREAM_CONN_BASE + 1
+        })
+        .expect("a second upstream connection");
+    let reopened_ns = ts(reopened);
+    assert!(reopened_ns > kill_ns);
+    // Work after the switch, for every device, within 2 s of the kill.
+    let f = dump_events(&f_events);
+    let mut devices: Vec<u64> = f
+        .iter()
+        .filter(|e| kind(e, "job_received"))
+        .map(|e| e["device"].as_u64().unwrap())
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    assert_eq!(devices.len(), 5);
+    for d in devices {
+        let first_new = f
+            .iter()
+            .filter(|e| kind(e, "job_received") && e["device"] == d && ts(e) > reopened_ns)
+            .map(ts)
+            .min()
+            .unwrap_or_else(|| panic!("device {d} got no work after the switch"));
+        let after = Duration::from_nanos(first_new - kill_ns);
+        eprintln!("{fault:?}: device {d} had work from the second pool {after:?} after the fault");
+        assert!(
+            after <= allowed,
+            "device {d} waited {after:?} for work from the second pool ({fault:?})"
+        );
+    }
+    // No device connection ended before the translator was stopped.
+    let upstream_conn = |e: &serde_json::Value| {
+        e["conn"].as_u64().unwrap() >= translator::shell::UPSTREAM_CONN_BASE
+    };
+    let closed: Vec<&serde_json::Value> = t
+        .iter()
+        .filter(|e| kind(e, "connection_closed") && !upstream_conn(e))
+        .collect();
+    assert!(
+        closed
+            .iter()
+            .all(|e| e["reason"] == "shutdown" || e["reason"] == "eof"),
+        "devices closed: {closed:?}"
+    );
+    // Every share the first pool acknowledged is in its store.
+    let hash_of: std::collections::HashMap<u64, String> = t
+        .iter()
+        .filter(|e| kind(e, "share_sent") && e["device"] == translator::shell::UPSTREAM_CONN_BASE)
+        .map(|e| {
+            (
+                e["seq"].as_u64().unwrap(),
+                e["hash"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let accepted_by_first: Vec<&String> = t
+        .iter()
+        .filter(|e| {
+            kind(e, "share_result")
+                && e["conn"] == translator::shell::UPSTREAM_CONN_BASE
+                && e["verdict"] == "accepted"
+        })
+        .map(|e| &hash_of[&e["seq"].as_u64().unwrap()])
+        .collect();
+    // The pool had accepted two; the last verdict may have been on its way at the fault.
+    assert!(!accepted_by_first.is_empty());
+    if fault == Fault::Silent {
+        // Its store is read once it is gone.
+        roles.kill("pool1");
+    }
+    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&pools[0].3)
+        .unwrap()
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.hash)
+        .collect();
+    for h in accepted_by_first {
+        let h = primitives::Hash256::from_display_hex(h).unwrap();
+        assert!(
+            stored.contains(&h.0),
+            "share {h} accepted by pool1 is not in its store"
+        );
+    }
+    roles.stop("pool2");
     roles.stop("simnet");
 }

@@ -53,6 +53,9 @@ pub struct Sv1Config {
     pub password: String,
     /// Sent as `mining.suggest_difficulty` after the authorize result.
     pub suggest_difficulty: Option<f64>,
+    /// Sends `mining.extranonce.subscribe` with the subscribe, opting into
+    /// `mining.set_extranonce`.
+    pub extranonce_subscribe: bool,
     /// The version-rolling mask asked for; `None`: the profile's.
     pub version_mask: Option<u32>,
     /// Nonces hashed per midstate before the version bits roll (with a mask) or extranonce2
@@ -77,6 +80,7 @@ impl Default for Sv1Config {
             worker_prefix: "stratumlab.worker".into(),
             password: "x".into(),
             suggest_difficulty: None,
+            extranonce_subscribe: false,
             version_mask: None,
             nonces_per_midstate: 1 << 12,
             handshake_timeout: Duration::from_secs(30),
@@ -124,6 +128,7 @@ const ID_CONFIGURE: u64 = 1;
 const ID_SUBSCRIBE: u64 = 2;
 const ID_AUTHORIZE: u64 = 3;
 const ID_SUGGEST: u64 = 4;
+const ID_EXTRANONCE_SUBSCRIBE: u64 = 5;
 const FIRST_SUBMIT_ID: u64 = 10;
 
 const TX_CONFIGURE: u8 = 1;
@@ -177,6 +182,15 @@ impl Sv1Shared {
             "mining.subscribe",
             &[&config.user_agent],
         );
+        if config.extranonce_subscribe {
+            // Right behind the subscribe, before its answer: the opt-in holds from the start.
+            sv1::write::request(
+                &mut subscribe_line,
+                ID_EXTRANONCE_SUBSCRIBE,
+                "mining.extranonce.subscribe",
+                &[],
+            );
+        }
         // The authorize line in two halves: the device's index goes between them, after the
         // escaped prefix and before the user string's closing quote (digits need no escaping).
         let mut authorize = Vec::new();
@@ -823,7 +837,7 @@ impl Sv1Device {
                     self.request_close(CloseReason::Unauthorized);
                 }
             }
-            ID_SUGGEST => {}
+            ID_SUGGEST | ID_EXTRANONCE_SUBSCRIBE => {}
             _ => self.on_submit_reply(id, env, error_free, now, obs),
         }
     }

@@ -163,6 +163,10 @@ pub struct Channel {
     target: Target,
     /// The difficulty before the last change, its target and when its grace ends.
     previous: Option<(Difficulty, Target, Millis)>,
+    /// A change applies to the jobs already sent too (SV2: `SetTarget` rules every submit on
+    /// the channel from then on), not only to later ones (SV1: `mining.set_difficulty`
+    /// applies from the next job).
+    retarget_sent_jobs: bool,
     vardiff: Vardiff,
     /// The shares of every remembered job but the latest, in brief. A share is a duplicate if
     /// a remembered job's table holds its fingerprint, whichever job: matched on the hash
@@ -199,6 +203,7 @@ impl Channel {
             difficulty,
             target: difficulty.to_target(),
             previous: None,
+            retarget_sent_jobs: false,
             vardiff,
             filter: TagFilter::default(),
             seen_len: 0,
@@ -262,6 +267,18 @@ impl Channel {
         self.previous = Some((self.difficulty, self.target, now.plus(self.config.grace_ms)));
         self.difficulty = d;
         self.target = d.to_target();
+        if self.retarget_sent_jobs {
+            for j in &mut self.jobs {
+                j.difficulty = d;
+                j.target = self.target;
+            }
+        }
+    }
+
+    /// Makes difficulty changes apply to the jobs already sent, as SV2's `SetTarget` does
+    /// (the previous difficulty keeps its grace period).
+    pub fn retarget_sent_jobs(&mut self) {
+        self.retarget_sent_jobs = true;
     }
 
     /// Lets vardiff step a quiet miner down. Returns the new difficulty if it changed.
@@ -700,6 +717,64 @@ mod tests {
                 n += 1;
             }
             got
+        }
+    }
+
+    /// After an easier difficulty and its grace period, a share meeting only the new one on a
+    /// job sent before the change: SV1 credits a job at the difficulty it went out with, SV2
+    /// (`SetTarget`) judges every submit by the channel's current target.
+    #[test]
+    fn a_change_reaches_jobs_already_sent_only_where_the_protocol_says_so() {
+        let hard = Difficulty::new(2f64.powi(-28)).unwrap();
+        let easy = Difficulty::new(2f64.powi(-32)).unwrap();
+        for sv2 in [false, true] {
+            let config = ChannelConfig {
+                vardiff: VardiffConfig {
+                    min: easy,
+                    max: hard,
+                    ..VardiffConfig::default()
+                },
+                ..ChannelConfig::default()
+            };
+            let mut r = Rig::new(1 << 10);
+            r.ch = Channel::new(Arc::new(config), vec![0, 0, 0, 1], 4, hard, Millis(0));
+            if sv2 {
+                r.ch.retarget_sent_jobs();
+            }
+            let wire = r.issue(&template(312_500_000));
+            r.ch.set_difficulty(easy, Millis(0));
+            let after_grace = Millis(ChannelConfig::default().grace_ms + 1);
+            let job = r.ch.jobs().find(|j| j.wire_id == wire).unwrap().job.clone();
+            let hard_target = hard.to_target();
+            let easy_target = easy.to_target();
+            let verdict = (0u32..)
+                .find_map(|n| {
+                    let en = n.to_be_bytes();
+                    let nonce = n.wrapping_mul(0x9e37_79b9);
+                    let s = Submission {
+                        wire_id: wire,
+                        extranonce: &en,
+                        ntime: job.ntime,
+                        nonce,
+                        version_bits: None,
+                    };
+                    let (_, hash) = job.share_hash(&Solution {
+                        extranonce_prefix: r.ch.extranonce_prefix(),
+                        extranonce: &en,
+                        version: job.version,
+                        ntime: job.ntime,
+                        nonce,
+                    });
+                    (easy_target.is_met_by(&hash.0) && !hard_target.is_met_by(&hash.0))
+                        .then(|| r.ch.submit(&s, 0, after_grace).map(|_| ()))
+                })
+                .unwrap();
+            let want = if sv2 {
+                Ok(())
+            } else {
+                Err(Reject::LowDifficulty)
+            };
+            assert_eq!(verdict, want, "sv2: {sv2}");
         }
     }
 

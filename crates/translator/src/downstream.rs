@@ -23,7 +23,7 @@ use sv1::write;
 use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit};
 
 use crate::config::TranslatorConfig;
-use crate::extranonce::{DeviceExtranonce, ExtranonceAllocator};
+use crate::extranonce::{DeviceExtranonce, ExtranonceAllocator, Layout};
 use crate::jobs::{JobBook, Sv1Job};
 use crate::shares::{DeviceJobs, LocalShare, ShareContext, Submitted};
 use crate::DeviceId;
@@ -37,6 +37,9 @@ pub struct Link<'a> {
     pub book: &'a mut JobBook,
     /// The channel's prefix and the device values, once the channel is open.
     pub extranonce: Option<(&'a [u8], &'a mut ExtranonceAllocator)>,
+    /// The split of the extranonce devices hold, kept while an upstream is replaced (a share
+    /// on the lost upstream's work is then judged, and found stale, rather than refused).
+    pub layout: Option<Layout>,
 }
 
 /// What a line was.
@@ -330,6 +333,21 @@ impl Device {
         }
     }
 
+    /// A new upstream channel splits its extranonce differently: the device gets a value in
+    /// the new split and is told as [`Device::on_extranonce_prefix`] tells it (the old value
+    /// belonged to an allocator that is gone).
+    pub fn on_new_layout(&mut self, prefix: &[u8], alloc: &mut ExtranonceAllocator) {
+        if self.extranonce.is_none() || !self.subscribed {
+            return;
+        }
+        self.extranonce = alloc.allocate();
+        if self.extranonce.is_none() {
+            self.close = Some(Close::Full);
+            return;
+        }
+        self.on_extranonce_prefix(prefix, alloc.layout().extranonce2_size);
+    }
+
     fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis, link: &mut Link<'_>) {
         let name: &str = &a.user;
         let known = self.workers.iter().any(|w| w == name);
@@ -477,13 +495,13 @@ impl Device {
             write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
             return LineOutcome::Refused(ErrorCode::Unauthorized);
         }
-        let (Some(e), Some((_, alloc))) = (self.extranonce, &link.extranonce) else {
+        let (Some(e), Some(layout)) = (self.extranonce, link.layout) else {
             write::reply_error(self.out.own(), id, ErrorCode::NotSubscribed);
             return LineOutcome::Refused(ErrorCode::NotSubscribed);
         };
         let cx = ShareContext {
             extranonce: e,
-            extranonce2_size: alloc.layout().extranonce2_size,
+            extranonce2_size: layout.extranonce2_size,
             version_mask: self.version_mask,
             epoch: link.book.epoch(),
             max_ntime_ahead: link.config.max_ntime_ahead,

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use primitives::{CompactTarget, Hash256, Target};
+use primitives::{CompactTarget, Hash256};
 use sv1::write::{notify, NotifyFields};
 
 use crate::upstream::{ExtendedJob, Work};
@@ -24,10 +24,9 @@ pub struct Sv1Job {
     pub prev_hash: Hash256,
     pub nbits: CompactTarget,
     pub ntime: u32,
-    /// Counts prev hashes: a job of an earlier epoch is stale.
+    /// Counts prev hashes (the book's count, across upstreams): a job of an earlier epoch is
+    /// stale.
     pub epoch: u64,
-    /// The upstream channel's share target for this job.
-    pub upstream_target: Target,
     pub clean: bool,
     /// The `mining.notify` line under `id`, newline included.
     pub notify: Arc<[u8]>,
@@ -92,6 +91,9 @@ fn write_line(out: &mut Vec<u8>, job: &Sv1Job, wire_id: u64, clean: bool) {
 #[derive(Debug)]
 pub struct JobBook {
     next_id: u64,
+    /// Counted here rather than taken from the upstream: a new upstream counts its prev hashes
+    /// from the start again, and its first must not look like the old one's.
+    epoch: u64,
     latest: Option<Arc<Sv1Job>>,
 }
 
@@ -105,6 +107,7 @@ impl JobBook {
     pub fn new() -> Self {
         JobBook {
             next_id: 1,
+            epoch: 0,
             latest: None,
         }
     }
@@ -119,14 +122,16 @@ impl JobBook {
     /// The SV1 job for `work`, its notify line written once.
     pub fn translate(&mut self, work: &Work) -> Arc<Sv1Job> {
         let id = self.fresh_id();
+        if work.clean || self.latest.is_none() {
+            self.epoch += 1;
+        }
         let mut job = Sv1Job {
             id,
             upstream: work.job.clone(),
             prev_hash: work.prev.prev_hash,
             nbits: work.prev.nbits,
             ntime: work.ntime,
-            epoch: work.prev.epoch,
-            upstream_target: work.target,
+            epoch: self.epoch,
             clean: work.clean,
             notify: Arc::from(&[][..]),
         };
@@ -148,7 +153,14 @@ impl JobBook {
 
     /// The current prev hash's epoch (0 before any work).
     pub fn epoch(&self) -> u64 {
-        self.latest.as_ref().map_or(0, |j| j.epoch)
+        self.epoch
+    }
+
+    /// The upstream is gone: every job so far is stale, and there is nothing to hand a device
+    /// until the next upstream sends work.
+    pub fn invalidate(&mut self) {
+        self.epoch += 1;
+        self.latest = None;
     }
 }
 
@@ -156,6 +168,7 @@ impl JobBook {
 mod tests {
     use super::*;
     use crate::upstream::PrevHash;
+    use primitives::Target;
 
     #[test]
     fn ids_are_hex_and_read_back() {
@@ -205,7 +218,8 @@ mod tests {
         });
         assert_ne!(a.id, b.id);
         assert_eq!(book.latest().unwrap().id, b.id);
-        assert_eq!(book.epoch(), 3);
+        assert_eq!(book.epoch(), 1, "the book counts its own prev hashes");
+        assert_eq!((a.epoch, b.epoch), (1, 1));
         let line = &a.notify[..a.notify.len() - 1];
         let (env, _) = sv1::parse_line(line).unwrap();
         let n = sv1::Notify::parse(&env).unwrap();

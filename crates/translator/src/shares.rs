@@ -67,16 +67,10 @@ impl LocalShare {
         &self.extranonce[..self.extranonce_len as usize]
     }
 
-    /// Whether the upstream channel wants it: it meets the job's upstream target or the
-    /// channel's current one (whichever is easier: the pool judges, and a share it would take
-    /// must not be lost), or it is a block.
+    /// Whether the upstream channel wants it: it meets the channel's current target (SV2's
+    /// `SetTarget` rules every submit from then on, whatever job it is on), or it is a block.
     pub fn meets_upstream(&self, current: Target) -> bool {
-        self.block
-            || self
-                .job
-                .upstream_target
-                .max(current)
-                .is_met_by(&self.hash.0)
+        self.block || current.is_met_by(&self.hash.0)
     }
 }
 
@@ -316,6 +310,11 @@ impl InFlight {
 
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+
+    /// When the longest-waiting share went upstream.
+    pub fn oldest_sent_at(&self) -> Option<Millis> {
+        self.queue.front().map(|f| f.sent_at)
     }
 
     /// The `SubmitSharesExtended` for `share`, remembered under its sequence number. A share

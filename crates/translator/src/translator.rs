@@ -79,6 +79,9 @@ pub struct Translator {
     results: Vec<ShareResult>,
     announced_rate: f32,
     last_update: Millis,
+    /// The extranonce prefix of the last channel that opened (devices' `extranonce1` starts
+    /// with it).
+    prefix: Option<Arc<[u8]>>,
 }
 
 /// The view of the translator a device works through (a free function so that the borrows of
@@ -89,6 +92,7 @@ fn link<'a>(
     upstream: &'a UpstreamChannel,
     allocator: &'a mut Option<ExtranonceAllocator>,
 ) -> Link<'a> {
+    let layout = allocator.as_ref().map(|a| a.layout());
     let extranonce = match allocator {
         Some(a) if upstream.is_open() => Some((&upstream.extranonce_prefix()[..], a)),
         _ => None,
@@ -97,6 +101,7 @@ fn link<'a>(
         config,
         book,
         extranonce,
+        layout,
     }
 }
 
@@ -116,6 +121,7 @@ impl Translator {
             results: Vec::new(),
             announced_rate: 0.0,
             last_update: now,
+            prefix: None,
         }
     }
 
@@ -137,6 +143,11 @@ impl Translator {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
+    }
+
+    /// When the longest-waiting forwarded share went upstream (the shell's keepalive).
+    pub fn oldest_in_flight(&self) -> Option<Millis> {
+        self.in_flight.oldest_sent_at()
     }
 
     /// Opens the upstream channel (once the shell's SetupConnection succeeded).
@@ -306,6 +317,17 @@ impl Translator {
         }
     }
 
+    /// The upstream connection is gone (failover follows): what was in flight will not be
+    /// answered, and every job so far is stale (no other upstream takes its shares). Devices
+    /// stay connected and keep their extranonce values; shares they send meanwhile are judged
+    /// and answered stale. The next channel opens with [`Translator::open_channel`].
+    pub fn upstream_lost(&mut self, now: Millis) {
+        self.in_flight.abandon(now, &mut self.results);
+        self.flush_results();
+        self.book.invalidate();
+        self.upstream = UpstreamChannel::new();
+    }
+
     fn channel_opened(&mut self, now: Millis) {
         let layout = match Layout::new(
             self.upstream.extranonce_size(),
@@ -319,9 +341,27 @@ impl Translator {
                 return;
             }
         };
-        if self.allocator.as_ref().map(|a| a.layout()) != Some(layout) {
-            self.allocator = Some(ExtranonceAllocator::new(layout));
+        let prefix = self.upstream.extranonce_prefix().clone();
+        match self.allocator.as_mut() {
+            None => self.allocator = Some(ExtranonceAllocator::new(layout)),
+            // A later channel (failover): devices already hold values, and keep them if the
+            // split is the same; only their `extranonce1` changes with the prefix.
+            Some(a) if a.layout() == layout => {
+                if self.prefix.as_ref() != Some(&prefix) {
+                    for d in self.devices.values_mut() {
+                        d.on_extranonce_prefix(&prefix, layout.extranonce2_size);
+                    }
+                }
+            }
+            Some(_) => {
+                let mut a = ExtranonceAllocator::new(layout);
+                for d in self.devices.values_mut() {
+                    d.on_new_layout(&prefix, &mut a);
+                }
+                self.allocator = Some(a);
+            }
         }
+        self.prefix = Some(prefix);
         let channel_id = self.upstream.channel_id().expect("open");
         tracing::info!(
             channel = channel_id,

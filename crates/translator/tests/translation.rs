@@ -95,6 +95,7 @@ struct Miner {
     notifies: Vec<Vec<u8>>,
     replies: Vec<String>,
     difficulty: Option<f64>,
+    set_extranonces: usize,
 }
 
 impl Miner {
@@ -108,7 +109,14 @@ impl Miner {
                 Some(sv1::Method::SetDifficulty) => {
                     self.difficulty = env.params.get(0).and_then(|v| v.as_f64())
                 }
-                Some(sv1::Method::SetExtranonce) => {}
+                Some(sv1::Method::SetExtranonce) => {
+                    // Applied from the next job (our jobs all come after it here).
+                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let p = &v["params"];
+                    self.extranonce1 = primitives::hex::decode(p[0].as_str().unwrap()).unwrap();
+                    self.extranonce2_size = p[1].as_u64().unwrap() as usize;
+                    self.set_extranonces += 1;
+                }
                 _ => {
                     // The subscribe result: [[subscriptions], extranonce1, extranonce2_size].
                     if text.contains("mining.notify\",") && text.contains("\"result\":[[") {
@@ -240,8 +248,18 @@ fn events(t: &mut Translator) -> Vec<Event> {
 
 /// The SV2 share checked the way the pool checks it, from the upstream job alone.
 fn upstream_check(job: &NewExtendedMiningJob, s: &SubmitSharesExtended) -> (Hash256, bool) {
+    upstream_check_on(job, s, &PREFIX, 1)
+}
+
+/// The same on a channel with another prefix, for a job whose prev hash came from `seed`.
+fn upstream_check_on(
+    job: &NewExtendedMiningJob,
+    s: &SubmitSharesExtended,
+    prefix: &[u8],
+    seed: u8,
+) -> (Hash256, bool) {
     let path: Vec<Hash256> = job.merkle_path.iter().copied().map(Hash256).collect();
-    let p = prev_hash(job.job_id, 1);
+    let p = prev_hash(job.job_id, seed);
     let c = ExtendedShare {
         job: JobHeader {
             version: job.version,
@@ -249,7 +267,7 @@ fn upstream_check(job: &NewExtendedMiningJob, s: &SubmitSharesExtended) -> (Hash
             bits: CompactTarget(p.nbits),
         },
         coinbase_prefix: &job.coinbase_tx_prefix,
-        extranonce_prefix: &PREFIX,
+        extranonce_prefix: prefix,
         extranonce: &s.extranonce,
         coinbase_suffix: &job.coinbase_tx_suffix,
         merkle_path: &path,
@@ -572,4 +590,186 @@ fn nominal_hash_rate_follows_the_devices() {
         panic!("no UpdateChannel")
     };
     assert_eq!(u.nominal_hash_rate, 2e6);
+}
+
+/// The second upstream's channel: another prefix, and `size` bytes to roll after it.
+fn open_second(t: &mut Translator, prefix: &[u8], size: u16, now: u64) {
+    t.open_channel(Millis(now));
+    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_upstream() else {
+        panic!("no OpenExtendedMiningChannel for the new upstream")
+    };
+    t.upstream_message(
+        Mining::OpenExtendedMiningChannelSuccess(OpenExtendedMiningChannelSuccess {
+            request_id: o.request_id,
+            channel_id: CHANNEL + 1,
+            target: upstream_target(),
+            extranonce_size: size,
+            extranonce_prefix: prefix.to_vec(),
+            group_channel_id: 0,
+        }),
+        Millis(now),
+    );
+}
+
+/// The new upstream's first work: a job and its prev hash (from seed 9).
+fn second_work(t: &mut Translator, now: u64) -> NewExtendedMiningJob {
+    let mut job = upstream_job(1, None, 7);
+    job.channel_id = CHANNEL + 1;
+    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(now));
+    let mut p = prev_hash(1, 9);
+    p.channel_id = CHANNEL + 1;
+    t.upstream_message(Mining::SetNewPrevHash(p), Millis(now));
+    job
+}
+
+#[test]
+fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
+    let mut t = Translator::new(config(), Millis(0));
+    // `a` opted into extranonce changes; `b` did not, and cannot follow a new prefix.
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    open(&mut t);
+    line(
+        &mut t,
+        a,
+        r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
+        0,
+    );
+    handshake(&mut t, a, "farm.a");
+    handshake(&mut t, b, "farm.b");
+    first_work(&mut t);
+    let (mut ma, mut mb) = (Miner::default(), Miner::default());
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    let up = upstream_target();
+    let device_t = device_difficulty().to_target();
+    // One share goes upstream and is never answered; another is kept for after the loss.
+    let (forwarded, _) = ma.grind("farm.a", &[0, 0, 0, 1], |h| up.is_met_by(&h.0));
+    assert!(matches!(
+        t.device_line(a, &forwarded, Millis(5)).unwrap(),
+        LineOutcome::Accepted(_)
+    ));
+    assert_eq!(submits(&mut t).len(), 1);
+    let (late, _) = ma.grind("farm.a", &[0, 0, 0, 2], |h| device_t.is_met_by(&h.0));
+    events(&mut t);
+
+    t.upstream_lost(Millis(10));
+    let unanswered = events(&mut t)
+        .into_iter()
+        .filter(
+            |e| matches!(e, Event::UpstreamResult(r) if r.verdict == UpstreamVerdict::Unanswered),
+        )
+        .count();
+    assert_eq!(unanswered, 1, "the share in flight is reported unanswered");
+    assert_eq!(t.in_flight(), 0);
+    assert!(t.upstream().channel_id().is_none());
+    // Work of the lost upstream is stale: judged and answered 21, not refused as
+    // unsubscribed (which makes some firmware reconnect), and not forwarded.
+    assert!(matches!(
+        t.device_line(a, &late, Millis(11)).unwrap(),
+        LineOutcome::Rejected(Reject::Stale)
+    ));
+    ma.read(&mut t, a);
+    assert!(
+        ma.replies.last().unwrap().contains("[21,"),
+        "{:?}",
+        ma.replies.last()
+    );
+    assert!(submits(&mut t).is_empty());
+    // A device arriving meanwhile waits for the new channel.
+    let c = t.device_connected(Millis(12));
+    handshake(&mut t, c, "farm.c");
+    let mut mc = Miner::default();
+    mc.read(&mut t, c);
+    assert!(
+        mc.extranonce1.is_empty(),
+        "no subscribe answer without a channel"
+    );
+
+    // The next upstream: same extranonce size, another prefix.
+    let prefix2 = [0x11, 0x22, 0x33, 0x44];
+    open_second(&mut t, &prefix2, 6, 20);
+    let closing: Vec<DeviceId> = t
+        .devices()
+        .filter(|d| d.wants_close().is_some())
+        .map(|d| d.id())
+        .collect();
+    assert_eq!(
+        closing,
+        [b],
+        "only the device that cannot follow the prefix is let go"
+    );
+    ma.read(&mut t, a);
+    assert_eq!(ma.set_extranonces, 1);
+    assert_eq!(
+        &ma.extranonce1[..4],
+        &prefix2,
+        "extranonce1 follows the prefix"
+    );
+    assert_eq!(ma.extranonce2_size, 4);
+    mc.read(&mut t, c);
+    assert_eq!(&mc.extranonce1[..4], &prefix2);
+    assert_ne!(mc.extranonce1, ma.extranonce1, "device values stay unique");
+    let job = second_work(&mut t, 21);
+    ma.read(&mut t, a);
+    mc.read(&mut t, c);
+    assert!(ma.latest_notify().clean_jobs);
+    assert_eq!(ma.latest_notify().job_id, mc.latest_notify().job_id);
+    // A share on the new work, with the new extranonce1, is what the new pool checks.
+    let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 3], |h| up.is_met_by(&h.0));
+    assert!(matches!(
+        t.device_line(a, &share, Millis(22)).unwrap(),
+        LineOutcome::Accepted(_)
+    ));
+    let sent = submits(&mut t);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].channel_id, CHANNEL + 1);
+    assert_eq!(upstream_check_on(&job, &sent[0], &prefix2, 9), (hash, true));
+}
+
+#[test]
+fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
+    let mut t = Translator::new(config(), Millis(0));
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    open(&mut t);
+    for (d, w) in [(a, "farm.a"), (b, "farm.b")] {
+        line(
+            &mut t,
+            d,
+            r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
+            0,
+        );
+        handshake(&mut t, d, w);
+    }
+    first_work(&mut t);
+    let (mut ma, mut mb) = (Miner::default(), Miner::default());
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    assert_eq!(ma.extranonce2_size, 4);
+    t.upstream_lost(Millis(10));
+    // Ten bytes to roll: the devices keep 2 of them apart, and roll 8.
+    let prefix2 = [0x55; 3];
+    open_second(&mut t, &prefix2, 10, 20);
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    for m in [&ma, &mb] {
+        assert_eq!(m.set_extranonces, 1);
+        assert_eq!(m.extranonce2_size, 8);
+        assert_eq!(m.extranonce1.len(), 3 + 2);
+        assert_eq!(&m.extranonce1[..3], &prefix2);
+    }
+    assert_ne!(ma.extranonce1, mb.extranonce1);
+    let job = second_work(&mut t, 21);
+    ma.read(&mut t, a);
+    let up = upstream_target();
+    let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 0, 0, 0, 0, 9], |h| up.is_met_by(&h.0));
+    assert!(matches!(
+        t.device_line(a, &share, Millis(22)).unwrap(),
+        LineOutcome::Accepted(_)
+    ));
+    let sent = submits(&mut t);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].extranonce.len(), 10);
+    assert_eq!(upstream_check_on(&job, &sent[0], &prefix2, 9), (hash, true));
 }

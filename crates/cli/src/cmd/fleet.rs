@@ -103,6 +103,12 @@ pub struct FleetArgs {
     #[arg(long, value_name = "D")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suggest_difficulty: Option<f64>,
+    /// SV1: opt into extranonce changes (`mining.extranonce.subscribe` right after
+    /// subscribing, as NiceHash-aware firmware does), so that a pool or proxy may send
+    /// `mining.set_extranonce` instead of dropping the device.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub extranonce_subscribe: bool,
     /// The pool's process id: its CPU use over the run is reported.
     #[arg(long, value_name = "PID")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -161,6 +167,7 @@ pub struct Settings {
     pub worker: Option<String>,
     pub password: String,
     pub suggest_difficulty: Option<f64>,
+    pub extranonce_subscribe: bool,
     pub pool_pid: Option<u32>,
     pub json: bool,
     pub events: Option<PathBuf>,
@@ -190,6 +197,7 @@ impl Default for Settings {
             worker: None,
             password: device.password,
             suggest_difficulty: None,
+            extranonce_subscribe: false,
             pool_pid: None,
             json: false,
             events: None,
@@ -232,6 +240,7 @@ impl Settings {
                 .unwrap_or_else(|| Sv1Config::default().worker_prefix),
             password: self.password.clone(),
             suggest_difficulty: self.suggest_difficulty,
+            extranonce_subscribe: self.extranonce_subscribe,
             backoff,
             reply_timeout: self.reply_timeout.0,
             ..Sv1Config::default()

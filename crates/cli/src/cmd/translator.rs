@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use events::EventSink;
 use pool::vardiff::VardiffConfig;
 use primitives::Difficulty;
-use translator::shell::{self, ShellConfig};
+use translator::shell::{self, ShellConfig, UpstreamSpec};
 use translator::TranslatorConfig;
 
 use super::fleet::Budget;
@@ -30,15 +30,22 @@ pub struct TranslatorArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
-    /// The SV2 pool.
+    /// The SV2 pool; repeat for failover pools, in order of preference (the next is tried at
+    /// once when one is lost, then all again after a capped, jittered backoff).
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream: Option<SocketAddr>,
-    /// The pool's SV2 authority public key (base58) its certificate must be signed with
-    /// [default: the SV2 reference test key].
+    pub upstream: Option<Vec<SocketAddr>>,
+    /// The pool's SV2 authority public key (base58) its certificate must be signed with; one
+    /// for every upstream, or one per `--upstream` in the same order [default: the SV2
+    /// reference test key].
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_authority_key: Option<String>,
+    pub upstream_authority_key: Option<Vec<String>>,
+    /// An upstream that answers nothing for this long while a share awaits its verdict is
+    /// failed over [default: 30s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_keepalive: Option<Dur>,
     /// The farm's account at the pool (`OpenExtendedMiningChannel.user_identity`)
     /// [default: stratumlab-translator].
     #[arg(long)]
@@ -79,8 +86,11 @@ pub struct TranslatorArgs {
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub listen: SocketAddr,
-    pub upstream: Option<SocketAddr>,
-    pub upstream_authority_key: Option<String>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub upstream: Vec<SocketAddr>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub upstream_authority_key: Vec<String>,
+    pub upstream_keepalive: Dur,
     pub user_identity: String,
     pub start_difficulty: Difficulty,
     pub min_difficulty: Difficulty,
@@ -97,8 +107,9 @@ impl Default for Settings {
         let v = VardiffConfig::default();
         Settings {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            upstream: None,
-            upstream_authority_key: None,
+            upstream: Vec::new(),
+            upstream_authority_key: Vec::new(),
+            upstream_keepalive: Dur(Duration::from_secs(30)),
             user_identity: t.user_identity,
             start_difficulty: t.start_difficulty,
             min_difficulty: v.min,
@@ -114,15 +125,34 @@ impl Default for Settings {
 impl Settings {
     /// The shell's configuration (events are attached by the caller).
     pub fn shell_config(&self) -> Result<ShellConfig> {
-        let upstream = self
-            .upstream
-            .context("--upstream is required: the SV2 pool, e.g. 127.0.0.1:34254")?;
-        let key = self
-            .upstream_authority_key
-            .as_deref()
-            .unwrap_or(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY);
-        let key = sv2::keys::parse_public_key(key)
-            .map_err(|e| anyhow::anyhow!("--upstream-authority-key: {e}"))?;
+        anyhow::ensure!(
+            !self.upstream.is_empty(),
+            "--upstream is required: the SV2 pool, e.g. 127.0.0.1:34254"
+        );
+        let keys = &self.upstream_authority_key;
+        anyhow::ensure!(
+            keys.len() <= 1 || keys.len() == self.upstream.len(),
+            "--upstream-authority-key: give one key for every upstream, or one per --upstream ({} keys for {} upstreams)",
+            keys.len(),
+            self.upstream.len()
+        );
+        let mut upstreams = Vec::new();
+        for (i, &addr) in self.upstream.iter().enumerate() {
+            let key = keys
+                .get(i)
+                .or(keys.first())
+                .map_or(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY, String::as_str);
+            let authority_key = sv2::keys::parse_public_key(key)
+                .map_err(|e| anyhow::anyhow!("--upstream-authority-key for {addr}: {e}"))?;
+            upstreams.push(UpstreamSpec {
+                addr,
+                authority_key,
+            });
+        }
+        anyhow::ensure!(
+            !self.upstream_keepalive.is_zero(),
+            "--upstream-keepalive must be positive"
+        );
         anyhow::ensure!(
             self.shares_per_minute > 0.0 && self.shares_per_minute.is_finite(),
             "--shares-per-minute must be positive"
@@ -133,7 +163,9 @@ impl Settings {
             rate > 0.0 && rate.is_finite(),
             "--device-hash-rate must be positive"
         );
-        let mut c = ShellConfig::new(self.listen, upstream, key);
+        let mut c = ShellConfig::new(self.listen, upstreams[0].addr, upstreams[0].authority_key);
+        c.upstreams = upstreams;
+        c.keepalive = self.upstream_keepalive.0;
         c.max_devices = self.max_devices;
         c.translator = TranslatorConfig {
             user_identity: self.user_identity.clone(),
@@ -162,7 +194,8 @@ pub fn run(args: TranslatorArgs) -> Result<()> {
         None => EventSink::disabled(),
     };
     sc.events = sink.clone();
-    let upstream = sc.upstream;
+    let upstreams: Vec<String> = sc.upstreams.iter().map(|u| u.addr.to_string()).collect();
+    let upstreams = upstreams.join(", ");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -170,13 +203,13 @@ pub fn run(args: TranslatorArgs) -> Result<()> {
     let summary = rt.block_on(async {
         let mut running = shell::start(sc)
             .await
-            .with_context(|| format!("opening the upstream channel at {upstream}"))?;
+            .with_context(|| format!("opening an upstream channel (upstreams: {upstreams})"))?;
         println!("sv1 listening on {}", running.sv1_addr);
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         eprintln!(
-            "translator: channel {} open at {upstream}",
-            running.channel_id
+            "translator: channel {} open at {}",
+            running.channel_id, running.upstream
         );
         tokio::select! {
             _ = super::shutdown_signal(settings.duration.0) => {
@@ -206,18 +239,62 @@ mod tests {
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
         let args = TranslatorArgs {
-            upstream: Some("127.0.0.1:1".parse().unwrap()),
-            upstream_authority_key: Some("nonsense".into()),
+            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
+            upstream_authority_key: Some(vec!["nonsense".into()]),
             ..TranslatorArgs::default()
         };
         let s: Settings = config::load(None, &args).unwrap();
         assert!(s.shell_config().is_err());
+        // Two keys for three upstreams: which goes with which is unclear.
+        let key = sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY.to_owned();
+        let args = TranslatorArgs {
+            upstream: Some(vec![
+                "127.0.0.1:1".parse().unwrap(),
+                "127.0.0.1:2".parse().unwrap(),
+                "127.0.0.1:3".parse().unwrap(),
+            ]),
+            upstream_authority_key: Some(vec![key.clone(), key]),
+            ..TranslatorArgs::default()
+        };
+        let s: Settings = config::load(None, &args).unwrap();
+        let e = s.shell_config().unwrap_err();
+        assert!(format!("{e:#}").contains("2 keys for 3 upstreams"), "{e:#}");
+    }
+
+    #[test]
+    fn upstreams_come_from_flags_or_a_file_as_one_or_a_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "upstream = \"127.0.0.1:7\"\n").unwrap();
+        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let c = s.shell_config().unwrap();
+        assert_eq!(c.upstreams.len(), 1);
+        assert_eq!(c.upstreams[0].addr.port(), 7);
+        std::fs::write(
+            &file,
+            "upstream = [\"127.0.0.1:7\", \"127.0.0.1:8\"]\nupstream_keepalive = \"5s\"\n",
+        )
+        .unwrap();
+        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let c = s.shell_config().unwrap();
+        let ports: Vec<u16> = c.upstreams.iter().map(|u| u.addr.port()).collect();
+        assert_eq!(ports, [7, 8]);
+        assert_eq!(c.keepalive, Duration::from_secs(5));
+        // Flags win over the file.
+        let args = TranslatorArgs {
+            upstream: Some(vec!["127.0.0.1:9".parse().unwrap()]),
+            ..TranslatorArgs::default()
+        };
+        let s: Settings = config::load(Some(&file), &args).unwrap();
+        let c = s.shell_config().unwrap();
+        assert_eq!(c.upstreams[0].addr.port(), 9);
+        assert_eq!(c.upstreams.len(), 1);
     }
 
     #[test]
     fn flags_reach_the_core() {
         let args = TranslatorArgs {
-            upstream: Some("127.0.0.1:1".parse().unwrap()),
+            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
             start_difficulty: Some(Difficulty::new(0.5).unwrap()),
             device_hash_rate: Some("40kH/s".parse().unwrap()),
             ..TranslatorArgs::default()
@@ -228,7 +305,7 @@ mod tests {
         assert_eq!(c.translator.start_difficulty.as_f64(), 0.5);
         assert_eq!(c.translator.device_hash_rate, 40_000.0);
         assert_eq!(
-            c.authority_key,
+            c.upstreams[0].authority_key,
             sv2::keys::parse_public_key(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap()
         );
     }

@@ -135,7 +135,9 @@ fn handshake(
                 Some(Method::Subscribe) => {
                     sv1::write::reply_subscribe(&mut replies, id, "s1", en1, en2_size)
                 }
-                Some(Method::Authorize) | Some(Method::SuggestDifficulty) => {
+                Some(Method::Authorize)
+                | Some(Method::SuggestDifficulty)
+                | Some(Method::ExtranonceSubscribe) => {
                     sv1::write::reply_bool(&mut replies, id, true)
                 }
                 other => panic!("unexpected {other:?} in the handshake"),
@@ -383,6 +385,30 @@ fn cpu_miner_subscribes_first_and_rolls_no_version() {
         let v: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["params"].as_array().unwrap().len(), 5);
     }
+}
+
+#[test]
+fn extranonce_subscribe_goes_with_the_subscribe_when_asked_for() {
+    let mut rec = Recorder::default();
+    let mut dev = device(
+        Sv1Config {
+            extranonce_subscribe: true,
+            ..config(Profile::Cpu)
+        },
+        1,
+    );
+    dev.on_connected(0);
+    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, 0);
+    assert_eq!(
+        batches,
+        [
+            vec!["mining.subscribe", "mining.extranonce.subscribe"],
+            vec!["mining.authorize"]
+        ]
+    );
+    // Its answer (given in the handshake) was not mistaken for anything else.
+    assert!(rec.errors.is_empty(), "{:?}", rec.errors);
+    assert!(dev.is_connected() && dev.close_requested().is_none());
 }
 
 /// Block 100000 from mainnet: a notify carrying its coinbase (split around an extranonce)

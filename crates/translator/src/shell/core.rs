@@ -1,0 +1,459 @@
+//! The core task: the translator, the upstream connection in use (or the task looking for
+//! one), and where each device's bytes go.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use events::{
+    ConnectionClosed, ConnectionOpened, EventSink, JobId, Perspective, Reason, ShortStr, Verdict,
+};
+use primitives::Difficulty;
+use sv2::{Message, NoiseConn, TransportError};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use super::backoff::Backoff;
+use super::connect::{connect_any, Connected};
+use super::edge::{stopped, DeviceIn};
+use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
+use crate::shares::UpstreamVerdict;
+use crate::{DeviceId, Event, LineOutcome, Millis, Translator};
+
+/// The upstream connection in use.
+struct Live {
+    conn: NoiseConn,
+    /// Which configured upstream.
+    index: usize,
+    /// When anything last arrived on it.
+    last_rx: Millis,
+    /// When its channel was asked for, until it opens.
+    opening_since: Option<Millis>,
+}
+
+pub(super) struct Core {
+    translator: Translator,
+    config: Arc<ShellConfig>,
+    live: Option<Live>,
+    /// Looking for an upstream, while there is none.
+    connecting: Option<JoinHandle<Connected>>,
+    /// The upstream connection's id in events ([`UPSTREAM_CONN_BASE`] and up).
+    serial: u64,
+    /// The upstream last used (failover starts with the one after it).
+    last_index: usize,
+    clock: Instant,
+    devices: HashMap<DeviceId, (u64, mpsc::Sender<Vec<u8>>)>,
+    conns: HashMap<u64, DeviceId>,
+    events: EventSink,
+    summary: Summary,
+    /// Why the upstream must be given up, once something said so.
+    lost: Option<String>,
+}
+
+impl Core {
+    pub(super) fn new(
+        translator: Translator,
+        connected: Connected,
+        clock: Instant,
+        config: Arc<ShellConfig>,
+    ) -> Self {
+        let events = config.events.clone();
+        let spec = &config.upstreams[connected.index];
+        upstream_opened(&events, UPSTREAM_CONN_BASE, spec, &connected);
+        tracing::info!(upstream = %spec.addr, index = connected.index, "translator: upstream channel open");
+        let now = millis(clock);
+        Core {
+            translator,
+            live: Some(Live {
+                conn: connected.conn,
+                index: connected.index,
+                last_rx: now,
+                opening_since: None,
+            }),
+            connecting: None,
+            serial: UPSTREAM_CONN_BASE,
+            last_index: connected.index,
+            clock,
+            devices: HashMap::new(),
+            conns: HashMap::new(),
+            events,
+            summary: Summary {
+                channels_opened: 1,
+                ..Summary::default()
+            },
+            lost: None,
+            config,
+        }
+    }
+
+    fn now(&self) -> Millis {
+        millis(self.clock)
+    }
+
+    pub(super) async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<DeviceIn>,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> Result<Summary, ShellError> {
+        // Often enough that a silent upstream is noticed within a quarter keepalive of it.
+        let tick = self
+            .config
+            .tick
+            .min(self.config.keepalive / 4)
+            .max(Duration::from_millis(10));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Work that came with the channel's opening.
+        self.flush_all();
+        self.send_upstream().await;
+        loop {
+            tokio::select! {
+                biased;
+                _ = stopped(&mut shutdown) => break,
+                m = read_upstream(&mut self.live) => self.upstream_read(m),
+                c = found(&mut self.connecting) => self.connected(c),
+                Some(m) = inbox.recv() => self.device_message(m),
+                _ = ticks.tick() => self.on_tick(),
+            }
+            self.drain_events(None);
+            self.send_upstream().await;
+            if let Some(why) = self.lost.take() {
+                self.fail_over(&why);
+            }
+        }
+        if let Some(c) = self.connecting.take() {
+            c.abort();
+        }
+        self.drain_events(None);
+        // Closing the senders closes the devices once their queues are written.
+        for (id, _) in std::mem::take(&mut self.devices) {
+            self.translator.device_closed(id);
+        }
+        if let Some(live) = self.live.take() {
+            self.emit_closed("shutdown");
+            live.conn.close(Duration::from_millis(200)).await;
+        }
+        Ok(self.summary)
+    }
+
+    fn upstream_read(&mut self, m: Result<Option<Message>, TransportError>) {
+        let now = self.now();
+        if let Some(live) = self.live.as_mut() {
+            live.last_rx = now;
+        }
+        match m {
+            Ok(Some(Message::Mining(m))) => {
+                let fans_out = !matches!(
+                    m,
+                    sv2::messages::Mining::SubmitSharesSuccess(_)
+                        | sv2::messages::Mining::SubmitSharesError(_)
+                );
+                self.translator.upstream_message(m, now);
+                if fans_out {
+                    self.flush_all();
+                }
+            }
+            Ok(Some(other)) => tracing::debug!(?other, "translator: upstream message ignored"),
+            Ok(None) => {}
+            Err(e) => self.lost = Some(e.to_string()),
+        }
+    }
+
+    /// A connection past SetupConnection: ask it for a channel.
+    fn connected(&mut self, c: Connected) {
+        self.connecting = None;
+        self.serial += 1;
+        let spec = &self.config.upstreams[c.index];
+        upstream_opened(&self.events, self.serial, spec, &c);
+        if c.fixed_version {
+            tracing::warn!(upstream = %spec.addr, "translator: this upstream wants the version as sent; devices that roll it will see shares rejected");
+        }
+        tracing::info!(upstream = %spec.addr, index = c.index, "translator: upstream connected; opening the channel");
+        let now = self.now();
+        self.translator.open_channel(now);
+        self.last_index = c.index;
+        self.live = Some(Live {
+            conn: c.conn,
+            index: c.index,
+            last_rx: now,
+            opening_since: Some(now),
+        });
+    }
+
+    fn on_tick(&mut self) {
+        let now = self.now();
+        self.translator.on_tick(now);
+        self.flush_all();
+        let Some(live) = &self.live else { return };
+        let limit = self.config.keepalive.as_millis() as u64;
+        if let Some(since) = live.opening_since {
+            if now.since(since) > self.config.open_timeout.as_millis() as u64 {
+                self.lost = Some("channel not opened in time".into());
+            }
+        } else if let Some(sent) = self.translator.oldest_in_flight() {
+            if now.since(sent) > limit && live.last_rx < sent {
+                self.lost = Some(format!(
+                    "silent for {:?} with a share awaiting its verdict",
+                    self.config.keepalive
+                ));
+            }
+        }
+    }
+
+    /// Gives up the upstream in use and starts looking for the next.
+    fn fail_over(&mut self, why: &str) {
+        let Some(live) = self.live.take() else { return };
+        let addr = self.config.upstreams[live.index].addr;
+        tracing::warn!(upstream = %addr, index = live.index, why, "translator: upstream lost; failing over");
+        self.summary.upstreams_lost += 1;
+        self.emit_closed("upstream lost");
+        drop(live);
+        let now = self.now();
+        self.translator.upstream_lost(now);
+        self.drain_events(None);
+        self.flush_all();
+        let config = self.config.clone();
+        let first = (self.last_index + 1) % config.upstreams.len();
+        let seed = u64::from(std::process::id()) ^ self.serial.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.connecting = Some(tokio::spawn(async move {
+            let backoff = Backoff::new(config.backoff_min, config.backoff_max, seed);
+            connect_any(
+                &config.upstreams,
+                first,
+                config.open_timeout,
+                backoff,
+                config.translator.version,
+            )
+            .await
+        }));
+    }
+
+    fn emit_closed(&self, reason: &str) {
+        if self.events.is_enabled() {
+            self.events.emit(ConnectionClosed {
+                conn: self.serial,
+                reason: ShortStr::new(reason),
+            });
+        }
+    }
+
+    /// Sends what the translator queued; a failed send loses the upstream.
+    async fn send_upstream(&mut self) {
+        let Some(live) = self.live.as_mut() else {
+            // Nothing can go out: what was queued belonged to the lost channel.
+            while self.translator.poll_upstream().is_some() {}
+            return;
+        };
+        while let Some(m) = self.translator.poll_upstream() {
+            if let Err(e) = live.conn.send_message(&Message::Mining(m)).await {
+                self.lost = Some(e.to_string());
+                return;
+            }
+        }
+    }
+
+    fn device_message(&mut self, m: DeviceIn) {
+        let now = self.now();
+        match m {
+            DeviceIn::Connected {
+                conn,
+                peer,
+                local,
+                out,
+            } => {
+                let id = self.translator.device_connected(now);
+                self.devices.insert(id, (conn, out));
+                self.conns.insert(conn, id);
+                self.summary.devices_connected += 1;
+                if self.events.is_enabled() {
+                    self.events.emit(ConnectionOpened {
+                        conn: id.0,
+                        peer,
+                        local,
+                        label: ShortStr::new("sv1"),
+                    });
+                }
+                tracing::debug!(device = id.0, %peer, "translator: device connected");
+            }
+            DeviceIn::Line { conn, line } => {
+                let Some(&id) = self.conns.get(&conn) else {
+                    return;
+                };
+                let outcome = self.translator.device_line(id, &line, now);
+                self.drain_events(outcome.as_ref());
+                self.flush(id);
+            }
+            DeviceIn::LineTooLong { conn } => {
+                let Some(&id) = self.conns.get(&conn) else {
+                    return;
+                };
+                if let Some(d) = self.translator.device_mut(id) {
+                    d.line_too_long();
+                }
+                self.flush(id);
+            }
+            DeviceIn::Closed { conn, reason } => {
+                let Some(id) = self.conns.remove(&conn) else {
+                    return;
+                };
+                self.devices.remove(&id);
+                self.translator.device_closed(id);
+                if self.events.is_enabled() {
+                    self.events.emit(ConnectionClosed {
+                        conn: id.0,
+                        reason: ShortStr::new(reason),
+                    });
+                }
+                tracing::debug!(device = id.0, reason, "translator: device disconnected");
+            }
+        }
+    }
+
+    fn flush_all(&mut self) {
+        let ids: Vec<DeviceId> = self.devices.keys().copied().collect();
+        for id in ids {
+            self.flush(id);
+        }
+    }
+
+    /// Hands the device its pending bytes; closes it if it asked to be closed or cannot keep up.
+    fn flush(&mut self, id: DeviceId) {
+        let Some(device) = self.translator.device_mut(id) else {
+            return;
+        };
+        let pending: usize = device.pending_output().iter().map(|s| s.len()).sum();
+        let close = device.wants_close();
+        let mut drop_it = close.is_some();
+        if pending > 0 {
+            let bytes = device.take_output();
+            let Some((_, tx)) = self.devices.get(&id) else {
+                return;
+            };
+            if tx.try_send(bytes).is_err() {
+                self.summary.devices_dropped_slow += 1;
+                tracing::debug!(device = id.0, "translator: device too slow, dropped");
+                drop_it = true;
+            }
+        }
+        if drop_it {
+            if let Some(c) = close {
+                tracing::debug!(device = id.0, why = ?c, "translator: closing device");
+            }
+            // Its task sees the queue end, writes what is in it, and reports Closed.
+            self.devices.remove(&id);
+        }
+    }
+
+    /// Counts and logs what the core reports; `outcome` is the line just handled, if any.
+    fn drain_events(&mut self, outcome: Option<&LineOutcome>) {
+        while let Some(ev) = self.translator.poll_event() {
+            match ev {
+                Event::JobSent { .. } => self.summary.jobs += 1,
+                Event::ShareJudged { result, .. } => match result {
+                    Ok(_) => self.summary.shares_accepted += 1,
+                    Err(_) => self.summary.shares_rejected += 1,
+                },
+                Event::ShareForwarded {
+                    sequence_number, ..
+                } => {
+                    self.summary.shares_forwarded += 1;
+                    if let (Some(LineOutcome::Accepted(s)), true) =
+                        (outcome, self.events.is_enabled())
+                    {
+                        self.events.emit(events::ShareSent {
+                            device: self.serial,
+                            channel: self.translator.upstream().channel_id(),
+                            seq: u64::from(sequence_number),
+                            job_id: JobId::from(s.job.upstream.job_id),
+                            nonce: s.nonce,
+                            ntime: s.ntime,
+                            version: s.version,
+                            // Sent against the channel's current target (`meets_upstream`).
+                            difficulty: Difficulty::from_target(
+                                self.translator.upstream().target(),
+                            )
+                            .as_f64(),
+                            hash: Some(s.hash),
+                        });
+                    }
+                }
+                Event::UpstreamResult(r) => {
+                    let verdict = match &r.verdict {
+                        UpstreamVerdict::Accepted => {
+                            self.summary.upstream_accepted += 1;
+                            Some(Verdict::Accepted)
+                        }
+                        UpstreamVerdict::Rejected(code) => {
+                            self.summary.upstream_rejected += 1;
+                            Some(Verdict::Rejected(Reason::from_sv2_code(code)))
+                        }
+                        UpstreamVerdict::Unanswered => {
+                            self.summary.upstream_unanswered += 1;
+                            None
+                        }
+                    };
+                    if let (Some(verdict), true) = (verdict, self.events.is_enabled()) {
+                        self.events.emit(events::ShareResult {
+                            conn: self.serial,
+                            channel: self.translator.upstream().channel_id(),
+                            seq: u64::from(r.sequence_number),
+                            job_id: JobId::from(r.upstream_job_id),
+                            nonce: r.nonce,
+                            difficulty: Difficulty::from_target(
+                                self.translator.upstream().target(),
+                            )
+                            .as_f64(),
+                            verdict,
+                            perspective: Perspective::Received,
+                        });
+                    }
+                }
+                Event::ChannelClosed(why) => {
+                    self.lost = Some(format!("channel closed: {why}"));
+                }
+                Event::ChannelOpenFailed(code) => {
+                    self.lost = Some(format!("channel refused: {code}"));
+                }
+                Event::Layout(e) => {
+                    self.lost = Some(format!("channel unusable: {e}"));
+                }
+                Event::ChannelOpened { channel_id, .. } => {
+                    if let Some(live) = self.live.as_mut() {
+                        if live.opening_since.take().is_some() {
+                            self.summary.channels_opened += 1;
+                            tracing::info!(
+                                upstream = %self.config.upstreams[live.index].addr,
+                                index = live.index,
+                                channel = channel_id,
+                                "translator: upstream channel open"
+                            );
+                        }
+                    }
+                }
+                Event::TargetChanged(_) | Event::ProtocolError(_) => {}
+            }
+        }
+    }
+}
+
+/// The next message from the upstream in use; never resolves while there is none.
+async fn read_upstream(live: &mut Option<Live>) -> Result<Option<Message>, TransportError> {
+    match live {
+        Some(l) => l.conn.read_message().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The connection the failover task found; never resolves while none is sought.
+async fn found(connecting: &mut Option<JoinHandle<Connected>>) -> Connected {
+    match connecting {
+        Some(task) => match task.await {
+            Ok(c) => c,
+            // The task only ends with a connection or by abort (which happens at shutdown,
+            // after the loop).
+            Err(_) => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,303 @@
+//! The tokio shell around [`Translator`]: one core task that owns the core and the SV2
+//! connection, one task per SV1 device connection ([`edge`]), bounded channels between them.
+//!
+//! The core is single-owner, so it lives in one task and never behind a lock: device tasks
+//! send it their lines over one bounded queue (a flood of lines slows the readers, not the
+//! core), and it hands each device its bytes over the device's own bounded queue. A device
+//! whose queue is full has stopped reading; it is dropped rather than allowed to hold the core
+//! back or grow without bound. Dropping a device's sender is how the core closes it: the device
+//! task writes what is queued, then ends the connection.
+//!
+//! Upstreams are a list. Losing the one in use (closed, reset, refused channel, or silent for
+//! the keepalive interval while a share awaits its verdict) starts a task that tries the next
+//! ones in order at once, then all of them again after a capped, jittered exponential backoff.
+//! Devices stay connected meanwhile; when a channel opens they are given its extranonce
+//! (`mining.set_extranonce`) and its work ([`Translator::upstream_lost`]).
+
+mod backoff;
+mod connect;
+mod core;
+pub mod edge;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use events::{ConnectionOpened, EventSink, ShortStr};
+use sv2::{Message, TransportError};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+pub use self::backoff::Backoff;
+pub use self::connect::UpstreamSpec;
+use self::connect::{connect, Connected};
+use self::core::Core;
+use self::edge::EdgeLimits;
+use crate::{Event, Millis, Translator, TranslatorConfig};
+
+/// The `conn` of the first upstream connection in events (and the `device` / `conn` of the
+/// shares sent on it); each later one counts on from it. Device connections count from 1, so
+/// the two never meet.
+pub const UPSTREAM_CONN_BASE: u64 = 1 << 48;
+
+/// The shell's settings.
+#[derive(Clone, Debug)]
+pub struct ShellConfig {
+    /// Where SV1 devices connect.
+    pub listen: SocketAddr,
+    /// The SV2 pools, in order of preference: the first that opens a channel is used, the
+    /// others are failovers.
+    pub upstreams: Vec<UpstreamSpec>,
+    pub translator: TranslatorConfig,
+    /// How long connecting, the Noise handshake, SetupConnection and the channel's opening may
+    /// take together, per upstream attempt.
+    pub open_timeout: Duration,
+    /// An upstream that has answered nothing for this long while a share awaits its verdict
+    /// is taken as gone.
+    pub keepalive: Duration,
+    /// The first wait between rounds of failed attempts, and the most it grows to.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+    /// Longest SV1 line read from a device.
+    pub max_line: usize,
+    pub max_devices: usize,
+    /// Lines from all devices waiting for the core.
+    pub inbox: usize,
+    /// Writes waiting for one device; a device this far behind is dropped.
+    pub device_queue: usize,
+    /// How often vardiff looks at quiet devices and the channel's hash rate is re-announced.
+    pub tick: Duration,
+    pub events: EventSink,
+}
+
+impl ShellConfig {
+    pub fn new(listen: SocketAddr, upstream: SocketAddr, authority_key: [u8; 32]) -> Self {
+        ShellConfig {
+            listen,
+            upstreams: vec![UpstreamSpec {
+                addr: upstream,
+                authority_key,
+            }],
+            translator: TranslatorConfig::default(),
+            open_timeout: Duration::from_secs(10),
+            keepalive: Duration::from_secs(30),
+            backoff_min: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(30),
+            max_line: 8 * 1024,
+            max_devices: 10_000,
+            inbox: 16 * 1024,
+            device_queue: 256,
+            // UpdateChannel may go out once a second (TranslatorConfig::update_interval_ms).
+            tick: Duration::from_secs(1),
+            events: EventSink::disabled(),
+        }
+    }
+
+    fn edge_limits(&self) -> EdgeLimits {
+        EdgeLimits {
+            max_line: self.max_line,
+            max_devices: self.max_devices,
+            device_queue: self.device_queue.max(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+    #[error("cannot connect to the upstream {addr}: {source}")]
+    Connect { addr: SocketAddr, source: io::Error },
+    #[error("upstream: {0}")]
+    Transport(#[from] TransportError),
+    #[error("upstream refused SetupConnection: {0}")]
+    Setup(String),
+    #[error("upstream refused the channel: {0}")]
+    ChannelRefused(String),
+    #[error("upstream took longer than {0:?} to open the channel")]
+    OpenTimeout(Duration),
+    #[error("upstream lost: {0}")]
+    UpstreamLost(String),
+    #[error("no upstream configured")]
+    NoUpstream,
+    #[error("no upstream opened a channel: {0}")]
+    AllUpstreamsFailed(String),
+}
+
+/// What the shell did, for the closing summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub devices_connected: u64,
+    pub devices_dropped_slow: u64,
+    pub jobs: u64,
+    pub shares_accepted: u64,
+    pub shares_rejected: u64,
+    pub shares_forwarded: u64,
+    pub upstream_accepted: u64,
+    pub upstream_rejected: u64,
+    pub upstream_unanswered: u64,
+    /// Upstream connections that got as far as an open channel.
+    pub channels_opened: u64,
+    /// Upstream connections lost (each followed by failover).
+    pub upstreams_lost: u64,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "translator: {} devices ({} dropped as slow), {} jobs; shares from devices {} accepted, {} rejected; {} forwarded: {} accepted, {} rejected, {} unanswered upstream; {} channels opened, {} upstreams lost",
+            self.devices_connected,
+            self.devices_dropped_slow,
+            self.jobs,
+            self.shares_accepted,
+            self.shares_rejected,
+            self.shares_forwarded,
+            self.upstream_accepted,
+            self.upstream_rejected,
+            self.upstream_unanswered,
+            self.channels_opened,
+            self.upstreams_lost,
+        )
+    }
+}
+
+/// A running translator: its first channel is open and devices are being accepted.
+pub struct Running {
+    pub sv1_addr: SocketAddr,
+    pub channel_id: u32,
+    /// The upstream the first channel opened on.
+    pub upstream: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    core: tokio::task::JoinHandle<Result<Summary, ShellError>>,
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Resolves when the core ends by itself (it does not, short of a bug: upstream trouble
+    /// is failed over).
+    pub async fn finished(&mut self) -> Result<Summary, ShellError> {
+        match (&mut self.core).await {
+            Ok(r) => r,
+            Err(e) => Err(ShellError::UpstreamLost(format!("core task: {e}"))),
+        }
+    }
+
+    /// Closes every device and the upstream connection.
+    pub async fn stop(self) -> Result<Summary, ShellError> {
+        let _ = self.shutdown.send(true);
+        let _ = self.acceptor.await;
+        match self.core.await {
+            Ok(r) => r,
+            Err(e) => Err(ShellError::UpstreamLost(format!("core task: {e}"))),
+        }
+    }
+}
+
+/// Binds the SV1 listener, opens a channel on the first upstream that gives one (each tried
+/// once, in order), then serves. Fails only if none does: a translator that starts without
+/// any pool would accept devices it cannot give work.
+pub async fn start(config: ShellConfig) -> Result<Running, ShellError> {
+    if config.upstreams.is_empty() {
+        return Err(ShellError::NoUpstream);
+    }
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ShellError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let sv1_addr = listener.local_addr().map_err(|source| ShellError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let clock = Instant::now();
+    let mut failures = Vec::new();
+    let mut opened = None;
+    for (index, spec) in config.upstreams.iter().enumerate() {
+        let attempt = open_first(index, spec, &config, clock);
+        match tokio::time::timeout(config.open_timeout, attempt).await {
+            Ok(Ok(x)) => {
+                opened = Some(x);
+                break;
+            }
+            Ok(Err(e)) => failures.push(format!("{}: {e}", spec.addr)),
+            Err(_) => failures.push(format!(
+                "{}: {}",
+                spec.addr,
+                ShellError::OpenTimeout(config.open_timeout)
+            )),
+        }
+    }
+    let Some((connected, translator)) = opened else {
+        return Err(ShellError::AllUpstreamsFailed(failures.join("; ")));
+    };
+    let channel_id = translator.upstream().channel_id().expect("opened");
+    let upstream = config.upstreams[connected.index].addr;
+    let (shutdown, stop_rx) = watch::channel(false);
+    let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
+    let limits = config.edge_limits();
+    let config = Arc::new(config);
+    let core = Core::new(translator, connected, clock, config.clone());
+    let core = tokio::spawn(core.run(inbox_rx, stop_rx.clone()));
+    let acceptor = tokio::spawn(edge::accept(listener, inbox_tx, stop_rx, limits));
+    Ok(Running {
+        sv1_addr,
+        channel_id,
+        upstream,
+        shutdown,
+        core,
+        acceptor,
+    })
+}
+
+fn millis(clock: Instant) -> Millis {
+    Millis(clock.elapsed().as_millis() as u64)
+}
+
+/// The first upstream connection, its channel opened before any device is accepted.
+async fn open_first(
+    index: usize,
+    spec: &UpstreamSpec,
+    config: &ShellConfig,
+    clock: Instant,
+) -> Result<(Connected, Translator), ShellError> {
+    let mut c = connect(index, spec, config.translator.version).await?;
+    let mut tc = config.translator.clone();
+    if c.fixed_version {
+        tc.version_mask = 0;
+    }
+    let mut translator = Translator::new(tc, millis(clock));
+    translator.open_channel(millis(clock));
+    while let Some(m) = translator.poll_upstream() {
+        c.conn.send_message(&Message::Mining(m)).await?;
+    }
+    loop {
+        match c.conn.read_message().await? {
+            Some(Message::Mining(m)) => translator.upstream_message(m, millis(clock)),
+            Some(other) => tracing::debug!(?other, "translator: ignored while opening"),
+            None => {}
+        }
+        while let Some(ev) = translator.poll_event() {
+            match ev {
+                Event::ChannelOpened { .. } => return Ok((c, translator)),
+                Event::ChannelOpenFailed(code) => return Err(ShellError::ChannelRefused(code)),
+                Event::Layout(e) => return Err(ShellError::ChannelRefused(e.to_string())),
+                other => tracing::debug!(?other, "translator: before the channel opened"),
+            }
+        }
+    }
+}
+
+/// The connection-opened event for upstream connection `serial` (see [`UPSTREAM_CONN_BASE`]).
+fn upstream_opened(events: &EventSink, serial: u64, spec: &UpstreamSpec, c: &Connected) {
+    if events.is_enabled() {
+        events.emit(ConnectionOpened {
+            conn: serial,
+            peer: spec.addr,
+            local: c.local,
+            label: ShortStr::new("upstream"),
+        });
+    }
+}
