@@ -21,12 +21,14 @@ pub mod jobs;
 pub mod shares;
 pub mod shell;
 pub mod translator;
+pub mod uplink;
 pub mod upstream;
 
 pub use config::TranslatorConfig;
 pub use downstream::{Close, Device, LineOutcome};
 pub use pool::Millis;
 pub use translator::{Event, Translator};
+pub use uplink::Uplink;
 
 /// A device connection, numbered by the translator from 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -13,7 +13,6 @@ use pool::channel::Reject;
 use pool::Millis;
 use primitives::share::rolled_version;
 use primitives::{Difficulty, Hash256, JobHeader, MinerChoice, Sv1Share, Target};
-use sv2::messages::mining::SubmitSharesExtended;
 
 use crate::extranonce::DeviceExtranonce;
 use crate::jobs::{parse_id, Sv1Job};
@@ -317,16 +316,16 @@ impl InFlight {
         self.queue.front().map(|f| f.sent_at)
     }
 
-    /// The `SubmitSharesExtended` for `share`, remembered under its sequence number. A share
-    /// pushed out of the window is reported in `results` as unanswered.
+    /// Remembers `share` under the next sequence number, which it returns (the uplink writes
+    /// the submission). A share pushed out of the window is reported in `results` as
+    /// unanswered.
     pub fn forward(
         &mut self,
-        channel_id: u32,
         device: DeviceId,
         share: &LocalShare,
         now: Millis,
         results: &mut Vec<ShareResult>,
-    ) -> SubmitSharesExtended {
+    ) -> u32 {
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
         if self.queue.len() == self.max {
@@ -341,15 +340,7 @@ impl InFlight {
             nonce: share.nonce,
             sent_at: now,
         });
-        SubmitSharesExtended {
-            channel_id,
-            sequence_number: seq,
-            job_id: share.job.upstream.job_id,
-            nonce: share.nonce,
-            ntime: share.ntime,
-            version: share.version,
-            extranonce: share.extranonce().to_vec(),
-        }
+        seq
     }
 
     /// `SubmitShares.Success`: the shares in flight up to `last` that got no error are

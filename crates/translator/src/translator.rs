@@ -17,14 +17,13 @@ use std::sync::Arc;
 use pool::channel::Reject;
 use pool::Millis;
 use primitives::Target;
-use sv2::messages::mining::UpdateChannel;
-use sv2::messages::Mining;
 
 use crate::config::TranslatorConfig;
 use crate::downstream::{Device, LineOutcome, Link};
 use crate::extranonce::{ExtranonceAllocator, Layout, LayoutError};
 use crate::jobs::JobBook;
 use crate::shares::{InFlight, ShareResult};
+use crate::uplink::Uplink;
 use crate::upstream::{ChannelRequest, UpstreamChannel, UpstreamError, UpstreamEvent};
 use crate::DeviceId;
 
@@ -66,15 +65,19 @@ pub enum Event {
     ProtocolError(UpstreamError),
 }
 
-pub struct Translator {
+/// The farm proxy's core over an uplink `U`: the SV1-to-SV2 translator by default, the SV1
+/// proxy with [`crate::sv1_upstream::Sv1Upstream`].
+pub struct Translator<U: Uplink = UpstreamChannel> {
     config: Arc<TranslatorConfig>,
-    upstream: UpstreamChannel,
+    upstream: U,
     allocator: Option<ExtranonceAllocator>,
     book: JobBook,
     devices: HashMap<DeviceId, Device>,
     next_device: u64,
     in_flight: InFlight,
-    to_upstream: VecDeque<Mining>,
+    to_upstream: VecDeque<U::Out>,
+    /// Reused for what `Uplink::open` writes.
+    opening: Vec<U::Out>,
     events: VecDeque<Event>,
     results: Vec<ShareResult>,
     announced_rate: f32,
@@ -86,10 +89,10 @@ pub struct Translator {
 
 /// The view of the translator a device works through (a free function so that the borrows of
 /// the fields stay apart from the device map's).
-fn link<'a>(
+fn link<'a, U: Uplink>(
     config: &'a TranslatorConfig,
     book: &'a mut JobBook,
-    upstream: &'a UpstreamChannel,
+    upstream: &'a U,
     allocator: &'a mut Option<ExtranonceAllocator>,
 ) -> Link<'a> {
     let layout = allocator.as_ref().map(|a| a.layout());
@@ -105,18 +108,34 @@ fn link<'a>(
     }
 }
 
-impl Translator {
+impl Translator<UpstreamChannel> {
     pub fn new(config: TranslatorConfig, now: Millis) -> Self {
+        Translator::with_uplink(config, UpstreamChannel::new(), now)
+    }
+
+    /// The upstream connection is gone (failover follows): what was in flight will not be
+    /// answered, and every job so far is stale (no other upstream takes its shares). Devices
+    /// stay connected and keep their extranonce values; shares they send meanwhile are judged
+    /// and answered stale. The next channel opens with [`Translator::open_channel`].
+    pub fn upstream_lost(&mut self, now: Millis) {
+        self.replace_uplink(UpstreamChannel::new(), now);
+    }
+}
+
+impl<U: Uplink> Translator<U> {
+    /// A core over `uplink`, not yet open.
+    pub fn with_uplink(config: TranslatorConfig, uplink: U, now: Millis) -> Self {
         let max_in_flight = config.max_in_flight;
         Translator {
             config: Arc::new(config),
-            upstream: UpstreamChannel::new(),
+            upstream: uplink,
             allocator: None,
             book: JobBook::new(),
             devices: HashMap::new(),
             next_device: 1,
             in_flight: InFlight::new(max_in_flight),
             to_upstream: VecDeque::new(),
+            opening: Vec::new(),
             events: VecDeque::new(),
             results: Vec::new(),
             announced_rate: 0.0,
@@ -129,7 +148,7 @@ impl Translator {
         &self.config
     }
 
-    pub fn upstream(&self) -> &UpstreamChannel {
+    pub fn upstream(&self) -> &U {
         &self.upstream
     }
 
@@ -153,19 +172,22 @@ impl Translator {
     /// Opens the upstream channel (once the shell's SetupConnection succeeded).
     pub fn open_channel(&mut self, now: Millis) {
         let rate = self.nominal_hash_rate();
-        let open = self.upstream.open(&ChannelRequest {
-            user_identity: self.config.user_identity.clone(),
-            nominal_hash_rate: rate,
-            max_target: self.config.max_target,
-            min_extranonce_size: self.config.min_extranonce_size(),
-        });
+        self.upstream.open(
+            &ChannelRequest {
+                user_identity: self.config.user_identity.clone(),
+                nominal_hash_rate: rate,
+                max_target: self.config.max_target,
+                min_extranonce_size: self.config.min_extranonce_size(),
+            },
+            &mut self.opening,
+        );
         self.announced_rate = rate;
         self.last_update = now;
-        self.to_upstream.push_back(open.into());
+        self.to_upstream.extend(self.opening.drain(..));
     }
 
     /// The next message for the upstream.
-    pub fn poll_upstream(&mut self) -> Option<Mining> {
+    pub fn poll_upstream(&mut self) -> Option<U::Out> {
         self.to_upstream.pop_front()
     }
 
@@ -228,18 +250,15 @@ impl Translator {
                     wire_id: Some(share.wire_id),
                     result: Ok(share.difficulty.as_f64()),
                 });
-                if let Some(channel_id) = self.upstream.channel_id() {
-                    if share.meets_upstream(self.upstream.target()) {
-                        let m =
-                            self.in_flight
-                                .forward(channel_id, id, share, now, &mut self.results);
-                        self.events.push_back(Event::ShareForwarded {
-                            device: id,
-                            sequence_number: m.sequence_number,
-                        });
-                        self.to_upstream.push_back(m.into());
-                        self.flush_results();
-                    }
+                if self.upstream.is_open() && share.meets_upstream(self.upstream.target()) {
+                    let seq = self.in_flight.forward(id, share, now, &mut self.results);
+                    self.events.push_back(Event::ShareForwarded {
+                        device: id,
+                        sequence_number: seq,
+                    });
+                    let m = self.upstream.submit(seq, share);
+                    self.to_upstream.push_back(m);
+                    self.flush_results();
                 }
             }
             LineOutcome::Rejected(r) => self.events.push_back(Event::ShareJudged {
@@ -252,7 +271,7 @@ impl Translator {
         Some(outcome)
     }
 
-    pub fn upstream_message(&mut self, m: Mining, now: Millis) {
+    pub fn upstream_message(&mut self, m: U::In, now: Millis) {
         let ev = match self.upstream.on_message(m) {
             Ok(ev) => ev,
             Err(e) => {
@@ -317,15 +336,13 @@ impl Translator {
         }
     }
 
-    /// The upstream connection is gone (failover follows): what was in flight will not be
-    /// answered, and every job so far is stale (no other upstream takes its shares). Devices
-    /// stay connected and keep their extranonce values; shares they send meanwhile are judged
-    /// and answered stale. The next channel opens with [`Translator::open_channel`].
-    pub fn upstream_lost(&mut self, now: Millis) {
+    /// Failover onto a fresh uplink (see [`Translator::upstream_lost`]).
+    pub fn replace_uplink(&mut self, uplink: U, now: Millis) {
         self.in_flight.abandon(now, &mut self.results);
         self.flush_results();
         self.book.invalidate();
-        self.upstream = UpstreamChannel::new();
+        self.upstream = uplink;
+        self.to_upstream.clear();
     }
 
     fn channel_opened(&mut self, now: Millis) {
@@ -362,7 +379,7 @@ impl Translator {
             }
         }
         self.prefix = Some(prefix);
-        let channel_id = self.upstream.channel_id().expect("open");
+        let channel_id = self.upstream.channel_id().unwrap_or_default();
         tracing::info!(
             channel = channel_id,
             device_bytes = layout.device_bytes,
@@ -398,9 +415,9 @@ impl Translator {
         for d in self.devices.values_mut() {
             d.on_tick(now, &mut link);
         }
-        let Some(channel_id) = self.upstream.channel_id() else {
+        if !self.upstream.is_open() {
             return;
-        };
+        }
         if now.since(self.last_update) < self.config.update_interval_ms {
             return;
         }
@@ -409,14 +426,9 @@ impl Translator {
         let changed = (rate as f64 - old).abs() > old * self.config.update_threshold
             || (old == 0.0) != (rate == 0.0);
         if changed {
-            self.to_upstream.push_back(
-                UpdateChannel {
-                    channel_id,
-                    nominal_hash_rate: rate,
-                    maximum_target: self.config.max_target,
-                }
-                .into(),
-            );
+            if let Some(m) = self.upstream.announce_rate(rate, self.config.max_target) {
+                self.to_upstream.push_back(m);
+            }
             self.announced_rate = rate;
             self.last_update = now;
         }

@@ -16,9 +16,12 @@ use std::sync::Arc;
 use primitives::{CompactTarget, Hash256, Target};
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
-    SetNewPrevHash,
+    SetNewPrevHash, SubmitSharesExtended, UpdateChannel,
 };
 use sv2::messages::Mining;
+
+use crate::shares::LocalShare;
+use crate::uplink::Uplink;
 
 /// Future jobs held until one is activated (the reference pool keeps as many per channel).
 pub const MAX_FUTURE_JOBS: usize = 8;
@@ -397,6 +400,63 @@ impl UpstreamChannel {
             target: self.target,
             clean: true,
         }))
+    }
+}
+
+impl Uplink for UpstreamChannel {
+    type Out = Mining;
+    type In = Mining;
+
+    fn open(&mut self, request: &ChannelRequest, out: &mut Vec<Mining>) {
+        out.push(UpstreamChannel::open(self, request).into());
+    }
+
+    fn on_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
+        UpstreamChannel::on_message(self, m)
+    }
+
+    fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Mining {
+        SubmitSharesExtended {
+            channel_id: self.channel_id().unwrap_or_default(),
+            sequence_number,
+            job_id: share.job.upstream.job_id,
+            nonce: share.nonce,
+            ntime: share.ntime,
+            version: share.version,
+            extranonce: share.extranonce().to_vec(),
+        }
+        .into()
+    }
+
+    fn announce_rate(&mut self, nominal_hash_rate: f32, max_target: Target) -> Option<Mining> {
+        Some(
+            UpdateChannel {
+                channel_id: self.channel_id()?,
+                nominal_hash_rate,
+                maximum_target: max_target,
+            }
+            .into(),
+        )
+    }
+
+    fn is_open(&self) -> bool {
+        UpstreamChannel::is_open(self)
+    }
+
+    fn channel_id(&self) -> Option<u32> {
+        UpstreamChannel::channel_id(self)
+    }
+
+    fn extranonce_prefix(&self) -> &Arc<[u8]> {
+        UpstreamChannel::extranonce_prefix(self)
+    }
+
+    fn extranonce_size(&self) -> usize {
+        UpstreamChannel::extranonce_size(self)
+    }
+
+    fn target(&self) -> Target {
+        UpstreamChannel::target(self)
     }
 }
 
