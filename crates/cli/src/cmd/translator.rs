@@ -146,7 +146,7 @@ impl Settings {
                 .map_err(|e| anyhow::anyhow!("--upstream-authority-key for {addr}: {e}"))?;
             upstreams.push(UpstreamSpec {
                 addr,
-                authority_key,
+                authority_key: Some(authority_key),
             });
         }
         anyhow::ensure!(
@@ -163,8 +163,7 @@ impl Settings {
             rate > 0.0 && rate.is_finite(),
             "--device-hash-rate must be positive"
         );
-        let mut c = ShellConfig::new(self.listen, upstreams[0].addr, upstreams[0].authority_key);
-        c.upstreams = upstreams;
+        let mut c = ShellConfig::new(self.listen, upstreams);
         c.keepalive = self.upstream_keepalive.0;
         c.max_devices = self.max_devices;
         c.translator = TranslatorConfig {
@@ -306,7 +305,7 @@ mod tests {
         assert_eq!(c.translator.device_hash_rate, 40_000.0);
         assert_eq!(
             c.upstreams[0].authority_key,
-            sv2::keys::parse_public_key(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap()
+            Some(sv2::keys::parse_public_key(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap())
         );
     }
 }

@@ -9,21 +9,21 @@ use events::{
     ConnectionClosed, ConnectionOpened, EventSink, JobId, Perspective, Reason, ShortStr, Verdict,
 };
 use primitives::Difficulty;
-use sv2::{Message, NoiseConn, TransportError};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
 use super::backoff::Backoff;
-use super::connect::{connect_any, Connected};
+use super::connect::connect_any;
 use super::edge::{stopped, DeviceIn};
+use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::shares::UpstreamVerdict;
-use crate::{DeviceId, Event, LineOutcome, Millis, Translator};
+use crate::{DeviceId, Event, LineOutcome, Millis, Translator, Uplink};
 
 /// The upstream connection in use.
-struct Live {
-    conn: NoiseConn,
+struct Live<T> {
+    conn: T,
     /// Which configured upstream.
     index: usize,
     /// When anything last arrived on it.
@@ -32,12 +32,12 @@ struct Live {
     opening_since: Option<Millis>,
 }
 
-pub(super) struct Core {
-    translator: Translator,
+pub(super) struct Core<T: Transport> {
+    translator: Translator<T::Uplink>,
     config: Arc<ShellConfig>,
-    live: Option<Live>,
+    live: Option<Live<T>>,
     /// Looking for an upstream, while there is none.
-    connecting: Option<JoinHandle<Connected>>,
+    connecting: Option<JoinHandle<(usize, Link<T>)>>,
     /// The upstream connection's id in events ([`UPSTREAM_CONN_BASE`] and up).
     serial: u64,
     /// The upstream last used (failover starts with the one after it).
@@ -51,29 +51,30 @@ pub(super) struct Core {
     lost: Option<String>,
 }
 
-impl Core {
+impl<T: Transport> Core<T> {
     pub(super) fn new(
-        translator: Translator,
-        connected: Connected,
+        translator: Translator<T::Uplink>,
+        index: usize,
+        link: Link<T>,
         clock: Instant,
         config: Arc<ShellConfig>,
     ) -> Self {
         let events = config.events.clone();
-        let spec = &config.upstreams[connected.index];
-        upstream_opened(&events, UPSTREAM_CONN_BASE, spec, &connected);
-        tracing::info!(upstream = %spec.addr, index = connected.index, "translator: upstream channel open");
+        let spec = &config.upstreams[index];
+        upstream_opened(&events, UPSTREAM_CONN_BASE, spec, link.local);
+        tracing::info!(upstream = %spec.addr, index, "upstream channel open");
         let now = millis(clock);
         Core {
             translator,
             live: Some(Live {
-                conn: connected.conn,
-                index: connected.index,
+                conn: link.conn,
+                index,
                 last_rx: now,
                 opening_since: None,
             }),
             connecting: None,
             serial: UPSTREAM_CONN_BASE,
-            last_index: connected.index,
+            last_index: index,
             clock,
             devices: HashMap::new(),
             conns: HashMap::new(),
@@ -112,7 +113,7 @@ impl Core {
                 biased;
                 _ = stopped(&mut shutdown) => break,
                 m = read_upstream(&mut self.live) => self.upstream_read(m),
-                c = found(&mut self.connecting) => self.connected(c),
+                (index, link) = found(&mut self.connecting) => self.connected(index, link),
                 Some(m) = inbox.recv() => self.device_message(m),
                 _ = ticks.tick() => self.on_tick(),
             }
@@ -137,45 +138,39 @@ impl Core {
         Ok(self.summary)
     }
 
-    fn upstream_read(&mut self, m: Result<Option<Message>, TransportError>) {
+    fn upstream_read(&mut self, m: Result<T::In, ShellError>) {
         let now = self.now();
         if let Some(live) = self.live.as_mut() {
             live.last_rx = now;
         }
         match m {
-            Ok(Some(Message::Mining(m))) => {
-                let fans_out = !matches!(
-                    m,
-                    sv2::messages::Mining::SubmitSharesSuccess(_)
-                        | sv2::messages::Mining::SubmitSharesError(_)
-                );
+            Ok(m) => {
+                let fans_out = T::fans_out(&m);
                 self.translator.upstream_message(m, now);
                 if fans_out {
                     self.flush_all();
                 }
             }
-            Ok(Some(other)) => tracing::debug!(?other, "translator: upstream message ignored"),
-            Ok(None) => {}
             Err(e) => self.lost = Some(e.to_string()),
         }
     }
 
     /// A connection past SetupConnection: ask it for a channel.
-    fn connected(&mut self, c: Connected) {
+    fn connected(&mut self, index: usize, c: Link<T>) {
         self.connecting = None;
         self.serial += 1;
-        let spec = &self.config.upstreams[c.index];
-        upstream_opened(&self.events, self.serial, spec, &c);
+        let spec = &self.config.upstreams[index];
+        upstream_opened(&self.events, self.serial, spec, c.local);
         if c.fixed_version {
-            tracing::warn!(upstream = %spec.addr, "translator: this upstream wants the version as sent; devices that roll it will see shares rejected");
+            tracing::warn!(upstream = %spec.addr, "this upstream wants the version as sent; devices that roll it will see shares rejected");
         }
-        tracing::info!(upstream = %spec.addr, index = c.index, "translator: upstream connected; opening the channel");
+        tracing::info!(upstream = %spec.addr, index, "upstream connected; opening the channel");
         let now = self.now();
         self.translator.open_channel(now);
-        self.last_index = c.index;
+        self.last_index = index;
         self.live = Some(Live {
             conn: c.conn,
-            index: c.index,
+            index,
             last_rx: now,
             opening_since: Some(now),
         });
@@ -205,12 +200,12 @@ impl Core {
     fn fail_over(&mut self, why: &str) {
         let Some(live) = self.live.take() else { return };
         let addr = self.config.upstreams[live.index].addr;
-        tracing::warn!(upstream = %addr, index = live.index, why, "translator: upstream lost; failing over");
+        tracing::warn!(upstream = %addr, index = live.index, why, "upstream lost; failing over");
         self.summary.upstreams_lost += 1;
         self.emit_closed("upstream lost");
         drop(live);
         let now = self.now();
-        self.translator.upstream_lost(now);
+        self.translator.replace_uplink(T::uplink(), now);
         self.drain_events(None);
         self.flush_all();
         let config = self.config.clone();
@@ -218,7 +213,7 @@ impl Core {
         let seed = u64::from(std::process::id()) ^ self.serial.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         self.connecting = Some(tokio::spawn(async move {
             let backoff = Backoff::new(config.backoff_min, config.backoff_max, seed);
-            connect_any(
+            connect_any::<T>(
                 &config.upstreams,
                 first,
                 config.open_timeout,
@@ -246,7 +241,7 @@ impl Core {
             return;
         };
         while let Some(m) = self.translator.poll_upstream() {
-            if let Err(e) = live.conn.send_message(&Message::Mining(m)).await {
+            if let Err(e) = live.conn.send(m).await {
                 self.lost = Some(e.to_string());
                 return;
             }
@@ -274,7 +269,7 @@ impl Core {
                         label: ShortStr::new("sv1"),
                     });
                 }
-                tracing::debug!(device = id.0, %peer, "translator: device connected");
+                tracing::debug!(device = id.0, %peer, "device connected");
             }
             DeviceIn::Line { conn, line } => {
                 let Some(&id) = self.conns.get(&conn) else {
@@ -305,7 +300,7 @@ impl Core {
                         reason: ShortStr::new(reason),
                     });
                 }
-                tracing::debug!(device = id.0, reason, "translator: device disconnected");
+                tracing::debug!(device = id.0, reason, "device disconnected");
             }
         }
     }
@@ -332,13 +327,13 @@ impl Core {
             };
             if tx.try_send(bytes).is_err() {
                 self.summary.devices_dropped_slow += 1;
-                tracing::debug!(device = id.0, "translator: device too slow, dropped");
+                tracing::debug!(device = id.0, "device too slow, dropped");
                 drop_it = true;
             }
         }
         if drop_it {
             if let Some(c) = close {
-                tracing::debug!(device = id.0, why = ?c, "translator: closing device");
+                tracing::debug!(device = id.0, why = ?c, "closing device");
             }
             // Its task sees the queue end, writes what is in it, and reports Closed.
             self.devices.remove(&id);
@@ -426,7 +421,7 @@ impl Core {
                                 upstream = %self.config.upstreams[live.index].addr,
                                 index = live.index,
                                 channel = channel_id,
-                                "translator: upstream channel open"
+                                "upstream channel open"
                             );
                         }
                     }
@@ -438,15 +433,17 @@ impl Core {
 }
 
 /// The next message from the upstream in use; never resolves while there is none.
-async fn read_upstream(live: &mut Option<Live>) -> Result<Option<Message>, TransportError> {
+async fn read_upstream<T: Transport>(live: &mut Option<Live<T>>) -> Result<T::In, ShellError> {
     match live {
-        Some(l) => l.conn.read_message().await,
+        Some(l) => l.conn.read().await,
         None => std::future::pending().await,
     }
 }
 
 /// The connection the failover task found; never resolves while none is sought.
-async fn found(connecting: &mut Option<JoinHandle<Connected>>) -> Connected {
+async fn found<T: Transport>(
+    connecting: &mut Option<JoinHandle<(usize, Link<T>)>>,
+) -> (usize, Link<T>) {
     match connecting {
         Some(task) => match task.await {
             Ok(c) => c,

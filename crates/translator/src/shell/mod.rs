@@ -18,6 +18,7 @@ mod backoff;
 mod connect;
 mod core;
 pub mod edge;
+pub mod transport;
 
 use std::io;
 use std::net::SocketAddr;
@@ -25,16 +26,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::{ConnectionOpened, EventSink, ShortStr};
-use sv2::{Message, TransportError};
+use sv2::TransportError;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 pub use self::backoff::Backoff;
 pub use self::connect::UpstreamSpec;
-use self::connect::{connect, Connected};
 use self::core::Core;
 use self::edge::EdgeLimits;
-use crate::{Event, Millis, Translator, TranslatorConfig};
+use self::transport::{Link, Sv2Transport, Transport};
+use crate::{Event, Millis, Translator, TranslatorConfig, Uplink};
 
 /// The `conn` of the first upstream connection in events (and the `device` / `conn` of the
 /// shares sent on it); each later one counts on from it. Device connections count from 1, so
@@ -72,13 +73,10 @@ pub struct ShellConfig {
 }
 
 impl ShellConfig {
-    pub fn new(listen: SocketAddr, upstream: SocketAddr, authority_key: [u8; 32]) -> Self {
+    pub fn new(listen: SocketAddr, upstreams: Vec<UpstreamSpec>) -> Self {
         ShellConfig {
             listen,
-            upstreams: vec![UpstreamSpec {
-                addr: upstream,
-                authority_key,
-            }],
+            upstreams,
             translator: TranslatorConfig::default(),
             open_timeout: Duration::from_secs(10),
             keepalive: Duration::from_secs(30),
@@ -123,6 +121,8 @@ pub enum ShellError {
     NoUpstream,
     #[error("no upstream opened a channel: {0}")]
     AllUpstreamsFailed(String),
+    #[error("no authority key for the SV2 upstream {0}")]
+    NoAuthorityKey(SocketAddr),
 }
 
 /// What the shell did, for the closing summary.
@@ -199,6 +199,11 @@ impl Running {
 /// once, in order), then serves. Fails only if none does: a translator that starts without
 /// any pool would accept devices it cannot give work.
 pub async fn start(config: ShellConfig) -> Result<Running, ShellError> {
+    start_with::<Sv2Transport>(config).await
+}
+
+/// [`start`] over another transport (the SV1 proxy's).
+pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, ShellError> {
     if config.upstreams.is_empty() {
         return Err(ShellError::NoUpstream);
     }
@@ -216,10 +221,10 @@ pub async fn start(config: ShellConfig) -> Result<Running, ShellError> {
     let mut failures = Vec::new();
     let mut opened = None;
     for (index, spec) in config.upstreams.iter().enumerate() {
-        let attempt = open_first(index, spec, &config, clock);
+        let attempt = open_first::<T>(spec, &config, clock);
         match tokio::time::timeout(config.open_timeout, attempt).await {
             Ok(Ok(x)) => {
-                opened = Some(x);
+                opened = Some((index, x));
                 break;
             }
             Ok(Err(e)) => failures.push(format!("{}: {e}", spec.addr)),
@@ -230,16 +235,16 @@ pub async fn start(config: ShellConfig) -> Result<Running, ShellError> {
             )),
         }
     }
-    let Some((connected, translator)) = opened else {
+    let Some((index, (link, translator))) = opened else {
         return Err(ShellError::AllUpstreamsFailed(failures.join("; ")));
     };
-    let channel_id = translator.upstream().channel_id().expect("opened");
-    let upstream = config.upstreams[connected.index].addr;
+    let channel_id = translator.upstream().channel_id().unwrap_or_default();
+    let upstream = config.upstreams[index].addr;
     let (shutdown, stop_rx) = watch::channel(false);
     let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
     let limits = config.edge_limits();
     let config = Arc::new(config);
-    let core = Core::new(translator, connected, clock, config.clone());
+    let core = Core::new(translator, index, link, clock, config.clone());
     let core = tokio::spawn(core.run(inbox_rx, stop_rx.clone()));
     let acceptor = tokio::spawn(edge::accept(listener, inbox_tx, stop_rx, limits));
     Ok(Running {
@@ -257,46 +262,46 @@ fn millis(clock: Instant) -> Millis {
 }
 
 /// The first upstream connection, its channel opened before any device is accepted.
-async fn open_first(
-    index: usize,
+async fn open_first<T: Transport>(
     spec: &UpstreamSpec,
     config: &ShellConfig,
     clock: Instant,
-) -> Result<(Connected, Translator), ShellError> {
-    let mut c = connect(index, spec, config.translator.version).await?;
+) -> Result<(Link<T>, Translator<T::Uplink>), ShellError> {
+    let mut c = T::connect(spec, config.translator.version).await?;
     let mut tc = config.translator.clone();
     if c.fixed_version {
         tc.version_mask = 0;
     }
-    let mut translator = Translator::new(tc, millis(clock));
+    let mut translator = Translator::with_uplink(tc, T::uplink(), millis(clock));
     translator.open_channel(millis(clock));
     while let Some(m) = translator.poll_upstream() {
-        c.conn.send_message(&Message::Mining(m)).await?;
+        c.conn.send(m).await?;
     }
     loop {
-        match c.conn.read_message().await? {
-            Some(Message::Mining(m)) => translator.upstream_message(m, millis(clock)),
-            Some(other) => tracing::debug!(?other, "translator: ignored while opening"),
-            None => {}
+        let m = c.conn.read().await?;
+        translator.upstream_message(m, millis(clock));
+        // Replies the opening asked for (SV1: subscribe, authorize) go out at once.
+        while let Some(m) = translator.poll_upstream() {
+            c.conn.send(m).await?;
         }
         while let Some(ev) = translator.poll_event() {
             match ev {
                 Event::ChannelOpened { .. } => return Ok((c, translator)),
                 Event::ChannelOpenFailed(code) => return Err(ShellError::ChannelRefused(code)),
                 Event::Layout(e) => return Err(ShellError::ChannelRefused(e.to_string())),
-                other => tracing::debug!(?other, "translator: before the channel opened"),
+                other => tracing::debug!(?other, "before the channel opened"),
             }
         }
     }
 }
 
 /// The connection-opened event for upstream connection `serial` (see [`UPSTREAM_CONN_BASE`]).
-fn upstream_opened(events: &EventSink, serial: u64, spec: &UpstreamSpec, c: &Connected) {
+fn upstream_opened(events: &EventSink, serial: u64, spec: &UpstreamSpec, local: SocketAddr) {
     if events.is_enabled() {
         events.emit(ConnectionOpened {
             conn: serial,
             peer: spec.addr,
-            local: c.local,
+            local,
             label: ShortStr::new("upstream"),
         });
     }

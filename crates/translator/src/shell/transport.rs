@@ -1,0 +1,138 @@
+//! How the shell talks to an upstream: connecting (with whatever handshake precedes opening the
+//! channel), reading and writing the uplink's messages. The core task is written once over
+//! this; the translator uses [`Sv2Transport`] (Noise, SetupConnection, SV2 frames), the SV1
+//! proxy [`super::sv1_conn::Sv1Transport`] (newline-delimited JSON).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::Mining;
+use sv2::{Limits, Message, NoiseConn};
+use tokio::net::TcpStream;
+
+use super::connect::UpstreamSpec;
+use super::ShellError;
+use crate::upstream::UpstreamChannel;
+use crate::Uplink;
+
+/// An upstream connection of one protocol.
+pub trait Transport: Sized + Send + 'static {
+    type Uplink: Uplink<In = Self::In, Out = Self::Out> + Send + 'static;
+    type In: Send + 'static;
+    type Out: Send + 'static;
+
+    /// A fresh uplink, for a new connection.
+    fn uplink() -> Self::Uplink;
+
+    /// Connects to `spec` and does what the protocol does before a channel can be asked for.
+    fn connect(
+        spec: &UpstreamSpec,
+        firmware: &str,
+    ) -> impl Future<Output = Result<Link<Self>, ShellError>> + Send;
+
+    /// The next message; cancellation safe (a `select!` may drop it between messages).
+    fn read(&mut self) -> impl Future<Output = Result<Self::In, ShellError>> + Send;
+
+    fn send(&mut self, m: Self::Out) -> impl Future<Output = Result<(), ShellError>> + Send;
+
+    /// Ends the connection politely, waiting at most `linger`.
+    fn close(self, linger: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Whether `m` may bring devices something (work, a target, an extranonce): the core then
+    /// hands every device its bytes. Share verdicts do not.
+    fn fans_out(m: &Self::In) -> bool;
+}
+
+/// A connection ready for the channel to be asked for.
+pub struct Link<T> {
+    pub conn: T,
+    pub local: SocketAddr,
+    /// The pool checks the version as sent: devices must not roll it.
+    pub fixed_version: bool,
+}
+
+/// SV2 over Noise: the translator's upstream.
+pub struct Sv2Transport(NoiseConn);
+
+impl Transport for Sv2Transport {
+    type Uplink = UpstreamChannel;
+    type In = Mining;
+    type Out = Mining;
+
+    fn uplink() -> UpstreamChannel {
+        UpstreamChannel::new()
+    }
+
+    async fn connect(spec: &UpstreamSpec, firmware: &str) -> Result<Link<Self>, ShellError> {
+        let stream = TcpStream::connect(spec.addr)
+            .await
+            .map_err(|source| ShellError::Connect {
+                addr: spec.addr,
+                source,
+            })?;
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(spec.addr);
+        let key = spec
+            .authority_key
+            .ok_or(ShellError::NoAuthorityKey(spec.addr))?;
+        let mut conn = NoiseConn::connect_to_authority(stream, key, Limits::default()).await?;
+        let setup = SetupConnection {
+            protocol: protocol::MINING,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            // Extended channels, and devices that may roll version bits if the pool lets them.
+            flags: 0,
+            endpoint_host: spec.addr.ip().to_string(),
+            endpoint_port: spec.addr.port(),
+            vendor: "stratumlab".into(),
+            hardware_version: String::new(),
+            firmware: firmware.into(),
+            device_id: String::new(),
+        };
+        conn.send_message(&setup.into()).await?;
+        loop {
+            match conn.read_message().await? {
+                Some(Message::Common(Common::SetupConnectionSuccess(s))) => {
+                    return Ok(Link {
+                        conn: Sv2Transport(conn),
+                        local,
+                        fixed_version: s.flags & mining_flags::REQUIRES_FIXED_VERSION != 0,
+                    })
+                }
+                Some(Message::Common(Common::SetupConnectionError(e))) => {
+                    return Err(ShellError::Setup(e.error_code));
+                }
+                Some(other) => tracing::debug!(?other, "translator: ignored before setup"),
+                None => {}
+            }
+        }
+    }
+
+    async fn read(&mut self) -> Result<Mining, ShellError> {
+        loop {
+            match self.0.read_message().await? {
+                Some(Message::Mining(m)) => return Ok(m),
+                Some(other) => tracing::debug!(?other, "translator: upstream message ignored"),
+                // An extension frame or a message type this side does not know.
+                None => {}
+            }
+        }
+    }
+
+    async fn send(&mut self, m: Mining) -> Result<(), ShellError> {
+        Ok(self.0.send_message(&Message::Mining(m)).await?)
+    }
+
+    async fn close(self, linger: Duration) {
+        self.0.close(linger).await;
+    }
+
+    fn fans_out(m: &Mining) -> bool {
+        !matches!(
+            m,
+            Mining::SubmitSharesSuccess(_) | Mining::SubmitSharesError(_)
+        )
+    }
+}
