@@ -21,6 +21,11 @@ enum Command {
     Fleet(Box<cmd::fleet::FleetArgs>),
     Tap(Box<cmd::tap::TapArgs>),
     Translator(Box<cmd::translator::TranslatorArgs>),
+    /// Aggregate Stratum V1 devices onto one Stratum V1 connection to an SV1 pool (the lab's
+    /// sv1-proxied farm proxy): the translator's device side, shares judged locally and
+    /// forwarded when they meet the pool's difficulty. `--upstream-authority-key` does not
+    /// apply.
+    Proxy(Box<cmd::translator::TranslatorArgs>),
     Run(Box<cmd::run::RunArgs>),
     Report(cmd::report::ReportArgs),
     #[command(subcommand)]
@@ -43,6 +48,7 @@ fn main() -> Result<()> {
         Command::Fleet(args) => cmd::fleet::run(*args),
         Command::Tap(args) => cmd::tap::run(*args),
         Command::Translator(args) => cmd::translator::run(*args),
+        Command::Proxy(args) => cmd::translator::run_proxy(*args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Report(args) => cmd::report::run(args),
         Command::Events(c) => cmd::events::run(c),

@@ -8,8 +8,10 @@
 //! - [`shares`]: a device's share judged locally; those meeting the upstream target followed
 //!   upstream by sequence number.
 //! - [`downstream`]: one SV1 device's session.
-//! - [`translator`]: aggregated mode, tying them together.
-//! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock).
+//! - [`translator`]: aggregated mode, tying them together, over an [`uplink::Uplink`]: the SV2
+//!   extended channel ([`upstream`]) for the translator, one SV1 connection
+//!   ([`sv1_upstream`]) for the aggregating SV1 proxy (`stratumlab proxy`).
+//! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock, failover).
 //!
 //! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
 //! reads a clock, opens a socket or spawns a task.
@@ -20,6 +22,7 @@ pub mod extranonce;
 pub mod jobs;
 pub mod shares;
 pub mod shell;
+pub mod sv1_upstream;
 pub mod translator;
 pub mod uplink;
 pub mod upstream;

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 use events::EventSink;
 use pool::vardiff::VardiffConfig;
 use primitives::Difficulty;
+use translator::shell::sv1_conn::Sv1Transport;
+use translator::shell::transport::{Sv2Transport, Transport};
 use translator::shell::{self, ShellConfig, UpstreamSpec};
 use translator::TranslatorConfig;
 
@@ -185,11 +187,21 @@ impl Settings {
     }
 }
 
+/// `stratumlab translator`: SV1 devices onto an SV2 pool.
 pub fn run(args: TranslatorArgs) -> Result<()> {
+    serve::<Sv2Transport>(args, "translator")
+}
+
+/// `stratumlab proxy`: SV1 devices onto one SV1 connection to an SV1 pool.
+pub fn run_proxy(args: TranslatorArgs) -> Result<()> {
+    serve::<Sv1Transport>(args, "proxy")
+}
+
+fn serve<T: Transport>(args: TranslatorArgs, role: &str) -> Result<()> {
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
     let sink = match &settings.events {
-        Some(p) => EventSink::create(p, "translator", "")?,
+        Some(p) => EventSink::create(p, role, "")?,
         None => EventSink::disabled(),
     };
     sc.events = sink.clone();
@@ -200,22 +212,22 @@ pub fn run(args: TranslatorArgs) -> Result<()> {
         .build()
         .context("tokio runtime")?;
     let summary = rt.block_on(async {
-        let mut running = shell::start(sc)
+        let mut running = shell::start_with::<T>(sc)
             .await
             .with_context(|| format!("opening an upstream channel (upstreams: {upstreams})"))?;
         println!("sv1 listening on {}", running.sv1_addr);
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         eprintln!(
-            "translator: channel {} open at {}",
+            "{role}: channel {} open at {}",
             running.channel_id, running.upstream
         );
         tokio::select! {
             _ = super::shutdown_signal(settings.duration.0) => {
-                running.stop().await.context("translator")
+                running.stop().await.context(role.to_owned())
             }
             ended = running.finished() => {
-                ended.context("translator")
+                ended.context(role.to_owned())
             }
         }
     })?;

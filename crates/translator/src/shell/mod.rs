@@ -18,6 +18,7 @@ mod backoff;
 mod connect;
 mod core;
 pub mod edge;
+pub mod sv1_conn;
 pub mod transport;
 
 use std::io;

@@ -1,0 +1,261 @@
+//! `stratumlab proxy` end to end: simnet's RPC node, our SV1 pool, the aggregating SV1 proxy in
+//! front of it, and SV1 devices from `stratumlab fleet` mining through it; then the pool killed
+//! with a second one to fail over to.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::Role;
+
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+
+fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
+    Role::start(
+        "pool",
+        &[
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &format!("http://{rpc}"),
+            "--rpc-user",
+            "u",
+            "--rpc-password",
+            "p",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--payout-address",
+            PAYOUT,
+            "--store",
+            store.to_str().unwrap(),
+            "--durability",
+            "strict",
+            // The proxy's one connection carries every device: a share every half second.
+            "--start-difficulty",
+            "0.00001",
+            "--min-difficulty",
+            "0.0000001",
+            "--shares-per-minute",
+            "120",
+        ],
+    )
+}
+
+/// Runs the fleet to its end (bounded) and returns its JSON report.
+fn run_fleet(args: Vec<String>, limit: Duration) -> serde_json::Value {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("fleet")
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        text
+    });
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "fleet exit {status:?}");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the fleet did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = reader.join().unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "dump", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Kills what a failing test leaves running.
+struct KillOnPanic(Vec<u32>);
+
+impl Drop for KillOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for &pid in &self.0 {
+                // SAFETY: kill(2) on our own children's pids.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+/// Devices behind the proxy mine on the SV1 pool through one connection; the pool is then
+/// killed and the proxy fails over to a second one, devices staying connected.
+#[test]
+fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("proxy.ev");
+    let simnet = Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "u",
+            "--rpc-password",
+            "p",
+            "--network-difficulty",
+            "1000",
+            "--block-interval",
+            "0",
+        ],
+    );
+    let mut guard = KillOnPanic(vec![simnet.child.id()]);
+    let rpc = simnet.line("rpc listening on");
+    let mut pools: Vec<Option<(Role, String, String)>> = (0..2)
+        .map(|i| {
+            let p = sv1_pool(&rpc, &dir.path().join(format!("pool{i}.sqlite")));
+            guard.0.push(p.child.id());
+            let sv1 = p.line("sv1 listening on");
+            let http = p.line("http listening on");
+            Some((p, sv1, http))
+        })
+        .collect();
+    let (sv1_a, http_a) = {
+        let p = pools[0].as_ref().unwrap();
+        (p.1.clone(), p.2.clone())
+    };
+    let (sv1_b, http_b) = {
+        let p = pools[1].as_ref().unwrap();
+        (p.1.clone(), p.2.clone())
+    };
+    let proxy = Role::start(
+        "proxy",
+        &[
+            "--upstream",
+            &sv1_a,
+            "--upstream",
+            &sv1_b,
+            "--user-identity",
+            "farm",
+            "--start-difficulty",
+            "0.00001",
+            "--device-hash-rate",
+            "40kH/s",
+            "--events",
+            events.to_str().unwrap(),
+            "--upstream-keepalive",
+            "2s",
+            "--duration",
+            "120s",
+        ],
+    );
+    guard.0.push(proxy.child.id());
+    let sv1 = proxy.line("sv1 listening on");
+    let fleet_args: Vec<String> = [
+        "--pool",
+        &sv1,
+        "--devices",
+        "5",
+        "--hash-budget",
+        "200kH/s",
+        "--duration",
+        "14s",
+        "--extranonce-subscribe",
+        "--json",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let fleet = std::thread::spawn(move || run_fleet(fleet_args, Duration::from_secs(60)));
+
+    // The first pool sees one connection and takes the shares that meet its difficulty.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        let status = http_get_json(&http_a, "/api/status");
+        if status["shares"]["accepted"].as_u64().unwrap_or(0) >= 2 {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "pool 1 took no share: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status["connections"].as_u64(), Some(1), "{status}");
+    assert_eq!(
+        status["shares"]["rejected"].as_u64(),
+        Some(0),
+        "the proxy only forwards what the pool takes: {status}"
+    );
+    let kill_ns = events::now_ns();
+    pools[0].take().unwrap().0.kill9();
+
+    let report = fleet.join().unwrap();
+    assert_eq!(report["connected"].as_u64(), Some(5), "{report}");
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    let shares = &report["shares"];
+    let sent = shares["sent"].as_u64().unwrap();
+    let accepted = shares["accepted"].as_u64().unwrap();
+    // Shares in flight across the switch are stale (21); nothing else is refused.
+    for (code, n) in shares["rejected_by_code"].as_object().unwrap() {
+        assert!(code == "21" || *n == 0, "rejected as {code}: {report}");
+    }
+    assert!(accepted * 10 >= sent * 8, "{accepted} of {sent}: {report}");
+    let status = http_get_json(&http_b, "/api/status");
+    assert!(
+        status["shares"]["accepted"].as_u64().unwrap() > 0,
+        "pool 2 took no share: {status}"
+    );
+    assert_eq!(status["connections"].as_u64(), Some(1), "{status}");
+
+    proxy.stop();
+    let ev = dump_events(&events);
+    let base = translator::shell::UPSTREAM_CONN_BASE;
+    let reopened = ev
+        .iter()
+        .find(|e| e["kind"] == "connection_opened" && e["conn"] == base + 1)
+        .expect("a second upstream connection");
+    let took = Duration::from_nanos(reopened["ts_ns"].as_u64().unwrap() - kill_ns);
+    eprintln!("proxy: second upstream connected {took:?} after the kill");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    let forwarded_ok = ev
+        .iter()
+        .filter(|e| e["kind"] == "share_result" && e["verdict"] == "accepted")
+        .count();
+    assert!(
+        forwarded_ok >= 3,
+        "{forwarded_ok} forwarded shares accepted"
+    );
+    if let Some((p, _, _)) = pools[1].take() {
+        p.stop();
+    }
+    simnet.stop();
+}

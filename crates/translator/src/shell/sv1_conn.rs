@@ -1,0 +1,116 @@
+//! SV1 to the upstream: newline-delimited JSON over TCP, the SV1 proxy's transport. The
+//! opening requests (configure, subscribe, authorize) are the uplink's, sent as the channel
+//! is asked for, so connecting is only TCP.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use super::connect::UpstreamSpec;
+use super::transport::{Link, Transport};
+use super::ShellError;
+use crate::sv1_upstream::Sv1Upstream;
+
+/// Longest line taken from the upstream (a notify with a large coinbase and a full branch is
+/// a few kilobytes).
+pub const MAX_UPSTREAM_LINE: usize = 64 * 1024;
+
+/// How long one write to the upstream may take.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Sv1Transport {
+    reader: OwnedReadHalf,
+    writer: OwnedWriteHalf,
+    /// Read and not yet taken as lines (kept here so that `read` is cancellation safe).
+    buf: Vec<u8>,
+}
+
+impl Transport for Sv1Transport {
+    type Uplink = Sv1Upstream;
+    type In = Vec<u8>;
+    type Out = Vec<u8>;
+
+    fn uplink() -> Sv1Upstream {
+        Sv1Upstream::new()
+    }
+
+    async fn connect(spec: &UpstreamSpec, _firmware: &str) -> Result<Link<Self>, ShellError> {
+        let stream = TcpStream::connect(spec.addr)
+            .await
+            .map_err(|source| ShellError::Connect {
+                addr: spec.addr,
+                source,
+            })?;
+        let _ = stream.set_nodelay(true);
+        let local = stream.local_addr().unwrap_or(spec.addr);
+        let (reader, writer) = stream.into_split();
+        Ok(Link {
+            conn: Sv1Transport {
+                reader,
+                writer,
+                buf: Vec::with_capacity(4096),
+            },
+            local,
+            fixed_version: false,
+        })
+    }
+
+    async fn read(&mut self) -> Result<Vec<u8>, ShellError> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let mut line: Vec<u8> = self.buf.drain(..=i).collect();
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Ok(line);
+            }
+            if self.buf.len() > MAX_UPSTREAM_LINE {
+                return Err(ShellError::UpstreamLost(format!(
+                    "a line longer than {MAX_UPSTREAM_LINE} bytes"
+                )));
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self
+                .reader
+                .read(&mut chunk)
+                .await
+                .map_err(|e| ShellError::UpstreamLost(e.to_string()))?;
+            if n == 0 {
+                return Err(ShellError::UpstreamLost("closed by the upstream".into()));
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    async fn send(&mut self, m: Vec<u8>) -> Result<(), ShellError> {
+        match tokio::time::timeout(WRITE_TIMEOUT, self.writer.write_all(&m)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ShellError::UpstreamLost(e.to_string())),
+            Err(_) => Err(ShellError::UpstreamLost("write timed out".into())),
+        }
+    }
+
+    async fn close(mut self, linger: Duration) {
+        let _ = self.writer.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let drain = async {
+            while let Ok(n) = self.reader.read(&mut sink).await {
+                if n == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(linger, drain).await;
+    }
+
+    /// Notifications (work, difficulty, extranonce) carry a method; share verdicts do not.
+    fn fans_out(m: &Vec<u8>) -> bool {
+        m.windows(8).any(|w| w == b"\"method\"")
+    }
+}

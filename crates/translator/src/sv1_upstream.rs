@@ -1,0 +1,650 @@
+//! The SV1 proxy's upstream, sans-IO: one Stratum V1 connection to a pool, carrying every
+//! device's shares. It plays the part the extended channel plays for the translator
+//! ([`crate::Uplink`]): the pool's `extranonce1` is the prefix, its `extranonce2_size` the
+//! bytes the devices split, `mining.set_difficulty` the target and `mining.notify` the work.
+//!
+//! The opening is the customary one of mining firmware: `mining.configure` (version rolling
+//! with the proxy's mask), `mining.subscribe`, `mining.extranonce.subscribe`, then
+//! `mining.authorize`; the channel is open once subscribe and authorize succeeded.
+//!
+//! SV1 has no sequence numbers: each submission's JSON-RPC id is mapped to the translator's
+//! sequence number, and its verdict reported under it. SV1 error codes are reported as the
+//! SV2 code of the same reason, so that one vocabulary reaches the accounting.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use primitives::{CompactTarget, Difficulty, Target};
+use sv1::{write, Method, Notify, Value};
+
+use crate::shares::LocalShare;
+use crate::uplink::Uplink;
+use crate::upstream::{ChannelRequest, ExtendedJob, PrevHash, UpstreamError, UpstreamEvent, Work};
+
+/// SV1 job ids remembered for submissions; a share on an older job is stale anyway.
+const MAX_JOBS: usize = 32;
+/// Submissions awaiting a reply at most (the translator's in-flight window bounds it too).
+const MAX_PENDING: usize = 8_192;
+/// The longest extranonce1 taken from a pool.
+const MAX_EXTRANONCE1: usize = 16;
+
+/// What a reply answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pending {
+    Configure,
+    Subscribe,
+    ExtranonceSubscribe,
+    Authorize,
+    Submit(u32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Idle,
+    Opening { subscribed: bool, authorized: bool },
+    Open,
+    Closed,
+}
+
+#[derive(Debug)]
+pub struct Sv1Upstream {
+    state: State,
+    next_id: u64,
+    pending: HashMap<u64, Pending>,
+    worker: String,
+    /// The version-rolling mask asked for, then the one granted (0: none).
+    mask: u32,
+    extranonce_prefix: Arc<[u8]>,
+    extranonce_size: usize,
+    /// The target of the jobs to come (`mining.set_difficulty` applies from the next job).
+    target: Target,
+    next_target: Option<Target>,
+    /// SV1 job ids by the number the translator knows them by, newest last.
+    jobs: VecDeque<(u32, Box<str>)>,
+    next_job: u32,
+    prev: Option<PrevHash>,
+    epochs: u64,
+}
+
+impl Default for Sv1Upstream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sv1Upstream {
+    pub fn new() -> Self {
+        Sv1Upstream {
+            state: State::Idle,
+            next_id: 1,
+            pending: HashMap::new(),
+            worker: String::new(),
+            mask: 0x1fff_e000,
+            extranonce_prefix: Arc::from(&[][..]),
+            extranonce_size: 0,
+            target: Difficulty::ONE.to_target(),
+            next_target: None,
+            jobs: VecDeque::new(),
+            next_job: 1,
+            prev: None,
+            epochs: 0,
+        }
+    }
+
+    /// The version-rolling mask to ask the pool for (0: do not ask).
+    pub fn with_version_mask(mut self, mask: u32) -> Self {
+        self.mask = mask;
+        self
+    }
+
+    /// The mask the pool granted (0 until it did, or if it did not).
+    pub fn version_mask(&self) -> u32 {
+        self.mask
+    }
+
+    fn request(&mut self, what: Pending, method: &str, params: &[&str], out: &mut Vec<u8>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, what);
+        write::request(out, id, method, params);
+    }
+
+    fn on_reply(
+        &mut self,
+        id: Option<&str>,
+        result: Option<Value<'_>>,
+        error: Option<Value<'_>>,
+    ) -> Result<UpstreamEvent, UpstreamError> {
+        let id = id
+            .and_then(|s| s.parse::<u64>().ok())
+            .ok_or(UpstreamError::Unexpected("a reply without a numeric id"))?;
+        let what = self
+            .pending
+            .remove(&id)
+            .ok_or(UpstreamError::Unrequested("reply"))?;
+        let failed = error.is_some_and(|e| !e.is_null());
+        match what {
+            Pending::Configure => {
+                self.mask = match result {
+                    Some(Value::Object(raw)) if !failed => granted_mask(raw) & self.mask,
+                    _ => 0,
+                };
+                Ok(UpstreamEvent::Ignored("mining.configure result"))
+            }
+            Pending::ExtranonceSubscribe => {
+                Ok(UpstreamEvent::Ignored("mining.extranonce.subscribe result"))
+            }
+            Pending::Subscribe => {
+                let parsed = match result {
+                    Some(Value::Array(raw)) if !failed => subscribe_result(raw),
+                    _ => None,
+                };
+                let Some((en1, size)) = parsed else {
+                    self.state = State::Closed;
+                    return Ok(UpstreamEvent::OpenFailed("mining.subscribe refused".into()));
+                };
+                self.extranonce_prefix = en1.into();
+                self.extranonce_size = size;
+                self.opening(true, false)
+            }
+            Pending::Authorize => {
+                if failed || result.and_then(|r| r.as_bool()) != Some(true) {
+                    self.state = State::Closed;
+                    return Ok(UpstreamEvent::OpenFailed("mining.authorize refused".into()));
+                }
+                self.opening(false, true)
+            }
+            Pending::Submit(sequence_number) => {
+                if !failed && result.and_then(|r| r.as_bool()) == Some(true) {
+                    Ok(UpstreamEvent::SharesAccepted {
+                        last_sequence_number: sequence_number,
+                        count: 1,
+                        shares_sum: 0,
+                    })
+                } else {
+                    Ok(UpstreamEvent::ShareRejected {
+                        sequence_number,
+                        error_code: sv2_code(error).into(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Subscribe or authorize succeeded; open once both did.
+    fn opening(&mut self, sub: bool, auth: bool) -> Result<UpstreamEvent, UpstreamError> {
+        let State::Opening {
+            subscribed,
+            authorized,
+        } = self.state
+        else {
+            return Err(UpstreamError::Unrequested("subscribe or authorize result"));
+        };
+        let (subscribed, authorized) = (subscribed || sub, authorized || auth);
+        if subscribed && authorized {
+            self.state = State::Open;
+            return Ok(UpstreamEvent::Opened);
+        }
+        self.state = State::Opening {
+            subscribed,
+            authorized,
+        };
+        Ok(UpstreamEvent::Ignored("opening"))
+    }
+
+    fn on_notify(&mut self, n: Notify<'_>) -> Result<UpstreamEvent, UpstreamError> {
+        if self.state != State::Open {
+            return Err(UpstreamError::Unexpected("mining.notify before subscribe"));
+        }
+        let new_block = self.prev.is_none_or(|p| p.prev_hash != n.prev_hash);
+        let clean = n.clean_jobs || new_block;
+        if clean {
+            self.epochs += 1;
+        }
+        let prev = PrevHash {
+            prev_hash: n.prev_hash,
+            min_ntime: n.ntime,
+            nbits: CompactTarget(n.nbits),
+            epoch: self.epochs,
+        };
+        self.prev = Some(prev);
+        if let Some(t) = self.next_target.take() {
+            self.target = t;
+        }
+        let job_id = self.next_job;
+        self.next_job = self.next_job.wrapping_add(1);
+        if self.jobs.len() == MAX_JOBS {
+            self.jobs.pop_front();
+        }
+        self.jobs.push_back((job_id, n.job_id.into()));
+        let job = ExtendedJob {
+            job_id,
+            version: n.version,
+            version_rolling_allowed: self.mask != 0,
+            merkle_path: n.merkle_branch,
+            coinbase_prefix: n.coinb1,
+            coinbase_suffix: n.coinb2,
+            extranonce_prefix: self.extranonce_prefix.clone(),
+        };
+        Ok(UpstreamEvent::Work(Work {
+            job: Arc::new(job),
+            prev,
+            ntime: n.ntime,
+            target: self.target,
+            clean,
+        }))
+    }
+}
+
+impl Uplink for Sv1Upstream {
+    type Out = Vec<u8>;
+    type In = Vec<u8>;
+
+    fn open(&mut self, request: &ChannelRequest, out: &mut Vec<Vec<u8>>) {
+        self.worker = request.user_identity.clone();
+        self.state = State::Opening {
+            subscribed: false,
+            authorized: false,
+        };
+        self.pending.clear();
+        self.prev = None;
+        self.jobs.clear();
+        let mut lines = Vec::new();
+        if self.mask != 0 {
+            let mut mask = Vec::new();
+            sv1::hex::encode_u32_into(self.mask, &mut mask);
+            let mask = String::from_utf8(mask).expect("hex is ASCII");
+            let id = self.next_id;
+            self.next_id += 1;
+            self.pending.insert(id, Pending::Configure);
+            lines.extend_from_slice(
+                format!(
+                    "{{\"id\":{id},\"method\":\"mining.configure\",\"params\":[[\"version-rolling\",\"subscribe-extranonce\"],{{\"version-rolling.mask\":\"{mask}\",\"version-rolling.min-bit-count\":2}}]}}\n"
+                )
+                .as_bytes(),
+            );
+        }
+        let agent = concat!("stratumlab-proxy/", env!("CARGO_PKG_VERSION"));
+        self.request(Pending::Subscribe, "mining.subscribe", &[agent], &mut lines);
+        self.request(
+            Pending::ExtranonceSubscribe,
+            "mining.extranonce.subscribe",
+            &[],
+            &mut lines,
+        );
+        let worker = self.worker.clone();
+        self.request(
+            Pending::Authorize,
+            "mining.authorize",
+            &[&worker, "x"],
+            &mut lines,
+        );
+        out.push(lines);
+    }
+
+    fn on_message(&mut self, line: Vec<u8>) -> Result<UpstreamEvent, UpstreamError> {
+        let (env, method) =
+            sv1::parse_line(&line).map_err(|_| UpstreamError::Unexpected("malformed line"))?;
+        let Some(method) = method else {
+            return self.on_reply(env.id(), env.result, env.error);
+        };
+        match method {
+            Method::Notify => {
+                let n = Notify::parse(&env)
+                    .map_err(|_| UpstreamError::Unexpected("malformed mining.notify"))?;
+                self.on_notify(n)
+            }
+            Method::SetDifficulty => {
+                let d = env
+                    .params
+                    .get(0)
+                    .and_then(|v| v.as_f64())
+                    .and_then(|d| Difficulty::new(d).ok())
+                    .ok_or(UpstreamError::Unexpected("malformed mining.set_difficulty"))?;
+                let t = d.to_target();
+                if self.prev.is_none() {
+                    // Before the first job: it applies to that job.
+                    self.target = t;
+                } else {
+                    self.next_target = Some(t);
+                }
+                Ok(UpstreamEvent::TargetChanged(t))
+            }
+            Method::SetExtranonce => {
+                let en1 = env
+                    .params
+                    .get(0)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| primitives::hex::decode(s).ok())
+                    .filter(|b| b.len() <= MAX_EXTRANONCE1);
+                let size = env.params.get(1).and_then(|v| v.as_u64());
+                let (Some(en1), Some(size)) = (en1, size) else {
+                    return Err(UpstreamError::Unexpected("malformed mining.set_extranonce"));
+                };
+                if size as usize != self.extranonce_size {
+                    // The devices' split is built on the size: a new one needs a new
+                    // connection.
+                    self.state = State::Closed;
+                    return Ok(UpstreamEvent::Closed(
+                        "the pool changed extranonce2_size".into(),
+                    ));
+                }
+                self.extranonce_prefix = en1.into();
+                Ok(UpstreamEvent::ExtranoncePrefixChanged)
+            }
+            Method::SetVersionMask => {
+                if let Some(m) = env
+                    .params
+                    .get(0)
+                    .and_then(|v| v.as_str())
+                    .and_then(|s| sv1::hex::decode_u32(s).ok())
+                {
+                    self.mask &= m;
+                }
+                Ok(UpstreamEvent::Ignored("mining.set_version_mask"))
+            }
+            Method::Reconnect => {
+                self.state = State::Closed;
+                Ok(UpstreamEvent::Closed("client.reconnect".into()))
+            }
+            _ => Ok(UpstreamEvent::Ignored(
+                "an SV1 method a proxy does not act on",
+            )),
+        }
+    }
+
+    fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Vec<u8> {
+        let job = share.job.upstream.job_id;
+        // A job that has left the window is submitted under an id the pool cannot know:
+        // it answers "job not found", which is the truth of it.
+        let sv1_id = self
+            .jobs
+            .iter()
+            .rev()
+            .find(|(j, _)| *j == job)
+            .map_or("expired", |(_, s)| &**s)
+            .to_owned();
+        if self.pending.len() >= MAX_PENDING {
+            // Replies that never came; the translator has long counted them unanswered.
+            self.pending.retain(|_, p| !matches!(p, Pending::Submit(_)));
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, Pending::Submit(sequence_number));
+        let bits = (self.mask != 0).then_some(share.version & self.mask);
+        let mut line = Vec::with_capacity(160);
+        write::submit(
+            &mut line,
+            id,
+            &self.worker,
+            &sv1_id,
+            share.extranonce(),
+            share.ntime,
+            share.nonce,
+            bits,
+        );
+        line
+    }
+
+    fn announce_rate(&mut self, _rate: f32, _max_target: Target) -> Option<Vec<u8>> {
+        // SV1 has no way to tell a pool the hash rate behind a connection.
+        None
+    }
+
+    fn is_open(&self) -> bool {
+        self.state == State::Open
+    }
+
+    fn channel_id(&self) -> Option<u32> {
+        None
+    }
+
+    fn extranonce_prefix(&self) -> &Arc<[u8]> {
+        &self.extranonce_prefix
+    }
+
+    fn extranonce_size(&self) -> usize {
+        self.extranonce_size
+    }
+
+    fn target(&self) -> Target {
+        self.next_target.unwrap_or(self.target)
+    }
+}
+
+/// `[[subscriptions...], "extranonce1", extranonce2_size]`.
+fn subscribe_result(raw: &str) -> Option<(Vec<u8>, usize)> {
+    // The subscriptions come first and may hold anything; extranonce1 and the size are the
+    // last two elements.
+    let inner = raw.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let (rest, size) = inner.rsplit_once(',')?;
+    let (_, en1) = rest.rsplit_once(',')?;
+    let size: usize = size.trim().parse().ok()?;
+    let en1 = en1.trim().strip_prefix('"')?.strip_suffix('"')?;
+    let en1 = primitives::hex::decode(en1).ok()?;
+    (en1.len() <= MAX_EXTRANONCE1 && (1..=16).contains(&size)).then_some((en1, size))
+}
+
+/// The mask in a `mining.configure` result, if version rolling was granted.
+fn granted_mask(raw: &str) -> u32 {
+    if !raw.contains("\"version-rolling\":true") && !raw.contains("\"version-rolling\": true") {
+        return 0;
+    }
+    let key = "\"version-rolling.mask\"";
+    raw.find(key)
+        .and_then(|i| {
+            let rest = raw[i + key.len()..].trim_start().strip_prefix(':')?;
+            let rest = rest.trim_start().strip_prefix('"')?;
+            sv1::hex::decode_u32(&rest[..rest.find('"')?]).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// An SV1 error as the SV2 code of the same reason (the customary codes: 21 job not found,
+/// i.e. stale; 22 duplicate; 23 low difficulty; 24 unauthorized).
+fn sv2_code(error: Option<Value<'_>>) -> &'static str {
+    let code = match error {
+        Some(Value::Array(raw)) => raw
+            .strip_prefix('[')
+            .and_then(|r| r.split([',', ']']).next())
+            .and_then(|c| c.trim().parse::<i64>().ok()),
+        Some(Value::Num(n)) => n.parse().ok(),
+        _ => None,
+    };
+    match code {
+        Some(21) => "stale-share",
+        Some(22) => "duplicate-share",
+        Some(23) => "difficulty-too-low",
+        Some(24) | Some(25) => "unauthorized",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> ChannelRequest {
+        ChannelRequest {
+            user_identity: "farm".into(),
+            nominal_hash_rate: 0.0,
+            max_target: Target::MAX,
+            min_extranonce_size: 4,
+        }
+    }
+
+    /// The opening lines, as (id, method) pairs.
+    fn opening(up: &mut Sv1Upstream) -> Vec<(u64, String)> {
+        let mut out = Vec::new();
+        up.open(&request(), &mut out);
+        assert_eq!(out.len(), 1, "one write for the whole opening");
+        out[0]
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (env, _) = sv1::parse_line(l).unwrap();
+                (
+                    env.id().unwrap().parse().unwrap(),
+                    env.method_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn feed(up: &mut Sv1Upstream, line: &str) -> Result<UpstreamEvent, UpstreamError> {
+        up.on_message(line.as_bytes().to_vec())
+    }
+
+    const NOTIFY: &str = r#"{"id":null,"method":"mining.notify","params":["j1","4d16b6f85af6e2198f44ae2a5a7c26d7b6a4a2ac8ba6a6000000000000000000","01000000010000","ffffffff01",["aa00000000000000000000000000000000000000000000000000000000000000"],"20000000","1d00ffff","6553f100",false]}"#;
+
+    fn open(up: &mut Sv1Upstream) {
+        let ids = opening(up);
+        let methods: Vec<&str> = ids.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "mining.configure",
+                "mining.subscribe",
+                "mining.extranonce.subscribe",
+                "mining.authorize"
+            ]
+        );
+        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
+        feed(
+            up,
+            &r(
+                ids[0].0,
+                r#"{"version-rolling":true,"version-rolling.mask":"1fffe000"}"#,
+            ),
+        )
+        .unwrap();
+        assert_eq!(
+            feed(
+                up,
+                &r(ids[1].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#)
+            )
+            .unwrap(),
+            UpstreamEvent::Ignored("opening")
+        );
+        feed(up, &r(ids[2].0, "true")).unwrap();
+        assert_eq!(
+            feed(up, &r(ids[3].0, "true")).unwrap(),
+            UpstreamEvent::Opened
+        );
+    }
+
+    #[test]
+    fn the_opening_gives_the_prefix_size_mask_and_then_work() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        assert!(up.is_open());
+        assert_eq!(&up.extranonce_prefix()[..], [0x0a, 0x0b, 0x0c, 0x0d]);
+        assert_eq!(up.extranonce_size(), 8);
+        assert_eq!(up.version_mask(), 0x1fff_e000);
+        // A difficulty before the first job applies to it.
+        feed(
+            &mut up,
+            r#"{"id":null,"method":"mining.set_difficulty","params":[0.5]}"#,
+        )
+        .unwrap();
+        let half = Difficulty::new(0.5).unwrap().to_target();
+        let UpstreamEvent::Work(w) = feed(&mut up, NOTIFY).unwrap() else {
+            panic!("no work")
+        };
+        assert!(w.clean, "the first job starts a block");
+        assert_eq!(w.target, half);
+        assert_eq!(w.job.coinbase_prefix, [1, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(&w.job.extranonce_prefix[..], [0x0a, 0x0b, 0x0c, 0x0d]);
+        assert_eq!(w.prev.nbits, CompactTarget(0x1d00_ffff));
+        // Later, a difficulty applies from the next job; the same prev hash is not clean.
+        feed(
+            &mut up,
+            r#"{"id":null,"method":"mining.set_difficulty","params":[2]}"#,
+        )
+        .unwrap();
+        let two = Difficulty::new(2.0).unwrap().to_target();
+        assert_eq!(
+            up.target(),
+            two,
+            "shares are forwarded against the coming target"
+        );
+        let UpstreamEvent::Work(w2) = feed(&mut up, &NOTIFY.replace("\"j1\"", "\"j2\"")).unwrap()
+        else {
+            panic!("no work")
+        };
+        assert!(!w2.clean);
+        assert_eq!(w2.prev.epoch, w.prev.epoch);
+        assert_eq!(w2.target, two);
+        assert_ne!(w2.job.job_id, w.job.job_id);
+    }
+
+    #[test]
+    fn refusals_and_bad_lines_are_reported() {
+        let mut up = Sv1Upstream::new().with_version_mask(0);
+        let ids = opening(&mut up);
+        assert_eq!(ids[0].1, "mining.subscribe", "no configure without a mask");
+        let refused = format!(
+            r#"{{"id":{},"result":false,"error":[24,"no",null]}}"#,
+            ids[2].0
+        );
+        assert!(matches!(
+            feed(&mut up, &refused).unwrap(),
+            UpstreamEvent::OpenFailed(_)
+        ));
+        assert!(!up.is_open());
+        assert!(feed(&mut up, "not json").is_err());
+        assert!(feed(&mut up, r#"{"id":99,"result":true,"error":null}"#).is_err());
+        assert!(feed(&mut up, NOTIFY).is_err(), "work before the opening");
+    }
+
+    #[test]
+    fn verdicts_map_to_sequence_numbers_and_sv2_reasons() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        // Submissions are numbered by the proxy; replies come back by JSON-RPC id.
+        let mut pending: Vec<u64> = Vec::new();
+        for seq in [7u32, 8, 9] {
+            let id = up.next_id;
+            up.next_id += 1;
+            up.pending.insert(id, Pending::Submit(seq));
+            pending.push(id);
+        }
+        let ok = format!(r#"{{"id":{},"result":true,"error":null}}"#, pending[1]);
+        assert_eq!(
+            feed(&mut up, &ok).unwrap(),
+            UpstreamEvent::SharesAccepted {
+                last_sequence_number: 8,
+                count: 1,
+                shares_sum: 0
+            }
+        );
+        for (id, code, want) in [
+            (pending[0], 23, "difficulty-too-low"),
+            (pending[2], 21, "stale-share"),
+        ] {
+            let line = format!(r#"{{"id":{id},"result":null,"error":[{code},"x",null]}}"#);
+            let UpstreamEvent::ShareRejected { error_code, .. } = feed(&mut up, &line).unwrap()
+            else {
+                panic!("not a rejection")
+            };
+            assert_eq!(error_code, want);
+        }
+    }
+
+    #[test]
+    fn a_new_extranonce_keeps_its_size_or_ends_the_connection() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        let same = r#"{"id":null,"method":"mining.set_extranonce","params":["01020304",8]}"#;
+        assert_eq!(
+            feed(&mut up, same).unwrap(),
+            UpstreamEvent::ExtranoncePrefixChanged
+        );
+        assert_eq!(&up.extranonce_prefix()[..], [1, 2, 3, 4]);
+        let other = r#"{"id":null,"method":"mining.set_extranonce","params":["01020304",6]}"#;
+        assert!(matches!(
+            feed(&mut up, other).unwrap(),
+            UpstreamEvent::Closed(_)
+        ));
+    }
+}
