@@ -112,10 +112,16 @@ impl DeviceJobs {
             self.issued.pop_front();
         }
         self.highest = self.highest.max(wire_id);
+        // Most jobs go out at the difficulty of the one before: its target is reused rather
+        // than recomputed (a 256-bit division, most of a job's fan-out cost per device).
+        let target = match self.issued.back() {
+            Some(last) if last.difficulty == difficulty => last.target,
+            _ => difficulty.to_target(),
+        };
         self.issued.push_back(Issued {
             wire_id,
             job,
-            target: difficulty.to_target(),
+            target,
             difficulty,
             issued_at: now,
             seen: Vec::new(),

@@ -198,13 +198,20 @@ impl<U: Uplink> Translator<U> {
     /// The channel's nominal hash rate: each device's measured rate, or the configured one
     /// until it is measured (spec 5.3.2: 0 with no devices).
     pub fn nominal_hash_rate(&self) -> f32 {
-        self.devices
+        let sum: f64 = self
+            .devices
             .values()
             .map(|d| {
                 d.measured_hash_rate()
                     .unwrap_or(self.config.device_hash_rate)
             })
-            .sum::<f64>() as f32
+            .sum();
+        // An empty sum is -0.0, which pools read as negative (pool_sv2 refuses the channel).
+        if sum > 0.0 {
+            sum as f32
+        } else {
+            0.0
+        }
     }
 
     pub fn device_connected(&mut self, now: Millis) -> DeviceId {

@@ -773,3 +773,13 @@ fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
     assert_eq!(sent[0].extranonce.len(), 10);
     assert_eq!(upstream_check_on(&job, &sent[0], &prefix2, 9), (hash, true));
 }
+
+#[test]
+fn a_channel_opened_before_any_device_claims_a_positive_zero() {
+    let mut t = Translator::new(config(), Millis(0));
+    let o = open(&mut t);
+    // The spec asks for 0.0 with no devices; -0.0 (an empty sum) reads as negative, and the
+    // reference pool refuses the channel for it.
+    assert_eq!(o.nominal_hash_rate, 0.0);
+    assert!(o.nominal_hash_rate.is_sign_positive());
+}

@@ -1,0 +1,416 @@
+#!/usr/bin/env bash
+# Benchmark: stratumlab's translator (`stratumlab translator`) against the SV2 reference
+# translator (translator_sv2 0.6.0, pinned, aggregated mode), each with the same SV1 device fleet
+# at the same fixed offered share load, on the same upstream: stratumlab's SV2 pool on simnet's
+# Template Provider (a fresh simnet and pool per run, so that each run's pool events are complete).
+#
+# Placement (taskset): the translator alone on one core (BENCH_CPUS, default cpu 1); simnet, the
+# pool and the fleet (one runtime thread) on the other (cpu 0). simnet finds no blocks (network
+# difficulty 10^6, no blocks of the rest of the network) and makes a fee-driven template every
+# 10 s, so job fan-outs to every device are part of the load.
+#
+# The load: N SV1 devices (`stratumlab fleet`, asic profile: version rolling), the fleet's hash
+# budget split evenly; both translators are told the devices' real hash rate and the same share
+# rate per device (ours: --device-hash-rate, --start-difficulty/--min-difficulty computed from
+# it, --shares-per-minute; translator_sv2: min_individual_miner_hashrate, shares_per_minute;
+# vardiff on in both, as deployed). Upstream, the pool targets BENCH_UPSTREAM_SPM shares per
+# minute on the translator's one extended channel (the shares meeting that target are forwarded).
+#
+# Measured over a fixed window after warm-up, per translator:
+#   - share latency as the devices see it: the fleet's share_sent -> share_result (received),
+#     for shares sent in the window. Everything is on loopback with no link emulation, so this is
+#     the latency the translator adds: the device's write, the kernel's loopback, the translator
+#     reading, parsing and checking the share (SHA-256d) and writing the verdict, the device
+#     reading it; for a share the translator answers only after the pool's verdict it also holds
+#     the upstream leg (Noise, the pool's check and reply). Reported for all shares, and apart for
+#     the shares answered locally (below the pool's target) and the forwarded ones (the pool
+#     judged a share with the same nonce: its events), so a translator that waits for the pool
+#     shows in the "fwd" columns;
+#   - CPU-microseconds per share: the translator's utime + stime (/proc/PID/stat, every thread)
+#     over the window / the verdicts the devices received in the window;
+#   - RSS per downstream device: (VmRSS at the end of the window, N devices connected - VmRSS
+#     before the fleet connected, upstream channel open) / N;
+#   - the generator's (fleet's) CPU: at or above 90% of its core the load is generator-bound and
+#     the row says so; others%: other processes on the translator's core (the machine may be
+#     shared).
+# Then a table and the ratios ours / reference (below 1: ours is lower) from the same run.
+# translator_sv2 runs at its shipped log level (info); the full run adds it at RUST_LOG=warn.
+#
+# Everything listens on 127.0.0.1 only. Every process started here is stopped on exit; each wait
+# is bounded. Not part of .ci/run (about 5 minutes; BENCH_QUICK=1 about 1.5).
+#
+# Environment:
+#   BENCH_QUICK=1          100 devices, 100 shares/s, 8 s warm-up, 15 s window, no RUST_LOG=warn
+#                          row [default: 1000 devices, 300 shares/s, 20 s, 60 s]
+#   BENCH_DEVICES          devices [default: 1000]
+#   BENCH_SHARES_PER_S     total offered shares per second [default: 300]
+#   BENCH_HASH_BUDGET      the fleet's hashes per second (sets the share difficulty, not the
+#                          share rate) [default: 1MH/s]
+#   BENCH_UPSTREAM_SPM     shares per minute the pool asks of the translator's channel
+#                          [default: 600]
+#   BENCH_WARMUP, BENCH_WINDOW   override the warm-up and the window (`20s`)
+#   BENCH_CPUS="1 0"       the core for the translator and the core for everything else
+#   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
+#   STRATUMLAB_TOOLS_DIR   where pinned third-party tools are installed
+#   INTEROP_KEEP=1         keep the work directory (logs, configs, events)
+# Needs: cargo, python3, taskset; translator_sv2 installed by scripts/interop-translator-sv2.sh
+# (or here, with Cap'n Proto).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TRANSLATOR_SV2_VERSION=0.6.0
+PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
+
+QUICK=${BENCH_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+    DEVICES=${BENCH_DEVICES:-100}
+    SHARES_PER_S=${BENCH_SHARES_PER_S:-100}
+    WARMUP=${BENCH_WARMUP:-8s}
+    WINDOW=${BENCH_WINDOW:-15s}
+else
+    DEVICES=${BENCH_DEVICES:-1000}
+    SHARES_PER_S=${BENCH_SHARES_PER_S:-300}
+    WARMUP=${BENCH_WARMUP:-20s}
+    WINDOW=${BENCH_WINDOW:-60s}
+fi
+HASH_BUDGET=${BENCH_HASH_BUDGET:-1MH/s}
+UPSTREAM_SPM=${BENCH_UPSTREAM_SPM:-600}
+read -r TRANSLATOR_CPU LOAD_CPU <<<"${BENCH_CPUS:-1 0}"
+
+tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+
+script=bench-translator
+log_files=(rows.jsonl)
+# shellcheck source=scripts/interop-common.sh
+source scripts/interop-common.sh
+
+command -v taskset >/dev/null || fail "taskset not found (util-linux)"
+[ "$(nproc --all)" -ge 2 ] || fail "needs two cores: the translator on one, the load on the other"
+
+secs() { python3 -c 'import re,sys
+total = 0.0
+for n, u in re.findall(r"([0-9.]+)(ms|s|m|h)", sys.argv[1]):
+    total += float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u]
+print(total)' "$1"; }
+WARMUP_S=$(secs "$WARMUP")
+WINDOW_S=$(secs "$WINDOW")
+RATE_HS=$(python3 -c 'import re,sys
+m = re.fullmatch(r"([0-9.e+]+)\s*([kMGTP]?)(H/s)?", sys.argv[1])
+m or sys.exit("BENCH_HASH_BUDGET: write it as 1MH/s, 500kH/s or 1e6")
+print(float(m[1]) * {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}[m[2]])' "$HASH_BUDGET")
+# Per device: its hash rate, shares per minute, and the difficulty giving that rate.
+PER_DEVICE=$(python3 -c "print($RATE_HS / $DEVICES)")
+SPM=$(python3 -c "print($SHARES_PER_S * 60 / $DEVICES)")
+DIFFICULTY=$(python3 -c "print($PER_DEVICE * 60 / $SPM / 2**32)")
+MIN_DIFFICULTY=$(python3 -c "print($DIFFICULTY / 16)")
+
+# 1. The pinned reference translator, installed as the interop script installs it.
+install_pinned translator_sv2 "$TRANSLATOR_SV2_VERSION"
+tproxy_bin=$pinned_bin
+
+# 2. stratumlab, optimized: the translator is what is measured, and the load must not limit it.
+stratumlab="$target_dir/release/stratumlab"
+if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$stratumlab" ]; then
+    cargo build --quiet --release -p cli
+fi
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Stops this run's processes (TERM, then KILL after 5 s) and forgets them.
+stop_all() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
+    pids=()
+}
+
+# The translator runs under `timeout` (a bound even if this script is killed), which forks it:
+# its process, the one measured, is the wrapper's child.
+# measured_child WRAPPER_PID NAME: its child running the program NAME (comm, 15 characters).
+measured_child() {
+    local wrapper=$1 name=${2:0:15} c
+    for _ in $(seq 100); do
+        for c in $(pgrep -P "$wrapper" || true); do
+            [ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$name" ] && { echo "$c"; return; }
+        done
+        sleep 0.1
+    done
+    fail "no $name process under $wrapper"
+}
+
+# One measurement: run_one LABEL KIND [ENV...]; KIND is ours or translator_sv2; ENV (NAME=VALUE)
+# is the translator's environment. Appends a JSON line to $work/rows.jsonl.
+run_one() {
+    local label=$1 kind=$2
+    shift 2
+    local tenv=("$@")
+    local dir="$work/$label"
+    mkdir -p "$dir"
+    log_files+=("$label/simnet.err" "$label/pool.err" "$label/translator.out"
+        "$label/translator.err" "$label/fleet.err")
+
+    # The upstream: simnet and our SV2 pool, on the load's core.
+    taskset -c "$LOAD_CPU" timeout --signal=TERM 900 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 \
+        --network-difficulty 1000000 --block-interval 0 --template-interval 10s --seed 7 \
+        >"$dir/simnet.out" 2>"$dir/simnet.err" &
+    pids+=($!)
+    tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/simnet.out" | head -n1; }
+    have_tdp() { [ -n "$(tdp_addr)" ]; }
+    wait_for 60 have_tdp || fail "$label: simnet did not print 'tdp listening on ADDR'"
+    local tdp tdp_key
+    tdp=$(tdp_addr)
+    tdp_key=$(sed -n 's/^tdp authority public key \([1-9A-HJ-NP-Za-km-z]*\).*/\1/p' "$dir/simnet.out" | head -n1)
+    taskset -c "$LOAD_CPU" timeout --signal=TERM 900 "$stratumlab" pool --sv2-listen 127.0.0.1:0 \
+        --tp "$tdp" --tp-authority-key "$tdp_key" --payout-address "$PAYOUT" \
+        --shares-per-minute "$UPSTREAM_SPM" --durability off --store "$dir/pool.sqlite" \
+        --events "$dir/pool.ev" >"$dir/pool.out" 2>"$dir/pool.err" &
+    local pool_pid=$!
+    pids+=("$pool_pid")
+    pool_line() { sed -n "s/^$1 \\([^ ]*\\).*/\\1/p" "$dir/pool.out" | head -n1; }
+    pool_up() {
+        kill -0 "$pool_pid" 2>/dev/null || fail "$label: the pool exited early"
+        [ -n "$(pool_line 'sv2 listening on')" ] && [ -n "$(pool_line 'sv2 authority public key')" ]
+    }
+    wait_for 60 pool_up || fail "$label: the pool did not print its SV2 address and authority key"
+    local pool_addr pool_key
+    pool_addr=$(pool_line 'sv2 listening on')
+    pool_key=$(pool_line 'sv2 authority public key')
+
+    # The translator, alone on its core.
+    local translator_pid sv1
+    if [ "$kind" = ours ]; then
+        env "${tenv[@]}" taskset -c "$TRANSLATOR_CPU" timeout --signal=TERM 900 "$stratumlab" translator \
+            --listen 127.0.0.1:0 --upstream "$pool_addr" --upstream-authority-key "$pool_key" \
+            --user-identity "bench-$label" --device-hash-rate "$PER_DEVICE" \
+            --start-difficulty "$DIFFICULTY" --min-difficulty "$MIN_DIFFICULTY" \
+            --shares-per-minute "$SPM" >"$dir/translator.out" 2>"$dir/translator.err" &
+        pids+=($!)
+        translator_pid=$(measured_child $! "$(basename "$stratumlab")")
+        sv1_addr() { sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/translator.out" | head -n1; }
+        ours_up() {
+            kill -0 "$translator_pid" 2>/dev/null || fail "$label: our translator exited early"
+            [ -n "$(sv1_addr)" ]
+        }
+        wait_for 60 ours_up || fail "$label: our translator did not print 'sv1 listening on ADDR'"
+        sv1=$(sv1_addr)
+    else
+        local port
+        port=$(free_port)
+        # Aggregated: every device on one extended channel, 2 bytes of per-miner index above the
+        # devices' 2 bytes of extranonce2 (4 in all: what our pool lets a channel roll). No
+        # monitoring server, no telemetry scan, no extensions.
+        cat >"$dir/translator.toml" <<EOF
+downstream_address = "127.0.0.1"
+downstream_port = $port
+max_supported_version = 2
+min_supported_version = 2
+downstream_extranonce2_size = 2
+verify_payout = false
+aggregate_channels = true
+supported_extensions = []
+required_extensions = []
+
+[downstream_difficulty_config]
+min_individual_miner_hashrate = $PER_DEVICE
+shares_per_minute = $SPM
+enable_vardiff = true
+job_keepalive_interval_secs = 60
+
+[[upstreams]]
+address = "${pool_addr%:*}"
+port = ${pool_addr##*:}
+authority_pubkey = "$pool_key"
+user_identity = "bench-$label"
+EOF
+        (
+            for v in $(compgen -e | grep '^TPROXY__' || true); do unset "$v"; done
+            exec env NO_COLOR=1 "${tenv[@]}" taskset -c "$TRANSLATOR_CPU" \
+                timeout --signal=TERM 900 "$tproxy_bin" -c "$dir/translator.toml"
+        ) >"$dir/translator.out" 2>"$dir/translator.err" &
+        pids+=($!)
+        translator_pid=$(measured_child $! "$(basename "$tproxy_bin")")
+        # At RUST_LOG=warn it says nothing when ready: then its listening port is the sign.
+        ref_up() {
+            kill -0 "$translator_pid" 2>/dev/null || fail "$label: translator_sv2 exited early"
+            grep -q "listening on 127.0.0.1:$port" "$dir/translator.out" 2>/dev/null \
+                || python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1).close()' "$port" 2>/dev/null
+        }
+        wait_for 60 ref_up || fail "$label: translator_sv2 did not listen on 127.0.0.1:$port"
+        sv1=127.0.0.1:$port
+    fi
+    # Settled with its upstream and no device: the memory baseline.
+    sleep 2
+    local rss0
+    rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$translator_pid/status")
+
+    local total_s
+    total_s=$(python3 -c "print(int($WARMUP_S + $WINDOW_S + 3))")
+    say "$label: $DEVICES devices at $PER_DEVICE H/s, $SHARES_PER_S shares/s offered" \
+        "(difficulty $DIFFICULTY), through $sv1 to the pool at $pool_addr"
+    taskset -c "$LOAD_CPU" "$stratumlab" fleet --pool "$sv1" --devices "$DEVICES" \
+        --hash-budget "$RATE_HS" --threads 1 --duration "${total_s}s" --drain 3s --json \
+        --events "$dir/fleet.ev" >"$dir/fleet.json" 2>"$dir/fleet.err" &
+    local fleet_pid=$!
+    pids+=("$fleet_pid")
+
+    # The window: CPU of both processes, the cores, the translator's RSS at the end, and
+    # CLOCK_MONOTONIC (the events' clock) at its ends.
+    python3 - "$translator_pid" "$fleet_pid" "$WARMUP_S" "$WINDOW_S" >"$dir/window.json" <<'EOF'
+import json, os, sys, time
+tr, fleet, warmup, window = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+tck = os.sysconf("SC_CLK_TCK")
+def cpu(pid):
+    # utime and stime are fields 14 and 15; the command name may hold spaces, so split after ')'.
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / tck
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+def cores():
+    # Busy seconds per core (all but idle and iowait): what else ran on the translator's core.
+    out = {}
+    for line in open("/proc/stat"):
+        f = line.split()
+        if f[0].startswith("cpu") and f[0] != "cpu":
+            v = [int(x) for x in f[1:]]
+            out[f[0][3:]] = (sum(v[:8]) - v[3] - v[4]) / tck
+    return out
+time.sleep(warmup)
+t0, p0, f0, c0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(tr), cpu(fleet), cores()
+time.sleep(window)
+t1, p1, f1, c1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(tr), cpu(fleet), cores()
+print(json.dumps({"t0_ns": t0, "t1_ns": t1, "translator_cpu_s": p1 - p0, "fleet_cpu_s": f1 - f0,
+                  "rss_kib": rss_kib(tr), "core_busy_s": {k: c1[k] - c0[k] for k in c1},
+                  "loadavg_1m": float(open("/proc/loadavg").read().split()[0])}))
+EOF
+    wait "$fleet_pid" || fail "$label: the fleet failed: $(tail -n 3 "$dir/fleet.err")"
+    stop_all
+    "$stratumlab" events dump "$dir/fleet.ev" >"$dir/fleet.jsonl" || fail "$label: fleet events do not read"
+    "$stratumlab" events dump "$dir/pool.ev" >"$dir/pool.jsonl" || fail "$label: pool events do not read"
+
+    python3 - "$label" "$kind" "$dir" "$TRANSLATOR_CPU" "$rss0" "$DEVICES" "$SHARES_PER_S" \
+        >>"$work/rows.jsonl" <<'EOF'
+import json, sys
+label, kind, d, core, rss0, devices, offered = sys.argv[1:8]
+rss0, devices, offered = int(rss0), int(devices), float(offered)
+w = json.load(open(f"{d}/window.json"))
+rep = json.load(open(f"{d}/fleet.json"))
+t0, t1 = w["t0_ns"], w["t1_ns"]
+# What reached the pool: its verdicts, by nonce (a device's nonce is the forwarded share's).
+upstream = set()
+upstream_in_window = upstream_accepted = 0
+for line in open(f"{d}/pool.jsonl"):
+    e = json.loads(line)
+    if e.get("kind") == "share_result" and e.get("channel") is not None:
+        upstream.add(e["nonce"])
+        if t0 <= e["ts_ns"] < t1:
+            upstream_in_window += 1
+            upstream_accepted += e["verdict"] == "accepted"
+sent = {}
+answered = accepted = rejected = 0
+lat = {"all": [], "local": [], "fwd": []}
+results = []
+for line in open(f"{d}/fleet.jsonl"):
+    e = json.loads(line)
+    k = e.get("kind")
+    if k == "share_sent":
+        sent[(e["device"], e["seq"])] = (e["ts_ns"], e["nonce"])
+    elif k == "share_result" and e.get("perspective") == "received":
+        results.append(e)
+for e in results:
+    ts = e["ts_ns"]
+    ok = e["verdict"] == "accepted"
+    if t0 <= ts < t1:
+        answered += 1
+        accepted += ok
+        rejected += not ok
+    s = sent.get((e["conn"], e["seq"]))
+    if ok and s is not None and t0 <= s[0] < t1:
+        ms = (ts - s[0]) / 1e6
+        lat["all"].append(ms)
+        lat["fwd" if s[1] in upstream else "local"].append(ms)
+def q(v, p):
+    v.sort()
+    return v[min(len(v) - 1, int(p * len(v)))] if v else None
+secs = (t1 - t0) / 1e9
+row = {
+    "label": label, "kind": kind, "devices": devices, "offered_per_s": offered, "window_s": secs,
+    "answered": answered, "accepted": accepted, "rejected": rejected,
+    "accepted_per_s": accepted / secs, "upstream_per_s": upstream_in_window / secs,
+    "upstream_accepted": upstream_accepted, "upstream_judged": upstream_in_window,
+    "translator_cpu_pct": 100 * w["translator_cpu_s"] / secs,
+    "cpu_us_per_share": w["translator_cpu_s"] * 1e6 / answered if answered else None,
+    "fleet_cpu_pct": 100 * w["fleet_cpu_s"] / secs,
+    "rss0_kib": rss0, "rss_kib": w["rss_kib"],
+    "rss_per_device_kib": (w["rss_kib"] - rss0) / devices,
+    "ready": rep["ready"], "disconnects": rep["disconnects"],
+    "protocol_errors": rep["protocol_errors"], "rejected_by_reason": rep["shares"]["rejected_by_reason"],
+    "others_pct": 100 * (w["core_busy_s"][core] - w["translator_cpu_s"]) / secs,
+    "loadavg_1m": w["loadavg_1m"],
+}
+for name, v in lat.items():
+    row[f"{name}_n"] = len(v)
+    row[f"{name}_p50_ms"] = q(v, 0.50)
+    row[f"{name}_p99_ms"] = q(v, 0.99)
+print(json.dumps(row))
+EOF
+    local row
+    row=$(tail -n 1 "$work/rows.jsonl")
+    say "$label: $row"
+    python3 -c 'import json,sys; r = json.loads(sys.argv[1]); sys.exit(0 if r["ready"] == r["devices"] and r["protocol_errors"] == 0 and r["accepted"] > 0 and r["upstream_accepted"] > 0 else 1)' "$row" \
+        || fail "$label: not every device was ready, protocol errors, or nothing accepted here or upstream: $row"
+}
+
+# 3. The runs, one after the other with the same load.
+say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min;" \
+    "warm-up $WARMUP, window $WINDOW; translator on core $TRANSLATOR_CPU, the rest on core $LOAD_CPU"
+run_one ours ours
+run_one translator_sv2 translator_sv2
+[ "$QUICK" = 1 ] || run_one translator_sv2-warn translator_sv2 RUST_LOG=warn
+
+# 4. The table and the ratios.
+python3 - "$work/rows.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+f = lambda v, spec: "-" if v is None else format(v, spec)
+print()
+print(f"{'translator':<20} {'answered/s':>10} {'rej':>4} {'upstream/s':>10} "
+      f"{'p50 ms':>7} {'p99 ms':>7} {'local p50':>9} {'local p99':>9} {'fwd p50':>8} {'fwd p99':>8} {'fwd n':>6} "
+      f"{'CPU-us/share':>12} {'CPU%':>6} {'KiB/device':>10} {'RSS0 MiB':>8} {'gen CPU%':>8} {'others%':>7} {'load':>5}  note")
+for r in rows:
+    note = "generator-bound" if r["fleet_cpu_pct"] >= 90 else (
+        "translator-bound" if r["translator_cpu_pct"] >= 95 else "")
+    print(f"{r['label']:<20} {r['answered'] / r['window_s']:>10.1f} {r['rejected']:>4} {r['upstream_per_s']:>10.2f} "
+          f"{f(r['all_p50_ms'], '.3f'):>7} {f(r['all_p99_ms'], '.3f'):>7} "
+          f"{f(r['local_p50_ms'], '.3f'):>9} {f(r['local_p99_ms'], '.3f'):>9} "
+          f"{f(r['fwd_p50_ms'], '.3f'):>8} {f(r['fwd_p99_ms'], '.3f'):>8} {r['fwd_n']:>6} "
+          f"{f(r['cpu_us_per_share'], '.1f'):>12} {r['translator_cpu_pct']:>6.1f} {r['rss_per_device_kib']:>10.1f} "
+          f"{r['rss0_kib'] / 1024:>8.1f} {r['fleet_cpu_pct']:>8.1f} {r['others_pct']:>7.1f} {r['loadavg_1m']:>5.1f}  {note}")
+print("(latency: device share_sent -> share_result over loopback, accepted shares sent in the window;"
+      " local: answered below the pool's target, fwd: the pool judged the same nonce;"
+      " KiB/device: (RSS with the devices - RSS before them) / devices;"
+      " others%: other processes on the translator's core)")
+print()
+by = {r["label"]: r for r in rows}
+ours = by.get("ours")
+ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}x"
+for other in ("translator_sv2", "translator_sv2-warn"):
+    o = by.get(other)
+    if not ours or not o:
+        continue
+    rate = ours["answered"] / o["answered"] if o["answered"] else 0
+    print(f"ours / {other}: p50 {ratio(ours['all_p50_ms'], o['all_p50_ms'])}, "
+          f"p99 {ratio(ours['all_p99_ms'], o['all_p99_ms'])} "
+          f"(local p50 {ratio(ours['local_p50_ms'], o['local_p50_ms'])}, p99 {ratio(ours['local_p99_ms'], o['local_p99_ms'])}; "
+          f"fwd p50 {ratio(ours['fwd_p50_ms'], o['fwd_p50_ms'])}, p99 {ratio(ours['fwd_p99_ms'], o['fwd_p99_ms'])}), "
+          f"CPU per share {ratio(ours['cpu_us_per_share'], o['cpu_us_per_share'])}, "
+          f"memory per device {ratio(ours['rss_per_device_kib'], o['rss_per_device_kib'])}; answered rate {rate:.3f}x"
+          + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
+EOF
+say "done"

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Interop: stratumlab's translator (`stratumlab translator`) mines through the SV2 reference pool
+# (pool_sv2, pinned), which takes its templates from simnet's Template Provider; stratumlab's SV1
+# devices (`stratumlab fleet`) are its farm. Passes when
+#   - the translator completes the Noise handshake with pool_sv2 (checking its authority key),
+#     SetupConnection and OpenExtendedMiningChannel, and every device gets work through it,
+#   - the devices' shares are accepted by the translator, and pool_sv2 accepts the shares the
+#     translator forwards (its events: share_result received, accepted > 0),
+#   - nothing is rejected for any reason but stale, by the fleet's count and by the translator's
+#     events (a share on a job a new tip superseded is a genuine race), and every forwarded
+#     share got a verdict,
+#   - at least one block a device found goes device -> translator -> pool_sv2 -> simnet, which
+#     takes it as its new tip (a tip_changed event with source "submitted" whose hash is one the
+#     translator forwarded).
+#
+# Everything listens on 127.0.0.1 only: the pool config is written here (no LAN ranges, no
+# monitoring, no JDS). Every process started here is stopped on exit; each wait is bounded.
+# Exits non-zero on anything missing; never skips.
+#
+# Environment:
+#   STRATUMLAB_TOOLS_DIR  where pinned third-party tools are installed
+#                         [default: ${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci]
+#   INTEROP_KEEP=1        keep the work directory (logs, config, events) for inspection
+#   FLEET_DURATION        how long the fleet mines [default: 30s]
+# Needs: cargo, python3; to install pool_sv2 the first time, Cap'n Proto (`capnp` and its
+# standard schemas: Debian's capnproto and libcapnp-dev).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+POOL_SV2_VERSION=0.7.0
+# The reference example authority pair (published; test use only): simnet's Template Provider
+# and the pool's certificates are signed with it, and the translator checks it.
+AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
+AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
+PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
+DURATION=${FLEET_DURATION:-30s}
+DEVICES=10
+# Each device hashes a tenth of it: 50 kH/s, what the translator is told to count per device.
+BUDGET=500kH/s
+DEVICE_RATE=50kH/s
+# A share every ~2 s per device to start with (50e3 * 2 / 2^32); vardiff keeps it near.
+START_DIFFICULTY=0.000023
+
+tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
+target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
+
+script=interop-translator-ours
+log_files=(simnet.out simnet.err pool.log translator.out translator.err fleet.err fleet.json)
+# shellcheck source=scripts/interop-common.sh
+source scripts/interop-common.sh
+
+# 1. The pinned reference pool (scripts/interop-pool-sv2.sh installs it the same way).
+install_pinned pool_sv2 "$POOL_SV2_VERSION"
+pool_bin=$pinned_bin
+
+# 2. stratumlab (dev profile: CI has just built it for the tests; the fleet's hashing is
+# optimized even there).
+cargo build --quiet -p cli
+stratumlab="$target_dir/debug/stratumlab"
+
+# 3. simnet with its Template Provider; no blocks of the rest of the network, so every new tip
+# is one the devices found (network difficulty 0.001: a block every ~4.3M hashes, several
+# seconds of the fleet's 500 kH/s); a fee-driven template every 2 s, so jobs on the current tip
+# flow too.
+timeout --signal=TERM 600 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 --network-difficulty 0.001 \
+    --block-interval 0 --template-interval 2s --events "$work/simnet.ev" \
+    >"$work/simnet.out" 2>"$work/simnet.err" &
+pids+=($!)
+tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
+have_tdp() { [ -n "$(tdp_addr)" ]; }
+wait_for 60 have_tdp || fail "simnet did not print 'tdp listening on ADDR'"
+tdp=$(tdp_addr)
+
+# 4. pool_sv2 on simnet's Template Provider, a minimal loopback config. POOL__* variables would
+# override the file: clear them.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+pool_port=$(free_port)
+cat >"$work/pool.toml" <<EOF
+authority_public_key = "$AUTHORITY_PUBLIC_KEY"
+authority_secret_key = "$AUTHORITY_SECRET_KEY"
+cert_validity_sec = 3600
+listen_address = "127.0.0.1:$pool_port"
+coinbase_reward_script = "addr($PAYOUT)"
+server_id = 1
+pool_signature = "stratumlab interop"
+shares_per_minute = 30.0
+share_batch_size = 1
+
+[template_provider_type.Sv2Tp]
+address = "$tdp"
+public_key = "$AUTHORITY_PUBLIC_KEY"
+EOF
+for v in $(compgen -e | grep '^POOL__' || true); do unset "$v"; done
+NO_COLOR=1 timeout --signal=TERM 600 "$pool_bin" -c "$work/pool.toml" >"$work/pool.log" 2>&1 &
+pids+=($!)
+pool_pid=$!
+pool_ready() {
+    kill -0 "$pool_pid" 2>/dev/null || fail "pool_sv2 exited early"
+    grep -q 'ready to accept connections' "$work/pool.log"
+}
+wait_for 90 pool_ready || fail "pool_sv2 did not become ready for miners"
+say "pool_sv2 at 127.0.0.1:$pool_port on simnet's TDP $tdp"
+
+# 5. Our translator, pool_sv2 upstream with its authority key. It prints its SV1 address once
+# the upstream channel is open.
+timeout --signal=TERM 600 "$stratumlab" translator --listen 127.0.0.1:0 \
+    --upstream "127.0.0.1:$pool_port" --upstream-authority-key "$AUTHORITY_PUBLIC_KEY" \
+    --user-identity stratumlab-interop --device-hash-rate "$DEVICE_RATE" \
+    --start-difficulty "$START_DIFFICULTY" --shares-per-minute 30 \
+    --events "$work/translator.ev" \
+    >"$work/translator.out" 2>"$work/translator.err" &
+pids+=($!)
+translator_pid=$!
+sv1_addr() { sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/translator.out" | head -n1; }
+translator_up() {
+    kill -0 "$translator_pid" 2>/dev/null || fail "the translator exited early"
+    [ -n "$(sv1_addr)" ]
+}
+wait_for 60 translator_up || fail "the translator did not print 'sv1 listening on ADDR' (no channel on pool_sv2?)"
+sv1=$(sv1_addr)
+say "translator at $sv1, its channel open on pool_sv2"
+
+# 6. The farm: S19-class SV1 devices (version rolling through mining.configure).
+say "mining for $DURATION with $DEVICES devices"
+"$stratumlab" fleet --pool "$sv1" --profile asic --devices "$DEVICES" --hash-budget "$BUDGET" \
+    --duration "$DURATION" --drain 5s --json --events "$work/fleet.ev" \
+    >"$work/fleet.json" 2>"$work/fleet.err" || fail "the fleet failed: $(tail -n 3 "$work/fleet.err")"
+
+# 7. The fleet's own counts: every device ready, shares accepted, nothing rejected but stale.
+field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$work/fleet.json"; }
+[ "$(field 'd["ready"]')" -eq "$DEVICES" ] || fail "not every device was ready: $(cat "$work/fleet.json")"
+[ "$(field 'd["protocol_errors"]')" -eq 0 ] || fail "protocol errors (run with RUST_LOG=debug): $(cat "$work/fleet.json")"
+[ "$(field 'd["disconnects"]')" -eq 0 ] || fail "devices disconnected: $(cat "$work/fleet.json")"
+[ "$(field 'd["shares"]["accepted"]')" -gt 0 ] || fail "the translator accepted no share"
+other=$(field 'sum(v for k, v in d["shares"]["rejected_by_reason"].items() if k != "stale")')
+[ "$other" -eq 0 ] || fail "shares rejected for reasons other than stale: $(field 'd["shares"]')"
+blocks=$(field 'd["blocks_found"]')
+say "fleet: $(field 'd["shares"]') blocks $blocks"
+
+# 8. Stop the translator (it writes its events and summary on SIGTERM), then the others.
+kill -TERM "$translator_pid"
+wait_for 20 bash -c "! kill -0 $translator_pid 2>/dev/null" || fail "the translator did not stop on SIGTERM"
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+
+# 9. The translator's events: pool_sv2's verdicts on the forwarded shares (none unanswered,
+# none rejected but stale); blocks go device -> translator (share_sent with the block's hash)
+# -> pool_sv2 -> simnet (tip_changed, source submitted).
+for ev in translator simnet; do
+    "$stratumlab" events dump "$work/$ev.ev" >"$work/$ev.jsonl" || fail "$ev: events do not read"
+done
+summary=$(python3 - "$work" <<'EOF'
+import collections, json, sys
+work = sys.argv[1]
+def events(name):
+    with open(f"{work}/{name}.jsonl") as f:
+        return [json.loads(line) for line in f]
+forwarded = set()
+hashes = set()
+accepted = 0
+rejected = collections.Counter()
+answered = set()
+for e in events("translator"):
+    if e["kind"] == "share_sent":
+        forwarded.add(e["seq"])
+        if e.get("hash"):
+            hashes.add(e["hash"])
+    elif e["kind"] == "share_result" and e.get("perspective") == "received":
+        answered.add(e["seq"])
+        v = e["verdict"]
+        if v == "accepted":
+            accepted += 1
+        else:
+            rejected[v["rejected"] if isinstance(v, dict) else str(v)] += 1
+tips = {e["hash"] for e in events("simnet")
+        if e["kind"] == "tip_changed" and e.get("source") == "submitted"}
+bad = sum(n for r, n in rejected.items() if r != "stale")
+print(len(forwarded), accepted, bad, len(forwarded - answered), len(tips), len(tips & hashes),
+      dict(rejected) or "none")
+EOF
+) || fail "the events do not parse"
+read -r forwarded accepted bad unanswered tips chained rejections <<<"$summary"
+say "translator: $forwarded shares forwarded, $accepted accepted by pool_sv2, rejected: $rejections," \
+    "$unanswered unanswered; simnet: $tips new tips from submitted blocks, $chained forwarded by the translator"
+grep -q 'Propagating solution to the Template Provider' "$work/pool.log" \
+    || fail "pool_sv2 sent no SubmitSolution to simnet"
+[ "$forwarded" -ge 1 ] || fail "the translator forwarded no share to pool_sv2"
+[ "$accepted" -ge 1 ] || fail "pool_sv2 accepted no share from the translator"
+[ "$bad" -eq 0 ] || fail "pool_sv2 rejected shares for reasons other than stale: $rejections"
+[ "$unanswered" -eq 0 ] || fail "$unanswered forwarded shares got no verdict from pool_sv2"
+[ "$blocks" -ge 1 ] || fail "no device found a block"
+[ "$chained" -ge 1 ] || fail "no block went device -> translator -> pool_sv2 -> simnet tip"
+
+say "PASS: $DEVICES SV1 devices through stratumlab's translator into pool_sv2 $POOL_SV2_VERSION:" \
+    "$accepted forwarded shares accepted, $blocks blocks found by devices, $chained of them new" \
+    "tips on simnet"
