@@ -1,6 +1,6 @@
-//! `stratumlab run` as a user runs it: a short trial of the default comparison (sv1 and D) end
-//! to end (results.json against METRICS.md's shape and sanity, and each configuration's
-//! figures against ground truth in its roles' events), and the lab's promises about its processes: a role killed
+//! `stratumlab run` as a user runs it: a short trial of sv1, D and C end to end (results.json
+//! against METRICS.md's shape and sanity, and each configuration's figures against ground truth
+//! in its roles' events), and the lab's promises about its processes: a role killed
 //! mid-run ends the run naming it, SIGINT or SIGTERM to the lab stops every role, and killing
 //! the lab leaves no role behind.
 
@@ -108,12 +108,18 @@ fn kill(pid: u32, sig: i32) {
     unsafe { libc::kill(pid as i32, sig) };
 }
 
+/// One run of the default configurations: cheaper than a run each, and the proxied ones are
+/// compared with their neighbours as a user would see them.
 #[test]
-fn a_short_run_of_sv1_and_d_writes_sane_results() {
+fn a_short_run_of_sv1_sv1_proxied_d_and_c_writes_sane_results() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let child = lab_of(&out, &["sv1", "D"], &["--duration", "16s"]);
+    let child = lab_of(
+        &out,
+        &["sv1", "sv1-proxied", "D", "C"],
+        &["--duration", "16s"],
+    );
     let (status, text) = output(child);
     assert!(status.success(), "{text}");
     let results: serde_json::Value =
@@ -125,16 +131,21 @@ fn a_short_run_of_sv1_and_d_writes_sane_results() {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(names.len(), 2, "{names:?}");
-    for config in ["sv1", "D"] {
+    assert_eq!(names.len(), 4, "{names:?}");
+    for config in ["sv1", "sv1-proxied", "D", "C"] {
         config_is_sane(&out, config, &results["configs"][config]);
     }
-    // The report puts both side by side, with D's difference from the baseline.
+    for config in ["sv1-proxied", "C"] {
+        proxy_is_the_farm_edge(&out, config, &results["configs"][config]);
+    }
+    // The report puts them side by side, with differences from the baseline.
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
-    assert!(
-        html.contains("data-config=\"D\""),
-        "no D column in the report"
-    );
+    for config in ["sv1-proxied", "D", "C"] {
+        assert!(
+            html.contains(&format!("data-config=\"{config}\"")),
+            "no {config} column in the report"
+        );
+    }
     assert!(
         html.contains("data-delta=\"pct\""),
         "no deltas in the report"
@@ -144,9 +155,21 @@ fn a_short_run_of_sv1_and_d_writes_sane_results() {
     no_role_left(out.to_str().unwrap());
 }
 
+/// The farm proxy in front of a configuration's first device chunk, if it has one.
+fn proxy_of(config: &str) -> Option<String> {
+    if config.starts_with('C') {
+        Some(format!("{config}.translator0"))
+    } else if config == "sv1-proxied" {
+        Some(format!("{config}.proxy0"))
+    } else {
+        None
+    }
+}
+
 /// One configuration's figures: METRICS.md's shape, sane values, and ground truth from the
 /// roles' own events (injected delay, block propagation, bytes).
 fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
+    let proxy = proxy_of(config);
     let shares = &c["shares"];
     let submitted = shares["submitted"].as_u64().unwrap();
     assert!(submitted > 0, "{c}");
@@ -157,7 +180,14 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
     assert_eq!(sum, submitted, "{shares}");
     let acceptance = shares["acceptance_pct"].as_f64().unwrap();
     eprintln!("{config}: {shares}");
-    assert!((90.0..=100.0).contains(&acceptance), "{config}: {shares}");
+    // Four configurations share one network: a tip every few seconds, and SV1 shares crossing
+    // a 145 ms RTT are stale for a tenth of it and more. Nothing but stale may fail.
+    assert!((75.0..=100.0).contains(&acceptance), "{config}: {shares}");
+    let stale = shares["stale"].as_u64().unwrap();
+    assert!(
+        (shares["accepted"].as_u64().unwrap() + stale) * 100 >= submitted * 98,
+        "{config}: {shares}"
+    );
     // Time to job is above the injected one-way delay (72.5 ms of the default 145 ms RTT).
     let ttj = &c["time_to_job_ms"];
     if ttj["n"].as_u64().unwrap() > 0 {
@@ -178,7 +208,12 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
         }
     }
     let lat = &c["share_latency_ms"];
-    assert!(lat["p50"].as_f64().unwrap() > 145.0, "{lat}");
+    if proxy.is_some() {
+        // The proxy answers the devices itself: their verdicts never cross the WAN.
+        assert!(lat["p50"].as_f64().unwrap() < 72.5, "{config}: {lat}");
+    } else {
+        assert!(lat["p50"].as_f64().unwrap() > 145.0, "{config}: {lat}");
+    }
     assert!(
         c["bandwidth"]["farm"]["tx_bytes"].as_u64().unwrap() > 0,
         "{c}"
@@ -202,9 +237,125 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
         "{config}: {simnet}"
     );
     let events = out.join("events");
-    injected_delay_is_what_time_to_job_adds(&events, config, 72.5);
+    // A proxy's own processing is in the pool-to-device leg too (unoptimized in test builds:
+    // about 2.5 ms here, under 1 ms in release): a few ms more are allowed.
+    let slack = if proxy.is_some() { 5.0 } else { 1.0 };
+    injected_delay_is_what_time_to_job_adds(&events, config, 72.5, slack);
     block_propagation_is_the_link_delay_plus_the_pool(&events, config, 72.5, c);
-    every_role_counts_the_same_bytes(&events, config);
+    every_role_counts_the_same_bytes(&events, config, proxy.is_none());
+    site_bandwidth_is_what_the_wan_tap_carried(&events, config, c);
+}
+
+/// C and sv1-proxied: the proxy is a farm role with its CPU and memory; its upstream side
+/// gives `pool_shares`, which are fewer than the devices' (only shares meeting the upstream's
+/// target cross the WAN) and are the pool's own verdicts, share for share.
+fn proxy_is_the_farm_edge(out: &Path, config: &str, c: &serde_json::Value) {
+    use events::{EventKind, Perspective, Verdict};
+    let proxy = proxy_of(config).unwrap();
+    let role = &c["roles"][&proxy];
+    assert_eq!(role["kind"], "proxy", "{role}");
+    assert_eq!(role["site"], "farm", "{role}");
+    assert!(role["cpu_pct_mean"].is_number(), "{role}");
+    assert!(role["rss_bytes_max"].as_u64().unwrap() > 0, "{role}");
+    let up = &c["pool_shares"];
+    let submitted = up["submitted"].as_u64().unwrap();
+    let accepted = up["accepted"].as_u64().unwrap();
+    let sum: u64 = ["accepted", "stale", "rejected", "unanswered"]
+        .iter()
+        .map(|k| up[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, submitted, "{up}");
+    assert!(accepted > 0, "{up}");
+    // The SV2 pool sets the channel's target from its nominal hash rate at once, so fewer
+    // shares cross the WAN from the start; an SV1 pool starts the proxy's one connection at a
+    // device's difficulty and raises it by vardiff, so a short run may forward them all.
+    let at_devices = c["shares"]["submitted"].as_u64().unwrap();
+    let fewer = if config == "C" {
+        submitted < at_devices
+    } else {
+        submitted <= at_devices
+    };
+    assert!(
+        fewer,
+        "aggregation forwards only the shares meeting the upstream's target: {up} vs {}",
+        c["shares"]
+    );
+    assert!(c["pool_work"]["accepted"].as_f64().unwrap() > 0.0, "{c}");
+    // Every verdict the translator received is one the pool gave, over the whole run.
+    let events = out.join("events");
+    let accepted_by = |name: &str, perspective: Perspective| -> Vec<(u64, u32)> {
+        let mut v: Vec<_> = events::read_file(events.join(name))
+            .unwrap()
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::ShareResult(r)
+                    if r.perspective == perspective && r.verdict == Verdict::Accepted =>
+                {
+                    Some((r.seq, r.nonce))
+                }
+                _ => None,
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let received = accepted_by(&format!("{proxy}.events"), Perspective::Received);
+    let given = accepted_by(&format!("{config}.pool.events"), Perspective::Given);
+    let nonces = |v: &[(u64, u32)]| {
+        v.iter()
+            .map(|s| s.1)
+            .collect::<std::collections::HashSet<_>>()
+    };
+    let (got, gave) = (nonces(&received), nonces(&given));
+    assert!(
+        got.is_subset(&gave),
+        "the translator received acceptances the pool never gave: {received:?} vs {given:?}"
+    );
+    // A verdict on its way when the roles stop is given but never received; no more than a
+    // batch's worth.
+    assert!(
+        gave.len() - got.len() <= 2,
+        "accepted shares (seq, nonce): translator received {received:?}, pool gave {given:?}"
+    );
+    assert!(received.len() as u64 >= accepted);
+}
+
+/// Ground truth for site bandwidth: the farm site sends what the WAN tap carried up and
+/// receives what it carried down in the measured window (the lab's marks), and the pool site
+/// the reverse.
+fn site_bandwidth_is_what_the_wan_tap_carried(
+    events_dir: &Path,
+    config: &str,
+    c: &serde_json::Value,
+) {
+    use events::{Direction, EventKind};
+    let read = |name: &str| events::read_file(events_dir.join(name)).unwrap().events;
+    let mut marks = std::collections::HashMap::new();
+    for e in read("lab.events") {
+        if let EventKind::Mark(m) = e.kind {
+            marks.insert(m.name.as_str().to_owned(), e.ts_ns);
+        }
+    }
+    let measured = marks["warmup_end"]..marks["drain_start"];
+    let (mut up, mut down) = (0u64, 0u64);
+    for e in read(&format!("{config}.tap0.events")) {
+        match e.kind {
+            EventKind::LinkBytes(b) if b.link.as_str() == "wan" && measured.contains(&e.ts_ns) => {
+                match b.direction {
+                    Direction::Up => up += b.bytes,
+                    Direction::Down => down += b.bytes,
+                }
+            }
+            _ => {}
+        }
+    }
+    let b = &c["bandwidth"];
+    assert!(up > 0 && down > 0, "{config}: the tap carried nothing");
+    assert_eq!(b["farm"]["tx_bytes"], up, "{config}: {b}");
+    assert_eq!(b["farm"]["rx_bytes"], down, "{config}: {b}");
+    assert_eq!(b["pool"]["rx_bytes"], up, "{config}: {b}");
+    assert_eq!(b["pool"]["tx_bytes"], down, "{config}: {b}");
 }
 
 #[test]
@@ -271,10 +422,16 @@ fn killing_the_lab_leaves_no_role_behind() {
 
 /// Ground truth for time to job: from the pool writing a job a device can hash on (SV1: its
 /// notify; SV2: a job sent active, or a future job's SetNewPrevHash) to the device having it
-/// is the WAN tap's one-way delay plus loopback and the device's read; the pool's own
-/// processing (node template to job sent) is measured separately. The median of the first leg
-/// must be the injected delay within 1 ms.
-fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, delay_ms: f64) {
+/// is the WAN tap's one-way delay plus loopback and the device's read (and, behind a
+/// translator, its translation, tied by the template's fingerprint); the pool's own processing
+/// (node template to job sent) is measured separately. The median of the first leg must be the
+/// injected delay within `slack_ms`.
+fn injected_delay_is_what_time_to_job_adds(
+    events_dir: &Path,
+    config: &str,
+    delay_ms: f64,
+    slack_ms: f64,
+) {
     use events::EventKind;
     use std::collections::HashMap;
     let read = |name: &str| events::read_file(events_dir.join(name)).unwrap().events;
@@ -292,6 +449,7 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, dela
         Channel(u32, events::JobId),
     }
     let mut sent: HashMap<Key, (u64, Option<events::Fingerprint>)> = HashMap::new();
+    let mut by_fingerprint = Vec::new();
     for e in read(&format!("{config}.pool.events")) {
         let (key, fp) = match e.kind {
             EventKind::JobSent(j) if !j.future => match (j.channel, j.fingerprint) {
@@ -306,11 +464,22 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, dela
             _ => continue,
         };
         sent.entry(key).or_insert((e.ts_ns, fp));
+        // An extended channel's job reaches SV1 devices (through a translator) by fingerprint.
+        if let (Key::Channel(..), Some(f)) = (key, fp) {
+            by_fingerprint.push((Key::Fingerprint(f), (e.ts_ns, fp)));
+        }
+    }
+    for (key, at) in by_fingerprint {
+        sent.entry(key).or_insert(at);
     }
     let mut wan = Vec::new();
     let mut processing = Vec::new();
     let mut seen = std::collections::HashSet::new();
+    let mut connected = HashMap::new();
     for e in read(&format!("{config}.fleet0.events")) {
+        if let EventKind::ConnectionOpened(c) = e.kind {
+            connected.insert(c.conn, e.ts_ns);
+        }
         let (key, device) = match e.kind {
             EventKind::JobReceived(j) if !j.future => match (j.channel, j.fingerprint) {
                 (Some(c), _) => (Key::Channel(c, j.job_id), j.device),
@@ -327,6 +496,11 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, dela
             continue;
         }
         if let Some(&(s, fp)) = sent.get(&key) {
+            // A job sent before the device connected is one it was handed on connecting
+            // (by a proxy that kept it): time to first job, not the link's delay.
+            if connected.get(&device).is_some_and(|&at| at > s) {
+                continue;
+            }
             wan.push((e.ts_ns - s) as f64 / 1e6);
             if let Some(&c) = fp.and_then(|f| created.get(&f)) {
                 processing.push(s.saturating_sub(c) as f64 / 1e6);
@@ -340,8 +514,8 @@ fn injected_delay_is_what_time_to_job_adds(events_dir: &Path, config: &str, dela
     };
     let wan_p50 = median(&mut wan);
     assert!(
-        (wan_p50 - delay_ms).abs() <= 1.0,
-        "pool-to-device p50 {wan_p50:.3} ms, injected {delay_ms} ms"
+        wan_p50 >= delay_ms && wan_p50 - delay_ms <= slack_ms,
+        "{config}: pool-to-device p50 {wan_p50:.3} ms, injected {delay_ms} ms"
     );
     assert!(!processing.is_empty());
     let proc_p50 = median(&mut processing);
@@ -414,10 +588,17 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
         let at_pool = match relayed.get(&(job, nonce)) {
             Some(&at_tap) => {
                 // One sample, not a median: the device's send and the tap's release are each
-                // a wake-up on a loaded machine, so the bound is looser than time to job's.
+                // a wake-up on a loaded machine, so the bound is looser than time to job's. A
+                // farm proxy's judging and forwarding (unoptimized in test builds) is in this
+                // leg too.
                 let link = (at_tap - sent) as f64 / 1e6;
+                let slack = if proxy_of(config).is_some() {
+                    10.0
+                } else {
+                    5.0
+                };
                 assert!(
-                    link >= delay_ms && link - delay_ms <= 5.0,
+                    link >= delay_ms && link - delay_ms <= slack,
                     "{config}: device to tap release {link:.3} ms, injected {delay_ms} ms"
                 );
                 at_tap
@@ -449,8 +630,9 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
 
 /// Ground truth for traffic: what the devices wrote is what the tap carried up and the pool
 /// read, and what the pool wrote is what the tap carried down and the devices read, byte for
-/// byte, each role counting its own sockets.
-fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str) {
+/// byte, each role counting its own sockets. Behind a proxy (`devices_on_the_wan` false) the
+/// devices' bytes are the proxy's business: the tap and the pool must still agree.
+fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str, devices_on_the_wan: bool) {
     use events::{Direction, EventKind};
     let sum = |name: &str, d: Direction| -> u64 {
         events::read_file(events_dir.join(name))
@@ -464,29 +646,35 @@ fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str) {
             .sum()
     };
     for d in [Direction::Up, Direction::Down] {
-        let (fleet, tap, pool) = (
-            sum(&format!("{config}.fleet0.events"), d),
+        let (tap, pool) = (
             sum(&format!("{config}.tap0.events"), d),
             sum(&format!("{config}.pool.events"), d),
         );
-        assert!(fleet > 0, "{config} {d:?}: the fleet counted nothing");
+        // The far end of the WAN link: the devices themselves, or a proxy that does not count
+        // its sockets (the tap's own count stands in for it).
+        let farm = if devices_on_the_wan {
+            sum(&format!("{config}.fleet0.events"), d)
+        } else {
+            tap
+        };
+        assert!(farm > 0, "{config} {d:?}: the farm end counted nothing");
         match d {
             // Devices stop sending before anything stops: every byte arrives.
             Direction::Up => assert_eq!(
-                (fleet, pool),
+                (farm, pool),
                 (tap, tap),
-                "{config} up: fleet, pool and tap disagree"
+                "{config} up: farm end, pool and tap disagree"
             ),
             // Jobs still in flight when the fleets exit, and the pool's goodbyes, are counted
             // by the senders only: never more downstream than upstream, and little less.
             Direction::Down => {
                 assert!(
-                    fleet <= tap && tap <= pool,
-                    "{config} down: {fleet} {tap} {pool}"
+                    farm <= tap && tap <= pool,
+                    "{config} down: {farm} {tap} {pool}"
                 );
                 assert!(
-                    pool - fleet <= pool / 10,
-                    "{config} down: {fleet} {tap} {pool}"
+                    pool - farm <= pool / 10,
+                    "{config} down: {farm} {tap} {pool}"
                 );
             }
         }
@@ -545,5 +733,72 @@ fn d_ref_runs_the_reference_pool_beside_ours() {
     assert!(lat["p50"].as_f64().unwrap() > 145.0, "{lat}");
     assert!(c["roles"]["D-ref.pool"]["cpu_pct_mean"].is_number(), "{c}");
     assert!(out.join("D-ref.pool_sv2.toml").is_file());
+    no_role_left(out.to_str().unwrap());
+}
+
+/// C-ref: the same SV1 devices behind the reference translator_sv2 on the reference pool_sv2,
+/// both started from minimal configs the lab writes, beside C. Needs translator_sv2 0.6.0 and
+/// pool_sv2 0.7.0 installed (CI's interop steps install them first), so it is ignored by default
+/// and run by CI on its own.
+#[test]
+#[ignore = "needs the reference translator_sv2 and pool_sv2 installed; CI runs it after the interop steps"]
+fn c_ref_runs_the_reference_translator_beside_ours() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    // Blocks every 3 s: new tips in a short run, for time to job after a tip.
+    let child = lab_of(
+        &out,
+        &["C", "C-ref"],
+        &["--duration", "20s", "--block-interval", "3s"],
+    );
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let context = &results["context"];
+    for (tool, version) in [("translator_sv2", "0.6.0"), ("pool_sv2", "0.7.0")] {
+        let v = context["third_party"][tool].as_str().unwrap_or_default();
+        assert!(v.contains(version), "{tool}: {context}");
+    }
+    let c = &results["configs"]["C-ref"];
+    let shares = &c["shares"];
+    assert!(shares["accepted"].as_u64().unwrap() > 0, "{shares}");
+    let other: u64 = shares["rejected_by_reason"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.as_str() != "stale")
+        .map(|(_, v)| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(other, 0, "{shares}");
+    assert_eq!(c["unmatched_events"], 0, "{c}");
+    // SV1 jobs carry the merkle path: tied to their templates by fingerprint, though neither
+    // reference role writes events.
+    for key in ["time_to_job_ms", "time_to_job_prevhash_ms"] {
+        let d = &c[key];
+        assert!(d["n"].as_u64().unwrap() > 0, "{key}: {d}");
+        assert!(d["p50"].as_f64().unwrap() > 72.5, "{key}: {d}");
+    }
+    // translator_sv2 answers the devices itself, as ours does.
+    let lat = &c["share_latency_ms"];
+    assert!(lat["p50"].as_f64().unwrap() < 72.5, "{lat}");
+    // Upstream of it nothing is seen: said, not guessed.
+    assert!(c["pool_shares"].is_null(), "{c}");
+    let why = context["pool_shares_absent_reason"]["C-ref"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("third-party"), "{context}");
+    assert!(results["configs"]["C"]["pool_shares"].is_object());
+    site_bandwidth_is_what_the_wan_tap_carried(&out.join("events"), "C-ref", c);
+    for role in ["C-ref.translator0", "C-ref.pool"] {
+        assert!(c["roles"][role]["cpu_pct_mean"].is_number(), "{role}: {c}");
+        assert!(
+            c["roles"][role]["rss_bytes_max"].as_u64().unwrap() > 0,
+            "{role}: {c}"
+        );
+    }
+    assert!(out.join("C-ref.translator0.translator_sv2.toml").is_file());
+    assert!(out.join("C-ref.pool_sv2.toml").is_file());
     no_role_left(out.to_str().unwrap());
 }

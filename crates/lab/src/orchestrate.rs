@@ -1,6 +1,7 @@
 //! One trial of a run, as processes: simnet (shared by every configuration), then per
-//! configuration its pool, the WAN taps and the fleets; the trial's clock; stopping everything in
-//! order; and, whatever happens, no role left behind.
+//! configuration its pool, the WAN taps, the farm proxies (C: one translator behind each tap)
+//! and the fleets; the trial's clock; stopping everything in order; and, whatever happens, no
+//! role left behind.
 //!
 //! Roles are spawned from the calling thread only: PR_SET_PDEATHSIG fires when the thread that
 //! forked a child exits, so a role started from a short-lived thread would die with it.
@@ -17,10 +18,11 @@ use serde::Serialize;
 
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
-use crate::scenario::{ConfigSpec, DeviceProtocol, PoolImpl, Scenario};
+use crate::scenario::{ConfigSpec, DeviceProtocol, PoolImpl, ProxyImpl, Scenario};
 use crate::stop;
 use crate::third_party::{
-    free_loopback_port, PoolSv2Config, Tool, POOL_SV2_READY, REFERENCE_AUTHORITY_PUBLIC_KEY,
+    free_loopback_port, PoolSv2Config, Tool, TranslatorSv2Config, POOL_SV2_READY,
+    REFERENCE_AUTHORITY_PUBLIC_KEY, TRANSLATOR_SV2_READY,
 };
 use crate::usage::{RoleUsage, Sampler};
 
@@ -67,7 +69,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
 /// One role's files in a trial.
 #[derive(Clone, Debug)]
 pub struct RoleFile {
-    /// The role's name in the run: "simnet", "sv1.pool", "sv1.tap0", "sv1.fleet0".
+    /// The role's name in the run: "simnet", "sv1.pool", "sv1.tap0", "C.translator0",
+    /// "sv1.fleet0".
     pub name: String,
     /// `None` for simnet, which serves every configuration.
     pub kind: Option<RoleKind>,
@@ -131,6 +134,8 @@ pub struct Trial<'a> {
     pub progress: &'a dyn Progress,
     /// The SV2 reference pool, for configurations that run it.
     pub pool_sv2: Option<&'a Tool>,
+    /// The SV2 reference translator, for configurations that run it.
+    pub translator_sv2: Option<&'a Tool>,
 }
 
 struct Running {
@@ -300,7 +305,9 @@ impl Trial<'_> {
             check_interrupt()?;
         }
 
-        let mut taps = Vec::new();
+        // Per device chunk, the WAN tap, then the farm proxy behind it if the configuration
+        // has one: the address the chunk's devices connect to (their farm edge).
+        let mut edges = Vec::new();
         for &(spec, miners) in &pools {
             let config = spec.name;
             for (i, devices) in s.device_chunks().into_iter().enumerate() {
@@ -311,7 +318,36 @@ impl Trial<'_> {
                 let args = self.tap_args(miners, events_of(&log), i as u64);
                 let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
                 let tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
-                taps.push((spec, i, devices, tap));
+                check_interrupt()?;
+                let Some(proxy) = spec.proxy else {
+                    edges.push((spec, i, devices, tap));
+                    continue;
+                };
+                let kind = match proxy {
+                    ProxyImpl::OursSv1Proxy => "proxy",
+                    ProxyImpl::OursTranslator | ProxyImpl::ReferenceTranslator => "translator",
+                };
+                self.progress
+                    .stage(&format!("starting {config}: {kind} {i}"));
+                let name = format!("{config}.{kind}{i}");
+                let mut log = role_log(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
+                let edge = match proxy {
+                    ProxyImpl::OursTranslator | ProxyImpl::OursSv1Proxy => {
+                        let args = self.proxy_args(proxy, tap, &name, events_of(&log));
+                        let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+                        running.add(p, log, sampler).wait_listening("sv1", ready)?
+                    }
+                    ProxyImpl::ReferenceTranslator => {
+                        log.events = None;
+                        let (program, args, listen) = self.translator_sv2_args(&name, tap)?;
+                        let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
+                        running
+                            .add(p, log, sampler)
+                            .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), ready)?;
+                        listen
+                    }
+                };
+                edges.push((spec, i, devices, edge));
                 check_interrupt()?;
             }
         }
@@ -320,10 +356,10 @@ impl Trial<'_> {
         let start_ns = events::now_ns();
         let mut fleets = Vec::new();
         let mut first_device = 0u64;
-        for (spec, i, devices, tap) in taps {
+        for (spec, i, devices, edge) in edges {
             let name = format!("{}.fleet{i}", spec.name);
             let log = role_log(&name, Some(RoleKind::Fleet), Some(spec.name), Site::Farm);
-            let args = self.fleet_args(spec, tap, devices, first_device, events_of(&log));
+            let args = self.fleet_args(spec, edge, devices, first_device, events_of(&log));
             first_device += u64::from(devices);
             let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
             running.add(p, log, sampler);
@@ -542,6 +578,78 @@ impl Trial<'_> {
         let path = self.dir.join(format!("{config}.pool_sv2.toml"));
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
         Ok((&tool.path, vec!["-c".into(), path.into()], listen))
+    }
+
+    /// `stratumlab translator` (or `proxy`) for one device chunk, upstream through its WAN
+    /// tap. Devices start at the SV1 pool's difficulty and vardiff aims at the same share
+    /// rate, so that the farm edge compares with sv1; each device counts as the hash rate the
+    /// fleet gives it, so the channel's nominal hash rate (their sum) sets the pool's target
+    /// for the channel (SV2; an SV1 pool finds it by vardiff).
+    fn proxy_args(
+        &self,
+        proxy: ProxyImpl,
+        upstream: SocketAddr,
+        name: &str,
+        events: &Path,
+    ) -> Vec<OsString> {
+        let s = self.scenario;
+        let mut a = match proxy {
+            ProxyImpl::OursSv1Proxy => args(["proxy"]),
+            _ => args([
+                "translator",
+                "--upstream-authority-key",
+                REFERENCE_AUTHORITY_PUBLIC_KEY,
+            ]),
+        };
+        a.extend(args([
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &upstream.to_string(),
+            "--user-identity",
+            &format!("lab.{name}"),
+            "--start-difficulty",
+            &format!("{}", s.start_difficulty().as_f64()),
+            "--shares-per-minute",
+            &s.shares_per_minute.to_string(),
+            "--device-hash-rate",
+            &format!("{}", self.device_hash_rate()),
+            "--events",
+            &events.display().to_string(),
+        ]));
+        a
+    }
+
+    /// translator_sv2 for one device chunk with a config the lab writes: its program,
+    /// arguments, and the address devices connect to.
+    fn translator_sv2_args(
+        &self,
+        role: &str,
+        upstream: SocketAddr,
+    ) -> Result<(&Path, Vec<OsString>, SocketAddr), RunError> {
+        let tool = self.translator_sv2.ok_or_else(|| RunError::Unhealthy {
+            role: role.to_owned(),
+            why: "the SV2 reference translator (translator_sv2) was not located before the run"
+                .into(),
+        })?;
+        let listen = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
+        let text = TranslatorSv2Config {
+            listen,
+            upstream,
+            user_identity: &format!("lab.{role}"),
+            device_hash_rate: self.device_hash_rate(),
+            shares_per_minute: self.scenario.shares_per_minute,
+        }
+        .toml();
+        let path = self.dir.join(format!("{role}.translator_sv2.toml"));
+        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        Ok((&tool.path, vec!["-c".into(), path.into()], listen))
+    }
+
+    /// The real hashes per second one device spends (the fleet splits its budget evenly).
+    fn device_hash_rate(&self) -> f64 {
+        let s = self.scenario;
+        s.hash_budget.hashes_per_sec() / f64::from(s.devices)
     }
 
     fn tap_args(&self, upstream: SocketAddr, events: &Path, index: u64) -> Vec<OsString> {

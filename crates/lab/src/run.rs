@@ -13,8 +13,8 @@ use crate::metrics::{
 use crate::orchestrate::{Progress, RunError, Trial, TrialRecord, POOL_DURABILITY};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
-use crate::scenario::{ConfigSpec, PoolImpl, Scenario};
-use crate::third_party::{find_pool_sv2, ThirdPartyError, Tool};
+use crate::scenario::{ConfigSpec, PoolImpl, ProxyImpl, Scenario};
+use crate::third_party::{find_pool_sv2, find_translator_sv2, ThirdPartyError, Tool};
 use crate::usage::read_host;
 
 /// Why a run produced no results.
@@ -63,6 +63,13 @@ pub fn run(
         Some(c) => Some(find_pool_sv2(c.name)?),
         None => None,
     };
+    let translator_sv2 = match scenario
+        .specs()
+        .find(|c| c.proxy == Some(ProxyImpl::ReferenceTranslator))
+    {
+        Some(c) => Some(find_translator_sv2(c.name)?),
+        None => None,
+    };
     let mut trials = Vec::new();
     let mut host_cpu = Vec::new();
     for i in 0..scenario.repeat {
@@ -79,6 +86,7 @@ pub fn run(
             dir: &dir,
             progress,
             pool_sv2: pool_sv2.as_ref(),
+            translator_sv2: translator_sv2.as_ref(),
         };
         let record = trial.run().map_err(|source| LabError::Trial {
             trial: i + 1,
@@ -99,7 +107,8 @@ pub fn run(
         trials.push(measured);
     }
     let host = read_host(&host_cpu, out);
-    let assembled = assemble(context(scenario, build, pool_sv2.as_ref()), host, trials);
+    let third_party = [("pool_sv2", &pool_sv2), ("translator_sv2", &translator_sv2)];
+    let assembled = assemble(context(scenario, build, &third_party), host, trials);
     write_outputs(out, &assembled)?;
     progress.stage("writing the report");
     let report = write_report(out)?;
@@ -187,7 +196,7 @@ fn node_endpoints(config: &str) -> Vec<String> {
     names.iter().map(|n| (*n).to_owned()).collect()
 }
 
-fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {
+fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -> Context {
     let per_config = |v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
         s.configs.iter().map(|c| (c.clone(), v.clone())).collect()
     };
@@ -203,6 +212,19 @@ fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {
     extra.insert("blocks_per_config".to_owned(), s.blocks_per_config.into());
     extra.insert("shares_per_minute".to_owned(), s.shares_per_minute.into());
     extra.insert("pool_durability".to_owned(), POOL_DURABILITY.into());
+    // pool_shares is `null` both without a proxy and behind a proxy that writes no events.
+    let blind: serde_json::Map<String, serde_json::Value> = s
+        .specs()
+        .filter(|c| c.proxy == Some(ProxyImpl::ReferenceTranslator))
+        .map(|c| {
+            let why = "translator_sv2 (third-party) writes no events, and its upstream shares \
+                       cross the WAN tap Noise-encrypted: shares upstream of it are not seen";
+            (c.name.to_owned(), why.into())
+        })
+        .collect();
+    if !blind.is_empty() {
+        extra.insert("pool_shares_absent_reason".to_owned(), blind.into());
+    }
     Context {
         scenario: s.name.clone(),
         configurations: s.configs.clone(),
@@ -235,9 +257,9 @@ fn context(s: &Scenario, build: &Build, pool_sv2: Option<&Tool>) -> Context {
             .collect(),
         version: build.version.clone(),
         commit: build.commit.clone(),
-        third_party: pool_sv2
-            .map(|t| ("pool_sv2".to_owned(), t.version.clone()))
-            .into_iter()
+        third_party: third_party
+            .iter()
+            .filter_map(|(name, t)| Some((name.to_string(), t.as_ref()?.version.clone())))
             .collect(),
         extra,
     }

@@ -17,7 +17,7 @@ pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
 pub const DEVICES_PER_PROCESS: u32 = 9_000;
 
 /// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
-pub const KNOWN_CONFIGS: &[&str] = &["sv1", "D", "D-ref"];
+pub const KNOWN_CONFIGS: &[&str] = &["sv1", "sv1-proxied", "D", "D-ref", "C", "C-ref"];
 
 /// What a configuration's devices speak to the first role they meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,29 +39,67 @@ pub enum PoolImpl {
     ReferenceSv2,
 }
 
+/// Who runs the farm proxy the devices connect to, where a configuration has one: it sits at
+/// the farm edge, and the WAN link runs from it to the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyImpl {
+    /// `stratumlab translator`: SV1 devices aggregated onto one SV2 extended channel.
+    OursTranslator,
+    /// The SV2 reference translator (`translator_sv2`), aggregating likewise.
+    ReferenceTranslator,
+    /// `stratumlab proxy`: SV1 devices aggregated onto one SV1 connection (the translator's
+    /// device side with an SV1 uplink), so that what aggregation alone gains is told apart
+    /// from what SV2 gains.
+    OursSv1Proxy,
+}
+
 /// The shape of one configuration: which roles it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigSpec {
     pub name: &'static str,
     pub devices: DeviceProtocol,
     pub pool: PoolImpl,
+    /// The farm proxy in front of the devices, one per device chunk; `None`: devices reach the
+    /// pool over the WAN themselves.
+    pub proxy: Option<ProxyImpl>,
 }
 
-const SPECS: [ConfigSpec; 3] = [
+const SPECS: [ConfigSpec; 6] = [
     ConfigSpec {
         name: "sv1",
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::OursSv1,
+        proxy: None,
+    },
+    ConfigSpec {
+        name: "sv1-proxied",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv1,
+        proxy: Some(ProxyImpl::OursSv1Proxy),
     },
     ConfigSpec {
         name: "D",
         devices: DeviceProtocol::Sv2,
         pool: PoolImpl::OursSv2,
+        proxy: None,
     },
     ConfigSpec {
         name: "D-ref",
         devices: DeviceProtocol::Sv2,
         pool: PoolImpl::ReferenceSv2,
+        proxy: None,
+    },
+    ConfigSpec {
+        name: "C",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv2,
+        proxy: Some(ProxyImpl::OursTranslator),
+    },
+    ConfigSpec {
+        name: "C-ref",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::ReferenceSv2,
+        proxy: Some(ProxyImpl::ReferenceTranslator),
     },
 ];
 
@@ -331,6 +369,23 @@ mod tests {
         assert_eq!(chunks(9_001), vec![4_501, 4_500]);
         assert_eq!(chunks(20_000), vec![6_667, 6_667, 6_666]);
         assert!(chunks(20_000).iter().all(|&c| c <= DEVICES_PER_PROCESS));
+    }
+
+    #[test]
+    fn every_known_configuration_has_a_shape() {
+        for name in KNOWN_CONFIGS {
+            assert_eq!(ConfigSpec::named(name).map(|s| s.name), Some(*name));
+        }
+        assert_eq!(SPECS.len(), KNOWN_CONFIGS.len());
+        // C puts a translator in front of SV1 devices, on the same SV2 pool as D.
+        let (c, d) = (
+            ConfigSpec::named("C").unwrap(),
+            ConfigSpec::named("D").unwrap(),
+        );
+        assert_eq!(c.devices, DeviceProtocol::Sv1);
+        assert_eq!(c.pool, d.pool);
+        assert!(c.proxy.is_some() && d.proxy.is_none());
+        assert!(c.needs_template_provider());
     }
 
     #[test]

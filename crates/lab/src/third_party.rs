@@ -1,6 +1,7 @@
-//! Third-party roles a configuration may run (today the SV2 reference pool for D-ref): where
-//! their binaries are, which versions they are, and the minimal loopback configs the lab writes
-//! for them (never their shipped examples, which bind 0.0.0.0 and scan a LAN range).
+//! Third-party roles a configuration may run (the SV2 reference pool for D-ref and C-ref, the
+//! SV2 reference translator for C-ref): where their binaries are, which versions they are, and
+//! the minimal loopback configs the lab writes for them (never their shipped examples, which
+//! bind 0.0.0.0 and scan a LAN range).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,9 +17,16 @@ pub const REFERENCE_AUTHORITY_PUBLIC_KEY: &str =
 pub const REFERENCE_AUTHORITY_SECRET_KEY: &str =
     "mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n";
 
+/// The reference translator version the lab is written against (FIELD-NOTES.md).
+pub const TRANSLATOR_SV2_VERSION: &str = "0.6.0";
+
 /// The line pool_sv2 logs once it serves miners (it listens only after its first template and
 /// prev hash).
 pub const POOL_SV2_READY: &str = "ready to accept connections";
+
+/// What translator_sv2 logs, followed by its SV1 address, once it accepts devices (after its
+/// upstream channel is open).
+pub const TRANSLATOR_SV2_READY: &str = "Translator Proxy: listening on ";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ThirdPartyError {
@@ -30,6 +38,18 @@ pub enum ThirdPartyError {
          installs it there"
     )]
     PoolSv2Missing {
+        config: String,
+        cache: String,
+        root: String,
+    },
+    #[error(
+        "configuration {config} needs the SV2 reference translator `translator_sv2` \
+         {TRANSLATOR_SV2_VERSION}, which was not found (looked at $STRATUMLAB_TRANSLATOR_SV2, \
+         {cache}, and PATH). Install it with `cargo install --locked translator_sv2 --version \
+         ={TRANSLATOR_SV2_VERSION} --root {root}`, or run `bash \
+         scripts/interop-translator-sv2.sh`, which installs it there"
+    )]
+    TranslatorSv2Missing {
         config: String,
         cache: String,
         root: String,
@@ -60,24 +80,72 @@ pub fn tools_dir() -> PathBuf {
 
 /// Finds pool_sv2: `$STRATUMLAB_POOL_SV2`, then the CI scripts' cache, then PATH.
 pub fn find_pool_sv2(config: &str) -> Result<Tool, ThirdPartyError> {
-    let root = tools_dir().join(format!("pool_sv2-{POOL_SV2_VERSION}"));
-    let cached = root.join("bin").join("pool_sv2");
-    let candidates = std::env::var_os("STRATUMLAB_POOL_SV2")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([cached.clone()])
-        .chain(search_path("pool_sv2"));
-    for path in candidates {
-        if path.is_file() {
-            let version = version_of(&path)?;
-            return Ok(Tool { path, version });
-        }
+    let pin = Pinned {
+        name: "pool_sv2",
+        version: POOL_SV2_VERSION,
+        env: "STRATUMLAB_POOL_SV2",
+    };
+    match pin.locate() {
+        Some(path) => Tool::at(path),
+        None => Err(ThirdPartyError::PoolSv2Missing {
+            config: config.to_owned(),
+            cache: pin.cached().display().to_string(),
+            root: pin.root().display().to_string(),
+        }),
     }
-    Err(ThirdPartyError::PoolSv2Missing {
-        config: config.to_owned(),
-        cache: cached.display().to_string(),
-        root: root.display().to_string(),
-    })
+}
+
+/// Finds translator_sv2: `$STRATUMLAB_TRANSLATOR_SV2`, then the CI scripts' cache, then PATH.
+pub fn find_translator_sv2(config: &str) -> Result<Tool, ThirdPartyError> {
+    let pin = Pinned {
+        name: "translator_sv2",
+        version: TRANSLATOR_SV2_VERSION,
+        env: "STRATUMLAB_TRANSLATOR_SV2",
+    };
+    match pin.locate() {
+        Some(path) => Tool::at(path),
+        None => Err(ThirdPartyError::TranslatorSv2Missing {
+            config: config.to_owned(),
+            cache: pin.cached().display().to_string(),
+            root: pin.root().display().to_string(),
+        }),
+    }
+}
+
+impl Tool {
+    fn at(path: PathBuf) -> Result<Tool, ThirdPartyError> {
+        let version = version_of(&path)?;
+        Ok(Tool { path, version })
+    }
+}
+
+/// A pinned tool and where it may be.
+struct Pinned {
+    name: &'static str,
+    version: &'static str,
+    /// The variable that names its binary.
+    env: &'static str,
+}
+
+impl Pinned {
+    /// Where the CI scripts install it (`cargo install --root`).
+    fn root(&self) -> PathBuf {
+        tools_dir().join(format!("{}-{}", self.name, self.version))
+    }
+
+    fn cached(&self) -> PathBuf {
+        self.root().join("bin").join(self.name)
+    }
+
+    /// The binary named by the variable, else the cached one, else the first on PATH.
+    fn locate(&self) -> Option<PathBuf> {
+        std::env::var_os(self.env)
+            .map(PathBuf::from)
+            .into_iter()
+            .chain([self.cached()])
+            .chain(search_path(self.name))
+            .find(|p| p.is_file())
+    }
 }
 
 fn search_path(name: &str) -> Option<PathBuf> {
@@ -124,7 +192,7 @@ impl PoolSv2Config<'_> {
              listen_address = \"{}\"\n\
              coinbase_reward_script = \"addr({})\"\n\
              server_id = 1\n\
-             pool_signature = \"stratumlab lab D-ref\"\n\
+             pool_signature = \"stratumlab lab\"\n\
              shares_per_minute = {:?}\n\
              share_batch_size = 1\n\
              \n\
@@ -132,6 +200,59 @@ impl PoolSv2Config<'_> {
              address = \"{}\"\n\
              public_key = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n",
             self.listen, self.payout_address, self.shares_per_minute as f32, self.template_provider,
+        )
+    }
+}
+
+/// What the lab sets in translator_sv2's config.
+pub struct TranslatorSv2Config<'a> {
+    /// Where devices connect (the farm edge).
+    pub listen: std::net::SocketAddr,
+    /// The pool, as the translator reaches it: the WAN tap in front of pool_sv2.
+    pub upstream: std::net::SocketAddr,
+    pub user_identity: &'a str,
+    /// Hash rate of one device: with `shares_per_minute`, what sets a new device's difficulty.
+    pub device_hash_rate: f64,
+    pub shares_per_minute: f64,
+}
+
+impl TranslatorSv2Config<'_> {
+    /// A minimal config: devices on loopback only, every device on one extended channel
+    /// (aggregated, as our translator runs), no monitoring server, no miner telemetry (its LAN
+    /// scan), no extensions. A new device starts at the difficulty at which its hash rate gives
+    /// `shares_per_minute`, as the SV1 pool and our translator start it. Devices roll 4 bytes of
+    /// extranonce2; the translator asks its pool for 2 more per channel (its per-device index),
+    /// which pool_sv2 grants.
+    pub fn toml(&self) -> String {
+        format!(
+            "downstream_address = \"{}\"\n\
+             downstream_port = {}\n\
+             max_supported_version = 2\n\
+             min_supported_version = 2\n\
+             downstream_extranonce2_size = 4\n\
+             verify_payout = false\n\
+             aggregate_channels = true\n\
+             supported_extensions = []\n\
+             required_extensions = []\n\
+             \n\
+             [downstream_difficulty_config]\n\
+             min_individual_miner_hashrate = {:?}\n\
+             shares_per_minute = {:?}\n\
+             enable_vardiff = true\n\
+             job_keepalive_interval_secs = 60\n\
+             \n\
+             [[upstreams]]\n\
+             address = \"{}\"\n\
+             port = {}\n\
+             authority_pubkey = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n\
+             user_identity = \"{}\"\n",
+            self.listen.ip(),
+            self.listen.port(),
+            self.device_hash_rate as f32,
+            self.shares_per_minute as f32,
+            self.upstream.ip(),
+            self.upstream.port(),
+            self.user_identity,
         )
     }
 }
@@ -169,6 +290,58 @@ mod tests {
         assert!(
             !text.contains("0.0.0.0") && !text.contains("192.168"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn translator_sv2_config_aggregates_on_loopback_behind_the_tap() {
+        let c = TranslatorSv2Config {
+            listen: "127.0.0.1:34300".parse().unwrap(),
+            upstream: "127.0.0.1:34301".parse().unwrap(),
+            user_identity: "lab.C-ref.translator0",
+            device_hash_rate: 25_000.0,
+            shares_per_minute: 15.0,
+        };
+        let text = c.toml();
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        assert_eq!(v["downstream_address"].as_str(), Some("127.0.0.1"));
+        assert_eq!(v["downstream_port"].as_integer(), Some(34300));
+        assert_eq!(v["aggregate_channels"].as_bool(), Some(true));
+        let d = &v["downstream_difficulty_config"];
+        assert_eq!(
+            d["min_individual_miner_hashrate"].as_float(),
+            Some(25_000.0)
+        );
+        assert_eq!(d["shares_per_minute"].as_float(), Some(15.0));
+        let up = &v["upstreams"][0];
+        assert_eq!(up["address"].as_str(), Some("127.0.0.1"));
+        assert_eq!(up["port"].as_integer(), Some(34301));
+        assert_eq!(
+            up["authority_pubkey"].as_str(),
+            Some(REFERENCE_AUTHORITY_PUBLIC_KEY)
+        );
+        assert_eq!(up["user_identity"].as_str(), Some("lab.C-ref.translator0"));
+        // Nothing that would listen beyond loopback or scan a network.
+        assert!(v.get("monitoring_address").is_none(), "{text}");
+        assert!(v.get("miner_telemetry").is_none(), "{text}");
+        assert!(
+            !text.contains("0.0.0.0") && !text.contains("192.168"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_missing_translator_sv2_says_how_to_install_it() {
+        let e = ThirdPartyError::TranslatorSv2Missing {
+            config: "C-ref".into(),
+            cache: "/c/bin/translator_sv2".into(),
+            root: "/c".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains("C-ref")
+                && e.contains("cargo install --locked translator_sv2 --version =0.6.0"),
+            "{e}"
         );
     }
 

@@ -647,4 +647,118 @@ mod tests {
             UpstreamEvent::Closed(_)
         ));
     }
+
+    fn work(up: &mut Sv1Upstream, job: &str, prev: &str, clean: bool) -> Work {
+        let line = NOTIFY
+            .replace("\"j1\"", &format!("\"{job}\""))
+            .replace("4d16b6f8", prev)
+            .replace("false]", &format!("{clean}]"));
+        match feed(up, &line) {
+            Ok(UpstreamEvent::Work(w)) => w,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_new_prev_hash_or_clean_jobs_starts_an_epoch() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        let first = work(&mut up, "a", "4d16b6f8", false);
+        assert!(first.clean);
+        // clean_jobs on the same block: every earlier job is void all the same.
+        let cleaned = work(&mut up, "b", "4d16b6f8", true);
+        assert!(cleaned.clean);
+        assert_eq!(cleaned.prev.epoch, first.prev.epoch + 1);
+        assert_eq!(cleaned.prev.prev_hash, first.prev.prev_hash);
+        // A new prev hash without clean_jobs (a pool that forgot it) is a new block anyway.
+        let block = work(&mut up, "c", "00000001", false);
+        assert!(block.clean);
+        assert_eq!(block.prev.epoch, cleaned.prev.epoch + 1);
+        assert_ne!(block.prev.prev_hash, first.prev.prev_hash);
+        // An update on the same block keeps the epoch.
+        let update = work(&mut up, "d", "00000001", false);
+        assert!(!update.clean);
+        assert_eq!(update.prev.epoch, block.prev.epoch);
+        let ids = [first, cleaned, block, update].map(|w| w.job.job_id);
+        assert!(
+            ids.windows(2).all(|p| p[0] != p[1]),
+            "local ids are distinct: {ids:?}"
+        );
+    }
+
+    #[test]
+    fn malformed_notifications_are_errors_and_unknown_ones_ignored() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        for bad in [
+            // Eight params.
+            NOTIFY.replace(",false]", "]"),
+            // A prev hash that is not hex.
+            NOTIFY.replace("4d16b6f8", "zz16b6f8"),
+            r#"{"id":null,"method":"mining.set_difficulty","params":["high"]}"#.into(),
+            r#"{"id":null,"method":"mining.set_difficulty","params":[-1]}"#.into(),
+            r#"{"id":null,"method":"mining.set_difficulty","params":[]}"#.into(),
+            r#"{"id":null,"method":"mining.set_extranonce","params":["xyz",8]}"#.into(),
+            r#"{"id":null,"method":"mining.set_extranonce","params":["0102"]}"#.into(),
+            r#"{"id":"seven","result":true,"error":null}"#.into(),
+            "{\"id\":1,".into(),
+        ] {
+            assert!(feed(&mut up, &bad).is_err(), "{bad}");
+        }
+        assert!(up.is_open(), "a bad line does not end the session");
+        for ignored in [
+            r#"{"id":null,"method":"client.show_message","params":["hello"]}"#,
+            r#"{"id":null,"method":"mining.something_new","params":[1]}"#,
+        ] {
+            assert!(
+                matches!(feed(&mut up, ignored), Ok(UpstreamEvent::Ignored(_))),
+                "{ignored}"
+            );
+        }
+        // The pool narrows the version mask.
+        feed(
+            &mut up,
+            r#"{"id":null,"method":"mining.set_version_mask","params":["00ffe000"]}"#,
+        )
+        .unwrap();
+        assert_eq!(up.version_mask(), 0x00ff_e000);
+        // client.reconnect: the shell reconnects.
+        assert!(matches!(
+            feed(
+                &mut up,
+                r#"{"id":null,"method":"client.reconnect","params":[]}"#
+            ),
+            Ok(UpstreamEvent::Closed(_))
+        ));
+        assert!(!up.is_open());
+    }
+
+    #[test]
+    fn rejections_carry_the_reason_of_their_sv1_code() {
+        let mut up = Sv1Upstream::new();
+        open(&mut up);
+        for (code, want) in [
+            ("[21,\"Job not found\",null]", "stale-share"),
+            ("[22,\"Duplicate share\",null]", "duplicate-share"),
+            ("[23,\"Low difficulty share\",null]", "difficulty-too-low"),
+            ("[24,\"Unauthorized worker\",null]", "unauthorized"),
+            ("[20,\"Other/Unknown\",null]", "other"),
+            // Pools that answer false with no error.
+            ("null", "other"),
+        ] {
+            let id = up.next_id;
+            up.next_id += 1;
+            up.pending.insert(id, Pending::Submit(id as u32 * 10));
+            let result = if code == "null" { "false" } else { "null" };
+            let line = format!(r#"{{"id":{id},"result":{result},"error":{code}}}"#);
+            assert_eq!(
+                feed(&mut up, &line).unwrap(),
+                UpstreamEvent::ShareRejected {
+                    sequence_number: id as u32 * 10,
+                    error_code: want.into()
+                },
+                "{line}"
+            );
+        }
+    }
 }
