@@ -62,6 +62,68 @@ impl Drop for Roles {
     }
 }
 
+/// One GET: the status code and the body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text}"));
+    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    (code, body.to_owned())
+}
+
+/// Polls the translator's `/api/status` until `done` holds (bounded by 10 s).
+fn status_when(
+    http: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = http_get_json(http, "/api/status");
+        if done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{what}: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every line of an OpenMetrics text is a comment or `name{labels} value`; returns the samples.
+fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    let mut samples = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("not a sample: {line:?}"));
+        let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+        assert!(
+            !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "bad name: {line:?}"
+        );
+        assert!(labels.ends_with('}'), "bad labels: {line:?}");
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|_| panic!("bad value: {line:?}"));
+        samples.insert(series.to_owned(), value);
+    }
+    samples
+}
+
 fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -174,6 +236,8 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
                 "40kH/s",
                 "--events",
                 events.to_str().unwrap(),
+                "--http-listen",
+                "127.0.0.1:0",
                 // Bounded even if the test never gets to stop it.
                 "--duration",
                 "120s",
@@ -181,6 +245,7 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
         ),
     );
     let sv1 = translator.line("sv1 listening on");
+    let t_http = translator.line("http listening on");
 
     let report = run_fleet(
         &[
@@ -221,6 +286,63 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
         "only shares meeting the pool's target go upstream: {pool_accepted} of {accepted}"
     );
     assert_eq!(status["connections"].as_u64(), Some(1), "{status}");
+
+    // The translator's own account agrees with the fleet's and the pool's, once the devices'
+    // last lines and the last verdicts are in.
+    let t = status_when(&t_http, "devices gone, no verdict awaited", |s| {
+        s["devices"]["connected"] == 0 && s["upstream_shares"]["in_flight"] == 0
+    });
+    assert_eq!(t["devices"]["total"].as_u64(), Some(5), "{t}");
+    assert!(t["jobs_sent"].as_u64().unwrap() >= 1, "{t}");
+    let t_accepted = t["shares"]["accepted"].as_u64().unwrap();
+    let t_rejected = t["shares"]["rejected"].as_u64().unwrap();
+    assert_eq!(
+        t_accepted + t_rejected,
+        sent,
+        "every share judged: {t}\n{report}"
+    );
+    let unanswered = shares["unanswered"].as_u64().unwrap();
+    assert!(
+        accepted <= t_accepted && t_accepted <= accepted + unanswered,
+        "the devices were told what the translator counted: {t}\n{report}"
+    );
+    for (reason, n) in shares["rejected_by_reason"].as_object().unwrap() {
+        let counted = t["shares"]["rejected_by_reason"][reason].as_u64();
+        assert!(counted >= n.as_u64(), "{reason}: {t}\n{report}");
+    }
+    assert!(t["work"]["accepted"].as_f64().unwrap() > 0.0, "{t}");
+    let pool_accepted = http_get_json(&http, "/api/status")["shares"]["accepted"]
+        .as_u64()
+        .unwrap();
+    let up = &t["upstream_shares"];
+    assert_eq!(up["accepted"].as_u64(), Some(pool_accepted), "{t}");
+    assert!(up["forwarded"].as_u64().unwrap() >= pool_accepted, "{t}");
+    let u = &t["upstream"];
+    assert_eq!(u["state"], "open", "{t}");
+    assert_eq!(u["address"].as_str(), Some(sv2.as_str()), "{t}");
+    assert_eq!(
+        (u["index"].as_u64(), u["upstreams_lost"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(
+        u["channel_id"].is_u64() && u["difficulty"].as_f64().unwrap() > 0.0,
+        "{t}"
+    );
+    assert_eq!(http_get(&t_http, "/healthz"), (200, "ok\n".to_owned()));
+    let (code, text) = http_get(&t_http, "/metrics");
+    assert_eq!(code, 200);
+    let metrics = parse_metrics(&text);
+    assert_eq!(
+        metrics.get("stratumlab_translator_shares_total{result=\"accepted\"}"),
+        Some(&(t_accepted as f64)),
+        "{text}"
+    );
+    assert_eq!(
+        metrics.get("stratumlab_translator_upstream_shares_total{result=\"accepted\"}"),
+        Some(&(pool_accepted as f64)),
+        "{text}"
+    );
+    assert_eq!(http_get(&t_http, "/nowhere").0, 404);
 
     roles.stop("translator");
     let dump = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
@@ -360,12 +482,15 @@ fn failover(fault: Fault) {
                 t_events.to_str().unwrap(),
                 "--upstream-keepalive",
                 &format!("{}s", KEEPALIVE.as_secs()),
+                "--http-listen",
+                "127.0.0.1:0",
                 "--duration",
                 "120s",
             ],
         ),
     );
     let sv1 = translator.line("sv1 listening on");
+    let t_http = translator.line("http listening on");
     let fleet = {
         let args: Vec<String> = [
             "--pool",
@@ -399,6 +524,12 @@ fn failover(fault: Fault) {
         assert!(Instant::now() < deadline, "pool1 took no share: {status}");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The devices' hash rate is re-summed once a tick (1 s).
+    let t = status_when(&t_http, "five devices and their hash rate", |s| {
+        s["devices"]["connected"] == 5 && s["hashrate"].as_f64().unwrap_or(0.0) > 0.0
+    });
+    assert_eq!(t["upstream"]["index"].as_u64(), Some(0), "{t}");
+    assert_eq!(http_get(&t_http, "/healthz").0, 200);
     let kill_ns = events::now_ns();
     match fault {
         Fault::Killed => roles.kill("pool1"),
@@ -415,6 +546,20 @@ fn failover(fault: Fault) {
     assert!(
         status["shares"]["accepted"].as_u64().unwrap() > 0,
         "pool2 took no share: {status}"
+    );
+    // The translator says it is on the second pool, having lost the first.
+    assert_eq!(http_get(&t_http, "/healthz"), (200, "ok\n".to_owned()));
+    let t = http_get_json(&t_http, "/api/status");
+    let u = &t["upstream"];
+    assert_eq!(u["state"], "open", "{t}");
+    assert_eq!(u["index"].as_u64(), Some(1), "{t}");
+    assert_eq!(u["address"].as_str(), Some(pools[1].1.as_str()), "{t}");
+    assert_eq!(u["upstreams_lost"].as_u64(), Some(1), "{t}");
+    assert_eq!(u["channels_opened"].as_u64(), Some(2), "{t}");
+    assert_eq!(u["last_lost"]["index"].as_u64(), Some(0), "{t}");
+    assert!(
+        t["upstream_shares"]["accepted"].as_u64().unwrap() >= 2,
+        "the first pool's verdicts still count: {t}"
     );
     roles.stop("translator");
 

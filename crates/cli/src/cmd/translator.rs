@@ -74,6 +74,11 @@ pub struct TranslatorArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_devices: Option<usize>,
+    /// Serve /api/status, /metrics and /healthz on this address (port 0: any free port; the
+    /// bound address is printed).
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_listen: Option<SocketAddr>,
     /// Write events (connections, forwarded shares and the pool's verdicts) to this file.
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,6 +104,7 @@ pub struct Settings {
     pub shares_per_minute: f64,
     pub device_hash_rate: Budget,
     pub max_devices: usize,
+    pub http_listen: Option<SocketAddr>,
     pub events: Option<PathBuf>,
     pub duration: Dur,
 }
@@ -118,6 +124,7 @@ impl Default for Settings {
             shares_per_minute: v.shares_per_minute,
             device_hash_rate: "1TH/s".parse().expect("valid"),
             max_devices: 10_000,
+            http_listen: None,
             events: None,
             duration: Dur::ZERO,
         }
@@ -168,6 +175,7 @@ impl Settings {
         let mut c = ShellConfig::new(self.listen, upstreams);
         c.keepalive = self.upstream_keepalive.0;
         c.max_devices = self.max_devices;
+        c.http_listen = self.http_listen;
         c.translator = TranslatorConfig {
             user_identity: self.user_identity.clone(),
             start_difficulty: if self.start_difficulty < self.min_difficulty {
@@ -197,9 +205,10 @@ pub fn run_proxy(args: TranslatorArgs) -> Result<()> {
     serve::<Sv1Transport>(args, "proxy")
 }
 
-fn serve<T: Transport>(args: TranslatorArgs, role: &str) -> Result<()> {
+fn serve<T: Transport>(args: TranslatorArgs, role: &'static str) -> Result<()> {
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
+    sc.role = role;
     let sink = match &settings.events {
         Some(p) => EventSink::create(p, role, "")?,
         None => EventSink::disabled(),
@@ -216,6 +225,9 @@ fn serve<T: Transport>(args: TranslatorArgs, role: &str) -> Result<()> {
             .await
             .with_context(|| format!("opening an upstream channel (upstreams: {upstreams})"))?;
         println!("sv1 listening on {}", running.sv1_addr);
+        if let Some(a) = running.http_addr {
+            println!("http listening on {a}");
+        }
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         eprintln!(
@@ -308,11 +320,13 @@ mod tests {
             upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
             start_difficulty: Some(Difficulty::new(0.5).unwrap()),
             device_hash_rate: Some("40kH/s".parse().unwrap()),
+            http_listen: Some("127.0.0.1:0".parse().unwrap()),
             ..TranslatorArgs::default()
         };
         let s: Settings = config::load(None, &args).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.listen.ip().to_string(), "127.0.0.1");
+        assert_eq!(c.http_listen, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!(c.translator.start_difficulty.as_f64(), 0.5);
         assert_eq!(c.translator.device_hash_rate, 40_000.0);
         assert_eq!(

@@ -48,7 +48,8 @@ struct Snapshot {
     processing: HistogramSnapshot,
 }
 
-fn counter(
+/// One counter, for this collector and other roles' (the translator's).
+pub fn counter(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -59,7 +60,8 @@ fn counter(
     c.encode(m)
 }
 
-fn gauge(
+/// One gauge.
+pub fn gauge(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,
@@ -72,7 +74,7 @@ fn gauge(
 }
 
 /// A family of counters or gauges, one per label set.
-fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
+pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
     e: &mut DescriptorEncoder,
     name: &str,
     help: &str,

@@ -16,6 +16,9 @@
 //! once (further clients wait in the listen backlog). Request heads are bounded
 //! ([`MAX_HEADER_BYTES`]) and must arrive within [`HttpOptions::request_timeout`], which also
 //! closes idle kept-alive connections; request bodies are never read.
+//!
+//! [`serve_with`] is that serving loop over any router, for the other roles' status endpoints
+//! (the translator's); [`serve`] is it over the pool's routes.
 
 mod api;
 mod metrics;
@@ -40,7 +43,9 @@ use tokio::sync::Semaphore;
 use crate::stats::{PoolStats, WorkerRegistry};
 use crate::Millis;
 
-pub use metrics::{render_metrics, METRICS_PREFIX, OPENMETRICS_CONTENT_TYPE};
+pub use metrics::{
+    counter, family, gauge, render_metrics, METRICS_PREFIX, OPENMETRICS_CONTENT_TYPE,
+};
 
 /// The most bytes a request line and its headers may take (431 beyond).
 pub const MAX_HEADER_BYTES: usize = 8192;
@@ -112,13 +117,35 @@ pub async fn serve(
     state: HttpState,
     shutdown: impl Future,
 ) -> io::Result<()> {
-    let state = Arc::new(state);
-    let slots = Arc::new(Semaphore::new(state.options.max_connections.max(1)));
+    let options = state.options.clone();
+    serve_with(
+        listener,
+        &options,
+        move |req| respond(&state, req),
+        shutdown,
+    )
+    .await
+}
+
+/// The serving loop of [`serve`] (connection cap, bounded request heads, timeouts, graceful
+/// stop) with `router` answering every request. The router is called on the connection's task
+/// and must answer at once: it computes the response, it does not wait for anything.
+pub async fn serve_with<R>(
+    listener: TcpListener,
+    options: &HttpOptions,
+    router: R,
+    shutdown: impl Future,
+) -> io::Result<()>
+where
+    R: Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync + 'static,
+{
+    let router = Arc::new(router);
+    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(state.options.request_timeout)
+        .header_read_timeout(options.request_timeout)
         .max_header_size(MAX_HEADER_BYTES)
         .keep_alive(true);
     let local = listener.local_addr()?;
@@ -144,13 +171,13 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let st = state.clone();
+        let route = router.clone();
         let svc = service_fn(move |req| {
-            let response = respond(&st, &req);
+            let response = route(&req);
             async move { Ok::<_, Infallible>(response) }
         });
         let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
-        let age = state.options.max_connection_age;
+        let age = options.max_connection_age;
         tokio::spawn(async move {
             let _slot = slot;
             match tokio::time::timeout(age, conn).await {
@@ -187,15 +214,9 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
         "/api/status" => Route::Status,
         "/api/workers" => Route::Workers,
         "/healthz" => Route::Health,
-        _ => return text(StatusCode::NOT_FOUND, "not found\n".into()),
+        _ => return not_found(),
     };
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = text(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "only GET and HEAD are served\n".into(),
-        );
-        r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    if let Some(r) = refuse_method(req) {
         return r;
     }
     let now = (state.clock)();
@@ -220,7 +241,28 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
     }
 }
 
-fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+/// `404 not found`, for a path no route serves.
+pub fn not_found() -> Response<Full<Bytes>> {
+    text(StatusCode::NOT_FOUND, "not found\n".into())
+}
+
+/// The `405` answer (with `Allow`) for a request that is neither a GET nor a HEAD: the
+/// endpoints only read.
+pub fn refuse_method<B>(req: &Request<B>) -> Option<Response<Full<Bytes>>> {
+    if req.method() == Method::GET || req.method() == Method::HEAD {
+        return None;
+    }
+    let mut r = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "only GET and HEAD are served\n".into(),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+    Some(r)
+}
+
+/// A response that is never cached (every answer is the state of the moment).
+pub fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body));
     *r.status_mut() = status;
     let h = r.headers_mut();
@@ -229,11 +271,11 @@ fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Respons
     r
 }
 
-fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+pub fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
     reply(status, "text/plain; charset=utf-8", body.into())
 }
 
-fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
+pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
     let mut body = serde_json::to_vec(value).expect("a JSON value always serializes");
     body.push(b'\n');
     reply(status, "application/json", body.into())

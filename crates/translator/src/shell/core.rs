@@ -16,6 +16,7 @@ use tokio::time::MissedTickBehavior;
 use super::backoff::Backoff;
 use super::connect::connect_any;
 use super::edge::{stopped, DeviceIn};
+use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::shares::UpstreamVerdict;
@@ -46,7 +47,8 @@ pub(super) struct Core<T: Transport> {
     devices: HashMap<DeviceId, (u64, mpsc::Sender<Vec<u8>>)>,
     conns: HashMap<u64, DeviceId>,
     events: EventSink,
-    summary: Summary,
+    /// What the HTTP endpoints and the closing summary report.
+    stats: Arc<Stats>,
     /// Why the upstream must be given up, once something said so.
     lost: Option<String>,
 }
@@ -58,6 +60,7 @@ impl<T: Transport> Core<T> {
         link: Link<T>,
         clock: Instant,
         config: Arc<ShellConfig>,
+        stats: Arc<Stats>,
     ) -> Self {
         let events = config.events.clone();
         let spec = &config.upstreams[index];
@@ -79,10 +82,7 @@ impl<T: Transport> Core<T> {
             devices: HashMap::new(),
             conns: HashMap::new(),
             events,
-            summary: Summary {
-                channels_opened: 1,
-                ..Summary::default()
-            },
+            stats,
             lost: None,
             config,
         }
@@ -135,7 +135,7 @@ impl<T: Transport> Core<T> {
             self.emit_closed("shutdown");
             live.conn.close(Duration::from_millis(200)).await;
         }
-        Ok(self.summary)
+        Ok(self.stats.summary())
     }
 
     fn upstream_read(&mut self, m: Result<T::In, ShellError>) {
@@ -168,6 +168,7 @@ impl<T: Transport> Core<T> {
         let now = self.now();
         self.translator.open_channel(now);
         self.last_index = index;
+        self.stats.upstream_opening(index, spec.addr);
         self.live = Some(Live {
             conn: c.conn,
             index,
@@ -180,6 +181,9 @@ impl<T: Transport> Core<T> {
         let now = self.now();
         self.translator.on_tick(now);
         self.flush_all();
+        // Once a tick: it is a sum over every device.
+        self.stats
+            .set_hash_rate(f64::from(self.translator.nominal_hash_rate()));
         let Some(live) = &self.live else { return };
         let limit = self.config.keepalive.as_millis() as u64;
         if let Some(since) = live.opening_since {
@@ -201,7 +205,7 @@ impl<T: Transport> Core<T> {
         let Some(live) = self.live.take() else { return };
         let addr = self.config.upstreams[live.index].addr;
         tracing::warn!(upstream = %addr, index = live.index, why, "upstream lost; failing over");
-        self.summary.upstreams_lost += 1;
+        self.stats.upstream_lost(why);
         self.emit_closed("upstream lost");
         drop(live);
         let now = self.now();
@@ -260,7 +264,7 @@ impl<T: Transport> Core<T> {
                 let id = self.translator.device_connected(now);
                 self.devices.insert(id, (conn, out));
                 self.conns.insert(conn, id);
-                self.summary.devices_connected += 1;
+                self.stats.device_opened(self.conns.len());
                 if self.events.is_enabled() {
                     self.events.emit(ConnectionOpened {
                         conn: id.0,
@@ -294,6 +298,7 @@ impl<T: Transport> Core<T> {
                 };
                 self.devices.remove(&id);
                 self.translator.device_closed(id);
+                self.stats.device_closed(self.conns.len());
                 if self.events.is_enabled() {
                     self.events.emit(ConnectionClosed {
                         conn: id.0,
@@ -326,7 +331,7 @@ impl<T: Transport> Core<T> {
                 return;
             };
             if tx.try_send(bytes).is_err() {
-                self.summary.devices_dropped_slow += 1;
+                self.stats.device_dropped_slow();
                 tracing::debug!(device = id.0, "device too slow, dropped");
                 drop_it = true;
             }
@@ -344,15 +349,15 @@ impl<T: Transport> Core<T> {
     fn drain_events(&mut self, outcome: Option<&LineOutcome>) {
         while let Some(ev) = self.translator.poll_event() {
             match ev {
-                Event::JobSent { .. } => self.summary.jobs += 1,
+                Event::JobSent { .. } => self.stats.job_sent(),
                 Event::ShareJudged { result, .. } => match result {
-                    Ok(_) => self.summary.shares_accepted += 1,
-                    Err(_) => self.summary.shares_rejected += 1,
+                    Ok(difficulty) => self.stats.share_accepted(difficulty),
+                    Err(reject) => self.stats.share_rejected(reject.reason()),
                 },
                 Event::ShareForwarded {
                     sequence_number, ..
                 } => {
-                    self.summary.shares_forwarded += 1;
+                    self.stats.share_forwarded();
                     if let (Some(LineOutcome::Accepted(s)), true) =
                         (outcome, self.events.is_enabled())
                     {
@@ -374,19 +379,13 @@ impl<T: Transport> Core<T> {
                     }
                 }
                 Event::UpstreamResult(r) => {
+                    self.stats.upstream_verdict(&r.verdict);
                     let verdict = match &r.verdict {
-                        UpstreamVerdict::Accepted => {
-                            self.summary.upstream_accepted += 1;
-                            Some(Verdict::Accepted)
-                        }
+                        UpstreamVerdict::Accepted => Some(Verdict::Accepted),
                         UpstreamVerdict::Rejected(code) => {
-                            self.summary.upstream_rejected += 1;
                             Some(Verdict::Rejected(Reason::from_sv2_code(code)))
                         }
-                        UpstreamVerdict::Unanswered => {
-                            self.summary.upstream_unanswered += 1;
-                            None
-                        }
+                        UpstreamVerdict::Unanswered => None,
                     };
                     if let (Some(verdict), true) = (verdict, self.events.is_enabled()) {
                         self.events.emit(events::ShareResult {
@@ -416,7 +415,11 @@ impl<T: Transport> Core<T> {
                 Event::ChannelOpened { channel_id, .. } => {
                     if let Some(live) = self.live.as_mut() {
                         if live.opening_since.take().is_some() {
-                            self.summary.channels_opened += 1;
+                            self.stats.channel_opened(
+                                self.translator.upstream().channel_id(),
+                                Difficulty::from_target(self.translator.upstream().target())
+                                    .as_f64(),
+                            );
                             tracing::info!(
                                 upstream = %self.config.upstreams[live.index].addr,
                                 index = live.index,
@@ -426,9 +429,14 @@ impl<T: Transport> Core<T> {
                         }
                     }
                 }
-                Event::TargetChanged(_) | Event::ProtocolError(_) => {}
+                Event::TargetChanged(target) => {
+                    self.stats
+                        .target_changed(Difficulty::from_target(target).as_f64());
+                }
+                Event::ProtocolError(_) => {}
             }
         }
+        self.stats.set_in_flight(self.translator.in_flight());
     }
 }
 

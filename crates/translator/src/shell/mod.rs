@@ -13,11 +13,17 @@
 //! ones in order at once, then all of them again after a capped, jittered exponential backoff.
 //! Devices stay connected meanwhile; when a channel opens they are given its extranonce
 //! (`mining.set_extranonce`) and its work ([`Translator::upstream_lost`]).
+//!
+//! The core counts what happens into [`Stats`] (atomics, and a small mutex for the upstream's
+//! state), which the HTTP status endpoints ([`http`], `--http-listen`) read without a word to
+//! the core.
 
 mod backoff;
 mod connect;
 mod core;
 pub mod edge;
+pub mod http;
+pub mod stats;
 pub mod sv1_conn;
 pub mod transport;
 
@@ -27,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::{ConnectionOpened, EventSink, ShortStr};
+use primitives::Difficulty;
 use sv2::TransportError;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -34,7 +41,8 @@ use tokio::sync::{mpsc, watch};
 pub use self::backoff::Backoff;
 pub use self::connect::UpstreamSpec;
 use self::core::Core;
-use self::edge::EdgeLimits;
+use self::edge::{stopped, EdgeLimits};
+pub use self::stats::Stats;
 use self::transport::{Link, Sv2Transport, Transport};
 use crate::{Event, Millis, Translator, TranslatorConfig, Uplink};
 
@@ -71,6 +79,11 @@ pub struct ShellConfig {
     /// How often vardiff looks at quiet devices and the channel's hash rate is re-announced.
     pub tick: Duration,
     pub events: EventSink,
+    /// Where the HTTP status endpoints listen, if anywhere.
+    pub http_listen: Option<SocketAddr>,
+    /// What the role is called in its figures (`stratumlab_<role>_` metrics): `translator`,
+    /// or `proxy` for the SV1 farm proxy.
+    pub role: &'static str,
 }
 
 impl ShellConfig {
@@ -90,6 +103,8 @@ impl ShellConfig {
             // UpdateChannel may go out once a second (TranslatorConfig::update_interval_ms).
             tick: Duration::from_secs(1),
             events: EventSink::disabled(),
+            http_listen: None,
+            role: "translator",
         }
     }
 
@@ -126,7 +141,7 @@ pub enum ShellError {
     NoAuthorityKey(SocketAddr),
 }
 
-/// What the shell did, for the closing summary.
+/// What the shell did, for the closing summary ([`Stats::summary`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     pub devices_connected: u64,
@@ -170,12 +185,21 @@ pub struct Running {
     pub channel_id: u32,
     /// The upstream the first channel opened on.
     pub upstream: SocketAddr,
+    /// Where the HTTP status endpoints listen, when asked for.
+    pub http_addr: Option<SocketAddr>,
+    stats: Arc<Stats>,
     shutdown: watch::Sender<bool>,
     core: tokio::task::JoinHandle<Result<Summary, ShellError>>,
     acceptor: tokio::task::JoinHandle<()>,
+    http: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
+    /// The figures the core keeps, as the HTTP endpoints read them.
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
     /// Resolves when the core ends by itself (it does not, short of a bug: upstream trouble
     /// is failed over).
     pub async fn finished(&mut self) -> Result<Summary, ShellError> {
@@ -189,6 +213,9 @@ impl Running {
     pub async fn stop(self) -> Result<Summary, ShellError> {
         let _ = self.shutdown.send(true);
         let _ = self.acceptor.await;
+        if let Some(http) = self.http {
+            let _ = http.await;
+        }
         match self.core.await {
             Ok(r) => r,
             Err(e) => Err(ShellError::UpstreamLost(format!("core task: {e}"))),
@@ -218,6 +245,17 @@ pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, Sh
         addr: config.listen,
         source,
     })?;
+    // Bound before the upstreams are tried, so that a bad address fails at once; served once
+    // there is a core to report on (clients wait in the backlog meanwhile).
+    let (http_listener, http_addr) = match config.http_listen {
+        Some(addr) => {
+            let bind_error = |source| ShellError::Bind { addr, source };
+            let l = TcpListener::bind(addr).await.map_err(bind_error)?;
+            let local = l.local_addr().map_err(bind_error)?;
+            (Some(l), Some(local))
+        }
+        None => (None, None),
+    };
     let clock = Instant::now();
     let mut failures = Vec::new();
     let mut opened = None;
@@ -241,20 +279,48 @@ pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, Sh
     };
     let channel_id = translator.upstream().channel_id().unwrap_or_default();
     let upstream = config.upstreams[index].addr;
+    let stats = Arc::new(Stats::new(
+        clock,
+        index,
+        upstream,
+        translator.upstream().channel_id(),
+        Difficulty::from_target(translator.upstream().target()).as_f64(),
+    ));
     let (shutdown, stop_rx) = watch::channel(false);
     let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
     let limits = config.edge_limits();
+    let role = config.role;
     let config = Arc::new(config);
-    let core = Core::new(translator, index, link, clock, config.clone());
+    let core = Core::new(
+        translator,
+        index,
+        link,
+        clock,
+        config.clone(),
+        stats.clone(),
+    );
     let core = tokio::spawn(core.run(inbox_rx, stop_rx.clone()));
+    let http = http_listener.map(|listener| {
+        let mut stop = stop_rx.clone();
+        let stopped = async move { stopped(&mut stop).await };
+        let stats = stats.clone();
+        tokio::spawn(async move {
+            if let Err(e) = http::serve(listener, stats, role, stopped).await {
+                tracing::error!(error = %e, "HTTP status endpoints failed");
+            }
+        })
+    });
     let acceptor = tokio::spawn(edge::accept(listener, inbox_tx, stop_rx, limits));
     Ok(Running {
         sv1_addr,
         channel_id,
         upstream,
+        http_addr,
+        stats,
         shutdown,
         core,
         acceptor,
+        http,
     })
 }
 
