@@ -40,6 +40,8 @@ pub struct Link<'a> {
     /// The split of the extranonce devices hold, kept while an upstream is replaced (a share
     /// on the lost upstream's work is then judged, and found stale, rather than refused).
     pub layout: Option<Layout>,
+    /// The version bits the upstream lets devices roll.
+    pub upstream_mask: u32,
 }
 
 /// What a line was.
@@ -216,7 +218,7 @@ impl Device {
                 Err(e) => self.param_error(id, e),
             },
             Method::Configure => match Configure::parse(&env) {
-                Ok(c) => self.configure(id, &c, now, link.config),
+                Ok(c) => self.configure(id, &c, now, link),
                 Err(e) => self.param_error(id, e),
             },
             Method::SuggestDifficulty => match sv1::message::suggested_difficulty(&env) {
@@ -371,7 +373,9 @@ impl Device {
         self.start_work(now, link);
     }
 
-    fn configure(&mut self, id: &str, c: &Configure, now: Millis, config: &TranslatorConfig) {
+    fn configure(&mut self, id: &str, c: &Configure, now: Millis, link: &Link<'_>) {
+        let config = link.config;
+        let offered = config.version_mask & link.upstream_mask;
         let mut reply = write::ConfigureReply {
             requested: &c.extensions,
             ..Default::default()
@@ -379,9 +383,9 @@ impl Device {
         for ext in &c.extensions {
             match ext.as_str() {
                 "version-rolling" => {
-                    let mask = c.version_rolling_mask.unwrap_or(0xffff_ffff) & config.version_mask;
+                    let mask = c.version_rolling_mask.unwrap_or(0xffff_ffff) & offered;
                     self.version_mask = mask;
-                    reply.version_rolling = (config.version_mask != 0).then_some(mask);
+                    reply.version_rolling = (offered != 0).then_some(mask);
                 }
                 "minimum-difficulty" => {
                     if let Some(d) = c.minimum_difficulty {

@@ -64,6 +64,8 @@ pub struct Sv1Upstream {
     next_job: u32,
     prev: Option<PrevHash>,
     epochs: u64,
+    /// The latest job sent between the subscribe and the authorize answers.
+    held: Option<Work>,
 }
 
 impl Default for Sv1Upstream {
@@ -88,6 +90,7 @@ impl Sv1Upstream {
             next_job: 1,
             prev: None,
             epochs: 0,
+            held: None,
         }
     }
 
@@ -95,11 +98,6 @@ impl Sv1Upstream {
     pub fn with_version_mask(mut self, mask: u32) -> Self {
         self.mask = mask;
         self
-    }
-
-    /// The mask the pool granted (0 until it did, or if it did not).
-    pub fn version_mask(&self) -> u32 {
-        self.mask
     }
 
     fn request(&mut self, what: Pending, method: &str, params: &[&str], out: &mut Vec<u8>) {
@@ -193,9 +191,14 @@ impl Sv1Upstream {
     }
 
     fn on_notify(&mut self, n: Notify<'_>) -> Result<UpstreamEvent, UpstreamError> {
-        if self.state != State::Open {
-            return Err(UpstreamError::Unexpected("mining.notify before subscribe"));
-        }
+        let hold = match self.state {
+            State::Open => false,
+            // Some pools send the first job right after the subscribe answer.
+            State::Opening {
+                subscribed: true, ..
+            } => true,
+            _ => return Err(UpstreamError::Unexpected("mining.notify before subscribe")),
+        };
         let new_block = self.prev.is_none_or(|p| p.prev_hash != n.prev_hash);
         let clean = n.clean_jobs || new_block;
         if clean {
@@ -226,13 +229,21 @@ impl Sv1Upstream {
             coinbase_suffix: n.coinb2,
             extranonce_prefix: self.extranonce_prefix.clone(),
         };
-        Ok(UpstreamEvent::Work(Work {
+        let work = Work {
             job: Arc::new(job),
             prev,
             ntime: n.ntime,
             target: self.target,
-            clean,
-        }))
+            // Held work is the first the devices see of this connection: all earlier is void.
+            clean: clean || hold,
+        };
+        if hold {
+            self.held = Some(work);
+            return Ok(UpstreamEvent::Ignored(
+                "mining.notify held until authorized",
+            ));
+        }
+        Ok(UpstreamEvent::Work(work))
     }
 }
 
@@ -249,6 +260,7 @@ impl Uplink for Sv1Upstream {
         self.pending.clear();
         self.prev = None;
         self.jobs.clear();
+        self.held = None;
         let mut lines = Vec::new();
         if self.mask != 0 {
             let mut mask = Vec::new();
@@ -409,6 +421,15 @@ impl Uplink for Sv1Upstream {
 
     fn target(&self) -> Target {
         self.next_target.unwrap_or(self.target)
+    }
+
+    /// The mask the pool granted (what was asked for until it answered; 0 if it refused).
+    fn version_mask(&self) -> u32 {
+        self.mask
+    }
+
+    fn take_held_work(&mut self) -> Option<Work> {
+        self.held.take()
     }
 }
 
@@ -576,6 +597,67 @@ mod tests {
         assert_eq!(w2.prev.epoch, w.prev.epoch);
         assert_eq!(w2.target, two);
         assert_ne!(w2.job.job_id, w.job.job_id);
+    }
+
+    #[test]
+    fn a_job_sent_before_the_authorize_answer_is_held_until_open() {
+        let mut up = Sv1Upstream::new().with_version_mask(0);
+        let ids = opening(&mut up);
+        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
+        feed(
+            &mut up,
+            &r(ids[0].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#),
+        )
+        .unwrap();
+        assert_eq!(
+            feed(&mut up, NOTIFY).unwrap(),
+            UpstreamEvent::Ignored("mining.notify held until authorized")
+        );
+        assert!(!up.is_open());
+        feed(&mut up, &r(ids[1].0, "true")).unwrap();
+        assert_eq!(
+            feed(&mut up, &r(ids[2].0, "true")).unwrap(),
+            UpstreamEvent::Opened
+        );
+        let held = up.take_held_work().expect("the held job");
+        assert!(held.clean);
+        assert_eq!(&held.job.extranonce_prefix[..], [0x0a, 0x0b, 0x0c, 0x0d]);
+        assert!(up.take_held_work().is_none(), "handed over once");
+    }
+
+    #[test]
+    fn devices_roll_no_more_version_bits_than_the_pool_granted() {
+        use crate::{Millis, Translator, TranslatorConfig};
+        let mut t =
+            Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
+        t.open_channel(Millis(0));
+        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_upstream()).flatten().collect();
+        let ids: Vec<u64> = lines
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| sv1::parse_line(l).unwrap().0.id().unwrap().parse().unwrap())
+            .collect();
+        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
+        for (id, result) in [
+            (
+                ids[0],
+                r#"{"version-rolling":true,"version-rolling.mask":"00ffe000"}"#,
+            ),
+            (ids[1], r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#),
+            (ids[2], "true"),
+            (ids[3], "true"),
+        ] {
+            t.upstream_message(r(id, result).into_bytes(), Millis(0));
+        }
+        assert!(t.upstream().is_open());
+        let d = t.device_connected(Millis(0));
+        t.device_line(
+            d,
+            br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
+            Millis(0),
+        );
+        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        assert!(out.contains("\"00ffe000\""), "{out}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::extranonce::{ExtranonceAllocator, Layout, LayoutError};
 use crate::jobs::JobBook;
 use crate::shares::{InFlight, ShareResult};
 use crate::uplink::Uplink;
-use crate::upstream::{ChannelRequest, UpstreamChannel, UpstreamError, UpstreamEvent};
+use crate::upstream::{ChannelRequest, UpstreamChannel, UpstreamError, UpstreamEvent, Work};
 use crate::DeviceId;
 
 /// What happened, in order.
@@ -96,6 +96,7 @@ fn link<'a, U: Uplink>(
     allocator: &'a mut Option<ExtranonceAllocator>,
 ) -> Link<'a> {
     let layout = allocator.as_ref().map(|a| a.layout());
+    let upstream_mask = upstream.version_mask();
     let extranonce = match allocator {
         Some(a) if upstream.is_open() => Some((&upstream.extranonce_prefix()[..], a)),
         _ => None,
@@ -105,6 +106,7 @@ fn link<'a, U: Uplink>(
         book,
         extranonce,
         layout,
+        upstream_mask,
     }
 }
 
@@ -294,21 +296,7 @@ impl<U: Uplink> Translator<U> {
                 self.events.push_back(Event::ChannelOpenFailed(code));
             }
             UpstreamEvent::FutureJob(_) | UpstreamEvent::Ignored(_) => {}
-            UpstreamEvent::Work(work) => {
-                let job = self.book.translate(&work);
-                let mut sent = 0;
-                for d in self.devices.values_mut() {
-                    let before = d.latest_job().map(|(w, _)| w);
-                    d.on_job(&job, now);
-                    sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
-                }
-                self.events.push_back(Event::JobSent {
-                    wire_id: job.id,
-                    upstream_job_id: job.upstream.job_id,
-                    clean: job.clean,
-                    devices: sent,
-                });
-            }
+            UpstreamEvent::Work(work) => self.on_work(&work, now),
             UpstreamEvent::TargetChanged(t) => self.events.push_back(Event::TargetChanged(t)),
             UpstreamEvent::ExtranoncePrefixChanged => {
                 let prefix = self.upstream.extranonce_prefix().clone();
@@ -408,6 +396,26 @@ impl<U: Uplink> Translator<U> {
         for d in self.devices.values_mut() {
             d.on_channel_open(now, &mut link);
         }
+        if let Some(work) = self.upstream.take_held_work() {
+            self.on_work(&work, now);
+        }
+    }
+
+    /// New work: translated once, sent to every working device.
+    fn on_work(&mut self, work: &Work, now: Millis) {
+        let job = self.book.translate(work);
+        let mut sent = 0;
+        for d in self.devices.values_mut() {
+            let before = d.latest_job().map(|(w, _)| w);
+            d.on_job(&job, now);
+            sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
+        }
+        self.events.push_back(Event::JobSent {
+            wire_id: job.id,
+            upstream_job_id: job.upstream.job_id,
+            clean: job.clean,
+            devices: sent,
+        });
     }
 
     /// Vardiff for quiet devices, and the channel's nominal hash rate kept current

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use primitives::Target;
 
 use crate::shares::LocalShare;
-use crate::upstream::{ChannelRequest, UpstreamError, UpstreamEvent};
+use crate::upstream::{ChannelRequest, UpstreamError, UpstreamEvent, Work};
 
 pub trait Uplink {
     /// A message to the upstream.
@@ -49,4 +49,16 @@ pub trait Uplink {
 
     /// The share target submissions must meet now.
     fn target(&self) -> Target;
+
+    /// The version bits the upstream lets devices roll (SV1's granted `version-rolling.mask`);
+    /// devices are given no more than this. SV2 says per job instead.
+    fn version_mask(&self) -> u32 {
+        u32::MAX
+    }
+
+    /// Work that arrived before the channel was open (an SV1 pool may send its first job
+    /// before answering the authorize), handed over once it is.
+    fn take_held_work(&mut self) -> Option<Work> {
+        None
+    }
 }
