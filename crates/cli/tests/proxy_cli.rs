@@ -4,28 +4,11 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::Role;
+use support::{dump_events, http_get_json, run_fleet, Role};
 
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
-
-fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-}
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
     Role::start(
@@ -56,53 +39,6 @@ fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
             "120",
         ],
     )
-}
-
-/// Runs the fleet to its end (bounded) and returns its JSON report.
-fn run_fleet(args: Vec<String>, limit: Duration) -> serde_json::Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .arg("fleet")
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "fleet exit {status:?}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the fleet did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let text = reader.join().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
-
-fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .args(["events", "dump", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// Kills what a failing test leaves running.
@@ -197,7 +133,10 @@ fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let fleet = std::thread::spawn(move || run_fleet(fleet_args, Duration::from_secs(60)));
+    let fleet = std::thread::spawn(move || {
+        let args: Vec<&str> = fleet_args.iter().map(String::as_str).collect();
+        run_fleet(&args, Duration::from_secs(60))
+    });
 
     // The first pool sees one connection and takes the shares that meet its difficulty.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -3,12 +3,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::Role;
+use support::{dump_events, http_get, http_get_json, run_fleet, Role};
 
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
@@ -62,26 +60,6 @@ impl Drop for Roles {
     }
 }
 
-/// One GET: the status code and the body.
-fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {text}"));
-    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
-    (code, body.to_owned())
-}
-
 /// Polls the translator's `/api/status` until `done` holds (bounded by 10 s).
 fn status_when(
     http: &str,
@@ -122,55 +100,6 @@ fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
         samples.insert(series.to_owned(), value);
     }
     samples
-}
-
-fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
-}
-
-/// Runs the fleet to its end (bounded by `limit`) and returns its JSON report.
-fn run_fleet(args: &[&str], limit: Duration) -> serde_json::Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .arg("fleet")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "fleet exit {status:?}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the fleet did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let text = reader.join().unwrap();
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
 #[test]
@@ -361,19 +290,6 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
 
     roles.stop("pool");
     roles.stop("simnet");
-}
-
-/// The events of `path` as JSON values.
-fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .args(["events", "dump", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "events dump {}", path.display());
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 fn ts(e: &serde_json::Value) -> u64 {

@@ -2,9 +2,10 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct Role {
     pub child: Child,
@@ -68,4 +69,78 @@ impl Role {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
         let _ = self.child.wait();
     }
+}
+
+/// One GET: the status code and the body.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text}"));
+    let body = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    (code, body.to_owned())
+}
+
+/// One GET whose body is JSON.
+pub fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
+    let (_, body) = http_get(addr, path);
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Runs the fleet to its end (bounded by `limit`) and returns its JSON report.
+pub fn run_fleet(args: &[&str], limit: Duration) -> serde_json::Value {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("fleet")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            text.push_str(&l);
+            text.push('\n');
+        }
+        text
+    });
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "fleet exit {status:?}");
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the fleet did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let text = reader.join().unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The events of `path` as JSON values.
+pub fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["events", "dump", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "events dump {}", path.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
