@@ -589,5 +589,19 @@ async fn hostile_peers_get_errors_or_clean_closes_and_a_miner_is_still_served() 
         "eof",      // the second connection of the slot check
         "shutdown", // the well-behaved miner
     ];
-    assert_eq!(reasons, expected);
+    // Where we left, the pool saw the end of the stream: an orderly EOF, or a reset when our
+    // side closed with bytes it had not read (which the kernel answers with RST). Either way
+    // the pool did not close it for a reason of its own.
+    let seen: Vec<&str> = reasons
+        .iter()
+        .zip(expected)
+        .map(|(r, e)| {
+            if e == "eof" && r == "reset" {
+                "eof"
+            } else {
+                r.as_str()
+            }
+        })
+        .collect();
+    assert_eq!(seen, expected, "{reasons:?}");
 }
