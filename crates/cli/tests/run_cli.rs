@@ -613,9 +613,12 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
                 at
             }
         };
+        // The pool's check and submission and the node's validation of a block of 3000
+        // transactions, in test (unoptimized) builds of four configurations on two cores: a
+        // sanity bound, not a measurement (one CI run saw 388 ms).
         let pool = (accepted_at - at_pool) as f64 / 1e6;
         assert!(
-            (0.0..100.0).contains(&pool),
+            (0.0..1000.0).contains(&pool),
             "{config}: pool and node took {pool:.3} ms"
         );
         total.push((accepted_at - sent) as f64 / 1e6);
