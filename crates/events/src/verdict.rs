@@ -42,6 +42,18 @@ impl Reason {
         }
     }
 
+    /// Maps SV1's customary error codes (`None`: an error without one).
+    pub fn from_sv1_code(code: Option<i64>) -> Reason {
+        match code {
+            // Job not found: unknown or superseded, which is what makes a share stale.
+            Some(21) => Reason::Stale,
+            Some(22) => Reason::Duplicate,
+            Some(23) => Reason::LowDifficulty,
+            Some(24) => Reason::Unauthorized,
+            _ => Reason::Other,
+        }
+    }
+
     /// Maps an SV2 `SubmitShares.Error` error code. Codes outside the spec's list are `Other`.
     pub fn from_sv2_code(code: &str) -> Reason {
         match code {

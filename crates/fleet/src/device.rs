@@ -123,14 +123,7 @@ impl ShareVerdict {
         use events::{Reason, Verdict};
         match self {
             ShareVerdict::Accepted => Verdict::Accepted,
-            ShareVerdict::Rejected(code) => Verdict::Rejected(match code {
-                // Job not found: unknown or superseded, which is what makes a share stale.
-                Some(21) => Reason::Stale,
-                Some(22) => Reason::Duplicate,
-                Some(23) => Reason::LowDifficulty,
-                Some(24) => Reason::Unauthorized,
-                _ => Reason::Other,
-            }),
+            ShareVerdict::Rejected(code) => Verdict::Rejected(Reason::from_sv1_code(code)),
         }
     }
 }

@@ -33,7 +33,7 @@ use primitives::{
     merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, HeaderMidstate,
     Target,
 };
-use sv1::{Envelope, Method, Value};
+use sv1::{error_code, Envelope, Method, Value};
 
 use crate::backoff::Backoff;
 use crate::device::{
@@ -1181,22 +1181,6 @@ fn subscribe_result(raw: &str) -> Option<(String, u64)> {
     let en1 = v.get(1)?.as_str()?.to_owned();
     let size = v.get(2)?.as_u64()?;
     Some((en1, size))
-}
-
-/// The code of an error: `[code, "message", data]` as customary, or `{"code": ...}`.
-fn error_code(e: Value<'_>) -> Option<i64> {
-    match e {
-        Value::Array(raw) => {
-            let first = raw.strip_prefix('[')?.split([',', ']']).next()?.trim();
-            first.parse().ok()
-        }
-        Value::Object(raw) => serde_json::from_str::<serde_json::Value>(raw)
-            .ok()?
-            .get("code")?
-            .as_i64(),
-        Value::Num(n) => n.parse().ok(),
-        _ => None,
-    }
 }
 
 /// A merkle branch from its raw JSON array of 64-digit hex strings, into a reused vector.

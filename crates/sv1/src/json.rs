@@ -537,6 +537,29 @@ fn has_special(w: u64) -> bool {
     quote | backslash | control != 0
 }
 
+/// The code of an SV1 error: `[code, "message", data]` as customary, `{"code": code, ...}` as
+/// some pools send it, or a bare number.
+pub fn error_code(err: Value<'_>) -> Option<i64> {
+    match err {
+        Value::Array(raw) => leading_int(raw.strip_prefix('[')?),
+        Value::Object(raw) => {
+            let after = &raw[raw.find("\"code\"")? + 6..];
+            leading_int(after.trim_start().strip_prefix(':')?)
+        }
+        Value::Num(n) => n.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn leading_int(s: &str) -> Option<i64> {
+    let s = s.trim_start();
+    let end = s
+        .char_indices()
+        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
+        .map_or(s.len(), |(i, _)| i);
+    s[..end].parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

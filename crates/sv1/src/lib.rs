@@ -16,7 +16,7 @@ pub mod write;
 
 pub use error::ErrorCode;
 pub use fast::{parse_submit, FastSubmit};
-pub use json::{Envelope, JsonError, Value};
+pub use json::{error_code, Envelope, JsonError, Value};
 pub use line::{LineBuffer, LineTooLong};
 pub use message::{
     parse_line, Authorize, Configure, Method, Notify, ParamError, Submit, Subscribe,

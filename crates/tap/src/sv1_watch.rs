@@ -19,7 +19,7 @@ use events::{
     Direction, EventKind, JobId, JobSent, Perspective, Reason, ShareResult, ShareSent, Verdict,
 };
 use primitives::Difficulty;
-use sv1::json::Value;
+use sv1::json::{error_code, Value};
 use sv1::{LineBuffer, Method, Notify, Submit};
 
 /// What the tap reads of the bytes it relays.
@@ -451,14 +451,7 @@ impl Session {
             Some(err) => {
                 let code = error_code(err);
                 counts.count_error(code);
-                Verdict::Rejected(match code {
-                    // Job not found: unknown or superseded, which is what makes a share stale.
-                    Some(21) => Reason::Stale,
-                    Some(22) => Reason::Duplicate,
-                    Some(23) => Reason::LowDifficulty,
-                    Some(24) => Reason::Unauthorized,
-                    _ => Reason::Other,
-                })
+                Verdict::Rejected(Reason::from_sv1_code(code))
             }
             None if env.result == Some(Value::Bool(true)) => {
                 counts.accepted += 1;
@@ -502,29 +495,6 @@ pub fn seq_of(raw_id: &str) -> u64 {
     raw_id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// The code of an error: `[code, "message", data]`, or `{"code": code, ...}` as some pools
-/// send it.
-fn error_code(err: Value<'_>) -> Option<i64> {
-    match err {
-        Value::Array(raw) => leading_int(raw.strip_prefix('[')?),
-        Value::Object(raw) => {
-            let after = &raw[raw.find("\"code\"")? + 6..];
-            leading_int(after.trim_start().strip_prefix(':')?)
-        }
-        Value::Num(n) => n.parse().ok(),
-        _ => None,
-    }
-}
-
-fn leading_int(s: &str) -> Option<i64> {
-    let s = s.trim_start();
-    let end = s
-        .char_indices()
-        .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
-        .map_or(s.len(), |(i, _)| i);
-    s[..end].parse().ok()
 }
 
 /// `"version-rolling.mask"` in a mining.configure result, when granted.

@@ -14,6 +14,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
+use events::Reason;
 use primitives::{CompactTarget, Difficulty, Target};
 use sv1::{write, Method, Notify, Value};
 
@@ -162,7 +163,10 @@ impl Sv1Upstream {
                 } else {
                     Ok(UpstreamEvent::ShareRejected {
                         sequence_number,
-                        error_code: sv2_code(error).into(),
+                        // An SV1 error as the SV2 code of the same reason.
+                        error_code: Reason::from_sv1_code(error.and_then(sv1::error_code))
+                            .sv2_code()
+                            .into(),
                     })
                 }
             }
@@ -459,26 +463,6 @@ fn granted_mask(raw: &str) -> u32 {
             sv1::hex::decode_u32(&rest[..rest.find('"')?]).ok()
         })
         .unwrap_or(0)
-}
-
-/// An SV1 error as the SV2 code of the same reason (the customary codes: 21 job not found,
-/// i.e. stale; 22 duplicate; 23 low difficulty; 24 unauthorized).
-fn sv2_code(error: Option<Value<'_>>) -> &'static str {
-    let code = match error {
-        Some(Value::Array(raw)) => raw
-            .strip_prefix('[')
-            .and_then(|r| r.split([',', ']']).next())
-            .and_then(|c| c.trim().parse::<i64>().ok()),
-        Some(Value::Num(n)) => n.parse().ok(),
-        _ => None,
-    };
-    match code {
-        Some(21) => "stale-share",
-        Some(22) => "duplicate-share",
-        Some(23) => "difficulty-too-low",
-        Some(24) | Some(25) => "unauthorized",
-        _ => "other",
-    }
 }
 
 #[cfg(test)]
