@@ -5,7 +5,8 @@
 
 start=$(date +%s)
 say() { printf '[%s %3ss] %s\n' "$script" "$(( $(date +%s) - start ))" "$*"; }
-fail() { say "FAIL: $*"; exit 1; }
+fail() { failure="$*"; say "FAIL: $*"; exit 1; }
+failure=
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/$script.XXXXXX")
 pids=()
@@ -23,6 +24,8 @@ cleanup() {
             echo "---- last lines of $f"
             tail -n 40 "$work/$f"
         done
+        # Again after the logs, so that the reason is in the last lines CI shows.
+        [ -z "$failure" ] || say "FAIL: $failure"
     fi
     if [ "${INTEROP_KEEP:-0}" = 1 ]; then
         echo "work directory kept: $work"

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod channel;
 pub mod engine;
 pub mod http;
+pub mod jd_token;
 pub mod job;
 pub mod jobs;
 pub mod node;
