@@ -26,6 +26,10 @@ enum Command {
     /// forwarded when they meet the pool's difficulty. `--upstream-authority-key` does not
     /// apply.
     Proxy(Box<cmd::translator::TranslatorArgs>),
+    /// The Job Declarator Client: serves the farm's devices from the farm's node and declares
+    /// those templates to the pool's JDS, mining them as custom jobs on the pool.
+    Jdc(Box<cmd::jdc::JdcArgs>),
+    Jds(Box<cmd::jds::JdsArgs>),
     Run(Box<cmd::run::RunArgs>),
     Report(cmd::report::ReportArgs),
     #[command(subcommand)]
@@ -49,6 +53,8 @@ fn main() -> Result<()> {
         Command::Tap(args) => cmd::tap::run(*args),
         Command::Translator(args) => cmd::translator::run(*args),
         Command::Proxy(args) => cmd::translator::run_proxy(*args),
+        Command::Jdc(args) => cmd::jdc::run(*args),
+        Command::Jds(args) => cmd::jds::run(*args),
         Command::Run(args) => cmd::run::run(*args),
         Command::Report(args) => cmd::report::run(args),
         Command::Events(c) => cmd::events::run(c),

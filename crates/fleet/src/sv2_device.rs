@@ -820,6 +820,7 @@ impl Sv2Device {
             Ok(Message::TemplateDistribution(m)) => {
                 obs.protocol_error(self.id, now, m.name());
             }
+            Ok(Message::JobDeclaration(m)) => obs.protocol_error(self.id, now, m.name()),
             // A message type of a later spec version: not for this firmware.
             Err(DecodeError::UnknownType(_)) => {}
             Err(e) => obs.protocol_error(self.id, now, &e.to_string()),

@@ -313,13 +313,31 @@ impl Channel {
         merkle_root: Option<Hash256>,
         now: Millis,
     ) -> &Issued {
-        if job.clean {
-            while self.jobs.front().is_some_and(|j| j.job.epoch < job.epoch) {
-                self.evict_oldest();
-            }
+        // The pool's jobs and a farm's declared jobs expire apart: the pool keeps sending its
+        // own jobs to a channel that declares its own (its client may ignore them), and they
+        // must not push out the declared job the farm is mining on.
+        let declared = job.is_declared();
+        if declared {
+            // A declared job on another previous block: the farm moved to another tip, and its
+            // earlier declared jobs are stale.
+            self.evict_where(|j| j.job.is_declared() && j.job.prev_hash != job.prev_hash);
+        } else if job.clean {
+            self.evict_where(|j| !j.job.is_declared() && j.job.epoch < job.epoch);
         }
-        while self.jobs.len() >= self.config.max_jobs.max(1) {
-            self.evict_oldest();
+        let max = self.config.max_jobs.max(1);
+        while self
+            .jobs
+            .iter()
+            .filter(|j| j.job.is_declared() == declared)
+            .count()
+            >= max
+        {
+            let oldest = self
+                .jobs
+                .iter()
+                .position(|j| j.job.is_declared() == declared)
+                .expect("counted");
+            self.evict(oldest);
         }
         // An idle miner holds one job: room for one at first (not the four a first push would
         // reserve), doubling from there.
@@ -352,14 +370,32 @@ impl Channel {
     /// is larger than the one already spare, which is freed: at most one table is idle, and
     /// none while the tables take more than 4 slots per share the channel may remember.
     fn evict_oldest(&mut self) {
-        let latest = self.jobs.len() == 1;
-        let Some(mut old) = self.jobs.pop_front() else {
+        self.evict(0);
+    }
+
+    /// Forgets every job `expired` says, oldest first.
+    fn evict_where(&mut self, expired: impl Fn(&Issued) -> bool) {
+        while let Some(pos) = self.jobs.iter().position(&expired) {
+            self.evict(pos);
+        }
+    }
+
+    /// Forgets the job at `pos` and its shares, as [`Channel::evict_oldest`] does.
+    fn evict(&mut self, pos: usize) {
+        let latest = pos + 1 == self.jobs.len();
+        let Some(mut old) = self.jobs.remove(pos) else {
             return;
         };
         self.expired_up_to = self.expired_up_to.max(old.wire_id);
         self.seen_len -= old.seen.len();
         if !latest {
             for f in old.seen.iter() {
+                self.filter.remove(f);
+            }
+        } else if let Some(now_latest) = self.jobs.back() {
+            // The filter holds the shares of every job but the latest: the job that becomes
+            // the latest leaves it.
+            for f in now_latest.seen.iter() {
                 self.filter.remove(f);
             }
         }
@@ -441,12 +477,13 @@ impl Channel {
         match self.jobs.iter().rfind(|j| j.wire_id == wire_id) {
             None if wire_id != 0 && wire_id <= self.expired_up_to => Err(Reject::Stale),
             None => Err(Reject::UnknownJob),
-            Some(j) if j.job.epoch < epoch => Err(Reject::Stale),
+            Some(j) if j.job.is_stale(epoch) => Err(Reject::Stale),
             Some(_) => Ok(()),
         }
     }
 
-    /// Judges a share. `epoch` is the pool's current tip epoch: jobs of earlier epochs are stale.
+    /// Judges a share. `epoch` is the pool's current tip epoch: jobs of earlier epochs are stale
+    /// (declared jobs: see [`Job::is_stale`]).
     /// Checks run in the customary order: job, parameters, duplicate, difficulty.
     #[inline]
     pub fn submit(
@@ -508,7 +545,7 @@ impl Channel {
                 Reject::UnknownJob
             });
         };
-        if self.jobs[pos].job.epoch < epoch {
+        if self.jobs[pos].job.is_stale(epoch) {
             return Err(Reject::Stale);
         }
         Ok(pos)

@@ -11,10 +11,11 @@ use primitives::{Difficulty, Hash256};
 use tokio::sync::{mpsc, watch};
 
 use crate::channel::{Accepted, ChannelConfig};
-use crate::job::{Job, Solution};
+use crate::job::{Job, Origin, Solution};
 use crate::jobs::{Generation, JobConfig};
 use crate::stats::{PoolStats, WorkerRegistry, WorkerStats};
 use crate::store::{ShareBatch, ShareRecord, Store, WorkerKey};
+use crate::tips::Tips;
 use crate::Millis;
 
 /// Who the coinbase pays.
@@ -45,8 +46,12 @@ pub struct FoundBlock {
     pub template_id: u64,
     pub conn: u64,
     pub worker: Option<WorkerKey>,
+    /// The serialized block; for a declared job, header and coinbase only (see `declared`).
     pub block: Vec<u8>,
     pub found_at: Millis,
+    /// Found on a farm's declared job: the pool lacks its transactions and does not submit it;
+    /// the farm's Job Declarator Client and the Job Declarator Server propagate it.
+    pub declared: bool,
 }
 
 /// The store could not take a share (its queue is full, or the worker has no key): the share
@@ -102,10 +107,32 @@ pub struct Engine {
     generation: RwLock<Option<Arc<Generation>>>,
     generations: watch::Sender<Option<Arc<Generation>>>,
     epoch: AtomicU64,
+    tips: Arc<Tips>,
+    /// Ids for declared jobs while no generation exists to draw them from.
+    next_declared_id: AtomicU64,
     serving: AtomicBool,
     next_conn: AtomicU64,
     next_channel: AtomicU32,
     blocks: mpsc::UnboundedSender<FoundBlock>,
+    /// Where accepted shares are also sent, when something upstream of this engine wants them
+    /// (a Job Declarator Client forwards those that meet its pool's target).
+    share_tap: std::sync::OnceLock<mpsc::UnboundedSender<TappedShare>>,
+}
+
+/// An accepted share as a role above the engine sees it: enough to submit it again under
+/// another channel's job (the full extranonce), or to push it as a block.
+#[derive(Clone, Debug)]
+pub struct TappedShare {
+    pub generation: u64,
+    pub job_id: u64,
+    /// The whole coinbase extranonce: the channel's prefix and the miner's part.
+    pub extranonce: Vec<u8>,
+    pub version: u32,
+    pub ntime: u32,
+    pub nonce: u32,
+    pub hash: Hash256,
+    /// It meets the network target.
+    pub block: bool,
 }
 
 impl Engine {
@@ -127,12 +154,43 @@ impl Engine {
             generation: RwLock::new(None),
             generations: watch::channel(None).0,
             epoch: AtomicU64::new(0),
+            tips: Arc::new(Tips::default()),
+            next_declared_id: AtomicU64::new(DECLARED_IDS_WITHOUT_WORK),
             serving: AtomicBool::new(false),
             next_conn: AtomicU64::new(1),
             next_channel: AtomicU32::new(1),
             blocks,
+            share_tap: std::sync::OnceLock::new(),
         });
         (engine, found)
+    }
+
+    /// Sends every accepted share to `tap` from now on. Once per engine: `false` if a tap was
+    /// set already.
+    pub fn set_share_tap(&self, tap: mpsc::UnboundedSender<TappedShare>) -> bool {
+        self.share_tap.set(tap).is_ok()
+    }
+
+    /// Hands an accepted share to the tap, if there is one. The front ends call it with what
+    /// [`Engine::accepted`] does not see: the miner's part of the extranonce.
+    #[inline]
+    pub fn tap_share(&self, a: &Accepted, miner_extranonce: &[u8], ntime: u32, nonce: u32) {
+        let Some(tap) = self.share_tap.get() else {
+            return;
+        };
+        let mut extranonce = Vec::with_capacity(a.extranonce_prefix.len() + miner_extranonce.len());
+        extranonce.extend_from_slice(a.extranonce_prefix);
+        extranonce.extend_from_slice(miner_extranonce);
+        let _ = tap.send(TappedShare {
+            generation: a.job.generation,
+            job_id: a.job.id,
+            extranonce,
+            version: u32::from_le_bytes([a.header[0], a.header[1], a.header[2], a.header[3]]),
+            ntime,
+            nonce,
+            hash: a.hash,
+            block: a.block,
+        });
     }
 
     /// A fresh connection id (also the seed of its extranonce prefix).
@@ -170,6 +228,27 @@ impl Engine {
             .clone()
     }
 
+    /// The latest generation, served or not (a declared job's checks compare against it).
+    pub fn latest(&self) -> Option<Arc<Generation>> {
+        self.generation
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The previous-block hashes the pool has worked on (declared jobs' staleness).
+    pub fn tips(&self) -> &Arc<Tips> {
+        &self.tips
+    }
+
+    /// A job id for a declared job, unique among the pool's jobs.
+    pub fn declared_job_id(&self) -> u64 {
+        match self.latest() {
+            Some(g) => g.fresh_id(),
+            None => self.next_declared_id.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
     /// Subscribes to new generations (and to the pool stopping work: `None`).
     pub fn subscribe(&self) -> watch::Receiver<Option<Arc<Generation>>> {
         self.generations.subscribe()
@@ -178,6 +257,7 @@ impl Engine {
     /// Makes `g` the work of every connection.
     pub fn publish(&self, g: Arc<Generation>) {
         self.epoch.fetch_max(g.epoch, Ordering::AcqRel);
+        self.tips.on_tip(g.template.prev_hash);
         *self.generation.write().unwrap_or_else(|e| e.into_inner()) = Some(g.clone());
         self.serving.store(true, Ordering::Release);
         self.stats.job_created(g.clean);
@@ -347,7 +427,19 @@ impl Engine {
         self.stats.block_found();
         match job.block(solution, header) {
             Ok(block) => {
-                tracing::info!(%hash, height = job.template.height, conn, "block found");
+                match &job.origin {
+                    Origin::Template => {
+                        tracing::info!(%hash, height = job.template.height, conn, "block found")
+                    }
+                    Origin::Declared { token_id, .. } => tracing::info!(
+                        %hash,
+                        height = job.template.height,
+                        conn,
+                        token_id,
+                        "block found on a declared job: recorded, not submitted by the pool \
+                         (it lacks the transactions); the JDC and JDS propagate it"
+                    ),
+                }
                 let _ = self.blocks.send(FoundBlock {
                     hash,
                     height: job.template.height,
@@ -357,12 +449,17 @@ impl Engine {
                     worker: worker.and_then(|w| w.key),
                     block,
                     found_at: now,
+                    declared: job.is_declared(),
                 });
             }
             Err(e) => tracing::error!(%hash, error = %e, "cannot assemble found block"),
         }
     }
 }
+
+/// Where declared job ids start while the pool has no generation to draw ids from: far above
+/// the template job ids a run reaches, within SQLite's signed integers.
+const DECLARED_IDS_WITHOUT_WORK: u64 = 1 << 48;
 
 /// Wall-clock Unix milliseconds, as the store records them.
 pub(crate) fn unix_ms() -> u64 {

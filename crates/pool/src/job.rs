@@ -1,6 +1,8 @@
 //! A job: one template with one coinbase payout, ready to hand to miners and to check their
 //! shares against. Protocol-neutral: the SV1 front end sends it as `mining.notify`, the SV2 one
-//! as an extended job; both check shares with [`Job::share_hash`].
+//! as an extended job; both check shares with [`Job::share_hash`]. A farm's declared job (SV2
+//! `SetCustomMiningJob`) is a job too, of [`Origin::Declared`]: its shares are judged the same
+//! way, only its staleness and its blocks differ.
 
 use std::sync::{Arc, OnceLock};
 
@@ -12,7 +14,24 @@ use primitives::{
 };
 
 use crate::template::Template;
+use crate::tips::Tips;
 use crate::Millis;
+
+/// Whose transactions a job carries.
+#[derive(Clone, Debug)]
+pub enum Origin {
+    /// A template of the pool's own node: the pool can assemble and submit its blocks.
+    Template,
+    /// A farm's declared job: the pool has its header fields, coinbase and merkle path but not
+    /// its transactions, so the farm's Job Declarator Client and the pool's Job Declarator
+    /// Server propagate its blocks. Stale once the pool's tip has moved on from the block it
+    /// builds on; a block the pool has not seen yet is not stale (the farm's node may be ahead).
+    Declared {
+        /// The id in the Job Declarator's token it was accepted under.
+        token_id: u64,
+        tips: Arc<Tips>,
+    },
+}
 
 /// The share a miner found: everything a job leaves open.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +69,7 @@ pub struct Job {
     /// Miners must drop earlier jobs: it follows a new previous-block hash.
     pub clean: bool,
     pub created: Millis,
+    pub origin: Origin,
     /// The SV1 `mining.notify` line under the job's own id, written once (see
     /// [`crate::sv1::notify`]).
     pub(crate) sv1_notify: OnceLock<Arc<[u8]>>,
@@ -86,9 +106,53 @@ impl Job {
             fingerprint,
             clean,
             created,
+            origin: Origin::Template,
             template,
             sv1_notify: OnceLock::new(),
         })
+    }
+
+    /// A declared job: `template` holds its header fields (no transactions), `coinbase` the
+    /// coinbase as declared, split around the channel's extranonce.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn declared(
+        id: u64,
+        template: Arc<Template>,
+        coinbase: CoinbaseParts,
+        merkle_branch: Arc<[Hash256]>,
+        fingerprint: Fingerprint,
+        created: Millis,
+        token_id: u64,
+        tips: Arc<Tips>,
+    ) -> Result<Job, CoinbaseError> {
+        let mut job = Job::new(
+            id,
+            0,
+            0,
+            template,
+            coinbase,
+            merkle_branch,
+            fingerprint,
+            false,
+            created,
+        )?;
+        job.origin = Origin::Declared { token_id, tips };
+        Ok(job)
+    }
+
+    pub fn is_declared(&self) -> bool {
+        matches!(self.origin, Origin::Declared { .. })
+    }
+
+    /// Whether shares on it are stale when the pool's tip epoch is `epoch`: a template's job
+    /// once the tip moved past its epoch, a declared job once the pool moved on from its
+    /// previous block.
+    #[inline]
+    pub fn is_stale(&self, epoch: u64) -> bool {
+        match &self.origin {
+            Origin::Template => self.epoch < epoch,
+            Origin::Declared { tips, .. } => tips.superseded(&self.prev_hash),
+        }
     }
 
     /// The header a solution makes, and its hash. The coinbase's fixed first blocks are hashed
@@ -114,11 +178,16 @@ impl Job {
 
     /// The full block for a solution whose header is `header`: header, transaction count,
     /// coinbase (with its witness when the block commits to witnesses), template transactions.
+    /// For a declared job, whose transactions the pool does not have, header and coinbase alone
+    /// (what the pool can keep of the block).
     pub fn block(&self, s: &Solution<'_>, header: &[u8; 80]) -> Result<Vec<u8>, CoinbaseError> {
         let mut extranonce = Vec::with_capacity(s.extranonce_prefix.len() + s.extranonce.len());
         extranonce.extend_from_slice(s.extranonce_prefix);
         extranonce.extend_from_slice(s.extranonce);
         let coinbase = self.coinbase.transaction(&extranonce)?;
+        if self.is_declared() {
+            return Ok(Self::declared_block_record(header, &coinbase));
+        }
         let txs = &self.template.transactions;
         let size = 80 + 9 + 300 + txs.iter().map(|t| t.data.len()).sum::<usize>();
         let mut block = Vec::with_capacity(size);
@@ -131,6 +200,19 @@ impl Job {
             block.extend_from_slice(&t.data);
         }
         Ok(block)
+    }
+
+    /// What the pool keeps of a block on a declared job: the header then the coinbase (with its
+    /// witness), not a block (the transactions are the farm's).
+    fn declared_block_record(
+        header: &[u8; 80],
+        coinbase: &primitives::bitcoin::Transaction,
+    ) -> Vec<u8> {
+        let mut record = header.to_vec();
+        coinbase
+            .consensus_encode(&mut record)
+            .expect("writing to a Vec does not fail");
+        record
     }
 
     /// The header of a solution, as a value.

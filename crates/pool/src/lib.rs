@@ -20,6 +20,7 @@ pub mod store;
 pub mod sv1;
 pub mod sv2;
 pub mod template;
+pub mod tips;
 pub mod tp;
 pub mod vardiff;
 

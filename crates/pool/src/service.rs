@@ -301,6 +301,15 @@ impl RunningPool {
         })
     }
 
+    /// Where to ask the Template Provider for a template's transactions (`None` when the
+    /// templates come from a node's `getblocktemplate`, which carries them already).
+    pub fn tx_data(&self) -> Option<mpsc::UnboundedSender<crate::tp::feed::TxDataRequest>> {
+        match &self.feed {
+            Some(Feed::Tp(f)) => Some(f.tx_data()),
+            _ => None,
+        }
+    }
+
     /// Stops accepting, tells miners to reconnect, stops the feed, drains the store.
     pub async fn shutdown(mut self) -> Result<(), ServiceError> {
         self.engine
@@ -486,6 +495,24 @@ async fn blocks_task(
                 }
             }
         }
+        if b.declared {
+            // Found on a farm's declared job: the pool lacks its transactions, the farm's JDC
+            // and the JDS propagate it. Its event says which template it was on: none of ours.
+            // The answer recorded now keeps a restarted pool from submitting the record.
+            engine.events.emit(BlockSubmitted {
+                hash: b.hash,
+                height: b.height,
+                template_id: None,
+                conn: Some(b.conn),
+            });
+            if let Some(s) = &store {
+                if let Err(e) = s.record_block_result(b.hash.0, DECLARED_NOT_SUBMITTED, unix_ms()) {
+                    tracing::error!(hash = %b.hash, error = %e, "block result not recorded");
+                }
+            }
+            tracing::info!(hash = %b.hash, height = b.height, "declared job's block not submitted by the pool");
+            continue;
+        }
         engine.events.emit(BlockSubmitted {
             hash: b.hash,
             height: b.height,
@@ -556,6 +583,9 @@ async fn blocks_task(
         }
     }
 }
+
+/// The store's answer for a block found on a declared job, which the pool does not submit.
+pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
 
 /// How long the provider's next tip is awaited as the verdict on a submitted block.
 const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);

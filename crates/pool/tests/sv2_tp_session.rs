@@ -5,7 +5,9 @@ use pool::tp::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
 use primitives::coinbase::bip34_height_push;
 use primitives::{CompactTarget, Target};
 use sv2::messages::common::{SetupConnectionError, SetupConnectionSuccess};
-use sv2::messages::template_distribution::{NewTemplate, SetNewPrevHash};
+use sv2::messages::template_distribution::{
+    NewTemplate, RequestTransactionDataError, RequestTransactionDataSuccess, SetNewPrevHash,
+};
 use sv2::messages::{Common, TemplateDistribution};
 use sv2::Message;
 
@@ -63,8 +65,27 @@ fn works(out: Vec<Output>) -> Vec<TpWork> {
         .map(|o| match o {
             Output::Work(w) => w,
             Output::Send(m) => panic!("unexpected send {}", m.name()),
+            Output::TxData(d) => panic!("unexpected transaction data {d:?}"),
         })
         .collect()
+}
+
+#[test]
+fn transaction_data_answers_are_handed_to_whoever_asked() {
+    let mut s = ready();
+    let ok = RequestTransactionDataSuccess {
+        template_id: 5,
+        excess_data: Vec::new(),
+        transaction_list: vec![vec![1, 2, 3]],
+    };
+    let out = s.on_message(ok.clone().into()).unwrap();
+    assert!(matches!(&out[..], [Output::TxData(Ok(d))] if *d == ok));
+    let err = RequestTransactionDataError {
+        template_id: 6,
+        error_code: "stale-template-id".into(),
+    };
+    let out = s.on_message(err.clone().into()).unwrap();
+    assert!(matches!(&out[..], [Output::TxData(Err(e))] if *e == err));
 }
 
 #[test]

@@ -369,6 +369,7 @@ mod reference {
     /// `payload` serialized again.
     pub(super) fn reencode(msg_type: u8, payload: &mut [u8]) -> Option<Result<Vec<u8>, ()>> {
         use common_messages_sv2 as c;
+        use job_declaration_sv2 as j;
         use mining_sv2 as m;
         use template_distribution_sv2 as t;
         by_type!(msg_type, payload,
@@ -398,6 +399,14 @@ mod reference {
             m::MESSAGE_TYPE_SET_CUSTOM_MINING_JOB_SUCCESS => m::SetCustomMiningJobSuccess,
             m::MESSAGE_TYPE_SET_CUSTOM_MINING_JOB_ERROR => m::SetCustomMiningJobError,
             m::MESSAGE_TYPE_SET_GROUP_CHANNEL => m::SetGroupChannel,
+            j::MESSAGE_TYPE_ALLOCATE_MINING_JOB_TOKEN => j::AllocateMiningJobToken,
+            j::MESSAGE_TYPE_ALLOCATE_MINING_JOB_TOKEN_SUCCESS => j::AllocateMiningJobTokenSuccess,
+            j::MESSAGE_TYPE_PROVIDE_MISSING_TRANSACTIONS => j::ProvideMissingTransactions,
+            j::MESSAGE_TYPE_PROVIDE_MISSING_TRANSACTIONS_SUCCESS => j::ProvideMissingTransactionsSuccess,
+            j::MESSAGE_TYPE_DECLARE_MINING_JOB => j::DeclareMiningJob,
+            j::MESSAGE_TYPE_DECLARE_MINING_JOB_SUCCESS => j::DeclareMiningJobSuccess,
+            j::MESSAGE_TYPE_DECLARE_MINING_JOB_ERROR => j::DeclareMiningJobError,
+            j::MESSAGE_TYPE_PUSH_SOLUTION => j::PushSolution,
             t::MESSAGE_TYPE_COINBASE_OUTPUT_CONSTRAINTS => t::CoinbaseOutputConstraints,
             t::MESSAGE_TYPE_NEW_TEMPLATE => t::NewTemplate,
             t::MESSAGE_TYPE_SET_NEW_PREV_HASH => t::SetNewPrevHash,

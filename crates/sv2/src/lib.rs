@@ -10,9 +10,9 @@
 //! - [`noise`]: one connection's Noise state as a sans-IO machine per side
 //!   ([`NoiseInitiator`], [`NoiseResponder`]): bytes in, handshake bytes and decrypted
 //!   [`Frame`]s out, a bound on frame size. Thousands of them live in one fleet process.
-//! - [`messages`]: every Common, Mining and Template Distribution message as a plain owned
-//!   value, with `encode` / `decode` through the reference structs, the spec's message types,
-//!   channel bits, flags and error codes.
+//! - [`messages`]: every Common, Mining, Job Declaration and Template Distribution message as a
+//!   plain owned value, with `encode` / `decode` through the reference structs, the spec's
+//!   message types, channel bits, flags and error codes.
 //! - [`transport`]: a tokio shell over [`noise`] for roles that run one task per connection,
 //!   with bounded handshake time, frame size and write time.
 //! - [`keys`]: authority key pairs in the reference implementation's base58check forms.

@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 use primitives::Target;
 use sv2::fuzz_support;
-use sv2::messages::common::{self, SetupConnection};
+use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
+use sv2::messages::job_declaration::{
+    AllocateMiningJobTokenSuccess, DeclareMiningJob, DeclareMiningJobError,
+    ProvideMissingTransactions, ProvideMissingTransactionsSuccess, PushSolution,
+};
 use sv2::messages::mining::{
     NewExtendedMiningJob, NewMiningJob, OpenStandardMiningChannel,
     OpenStandardMiningChannelSuccess, SetGroupChannel, SubmitSharesError, SubmitSharesExtended,
@@ -313,11 +317,69 @@ fn messages_seeds() -> Vec<(String, Vec<u8>)> {
             transaction_list: vec![vec![1; 100], vec![2; 10]],
         }
         .into(),
+        SetupConnection {
+            protocol: common::protocol::JOB_DECLARATION,
+            min_version: 2,
+            max_version: 2,
+            flags: job_declaration_flags::DECLARE_TX_DATA,
+            endpoint_host: "127.0.0.1".into(),
+            endpoint_port: 34264,
+            vendor: "seed".into(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        }
+        .into(),
+        AllocateMiningJobTokenSuccess {
+            request_id: 1,
+            mining_job_token: vec![5; 40],
+            coinbase_outputs: vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0x51, 0x00],
+        }
+        .into(),
+        DeclareMiningJob {
+            request_id: 2,
+            mining_job_token: vec![5; 40],
+            version: 0x2000_0000,
+            coinbase_tx_prefix: vec![2, 0, 0, 0, 0, 1, 1],
+            coinbase_tx_suffix: vec![6; 80],
+            wtxid_list: vec![[1; 32], [2; 32], [3; 32]],
+            excess_data: vec![],
+        }
+        .into(),
+        DeclareMiningJobError {
+            request_id: 2,
+            error_code: "invalid-mining-job-token".into(),
+            error_details: b"expired".to_vec(),
+        }
+        .into(),
+        ProvideMissingTransactions {
+            request_id: 2,
+            unknown_tx_position_list: vec![0, 2],
+        }
+        .into(),
+        ProvideMissingTransactionsSuccess {
+            request_id: 2,
+            transaction_list: vec![vec![7; 150], vec![8; 60]],
+        }
+        .into(),
+        PushSolution {
+            extranonce: vec![9; 16],
+            prev_hash: [4; 32],
+            nonce: 1,
+            ntime: 1_700_000_000,
+            nbits: 0x207f_ffff,
+            version: 0x2000_0000,
+        }
+        .into(),
     ];
     let mut s = Vec::new();
-    for m in &samples {
+    for (i, m) in samples.iter().enumerate() {
         let bytes = message_bytes(m);
-        let name = m.name().to_lowercase().replace('.', "-");
+        let mut name = m.name().to_lowercase().replace('.', "-");
+        // A second sample of the same message (SetupConnection for another protocol).
+        if s.iter().any(|(n, _)| *n == name) {
+            name = format!("{name}-{i}");
+        }
         s.push((name.clone(), bytes.clone()));
         s.push((
             format!("{name}-truncated"),
@@ -343,7 +405,12 @@ fn messages_seeds() -> Vec<(String, Vec<u8>)> {
     let mut option = message_bytes(&samples[3]);
     option[9] = 2;
     s.push(("newminingjob-option-2".into(), option));
-    s.push(("unknown-type".into(), vec![0x55, 1, 2, 3]));
+    s.push(("unknown-type".into(), vec![0x45, 1, 2, 3]));
+    // DeclareMiningJob whose wtxid count overruns the payload.
+    let mut wtxids_overrun = message_bytes(&samples[13]);
+    let count_at = 1 + 4 + 1 + 40 + 4 + 2 + 7 + 2 + 80;
+    wtxids_overrun[count_at] = 0xff;
+    s.push(("declareminingjob-wtxids-overrun".into(), wtxids_overrun));
     s.push(("empty-setup".into(), vec![0x00]));
     s.push((
         "seq-overrun".into(),

@@ -7,6 +7,7 @@ use binary_sv2::{
 };
 use primitives::Target;
 use sv2::messages::common::{self, *};
+use sv2::messages::job_declaration::{self as jd, *};
 use sv2::messages::mining::{self, *};
 use sv2::messages::template_distribution::{self as tdp, *};
 use sv2::messages::{message_types, DecodeError, EncodeError, Message, Sv2Message};
@@ -209,6 +210,57 @@ fn samples() -> Vec<Message> {
             channel_ids: vec![9, 10, 11],
         }
         .into(),
+        AllocateMiningJobToken {
+            user_identifier: "farm-7".into(),
+            request_id: 12,
+        }
+        .into(),
+        AllocateMiningJobTokenSuccess {
+            request_id: 12,
+            mining_job_token: vec![0x5a; 45],
+            coinbase_outputs: vec![1, 0, 0, 0, 0, 0, 0, 0, 0, 22, 0, 20, 0xab],
+        }
+        .into(),
+        ProvideMissingTransactions {
+            request_id: 13,
+            unknown_tx_position_list: vec![0, 7, 513, u16::MAX],
+        }
+        .into(),
+        ProvideMissingTransactionsSuccess {
+            request_id: 13,
+            transaction_list: vec![vec![2; 191], vec![], vec![3; 70_000]],
+        }
+        .into(),
+        DeclareMiningJob {
+            request_id: 13,
+            mining_job_token: vec![0x5a; 45],
+            version: 0x2000_0000,
+            coinbase_tx_prefix: vec![2, 0, 0, 0, 0, 1, 1, 0xcc],
+            coinbase_tx_suffix: vec![0xdd; 120],
+            wtxid_list: vec![hash(11), hash(12), hash(13)],
+            excess_data: vec![0; 32],
+        }
+        .into(),
+        DeclareMiningJobSuccess {
+            request_id: 13,
+            new_mining_job_token: vec![0x6b; 77],
+        }
+        .into(),
+        DeclareMiningJobError {
+            request_id: 14,
+            error_code: jd::error_code::INVALID_MINING_JOB_TOKEN.into(),
+            error_details: b"token expired 12s ago".to_vec(),
+        }
+        .into(),
+        PushSolution {
+            extranonce: vec![0x11; 12],
+            prev_hash: hash(14),
+            nonce: 0x0102_0304,
+            ntime: 1_700_000_005,
+            nbits: 0x207f_ffff,
+            version: 0x2000_4000,
+        }
+        .into(),
         CoinbaseOutputConstraints {
             coinbase_output_max_additional_size: 100,
             coinbase_output_max_additional_sigops: 4,
@@ -279,8 +331,9 @@ fn path(p: &[[u8; 32]]) -> Seq0255Owned<U256Owned> {
 fn reference_bytes(m: &Message) -> Vec<u8> {
     use binary_sv2::to_bytes;
     use common_messages_sv2 as c;
+    use job_declaration_sv2 as j;
     use mining_sv2 as r;
-    use sv2::messages::{Common as C, Mining as M, TemplateDistribution as T};
+    use sv2::messages::{Common as C, JobDeclaration as J, Mining as M, TemplateDistribution as T};
     use template_distribution_sv2 as t;
     match m {
         Message::Common(C::SetupConnection(m)) => to_bytes(c::SetupConnectionOwned {
@@ -456,6 +509,68 @@ fn reference_bytes(m: &Message) -> Vec<u8> {
             group_channel_id: m.group_channel_id,
             channel_ids: Seq064KOwned::new(m.channel_ids.clone()).unwrap(),
         }),
+        Message::JobDeclaration(J::AllocateMiningJobToken(m)) => {
+            to_bytes(j::AllocateMiningJobTokenOwned {
+                user_identifier: str0255(&m.user_identifier),
+                request_id: m.request_id,
+            })
+        }
+        Message::JobDeclaration(J::AllocateMiningJobTokenSuccess(m)) => {
+            to_bytes(j::AllocateMiningJobTokenSuccessOwned {
+                request_id: m.request_id,
+                mining_job_token: B0255Owned::new(m.mining_job_token.clone()).unwrap(),
+                coinbase_outputs: B064KOwned::new(m.coinbase_outputs.clone()).unwrap(),
+            })
+        }
+        Message::JobDeclaration(J::ProvideMissingTransactions(m)) => {
+            to_bytes(j::ProvideMissingTransactionsOwned {
+                request_id: m.request_id,
+                unknown_tx_position_list: Seq064KOwned::new(m.unknown_tx_position_list.clone())
+                    .unwrap(),
+            })
+        }
+        Message::JobDeclaration(J::ProvideMissingTransactionsSuccess(m)) => {
+            to_bytes(j::ProvideMissingTransactionsSuccessOwned {
+                request_id: m.request_id,
+                transaction_list: Seq064KOwned::new(
+                    m.transaction_list
+                        .iter()
+                        .map(|tx| B016MOwned::new(tx.clone()).unwrap())
+                        .collect(),
+                )
+                .unwrap(),
+            })
+        }
+        Message::JobDeclaration(J::DeclareMiningJob(m)) => to_bytes(j::DeclareMiningJobOwned {
+            request_id: m.request_id,
+            mining_job_token: B0255Owned::new(m.mining_job_token.clone()).unwrap(),
+            version: m.version,
+            coinbase_tx_prefix: B064KOwned::new(m.coinbase_tx_prefix.clone()).unwrap(),
+            coinbase_tx_suffix: B064KOwned::new(m.coinbase_tx_suffix.clone()).unwrap(),
+            wtxid_list: Seq064KOwned::new(m.wtxid_list.iter().map(u256).collect()).unwrap(),
+            excess_data: B064KOwned::new(m.excess_data.clone()).unwrap(),
+        }),
+        Message::JobDeclaration(J::DeclareMiningJobSuccess(m)) => {
+            to_bytes(j::DeclareMiningJobSuccessOwned {
+                request_id: m.request_id,
+                new_mining_job_token: B0255Owned::new(m.new_mining_job_token.clone()).unwrap(),
+            })
+        }
+        Message::JobDeclaration(J::DeclareMiningJobError(m)) => {
+            to_bytes(j::DeclareMiningJobErrorOwned {
+                request_id: m.request_id,
+                error_code: str0255(&m.error_code),
+                error_details: B064KOwned::new(m.error_details.clone()).unwrap(),
+            })
+        }
+        Message::JobDeclaration(J::PushSolution(m)) => to_bytes(j::PushSolutionOwned {
+            extranonce: B032Owned::new(m.extranonce.clone()).unwrap(),
+            prev_hash: u256(&m.prev_hash),
+            nonce: m.nonce,
+            ntime: m.ntime,
+            nbits: m.nbits,
+            version: m.version,
+        }),
         Message::TemplateDistribution(T::CoinbaseOutputConstraints(m)) => {
             to_bytes(t::CoinbaseOutputConstraints {
                 coinbase_output_max_additional_size: m.coinbase_output_max_additional_size,
@@ -592,6 +707,14 @@ const SPEC: &[(u8, bool, &str)] = &[
     (0x23, false, "SetCustomMiningJob.Success"),
     (0x24, false, "SetCustomMiningJob.Error"),
     (0x25, false, "SetGroupChannel"),
+    (0x50, false, "AllocateMiningJobToken"),
+    (0x51, false, "AllocateMiningJobToken.Success"),
+    (0x55, false, "ProvideMissingTransactions"),
+    (0x56, false, "ProvideMissingTransactions.Success"),
+    (0x57, false, "DeclareMiningJob"),
+    (0x58, false, "DeclareMiningJob.Success"),
+    (0x59, false, "DeclareMiningJob.Error"),
+    (0x60, false, "PushSolution"),
     (0x70, false, "CoinbaseOutputConstraints"),
     (0x71, false, "NewTemplate"),
     (0x72, false, "SetNewPrevHash"),
@@ -644,8 +767,8 @@ fn truncated_payloads_do_not_decode() {
 #[test]
 fn odd_input_gives_clear_errors() {
     assert_eq!(
-        Message::decode(0x55, &mut [1, 2, 3]),
-        Err(DecodeError::UnknownType(0x55))
+        Message::decode(0x45, &mut [1, 2, 3]),
+        Err(DecodeError::UnknownType(0x45))
     );
     // A string that is not UTF-8.
     let mut p = encode(&Message::from(SubmitSharesError {
@@ -760,4 +883,126 @@ fn protocol_numbers_the_reference_enum_lacks_pass_through() {
     let mut bytes = Vec::new();
     tdp_setup.encode(&mut bytes).unwrap();
     assert_eq!(bytes[0], 2);
+}
+
+#[test]
+fn job_declaration_constants_are_the_reference_crates() {
+    use common_messages_sv2 as c;
+    use job_declaration_sv2 as j;
+    assert_eq!(
+        common::protocol::JOB_DECLARATION,
+        c::SV2_JOB_DECLARATION_PROTOCOL_DISCRIMINANT
+    );
+    // Bit 0, as the reference JDS tests it.
+    assert_eq!(job_declaration_flags::DECLARE_TX_DATA, 1);
+    assert_eq!(
+        common::error_code::MISSING_DECLARE_TX_DATA_FLAG,
+        c::ERROR_CODE_SETUP_CONNECTION_MISSING_DECLARE_TX_DATA_FLAG
+    );
+    for (ours, theirs) in [
+        (
+            jd::error_code::INVALID_MINING_JOB_TOKEN,
+            j::ERROR_CODE_DECLARE_MINING_JOB_INVALID_MINING_JOB_TOKEN,
+        ),
+        (
+            jd::error_code::MISSING_TXS,
+            j::ERROR_CODE_DECLARE_MINING_JOB_MISSING_TXS,
+        ),
+        (
+            jd::error_code::INVALID_COINBASE_TX,
+            j::ERROR_CODE_DECLARE_MINING_JOB_INVALID_COINBASE_TX,
+        ),
+        (
+            jd::error_code::INVALID_COINBASE_TX_INPUT,
+            j::ERROR_CODE_DECLARE_MINING_JOB_INVALID_COINBASE_TX_INPUT,
+        ),
+        (
+            jd::error_code::INTERNAL_ERROR,
+            j::ERROR_CODE_DECLARE_MINING_JOB_INTERNAL_ERROR,
+        ),
+        (
+            jd::error_code::STALE_CHAIN_TIP,
+            j::ERROR_CODE_DECLARE_MINING_JOB_STALE_CHAIN_TIP,
+        ),
+        (
+            jd::error_code::INVALID_JOB,
+            j::ERROR_CODE_DECLARE_MINING_JOB_INVALID_JOB,
+        ),
+    ] {
+        assert_eq!(ours, theirs);
+    }
+}
+
+#[test]
+fn malformed_job_declaration_payloads_are_errors() {
+    let declare = DeclareMiningJob {
+        request_id: 1,
+        mining_job_token: vec![1; 8],
+        version: 0x2000_0000,
+        coinbase_tx_prefix: vec![2; 10],
+        coinbase_tx_suffix: vec![3; 10],
+        wtxid_list: vec![hash(1), hash(2)],
+        excess_data: vec![],
+    };
+    let mut p = encode(&declare.clone().into());
+    // The wtxid count (after request_id, token, version, prefix, suffix) claims a third hash
+    // that is not there: the excess_data length bytes are eaten and the rest runs short.
+    let count_at = 4 + 1 + 8 + 4 + 2 + 10 + 2 + 10;
+    assert_eq!(&p[count_at..count_at + 2], &[2, 0]);
+    p[count_at] = 3;
+    assert!(matches!(
+        Message::decode(DeclareMiningJob::MSG_TYPE, &mut p),
+        Err(DecodeError::Malformed {
+            name: "DeclareMiningJob",
+            ..
+        })
+    ));
+    // PushSolution's extranonce is at most 32 bytes, both ways.
+    let push = PushSolution {
+        extranonce: vec![0; 33],
+        prev_hash: hash(3),
+        nonce: 0,
+        ntime: 0,
+        nbits: 0,
+        version: 0,
+    };
+    assert!(matches!(
+        push.encode(&mut Vec::new()),
+        Err(EncodeError::FieldTooLong {
+            field: "extranonce",
+            max: 32,
+            ..
+        })
+    ));
+    let mut p = encode(
+        &PushSolution {
+            extranonce: vec![0; 32],
+            ..push
+        }
+        .into(),
+    );
+    p.insert(1, 0);
+    p[0] = 33;
+    assert!(matches!(
+        PushSolution::decode(&mut p),
+        Err(DecodeError::Malformed { .. })
+    ));
+    // A refusal whose code is not UTF-8.
+    let mut p = encode(
+        &DeclareMiningJobError {
+            request_id: 2,
+            error_code: "ab".into(),
+            error_details: vec![],
+        }
+        .into(),
+    );
+    p[5] = 0xff;
+    assert_eq!(
+        Message::decode(DeclareMiningJobError::MSG_TYPE, &mut p),
+        Err(DecodeError::NotUtf8 {
+            msg_type: 0x59,
+            name: "DeclareMiningJob.Error",
+            field: "error_code"
+        })
+    );
 }

@@ -1,5 +1,7 @@
 pub mod events;
 pub mod fleet;
+pub mod jdc;
+pub mod jds;
 pub mod pool;
 pub mod report;
 pub mod run;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use pool::admission::Rate;
 use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
+use pool::jd_token::TokenKey;
 use pool::jobs::JobConfig;
 use pool::node::{NodeAuth, NodeConfig};
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
@@ -185,6 +186,12 @@ pub struct PoolArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_validity: Option<Dur>,
+    /// The job token key shared with the Job Declarator Server (a file of 64 hex digits): SV2
+    /// clients that set REQUIRES_WORK_SELECTION may then declare their own jobs
+    /// (SetCustomMiningJob). Without it the pool refuses work selection.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jd_token_key: Option<PathBuf>,
 }
 
 /// The settings after the file and the flags are combined.
@@ -227,6 +234,7 @@ pub struct Settings {
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
+    pub jd_token_key: Option<PathBuf>,
 }
 
 impl Default for Settings {
@@ -269,6 +277,7 @@ impl Default for Settings {
             authority_public_key: None,
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
+            jd_token_key: None,
         }
     }
 }
@@ -302,6 +311,10 @@ impl Settings {
             ..Sv2Settings::default()
         };
         s.config.extended_extranonce_size = self.rolled_extranonce(&Sv1Config::default());
+        if let Some(path) = &self.jd_token_key {
+            let key = TokenKey::read(path).context("--jd-token-key")?;
+            s.config.jd_token_key = Some(std::sync::Arc::new(key));
+        }
         Ok(s)
     }
 
@@ -319,7 +332,7 @@ impl Settings {
         Ok(Some(c))
     }
 
-    fn pool_settings(&self) -> Result<PoolSettings> {
+    pub(crate) fn pool_settings(&self) -> Result<PoolSettings> {
         let network: Network = self
             .network
             .parse()
@@ -551,6 +564,29 @@ mod tests {
             let sv2 = s.sv2_settings().unwrap();
             assert_eq!(sv2.config.extended_extranonce_size, rolled);
         }
+    }
+
+    #[test]
+    fn the_job_token_key_turns_work_selection_on() {
+        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        assert!(s.sv2_settings().unwrap().config.jd_token_key.is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jd.key");
+        std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
+        let args = PoolArgs {
+            jd_token_key: Some(path.clone()),
+            ..PoolArgs::default()
+        };
+        let s: Settings = config::load(None, &args).unwrap();
+        let key = s.sv2_settings().unwrap().config.jd_token_key.unwrap();
+        assert_eq!(key.to_hex(), "ab".repeat(32));
+        // From the config file too; a key that is not 64 hex digits is refused, flag named.
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(&path, "abcd").unwrap();
+        std::fs::write(f.path(), format!("jd_token_key = {:?}\n", path)).unwrap();
+        let s: Settings = config::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let e = format!("{:#}", s.sv2_settings().unwrap_err());
+        assert!(e.starts_with("--jd-token-key"), "{e}");
     }
 
     #[test]

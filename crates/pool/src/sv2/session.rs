@@ -20,6 +20,11 @@
 //! and `SetNewPrevHash` on the group's id, and computes every member's merkle root itself; an
 //! end device that set it gets a `NewMiningJob` per channel. A channel's first job is its own
 //! `NewMiningJob` either way (spec 5.3.15). Shares always come per standard channel.
+//!
+//! With a job token key ([`Sv2Config::jd_token_key`]), a connection that sets
+//! `REQUIRES_WORK_SELECTION` (a farm's Job Declarator Client) may put its own declared jobs on
+//! its extended channels with `SetCustomMiningJob` ([`super::custom_job`]); the pool keeps
+//! sending its own jobs there too.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,9 +36,9 @@ use ::sv2::messages::common::{
 use ::sv2::messages::mining::{
     error_code, CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
     OpenExtendedMiningChannelSuccess, OpenMiningChannelError, OpenStandardMiningChannel,
-    OpenStandardMiningChannelSuccess, SetNewPrevHash, SetTarget, SubmitSharesError,
-    SubmitSharesExtended, SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel,
-    UpdateChannelError,
+    OpenStandardMiningChannelSuccess, SetCustomMiningJob, SetCustomMiningJobError,
+    SetCustomMiningJobSuccess, SetNewPrevHash, SetTarget, SubmitSharesError, SubmitSharesExtended,
+    SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel, UpdateChannelError,
 };
 use ::sv2::messages::{Common, Mining};
 use ::sv2::Message;
@@ -42,12 +47,14 @@ use primitives::bitcoin::ScriptBuf;
 use primitives::{merkle_root_from_branch, Difficulty, Hash256, Target};
 
 use crate::channel::{Channel, HeaderSubmission, Reject, Submission};
-use crate::engine::{Engine, ShareJob, Worker};
+use crate::engine::{unix_ms as wall_clock_ms, Engine, ShareJob, Worker};
+use crate::jd_token::TokenKey;
 use crate::job::Job;
 use crate::job::Solution;
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv1::POOL_VERSION_MASK;
+use crate::sv2::custom_job::{self, Context, Refusal};
 use crate::Millis;
 
 /// Settings of the SV2 front end.
@@ -63,6 +70,12 @@ pub struct Sv2Config {
     pub success_batch: u32,
     /// Version bits miners may roll (BIP320).
     pub version_mask: u32,
+    /// The key the pool shares with its Job Declarator Server: with it, connections may declare
+    /// their own jobs (`REQUIRES_WORK_SELECTION`, `SetCustomMiningJob`); without it they may not.
+    pub jd_token_key: Option<Arc<TokenKey>>,
+    /// Every channel's extranonce prefix starts with these bytes: a proxy serving its own
+    /// jobs (a JDC) gives out parts of the extranonce range its pool gave it.
+    pub extranonce_base: Vec<u8>,
 }
 
 impl Default for Sv2Config {
@@ -72,6 +85,8 @@ impl Default for Sv2Config {
             extended_extranonce_size: 4,
             success_batch: 32,
             version_mask: POOL_VERSION_MASK,
+            jd_token_key: None,
+            extranonce_base: Vec::new(),
         }
     }
 }
@@ -227,7 +242,18 @@ impl Session {
         self.records.as_mut()?.take_ticket()
     }
 
+    /// A message, at `now` on the caller's clock. The wall clock is read only to check the
+    /// expiry of a declared job's token ([`Session::on_message_at`] passes it in).
     pub fn on_message(&mut self, m: Message, now: Millis) {
+        self.dispatch(m, now, None)
+    }
+
+    /// [`Session::on_message`] with the wall clock's Unix milliseconds given.
+    pub fn on_message_at(&mut self, m: Message, now: Millis, unix_ms: u64) {
+        self.dispatch(m, now, Some(unix_ms))
+    }
+
+    fn dispatch(&mut self, m: Message, now: Millis, unix_ms: Option<u64>) {
         if self.close.is_some() {
             return;
         }
@@ -241,6 +267,9 @@ impl Session {
                     "{} before SetupConnection",
                     other.name()
                 )))
+            }
+            (Some(_), Message::Mining(Mining::SetCustomMiningJob(m))) => {
+                self.set_custom_job(m, now, unix_ms.unwrap_or_else(wall_clock_ms))
             }
             (Some(_), Message::Mining(m)) => self.on_mining(m, now),
             (Some(_), other) => {
@@ -266,8 +295,12 @@ impl Session {
         if !(s.min_version..=s.max_version).contains(&PROTOCOL_VERSION) {
             return refuse(self, setup_error::PROTOCOL_VERSION_MISMATCH, 0);
         }
-        let supported =
+        let mut supported =
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING;
+        // Declared jobs need the key to check their Job Declarator's tokens.
+        if self.config.jd_token_key.is_some() {
+            supported |= mining_flags::REQUIRES_WORK_SELECTION;
+        }
         let unsupported = s.flags & !supported;
         if unsupported != 0 {
             // The spec asks for the flags that made it fail.
@@ -356,11 +389,15 @@ impl Session {
         // first bytes are a non-zero id). Extended: the id's low bytes.
         let prefix_len = total - rolled;
         let mut prefix = vec![0u8; prefix_len];
+        let base = &self.config.extranonce_base[..self.config.extranonce_base.len().min(prefix_len)];
+        prefix[..base.len()].copy_from_slice(base);
         let id_bytes = id.to_be_bytes();
-        let n = prefix_len.min(4);
+        let n = (prefix_len - base.len()).min(4);
         match kind {
             Kind::Standard => prefix[prefix_len - n..].copy_from_slice(&id_bytes[8 - n..]),
-            Kind::Extended => prefix[..n].copy_from_slice(&id_bytes[8 - n..]),
+            Kind::Extended => {
+                prefix[base.len()..base.len() + n].copy_from_slice(&id_bytes[8 - n..])
+            }
         }
         let mut channel = Channel::new(
             self.engine.channel_config.clone(),
@@ -542,6 +579,107 @@ impl Session {
                 self.engine.detach_worker(&ch.worker, now);
             }
         }
+    }
+
+    // ---- Declared jobs ----------------------------------------------------------------------
+
+    /// The key to check declared jobs with, if the pool has one and the connection declares
+    /// its own work (`REQUIRES_WORK_SELECTION`).
+    fn work_selection(&self) -> Option<Arc<TokenKey>> {
+        let declares = self
+            .setup
+            .is_some_and(|f| f & mining_flags::REQUIRES_WORK_SELECTION != 0);
+        self.config.jd_token_key.clone().filter(|_| declares)
+    }
+
+    /// `SetCustomMiningJob`: checked, then issued on the channel under a fresh job id, or
+    /// refused with the spec's code.
+    fn set_custom_job(&mut self, m: SetCustomMiningJob, now: Millis, unix_ms: u64) {
+        let (channel_id, request_id) = (m.channel_id, m.request_id);
+        match self.declared_job(&m, now, unix_ms) {
+            Ok((job, job_id)) => {
+                tracing::debug!(
+                    conn = self.conn,
+                    channel = channel_id,
+                    job_id,
+                    prev_hash = %job.prev_hash,
+                    height = job.template.height,
+                    "sv2: declared job accepted"
+                );
+                self.out.push(
+                    SetCustomMiningJobSuccess {
+                        channel_id,
+                        request_id,
+                        job_id,
+                    }
+                    .into(),
+                );
+            }
+            Err(r) => {
+                tracing::info!(
+                    conn = self.conn,
+                    channel = channel_id,
+                    code = %r.code,
+                    why = %r.why,
+                    "sv2: declared job refused"
+                );
+                self.out.push(
+                    SetCustomMiningJobError {
+                        channel_id,
+                        request_id,
+                        error_code: r.code,
+                    }
+                    .into(),
+                );
+            }
+        }
+    }
+
+    fn declared_job(
+        &mut self,
+        m: &SetCustomMiningJob,
+        now: Millis,
+        unix_ms: u64,
+    ) -> Result<(Arc<Job>, u32), Refusal> {
+        let Some(key) = self.work_selection() else {
+            return Err(Refusal {
+                code: custom_job::JD_NOT_SUPPORTED.into(),
+                why: "the connection did not set REQUIRES_WORK_SELECTION, or the pool has no \
+                      job token key"
+                    .into(),
+            });
+        };
+        // Only extended channels take declared jobs (spec 5.3.18; groups here hold standard
+        // channels only, which the spec says to ignore).
+        let extranonce_len = match self.channels.get(&m.channel_id) {
+            Some(c) if c.kind == Kind::Extended => {
+                c.channel.extranonce_prefix().len() + c.channel.extranonce_len()
+            }
+            _ => {
+                return Err(Refusal {
+                    code: error_code::INVALID_CHANNEL_ID.into(),
+                    why: format!("no extended channel {}", m.channel_id),
+                })
+            }
+        };
+        let latest = self.engine.latest();
+        let cx = Context {
+            key: &key,
+            unix_ms,
+            latest: latest.as_deref(),
+            tips: self.engine.tips(),
+            extranonce_len,
+        };
+        let job = Arc::new(custom_job::declared_job(
+            m,
+            &cx,
+            self.engine.declared_job_id(),
+            now,
+        )?);
+        let job_id = self.next_job_id();
+        let c = self.channels.get_mut(&m.channel_id).expect("checked");
+        c.channel.issue(job.clone(), u64::from(job_id), now);
+        Ok((job, job_id))
     }
 
     // ---- Jobs -------------------------------------------------------------------------------
@@ -961,7 +1099,10 @@ impl Session {
                     let credited = a.credited.as_f64();
                     let retarget = a.retarget.is_some();
                     match stored {
-                        Ok(()) => Ok((credited, retarget)),
+                        Ok(()) => {
+                            engine.tap_share(&a, extranonce, ntime, nonce);
+                            Ok((credited, retarget))
+                        }
                         Err(_) => {
                             // Never acknowledge a share the store did not take.
                             self.share_error(channel_id, seq, error_code::INVALID_SHARE);

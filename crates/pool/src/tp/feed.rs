@@ -8,11 +8,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use noise_sv2::Initiator;
-use sv2::messages::template_distribution::SubmitSolution;
+use sv2::messages::template_distribution::{
+    RequestTransactionData, RequestTransactionDataSuccess, SubmitSolution,
+};
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::session::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
@@ -61,11 +65,23 @@ enum ConnError {
     AuthorityKey,
 }
 
+/// The transactions of one of the provider's templates, or why there are none (the
+/// provider's error code, or the connection the template belonged to is gone).
+pub type TxDataReply = Result<RequestTransactionDataSuccess, String>;
+
+/// A request for a template's transactions (`RequestTransactionData`), answered on `reply`.
+#[derive(Debug)]
+pub struct TxDataRequest {
+    pub template_id: u64,
+    pub reply: oneshot::Sender<TxDataReply>,
+}
+
 /// A running client. Dropping it stops the task.
 pub struct TpFeed {
     works: watch::Receiver<Option<TpWork>>,
     health: Arc<NodeHealth>,
     solutions: mpsc::UnboundedSender<SubmitSolution>,
+    tx_data: mpsc::UnboundedSender<TxDataRequest>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -74,11 +90,22 @@ impl TpFeed {
         let health = Arc::new(NodeHealth::new(config.stale_after));
         let (tx, works) = watch::channel(None);
         let (solutions, solutions_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(config, health.clone(), tx, solutions_rx, shutdown));
+        let (tx_data, tx_data_rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(
+            config,
+            health.clone(),
+            tx,
+            Requests {
+                solutions: solutions_rx,
+                tx_data: tx_data_rx,
+            },
+            shutdown,
+        ));
         TpFeed {
             works,
             health,
             solutions,
+            tx_data,
             task: Some(task),
         }
     }
@@ -97,6 +124,12 @@ impl TpFeed {
     /// per connection, so a solution is never carried over to the next one).
     pub fn solutions(&self) -> mpsc::UnboundedSender<SubmitSolution> {
         self.solutions.clone()
+    }
+
+    /// Where requests for a template's transactions go; like solutions, they are sent on the
+    /// current connection, whose template ids they must name.
+    pub fn tx_data(&self) -> mpsc::UnboundedSender<TxDataRequest> {
+        self.tx_data.clone()
     }
 
     /// Waits for the task to end (after `shutdown` resolved).
@@ -119,11 +152,17 @@ impl Drop for TpFeed {
     }
 }
 
+/// What the pool asks of the provider.
+struct Requests {
+    solutions: mpsc::UnboundedReceiver<SubmitSolution>,
+    tx_data: mpsc::UnboundedReceiver<TxDataRequest>,
+}
+
 async fn run(
     config: TpConfig,
     health: Arc<NodeHealth>,
     tx: watch::Sender<Option<TpWork>>,
-    mut solutions: mpsc::UnboundedReceiver<SubmitSolution>,
+    mut requests: Requests,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
@@ -132,7 +171,7 @@ async fn run(
         let mut served = false;
         let ended = tokio::select! {
             _ = &mut shutdown => return,
-            r = connection(&config, &health, &tx, &mut solutions, &mut served) => r,
+            r = connection(&config, &health, &tx, &mut requests, &mut served) => r,
         };
         if served {
             delays.reset();
@@ -146,11 +185,16 @@ async fn run(
         let wait = delays.next_delay();
         tracing::warn!(tp = %config.addr, error = %error, retry_in = ?wait, "template provider connection lost");
         // Solutions queued meanwhile name templates of a connection that is gone.
-        while let Ok(s) = solutions.try_recv() {
+        while let Ok(s) = requests.solutions.try_recv() {
             tracing::error!(
                 template_id = s.template_id,
                 "tp: block found but no connection to submit it on"
             );
+        }
+        while let Ok(r) = requests.tx_data.try_recv() {
+            let _ = r
+                .reply
+                .send(Err("template provider connection lost".into()));
         }
         tokio::select! {
             _ = &mut shutdown => return,
@@ -165,7 +209,7 @@ async fn connection(
     config: &TpConfig,
     health: &NodeHealth,
     tx: &watch::Sender<Option<TpWork>>,
-    solutions: &mut mpsc::UnboundedReceiver<SubmitSolution>,
+    requests: &mut Requests,
     served: &mut bool,
 ) -> Result<(), ConnError> {
     let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(config.addr))
@@ -180,6 +224,9 @@ async fn connection(
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
     let mut last_prev = tx.borrow().as_ref().map(|w| w.template.prev_hash);
+    // Requests for transaction data in flight on this connection, by template id. Dropped
+    // with the connection, which tells their askers.
+    let mut waiting: HashMap<u64, Vec<oneshot::Sender<TxDataReply>>> = HashMap::new();
     loop {
         tokio::select! {
             m = conn.read_message() => {
@@ -195,13 +242,32 @@ async fn connection(
                             tracing::debug!(template_id = w.tdp.template_id, height = w.template.height, new_tip, "tp: template");
                             tx.send_replace(Some(w));
                         }
+                        Output::TxData(answer) => {
+                            let (id, reply) = match answer {
+                                Ok(d) => (d.template_id, Ok(d)),
+                                Err(e) => (e.template_id, Err(e.error_code)),
+                            };
+                            for r in waiting.remove(&id).unwrap_or_default() {
+                                let _ = r.send(reply.clone());
+                            }
+                        }
                     }
                 }
             }
-            s = solutions.recv() => {
+            s = requests.solutions.recv() => {
                 let Some(s) = s else { return Ok(()) };
                 tracing::info!(template_id = s.template_id, "tp: SubmitSolution");
                 conn.send_message(&Message::from(s)).await?;
+            }
+            Some(r) = requests.tx_data.recv() => {
+                let first = !waiting.contains_key(&r.template_id);
+                waiting.entry(r.template_id).or_default().push(r.reply);
+                if first {
+                    conn.send_message(&Message::from(RequestTransactionData {
+                        template_id: r.template_id,
+                    }))
+                    .await?;
+                }
             }
         }
     }

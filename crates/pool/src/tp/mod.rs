@@ -9,7 +9,7 @@
 pub mod feed;
 pub mod session;
 
-pub use feed::{TpConfig, TpFeed};
+pub use feed::{TpConfig, TpFeed, TxDataReply, TxDataRequest};
 pub use session::{
     solution_from_block, Output, TpSession, TpSessionConfig, TpSessionError, TpWork,
 };

@@ -13,7 +13,8 @@ use primitives::coinbase::parse_bip34_height;
 use primitives::{CompactTarget, Hash256};
 use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
 use sv2::messages::template_distribution::{
-    CoinbaseOutputConstraints, NewTemplate, SetNewPrevHash, SubmitSolution,
+    CoinbaseOutputConstraints, NewTemplate, RequestTransactionDataError,
+    RequestTransactionDataSuccess, SetNewPrevHash, SubmitSolution,
 };
 use sv2::messages::{Common, TemplateDistribution};
 use sv2::Message;
@@ -57,6 +58,8 @@ pub struct TpWork {
 pub enum Output {
     Send(Message),
     Work(TpWork),
+    /// The provider's answer to a `RequestTransactionData` the client sent.
+    TxData(Result<RequestTransactionDataSuccess, RequestTransactionDataError>),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -171,7 +174,10 @@ impl TpSession {
                 }
             },
             TemplateDistribution::SetNewPrevHash(p) => self.on_prev_hash(p),
-            // Transaction data is not needed to mine; anything else is the client's to send.
+            // Only a client that declares its jobs (a JDC) asks for transaction data.
+            TemplateDistribution::RequestTransactionDataSuccess(d) => vec![Output::TxData(Ok(d))],
+            TemplateDistribution::RequestTransactionDataError(e) => vec![Output::TxData(Err(e))],
+            // Anything else is the client's to send.
             other => {
                 tracing::debug!(message = other.name(), "tp: ignored");
                 Vec::new()

@@ -21,6 +21,9 @@ pub mod error_code {
     pub const UNSUPPORTED_FEATURE_FLAGS: &str = "unsupported-feature-flags";
     pub const UNSUPPORTED_PROTOCOL: &str = "unsupported-protocol";
     pub const PROTOCOL_VERSION_MISMATCH: &str = "protocol-version-mismatch";
+    /// A Job Declaration connection without [`super::job_declaration_flags::DECLARE_TX_DATA`]
+    /// (the reference JDS's code: it only runs Full-Template mode).
+    pub const MISSING_DECLARE_TX_DATA_FLAG: &str = "missing-declare-tx-data-flag";
 }
 
 protocol_messages! {
@@ -123,6 +126,14 @@ pub mod mining_flags {
     pub const REQUIRES_FIXED_VERSION: u32 = 1 << 0;
     /// Server (in `.Success`): standard channels are not accepted.
     pub const REQUIRES_EXTENDED_CHANNELS: u32 = 1 << 1;
+}
+
+/// `SetupConnection` flags of the Job Declaration Protocol (spec 6.4.1); none are defined for
+/// `SetupConnection.Success`.
+pub mod job_declaration_flags {
+    /// Client: the JDC reveals the template's transactions (`DeclareMiningJob`,
+    /// `ProvideMissingTransactions`), that is Full-Template mode.
+    pub const DECLARE_TX_DATA: u32 = 1 << 0;
 }
 
 /// Server -> client: the connection is set up.

@@ -1,9 +1,10 @@
 //! SV2 messages as plain owned values.
 //!
-//! Every message of the Common, Mining and Template Distribution protocols is a struct of
-//! `u8`..`u64`, `bool`, `f32`, `String`, `Vec<u8>`, 32-byte arrays (hashes, in the byte order
-//! of the wire and of block headers), `Option<u32>`, [`primitives::Target`] (the wire's 32-byte
-//! little-endian targets) and merkle paths as `Vec<[u8; 32]>`, deepest first. The wire format
+//! Every message of the Common, Mining, Job Declaration and Template Distribution protocols is
+//! a struct of `u8`..`u64`, `bool`, `f32`, `String`, `Vec<u8>`, 32-byte arrays (hashes, in the
+//! byte order of the wire and of block headers), `Option<u32>`, [`primitives::Target`] (the
+//! wire's 32-byte little-endian targets), merkle paths as `Vec<[u8; 32]>`, deepest first, and
+//! lists (wtxids, positions, transactions) as `Vec`s. The wire format
 //! is the reference crates': [`Sv2Message::encode`] builds the reference struct over borrowed
 //! fields and serializes it with binary_sv2; [`Sv2Message::decode`] reads the reference struct
 //! and copies its fields out. Decoding ignores bytes after the message, as the reference
@@ -23,11 +24,13 @@
 //! the spec says to).
 
 pub mod common;
+pub mod job_declaration;
 pub mod mining;
 pub mod template_distribution;
 mod wire;
 
 pub use common::Common;
+pub use job_declaration::JobDeclaration;
 pub use mining::Mining;
 pub use template_distribution::TemplateDistribution;
 
@@ -50,7 +53,9 @@ pub trait Sv2Message: Sized {
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    #[error("message type {0:#04x} is not a Common, Mining or Template Distribution message")]
+    #[error(
+        "message type {0:#04x} is not a Common, Mining, Job Declaration or Template Distribution message"
+    )]
     UnknownType(u8),
     #[error("{name} (type {msg_type:#04x}) does not decode: {reason}")]
     Malformed {
@@ -170,6 +175,7 @@ pub(crate) use protocol_messages;
 pub enum Message {
     Common(Common),
     Mining(Mining),
+    JobDeclaration(JobDeclaration),
     TemplateDistribution(TemplateDistribution),
 }
 
@@ -182,6 +188,9 @@ impl Message {
         if let Some(m) = Mining::decode(msg_type, payload) {
             return m.map(Message::Mining);
         }
+        if let Some(m) = JobDeclaration::decode(msg_type, payload) {
+            return m.map(Message::JobDeclaration);
+        }
         if let Some(m) = TemplateDistribution::decode(msg_type, payload) {
             return m.map(Message::TemplateDistribution);
         }
@@ -193,6 +202,7 @@ impl Message {
         match self {
             Message::Common(m) => m.encode(out),
             Message::Mining(m) => m.encode(out),
+            Message::JobDeclaration(m) => m.encode(out),
             Message::TemplateDistribution(m) => m.encode(out),
         }?;
         Ok(self.msg_type())
@@ -202,6 +212,7 @@ impl Message {
         match self {
             Message::Common(m) => m.msg_type(),
             Message::Mining(m) => m.msg_type(),
+            Message::JobDeclaration(m) => m.msg_type(),
             Message::TemplateDistribution(m) => m.msg_type(),
         }
     }
@@ -210,6 +221,7 @@ impl Message {
         match self {
             Message::Common(m) => m.channel_bit(),
             Message::Mining(m) => m.channel_bit(),
+            Message::JobDeclaration(m) => m.channel_bit(),
             Message::TemplateDistribution(m) => m.channel_bit(),
         }
     }
@@ -223,6 +235,7 @@ impl Message {
         match self {
             Message::Common(m) => m.name(),
             Message::Mining(m) => m.name(),
+            Message::JobDeclaration(m) => m.name(),
             Message::TemplateDistribution(m) => m.name(),
         }
     }
@@ -233,6 +246,7 @@ pub fn message_types() -> impl Iterator<Item = (u8, bool, &'static str)> {
     Common::TYPES
         .iter()
         .chain(Mining::TYPES)
+        .chain(JobDeclaration::TYPES)
         .chain(TemplateDistribution::TYPES)
         .copied()
 }

@@ -103,6 +103,24 @@ pub(crate) fn path<'a>(
         .map_err(|_| too_long(name, field, hashes.len(), 255))
 }
 
+/// A list of hashes (wtxids) of up to 65535 elements.
+pub(crate) fn hash_seq064k<'a>(
+    name: &'static str,
+    field: &'static str,
+    hashes: &'a [[u8; 32]],
+) -> Result<Seq064K<'a, U256<'a>>, EncodeError> {
+    Seq064K::new(hashes.iter().map(U256::from).collect())
+        .map_err(|_| too_long(name, field, hashes.len(), 65535))
+}
+
+pub(crate) fn u16_seq<'a>(
+    name: &'static str,
+    field: &'static str,
+    items: &[u16],
+) -> Result<Seq064K<'a, u16>, EncodeError> {
+    Seq064K::new(items.to_vec()).map_err(|_| too_long(name, field, items.len(), 65535))
+}
+
 pub(crate) fn u32_seq<'a>(
     name: &'static str,
     field: &'static str,

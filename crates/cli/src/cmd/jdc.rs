@@ -1,0 +1,153 @@
+//! `stratumlab jdc`: the Job Declarator Client. The farm's devices connect to it as to a pool
+//! (its flags are the pool's: `--sv2-listen`, `--tp` for the farm's node, difficulty and
+//! vardiff, `--events`, `--http-listen`); it declares the farm's templates to the pool's JDS
+//! (`--jds`) and mines them as custom jobs on the pool (`--upstream`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use jdc::declarer::DeclarerConfig;
+use jdc::pool_channel::PoolChannelConfig;
+use jdc::shell::{JdcSettings, Upstream};
+use simnet::tdp::parse_public_key;
+
+use crate::cmd::pool::{PoolArgs, Settings};
+use crate::config;
+
+#[derive(Args)]
+pub struct JdcArgs {
+    #[command(flatten)]
+    pub pool: PoolArgs,
+    /// The pool's Stratum V2 mining endpoint, where declared jobs are set and shares go.
+    #[arg(long, value_name = "ADDR")]
+    pub upstream: SocketAddr,
+    /// The pool's authority public key; without it any certificate is accepted.
+    #[arg(long, value_name = "BASE58")]
+    pub upstream_authority_key: Option<String>,
+    /// The pool's Job Declarator Server.
+    #[arg(long, value_name = "ADDR")]
+    pub jds: SocketAddr,
+    /// The JDS's authority public key; without it any certificate is accepted.
+    #[arg(long, value_name = "BASE58")]
+    pub jds_authority_key: Option<String>,
+    /// The account the pool credits (channel user identity and JDS user identifier).
+    #[arg(long, default_value = "stratumlab-jdc")]
+    pub user_identity: String,
+    /// What the farm hashes, in hashes per second (the pool's first target follows from it).
+    #[arg(long, default_value_t = 0.0)]
+    pub nominal_hash_rate: f64,
+}
+
+fn upstream(addr: SocketAddr, key: &Option<String>, flag: &str) -> Result<Upstream> {
+    Ok(Upstream {
+        addr,
+        authority: match key {
+            Some(k) => Some(parse_public_key(k).with_context(|| flag.to_string())?),
+            None => None,
+        },
+    })
+}
+
+pub fn run(mut args: JdcArgs) -> Result<()> {
+    if args.pool.tp.is_none() {
+        bail!("--tp ADDR (the farm's node's Template Provider) is required");
+    }
+    if args.pool.sv2_listen.is_none() {
+        bail!("--sv2-listen ADDR (where the devices connect) is required");
+    }
+    if args.pool.payout_address.is_some() || args.pool.solo {
+        bail!(
+            "the coinbase pays the pool's payout output from the JDS: drop --payout-address/--solo"
+        );
+    }
+    // The payout is replaced by the JDS's; the embedded pool only needs a valid one to start.
+    args.pool.solo = true;
+    let keep_store = args.pool.store.is_some();
+    let settings: Settings = config::load(args.pool.config.as_deref(), &args.pool)?;
+    let mut pool = settings.pool_settings()?;
+    if !keep_store {
+        // A JDC accounts nothing the pool does not; a store is for those who ask.
+        pool.store = None;
+    }
+    let host = args.upstream.ip().to_string();
+    let jdc = JdcSettings {
+        pool,
+        jds: upstream(args.jds, &args.jds_authority_key, "--jds-authority-key")?,
+        upstream: upstream(
+            args.upstream,
+            &args.upstream_authority_key,
+            "--upstream-authority-key",
+        )?,
+        declarer: DeclarerConfig {
+            user_identifier: args.user_identity.clone(),
+            endpoint_host: args.jds.ip().to_string(),
+            endpoint_port: args.jds.port(),
+            ..DeclarerConfig::default()
+        },
+        channel: PoolChannelConfig {
+            user_identity: args.user_identity.clone(),
+            nominal_hash_rate: args.nominal_hash_rate as f32,
+            endpoint_host: host,
+            endpoint_port: args.upstream.port(),
+            ..PoolChannelConfig::default()
+        },
+        connect_timeout: Duration::from_secs(5),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    rt.block_on(async move {
+        let running = jdc::shell::start(jdc).await.context("jdc")?;
+        if let Some(a) = running.pool.sv2_addr {
+            println!("sv2 listening on {a}");
+        }
+        if let Some(a) = running.pool.http_addr {
+            println!("http listening on {a}");
+        }
+        println!("jdc pool payout {}", running.payout);
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        crate::cmd::shutdown_signal(settings.duration.0).await;
+        let s = running.stats();
+        let snap = running.pool.engine.stats.snapshot(pool::Millis(0));
+        running.shutdown().await?;
+        // One line for scripts and tests; the sentence below is for people.
+        println!(
+            "jdc summary {}",
+            serde_json::json!({
+                "device_shares_accepted": snap.accepted,
+                "declared": s.declared,
+                "declarations_refused": s.declarations_refused,
+                "tx_data_failed": s.tx_data_failed,
+                "jobs_set": s.channel.jobs_set,
+                "jobs_refused": s.channel.jobs_refused,
+                "shares_submitted": s.channel.shares_submitted,
+                "shares_accepted": s.channel.shares_accepted,
+                "shares_rejected": s.channel.shares_rejected,
+                "shares_stale": s.channel.shares_stale,
+                "below_target": s.channel.below_target,
+                "dropped": s.channel.dropped,
+                "foreign": s.channel.foreign,
+                "solutions_pushed": s.solutions_pushed,
+                "upstream_lost": s.upstream_lost.clone(),
+            })
+        );
+        eprintln!(
+            "jdc stopped: {} shares from devices, {} declared jobs ({} refused), {} shares submitted to the pool ({} accepted, {} rejected, {} below its target, {} dropped), {} blocks pushed{}",
+            snap.accepted,
+            s.declared,
+            s.declarations_refused + s.channel.jobs_refused,
+            s.channel.shares_submitted,
+            s.channel.shares_accepted,
+            s.channel.shares_rejected,
+            s.channel.below_target,
+            s.channel.dropped,
+            s.solutions_pushed,
+            s.upstream_lost.map(|l| format!("; lost {l}")).unwrap_or_default(),
+        );
+        Ok(())
+    })
+}

@@ -1,0 +1,272 @@
+//! `stratumlab jds`: the Job Declarator Server beside the pool.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use events::EventSink;
+use jds::shell::{JdsSettings, RunningJds, StatsSnapshot};
+use jds::JdsConfig;
+use pool::jd_token::TokenKey;
+use pool::node::{NodeAuth, NodeConfig};
+use primitives::bitcoin::Network;
+use sv2::keys::AuthorityKeys;
+
+use crate::config::{self, Dur};
+
+/// Run a Job Declarator Server: tokens for JD clients, their declared jobs checked against the
+/// pool-side node's mempool (missing transactions requested), their found blocks submitted.
+#[derive(Args, Serialize, Default)]
+pub struct JdsArgs {
+    /// TOML file with settings; its keys are the flags' names in snake_case.
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Accept JD clients (Noise NX) on this address (port 0: any free port; the bound address
+    /// is printed) [default: 127.0.0.1:0].
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// The pool-side node's JSON-RPC URL (its mempool, and submitblock).
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_rpc: Option<String>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_user: Option<String>,
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_password: Option<String>,
+    /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rpc_cookie: Option<PathBuf>,
+    /// File holding the job token key (64 hex digits), the same file the pool's
+    /// --jd-token-key reads.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jd_token_key: Option<PathBuf>,
+    /// The pool's payout address: the output every declared coinbase must pay.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payout_address: Option<String>,
+    /// The network the payout address belongs to [default: regtest, as simnet's].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The JDS's SV2 authority public key (base58) [default: the SV2 reference test key pair].
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_public_key: Option<String>,
+    /// The JDS's SV2 authority secret key (base58), with --authority-public-key.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_secret_key: Option<String>,
+    /// How long each connection's Noise certificate is valid [default: 1h].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_validity: Option<Dur>,
+    /// How long allocated and declared tokens are valid [default: 10m].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_lifetime: Option<Dur>,
+    /// Token allocations per second one connection may ask for after a burst of 50; faster
+    /// closes it [default: 10].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocation_rate: Option<f64>,
+    /// How long a declaration waits for the transactions it was asked for [default: 10s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing_txs_timeout: Option<Dur>,
+    /// Refresh the view of the node's mempool this often; 0: only at start and when a
+    /// declaration names transactions the view lacks [default: 2s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mempool_refresh: Option<Dur>,
+    /// Write events (connections, blocks submitted and the node's verdicts) to this file.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<PathBuf>,
+    /// Log progress this often; 0 never [default: 30s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_interval: Option<Dur>,
+    /// Stop after this long; 0 runs until interrupted [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub node_rpc: Option<String>,
+    pub rpc_user: Option<String>,
+    pub rpc_password: Option<String>,
+    pub rpc_cookie: Option<PathBuf>,
+    pub jd_token_key: Option<PathBuf>,
+    pub payout_address: Option<String>,
+    pub network: String,
+    pub authority_public_key: Option<String>,
+    pub authority_secret_key: Option<String>,
+    pub cert_validity: Dur,
+    pub token_lifetime: Dur,
+    pub allocation_rate: f64,
+    pub missing_txs_timeout: Dur,
+    pub mempool_refresh: Dur,
+    pub events: Option<PathBuf>,
+    pub progress_interval: Dur,
+    pub duration: Dur,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let c = JdsConfig::new(Default::default());
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            node_rpc: None,
+            rpc_user: None,
+            rpc_password: None,
+            rpc_cookie: None,
+            jd_token_key: None,
+            payout_address: None,
+            network: "regtest".into(),
+            authority_public_key: None,
+            authority_secret_key: None,
+            cert_validity: Dur(Duration::from_secs(3600)),
+            token_lifetime: Dur(c.token_lifetime),
+            allocation_rate: c.allocations_per_second,
+            missing_txs_timeout: Dur(c.missing_txs_timeout),
+            mempool_refresh: Dur(Duration::from_secs(2)),
+            events: None,
+            progress_interval: Dur(Duration::from_secs(30)),
+            duration: Dur::ZERO,
+        }
+    }
+}
+
+impl Settings {
+    fn jds_settings(&self) -> Result<JdsSettings> {
+        let network: Network = self
+            .network
+            .parse()
+            .with_context(|| format!("--network {}", self.network))?;
+        let Some(address) = &self.payout_address else {
+            bail!("--payout-address ADDR (the pool's payout) is required");
+        };
+        let payout = primitives::coinbase::payout_script(address, network)
+            .with_context(|| format!("--payout-address {address}"))?;
+        let Some(key_path) = &self.jd_token_key else {
+            bail!("--jd-token-key PATH (the key file the pool shares) is required");
+        };
+        let token_key = TokenKey::read(key_path).context("--jd-token-key")?;
+        let Some(url) = self.node_rpc.clone() else {
+            bail!("--node-rpc URL (the pool-side node) is required");
+        };
+        let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
+            (Some(u), Some(p), None) => NodeAuth::UserPass {
+                user: u.clone(),
+                password: p.clone(),
+            },
+            (None, None, Some(c)) => NodeAuth::Cookie(c.clone()),
+            (None, None, None) => NodeAuth::None,
+            _ => bail!("give --rpc-user with --rpc-password, or --rpc-cookie"),
+        };
+        let keys = match (&self.authority_public_key, &self.authority_secret_key) {
+            (Some(p), Some(s)) => {
+                AuthorityKeys::from_strings(p, s).context("authority key pair")?
+            }
+            (None, None) => AuthorityKeys::reference(),
+            _ => bail!("--authority-public-key and --authority-secret-key go together"),
+        };
+        if self.cert_validity.is_zero() {
+            bail!("--cert-validity must be positive");
+        }
+        if self.token_lifetime.is_zero() {
+            bail!("--token-lifetime must be positive");
+        }
+        if !(self.allocation_rate > 0.0 && self.allocation_rate.is_finite()) {
+            bail!("--allocation-rate must be a positive number");
+        }
+        let mut config = JdsConfig::new(payout);
+        config.token_lifetime = self.token_lifetime.0;
+        config.allocations_per_second = self.allocation_rate;
+        config.missing_txs_timeout = self.missing_txs_timeout.0;
+        let events = match &self.events {
+            Some(p) => EventSink::create(p, "jds", "")
+                .with_context(|| format!("--events {}", p.display()))?,
+            None => EventSink::disabled(),
+        };
+        Ok(JdsSettings {
+            listen: self.listen,
+            config,
+            token_key,
+            keys,
+            cert_validity: self.cert_validity.0,
+            node: NodeConfig::new(url, auth),
+            mempool_refresh: self.mempool_refresh.0,
+            node_name: "pool".into(),
+            handshake_timeout: Duration::from_secs(10),
+            events,
+        })
+    }
+}
+
+fn summary(s: &StatsSnapshot) -> String {
+    format!(
+        "{} connections ({} open), {} tokens allocated, {} jobs declared, {} refused, {} transactions requested, {} solutions pushed, {} blocks submitted ({} accepted)",
+        s.connections,
+        s.open,
+        s.tokens_allocated,
+        s.jobs_declared,
+        s.jobs_refused,
+        s.txs_requested,
+        s.solutions,
+        s.blocks_submitted,
+        s.blocks_accepted
+    )
+}
+
+pub fn run(args: JdsArgs) -> Result<()> {
+    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let jds_settings = settings.jds_settings()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("tokio runtime")?;
+    rt.block_on(async move {
+        println!(
+            "jds authority public key {}",
+            jds_settings.keys.public_key()
+        );
+        let jds = RunningJds::start(jds_settings).await?;
+        println!("jds listening on {}", jds.addr);
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        let stats = jds.stats.clone();
+        let every = settings.progress_interval.0;
+        let progress = async move {
+            if every.is_zero() {
+                return std::future::pending().await;
+            }
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                tracing::info!("jds: {}", summary(&stats.snapshot()));
+            }
+        };
+        tokio::select! {
+            _ = crate::cmd::shutdown_signal(settings.duration.0) => {}
+            _ = progress => {}
+        }
+        let snap = jds.shutdown().await;
+        eprintln!("jds stopped: {}", summary(&snap));
+        Ok(())
+    })
+}

@@ -1,0 +1,259 @@
+//! Job declaration end to end: simnet, our SV2 pool with its JDS, our JDC in front of SV2
+//! devices from `stratumlab fleet`. The devices mine the JDC's templates; the JDS checks each
+//! declared one against the node's mempool; the pool accounts the shares that meet its target
+//! under the declared jobs; a block the devices find reaches the node from the JDC.
+
+mod support;
+
+use std::time::Duration;
+
+use support::{dump_events, http_get_json, run_fleet, Role};
+
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+
+/// Roles still running; whatever a failing assertion leaves behind is killed.
+#[derive(Default)]
+struct Roles(Vec<(&'static str, Role)>);
+
+impl Roles {
+    fn add(&mut self, name: &'static str, role: Role) -> &Role {
+        self.0.push((name, role));
+        &self.0.last().unwrap().1
+    }
+
+    fn stop(&mut self, name: &str) -> Vec<String> {
+        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
+        let (_, role) = self.0.remove(i);
+        role.stop()
+    }
+}
+
+impl Drop for Roles {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            for (n, r) in &self.0 {
+                eprintln!("--- {n}\n{}", r.log_tail());
+            }
+        }
+        for (_, r) in self.0.drain(..) {
+            r.kill9();
+        }
+    }
+}
+
+#[test]
+fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jd-token.key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    let key = key.to_str().unwrap();
+    let pool_events = dir.path().join("pool.ev");
+    let simnet_events = dir.path().join("simnet.ev");
+    let mut roles = Roles::default();
+
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                "--network-difficulty",
+                "0.0005",
+                "--block-interval",
+                "0",
+                // Templates with transactions, so that declarations carry some.
+                "--tx-rate",
+                "20",
+                "--template-interval",
+                "2s",
+                "--events",
+                simnet_events.to_str().unwrap(),
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let rpc = simnet.line("rpc listening on");
+    let tdp = simnet.line("tdp listening on");
+
+    let pool = roles.add(
+        "pool",
+        Role::start(
+            "pool",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp,
+                "--http-listen",
+                "127.0.0.1:0",
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                dir.path().join("pool.sqlite").to_str().unwrap(),
+                "--jd-token-key",
+                key,
+                // A tenth of the devices' shares meet the pool's target.
+                "--start-difficulty",
+                "0.0001",
+                "--events",
+                pool_events.to_str().unwrap(),
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let pool_key = pool.line("sv2 authority public key");
+    let sv2 = pool.line("sv2 listening on");
+    let pool_http = pool.line("http listening on");
+
+    let jds = roles.add(
+        "jds",
+        Role::start(
+            "jds",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &format!("http://{rpc}"),
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                "--jd-token-key",
+                key,
+                "--payout-address",
+                PAYOUT,
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let jds_addr = jds.line("jds listening on");
+
+    let jdc = roles.add(
+        "jdc",
+        Role::start(
+            "jdc",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp,
+                "--upstream",
+                &sv2,
+                "--upstream-authority-key",
+                &pool_key,
+                "--jds",
+                &jds_addr,
+                "--start-difficulty",
+                "0.00001",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let downstream = jdc.line("sv2 listening on");
+    let jdc_http = jdc.line("http listening on");
+
+    let report = run_fleet(
+        &[
+            "--protocol",
+            "sv2",
+            "--pool",
+            &downstream,
+            "--devices",
+            "4",
+            "--hash-budget",
+            "200kH/s",
+            "--duration",
+            "15s",
+            "--drain",
+            "3s",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    let accepted = report["shares"]["accepted"].as_u64().unwrap();
+    assert_eq!(report["ready"].as_u64(), Some(4), "{report}");
+    assert!(
+        accepted >= 5,
+        "the JDC accepts the devices' shares: {report}"
+    );
+    let jdc_status = http_get_json(&jdc_http, "/api/status");
+    assert_eq!(
+        jdc_status["shares"]["accepted"].as_u64(),
+        Some(accepted),
+        "{jdc_status}"
+    );
+
+    let out = roles.stop("jdc");
+    let summary: serde_json::Value = out
+        .iter()
+        .find_map(|l| l.strip_prefix("jdc summary "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .unwrap_or_else(|| panic!("no summary in {out:?}"));
+    assert!(summary["declared"].as_u64().unwrap() >= 1, "{summary}");
+    assert!(summary["jobs_set"].as_u64().unwrap() >= 1, "{summary}");
+    assert_eq!(
+        summary["declarations_refused"].as_u64(),
+        Some(0),
+        "{summary}"
+    );
+    assert_eq!(summary["jobs_refused"].as_u64(), Some(0), "{summary}");
+    assert_eq!(summary["foreign"].as_u64(), Some(0), "{summary}");
+    let submitted = summary["shares_submitted"].as_u64().unwrap();
+    assert!(submitted >= 1, "{summary}");
+    assert!(
+        submitted < accepted,
+        "only shares meeting the pool's target go up: {summary}"
+    );
+
+    // The pool accounted the JDC's shares under the declared jobs, and nothing else.
+    let status = http_get_json(&pool_http, "/api/status");
+    let pool_accepted = status["shares"]["accepted"].as_u64().unwrap();
+    assert_eq!(
+        pool_accepted,
+        summary["shares_accepted"].as_u64().unwrap(),
+        "{status}\n{summary}"
+    );
+    assert!(pool_accepted >= 1, "{status}");
+    // A block moves the tip under shares in flight: those may be stale, nothing else fails.
+    assert_eq!(
+        summary["shares_rejected"], summary["shares_stale"],
+        "{summary}"
+    );
+
+    // Blocks the devices found went to the node from the JDC's side.
+    let blocks = report["blocks_found"].as_u64().unwrap();
+    roles.stop("jds");
+    roles.stop("pool");
+    roles.stop("simnet");
+    let accepted_blocks = dump_events(&simnet_events)
+        .iter()
+        .filter(|e| e["kind"] == "block_result" && e["accepted"] == true)
+        .count() as u64;
+    assert!(
+        accepted_blocks >= blocks.min(1),
+        "{blocks} blocks found by the devices, {accepted_blocks} accepted by the node"
+    );
+    // Those on a template the JDS had acknowledged went to it too.
+    assert!(
+        summary["solutions_pushed"].as_u64().unwrap() <= blocks,
+        "{summary}"
+    );
+    let pool_share_events = dump_events(&pool_events)
+        .iter()
+        .filter(|e| e["kind"] == "share_result" && e["verdict"] == "accepted")
+        .count() as u64;
+    assert_eq!(pool_share_events, pool_accepted);
+}

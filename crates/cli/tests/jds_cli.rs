@@ -1,0 +1,331 @@
+//! `stratumlab jds` end to end: simnet as the pool-side node, the JDS over TCP and Noise, and a
+//! JD client written here with crates/sv2 that declares a job on simnet's own mempool
+//! transactions and pushes a block found on it; the block must become simnet's tip.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use pool::jd_token::{OutputsDigest, TokenKey, TokenKind};
+use pool::node::{NodeAuth, NodeClient, NodeConfig};
+use primitives::bitcoin::absolute::LockTime;
+use primitives::bitcoin::block::{Header, Version as BlockVersion};
+use primitives::bitcoin::consensus;
+use primitives::bitcoin::hashes::Hash;
+use primitives::bitcoin::transaction::Version;
+use primitives::bitcoin::{
+    Amount, Block, BlockHash, CompactTarget, Network, OutPoint, ScriptBuf, Sequence, Transaction,
+    TxIn, TxMerkleNode, TxOut, Witness,
+};
+use primitives::coinbase::{bip34_height_push, payout_script, witness_commitment_script};
+use primitives::Hash256;
+use serde_json::{json, Value};
+use support::Role;
+use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
+use sv2::messages::job_declaration::*;
+use sv2::messages::{Common, JobDeclaration};
+use sv2::{Limits, Message, NoiseConn};
+
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+const KEY_HEX: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
+const EXTRANONCE: usize = 8;
+
+async fn read(conn: &mut NoiseConn) -> Message {
+    loop {
+        let next = tokio::time::timeout(Duration::from_secs(10), conn.read_message())
+            .await
+            .expect("the JDS answers within 10 s")
+            .expect("the connection stays up");
+        if let Some(m) = next {
+            return m;
+        }
+    }
+}
+
+#[test]
+fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_the_tip() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("jd.key");
+    std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
+    let events = dir.path().join("jds.ev");
+
+    let mut simnet = Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--network-difficulty",
+            "0.00001",
+            "--block-interval",
+            "0",
+            "--tx-rate",
+            "50",
+        ],
+    );
+    let rpc = simnet.line("rpc listening on");
+    let jds = Role::start(
+        "jds",
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &format!("http://{rpc}"),
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--jd-token-key",
+            key_file.to_str().unwrap(),
+            "--payout-address",
+            PAYOUT,
+            "--mempool-refresh",
+            "300ms",
+            "--events",
+            events.to_str().unwrap(),
+        ],
+    );
+    let addr = jds.line("jds listening on");
+    let result = std::panic::catch_unwind(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(client(&rpc, &addr))
+    });
+    let jds_log = jds.log_tail();
+    let jds_out = jds.stop();
+    simnet.child.kill().ok();
+    let _ = simnet.child.wait();
+    let block_hash = match result {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("jds log:\n{jds_log}");
+            std::panic::resume_unwind(e)
+        }
+    };
+    assert!(jds_out.is_empty(), "{jds_out:?}");
+
+    // The events: the connection, the block submitted and simnet's verdict.
+    let log = events::read_file(&events).unwrap();
+    assert_eq!(log.header.role, "jds");
+    let kinds: Vec<_> = log.events.iter().map(|e| e.kind).collect();
+    assert!(kinds
+        .iter()
+        .any(|k| matches!(k, events::EventKind::ConnectionOpened(_))));
+    assert!(kinds
+        .iter()
+        .any(|k| matches!(k, events::EventKind::BlockSubmitted(b) if b.hash == block_hash)));
+    assert!(
+        kinds.iter().any(
+            |k| matches!(k, events::EventKind::BlockResult(r) if r.hash == block_hash && r.accepted)
+        ),
+        "{kinds:?}"
+    );
+}
+
+/// The JD client: returns the hash of the block it pushed, once simnet has it as its tip.
+async fn client(rpc: &str, jds: &str) -> Hash256 {
+    let node = NodeClient::new(NodeConfig::new(
+        format!("http://{rpc}"),
+        NodeAuth::UserPass {
+            user: "lab".into(),
+            password: "lab".into(),
+        },
+    ))
+    .unwrap();
+    // Wait for a template with a few transactions.
+    let started = Instant::now();
+    let template = loop {
+        let t = node
+            .call("getblocktemplate", json!([{"rules": ["segwit"]}]))
+            .await
+            .unwrap();
+        if t["transactions"].as_array().unwrap().len() >= 3 {
+            break t;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no mempool");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let txs: Vec<Transaction> = template["transactions"].as_array().unwrap()[..3]
+        .iter()
+        .map(|t| {
+            consensus::deserialize(&primitives::hex::decode(t["data"].as_str().unwrap()).unwrap())
+                .unwrap()
+        })
+        .collect();
+    let fees: u64 = template["transactions"].as_array().unwrap()[..3]
+        .iter()
+        .map(|t| t["fee"].as_u64().unwrap())
+        .sum();
+    let all_fees: u64 = template["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["fee"].as_u64().unwrap())
+        .sum();
+    let value = template["coinbasevalue"].as_u64().unwrap() - all_fees + fees;
+    let height = template["height"].as_u64().unwrap() as u32;
+    let prev = BlockHash::from_byte_array(
+        Hash256::from_display_hex(template["previousblockhash"].as_str().unwrap())
+            .unwrap()
+            .0,
+    );
+    let bits = u32::from_str_radix(template["bits"].as_str().unwrap(), 16).unwrap();
+    let time = template["curtime"].as_u64().unwrap() as u32;
+
+    let stream = tokio::net::TcpStream::connect(jds).await.unwrap();
+    let mut conn = NoiseConn::connect_to_authority(
+        stream,
+        sv2::AuthorityKeys::reference().public_bytes(),
+        Limits::default(),
+    )
+    .await
+    .unwrap();
+    let setup: Message = SetupConnection {
+        protocol: common::protocol::JOB_DECLARATION,
+        min_version: 2,
+        max_version: 2,
+        flags: job_declaration_flags::DECLARE_TX_DATA,
+        endpoint_host: "127.0.0.1".into(),
+        endpoint_port: 0,
+        vendor: "jds_cli test".into(),
+        hardware_version: String::new(),
+        firmware: String::new(),
+        device_id: String::new(),
+    }
+    .into();
+    conn.send_message(&setup).await.unwrap();
+    assert!(matches!(
+        read(&mut conn).await,
+        Message::Common(Common::SetupConnectionSuccess(_))
+    ));
+    conn.send_message(
+        &AllocateMiningJobToken {
+            user_identifier: "farm".into(),
+            request_id: 1,
+        }
+        .into(),
+    )
+    .await
+    .unwrap();
+    let Message::JobDeclaration(JobDeclaration::AllocateMiningJobTokenSuccess(alloc)) =
+        read(&mut conn).await
+    else {
+        panic!("no token")
+    };
+    let pool_outputs: Vec<TxOut> = consensus::deserialize(&alloc.coinbase_outputs).unwrap();
+    let payout = payout_script(PAYOUT, Network::Regtest).unwrap();
+    assert_eq!(pool_outputs[0].script_pubkey, payout);
+
+    // The coinbase: height, extranonce at the end of the scriptSig, the pool payout with the
+    // whole value, the witness commitment.
+    let extranonce = [0x5a; EXTRANONCE];
+    let wtxids: Vec<Hash256> = txs
+        .iter()
+        .map(|t| Hash256(t.compute_wtxid().to_byte_array()))
+        .collect();
+    let mut script = bip34_height_push(height);
+    script.extend_from_slice(&extranonce);
+    let coinbase = Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vec![TxIn {
+            previous_output: OutPoint::null(),
+            script_sig: ScriptBuf::from_bytes(script),
+            sequence: Sequence::MAX,
+            witness: Witness::from_slice(&[[0u8; 32]]),
+        }],
+        output: vec![
+            TxOut {
+                value: Amount::from_sat(value),
+                script_pubkey: payout,
+            },
+            TxOut {
+                value: Amount::ZERO,
+                script_pubkey: ScriptBuf::from_bytes(witness_commitment_script(
+                    primitives::coinbase::witness_commitment(&wtxids, &[0; 32]),
+                )),
+            },
+        ],
+    };
+    let bytes = consensus::serialize(&coinbase);
+    let at = 4 + 2 + 1 + 36 + 1 + bip34_height_push(height).len();
+    conn.send_message(
+        &DeclareMiningJob {
+            request_id: 2,
+            mining_job_token: alloc.mining_job_token,
+            version: 0x2000_0000,
+            coinbase_tx_prefix: bytes[..at].to_vec(),
+            coinbase_tx_suffix: bytes[at + EXTRANONCE..].to_vec(),
+            wtxid_list: wtxids.iter().map(|w| w.0).collect(),
+            excess_data: vec![],
+        }
+        .into(),
+    )
+    .await
+    .unwrap();
+    let m = read(&mut conn).await;
+    let Message::JobDeclaration(JobDeclaration::DeclareMiningJobSuccess(ok)) = m else {
+        panic!("declaration refused: {m:?}")
+    };
+    let key = TokenKey::from_hex(KEY_HEX).unwrap();
+    let claims = key
+        .verify_kind(
+            &ok.new_mining_job_token,
+            TokenKind::Declared,
+            jds::UnixMillis::now().0,
+        )
+        .unwrap();
+    assert_eq!(claims.outputs, OutputsDigest::of(&coinbase.output));
+
+    // Find the block independently and push it.
+    let mut txdata = vec![coinbase];
+    txdata.extend(txs);
+    let mut block = Block {
+        header: Header {
+            version: BlockVersion::from_consensus(0x2000_0000),
+            prev_blockhash: prev,
+            merkle_root: TxMerkleNode::all_zeros(),
+            time,
+            bits: CompactTarget::from_consensus(bits),
+            nonce: 0,
+        },
+        txdata,
+    };
+    block.header.merkle_root = block.compute_merkle_root().unwrap();
+    while block.header.validate_pow(block.header.target()).is_err() {
+        block.header.nonce += 1;
+    }
+    conn.send_message(
+        &PushSolution {
+            extranonce: extranonce.to_vec(),
+            prev_hash: prev.to_byte_array(),
+            nonce: block.header.nonce,
+            ntime: time,
+            nbits: bits,
+            version: 0x2000_0000,
+        }
+        .into(),
+    )
+    .await
+    .unwrap();
+    let hash = Hash256(block.block_hash().to_byte_array());
+    let started = Instant::now();
+    loop {
+        let best = node.best_block_hash().await.unwrap();
+        if best == hash {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "simnet's tip is still {best}, not the pushed {hash}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _: Value = node.call("getblockcount", json!([])).await.unwrap();
+    hash
+}

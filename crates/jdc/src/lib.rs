@@ -1,0 +1,20 @@
+//! The Job Declarator Client (spec section 6.2), the farm side of job declaration.
+//!
+//! The farm's devices (SV2 devices, or SV1 ones behind a translator) connect to the JDC as to
+//! a pool: it embeds the pool's engine and SV2 front end ([`pool::service`]), fed by the farm's
+//! own node over Template Distribution and paying the coinbase to the pool's payout output, so
+//! a new template or tip reaches the devices without crossing the WAN. Around it:
+//!
+//! - [`declarer`]: tokens from the pool's JDS and one `DeclareMiningJob` per template, with the
+//!   transactions the JDS lacks (Full-Template mode);
+//! - [`pool_channel`]: the extended channel to the pool on which declared jobs are set
+//!   (`SetCustomMiningJob`) and the devices' shares that meet the pool's target are submitted;
+//! - [`coinbase`]: the template's coinbase in the three shapes those need;
+//! - [`shell`]: the tokio tasks joining them.
+//!
+//! The sans-IO parts take messages in and give messages out; the shell owns the sockets.
+
+pub mod coinbase;
+pub mod declarer;
+pub mod pool_channel;
+pub mod shell;

@@ -1,0 +1,434 @@
+//! The JDC's channel to the pool, without I/O: an extended channel on a connection that does
+//! work selection, the declared jobs set on it (`SetCustomMiningJob`), and the devices' shares
+//! that meet its target, submitted under those jobs.
+//!
+//! Devices mine a template the moment it arrives (optimistic mining, spec 6.3): their shares
+//! may come before the pool has said which job id the template is. Those are held (bounded)
+//! and submitted when `SetCustomMiningJob.Success` names the job, or dropped if the pool or
+//! the JDS refuses it. The pool's own jobs on the channel are not mined: with job declaration
+//! the farm chooses the work.
+
+use std::collections::{HashMap, VecDeque};
+
+use pool::engine::TappedShare;
+use primitives::{Hash256, Target};
+use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::mining::{OpenExtendedMiningChannel, SetCustomMiningJob, SubmitSharesExtended};
+use sv2::messages::{Message, Mining};
+
+use crate::coinbase::CustomCoinbase;
+
+#[derive(Clone, Debug)]
+pub struct PoolChannelConfig {
+    pub user_identity: String,
+    /// What the devices behind the JDC hash, per second.
+    pub nominal_hash_rate: f32,
+    /// Extranonce bytes the JDC needs to give every downstream channel its own range.
+    pub min_extranonce_size: u16,
+    pub endpoint_host: String,
+    pub endpoint_port: u16,
+    /// Shares held for jobs the pool has not confirmed yet, at most.
+    pub max_held_shares: usize,
+    /// Custom jobs remembered (their generation and job id), at most.
+    pub max_jobs: usize,
+}
+
+impl Default for PoolChannelConfig {
+    fn default() -> Self {
+        PoolChannelConfig {
+            user_identity: "stratumlab-jdc".into(),
+            nominal_hash_rate: 0.0,
+            min_extranonce_size: 8,
+            endpoint_host: String::new(),
+            endpoint_port: 0,
+            max_held_shares: 4096,
+            max_jobs: 16,
+        }
+    }
+}
+
+/// A declared job, ready for `SetCustomMiningJob`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CustomJob {
+    pub generation: u64,
+    /// From `DeclareMiningJob.Success`.
+    pub token: Vec<u8>,
+    pub version: u32,
+    pub prev_hash: Hash256,
+    pub min_ntime: u32,
+    pub nbits: u32,
+    pub coinbase: CustomCoinbase,
+    pub merkle_path: Vec<[u8; 32]>,
+}
+
+/// The pool's answer to the channel request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenedChannel {
+    pub channel_id: u32,
+    pub extranonce_prefix: Vec<u8>,
+    /// Bytes after the prefix that are the JDC's to fill.
+    pub extranonce_size: usize,
+    pub target: Target,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PoolEvent {
+    Send(Message),
+    Opened(OpenedChannel),
+    JobSet {
+        generation: u64,
+        job_id: u32,
+    },
+    /// The pool refused a declared job (a reason to fall back, spec 6.2).
+    JobRefused {
+        generation: u64,
+        code: String,
+    },
+    /// The pool rejected a share the devices found on a job it had accepted.
+    ShareRejected {
+        generation: u64,
+        code: String,
+    },
+    TargetChanged(Target),
+    /// Jobs set from now on get this prefix; downstream extranonce ranges move with it.
+    PrefixChanged(Vec<u8>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PoolChannelError {
+    #[error("pool refused SetupConnection: {0}")]
+    SetupRefused(String),
+    #[error("pool refused the channel: {0}")]
+    OpenRefused(String),
+    #[error("{0} before the channel is open")]
+    NotOpen(&'static str),
+    #[error("pool closed the channel: {0}")]
+    Closed(String),
+    #[error("pool sent {0}, which a client never receives")]
+    Unexpected(&'static str),
+}
+
+/// Counters for the status page and the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolChannelStats {
+    pub jobs_set: u64,
+    pub jobs_refused: u64,
+    pub shares_submitted: u64,
+    pub shares_accepted: u64,
+    pub shares_rejected: u64,
+    /// Of the rejected: on a job the pool no longer took (a block moved the tip in between).
+    pub shares_stale: u64,
+    /// Accepted downstream but easier than the pool's target: not the pool's shares.
+    pub below_target: u64,
+    /// Held for a job that was refused, or pushed out of a full hold.
+    pub dropped: u64,
+    /// Their extranonce does not start with the channel's prefix (mined before it changed).
+    pub foreign: u64,
+    /// Pool jobs on the channel, not mined.
+    pub pool_jobs_ignored: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Phase {
+    AwaitSetup,
+    AwaitOpen,
+    Open(OpenedChannel),
+}
+
+const OPEN_REQUEST: u32 = 1;
+
+pub struct PoolChannel {
+    cfg: PoolChannelConfig,
+    phase: Phase,
+    next_request: u32,
+    /// `SetCustomMiningJob` requests in flight: request id to generation.
+    requested: HashMap<u32, u64>,
+    /// Generations the pool accepted, newest last.
+    jobs: VecDeque<(u64, u32)>,
+    held: VecDeque<TappedShare>,
+    next_seq: u32,
+    /// Submitted shares awaiting a verdict, oldest first: sequence number, generation.
+    in_flight: VecDeque<(u32, u64)>,
+    pub stats: PoolChannelStats,
+}
+
+impl PoolChannel {
+    pub fn new(cfg: PoolChannelConfig) -> PoolChannel {
+        PoolChannel {
+            cfg,
+            phase: Phase::AwaitSetup,
+            next_request: OPEN_REQUEST + 1,
+            requested: HashMap::new(),
+            jobs: VecDeque::new(),
+            held: VecDeque::new(),
+            next_seq: 0,
+            in_flight: VecDeque::new(),
+            stats: PoolChannelStats::default(),
+        }
+    }
+
+    /// The first message: the Mining Protocol with work selection.
+    pub fn setup_connection(&self) -> Message {
+        SetupConnection {
+            protocol: protocol::MINING,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            flags: mining_flags::REQUIRES_WORK_SELECTION,
+            endpoint_host: self.cfg.endpoint_host.clone(),
+            endpoint_port: self.cfg.endpoint_port,
+            vendor: "stratumlab".into(),
+            hardware_version: String::new(),
+            firmware: concat!("stratumlab-jdc/", env!("CARGO_PKG_VERSION")).into(),
+            device_id: String::new(),
+        }
+        .into()
+    }
+
+    pub fn opened(&self) -> Option<&OpenedChannel> {
+        match &self.phase {
+            Phase::Open(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The pool's job id for a generation, if it accepted the generation's custom job.
+    pub fn job_for(&self, generation: u64) -> Option<u32> {
+        self.jobs
+            .iter()
+            .rev()
+            .find(|(g, _)| *g == generation)
+            .map(|(_, j)| *j)
+    }
+
+    pub fn on_message(&mut self, m: Message) -> Result<Vec<PoolEvent>, PoolChannelError> {
+        let mut out = Vec::new();
+        match (&self.phase, m) {
+            (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
+                self.phase = Phase::AwaitOpen;
+                out.push(PoolEvent::Send(
+                    OpenExtendedMiningChannel {
+                        request_id: OPEN_REQUEST,
+                        user_identity: self.cfg.user_identity.clone(),
+                        nominal_hash_rate: self.cfg.nominal_hash_rate,
+                        max_target: Target::MAX,
+                        min_extranonce_size: self.cfg.min_extranonce_size,
+                    }
+                    .into(),
+                ));
+            }
+            (Phase::AwaitSetup, Message::Common(Common::SetupConnectionError(e))) => {
+                return Err(PoolChannelError::SetupRefused(e.error_code));
+            }
+            (Phase::AwaitOpen, Message::Mining(Mining::OpenExtendedMiningChannelSuccess(s))) => {
+                let opened = OpenedChannel {
+                    channel_id: s.channel_id,
+                    extranonce_prefix: s.extranonce_prefix,
+                    extranonce_size: usize::from(s.extranonce_size),
+                    target: s.target,
+                };
+                self.phase = Phase::Open(opened.clone());
+                out.push(PoolEvent::Opened(opened));
+            }
+            (Phase::AwaitOpen, Message::Mining(Mining::OpenMiningChannelError(e))) => {
+                return Err(PoolChannelError::OpenRefused(e.error_code));
+            }
+            (Phase::Open(_), Message::Mining(m)) => self.on_mining(m, &mut out)?,
+            (_, Message::Mining(m)) => return Err(PoolChannelError::NotOpen(m.name())),
+            (_, other) => return Err(PoolChannelError::Unexpected(other.name())),
+        }
+        Ok(out)
+    }
+
+    fn open_mut(&mut self) -> &mut OpenedChannel {
+        match &mut self.phase {
+            Phase::Open(o) => o,
+            _ => unreachable!("called on an open channel only"),
+        }
+    }
+
+    fn on_mining(&mut self, m: Mining, out: &mut Vec<PoolEvent>) -> Result<(), PoolChannelError> {
+        let channel_id = self.open_mut().channel_id;
+        match m {
+            Mining::SetTarget(t) if t.channel_id == channel_id => {
+                self.open_mut().target = t.maximum_target;
+                out.push(PoolEvent::TargetChanged(t.maximum_target));
+            }
+            Mining::SetExtranoncePrefix(p) if p.channel_id == channel_id => {
+                self.open_mut().extranonce_prefix = p.extranonce_prefix.clone();
+                out.push(PoolEvent::PrefixChanged(p.extranonce_prefix));
+            }
+            Mining::SetCustomMiningJobSuccess(s) => {
+                let Some(generation) = self.requested.remove(&s.request_id) else {
+                    return Ok(());
+                };
+                self.stats.jobs_set += 1;
+                if self.jobs.len() >= self.cfg.max_jobs.max(1) {
+                    self.jobs.pop_front();
+                }
+                self.jobs.push_back((generation, s.job_id));
+                out.push(PoolEvent::JobSet {
+                    generation,
+                    job_id: s.job_id,
+                });
+                let (ready, still): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.held)
+                    .into_iter()
+                    .partition(|h| h.generation == generation);
+                self.held = still;
+                for h in ready {
+                    self.submit(&h, s.job_id, out);
+                }
+            }
+            Mining::SetCustomMiningJobError(e) => {
+                let Some(generation) = self.requested.remove(&e.request_id) else {
+                    return Ok(());
+                };
+                self.stats.jobs_refused += 1;
+                let before = self.held.len();
+                self.held.retain(|h| h.generation != generation);
+                self.stats.dropped += (before - self.held.len()) as u64;
+                out.push(PoolEvent::JobRefused {
+                    generation,
+                    code: e.error_code,
+                });
+            }
+            Mining::SubmitSharesSuccess(s) if s.channel_id == channel_id => {
+                self.stats.shares_accepted += u64::from(s.new_submits_accepted_count);
+                let last = s.last_sequence_number;
+                while let Some(&(seq, _)) = self.in_flight.front() {
+                    if seq.wrapping_sub(last) as i32 > 0 {
+                        break;
+                    }
+                    self.in_flight.pop_front();
+                }
+            }
+            Mining::SubmitSharesError(e) if e.channel_id == channel_id => {
+                self.stats.shares_rejected += 1;
+                if e.error_code == sv2::messages::mining::error_code::STALE_SHARE {
+                    self.stats.shares_stale += 1;
+                }
+                let generation = self
+                    .in_flight
+                    .iter()
+                    .position(|&(seq, _)| seq == e.sequence_number)
+                    .and_then(|i| self.in_flight.remove(i))
+                    .map(|(_, g)| g)
+                    .unwrap_or(0);
+                out.push(PoolEvent::ShareRejected {
+                    generation,
+                    code: e.error_code,
+                });
+            }
+            Mining::NewExtendedMiningJob(_) | Mining::SetNewPrevHash(_) => {
+                self.stats.pool_jobs_ignored += 1;
+            }
+            Mining::CloseChannel(c) if c.channel_id == channel_id => {
+                return Err(PoolChannelError::Closed(c.reason_code));
+            }
+            // Messages for another channel id: the pool only gave us one.
+            Mining::SetTarget(_)
+            | Mining::SetExtranoncePrefix(_)
+            | Mining::SubmitSharesSuccess(_)
+            | Mining::SubmitSharesError(_)
+            | Mining::CloseChannel(_)
+            | Mining::SetGroupChannel(_) => {}
+            other => return Err(PoolChannelError::Unexpected(other.name())),
+        }
+        Ok(())
+    }
+
+    /// Sets a declared job on the channel.
+    pub fn set_custom_job(&mut self, job: &CustomJob) -> Vec<PoolEvent> {
+        let Some(channel_id) = self.opened().map(|o| o.channel_id) else {
+            return Vec::new();
+        };
+        let request_id = self.next_request;
+        self.next_request = self.next_request.wrapping_add(1).max(OPEN_REQUEST + 1);
+        self.requested.insert(request_id, job.generation);
+        vec![PoolEvent::Send(
+            SetCustomMiningJob {
+                channel_id,
+                request_id,
+                token: job.token.clone(),
+                version: job.version,
+                prev_hash: job.prev_hash.0,
+                min_ntime: job.min_ntime,
+                nbits: job.nbits,
+                coinbase_tx_version: job.coinbase.tx_version,
+                coinbase_prefix: job.coinbase.script_prefix.clone(),
+                coinbase_tx_input_n_sequence: job.coinbase.sequence,
+                coinbase_tx_outputs: job.coinbase.outputs.clone(),
+                coinbase_tx_locktime: job.coinbase.locktime,
+                merkle_path: job.merkle_path.clone(),
+            }
+            .into(),
+        )]
+    }
+
+    /// A generation will not be set (its declaration failed): its held shares go.
+    pub fn forget_generation(&mut self, generation: u64) {
+        let before = self.held.len();
+        self.held.retain(|h| h.generation != generation);
+        self.stats.dropped += (before - self.held.len()) as u64;
+    }
+
+    /// A share the devices found: submitted if it meets the pool's target, held if its job is
+    /// not set yet.
+    pub fn share(&mut self, s: &TappedShare) -> Vec<PoolEvent> {
+        let mut out = Vec::new();
+        let Some(o) = self.opened() else {
+            return out;
+        };
+        if !o.target.is_met_by(&s.hash.0) {
+            self.stats.below_target += 1;
+            return out;
+        }
+        if s.extranonce.len() != o.extranonce_prefix.len() + o.extranonce_size
+            || !s.extranonce.starts_with(&o.extranonce_prefix)
+        {
+            self.stats.foreign += 1;
+            return out;
+        }
+        match self.job_for(s.generation) {
+            Some(job_id) => self.submit(s, job_id, &mut out),
+            None => {
+                if self.held.len() >= self.cfg.max_held_shares.max(1) {
+                    self.held.pop_front();
+                    self.stats.dropped += 1;
+                }
+                self.held.push_back(s.clone());
+            }
+        }
+        out
+    }
+
+    fn submit(&mut self, s: &TappedShare, job_id: u32, out: &mut Vec<PoolEvent>) {
+        let Some(o) = self.opened() else {
+            return;
+        };
+        let channel_id = o.channel_id;
+        let extranonce = s.extranonce[o.extranonce_prefix.len()..].to_vec();
+        let sequence_number = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.in_flight.push_back((sequence_number, s.generation));
+        if self.in_flight.len() > 4 * self.cfg.max_held_shares.max(1) {
+            self.in_flight.pop_front();
+        }
+        self.stats.shares_submitted += 1;
+        out.push(PoolEvent::Send(
+            SubmitSharesExtended {
+                channel_id,
+                sequence_number,
+                job_id,
+                nonce: s.nonce,
+                ntime: s.ntime,
+                version: s.version,
+                extranonce,
+            }
+            .into(),
+        ));
+    }
+}

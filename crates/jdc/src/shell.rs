@@ -1,0 +1,633 @@
+//! The JDC's tokio shell: two upstream connections (the JDS and the pool), the embedded pool
+//! serving the farm's devices from the farm's node, and one task joining them.
+//!
+//! Start-up order follows what each part needs from the one before: the JDS's first token
+//! brings the pool's payout output (the coinbase the devices mine must pay it); the pool's
+//! channel brings the extranonce prefix (every downstream channel's range lies inside it); only
+//! then can the embedded pool build a job. From there, each template the farm's node sends:
+//!
+//! 1. reaches the devices at once, as a job of the embedded pool (optimistic mining);
+//! 2. has its transactions fetched from the node (`RequestTransactionData`) and is declared to
+//!    the JDS (`DeclareMiningJob`, missing transactions on request);
+//! 3. once declared, is set on the pool's channel (`SetCustomMiningJob`);
+//!
+//! and each share the devices find that meets the pool's target goes up under the template's
+//! custom job (held until the pool names it). A share that is a block goes to the farm's node
+//! by the embedded pool (`SubmitSolution`) and to the JDS (`PushSolution`) at once.
+//!
+//! When the JDS or the pool fails (a connection lost, a declaration or a job refused), the
+//! devices keep mining the farm's templates: the embedded pool does not depend on either. The
+//! counters say what the pool did not get.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pool::engine::{PayoutMode, TappedShare};
+use pool::jobs::Generation;
+use pool::service::{PoolSettings, RunningPool};
+use pool::tp::{TxDataReply, TxDataRequest};
+use primitives::bitcoin::consensus::deserialize;
+use primitives::bitcoin::hashes::Hash;
+use primitives::bitcoin::{ScriptBuf, Transaction};
+use sv2::messages::job_declaration::PushSolution;
+use sv2::{Limits, Message, NoiseConn, TransportError};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::coinbase;
+use crate::declarer::{
+    Declaration, Declarer, DeclarerConfig, DeclarerError, DeclarerEvent, TxData,
+};
+use crate::pool_channel::{
+    CustomJob, PoolChannel, PoolChannelConfig, PoolChannelError, PoolChannelStats, PoolEvent,
+};
+
+/// Where the JDC's upstreams are.
+#[derive(Clone, Debug)]
+pub struct Upstream {
+    pub addr: SocketAddr,
+    /// The authority key the server's certificate must be signed with; `None` accepts any.
+    pub authority: Option<[u8; 32]>,
+}
+
+#[derive(Clone, Debug)]
+pub struct JdcSettings {
+    /// The embedded pool: its template provider (`tp`) must be the farm's node, its SV2 listen
+    /// address is where the devices (or the translator) connect. Its payout and extranonce
+    /// layout are set by the JDC from what the JDS and the pool say.
+    pub pool: PoolSettings,
+    pub jds: Upstream,
+    pub upstream: Upstream,
+    pub declarer: DeclarerConfig,
+    pub channel: PoolChannelConfig,
+    pub connect_timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JdcError {
+    #[error("{what} {addr}: {source}")]
+    Connect {
+        what: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{what} {addr}: connect timed out")]
+    ConnectTimeout {
+        what: &'static str,
+        addr: SocketAddr,
+    },
+    #[error("{what}: {source}")]
+    Transport {
+        what: &'static str,
+        source: TransportError,
+    },
+    #[error("JDS: {0}")]
+    Declarer(#[from] DeclarerError),
+    #[error("pool: {0}")]
+    Channel(#[from] PoolChannelError),
+    #[error("the embedded pool needs a Template Provider (the farm's node)")]
+    NoTemplateProvider,
+    #[error("the pool's extranonce prefix ({prefix} bytes) leaves {size} bytes; the JDC needs at least 5 for its own channels")]
+    Extranonce { prefix: usize, size: usize },
+    #[error("embedded pool: {0}")]
+    Pool(#[from] pool::service::ServiceError),
+}
+
+/// What the JDC has done, for its status line and summary.
+#[derive(Clone, Debug, Default)]
+pub struct JdcStats {
+    pub channel: PoolChannelStats,
+    pub declared: u64,
+    pub declarations_refused: u64,
+    pub tx_data_failed: u64,
+    pub solutions_pushed: u64,
+    /// Why the JDC stopped talking to an upstream, if it did.
+    pub upstream_lost: Option<String>,
+}
+
+/// A started JDC. [`RunningJdc::shutdown`] stops it.
+pub struct RunningJdc {
+    pub pool: RunningPool,
+    /// The pool payout script the devices' coinbases pay.
+    pub payout: ScriptBuf,
+    pub extranonce_prefix: Vec<u8>,
+    stats: Arc<Mutex<JdcStats>>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl RunningJdc {
+    pub fn stats(&self) -> JdcStats {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub async fn shutdown(self) -> Result<(), JdcError> {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        self.pool.shutdown().await?;
+        Ok(())
+    }
+}
+
+async fn connect(
+    what: &'static str,
+    up: &Upstream,
+    timeout: Duration,
+) -> Result<NoiseConn, JdcError> {
+    let stream = tokio::time::timeout(timeout, TcpStream::connect(up.addr))
+        .await
+        .map_err(|_| JdcError::ConnectTimeout {
+            what,
+            addr: up.addr,
+        })?
+        .map_err(|source| JdcError::Connect {
+            what,
+            addr: up.addr,
+            source,
+        })?;
+    let initiator = match up.authority {
+        Some(k) => noise_initiator(Some(k)),
+        None => noise_initiator(None),
+    }
+    .map_err(|source| JdcError::Transport { what, source })?;
+    NoiseConn::connect(stream, initiator, Limits::default())
+        .await
+        .map_err(|source| JdcError::Transport { what, source })
+}
+
+fn noise_initiator(key: Option<[u8; 32]>) -> Result<Box<noise_sv2::Initiator>, TransportError> {
+    let r = match key {
+        Some(k) => noise_sv2::Initiator::from_raw_k(k),
+        None => noise_sv2::Initiator::without_pk(),
+    };
+    r.map_err(|_| TransportError::from(sv2::NoiseError::InvalidAuthorityKey))
+}
+
+async fn read(what: &'static str, conn: &mut NoiseConn) -> Result<Message, JdcError> {
+    loop {
+        match conn.read_message().await {
+            Ok(Some(m)) => return Ok(m),
+            Ok(None) => continue,
+            Err(source) => return Err(JdcError::Transport { what, source }),
+        }
+    }
+}
+
+async fn send(what: &'static str, conn: &mut NoiseConn, m: &Message) -> Result<(), JdcError> {
+    conn.send_message(m)
+        .await
+        .map_err(|source| JdcError::Transport { what, source })
+}
+
+/// Connects to the JDS and the pool, then starts the embedded pool and the task joining them.
+pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
+    if settings.pool.tp.is_none() {
+        return Err(JdcError::NoTemplateProvider);
+    }
+    // The JDS first: its token names the payout.
+    let mut jds = connect("JDS", &settings.jds, settings.connect_timeout).await?;
+    let mut declarer = Declarer::new(settings.declarer.clone());
+    send("JDS", &mut jds, &declarer.setup_connection()).await?;
+    let mut early = Vec::new();
+    while !declarer.is_ready() {
+        let m = read("JDS", &mut jds).await?;
+        for e in declarer.on_message(m)? {
+            match e {
+                DeclarerEvent::Send(m) => send("JDS", &mut jds, &m).await?,
+                other => early.push(other),
+            }
+        }
+    }
+    let payout = declarer.pool_payout().expect("ready").clone();
+
+    let mut up = connect("pool", &settings.upstream, settings.connect_timeout).await?;
+    let mut channel = PoolChannel::new(settings.channel.clone());
+    send("pool", &mut up, &channel.setup_connection()).await?;
+    let opened = loop {
+        let m = read("pool", &mut up).await?;
+        let mut opened = None;
+        for e in channel.on_message(m)? {
+            match e {
+                PoolEvent::Send(m) => send("pool", &mut up, &m).await?,
+                PoolEvent::Opened(o) => opened = Some(o),
+                _ => {}
+            }
+        }
+        if let Some(o) = opened {
+            break o;
+        }
+    };
+    // The downstream channels: prefix = pool prefix + 4 bytes of our own, the rest rolled.
+    if opened.extranonce_size < 5 {
+        return Err(JdcError::Extranonce {
+            prefix: opened.extranonce_prefix.len(),
+            size: opened.extranonce_size,
+        });
+    }
+    tracing::info!(
+        channel = opened.channel_id,
+        prefix = opened.extranonce_prefix.len(),
+        size = opened.extranonce_size,
+        "jdc: pool channel open"
+    );
+
+    let mut ps = settings.pool.clone();
+    ps.engine.payout = PayoutMode::Pool(payout.clone());
+    ps.engine.jobs.extranonce_len = opened.extranonce_prefix.len() + opened.extranonce_size;
+    ps.sv2.config.extranonce_base = opened.extranonce_prefix.clone();
+    ps.sv2.config.extended_extranonce_size = (opened.extranonce_size - 4).min(8);
+    let tag = ps.engine.jobs.coinbase_tag.clone();
+    let extranonce_len = ps.engine.jobs.extranonce_len;
+    let running = RunningPool::start(ps).await?;
+    let (tap_tx, tap_rx) = mpsc::unbounded_channel();
+    running.engine.set_share_tap(tap_tx);
+    let generations = running.engine.subscribe();
+    let tx_data = running.tx_data().ok_or(JdcError::NoTemplateProvider)?;
+
+    let stats = Arc::new(Mutex::new(JdcStats::default()));
+    let (stop, stop_rx) = watch::channel(false);
+    let joined = Joined {
+        jds: Some(jds),
+        up: Some(up),
+        declarer,
+        channel,
+        payout: payout.clone(),
+        tag,
+        extranonce_len,
+        recent: VecDeque::new(),
+        stats: stats.clone(),
+        fetching: false,
+        next_fetch: None,
+    };
+    let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, stop_rx));
+    Ok(RunningJdc {
+        pool: running,
+        payout,
+        extranonce_prefix: opened.extranonce_prefix,
+        stats,
+        stop,
+        task,
+    })
+}
+
+/// Generations remembered for declaration and `PushSolution`.
+const RECENT_GENERATIONS: usize = 16;
+
+struct Joined {
+    jds: Option<NoiseConn>,
+    up: Option<NoiseConn>,
+    declarer: Declarer,
+    channel: PoolChannel,
+    payout: ScriptBuf,
+    tag: Vec<u8>,
+    extranonce_len: usize,
+    recent: VecDeque<(Arc<Generation>, Option<CustomJob>)>,
+    stats: Arc<Mutex<JdcStats>>,
+    /// A transaction-data request is in flight: at most one at a time, since a template's
+    /// transactions are megabytes and a provider answers them in order with everything else
+    /// it sends (a queue of them would delay the next tip).
+    fetching: bool,
+    /// The newest generation whose transactions wait for the request in flight to end; older
+    /// ones waiting are skipped (a newer template replaces them anyway).
+    next_fetch: Option<Arc<Generation>>,
+}
+
+/// Reads from an upstream that may be gone (then never ready).
+async fn next_message(conn: &mut Option<NoiseConn>) -> Result<Option<Message>, TransportError> {
+    match conn {
+        Some(c) => c.read_message().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Joined {
+    async fn run(
+        mut self,
+        early: Vec<DeclarerEvent>,
+        mut generations: watch::Receiver<Option<Arc<Generation>>>,
+        tx_data: mpsc::UnboundedSender<TxDataRequest>,
+        mut taps: mpsc::UnboundedReceiver<TappedShare>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let (data_tx, mut data_rx) = mpsc::unbounded_channel::<(u64, TxDataReply)>();
+        self.on_declarer(early).await;
+        loop {
+            tokio::select! {
+                _ = stop.changed() => break,
+                changed = generations.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    let g = generations.borrow_and_update().clone();
+                    if let Some(g) = g {
+                        self.on_generation(g, &tx_data, &data_tx);
+                    }
+                }
+                Some((generation, reply)) = data_rx.recv() => {
+                    self.fetching = false;
+                    self.on_tx_data(generation, reply).await;
+                    if let Some(g) = self.next_fetch.take() {
+                        self.fetch(g, &tx_data, &data_tx);
+                    }
+                }
+                Some(share) = taps.recv() => self.on_share(share).await,
+                m = next_message(&mut self.jds) => match m {
+                    Ok(Some(m)) => match self.declarer.on_message(m) {
+                        Ok(events) => self.on_declarer(events).await,
+                        Err(e) => self.lose_jds(e.to_string()),
+                    },
+                    Ok(None) => {}
+                    Err(e) => self.lose_jds(e.to_string()),
+                },
+                m = next_message(&mut self.up) => match m {
+                    Ok(Some(m)) => match self.channel.on_message(m) {
+                        Ok(events) => self.on_pool(events).await,
+                        Err(e) => self.lose_pool(e.to_string()),
+                    },
+                    Ok(None) => {}
+                    Err(e) => self.lose_pool(e.to_string()),
+                },
+            }
+            self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel = self.channel.stats;
+        }
+        if let Some(c) = self.jds.take() {
+            c.close(Duration::from_millis(200)).await;
+        }
+        if let Some(c) = self.up.take() {
+            c.close(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn stat(&self, f: impl FnOnce(&mut JdcStats)) {
+        f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn lose_jds(&mut self, why: String) {
+        tracing::error!(error = %why, "jdc: JDS lost; devices keep mining the farm's templates");
+        self.jds = None;
+        self.stat(|s| s.upstream_lost = Some(format!("JDS: {why}")));
+    }
+
+    fn lose_pool(&mut self, why: String) {
+        tracing::error!(error = %why, "jdc: pool lost; devices keep mining the farm's templates");
+        self.up = None;
+        self.stat(|s| s.upstream_lost = Some(format!("pool: {why}")));
+    }
+
+    fn on_generation(
+        &mut self,
+        g: Arc<Generation>,
+        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
+        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
+    ) {
+        if g.tdp.is_none() || self.recent.iter().any(|(r, _)| r.id == g.id) {
+            return;
+        }
+        if self.recent.len() >= RECENT_GENERATIONS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back((g.clone(), None));
+        if self.fetching {
+            self.next_fetch = Some(g);
+            return;
+        }
+        self.fetch(g, tx_data, data_tx);
+    }
+
+    fn fetch(
+        &mut self,
+        g: Arc<Generation>,
+        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
+        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
+    ) {
+        let Some(tdp) = g.tdp.clone() else {
+            return;
+        };
+        let (reply, answer) = oneshot::channel();
+        if tx_data
+            .send(TxDataRequest {
+                template_id: tdp.template_id,
+                reply,
+            })
+            .is_err()
+        {
+            return;
+        }
+        self.fetching = true;
+        let data_tx = data_tx.clone();
+        let generation = g.id;
+        tokio::spawn(async move {
+            let r = answer
+                .await
+                .unwrap_or_else(|_| Err("the template feed stopped".into()));
+            let _ = data_tx.send((generation, r));
+        });
+    }
+
+    async fn on_tx_data(&mut self, generation: u64, reply: TxDataReply) {
+        let Some(g) = self
+            .recent
+            .iter()
+            .find(|(g, _)| g.id == generation)
+            .map(|(g, _)| g.clone())
+        else {
+            return;
+        };
+        let data = match reply {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(generation, error = %e, "jdc: no transaction data; template not declared");
+                self.stat(|s| s.tx_data_failed += 1);
+                return;
+            }
+        };
+        let tdp = g
+            .tdp
+            .as_ref()
+            .expect("generations kept have a provider template");
+        let (custom, declared) = match coinbase::build(
+            tdp,
+            &self.tag,
+            self.extranonce_len,
+            &self.payout,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(generation, error = %e, "jdc: cannot build the coinbase to declare");
+                return;
+            }
+        };
+        let mut txs = Vec::with_capacity(data.transaction_list.len());
+        for raw in data.transaction_list {
+            let Ok(tx) = deserialize::<Transaction>(&raw) else {
+                tracing::error!(
+                    generation,
+                    "jdc: the node sent a transaction that does not decode"
+                );
+                self.stat(|s| s.tx_data_failed += 1);
+                return;
+            };
+            txs.push(TxData {
+                wtxid: tx.compute_wtxid().to_byte_array(),
+                data: raw,
+            });
+        }
+        let job = match g.job(&self.payout) {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(generation, error = %e, "jdc: no job for the generation");
+                return;
+            }
+        };
+        let custom_job = CustomJob {
+            generation,
+            token: Vec::new(),
+            version: job.version,
+            prev_hash: job.prev_hash,
+            min_ntime: job.ntime,
+            nbits: job.bits.0,
+            coinbase: custom,
+            merkle_path: g.merkle_branch.iter().map(|h| h.0).collect(),
+        };
+        if let Some(slot) = self.recent.iter_mut().find(|(r, _)| r.id == generation) {
+            slot.1 = Some(custom_job);
+        }
+        let events = self.declarer.declare(Declaration {
+            generation,
+            version: job.version,
+            coinbase_prefix: declared.prefix,
+            coinbase_suffix: declared.suffix,
+            txs: Arc::from(txs),
+        });
+        self.on_declarer(events).await;
+    }
+
+    async fn on_declarer(&mut self, events: Vec<DeclarerEvent>) {
+        for e in events {
+            match e {
+                DeclarerEvent::Send(m) => {
+                    if let Some(c) = &mut self.jds {
+                        if let Err(e) = c.send_message(&m).await {
+                            self.lose_jds(e.to_string());
+                        }
+                    }
+                }
+                DeclarerEvent::PoolOutputs(_) => {}
+                DeclarerEvent::Declared { generation, token } => {
+                    self.stat(|s| s.declared += 1);
+                    let Some(mut job) = self
+                        .recent
+                        .iter()
+                        .find(|(g, _)| g.id == generation)
+                        .and_then(|(_, j)| j.clone())
+                    else {
+                        continue;
+                    };
+                    job.token = token.clone();
+                    if let Some(slot) = self.recent.iter_mut().find(|(g, _)| g.id == generation) {
+                        slot.1 = Some(job.clone());
+                    }
+                    let events = self.channel.set_custom_job(&job);
+                    self.send_pool(events).await;
+                }
+                DeclarerEvent::Refused {
+                    generation,
+                    code,
+                    details,
+                } => {
+                    tracing::warn!(
+                        generation,
+                        code,
+                        details,
+                        "jdc: JDS refused the declaration"
+                    );
+                    self.stat(|s| s.declarations_refused += 1);
+                    self.channel.forget_generation(generation);
+                }
+            }
+        }
+    }
+
+    async fn send_pool(&mut self, events: Vec<PoolEvent>) {
+        for e in events {
+            if let PoolEvent::Send(m) = e {
+                if let Some(c) = &mut self.up {
+                    if let Err(e) = c.send_message(&m).await {
+                        self.lose_pool(e.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_pool(&mut self, events: Vec<PoolEvent>) {
+        let mut sends = Vec::new();
+        for e in events {
+            match e {
+                PoolEvent::Send(_) => sends.push(e),
+                PoolEvent::JobSet { generation, job_id } => {
+                    tracing::debug!(generation, job_id, "jdc: custom job set");
+                }
+                PoolEvent::JobRefused { generation, code } => {
+                    tracing::warn!(generation, code, "jdc: pool refused the custom job");
+                }
+                PoolEvent::ShareRejected { generation, code } => {
+                    tracing::warn!(generation, code, "jdc: pool rejected a share");
+                }
+                PoolEvent::TargetChanged(_) | PoolEvent::Opened(_) => {}
+                PoolEvent::PrefixChanged(p) => {
+                    // Downstream channels hold ranges of the old prefix; their shares are
+                    // counted as foreign until they reconnect.
+                    tracing::warn!(
+                        prefix_len = p.len(),
+                        "jdc: the pool moved the channel's extranonce prefix"
+                    );
+                }
+            }
+        }
+        self.send_pool(sends).await;
+    }
+
+    async fn on_share(&mut self, share: TappedShare) {
+        if share.block {
+            self.push_solution(&share).await;
+        }
+        let events = self.channel.share(&share);
+        self.send_pool(events).await;
+    }
+
+    async fn push_solution(&mut self, share: &TappedShare) {
+        // The JDS can rebuild only a block on a template it acknowledged (it has those
+        // transactions): others reach the network through the farm's node alone.
+        let Some(g) = self
+            .recent
+            .iter()
+            .find(|(g, j)| {
+                g.id == share.generation && j.as_ref().is_some_and(|j| !j.token.is_empty())
+            })
+            .map(|(g, _)| g.clone())
+        else {
+            tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found on a template not yet declared; the farm's node propagates it alone");
+            return;
+        };
+        let m: Message = PushSolution {
+            extranonce: share.extranonce.clone(),
+            prev_hash: g.template.prev_hash.0,
+            nonce: share.nonce,
+            ntime: share.ntime,
+            nbits: g.template.bits.0,
+            version: share.version,
+        }
+        .into();
+        tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found; pushed to the JDS too");
+        self.stat(|s| s.solutions_pushed += 1);
+        if let Some(c) = &mut self.jds {
+            if let Err(e) = c.send_message(&m).await {
+                self.lose_jds(e.to_string());
+            }
+        }
+    }
+}

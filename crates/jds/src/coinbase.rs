@@ -1,0 +1,190 @@
+//! A declared coinbase: `DeclareMiningJob.coinbase_tx_prefix` and `coinbase_tx_suffix`, which
+//! keep the BIP141 fields (spec 6.4.4), around an extranonce the JDC does not send.
+//!
+//! The extranonce's length is implied: it ends the scriptSig (as a JDC builds it, the suffix
+//! starts with the input's sequence), so it is the scriptSig length the prefix declares minus
+//! the scriptSig bytes the prefix already holds. The reference JDS reads it the same way.
+
+use primitives::bitcoin::consensus::{self, Decodable};
+use primitives::bitcoin::{ScriptBuf, Transaction, TxOut, VarInt};
+use primitives::coinbase::{witness_commitment, CoinbaseInfo};
+use primitives::Hash256;
+
+/// The longest extranonce `PushSolution` can carry (B0_32).
+pub const MAX_EXTRANONCE: usize = 32;
+
+/// Why a declared coinbase is refused; [`CoinbaseError::code`] is the `DeclareMiningJob.Error`
+/// code, the `Display` text its details.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CoinbaseError {
+    #[error("coinbase prefix is cut short before {0}")]
+    PrefixTooShort(&'static str),
+    #[error("coinbase has {0} inputs, a coinbase has one")]
+    InputCount(u64),
+    #[error("coinbase prefix holds {in_prefix} scriptSig bytes of the {declared} it declares")]
+    ScriptSigOverrun { declared: u64, in_prefix: usize },
+    #[error(
+        "implied extranonce is {0} bytes, more than the {MAX_EXTRANONCE} PushSolution carries"
+    )]
+    ExtranonceTooLong(usize),
+    #[error("coinbase does not parse: {0}")]
+    Parse(String),
+    #[error("the input does not spend the null outpoint: not a coinbase")]
+    NotCoinbase,
+    #[error("coinbase scriptSig is {0} bytes; consensus allows 2 to 100")]
+    ScriptSigLength(usize),
+    #[error("coinbase commits to witnesses but its input has no 32-byte witness reserved value")]
+    NoReservedValue,
+    #[error("witness commitment {declared} does not match the declared wtxids ({expected})")]
+    CommitmentMismatch {
+        declared: Hash256,
+        expected: Hash256,
+    },
+    #[error("no output pays the pool payout script with a value above zero")]
+    NoPoolPayout,
+}
+
+impl CoinbaseError {
+    pub fn code(&self) -> &'static str {
+        use crate::session::error_code;
+        match self {
+            CoinbaseError::InputCount(_) | CoinbaseError::NotCoinbase => {
+                error_code::INVALID_COINBASE_TX_INPUT
+            }
+            CoinbaseError::CommitmentMismatch { .. } => error_code::INVALID_JOB,
+            CoinbaseError::NoPoolPayout => error_code::INVALID_COINBASE_OUTPUTS,
+            _ => error_code::INVALID_COINBASE_TX,
+        }
+    }
+}
+
+/// A declared coinbase that parsed and is a coinbase.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeclaredCoinbase {
+    pub prefix: Vec<u8>,
+    pub suffix: Vec<u8>,
+    pub extranonce_len: usize,
+    /// The transaction with an all-zero extranonce (its outputs are what the job pays).
+    pub tx: Transaction,
+    pub info: CoinbaseInfo,
+}
+
+impl DeclaredCoinbase {
+    /// Parses `prefix || zeros(implied extranonce) || suffix`; every byte must be used.
+    pub fn parse(prefix: &[u8], suffix: &[u8]) -> Result<DeclaredCoinbase, CoinbaseError> {
+        let extranonce_len = implied_extranonce_len(prefix)?;
+        let mut bytes = Vec::with_capacity(prefix.len() + extranonce_len + suffix.len());
+        bytes.extend_from_slice(prefix);
+        bytes.resize(prefix.len() + extranonce_len, 0);
+        bytes.extend_from_slice(suffix);
+        let tx: Transaction =
+            consensus::deserialize(&bytes).map_err(|e| CoinbaseError::Parse(e.to_string()))?;
+        if tx.input.len() != 1 {
+            return Err(CoinbaseError::InputCount(tx.input.len() as u64));
+        }
+        let info = CoinbaseInfo::parse(&tx).map_err(|_| CoinbaseError::NotCoinbase)?;
+        let script_len = tx.input[0].script_sig.len();
+        if !(2..=100).contains(&script_len) {
+            return Err(CoinbaseError::ScriptSigLength(script_len));
+        }
+        if info.witness_commitment.is_some() && info.witness_reserved_value.is_none() {
+            return Err(CoinbaseError::NoReservedValue);
+        }
+        Ok(DeclaredCoinbase {
+            prefix: prefix.to_vec(),
+            suffix: suffix.to_vec(),
+            extranonce_len,
+            tx,
+            info,
+        })
+    }
+
+    pub fn outputs(&self) -> &[TxOut] {
+        &self.tx.output
+    }
+
+    /// Some output pays `script` more than zero.
+    pub fn pays(&self, script: &ScriptBuf) -> bool {
+        self.tx
+            .output
+            .iter()
+            .any(|o| &o.script_pubkey == script && o.value.to_sat() > 0)
+    }
+
+    /// Whether the coinbase commits to witnesses (BIP141).
+    pub fn has_commitment(&self) -> bool {
+        self.info.witness_commitment.is_some()
+    }
+
+    /// If the coinbase carries a witness commitment, it must be the one for `wtxids` (the
+    /// block's transactions after the coinbase, in order).
+    pub fn check_commitment(&self, wtxids: &[Hash256]) -> Result<(), CoinbaseError> {
+        let (Some(declared), Some(reserved)) = (
+            self.info.witness_commitment,
+            self.info.witness_reserved_value,
+        ) else {
+            return Ok(());
+        };
+        let expected = witness_commitment(wtxids, &reserved);
+        if declared != expected {
+            return Err(CoinbaseError::CommitmentMismatch { declared, expected });
+        }
+        Ok(())
+    }
+
+    /// The coinbase with `extranonce` in its place.
+    pub fn with_extranonce(&self, extranonce: &[u8]) -> Result<Transaction, CoinbaseError> {
+        if extranonce.len() != self.extranonce_len {
+            return Err(CoinbaseError::Parse(format!(
+                "extranonce is {} bytes, the declared coinbase has room for {}",
+                extranonce.len(),
+                self.extranonce_len
+            )));
+        }
+        let mut bytes =
+            Vec::with_capacity(self.prefix.len() + extranonce.len() + self.suffix.len());
+        bytes.extend_from_slice(&self.prefix);
+        bytes.extend_from_slice(extranonce);
+        bytes.extend_from_slice(&self.suffix);
+        consensus::deserialize(&bytes).map_err(|e| CoinbaseError::Parse(e.to_string()))
+    }
+}
+
+/// The scriptSig length the prefix declares minus the scriptSig bytes it holds.
+fn implied_extranonce_len(prefix: &[u8]) -> Result<usize, CoinbaseError> {
+    fn skip(n: usize, what: &'static str, r: &mut &[u8]) -> Result<(), CoinbaseError> {
+        if r.len() < n {
+            return Err(CoinbaseError::PrefixTooShort(what));
+        }
+        *r = &r[n..];
+        Ok(())
+    }
+    let mut r = prefix;
+    skip(4, "the version", &mut r)?;
+    // BIP144 marker and flag: a transaction with inputs never starts them with a zero count.
+    if r.first() == Some(&0) {
+        skip(2, "the segwit marker and flag", &mut r)?;
+    }
+    let inputs = VarInt::consensus_decode(&mut r)
+        .map_err(|_| CoinbaseError::PrefixTooShort("the input count"))?
+        .0;
+    if inputs != 1 {
+        return Err(CoinbaseError::InputCount(inputs));
+    }
+    skip(36, "the previous outpoint", &mut r)?;
+    let declared = VarInt::consensus_decode(&mut r)
+        .map_err(|_| CoinbaseError::PrefixTooShort("the scriptSig length"))?
+        .0;
+    let in_prefix = r.len();
+    let extranonce =
+        declared
+            .checked_sub(in_prefix as u64)
+            .ok_or(CoinbaseError::ScriptSigOverrun {
+                declared,
+                in_prefix,
+            })?;
+    if extranonce > MAX_EXTRANONCE as u64 {
+        return Err(CoinbaseError::ExtranonceTooLong(extranonce as usize));
+    }
+    Ok(extranonce as usize)
+}

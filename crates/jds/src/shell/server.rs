@@ -1,0 +1,396 @@
+//! The JDS server: accepts JDCs, one task per connection, and stops on request.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use events::{
+    BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink, ShortStr,
+};
+use pool::jd_token::TokenKey;
+use pool::node::{NodeClient, NodeConfig, NodeError};
+use sv2::keys::AuthorityKeys;
+use sv2::messages::JobDeclaration;
+use sv2::{Limits, Message, NoiseConn, TransportError};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::MissedTickBehavior;
+
+use super::node_mempool::NodeMempool;
+use crate::block::FoundBlock;
+use crate::session::{Output, Session, SessionStats};
+use crate::{JdsConfig, TokenIssuer, UnixMillis};
+
+/// How often each connection checks its pending declarations' deadlines.
+const TICK: Duration = Duration::from_millis(500);
+/// Largest frame a JDC may send: `ProvideMissingTransactions.Success` carries whole
+/// transactions, up to a block's worth.
+const MAX_FRAME_BYTES: usize = 1 << 24;
+
+/// Everything the server needs.
+pub struct JdsSettings {
+    pub listen: SocketAddr,
+    pub config: JdsConfig,
+    pub token_key: TokenKey,
+    pub keys: AuthorityKeys,
+    pub cert_validity: Duration,
+    /// The pool-side node (its mempool, and `submitblock`).
+    pub node: NodeConfig,
+    /// How often the mempool view is refreshed.
+    pub mempool_refresh: Duration,
+    /// The name `BlockResult` events give the node.
+    pub node_name: String,
+    pub handshake_timeout: Duration,
+    pub events: EventSink,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("node client: {0}")]
+    Node(#[from] NodeError),
+}
+
+/// Counters over every connection.
+#[derive(Debug, Default)]
+pub struct JdsStats {
+    pub connections: AtomicU64,
+    pub open: AtomicU64,
+    pub tokens_allocated: AtomicU64,
+    pub jobs_declared: AtomicU64,
+    pub jobs_refused: AtomicU64,
+    pub txs_requested: AtomicU64,
+    pub solutions: AtomicU64,
+    pub blocks_submitted: AtomicU64,
+    pub blocks_accepted: AtomicU64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub connections: u64,
+    pub open: u64,
+    pub tokens_allocated: u64,
+    pub jobs_declared: u64,
+    pub jobs_refused: u64,
+    pub txs_requested: u64,
+    pub solutions: u64,
+    pub blocks_submitted: u64,
+    pub blocks_accepted: u64,
+}
+
+impl JdsStats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            connections: self.connections.load(Relaxed),
+            open: self.open.load(Relaxed),
+            tokens_allocated: self.tokens_allocated.load(Relaxed),
+            jobs_declared: self.jobs_declared.load(Relaxed),
+            jobs_refused: self.jobs_refused.load(Relaxed),
+            txs_requested: self.txs_requested.load(Relaxed),
+            solutions: self.solutions.load(Relaxed),
+            blocks_submitted: self.blocks_submitted.load(Relaxed),
+            blocks_accepted: self.blocks_accepted.load(Relaxed),
+        }
+    }
+
+    /// Adds what a session did since `before`.
+    fn add(&self, now: SessionStats, before: SessionStats) {
+        self.tokens_allocated
+            .fetch_add(now.tokens_allocated - before.tokens_allocated, Relaxed);
+        self.jobs_declared
+            .fetch_add(now.jobs_declared - before.jobs_declared, Relaxed);
+        self.jobs_refused
+            .fetch_add(now.jobs_refused - before.jobs_refused, Relaxed);
+        self.txs_requested
+            .fetch_add(now.txs_requested - before.txs_requested, Relaxed);
+        self.solutions
+            .fetch_add(now.solutions - before.solutions, Relaxed);
+    }
+}
+
+struct Shared {
+    config: Arc<JdsConfig>,
+    tokens: Arc<TokenIssuer>,
+    keys: AuthorityKeys,
+    cert_validity: Duration,
+    handshake_timeout: Duration,
+    mempool: Arc<NodeMempool>,
+    node_name: ShortStr,
+    events: EventSink,
+    stats: Arc<JdsStats>,
+    next_conn: AtomicU64,
+}
+
+/// A started server.
+pub struct RunningJds {
+    pub addr: SocketAddr,
+    pub stats: Arc<JdsStats>,
+    pub mempool: Arc<NodeMempool>,
+    shutdown: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+    events: EventSink,
+}
+
+impl RunningJds {
+    /// Binds and starts serving; the mempool view fills in the background (a big mempool takes
+    /// a few refreshes, and the node may come up later).
+    pub async fn start(s: JdsSettings) -> Result<RunningJds, StartError> {
+        let listener = TcpListener::bind(s.listen)
+            .await
+            .map_err(|source| StartError::Listen {
+                addr: s.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            addr: s.listen,
+            source,
+        })?;
+        let node = NodeClient::new(s.node)?;
+        let mempool = Arc::new(NodeMempool::new(node));
+        let stats = Arc::new(JdsStats::default());
+        let shared = Arc::new(Shared {
+            tokens: Arc::new(TokenIssuer::new(
+                s.token_key,
+                s.config.token_lifetime,
+                UnixMillis::now(),
+            )),
+            config: Arc::new(s.config),
+            keys: s.keys,
+            cert_validity: s.cert_validity,
+            handshake_timeout: s.handshake_timeout,
+            mempool: mempool.clone(),
+            node_name: ShortStr::new(&s.node_name),
+            events: s.events.clone(),
+            stats: stats.clone(),
+            next_conn: AtomicU64::new(1),
+        });
+        let (shutdown, rx) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        tasks.spawn(refresh_loop(mempool.clone(), s.mempool_refresh, rx.clone()));
+        tasks.spawn(serve(shared, listener, rx));
+        Ok(RunningJds {
+            addr,
+            stats,
+            mempool,
+            shutdown,
+            tasks,
+            events: s.events,
+        })
+    }
+
+    /// Closes every connection and waits for the tasks (bounded), then flushes events.
+    pub async fn shutdown(mut self) -> StatsSnapshot {
+        let _ = self.shutdown.send(true);
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(5), drain)
+            .await
+            .is_err()
+        {
+            self.tasks.abort_all();
+        }
+        if let Err(e) = self.events.flush() {
+            tracing::warn!(error = %e, "jds: events file");
+        }
+        self.stats.snapshot()
+    }
+}
+
+async fn refresh_loop(mempool: Arc<NodeMempool>, every: Duration, mut stop: watch::Receiver<bool>) {
+    // Zero: one look at start, then only the refreshes declarations ask for.
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tick.tick() => {
+                if let Err(e) = mempool.refresh().await {
+                    tracing::warn!(error = %e, "jds: mempool refresh failed");
+                }
+                if every.is_zero() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn serve(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => break,
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    tasks.spawn(connection(shared.clone(), stream, peer, stop.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "jds: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    // Connections see the same shutdown and end on their own.
+    let drain = async { while tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(Duration::from_secs(4), drain)
+        .await
+        .is_err()
+    {
+        tasks.abort_all();
+    }
+}
+
+async fn connection(
+    shared: Arc<Shared>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
+    let local = stream.local_addr().unwrap_or(peer);
+    let limits = Limits {
+        handshake_timeout: shared.handshake_timeout,
+        max_frame_bytes: MAX_FRAME_BYTES,
+        write_timeout: Duration::from_secs(30),
+    };
+    let conn = tokio::select! {
+        _ = stopped(&mut stop) => return,
+        c = NoiseConn::accept_with_keys(stream, &shared.keys, shared.cert_validity, limits) => match c {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(%peer, error = %e, "jds: handshake failed");
+                return;
+            }
+        },
+    };
+    let id = shared.next_conn.fetch_add(1, Relaxed);
+    shared.stats.connections.fetch_add(1, Relaxed);
+    shared.stats.open.fetch_add(1, Relaxed);
+    shared.events.emit(ConnectionOpened {
+        conn: id,
+        peer,
+        local,
+        label: ShortStr::new(""),
+    });
+    tracing::info!(conn = id, %peer, "jds: client connected");
+    let mut session = Session::new(id, shared.config.clone(), shared.tokens.clone());
+    let why = drive(&shared, &mut session, conn, &mut stop).await;
+    shared.stats.open.fetch_sub(1, Relaxed);
+    shared.events.emit(ConnectionClosed {
+        conn: id,
+        reason: ShortStr::new(why),
+    });
+    tracing::info!(conn = id, why, "jds: client disconnected");
+}
+
+/// Runs the session until the connection ends; returns why.
+async fn drive(
+    shared: &Shared,
+    session: &mut Session,
+    mut conn: NoiseConn,
+    stop: &mut watch::Receiver<bool>,
+) -> &'static str {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut reported = SessionStats::default();
+    let why = loop {
+        tokio::select! {
+            biased;
+            _ = stopped(stop) => break "shutdown",
+            frame = conn.read_frame() => match frame {
+                Ok(mut frame) => {
+                    // Frames of extensions this JDS does not speak are skipped, as the spec says.
+                    if frame.extension() != 0 {
+                        continue;
+                    }
+                    let m = match Message::decode(frame.msg_type(), &mut frame.payload) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            tracing::debug!(conn = session.conn(), error = %e, "jds: undecodable message");
+                            break "protocol";
+                        }
+                    };
+                    if let Message::JobDeclaration(JobDeclaration::DeclareMiningJob(d)) = &m {
+                        let wanted: Vec<_> = d.wtxid_list.iter().map(|w| primitives::Hash256(*w)).collect();
+                        if let Err(e) = shared.mempool.ensure(&wanted).await {
+                            tracing::warn!(conn = session.conn(), error = %e, "jds: mempool refresh before a declaration failed");
+                        }
+                    }
+                    session.on_message(m, UnixMillis::now(), &shared.mempool.read());
+                }
+                Err(e) => break e.reason(),
+            },
+            _ = tick.tick() => session.on_tick(UnixMillis::now()),
+        }
+        if let Err(e) = flush(shared, session, &mut conn).await {
+            break e.reason();
+        }
+        shared.stats.add(session.stats(), reported);
+        reported = session.stats();
+        if let Some(c) = session.wants_close() {
+            let why = c.reason();
+            conn.close(Duration::from_millis(200)).await;
+            return why;
+        }
+    };
+    shared.stats.add(session.stats(), reported);
+    why
+}
+
+async fn flush(
+    shared: &Shared,
+    session: &mut Session,
+    conn: &mut NoiseConn,
+) -> Result<(), TransportError> {
+    for out in session.drain_output() {
+        match out {
+            Output::Send(m) => conn.send_message(&m).await?,
+            Output::SubmitBlock(b) => submit(shared, session.conn(), b).await,
+        }
+    }
+    Ok(())
+}
+
+/// `submitblock` to the pool-side node, with the events around it.
+async fn submit(shared: &Shared, conn: u64, b: FoundBlock) {
+    let height = b.height.unwrap_or(0);
+    shared.stats.blocks_submitted.fetch_add(1, Relaxed);
+    shared.events.emit(BlockSubmitted {
+        hash: b.hash,
+        height,
+        template_id: None,
+        conn: Some(conn),
+    });
+    let (accepted, reason) = match shared.mempool.node().submit_block(&b.bytes).await {
+        Ok(answer) => (
+            answer.is_accepted(),
+            answer.reason().unwrap_or("").to_owned(),
+        ),
+        Err(e) => {
+            tracing::error!(conn, hash = %b.hash, error = %e, "jds: submitblock got no answer");
+            (false, "no-answer".to_owned())
+        }
+    };
+    if accepted {
+        shared.stats.blocks_accepted.fetch_add(1, Relaxed);
+    }
+    tracing::info!(conn, hash = %b.hash, height, accepted, reason, "jds: block submitted to the node");
+    shared.events.emit(BlockResult {
+        node: shared.node_name,
+        hash: b.hash,
+        height,
+        accepted,
+        reason: ShortStr::new(&reason),
+    });
+}
+
+/// Resolves once `stop` turns true (or its sender is gone).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
