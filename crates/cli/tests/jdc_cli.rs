@@ -257,3 +257,217 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         .count() as u64;
     assert_eq!(pool_share_events, pool_accepted);
 }
+
+/// One JSON-RPC call to simnet (user and password "lab").
+fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
+        .to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic bGFiOmxhYg==\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let json = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"));
+    v["result"].clone()
+}
+
+/// The script the first output of block `hash`'s coinbase pays.
+fn coinbase_payee(rpc_addr: &str, hash: &str) -> primitives::bitcoin::ScriptBuf {
+    use primitives::bitcoin::consensus::deserialize;
+    let hex = rpc(rpc_addr, "getblock", serde_json::json!([hash, 0]));
+    let bytes = primitives::hex::decode(hex.as_str().unwrap()).unwrap();
+    let block: primitives::bitcoin::Block = deserialize(&bytes).unwrap();
+    block.txdata[0].output[0].script_pubkey.clone()
+}
+
+#[test]
+fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
+    // A P2WSH whose program is 32 bytes of 0x11, on regtest.
+    const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("jd-token.key");
+    std::fs::write(&key, "a5".repeat(32)).unwrap();
+    let key = key.to_str().unwrap();
+    let mut roles = Roles::default();
+
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                // A block every two seconds or so at the fleet's 200 kH/s.
+                "--network-difficulty",
+                "0.0001",
+                "--block-interval",
+                "0",
+                "--tx-rate",
+                "20",
+                "--template-interval",
+                "1s",
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let rpc_addr = simnet.line("rpc listening on");
+    let tdp = simnet.line("tdp listening on");
+    let pool = roles.add(
+        "pool",
+        Role::start(
+            "pool",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp,
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                dir.path().join("pool.sqlite").to_str().unwrap(),
+                "--jd-token-key",
+                key,
+                "--start-difficulty",
+                "0.0001",
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let pool_key = pool.line("sv2 authority public key");
+    let sv2 = pool.line("sv2 listening on");
+    let jds = roles.add(
+        "jds",
+        Role::start(
+            "jds",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &format!("http://{rpc_addr}"),
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                "--jd-token-key",
+                key,
+                "--payout-address",
+                PAYOUT,
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let jds_addr = jds.line("jds listening on");
+    let jdc = roles.add(
+        "jdc",
+        Role::start(
+            "jdc",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp,
+                "--upstream",
+                &sv2,
+                "--upstream-authority-key",
+                &pool_key,
+                "--jds",
+                &jds_addr,
+                "--start-difficulty",
+                "0.00001",
+                "--fallback-payout-address",
+                FARM,
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let downstream = jdc.line("sv2 listening on");
+    let pool_payee = jdc.line("jdc pool payout");
+    assert!(!pool_payee.is_empty());
+
+    let fleet = std::thread::spawn(move || {
+        run_fleet(
+            &[
+                "--protocol",
+                "sv2",
+                "--pool",
+                &downstream,
+                "--devices",
+                "4",
+                "--hash-budget",
+                "200kH/s",
+                "--duration",
+                "25s",
+                "--drain",
+                "2s",
+                "--json",
+            ],
+            Duration::from_secs(90),
+        )
+    });
+    std::thread::sleep(Duration::from_secs(8));
+    let i = roles.0.iter().position(|(n, _)| *n == "pool").unwrap();
+    roles.0.remove(i).1.kill9();
+    let report = fleet.join().unwrap();
+
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    let out = roles.stop("jdc");
+    let summary: serde_json::Value = out
+        .iter()
+        .find_map(|l| l.strip_prefix("jdc summary "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .unwrap_or_else(|| panic!("no summary in {out:?}"));
+    assert_eq!(summary["solo"], true, "{summary}");
+    assert!(
+        summary["fallback"].as_str().unwrap_or("").contains("pool"),
+        "{summary}"
+    );
+
+    // The chain, newest first: blocks the farm found after the fallback pay the farm, those
+    // before it paid the pool; never the other way round.
+    let farm =
+        primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
+    let pool_script =
+        primitives::coinbase::payout_script(PAYOUT, primitives::bitcoin::Network::Regtest).unwrap();
+    let mut hash = rpc(&rpc_addr, "getbestblockhash", serde_json::json!([]))
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut payees = Vec::new();
+    for _ in 0..40 {
+        let header = rpc(&rpc_addr, "getblockheader", serde_json::json!([hash, true]));
+        if header["height"].as_u64().unwrap() <= 900_000 {
+            break;
+        }
+        payees.push(coinbase_payee(&rpc_addr, &hash));
+        hash = header["previousblockhash"].as_str().unwrap().to_owned();
+    }
+    assert_eq!(payees.first(), Some(&farm), "the tip pays the farm");
+    let switched = payees
+        .iter()
+        .position(|p| *p != farm)
+        .unwrap_or(payees.len());
+    assert!(
+        payees[switched..].iter().all(|p| *p == pool_script),
+        "before the fallback every block paid the pool: {payees:?}"
+    );
+    roles.stop("jds");
+    roles.stop("simnet");
+}

@@ -149,6 +149,11 @@ impl Declarer {
             .map(|o| &o.script_pubkey)
     }
 
+    /// Token requests not answered yet.
+    pub fn allocating(&self) -> usize {
+        self.allocating
+    }
+
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }

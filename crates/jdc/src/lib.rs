@@ -16,5 +16,6 @@
 
 pub mod coinbase;
 pub mod declarer;
+pub mod fallback;
 pub mod pool_channel;
 pub mod shell;

@@ -41,6 +41,7 @@ use crate::coinbase;
 use crate::declarer::{
     Declaration, Declarer, DeclarerConfig, DeclarerError, DeclarerEvent, TxData,
 };
+use crate::fallback::{Fallback, FallbackConfig, FallbackReason};
 use crate::pool_channel::{
     CustomJob, PoolChannel, PoolChannelConfig, PoolChannelError, PoolChannelStats, PoolEvent,
 };
@@ -64,6 +65,11 @@ pub struct JdcSettings {
     pub declarer: DeclarerConfig,
     pub channel: PoolChannelConfig,
     pub connect_timeout: Duration,
+    pub fallback: FallbackConfig,
+    /// Where the coinbase pays once the JDC has left its pool (solo mining on the farm's own
+    /// templates); without it the devices keep mining jobs that pay the pool, which nobody
+    /// accounts for any more.
+    pub fallback_payout: Option<ScriptBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +112,10 @@ pub struct JdcStats {
     pub solutions_pushed: u64,
     /// Why the JDC stopped talking to an upstream, if it did.
     pub upstream_lost: Option<String>,
+    /// Why the JDC left its pool, if it did (spec 6.2).
+    pub fallback: Option<String>,
+    /// The devices mine for the farm's own address since the fallback.
+    pub solo: bool,
 }
 
 /// A started JDC. [`RunningJdc::shutdown`] stops it.
@@ -261,6 +271,12 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         stats: stats.clone(),
         fetching: false,
         next_fetch: None,
+        last_declared: None,
+        fallback: Fallback::new(settings.fallback.clone()),
+        fallback_payout: settings.fallback_payout.clone(),
+        engine: running.engine.clone(),
+        clock: std::time::Instant::now(),
+        accepted_seen: 0,
     };
     let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, stop_rx));
     Ok(RunningJdc {
@@ -293,6 +309,14 @@ struct Joined {
     /// The newest generation whose transactions wait for the request in flight to end; older
     /// ones waiting are skipped (a newer template replaces them anyway).
     next_fetch: Option<Arc<Generation>>,
+    /// The generation of the JDS's latest `DeclareMiningJob.Success`.
+    last_declared: Option<u64>,
+    fallback: Fallback,
+    fallback_payout: Option<ScriptBuf>,
+    engine: Arc<pool::engine::Engine>,
+    clock: std::time::Instant,
+    /// The pool channel's accepted count last looked at: a rise resets the rejection run.
+    accepted_seen: u64,
 }
 
 /// Reads from an upstream that may be gone (then never ready).
@@ -314,9 +338,16 @@ impl Joined {
     ) {
         let (data_tx, mut data_rx) = mpsc::unbounded_channel::<(u64, TxDataReply)>();
         self.on_declarer(early).await;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
             tokio::select! {
                 _ = stop.changed() => break,
+                _ = tick.tick() => {
+                    let now = self.now_ms();
+                    if let Some(r) = self.fallback.on_tick(now) {
+                        self.fall_back(r).await;
+                    }
+                }
                 changed = generations.changed() => {
                     if changed.is_err() {
                         break;
@@ -351,7 +382,15 @@ impl Joined {
                     Err(e) => self.lose_pool(e.to_string()),
                 },
             }
-            self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel = self.channel.stats;
+            let stats = self.channel.stats;
+            if stats.shares_accepted > self.accepted_seen {
+                self.accepted_seen = stats.shares_accepted;
+                self.fallback.share_accepted();
+            }
+            if self.declarer.allocating() == 0 {
+                self.fallback.tokens_answered();
+            }
+            self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel = stats;
         }
         if let Some(c) = self.jds.take() {
             c.close(Duration::from_millis(200)).await;
@@ -365,16 +404,58 @@ impl Joined {
         f(&mut self.stats.lock().unwrap_or_else(|e| e.into_inner()));
     }
 
+    fn now_ms(&self) -> u64 {
+        self.clock.elapsed().as_millis() as u64
+    }
+
     fn lose_jds(&mut self, why: String) {
         tracing::error!(error = %why, "jdc: JDS lost; devices keep mining the farm's templates");
         self.jds = None;
         self.stat(|s| s.upstream_lost = Some(format!("JDS: {why}")));
+        if let Some(r) = self.fallback.jds_lost(&why) {
+            self.leave_pool(r);
+        }
     }
 
     fn lose_pool(&mut self, why: String) {
         tracing::error!(error = %why, "jdc: pool lost; devices keep mining the farm's templates");
         self.up = None;
         self.stat(|s| s.upstream_lost = Some(format!("pool: {why}")));
+        if let Some(r) = self.fallback.pool_lost(&why) {
+            self.leave_pool(r);
+        }
+    }
+
+    async fn fall_back(&mut self, r: FallbackReason) {
+        if let Some(c) = self.jds.take() {
+            c.close(Duration::from_millis(200)).await;
+        }
+        if let Some(c) = self.up.take() {
+            c.close(Duration::from_millis(200)).await;
+        }
+        self.leave_pool(r);
+    }
+
+    /// Stops declaring and submitting; the devices mine for the farm from the next template.
+    fn leave_pool(&mut self, r: FallbackReason) {
+        self.jds = None;
+        self.up = None;
+        let solo = self.fallback_payout.clone();
+        match &solo {
+            Some(script) => {
+                tracing::error!(reason = %r, payout = %script, "jdc: falling back to solo mining on the farm's templates");
+                // Jobs from the next template on pay the farm (the farm's node sends one at
+                // least every template interval, and at once on a new tip).
+                self.engine.set_payout_override(Some(script.clone()));
+            }
+            None => {
+                tracing::error!(reason = %r, "jdc: left the pool; no fallback payout address, so the devices keep mining jobs that pay it")
+            }
+        }
+        self.stat(|s| {
+            s.fallback = Some(r.to_string());
+            s.solo = solo.is_some();
+        });
     }
 
     fn on_generation(
@@ -509,6 +590,15 @@ impl Joined {
         for e in events {
             match e {
                 DeclarerEvent::Send(m) => {
+                    if matches!(
+                        m,
+                        Message::JobDeclaration(
+                            sv2::messages::JobDeclaration::AllocateMiningJobToken(_)
+                        )
+                    ) {
+                        let now = self.now_ms();
+                        self.fallback.token_asked(now);
+                    }
                     if let Some(c) = &mut self.jds {
                         if let Err(e) = c.send_message(&m).await {
                             self.lose_jds(e.to_string());
@@ -518,6 +608,7 @@ impl Joined {
                 DeclarerEvent::PoolOutputs(_) => {}
                 DeclarerEvent::Declared { generation, token } => {
                     self.stat(|s| s.declared += 1);
+                    self.last_declared = Some(generation);
                     let Some(mut job) = self
                         .recent
                         .iter()
@@ -546,6 +637,9 @@ impl Joined {
                     );
                     self.stat(|s| s.declarations_refused += 1);
                     self.channel.forget_generation(generation);
+                    if let Some(r) = self.fallback.declaration_refused(&code) {
+                        self.fall_back(r).await;
+                    }
                 }
             }
         }
@@ -573,9 +667,16 @@ impl Joined {
                 }
                 PoolEvent::JobRefused { generation, code } => {
                     tracing::warn!(generation, code, "jdc: pool refused the custom job");
+                    if let Some(r) = self.fallback.job_refused(&code) {
+                        self.fall_back(r).await;
+                    }
                 }
                 PoolEvent::ShareRejected { generation, code } => {
                     tracing::warn!(generation, code, "jdc: pool rejected a share");
+                    let stale = code == sv2::messages::mining::error_code::STALE_SHARE;
+                    if let Some(r) = self.fallback.share_rejected(&code, stale) {
+                        self.fall_back(r).await;
+                    }
                 }
                 PoolEvent::TargetChanged(_) | PoolEvent::Opened(_) => {}
                 PoolEvent::PrefixChanged(p) => {
@@ -600,17 +701,15 @@ impl Joined {
     }
 
     async fn push_solution(&mut self, share: &TappedShare) {
-        // The JDS can rebuild only a block on a template it acknowledged (it has those
-        // transactions): others reach the network through the farm's node alone.
+        // The JDS rebuilds a pushed block from the job it acknowledged last (spec 6.4.9): a
+        // block on any other template reaches the network through the farm's node alone.
         let Some(g) = self
             .recent
             .iter()
-            .find(|(g, j)| {
-                g.id == share.generation && j.as_ref().is_some_and(|j| !j.token.is_empty())
-            })
+            .find(|(g, _)| g.id == share.generation && self.last_declared == Some(g.id))
             .map(|(g, _)| g.clone())
         else {
-            tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found on a template not yet declared; the farm's node propagates it alone");
+            tracing::info!(generation = share.generation, last_declared = ?self.last_declared, hash = %share.hash, "jdc: block found on a template other than the last declared; the farm's node propagates it alone");
             return;
         };
         let m: Message = PushSolution {

@@ -913,6 +913,81 @@ mod tests {
         assert_eq!(r.submit(latest, on_first[0]), Ok(()));
     }
 
+    /// A declared job like the pool's job `like`, on `prev`.
+    fn declared(like: &Job, prev: Hash256, tips: &Arc<crate::tips::Tips>) -> Arc<Job> {
+        let mut t = (*like.template).clone();
+        t.prev_hash = prev;
+        Arc::new(
+            Job::declared(
+                like.id + 1_000,
+                Arc::new(t),
+                like.coinbase.clone(),
+                like.merkle_branch.clone(),
+                like.fingerprint,
+                Millis(0),
+                7,
+                tips.clone(),
+            )
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn declared_jobs_and_the_pools_jobs_expire_apart_and_keep_their_duplicates() {
+        let mut r = Rig::new(1 << 14);
+        let tips = Arc::new(crate::tips::Tips::default());
+        let t = template(312_500_000);
+        let first = r.issue(&t);
+        let pool_job = r.ch.latest_job().unwrap().job.clone();
+        let d = r.reissue(declared(&pool_job, Hash256([0x11; 32]), &tips));
+        let on_d = r.accept(d, 0, 40);
+        // Three times as many pool jobs as a channel remembers, each with shares: the oldest
+        // pool jobs go, the declared job stays with its shares.
+        let mut latest = first;
+        for k in 0..3 * ChannelConfig::default().max_jobs as u32 {
+            latest = r.issue(&t);
+            r.accept(latest, 10_000 * (k + 1), 5);
+        }
+        assert_eq!(r.submit(first, 500_000), Err(Reject::Stale));
+        for &n in &on_d {
+            assert_eq!(r.submit(d, n), Err(Reject::Duplicate));
+        }
+        assert_eq!(r.accept(d, 1_000_000, 1).len(), 1);
+        // The farm moves to another block: its earlier declared job is stale, the pool's jobs
+        // keep their shares.
+        let on_latest = r.accept(latest, 2_000_000, 20);
+        let d2 = r.reissue(declared(&pool_job, Hash256([0x12; 32]), &tips));
+        assert_eq!(r.submit(d, 3_000_000), Err(Reject::Stale));
+        for &n in &on_latest {
+            assert_eq!(r.submit(latest, n), Err(Reject::Duplicate));
+        }
+        // The declared job is the latest now; the next one on another block evicts it, and the
+        // pool's job before it becomes the latest again (its shares leave the filter).
+        let on_d2 = r.accept(d2, 4_000_000, 20);
+        for &n in &on_d2 {
+            assert_eq!(r.submit(d2, n), Err(Reject::Duplicate));
+        }
+        let d3 = r.reissue(declared(&pool_job, Hash256([0x13; 32]), &tips));
+        assert_eq!(r.submit(d2, 5_000_000), Err(Reject::Stale));
+        for &n in &on_latest {
+            assert_eq!(r.submit(latest, n), Err(Reject::Duplicate));
+        }
+        assert_eq!(r.accept(d3, 6_000_000, 1).len(), 1);
+        let remembered: usize = r.ch.jobs().map(|j| j.seen.len()).sum();
+        assert_eq!(r.ch.dedup_memory().0, remembered);
+        let older: usize = remembered - r.ch.latest_job().unwrap().seen.len();
+        assert_eq!(
+            r.ch.filter.len(),
+            older,
+            "the filter holds the older jobs' shares"
+        );
+        assert_eq!(
+            r.ch.jobs().filter(|j| j.job.is_declared()).count(),
+            1,
+            "one declared job"
+        );
+    }
+
     #[test]
     fn memory_stays_bounded_and_duplicates_found_under_churn() {
         let capacity = 4096;

@@ -117,6 +117,11 @@ pub struct Engine {
     /// Where accepted shares are also sent, when something upstream of this engine wants them
     /// (a Job Declarator Client forwards those that meet its pool's target).
     share_tap: std::sync::OnceLock<mpsc::UnboundedSender<TappedShare>>,
+    /// Pays every job from now on, whatever the connection authorized for (a JDC that left its
+    /// pool mines solo for the farm). Checked per job through a flag so that the usual case
+    /// costs one atomic load.
+    payout_override: RwLock<Option<ScriptBuf>>,
+    overridden: AtomicBool,
 }
 
 /// An accepted share as a role above the engine sees it: enough to submit it again under
@@ -161,8 +166,37 @@ impl Engine {
             next_channel: AtomicU32::new(1),
             blocks,
             share_tap: std::sync::OnceLock::new(),
+            payout_override: RwLock::new(None),
+            overridden: AtomicBool::new(false),
         });
         (engine, found)
+    }
+
+    /// Makes every job sent from now on pay `script` (or, with `None`, what each connection
+    /// authorized for again). Connections get new work with the next template.
+    pub fn set_payout_override(&self, script: Option<ScriptBuf>) {
+        let mut o = self
+            .payout_override
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        self.overridden.store(script.is_some(), Ordering::Release);
+        *o = script;
+    }
+
+    /// What a job for a connection that authorized for `authorized` pays.
+    #[inline]
+    pub fn job_payout<'a>(&self, authorized: &'a ScriptBuf) -> std::borrow::Cow<'a, ScriptBuf> {
+        if !self.overridden.load(Ordering::Acquire) {
+            return std::borrow::Cow::Borrowed(authorized);
+        }
+        match &*self
+            .payout_override
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            Some(s) => std::borrow::Cow::Owned(s.clone()),
+            None => std::borrow::Cow::Borrowed(authorized),
+        }
     }
 
     /// Sends every accepted share to `tap` from now on. Once per engine: `false` if a tap was

@@ -9,6 +9,7 @@
 
 #[allow(dead_code)]
 mod support;
+mod sv2_support;
 
 use std::sync::Arc;
 
@@ -118,6 +119,39 @@ fn custom_job(
     }
 }
 
+/// The farm's coinbase for `m`: scriptSig = coinbase_prefix, then the whole extranonce.
+fn farm_coinbase(m: &SetCustomMiningJob, extranonce: &[u8]) -> Transaction {
+    let script_sig = [&m.coinbase_prefix[..], extranonce].concat();
+    let outputs: Vec<TxOut> = consensus::deserialize(&m.coinbase_tx_outputs).unwrap();
+    Transaction {
+        version: Version(m.coinbase_tx_version as i32),
+        lock_time: LockTime::from_consensus(m.coinbase_tx_locktime),
+        input: vec![TxIn {
+            previous_output: OutPoint::null(),
+            script_sig: ScriptBuf::from_bytes(script_sig),
+            sequence: Sequence(m.coinbase_tx_input_n_sequence),
+            witness: Witness::new(),
+        }],
+        output: outputs,
+    }
+}
+
+/// The header the farm's miners hash for `m`: the coinbase's txid up the merkle path.
+fn farm_header(m: &SetCustomMiningJob, extranonce: &[u8], nonce: u32) -> BlockHeader {
+    let mut root = farm_coinbase(m, extranonce).compute_txid().to_byte_array();
+    for step in &m.merkle_path {
+        root = sha256d::Hash::hash(&[root, *step].concat()).to_byte_array();
+    }
+    BlockHeader {
+        version: BlockVersion::from_consensus(m.version as i32),
+        prev_blockhash: BlockHash::from_byte_array(m.prev_hash),
+        merkle_root: TxMerkleNode::from_byte_array(root),
+        time: m.min_ntime,
+        bits: Bits::from_consensus(m.nbits),
+        nonce,
+    }
+}
+
 /// A farm's JDC connection with one extended channel, as the JDC knows it.
 struct Jdc {
     s: Session,
@@ -217,37 +251,16 @@ impl Jdc {
         vec![0xe1; self.extranonce_size]
     }
 
-    /// The farm's coinbase for `job`: scriptSig = coinbase_prefix, then the whole extranonce.
     fn coinbase(&self, job: &Mined) -> Transaction {
-        let m = &job.m;
-        let script_sig = [&m.coinbase_prefix[..], &self.prefix, &self.extranonce()].concat();
-        let outputs: Vec<TxOut> = consensus::deserialize(&m.coinbase_tx_outputs).unwrap();
-        Transaction {
-            version: Version(m.coinbase_tx_version as i32),
-            lock_time: LockTime::from_consensus(m.coinbase_tx_locktime),
-            input: vec![TxIn {
-                previous_output: OutPoint::null(),
-                script_sig: ScriptBuf::from_bytes(script_sig),
-                sequence: Sequence(m.coinbase_tx_input_n_sequence),
-                witness: Witness::new(),
-            }],
-            output: outputs,
-        }
+        farm_coinbase(&job.m, &[&self.prefix[..], &self.extranonce()].concat())
     }
 
     fn header(&self, job: &Mined, nonce: u32) -> BlockHeader {
-        let mut root = self.coinbase(job).compute_txid().to_byte_array();
-        for step in &job.m.merkle_path {
-            root = sha256d::Hash::hash(&[root, *step].concat()).to_byte_array();
-        }
-        BlockHeader {
-            version: BlockVersion::from_consensus(job.m.version as i32),
-            prev_blockhash: BlockHash::from_byte_array(job.m.prev_hash),
-            merkle_root: TxMerkleNode::from_byte_array(root),
-            time: job.m.min_ntime,
-            bits: Bits::from_consensus(job.m.nbits),
+        farm_header(
+            &job.m,
+            &[&self.prefix[..], &self.extranonce()].concat(),
             nonce,
-        }
+        )
     }
 
     /// The next nonce whose header hash `want`s.
@@ -444,12 +457,13 @@ fn declared_jobs_are_refused_for_bad_tokens_outputs_channels_and_fields() {
 
     // Header fields: not a BIP9 version, no target, another nBits than the pool's tip needs,
     // a time before the tip's median time past, a deeper merkle path than any block's.
-    let field = |f: &dyn Fn(&mut SetCustomMiningJob)| {
+    type Change<'a> = &'a dyn Fn(&mut SetCustomMiningJob);
+    let field = |f: Change| {
         let mut m = job(declared(&outputs));
         f(&mut m);
         m
     };
-    let cases: [(&dyn Fn(&mut SetCustomMiningJob), &str); 6] = [
+    let cases: [(Change, &str); 6] = [
         (&|m| m.version = 1, "version"),
         (&|m| m.nbits = 0, "nbits"),
         (&|m| m.nbits = EASY_BITS.0, "nbits"),
@@ -652,4 +666,154 @@ fn a_block_on_a_declared_job_is_recorded_as_found_and_left_to_the_farm() {
     assert_eq!(coinbase.input[0].witness.len(), 1);
     assert_eq!(lab.engine.stats.snapshot(T0).blocks.submitted, 1);
     assert!(lab.next_block().is_none(), "one share, one block");
+}
+
+/// The whole pool: a declared job over Noise, and its block kept in the store, answered as not
+/// submitted, and not given to the pool's node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
+    use std::time::Duration;
+
+    use pool::service::{RunningPool, DECLARED_NOT_SUBMITTED};
+    use simnet::tdp::TdpKeys;
+    use sv2::{Limits, NoiseConn};
+    use tokio::net::TcpStream;
+
+    const WAIT: Duration = Duration::from_secs(10);
+    async fn recv(conn: &mut NoiseConn) -> Message {
+        tokio::time::timeout(WAIT, conn.read_message())
+            .await
+            .expect("a message in time")
+            .expect("a frame")
+            .expect("extension 0")
+    }
+
+    let (node, tp_addr, stop_tp) = sv2_support::template_provider(12, 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("pool.sqlite");
+    let mut settings = sv2_support::pool_settings(tp_addr, &db, 0x22);
+    settings.sv2.config.jd_token_key = Some(Arc::new(key()));
+    let pool = RunningPool::start(settings).await.unwrap();
+    tokio::time::timeout(WAIT, async {
+        while !pool.engine.is_serving() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the pool serves work");
+    let addr = pool.sv2_addr.unwrap();
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let mut conn = NoiseConn::connect_to_authority(
+        stream,
+        TdpKeys::reference().public_bytes(),
+        Limits::default(),
+    )
+    .await
+    .unwrap();
+    conn.send_message(&setup(mining_flags::REQUIRES_WORK_SELECTION))
+        .await
+        .unwrap();
+    assert!(matches!(
+        recv(&mut conn).await,
+        Message::Common(Common::SetupConnectionSuccess(_))
+    ));
+    conn.send_message(
+        &OpenExtendedMiningChannel {
+            request_id: 1,
+            user_identity: "farm".into(),
+            nominal_hash_rate: 0.0,
+            max_target: Target::from_le_bytes(&[0xff; 32]),
+            min_extranonce_size: 4,
+        }
+        .into(),
+    )
+    .await
+    .unwrap();
+    let Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)) = recv(&mut conn).await
+    else {
+        panic!("channel opened");
+    };
+    let Message::Mining(Mining::NewExtendedMiningJob(_)) = recv(&mut conn).await else {
+        panic!("the pool's job");
+    };
+    let Message::Mining(Mining::SetNewPrevHash(prev)) = recv(&mut conn).await else {
+        panic!("its prev hash");
+    };
+    // The farm's node is a block ahead of the pool's: a block the pool has not seen.
+    let outputs = farm_outputs(312_500_000);
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let mut m = custom_job(
+        ok.channel_id,
+        2,
+        token(TokenKind::Declared, &outputs, unix_ms + 600_000, &key()),
+        Hash256([0x99; 32]),
+        CompactTarget(prev.nbits),
+        &outputs,
+    );
+    m.min_ntime = prev.min_ntime;
+    conn.send_message(&m.clone().into()).await.unwrap();
+    let job_id = match recv(&mut conn).await {
+        Message::Mining(Mining::SetCustomMiningJobSuccess(s)) => s.job_id,
+        other => panic!("{other:?}"),
+    };
+    let extranonce = [
+        ok.extranonce_prefix.clone(),
+        vec![7; ok.extranonce_size.into()],
+    ]
+    .concat();
+    let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+    let (nonce, hash) = (0u32..)
+        .find_map(|n| {
+            let h = farm_header(&m, &extranonce, n).block_hash().to_byte_array();
+            (net.is_met_by(&h) && ok.target.is_met_by(&h)).then_some((n, h))
+        })
+        .unwrap();
+    conn.send_message(
+        &SubmitSharesExtended {
+            channel_id: ok.channel_id,
+            sequence_number: 1,
+            job_id,
+            nonce,
+            ntime: m.min_ntime,
+            version: m.version,
+            extranonce: extranonce[ok.extranonce_prefix.len()..].to_vec(),
+        }
+        .into(),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        recv(&mut conn).await,
+        Message::Mining(Mining::SubmitSharesSuccess(_))
+    ));
+    // The store answers for the block at once: read it back while the pool runs.
+    let result = tokio::time::timeout(WAIT, async {
+        loop {
+            let read = rusqlite::Connection::open(&db).ok().and_then(|c| {
+                c.query_row(
+                    "SELECT r.result FROM block b JOIN block_result r ON r.hash = b.hash \
+                     WHERE b.hash = ?1",
+                    [&hash[..]],
+                    |row| row.get::<_, String>(0),
+                )
+                .ok()
+            });
+            if let Some(r) = read {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the block and its answer stored");
+    assert_eq!(result, DECLARED_NOT_SUBMITTED);
+    let snap = pool.engine.stats.snapshot(pool::Millis(0));
+    assert_eq!(snap.blocks.submitted, 1);
+    assert_eq!((snap.blocks.accepted, snap.blocks.rejected), (0, 0));
+    assert_ne!(node.read(|n| n.chain().tip_hash()).0, hash);
+    pool.shutdown().await.unwrap();
+    let _ = stop_tp.send(());
 }

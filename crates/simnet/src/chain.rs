@@ -129,7 +129,7 @@ impl StoredBlock {
 /// How many blocks the median time past looks back over.
 const MEDIAN_TIME_SPAN: usize = 11;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Chain {
     blocks: HashMap<Hash256, Arc<StoredBlock>>,
     /// `main[i]` is the main-chain block at height `base_height + i`.

@@ -41,6 +41,10 @@ pub struct SimnetConfig {
     /// Network blocks carry real proof of work when finding it is expected to take at most this
     /// many hashes; above that their nonce is left as is (nothing downstream re-checks them).
     pub network_pow_budget: u64,
+    /// The rest of the network announces new transactions to each node at multiples of this
+    /// (a fixed grid standing for Bitcoin Core's 2 s average trickle to outbound peers); zero
+    /// announces each one as it appears. See [`crate::relay`].
+    pub tx_announce_interval: Duration,
     pub mempool: MempoolConfig,
 }
 
@@ -58,10 +62,59 @@ impl Default for SimnetConfig {
             block_max_weight: MAX_BLOCK_WEIGHT,
             coinbase_reserved_weight: COINBASE_RESERVED_WEIGHT,
             network_pow_budget: 1 << 16,
+            tx_announce_interval: Duration::ZERO,
             mempool: MempoolConfig::default(),
         }
     }
 }
+
+/// The name of the node a network has when it is given none.
+pub const DEFAULT_NODE: &str = "node";
+
+/// One node the network presents: a name (in events and logs) and how far it is from the rest
+/// of the network.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    pub name: String,
+    /// How long the network's transactions and blocks take to reach it, and its blocks to reach
+    /// the network.
+    pub relay_delay: Duration,
+}
+
+impl Default for NodeSpec {
+    fn default() -> Self {
+        NodeSpec::new(DEFAULT_NODE, Duration::ZERO)
+    }
+}
+
+impl NodeSpec {
+    pub fn new(name: &str, relay_delay: Duration) -> NodeSpec {
+        NodeSpec {
+            name: name.to_owned(),
+            relay_delay,
+        }
+    }
+
+    /// At least one node, each named, no name twice, none called "network" (the name events
+    /// give the rest of the network).
+    pub fn validate_all(nodes: &[NodeSpec]) -> Result<(), ConfigError> {
+        if nodes.is_empty() {
+            return Err(ConfigError::NoNodes);
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            if n.name.is_empty() || n.name == NETWORK_NAME {
+                return Err(ConfigError::NodeName(n.name.clone()));
+            }
+            if nodes[..i].iter().any(|m| m.name == n.name) {
+                return Err(ConfigError::DuplicateNode(n.name.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What events call the rest of the network (its tip changes, with several nodes).
+pub const NETWORK_NAME: &str = "network";
 
 /// The transaction arrival model and the mempool's limits.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,6 +157,12 @@ pub enum ConfigError {
     StartHeight(u32),
     #[error("start_unix_time {0} does not fit a header's 32-bit time")]
     StartTime(u64),
+    #[error("a network needs at least one node")]
+    NoNodes,
+    #[error("node name {0:?} is empty or reserved")]
+    NodeName(String),
+    #[error("node {0:?} is given twice")]
+    DuplicateNode(String),
 }
 
 impl SimnetConfig {

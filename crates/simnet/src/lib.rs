@@ -20,6 +20,9 @@
 //!   `fee_delta`, at most every `template_interval`.
 //! - The **rest of the network** finds blocks as a Poisson process with mean `block_interval`,
 //!   each taking the best transactions from the mempool.
+//! - **Nodes** ([`NodeSpec`], [`NodeView`]): the network presents one or more named nodes, each
+//!   at a relay delay from the rest of the network, with its own chain view, mempool and
+//!   templates; each node's peer traffic is modelled in [`relay`].
 //! - **Block checks** on every submission, in Bitcoin Core's order and words
 //!   ([`SubmitError`]): `high-hash`, `bad-txnmrklroot`, `duplicate`, `prev-blk-not-found`,
 //!   `bad-diffbits`, `bad-cb-height`, `bad-witness-merkle-match`,
@@ -71,23 +74,30 @@ pub mod chain;
 pub mod checks;
 pub mod config;
 pub mod dist;
+mod ledger;
 pub mod link_bytes;
 pub mod mempool;
 pub mod network;
 pub mod node;
+pub mod relay;
 pub mod rpc;
 pub mod tdp;
 pub mod template;
 pub mod time;
 pub mod txgen;
+pub mod view;
 pub mod zmq;
 
 pub use chain::{block_subsidy, BlockSource, Chain, StoredBlock};
 pub use checks::SubmitError;
-pub use config::{ConfigError, MempoolConfig, SimnetConfig, CHAIN_NAME};
+pub use config::{
+    ConfigError, MempoolConfig, NodeSpec, SimnetConfig, CHAIN_NAME, DEFAULT_NODE, NETWORK_NAME,
+};
 pub use mempool::{FeeRate, Mempool, TxEntry};
-pub use network::{Accepted, Network, Output, SubmitResult};
+pub use network::{Accepted, Network, NodeId, NodeOutput, Output, SubmitResult};
 pub use node::{Node, NodeStats, Update};
+pub use relay::PeerBytes;
 pub use template::Template;
 pub use time::SimTime;
 pub use txgen::{FeeRateModel, VsizeModel};
+pub use view::NodeView;

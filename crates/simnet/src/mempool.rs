@@ -111,7 +111,7 @@ pub enum MempoolError {
 const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
 const FULL_ENOUGH_WEIGHT_DELTA: u64 = 4000;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Mempool {
     by_txid: HashMap<Hash256, (Arc<TxEntry>, u64)>,
     by_rate: BTreeMap<RateKey, Arc<TxEntry>>,

@@ -1,15 +1,28 @@
 //! The network as one sans-IO state machine: the caller passes time in, the network says what
 //! happened and when it next needs to be called.
 //!
-//! Three kinds of events drive it, each at an exact simulated instant: a transaction arrives
+//! Four kinds of events drive it, each at an exact simulated instant: a transaction arrives
 //! (Poisson, its own random stream), the rest of the network finds a block (Poisson, another
-//! stream), a fee-driven template check comes due. Events are run in time order whatever the
-//! granularity of `advance` calls, so outputs depend on the seed and on when blocks are
+//! stream), a transaction or block reaches a node or the rest of the network after its relay
+//! delay, a node's fee-driven template check comes due. Events are run in time order whatever
+//! the granularity of `advance` calls, so outputs depend on the seed and on when blocks are
 //! submitted, not on how often the shell polls.
+//!
+//! # Nodes
+//!
+//! The network presents one or more named nodes ([`NodeSpec`]). The rest of the network is a
+//! hub, and each node sits at its relay delay from it: the network's transactions reach a node
+//! that long after they appear (announced in batches, see [`crate::relay`]), its blocks that
+//! long after they are found; a block submitted at node X reaches the hub after X's delay and
+//! node Y after X's plus Y's (X itself has it at once). So each node has its own chain view,
+//! mempool and templates, as real nodes do. Each node's peer traffic is counted by the model in
+//! [`crate::relay`]. A single node with no delay behaves exactly as the network itself: what
+//! [`Network::new`] makes, and what the accessors without a node argument read.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use primitives::bitcoin::Transaction;
 use primitives::coinbase::{witness_commitment, CoinbaseSpec, Payout, WITNESS_RESERVED_VALUE};
@@ -17,12 +30,15 @@ use primitives::{merkle_root, sha256d, CompactTarget, Difficulty, Hash256, Heade
 
 use crate::chain::{block_subsidy, BlockSource, Chain, StoredBlock};
 use crate::checks::{self, CheckedBlock, HeaderContext, SubmitError};
-use crate::config::{ConfigError, SimnetConfig, CHAIN_NAME};
+use crate::config::{ConfigError, NodeSpec, SimnetConfig, CHAIN_NAME};
 use crate::dist::{self, Rng};
+use crate::ledger::{Connected, Ledger};
 use crate::mempool::{Mempool, Selection, TxEntry};
+use crate::relay::{self, PeerBytes};
 use crate::template::{Template, TemplateBase, TEMPLATE_VERSION};
 use crate::time::SimTime;
 use crate::txgen;
+use crate::view::NodeView;
 
 /// What happened inside the network, for the shell to turn into events and notifications.
 #[derive(Clone, Debug)]
@@ -46,6 +62,27 @@ pub enum Output {
     },
 }
 
+/// An [`Output`] and whose it is.
+#[derive(Clone, Debug)]
+pub struct NodeOutput {
+    /// The node it happened at; `None` for the rest of the network (its tip changes only).
+    pub node: Option<NodeId>,
+    pub output: Output,
+}
+
+/// A node of the network, by its position in the list it was created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(u32);
+
+impl NodeId {
+    /// The first node: the one the accessors without a node argument read.
+    pub const FIRST: NodeId = NodeId(0);
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// A submitted block that became the tip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Accepted {
@@ -60,15 +97,49 @@ enum Event {
     // Declaration order breaks ties between events at the same instant.
     TxArrival,
     NetworkBlock,
-    TemplateCheck,
+    Relay,
+    TemplateCheck(usize),
+}
+
+/// Something on its way between the hub and a node.
+#[derive(Clone, Debug)]
+enum Relay {
+    /// A transaction the hub announced to `to` at `announced`.
+    Tx {
+        to: NodeId,
+        entry: Arc<TxEntry>,
+        announced: SimTime,
+    },
+    /// A block from node `from` to the hub.
+    BlockUp {
+        from: NodeId,
+        block: Arc<StoredBlock>,
+    },
+    /// A block from the hub to node `to`.
+    BlockDown { to: NodeId, block: Arc<StoredBlock> },
+}
+
+/// One node: its view of the network, its templates, its peer traffic.
+#[derive(Debug)]
+pub(crate) struct NodeState {
+    pub spec: NodeSpec,
+    pub ledger: Ledger,
+    pub template: Arc<Template>,
+    next_template_id: u64,
+    /// A fee-driven template check is due then (arrivals came in within the interval).
+    template_check_at: Option<SimTime>,
+    /// The announcement batch the hub last sent this node (its announce instant).
+    last_batch: Option<SimTime>,
+    pub peer: PeerBytes,
 }
 
 pub struct Network {
     config: SimnetConfig,
     bits: CompactTarget,
     target: Target,
-    chain: Chain,
-    mempool: Mempool,
+    /// The rest of the network: where transactions appear and network blocks are found.
+    hub: Ledger,
+    nodes: Vec<NodeState>,
     tx_rng: Rng,
     block_rng: Rng,
     /// Where the rest of the network's coinbases pay.
@@ -76,29 +147,39 @@ pub struct Network {
     now: SimTime,
     next_tx_at: SimTime,
     next_block_at: SimTime,
-    template: Arc<Template>,
-    next_template_id: u64,
-    /// A fee-driven template check is due then (arrivals came in within the interval).
-    template_check_at: Option<SimTime>,
-    outputs: Vec<Output>,
+    /// Deliveries due, by (instant, order of sending).
+    relays: BTreeMap<(SimTime, u64), Relay>,
+    relays_sent: u64,
+    outputs: Vec<NodeOutput>,
 }
 
 impl fmt::Debug for Network {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let first = &self.nodes[0];
         f.debug_struct("Network")
             .field("now", &self.now)
-            .field("tip", &self.chain.tip_hash())
-            .field("height", &self.chain.tip_height())
-            .field("mempool", &self.mempool.len())
-            .field("template", &self.template.id)
+            .field("tip", &first.ledger.chain.tip_hash())
+            .field("height", &first.ledger.chain.tip_height())
+            .field("mempool", &first.ledger.mempool.len())
+            .field("template", &first.template.id)
+            .field("nodes", &self.nodes.len())
+            .field("relays", &self.relays.len())
             .field("next_deadline", &self.next_deadline())
             .finish_non_exhaustive()
     }
 }
 
 impl Network {
+    /// A network with one node, named "node", at no delay.
     pub fn new(config: SimnetConfig) -> Result<Network, ConfigError> {
+        Network::with_nodes(config, vec![NodeSpec::default()])
+    }
+
+    /// A network presenting `nodes` (at least one, names unique), each at its relay delay from
+    /// the rest of the network. [`NodeId`]s follow the order given.
+    pub fn with_nodes(config: SimnetConfig, nodes: Vec<NodeSpec>) -> Result<Network, ConfigError> {
         config.validate()?;
+        NodeSpec::validate_all(&nodes)?;
         let bits = config.network_difficulty.to_target().to_compact_lossy();
         // The header check uses what nBits decodes to, which the lossy encoding may round down.
         let target = Target::from_compact(bits).unwrap_or(Target::ZERO);
@@ -124,6 +205,7 @@ impl Network {
         let next_tx_at = next_arrival(&mut tx_rng, SimTime::ZERO, config.mempool.arrival_rate);
         let next_block_at = next_block(&mut block_rng, SimTime::ZERO, &config);
 
+        // Every node has been in sync with the network for a while when it starts.
         let chain = Chain::new(base);
         let placeholder = Arc::new(Template::build(
             TemplateBase {
@@ -138,31 +220,54 @@ impl Network {
             },
             Selection::default(),
         ));
+        let nodes = nodes
+            .into_iter()
+            .map(|spec| NodeState {
+                spec,
+                ledger: Ledger::new(chain.clone(), mempool.clone()),
+                template: placeholder.clone(),
+                next_template_id: 1,
+                template_check_at: None,
+                last_batch: None,
+                peer: PeerBytes::default(),
+            })
+            .collect();
         let mut net = Network {
             config,
             bits,
             target,
-            chain,
-            mempool,
+            hub: Ledger::new(chain, mempool),
+            nodes,
             tx_rng,
             block_rng,
             network_payout,
             now: SimTime::ZERO,
             next_tx_at,
             next_block_at,
-            template: placeholder,
-            next_template_id: 1,
-            template_check_at: None,
+            relays: BTreeMap::new(),
+            relays_sent: 0,
             outputs: Vec::new(),
         };
-        net.new_template(SimTime::ZERO);
+        for id in net.node_ids() {
+            net.new_template(id, SimTime::ZERO);
+        }
         Ok(net)
     }
 
-    /// Runs everything due up to `now` and returns what happened since the last call (outputs
-    /// of `submit_block` calls included). Time never goes backwards: an earlier `now` than the
-    /// last one is taken as the last one.
+    /// Runs everything due up to `now` and returns what happened at the first node since the
+    /// last call (outputs of `submit_block` calls included). Time never goes backwards: an
+    /// earlier `now` than the last one is taken as the last one. With several nodes, use
+    /// [`Network::advance_nodes`]: this drops the other nodes' outputs.
     pub fn advance(&mut self, now: SimTime) -> Vec<Output> {
+        self.advance_nodes(now)
+            .into_iter()
+            .filter(|o| o.node == Some(NodeId::FIRST))
+            .map(|o| o.output)
+            .collect()
+    }
+
+    /// [`Network::advance`] for every node, and the rest of the network's tip changes.
+    pub fn advance_nodes(&mut self, now: SimTime) -> Vec<NodeOutput> {
         self.run_until(now);
         std::mem::take(&mut self.outputs)
     }
@@ -174,20 +279,29 @@ impl Network {
         (t != SimTime::NEVER).then_some(t)
     }
 
-    /// Judges a serialized block (`submitblock`). Events due up to `now` run first, so the
-    /// block is judged against the network as it is at `now`. The verdict, and a new tip and
-    /// template if it is accepted, also come out of the next `advance` as outputs.
+    /// Judges a serialized block (`submitblock`) at the first node. Events due up to `now` run
+    /// first, so the block is judged against the network as it is at `now`. The verdict, and a
+    /// new tip and template if it is accepted, also come out of the next `advance` as outputs.
     pub fn submit_block(&mut self, now: SimTime, raw: &[u8]) -> SubmitResult {
+        self.submit_block_at(NodeId::FIRST, now, raw)
+    }
+
+    /// [`Network::submit_block`] at node `node`: it judges the block against its own view, and
+    /// relays it on if valid.
+    pub fn submit_block_at(&mut self, node: NodeId, now: SimTime, raw: &[u8]) -> SubmitResult {
         self.run_until(now);
         match checks::decode(raw) {
-            Ok(block) => self.submit(block),
+            Ok(block) => self.submit(node, block),
             Err(e) => {
-                self.outputs.push(Output::BlockVerdict {
-                    at: self.now,
-                    hash: None,
-                    height: None,
-                    result: Err(e.clone()),
-                });
+                self.emit(
+                    Some(node),
+                    Output::BlockVerdict {
+                        at: self.now,
+                        hash: None,
+                        height: None,
+                        result: Err(e.clone()),
+                    },
+                );
                 Err(e)
             }
         }
@@ -199,20 +313,65 @@ impl Network {
         now: SimTime,
         block: primitives::bitcoin::Block,
     ) -> SubmitResult {
-        self.run_until(now);
-        self.submit(block)
+        self.submit_block_decoded_at(NodeId::FIRST, now, block)
     }
 
-    /// A template built now from the current mempool and tip, without publishing it (it
+    /// [`Network::submit_block_at`] for a block already decoded.
+    pub fn submit_block_decoded_at(
+        &mut self,
+        node: NodeId,
+        now: SimTime,
+        block: primitives::bitcoin::Block,
+    ) -> SubmitResult {
+        self.run_until(now);
+        self.submit(node, block)
+    }
+
+    /// A template built now from the first node's mempool and tip, without publishing it (it
     /// carries the id the next published template will have).
     pub fn preview_template(&self, now: SimTime) -> Template {
+        self.preview_template_at(NodeId::FIRST, now)
+    }
+
+    pub(crate) fn preview_template_at(&self, node: NodeId, now: SimTime) -> Template {
+        let n = &self.nodes[node.index()];
         Template::build(
-            self.template_base(now),
-            self.mempool.select(self.tx_weight_limit()),
+            self.template_base(n, now),
+            n.ledger.mempool.select(self.tx_weight_limit()),
         )
     }
 
-    // Accessors for the endpoints.
+    // Nodes.
+
+    /// Every node, in order.
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> {
+        (0..self.nodes.len() as u32).map(NodeId)
+    }
+
+    /// The node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.spec.name == name)
+            .map(|i| NodeId(i as u32))
+    }
+
+    /// What node `node` sees. Panics if `node` is not one of this network's.
+    pub fn node(&self, node: NodeId) -> NodeView<'_> {
+        NodeView::new(self, &self.nodes[node.index()], node)
+    }
+
+    /// The rest of the network's best chain.
+    pub fn network_chain(&self) -> &Chain {
+        &self.hub.chain
+    }
+
+    /// The rest of the network's mempool.
+    pub fn network_mempool(&self) -> &Mempool {
+        &self.hub.mempool
+    }
+
+    // Accessors for the endpoints: the first node's view.
 
     pub fn config(&self) -> &SimnetConfig {
         &self.config
@@ -224,46 +383,46 @@ impl Network {
 
     /// The latest template.
     pub fn template(&self) -> &Arc<Template> {
-        &self.template
+        &self.nodes[0].template
     }
 
     pub fn chain(&self) -> &Chain {
-        &self.chain
+        &self.nodes[0].ledger.chain
     }
 
     pub fn mempool(&self) -> &Mempool {
-        &self.mempool
+        &self.nodes[0].ledger.mempool
     }
 
     pub fn tip(&self) -> &Arc<StoredBlock> {
-        self.chain.tip()
+        self.chain().tip()
     }
 
     pub fn height(&self) -> u32 {
-        self.chain.tip_height()
+        self.chain().tip_height()
     }
 
     pub fn block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
-        self.chain.block(hash)
+        self.chain().block(hash)
     }
 
     pub fn block_hash(&self, height: u32) -> Option<Hash256> {
-        self.chain.hash_at(height)
+        self.chain().hash_at(height)
     }
 
     pub fn mempool_entry(&self, txid: &Hash256) -> Option<&Arc<TxEntry>> {
-        self.mempool.get(txid)
+        self.mempool().get(txid)
     }
 
     /// A mempool transaction's raw bytes (as Core without `-txindex` serves only these).
     pub fn raw_transaction(&self, txid: &Hash256) -> Option<&[u8]> {
-        self.mempool.get(txid).map(|e| &e.raw[..])
+        self.mempool().get(txid).map(|e| &e.raw[..])
     }
 
     /// Median time past of the tip (`mediantime`).
     pub fn median_time_past(&self) -> u32 {
-        self.chain
-            .median_time_past(&self.chain.tip_hash())
+        self.chain()
+            .median_time_past(&self.chain().tip_hash())
             .unwrap_or(0)
     }
 
@@ -295,14 +454,14 @@ impl Network {
 
     fn next_event(&self) -> (SimTime, Event) {
         let mut next = (self.next_tx_at, Event::TxArrival);
-        for candidate in [
-            (self.next_block_at, Event::NetworkBlock),
-            (
-                self.template_check_at.unwrap_or(SimTime::NEVER),
-                Event::TemplateCheck,
-            ),
-        ] {
-            next = next.min(candidate);
+        next = next.min((self.next_block_at, Event::NetworkBlock));
+        if let Some((&(t, _), _)) = self.relays.first_key_value() {
+            next = next.min((t, Event::Relay));
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if let Some(t) = n.template_check_at {
+                next = next.min((t, Event::TemplateCheck(i)));
+            }
         }
         next
     }
@@ -318,52 +477,165 @@ impl Network {
             match event {
                 Event::TxArrival => self.on_tx_arrival(t),
                 Event::NetworkBlock => self.on_network_block(t),
-                Event::TemplateCheck => self.check_template(t),
+                Event::Relay => {
+                    let (_, relay) = self.relays.pop_first().expect("a relay is due");
+                    self.on_relay(relay, t);
+                }
+                Event::TemplateCheck(i) => self.check_template(NodeId(i as u32), t),
             }
         }
         self.now = now;
+    }
+
+    fn emit(&mut self, node: Option<NodeId>, output: Output) {
+        self.outputs.push(NodeOutput { node, output });
+    }
+
+    /// Sends `relay` to arrive at `at`; one due now is delivered at once, so that a node at no
+    /// delay sees everything exactly when the rest of the network does.
+    fn send(&mut self, at: SimTime, relay: Relay) {
+        if at <= self.now {
+            self.on_relay(relay, self.now);
+        } else {
+            self.relays.insert((at, self.relays_sent), relay);
+            self.relays_sent += 1;
+        }
+    }
+
+    fn delay(&self, node: NodeId) -> Duration {
+        self.nodes[node.index()].spec.relay_delay
+    }
+
+    fn on_relay(&mut self, relay: Relay, t: SimTime) {
+        match relay {
+            Relay::Tx {
+                to,
+                entry,
+                announced,
+            } => self.tx_reaches_node(to, entry, announced, t),
+            Relay::BlockUp { from, block } => self.block_reaches_hub(from, block, t),
+            Relay::BlockDown { to, block } => self.block_reaches_node(to, &block, t),
+        }
     }
 
     fn on_tx_arrival(&mut self, t: SimTime) {
         let m = &self.config.mempool;
         let g = txgen::generate(&mut self.tx_rng, &m.vsize, &m.fee_rate);
         self.next_tx_at = next_arrival(&mut self.tx_rng, t, m.arrival_rate);
-        let _ = self.mempool.insert(Arc::new(TxEntry::new(g.tx, g.fee, t)));
-        let due = self.template.created_at + self.config.template_interval;
+        let entry = Arc::new(TxEntry::new(g.tx, g.fee, t));
+        self.hub.receive_tx(entry.clone());
+        let announced = self.announce_instant(t);
+        for id in self.node_ids() {
+            let at = announced + self.delay(id);
+            self.send(
+                at,
+                Relay::Tx {
+                    to: id,
+                    entry: entry.clone(),
+                    announced,
+                },
+            );
+        }
+    }
+
+    /// When the hub announces a transaction it got at `t`: the next multiple of the announce
+    /// interval, or at once.
+    fn announce_instant(&self, t: SimTime) -> SimTime {
+        let every = self.config.tx_announce_interval.as_nanos() as u64;
+        if every == 0 {
+            return t;
+        }
+        SimTime::from_nanos(t.as_nanos().div_ceil(every).saturating_mul(every))
+    }
+
+    fn tx_reaches_node(&mut self, id: NodeId, entry: Arc<TxEntry>, announced: SimTime, t: SimTime) {
+        let interval = self.config.template_interval;
+        let n = &mut self.nodes[id.index()];
+        if n.last_batch != Some(announced) {
+            n.last_batch = Some(announced);
+            let (down, up) = relay::batch_overhead();
+            n.peer.add(false, down);
+            n.peer.add(true, up);
+        }
+        let new = !n.ledger.seen.contains(&entry.txid);
+        let (down, up) = relay::tx_relay(entry.raw.len(), new);
+        n.peer.add(false, down);
+        n.peer.add(true, up);
+        if !new {
+            return;
+        }
+        // The node's mempool records when the node got it.
+        let entry = if entry.time == t {
+            entry
+        } else {
+            Arc::new(TxEntry {
+                time: t,
+                ..(*entry).clone()
+            })
+        };
+        n.ledger.receive_tx(entry);
+        let due = n.template.created_at + interval;
         if t >= due {
-            self.check_template(t);
-        } else if self.template_check_at.is_none() {
-            self.template_check_at = Some(due);
+            self.check_template(id, t);
+        } else if n.template_check_at.is_none() {
+            n.template_check_at = Some(due);
         }
     }
 
     /// A new template for the same tip, if it would gain more than `fee_delta` in fees.
-    fn check_template(&mut self, t: SimTime) {
-        self.template_check_at = None;
-        let (fees, _) = self.mempool.selection_fees(self.tx_weight_limit());
-        if fees.saturating_sub(self.template.total_fees) > self.config.fee_delta {
-            self.new_template(t);
+    fn check_template(&mut self, id: NodeId, t: SimTime) {
+        let limit = self.tx_weight_limit();
+        let n = &mut self.nodes[id.index()];
+        n.template_check_at = None;
+        let (fees, _) = n.ledger.mempool.selection_fees(limit);
+        if fees.saturating_sub(n.template.total_fees) > self.config.fee_delta {
+            self.new_template(id, t);
         }
     }
 
     fn on_network_block(&mut self, t: SimTime) {
         self.next_block_at = next_block(&mut self.block_rng, t, &self.config);
-        let payout = self.network_payout.clone();
-        self.find_block(t, payout);
+        let block = Arc::new(self.build_block(&self.hub, t, self.network_payout.clone()));
+        connect_own(&mut self.hub, block.clone());
+        self.announce_network_tip(&block, t);
+        for id in self.node_ids() {
+            let at = t + self.delay(id);
+            self.send(
+                at,
+                Relay::BlockDown {
+                    to: id,
+                    block: block.clone(),
+                },
+            );
+        }
     }
 
     /// The rest of the network finds a block right now, paying `payout_script` (Core's
     /// `generatetoaddress`). The scheduled network blocks keep their times: the Poisson process
     /// is memoryless, so an extra block does not shift it.
     pub fn mine_now(&mut self, now: SimTime, payout_script: Vec<u8>) -> Hash256 {
-        self.run_until(now);
-        self.find_block(self.now, payout_script)
+        self.mine_now_at(NodeId::FIRST, now, payout_script)
     }
 
-    fn find_block(&mut self, t: SimTime, payout_script: Vec<u8>) -> Hash256 {
-        let prev = self.chain.tip().clone();
+    /// [`Network::mine_now`] at node `node` (`generatetoaddress` on its RPC): the block is
+    /// built on its tip from its mempool, is its tip at once and is relayed like a submitted
+    /// block.
+    pub fn mine_now_at(&mut self, node: NodeId, now: SimTime, payout_script: Vec<u8>) -> Hash256 {
+        self.run_until(now);
+        let t = self.now;
+        let n = &self.nodes[node.index()];
+        let block = Arc::new(self.build_block(&n.ledger, t, payout_script));
+        connect_own(&mut self.nodes[node.index()].ledger, block.clone());
+        self.announce_tip(node, &block, t);
+        self.send_up(node, block.clone(), t);
+        block.hash
+    }
+
+    /// A block on `ledger`'s tip with its mempool's best transactions, as the network mines.
+    fn build_block(&self, ledger: &Ledger, t: SimTime, payout_script: Vec<u8>) -> StoredBlock {
+        let prev = ledger.chain.tip().clone();
         let height = prev.height + 1;
-        let selection = self.mempool.select(self.tx_weight_limit());
+        let selection = ledger.mempool.select(self.tx_weight_limit());
         let wtxids: Vec<Hash256> = selection.txs.iter().map(|e| e.wtxid).collect();
         let mut spec = CoinbaseSpec::new(height, 8);
         spec.tag = b"/simnet/".to_vec();
@@ -377,7 +649,7 @@ impl Network {
         let txids: Vec<Hash256> = std::iter::once(coinbase.compute_txid().into())
             .chain(selection.txs.iter().map(|e| e.txid))
             .collect();
-        let mintime = self.chain.median_time_past(&prev.hash).unwrap_or(0) + 1;
+        let mintime = ledger.chain.median_time_past(&prev.hash).unwrap_or(0) + 1;
         let mut header = Header {
             version: TEMPLATE_VERSION,
             prev_hash: prev.hash,
@@ -387,10 +659,7 @@ impl Network {
             nonce: 0,
         };
         self.grind(&mut header);
-        for e in &selection.txs {
-            self.mempool.remove(&e.txid);
-        }
-        let block = StoredBlock::new(
+        StoredBlock::new(
             header,
             height,
             coinbase,
@@ -398,10 +667,7 @@ impl Network {
             selection.fees,
             BlockSource::Network,
             t,
-        );
-        let hash = block.hash;
-        self.connect_tip(Arc::new(block), t);
-        hash
+        )
     }
 
     /// Real proof of work for network blocks when it is cheap (see `network_pow_budget`).
@@ -420,169 +686,161 @@ impl Network {
         }
     }
 
-    fn submit(&mut self, block: primitives::bitcoin::Block) -> SubmitResult {
+    /// A block node `from` has (found there or checked there) goes to the hub as a compact
+    /// block.
+    fn send_up(&mut self, from: NodeId, block: Arc<StoredBlock>, t: SimTime) {
+        let bytes = relay::compact_block(&block);
+        self.nodes[from.index()].peer.add(true, bytes);
+        let at = t + self.delay(from);
+        self.send(at, Relay::BlockUp { from, block });
+    }
+
+    fn block_reaches_hub(&mut self, from: NodeId, block: Arc<StoredBlock>, t: SimTime) {
+        if self.hub.chain.contains(&block.hash) {
+            return;
+        }
+        let missing = relay::unseen(&block, |e| self.hub.seen.contains(&e.txid));
+        let (request, answer) = relay::missing_txs(&block, &missing);
+        let peer = &mut self.nodes[from.index()].peer;
+        peer.add(false, request);
+        peer.add(true, answer);
+        if let Connected::Tip(b) = self.hub.connect_relayed(&block, t, block.source) {
+            self.announce_network_tip(&b, t);
+        }
+        for id in self.node_ids().filter(|&id| id != from) {
+            let at = t + self.delay(id);
+            self.send(
+                at,
+                Relay::BlockDown {
+                    to: id,
+                    block: block.clone(),
+                },
+            );
+        }
+    }
+
+    fn block_reaches_node(&mut self, id: NodeId, block: &StoredBlock, t: SimTime) {
+        let n = &mut self.nodes[id.index()];
+        if n.ledger.chain.contains(&block.hash) {
+            return;
+        }
+        let missing = relay::unseen(block, |e| n.ledger.seen.contains(&e.txid));
+        let (request, answer) = relay::missing_txs(block, &missing);
+        n.peer.add(false, relay::compact_block(block) + answer);
+        n.peer.add(true, request);
+        // From this node's side, whoever found it, it came from the network.
+        if let Connected::Tip(b) = n.ledger.connect_relayed(block, t, BlockSource::Network) {
+            self.announce_tip(id, &b, t);
+        }
+    }
+
+    fn submit(&mut self, node: NodeId, block: primitives::bitcoin::Block) -> SubmitResult {
         let hash: Hash256 = block.block_hash().into();
         let mut height = None;
-        let result = self.judge(block, &mut height);
-        self.outputs.push(Output::BlockVerdict {
-            at: self.now,
-            hash: Some(hash),
-            height,
-            result: result.as_ref().map(|_| ()).map_err(|e| e.clone()),
-        });
+        let mut stored = None;
+        let result = self.judge(node, block, &mut height, &mut stored);
+        self.emit(
+            Some(node),
+            Output::BlockVerdict {
+                at: self.now,
+                hash: Some(hash),
+                height,
+                result: result.as_ref().map(|_| ()).map_err(|e| e.clone()),
+            },
+        );
+        // Every block the node stored goes on, side branches too: a later block may build on
+        // one, and the network must know its parent.
+        if let Some(b) = stored {
+            self.send_up(node, b, self.now);
+        }
         result
     }
 
     fn judge(
         &mut self,
+        node: NodeId,
         block: primitives::bitcoin::Block,
         height_out: &mut Option<u32>,
+        stored_out: &mut Option<Arc<StoredBlock>>,
     ) -> SubmitResult {
+        let t = self.now;
+        let now_unix = self.unix_time(t);
+        let bits = self.bits;
+        let ledger = &mut self.nodes[node.index()].ledger;
         let mut checked = checks::check_block(block)?;
-        if self.chain.contains(&checked.hash) {
+        if ledger.chain.contains(&checked.hash) {
             return Err(SubmitError::Duplicate);
         }
-        let prev = self
+        let prev = ledger
             .chain
             .block(&checked.header.prev_hash)
             .ok_or(SubmitError::PrevNotFound)?
             .clone();
         let height = prev.height + 1;
         *height_out = Some(height);
-        let prev_mtp = self.chain.median_time_past(&prev.hash).unwrap_or(0);
+        let prev_mtp = ledger.chain.median_time_past(&prev.hash).unwrap_or(0);
         checks::check_header_in_context(
             &checked.header,
             &HeaderContext {
-                bits: self.bits,
+                bits,
                 prev_median_time: prev_mtp,
-                now_unix: self.unix_time(self.now),
+                now_unix,
             },
         )?;
         checks::check_block_in_context(&mut checked, height, prev_mtp)?;
 
-        let t = self.now;
-        if prev.hash == self.chain.tip_hash() {
+        if prev.hash == ledger.chain.tip_hash() {
             let (entries, fees) = checks::check_connect(&checked, block_subsidy(height), |txid| {
-                self.mempool.get(txid).cloned()
+                ledger.mempool.get(txid).cloned()
             })?;
-            for e in &entries {
-                self.mempool.remove(&e.txid);
-            }
-            let block = stored(checked, height, entries, fees, t);
-            let hash = block.hash;
-            self.connect_tip(Arc::new(block), t);
-            Ok(Accepted { hash, height })
-        } else if height > self.chain.tip_height() {
-            self.reorg(checked, height, t)
+            let block = Arc::new(stored(checked, height, entries, fees, t));
+            connect_own(ledger, block.clone());
+            *stored_out = Some(block.clone());
+            self.announce_tip(node, &block, t);
+            Ok(Accepted {
+                hash: block.hash,
+                height,
+            })
+        } else if height > ledger.chain.tip_height() {
+            let (accepted, block) = reorg(ledger, checked, height, t)?;
+            *stored_out = Some(block.clone());
+            self.announce_tip(node, &block, t);
+            Ok(accepted)
         } else {
             // A valid block on a branch no longer than ours: kept, not connected, so its
             // transactions are not checked against the mempool (Core does the same).
-            let entries = unchecked_entries(&checked, &self.mempool, t);
-            self.chain
-                .insert(Arc::new(stored(checked, height, entries, 0, t)));
+            let entries = unchecked_entries(&checked, &ledger.mempool, t);
+            let block = Arc::new(stored(checked, height, entries, 0, t));
+            ledger.seen.extend(block.txs.iter().map(|e| e.txid));
+            ledger.chain.insert(block.clone());
+            *stored_out = Some(block);
             Err(SubmitError::Inconclusive)
         }
     }
 
-    /// The submitted block makes a side branch longer than the main chain: connect the
-    /// branch if every block of it passes the connect checks against the transactions then
-    /// available (the mempool plus those of the blocks the branch replaces).
-    fn reorg(&mut self, checked: CheckedBlock, height: u32, t: SimTime) -> SubmitResult {
-        let prev_hash = checked.header.prev_hash;
-        let side = self.chain.branch_to(&prev_hash);
-        let fork_height = side.first().map_or(height - 1, |b| b.height - 1);
-        // Transactions of the main-chain blocks that would be disconnected.
-        let mut returning: HashMap<Hash256, Arc<TxEntry>> = Default::default();
-        for h in fork_height + 1..=self.chain.tip_height() {
-            let b = self
-                .chain
-                .block(&self.chain.hash_at(h).expect("main chain height"))
-                .expect("main chain block");
-            returning.extend(b.txs.iter().map(|e| (e.txid, e.clone())));
-        }
-        let mut used = HashSet::new();
-        let mut validated = Vec::with_capacity(side.len());
-        for b in &side {
-            let block = b.to_block();
-            let txids = b.txids();
-            let as_checked = CheckedBlock {
-                block,
-                hash: b.hash,
-                header: b.header,
-                txids,
-            };
-            let (entries, fees) =
-                checks::check_connect(&as_checked, block_subsidy(b.height), |txid| {
-                    available(txid, &self.mempool, &returning, &used)
-                })?;
-            used.extend(entries.iter().map(|e| e.txid));
-            validated.push(stored(as_checked, b.height, entries, fees, b.received));
-        }
-        let (entries, fees) = checks::check_connect(&checked, block_subsidy(height), |txid| {
-            available(txid, &self.mempool, &returning, &used)
-        })?;
-        let new_tip = stored(checked, height, entries, fees, t);
-        let accepted = Accepted {
-            hash: new_tip.hash,
-            height,
-        };
-
-        // Every check passed: switch branches.
-        for b in validated {
-            self.chain.insert(Arc::new(b));
-        }
-        let new_tip = Arc::new(new_tip);
-        self.chain.insert(new_tip.clone());
-        let disconnected = self.chain.set_tip(&new_tip.hash);
-        let mut mined = HashSet::new();
-        for h in (fork_height + 1..=self.chain.tip_height()).filter_map(|h| self.chain.hash_at(h)) {
-            let b = self.chain.block(&h).expect("connected block");
-            mined.extend(b.txs.iter().map(|e| e.txid));
-        }
-        for b in &disconnected {
-            for e in &b.txs {
-                if !mined.contains(&e.txid) {
-                    let _ = self.mempool.insert(e.clone());
-                }
-            }
-        }
-        for txid in &mined {
-            self.mempool.remove(txid);
-        }
-        self.announce_tip(&new_tip, t);
-        Ok(accepted)
+    fn announce_tip(&mut self, node: NodeId, block: &StoredBlock, t: SimTime) {
+        self.emit(Some(node), tip_changed(block, t));
+        self.new_template(node, t);
     }
 
-    fn connect_tip(&mut self, block: Arc<StoredBlock>, t: SimTime) {
-        self.chain.insert(block.clone());
-        self.chain.set_tip(&block.hash);
-        self.announce_tip(&block, t);
+    fn announce_network_tip(&mut self, block: &StoredBlock, t: SimTime) {
+        self.emit(None, tip_changed(block, t));
     }
 
-    fn announce_tip(&mut self, block: &StoredBlock, t: SimTime) {
-        self.outputs.push(Output::TipChanged {
-            at: t,
-            hash: block.hash,
-            height: block.height,
-            prev_hash: block.header.prev_hash,
-            source: block.source,
-        });
-        self.new_template(t);
+    fn new_template(&mut self, id: NodeId, t: SimTime) {
+        let template = Arc::new(self.preview_template_at(id, t));
+        let n = &mut self.nodes[id.index()];
+        n.next_template_id += 1;
+        n.template_check_at = None;
+        n.template = template.clone();
+        self.emit(Some(id), Output::TemplateCreated(template));
     }
 
-    fn new_template(&mut self, t: SimTime) {
-        let template = Arc::new(self.preview_template(t));
-        self.next_template_id += 1;
-        self.template_check_at = None;
-        self.template = template.clone();
-        self.outputs.push(Output::TemplateCreated(template));
-    }
-
-    fn template_base(&self, now: SimTime) -> TemplateBase {
-        let tip = self.chain.tip();
-        let mintime = self.chain.median_time_past(&tip.hash).unwrap_or(0) + 1;
+    fn template_base(&self, n: &NodeState, now: SimTime) -> TemplateBase {
+        let tip = n.ledger.chain.tip();
+        let mintime = n.ledger.chain.median_time_past(&tip.hash).unwrap_or(0) + 1;
         TemplateBase {
-            id: self.next_template_id,
+            id: n.next_template_id,
             now,
             prev_hash: tip.hash,
             height: tip.height + 1,
@@ -596,6 +854,100 @@ impl Network {
     fn tx_weight_limit(&self) -> u64 {
         self.config.block_max_weight - self.config.coinbase_reserved_weight
     }
+}
+
+fn tip_changed(block: &StoredBlock, t: SimTime) -> Output {
+    Output::TipChanged {
+        at: t,
+        hash: block.hash,
+        height: block.height,
+        prev_hash: block.header.prev_hash,
+        source: block.source,
+    }
+}
+
+/// Makes a block found or checked here the tip: its transactions leave the mempool.
+fn connect_own(ledger: &mut Ledger, block: Arc<StoredBlock>) {
+    for e in &block.txs {
+        ledger.mempool.remove(&e.txid);
+    }
+    ledger.seen.extend(block.txs.iter().map(|e| e.txid));
+    ledger.chain.insert(block.clone());
+    ledger.chain.set_tip(&block.hash);
+}
+
+/// The submitted block makes a side branch longer than the main chain: connect the branch if
+/// every block of it passes the connect checks against the transactions then available (the
+/// mempool plus those of the blocks the branch replaces).
+fn reorg(
+    ledger: &mut Ledger,
+    checked: CheckedBlock,
+    height: u32,
+    t: SimTime,
+) -> Result<(Accepted, Arc<StoredBlock>), SubmitError> {
+    let chain = &ledger.chain;
+    let prev_hash = checked.header.prev_hash;
+    let side = chain.branch_to(&prev_hash);
+    let fork_height = side.first().map_or(height - 1, |b| b.height - 1);
+    // Transactions of the main-chain blocks that would be disconnected.
+    let mut returning: HashMap<Hash256, Arc<TxEntry>> = Default::default();
+    for h in fork_height + 1..=chain.tip_height() {
+        let b = chain
+            .block(&chain.hash_at(h).expect("main chain height"))
+            .expect("main chain block");
+        returning.extend(b.txs.iter().map(|e| (e.txid, e.clone())));
+    }
+    let mut used = HashSet::new();
+    let mut validated = Vec::with_capacity(side.len());
+    for b in &side {
+        let block = b.to_block();
+        let txids = b.txids();
+        let as_checked = CheckedBlock {
+            block,
+            hash: b.hash,
+            header: b.header,
+            txids,
+        };
+        let (entries, fees) =
+            checks::check_connect(&as_checked, block_subsidy(b.height), |txid| {
+                available(txid, &ledger.mempool, &returning, &used)
+            })?;
+        used.extend(entries.iter().map(|e| e.txid));
+        validated.push(stored(as_checked, b.height, entries, fees, b.received));
+    }
+    let (entries, fees) = checks::check_connect(&checked, block_subsidy(height), |txid| {
+        available(txid, &ledger.mempool, &returning, &used)
+    })?;
+    let new_tip = stored(checked, height, entries, fees, t);
+    let accepted = Accepted {
+        hash: new_tip.hash,
+        height,
+    };
+
+    // Every check passed: switch branches.
+    for b in validated {
+        ledger.chain.insert(Arc::new(b));
+    }
+    let new_tip = Arc::new(new_tip);
+    ledger.seen.extend(new_tip.txs.iter().map(|e| e.txid));
+    ledger.chain.insert(new_tip.clone());
+    let disconnected = ledger.chain.set_tip(&new_tip.hash);
+    let mut mined = HashSet::new();
+    for h in (fork_height + 1..=ledger.chain.tip_height()).filter_map(|h| ledger.chain.hash_at(h)) {
+        let b = ledger.chain.block(&h).expect("connected block");
+        mined.extend(b.txs.iter().map(|e| e.txid));
+    }
+    for b in &disconnected {
+        for e in &b.txs {
+            if !mined.contains(&e.txid) {
+                let _ = ledger.mempool.insert(e.clone());
+            }
+        }
+    }
+    for txid in &mined {
+        ledger.mempool.remove(txid);
+    }
+    Ok((accepted, new_tip))
 }
 
 fn next_arrival(rng: &mut Rng, from: SimTime, rate: f64) -> SimTime {

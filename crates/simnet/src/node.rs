@@ -1,25 +1,35 @@
-//! A running network in real time: the shared handle the node endpoints (RPC, ZMQ, Template
+//! A running network in real time: the shared handles the node endpoints (RPC, ZMQ, Template
 //! Provider) serve from.
 //!
-//! One [`Network`] sits behind a mutex. The clock task ([`Node::run_clock`]) maps the monotonic
-//! clock onto [`SimTime`] and advances the network at its deadlines; endpoints read it through
-//! [`Node::read`] and submit blocks through [`Node::submit_block`]. Whatever the network outputs,
-//! whoever caused it, is published at once in one place ([`Node::publish`]): written to the
-//! event log, sent to [`Node::subscribe`]rs, and, for templates, stored in a watch channel so a
-//! long-poll can wait for the next one. Critical sections only run the sans-IO core, never I/O.
+//! One [`Network`] sits behind a mutex, shared by a [`Node`] handle per node it presents. The
+//! clock task ([`Node::run_clock`], one per network) maps the monotonic clock onto [`SimTime`]
+//! and advances the network at its deadlines; endpoints read their node's view through
+//! [`Node::read`] and submit blocks through [`Node::submit_block`]. Whatever the network
+//! outputs, whoever caused it, is published at once in one place ([`Node::publish`]): written to
+//! the event log under the node's name, sent to that node's [`Node::subscribe`]rs, and, for
+//! templates, stored in its watch channel so a long-poll can wait for the next one. Critical
+//! sections only run the sans-IO core, never I/O.
+//!
+//! With several nodes, the rest of the network's tip changes are recorded too, as node
+//! "network", and each node's links are named after it ("farm/tdp", "farm/peer"); a single
+//! node keeps the bare link names ("tdp", "peer").
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use events::{EventSink, ShortStr};
+use events::{EventSink, LinkCounter, ShortStr};
 use primitives::Hash256;
 use tokio::sync::{broadcast, watch};
 
 use crate::chain::BlockSource;
 use crate::checks::SubmitError;
-use crate::network::{Network, Output, SubmitResult};
+use crate::config::NETWORK_NAME;
+use crate::link_bytes;
+use crate::network::{Network, NodeId, NodeOutput, Output, SubmitResult};
+use crate::relay::PeerBytes;
 use crate::template::Template;
 use crate::time::SimTime;
+use crate::view::NodeView;
 
 /// What endpoints are told about, in the order it happened.
 #[derive(Clone, Debug)]
@@ -47,49 +57,107 @@ pub struct NodeStats {
     pub rejected_blocks: u64,
 }
 
+/// One node's outlets.
+struct Outlet {
+    name: ShortStr,
+    updates: broadcast::Sender<Update>,
+    template: watch::Sender<Arc<Template>>,
+    stats: Mutex<NodeStats>,
+    /// Its modelled peer traffic, reported as `LinkBytes` (up = what the node sent).
+    peer: Arc<LinkCounter>,
+    peer_counted: Mutex<PeerBytes>,
+}
+
 struct Shared {
     net: Mutex<Network>,
     /// The instant simulated time zero maps to.
     start: Instant,
-    name: ShortStr,
     sink: EventSink,
-    updates: broadcast::Sender<Update>,
-    template: watch::Sender<Arc<Template>>,
+    outlets: Vec<Outlet>,
+    /// Several nodes: links carry the node's name, and the network's own tips are recorded.
+    several: bool,
     /// Wakes the clock task when a submission moved the network's next deadline.
     kick: tokio::sync::Notify,
-    stats: Mutex<NodeStats>,
 }
 
-/// A cloneable handle to one running network.
+/// A cloneable handle to one node of a running network.
 #[derive(Clone)]
 pub struct Node {
     shared: Arc<Shared>,
+    id: NodeId,
 }
 
 /// How many updates a slow subscriber may fall behind before it starts missing them.
 const UPDATE_BACKLOG: usize = 1024;
 
 impl Node {
-    /// Starts the network's clock now. `name` names the node in events ("pool", "farm", ...).
-    pub fn new(mut net: Network, name: &str, sink: EventSink) -> Node {
+    /// Starts the network's clock now and returns a handle to its first node, called `name`
+    /// in events ("pool", "farm", ...) whatever the network calls it.
+    pub fn new(net: Network, name: &str, sink: EventSink) -> Node {
+        let names = net
+            .node_ids()
+            .map(|id| {
+                if id == NodeId::FIRST {
+                    name.to_owned()
+                } else {
+                    net.node(id).name().to_owned()
+                }
+            })
+            .collect();
+        Node::start(net, names, sink)
+            .into_iter()
+            .next()
+            .expect("a network has a node")
+    }
+
+    /// Starts the network's clock now and returns a handle to each of its nodes, in order,
+    /// named as the network names them.
+    pub fn all(net: Network, sink: EventSink) -> Vec<Node> {
+        let names = net
+            .node_ids()
+            .map(|id| net.node(id).name().to_owned())
+            .collect();
+        Node::start(net, names, sink)
+    }
+
+    fn start(mut net: Network, names: Vec<String>, sink: EventSink) -> Vec<Node> {
         let start = Instant::now();
-        let first = net.advance(SimTime::ZERO);
-        let (template, _) = watch::channel(net.template().clone());
-        let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
-        let node = Node {
-            shared: Arc::new(Shared {
-                net: Mutex::new(net),
-                start,
-                name: ShortStr::new(name),
-                sink,
-                updates,
-                template,
-                kick: tokio::sync::Notify::new(),
-                stats: Mutex::new(NodeStats::default()),
-            }),
-        };
-        node.publish(first);
-        node
+        let first = net.advance_nodes(SimTime::ZERO);
+        let several = names.len() > 1;
+        let outlets = net
+            .node_ids()
+            .zip(&names)
+            .map(|(id, name)| {
+                let (template, _) = watch::channel(net.node(id).template().clone());
+                let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
+                Outlet {
+                    name: ShortStr::new(name),
+                    updates,
+                    template,
+                    stats: Mutex::new(NodeStats::default()),
+                    peer: LinkCounter::new(&link_name(several, name, "peer")),
+                    peer_counted: Mutex::new(PeerBytes::default()),
+                }
+            })
+            .collect();
+        let ids: Vec<NodeId> = net.node_ids().collect();
+        let shared = Arc::new(Shared {
+            net: Mutex::new(net),
+            start,
+            sink,
+            outlets,
+            several,
+            kick: tokio::sync::Notify::new(),
+        });
+        let nodes: Vec<Node> = ids
+            .into_iter()
+            .map(|id| Node {
+                shared: shared.clone(),
+                id,
+            })
+            .collect();
+        nodes[0].publish(first);
+        nodes
     }
 
     /// Simulated time now.
@@ -102,77 +170,94 @@ impl Node {
         self.shared.start + Duration::from_nanos(t.as_nanos())
     }
 
-    /// Read access to the network, brought up to date first so that readers never see a
+    /// Read access to this node's view, brought up to date first so that readers never see a
     /// deadline that has already passed (a template the clock task is about to publish).
-    pub fn read<R>(&self, f: impl FnOnce(&Network) -> R) -> R {
+    pub fn read<R>(&self, f: impl FnOnce(&NodeView<'_>) -> R) -> R {
         let (r, outputs) = {
             let mut net = self.lock();
-            let outputs = net.advance(self.now());
-            (f(&net), outputs)
+            let outputs = net.advance_nodes(self.now());
+            (f(&net.node(self.id)), outputs)
         };
         self.publish(outputs);
         r
     }
 
-    /// Judges a serialized block (`submitblock`, `SubmitSolution`) at the current instant.
+    /// Judges a serialized block (`submitblock`, `SubmitSolution`) at this node, now.
     pub fn submit_block(&self, raw: &[u8]) -> SubmitResult {
         let (result, outputs) = {
             let mut net = self.lock();
             let now = self.now();
-            let result = net.submit_block(now, raw);
-            (result, net.advance(now))
+            let result = net.submit_block_at(self.id, now, raw);
+            (result, net.advance_nodes(now))
         };
         self.publish(outputs);
         self.shared.kick.notify_one();
         result
     }
 
-    /// The rest of the network finds `count` blocks now, paying `payout_script`
-    /// (`generatetoaddress`). Returns once every block is the tip and has been published.
+    /// This node finds `count` blocks now, paying `payout_script` (`generatetoaddress`).
+    /// Returns once every block is its tip and has been published.
     pub fn mine(&self, count: u32, payout_script: &[u8]) -> Vec<Hash256> {
         let (hashes, outputs) = {
             let mut net = self.lock();
             let now = self.now();
             let hashes: Vec<Hash256> = (0..count)
-                .map(|_| net.mine_now(now, payout_script.to_vec()))
+                .map(|_| net.mine_now_at(self.id, now, payout_script.to_vec()))
                 .collect();
-            (hashes, net.advance(now))
+            (hashes, net.advance_nodes(now))
         };
         self.publish(outputs);
         self.shared.kick.notify_one();
         hashes
     }
 
-    /// Every update from now on.
+    /// Every update of this node from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Update> {
-        self.shared.updates.subscribe()
+        self.outlet().updates.subscribe()
     }
 
-    /// The current template, and a way to wait for the next.
+    /// This node's current template, and a way to wait for the next.
     pub fn templates(&self) -> watch::Receiver<Arc<Template>> {
-        self.shared.template.subscribe()
+        self.outlet().template.subscribe()
     }
 
     pub fn stats(&self) -> NodeStats {
-        *self.shared.stats.lock().unwrap_or_else(|p| p.into_inner())
+        *self
+            .outlet()
+            .stats
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.id
     }
 
     pub fn name(&self) -> &str {
-        self.shared.name.as_str()
+        self.outlet().name.as_str()
     }
 
-    /// The node's event log, which its endpoints also write to (`LinkBytes`).
+    /// What this node's link `link` ("rpc", "zmq", "tdp", "peer") is called in `LinkBytes`
+    /// and connection labels: the bare name for a single node, "NAME/link" among several.
+    pub fn link_name(&self, link: &str) -> String {
+        link_name(self.shared.several, self.name(), link)
+    }
+
+    /// The event log, which the endpoints also write to (`LinkBytes`).
     pub fn events(&self) -> &EventSink {
         &self.shared.sink
     }
 
-    /// Advances the network at its deadlines until `stop` resolves.
+    /// Advances the network at its deadlines until `stop` resolves, and reports every node's
+    /// peer traffic each [`link_bytes::REPORT_EVERY`]. One clock per network: run it from any
+    /// one of its nodes.
     pub async fn run_clock(&self, stop: impl std::future::Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
+        let mut report = link_bytes::report_interval();
         loop {
             let (outputs, next) = {
                 let mut net = self.lock();
-                let outputs = net.advance(self.now());
+                let outputs = net.advance_nodes(self.now());
                 (outputs, net.next_deadline())
             };
             self.publish(outputs);
@@ -184,9 +269,35 @@ impl Node {
             tokio::select! {
                 _ = tokio::time::sleep_until(wake.into()) => {}
                 _ = self.shared.kick.notified() => {}
-                _ = &mut stop => return,
+                _ = report.tick() => self.report_peer_bytes(),
+                _ = &mut stop => break,
             }
         }
+        self.report_peer_bytes();
+    }
+
+    /// Emits what every node's peer link carried since the last report.
+    fn report_peer_bytes(&self) {
+        let (outputs, totals) = {
+            let mut net = self.lock();
+            let outputs = net.advance_nodes(self.now());
+            let totals: Vec<PeerBytes> =
+                net.node_ids().map(|id| net.node(id).peer_bytes()).collect();
+            (outputs, totals)
+        };
+        self.publish(outputs);
+        for (o, now) in self.shared.outlets.iter().zip(totals) {
+            let mut counted = o.peer_counted.lock().unwrap_or_else(|p| p.into_inner());
+            // The counter's read side is reported up: what the node sent toward the network.
+            o.peer.add_rx((now.up - counted.up) as usize);
+            o.peer.add_tx((now.down - counted.down) as usize);
+            *counted = now;
+            o.peer.report(&self.shared.sink);
+        }
+    }
+
+    fn outlet(&self) -> &Outlet {
+        &self.shared.outlets[self.id.index()]
     }
 
     fn lock(&self) -> MutexGuard<'_, Network> {
@@ -196,97 +307,134 @@ impl Node {
     }
 
     /// The one place outputs leave the network: events, logs, subscribers, the template watch.
-    fn publish(&self, outputs: Vec<Output>) {
-        if outputs.is_empty() {
-            return;
-        }
+    fn publish(&self, outputs: Vec<NodeOutput>) {
         let s = &self.shared;
-        let mut stats = s.stats.lock().unwrap_or_else(|p| p.into_inner());
-        for out in outputs {
-            let update = match out {
-                Output::TemplateCreated(t) => {
-                    stats.templates += 1;
-                    let fingerprint = events::fingerprint(&t.prev_hash, &t.merkle_branch);
-                    tracing::info!(node = %s.name.as_str(), id = t.id, height = t.height, txs = t.tx_count(),
-                        value_sats = t.coinbase_value, fees_sats = t.total_fees, %fingerprint, "template");
-                    s.sink.emit(events::TemplateCreated {
-                        node: s.name,
-                        template_id: t.id,
-                        height: t.height,
-                        prev_hash: t.prev_hash,
-                        value_sats: t.coinbase_value,
-                        fees_sats: t.total_fees,
-                        tx_count: t.tx_count() as u32,
-                        fingerprint,
-                        future: false,
-                    });
-                    s.template.send_replace(t.clone());
-                    Update::Template(t)
-                }
-                Output::TipChanged {
-                    hash,
-                    height,
-                    prev_hash,
-                    source,
-                    ..
-                } => {
-                    let tip_source = match source {
-                        BlockSource::Submitted => {
-                            stats.submitted_blocks += 1;
-                            events::TipSource::Submitted
-                        }
-                        BlockSource::Network | BlockSource::Start => {
-                            stats.network_blocks += 1;
-                            events::TipSource::Network
-                        }
-                    };
-                    tracing::info!(node = %s.name.as_str(), %hash, height, source = ?tip_source, "new tip");
-                    s.sink.emit(events::TipChanged {
-                        node: s.name,
-                        hash,
-                        height,
-                        prev_hash,
-                        source: tip_source,
-                    });
-                    Update::Tip {
+        for NodeOutput { node, output } in outputs {
+            match node {
+                Some(id) => s.outlets[id.index()].publish(&s.sink, output),
+                // The network's own tip: worth an event only when nodes can lag behind it.
+                None if s.several => {
+                    if let Output::TipChanged {
                         hash,
                         height,
                         prev_hash,
                         source,
+                        ..
+                    } = output
+                    {
+                        tracing::info!(node = NETWORK_NAME, %hash, height, "new tip");
+                        s.sink.emit(events::TipChanged {
+                            node: ShortStr::new(NETWORK_NAME),
+                            hash,
+                            height,
+                            prev_hash,
+                            source: tip_source(source),
+                        });
                     }
                 }
-                Output::BlockVerdict {
+                None => {}
+            }
+        }
+    }
+}
+
+fn link_name(several: bool, node: &str, link: &str) -> String {
+    if several {
+        format!("{node}/{link}")
+    } else {
+        link.to_owned()
+    }
+}
+
+fn tip_source(source: BlockSource) -> events::TipSource {
+    match source {
+        BlockSource::Submitted => events::TipSource::Submitted,
+        BlockSource::Network | BlockSource::Start => events::TipSource::Network,
+    }
+}
+
+impl Outlet {
+    fn publish(&self, sink: &EventSink, out: Output) {
+        let name = self.name;
+        let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let update = match out {
+            Output::TemplateCreated(t) => {
+                stats.templates += 1;
+                let fingerprint = events::fingerprint(&t.prev_hash, &t.merkle_branch);
+                tracing::info!(node = %name.as_str(), id = t.id, height = t.height, txs = t.tx_count(),
+                    value_sats = t.coinbase_value, fees_sats = t.total_fees, %fingerprint, "template");
+                sink.emit(events::TemplateCreated {
+                    node: name,
+                    template_id: t.id,
+                    height: t.height,
+                    prev_hash: t.prev_hash,
+                    value_sats: t.coinbase_value,
+                    fees_sats: t.total_fees,
+                    tx_count: t.tx_count() as u32,
+                    fingerprint,
+                    future: false,
+                });
+                self.template.send_replace(t.clone());
+                Update::Template(t)
+            }
+            Output::TipChanged {
+                hash,
+                height,
+                prev_hash,
+                source,
+                ..
+            } => {
+                match source {
+                    BlockSource::Submitted => stats.submitted_blocks += 1,
+                    BlockSource::Network | BlockSource::Start => stats.network_blocks += 1,
+                }
+                let tip_source = tip_source(source);
+                tracing::info!(node = %name.as_str(), %hash, height, source = ?tip_source, "new tip");
+                sink.emit(events::TipChanged {
+                    node: name,
+                    hash,
+                    height,
+                    prev_hash,
+                    source: tip_source,
+                });
+                Update::Tip {
+                    hash,
+                    height,
+                    prev_hash,
+                    source,
+                }
+            }
+            Output::BlockVerdict {
+                hash,
+                height,
+                result,
+                ..
+            } => {
+                let reason = match &result {
+                    Ok(()) => ShortStr::EMPTY,
+                    Err(e) => {
+                        stats.rejected_blocks += 1;
+                        ShortStr::new(&e.to_string())
+                    }
+                };
+                tracing::info!(node = %name.as_str(), ?hash, ?height,
+                    verdict = if result.is_ok() { "accepted" } else { reason.as_str() }, "block submitted");
+                sink.emit(events::BlockResult {
+                    node: name,
+                    hash: hash.unwrap_or_default(),
+                    height: height.unwrap_or(0),
+                    accepted: result.is_ok(),
+                    reason,
+                });
+                Update::BlockVerdict {
                     hash,
                     height,
                     result,
-                    ..
-                } => {
-                    let reason = match &result {
-                        Ok(()) => ShortStr::EMPTY,
-                        Err(e) => {
-                            stats.rejected_blocks += 1;
-                            ShortStr::new(&e.to_string())
-                        }
-                    };
-                    tracing::info!(node = %s.name.as_str(), ?hash, ?height,
-                        verdict = if result.is_ok() { "accepted" } else { reason.as_str() }, "block submitted");
-                    s.sink.emit(events::BlockResult {
-                        node: s.name,
-                        hash: hash.unwrap_or_default(),
-                        height: height.unwrap_or(0),
-                        accepted: result.is_ok(),
-                        reason,
-                    });
-                    Update::BlockVerdict {
-                        hash,
-                        height,
-                        result,
-                    }
                 }
-            };
-            // No subscribers is fine: nobody is listening yet.
-            let _ = s.updates.send(update);
-        }
+            }
+        };
+        // No subscribers is fine: nobody is listening yet.
+        let _ = self.updates.send(update);
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use jdc::declarer::DeclarerConfig;
+use jdc::fallback::FallbackConfig;
 use jdc::pool_channel::PoolChannelConfig;
 use jdc::shell::{JdcSettings, Upstream};
 use simnet::tdp::parse_public_key;
@@ -38,6 +39,10 @@ pub struct JdcArgs {
     /// What the farm hashes, in hashes per second (the pool's first target follows from it).
     #[arg(long, default_value_t = 0.0)]
     pub nominal_hash_rate: f64,
+    /// Where the coinbase pays once the JDC leaves a pool that misbehaves (solo mining on the
+    /// farm's templates, spec 6.2). Without it the devices keep mining jobs that pay the pool.
+    #[arg(long, value_name = "ADDR")]
+    pub fallback_payout_address: Option<String>,
 }
 
 fn upstream(addr: SocketAddr, key: &Option<String>, flag: &str) -> Result<Upstream> {
@@ -72,6 +77,19 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
         pool.store = None;
     }
     let host = args.upstream.ip().to_string();
+    let fallback_payout = match &args.fallback_payout_address {
+        Some(a) => {
+            let network: primitives::bitcoin::Network = settings
+                .network
+                .parse()
+                .with_context(|| format!("--network {}", settings.network))?;
+            Some(
+                primitives::coinbase::payout_script(a, network)
+                    .with_context(|| format!("--fallback-payout-address {a}"))?,
+            )
+        }
+        None => None,
+    };
     let jdc = JdcSettings {
         pool,
         jds: upstream(args.jds, &args.jds_authority_key, "--jds-authority-key")?,
@@ -94,6 +112,8 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
             ..PoolChannelConfig::default()
         },
         connect_timeout: Duration::from_secs(5),
+        fallback: FallbackConfig::default(),
+        fallback_payout,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -133,6 +153,8 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
                 "foreign": s.channel.foreign,
                 "solutions_pushed": s.solutions_pushed,
                 "upstream_lost": s.upstream_lost.clone(),
+                "fallback": s.fallback.clone(),
+                "solo": s.solo,
             })
         );
         eprintln!(

@@ -3,11 +3,18 @@
 //! The network itself is the sans-IO `simnet::Network`; this shell maps the monotonic clock onto
 //! simulated time, wakes when the network's next deadline comes due, turns its outputs into
 //! events and logs, and prints a summary when stopped (Ctrl-C, SIGTERM or `--duration`).
+//!
+//! One network can present several named nodes (`--node pool --node farm`, or `[[node]]`
+//! tables in the file), each at its relay delay from the rest of the network and with its own
+//! endpoints. Then every "X listening on ADDR" line (and the other per-node lines) starts with
+//! `node NAME: `, node by node in the order given, and each node's RPC cookie goes to
+//! `--datadir`/NAME. Without `--node` there is one node, "node", and nothing printed changes.
 
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-
+use std::fmt;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -17,7 +24,7 @@ use events::EventSink;
 use primitives::Difficulty;
 use simnet::rpc::RpcAuth;
 use simnet::tdp::{TdpConfig, TdpKeys};
-use simnet::{Network, Node, NodeStats, SimnetConfig};
+use simnet::{Network, Node, NodeSpec, NodeStats, PeerBytes, SimnetConfig, DEFAULT_NODE};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -65,6 +72,21 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tx_rate: Option<f64>,
+    /// Present a node of this name (repeat for several on the same network) [default: one,
+    /// "node"].
+    #[arg(long, value_name = "NAME")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node: Vec<String>,
+    /// How far a node is from the rest of the network: its transactions and blocks arrive this
+    /// much later, and its blocks reach the network this much later (repeatable) [default: 0].
+    #[arg(long, value_name = "NAME=DURATION")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub relay_delay: Vec<NodeDelay>,
+    /// The network announces transactions to its nodes at multiples of this (Bitcoin Core
+    /// trickles every 2s on average); 0 announces each at once [default: 0].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tx_announce_interval: Option<Dur>,
     /// Write events (templates, tips, block verdicts) to this file.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,10 +95,11 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
-    /// Serve bitcoind-compatible JSON-RPC on this address (port 0: any free port).
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rpc_listen: Option<SocketAddr>,
+    /// Serve bitcoind-compatible JSON-RPC on this address (port 0: any free port) (NAME=ADDR for node NAME,
+    /// repeatable; a bare ADDR is the first node's).
+    #[arg(long, value_name = "[NAME=]ADDR")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rpc_listen: Vec<NodeAddr>,
     /// RPC user (with --rpc-password); without them the RPC uses a cookie in --datadir.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,14 +111,16 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub datadir: Option<PathBuf>,
-    /// Publish ZMQ `hashblock` and `rawblock` on this address, as bitcoind's -zmqpub* do.
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub zmq_listen: Option<SocketAddr>,
-    /// Serve the SV2 Template Distribution Protocol (a Template Provider) on this address.
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tdp_listen: Option<SocketAddr>,
+    /// Publish ZMQ `hashblock` and `rawblock` on this address, as bitcoind's -zmqpub* do (NAME=ADDR for node NAME,
+    /// repeatable; a bare ADDR is the first node's).
+    #[arg(long, value_name = "[NAME=]ADDR")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub zmq_listen: Vec<NodeAddr>,
+    /// Serve the SV2 Template Distribution Protocol (a Template Provider) on this address (NAME=ADDR for node NAME,
+    /// repeatable; a bare ADDR is the first node's).
+    #[arg(long, value_name = "[NAME=]ADDR")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tdp_listen: Vec<NodeAddr>,
     /// The Template Provider's authority public key (base58) [default: the SV2 reference
     /// test key pair, printed at start].
     #[arg(long)]
@@ -123,14 +148,22 @@ pub struct Settings {
     pub template_interval: Dur,
     pub fee_delta: u64,
     pub tx_rate: f64,
+    /// Names (from flags) or `[[node]]` tables (from the file).
+    pub node: Vec<NodeEntry>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub relay_delay: Vec<NodeDelay>,
+    pub tx_announce_interval: Dur,
     pub events: Option<PathBuf>,
     pub duration: Dur,
-    pub rpc_listen: Option<SocketAddr>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub rpc_listen: Vec<NodeAddr>,
     pub rpc_user: Option<String>,
     pub rpc_password: Option<String>,
     pub datadir: Option<PathBuf>,
-    pub zmq_listen: Option<SocketAddr>,
-    pub tdp_listen: Option<SocketAddr>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub zmq_listen: Vec<NodeAddr>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub tdp_listen: Vec<NodeAddr>,
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
@@ -148,14 +181,17 @@ impl Default for Settings {
             template_interval: Dur(c.template_interval),
             fee_delta: c.fee_delta,
             tx_rate: c.mempool.arrival_rate,
+            node: Vec::new(),
+            relay_delay: Vec::new(),
+            tx_announce_interval: Dur(c.tx_announce_interval),
             events: None,
             duration: Dur::ZERO,
-            rpc_listen: None,
+            rpc_listen: Vec::new(),
             rpc_user: None,
             rpc_password: None,
             datadir: None,
-            zmq_listen: None,
-            tdp_listen: None,
+            zmq_listen: Vec::new(),
+            tdp_listen: Vec::new(),
             authority_public_key: None,
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
@@ -178,6 +214,7 @@ impl Settings {
             block_interval: self.block_interval.0,
             template_interval: self.template_interval.0,
             fee_delta: self.fee_delta,
+            tx_announce_interval: self.tx_announce_interval.0,
             ..SimnetConfig::default()
         };
         c.mempool.arrival_rate = self.tx_rate;
@@ -193,14 +230,68 @@ impl Settings {
         }
     }
 
-    /// The RPC's credentials: a user and password, a cookie in the data directory, or both.
-    fn rpc_auth(&self) -> Result<RpcAuth> {
+    /// The nodes to present, with their delays and endpoints, in order.
+    pub fn nodes(&self) -> Result<Vec<NodePlan>> {
+        let mut plans: Vec<NodePlan> = self
+            .node
+            .iter()
+            .map(|e| match e {
+                NodeEntry::Name(name) => NodePlan::named(name),
+                NodeEntry::Table(t) => NodePlan {
+                    name: t.name.clone(),
+                    relay_delay: t.relay_delay.0,
+                    rpc_listen: t.rpc_listen,
+                    zmq_listen: t.zmq_listen,
+                    tdp_listen: t.tdp_listen,
+                },
+            })
+            .collect();
+        if plans.is_empty() {
+            plans.push(NodePlan::named(DEFAULT_NODE));
+        }
+        let specs: Vec<NodeSpec> = plans
+            .iter()
+            .map(|p| NodeSpec::new(&p.name, p.relay_delay))
+            .collect();
+        NodeSpec::validate_all(&specs).context("nodes")?;
+        let find = |plans: &[NodePlan], name: Option<&str>, what: &str| -> Result<usize> {
+            match name {
+                None => Ok(0),
+                Some(n) => plans.iter().position(|p| p.name == n).with_context(|| {
+                    format!("{what} names node {n:?}, which is not one of --node")
+                }),
+            }
+        };
+        for d in &self.relay_delay {
+            let i = find(&plans, Some(&d.node), "--relay-delay")?;
+            plans[i].relay_delay = d.delay.0;
+        }
+        for (list, what) in [
+            (&self.rpc_listen, "--rpc-listen"),
+            (&self.zmq_listen, "--zmq-listen"),
+            (&self.tdp_listen, "--tdp-listen"),
+        ] {
+            for a in list {
+                let i = find(&plans, a.node.as_deref(), what)?;
+                let slot = match what {
+                    "--rpc-listen" => &mut plans[i].rpc_listen,
+                    "--zmq-listen" => &mut plans[i].zmq_listen,
+                    _ => &mut plans[i].tdp_listen,
+                };
+                *slot = Some(a.addr);
+            }
+        }
+        Ok(plans)
+    }
+
+    /// The RPC's credentials: a user and password, a cookie in `datadir`, or both.
+    fn rpc_auth(&self, datadir: Option<&Path>) -> Result<RpcAuth> {
         let pair = match (&self.rpc_user, &self.rpc_password) {
             (Some(u), Some(p)) => Some((u.clone(), p.clone())),
             (None, None) => None,
             _ => bail!("--rpc-user and --rpc-password go together"),
         };
-        Ok(match (&self.datadir, pair) {
+        Ok(match (datadir, pair) {
             (Some(dir), pair) => {
                 let auth = RpcAuth::cookie(dir)
                     .with_context(|| format!("writing the RPC cookie in {}", dir.display()))?;
@@ -217,9 +308,134 @@ impl Settings {
     }
 }
 
+/// `ADDR` or `NAME=ADDR`: an endpoint address for the first node or for node NAME.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeAddr {
+    pub node: Option<String>,
+    pub addr: SocketAddr,
+}
+
+impl FromStr for NodeAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (node, addr) = match s.split_once('=') {
+            Some((n, a)) => (Some(n.trim().to_owned()), a),
+            None => (None, s),
+        };
+        let addr = addr
+            .trim()
+            .parse()
+            .map_err(|e| format!("address {addr:?}: {e} (write ADDR or NAME=ADDR)"))?;
+        Ok(NodeAddr { node, addr })
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node {
+            Some(n) => write!(f, "{n}={}", self.addr),
+            None => write!(f, "{}", self.addr),
+        }
+    }
+}
+
+/// `NAME=DURATION`: a node's relay delay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeDelay {
+    pub node: String,
+    pub delay: Dur,
+}
+
+impl FromStr for NodeDelay {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (node, delay) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: write NAME=DURATION, e.g. farm=50ms"))?;
+        Ok(NodeDelay {
+            node: node.trim().to_owned(),
+            delay: delay.parse()?,
+        })
+    }
+}
+
+impl fmt::Display for NodeDelay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.node, self.delay)
+    }
+}
+
+/// Both are written as their strings, in flags and files alike.
+macro_rules! string_serde {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d)?
+                    .parse()
+                    .map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+string_serde!(NodeAddr);
+string_serde!(NodeDelay);
+
+/// A node in the settings: a name (`--node NAME`) or a `[[node]]` table of the file.
+#[derive(Deserialize, Debug)]
+#[serde(untagged)]
+pub enum NodeEntry {
+    Name(String),
+    Table(NodeTable),
+}
+
+/// `[[node]]`: `name`, `relay_delay`, and its endpoints' addresses.
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct NodeTable {
+    pub name: String,
+    #[serde(default)]
+    pub relay_delay: Dur,
+    pub rpc_listen: Option<SocketAddr>,
+    pub zmq_listen: Option<SocketAddr>,
+    pub tdp_listen: Option<SocketAddr>,
+}
+
+/// One node as it will run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodePlan {
+    pub name: String,
+    pub relay_delay: Duration,
+    pub rpc_listen: Option<SocketAddr>,
+    pub zmq_listen: Option<SocketAddr>,
+    pub tdp_listen: Option<SocketAddr>,
+}
+
+impl NodePlan {
+    fn named(name: &str) -> NodePlan {
+        NodePlan {
+            name: name.to_owned(),
+            relay_delay: Duration::ZERO,
+            rpc_listen: None,
+            zmq_listen: None,
+            tdp_listen: None,
+        }
+    }
+}
+
 pub fn run(args: SimnetArgs) -> Result<()> {
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
-    let net = Network::new(settings.network_config()).context("invalid network settings")?;
+    let plans = settings.nodes()?;
+    let specs = plans
+        .iter()
+        .map(|p| NodeSpec::new(&p.name, p.relay_delay))
+        .collect();
+    let net = Network::with_nodes(settings.network_config(), specs)
+        .context("invalid network settings")?;
     let sink = match &settings.events {
         Some(p) => EventSink::create(p, "simnet", "")?,
         None => EventSink::disabled(),
@@ -228,7 +444,7 @@ pub fn run(args: SimnetArgs) -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let summary = rt.block_on(serve(net, &settings, sink.clone()))?;
+    let summary = rt.block_on(serve(net, &settings, &plans, sink.clone()))?;
     let stats = sink.finish().context("writing events")?;
     println!("{summary}");
     if settings.events.is_some() {
@@ -240,40 +456,65 @@ pub fn run(args: SimnetArgs) -> Result<()> {
 struct Summary {
     ran_for: Duration,
     start_height: u32,
+    nodes: Vec<NodeSummary>,
+}
+
+struct NodeSummary {
+    name: String,
     height: u32,
     stats: NodeStats,
     mempool_txs: usize,
     mempool_vsize: u64,
+    peer: PeerBytes,
 }
 
-impl std::fmt::Display for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ran = Duration::from_millis(self.ran_for.as_millis() as u64);
+impl NodeSummary {
+    /// The counters, one a line, each line starting with `indent`.
+    fn write(&self, f: &mut fmt::Formatter<'_>, start_height: u32, indent: &str) -> fmt::Result {
         let s = &self.stats;
-        writeln!(f, "simnet ran for {}", humantime::format_duration(ran))?;
         writeln!(
             f,
-            "  height         {} -> {}",
-            self.start_height, self.height
+            "{indent}height         {} -> {}",
+            start_height, self.height
         )?;
         writeln!(
             f,
-            "  blocks         {} from the network, {} submitted and accepted, {} rejected",
+            "{indent}blocks         {} from the network, {} submitted and accepted, {} rejected",
             s.network_blocks, s.submitted_blocks, s.rejected_blocks
         )?;
-        writeln!(f, "  templates      {}", s.templates)?;
+        writeln!(f, "{indent}templates      {}", s.templates)?;
         write!(
             f,
-            "  mempool        {} transactions, {} vB",
+            "{indent}mempool        {} transactions, {} vB",
             self.mempool_txs, self.mempool_vsize
         )
     }
 }
 
-/// The name simnet's single node carries in events.
-const NODE: &str = "node";
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ran = Duration::from_millis(self.ran_for.as_millis() as u64);
+        write!(f, "simnet ran for {}", humantime::format_duration(ran))?;
+        if let [only] = &self.nodes[..] {
+            writeln!(f)?;
+            return only.write(f, self.start_height, "  ");
+        }
+        for n in &self.nodes {
+            writeln!(f)?;
+            writeln!(f, "  node {}", n.name)?;
+            n.write(f, self.start_height, "    ")?;
+            writeln!(f)?;
+            write!(
+                f,
+                "    peer traffic   {} B sent, {} B received",
+                n.peer.up, n.peer.down
+            )?;
+        }
+        Ok(())
+    }
+}
 
-async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
+async fn serve(net: Network, s: &Settings, plans: &[NodePlan], sink: EventSink) -> Result<Summary> {
     let started = Instant::now();
     println!(
         "simnet: chain {}, tip height {}, difficulty {}, bits {}, seed {}, block interval {}, template interval {}",
@@ -286,7 +527,8 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
         s.template_interval
     );
     let start_height = net.height();
-    let node = Node::new(net, NODE, sink.clone());
+    let several = plans.len() > 1;
+    let nodes = Node::all(net, sink.clone());
     // One stop signal for the clock and every endpoint.
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = move || {
@@ -296,40 +538,57 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
         }
     };
     let mut endpoints = tokio::task::JoinSet::new();
-    if let Some(addr) = s.rpc_listen {
-        let auth = s.rpc_auth()?;
-        let listener = bind(addr, "rpc").await?;
-        for f in auth.cookie_files() {
-            println!("rpc cookie {}", f.display());
+    for (node, plan) in nodes.iter().zip(plans) {
+        // Among several nodes every line says whose it is, and cookies do not collide.
+        let prefix = if several {
+            format!("node {}: ", plan.name)
+        } else {
+            String::new()
+        };
+        let datadir = s.datadir.as_ref().map(|d| {
+            if several {
+                d.join(&plan.name)
+            } else {
+                d.clone()
+            }
+        });
+        if let Some(addr) = plan.rpc_listen {
+            let auth = s.rpc_auth(datadir.as_deref())?;
+            let listener = bind(addr, &prefix, "rpc").await?;
+            for f in auth.cookie_files() {
+                println!("{prefix}rpc cookie {}", f.display());
+            }
+            let (node, stop) = (node.clone(), stopped());
+            endpoints.spawn(async move {
+                simnet::rpc::serve(node, listener, auth, stop)
+                    .await
+                    .context("rpc endpoint")
+            });
         }
-        let (node, stop) = (node.clone(), stopped());
-        endpoints.spawn(async move {
-            simnet::rpc::serve(node, listener, auth, stop)
-                .await
-                .context("rpc endpoint")
-        });
-    }
-    if let Some(addr) = s.zmq_listen {
-        let listener = bind(addr, "zmq").await?;
-        let (node, stop) = (node.clone(), stopped());
-        endpoints.spawn(async move {
-            simnet::zmq::serve(node, listener, stop).await;
-            Ok(())
-        });
-    }
-
-    if let Some(addr) = s.tdp_listen {
-        let mut config = TdpConfig::new(s.tdp_keys()?);
-        config.cert_validity = s.cert_validity.0;
-        config.events = sink.clone();
-        let listener = bind(addr, "tdp").await?;
-        println!("tdp authority public key {}", config.keys.public_key());
-        let (node, stop) = (node.clone(), stopped());
-        endpoints.spawn(async move {
-            simnet::tdp::serve(node, listener, config, stop)
-                .await
-                .context("tdp endpoint")
-        });
+        if let Some(addr) = plan.zmq_listen {
+            let listener = bind(addr, &prefix, "zmq").await?;
+            let (node, stop) = (node.clone(), stopped());
+            endpoints.spawn(async move {
+                simnet::zmq::serve(node, listener, stop).await;
+                Ok(())
+            });
+        }
+        if let Some(addr) = plan.tdp_listen {
+            let mut config = TdpConfig::new(s.tdp_keys()?);
+            config.cert_validity = s.cert_validity.0;
+            config.events = sink.clone();
+            let listener = bind(addr, &prefix, "tdp").await?;
+            println!(
+                "{prefix}tdp authority public key {}",
+                config.keys.public_key()
+            );
+            let (node, stop) = (node.clone(), stopped());
+            endpoints.spawn(async move {
+                simnet::tdp::serve(node, listener, config, stop)
+                    .await
+                    .context("tdp endpoint")
+            });
+        }
     }
 
     let duration = s.duration;
@@ -345,9 +604,10 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
             } => {}
         }
     };
-    // The clock runs until the stop signal, or until an endpoint fails.
+    // One clock for the whole network; it runs until the stop signal, or until an endpoint
+    // fails.
     let failed = tokio::select! {
-        _ = node.run_clock(stop) => None,
+        _ = nodes[0].run_clock(stop) => None,
         Some(Ok(Err(e))) = endpoints.join_next() => Some(e),
     };
     let _ = stop_tx.send(true);
@@ -357,24 +617,41 @@ async fn serve(net: Network, s: &Settings, sink: EventSink) -> Result<Summary> {
     if let Some(e) = failed {
         return Err(e);
     }
-    let (height, mempool_txs, mempool_vsize) =
-        node.read(|n| (n.height(), n.mempool().len(), n.mempool().total_vsize()));
+    let nodes = nodes
+        .iter()
+        .map(|node| {
+            let (height, mempool_txs, mempool_vsize, peer) = node.read(|n| {
+                (
+                    n.height(),
+                    n.mempool().len(),
+                    n.mempool().total_vsize(),
+                    n.peer_bytes(),
+                )
+            });
+            NodeSummary {
+                name: node.name().to_owned(),
+                height,
+                stats: node.stats(),
+                mempool_txs,
+                mempool_vsize,
+                peer,
+            }
+        })
+        .collect();
     Ok(Summary {
         ran_for: started.elapsed(),
         start_height,
-        height,
-        stats: node.stats(),
-        mempool_txs,
-        mempool_vsize,
+        nodes,
     })
 }
 
-/// Binds and prints the address actually bound (the line tests and scripts parse).
-async fn bind(addr: SocketAddr, what: &str) -> Result<TcpListener> {
+/// Binds and prints the address actually bound (the line tests and scripts parse), after
+/// `prefix` (empty for a single node, `node NAME: ` among several).
+async fn bind(addr: SocketAddr, prefix: &str, what: &str) -> Result<TcpListener> {
     let listener = TcpListener::bind(addr)
         .await
-        .with_context(|| format!("binding the {what} endpoint to {addr}"))?;
-    println!("{what} listening on {}", listener.local_addr()?);
+        .with_context(|| format!("binding the {prefix}{what} endpoint to {addr}"))?;
+    println!("{prefix}{what} listening on {}", listener.local_addr()?);
     Ok(listener)
 }
 

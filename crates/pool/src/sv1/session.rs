@@ -472,7 +472,7 @@ impl Session {
 
     fn send_job(&mut self, g: &Arc<Generation>, now: Millis) {
         let payout = self.payout.as_ref().expect("authorized");
-        let job = match g.job(payout) {
+        let job = match g.job(&self.engine.job_payout(payout)) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(conn = self.conn, error = %e, "cannot build job");

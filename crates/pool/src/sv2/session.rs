@@ -389,7 +389,8 @@ impl Session {
         // first bytes are a non-zero id). Extended: the id's low bytes.
         let prefix_len = total - rolled;
         let mut prefix = vec![0u8; prefix_len];
-        let base = &self.config.extranonce_base[..self.config.extranonce_base.len().min(prefix_len)];
+        let base =
+            &self.config.extranonce_base[..self.config.extranonce_base.len().min(prefix_len)];
         prefix[..base.len()].copy_from_slice(base);
         let id_bytes = id.to_be_bytes();
         let n = (prefix_len - base.len()).min(4);
@@ -735,7 +736,7 @@ impl Session {
             return;
         }
         members.sort_unstable();
-        let job = match g.job(&group.payout) {
+        let job = match g.job(&self.engine.job_payout(&group.payout)) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(conn = self.conn, error = %e, "cannot build job");
@@ -829,7 +830,7 @@ impl Session {
         let Some(c) = self.channels.get_mut(&channel_id) else {
             return;
         };
-        let job = match g.job(&c.payout) {
+        let job = match g.job(&self.engine.job_payout(&c.payout)) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(conn = self.conn, error = %e, "cannot build job");

@@ -64,7 +64,7 @@ pub(super) async fn serve(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let sink = node.events().clone();
-    let counter = LinkCounter::new("rpc");
+    let counter = LinkCounter::new(&node.link_name("rpc"));
     let mut report = link_bytes::report_interval();
     let state = Arc::new(State {
         ctx: Arc::new(Ctx::new(node, options.longpoll_timeout, stop_rx)),

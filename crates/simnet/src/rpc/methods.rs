@@ -23,9 +23,9 @@ use super::json_types::*;
 use super::jsonrpc::*;
 use crate::chain::StoredBlock;
 use crate::mempool::TxEntry;
-use crate::network::Network;
 use crate::node::Node;
 use crate::template::Template;
+use crate::view::NodeView;
 
 /// What the methods run against.
 pub(crate) struct Ctx {
@@ -138,7 +138,7 @@ struct HeaderCtx {
     next: Option<Hash256>,
 }
 
-fn header_ctx(net: &Network, b: &StoredBlock) -> HeaderCtx {
+fn header_ctx(net: &NodeView<'_>, b: &StoredBlock) -> HeaderCtx {
     let chain = net.chain();
     let main = chain.is_main(&b.hash);
     HeaderCtx {
@@ -457,7 +457,7 @@ fn getmininginfo(node: &Node) -> RpcResult {
 }
 
 /// Core's `GetNetworkHashPS`: the work of the last `lookup` blocks over the span of their times.
-fn network_hash_ps(n: &Network, lookup: i64, height: Option<u32>) -> Result<f64, RpcError> {
+fn network_hash_ps(n: &NodeView<'_>, lookup: i64, height: Option<u32>) -> Result<f64, RpcError> {
     let chain = n.chain();
     let height = height.unwrap_or(chain.tip_height());
     let Some(tip) = chain.hash_at(height).and_then(|h| chain.block(&h)) else {

@@ -56,7 +56,8 @@ pub struct TdpConfig {
     pub retained_tips: usize,
     /// And at most this many templates in all per connection.
     pub max_templates: usize,
-    /// Connection events (`ConnectionOpened` with label "tdp", `ConnectionClosed`).
+    /// Connection events (`ConnectionOpened` labelled with the node's "tdp" link name,
+    /// `ConnectionClosed`).
     pub events: EventSink,
 }
 
@@ -98,12 +99,14 @@ pub async fn serve(
     session.retained_tips = config.retained_tips;
     session.max_templates = config.max_templates;
     let sink = node.events().clone();
+    let link = node.link_name("tdp");
     let endpoint = Arc::new(Endpoint {
         node,
         config,
         session,
         local,
-        bytes: LinkCounter::new("tdp"),
+        label: ShortStr::new(&link),
+        bytes: LinkCounter::new(&link),
     });
     let mut report = link_bytes::report_interval();
     // Tells connections to close on shutdown, so that each records why it ended.
@@ -156,6 +159,8 @@ struct Endpoint {
     config: TdpConfig,
     session: SessionConfig,
     local: SocketAddr,
+    /// The node's "tdp" link name, which connection events carry.
+    label: ShortStr,
     /// Frame bytes read and written, handshakes included (a failed handshake is not counted).
     bytes: Arc<LinkCounter>,
 }
@@ -172,7 +177,7 @@ async fn connection(
         conn,
         peer,
         local: endpoint.local,
-        label: ShortStr::new("tdp"),
+        label: endpoint.label,
     });
     tracing::debug!(conn, %peer, "tdp connection accepted");
     let result = tokio::select! {

@@ -138,6 +138,7 @@ impl Publisher {
     /// Subscribes to the node's updates now: every tip change from here on is published once
     /// [`Publisher::serve`] runs, even one that happens before it is first polled.
     pub fn new(node: Node, config: ZmqConfig) -> Publisher {
+        let link = node.link_name("zmq");
         Publisher {
             updates: node.subscribe(),
             node,
@@ -145,7 +146,7 @@ impl Publisher {
             stats: ZmqStats {
                 peers: Arc::default(),
                 counters: Arc::default(),
-                bytes: LinkCounter::new("zmq"),
+                bytes: LinkCounter::new(&link),
             },
             sequence: [0; TOPICS.len()],
             last_tip: None,
