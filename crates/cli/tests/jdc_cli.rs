@@ -5,115 +5,99 @@
 
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
-use support::{dump_events, http_get_json, run_fleet, Role};
+use support::{dump_events, http_get_json, run_fleet, Role, Roles};
 
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
-/// Roles still running; whatever a failing assertion leaves behind is killed.
-#[derive(Default)]
-struct Roles(Vec<(&'static str, Role)>);
-
-impl Roles {
-    fn add(&mut self, name: &'static str, role: Role) -> &Role {
-        self.0.push((name, role));
-        &self.0.last().unwrap().1
-    }
-
-    fn stop(&mut self, name: &str) -> Vec<String> {
-        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
-        let (_, role) = self.0.remove(i);
-        role.stop()
-    }
+/// Simnet (one node, RPC and TDP), the pool with its JDS, and the JDC on the same node.
+struct Stack {
+    roles: Roles,
+    rpc: String,
+    pool_http: String,
+    /// Where the devices connect.
+    jdc: String,
+    jdc_http: String,
 }
 
-impl Drop for Roles {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for (n, r) in &self.0 {
-                eprintln!("--- {n}\n{}", r.log_tail());
-            }
-        }
-        for (_, r) in self.0.drain(..) {
-            r.kill9();
-        }
-    }
-}
-
-#[test]
-fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
-    let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("jd-token.key");
+/// `simnet_events` and `pool_events` are written if given; `jdc_args` are added to the JDC's.
+fn stack(
+    dir: &Path,
+    network_difficulty: &str,
+    template_interval: &str,
+    simnet_events: Option<&Path>,
+    pool_events: Option<&Path>,
+    jdc_args: &[&str],
+) -> Stack {
+    let key = dir.join("jd-token.key");
     std::fs::write(&key, "5a".repeat(32)).unwrap();
     let key = key.to_str().unwrap();
-    let pool_events = dir.path().join("pool.ev");
-    let simnet_events = dir.path().join("simnet.ev");
     let mut roles = Roles::default();
+    let events = |p: Option<&Path>| -> Vec<String> {
+        p.map(|p| vec!["--events".into(), p.to_str().unwrap().to_owned()])
+            .unwrap_or_default()
+    };
 
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--rpc-listen",
-                "127.0.0.1:0",
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-                // Templates with transactions, so that declarations carry some.
-                "--tx-rate",
-                "20",
-                "--template-interval",
-                "2s",
-                "--events",
-                simnet_events.to_str().unwrap(),
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
+    let simnet_events = events(simnet_events);
+    let mut args = vec![
+        "--tdp-listen",
+        "127.0.0.1:0",
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--rpc-user",
+        "lab",
+        "--rpc-password",
+        "lab",
+        "--network-difficulty",
+        network_difficulty,
+        "--block-interval",
+        "0",
+        // Templates with transactions, so that declarations carry some, but a tenth of the
+        // mainnet-like backlog: a debug build's JDC and JDS would take seconds per template.
+        "--initial-txs",
+        "300",
+        "--tx-rate",
+        "20",
+        "--template-interval",
+        template_interval,
+        "--duration",
+        "120s",
+    ];
+    args.extend(simnet_events.iter().map(String::as_str));
+    let simnet = roles.add("simnet", Role::start("simnet", &args));
     let rpc = simnet.line("rpc listening on");
     let tdp = simnet.line("tdp listening on");
 
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--http-listen",
-                "127.0.0.1:0",
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                dir.path().join("pool.sqlite").to_str().unwrap(),
-                "--jd-token-key",
-                key,
-                // A tenth of the devices' shares meet the pool's target.
-                "--start-difficulty",
-                "0.0001",
-                "--events",
-                pool_events.to_str().unwrap(),
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
+    let store = dir.join("pool.sqlite");
+    let pool_events = events(pool_events);
+    let mut args = vec![
+        "--sv2-listen",
+        "127.0.0.1:0",
+        "--tp",
+        &tdp,
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store.to_str().unwrap(),
+        "--jd-token-key",
+        key,
+        // A tenth of the devices' shares meet the pool's target.
+        "--start-difficulty",
+        "0.0001",
+        "--duration",
+        "120s",
+    ];
+    args.extend(pool_events.iter().map(String::as_str));
+    let pool = roles.add("pool", Role::start("pool", &args));
     let pool_key = pool.line("sv2 authority public key");
     let sv2 = pool.line("sv2 listening on");
     let pool_http = pool.line("http listening on");
 
+    let node_rpc = format!("http://{rpc}");
     let jds = roles.add(
         "jds",
         Role::start(
@@ -122,7 +106,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
                 "--listen",
                 "127.0.0.1:0",
                 "--node-rpc",
-                &format!("http://{rpc}"),
+                &node_rpc,
                 "--rpc-user",
                 "lab",
                 "--rpc-password",
@@ -138,51 +122,88 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
     );
     let jds_addr = jds.line("jds listening on");
 
-    let jdc = roles.add(
-        "jdc",
-        Role::start(
-            "jdc",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--upstream",
-                &sv2,
-                "--upstream-authority-key",
-                &pool_key,
-                "--jds",
-                &jds_addr,
-                "--start-difficulty",
-                "0.00001",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
+    let mut args = vec![
+        "--sv2-listen",
+        "127.0.0.1:0",
+        "--tp",
+        &tdp,
+        "--upstream",
+        &sv2,
+        "--upstream-authority-key",
+        &pool_key,
+        "--jds",
+        &jds_addr,
+        "--start-difficulty",
+        "0.00001",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--duration",
+        "120s",
+    ];
+    args.extend_from_slice(jdc_args);
+    let jdc = roles.add("jdc", Role::start("jdc", &args));
     let downstream = jdc.line("sv2 listening on");
     let jdc_http = jdc.line("http listening on");
+    Stack {
+        roles,
+        rpc,
+        pool_http,
+        jdc: downstream,
+        jdc_http,
+    }
+}
 
-    let report = run_fleet(
+/// Four SV2 devices on the JDC at 200 kH/s for `duration`.
+fn fleet(jdc: &str, duration: &str) -> serde_json::Value {
+    run_fleet(
         &[
             "--protocol",
             "sv2",
             "--pool",
-            &downstream,
+            jdc,
             "--devices",
             "4",
             "--hash-budget",
             "200kH/s",
             "--duration",
-            "15s",
+            duration,
             "--drain",
-            "3s",
+            "2s",
             "--json",
         ],
-        Duration::from_secs(60),
+        Duration::from_secs(90),
+    )
+}
+
+/// Stops the JDC and reads its summary line.
+fn jdc_summary(roles: &mut Roles) -> serde_json::Value {
+    let out = roles.stop("jdc");
+    out.iter()
+        .find_map(|l| l.strip_prefix("jdc summary "))
+        .map(|j| serde_json::from_str(j).unwrap())
+        .unwrap_or_else(|| panic!("no summary in {out:?}"))
+}
+
+#[test]
+fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool_events = dir.path().join("pool.ev");
+    let simnet_events = dir.path().join("simnet.ev");
+    let Stack {
+        mut roles,
+        pool_http,
+        jdc,
+        jdc_http,
+        ..
+    } = stack(
+        dir.path(),
+        "0.0005",
+        "2s",
+        Some(&simnet_events),
+        Some(&pool_events),
+        &[],
     );
+    let report = fleet(&jdc, "15s");
     let accepted = report["shares"]["accepted"].as_u64().unwrap();
     assert_eq!(report["ready"].as_u64(), Some(4), "{report}");
     assert!(
@@ -196,12 +217,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         "{jdc_status}"
     );
 
-    let out = roles.stop("jdc");
-    let summary: serde_json::Value = out
-        .iter()
-        .find_map(|l| l.strip_prefix("jdc summary "))
-        .map(|j| serde_json::from_str(j).unwrap())
-        .unwrap_or_else(|| panic!("no summary in {out:?}"));
+    let summary = jdc_summary(&mut roles);
     assert!(summary["declared"].as_u64().unwrap() >= 1, "{summary}");
     assert!(summary["jobs_set"].as_u64().unwrap() >= 1, "{summary}");
     assert_eq!(
@@ -293,147 +309,27 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
     // A P2WSH whose program is 32 bytes of 0x11, on regtest.
     const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
     let dir = tempfile::tempdir().unwrap();
-    let key = dir.path().join("jd-token.key");
-    std::fs::write(&key, "a5".repeat(32)).unwrap();
-    let key = key.to_str().unwrap();
-    let mut roles = Roles::default();
-
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--rpc-listen",
-                "127.0.0.1:0",
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                // A block every two seconds or so at the fleet's 200 kH/s.
-                "--network-difficulty",
-                "0.0001",
-                "--block-interval",
-                "0",
-                "--tx-rate",
-                "20",
-                "--template-interval",
-                "1s",
-                "--duration",
-                "120s",
-            ],
-        ),
+    // A block every two seconds or so at the fleet's 200 kH/s.
+    let Stack {
+        mut roles,
+        rpc: rpc_addr,
+        jdc,
+        ..
+    } = stack(
+        dir.path(),
+        "0.0001",
+        "1s",
+        None,
+        None,
+        &["--fallback-payout-address", FARM],
     );
-    let rpc_addr = simnet.line("rpc listening on");
-    let tdp = simnet.line("tdp listening on");
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                dir.path().join("pool.sqlite").to_str().unwrap(),
-                "--jd-token-key",
-                key,
-                "--start-difficulty",
-                "0.0001",
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
-    let pool_key = pool.line("sv2 authority public key");
-    let sv2 = pool.line("sv2 listening on");
-    let jds = roles.add(
-        "jds",
-        Role::start(
-            "jds",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &format!("http://{rpc_addr}"),
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                "--jd-token-key",
-                key,
-                "--payout-address",
-                PAYOUT,
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
-    let jds_addr = jds.line("jds listening on");
-    let jdc = roles.add(
-        "jdc",
-        Role::start(
-            "jdc",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--upstream",
-                &sv2,
-                "--upstream-authority-key",
-                &pool_key,
-                "--jds",
-                &jds_addr,
-                "--start-difficulty",
-                "0.00001",
-                "--fallback-payout-address",
-                FARM,
-                "--duration",
-                "120s",
-            ],
-        ),
-    );
-    let downstream = jdc.line("sv2 listening on");
-    let pool_payee = jdc.line("jdc pool payout");
-    assert!(!pool_payee.is_empty());
-
-    let fleet = std::thread::spawn(move || {
-        run_fleet(
-            &[
-                "--protocol",
-                "sv2",
-                "--pool",
-                &downstream,
-                "--devices",
-                "4",
-                "--hash-budget",
-                "200kH/s",
-                "--duration",
-                "25s",
-                "--drain",
-                "2s",
-                "--json",
-            ],
-            Duration::from_secs(90),
-        )
-    });
+    let fleet = std::thread::spawn(move || fleet(&jdc, "25s"));
     std::thread::sleep(Duration::from_secs(8));
-    let i = roles.0.iter().position(|(n, _)| *n == "pool").unwrap();
-    roles.0.remove(i).1.kill9();
+    roles.kill("pool");
     let report = fleet.join().unwrap();
 
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
-    let out = roles.stop("jdc");
-    let summary: serde_json::Value = out
-        .iter()
-        .find_map(|l| l.strip_prefix("jdc summary "))
-        .map(|j| serde_json::from_str(j).unwrap())
-        .unwrap_or_else(|| panic!("no summary in {out:?}"));
+    let summary = jdc_summary(&mut roles);
     assert_eq!(summary["solo"], true, "{summary}");
     assert!(
         summary["fallback"].as_str().unwrap_or("").contains("pool"),

@@ -6,59 +6,9 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get, http_get_json, run_fleet, Role};
+use support::{dump_events, http_get, http_get_json, run_fleet, Role, Roles};
 
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
-
-/// Roles still running; whatever a failing assertion leaves behind is killed.
-#[derive(Default)]
-struct Roles(Vec<(&'static str, Role)>);
-
-impl Roles {
-    fn add(&mut self, name: &'static str, role: Role) -> &Role {
-        self.0.push((name, role));
-        &self.0.last().unwrap().1
-    }
-
-    /// Stops one role with SIGTERM; it must exit successfully.
-    fn stop(&mut self, name: &str) -> Vec<String> {
-        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
-        let (_, role) = self.0.remove(i);
-        role.stop()
-    }
-
-    /// Sends a signal to one role, which stays listed.
-    fn signal(&self, name: &str, sig: i32) {
-        let (_, role) = self.0.iter().find(|(n, _)| *n == name).unwrap();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(role.child.id() as i32, sig) };
-    }
-
-    /// Kills one role with SIGKILL, as a crash would.
-    fn kill(&mut self, name: &str) {
-        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
-        self.0.remove(i).1.kill9();
-    }
-
-    fn logs(&self) -> String {
-        self.0
-            .iter()
-            .map(|(n, r)| format!("--- {n}\n{}", r.log_tail()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-impl Drop for Roles {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("{}", self.logs());
-        }
-        for (_, r) in self.0.drain(..) {
-            r.kill9();
-        }
-    }
-}
 
 /// Polls the translator's `/api/status` until `done` holds (bounded by 10 s).
 fn status_when(

@@ -498,6 +498,11 @@ impl Joined {
             return;
         }
         self.fetching = true;
+        tracing::debug!(
+            generation = g.id,
+            template_id = tdp.template_id,
+            "jdc: transaction data requested"
+        );
         let data_tx = data_tx.clone();
         let generation = g.id;
         tokio::spawn(async move {
@@ -541,6 +546,11 @@ impl Joined {
                 return;
             }
         };
+        tracing::debug!(
+            generation,
+            txs = data.transaction_list.len(),
+            "jdc: transaction data received"
+        );
         let mut txs = Vec::with_capacity(data.transaction_list.len());
         for raw in data.transaction_list {
             let Ok(tx) = deserialize::<Transaction>(&raw) else {
@@ -576,6 +586,7 @@ impl Joined {
         if let Some(slot) = self.recent.iter_mut().find(|(r, _)| r.id == generation) {
             slot.1 = Some(custom_job);
         }
+        tracing::debug!(generation, txs = txs.len(), "jdc: declaring");
         let events = self.declarer.declare(Declaration {
             generation,
             version: job.version,

@@ -72,6 +72,11 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tx_rate: Option<f64>,
+    /// Transactions already waiting when the network starts [default: 3000, a mainnet-like
+    /// backlog].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_txs: Option<usize>,
     /// Present a node of this name (repeat for several on the same network) [default: one,
     /// "node"].
     #[arg(long, value_name = "NAME")]
@@ -148,6 +153,7 @@ pub struct Settings {
     pub template_interval: Dur,
     pub fee_delta: u64,
     pub tx_rate: f64,
+    pub initial_txs: usize,
     /// Names (from flags) or `[[node]]` tables (from the file).
     pub node: Vec<NodeEntry>,
     #[serde(deserialize_with = "config::one_or_many")]
@@ -181,6 +187,7 @@ impl Default for Settings {
             template_interval: Dur(c.template_interval),
             fee_delta: c.fee_delta,
             tx_rate: c.mempool.arrival_rate,
+            initial_txs: c.mempool.initial_txs,
             node: Vec::new(),
             relay_delay: Vec::new(),
             tx_announce_interval: Dur(c.tx_announce_interval),
@@ -218,6 +225,7 @@ impl Settings {
             ..SimnetConfig::default()
         };
         c.mempool.arrival_rate = self.tx_rate;
+        c.mempool.initial_txs = self.initial_txs;
         c
     }
 

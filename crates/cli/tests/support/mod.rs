@@ -144,3 +144,56 @@ pub fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
+
+/// Roles still running, by name; whatever a failing assertion leaves behind is killed (and its
+/// log shown).
+#[derive(Default)]
+pub struct Roles(pub Vec<(&'static str, Role)>);
+
+impl Roles {
+    pub fn add(&mut self, name: &'static str, role: Role) -> &Role {
+        self.0.push((name, role));
+        &self.0.last().unwrap().1
+    }
+
+    fn take(&mut self, name: &str) -> Role {
+        let i = self.0.iter().position(|(n, _)| *n == name).unwrap();
+        self.0.remove(i).1
+    }
+
+    /// Stops one role with SIGTERM; it must exit successfully. Returns what it printed since.
+    pub fn stop(&mut self, name: &str) -> Vec<String> {
+        self.take(name).stop()
+    }
+
+    /// Sends a signal to one role, which stays listed.
+    pub fn signal(&self, name: &str, sig: i32) {
+        let (_, role) = self.0.iter().find(|(n, _)| *n == name).unwrap();
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(role.child.id() as i32, sig) };
+    }
+
+    /// Kills one role with SIGKILL, as a crash would.
+    pub fn kill(&mut self, name: &str) {
+        self.take(name).kill9();
+    }
+
+    pub fn logs(&self) -> String {
+        self.0
+            .iter()
+            .map(|(n, r)| format!("--- {n}\n{}", r.log_tail()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for Roles {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+        for (_, r) in self.0.drain(..) {
+            r.kill9();
+        }
+    }
+}
