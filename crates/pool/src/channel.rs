@@ -492,7 +492,17 @@ impl Channel {
         epoch: u64,
         now: Millis,
     ) -> Result<Accepted<'_>, Reject> {
-        let pos = self.find(s.wire_id, epoch)?;
+        // A declared job's block reaches the pool's node from the farm's side, often before
+        // the share that found it reaches the pool: the tip it moved must not make that very
+        // share stale. Such a job's staleness is judged after hashing, then.
+        let (pos, superseded) = match self.find(s.wire_id, epoch) {
+            Ok(pos) => (pos, false),
+            Err(Reject::Stale) => match self.jobs.iter().rposition(|j| j.wire_id == s.wire_id) {
+                Some(pos) if self.jobs[pos].job.is_declared() => (pos, true),
+                _ => return Err(Reject::Stale),
+            },
+            Err(r) => return Err(r),
+        };
         if s.extranonce.len() != self.extranonce_len {
             return Err(Reject::ExtranonceSize);
         }
@@ -504,6 +514,9 @@ impl Channel {
             ntime: s.ntime,
             nonce: s.nonce,
         });
+        if superseded && !self.jobs[pos].job.made_the_tip(&hash) {
+            return Err(Reject::Stale);
+        }
         self.credit(pos, header, hash, now)
     }
 

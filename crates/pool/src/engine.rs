@@ -122,6 +122,8 @@ pub struct Engine {
     /// costs one atomic load.
     payout_override: RwLock<Option<ScriptBuf>>,
     overridden: AtomicBool,
+    /// Declared tokens jobs were set under, on any connection (one job each).
+    pub used_tokens: crate::jd_token::UsedTokens,
 }
 
 /// An accepted share as a role above the engine sees it: enough to submit it again under
@@ -168,6 +170,7 @@ impl Engine {
             share_tap: std::sync::OnceLock::new(),
             payout_override: RwLock::new(None),
             overridden: AtomicBool::new(false),
+            used_tokens: Default::default(),
         });
         (engine, found)
     }

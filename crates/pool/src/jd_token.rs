@@ -211,6 +211,27 @@ impl TokenKey {
     }
 }
 
+/// Declared tokens the pool has accepted a job under, so that each buys one job: a token
+/// commits to the outputs the JDS checked, not to the header or transactions, and a client
+/// reusing it could set jobs the JDS never saw. Shared by every connection; a token is
+/// forgotten once it has expired (it would be refused anyway).
+#[derive(Debug, Default)]
+pub struct UsedTokens {
+    /// (id, expiry) of each token: ids alone restart with their JDS.
+    seen: std::sync::Mutex<std::collections::HashMap<(u64, u64), ()>>,
+}
+
+impl UsedTokens {
+    /// Records `c` as used at `now_ms`: `false` if it was used before.
+    pub fn claim(&self, c: &TokenClaims, now_ms: u64) -> bool {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= 1024 {
+            seen.retain(|&(_, expires), _| expires >= now_ms);
+        }
+        seen.insert((c.id, c.expires_ms), ()).is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +305,36 @@ mod tests {
         richer.value = Amount::from_sat(6);
         assert_ne!(base, OutputsDigest::of(&[richer, b.clone()]));
         assert_ne!(base, OutputsDigest::of(&[a]));
+    }
+
+    #[test]
+    fn a_declared_token_buys_one_job_and_expired_ones_are_forgotten() {
+        let used = UsedTokens::default();
+        let c = claims(TokenKind::Declared);
+        assert!(used.claim(&c, 0));
+        assert!(!used.claim(&c, 10));
+        // Same id from a restarted JDS: another expiry, another token.
+        assert!(used.claim(
+            &TokenClaims {
+                expires_ms: 2_000_000,
+                ..c
+            },
+            10
+        ));
+        for id in 100..1200 {
+            used.claim(
+                &TokenClaims {
+                    id,
+                    expires_ms: 5,
+                    ..c
+                },
+                0,
+            );
+        }
+        // Pruning drops only expired tokens.
+        used.claim(&TokenClaims { id: 7, ..c }, 6);
+        assert!(!used.claim(&c, 6));
+        assert!(used.seen.lock().unwrap().len() < 1024);
     }
 
     #[test]

@@ -155,6 +155,14 @@ impl Job {
         }
     }
 
+    /// A declared job's share whose block is the pool's tip now: the tip moved because of it.
+    pub fn made_the_tip(&self, hash: &Hash256) -> bool {
+        match &self.origin {
+            Origin::Template => false,
+            Origin::Declared { tips, .. } => tips.current() == Some(*hash),
+        }
+    }
+
     /// The header a solution makes, and its hash. The coinbase's fixed first blocks are hashed
     /// once per job, so a share costs the floor less one compression; the coinbase's txid, the
     /// merkle branch and the header are then hashed in one go (see

@@ -79,10 +79,12 @@ fn farm_outputs(pool_sat: u64) -> Vec<TxOut> {
     ]
 }
 
+/// A fresh token (each buys one job).
 fn token(kind: TokenKind, outputs: &[TxOut], expires_ms: u64, key: &TokenKey) -> Vec<u8> {
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(77);
     key.issue(&TokenClaims {
         kind,
-        id: 77,
+        id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         expires_ms,
         outputs: OutputsDigest::of(outputs),
     })
@@ -601,6 +603,32 @@ fn a_declared_job_on_another_block_makes_the_earlier_ones_stale() {
 }
 
 #[test]
+fn a_declared_token_sets_one_job_on_any_connection() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let mut first = Jdc::connect(&lab);
+    let mut second = Jdc::connect(&lab);
+    let outputs = farm_outputs(5_000_000_000);
+    let token = declared(&outputs);
+    let job = |jdc: &Jdc, request_id| {
+        custom_job(
+            jdc.channel_id,
+            request_id,
+            token.clone(),
+            tip(1),
+            HARD_BITS,
+            &outputs,
+        )
+    };
+    // A job refused for its fields leaves the token unused.
+    let mut bad = job(&first, 1);
+    bad.version = 0x4000_0000;
+    assert_eq!(first.refused(bad), "invalid-job-param-value-version");
+    first.accepted(job(&first, 2));
+    assert_eq!(first.refused(job(&first, 3)), "invalid-mining-job-token");
+    assert_eq!(second.refused(job(&second, 1)), "invalid-mining-job-token");
+}
+
+#[test]
 fn the_pools_tip_moving_past_the_jobs_block_makes_it_stale_its_own_jobs_do_not() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut jdc = Jdc::connect(&lab);
@@ -666,6 +694,33 @@ fn a_block_on_a_declared_job_is_recorded_as_found_and_left_to_the_farm() {
     assert_eq!(coinbase.input[0].witness.len(), 1);
     assert_eq!(lab.engine.stats.snapshot(T0).blocks.submitted, 1);
     assert!(lab.next_block().is_none(), "one share, one block");
+}
+
+#[test]
+fn the_share_that_found_the_block_is_not_stale_when_its_block_reached_the_pool_first() {
+    let mut lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
+    let mut jdc = Jdc::connect(&lab);
+    let outputs = farm_outputs(5_000_000_000);
+    let job = jdc.accepted(custom_job(
+        jdc.channel_id,
+        1,
+        declared(&outputs),
+        tip(3),
+        EASY_BITS,
+        &outputs,
+    ));
+    let net = Target::from_compact(EASY_BITS).unwrap();
+    let t = jdc.target;
+    let n = jdc.grind(&job, |h| net.is_met_by(h) && t.is_met_by(h));
+    // The JDC gave the block to the farm's node, which relayed it to the pool's node: the pool
+    // works on it before the share arrives.
+    let block = Hash256(jdc.header(&job, n).block_hash().to_byte_array());
+    lab.publish(template(block, EASY_BITS), T0);
+    jdc.pool_work(&lab);
+    assert_eq!(jdc.verdict(&job, n), "accepted");
+    assert!(lab.next_block().is_some_and(|b| b.hash == block));
+    // Any other share on that job is stale.
+    assert_eq!(jdc.mine(&job), "stale-share");
 }
 
 /// The whole pool: a declared job over Noise, and its block kept in the store, answered as not

@@ -296,6 +296,17 @@ impl Settings {
         }
     }
 
+    /// Room past the default for extended channels that ask for more (the reference JDC asks
+    /// for 10 bytes: its own 2 and 8 for its devices); only where no SV1 extranonce2 size
+    /// fixes the coinbase's layout.
+    fn extra_rollable(&self) -> usize {
+        if self.sv2_listen.is_some() && self.sv1_listen.is_none() {
+            4
+        } else {
+            0
+        }
+    }
+
     fn sv2_settings(&self) -> Result<Sv2Settings> {
         let keys = match (&self.authority_public_key, &self.authority_secret_key) {
             (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair")?,
@@ -378,7 +389,7 @@ impl Settings {
         let sv1 = Sv1Config::default();
         let jobs = JobConfig {
             coinbase_tag: self.coinbase_tag.as_bytes().to_vec(),
-            extranonce_len: 4 + self.rolled_extranonce(&sv1),
+            extranonce_len: 4 + self.rolled_extranonce(&sv1) + self.extra_rollable(),
         };
         let admission = self.admission()?;
         Ok(PoolSettings {

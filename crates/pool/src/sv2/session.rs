@@ -231,6 +231,14 @@ impl Session {
 
     /// The connection gets a `NewMiningJob` per standard channel (`REQUIRES_STANDARD_JOBS`)
     /// rather than one `NewExtendedMiningJob` per group.
+    /// The most extranonce bytes an extended channel may roll: what the coinbase's extranonce
+    /// leaves after the prefix that keeps channels apart (the base, and four bytes of id).
+    fn max_rolled(&self) -> usize {
+        let total = self.engine.config.jobs.extranonce_len;
+        let kept = (self.config.extranonce_base.len() + 4).min(total);
+        (total - kept).max(self.config.extended_extranonce_size.min(total))
+    }
+
     fn requires_standard_jobs(&self) -> bool {
         self.setup
             .is_some_and(|f| f & mining_flags::REQUIRES_STANDARD_JOBS != 0)
@@ -372,6 +380,8 @@ impl Session {
     fn new_channel(
         &mut self,
         kind: Kind,
+        // Extranonce bytes the miner rolls (none on a standard channel).
+        rolled: usize,
         group: u32,
         user: &str,
         payout: ScriptBuf,
@@ -380,10 +390,7 @@ impl Session {
         now: Millis,
     ) -> (u32, Vec<u8>) {
         let total = self.engine.config.jobs.extranonce_len;
-        let rolled = match kind {
-            Kind::Standard => 0,
-            Kind::Extended => self.config.extended_extranonce_size.min(total),
-        };
+        let rolled = rolled.min(total);
         let id = self.engine.next_conn();
         // Standard: zeros then the id (no SV1 or extended prefix starts with zeros: their
         // first bytes are a non-zero id). Extended: the id's low bytes.
@@ -442,6 +449,7 @@ impl Session {
         let group = self.group_for(&payout);
         let (channel_id, prefix) = self.new_channel(
             Kind::Standard,
+            0,
             group,
             &o.user_identity,
             payout,
@@ -465,7 +473,7 @@ impl Session {
 
     fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Millis) {
         let opened = self.admit(&o.user_identity).and_then(|payout| {
-            if usize::from(o.min_extranonce_size) > self.config.extended_extranonce_size {
+            if usize::from(o.min_extranonce_size) > self.max_rolled() {
                 return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
             }
             let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
@@ -475,8 +483,13 @@ impl Session {
             Ok(x) => x,
             Err(code) => return self.open_error(o.request_id, code),
         };
+        let rolled = self
+            .config
+            .extended_extranonce_size
+            .max(usize::from(o.min_extranonce_size));
         let (channel_id, prefix) = self.new_channel(
             Kind::Extended,
+            rolled,
             0,
             &o.user_identity,
             payout,
@@ -677,6 +690,17 @@ impl Session {
             self.engine.declared_job_id(),
             now,
         )?);
+        // One job per declared token (checked last, so a job refused for its fields does not
+        // use the token up).
+        let claims = key
+            .verify(&m.token, unix_ms)
+            .expect("declared_job verified the token");
+        if !self.engine.used_tokens.claim(&claims, unix_ms) {
+            return Err(Refusal {
+                code: error_code::INVALID_MINING_JOB_TOKEN.into(),
+                why: format!("token {} already set a job", claims.id),
+            });
+        }
         let job_id = self.next_job_id();
         let c = self.channels.get_mut(&m.channel_id).expect("checked");
         c.channel.issue(job.clone(), u64::from(job_id), now);
