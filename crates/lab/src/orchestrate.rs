@@ -1,7 +1,9 @@
-//! One trial of a run, as processes: simnet (shared by every configuration), then per
-//! configuration its pool, the WAN taps, the farm proxies (C: one translator behind each tap)
-//! and the fleets; the trial's clock; stopping everything in order; and, whatever happens, no
-//! role left behind.
+//! One trial of a run, as processes: simnet (shared by every configuration; two nodes, "pool"
+//! and "farm", when a configuration declares jobs), then per configuration its pool (and JDS),
+//! the WAN taps, the farm roles (C: one translator behind each tap; A and B: a JDC behind a
+//! WAN tap to the pool and one to the JDS, reached over an intra-farm tap, A's translator in
+//! front of it) and the fleets; the trial's clock; stopping everything in order; and, whatever
+//! happens, no role left behind.
 //!
 //! Roles are spawned from the calling thread only: PR_SET_PDEATHSIG fires when the thread that
 //! forked a child exits, so a role started from a short-lived thread would die with it.
@@ -18,7 +20,9 @@ use serde::Serialize;
 
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
-use crate::scenario::{ConfigSpec, DeviceProtocol, PoolImpl, ProxyImpl, Scenario};
+use crate::scenario::{
+    ConfigSpec, DeviceProtocol, PoolImpl, ProxyImpl, Scenario, FARM_NODE, POOL_NODE,
+};
 use crate::stop;
 use crate::third_party::{
     free_loopback_port, PoolSv2Config, Tool, TranslatorSv2Config, POOL_SV2_READY,
@@ -212,9 +216,8 @@ impl Trial<'_> {
         }
         let usage = sampler.usage(window.start_ns, window.end_ns);
         let job_source_node = s
-            .configs
-            .iter()
-            .map(|c| (c.clone(), SIMNET_NODE.to_owned()))
+            .specs()
+            .map(|c| (c.name.to_owned(), s.job_source_node(c).to_owned()))
             .collect();
         Ok(TrialRecord {
             index: self.index,
@@ -252,17 +255,34 @@ impl Trial<'_> {
         self.progress.stage("starting simnet");
         let log = role_log("simnet", None, None, Site::Pool);
         let with_tdp = s.specs().any(ConfigSpec::needs_template_provider);
-        let args = self.simnet_args(events_of(&log), with_tdp);
+        let two_nodes = s.two_nodes();
+        let args = self.simnet_args(events_of(&log), with_tdp, two_nodes);
         let p = RoleProcess::spawn("simnet", self.exe, &args, &log.log)?;
         let simnet = running.add(p, log, sampler);
+        // Among several nodes simnet prefixes each endpoint's line with its node.
+        let pool_node = if two_nodes {
+            format!("node {POOL_NODE}: ")
+        } else {
+            String::new()
+        };
         let node = NodeEndpoints {
-            rpc: simnet.wait_listening("rpc", ready)?,
-            zmq: simnet.wait_listening("zmq", ready)?,
+            rpc: simnet.wait_listening(&format!("{pool_node}rpc"), ready)?,
+            zmq: simnet.wait_listening(&format!("{pool_node}zmq"), ready)?,
             tdp: if with_tdp {
-                Some(simnet.wait_listening("tdp", ready)?)
+                Some(simnet.wait_listening(&format!("{pool_node}tdp"), ready)?)
             } else {
                 None
             },
+            farm_tdp: if two_nodes {
+                Some(simnet.wait_listening(&format!("node {FARM_NODE}: tdp"), ready)?)
+            } else {
+                None
+            },
+        };
+        let token_key = if two_nodes {
+            Some(self.write_token_key()?)
+        } else {
+            None
         };
         check_interrupt()?;
 
@@ -277,7 +297,10 @@ impl Trial<'_> {
             let mut log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
             let miners = match spec.pool {
                 PoolImpl::OursSv1 | PoolImpl::OursSv2 => {
-                    let args = self.pool_args(spec, &node, events_of(&log));
+                    let mut args = self.pool_args(spec, &node, events_of(&log));
+                    if let (true, Some(key)) = (spec.job_declaration, &token_key) {
+                        args.extend(self::args(["--jd-token-key", &key.display().to_string()]));
+                    }
                     let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
                     let pool = running.add(p, log, sampler);
                     let front = if spec.pool == PoolImpl::OursSv1 {
@@ -301,24 +324,49 @@ impl Trial<'_> {
                     miners
                 }
             };
-            pools.push((spec, miners));
+            // Job declaration: the JDS beside the pool, on the pool-side node's RPC.
+            let jds = match (spec.job_declaration, &token_key) {
+                (true, Some(key)) => {
+                    self.progress.stage(&format!("starting {config}: JDS"));
+                    let name = format!("{config}.jds");
+                    let log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
+                    let args = self.jds_args(&node, key, events_of(&log));
+                    let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+                    Some(running.add(p, log, sampler).wait_listening("jds", ready)?)
+                }
+                _ => None,
+            };
+            pools.push((spec, miners, jds));
             check_interrupt()?;
         }
 
         // Per device chunk, the WAN tap, then the farm proxy behind it if the configuration
-        // has one: the address the chunk's devices connect to (their farm edge).
+        // has one: the address the chunk's devices connect to (their farm edge). With job
+        // declaration, the JDC (and its own WAN tap to the JDS) and the intra-farm tap come
+        // between the WAN tap and the proxy or devices.
         let mut edges = Vec::new();
-        for &(spec, miners) in &pools {
+        for &(spec, miners, jds) in &pools {
             let config = spec.name;
             for (i, devices) in s.device_chunks().into_iter().enumerate() {
                 self.progress
                     .stage(&format!("starting {config}: WAN tap {i}"));
                 let name = format!("{config}.tap{i}");
                 let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
-                let args = self.tap_args(miners, events_of(&log), i as u64);
+                let args = self.tap_args(miners, events_of(&log), i as u64, Link::Wan);
                 let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                let tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
+                let mut tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
                 check_interrupt()?;
+                if let Some(jds) = jds {
+                    let farm = FarmNode {
+                        tdp: node
+                            .farm_tdp
+                            .expect("simnet presents the farm node for job declaration"),
+                    };
+                    let chunk = Chunk { index: i, devices };
+                    tap = self.start_jdc(
+                        running, sampler, &role_log, spec, chunk, tap, jds, farm, ready,
+                    )?;
+                }
                 let Some(proxy) = spec.proxy else {
                     edges.push((spec, i, devices, tap));
                     continue;
@@ -471,8 +519,147 @@ impl Trial<'_> {
         })
     }
 
-    fn simnet_args(&self, events: &Path, with_tdp: bool) -> Vec<OsString> {
+    /// For one device chunk of a job-declaring configuration: a WAN tap to the JDS, the JDC
+    /// (upstream through `pool_tap` and that tap, templates from the farm node), and the
+    /// intra-farm tap in front of it, whose address is returned (where the proxy or the devices
+    /// connect).
+    #[allow(clippy::too_many_arguments)]
+    fn start_jdc(
+        &self,
+        running: &mut Running,
+        sampler: &Sampler,
+        role_log: &RoleLogOf,
+        spec: ConfigSpec,
+        chunk: Chunk,
+        pool_tap: SocketAddr,
+        jds: SocketAddr,
+        farm: FarmNode,
+        ready: Duration,
+    ) -> Result<SocketAddr, RunError> {
+        let config = spec.name;
+        let i = chunk.index;
+        // Link seeds apart from the WAN taps to the pools (indices 0..); small, as flags are.
+        let (jds_seed, lan_seed) = (1_000 + i as u64, 2_000 + i as u64);
+        self.progress
+            .stage(&format!("starting {config}: JDS WAN tap {i}"));
+        let name = format!("{config}.jds-tap{i}");
+        let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
+        let args = self.tap_args(jds, events_of(&log), jds_seed, Link::Wan);
+        let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+        let jds_tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
+        check_interrupt()?;
+
+        self.progress.stage(&format!("starting {config}: JDC {i}"));
+        let name = format!("{config}.jdc{i}");
+        let log = role_log(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
+        let args = self.jdc_args(&name, chunk, pool_tap, jds_tap, farm, events_of(&log));
+        let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+        let jdc = running.add(p, log, sampler);
+        let downstream = jdc.wait_listening("sv2", ready)?;
+        let http = jdc.wait_listening("http", ready)?;
+        wait_healthy(&name, http, ready)?;
+        check_interrupt()?;
+
+        self.progress
+            .stage(&format!("starting {config}: intra-farm tap {i}"));
+        let name = format!("{config}.lan{i}");
+        let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Farm);
+        let args = self.tap_args(downstream, events_of(&log), lan_seed, Link::Lan);
+        let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
+        let lan = running.add(p, log, sampler).wait_listening("tap", ready)?;
+        check_interrupt()?;
+        Ok(lan)
+    }
+
+    /// The job token key the pool and the JDS share, one per trial: 64 hex digits.
+    fn write_token_key(&self) -> Result<PathBuf, RunError> {
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut key))
+            .map_err(io("reading /dev/urandom for the job token key"))?;
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let path = self.dir.join("jd-token.key");
+        std::fs::write(&path, hex + "\n").map_err(io(format!("writing {}", path.display())))?;
+        Ok(path)
+    }
+
+    fn jds_args(&self, node: &NodeEndpoints, token_key: &Path, events: &Path) -> Vec<OsString> {
+        args([
+            "jds",
+            "--listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &format!("http://{}", node.rpc),
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--jd-token-key",
+            &token_key.display().to_string(),
+            "--payout-address",
+            PAYOUT_ADDRESS,
+            "--events",
+            &events.display().to_string(),
+        ])
+    }
+
+    /// `stratumlab jdc` for one device chunk: the farm's templates, the pool and the JDS
+    /// across the WAN taps, and the pool's difficulty settings toward its downstream, so that
+    /// the farm edge compares with the other configurations. Its upstream channel claims the
+    /// chunk's real hash rate.
+    fn jdc_args(
+        &self,
+        name: &str,
+        chunk: Chunk,
+        pool: SocketAddr,
+        jds: SocketAddr,
+        farm: FarmNode,
+        events: &Path,
+    ) -> Vec<OsString> {
         let s = self.scenario;
+        let chunk_hps = self.device_hash_rate() * f64::from(chunk.devices);
+        args([
+            "jdc",
+            "--sv2-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--tp",
+            &farm.tdp.to_string(),
+            "--tp-authority-key",
+            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            "--upstream",
+            &pool.to_string(),
+            "--upstream-authority-key",
+            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            "--jds",
+            &jds.to_string(),
+            "--jds-authority-key",
+            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            "--user-identity",
+            &format!("lab.{name}"),
+            "--nominal-hash-rate",
+            &format!("{chunk_hps}"),
+            "--start-difficulty",
+            &format!("{}", s.start_difficulty().as_f64()),
+            "--shares-per-minute",
+            &s.shares_per_minute.to_string(),
+            "--events",
+            &events.display().to_string(),
+        ])
+    }
+
+    fn simnet_args(&self, events: &Path, with_tdp: bool, two_nodes: bool) -> Vec<OsString> {
+        let s = self.scenario;
+        // Two nodes: the pool-side one serves the pools (and the JDS) as the single node
+        // does; the farm-side one, a relay delay further from the network, serves the JDCs.
+        let at = |node: &str| {
+            if two_nodes {
+                format!("{node}=127.0.0.1:0")
+            } else {
+                "127.0.0.1:0".to_owned()
+            }
+        };
         let mut a = args([
             "simnet",
             "--seed",
@@ -483,21 +670,35 @@ impl Trial<'_> {
             &dur(s.block_interval),
             "--template-interval",
             &dur(s.template_interval),
-            "--rpc-listen",
-            "127.0.0.1:0",
             "--rpc-user",
             "lab",
             "--rpc-password",
             "lab",
-            "--zmq-listen",
-            "127.0.0.1:0",
             "--events",
             &events.display().to_string(),
         ]);
+        if two_nodes {
+            a.extend(args([
+                "--node",
+                POOL_NODE,
+                "--node",
+                FARM_NODE,
+                "--relay-delay",
+                &format!("{FARM_NODE}={}", dur(s.farm_relay_delay)),
+                "--tdp-listen",
+                &at(FARM_NODE),
+            ]));
+        }
+        a.extend(args([
+            "--rpc-listen",
+            &at(POOL_NODE),
+            "--zmq-listen",
+            &at(POOL_NODE),
+        ]));
         if with_tdp {
             // The Template Provider signs with the reference authority key (simnet's default),
             // and refreshes templates at the same --template-interval as the SV1 pool.
-            a.extend(args(["--tdp-listen", "127.0.0.1:0"]));
+            a.extend(args(["--tdp-listen", &at(POOL_NODE)]));
         }
         a
     }
@@ -652,9 +853,18 @@ impl Trial<'_> {
         s.hash_budget.hashes_per_sec() / f64::from(s.devices)
     }
 
-    fn tap_args(&self, upstream: SocketAddr, events: &Path, index: u64) -> Vec<OsString> {
+    fn tap_args(
+        &self,
+        upstream: SocketAddr,
+        events: &Path,
+        index: u64,
+        link: Link,
+    ) -> Vec<OsString> {
         let s = self.scenario;
-        let half = s.rtt / 2;
+        let half = match link {
+            Link::Wan => s.rtt / 2,
+            Link::Lan => s.lan_rtt / 2,
+        };
         let mut a = args([
             "tap",
             "--listen",
@@ -666,12 +876,17 @@ impl Trial<'_> {
             "--delay-down",
             &dur(half),
             "--link",
-            WAN_LINK,
+            link.name(),
             "--seed",
-            &(self.seed ^ (index << 32)).to_string(),
+            // Below 2^63: a TOML integer, as the roles' flags are serialized.
+            &((self.seed ^ (index << 32)) & (u64::MAX >> 1)).to_string(),
             "--events",
             &events.display().to_string(),
         ]);
+        if link == Link::Lan {
+            // Jitter, loss and the cap are the WAN's.
+            return a;
+        }
         if !s.jitter.is_zero() {
             a.extend(args(["--jitter", &dur(s.jitter)]));
         }
@@ -746,12 +961,48 @@ impl Stopped {
     }
 }
 
-/// Where simnet serves the job sources.
+/// Where simnet serves the job sources: the pool-side node's endpoints (the single node's when
+/// simnet presents one), and the farm-side node's Template Provider when it presents two.
 struct NodeEndpoints {
     rpc: SocketAddr,
     zmq: SocketAddr,
     /// The SV2 Template Provider, when a configuration needs one.
     tdp: Option<SocketAddr>,
+    farm_tdp: Option<SocketAddr>,
+}
+
+/// Names a role's files: (name, kind, configuration, site).
+type RoleLogOf<'a> = dyn Fn(&str, Option<RoleKind>, Option<&str>, Site) -> RoleFile + 'a;
+
+/// One device chunk: its index and device count.
+#[derive(Clone, Copy)]
+struct Chunk {
+    index: usize,
+    devices: u32,
+}
+
+/// The farm-side node, as a JDC uses it.
+#[derive(Clone, Copy)]
+struct FarmNode {
+    tdp: SocketAddr,
+}
+
+/// The links a tap emulates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Link {
+    /// Farm site to pool site: `--rtt`, jitter, loss, bandwidth cap.
+    Wan,
+    /// Inside the farm site (a JDC to its proxy or devices): `--lan-rtt`.
+    Lan,
+}
+
+impl Link {
+    fn name(self) -> &'static str {
+        match self {
+            Link::Wan => WAN_LINK,
+            Link::Lan => LAN_LINK,
+        }
+    }
 }
 
 /// The events file of one of our own roles (third-party roles have none and get no flag).
@@ -764,10 +1015,20 @@ fn events_of(log: &RoleFile) -> &Path {
 /// (the reference pool stores nothing); an operator's choice of durability is theirs.
 pub const POOL_DURABILITY: &str = "off";
 
-/// The single simnet node's name in its events.
-pub const SIMNET_NODE: &str = "node";
 /// The WAN link's name in tap events.
 pub const WAN_LINK: &str = "wan";
+/// The intra-farm link's name in tap events.
+pub const LAN_LINK: &str = "lan";
+
+/// What simnet calls a node's link (`rpc`, `zmq`, `tdp`, `peer`) in `LinkBytes`: the bare name
+/// when it presents one node, "NODE/link" among several.
+pub fn simnet_link(two_nodes: bool, node: &str, link: &str) -> String {
+    if two_nodes {
+        format!("{node}/{link}")
+    } else {
+        link.to_owned()
+    }
+}
 
 fn args<const N: usize>(a: [&str; N]) -> Vec<OsString> {
     a.iter().map(OsString::from).collect()

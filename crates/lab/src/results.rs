@@ -148,6 +148,10 @@ pub struct ConfigResults {
     pub templates: Templates,
     pub time_to_job_ms: Distribution,
     pub time_to_job_first_ms: Distribution,
+    /// From the node's template to the job source (pool, JDC) sending its first job built
+    /// from it: the part of time to job spent before any link.
+    #[serde(default)]
+    pub time_to_job_at_source_ms: Distribution,
     pub time_to_job_prevhash_ms: Distribution,
     pub time_to_job_prevhash_first_ms: Distribution,
     pub time_to_first_job_ms: Distribution,

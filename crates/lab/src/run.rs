@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 
 use crate::metrics::{
     assemble, host_busy_fraction, measure, write_outputs, ConfigRun, LinkSetup, LogSource,
-    MetricsError, ProcessUsage, RoleLog, TrialMeasurement,
+    MetricsError, PoolShares, ProcessUsage, RoleLog, TrialMeasurement,
 };
-use crate::orchestrate::{Progress, RunError, Trial, TrialRecord, POOL_DURABILITY};
+use crate::orchestrate::{simnet_link, Progress, RunError, Trial, TrialRecord, POOL_DURABILITY};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
-use crate::scenario::{ConfigSpec, PoolImpl, ProxyImpl, Scenario};
+use crate::scenario::{
+    ConfigSpec, PoolImpl, ProxyImpl, Scenario, FARM_NODE, POOL_NODE, SINGLE_NODE,
+};
 use crate::third_party::{find_pool_sv2, find_translator_sv2, ThirdPartyError, Tool};
 use crate::usage::read_host;
 
@@ -127,7 +129,8 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
         .map(LogSource::File)
         .expect("every trial starts simnet");
     let mut configs = Vec::new();
-    for config in &s.configs {
+    for spec in s.specs() {
+        let config = &spec.name.to_owned();
         let files: Vec<_> = r
             .roles
             .iter()
@@ -170,9 +173,12 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
                 wan: r.wan_link.clone(),
                 rtt: s.rtt,
                 lan_rtt: s.lan_rtt,
-                farm_node_peer_link: None,
-                node_endpoints: node_endpoints(config),
+                farm_node_peer_link: spec
+                    .needs_farm_node()
+                    .then(|| simnet_link(true, FARM_NODE, "peer")),
+                node_endpoints: node_endpoints(s, spec),
             },
+            pool_shares: pool_shares_of(spec),
             block_interval: s.block_interval,
             template_interval: s.template_interval,
             hash_budget_hps: s.hash_budget.hashes_per_sec(),
@@ -186,14 +192,37 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
     })
 }
 
-/// simnet's endpoints a configuration's job source uses.
-fn node_endpoints(config: &str) -> Vec<String> {
-    let spec = ConfigSpec::named(config);
-    let names: &[&str] = match spec.map(|s| s.needs_template_provider()) {
-        Some(true) => &["tdp"],
-        _ => &["rpc", "zmq"],
+/// simnet's endpoints a configuration's roles use, as simnet names them in `LinkBytes`: the
+/// pool's (RPC and ZMQ for an SV1 pool, the Template Provider for an SV2 one); with job
+/// declaration also the JDS's RPC and the JDCs' Template Provider on the farm node.
+fn node_endpoints(s: &Scenario, spec: ConfigSpec) -> Vec<String> {
+    let two = s.two_nodes();
+    let pool_node = if two { POOL_NODE } else { SINGLE_NODE };
+    let mut names: Vec<String> = if spec.needs_template_provider() {
+        vec![simnet_link(two, pool_node, "tdp")]
+    } else {
+        vec![
+            simnet_link(two, pool_node, "rpc"),
+            simnet_link(two, pool_node, "zmq"),
+        ]
     };
-    names.iter().map(|n| (*n).to_owned()).collect()
+    if spec.job_declaration {
+        names.push(simnet_link(two, POOL_NODE, "rpc"));
+        names.push(simnet_link(two, FARM_NODE, "tdp"));
+    }
+    names
+}
+
+/// Where `pool_shares` come from: a farm proxy facing the pool records them; a JDC does not
+/// (and A's translator faces the JDC), so A and B take the pool's own verdicts.
+fn pool_shares_of(spec: ConfigSpec) -> PoolShares {
+    if spec.job_declaration {
+        PoolShares::PoolVerdicts
+    } else if spec.proxy.is_some() {
+        PoolShares::ProxyUpstream
+    } else {
+        PoolShares::None
+    }
 }
 
 fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -> Context {
@@ -224,6 +253,28 @@ fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -
         .collect();
     if !blind.is_empty() {
         extra.insert("pool_shares_absent_reason".to_owned(), blind.into());
+    }
+    // The way each configuration's new jobs travel, and the node they start from: what the
+    // report explains time-to-job differences with.
+    let paths: serde_json::Map<String, serde_json::Value> = s
+        .specs()
+        .map(|c| {
+            let hops: Vec<serde_json::Value> =
+                c.job_path().iter().map(|h| h.as_str().into()).collect();
+            (c.name.to_owned(), hops.into())
+        })
+        .collect();
+    extra.insert("job_path".to_owned(), paths.into());
+    let nodes: serde_json::Map<String, serde_json::Value> = s
+        .specs()
+        .map(|c| (c.name.to_owned(), s.job_source_node(c).into()))
+        .collect();
+    extra.insert("job_source_node".to_owned(), nodes.into());
+    if s.two_nodes() {
+        extra.insert(
+            "farm_relay_delay_ms".to_owned(),
+            (s.farm_relay_delay.as_secs_f64() * 1e3).into(),
+        );
     }
     Context {
         scenario: s.name.clone(),

@@ -17,7 +17,7 @@ pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
 pub const DEVICES_PER_PROCESS: u32 = 9_000;
 
 /// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
-pub const KNOWN_CONFIGS: &[&str] = &["sv1", "sv1-proxied", "D", "D-ref", "C", "C-ref"];
+pub const KNOWN_CONFIGS: &[&str] = &["sv1", "sv1-proxied", "A", "B", "D", "D-ref", "C", "C-ref"];
 
 /// What a configuration's devices speak to the first role they meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,48 +60,110 @@ pub struct ConfigSpec {
     pub devices: DeviceProtocol,
     pub pool: PoolImpl,
     /// The farm proxy in front of the devices, one per device chunk; `None`: devices reach the
-    /// pool over the WAN themselves.
+    /// pool (or the JDC) themselves.
     pub proxy: Option<ProxyImpl>,
+    /// Job declaration (A, B): per device chunk a JDC at the farm site builds jobs from the
+    /// farm-side node's templates and declares them to a JDS beside the pool; the WAN runs
+    /// from the JDC to the pool and to the JDS, and the devices (or the proxy) reach the JDC
+    /// over the intra-farm link.
+    pub job_declaration: bool,
 }
 
-const SPECS: [ConfigSpec; 6] = [
+const SPECS: [ConfigSpec; 8] = [
     ConfigSpec {
         name: "sv1",
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::OursSv1,
         proxy: None,
+        job_declaration: false,
     },
     ConfigSpec {
         name: "sv1-proxied",
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::OursSv1,
         proxy: Some(ProxyImpl::OursSv1Proxy),
+        job_declaration: false,
+    },
+    ConfigSpec {
+        name: "A",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv2,
+        proxy: Some(ProxyImpl::OursTranslator),
+        job_declaration: true,
+    },
+    ConfigSpec {
+        name: "B",
+        devices: DeviceProtocol::Sv2,
+        pool: PoolImpl::OursSv2,
+        proxy: None,
+        job_declaration: true,
     },
     ConfigSpec {
         name: "D",
         devices: DeviceProtocol::Sv2,
         pool: PoolImpl::OursSv2,
         proxy: None,
+        job_declaration: false,
     },
     ConfigSpec {
         name: "D-ref",
         devices: DeviceProtocol::Sv2,
         pool: PoolImpl::ReferenceSv2,
         proxy: None,
+        job_declaration: false,
     },
     ConfigSpec {
         name: "C",
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::OursSv2,
         proxy: Some(ProxyImpl::OursTranslator),
+        job_declaration: false,
     },
     ConfigSpec {
         name: "C-ref",
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::ReferenceSv2,
         proxy: Some(ProxyImpl::ReferenceTranslator),
+        job_declaration: false,
     },
 ];
+
+/// A hop of the way a new job travels from the node that made its template to the devices,
+/// in order: what the report explains a time-to-job difference with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hop {
+    /// The pool-side node's template (sv1, sv1-proxied, C, D).
+    PoolNode,
+    /// The farm-side node's template (A, B).
+    FarmNode,
+    /// The pool builds the job.
+    Pool,
+    /// The JDC builds the job from the farm's template.
+    Jdc,
+    /// The WAN link (one-way delay of half the RTT).
+    Wan,
+    /// The intra-farm link (one-way delay of half the LAN RTT).
+    Lan,
+    /// A farm proxy (translator, aggregating SV1 proxy) rewrites the job for the devices.
+    Proxy,
+    Devices,
+}
+
+impl Hop {
+    /// As results.json's `context.job_path` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hop::PoolNode => "pool node",
+            Hop::FarmNode => "farm node",
+            Hop::Pool => "pool",
+            Hop::Jdc => "jdc",
+            Hop::Wan => "wan",
+            Hop::Lan => "lan",
+            Hop::Proxy => "proxy",
+            Hop::Devices => "devices",
+        }
+    }
+}
 
 impl ConfigSpec {
     /// The configuration called `name`, if this build runs it.
@@ -113,7 +175,33 @@ impl ConfigSpec {
     pub fn needs_template_provider(self) -> bool {
         matches!(self.pool, PoolImpl::OursSv2 | PoolImpl::ReferenceSv2)
     }
+
+    /// Whether the farm runs its own node (the JDC's templates).
+    pub fn needs_farm_node(self) -> bool {
+        self.job_declaration
+    }
+
+    /// The way a new job travels, node to devices.
+    pub fn job_path(self) -> Vec<Hop> {
+        let mut path = if self.job_declaration {
+            vec![Hop::FarmNode, Hop::Jdc, Hop::Lan]
+        } else {
+            vec![Hop::PoolNode, Hop::Pool, Hop::Wan]
+        };
+        if self.proxy.is_some() {
+            path.push(Hop::Proxy);
+        }
+        path.push(Hop::Devices);
+        path
+    }
 }
+
+/// simnet's node when it presents one.
+pub const SINGLE_NODE: &str = "node";
+/// The pool-side node when simnet presents two.
+pub const POOL_NODE: &str = "pool";
+/// The farm-side node (A, B's JDC).
+pub const FARM_NODE: &str = "farm";
 
 /// Device firmware profile, as `stratumlab fleet --profile` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -187,6 +275,11 @@ pub struct Scenario {
     pub drain: Duration,
     /// Shares per minute per device the pools' vardiff aims for.
     pub shares_per_minute: f64,
+    /// How much later than the pool-side node the farm-side node (A, B) learns the network's
+    /// transactions and blocks, and its own blocks reach the network: it is one relay hop
+    /// further from the rest of the network than a pool's well-connected node.
+    #[serde(serialize_with = "millis")]
+    pub farm_relay_delay: Duration,
 }
 
 impl Default for Scenario {
@@ -211,9 +304,14 @@ impl Default for Scenario {
             warmup_fraction: 0.1,
             drain: Duration::from_secs(5),
             shares_per_minute: 15.0,
+            farm_relay_delay: DEFAULT_FARM_RELAY_DELAY,
         }
     }
 }
+
+/// One compact-block relay hop on a regional link: the farm-side node hears of a block (and a
+/// transaction) that much after the pool-side node, a modest handicap for A and B.
+pub const DEFAULT_FARM_RELAY_DELAY: Duration = Duration::from_millis(20);
 
 /// A scenario that cannot run, with the setting to blame.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -236,6 +334,24 @@ impl Scenario {
     /// The configurations' shapes, in order (validated names only).
     pub fn specs(&self) -> impl Iterator<Item = ConfigSpec> + '_ {
         self.configs.iter().filter_map(|c| ConfigSpec::named(c))
+    }
+
+    /// Whether simnet presents two nodes ("pool" and "farm"): some configuration runs the
+    /// farm-side node. Otherwise it presents one, "node", as a single-node simnet does.
+    pub fn two_nodes(&self) -> bool {
+        self.specs().any(ConfigSpec::needs_farm_node)
+    }
+
+    /// The simnet node whose templates a configuration's job source takes and whose block
+    /// verdicts end its block propagation, as simnet names it in events.
+    pub fn job_source_node(&self, spec: ConfigSpec) -> &'static str {
+        if !self.two_nodes() {
+            SINGLE_NODE
+        } else if spec.needs_farm_node() {
+            FARM_NODE
+        } else {
+            POOL_NODE
+        }
     }
 
     pub fn validate(&self) -> Result<(), ScenarioError> {
@@ -386,6 +502,54 @@ mod tests {
         assert_eq!(c.pool, d.pool);
         assert!(c.proxy.is_some() && d.proxy.is_none());
         assert!(c.needs_template_provider());
+        // A and B declare jobs from the farm's node: A with the translator in front, B without.
+        let (a, b) = (
+            ConfigSpec::named("A").unwrap(),
+            ConfigSpec::named("B").unwrap(),
+        );
+        assert!(a.job_declaration && b.job_declaration && !c.job_declaration);
+        assert_eq!(
+            (a.devices, b.devices),
+            (DeviceProtocol::Sv1, DeviceProtocol::Sv2)
+        );
+        assert_eq!(a.proxy, c.proxy);
+        assert_eq!(b.pool, d.pool);
+    }
+
+    #[test]
+    fn jobs_of_a_and_b_never_cross_the_wan() {
+        let path = |n| ConfigSpec::named(n).unwrap().job_path();
+        assert_eq!(
+            path("A"),
+            vec![Hop::FarmNode, Hop::Jdc, Hop::Lan, Hop::Proxy, Hop::Devices]
+        );
+        assert_eq!(
+            path("B"),
+            vec![Hop::FarmNode, Hop::Jdc, Hop::Lan, Hop::Devices]
+        );
+        assert_eq!(
+            path("sv1"),
+            vec![Hop::PoolNode, Hop::Pool, Hop::Wan, Hop::Devices]
+        );
+        assert!(path("C").contains(&Hop::Wan) && path("C").contains(&Hop::Proxy));
+    }
+
+    #[test]
+    fn the_farm_node_runs_only_for_job_declaration() {
+        let with = |configs: &[&str]| Scenario {
+            configs: configs.iter().map(|c| (*c).to_owned()).collect(),
+            ..Scenario::default()
+        };
+        let s = with(&["sv1", "D"]);
+        assert!(!s.two_nodes());
+        assert_eq!(s.job_source_node(ConfigSpec::named("D").unwrap()), "node");
+        let s = with(&["sv1", "A", "B"]);
+        assert!(s.two_nodes());
+        let node = |n| s.job_source_node(ConfigSpec::named(n).unwrap());
+        assert_eq!(
+            (node("sv1"), node("A"), node("B")),
+            ("pool", "farm", "farm")
+        );
     }
 
     #[test]

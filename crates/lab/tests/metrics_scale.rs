@@ -132,6 +132,7 @@ fn ten_thousand_devices_for_two_minutes() {
             farm_node_peer_link: None,
             node_endpoints: vec!["rpc".into(), "zmq".into()],
         },
+        pool_shares: lab::metrics::PoolShares::None,
         block_interval: Duration::from_secs(10),
         template_interval: Duration::from_secs(TEMPLATE_EVERY_S),
         hash_budget_hps: 2e6,

@@ -100,6 +100,11 @@ pub struct RunArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blocks_per_config: Option<f64>,
+    /// How much later than the pool's node the farm's own node (A, B) hears of the network's
+    /// blocks and transactions: one relay hop further from the network [default: 20ms].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub farm_relay_delay: Option<Dur>,
     /// Where results go; files are written directly into it [default: results/<timestamp>].
     #[arg(long, value_name = "DIR")]
     #[serde(skip)]
@@ -188,6 +193,7 @@ pub struct Settings {
     pub warmup: f64,
     pub drain: Dur,
     pub shares_per_minute: f64,
+    pub farm_relay_delay: Dur,
 }
 
 impl Default for Settings {
@@ -214,6 +220,7 @@ impl Default for Settings {
             warmup: s.warmup_fraction,
             drain: Dur(s.drain),
             shares_per_minute: s.shares_per_minute,
+            farm_relay_delay: Dur(s.farm_relay_delay),
         }
     }
 }
@@ -243,6 +250,7 @@ impl Settings {
             warmup_fraction: self.warmup,
             drain: self.drain.0,
             shares_per_minute: self.shares_per_minute,
+            farm_relay_delay: self.farm_relay_delay.0,
         };
         s.validate()?;
         Ok(s)
@@ -489,7 +497,8 @@ mod tests {
             duration: Some(Dur::from_secs(60)),
             devices: Some(7),
             rtt: Some(Dur::from_millis(80)),
-            configs: Some(vec!["sv1".into()]),
+            configs: Some(vec!["sv1".into(), "A".into()]),
+            farm_relay_delay: Some(Dur::from_millis(5)),
             ..RunArgs::default()
         };
         let s = config::load::<Settings>(Some(&f), &args)
@@ -499,6 +508,20 @@ mod tests {
         assert_eq!(s.duration, Duration::from_secs(60));
         assert_eq!(s.devices, 7);
         assert_eq!(s.rtt, Duration::from_millis(80));
+        assert_eq!(s.farm_relay_delay, Duration::from_millis(5));
+    }
+
+    #[test]
+    fn the_default_scenario_compares_all_six_configurations() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = resolve_scenario("default", dir.path()).unwrap();
+        let s = config::load::<Settings>(Some(&f), &RunArgs::default())
+            .unwrap()
+            .scenario()
+            .unwrap();
+        assert_eq!(s.configs, ["sv1", "sv1-proxied", "A", "B", "C", "D"]);
+        assert!(s.two_nodes());
+        assert_eq!(s.farm_relay_delay, Duration::from_millis(20));
     }
 
     #[test]

@@ -107,8 +107,14 @@ impl NodeMempool {
             );
             to_fetch
         };
-        for (w, txid) in to_fetch {
-            match self.fetch(&txid).await {
+        // Several requests in flight: one at a time, a 3000-transaction mempool took seconds to
+        // load (a round trip each), and the first declarations waited for it.
+        use futures_util::StreamExt;
+        let mut fetched = futures_util::stream::iter(to_fetch)
+            .map(|(w, txid)| async move { (w, txid, self.fetch(&txid).await) })
+            .buffer_unordered(FETCHES_IN_FLIGHT);
+        while let Some((w, txid, fetched)) = fetched.next().await {
+            match fetched {
                 Ok(tx) if wtxid(&tx) == w => {
                     let mut v = self.view.write().unwrap_or_else(|p| p.into_inner());
                     v.txs.insert(w, Arc::new(tx));
@@ -141,6 +147,9 @@ impl NodeMempool {
         consensus::deserialize(&raw).map_err(|e| bad(e.to_string()))
     }
 }
+
+/// `getrawtransaction` requests in flight at once.
+const FETCHES_IN_FLIGHT: usize = 16;
 
 /// `getrawmempool true`: `{txid: {"wtxid": ..., ...}, ...}`, both in display order.
 fn parse_listing(v: &Value, url: &str) -> Result<HashMap<Hash256, Hash256>, NodeError> {

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 use events::{BlockResult, EventKind, Fingerprint, Hash256, JobId};
 
+use super::input::Site;
+
 /// A tip of the network: a block some node made its tip.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tip {
@@ -200,33 +202,44 @@ pub(crate) struct SentJob {
     pub template: Option<(usize, u64)>,
 }
 
-/// Jobs the job source sent, by (channel, job id).
+/// Jobs the job sources sent, by (site, channel, job id). Channel and job ids are each
+/// sender's own: with job declaration the JDC (farm site) numbers the devices' channels and
+/// jobs, and the pool (pool site) its channel to the JDC, so the two must not be mixed.
 #[derive(Default)]
 pub(crate) struct JobJoin {
-    sent: HashMap<(u32, JobId), SentJob>,
+    sent: HashMap<(Site, u32, JobId), SentJob>,
+    /// A farm-site role sent channel jobs: it, not the pool, is the devices' job source.
+    farm_sends: bool,
 }
 
 impl JobJoin {
-    pub fn on_job_sent(&mut self, role: usize, j: &events::JobSent) {
+    pub fn on_job_sent(&mut self, role: usize, site: Site, j: &events::JobSent) {
         let Some(channel) = j.channel else {
             return; // SV1 jobs carry their own fingerprint to the device.
         };
-        let e = self.sent.entry((channel, j.job_id)).or_default();
+        self.farm_sends |= site == Site::Farm;
+        let e = self.sent.entry((site, channel, j.job_id)).or_default();
         e.fingerprint = e.fingerprint.or(j.fingerprint);
         if let Some(id) = j.template_id {
             e.template.get_or_insert((role, id));
         }
     }
 
-    pub fn on_job_activated(&mut self, a: &events::JobActivated) {
+    pub fn on_job_activated(&mut self, site: Site, a: &events::JobActivated) {
         let Some(channel) = a.channel else { return };
-        let e = self.sent.entry((channel, a.job_id)).or_default();
+        let e = self.sent.entry((site, channel, a.job_id)).or_default();
         e.fingerprint = e.fingerprint.or(a.fingerprint);
     }
 
-    /// The template of a device job known only by channel and id.
+    /// The template of a device job known only by channel and id: from the farm site's job
+    /// source where there is one, else from the pool site's.
     pub fn template(&self, book: &TemplateBook, channel: u32, job: JobId) -> Option<u32> {
-        let s = self.sent.get(&(channel, job))?;
+        let site = if self.farm_sends {
+            Site::Farm
+        } else {
+            Site::Pool
+        };
+        let s = self.sent.get(&(site, channel, job))?;
         s.fingerprint
             .and_then(|fp| book.by_fingerprint(fp))
             .or_else(|| s.template.and_then(|(r, id)| book.by_role_id(r, id)))
@@ -257,14 +270,15 @@ impl Index {
         }
     }
 
-    /// Feeds one event of a non-fleet, non-tap role (`role` is its log's index).
-    pub fn on_role(&mut self, role: usize, ts: u64, kind: &EventKind) {
+    /// Feeds one event of a non-fleet, non-tap role (`role` is its log's index, `site` where
+    /// it runs).
+    pub fn on_role(&mut self, role: usize, site: Site, ts: u64, kind: &EventKind) {
         match kind {
             EventKind::TemplateCreated(t) if !t.future => {
                 self.templates.on_role_template(role, ts, t)
             }
-            EventKind::JobSent(j) => self.jobs.on_job_sent(role, j),
-            EventKind::JobActivated(a) => self.jobs.on_job_activated(a),
+            EventKind::JobSent(j) => self.jobs.on_job_sent(role, site, j),
+            EventKind::JobActivated(a) => self.jobs.on_job_activated(site, a),
             _ => {}
         }
     }

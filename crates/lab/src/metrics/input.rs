@@ -176,6 +176,22 @@ pub struct LinkSetup {
     pub node_endpoints: Vec<String>,
 }
 
+/// Where a configuration's `pool_shares` (the shares the pool judged, upstream of the farm's
+/// roles) are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolShares {
+    /// Devices meet the pool themselves: `pool_shares` is null.
+    None,
+    /// The farm proxy facing the pool records what it sent upstream (`ShareSent`) and the
+    /// verdicts it received, matched by (connection, sequence) (sv1-proxied, C).
+    ProxyUpstream,
+    /// The pool site's own verdicts (`ShareResult` given by its `Pool` roles), each share
+    /// counted when judged: the role facing the pool (A and B's JDC) records no upstream
+    /// shares, and a proxy behind it sends its shares to the JDC, not to the pool. No share
+    /// is unanswered from this side.
+    PoolVerdicts,
+}
+
 /// Everything about one configuration in one trial.
 #[derive(Clone, Debug)]
 pub struct ConfigRun {
@@ -190,6 +206,7 @@ pub struct ConfigRun {
     pub job_source_node: String,
     pub window: Window,
     pub links: LinkSetup,
+    pub pool_shares: PoolShares,
     pub block_interval: Duration,
     pub template_interval: Duration,
     /// The fleet's total hash budget over all its processes (hashes per second).

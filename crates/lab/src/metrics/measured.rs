@@ -36,6 +36,8 @@ pub struct RoleTally {
 pub struct Delays {
     pub time_to_job: Samples,
     pub time_to_job_first: Samples,
+    /// From the node's template to the job source's first job built from it.
+    pub time_to_job_at_source: Samples,
     pub time_to_job_prevhash: Samples,
     pub time_to_job_prevhash_first: Samples,
     pub time_to_first_job: Samples,
@@ -45,10 +47,11 @@ pub struct Delays {
 
 impl Delays {
     /// (metric name as in results.json, samples): the `dist_<metric>.csv` files.
-    pub fn named(&self) -> [(&'static str, &Samples); 7] {
+    pub fn named(&self) -> [(&'static str, &Samples); 8] {
         [
             ("time_to_job_ms", &self.time_to_job),
             ("time_to_job_first_ms", &self.time_to_job_first),
+            ("time_to_job_at_source_ms", &self.time_to_job_at_source),
             ("time_to_job_prevhash_ms", &self.time_to_job_prevhash),
             (
                 "time_to_job_prevhash_first_ms",
@@ -63,6 +66,7 @@ impl Delays {
     fn merge(&mut self, o: &Delays) {
         self.time_to_job.merge(&o.time_to_job);
         self.time_to_job_first.merge(&o.time_to_job_first);
+        self.time_to_job_at_source.merge(&o.time_to_job_at_source);
         self.time_to_job_prevhash.merge(&o.time_to_job_prevhash);
         self.time_to_job_prevhash_first
             .merge(&o.time_to_job_prevhash_first);
@@ -209,6 +213,10 @@ impl Measured {
             },
             time_to_job_ms: summarize(&d.time_to_job, self.no_template_reason()),
             time_to_job_first_ms: summarize(&d.time_to_job_first, self.no_template_reason()),
+            time_to_job_at_source_ms: summarize(
+                &d.time_to_job_at_source,
+                "no job source recorded a job of a node template of the measured window",
+            ),
             time_to_job_prevhash_ms: summarize(
                 &d.time_to_job_prevhash,
                 "no new tip in the measured window reached a device",

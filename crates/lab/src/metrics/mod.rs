@@ -39,16 +39,23 @@
 //!   `[warmup_end, drain_start)`; no verdict by the end of the drain = unanswered. `rejected`
 //!   excludes stale; `rejected_by_reason` lists every rejection, stale included. Work is the
 //!   sum of the difficulties the shares were sent against. `pool_shares`/`pool_work`: the same
-//!   from a proxy's upstream side, `null` without a proxy.
+//!   upstream of the farm's roles, from where [`PoolShares`] says: a proxy's upstream side, or
+//!   the pool's own verdicts (A, B); `null` where devices meet the pool.
 //! - `stale_pct_mainnet_equiv` = `work.stale_pct x (1/600 s) / tips_per_s`, with the tips
 //!   counted in the measured window (any new network tip, whoever found it), or the configured
 //!   block interval when none came; `stale_rescale` shows the figures.
 //! - Blocks, orphans and propagation: see [`blocks`].
+//! - `time_to_job_at_source_ms`: per node template made in the measured window, from it to
+//!   the first `JobSent` (or `JobActivated`) carrying its fingerprint by any pool or proxy
+//!   role, no earlier than the template: the job source's share of time to job (a pool's
+//!   template pickup and job building, or a JDC's); the rest is links, proxies and devices.
 //! - Templates: a job's template is found by fingerprint (which covers the prev hash) in the job
 //!   source node's `TemplateCreated` (simnet log), else in a role's own `TemplateCreated` (its
 //!   value counts; time to job does not start from a role's template); SV2 standard jobs go
-//!   through the job source's `JobSent` on (channel, job id). Value: see [`value`]; delays:
-//!   see [`devices`].
+//!   through the job source's `JobSent` on (channel, job id), the job source being the farm
+//!   site's roles where one sends channel jobs (A, B's JDC), else the pool site's (the pool's
+//!   own channel to a JDC numbers its jobs independently). Value: see [`value`]; delays: see
+//!   [`devices`].
 //! - Bandwidth, links, RTT and role bytes: see [`traffic`].
 //! - `unmatched_events`: jobs whose template is unknown, verdicts without a share, activations
 //!   without a future job, jobs stamped before their template or tip; `matchable_events` is
@@ -78,7 +85,9 @@ use std::time::Instant;
 
 use events::{EventKind, Hash256, Perspective, ReadError};
 
-pub use input::{ConfigRun, LinkSetup, LogSource, ProcessUsage, RoleKind, RoleLog, Site, Window};
+pub use input::{
+    ConfigRun, LinkSetup, LogSource, PoolShares, ProcessUsage, RoleKind, RoleLog, Site, Window,
+};
 pub use measured::{Delays, Measured, RoleTally};
 pub use output::{assemble, dist_files, series_files, write_outputs, Assembled, TrialMeasurement};
 pub use validity::host_busy_fraction;
@@ -132,10 +141,13 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         .map_err(read_err("simnet"))?;
 
     let mut submitted: HashSet<Hash256> = HashSet::new();
+    // Per node template, the first job any job source sent from it (or activated).
+    let mut at_source: HashMap<u32, u64> = HashMap::new();
     let mut upstream = ShareBook::new(w);
     let mut upstream_ids: HashMap<(usize, u64), u32> = HashMap::new();
     let mut upstream_unmatched = Unmatched::default();
-    let has_proxy = run.logs.iter().any(|l| l.kind == RoleKind::Proxy);
+    let from_proxy = run.pool_shares == PoolShares::ProxyUpstream;
+    let from_pool = run.pool_shares == PoolShares::PoolVerdicts;
     for (i, log) in run.logs.iter().enumerate() {
         if log.kind == RoleKind::Fleet {
             continue;
@@ -148,20 +160,33 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                 if !matches!(log.kind, RoleKind::Pool | RoleKind::Proxy) {
                     return;
                 }
-                index.on_role(i, e.ts_ns, &e.kind);
+                index.on_role(i, log.site, e.ts_ns, &e.kind);
+                let fingerprint = match &e.kind {
+                    EventKind::JobSent(j) => j.fingerprint,
+                    EventKind::JobActivated(a) => a.fingerprint,
+                    _ => None,
+                };
+                if let Some(t) = fingerprint.and_then(|f| index.templates.by_fingerprint(f)) {
+                    let tpl = index.templates.get(t);
+                    if tpl.from_node && e.ts_ns >= tpl.first_ns {
+                        let first = at_source.entry(t).or_insert(e.ts_ns);
+                        *first = (*first).min(e.ts_ns);
+                    }
+                }
                 match &e.kind {
                     EventKind::BlockSubmitted(b)
                         if e.ts_ns >= w.warmup_end_ns && e.ts_ns <= w.end_ns =>
                     {
                         submitted.insert(b.hash);
                     }
-                    EventKind::ShareSent(s) if log.kind == RoleKind::Proxy => {
+                    EventKind::ShareSent(s) if from_proxy && log.kind == RoleKind::Proxy => {
                         let next = upstream_ids.len() as u32;
                         let id = *upstream_ids.entry((i, s.device)).or_insert(next);
                         upstream.sent(id, s.seq, e.ts_ns, s.difficulty, None);
                     }
                     EventKind::ShareResult(r)
-                        if log.kind == RoleKind::Proxy
+                        if from_proxy
+                            && log.kind == RoleKind::Proxy
                             && r.perspective == Perspective::Received =>
                     {
                         upstream_unmatched.matchable += 1;
@@ -172,6 +197,18 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                         {
                             upstream_unmatched.add("upstream_verdict_without_share");
                         }
+                    }
+                    EventKind::ShareResult(r)
+                        if from_pool
+                            && log.kind == RoleKind::Pool
+                            && log.site == Site::Pool
+                            && r.perspective == Perspective::Given =>
+                    {
+                        // Sent and judged at once, as the pool saw it.
+                        let next = upstream_ids.len() as u32;
+                        let id = *upstream_ids.entry((i, r.conn)).or_insert(next);
+                        upstream.sent(id, r.seq, e.ts_ns, r.difficulty, None);
+                        upstream.verdict(id, r.seq, e.ts_ns, r.verdict, None);
                     }
                     _ => {}
                 }
@@ -262,7 +299,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         name: run.name.clone(),
         trials: 1,
         shares: fleet.shares.tally.clone(),
-        pool_shares: has_proxy.then(|| upstream.tally.clone()),
+        pool_shares: (run.pool_shares != PoolShares::None).then(|| upstream.tally.clone()),
         tips,
         measured_ns: w.measured_ns(),
         block_interval: run.block_interval,
@@ -274,6 +311,18 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         delays: Delays {
             time_to_job: std::mem::take(&mut fleet.time_to_job),
             time_to_job_first: outcome.time_to_job_first,
+            time_to_job_at_source: {
+                let mut s = crate::stats::Samples::new();
+                let mut firsts: Vec<(u32, u64)> = at_source.into_iter().collect();
+                firsts.sort_unstable();
+                for (t, sent) in firsts {
+                    let created = index.templates.get(t).first_ns;
+                    if w.measured(created) {
+                        s.push(t, sent - created);
+                    }
+                }
+                s
+            },
             time_to_job_prevhash: std::mem::take(&mut fleet.time_to_prevhash),
             time_to_job_prevhash_first: outcome.time_to_prevhash_first,
             time_to_first_job: std::mem::take(&mut fleet.time_to_first_job),

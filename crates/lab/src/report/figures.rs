@@ -92,8 +92,17 @@ pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
     )];
 
     let mut distributions = Vec::new();
+    // A distribution no file mentions is one the run predates: no empty chart for it.
+    let mentioned = |m: &str| {
+        inputs.samples.iter().any(|(k, _)| k == m)
+            || inputs
+                .results
+                .as_ref()
+                .is_some_and(|r| r.configs.iter().any(|(_, c)| c.get(m).is_some()))
+    };
     let mut metrics: Vec<(String, String)> = DISTRIBUTIONS
         .iter()
+        .filter(|(m, _)| mentioned(m))
         .map(|(m, t)| ((*m).to_owned(), (*t).to_owned()))
         .collect();
     for (m, _) in &inputs.samples {

@@ -8,7 +8,8 @@
 //!
 //! - [`inputs`]: what the directory holds; [`csv`], [`series`], [`samples`], [`results_json`]
 //!   read it.
-//! - [`page`]: the document, from [`validity`], [`context`], [`summary`] and [`figures`]
+//! - [`page`]: the document, from [`validity`], [`context`], [`summary`], [`explain`] (a
+//!   sentence per configuration on where its time to new job goes) and [`figures`]
 //!   (drawn by [`chart`] in the colours of [`palette`]).
 //! - [`chromium`]: the headless browser that prints the PDF (and checks the page in tests).
 
@@ -16,6 +17,7 @@ mod chart;
 pub mod chromium;
 mod context;
 mod csv;
+mod explain;
 mod figures;
 mod html;
 mod inputs;

@@ -2,6 +2,7 @@
 //! script, and a content security policy that forbids loading anything from anywhere.
 
 use super::context;
+use super::explain;
 use super::figures::{self, Section};
 use super::html::{escape, push};
 use super::inputs::Inputs;
@@ -52,6 +53,9 @@ pub fn render(inputs: &Inputs) -> String {
         None => out.push_str("<p class=\"note\">No results.json: no figures to tabulate.</p>\n"),
     }
     out.push_str("</section>\n");
+    if let Some(r) = results {
+        explain::render(r, &mut out);
+    }
 
     figures::render(&sections, &mut out);
 

@@ -75,11 +75,15 @@ pub fn delta(base: &Cell, other: &Cell) -> Option<Delta> {
 }
 
 /// Distributions in the order the report discusses them (METRICS.md).
-pub const DISTRIBUTIONS: [(&str, &str); 7] = [
+pub const DISTRIBUTIONS: [(&str, &str); 8] = [
     ("time_to_job_ms", "Time to job: per template and device"),
     (
         "time_to_job_first_ms",
         "Time to job: first device per template",
+    ),
+    (
+        "time_to_job_at_source_ms",
+        "Time to job: template to the job source's first job",
     ),
     (
         "time_to_job_prevhash_ms",
@@ -133,7 +137,10 @@ impl Summary {
             .iter()
             .any(|(_, c)| at(c, &["pool_shares"]).is_some_and(Value::is_object))
         {
-            b.shares("pool_shares", "Shares upstream of the aggregating proxy");
+            b.shares(
+                "pool_shares",
+                "Shares the pool judged (upstream of the farm proxy or JDC)",
+            );
         }
         b.used_prefixes.push("pool_shares".to_owned());
 

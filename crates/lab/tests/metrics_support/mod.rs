@@ -10,8 +10,8 @@ use events::{
     TipChanged, TipSource, Verdict,
 };
 use lab::metrics::{
-    measure, ConfigRun, LinkSetup, LogSource, Measured, ProcessUsage, RoleKind, RoleLog, Site,
-    Window,
+    measure, ConfigRun, LinkSetup, LogSource, Measured, PoolShares, ProcessUsage, RoleKind,
+    RoleLog, Site, Window,
 };
 use lab::results::ConfigResults;
 use primitives::{Hash256, Target};
@@ -160,6 +160,11 @@ pub struct Lab {
     pub fleets: Vec<Vec<Event>>,
     pub tap: Vec<Event>,
     pub proxy: Option<Vec<Event>>,
+    /// A JDC at the farm site (A, B): the devices' job source; `pool_shares` then come from
+    /// the pool's verdicts.
+    pub jdc: Option<Vec<Event>>,
+    /// The farm-side node's peer link in simnet's `LinkBytes`, if any.
+    pub farm_peer: Option<String>,
     pub node: String,
     pub hash_budget_hps: f64,
     pub block_interval: Duration,
@@ -183,6 +188,8 @@ impl Lab {
             fleets: vec![Vec::new()],
             tap: Vec::new(),
             proxy: None,
+            jdc: None,
+            farm_peer: None,
             node: "pool".into(),
             hash_budget_hps: 0.0,
             block_interval: Duration::from_secs(10),
@@ -228,6 +235,14 @@ impl Lab {
                 source: log("proxy", p.clone()).into(),
             });
         }
+        if let Some(j) = &self.jdc {
+            logs.push(RoleLog {
+                name: "sv1.jdc".into(),
+                kind: RoleKind::Proxy,
+                site: Site::Farm,
+                source: log("jdc", j.clone()).into(),
+            });
+        }
         ConfigRun {
             name: self.name.clone(),
             logs,
@@ -238,13 +253,25 @@ impl Lab {
                 wan: "wan".into(),
                 rtt: Duration::from_millis(145),
                 lan_rtt: Duration::from_micros(500),
-                farm_node_peer_link: None,
+                farm_node_peer_link: self.farm_peer.clone(),
                 node_endpoints: vec!["rpc".into(), "zmq".into()],
             },
+            pool_shares: self.pool_shares(),
             block_interval: self.block_interval,
             template_interval: Duration::from_secs(2),
             hash_budget_hps: self.hash_budget_hps,
             usage: self.usage.clone(),
+        }
+    }
+
+    /// Where `pool_shares` come from, as the lab decides it for these roles.
+    pub fn pool_shares(&self) -> PoolShares {
+        if self.jdc.is_some() {
+            PoolShares::PoolVerdicts
+        } else if self.proxy.is_some() {
+            PoolShares::ProxyUpstream
+        } else {
+            PoolShares::None
         }
     }
 
