@@ -299,7 +299,17 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         name: run.name.clone(),
         trials: 1,
         shares: fleet.shares.tally.clone(),
-        pool_shares: (run.pool_shares != PoolShares::None).then(|| upstream.tally.clone()),
+        pool_shares: match run.pool_shares {
+            PoolShares::None => None,
+            PoolShares::PoolVerdicts => Some(upstream.tally.clone()),
+            // A proxy that writes no events (a third-party one) leaves them unseen: null, not
+            // an empty tally.
+            PoolShares::ProxyUpstream => run
+                .logs
+                .iter()
+                .any(|l| l.kind == RoleKind::Proxy)
+                .then(|| upstream.tally.clone()),
+        },
         tips,
         measured_ns: w.measured_ns(),
         block_interval: run.block_interval,
