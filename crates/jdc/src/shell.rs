@@ -158,11 +158,8 @@ async fn connect(
             addr: up.addr,
             source,
         })?;
-    let initiator = match up.authority {
-        Some(k) => noise_initiator(Some(k)),
-        None => noise_initiator(None),
-    }
-    .map_err(|source| JdcError::Transport { what, source })?;
+    let initiator =
+        noise_initiator(up.authority).map_err(|source| JdcError::Transport { what, source })?;
     NoiseConn::connect(stream, initiator, Limits::default())
         .await
         .map_err(|source| JdcError::Transport { what, source })

@@ -474,12 +474,7 @@ impl Channel {
 
     /// The job checks alone, for a share whose other parameters are unreadable.
     pub fn check_job(&self, wire_id: u64, epoch: u64) -> Result<(), Reject> {
-        match self.jobs.iter().rfind(|j| j.wire_id == wire_id) {
-            None if wire_id != 0 && wire_id <= self.expired_up_to => Err(Reject::Stale),
-            None => Err(Reject::UnknownJob),
-            Some(j) if j.job.is_stale(epoch) => Err(Reject::Stale),
-            Some(_) => Ok(()),
-        }
+        self.find(wire_id, epoch).map(|_| ())
     }
 
     /// Judges a share. `epoch` is the pool's current tip epoch: jobs of earlier epochs are stale
@@ -495,14 +490,11 @@ impl Channel {
         // A declared job's block reaches the pool's node from the farm's side, often before
         // the share that found it reaches the pool: the tip it moved must not make that very
         // share stale. Such a job's staleness is judged after hashing, then.
-        let (pos, superseded) = match self.find(s.wire_id, epoch) {
-            Ok(pos) => (pos, false),
-            Err(Reject::Stale) => match self.jobs.iter().rposition(|j| j.wire_id == s.wire_id) {
-                Some(pos) if self.jobs[pos].job.is_declared() => (pos, true),
-                _ => return Err(Reject::Stale),
-            },
-            Err(r) => return Err(r),
-        };
+        let pos = self.locate(s.wire_id)?;
+        let superseded = self.jobs[pos].job.is_stale(epoch);
+        if superseded && !self.jobs[pos].job.is_declared() {
+            return Err(Reject::Stale);
+        }
         if s.extranonce.len() != self.extranonce_len {
             return Err(Reject::ExtranonceSize);
         }
@@ -551,17 +543,23 @@ impl Channel {
     /// Where the job a share names is, if it is still current.
     #[inline]
     fn find(&self, wire_id: u64, epoch: u64) -> Result<usize, Reject> {
-        let Some(pos) = self.jobs.iter().rposition(|j| j.wire_id == wire_id) else {
-            return Err(if wire_id != 0 && wire_id <= self.expired_up_to {
-                Reject::Stale
-            } else {
-                Reject::UnknownJob
-            });
-        };
+        let pos = self.locate(wire_id)?;
         if self.jobs[pos].job.is_stale(epoch) {
             return Err(Reject::Stale);
         }
         Ok(pos)
+    }
+
+    /// Where the job a share names is, current or not; a job this channel dropped is stale.
+    #[inline]
+    fn locate(&self, wire_id: u64) -> Result<usize, Reject> {
+        self.jobs.iter().rposition(|j| j.wire_id == wire_id).ok_or(
+            if wire_id != 0 && wire_id <= self.expired_up_to {
+                Reject::Stale
+            } else {
+                Reject::UnknownJob
+            },
+        )
     }
 
     /// The share's ntime within the job's window, and its full header version.

@@ -21,7 +21,7 @@ use primitives::bitcoin::{Amount, TxOut};
 use primitives::coinbase::parse_bip34_height;
 use primitives::{compact_size, CoinbaseParts, CompactTarget, Hash256, Target};
 
-use crate::jd_token::{OutputsDigest, TokenKey, TokenKind};
+use crate::jd_token::{OutputsDigest, TokenClaims, TokenKey, TokenKind};
 use crate::job::Job;
 use crate::jobs::Generation;
 use crate::template::Template;
@@ -89,14 +89,14 @@ pub fn decode_outputs(bytes: &[u8]) -> Option<Vec<TxOut>> {
     rest.is_empty().then_some(outputs)
 }
 
-/// Checks `m` and builds its job under `id`. The checks run from who may declare to what:
+/// Checks `m` and builds its job under `id`, with the claims of the token it came under. The checks run from who may declare to what:
 /// token, outputs, header fields, coinbase, merkle path.
 pub fn declared_job(
     m: &SetCustomMiningJob,
     cx: &Context<'_>,
     id: u64,
     now: Millis,
-) -> Result<Job, Refusal> {
+) -> Result<(Job, TokenClaims), Refusal> {
     let claims = cx
         .key
         .verify_kind(&m.token, TokenKind::Declared, cx.unix_ms)
@@ -230,6 +230,7 @@ pub fn declared_job(
         claims.id,
         cx.tips.clone(),
     )
+    .map(|job| (job, claims))
     .map_err(|e| Refusal::param("nbits", e.to_string()))
 }
 

@@ -684,17 +684,10 @@ impl Session {
             tips: self.engine.tips(),
             extranonce_len,
         };
-        let job = Arc::new(custom_job::declared_job(
-            m,
-            &cx,
-            self.engine.declared_job_id(),
-            now,
-        )?);
+        let (job, claims) = custom_job::declared_job(m, &cx, self.engine.declared_job_id(), now)?;
+        let job = Arc::new(job);
         // One job per declared token (checked last, so a job refused for its fields does not
         // use the token up).
-        let claims = key
-            .verify(&m.token, unix_ms)
-            .expect("declared_job verified the token");
         if !self.engine.used_tokens.claim(&claims, unix_ms) {
             return Err(Refusal {
                 code: error_code::INVALID_MINING_JOB_TOKEN.into(),
