@@ -184,7 +184,10 @@ blocks_found=$(field 'd["blocks_found"]')
 say "fleet: $(field 'd["shares"]') blocks $blocks_found"
 
 # 9. Stop everything (the roles flush their events and print their summaries), then read the
-# logs and events.
+# logs and events. The JDC goes first: if the pool went at the same time, the JDC could see its
+# upstream close before its own TERM and fall back, which the checks below count as a failure.
+kill -TERM "$jdc_pid" 2>/dev/null || true
+wait "$jdc_pid" 2>/dev/null || true
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
