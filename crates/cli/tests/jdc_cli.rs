@@ -98,6 +98,7 @@ fn stack(
     let pool_http = pool.line("http listening on");
 
     let node_rpc = format!("http://{rpc}");
+    let jds_events = dir.join("jds.ev");
     let jds = roles.add(
         "jds",
         Role::start(
@@ -115,6 +116,8 @@ fn stack(
                 key,
                 "--payout-address",
                 PAYOUT,
+                "--events",
+                jds_events.to_str().unwrap(),
                 "--duration",
                 "120s",
             ],
@@ -189,6 +192,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
     let dir = tempfile::tempdir().unwrap();
     let pool_events = dir.path().join("pool.ev");
     let simnet_events = dir.path().join("simnet.ev");
+    let jdc_events = dir.path().join("jdc.ev");
     let Stack {
         mut roles,
         pool_http,
@@ -201,7 +205,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         "2s",
         Some(&simnet_events),
         Some(&pool_events),
-        &[],
+        &["--events", jdc_events.to_str().unwrap()],
     );
     let report = fleet(&jdc, "15s");
     let accepted = report["shares"]["accepted"].as_u64().unwrap();
@@ -272,6 +276,45 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         .filter(|e| e["kind"] == "share_result" && e["verdict"] == "accepted")
         .count() as u64;
     assert_eq!(pool_share_events, pool_accepted);
+
+    // The JDC and the JDS count their own socket bytes (METRICS.md roles.<name>.net_*_bytes),
+    // Noise included, with the link's directions (up: toward the pool's site).
+    let bytes = |path: &Path, link: &str, direction: &str| -> u64 {
+        dump_events(path)
+            .iter()
+            .filter(|e| e["kind"] == "link_bytes" && e["link"] == link)
+            .filter(|e| e["direction"] == direction)
+            .map(|e| e["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let jds_events = dir.path().join("jds.ev");
+    let (jdc_up, jdc_down) = (
+        bytes(&jdc_events, "jds", "up"),
+        bytes(&jdc_events, "jds", "down"),
+    );
+    let (jds_up, jds_down) = (
+        bytes(&jds_events, "jd", "up"),
+        bytes(&jds_events, "jd", "down"),
+    );
+    // What the JDC wrote, the JDS read (it reads to the end of a closing connection); what
+    // the JDS wrote last may be dropped by a JDC that is closing.
+    assert!(
+        jdc_up > 0 && jdc_down > 0,
+        "jdc->jds {jdc_up} up, {jdc_down} down"
+    );
+    assert_eq!(jds_up, jdc_up, "bytes the JDC wrote and the JDS read");
+    assert!(
+        jds_down >= jdc_down,
+        "the JDS wrote {jds_down}, the JDC read {jdc_down}"
+    );
+    let pool_up = bytes(&jdc_events, "upstream", "up");
+    let pool_down = bytes(&jdc_events, "upstream", "down");
+    assert!(
+        pool_up > 0 && pool_down > 0,
+        "jdc->pool {pool_up} up, {pool_down} down"
+    );
+    // The embedded pool's own miner-facing link is counted apart.
+    assert!(bytes(&jdc_events, "sv2", "up") > 0);
 }
 
 /// One JSON-RPC call to simnet (user and password "lab").

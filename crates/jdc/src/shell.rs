@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use events::LinkCounter;
 use pool::engine::{PayoutMode, TappedShare};
 use pool::jobs::Generation;
 use pool::service::{PoolSettings, RunningPool};
@@ -195,7 +196,11 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         return Err(JdcError::NoTemplateProvider);
     }
     // The JDS first: its token names the payout.
+    // The JDC's own socket bytes upstream (the embedded pool counts its devices' side):
+    // METRICS.md `roles.jdc.net_*_bytes`.
+    let net = [LinkCounter::new("jds"), LinkCounter::new("upstream")];
     let mut jds = connect("JDS", &settings.jds, settings.connect_timeout).await?;
+    jds.count_into(net[0].clone(), sv2::Side::Client);
     let mut declarer = Declarer::new(settings.declarer.clone());
     send("JDS", &mut jds, &declarer.setup_connection()).await?;
     let mut early = Vec::new();
@@ -211,6 +216,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     let payout = declarer.pool_payout().expect("ready").clone();
 
     let mut up = connect("pool", &settings.upstream, settings.connect_timeout).await?;
+    up.count_into(net[1].clone(), sv2::Side::Client);
     let mut channel = PoolChannel::new(settings.channel.clone());
     send("pool", &mut up, &channel.setup_connection()).await?;
     let opened = loop {
@@ -274,6 +280,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         engine: running.engine.clone(),
         clock: std::time::Instant::now(),
         accepted_seen: 0,
+        net,
     };
     let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, stop_rx));
     Ok(RunningJdc {
@@ -314,6 +321,8 @@ struct Joined {
     clock: std::time::Instant,
     /// The pool channel's accepted count last looked at: a rise resets the rejection run.
     accepted_seen: u64,
+    /// Wire bytes to and from the JDS and the pool.
+    net: [Arc<LinkCounter>; 2],
 }
 
 /// Reads from an upstream that may be gone (then never ready).
@@ -340,6 +349,7 @@ impl Joined {
             tokio::select! {
                 _ = stop.changed() => break,
                 _ = tick.tick() => {
+                    self.report_net_bytes();
                     let now = self.now_ms();
                     if let Some(r) = self.fallback.on_tick(now) {
                         self.fall_back(r).await;
@@ -394,6 +404,13 @@ impl Joined {
         }
         if let Some(c) = self.up.take() {
             c.close(Duration::from_millis(200)).await;
+        }
+        self.report_net_bytes();
+    }
+
+    fn report_net_bytes(&self) {
+        for c in &self.net {
+            c.report(&self.engine.events);
         }
     }
 

@@ -31,4 +31,4 @@ pub use keys::{
 };
 pub use messages::{DecodeError, EncodeError, Message, Sv2Message};
 pub use noise::{Frame, NoiseError, NoiseInitiator, NoiseResponder};
-pub use transport::{Limits, NoiseConn, TransportError};
+pub use transport::{Limits, NoiseConn, Side, TransportError};

@@ -14,9 +14,11 @@
 //! a `select!` may drop it between reads without losing bytes.
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use binary_sv2::{GetSize, Serialize};
+use events::LinkCounter;
 use noise_sv2::{Initiator, Responder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -128,6 +130,18 @@ pub struct NoiseConn {
     limits: Limits,
     /// Wire bytes of the handshake: (read, written).
     handshake: (u64, u64),
+    /// Where the connection's wire bytes are counted, once someone asked
+    /// ([`NoiseConn::count_into`]).
+    counter: Option<(Arc<LinkCounter>, Side)>,
+}
+
+/// Which end of the link a connection is, for [`NoiseConn::count_into`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Accepted the connection: it serves the side further from the pool.
+    Server,
+    /// Opened it toward the pool side.
+    Client,
 }
 
 impl NoiseConn {
@@ -135,6 +149,33 @@ impl NoiseConn {
     /// connection must include (the frames after it are counted by whoever reads and writes).
     pub fn handshake_bytes(&self) -> (u64, u64) {
         self.handshake
+    }
+
+    /// Counts the connection's wire bytes (handshake, frames, Noise overhead) into `counter`
+    /// from now on, the handshake's included: for roles that report their own socket bytes
+    /// (METRICS.md `roles.<name>.net_*_bytes`) over connections they only read and write
+    /// through here. `LinkBytes` directions are the link's (up: toward the pool), so what a
+    /// client writes goes up and what a server writes goes down.
+    pub fn count_into(&mut self, counter: Arc<LinkCounter>, side: Side) {
+        self.counter = Some((counter, side));
+        self.count_read(self.handshake.0 as usize);
+        self.count_written(self.handshake.1 as usize);
+    }
+
+    fn count_read(&self, n: usize) {
+        match &self.counter {
+            Some((c, Side::Server)) => c.add_rx(n),
+            Some((c, Side::Client)) => c.add_tx(n),
+            None => {}
+        }
+    }
+
+    fn count_written(&self, n: usize) {
+        match &self.counter {
+            Some((c, Side::Server)) => c.add_tx(n),
+            Some((c, Side::Client)) => c.add_rx(n),
+            None => {}
+        }
     }
 
     /// The responder's side: waits for the initiator's ephemeral key, answers with ours and the
@@ -169,6 +210,7 @@ impl NoiseConn {
             scratch: Vec::new(),
             limits,
             handshake: (read, written),
+            counter: None,
         })
     }
 
@@ -219,6 +261,7 @@ impl NoiseConn {
             scratch: Vec::new(),
             limits,
             handshake: (read, written),
+            counter: None,
         })
     }
 
@@ -246,6 +289,7 @@ impl NoiseConn {
             if n == 0 {
                 return Err(TransportError::Closed);
             }
+            self.count_read(n);
             self.codec.feed(&self.read_buf[..n]);
         }
     }
@@ -286,6 +330,9 @@ impl NoiseConn {
         self.codec
             .encrypt(msg_type, extension_type, payload, &mut self.out)?;
         let written = write_within(&mut self.writer, &self.out, self.limits.write_timeout).await;
+        if written.is_ok() {
+            self.count_written(self.out.len());
+        }
         if self.out.capacity() > RETAINED_OUT {
             self.out = Vec::new();
         }

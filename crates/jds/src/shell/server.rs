@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{
-    BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink, ShortStr,
+    BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink, LinkCounter,
+    ShortStr,
 };
 use pool::jd_token::TokenKey;
 use pool::node::{NodeClient, NodeConfig, NodeError};
@@ -28,6 +29,8 @@ const TICK: Duration = Duration::from_millis(500);
 /// Largest frame a JDC may send: `ProvideMissingTransactions.Success` carries whole
 /// transactions, up to a block's worth.
 const MAX_FRAME_BYTES: usize = 1 << 24;
+/// How often the JDCs' socket bytes go to the event log (`LinkBytes` on the `jd` link).
+const NET_REPORT: Duration = Duration::from_secs(1);
 
 /// Everything the server needs.
 pub struct JdsSettings {
@@ -125,6 +128,8 @@ struct Shared {
     events: EventSink,
     stats: Arc<JdsStats>,
     next_conn: AtomicU64,
+    /// Every JDC connection's wire bytes, Noise included.
+    net: Arc<LinkCounter>,
 }
 
 /// A started server.
@@ -135,6 +140,7 @@ pub struct RunningJds {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     events: EventSink,
+    net: Arc<LinkCounter>,
 }
 
 impl RunningJds {
@@ -154,6 +160,7 @@ impl RunningJds {
         let node = NodeClient::new(s.node)?;
         let mempool = Arc::new(NodeMempool::new(node));
         let stats = Arc::new(JdsStats::default());
+        let net = LinkCounter::new("jd");
         let shared = Arc::new(Shared {
             tokens: Arc::new(TokenIssuer::new(
                 s.token_key,
@@ -169,10 +176,12 @@ impl RunningJds {
             events: s.events.clone(),
             stats: stats.clone(),
             next_conn: AtomicU64::new(1),
+            net: net.clone(),
         });
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
         tasks.spawn(refresh_loop(mempool.clone(), s.mempool_refresh, rx.clone()));
+        tasks.spawn(report_loop(net.clone(), s.events.clone(), rx.clone()));
         tasks.spawn(serve(shared, listener, rx));
         Ok(RunningJds {
             addr,
@@ -181,7 +190,13 @@ impl RunningJds {
             shutdown,
             tasks,
             events: s.events,
+            net,
         })
+    }
+
+    /// Wire bytes read from and written to JDCs so far: (read, written).
+    pub fn net_bytes(&self) -> (u64, u64) {
+        self.net.totals()
     }
 
     /// Closes every connection and waits for the tasks (bounded), then flushes events.
@@ -194,10 +209,22 @@ impl RunningJds {
         {
             self.tasks.abort_all();
         }
+        self.net.report(&self.events);
         if let Err(e) = self.events.flush() {
             tracing::warn!(error = %e, "jds: events file");
         }
         self.stats.snapshot()
+    }
+}
+
+async fn report_loop(net: Arc<LinkCounter>, events: EventSink, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(NET_REPORT);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stopped(&mut stop) => return,
+            _ = tick.tick() => net.report(&events),
+        }
     }
 }
 
@@ -259,7 +286,7 @@ async fn connection(
         max_frame_bytes: MAX_FRAME_BYTES,
         write_timeout: Duration::from_secs(30),
     };
-    let conn = tokio::select! {
+    let mut conn = tokio::select! {
         _ = stopped(&mut stop) => return,
         c = NoiseConn::accept_with_keys(stream, &shared.keys, shared.cert_validity, limits) => match c {
             Ok(c) => c,
@@ -269,6 +296,7 @@ async fn connection(
             }
         },
     };
+    conn.count_into(shared.net.clone(), sv2::Side::Server);
     let id = shared.next_conn.fetch_add(1, Relaxed);
     shared.stats.connections.fetch_add(1, Relaxed);
     shared.stats.open.fetch_add(1, Relaxed);
