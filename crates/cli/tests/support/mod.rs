@@ -60,7 +60,18 @@ impl Role {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let status = self.child.wait().unwrap();
         assert!(status.success(), "exit {status:?}");
-        self.lines.try_iter().collect()
+        // The reader thread may not have passed on the last lines yet when the process is
+        // gone: read until it reaches the end of the pipe (bounded, should a child of the
+        // role hold the pipe open).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut out = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => out.push(l),
+                Err(_) => break,
+            }
+        }
+        out
     }
 
     /// SIGKILL: no chance to clean up.
