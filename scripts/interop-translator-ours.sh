@@ -12,6 +12,9 @@
 #   - at least one block a device found goes device -> translator -> pool_sv2 -> simnet, which
 #     takes it as its new tip (a tip_changed event with source "submitted" whose hash is one the
 #     translator forwarded).
+# All of it twice on the same simnet and pool_sv2: the translator in aggregated mode (one channel
+# for every device), then in per-device mode (`--channels per-device`: a channel each on the one
+# connection; pool_sv2 accepts shares on at least two of them).
 #
 # Everything listens on 127.0.0.1 only: the pool config is written here (no LAN ranges, no
 # monitoring, no JDS). Every process started here is stopped on exit; each wait is bounded.
@@ -21,7 +24,8 @@
 #   STRATUMLAB_TOOLS_DIR  where pinned third-party tools are installed
 #                         [default: ${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci]
 #   INTEROP_KEEP=1        keep the work directory (logs, config, events) for inspection
-#   FLEET_DURATION        how long the fleet mines [default: 30s]
+#   FLEET_DURATION        how long the fleet mines in aggregated mode [default: 30s]
+#   FLEET_DURATION_PER_DEVICE  and in per-device mode [default: 20s]
 # Needs: cargo, python3; to install pool_sv2 the first time, Cap'n Proto (`capnp` and its
 # standard schemas: Debian's capnproto and libcapnp-dev).
 set -euo pipefail
@@ -34,6 +38,7 @@ AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
 AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 DURATION=${FLEET_DURATION:-30s}
+DURATION_PER_DEVICE=${FLEET_DURATION_PER_DEVICE:-20s}
 DEVICES=10
 # Each device hashes a tenth of it: 50 kH/s, what the translator is told to count per device.
 BUDGET=500kH/s
@@ -45,7 +50,9 @@ tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-translator-ours
-log_files=(simnet.out simnet.err pool.log translator.out translator.err fleet.err fleet.json)
+log_files=(simnet.out simnet.err pool.log
+    translator-aggregated.out translator-aggregated.err fleet-aggregated.err fleet-aggregated.json
+    translator-per-device.out translator-per-device.err fleet-per-device.err fleet-per-device.json)
 # shellcheck source=scripts/interop-common.sh
 source scripts/interop-common.sh
 
@@ -102,58 +109,75 @@ pool_ready() {
 wait_for 90 pool_ready || fail "pool_sv2 did not become ready for miners"
 say "pool_sv2 at 127.0.0.1:$pool_port on simnet's TDP $tdp"
 
-# 5. Our translator, pool_sv2 upstream with its authority key. It prints its SV1 address once
-# the upstream channel is open.
-timeout --signal=TERM 600 "$stratumlab" translator --listen 127.0.0.1:0 \
-    --upstream "127.0.0.1:$pool_port" --upstream-authority-key "$AUTHORITY_PUBLIC_KEY" \
-    --user-identity stratumlab-interop --device-hash-rate "$DEVICE_RATE" \
-    --start-difficulty "$START_DIFFICULTY" --shares-per-minute 30 \
-    --events "$work/translator.ev" \
-    >"$work/translator.out" 2>"$work/translator.err" &
-pids+=($!)
-translator_pid=$!
-sv1_addr() { sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/translator.out" | head -n1; }
-translator_up() {
-    kill -0 "$translator_pid" 2>/dev/null || fail "the translator exited early"
-    [ -n "$(sv1_addr)" ]
+# 5-8, once per channel mode: our translator with pool_sv2 upstream (its authority key), the
+# farm mining through it, the fleet's own counts, then the translator stopped (it writes its
+# events and summary on SIGTERM).
+declare -A blocks_in
+mine_through() {
+    local mode=$1 duration=$2
+    # 5. The translator prints its SV1 address once the upstream is ready (aggregated: its
+    # channel open; per-device: SetupConnection done, channels come with devices).
+    timeout --signal=TERM 600 "$stratumlab" translator --listen 127.0.0.1:0 --channels "$mode" \
+        --upstream "127.0.0.1:$pool_port" --upstream-authority-key "$AUTHORITY_PUBLIC_KEY" \
+        --user-identity stratumlab-interop --device-hash-rate "$DEVICE_RATE" \
+        --start-difficulty "$START_DIFFICULTY" --shares-per-minute 30 \
+        --events "$work/translator-$mode.ev" \
+        >"$work/translator-$mode.out" 2>"$work/translator-$mode.err" &
+    local translator_pid=$!
+    pids+=("$translator_pid")
+    sv1_addr() { sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/translator-$mode.out" | head -n1; }
+    translator_up() {
+        kill -0 "$translator_pid" 2>/dev/null || fail "the translator ($mode) exited early"
+        [ -n "$(sv1_addr)" ]
+    }
+    wait_for 60 translator_up || fail "the translator ($mode) did not print 'sv1 listening on ADDR' (no upstream on pool_sv2?)"
+    local sv1
+    sv1=$(sv1_addr)
+    say "translator ($mode) at $sv1, upstream ready on pool_sv2"
+
+    # 6. The farm: S19-class SV1 devices (version rolling through mining.configure).
+    say "mining for $duration with $DEVICES devices ($mode)"
+    "$stratumlab" fleet --pool "$sv1" --profile asic --devices "$DEVICES" --hash-budget "$BUDGET" \
+        --duration "$duration" --drain 5s --json --events "$work/fleet-$mode.ev" \
+        >"$work/fleet-$mode.json" 2>"$work/fleet-$mode.err" \
+        || fail "the fleet ($mode) failed: $(tail -n 3 "$work/fleet-$mode.err")"
+
+    # 7. The fleet's own counts: every device ready, shares accepted, nothing rejected but stale.
+    local json="$work/fleet-$mode.json"
+    field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$json"; }
+    [ "$(field 'd["ready"]')" -eq "$DEVICES" ] || fail "$mode: not every device was ready: $(cat "$json")"
+    [ "$(field 'd["protocol_errors"]')" -eq 0 ] || fail "$mode: protocol errors (run with RUST_LOG=debug): $(cat "$json")"
+    [ "$(field 'd["disconnects"]')" -eq 0 ] || fail "$mode: devices disconnected: $(cat "$json")"
+    [ "$(field 'd["shares"]["accepted"]')" -gt 0 ] || fail "$mode: the translator accepted no share"
+    local other
+    other=$(field 'sum(v for k, v in d["shares"]["rejected_by_reason"].items() if k != "stale")')
+    [ "$other" -eq 0 ] || fail "$mode: shares rejected for reasons other than stale: $(field 'd["shares"]')"
+    blocks_in[$mode]=$(field 'd["blocks_found"]')
+    say "fleet ($mode): $(field 'd["shares"]') blocks ${blocks_in[$mode]}"
+
+    # 8. Stop the translator.
+    kill -TERM "$translator_pid"
+    wait_for 20 bash -c "! kill -0 $translator_pid 2>/dev/null" || fail "the translator ($mode) did not stop on SIGTERM"
 }
-wait_for 60 translator_up || fail "the translator did not print 'sv1 listening on ADDR' (no channel on pool_sv2?)"
-sv1=$(sv1_addr)
-say "translator at $sv1, its channel open on pool_sv2"
-
-# 6. The farm: S19-class SV1 devices (version rolling through mining.configure).
-say "mining for $DURATION with $DEVICES devices"
-"$stratumlab" fleet --pool "$sv1" --profile asic --devices "$DEVICES" --hash-budget "$BUDGET" \
-    --duration "$DURATION" --drain 5s --json --events "$work/fleet.ev" \
-    >"$work/fleet.json" 2>"$work/fleet.err" || fail "the fleet failed: $(tail -n 3 "$work/fleet.err")"
-
-# 7. The fleet's own counts: every device ready, shares accepted, nothing rejected but stale.
-field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($1)" "$work/fleet.json"; }
-[ "$(field 'd["ready"]')" -eq "$DEVICES" ] || fail "not every device was ready: $(cat "$work/fleet.json")"
-[ "$(field 'd["protocol_errors"]')" -eq 0 ] || fail "protocol errors (run with RUST_LOG=debug): $(cat "$work/fleet.json")"
-[ "$(field 'd["disconnects"]')" -eq 0 ] || fail "devices disconnected: $(cat "$work/fleet.json")"
-[ "$(field 'd["shares"]["accepted"]')" -gt 0 ] || fail "the translator accepted no share"
-other=$(field 'sum(v for k, v in d["shares"]["rejected_by_reason"].items() if k != "stale")')
-[ "$other" -eq 0 ] || fail "shares rejected for reasons other than stale: $(field 'd["shares"]')"
-blocks=$(field 'd["blocks_found"]')
-say "fleet: $(field 'd["shares"]') blocks $blocks"
-
-# 8. Stop the translator (it writes its events and summary on SIGTERM), then the others.
-kill -TERM "$translator_pid"
-wait_for 20 bash -c "! kill -0 $translator_pid 2>/dev/null" || fail "the translator did not stop on SIGTERM"
+mine_through aggregated "$DURATION"
+mine_through per-device "$DURATION_PER_DEVICE"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
 
-# 9. The translator's events: pool_sv2's verdicts on the forwarded shares (none unanswered,
-# none rejected but stale); blocks go device -> translator (share_sent with the block's hash)
+# 9. Each pass's translator events: pool_sv2's verdicts on the forwarded shares (none
+# unanswered, none rejected but stale; a share is its channel and sequence number, each
+# channel counting its own); blocks go device -> translator (share_sent with the block's hash)
 # -> pool_sv2 -> simnet (tip_changed, source submitted).
-for ev in translator simnet; do
-    "$stratumlab" events dump "$work/$ev.ev" >"$work/$ev.jsonl" || fail "$ev: events do not read"
-done
-summary=$(python3 - "$work" <<'EOF'
+"$stratumlab" events dump "$work/simnet.ev" >"$work/simnet.jsonl" || fail "simnet: events do not read"
+grep -q 'Propagating solution to the Template Provider' "$work/pool.log" \
+    || fail "pool_sv2 sent no SubmitSolution to simnet"
+for mode in aggregated per-device; do
+    "$stratumlab" events dump "$work/translator-$mode.ev" >"$work/translator-$mode.jsonl" \
+        || fail "translator ($mode): events do not read"
+    summary=$(python3 - "$work" "$mode" <<'PY'
 import collections, json, sys
-work = sys.argv[1]
+work, mode = sys.argv[1], sys.argv[2]
 def events(name):
     with open(f"{work}/{name}.jsonl") as f:
         return [json.loads(line) for line in f]
@@ -162,37 +186,42 @@ hashes = set()
 accepted = 0
 rejected = collections.Counter()
 answered = set()
-for e in events("translator"):
+accepted_channels = set()
+for e in events(f"translator-{mode}"):
     if e["kind"] == "share_sent":
-        forwarded.add(e["seq"])
+        forwarded.add((e["channel"], e["seq"]))
         if e.get("hash"):
             hashes.add(e["hash"])
     elif e["kind"] == "share_result" and e.get("perspective") == "received":
-        answered.add(e["seq"])
+        answered.add((e["channel"], e["seq"]))
         v = e["verdict"]
         if v == "accepted":
             accepted += 1
+            accepted_channels.add(e["channel"])
         else:
             rejected[v["rejected"] if isinstance(v, dict) else str(v)] += 1
 tips = {e["hash"] for e in events("simnet")
         if e["kind"] == "tip_changed" and e.get("source") == "submitted"}
 bad = sum(n for r, n in rejected.items() if r != "stale")
-print(len(forwarded), accepted, bad, len(forwarded - answered), len(tips), len(tips & hashes),
-      dict(rejected) or "none")
-EOF
-) || fail "the events do not parse"
-read -r forwarded accepted bad unanswered tips chained rejections <<<"$summary"
-say "translator: $forwarded shares forwarded, $accepted accepted by pool_sv2, rejected: $rejections," \
-    "$unanswered unanswered; simnet: $tips new tips from submitted blocks, $chained forwarded by the translator"
-grep -q 'Propagating solution to the Template Provider' "$work/pool.log" \
-    || fail "pool_sv2 sent no SubmitSolution to simnet"
-[ "$forwarded" -ge 1 ] || fail "the translator forwarded no share to pool_sv2"
-[ "$accepted" -ge 1 ] || fail "pool_sv2 accepted no share from the translator"
-[ "$bad" -eq 0 ] || fail "pool_sv2 rejected shares for reasons other than stale: $rejections"
-[ "$unanswered" -eq 0 ] || fail "$unanswered forwarded shares got no verdict from pool_sv2"
-[ "$blocks" -ge 1 ] || fail "no device found a block"
-[ "$chained" -ge 1 ] || fail "no block went device -> translator -> pool_sv2 -> simnet tip"
+print(len(forwarded), accepted, bad, len(forwarded - answered), len(tips & hashes),
+      len(accepted_channels), dict(rejected) or "none")
+PY
+    ) || fail "the events ($mode) do not parse"
+    read -r forwarded accepted bad unanswered chained channels rejections <<<"$summary"
+    say "translator ($mode): $forwarded shares forwarded, $accepted accepted by pool_sv2 on" \
+        "$channels channel(s), rejected: $rejections, $unanswered unanswered; $chained of its" \
+        "blocks new tips on simnet"
+    [ "$forwarded" -ge 1 ] || fail "$mode: the translator forwarded no share to pool_sv2"
+    [ "$accepted" -ge 1 ] || fail "$mode: pool_sv2 accepted no share from the translator"
+    [ "$bad" -eq 0 ] || fail "$mode: pool_sv2 rejected shares for reasons other than stale: $rejections"
+    [ "$unanswered" -eq 0 ] || fail "$mode: $unanswered forwarded shares got no verdict from pool_sv2"
+    [ "${blocks_in[$mode]}" -ge 1 ] || fail "$mode: no device found a block"
+    [ "$chained" -ge 1 ] || fail "$mode: no block went device -> translator -> pool_sv2 -> simnet tip"
+    if [ "$mode" = per-device ]; then
+        [ "$channels" -ge 2 ] || fail "per-device: pool_sv2 accepted shares on $channels channel(s), not one per device"
+    fi
+done
 
-say "PASS: $DEVICES SV1 devices through stratumlab's translator into pool_sv2 $POOL_SV2_VERSION:" \
-    "$accepted forwarded shares accepted, $blocks blocks found by devices, $chained of them new" \
-    "tips on simnet"
+say "PASS: $DEVICES SV1 devices through stratumlab's translator into pool_sv2 $POOL_SV2_VERSION," \
+    "aggregated (${blocks_in[aggregated]} blocks found) and per-device (${blocks_in[per-device]}" \
+    "blocks found): forwarded shares accepted, blocks new tips on simnet"

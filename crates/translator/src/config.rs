@@ -4,9 +4,53 @@ use pool::sv1::POOL_VERSION_MASK;
 use pool::vardiff::VardiffConfig;
 use primitives::{Difficulty, Target};
 
+/// How devices map onto upstream channels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ChannelMode {
+    /// Every device on one extended channel, each given its own range of its extranonce.
+    #[default]
+    Aggregated,
+    /// Each device on an extended channel of its own (SV2 only), taking all of its extranonce.
+    PerDevice,
+}
+
+impl ChannelMode {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ChannelMode::Aggregated => "aggregated",
+            ChannelMode::PerDevice => "per-device",
+        }
+    }
+}
+
+impl std::fmt::Display for ChannelMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown channel mode {0:?} (expected aggregated or per-device)")]
+pub struct UnknownChannelMode(pub String);
+
+impl std::str::FromStr for ChannelMode {
+    type Err = UnknownChannelMode;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "aggregated" => Ok(ChannelMode::Aggregated),
+            "per-device" => Ok(ChannelMode::PerDevice),
+            other => Err(UnknownChannelMode(other.to_owned())),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct TranslatorConfig {
-    /// `OpenExtendedMiningChannel.user_identity`: the farm's account at the pool.
+    /// One channel for every device, or one per device.
+    pub channels: ChannelMode,
+    /// `OpenExtendedMiningChannel.user_identity`: the farm's account at the pool (per-device
+    /// mode appends `.miner<N>`, the device's number).
     pub user_identity: String,
     /// The largest target the devices accept (`max_target` of the channel).
     pub max_target: Target,
@@ -43,6 +87,7 @@ pub struct TranslatorConfig {
 impl Default for TranslatorConfig {
     fn default() -> Self {
         TranslatorConfig {
+            channels: ChannelMode::Aggregated,
             user_identity: "stratumlab-translator".into(),
             max_target: Target::MAX,
             device_hash_rate: 1e12,

@@ -65,6 +65,8 @@ pub enum Close {
     Full,
     /// The channel's extranonce prefix changed and the device cannot be told.
     ExtranonceChanged,
+    /// Per-device mode: the pool refused or closed this device's own channel.
+    ChannelLost,
 }
 
 pub struct Device {
@@ -126,6 +128,28 @@ impl Device {
 
     pub fn is_working(&self) -> bool {
         !self.jobs.is_empty()
+    }
+
+    /// It asked for an extranonce (subscribed, or a subscribe waits for the channel): only an
+    /// upstream channel can give one.
+    pub fn wants_extranonce(&self) -> bool {
+        self.subscribed || self.pending_subscribe.is_some()
+    }
+
+    /// The first name it authorized, if any.
+    pub fn worker(&self) -> Option<&str> {
+        self.workers.first().map(String::as_str)
+    }
+
+    /// Per-device mode: its own channel was refused or closed by the pool. A subscribe still
+    /// waiting is answered with the reason; either way the connection ends (the firmware
+    /// reconnects and asks again).
+    pub fn channel_lost(&mut self, why: &str) {
+        if let Some(id) = self.pending_subscribe.take() {
+            let msg = format!("Upstream refused the channel: {why}");
+            write::reply_error_message(self.out.own(), &id, 20, &msg);
+        }
+        self.close = Some(Close::ChannelLost);
     }
 
     pub fn wants_close(&self) -> Option<Close> {

@@ -11,6 +11,9 @@
 //! - [`translator`]: aggregated mode, tying them together, over an [`uplink::Uplink`]: the SV2
 //!   extended channel ([`upstream`]) for the translator, one SV1 connection
 //!   ([`sv1_upstream`]) for the aggregating SV1 proxy (`stratumlab proxy`).
+//! - [`per_device`]: per-device mode, a single-device translator per device, each on an
+//!   extended channel of its own on the one upstream connection.
+//! - [`mode`]: what the shell drives, either mode.
 //! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock, failover).
 //!
 //! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
@@ -20,6 +23,8 @@ pub mod config;
 pub mod downstream;
 pub mod extranonce;
 pub mod jobs;
+pub mod mode;
+pub mod per_device;
 pub mod shares;
 pub mod shell;
 pub mod sv1_upstream;
@@ -27,8 +32,10 @@ pub mod translator;
 pub mod uplink;
 pub mod upstream;
 
-pub use config::TranslatorConfig;
+pub use config::{ChannelMode, TranslatorConfig};
 pub use downstream::{Close, Device, LineOutcome};
+pub use mode::{Mode, Reach, Scope, Tagged};
+pub use per_device::PerDevice;
 pub use pool::Millis;
 pub use translator::{Event, Translator};
 pub use uplink::Uplink;

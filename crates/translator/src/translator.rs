@@ -7,9 +7,9 @@
 //! [`Translator::poll_upstream`]'s messages. [`Translator::poll_event`] reports what happened,
 //! for accounting and the event log.
 //!
-//! Per-device channels (a later slice) keep the same [`Device`]s and differ only in what sits
-//! above them: one [`UpstreamChannel`] per device instead of one shared by all, with the device
-//! taking the whole channel extranonce space.
+//! Per-device channels ([`crate::per_device`]) keep the same [`Device`]s and differ only in
+//! what sits above them: one [`UpstreamChannel`] per device instead of one shared by all, with
+//! the device taking the whole channel extranonce space.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -154,6 +154,10 @@ impl<U: Uplink> Translator<U> {
         &self.upstream
     }
 
+    pub(crate) fn upstream_mut(&mut self) -> &mut U {
+        &mut self.upstream
+    }
+
     pub fn jobs(&self) -> &JobBook {
         &self.book
     }
@@ -218,9 +222,14 @@ impl<U: Uplink> Translator<U> {
 
     pub fn device_connected(&mut self, now: Millis) -> DeviceId {
         let id = DeviceId(self.next_device);
-        self.next_device += 1;
-        self.devices.insert(id, Device::new(id, &self.config, now));
+        self.device_connected_as(id, now);
         id
+    }
+
+    /// A device numbered by the caller (per-device mode numbers devices across its channels).
+    pub fn device_connected_as(&mut self, id: DeviceId, now: Millis) {
+        self.next_device = self.next_device.max(id.0 + 1);
+        self.devices.insert(id, Device::new(id, &self.config, now));
     }
 
     pub fn device(&self, id: DeviceId) -> Option<&Device> {

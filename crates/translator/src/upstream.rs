@@ -202,6 +202,20 @@ impl UpstreamChannel {
         }
     }
 
+    /// The group the pool put the channel in (0: none), once open.
+    pub fn group_id(&self) -> Option<u32> {
+        match self.state {
+            State::Open { group_id, .. } => Some(group_id),
+            _ => None,
+        }
+    }
+
+    /// The request id the next opening uses. Several channels on one connection must not
+    /// share one: the pool's answer names the request, not the channel.
+    pub fn set_next_request_id(&mut self, request_id: u32) {
+        self.next_request_id = request_id;
+    }
+
     pub fn is_open(&self) -> bool {
         self.channel_id().is_some()
     }

@@ -1,4 +1,5 @@
-//! `stratumlab translator`: SV1 devices aggregated onto one SV2 extended channel of an SV2 pool.
+//! `stratumlab translator`: SV1 devices onto an SV2 pool, aggregated on one extended channel or
+//! each on its own (`--channels per-device`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,15 +13,15 @@ use events::EventSink;
 use pool::vardiff::VardiffConfig;
 use primitives::Difficulty;
 use translator::shell::sv1_conn::Sv1Transport;
-use translator::shell::transport::{Sv2Transport, Transport};
 use translator::shell::{self, ShellConfig, UpstreamSpec};
-use translator::TranslatorConfig;
+use translator::{ChannelMode, TranslatorConfig};
 
 use super::fleet::Budget;
 use crate::config::{self, Dur};
 
 /// Translate Stratum V1 devices to Stratum V2: every device on one extended channel of an SV2
-/// pool (aggregated mode), shares judged locally and forwarded when they meet the pool's target.
+/// pool (aggregated mode) or each on its own (`--channels per-device`), shares judged locally
+/// and forwarded when they meet the pool's target.
 #[derive(Args, Serialize, Default)]
 pub struct TranslatorArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
@@ -48,8 +49,14 @@ pub struct TranslatorArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_keepalive: Option<Dur>,
-    /// The farm's account at the pool (`OpenExtendedMiningChannel.user_identity`)
-    /// [default: stratumlab-translator].
+    /// How devices map onto SV2 channels: `aggregated` (all on one extended channel, each
+    /// given a range of its extranonce) or `per-device` (an extended channel each, on the one
+    /// connection; the translator only) [default: aggregated].
+    #[arg(long, value_name = "MODE", value_parser = ["aggregated", "per-device"])]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub channels: Option<String>,
+    /// The farm's account at the pool (`OpenExtendedMiningChannel.user_identity`; per-device
+    /// channels append `.miner<N>`, the device's number) [default: stratumlab-translator].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_identity: Option<String>,
@@ -98,6 +105,7 @@ pub struct Settings {
     #[serde(deserialize_with = "config::one_or_many")]
     pub upstream_authority_key: Vec<String>,
     pub upstream_keepalive: Dur,
+    pub channels: String,
     pub user_identity: String,
     pub start_difficulty: Difficulty,
     pub min_difficulty: Difficulty,
@@ -118,6 +126,7 @@ impl Default for Settings {
             upstream: Vec::new(),
             upstream_authority_key: Vec::new(),
             upstream_keepalive: Dur(Duration::from_secs(30)),
+            channels: t.channels.to_string(),
             user_identity: t.user_identity,
             start_difficulty: t.start_difficulty,
             min_difficulty: v.min,
@@ -167,6 +176,15 @@ impl Settings {
             "--shares-per-minute must be positive"
         );
         anyhow::ensure!(self.max_devices > 0, "--max-devices must be at least 1");
+        let channels: ChannelMode = self
+            .channels
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--channels: {e}"))?;
+        // Room for `.miner<N>` within SV2's 255-byte user_identity.
+        anyhow::ensure!(
+            channels == ChannelMode::Aggregated || self.user_identity.len() <= 230,
+            "--user-identity: at most 230 bytes with per-device channels"
+        );
         let rate = self.device_hash_rate.0.hashes_per_sec();
         anyhow::ensure!(
             rate > 0.0 && rate.is_finite(),
@@ -177,6 +195,7 @@ impl Settings {
         c.max_devices = self.max_devices;
         c.http_listen = self.http_listen;
         c.translator = TranslatorConfig {
+            channels,
             user_identity: self.user_identity.clone(),
             start_difficulty: if self.start_difficulty < self.min_difficulty {
                 self.min_difficulty
@@ -197,17 +216,25 @@ impl Settings {
 
 /// `stratumlab translator`: SV1 devices onto an SV2 pool.
 pub fn run(args: TranslatorArgs) -> Result<()> {
-    serve::<Sv2Transport>(args, "translator")
+    serve(args, "translator", shell::start)
 }
 
 /// `stratumlab proxy`: SV1 devices onto one SV1 connection to an SV1 pool.
 pub fn run_proxy(args: TranslatorArgs) -> Result<()> {
-    serve::<Sv1Transport>(args, "proxy")
+    serve(args, "proxy", shell::start_with::<Sv1Transport>)
 }
 
-fn serve<T: Transport>(args: TranslatorArgs, role: &'static str) -> Result<()> {
+fn serve<F, Fut>(args: TranslatorArgs, role: &'static str, start: F) -> Result<()>
+where
+    F: FnOnce(ShellConfig) -> Fut,
+    Fut: std::future::Future<Output = Result<shell::Running, shell::ShellError>>,
+{
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
+    anyhow::ensure!(
+        role == "translator" || sc.translator.channels == ChannelMode::Aggregated,
+        "--channels per-device is for `stratumlab translator` only: an SV1 pool gives one subscription per connection, so the {role} aggregates"
+    );
     sc.role = role;
     let sink = match &settings.events {
         Some(p) => EventSink::create(p, role, "")?,
@@ -221,7 +248,7 @@ fn serve<T: Transport>(args: TranslatorArgs, role: &'static str) -> Result<()> {
         .build()
         .context("tokio runtime")?;
     let summary = rt.block_on(async {
-        let mut running = shell::start_with::<T>(sc)
+        let mut running = start(sc)
             .await
             .with_context(|| format!("opening an upstream channel (upstreams: {upstreams})"))?;
         println!("sv1 listening on {}", running.sv1_addr);
@@ -230,10 +257,16 @@ fn serve<T: Transport>(args: TranslatorArgs, role: &'static str) -> Result<()> {
         }
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
-        eprintln!(
-            "{role}: channel {} open at {}",
-            running.channel_id, running.upstream
-        );
+        match running.channels {
+            ChannelMode::Aggregated => eprintln!(
+                "{role}: channel {} open at {}",
+                running.channel_id, running.upstream
+            ),
+            ChannelMode::PerDevice => eprintln!(
+                "{role}: connected to {}; a channel per device as devices subscribe",
+                running.upstream
+            ),
+        }
         tokio::select! {
             _ = super::shutdown_signal(settings.duration.0) => {
                 running.stop().await.context(role.to_owned())
@@ -312,6 +345,42 @@ mod tests {
         let c = s.shell_config().unwrap();
         assert_eq!(c.upstreams[0].addr.port(), 9);
         assert_eq!(c.upstreams.len(), 1);
+    }
+
+    #[test]
+    fn channel_mode_comes_from_the_flag_or_the_file() {
+        let args = TranslatorArgs {
+            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
+            ..TranslatorArgs::default()
+        };
+        let s: Settings = config::load(None, &args).unwrap();
+        assert_eq!(
+            s.shell_config().unwrap().translator.channels,
+            ChannelMode::Aggregated
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.toml");
+        std::fs::write(&file, "channels = \"per-device\"\n").unwrap();
+        let s: Settings = config::load(Some(&file), &args).unwrap();
+        assert_eq!(
+            s.shell_config().unwrap().translator.channels,
+            ChannelMode::PerDevice
+        );
+        std::fs::write(&file, "channels = \"both\"\n").unwrap();
+        let s: Settings = config::load(Some(&file), &args).unwrap();
+        let e = s.shell_config().unwrap_err();
+        assert!(format!("{e:#}").contains("--channels"), "{e:#}");
+    }
+
+    #[test]
+    fn the_sv1_proxy_refuses_per_device_channels() {
+        let args = TranslatorArgs {
+            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
+            channels: Some("per-device".into()),
+            ..TranslatorArgs::default()
+        };
+        let e = run_proxy(args).unwrap_err();
+        assert!(format!("{e:#}").contains("SV1 pool"), "{e:#}");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::shares::UpstreamVerdict;
-use crate::{DeviceId, Event, LineOutcome, Millis, Translator, Uplink};
+use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged};
 
 /// The upstream connection in use.
 struct Live<T> {
@@ -33,8 +33,9 @@ struct Live<T> {
     opening_since: Option<Millis>,
 }
 
-pub(super) struct Core<T: Transport> {
-    translator: Translator<T::Uplink>,
+pub(super) struct Core<T: Transport, M> {
+    /// Aggregated or per-device mode.
+    translator: M,
     config: Arc<ShellConfig>,
     live: Option<Live<T>>,
     /// Looking for an upstream, while there is none.
@@ -53,9 +54,9 @@ pub(super) struct Core<T: Transport> {
     lost: Option<String>,
 }
 
-impl<T: Transport> Core<T> {
+impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
     pub(super) fn new(
-        translator: Translator<T::Uplink>,
+        translator: M,
         index: usize,
         link: Link<T>,
         clock: Instant,
@@ -146,9 +147,13 @@ impl<T: Transport> Core<T> {
         match m {
             Ok(m) => {
                 let fans_out = T::fans_out(&m);
-                self.translator.upstream_message(m, now);
+                let reach = self.translator.upstream_message(m, now);
                 if fans_out {
-                    self.flush_all();
+                    match reach {
+                        Reach::Everyone => self.flush_all(),
+                        Reach::Device(id) => self.flush(id),
+                        Reach::Nobody => {}
+                    }
                 }
             }
             Err(e) => self.lost = Some(e.to_string()),
@@ -166,14 +171,19 @@ impl<T: Transport> Core<T> {
         }
         tracing::info!(upstream = %spec.addr, index, "upstream connected; opening the channel");
         let now = self.now();
-        self.translator.open_channel(now);
+        self.translator.upstream_connected(now);
         self.last_index = index;
         self.stats.upstream_opening(index, spec.addr);
+        // Per-device mode needs no channel to be ready: devices' channels are timed apiece.
+        let ready = self.translator.is_ready();
+        if ready {
+            self.stats.upstream_ready();
+        }
         self.live = Some(Live {
             conn: c.conn,
             index,
             last_rx: now,
-            opening_since: Some(now),
+            opening_since: (!ready).then_some(now),
         });
     }
 
@@ -186,11 +196,21 @@ impl<T: Transport> Core<T> {
             .set_hash_rate(f64::from(self.translator.nominal_hash_rate()));
         let Some(live) = &self.live else { return };
         let limit = self.config.keepalive.as_millis() as u64;
+        let open_limit = self.config.open_timeout.as_millis() as u64;
         if let Some(since) = live.opening_since {
-            if now.since(since) > self.config.open_timeout.as_millis() as u64 {
+            if now.since(since) > open_limit {
                 self.lost = Some("channel not opened in time".into());
             }
-        } else if let Some(sent) = self.translator.oldest_in_flight() {
+            return;
+        }
+        // Per-device mode: a device's channel request the pool leaves unanswered.
+        if let Some(asked) = self.translator.oldest_opening() {
+            if now.since(asked) > open_limit && live.last_rx < asked {
+                self.lost = Some("channel not opened in time".into());
+                return;
+            }
+        }
+        if let Some(sent) = self.translator.oldest_in_flight() {
             if now.since(sent) > limit && live.last_rx < sent {
                 self.lost = Some(format!(
                     "silent for {:?} with a share awaiting its verdict",
@@ -209,7 +229,7 @@ impl<T: Transport> Core<T> {
         self.emit_closed("upstream lost");
         drop(live);
         let now = self.now();
-        self.translator.replace_uplink(T::uplink(), now);
+        self.translator.upstream_lost(now);
         self.drain_events(None);
         self.flush_all();
         let config = self.config.clone();
@@ -347,8 +367,17 @@ impl<T: Transport> Core<T> {
 
     /// Counts and logs what the core reports; `outcome` is the line just handled, if any.
     fn drain_events(&mut self, outcome: Option<&LineOutcome>) {
-        while let Some(ev) = self.translator.poll_event() {
-            match ev {
+        while let Some(Tagged {
+            event,
+            channel,
+            target,
+            scope,
+        }) = self.translator.poll_event()
+        {
+            // A device's own channel failing ends that device (the core saw to it); the
+            // shared channel failing is the upstream's.
+            let shared = scope == Scope::Connection;
+            match event {
                 Event::JobSent { .. } => self.stats.job_sent(),
                 Event::ShareJudged { result, .. } => match result {
                     Ok(difficulty) => self.stats.share_accepted(difficulty),
@@ -363,17 +392,14 @@ impl<T: Transport> Core<T> {
                     {
                         self.events.emit(events::ShareSent {
                             device: self.serial,
-                            channel: self.translator.upstream().channel_id(),
+                            channel,
                             seq: u64::from(sequence_number),
                             job_id: JobId::from(s.job.upstream.job_id),
                             nonce: s.nonce,
                             ntime: s.ntime,
                             version: s.version,
                             // Sent against the channel's current target (`meets_upstream`).
-                            difficulty: Difficulty::from_target(
-                                self.translator.upstream().target(),
-                            )
-                            .as_f64(),
+                            difficulty: Difficulty::from_target(target).as_f64(),
                             hash: Some(s.hash),
                         });
                     }
@@ -390,36 +416,36 @@ impl<T: Transport> Core<T> {
                     if let (Some(verdict), true) = (verdict, self.events.is_enabled()) {
                         self.events.emit(events::ShareResult {
                             conn: self.serial,
-                            channel: self.translator.upstream().channel_id(),
+                            channel,
                             seq: u64::from(r.sequence_number),
                             job_id: JobId::from(r.upstream_job_id),
                             nonce: r.nonce,
-                            difficulty: Difficulty::from_target(
-                                self.translator.upstream().target(),
-                            )
-                            .as_f64(),
+                            difficulty: Difficulty::from_target(target).as_f64(),
                             verdict,
                             perspective: Perspective::Received,
                         });
                     }
                 }
-                Event::ChannelClosed(why) => {
+                Event::ChannelClosed(why) if shared => {
                     self.lost = Some(format!("channel closed: {why}"));
                 }
-                Event::ChannelOpenFailed(code) => {
+                Event::ChannelOpenFailed(code) if shared => {
                     self.lost = Some(format!("channel refused: {code}"));
                 }
-                Event::Layout(e) => {
+                Event::Layout(e) if shared => {
                     self.lost = Some(format!("channel unusable: {e}"));
                 }
+                Event::ChannelClosed(_) | Event::ChannelOpenFailed(_) | Event::Layout(_) => {
+                    if let Scope::Device(id) = scope {
+                        self.flush(id);
+                    }
+                }
+                Event::ChannelOpened { .. } if !shared => self.stats.device_channel_opened(),
                 Event::ChannelOpened { channel_id, .. } => {
                     if let Some(live) = self.live.as_mut() {
                         if live.opening_since.take().is_some() {
-                            self.stats.channel_opened(
-                                self.translator.upstream().channel_id(),
-                                Difficulty::from_target(self.translator.upstream().target())
-                                    .as_f64(),
-                            );
+                            self.stats
+                                .channel_opened(channel, Difficulty::from_target(target).as_f64());
                             tracing::info!(
                                 upstream = %self.config.upstreams[live.index].addr,
                                 index = live.index,
@@ -429,14 +455,16 @@ impl<T: Transport> Core<T> {
                         }
                     }
                 }
-                Event::TargetChanged(target) => {
+                Event::TargetChanged(t) if shared => {
                     self.stats
-                        .target_changed(Difficulty::from_target(target).as_f64());
+                        .target_changed(Difficulty::from_target(t).as_f64());
                 }
-                Event::ProtocolError(_) => {}
+                Event::TargetChanged(_) | Event::ProtocolError(_) => {}
             }
         }
         self.stats.set_in_flight(self.translator.in_flight());
+        self.stats
+            .set_channels_open(self.translator.channels_open());
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! | path | answer |
 //! |---|---|
-//! | `/api/status` | JSON: devices, jobs, shares from devices and upstream, the upstream in use, hash rate, uptime ([`status`]) |
+//! | `/api/status` | JSON: the channel mode, devices, jobs, shares from devices and upstream, the upstream in use and its channels open, hash rate, uptime ([`status`]) |
 //! | `/metrics` | the same figures, OpenMetrics text, prefixed `stratumlab_<role>_` ([`render_metrics`]) |
 //! | `/healthz` | `200 ok` while an upstream channel is open, `503` with the reason otherwise ([`health`]) |
 //!
@@ -33,6 +33,7 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 
 use super::stats::{ByReason, Stats, StatsSnapshot, UpstreamState};
+use crate::config::ChannelMode;
 
 /// Serves the endpoints on `listener` until `shutdown` completes. `role` names the figures
 /// (`translator`, or `proxy` for the SV1 farm proxy, which runs the same shell).
@@ -108,6 +109,7 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
     });
     json!({
         "role": role,
+        "mode": s.mode.as_str(),
         "uptime_s": seconds(s.uptime),
         "healthy": u.state == UpstreamState::Open,
         "devices": {
@@ -140,6 +142,7 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
             "state_for_s": seconds(u.for_),
             "state_since_unix_ms": u.since_unix_ms,
             "channels_opened": u.channels_opened,
+            "channels_open": u.channels_open,
             "upstreams_lost": u.upstreams_lost,
             "last_lost": last_lost,
         },
@@ -337,6 +340,27 @@ impl Collector for Figures {
             "Upstream channels opened since start, the first included.",
             u.channels_opened,
         )?;
+        gauge(
+            e,
+            "upstream_channels_open",
+            "Upstream channels open now: one in aggregated mode, one per device in per-device mode.",
+            None,
+            u.channels_open,
+        )?;
+        let modes: Vec<[(&str, &str); 1]> = [ChannelMode::Aggregated, ChannelMode::PerDevice]
+            .iter()
+            .map(|m| [("mode", m.as_str())])
+            .collect();
+        family(
+            e,
+            "channel_mode",
+            "How devices map onto upstream channels: 1 for the mode in use.",
+            None,
+            MetricType::Gauge,
+            modes
+                .iter()
+                .map(|labels| (&labels[..], u64::from(labels[0].1 == s.mode.as_str()))),
+        )?;
         counter(
             e,
             "upstreams_lost",
@@ -439,6 +463,53 @@ mod tests {
         assert_eq!(
             v["upstream"]["last_lost"]["reason"],
             "connection reset by peer"
+        );
+    }
+
+    #[test]
+    fn status_reports_the_channel_mode_and_the_channels_open() {
+        let v = status(&busy_stats().snapshot(), "translator");
+        assert_eq!(v["mode"], "aggregated");
+        assert_eq!(v["upstream"]["channels_open"], 1);
+        let s = Stats::new(
+            Instant::now(),
+            0,
+            "127.0.0.1:3333".parse().unwrap(),
+            None,
+            0.0,
+        )
+        .with_mode(ChannelMode::PerDevice);
+        let v = status(&s.snapshot(), "translator");
+        assert_eq!(v["mode"], "per-device");
+        assert_eq!(
+            (
+                &v["upstream"]["channels_open"],
+                &v["upstream"]["channels_opened"]
+            ),
+            (&json!(0), &json!(0)),
+            "no device, no channel"
+        );
+        for _ in 0..3 {
+            s.device_channel_opened();
+        }
+        s.set_channels_open(2);
+        let v = status(&s.snapshot(), "translator");
+        assert_eq!(v["healthy"], true, "open with the connection");
+        assert_eq!(
+            (
+                &v["upstream"]["channels_open"],
+                &v["upstream"]["channels_opened"]
+            ),
+            (&json!(2), &json!(3))
+        );
+        let text = render_metrics(&s.snapshot(), "stratumlab_translator");
+        assert!(
+            text.contains("stratumlab_translator_upstream_channels_open 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stratumlab_translator_channel_mode{mode=\"per-device\"} 1\n"),
+            "{text}"
         );
     }
 

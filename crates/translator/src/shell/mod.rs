@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::{ConnectionOpened, EventSink, ShortStr};
-use primitives::Difficulty;
+use primitives::{Difficulty, Target};
 use sv2::TransportError;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -44,7 +44,7 @@ use self::core::Core;
 use self::edge::{stopped, EdgeLimits};
 pub use self::stats::Stats;
 use self::transport::{Link, Sv2Transport, Transport};
-use crate::{Event, Millis, Translator, TranslatorConfig, Uplink};
+use crate::{ChannelMode, Event, Millis, Mode, PerDevice, Translator, TranslatorConfig, Uplink};
 
 /// The `conn` of the first upstream connection in events (and the `device` / `conn` of the
 /// shares sent on it); each later one counts on from it. Device connections count from 1, so
@@ -139,6 +139,8 @@ pub enum ShellError {
     AllUpstreamsFailed(String),
     #[error("no authority key for the SV2 upstream {0}")]
     NoAuthorityKey(SocketAddr),
+    #[error("per-device channels need an SV2 upstream (an SV1 pool gives one subscription per connection)")]
+    PerDeviceNeedsSv2,
 }
 
 /// What the shell did, for the closing summary ([`Stats::summary`]).
@@ -182,7 +184,10 @@ impl std::fmt::Display for Summary {
 /// A running translator: its first channel is open and devices are being accepted.
 pub struct Running {
     pub sv1_addr: SocketAddr,
+    /// The first channel's id (aggregated mode; 0 in per-device mode, where channels open
+    /// with devices).
     pub channel_id: u32,
+    pub channels: ChannelMode,
     /// The upstream the first channel opened on.
     pub upstream: SocketAddr,
     /// Where the HTTP status endpoints listen, when asked for.
@@ -225,13 +230,43 @@ impl Running {
 
 /// Binds the SV1 listener, opens a channel on the first upstream that gives one (each tried
 /// once, in order), then serves. Fails only if none does: a translator that starts without
-/// any pool would accept devices it cannot give work.
+/// any pool would accept devices it cannot give work. In per-device mode
+/// ([`ChannelMode::PerDevice`]) the first upstream that completes SetupConnection is used,
+/// and channels open as devices subscribe.
 pub async fn start(config: ShellConfig) -> Result<Running, ShellError> {
-    start_with::<Sv2Transport>(config).await
+    match config.translator.channels {
+        ChannelMode::Aggregated => start_in::<Sv2Transport, Translator>(config, aggregated).await,
+        ChannelMode::PerDevice => {
+            start_in::<Sv2Transport, PerDevice>(config, |c, _| PerDevice::new(c)).await
+        }
+    }
 }
 
-/// [`start`] over another transport (the SV1 proxy's).
-pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, ShellError> {
+/// [`start`] over another transport (the SV1 proxy's), in aggregated mode: an SV1 upstream
+/// has one subscription per connection, so per-device channels are refused.
+pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, ShellError>
+where
+    T::Uplink: Default,
+{
+    if config.translator.channels != ChannelMode::Aggregated {
+        return Err(ShellError::PerDeviceNeedsSv2);
+    }
+    start_in::<T, Translator<T::Uplink>>(config, aggregated).await
+}
+
+fn aggregated<U: Uplink + Default>(c: TranslatorConfig, now: Millis) -> Translator<U> {
+    Translator::with_uplink(c, U::default(), now)
+}
+
+/// The shell over transport `T` driving mode `M`, made by `make`.
+async fn start_in<T, M>(
+    config: ShellConfig,
+    make: fn(TranslatorConfig, Millis) -> M,
+) -> Result<Running, ShellError>
+where
+    T: Transport,
+    M: Mode<In = T::In, Out = T::Out> + Send + 'static,
+{
     if config.upstreams.is_empty() {
         return Err(ShellError::NoUpstream);
     }
@@ -260,7 +295,7 @@ pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, Sh
     let mut failures = Vec::new();
     let mut opened = None;
     for (index, spec) in config.upstreams.iter().enumerate() {
-        let attempt = open_first::<T>(spec, &config, clock);
+        let attempt = open_first::<T, M>(spec, &config, clock, make);
         match tokio::time::timeout(config.open_timeout, attempt).await {
             Ok(Ok(x)) => {
                 opened = Some((index, x));
@@ -274,31 +309,27 @@ pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, Sh
             )),
         }
     }
-    let Some((index, (link, translator))) = opened else {
+    let Some((index, (link, mode, channel))) = opened else {
         return Err(ShellError::AllUpstreamsFailed(failures.join("; ")));
     };
-    let channel_id = translator.upstream().channel_id().unwrap_or_default();
+    let channels = mode.channel_mode();
     let upstream = config.upstreams[index].addr;
-    let stats = Arc::new(Stats::new(
-        clock,
-        index,
-        upstream,
-        translator.upstream().channel_id(),
-        Difficulty::from_target(translator.upstream().target()).as_f64(),
-    ));
+    let stats = Arc::new(
+        Stats::new(
+            clock,
+            index,
+            upstream,
+            channel.map(|(id, _)| id),
+            channel.map_or(0.0, |(_, t)| Difficulty::from_target(t).as_f64()),
+        )
+        .with_mode(channels),
+    );
     let (shutdown, stop_rx) = watch::channel(false);
     let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
     let limits = config.edge_limits();
     let role = config.role;
     let config = Arc::new(config);
-    let core = Core::new(
-        translator,
-        index,
-        link,
-        clock,
-        config.clone(),
-        stats.clone(),
-    );
+    let core = Core::<T, M>::new(mode, index, link, clock, config.clone(), stats.clone());
     let core = tokio::spawn(core.run(inbox_rx, stop_rx.clone()));
     let http = http_listener.map(|listener| {
         let mut stop = stop_rx.clone();
@@ -313,7 +344,8 @@ pub async fn start_with<T: Transport>(config: ShellConfig) -> Result<Running, Sh
     let acceptor = tokio::spawn(edge::accept(listener, inbox_tx, stop_rx, limits));
     Ok(Running {
         sv1_addr,
-        channel_id,
+        channel_id: channel.map_or(0, |(id, _)| id),
+        channels,
         upstream,
         http_addr,
         stats,
@@ -328,38 +360,47 @@ fn millis(clock: Instant) -> Millis {
     Millis(clock.elapsed().as_millis() as u64)
 }
 
-/// The first upstream connection, its channel opened before any device is accepted.
-async fn open_first<T: Transport>(
+/// The first upstream connection, ready for work before any device is accepted (in aggregated
+/// mode: its channel open); with the channel's id and target where there is one.
+#[allow(clippy::type_complexity)]
+async fn open_first<T, M>(
     spec: &UpstreamSpec,
     config: &ShellConfig,
     clock: Instant,
-) -> Result<(Link<T>, Translator<T::Uplink>), ShellError> {
+    make: fn(TranslatorConfig, Millis) -> M,
+) -> Result<(Link<T>, M, Option<(u32, Target)>), ShellError>
+where
+    T: Transport,
+    M: Mode<In = T::In, Out = T::Out>,
+{
     let mut c = T::connect(spec, config.translator.version).await?;
     let mut tc = config.translator.clone();
     if c.fixed_version {
         tc.version_mask = 0;
     }
-    let mut translator = Translator::with_uplink(tc, T::uplink(), millis(clock));
-    translator.open_channel(millis(clock));
-    while let Some(m) = translator.poll_upstream() {
+    let mut mode = make(tc, millis(clock));
+    mode.upstream_connected(millis(clock));
+    while let Some(m) = mode.poll_upstream() {
         c.conn.send(m).await?;
     }
-    loop {
+    let mut channel = None;
+    while !mode.is_ready() {
         let m = c.conn.read().await?;
-        translator.upstream_message(m, millis(clock));
+        mode.upstream_message(m, millis(clock));
         // Replies the opening asked for (SV1: subscribe, authorize) go out at once.
-        while let Some(m) = translator.poll_upstream() {
+        while let Some(m) = mode.poll_upstream() {
             c.conn.send(m).await?;
         }
-        while let Some(ev) = translator.poll_event() {
-            match ev {
-                Event::ChannelOpened { .. } => return Ok((c, translator)),
+        while let Some(t) = mode.poll_event() {
+            match t.event {
+                Event::ChannelOpened { channel_id, .. } => channel = Some((channel_id, t.target)),
                 Event::ChannelOpenFailed(code) => return Err(ShellError::ChannelRefused(code)),
                 Event::Layout(e) => return Err(ShellError::ChannelRefused(e.to_string())),
                 other => tracing::debug!(?other, "before the channel opened"),
             }
         }
     }
+    Ok((c, mode, channel))
 }
 
 /// The connection-opened event for upstream connection `serial` (see [`UPSTREAM_CONN_BASE`]).

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use events::Reason;
 
 use super::Summary;
+use crate::config::ChannelMode;
 use crate::shares::UpstreamVerdict;
 
 /// Counts per reject reason, in [`Reason::ALL`]'s order.
@@ -90,6 +91,9 @@ pub struct UpstreamSnapshot {
     /// When it entered `state`, as wall-clock milliseconds since the Unix epoch.
     pub since_unix_ms: u64,
     pub channels_opened: u64,
+    /// Channels open now: 1 or 0 in aggregated mode, one per device with a channel in
+    /// per-device mode.
+    pub channels_open: u64,
     pub upstreams_lost: u64,
     pub last_lost: Option<Loss>,
 }
@@ -97,6 +101,7 @@ pub struct UpstreamSnapshot {
 /// Every figure at one moment, for the endpoints to render.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatsSnapshot {
+    pub mode: ChannelMode,
     pub uptime: Duration,
     pub devices_connected: u64,
     pub devices_opened: u64,
@@ -133,6 +138,7 @@ struct Upstream {
 /// The shared figures: written by the core task only, read by anyone.
 #[derive(Debug)]
 pub struct Stats {
+    mode: ChannelMode,
     started: Instant,
     devices_connected: AtomicU64,
     devices_opened: AtomicU64,
@@ -150,6 +156,7 @@ pub struct Stats {
     /// An f64's bits.
     hash_rate: AtomicU64,
     channels_opened: AtomicU64,
+    channels_open: AtomicU64,
     upstreams_lost: AtomicU64,
     upstream: Mutex<Upstream>,
 }
@@ -164,6 +171,7 @@ impl Stats {
         difficulty: f64,
     ) -> Stats {
         Stats {
+            mode: ChannelMode::Aggregated,
             started,
             devices_connected: AtomicU64::new(0),
             devices_opened: AtomicU64::new(0),
@@ -179,6 +187,7 @@ impl Stats {
             in_flight: AtomicU64::new(0),
             hash_rate: AtomicU64::new(0f64.to_bits()),
             channels_opened: AtomicU64::new(1),
+            channels_open: AtomicU64::new(1),
             upstreams_lost: AtomicU64::new(0),
             upstream: Mutex::new(Upstream {
                 state: UpstreamState::Open,
@@ -191,6 +200,17 @@ impl Stats {
                 last_lost: None,
             }),
         }
+    }
+
+    /// The same figures for a translator in `mode`: in per-device mode the upstream is open
+    /// once connected, and channels come with devices (none yet).
+    pub fn with_mode(mut self, mode: ChannelMode) -> Stats {
+        self.mode = mode;
+        if mode == ChannelMode::PerDevice {
+            self.channels_opened = AtomicU64::new(0);
+            self.channels_open = AtomicU64::new(0);
+        }
+        self
     }
 
     fn upstream(&self) -> MutexGuard<'_, Upstream> {
@@ -274,6 +294,24 @@ impl Stats {
         u.since_wall = SystemTime::now();
     }
 
+    /// Per-device mode: the connection asked for is up (SetupConnection done); devices'
+    /// channels open on it as they come.
+    pub fn upstream_ready(&self) {
+        let mut u = self.upstream();
+        u.state = UpstreamState::Open;
+        u.since = Instant::now();
+        u.since_wall = SystemTime::now();
+    }
+
+    /// Per-device mode: one device's channel opened.
+    pub fn device_channel_opened(&self) {
+        self.channels_opened.fetch_add(1, Relaxed);
+    }
+
+    pub fn set_channels_open(&self, n: usize) {
+        self.channels_open.store(n as u64, Relaxed);
+    }
+
     /// The channel asked for is open.
     pub fn channel_opened(&self, channel_id: Option<u32>, difficulty: f64) {
         self.channels_opened.fetch_add(1, Relaxed);
@@ -311,6 +349,7 @@ impl Stats {
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_millis() as u64),
                 channels_opened: load(&self.channels_opened),
+                channels_open: load(&self.channels_open),
                 upstreams_lost: load(&self.upstreams_lost),
                 last_lost: u
                     .last_lost
@@ -324,6 +363,7 @@ impl Stats {
             }
         };
         StatsSnapshot {
+            mode: self.mode,
             uptime: now.saturating_duration_since(self.started),
             devices_connected: load(&self.devices_connected),
             devices_opened: load(&self.devices_opened),

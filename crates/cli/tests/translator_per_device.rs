@@ -1,0 +1,212 @@
+//! `stratumlab translator --channels per-device` end to end: simnet's Template Provider, our SV2
+//! pool, the translator giving each SV1 device of `stratumlab fleet` an extended channel of its
+//! own on its one connection to the pool.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use support::{dump_events, http_get_json, run_fleet, Role, Roles};
+
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+const DEVICES: u64 = 4;
+
+/// Polls `/api/status` at `http` until `done` holds (bounded by 15 s).
+fn status_when(
+    http: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = http_get_json(http, "/api/status");
+        if done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{what}: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("pool.sqlite");
+    let pool_events = dir.path().join("pool.ev");
+    let t_events = dir.path().join("translator.ev");
+    let mut roles = Roles::default();
+
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--network-difficulty",
+                "0.0005",
+                "--block-interval",
+                "0",
+            ],
+        ),
+    );
+    let tdp = simnet.line("tdp listening on");
+    let pool = roles.add(
+        "pool",
+        Role::start(
+            "pool",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tdp,
+                "--http-listen",
+                "127.0.0.1:0",
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                store.to_str().unwrap(),
+                "--events",
+                pool_events.to_str().unwrap(),
+            ],
+        ),
+    );
+    let key = pool.line("sv2 authority public key");
+    let sv2 = pool.line("sv2 listening on");
+    let p_http = pool.line("http listening on");
+    let translator = roles.add(
+        "translator",
+        Role::start(
+            "translator",
+            &[
+                "--channels",
+                "per-device",
+                "--user-identity",
+                "farm",
+                "--upstream",
+                &sv2,
+                "--upstream-authority-key",
+                &key,
+                "--start-difficulty",
+                "0.00001",
+                "--device-hash-rate",
+                "40kH/s",
+                "--events",
+                t_events.to_str().unwrap(),
+                "--http-listen",
+                "127.0.0.1:0",
+                "--duration",
+                "120s",
+            ],
+        ),
+    );
+    let sv1 = translator.line("sv1 listening on");
+    let t_http = translator.line("http listening on");
+    let t = http_get_json(&t_http, "/api/status");
+    assert_eq!(t["mode"], "per-device", "{t}");
+    assert_eq!(t["upstream"]["channels_open"], 0, "no device yet: {t}");
+    assert_eq!(t["healthy"], true, "the connection is enough: {t}");
+
+    let fleet = {
+        let sv1 = sv1.clone();
+        std::thread::spawn(move || {
+            run_fleet(
+                &[
+                    "--pool",
+                    &sv1,
+                    "--devices",
+                    &DEVICES.to_string(),
+                    "--hash-budget",
+                    "160kH/s",
+                    "--duration",
+                    "12s",
+                    "--json",
+                ],
+                Duration::from_secs(60),
+            )
+        })
+    };
+    // While they mine: a channel each.
+    let t = status_when(&t_http, "a channel per device", |s| {
+        s["upstream"]["channels_open"] == DEVICES && s["devices"]["connected"] == DEVICES
+    });
+    assert_eq!(t["upstream"]["channels_opened"], DEVICES, "{t}");
+    let report = fleet.join().unwrap();
+    let shares = &report["shares"];
+    let sent = shares["sent"].as_u64().unwrap();
+    let accepted = shares["accepted"].as_u64().unwrap();
+    assert_eq!(report["connected"].as_u64(), Some(DEVICES), "{report}");
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    assert!(accepted >= DEVICES, "{report}");
+    assert!(
+        accepted * 10 >= sent * 9,
+        "{accepted} of {sent} accepted: {report}"
+    );
+    for (code, n) in shares["rejected_by_code"].as_object().unwrap() {
+        assert!(code == "21" || *n == 0, "rejected as {code}: {report}");
+    }
+
+    // The devices gone, their channels are closed and every verdict is in.
+    let t = status_when(&t_http, "channels closed, no verdict awaited", |s| {
+        s["devices"]["connected"] == 0
+            && s["upstream"]["channels_open"] == 0
+            && s["upstream_shares"]["in_flight"] == 0
+    });
+    let up = &t["upstream_shares"];
+    let up_accepted = up["accepted"].as_u64().unwrap();
+    assert!(up_accepted > 0, "{t}");
+    assert_eq!(up["rejected"], 0, "{t}");
+
+    // The pool saw one connection carrying one channel per device, each a worker of its own
+    // under the farm's account, and took shares on them.
+    let p = http_get_json(&p_http, "/api/status");
+    assert_eq!(p["shares"]["accepted"].as_u64(), Some(up_accepted), "{p}");
+    let workers = http_get_json(&p_http, "/api/workers?limit=100");
+    let names: BTreeSet<&str> = workers["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    let expected: BTreeSet<String> = (1..=DEVICES).map(|n| format!("farm.miner{n}")).collect();
+    let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+    assert_eq!(names, expected, "{workers}");
+
+    roles.stop("translator");
+    roles.stop("pool");
+    let pool_ev = dump_events(&pool_events);
+    let kind = |e: &serde_json::Value, k: &str| e["kind"] == k;
+    let conns: BTreeSet<u64> = pool_ev
+        .iter()
+        .filter(|e| kind(e, "connection_opened"))
+        .map(|e| e["conn"].as_u64().unwrap())
+        .collect();
+    assert_eq!(conns.len(), 1, "one connection from the translator");
+    let job_channels: BTreeSet<u64> = pool_ev
+        .iter()
+        .filter(|e| kind(e, "job_sent"))
+        .filter_map(|e| e["channel"].as_u64())
+        .collect();
+    assert_eq!(job_channels.len() as u64, DEVICES, "{job_channels:?}");
+    let accepted_channels: BTreeSet<u64> = pool_ev
+        .iter()
+        .filter(|e| kind(e, "share_result") && e["verdict"] == "accepted")
+        .filter_map(|e| e["channel"].as_u64())
+        .collect();
+    assert!(
+        accepted_channels.is_subset(&job_channels) && accepted_channels.len() >= 2,
+        "shares accepted on several devices' channels: {accepted_channels:?}"
+    );
+    // The translator's share events name the devices' channels, the ones the pool used.
+    let sent_channels: BTreeSet<u64> = dump_events(&t_events)
+        .iter()
+        .filter(|e| kind(e, "share_sent"))
+        .filter_map(|e| e["channel"].as_u64())
+        .collect();
+    assert!(
+        sent_channels.is_subset(&job_channels) && sent_channels.len() >= 2,
+        "{sent_channels:?} of {job_channels:?}"
+    );
+    roles.stop("simnet");
+}

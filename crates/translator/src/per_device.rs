@@ -1,0 +1,527 @@
+//! Per-device mode, sans-IO: each SV1 device on an extended channel of its own, all of them on
+//! one upstream connection.
+//!
+//! Each device is a single-device [`Translator`] (its [`crate::Device`], its
+//! [`UpstreamChannel`], its job book and its shares in flight), configured to take the whole of
+//! its channel's rolled extranonce (no split). This type multiplexes them over the connection:
+//! channel requests get request ids unique on the connection, answers to them are routed by
+//! request id, everything else by channel id (or group id, to every channel in the group).
+//!
+//! A device's channel is asked for when the device sends `mining.subscribe`: its answer needs
+//! the channel's extranonce prefix, and firmware that authorizes only after the subscribe
+//! result (cgminer and its descendants) would otherwise wait forever. The channel's identity
+//! is the farm's account followed by `.miner<N>`, N the device's number, as the reference
+//! translator names its per-device channels: stable whatever order the device's messages come
+//! in, and read by pools in solo mode as `ADDRESS.worker`.
+//!
+//! A channel refused or closed by the pool ends its device's connection only (the firmware
+//! reconnects and asks again); the other devices are untouched. A device that leaves has its
+//! channel closed (`CloseChannel`); shares it had in flight are still followed to their
+//! verdicts. Losing the connection loses every channel; the next connection asks again for
+//! every device that had one, and devices keep their connections as in aggregated mode.
+
+use std::collections::{HashMap, VecDeque};
+
+use pool::Millis;
+use primitives::Target;
+use sv2::messages::mining::CloseChannel;
+use sv2::messages::Mining;
+
+use crate::config::{ChannelMode, TranslatorConfig};
+use crate::downstream::{Device, LineOutcome};
+use crate::mode::{Mode, Reach, Scope, Tagged};
+use crate::translator::{Event, Translator};
+use crate::upstream::{UpstreamChannel, UpstreamError};
+use crate::DeviceId;
+
+/// `CloseChannel.reason_code` when a device leaves.
+pub const REASON_DEVICE_LEFT: &str = "downstream disconnected";
+/// `CloseChannel.reason_code` for a channel whose extranonce is too small for a device.
+pub const REASON_UNUSABLE: &str = "extranonce too small";
+
+/// One device and its channel.
+struct Slot {
+    core: Translator,
+    /// Its channel was asked for on the current connection.
+    requested: bool,
+    /// When, until the pool answered.
+    asked_at: Option<Millis>,
+}
+
+/// Where an upstream message goes.
+enum Route {
+    Request(u32),
+    Channel(u32),
+    /// Nothing to route (SetGroupChannel: each channel learns its group when it opens).
+    Ignored,
+    Unexpected(&'static str),
+}
+
+fn route(m: &Mining) -> Route {
+    match m {
+        Mining::OpenExtendedMiningChannelSuccess(s) => Route::Request(s.request_id),
+        Mining::OpenMiningChannelError(e) => Route::Request(e.request_id),
+        Mining::NewExtendedMiningJob(j) => Route::Channel(j.channel_id),
+        Mining::SetNewPrevHash(p) => Route::Channel(p.channel_id),
+        Mining::SetTarget(t) => Route::Channel(t.channel_id),
+        Mining::SetExtranoncePrefix(p) => Route::Channel(p.channel_id),
+        Mining::SubmitSharesSuccess(s) => Route::Channel(s.channel_id),
+        Mining::SubmitSharesError(e) => Route::Channel(e.channel_id),
+        Mining::CloseChannel(c) => Route::Channel(c.channel_id),
+        Mining::UpdateChannelError(e) => Route::Channel(e.channel_id),
+        Mining::SetGroupChannel(_) => Route::Ignored,
+        other => Route::Unexpected(other.name()),
+    }
+}
+
+/// The translator in per-device mode.
+pub struct PerDevice {
+    /// The farm's settings; each device's copy differs in identity and extranonce split.
+    config: TranslatorConfig,
+    slots: HashMap<DeviceId, Slot>,
+    next_device: u64,
+    next_request: u32,
+    /// Channel requests awaiting the pool's answer (their devices may have left since).
+    opening: HashMap<u32, DeviceId>,
+    /// Open channels and their devices.
+    channels: HashMap<u32, DeviceId>,
+    /// Channels of departed devices, closed, until their shares in flight have verdicts.
+    draining: HashMap<u32, (DeviceId, Translator)>,
+    /// A connection is ready for channel requests.
+    connected: bool,
+    /// Forwarded shares without a verdict (kept as a count: summing over every device per
+    /// message would cost the shell O(devices)).
+    in_flight: usize,
+    to_upstream: VecDeque<Mining>,
+    events: VecDeque<Tagged>,
+}
+
+impl PerDevice {
+    pub fn new(config: TranslatorConfig) -> Self {
+        PerDevice {
+            config,
+            slots: HashMap::new(),
+            next_device: 1,
+            next_request: 1,
+            opening: HashMap::new(),
+            channels: HashMap::new(),
+            draining: HashMap::new(),
+            connected: false,
+            in_flight: 0,
+            to_upstream: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    pub fn config(&self) -> &TranslatorConfig {
+        &self.config
+    }
+
+    /// The `user_identity` of device `id`'s channel.
+    pub fn identity(&self, id: DeviceId) -> String {
+        format!("{}.miner{}", self.config.user_identity, id.0)
+    }
+
+    /// Device `id`'s channel, once open.
+    pub fn channel_of(&self, id: DeviceId) -> Option<&UpstreamChannel> {
+        self.slots
+            .get(&id)
+            .map(|s| s.core.upstream())
+            .filter(|u| u.is_open())
+    }
+
+    pub fn device(&self, id: DeviceId) -> Option<&Device> {
+        self.slots.get(&id)?.core.device(id)
+    }
+
+    pub fn devices(&self) -> impl Iterator<Item = &Device> {
+        self.slots.values().flat_map(|s| s.core.devices())
+    }
+
+    /// Channels asked for and not answered yet.
+    pub fn channels_opening(&self) -> usize {
+        self.opening.len()
+    }
+
+    /// Closed channels still awaiting verdicts for their departed devices' shares.
+    pub fn channels_draining(&self) -> usize {
+        self.draining.len()
+    }
+
+    fn device_config(&self, id: DeviceId) -> TranslatorConfig {
+        TranslatorConfig {
+            channels: ChannelMode::PerDevice,
+            user_identity: self.identity(id),
+            // The device takes the channel's whole extranonce.
+            device_extranonce_bytes: 0,
+            ..self.config.clone()
+        }
+    }
+
+    /// Asks for device `id`'s channel if it needs one and none was asked for on this
+    /// connection.
+    fn request(&mut self, id: DeviceId, now: Millis) {
+        if !self.connected {
+            return;
+        }
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        let wants = slot.core.device(id).is_some_and(|d| d.wants_extranonce());
+        if slot.requested || !wants {
+            return;
+        }
+        let request_id = self.next_request;
+        self.next_request = self.next_request.wrapping_add(1).max(1);
+        slot.core.upstream_mut().set_next_request_id(request_id);
+        slot.core.open_channel(now);
+        slot.requested = true;
+        slot.asked_at = Some(now);
+        self.opening.insert(request_id, id);
+        tracing::debug!(
+            device = id.0,
+            request = request_id,
+            "per-device: channel asked for"
+        );
+    }
+
+    /// Takes what device `id`'s core queued (messages, events) and acts on what concerns the
+    /// mux: channels opened, refused, closed.
+    fn collect(&mut self, id: DeviceId, channel_before: Option<u32>) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        while let Some(m) = slot.core.poll_upstream() {
+            self.to_upstream.push_back(m);
+        }
+        while let Some(event) = slot.core.poll_event() {
+            let channel = slot.core.upstream().channel_id().or(channel_before);
+            match &event {
+                Event::ChannelOpened { channel_id, .. } => {
+                    slot.asked_at = None;
+                    // A pool may reuse the id of a channel closed on departure: the old
+                    // one's verdicts can no longer be told apart.
+                    if let Some((old, mut t)) = self.draining.remove(channel_id) {
+                        t.replace_uplink(UpstreamChannel::new(), Millis(0));
+                        let n = drain_results(&mut t, old, Some(*channel_id), &mut self.events);
+                        self.in_flight = self.in_flight.saturating_sub(n);
+                    }
+                    self.channels.insert(*channel_id, id);
+                    tracing::debug!(
+                        device = id.0,
+                        channel = channel_id,
+                        "per-device: channel open"
+                    );
+                }
+                Event::ChannelOpenFailed(code) => {
+                    slot.asked_at = None;
+                    tracing::warn!(device = id.0, code = %code, "per-device: channel refused");
+                    if let Some(d) = slot.core.device_mut(id) {
+                        d.channel_lost(code);
+                    }
+                }
+                Event::ChannelClosed(why) => {
+                    if let Some(c) = channel {
+                        self.channels.remove(&c);
+                    }
+                    tracing::warn!(device = id.0, why = %why, "per-device: channel closed by the pool");
+                    if let Some(d) = slot.core.device_mut(id) {
+                        d.channel_lost(why);
+                    }
+                }
+                Event::Layout(e) => {
+                    if let Some(c) = channel {
+                        if self.channels.remove(&c).is_some() {
+                            self.to_upstream
+                                .push_back(close_channel(c, REASON_UNUSABLE));
+                        }
+                    }
+                    if let Some(d) = slot.core.device_mut(id) {
+                        d.channel_lost(&e.to_string());
+                    }
+                }
+                Event::ShareForwarded { .. } => self.in_flight += 1,
+                Event::UpstreamResult(_) => self.in_flight = self.in_flight.saturating_sub(1),
+                _ => {}
+            }
+            self.events.push_back(Tagged {
+                event,
+                channel,
+                target: slot.core.upstream().target(),
+                scope: Scope::Device(id),
+            });
+        }
+    }
+
+    /// One message to device `id`'s channel.
+    fn deliver(&mut self, id: DeviceId, m: Mining, now: Millis) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        let before = slot.core.upstream().channel_id();
+        slot.core.upstream_message(m, now);
+        self.collect(id, before);
+    }
+
+    /// One message to a departed device's closed channel (verdicts, mostly).
+    fn deliver_draining(&mut self, channel: u32, m: Mining, now: Millis) {
+        let Some((id, t)) = self.draining.get_mut(&channel) else {
+            return;
+        };
+        let id = *id;
+        t.upstream_message(m, now);
+        let settled = drain_results(t, id, Some(channel), &mut self.events);
+        let done = t.in_flight() == 0;
+        self.in_flight = self.in_flight.saturating_sub(settled);
+        if done {
+            self.draining.remove(&channel);
+        }
+    }
+
+    fn protocol_error(&mut self, e: UpstreamError, channel: Option<u32>) {
+        tracing::debug!(error = %e, "per-device: upstream message for no channel of ours");
+        self.events.push_back(Tagged {
+            event: Event::ProtocolError(e),
+            channel,
+            target: Target::ZERO,
+            scope: Scope::Connection,
+        });
+    }
+}
+
+fn close_channel(channel_id: u32, reason: &str) -> Mining {
+    CloseChannel {
+        channel_id,
+        reason_code: reason.to_owned(),
+    }
+    .into()
+}
+
+/// Moves a core's share verdicts into `events`, tagged as its device's; returns how many.
+fn drain_results(
+    t: &mut Translator,
+    id: DeviceId,
+    channel: Option<u32>,
+    events: &mut VecDeque<Tagged>,
+) -> usize {
+    let target = t.upstream().target();
+    let mut n = 0;
+    while let Some(event) = t.poll_event() {
+        if matches!(event, Event::UpstreamResult(_)) {
+            n += 1;
+            events.push_back(Tagged {
+                event,
+                channel,
+                target,
+                scope: Scope::Device(id),
+            });
+        }
+    }
+    while t.poll_upstream().is_some() {}
+    n
+}
+
+impl Mode for PerDevice {
+    type Out = Mining;
+    type In = Mining;
+
+    fn channel_mode(&self) -> ChannelMode {
+        ChannelMode::PerDevice
+    }
+
+    fn upstream_connected(&mut self, now: Millis) {
+        self.connected = true;
+        let mut ids: Vec<DeviceId> = self.slots.keys().copied().collect();
+        // Oldest devices first: the order channels were first asked for.
+        ids.sort_unstable();
+        for id in ids {
+            self.request(id, now);
+            self.collect(id, None);
+        }
+    }
+
+    fn upstream_lost(&mut self, now: Millis) {
+        self.connected = false;
+        self.opening.clear();
+        self.channels.clear();
+        for (channel, (id, mut t)) in std::mem::take(&mut self.draining) {
+            t.replace_uplink(UpstreamChannel::new(), now);
+            drain_results(&mut t, id, Some(channel), &mut self.events);
+        }
+        let ids: Vec<DeviceId> = self.slots.keys().copied().collect();
+        for id in ids {
+            let Some(slot) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            let before = slot.core.upstream().channel_id();
+            slot.core.replace_uplink(UpstreamChannel::new(), now);
+            slot.requested = false;
+            slot.asked_at = None;
+            self.collect(id, before);
+        }
+        self.in_flight = 0;
+        self.to_upstream.clear();
+    }
+
+    fn is_ready(&self) -> bool {
+        self.connected
+    }
+
+    fn upstream_message(&mut self, m: Mining, now: Millis) -> Reach {
+        match route(&m) {
+            Route::Request(request_id) => {
+                let Some(id) = self.opening.remove(&request_id) else {
+                    self.protocol_error(UpstreamError::Unrequested(m.name()), None);
+                    return Reach::Nobody;
+                };
+                if !self.slots.contains_key(&id) {
+                    // The device left while its channel was being opened.
+                    if let Mining::OpenExtendedMiningChannelSuccess(s) = &m {
+                        self.to_upstream
+                            .push_back(close_channel(s.channel_id, REASON_DEVICE_LEFT));
+                    }
+                    return Reach::Nobody;
+                }
+                self.deliver(id, m, now);
+                Reach::Device(id)
+            }
+            Route::Channel(c) => {
+                if let Some(&id) = self.channels.get(&c) {
+                    self.deliver(id, m, now);
+                    return Reach::Device(id);
+                }
+                if self.draining.contains_key(&c) {
+                    self.deliver_draining(c, m, now);
+                    return Reach::Nobody;
+                }
+                // Jobs and prev hashes may come once for a group of channels.
+                let members: Vec<DeviceId> = self
+                    .slots
+                    .iter()
+                    .filter(|(_, s)| c != 0 && s.core.upstream().group_id() == Some(c))
+                    .map(|(&id, _)| id)
+                    .collect();
+                if members.is_empty() {
+                    // Also what a channel just closed on a departure may still be sent.
+                    let e = UpstreamError::OtherChannel {
+                        what: m.name(),
+                        got: c,
+                        ours: 0,
+                    };
+                    self.protocol_error(e, Some(c));
+                    return Reach::Nobody;
+                }
+                for id in members {
+                    self.deliver(id, m.clone(), now);
+                }
+                Reach::Everyone
+            }
+            Route::Ignored => Reach::Nobody,
+            Route::Unexpected(name) => {
+                self.protocol_error(UpstreamError::Unexpected(name), None);
+                Reach::Nobody
+            }
+        }
+    }
+
+    fn device_connected(&mut self, now: Millis) -> DeviceId {
+        let id = DeviceId(self.next_device);
+        self.next_device += 1;
+        let mut core = Translator::new(self.device_config(id), now);
+        core.device_connected_as(id, now);
+        self.slots.insert(
+            id,
+            Slot {
+                core,
+                requested: false,
+                asked_at: None,
+            },
+        );
+        id
+    }
+
+    fn device_closed(&mut self, id: DeviceId) {
+        let Some(mut slot) = self.slots.remove(&id) else {
+            return;
+        };
+        slot.core.device_closed(id);
+        let Some(c) = slot.core.upstream().channel_id() else {
+            // Not open: nothing to close (an answer still to come is closed on arrival).
+            return;
+        };
+        if self.channels.remove(&c).is_none() {
+            // The pool closed it already, or it was found unusable and closed.
+            return;
+        }
+        self.to_upstream
+            .push_back(close_channel(c, REASON_DEVICE_LEFT));
+        if slot.core.in_flight() > 0 {
+            self.draining.insert(c, (id, slot.core));
+        }
+    }
+
+    fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device> {
+        self.slots.get_mut(&id)?.core.device_mut(id)
+    }
+
+    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome> {
+        let slot = self.slots.get_mut(&id)?;
+        let before = slot.core.upstream().channel_id();
+        let outcome = slot.core.device_line(id, line, now);
+        self.request(id, now);
+        self.collect(id, before);
+        outcome
+    }
+
+    fn on_tick(&mut self, now: Millis) {
+        let ids: Vec<DeviceId> = self.slots.keys().copied().collect();
+        for id in ids {
+            if let Some(slot) = self.slots.get_mut(&id) {
+                let before = slot.core.upstream().channel_id();
+                slot.core.on_tick(now);
+                self.collect(id, before);
+            }
+        }
+    }
+
+    fn poll_upstream(&mut self) -> Option<Mining> {
+        self.to_upstream.pop_front()
+    }
+
+    fn poll_event(&mut self) -> Option<Tagged> {
+        self.events.pop_front()
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    fn oldest_in_flight(&self) -> Option<Millis> {
+        let live = self
+            .slots
+            .values()
+            .filter_map(|s| s.core.oldest_in_flight());
+        let draining = self
+            .draining
+            .values()
+            .filter_map(|(_, t)| t.oldest_in_flight());
+        live.chain(draining).min()
+    }
+
+    fn oldest_opening(&self) -> Option<Millis> {
+        self.slots.values().filter_map(|s| s.asked_at).min()
+    }
+
+    fn nominal_hash_rate(&self) -> f32 {
+        let sum: f32 = self
+            .slots
+            .values()
+            .map(|s| s.core.nominal_hash_rate())
+            .sum();
+        sum.max(0.0)
+    }
+
+    fn channels_open(&self) -> usize {
+        self.channels.len()
+    }
+}
