@@ -57,6 +57,7 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
     let events = dir.path().join("translator.ev");
+    let pool_events = dir.path().join("pool.ev");
     let mut roles = Roles::default();
 
     let simnet = roles.add(
@@ -90,6 +91,8 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
                 PAYOUT,
                 "--store",
                 store.to_str().unwrap(),
+                "--events",
+                pool_events.to_str().unwrap(),
             ],
         ),
     );
@@ -238,7 +241,28 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     assert!(count("share_sent") >= pool_accepted);
     assert!(count("share_result") >= pool_accepted);
 
+    // The translator counts its own socket bytes (METRICS.md roles.<name>.net_*_bytes) with
+    // the links' directions: what it sent the pool, the pool read, Noise included.
     roles.stop("pool");
+    let bytes = |path: &std::path::Path, link: &str, direction: &str| -> u64 {
+        dump_events(path)
+            .iter()
+            .filter(|e| e["kind"] == "link_bytes" && e["link"] == link)
+            .filter(|e| e["direction"] == direction)
+            .map(|e| e["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    let up = bytes(&events, "upstream", "up");
+    let down = bytes(&events, "upstream", "down");
+    assert!(up > 0 && down > 0, "upstream: {up} up, {down} down");
+    assert_eq!(up, bytes(&pool_events, "sv2", "up"), "what the pool read");
+    assert!(down <= bytes(&pool_events, "sv2", "down"));
+    let from_devices = bytes(&events, "sv1", "up");
+    let to_devices = bytes(&events, "sv1", "down");
+    assert!(
+        from_devices > 0 && to_devices > from_devices,
+        "devices: {from_devices} up, {to_devices} down"
+    );
     roles.stop("simnet");
 }
 

@@ -192,6 +192,11 @@ pub struct PoolArgs {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jd_token_key: Option<PathBuf>,
+    /// Channels one SV2 connection may open [default: 64]. A farm proxy with a channel per
+    /// device (`stratumlab translator --channels per-device`) needs one per device it serves.
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sv2_max_channels: Option<usize>,
 }
 
 /// The settings after the file and the flags are combined.
@@ -235,6 +240,7 @@ pub struct Settings {
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
     pub jd_token_key: Option<PathBuf>,
+    pub sv2_max_channels: usize,
 }
 
 impl Default for Settings {
@@ -278,6 +284,7 @@ impl Default for Settings {
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
             jd_token_key: None,
+            sv2_max_channels: pool::sv2::Sv2Config::default().max_channels,
         }
     }
 }
@@ -316,12 +323,16 @@ impl Settings {
         if self.cert_validity.0.is_zero() {
             bail!("--cert-validity must be positive");
         }
+        if self.sv2_max_channels == 0 {
+            bail!("--sv2-max-channels must be positive");
+        }
         let mut s = Sv2Settings {
             keys,
             cert_validity: self.cert_validity.0,
             ..Sv2Settings::default()
         };
         s.config.extended_extranonce_size = self.rolled_extranonce(&Sv1Config::default());
+        s.config.max_channels = self.sv2_max_channels;
         if let Some(path) = &self.jd_token_key {
             let key = TokenKey::read(path).context("--jd-token-key")?;
             s.config.jd_token_key = Some(std::sync::Arc::new(key));
@@ -598,6 +609,24 @@ mod tests {
         let s: Settings = config::load(Some(f.path()), &PoolArgs::default()).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.starts_with("--jd-token-key"), "{e}");
+    }
+
+    #[test]
+    fn channels_per_sv2_connection_come_from_the_flag_or_the_file() {
+        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        let default = pool::sv2::Sv2Config::default().max_channels;
+        assert_eq!(s.sv2_settings().unwrap().config.max_channels, default);
+        let args = PoolArgs {
+            sv2_max_channels: Some(5000),
+            ..PoolArgs::default()
+        };
+        let s: Settings = config::load(None, &args).unwrap();
+        assert_eq!(s.sv2_settings().unwrap().config.max_channels, 5000);
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), "sv2_max_channels = 0\n").unwrap();
+        let s: Settings = config::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let e = format!("{:#}", s.sv2_settings().unwrap_err());
+        assert!(e.contains("--sv2-max-channels"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,10 @@
 //! after a backoff. What connecting means is the transport's ([`super::transport`]).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use events::LinkCounter;
 
 use super::backoff::Backoff;
 use super::transport::{Link, Transport};
@@ -24,12 +27,13 @@ pub async fn connect_any<T: Transport>(
     timeout: Duration,
     mut backoff: Backoff,
     firmware: &str,
+    net: &Arc<LinkCounter>,
 ) -> (usize, Link<T>) {
     loop {
         for k in 0..upstreams.len() {
             let index = (first + k) % upstreams.len();
             let spec = &upstreams[index];
-            match tokio::time::timeout(timeout, T::connect(spec, firmware)).await {
+            match tokio::time::timeout(timeout, T::connect(spec, firmware, net)).await {
                 Ok(Ok(link)) => return (index, link),
                 Ok(Err(e)) => {
                     tracing::warn!(upstream = %spec.addr, index, error = %e, "upstream attempt failed");

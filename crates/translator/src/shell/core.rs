@@ -16,6 +16,7 @@ use tokio::time::MissedTickBehavior;
 use super::backoff::Backoff;
 use super::connect::connect_any;
 use super::edge::{stopped, DeviceIn};
+use super::net::Net;
 use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
@@ -52,6 +53,8 @@ pub(super) struct Core<T: Transport, M> {
     stats: Arc<Stats>,
     /// Why the upstream must be given up, once something said so.
     lost: Option<String>,
+    /// The proxy's own socket bytes, reported each tick.
+    net: Arc<Net>,
 }
 
 impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
@@ -62,6 +65,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         clock: Instant,
         config: Arc<ShellConfig>,
         stats: Arc<Stats>,
+        net: Arc<Net>,
     ) -> Self {
         let events = config.events.clone();
         let spec = &config.upstreams[index];
@@ -86,6 +90,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
             stats,
             lost: None,
             config,
+            net,
         }
     }
 
@@ -191,6 +196,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let now = self.now();
         self.translator.on_tick(now);
         self.flush_all();
+        self.net.report(&self.events);
         // Once a tick: it is a sum over every device.
         self.stats
             .set_hash_rate(f64::from(self.translator.nominal_hash_rate()));
@@ -235,6 +241,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let config = self.config.clone();
         let first = (self.last_index + 1) % config.upstreams.len();
         let seed = u64::from(std::process::id()) ^ self.serial.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let net = self.net.upstream.clone();
         self.connecting = Some(tokio::spawn(async move {
             let backoff = Backoff::new(config.backoff_min, config.backoff_max, seed);
             connect_any::<T>(
@@ -243,6 +250,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 config.open_timeout,
                 backoff,
                 config.translator.version,
+                &net,
             )
             .await
         }));

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use events::LinkCounter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -51,6 +52,7 @@ pub async fn accept(
     inbox: mpsc::Sender<DeviceIn>,
     mut shutdown: watch::Receiver<bool>,
     limits: EdgeLimits,
+    net: Arc<LinkCounter>,
 ) {
     let live = Arc::new(AtomicUsize::new(0));
     let mut tasks = JoinSet::new();
@@ -81,8 +83,8 @@ pub async fn accept(
                     conn,
                     inbox.clone(),
                     shutdown.clone(),
-                    limits.max_line,
-                    limits.device_queue.max(1),
+                    limits,
+                    net.clone(),
                 );
                 let live = live.clone();
                 tasks.spawn(async move {
@@ -108,9 +110,10 @@ async fn device(
     conn: u64,
     inbox: mpsc::Sender<DeviceIn>,
     mut shutdown: watch::Receiver<bool>,
-    max_line: usize,
-    queue: usize,
+    limits: EdgeLimits,
+    net: Arc<LinkCounter>,
 ) {
+    let (max_line, queue) = (limits.max_line, limits.device_queue.max(1));
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
     let (mut reader, mut writer) = stream.into_split();
@@ -136,7 +139,7 @@ async fn device(
             bytes = out.recv() => match bytes {
                 Some(b) => {
                     match tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&b)).await {
-                        Ok(Ok(())) => {}
+                        Ok(Ok(())) => net.add_tx(b.len()),
                         Ok(Err(_)) => break "write error",
                         Err(_) => break "write timeout",
                     }
@@ -150,6 +153,7 @@ async fn device(
                     Ok(n) => n,
                     Err(_) => break "reset",
                 };
+                net.add_rx(n);
                 buf.extend_from_slice(&chunk[..n]);
                 let mut start = 0;
                 let mut too_long = false;

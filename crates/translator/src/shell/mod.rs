@@ -23,6 +23,7 @@ mod connect;
 mod core;
 pub mod edge;
 pub mod http;
+mod net;
 pub mod stats;
 pub mod sv1_conn;
 pub mod transport;
@@ -42,6 +43,7 @@ pub use self::backoff::Backoff;
 pub use self::connect::UpstreamSpec;
 use self::core::Core;
 use self::edge::{stopped, EdgeLimits};
+use self::net::Net;
 pub use self::stats::Stats;
 use self::transport::{Link, Sv2Transport, Transport};
 use crate::{ChannelMode, Event, Millis, Mode, PerDevice, Translator, TranslatorConfig, Uplink};
@@ -197,6 +199,8 @@ pub struct Running {
     core: tokio::task::JoinHandle<Result<Summary, ShellError>>,
     acceptor: tokio::task::JoinHandle<()>,
     http: Option<tokio::task::JoinHandle<()>>,
+    net: Arc<Net>,
+    events: EventSink,
 }
 
 impl Running {
@@ -221,10 +225,13 @@ impl Running {
         if let Some(http) = self.http {
             let _ = http.await;
         }
-        match self.core.await {
+        let summary = match self.core.await {
             Ok(r) => r,
             Err(e) => Err(ShellError::UpstreamLost(format!("core task: {e}"))),
-        }
+        };
+        // The device tasks have written their last bytes by now.
+        self.net.report(&self.events);
+        summary
     }
 }
 
@@ -292,10 +299,11 @@ where
         None => (None, None),
     };
     let clock = Instant::now();
+    let net = Net::new();
     let mut failures = Vec::new();
     let mut opened = None;
     for (index, spec) in config.upstreams.iter().enumerate() {
-        let attempt = open_first::<T, M>(spec, &config, clock, make);
+        let attempt = open_first::<T, M>(spec, &config, clock, make, &net.upstream);
         match tokio::time::timeout(config.open_timeout, attempt).await {
             Ok(Ok(x)) => {
                 opened = Some((index, x));
@@ -329,7 +337,16 @@ where
     let limits = config.edge_limits();
     let role = config.role;
     let config = Arc::new(config);
-    let core = Core::<T, M>::new(mode, index, link, clock, config.clone(), stats.clone());
+    let events = config.events.clone();
+    let core = Core::<T, M>::new(
+        mode,
+        index,
+        link,
+        clock,
+        config.clone(),
+        stats.clone(),
+        net.clone(),
+    );
     let core = tokio::spawn(core.run(inbox_rx, stop_rx.clone()));
     let http = http_listener.map(|listener| {
         let mut stop = stop_rx.clone();
@@ -341,7 +358,13 @@ where
             }
         })
     });
-    let acceptor = tokio::spawn(edge::accept(listener, inbox_tx, stop_rx, limits));
+    let acceptor = tokio::spawn(edge::accept(
+        listener,
+        inbox_tx,
+        stop_rx,
+        limits,
+        net.devices.clone(),
+    ));
     Ok(Running {
         sv1_addr,
         channel_id: channel.map_or(0, |(id, _)| id),
@@ -353,6 +376,8 @@ where
         core,
         acceptor,
         http,
+        net,
+        events,
     })
 }
 
@@ -368,12 +393,13 @@ async fn open_first<T, M>(
     config: &ShellConfig,
     clock: Instant,
     make: fn(TranslatorConfig, Millis) -> M,
+    net: &Arc<events::LinkCounter>,
 ) -> Result<(Link<T>, M, Option<(u32, Target)>), ShellError>
 where
     T: Transport,
     M: Mode<In = T::In, Out = T::Out>,
 {
-    let mut c = T::connect(spec, config.translator.version).await?;
+    let mut c = T::connect(spec, config.translator.version, net).await?;
     let mut tc = config.translator.clone();
     if c.fixed_version {
         tc.version_mask = 0;

@@ -2,8 +2,10 @@
 //! opening requests (configure, subscribe, authorize) are the uplink's, sent as the channel
 //! is asked for, so connecting is only TCP.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use events::LinkCounter;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -25,6 +27,9 @@ pub struct Sv1Transport {
     writer: OwnedWriteHalf,
     /// Read and not yet taken as lines (kept here so that `read` is cancellation safe).
     buf: Vec<u8>,
+    /// A counter's "read" is the link's up direction (it is a server's view): what this
+    /// client writes goes there, what it reads goes to "written".
+    net: Arc<LinkCounter>,
 }
 
 impl Transport for Sv1Transport {
@@ -36,7 +41,11 @@ impl Transport for Sv1Transport {
         Sv1Upstream::new()
     }
 
-    async fn connect(spec: &UpstreamSpec, _firmware: &str) -> Result<Link<Self>, ShellError> {
+    async fn connect(
+        spec: &UpstreamSpec,
+        _firmware: &str,
+        net: &Arc<LinkCounter>,
+    ) -> Result<Link<Self>, ShellError> {
         let stream = TcpStream::connect(spec.addr)
             .await
             .map_err(|source| ShellError::Connect {
@@ -51,6 +60,7 @@ impl Transport for Sv1Transport {
                 reader,
                 writer,
                 buf: Vec::with_capacity(4096),
+                net: net.clone(),
             },
             local,
             fixed_version: false,
@@ -84,13 +94,17 @@ impl Transport for Sv1Transport {
             if n == 0 {
                 return Err(ShellError::UpstreamLost("closed by the upstream".into()));
             }
+            self.net.add_tx(n);
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
 
     async fn send(&mut self, m: Vec<u8>) -> Result<(), ShellError> {
         match tokio::time::timeout(WRITE_TIMEOUT, self.writer.write_all(&m)).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                self.net.add_rx(m.len());
+                Ok(())
+            }
             Ok(Err(e)) => Err(ShellError::UpstreamLost(e.to_string())),
             Err(_) => Err(ShellError::UpstreamLost("write timed out".into())),
         }

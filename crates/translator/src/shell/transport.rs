@@ -5,11 +5,14 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use events::LinkCounter;
 
 use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
 use sv2::messages::Mining;
-use sv2::{Limits, Message, NoiseConn};
+use sv2::{Limits, Message, NoiseConn, Side};
 use tokio::net::TcpStream;
 
 use super::connect::UpstreamSpec;
@@ -26,10 +29,12 @@ pub trait Transport: Sized + Send + 'static {
     /// A fresh uplink, for a new connection.
     fn uplink() -> Self::Uplink;
 
-    /// Connects to `spec` and does what the protocol does before a channel can be asked for.
+    /// Connects to `spec` and does what the protocol does before a channel can be asked for;
+    /// the connection's wire bytes count into `net`.
     fn connect(
         spec: &UpstreamSpec,
         firmware: &str,
+        net: &Arc<LinkCounter>,
     ) -> impl Future<Output = Result<Link<Self>, ShellError>> + Send;
 
     /// The next message; cancellation safe (a `select!` may drop it between messages).
@@ -65,7 +70,11 @@ impl Transport for Sv2Transport {
         UpstreamChannel::new()
     }
 
-    async fn connect(spec: &UpstreamSpec, firmware: &str) -> Result<Link<Self>, ShellError> {
+    async fn connect(
+        spec: &UpstreamSpec,
+        firmware: &str,
+        net: &Arc<LinkCounter>,
+    ) -> Result<Link<Self>, ShellError> {
         let stream = TcpStream::connect(spec.addr)
             .await
             .map_err(|source| ShellError::Connect {
@@ -78,6 +87,7 @@ impl Transport for Sv2Transport {
             .authority_key
             .ok_or(ShellError::NoAuthorityKey(spec.addr))?;
         let mut conn = NoiseConn::connect_to_authority(stream, key, Limits::default()).await?;
+        conn.count_into(net.clone(), Side::Client);
         let setup = SetupConnection {
             protocol: protocol::MINING,
             min_version: PROTOCOL_VERSION,
