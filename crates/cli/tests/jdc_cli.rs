@@ -220,6 +220,12 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         Some(accepted),
         "{jdc_status}"
     );
+    // The JDC's own state beside its embedded pool's.
+    let live = &jdc_status["jdc"];
+    assert!(live["declared"].as_u64().unwrap() >= 1, "{jdc_status}");
+    assert!(live["jobs_set"].as_u64().unwrap() >= 1, "{jdc_status}");
+    assert_eq!(live["fallback"], serde_json::Value::Null, "{jdc_status}");
+    assert_eq!(live["solo"], false, "{jdc_status}");
 
     let summary = jdc_summary(&mut roles);
     assert!(summary["declared"].as_u64().unwrap() >= 1, "{summary}");
@@ -357,6 +363,7 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
         mut roles,
         rpc: rpc_addr,
         jdc,
+        jdc_http,
         ..
     } = stack(
         dir.path(),
@@ -372,6 +379,16 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
     let report = fleet.join().unwrap();
 
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    // The status page says so while the JDC runs.
+    let live = http_get_json(&jdc_http, "/api/status")["jdc"].clone();
+    assert_eq!(live["solo"], true, "{live}");
+    assert!(
+        live["upstream_lost"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("pool"),
+        "{live}"
+    );
     let summary = jdc_summary(&mut roles);
     assert_eq!(summary["solo"], true, "{summary}");
     assert!(

@@ -119,6 +119,31 @@ pub struct JdcStats {
     pub solo: bool,
 }
 
+impl JdcStats {
+    /// As `/api/status`'s `jdc` section and the closing summary line give it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let c = &self.channel;
+        serde_json::json!({
+            "declared": self.declared,
+            "declarations_refused": self.declarations_refused,
+            "tx_data_failed": self.tx_data_failed,
+            "jobs_set": c.jobs_set,
+            "jobs_refused": c.jobs_refused,
+            "shares_submitted": c.shares_submitted,
+            "shares_accepted": c.shares_accepted,
+            "shares_rejected": c.shares_rejected,
+            "shares_stale": c.shares_stale,
+            "below_target": c.below_target,
+            "dropped": c.dropped,
+            "foreign": c.foreign,
+            "solutions_pushed": self.solutions_pushed,
+            "upstream_lost": self.upstream_lost,
+            "fallback": self.fallback,
+            "solo": self.solo,
+        })
+    }
+}
+
 /// A started JDC. [`RunningJdc::shutdown`] stops it.
 pub struct RunningJdc {
     pub pool: RunningPool,
@@ -261,6 +286,11 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     let tx_data = running.tx_data().ok_or(JdcError::NoTemplateProvider)?;
 
     let stats = Arc::new(Mutex::new(JdcStats::default()));
+    let shown = stats.clone();
+    running.add_status_section(
+        "jdc",
+        Arc::new(move || shown.lock().unwrap_or_else(|e| e.into_inner()).to_json()),
+    );
     let (stop, stop_rx) = watch::channel(false);
     let joined = Joined {
         jds: Some(jds),

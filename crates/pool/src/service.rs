@@ -96,6 +96,7 @@ pub struct RunningPool {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     feed: Option<Feed>,
+    status_sections: http::StatusSections,
 }
 
 /// Where templates come from.
@@ -235,11 +236,13 @@ impl RunningPool {
             });
         }
 
+        let status_sections = http::StatusSections::default();
         let http_addr = match settings.http_listen {
             Some(addr) => {
                 let listener = bind(addr, "http").await?;
                 let local = listener.local_addr().ok();
-                let state = HttpState::new(stats.clone(), workers.clone(), clock.clone());
+                let mut state = HttpState::new(stats.clone(), workers.clone(), clock.clone());
+                state.sections = status_sections.clone();
                 let mut stop = shutdown_rx.clone();
                 tasks.spawn(async move {
                     let stopped = async move {
@@ -298,11 +301,20 @@ impl RunningPool {
             shutdown,
             tasks,
             feed: Some(feed),
+            status_sections,
         })
     }
 
     /// Where to ask the Template Provider for a template's transactions (`None` when the
     /// templates come from a node's `getblocktemplate`, which carries them already).
+    /// Adds `section()` to `/api/status` under `name`, from now on.
+    pub fn add_status_section(&self, name: &'static str, section: http::StatusSection) {
+        self.status_sections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((name, section));
+    }
+
     pub fn tx_data(&self) -> Option<mpsc::UnboundedSender<crate::tp::feed::TxDataRequest>> {
         match &self.feed {
             Some(Feed::Tp(f)) => Some(f.tx_data()),

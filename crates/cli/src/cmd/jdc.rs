@@ -135,28 +135,9 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
         let snap = running.pool.engine.stats.snapshot(pool::Millis(0));
         running.shutdown().await?;
         // One line for scripts and tests; the sentence below is for people.
-        println!(
-            "jdc summary {}",
-            serde_json::json!({
-                "device_shares_accepted": snap.accepted,
-                "declared": s.declared,
-                "declarations_refused": s.declarations_refused,
-                "tx_data_failed": s.tx_data_failed,
-                "jobs_set": s.channel.jobs_set,
-                "jobs_refused": s.channel.jobs_refused,
-                "shares_submitted": s.channel.shares_submitted,
-                "shares_accepted": s.channel.shares_accepted,
-                "shares_rejected": s.channel.shares_rejected,
-                "shares_stale": s.channel.shares_stale,
-                "below_target": s.channel.below_target,
-                "dropped": s.channel.dropped,
-                "foreign": s.channel.foreign,
-                "solutions_pushed": s.solutions_pushed,
-                "upstream_lost": s.upstream_lost.clone(),
-                "fallback": s.fallback.clone(),
-                "solo": s.solo,
-            })
-        );
+        let mut summary = s.to_json();
+        summary["device_shares_accepted"] = snap.accepted.into();
+        println!("jdc summary {summary}");
         eprintln!(
             "jdc stopped: {} shares from devices, {} declared jobs ({} refused), {} shares submitted to the pool ({} accepted, {} rejected, {} below its target, {} dropped), {} blocks pushed{}",
             snap.accepted,

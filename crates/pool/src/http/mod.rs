@@ -55,6 +55,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The caller's monotonic clock, on the same scale as the times given to the statistics.
 pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
 
+/// A part of `/api/status` a role built around the pool adds (a JDC's declarations, say),
+/// computed on each request: it must answer at once.
+pub type StatusSection = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
+/// Sections added to `/api/status`, each under its name.
+pub type StatusSections = Arc<std::sync::Mutex<Vec<(&'static str, StatusSection)>>>;
+
 /// What the endpoints serve from.
 #[derive(Clone)]
 pub struct HttpState {
@@ -62,6 +69,7 @@ pub struct HttpState {
     pub workers: Arc<WorkerRegistry>,
     pub clock: Clock,
     pub options: HttpOptions,
+    pub sections: StatusSections,
 }
 
 impl HttpState {
@@ -71,6 +79,7 @@ impl HttpState {
             workers,
             clock,
             options: HttpOptions::default(),
+            sections: StatusSections::default(),
         }
     }
 }
@@ -225,7 +234,16 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
             let body = render_metrics(&state.stats.snapshot(now), &state.stats.processing());
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
-        Route::Status => json(StatusCode::OK, &api::status(&state.stats.snapshot(now))),
+        Route::Status => {
+            let mut body = api::status(&state.stats.snapshot(now));
+            let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(map) = body.as_object_mut() {
+                for (name, section) in sections.iter() {
+                    map.insert((*name).to_owned(), section());
+                }
+            }
+            json(StatusCode::OK, &body)
+        }
         Route::Workers => match api::WorkersQuery::parse(req.uri().query(), &state.options) {
             Ok(q) => {
                 state.workers.expire(now);
