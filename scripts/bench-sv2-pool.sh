@@ -41,7 +41,17 @@
 #   BENCH_SWEEP            extra total offered shares/s steps, space-separated [default: none]
 #   BENCH_PERF=1           one more run of our pool with `perf record` over its window; prints
 #                          the profile by thread and symbol (perf.data kept with INTEROP_KEEP=1)
+#   BENCH_TRACE=1          attach `perf trace -s` to every pool over its window: system calls per
+#                          accepted share by thread and by call (counts only; the tracing costs
+#                          CPU, so CPU per share in these rows is not comparable with untraced
+#                          ones). Context switches per share by thread (/proc, free) are in every row.
 #   BENCH_CPUS="0 1"       the cores for the pool and for the load [default: 0 1]
+#   BENCH_ROWS="..."       which pools to run at each offered load, in order, from: ours,
+#                          pool_sv2, ours-dur-off, pool_sv2-warn, base, base-dur-off [default:
+#                          "ours pool_sv2", and in the full run the other two at the first load]
+#   BENCH_BASELINE=PATH    another stratumlab binary (say, a build from before a change) whose
+#                          pool the rows base and base-dur-off run (simnet and the fleet stay
+#                          this tree's): ours before and after a change against pool_sv2 in one run
 #   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
 #   STRATUMLAB_TOOLS_DIR   where pinned third-party tools are installed
 #   INTEROP_KEEP=1         keep the work directory (logs, configs, events)
@@ -148,8 +158,10 @@ run_one() {
     tdp=$(tdp_addr)
 
     local pool_addr pool_pid
-    if [ "$kind" = ours ]; then
-        env "${penv[@]}" taskset -c "$POOL_CPU" "$stratumlab" pool --sv2-listen 127.0.0.1:0 \
+    if [ "$kind" = ours ] || [ "$kind" = base ]; then
+        local pool_prog=$stratumlab
+        [ "$kind" = ours ] || pool_prog=$BENCH_BASELINE
+        env "${penv[@]}" taskset -c "$POOL_CPU" "$pool_prog" pool --sv2-listen 127.0.0.1:0 \
             --tp "$tdp" --tp-authority-key "$AUTHORITY_PUBLIC_KEY" \
             --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
             --shares-per-minute "$spm" --start-difficulty "$diff" \
@@ -219,6 +231,14 @@ EOF
         perf_pid=$!
         pids+=("$perf_pid")
     fi
+    local trace_pid=""
+    if [ "${BENCH_TRACE:-0}" = 1 ]; then
+        # Counts every system call of every thread of the pool over the window (summary only).
+        (sleep "$WARMUP_S"; exec perf trace -s -p "$pool_pid" -o "$dir/trace.txt" \
+            -- sleep "$WINDOW_S") >"$dir/trace.out" 2>&1 &
+        trace_pid=$!
+        pids+=("$trace_pid")
+    fi
     # The window: CPU of both processes and CLOCK_MONOTONIC (the events' clock) at its ends.
     python3 - "$pool_pid" "$fleet_pid" "$WARMUP_S" "$WINDOW_S" >"$dir/window.json" <<'EOF'
 import json, os, sys, time
@@ -229,14 +249,36 @@ def cpu(path):
     with open(f"{path}/stat") as f:
         rest = f.read().rsplit(")", 1)[1].split()
     return (int(rest[11]) + int(rest[12])) / tck
+def user_sys(path):
+    with open(f"{path}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) / tck, int(rest[12]) / tck
 def threads(pid):
-    # Per thread name (digits dropped, so a runtime's workers add up): where the pool spends.
+    # Per thread name (digits dropped, so a runtime's workers add up): where the pool spends,
+    # as (user, system) seconds: system time is the kernel's work for the thread (system
+    # calls, wake-ups, the socket and the file system).
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             name = open(f"/proc/{pid}/task/{tid}/comm").read().strip().rstrip("0123456789-")
-            out[name] = out.get(name, 0.0) + cpu(f"/proc/{pid}/task/{tid}")
+            u, s = user_sys(f"/proc/{pid}/task/{tid}")
+            a, b = out.get(name, (0.0, 0.0))
+            out[name] = (a + u, b + s)
         except OSError:
+            pass
+    return out
+def switches(pid):
+    # Context switches per thread name (voluntary: the thread slept, waiting for something;
+    # involuntary: preempted), from each thread's status.
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip().rstrip("0123456789-")
+            st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/task/{tid}/status") if ":" in l)
+            v, n = int(st["voluntary_ctxt_switches"]), int(st["nonvoluntary_ctxt_switches"])
+            a, b = out.get(name, (0, 0))
+            out[name] = (a + v, b + n)
+        except (OSError, KeyError, ValueError):
             pass
     return out
 def cores():
@@ -249,12 +291,19 @@ def cores():
             out[f[0][3:]] = (sum(v[:8]) - v[3] - v[4]) / tck
     return out
 time.sleep(warmup)
-t0, p0, f0, th0, c0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(f"/proc/{pool}"), cpu(f"/proc/{fleet}"), threads(pool), cores()
+t0, p0, f0, th0, c0, s0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(f"/proc/{pool}"), cpu(f"/proc/{fleet}"), threads(pool), cores(), switches(pool)
 time.sleep(window)
-t1, p1, f1, th1, c1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(f"/proc/{pool}"), cpu(f"/proc/{fleet}"), threads(pool), cores()
-by_thread = {k: round(v - th0.get(k, 0.0), 2) for k, v in th1.items() if v - th0.get(k, 0.0) > 0}
+t1, p1, f1, th1, c1, s1 = time.clock_gettime_ns(time.CLOCK_MONOTONIC), cpu(f"/proc/{pool}"), cpu(f"/proc/{fleet}"), threads(pool), cores(), switches(pool)
+by_thread_us = {k: [round(v[0] - th0.get(k, (0, 0))[0], 2), round(v[1] - th0.get(k, (0, 0))[1], 2)]
+                for k, v in th1.items()}
+by_thread_us = {k: v for k, v in by_thread_us.items() if v[0] + v[1] > 0}
+by_thread = {k: round(v[0] + v[1], 2) for k, v in by_thread_us.items()}
+# A thread that existed at only one end counts from zero (short-lived helper threads).
+cs = {k: [v[0] - s0.get(k, (0, 0))[0], v[1] - s0.get(k, (0, 0))[1]] for k, v in s1.items()}
 print(json.dumps({"t0_ns": t0, "t1_ns": t1, "pool_cpu_s": p1 - p0, "fleet_cpu_s": f1 - f0,
                   "pool_cpu_s_by_thread": by_thread,
+                  "pool_user_sys_s_by_thread": by_thread_us,
+                  "ctxt_switches_by_thread": {k: v for k, v in cs.items() if v[0] or v[1]},
                   "core_busy_s": {k: c1[k] - c0[k] for k in c1},
                   "loadavg_1m": float(open("/proc/loadavg").read().split()[0])}))
 EOF
@@ -269,6 +318,7 @@ EOF
         say "$label: perf, self time by symbol (data in $dir/perf.data):"
         sed 's/^/    /' "$dir/perf.txt"
     fi
+    [ -z "$trace_pid" ] || wait "$trace_pid" || true
     stop_all
     "$stratumlab" events dump "$dir/fleet.ev" >"$dir/fleet.jsonl" || fail "$label: fleet events do not read"
 
@@ -302,6 +352,23 @@ for e in results:
     if ok and s is not None and t0 <= s < t1:
         lat.append((ts - s) / 1e6)
 lat.sort()
+# perf trace -s: per thread "name (tid), N events, P%", then rows "syscall calls errors ...".
+trace = {}
+try:
+    import re
+    thread = None
+    for line in open(f"{d}/trace.txt"):
+        m = re.match(r"^ (\S.*?) \((\d+)\), (\d+) events", line)
+        if m:
+            thread = m[1].rstrip("0123456789-")
+            trace.setdefault(thread, {})
+            continue
+        m = re.match(r"^\s+([a-z_0-9]+)\s+(\d+)\s+(\d+)\s+[0-9.]+", line)
+        if m and thread is not None:
+            calls = trace[thread]
+            calls[m[1]] = calls.get(m[1], 0) + int(m[2])
+except OSError:
+    trace = None
 q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else None
 secs = (t1 - t0) / 1e9
 print(json.dumps({
@@ -315,6 +382,9 @@ print(json.dumps({
     "ready": rep["ready"], "devices": rep["devices"], "disconnects": rep["disconnects"],
     "protocol_errors": rep["protocol_errors"], "rejected_by_reason": rep["shares"]["rejected_by_reason"],
     "pool_cpu_s_by_thread": w["pool_cpu_s_by_thread"],
+    "pool_user_sys_s_by_thread": w["pool_user_sys_s_by_thread"],
+    "ctxt_switches_by_thread": w["ctxt_switches_by_thread"],
+    "syscalls_by_thread": trace,
     # Other processes' CPU on the pool's core (the machine may be shared), % of the window.
     "pool_core_others_pct": 100 * (w["core_busy_s"][pool_core] - w["pool_cpu_s"]) / secs,
     "loadavg_1m": w["loadavg_1m"],
@@ -333,14 +403,32 @@ if [ "$QUICK" != 1 ]; then
     run_one ours ours 0
     run_one pool_sv2 pool_sv2 0
 fi
+if [ -n "${BENCH_BASELINE:-}" ]; then
+    [ -x "$BENCH_BASELINE" ] || fail "BENCH_BASELINE=$BENCH_BASELINE is not an executable"
+fi
 for offered in "$SHARES_PER_S" ${BENCH_SWEEP:-}; do
-    run_one ours ours "$offered"
-    run_one pool_sv2 pool_sv2 "$offered"
-    if [ "$QUICK" != 1 ] && [ "$offered" = "$SHARES_PER_S" ]; then
+    rows=${BENCH_ROWS:-ours pool_sv2}
+    if [ -z "${BENCH_ROWS:-}" ] && [ "$QUICK" != 1 ] && [ "$offered" = "$SHARES_PER_S" ]; then
         # Like for like on what an acknowledgement means and on logging.
-        run_one ours-dur-off ours "$offered" -- --durability off
-        run_one pool_sv2-warn pool_sv2 "$offered" RUST_LOG=warn
+        rows="$rows ours-dur-off pool_sv2-warn"
     fi
+    for row in $rows; do
+        case $row in
+            ours) run_one ours ours "$offered" ;;
+            pool_sv2) run_one pool_sv2 pool_sv2 "$offered" ;;
+            ours-dur-off) run_one ours-dur-off ours "$offered" -- --durability off ;;
+            pool_sv2-warn) run_one pool_sv2-warn pool_sv2 "$offered" RUST_LOG=warn ;;
+            base|base-dur-off)
+                [ -n "${BENCH_BASELINE:-}" ] || fail "BENCH_ROWS has $row: set BENCH_BASELINE"
+                if [ "$row" = base ]; then
+                    run_one base base "$offered"
+                else
+                    run_one base-dur-off base "$offered" -- --durability off
+                fi
+                ;;
+            *) fail "BENCH_ROWS: unknown row $row" ;;
+        esac
+    done
 done
 if [ "${BENCH_PERF:-0}" = 1 ]; then
     command -v perf >/dev/null || fail "BENCH_PERF=1: perf not found"
@@ -353,6 +441,7 @@ python3 - "$work/rows.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 idle = {r["kind"]: r["pool_cpu_pct"] for r in rows if r["offered_per_s"] == 0}
+idle.setdefault("base", idle.get("ours"))
 for r in rows:
     i = idle.get(r["kind"])
     r["net_us"] = (None if i is None or not r["accepted"] else
@@ -379,7 +468,9 @@ by = {(r["label"], r["offered_per_s"]): r for r in rows}
 ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}x"
 for off in sorted({r["offered_per_s"] for r in rows if r["offered_per_s"] > 0}):
     for mine, other in (("ours", "pool_sv2"), ("ours", "pool_sv2-warn"), ("ours-dur-off", "pool_sv2"),
-                        ("ours-dur-off", "pool_sv2-warn")):
+                        ("ours-dur-off", "pool_sv2-warn"), ("base", "pool_sv2"),
+                        ("base-dur-off", "pool_sv2"), ("ours", "base"),
+                        ("ours-dur-off", "base-dur-off")):
         ours, o = by.get((mine, off)), by.get((other, off))
         if not ours or not o or not ours["accepted"] or not o["accepted"]:
             continue
@@ -398,5 +489,30 @@ print("pool CPU in the window by thread (s):")
 for r in rows:
     th = sorted(r["pool_cpu_s_by_thread"].items(), key=lambda kv: -kv[1])
     print(f"  {r['label']:<14} {r['offered_per_s']:>6.0f}/s  " + ", ".join(f"{k} {v:.2f}" for k, v in th))
+print()
+print("kernel work per accepted share, by thread: context switches (voluntary+involuntary) and,"
+      " with BENCH_TRACE=1, system calls (the busiest calls in brackets):")
+for r in rows:
+    n = r["accepted"]
+    if not n:
+        continue
+    cs = r.get("ctxt_switches_by_thread") or {}
+    sc = r.get("syscalls_by_thread") or {}
+    tot_cs = sum(v[0] + v[1] for v in cs.values())
+    tot_sc = sum(sum(c.values()) for c in sc.values())
+    print(f"  {r['label']:<14} {r['offered_per_s']:>6.0f}/s  switches {tot_cs / n:.2f}/share"
+          + (f", syscalls {tot_sc / n:.2f}/share" if sc else ""))
+    for name in sorted(set(cs) | set(sc), key=lambda k: -(sum(cs.get(k, (0, 0))) + sum((sc.get(k) or {}).values()))):
+        v = cs.get(name, (0, 0))
+        calls = sc.get(name) or {}
+        busiest = sorted(calls.items(), key=lambda kv: -kv[1])[:6]
+        us = (r.get("pool_user_sys_s_by_thread") or {}).get(name)
+        line = f"      {name:<18} "
+        if us:
+            line += f"CPU-us/share user {us[0] * 1e6 / n:.1f} + system {us[1] * 1e6 / n:.1f}, "
+        line += f"switches {v[0] / n:.3f}+{v[1] / n:.3f}"
+        if calls:
+            line += f", syscalls {sum(calls.values()) / n:.3f} (" + ", ".join(f"{k} {c / n:.3f}" for k, c in busiest) + ")"
+        print(line)
 EOF
 say "done"

@@ -278,7 +278,7 @@ where
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
     let written = sink.finish().context("writing events")?;
-    eprintln!("{summary}");
+    eprintln!("{role}: {summary}");
     if settings.events.is_some() {
         eprintln!("  events        {} written", written.events_written);
     }

@@ -336,10 +336,11 @@ mod tests {
     #[test]
     fn a_full_queue_refuses_at_the_push_and_reservations_are_given_back() {
         let dir = tempfile::tempdir().unwrap();
-        // A long window: the writer takes nothing off the queue meanwhile.
+        // The writer takes records off the queue at the end of each window (or at once when
+        // idle): a short one, so that `drained` sees them go.
         let store = Store::open(StoreConfig {
             durability: Durability::Off,
-            batch_window: Duration::from_secs(10),
+            batch_window: Duration::from_millis(100),
             queue_capacity: 6,
             ..StoreConfig::new(dir.path().join("pool.db"))
         })

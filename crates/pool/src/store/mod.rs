@@ -11,8 +11,9 @@
 //! - `strict`: each share is its own transaction, synced to disk before its ticket completes;
 //! - `batched` (the default): shares are grouped for up to [`StoreConfig::batch_window`] and
 //!   committed in one synced transaction (group commit); a ticket completes with its group;
-//! - `off`: tickets complete at once and the writer commits in the background without syncing
-//!   (lab runs): a crash of the machine, or of the process before a commit, loses shares.
+//! - `off`: tickets complete at once and the writer commits in the background without syncing,
+//!   at most every `batch_window` or 100 ms, whichever is longer (lab runs): a crash of the
+//!   machine, or of the process before a commit, loses shares.
 //!
 //! Whatever the mode, a block ([`Store::record_block`]) and the node's answer to it
 //! ([`Store::record_block_result`]) are committed and synced before their tickets complete, and
@@ -111,8 +112,9 @@ pub struct StoreConfig {
     pub path: PathBuf,
     pub durability: Durability,
     /// Batched and off modes: how long the writer gathers records after the first one of a
-    /// batch before committing them together. Default 10 ms; 0 commits whatever is queued as
-    /// soon as the writer gets to it.
+    /// batch before committing them together, and while records keep coming, the time between
+    /// its commits (in off mode at least 100 ms: nothing waits for those commits). Default
+    /// 10 ms; 0 commits whatever is queued as soon as the writer gets to it.
     pub batch_window: Duration,
     /// Shares the queue holds before [`Store::record_share`] answers
     /// [`StoreError::QueueFull`]. Default 65536.

@@ -4,13 +4,23 @@
 //! How records are grouped into transactions:
 //! - Strict: every record is its own transaction, synced (`synchronous=FULL`) before its ticket
 //!   is published.
-//! - Batched: the first record taken opens a batch; the writer keeps inserting what arrives
-//!   until `batch_window` has passed since then (it sleeps in slices of a quarter window while
-//!   the queue is empty), takes what is queued at that moment, and commits it all in one synced
-//!   transaction. A record therefore waits about one window plus one commit. A batch also closes
-//!   at [`MAX_BATCH`] records, and at once when a block or block result arrives.
+//! - Batched: the first record taken after an idle spell opens a batch; the writer sleeps until
+//!   `batch_window` has passed since then, takes what is queued at that moment, and commits it
+//!   all in one synced transaction. While records keep coming it stays on that beat: after each
+//!   commit it sleeps one more window and takes what arrived meanwhile, and only a window that
+//!   brought nothing sends it back to waiting on the queue. So a record waits at most about one
+//!   window plus one commit, as with a window opened per batch, and the writer is woken by its
+//!   own timer once per window rather than by senders: queuing a record costs a connection no
+//!   wake-up system call, and the writer no wake-up per record. A batch also closes at
+//!   [`MAX_BATCH`] records (the next one is then taken without sleeping), and a block or block
+//!   result wakes the writer ([`super::Store::record_block`] unparks it), which commits it at once.
 //! - Off: batched like Batched, but commits are not synced (`synchronous=OFF`), except the ones
-//!   holding a block or block result, which switch to FULL for that commit.
+//!   holding a block or block result, which switch to FULL for that commit; and the beat is at
+//!   least [`OFF_BEAT`], whatever the window: nothing waits for these commits (blocks and block
+//!   results are committed at once), they only bound what a crash of the process loses, and a
+//!   connection's [`super::ShareBatch`] holds its records back longer than that anyway (until
+//!   its next share a window later, or its next tick). So a slow trickle of shares costs one
+//!   commit per beat, not one per window.
 //!
 //! Any SQLite error stops the writer: the open transaction is rolled back, nothing after the
 //! last published ticket is reported durable, and the store refuses records from then on.
@@ -32,6 +42,10 @@ use super::{BlockRecord, Durability, ShareRecord};
 
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
+
+/// Durability off: the shortest time between the writer's commits (see the module's
+/// documentation).
+pub(super) const OFF_BEAT: Duration = Duration::from_millis(100);
 
 /// What travels on the queue. A share is stored inline (no allocation per share), a batch of
 /// them in a [`SharePack`] that goes back to the [`PackPool`] once written; the rare messages
@@ -180,6 +194,9 @@ pub(super) struct Writer {
     packs: Arc<PackPool>,
     path: PathBuf,
     batch: Batch,
+    /// A block or block result was committed on its own since the writer's last commit of a
+    /// window: the window was not empty, so the writer stays on its beat.
+    took_since_commit: bool,
 }
 
 impl Writer {
@@ -197,6 +214,7 @@ impl Writer {
             packs,
             path,
             batch: Batch::default(),
+            took_since_commit: false,
         }
     }
 
@@ -235,34 +253,83 @@ impl Writer {
 
     fn serve(&mut self) -> Result<(), WriteError> {
         let strict = self.progress.durability == Durability::Strict;
-        let window = self.progress.batch_window;
-        let slice = (window / 4).max(Duration::from_micros(200));
+        let window = match self.progress.durability {
+            Durability::Off => self.progress.batch_window.max(OFF_BEAT),
+            Durability::Strict | Durability::Batched => self.progress.batch_window,
+        };
         loop {
             // Idle: sleep until a record arrives (or every handle is gone).
             let Ok(first) = self.rx.recv() else {
                 return self.commit();
             };
             self.took(&first);
-            let deadline = Instant::now() + window;
             let mut after = self.apply(first)?;
-            while after == After::Continue && !strict && self.batch.records < MAX_BATCH {
-                let now = Instant::now();
-                if now >= deadline {
-                    after = self.take_queued()?;
+            if strict {
+                self.commit()?;
+                if after == After::Stop {
+                    return Ok(());
+                }
+                continue;
+            }
+            // Busy: one commit per window for as long as windows bring records.
+            let mut deadline = Instant::now() + window;
+            loop {
+                if after != After::Stop {
+                    after = self.gather_until(deadline)?;
+                }
+                let full = self.batch.records >= MAX_BATCH;
+                let took_any = self.batch.open || self.took_since_commit;
+                self.commit()?;
+                if after == After::Stop {
+                    return Ok(());
+                }
+                if !took_any {
                     break;
                 }
+                self.took_since_commit = false;
+                // A full batch leaves records queued: take them at once.
+                deadline = if full {
+                    Instant::now()
+                } else {
+                    Instant::now() + window
+                };
+            }
+        }
+    }
+
+    /// Sleeps until `deadline`, then takes what is queued (see [`Writer::take_queued`]). A
+    /// wake-up before it (a block or block result, or shutdown, unparks the writer) takes what is
+    /// queued at once, so that a block is committed without waiting for the window; shares
+    /// taken with it are committed with it, the rest of the window's with the window. Returns
+    /// [`After::Stop`] if a shutdown was taken, [`After::Continue`] otherwise.
+    fn gather_until(&mut self, deadline: Instant) -> Result<After, WriteError> {
+        loop {
+            let now = Instant::now();
+            if now >= deadline || self.batch.records >= MAX_BATCH {
+                return match self.take_queued()? {
+                    After::Stop => Ok(After::Stop),
+                    _ => Ok(After::Continue),
+                };
+            }
+            thread::park_timeout(deadline - now);
+            if Instant::now() >= deadline {
+                continue;
+            }
+            // Woken early: unparked (or a spurious wake-up, which finds only shares).
+            while self.batch.records < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(cmd) => {
                         self.took(&cmd);
-                        after = self.apply(cmd)?;
+                        match self.apply(cmd)? {
+                            After::Stop => return Ok(After::Stop),
+                            // Committed already; the window goes on for what follows.
+                            After::CommitNow => self.took_since_commit = true,
+                            After::Continue => {}
+                        }
                     }
-                    Err(TryRecvError::Empty) => thread::park_timeout((deadline - now).min(slice)),
-                    Err(TryRecvError::Disconnected) => after = After::Stop,
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return Ok(After::Stop),
                 }
-            }
-            self.commit()?;
-            if after == After::Stop {
-                return Ok(());
             }
         }
     }
@@ -273,13 +340,16 @@ impl Writer {
         let waiting = self.progress.queued.load(Ordering::Acquire) as u64;
         let room = MAX_BATCH.saturating_sub(self.batch.records);
         for _ in 0..waiting.min(room) {
-            let Ok(cmd) = self.rx.try_recv() else {
-                break;
+            let cmd = match self.rx.try_recv() {
+                Ok(cmd) => cmd,
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Ok(After::Stop),
             };
             self.took(&cmd);
-            let after = self.apply(cmd)?;
-            if after != After::Continue {
-                return Ok(after);
+            match self.apply(cmd)? {
+                After::Stop => return Ok(After::Stop),
+                After::CommitNow => self.took_since_commit = true,
+                After::Continue => {}
             }
         }
         Ok(After::Continue)
@@ -437,5 +507,134 @@ impl Batch {
     fn note(&mut self, ticket: u64) {
         self.records += 1;
         self.last_ticket = Some(ticket);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::store::{
+        Durability, ShareBatch, ShareRecord, Store, StoreConfig, StoreReader, Ticket, WorkerKey,
+    };
+    use crate::Millis;
+
+    fn open(dir: &tempfile::TempDir, durability: Durability, window: Duration) -> Store {
+        Store::open(StoreConfig {
+            durability,
+            batch_window: window,
+            ..StoreConfig::new(dir.path().join("pool.db"))
+        })
+        .expect("store")
+    }
+
+    fn share(worker: WorkerKey, i: u64) -> ShareRecord {
+        let mut hash = [0u8; 32];
+        hash[..8].copy_from_slice(&i.to_le_bytes());
+        ShareRecord {
+            worker,
+            difficulty: 1.0,
+            job_id: 3,
+            time_ms: 1_760_000_000_000 + i,
+            hash,
+        }
+    }
+
+    fn wait(store: &Store, t: Ticket, within: Duration) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(async { tokio::time::timeout(within, store.wait_durable(t)).await })
+            .expect("durable in time")
+            .expect("durable");
+    }
+
+    /// Records that trickle in (a few per window, as from many slow miners) are committed a
+    /// window's worth at a time: the writer keeps its own beat instead of opening a window per
+    /// wake-up, and no record waits much beyond one window.
+    #[test]
+    fn a_trickle_is_committed_once_per_window() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = Duration::from_millis(40);
+        let store = open(&dir, Durability::Batched, window);
+        let w = store.worker("w").unwrap();
+        let warm = store.record_share(share(w, 0)).unwrap();
+        wait(&store, warm, Duration::from_secs(10));
+        let commits_before = store.stats().commits;
+        let started = std::time::Instant::now();
+        let mut tickets = Vec::new();
+        for i in 1..=200 {
+            tickets.push(store.record_share(share(w, i)).unwrap());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let last = *tickets.last().unwrap();
+        wait(&store, last, window + Duration::from_secs(5));
+        let elapsed = started.elapsed();
+        let commits = store.stats().commits - commits_before;
+        let windows = (elapsed.as_millis() / window.as_millis()) as u64 + 2;
+        assert!(
+            commits <= windows,
+            "{commits} commits in {elapsed:?}: more than one per {window:?} window"
+        );
+        assert!(
+            commits >= 2,
+            "{commits} commit(s): the trickle was not committed as it came"
+        );
+        assert!(tickets.iter().all(|&t| store.is_durable(t)));
+        let stats = store.close().unwrap();
+        assert_eq!(stats.shares_written, 201);
+    }
+
+    /// With durability off nothing waits for the writer, which sleeps out its windows; records
+    /// a connection took still reach the file when the connection ends and the store closes,
+    /// without waiting for the window.
+    #[test]
+    fn with_durability_off_records_reach_the_file_by_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let window = Duration::from_secs(10);
+        let store = open(&dir, Durability::Off, window);
+        let w = store.worker("w").unwrap();
+        let mut batch = ShareBatch::new(store.clone());
+        // The first flush wakes the idle writer, which then sleeps a whole window.
+        batch.push(share(w, 0), Millis(0)).unwrap();
+        batch.flush();
+        for i in 1..40 {
+            batch.push(share(w, i), Millis(i)).unwrap();
+            assert_eq!(batch.take_ticket(), None, "off mode: nothing waits");
+        }
+        let started = std::time::Instant::now();
+        drop(batch);
+        let stats = store.close().unwrap();
+        assert!(
+            started.elapsed() < window / 2,
+            "closing waited out the window"
+        );
+        assert_eq!(stats.shares_written, 40);
+        let reader = StoreReader::open(dir.path().join("pool.db")).unwrap();
+        assert_eq!(reader.share_count().unwrap(), 40);
+    }
+
+    /// Strict durability is not on the beat: every record is its own synced commit, and its
+    /// ticket completes only once that commit is in the file.
+    #[test]
+    fn strict_tickets_complete_only_with_their_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        // A long window, which strict mode must ignore.
+        let store = open(&dir, Durability::Strict, Duration::from_secs(10));
+        let w = store.worker("w").unwrap();
+        let commits_before = store.stats().commits;
+        for i in 0..20 {
+            let t = store.record_share(share(w, i)).unwrap();
+            wait(&store, t, Duration::from_secs(5));
+            let reader = StoreReader::open(dir.path().join("pool.db")).unwrap();
+            assert_eq!(
+                reader.share_count().unwrap(),
+                i + 1,
+                "durable but not in the file"
+            );
+        }
+        assert!(store.stats().commits - commits_before >= 20);
+        store.close().unwrap();
     }
 }

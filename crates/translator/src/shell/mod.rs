@@ -167,7 +167,7 @@ impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "translator: {} devices ({} dropped as slow), {} jobs; shares from devices {} accepted, {} rejected; {} forwarded: {} accepted, {} rejected, {} unanswered upstream; {} channels opened, {} upstreams lost",
+            "{} devices ({} dropped as slow), {} jobs; shares from devices {} accepted, {} rejected; {} forwarded: {} accepted, {} rejected, {} unanswered upstream; {} channels opened, {} upstreams lost",
             self.devices_connected,
             self.devices_dropped_slow,
             self.jobs,
