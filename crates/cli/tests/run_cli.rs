@@ -327,18 +327,25 @@ fn a_and_b_take_their_jobs_from_the_farm_node_not_across_the_wan() {
             "{config}: only shares meeting the pool's target cross the WAN: {up}"
         );
         farm_bandwidth_is_the_wan_taps_and_the_farm_nodes_relay(&events, config, c);
-        for (role, kind, site) in [
-            (&jdc, "proxy", "farm"),
-            (&format!("{config}.jds"), "pool", "pool"),
-        ] {
+        let mut farm_roles = vec![
+            (jdc.clone(), "proxy", "farm"),
+            (format!("{config}.jds"), "pool", "pool"),
+        ];
+        if config == "A" {
+            farm_roles.push(("A.translator0".to_owned(), "proxy", "farm"));
+        }
+        for (role, kind, site) in &farm_roles {
             let r = &c["roles"][role];
             assert_eq!(
                 (r["kind"].as_str(), r["site"].as_str()),
-                (Some(kind), Some(site)),
+                (Some(*kind), Some(*site)),
                 "{role}: {r}"
             );
             assert!(r["cpu_pct_mean"].is_number(), "{role}: {r}");
             assert!(r["rss_bytes_max"].as_u64().unwrap() > 0, "{role}: {r}");
+            // Each counts its own socket bytes (METRICS.md roles.<name>.net_*_bytes).
+            assert_eq!(r["net_bytes_reported"], true, "{role}: {r}");
+            assert!(r["net_rx_bytes"].as_u64().unwrap() > 0, "{role}: {r}");
         }
     }
     assert!(
