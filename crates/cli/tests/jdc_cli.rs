@@ -8,9 +8,7 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{dump_events, http_get_json, run_fleet, Role, Roles};
-
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+use support::{dump_events, http_get_json, link_bytes, run_fleet, Role, Roles, PAYOUT};
 
 /// Simnet (one node, RPC and TDP), the pool with its JDS, and the JDC on the same node.
 struct Stack {
@@ -285,14 +283,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
 
     // The JDC and the JDS count their own socket bytes (METRICS.md roles.<name>.net_*_bytes),
     // Noise included, with the link's directions (up: toward the pool's site).
-    let bytes = |path: &Path, link: &str, direction: &str| -> u64 {
-        dump_events(path)
-            .iter()
-            .filter(|e| e["kind"] == "link_bytes" && e["link"] == link)
-            .filter(|e| e["direction"] == direction)
-            .map(|e| e["bytes"].as_u64().unwrap())
-            .sum()
-    };
+    let bytes = link_bytes;
     let jds_events = dir.path().join("jds.ev");
     let (jdc_up, jdc_down) = (
         bytes(&jdc_events, "jds", "up"),

@@ -20,13 +20,12 @@ use primitives::bitcoin::{
 use primitives::coinbase::{bip34_height_push, payout_script, witness_commitment_script};
 use primitives::Hash256;
 use serde_json::{json, Value};
-use support::Role;
+use support::{Role, PAYOUT};
 use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
 use sv2::messages::job_declaration::*;
 use sv2::messages::{Common, JobDeclaration};
 use sv2::{Limits, Message, NoiseConn};
 
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 const KEY_HEX: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const EXTRANONCE: usize = 8;
 

@@ -10,9 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
-use support::Role;
-
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+use support::{Role, PAYOUT};
 
 fn simnet() -> (Role, String) {
     let s = Role::start(

@@ -6,9 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get_json, run_fleet, Role};
-
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+use support::{dump_events, http_get_json, run_fleet, Role, PAYOUT};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
     Role::start(

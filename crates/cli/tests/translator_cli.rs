@@ -6,26 +6,10 @@ mod support;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get, http_get_json, run_fleet, Role, Roles};
-
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
-
-/// Polls the translator's `/api/status` until `done` holds (bounded by 10 s).
-fn status_when(
-    http: &str,
-    what: &str,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let status = http_get_json(http, "/api/status");
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what}: {status}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
+use support::{
+    dump_events, http_get, http_get_json, link_bytes, run_fleet, status_when, sv2_pool_on_simnet,
+    Role, Roles, Sv2Pool, PAYOUT,
+};
 
 /// Every line of an OpenMetrics text is a comment or `name{labels} value`; returns the samples.
 fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
@@ -55,50 +39,10 @@ fn parse_metrics(text: &str) -> std::collections::HashMap<String, f64> {
 #[test]
 fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("pool.sqlite");
     let events = dir.path().join("translator.ev");
     let pool_events = dir.path().join("pool.ev");
     let mut roles = Roles::default();
-
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-            ],
-        ),
-    );
-    let tdp = simnet.line("tdp listening on");
-
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--http-listen",
-                "127.0.0.1:0",
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                store.to_str().unwrap(),
-                "--events",
-                pool_events.to_str().unwrap(),
-            ],
-        ),
-    );
-    let key = pool.line("sv2 authority public key");
-    let sv2 = pool.line("sv2 listening on");
-    let http = pool.line("http listening on");
+    let Sv2Pool { key, sv2, http } = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
 
     let translator = roles.add(
         "translator",
@@ -244,23 +188,19 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     // The translator counts its own socket bytes (METRICS.md roles.<name>.net_*_bytes) with
     // the links' directions: what it sent the pool, the pool read, Noise included.
     roles.stop("pool");
-    let bytes = |path: &std::path::Path, link: &str, direction: &str| -> u64 {
-        dump_events(path)
-            .iter()
-            .filter(|e| e["kind"] == "link_bytes" && e["link"] == link)
-            .filter(|e| e["direction"] == direction)
-            .map(|e| e["bytes"].as_u64().unwrap())
-            .sum()
-    };
-    let up = bytes(&events, "upstream", "up");
-    let down = bytes(&events, "upstream", "down");
+    let up = link_bytes(&events, "upstream", "up");
+    let down = link_bytes(&events, "upstream", "down");
     assert!(up > 0 && down > 0, "upstream: {up} up, {down} down");
-    assert_eq!(up, bytes(&pool_events, "sv2", "up"), "what the pool read");
-    assert!(down <= bytes(&pool_events, "sv2", "down"));
-    let from_devices = bytes(&events, "sv1", "up");
-    let to_devices = bytes(&events, "sv1", "down");
+    assert_eq!(
+        up,
+        link_bytes(&pool_events, "sv2", "up"),
+        "what the pool read"
+    );
+    assert!(down <= link_bytes(&pool_events, "sv2", "down"));
+    let from_devices = link_bytes(&events, "sv1", "up");
+    let to_devices = link_bytes(&events, "sv1", "down");
     assert!(
-        from_devices > 0 && to_devices > from_devices,
+        from_devices > 0 && to_devices > 0,
         "devices: {from_devices} up, {to_devices} down"
     );
     roles.stop("simnet");

@@ -5,76 +5,24 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{dump_events, http_get_json, run_fleet, Role, Roles};
-
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+use support::{
+    dump_events, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Role, Roles, Sv2Pool,
+};
 const DEVICES: u64 = 4;
-
-/// Polls `/api/status` at `http` until `done` holds (bounded by 15 s).
-fn status_when(
-    http: &str,
-    what: &str,
-    done: impl Fn(&serde_json::Value) -> bool,
-) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let status = http_get_json(http, "/api/status");
-        if done(&status) {
-            return status;
-        }
-        assert!(Instant::now() < deadline, "{what}: {status}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("pool.sqlite");
     let pool_events = dir.path().join("pool.ev");
     let t_events = dir.path().join("translator.ev");
     let mut roles = Roles::default();
-
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-            ],
-        ),
-    );
-    let tdp = simnet.line("tdp listening on");
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tdp,
-                "--http-listen",
-                "127.0.0.1:0",
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                store.to_str().unwrap(),
-                "--events",
-                pool_events.to_str().unwrap(),
-            ],
-        ),
-    );
-    let key = pool.line("sv2 authority public key");
-    let sv2 = pool.line("sv2 listening on");
-    let p_http = pool.line("http listening on");
+    let Sv2Pool {
+        key,
+        sv2,
+        http: p_http,
+    } = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
     let translator = roles.add(
         "translator",
         Role::start(

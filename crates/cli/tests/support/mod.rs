@@ -208,3 +208,88 @@ impl Drop for Roles {
         }
     }
 }
+
+/// Polls `/api/status` at `http` until `done` holds (bounded by 15 s).
+pub fn status_when(
+    http: &str,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = http_get_json(http, "/api/status");
+        if done(&status) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "{what}: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The bytes a role's events file counts on `link` in `direction` ("up" or "down").
+pub fn link_bytes(events: &std::path::Path, link: &str, direction: &str) -> u64 {
+    dump_events(events)
+        .iter()
+        .filter(|e| e["kind"] == "link_bytes" && e["link"] == link)
+        .filter(|e| e["direction"] == direction)
+        .map(|e| e["bytes"].as_u64().unwrap())
+        .sum()
+}
+
+/// The payout address of the pools tests start.
+pub const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+
+/// Our SV2 pool on simnet's Template Provider, started as roles "simnet" and "pool".
+pub struct Sv2Pool {
+    /// Its authority public key.
+    pub key: String,
+    /// Where SV2 clients connect.
+    pub sv2: String,
+    pub http: String,
+}
+
+/// Starts simnet (a Template Provider, network difficulty 0.0005, no blocks of its own) and our
+/// SV2 pool on it, storing in `dir`; the pool's events go to `pool_events` if given.
+pub fn sv2_pool_on_simnet(
+    roles: &mut Roles,
+    dir: &std::path::Path,
+    pool_events: Option<&std::path::Path>,
+) -> Sv2Pool {
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--network-difficulty",
+                "0.0005",
+                "--block-interval",
+                "0",
+            ],
+        ),
+    );
+    let tdp = simnet.line("tdp listening on");
+    let store = dir.join("pool.sqlite");
+    let mut args = vec![
+        "--sv2-listen",
+        "127.0.0.1:0",
+        "--tp",
+        &tdp,
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store.to_str().unwrap(),
+    ];
+    if let Some(p) = pool_events {
+        args.extend(["--events", p.to_str().unwrap()]);
+    }
+    let pool = roles.add("pool", Role::start("pool", &args));
+    Sv2Pool {
+        key: pool.line("sv2 authority public key"),
+        sv2: pool.line("sv2 listening on"),
+        http: pool.line("http listening on"),
+    }
+}
