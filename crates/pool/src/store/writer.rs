@@ -43,6 +43,10 @@ use super::{BlockRecord, Durability, ShareRecord};
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
 
+/// The longest the writer parks at a time while a window is open: bounds how long a block or a
+/// shutdown waits if its wake-up is lost.
+const MAX_PARK: Duration = Duration::from_millis(20);
+
 /// Durability off: the shortest time between the writer's commits (see the module's
 /// documentation).
 pub(super) const OFF_BEAT: Duration = Duration::from_millis(100);
@@ -311,11 +315,14 @@ impl Writer {
                     _ => Ok(After::Continue),
                 };
             }
-            thread::park_timeout(deadline - now);
+            // In slices: an unpark can be spent by a park that is not ours (a blocking channel
+            // receive parks the same thread), and a block or a shutdown must not then wait out
+            // a long window. CI saw a 5 s window do exactly that.
+            thread::park_timeout((deadline - now).min(MAX_PARK));
             if Instant::now() >= deadline {
                 continue;
             }
-            // Woken early: unparked (or a spurious wake-up, which finds only shares).
+            // Woken early: unparked, a slice ended, or a spurious wake-up.
             while self.batch.records < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(cmd) => {
