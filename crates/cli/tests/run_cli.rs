@@ -244,8 +244,10 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
     );
     let events = out.join("events");
     // A proxy's own processing is in the pool-to-device leg too (unoptimized in test builds:
-    // about 2.5 ms here, under 1 ms in release): a few ms more are allowed.
-    let slack = if proxy.is_some() { 5.0 } else { 1.0 };
+    // about 2.5 ms here, under 1 ms in release): a few ms more are allowed. Without one, the
+    // leg is the tap's delay plus the devices' reads, which on CI's loaded two cores (this
+    // file's runs go in parallel) reached 2.1 ms over the injected delay.
+    let slack = if proxy.is_some() { 6.0 } else { 3.0 };
     let pool = format!("{config}.pool");
     injected_delay_is_what_time_to_job_adds(&events, config, &pool, 72.5, slack);
     block_propagation_is_the_link_delay_plus_the_pool(&events, config, 72.5, c);
