@@ -336,11 +336,13 @@ async fn messages_cross_unchanged_delayed_counted_and_reported() {
     // End to end, a dozen messages also carry the tap's decrypt and re-encrypt and the
     // wake-ups of a loaded machine: a loose bound that still catches a delay applied twice or
     // not at all. The tap's own applied delay, below, is held to the 1 ms bar.
+    // Below too: the direct exchange is measured apart, and a slow moment in it (CI: the tap
+    // "added" 49.84 ms of a 50 ms delay) makes the difference a little short.
     let tolerance = Duration::from_millis(5);
     for (name, tapped, direct) in [("up", up_p50, direct_up), ("down", down_p50, direct_down)] {
         let added = tapped.saturating_sub(direct);
         assert!(
-            added >= DELAY && added < DELAY + tolerance,
+            added + Duration::from_millis(2) >= DELAY && added < DELAY + tolerance,
             "{name}: the tap added {added:?} at p50"
         );
     }
