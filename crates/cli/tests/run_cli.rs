@@ -244,10 +244,11 @@ fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
     );
     let events = out.join("events");
     // A proxy's own processing is in the pool-to-device leg too (unoptimized in test builds:
-    // about 2.5 ms here, under 1 ms in release): a few ms more are allowed. Without one, the
-    // leg is the tap's delay plus the devices' reads, which on CI's loaded two cores (this
-    // file's runs go in parallel) reached 2.1 ms over the injected delay.
-    let slack = if proxy.is_some() { 6.0 } else { 3.0 };
+    // about 2.5 ms on a quiet machine, under 1 ms in release, 6.5 ms in a CI run where this
+    // file's lab runs share two cores): some ms more are allowed, far fewer than a second WAN
+    // crossing would add. Without a proxy the leg is the tap's delay plus the devices' reads,
+    // which CI measured at 2.1 ms over the injected delay.
+    let slack = if proxy.is_some() { 12.0 } else { 3.0 };
     let pool = format!("{config}.pool");
     injected_delay_is_what_time_to_job_adds(&events, config, &pool, 72.5, slack);
     block_propagation_is_the_link_delay_plus_the_pool(&events, config, 72.5, c);
