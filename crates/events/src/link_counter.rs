@@ -7,6 +7,16 @@ use std::sync::{Arc, Mutex};
 
 use crate::{Direction, EventSink, LinkBytes, ShortStr};
 
+/// Which end of a link a role's socket is: decides which way its reads and writes go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Accepted the connection: it serves the side further from the pool, so what it reads
+    /// goes up and what it writes goes down.
+    Server,
+    /// Opened it toward the pool's side: what it writes goes up.
+    Client,
+}
+
 /// Bytes read and written on one endpoint's sockets, and how much of them has been reported.
 #[derive(Debug)]
 pub struct LinkCounter {
@@ -40,6 +50,22 @@ impl LinkCounter {
         self.tx.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Bytes `side` read from its socket, in the link's direction.
+    pub fn add_read(&self, side: Side, n: usize) {
+        match side {
+            Side::Server => self.add_rx(n),
+            Side::Client => self.add_tx(n),
+        }
+    }
+
+    /// Bytes `side` wrote to its socket, in the link's direction.
+    pub fn add_written(&self, side: Side, n: usize) {
+        match side {
+            Side::Server => self.add_tx(n),
+            Side::Client => self.add_rx(n),
+        }
+    }
+
     /// (read, written) so far.
     pub fn totals(&self) -> (u64, u64) {
         (
@@ -67,5 +93,21 @@ impl LinkCounter {
             }
         }
         *last = (rx, tx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clients_writes_and_a_servers_reads_go_up() {
+        let c = LinkCounter::new("l");
+        c.add_written(Side::Client, 10);
+        c.add_read(Side::Server, 10);
+        c.add_read(Side::Client, 3);
+        c.add_written(Side::Server, 3);
+        // (up, down): what travels toward the pool, counted at both ends.
+        assert_eq!(c.totals(), (20, 6));
     }
 }

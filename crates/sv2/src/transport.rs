@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use binary_sv2::{GetSize, Serialize};
 use events::LinkCounter;
+pub use events::Side;
 use noise_sv2::{Initiator, Responder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -135,15 +136,6 @@ pub struct NoiseConn {
     counter: Option<(Arc<LinkCounter>, Side)>,
 }
 
-/// Which end of the link a connection is, for [`NoiseConn::count_into`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Side {
-    /// Accepted the connection: it serves the side further from the pool.
-    Server,
-    /// Opened it toward the pool side.
-    Client,
-}
-
 impl NoiseConn {
     /// The handshake's wire bytes, (read, written): the Noise overhead a byte count of the
     /// connection must include (the frames after it are counted by whoever reads and writes).
@@ -163,18 +155,14 @@ impl NoiseConn {
     }
 
     fn count_read(&self, n: usize) {
-        match &self.counter {
-            Some((c, Side::Server)) => c.add_rx(n),
-            Some((c, Side::Client)) => c.add_tx(n),
-            None => {}
+        if let Some((c, side)) = &self.counter {
+            c.add_read(*side, n);
         }
     }
 
     fn count_written(&self, n: usize) {
-        match &self.counter {
-            Some((c, Side::Server)) => c.add_tx(n),
-            Some((c, Side::Client)) => c.add_rx(n),
-            None => {}
+        if let Some((c, side)) = &self.counter {
+            c.add_written(*side, n);
         }
     }
 

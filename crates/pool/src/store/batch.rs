@@ -257,17 +257,7 @@ mod tests {
         .expect("store")
     }
 
-    fn share(worker: WorkerKey, i: u64) -> ShareRecord {
-        let mut hash = [0u8; 32];
-        hash[..8].copy_from_slice(&i.to_le_bytes());
-        ShareRecord {
-            worker,
-            difficulty: 1.0,
-            job_id: 7,
-            time_ms: 1_760_000_000_000 + i,
-            hash,
-        }
-    }
+    use crate::store::test_share as share;
 
     fn stored(dir: &tempfile::TempDir) -> Vec<u64> {
         let reader = StoreReader::open(dir.path().join("pool.db")).expect("reader");

@@ -644,3 +644,17 @@ impl Drop for Inner {
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// A distinct share record for the store's tests: `i` is in the first bytes of its hash.
+#[cfg(test)]
+pub(crate) fn test_share(worker: WorkerKey, i: u64) -> ShareRecord {
+    let mut hash = [0u8; 32];
+    hash[..8].copy_from_slice(&i.to_le_bytes());
+    ShareRecord {
+        worker,
+        difficulty: 1.0,
+        job_id: 7,
+        time_ms: 1_760_000_000_000 + i,
+        hash,
+    }
+}

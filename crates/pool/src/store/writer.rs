@@ -521,9 +521,7 @@ impl Batch {
 mod tests {
     use std::time::Duration;
 
-    use crate::store::{
-        Durability, ShareBatch, ShareRecord, Store, StoreConfig, StoreReader, Ticket, WorkerKey,
-    };
+    use crate::store::{Durability, ShareBatch, Store, StoreConfig, StoreReader, Ticket};
     use crate::Millis;
 
     fn open(dir: &tempfile::TempDir, durability: Durability, window: Duration) -> Store {
@@ -535,17 +533,7 @@ mod tests {
         .expect("store")
     }
 
-    fn share(worker: WorkerKey, i: u64) -> ShareRecord {
-        let mut hash = [0u8; 32];
-        hash[..8].copy_from_slice(&i.to_le_bytes());
-        ShareRecord {
-            worker,
-            difficulty: 1.0,
-            job_id: 3,
-            time_ms: 1_760_000_000_000 + i,
-            hash,
-        }
-    }
+    use crate::store::test_share as share;
 
     fn wait(store: &Store, t: Ticket, within: Duration) {
         tokio::runtime::Builder::new_current_thread()

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use events::LinkCounter;
+use events::{LinkCounter, Side};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -139,7 +139,7 @@ async fn device(
             bytes = out.recv() => match bytes {
                 Some(b) => {
                     match tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&b)).await {
-                        Ok(Ok(())) => net.add_tx(b.len()),
+                        Ok(Ok(())) => net.add_written(Side::Server, b.len()),
                         Ok(Err(_)) => break "write error",
                         Err(_) => break "write timeout",
                     }
@@ -153,7 +153,7 @@ async fn device(
                     Ok(n) => n,
                     Err(_) => break "reset",
                 };
-                net.add_rx(n);
+                net.add_read(Side::Server, n);
                 buf.extend_from_slice(&chunk[..n]);
                 let mut start = 0;
                 let mut too_long = false;

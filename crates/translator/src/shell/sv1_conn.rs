@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use events::LinkCounter;
+use events::{LinkCounter, Side};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -27,8 +27,7 @@ pub struct Sv1Transport {
     writer: OwnedWriteHalf,
     /// Read and not yet taken as lines (kept here so that `read` is cancellation safe).
     buf: Vec<u8>,
-    /// A counter's "read" is the link's up direction (it is a server's view): what this
-    /// client writes goes there, what it reads goes to "written".
+    /// This connection's wire bytes (it is the client end of the link).
     net: Arc<LinkCounter>,
 }
 
@@ -94,7 +93,7 @@ impl Transport for Sv1Transport {
             if n == 0 {
                 return Err(ShellError::UpstreamLost("closed by the upstream".into()));
             }
-            self.net.add_tx(n);
+            self.net.add_read(Side::Client, n);
             self.buf.extend_from_slice(&chunk[..n]);
         }
     }
@@ -102,7 +101,7 @@ impl Transport for Sv1Transport {
     async fn send(&mut self, m: Vec<u8>) -> Result<(), ShellError> {
         match tokio::time::timeout(WRITE_TIMEOUT, self.writer.write_all(&m)).await {
             Ok(Ok(())) => {
-                self.net.add_rx(m.len());
+                self.net.add_written(Side::Client, m.len());
                 Ok(())
             }
             Ok(Err(e)) => Err(ShellError::UpstreamLost(e.to_string())),
