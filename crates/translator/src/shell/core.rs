@@ -217,7 +217,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
             }
         }
         if let Some(sent) = self.translator.oldest_in_flight() {
-            if now.since(sent) > limit && live.last_rx < sent {
+            if upstream_silent(now, live.last_rx, sent, limit) {
                 self.lost = Some(format!(
                     "silent for {:?} with a share awaiting its verdict",
                     self.config.keepalive
@@ -496,5 +496,48 @@ async fn found<T: Transport>(
             Err(_) => std::future::pending().await,
         },
         None => std::future::pending().await,
+    }
+}
+
+/// Whether an upstream with a share awaiting its verdict (sent at `sent`) is silent: nothing
+/// heard from it for the keepalive, and nothing since the share went up, which has itself waited
+/// a quarter keepalive. Silence is counted from the last word heard, not from the share: SV2
+/// has no ping, so the first share after a pool stops answering is the probe, and counting from
+/// it would add the wait for that share (seconds, at a few shares a minute) to the failover. The
+/// quarter keepalive keeps a pool that is merely quiet between jobs from being judged on one
+/// share's round trip.
+fn upstream_silent(now: Millis, last_rx: Millis, sent: Millis, keepalive_ms: u64) -> bool {
+    last_rx < sent && now.since(last_rx) > keepalive_ms && now.since(sent) > keepalive_ms / 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEEPALIVE: u64 = 2_000;
+
+    #[test]
+    fn a_pool_silent_since_the_fault_is_lost_a_keepalive_after_its_last_word() {
+        // Last heard at 10 s; the first share after the fault went up at 11.9 s.
+        let (heard, sent) = (Millis(10_000), Millis(11_900));
+        assert!(!upstream_silent(Millis(12_000), heard, sent, KEEPALIVE));
+        // A keepalive after the last word, but the share has waited only 0.3 s.
+        assert!(!upstream_silent(Millis(12_200), heard, sent, KEEPALIVE));
+        // And once it has waited a quarter keepalive.
+        assert!(upstream_silent(Millis(12_401), heard, sent, KEEPALIVE));
+    }
+
+    #[test]
+    fn a_quiet_pool_is_judged_by_how_long_the_share_waits() {
+        // Nothing heard for a minute (no new job), then a share: a quarter keepalive to answer.
+        let (heard, sent) = (Millis(0), Millis(60_000));
+        assert!(!upstream_silent(Millis(60_400), heard, sent, KEEPALIVE));
+        assert!(upstream_silent(Millis(60_501), heard, sent, KEEPALIVE));
+    }
+
+    #[test]
+    fn a_word_after_the_share_went_up_means_the_pool_is_alive() {
+        let (sent, heard) = (Millis(1_000), Millis(1_001));
+        assert!(!upstream_silent(Millis(9_000), heard, sent, KEEPALIVE));
     }
 }

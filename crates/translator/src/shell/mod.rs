@@ -9,7 +9,7 @@
 //! task writes what is queued, then ends the connection.
 //!
 //! Upstreams are a list. Losing the one in use (closed, reset, refused channel, or silent for
-//! the keepalive interval while a share awaits its verdict) starts a task that tries the next
+//! the keepalive interval with a share awaiting its verdict) starts a task that tries the next
 //! ones in order at once, then all of them again after a capped, jittered exponential backoff.
 //! Devices stay connected meanwhile; when a channel opens they are given its extranonce
 //! (`mining.set_extranonce`) and its work ([`Translator::upstream_lost`]).
