@@ -161,6 +161,72 @@ fn a_short_run_of_sv1_sv1_proxied_d_and_c_writes_sane_results() {
     no_role_left(out.to_str().unwrap());
 }
 
+/// C-per-device (not in the default run): C with the translator opening a channel per device.
+/// Every figure C has, against the same ground truth; upstream of the translator the pool
+/// judges each device's shares on that device's channel (all on one connection), at about
+/// the devices' own rate, as SV1's are: not an eighth of it, as behind an aggregated channel.
+#[test]
+fn a_short_run_of_c_per_device_gives_the_pool_a_channel_per_device() {
+    use events::{EventKind, Perspective, Verdict};
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let config = "C-per-device";
+    let child = lab_of(&out, &[config], &["--duration", "16s"]);
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    // The run's own conditions held; a host made busy by something else is not this
+    // configuration's doing, and is all that may be said against it.
+    if results["valid"] != true {
+        let reasons = results["invalid_reasons"].as_array().unwrap();
+        assert!(
+            !reasons.is_empty()
+                && reasons
+                    .iter()
+                    .all(|r| r.as_str().unwrap().contains("host CPU")),
+            "{}",
+            results["invalid_reasons"]
+        );
+    }
+    let c = &results["configs"][config];
+    config_is_sane(&out, config, c);
+    proxy_is_the_farm_edge(&out, config, c);
+    let (at_devices, upstream) = (
+        c["shares"]["submitted"].as_u64().unwrap(),
+        c["pool_shares"]["submitted"].as_u64().unwrap(),
+    );
+    assert!(
+        upstream * 2 >= at_devices,
+        "a channel per device forwards about every share: {} upstream vs {} at the devices",
+        c["pool_shares"],
+        c["shares"]
+    );
+    // The pool's own events: one connection from the translator, its shares judged on eight
+    // channels, one per device.
+    let pool_events = events::read_file(out.join("events").join(format!("{config}.pool.events")))
+        .unwrap()
+        .events;
+    let mut conns = std::collections::BTreeSet::new();
+    let mut channels = std::collections::BTreeSet::new();
+    for e in &pool_events {
+        match e.kind {
+            EventKind::ShareResult(r)
+                if r.perspective == Perspective::Given && r.verdict == Verdict::Accepted =>
+            {
+                conns.insert(r.conn);
+                channels.insert(r.channel);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(conns.len(), 1, "one upstream connection: {conns:?}");
+    assert_eq!(channels.len(), 8, "a channel per device: {channels:?}");
+    assert!(channels.iter().all(Option::is_some));
+    no_role_left(out.to_str().unwrap());
+}
+
 /// The farm proxy in front of a configuration's first device chunk, if it has one.
 fn proxy_of(config: &str) -> Option<String> {
     if config.starts_with('C') {

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use support::{
-    dump_events, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Role, Roles, Sv2Pool,
+    dump_events, http_get, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Role, Roles,
+    Sv2Pool,
 };
 const DEVICES: u64 = 4;
 
@@ -55,6 +56,13 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
     assert_eq!(t["mode"], "per-device", "{t}");
     assert_eq!(t["upstream"]["channels_open"], 0, "no device yet: {t}");
     assert_eq!(t["healthy"], true, "the connection is enough: {t}");
+    let c = &t["upstream"]["channels"];
+    assert_eq!(
+        (&c["opening"], &c["draining"]),
+        (&0.into(), &0.into()),
+        "{t}"
+    );
+    assert_eq!(c["difficulty_max"], 0.0, "no channel, no range: {t}");
 
     let fleet = {
         let sv1 = sv1.clone();
@@ -75,11 +83,49 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
             )
         })
     };
-    // While they mine: a channel each.
-    let t = status_when(&t_http, "a channel per device", |s| {
-        s["upstream"]["channels_open"] == DEVICES && s["devices"]["connected"] == DEVICES
+    // While they mine: a channel each, none waiting, and their targets' range (the census is
+    // taken on the translator's tick).
+    let t = status_when(&t_http, "a channel per device, described", |s| {
+        let c = &s["upstream"]["channels"];
+        s["upstream"]["channels_open"] == DEVICES
+            && s["devices"]["connected"] == DEVICES
+            && c["opening"] == 0
+            && c["difficulty_min"].as_f64() > Some(0.0)
     });
     assert_eq!(t["upstream"]["channels_opened"], DEVICES, "{t}");
+    let u = &t["upstream"];
+    let c = &u["channels"];
+    let (lo, hi) = (
+        c["difficulty_min"].as_f64().unwrap(),
+        c["difficulty_max"].as_f64().unwrap(),
+    );
+    assert!(lo <= hi, "{t}");
+    // The keys of the one channel of aggregated mode: there is none.
+    assert!(u["channel_id"].is_null(), "{t}");
+    assert_eq!(u["difficulty"], 0.0, "{t}");
+    for key in ["timed_out", "refused", "closed_by_pool"] {
+        assert_eq!(c[key], 0, "{key}: {t}");
+    }
+    // /metrics says the same.
+    let (code, metrics) = http_get(&t_http, "/metrics");
+    assert_eq!(code, 200);
+    let sample = |name: &str| -> f64 {
+        let prefix = format!("stratumlab_translator_{name} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+            .parse()
+            .unwrap()
+    };
+    assert!(sample("upstream_channels_open") >= 1.0, "{metrics}");
+    assert_eq!(sample("upstream_channels_opening"), 0.0, "{metrics}");
+    assert_eq!(sample("upstream_channel_requests_timed_out_total"), 0.0);
+    let (m_lo, m_hi) = (
+        sample("upstream_channel_difficulty_min"),
+        sample("upstream_channel_difficulty_max"),
+    );
+    assert!(m_lo > 0.0 && m_lo <= m_hi, "{metrics}");
     let report = fleet.join().unwrap();
     let shares = &report["shares"];
     let sent = shares["sent"].as_u64().unwrap();
@@ -97,9 +143,12 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
 
     // The devices gone, their channels are closed and every verdict is in.
     let t = status_when(&t_http, "channels closed, no verdict awaited", |s| {
+        let c = &s["upstream"]["channels"];
         s["devices"]["connected"] == 0
             && s["upstream"]["channels_open"] == 0
             && s["upstream_shares"]["in_flight"] == 0
+            && c["draining"] == 0
+            && c["difficulty_max"] == 0.0
     });
     let up = &t["upstream_shares"];
     let up_accepted = up["accepted"].as_u64().unwrap();

@@ -30,6 +30,10 @@ use crate::third_party::{
 };
 use crate::usage::{RoleUsage, Sampler};
 
+/// The channels our SV2 pool lets one connection open unless told otherwise: a per-device
+/// translator's pool is told at least its devices, never less than this.
+const SV2_DEFAULT_MAX_CHANNELS: usize = 64;
+
 /// A regtest address the pools pay in pool mode (BIP173's test vector).
 pub const PAYOUT_ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
@@ -373,14 +377,18 @@ impl Trial<'_> {
                 };
                 let kind = match proxy {
                     ProxyImpl::OursSv1Proxy => "proxy",
-                    ProxyImpl::OursTranslator | ProxyImpl::ReferenceTranslator => "translator",
+                    ProxyImpl::OursTranslator
+                    | ProxyImpl::OursTranslatorPerDevice
+                    | ProxyImpl::ReferenceTranslator => "translator",
                 };
                 self.progress
                     .stage(&format!("starting {config}: {kind} {i}"));
                 let name = format!("{config}.{kind}{i}");
                 let mut log = role_log(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
                 let edge = match proxy {
-                    ProxyImpl::OursTranslator | ProxyImpl::OursSv1Proxy => {
+                    ProxyImpl::OursTranslator
+                    | ProxyImpl::OursTranslatorPerDevice
+                    | ProxyImpl::OursSv1Proxy => {
                         let args = self.proxy_args(proxy, tap, &name, events_of(&log));
                         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
                         running.add(p, log, sampler).wait_listening("sv1", ready)?
@@ -752,6 +760,14 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ]));
+        if spec.channel_per_device() {
+            // Each device chunk's translator opens a channel per device on its one connection.
+            let chunk = s.device_chunks().into_iter().max().unwrap_or(0) as usize;
+            a.extend(args([
+                "--sv2-max-channels",
+                &chunk.max(SV2_DEFAULT_MAX_CHANNELS).to_string(),
+            ]));
+        }
         a
     }
 
@@ -818,6 +834,9 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ]));
+        if proxy == ProxyImpl::OursTranslatorPerDevice {
+            a.extend(args(["--channels", "per-device"]));
+        }
         a
     }
 

@@ -17,7 +17,17 @@ pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
 pub const DEVICES_PER_PROCESS: u32 = 9_000;
 
 /// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
-pub const KNOWN_CONFIGS: &[&str] = &["sv1", "sv1-proxied", "A", "B", "D", "D-ref", "C", "C-ref"];
+pub const KNOWN_CONFIGS: &[&str] = &[
+    "sv1",
+    "sv1-proxied",
+    "A",
+    "B",
+    "D",
+    "D-ref",
+    "C",
+    "C-ref",
+    "C-per-device",
+];
 
 /// What a configuration's devices speak to the first role they meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +55,9 @@ pub enum PoolImpl {
 pub enum ProxyImpl {
     /// `stratumlab translator`: SV1 devices aggregated onto one SV2 extended channel.
     OursTranslator,
+    /// `stratumlab translator --channels per-device`: an SV2 extended channel per SV1 device,
+    /// all on one connection, so that the pool sees (and judges) each device as SV1 does.
+    OursTranslatorPerDevice,
     /// The SV2 reference translator (`translator_sv2`), aggregating likewise.
     ReferenceTranslator,
     /// `stratumlab proxy`: SV1 devices aggregated onto one SV1 connection (the translator's
@@ -69,7 +82,7 @@ pub struct ConfigSpec {
     pub job_declaration: bool,
 }
 
-const SPECS: [ConfigSpec; 8] = [
+const SPECS: [ConfigSpec; 9] = [
     ConfigSpec {
         name: "sv1",
         devices: DeviceProtocol::Sv1,
@@ -126,6 +139,13 @@ const SPECS: [ConfigSpec; 8] = [
         proxy: Some(ProxyImpl::ReferenceTranslator),
         job_declaration: false,
     },
+    ConfigSpec {
+        name: "C-per-device",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv2,
+        proxy: Some(ProxyImpl::OursTranslatorPerDevice),
+        job_declaration: false,
+    },
 ];
 
 /// A hop of the way a new job travels from the node that made its template to the devices,
@@ -174,6 +194,12 @@ impl ConfigSpec {
     /// Whether the pool takes templates from an SV2 Template Provider.
     pub fn needs_template_provider(self) -> bool {
         matches!(self.pool, PoolImpl::OursSv2 | PoolImpl::ReferenceSv2)
+    }
+
+    /// Whether the farm proxy opens an upstream channel per device: the pool must allow one
+    /// connection that many channels.
+    pub fn channel_per_device(self) -> bool {
+        self.proxy == Some(ProxyImpl::OursTranslatorPerDevice)
     }
 
     /// Whether the farm runs its own node (the JDC's templates).
@@ -514,6 +540,23 @@ mod tests {
         );
         assert_eq!(a.proxy, c.proxy);
         assert_eq!(b.pool, d.pool);
+    }
+
+    #[test]
+    fn c_per_device_is_c_with_a_channel_per_device() {
+        let c = ConfigSpec::named("C").unwrap();
+        let per_device = ConfigSpec::named("C-per-device").unwrap();
+        assert_eq!(
+            ConfigSpec {
+                name: "C",
+                proxy: c.proxy,
+                ..per_device
+            },
+            c,
+            "the same roles but for the translator's channel mode"
+        );
+        assert!(per_device.channel_per_device() && !c.channel_per_device());
+        assert_eq!(per_device.job_path(), c.job_path());
     }
 
     #[test]

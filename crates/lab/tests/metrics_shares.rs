@@ -175,3 +175,43 @@ fn a_proxy_gives_pool_shares_from_its_upstream_side() {
     // The farm edge is unchanged.
     assert_eq!(r.shares.submitted, 16);
 }
+
+#[test]
+fn per_device_channels_on_one_connection_are_told_apart_by_channel() {
+    let mut lab = history();
+    // A per-device translator: two devices' channels on its connection 1, each numbering its
+    // shares from 1; one verdict each, in the opposite order.
+    let on = |channel: u32, mut s: events::ShareSent| {
+        s.channel = Some(channel);
+        s.nonce = channel;
+        s
+    };
+    let back = |channel: u32, mut r: events::ShareResult| {
+        r.channel = Some(channel);
+        r.nonce = channel;
+        r
+    };
+    let p = vec![
+        ev(at(30.0), on(7, sent(1, 1, 16.0, None))),
+        ev(at(30.0) + MS, on(8, sent(1, 1, 4.0, None))),
+        ev(
+            at(30.0) + 70 * MS,
+            back(8, received(1, 1, rejected(Reason::Stale))),
+        ),
+        ev(at(30.0) + 71 * MS, back(7, received(1, 1, ACCEPTED))),
+    ];
+    lab.proxy = Some(p);
+    let r = lab.results();
+    let ps = r.pool_shares.expect("a proxy is present");
+    assert_eq!(
+        (ps.submitted, ps.accepted, ps.stale, ps.unanswered),
+        (2, 1, 1, 0),
+        "each verdict matched to its own channel's share"
+    );
+    let pw = r.pool_work.unwrap();
+    assert_eq!((pw.submitted, pw.accepted), (20.0, 16.0));
+    assert_eq!(
+        r.unmatched_events, 1,
+        "the history's own stray verdict only"
+    );
+}

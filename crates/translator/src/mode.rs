@@ -3,8 +3,10 @@
 //! channel each). The shell's core task is written once over [`Mode`]; the two differ in how
 //! far an upstream message reaches and in whether a channel's trouble is the connection's.
 
+use std::time::Duration;
+
 use pool::Millis;
-use primitives::Target;
+use primitives::{Difficulty, Target};
 
 use crate::config::ChannelMode;
 use crate::downstream::{Device, LineOutcome};
@@ -38,6 +40,37 @@ pub enum Reach {
     Nobody,
     Device(DeviceId),
     Everyone,
+}
+
+/// The upstream channels at one moment, for the status page: counts now, counts since start,
+/// and the spread of the channels' share targets.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChannelCensus {
+    pub open: usize,
+    /// Asked for on the connection in use, not answered yet.
+    pub opening: usize,
+    /// Closed on their devices' departure, awaiting verdicts on shares already sent.
+    pub draining: usize,
+    /// Requests the pool left unanswered past the open timeout while answering other traffic,
+    /// given up (their devices closed), since start.
+    pub timed_out: u64,
+    /// Requests the pool refused, since start.
+    pub refused: u64,
+    /// Open channels the pool closed, since start.
+    pub closed_by_pool: u64,
+    /// The easiest and the hardest share target over the open channels, as difficulties.
+    pub difficulty: Option<(f64, f64)>,
+}
+
+impl ChannelCensus {
+    /// Widens the difficulty range to take in `target`'s.
+    pub fn take_in(&mut self, target: Target) {
+        let d = Difficulty::from_target(target).as_f64();
+        self.difficulty = Some(match self.difficulty {
+            Some((lo, hi)) => (lo.min(d), hi.max(d)),
+            None => (d, d),
+        });
+    }
 }
 
 /// The sans-IO surface the shell drives.
@@ -82,15 +115,18 @@ pub trait Mode {
     /// When the longest-waiting forwarded share went upstream (the shell's keepalive).
     fn oldest_in_flight(&self) -> Option<Millis>;
 
-    /// When the longest-waiting channel request of a ready connection went out; the
-    /// aggregated channel's own opening is the shell's to time.
-    fn oldest_opening(&self) -> Option<Millis>;
-
     /// Hashes per second behind every channel.
     fn nominal_hash_rate(&self) -> f32;
 
     /// Upstream channels open now.
     fn channels_open(&self) -> usize;
+
+    /// The channels in detail; a walk over every device in per-device mode, so once a tick.
+    fn channels(&self) -> ChannelCensus;
+
+    /// How long a channel request may wait for its answer (per-device mode times each device's
+    /// own; the aggregated channel's opening is the shell's to time).
+    fn set_open_timeout(&mut self, _timeout: Duration) {}
 }
 
 impl<U: Uplink + Default> Mode for Translator<U> {
@@ -160,15 +196,22 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         Translator::oldest_in_flight(self)
     }
 
-    fn oldest_opening(&self) -> Option<Millis> {
-        None
-    }
-
     fn nominal_hash_rate(&self) -> f32 {
         Translator::nominal_hash_rate(self)
     }
 
     fn channels_open(&self) -> usize {
         usize::from(self.upstream().is_open())
+    }
+
+    fn channels(&self) -> ChannelCensus {
+        let mut census = ChannelCensus {
+            open: self.channels_open(),
+            ..ChannelCensus::default()
+        };
+        if census.open > 0 {
+            census.take_in(self.upstream().target());
+        }
+        census
     }
 }

@@ -19,8 +19,16 @@
 //! channel closed (`CloseChannel`); shares it had in flight are still followed to their
 //! verdicts. Losing the connection loses every channel; the next connection asks again for
 //! every device that had one, and devices keep their connections as in aggregated mode.
+//!
+//! A channel request the pool leaves unanswered past the open timeout is given up if the pool
+//! has been heard from since it was sent (it answers others, so it skipped this one): that
+//! device is closed, as if refused, so that its firmware reconnects and asks again, and the
+//! answer, should it come after all, closes the channel it opened. If the pool has said
+//! nothing since the request, the connection is at fault, not the request: the whole upstream
+//! is given up (a connection-wide [`Event::ChannelOpenFailed`]) and failover follows.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use pool::Millis;
 use primitives::Target;
@@ -29,7 +37,7 @@ use sv2::messages::Mining;
 
 use crate::config::{ChannelMode, TranslatorConfig};
 use crate::downstream::{Device, LineOutcome};
-use crate::mode::{Mode, Reach, Scope, Tagged};
+use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged};
 use crate::translator::{Event, Translator};
 use crate::upstream::{UpstreamChannel, UpstreamError};
 use crate::DeviceId;
@@ -38,6 +46,14 @@ use crate::DeviceId;
 pub const REASON_DEVICE_LEFT: &str = "downstream disconnected";
 /// `CloseChannel.reason_code` for a channel whose extranonce is too small for a device.
 pub const REASON_UNUSABLE: &str = "extranonce too small";
+/// Why a device's channel request was given up (its event's code, and what a subscribe still
+/// waiting is told); also `CloseChannel.reason_code` should the pool open it after all.
+pub const REASON_UNANSWERED: &str = "channel request unanswered";
+/// Why the connection is given up when it answered no channel request in time.
+pub const REASON_SILENT: &str = "no word from the pool since the channel requests";
+/// How long a channel request waits unless told otherwise ([`Mode::set_open_timeout`]): the
+/// shell's default open timeout.
+pub const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One device and its channel.
 struct Slot {
@@ -46,6 +62,8 @@ struct Slot {
     requested: bool,
     /// When, until the pool answered.
     asked_at: Option<Millis>,
+    /// Under which request id.
+    request_id: u32,
 }
 
 /// Where an upstream message goes.
@@ -89,6 +107,17 @@ pub struct PerDevice {
     draining: HashMap<u32, (DeviceId, Translator)>,
     /// A connection is ready for channel requests.
     connected: bool,
+    /// When the connection in use last sent anything.
+    last_heard: Option<Millis>,
+    /// Requests given up on this connection (their devices gone, or the wait too long), whose
+    /// answers may still come: a channel opened for one is closed with the reason.
+    abandoned: HashMap<u32, &'static str>,
+    /// The connection's silence was reported (once per connection).
+    silence_reported: bool,
+    open_timeout_ms: u64,
+    timed_out: u64,
+    refused: u64,
+    closed_by_pool: u64,
     /// Forwarded shares without a verdict (kept as a count: summing over every device per
     /// message would cost the shell O(devices)).
     in_flight: usize,
@@ -107,6 +136,13 @@ impl PerDevice {
             channels: HashMap::new(),
             draining: HashMap::new(),
             connected: false,
+            last_heard: None,
+            abandoned: HashMap::new(),
+            silence_reported: false,
+            open_timeout_ms: DEFAULT_OPEN_TIMEOUT.as_millis() as u64,
+            timed_out: 0,
+            refused: 0,
+            closed_by_pool: 0,
             in_flight: 0,
             to_upstream: VecDeque::new(),
             events: VecDeque::new(),
@@ -177,6 +213,7 @@ impl PerDevice {
         slot.core.open_channel(now);
         slot.requested = true;
         slot.asked_at = Some(now);
+        slot.request_id = request_id;
         self.opening.insert(request_id, id);
         tracing::debug!(
             device = id.0,
@@ -215,6 +252,7 @@ impl PerDevice {
                 }
                 Event::ChannelOpenFailed(code) => {
                     slot.asked_at = None;
+                    self.refused += 1;
                     tracing::warn!(device = id.0, code = %code, "per-device: channel refused");
                     if let Some(d) = slot.core.device_mut(id) {
                         d.channel_lost(code);
@@ -224,6 +262,7 @@ impl PerDevice {
                     if let Some(c) = channel {
                         self.channels.remove(&c);
                     }
+                    self.closed_by_pool += 1;
                     tracing::warn!(device = id.0, why = %why, "per-device: channel closed by the pool");
                     if let Some(d) = slot.core.device_mut(id) {
                         d.channel_lost(why);
@@ -275,6 +314,81 @@ impl PerDevice {
         self.in_flight = self.in_flight.saturating_sub(settled);
         if done {
             self.draining.remove(&channel);
+        }
+    }
+
+    /// Requests past the open timeout: given up one by one while the pool is heard from,
+    /// the connection's fault (reported once) while it is not.
+    fn time_out_requests(&mut self, now: Millis) {
+        if self.opening.is_empty() {
+            // The usual case: no walk over every device.
+            return;
+        }
+        let limit = self.open_timeout_ms;
+        let overdue: Vec<(DeviceId, Millis)> = self
+            .slots
+            .iter()
+            .filter_map(|(&id, s)| s.asked_at.map(|at| (id, at)))
+            .filter(|&(_, at)| now.since(at) > limit)
+            .collect();
+        for (id, asked) in overdue {
+            if self.last_heard.is_some_and(|heard| heard >= asked) {
+                self.give_up(id, now.since(asked));
+            } else if !self.silence_reported {
+                self.silence_reported = true;
+                tracing::warn!(
+                    device = id.0,
+                    waited_ms = now.since(asked),
+                    "per-device: the pool has said nothing since a channel request; giving the connection up"
+                );
+                self.events.push_back(Tagged {
+                    event: Event::ChannelOpenFailed(REASON_SILENT.to_owned()),
+                    channel: None,
+                    target: Target::ZERO,
+                    scope: Scope::Connection,
+                });
+            }
+        }
+    }
+
+    /// Device `id`'s request, left unanswered though the pool answers others: the device is
+    /// closed (its firmware reconnects and asks again), and a late answer is closed on arrival.
+    fn give_up(&mut self, id: DeviceId, waited_ms: u64) {
+        let Some(slot) = self.slots.get_mut(&id) else {
+            return;
+        };
+        slot.asked_at = None;
+        self.opening.remove(&slot.request_id);
+        self.abandoned.insert(slot.request_id, REASON_UNANSWERED);
+        self.timed_out += 1;
+        tracing::warn!(
+            device = id.0,
+            request = slot.request_id,
+            waited_ms,
+            "per-device: the pool never answered this device's channel request; closing the device so that it asks again"
+        );
+        if let Some(d) = slot.core.device_mut(id) {
+            d.channel_lost(REASON_UNANSWERED);
+        }
+        self.events.push_back(Tagged {
+            event: Event::ChannelOpenFailed(REASON_UNANSWERED.to_owned()),
+            channel: None,
+            target: Target::ZERO,
+            scope: Scope::Device(id),
+        });
+    }
+
+    /// An answer to a request given up: the channel it opened is closed at once.
+    fn late_answer(&mut self, m: &Mining, reason: &str) {
+        if let Mining::OpenExtendedMiningChannelSuccess(s) = m {
+            tracing::debug!(
+                channel = s.channel_id,
+                request = s.request_id,
+                reason,
+                "per-device: a channel given up opened after all; closing it"
+            );
+            self.to_upstream
+                .push_back(close_channel(s.channel_id, reason));
         }
     }
 
@@ -331,6 +445,9 @@ impl Mode for PerDevice {
 
     fn upstream_connected(&mut self, now: Millis) {
         self.connected = true;
+        self.last_heard = None;
+        self.silence_reported = false;
+        self.abandoned.clear();
         let mut ids: Vec<DeviceId> = self.slots.keys().copied().collect();
         // Oldest devices first: the order channels were first asked for.
         ids.sort_unstable();
@@ -342,6 +459,8 @@ impl Mode for PerDevice {
 
     fn upstream_lost(&mut self, now: Millis) {
         self.connected = false;
+        self.last_heard = None;
+        self.abandoned.clear();
         self.opening.clear();
         self.channels.clear();
         for (channel, (id, mut t)) in std::mem::take(&mut self.draining) {
@@ -368,20 +487,17 @@ impl Mode for PerDevice {
     }
 
     fn upstream_message(&mut self, m: Mining, now: Millis) -> Reach {
+        self.last_heard = Some(now);
         match route(&m) {
             Route::Request(request_id) => {
+                if let Some(reason) = self.abandoned.remove(&request_id) {
+                    self.late_answer(&m, reason);
+                    return Reach::Nobody;
+                }
                 let Some(id) = self.opening.remove(&request_id) else {
                     self.protocol_error(UpstreamError::Unrequested(m.name()), None);
                     return Reach::Nobody;
                 };
-                if !self.slots.contains_key(&id) {
-                    // The device left while its channel was being opened.
-                    if let Mining::OpenExtendedMiningChannelSuccess(s) = &m {
-                        self.to_upstream
-                            .push_back(close_channel(s.channel_id, REASON_DEVICE_LEFT));
-                    }
-                    return Reach::Nobody;
-                }
                 self.deliver(id, m, now);
                 Reach::Device(id)
             }
@@ -435,6 +551,7 @@ impl Mode for PerDevice {
                 core,
                 requested: false,
                 asked_at: None,
+                request_id: 0,
             },
         );
         id
@@ -445,6 +562,11 @@ impl Mode for PerDevice {
             return;
         };
         slot.core.device_closed(id);
+        if slot.asked_at.is_some() && self.opening.remove(&slot.request_id).is_some() {
+            // Left while its channel was being opened: one opened anyway is closed on arrival.
+            self.abandoned.insert(slot.request_id, REASON_DEVICE_LEFT);
+            return;
+        }
         let Some(c) = slot.core.upstream().channel_id() else {
             // Not open: nothing to close (an answer still to come is closed on arrival).
             return;
@@ -482,6 +604,7 @@ impl Mode for PerDevice {
                 self.collect(id, before);
             }
         }
+        self.time_out_requests(now);
     }
 
     fn poll_upstream(&mut self) -> Option<Mining> {
@@ -508,10 +631,6 @@ impl Mode for PerDevice {
         live.chain(draining).min()
     }
 
-    fn oldest_opening(&self) -> Option<Millis> {
-        self.slots.values().filter_map(|s| s.asked_at).min()
-    }
-
     fn nominal_hash_rate(&self) -> f32 {
         let sum: f32 = self
             .slots
@@ -523,5 +642,27 @@ impl Mode for PerDevice {
 
     fn channels_open(&self) -> usize {
         self.channels.len()
+    }
+
+    fn channels(&self) -> ChannelCensus {
+        let mut census = ChannelCensus {
+            open: self.channels.len(),
+            opening: self.opening.len(),
+            draining: self.draining.len(),
+            timed_out: self.timed_out,
+            refused: self.refused,
+            closed_by_pool: self.closed_by_pool,
+            difficulty: None,
+        };
+        for id in self.channels.values() {
+            if let Some(slot) = self.slots.get(id) {
+                census.take_in(slot.core.upstream().target());
+            }
+        }
+        census
+    }
+
+    fn set_open_timeout(&mut self, timeout: Duration) {
+        self.open_timeout_ms = timeout.as_millis() as u64;
     }
 }

@@ -735,3 +735,175 @@ fn each_channel_keeps_its_devices_rate_until_vardiff_measures_it() {
     assert_eq!(f.t.nominal_hash_rate(), 2e6, "the sum over channels");
     let _ = (f.a, f.b, f.ch_a, f.ch_b, &f.job_a, &f.ma);
 }
+
+/// How long the tests let a channel request wait.
+const OPEN_TIMEOUT_MS: u64 = 10_000;
+
+/// A connected translator with devices `a` and `b` subscribed, their channels asked for at
+/// 0 ms; the pool's two requests, in order.
+fn two_asking() -> (
+    PerDevice,
+    Pool,
+    DeviceId,
+    DeviceId,
+    Vec<OpenExtendedMiningChannel>,
+) {
+    let mut t = PerDevice::new(config());
+    t.set_open_timeout(std::time::Duration::from_millis(OPEN_TIMEOUT_MS));
+    let mut pool = Pool::default();
+    t.upstream_connected(Millis(0));
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    line(&mut t, a, SUBSCRIBE);
+    line(&mut t, b, SUBSCRIBE);
+    pool.read(&mut t);
+    let reqs = std::mem::take(&mut pool.requests);
+    assert_eq!(reqs.len(), 2);
+    (t, pool, a, b, reqs)
+}
+
+#[test]
+fn a_channel_request_the_pool_skips_is_given_up_and_only_its_device_closed() {
+    let (mut t, mut pool, a, b, reqs) = two_asking();
+    // The pool answers a's request and keeps a's channel busy; b's it never answers.
+    let ch_a = pool.open(&mut t, &reqs[0], 5);
+    authorize(&mut t, a, "farm.a");
+    pool.work(&mut t, ch_a, 1);
+    let _ = events(&mut t);
+    assert_eq!(t.channels().opening, 1);
+    // Within the open timeout, b waits.
+    t.on_tick(Millis(OPEN_TIMEOUT_MS));
+    assert_eq!(t.device_mut(b).unwrap().wants_close(), None);
+    assert!(events(&mut t)
+        .iter()
+        .all(|e| !matches!(e.event, Event::ChannelOpenFailed(_))));
+    // Past it: b is closed, told why, and counted; a works on.
+    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
+    assert_eq!(
+        t.device_mut(b).unwrap().wants_close(),
+        Some(Close::ChannelLost)
+    );
+    assert_eq!(t.device_mut(a).unwrap().wants_close(), None);
+    let mut mb = Miner::default();
+    mb.read(&mut t, b);
+    let reply = mb.replies.last().expect("the subscribe is answered");
+    assert!(
+        reply.contains("\"error\"") && reply.contains("unanswered"),
+        "{reply}"
+    );
+    let failed: Vec<(Scope, String)> = events(&mut t)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::ChannelOpenFailed(code) => Some((e.scope, code)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        failed,
+        [(Scope::Device(b), "channel request unanswered".to_owned())],
+        "the device's, not the connection's"
+    );
+    let census = t.channels();
+    assert_eq!(
+        (
+            census.open,
+            census.opening,
+            census.timed_out,
+            census.refused
+        ),
+        (1, 0, 1, 0)
+    );
+    // The pool answers after all: the channel it opened is closed at once, nothing else moves.
+    let late = pool.open(&mut t, &reqs[1], OPEN_TIMEOUT_MS + 50);
+    pool.read(&mut t);
+    assert_eq!(pool.closed, [late]);
+    assert_eq!(t.channels_open(), 1);
+    assert!(
+        events(&mut t).is_empty(),
+        "a late answer is expected, not a protocol error"
+    );
+    // b's firmware reconnects and asks again: a fresh request, answered this time.
+    t.device_closed(b);
+    let b2 = t.device_connected(Millis(OPEN_TIMEOUT_MS + 100));
+    t.device_line(b2, SUBSCRIBE.as_bytes(), Millis(OPEN_TIMEOUT_MS + 100))
+        .unwrap();
+    pool.read(&mut t);
+    let again = pool.requests.pop().expect("asked again");
+    assert!(again.request_id != reqs[1].request_id);
+    let ch_b2 = pool.open(&mut t, &again, OPEN_TIMEOUT_MS + 150);
+    assert_eq!(t.channel_of(b2).and_then(|c| c.channel_id()), Some(ch_b2));
+    assert_eq!((t.channels_open(), t.channels().timed_out), (2, 1));
+}
+
+#[test]
+fn a_pool_silent_since_the_requests_is_the_connections_fault_not_the_devices() {
+    let (mut t, _pool, a, b, _reqs) = two_asking();
+    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
+    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1_000));
+    let failed: Vec<Scope> = events(&mut t)
+        .into_iter()
+        .filter(|e| matches!(e.event, Event::ChannelOpenFailed(_)))
+        .map(|e| e.scope)
+        .collect();
+    assert_eq!(failed, [Scope::Connection], "once, for the connection");
+    for id in [a, b] {
+        assert_eq!(
+            t.device_mut(id).unwrap().wants_close(),
+            None,
+            "devices stay for the next pool"
+        );
+    }
+    assert_eq!(t.channels().timed_out, 0);
+    // The next connection asks again for both, and its silence is judged afresh.
+    let mut second = Pool::default();
+    t.upstream_lost(Millis(OPEN_TIMEOUT_MS + 1_100));
+    t.upstream_connected(Millis(OPEN_TIMEOUT_MS + 1_200));
+    second.read(&mut t);
+    assert_eq!(second.requests.len(), 2);
+    t.on_tick(Millis(2 * OPEN_TIMEOUT_MS + 1_201));
+    let failed = events(&mut t)
+        .into_iter()
+        .filter(|e| e.scope == Scope::Connection && matches!(e.event, Event::ChannelOpenFailed(_)))
+        .count();
+    assert_eq!(failed, 1);
+}
+
+#[test]
+fn a_device_leaving_while_its_request_waits_is_not_counted_as_opening() {
+    let (mut t, mut pool, _a, b, reqs) = two_asking();
+    t.device_closed(b);
+    assert_eq!(t.channels().opening, 1);
+    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
+    assert_eq!(t.channels().timed_out, 0, "nobody left to give up");
+    let ch = pool.open(&mut t, &reqs[1], OPEN_TIMEOUT_MS + 2);
+    pool.read(&mut t);
+    assert_eq!(pool.closed, [ch], "opened for nobody: closed at once");
+}
+
+#[test]
+fn the_census_gives_the_channels_difficulty_range_and_what_drains() {
+    let mut f = farm();
+    let census = f.t.channels();
+    let d = Difficulty::from_target(upstream_target()).as_f64();
+    assert_eq!((census.open, census.opening, census.draining), (2, 0, 0));
+    assert_eq!(census.difficulty, Some((d, d)));
+    // a's channel gets a target four times easier.
+    f.t.upstream_message(
+        Mining::SetTarget(SetTarget {
+            channel_id: f.ch_a,
+            maximum_target: Difficulty::new(2f64.powi(-18)).unwrap().to_target(),
+        }),
+        Millis(20),
+    );
+    let (lo, hi) = f.t.channels().difficulty.unwrap();
+    assert!((lo * 4.0 - d).abs() < d * 1e-6 && hi == d, "{lo} {hi}");
+    // a leaves with a share awaiting its verdict: its channel drains, out of the range.
+    let up = f.t.channel_of(f.a).unwrap().target();
+    let (submit, _) = f.ma.grind("farm.a", &[0, 0, 0, 9], |h| up.is_met_by(&h.0));
+    f.t.device_line(f.a, &submit, Millis(30)).unwrap();
+    f.t.device_closed(f.a);
+    let census = f.t.channels();
+    assert_eq!((census.open, census.draining), (1, 1));
+    assert_eq!(census.difficulty, Some((d, d)));
+    let _ = (f.b, f.ch_b, &f.job_a, &f.job_b, &f.mb, &f.pool);
+}

@@ -144,7 +144,10 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     // Per node template, the first job any job source sent from it (or activated).
     let mut at_source: HashMap<u32, u64> = HashMap::new();
     let mut upstream = ShareBook::new(w);
-    let mut upstream_ids: HashMap<(usize, u64), u32> = HashMap::new();
+    // Shares upstream are told apart by role, connection and channel: SV2 sequence numbers
+    // count per channel, and a per-device translator has a channel per device on one
+    // connection.
+    let mut upstream_ids: HashMap<(usize, u64, Option<u32>), u32> = HashMap::new();
     let mut upstream_unmatched = Unmatched::default();
     let from_proxy = run.pool_shares == PoolShares::ProxyUpstream;
     let from_pool = run.pool_shares == PoolShares::PoolVerdicts;
@@ -181,7 +184,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                     }
                     EventKind::ShareSent(s) if from_proxy && log.kind == RoleKind::Proxy => {
                         let next = upstream_ids.len() as u32;
-                        let id = *upstream_ids.entry((i, s.device)).or_insert(next);
+                        let id = *upstream_ids.entry((i, s.device, s.channel)).or_insert(next);
                         upstream.sent(id, s.seq, e.ts_ns, s.difficulty, None);
                     }
                     EventKind::ShareResult(r)
@@ -191,7 +194,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                     {
                         upstream_unmatched.matchable += 1;
                         let next = upstream_ids.len() as u32;
-                        let id = *upstream_ids.entry((i, r.conn)).or_insert(next);
+                        let id = *upstream_ids.entry((i, r.conn, r.channel)).or_insert(next);
                         if let Matched::Unmatched =
                             upstream.verdict(id, r.seq, e.ts_ns, r.verdict, None)
                         {
@@ -206,7 +209,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                     {
                         // Sent and judged at once, as the pool saw it.
                         let next = upstream_ids.len() as u32;
-                        let id = *upstream_ids.entry((i, r.conn)).or_insert(next);
+                        let id = *upstream_ids.entry((i, r.conn, r.channel)).or_insert(next);
                         upstream.sent(id, r.seq, e.ts_ns, r.difficulty, None);
                         upstream.verdict(id, r.seq, e.ts_ns, r.verdict, None);
                     }

@@ -67,6 +67,8 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         stats: Arc<Stats>,
         net: Arc<Net>,
     ) -> Self {
+        let mut translator = translator;
+        translator.set_open_timeout(config.open_timeout);
         let events = config.events.clone();
         let spec = &config.upstreams[index];
         upstream_opened(&events, UPSTREAM_CONN_BASE, spec, link.local);
@@ -200,6 +202,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         // Once a tick: it is a sum over every device.
         self.stats
             .set_hash_rate(f64::from(self.translator.nominal_hash_rate()));
+        self.stats.set_channels(&self.translator.channels());
         let Some(live) = &self.live else { return };
         let limit = self.config.keepalive.as_millis() as u64;
         let open_limit = self.config.open_timeout.as_millis() as u64;
@@ -208,13 +211,6 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 self.lost = Some("channel not opened in time".into());
             }
             return;
-        }
-        // Per-device mode: a device's channel request the pool leaves unanswered.
-        if let Some(asked) = self.translator.oldest_opening() {
-            if now.since(asked) > open_limit && live.last_rx < asked {
-                self.lost = Some("channel not opened in time".into());
-                return;
-            }
         }
         if let Some(sent) = self.translator.oldest_in_flight() {
             if upstream_silent(now, live.last_rx, sent, limit) {

@@ -4,7 +4,7 @@
 //!
 //! | path | answer |
 //! |---|---|
-//! | `/api/status` | JSON: the channel mode, devices, jobs, shares from devices and upstream, the upstream in use and its channels open, hash rate, uptime ([`status`]) |
+//! | `/api/status` | JSON: the channel mode, devices, jobs, shares from devices and upstream, the upstream in use and its channels (open, opening, draining, given up, refused, closed by the pool, their difficulties), hash rate, uptime ([`status`]) |
 //! | `/metrics` | the same figures, OpenMetrics text, prefixed `stratumlab_<role>_` ([`render_metrics`]) |
 //! | `/healthz` | `200 ok` while an upstream channel is open, `503` with the reason otherwise ([`health`]) |
 //!
@@ -99,6 +99,7 @@ fn by_reason(counts: &ByReason) -> Map<String, Value> {
 /// `/api/status`.
 pub fn status(s: &StatsSnapshot, role: &str) -> Value {
     let u = &s.upstream;
+    let c = &u.channels;
     let last_lost = u.last_lost.as_ref().map(|l| {
         json!({
             "index": l.index,
@@ -143,6 +144,17 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
             "state_since_unix_ms": u.since_unix_ms,
             "channels_opened": u.channels_opened,
             "channels_open": u.channels_open,
+            // Per-device mode has no one channel (`channel_id` null, `difficulty` 0): its
+            // channels are described here; aggregated mode's one channel likewise.
+            "channels": {
+                "opening": c.opening,
+                "draining": c.draining,
+                "timed_out": c.timed_out,
+                "refused": c.refused,
+                "closed_by_pool": c.closed_by_pool,
+                "difficulty_min": c.difficulty_min,
+                "difficulty_max": c.difficulty_max,
+            },
             "upstreams_lost": u.upstreams_lost,
             "last_lost": last_lost,
         },
@@ -347,6 +359,53 @@ impl Collector for Figures {
             None,
             u.channels_open,
         )?;
+        let c = &u.channels;
+        gauge(
+            e,
+            "upstream_channels_opening",
+            "Upstream channels asked for and not answered yet (per-device mode).",
+            None,
+            c.opening,
+        )?;
+        gauge(
+            e,
+            "upstream_channels_draining",
+            "Channels closed on their devices' departure, awaiting verdicts on shares already sent.",
+            None,
+            c.draining,
+        )?;
+        counter(
+            e,
+            "upstream_channel_requests_timed_out",
+            "Channel requests the pool left unanswered past the open timeout while answering other traffic; each device was closed to ask again.",
+            c.timed_out,
+        )?;
+        counter(
+            e,
+            "upstream_channels_refused",
+            "Channel requests the pool refused.",
+            c.refused,
+        )?;
+        counter(
+            e,
+            "upstream_channels_closed_by_pool",
+            "Open upstream channels the pool closed.",
+            c.closed_by_pool,
+        )?;
+        gauge(
+            e,
+            "upstream_channel_difficulty_min",
+            "The easiest share target over the open upstream channels, as a difficulty (0 while none is open).",
+            None,
+            c.difficulty_min,
+        )?;
+        gauge(
+            e,
+            "upstream_channel_difficulty_max",
+            "The hardest share target over the open upstream channels, as a difficulty (0 while none is open).",
+            None,
+            c.difficulty_max,
+        )?;
         let modes: Vec<[(&str, &str); 1]> = [ChannelMode::Aggregated, ChannelMode::PerDevice]
             .iter()
             .map(|m| [("mode", m.as_str())])
@@ -386,6 +445,7 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     use super::*;
+    use crate::mode::ChannelCensus;
     use crate::shares::UpstreamVerdict;
 
     fn busy_stats() -> Stats {
@@ -510,6 +570,86 @@ mod tests {
         assert!(
             text.contains("stratumlab_translator_channel_mode{mode=\"per-device\"} 1\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn status_and_metrics_describe_per_device_channels() {
+        let s = Stats::new(
+            Instant::now(),
+            0,
+            "127.0.0.1:3333".parse().unwrap(),
+            None,
+            0.0,
+        )
+        .with_mode(ChannelMode::PerDevice);
+        let v = status(&s.snapshot(), "translator");
+        let c = &v["upstream"]["channels"];
+        assert_eq!(
+            (&c["opening"], &c["timed_out"], &c["difficulty_min"]),
+            (&json!(0), &json!(0), &json!(0.0)),
+            "{c}"
+        );
+        s.set_channels_open(3);
+        s.set_channels(&ChannelCensus {
+            open: 3,
+            opening: 2,
+            draining: 1,
+            timed_out: 4,
+            refused: 5,
+            closed_by_pool: 6,
+            difficulty: Some((0.25, 8.0)),
+        });
+        let v = status(&s.snapshot(), "translator");
+        let u = &v["upstream"];
+        assert_eq!(u["channels_open"], 3);
+        // No one channel: the keys that describe one say so, and the range says the rest.
+        assert!(u["channel_id"].is_null(), "{u}");
+        assert_eq!(u["difficulty"], 0.0);
+        let c = &u["channels"];
+        assert_eq!(
+            (&c["opening"], &c["draining"], &c["timed_out"]),
+            (&json!(2), &json!(1), &json!(4)),
+            "{c}"
+        );
+        assert_eq!(
+            (&c["refused"], &c["closed_by_pool"]),
+            (&json!(5), &json!(6))
+        );
+        assert_eq!(
+            (&c["difficulty_min"], &c["difficulty_max"]),
+            (&json!(0.25), &json!(8.0))
+        );
+        let text = render_metrics(&s.snapshot(), "stratumlab_translator");
+        for line in [
+            "stratumlab_translator_upstream_channels_opening 2\n",
+            "stratumlab_translator_upstream_channels_draining 1\n",
+            "stratumlab_translator_upstream_channel_requests_timed_out_total 4\n",
+            "stratumlab_translator_upstream_channels_refused_total 5\n",
+            "stratumlab_translator_upstream_channels_closed_by_pool_total 6\n",
+            "stratumlab_translator_upstream_channel_difficulty_min 0.25\n",
+            "stratumlab_translator_upstream_channel_difficulty_max 8.0\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        // Every channel gone: the range reads 0, as the one channel's difficulty does.
+        s.set_channels(&ChannelCensus::default());
+        let c = status(&s.snapshot(), "translator")["upstream"]["channels"].clone();
+        assert_eq!(
+            (&c["difficulty_min"], &c["difficulty_max"]),
+            (&json!(0.0), &json!(0.0))
+        );
+        assert_eq!(c["timed_out"], 0, "the core's own count, whatever it says");
+    }
+
+    #[test]
+    fn aggregated_status_gives_the_one_channels_difficulty_as_its_range() {
+        let v = status(&busy_stats().snapshot(), "translator");
+        let c = &v["upstream"]["channels"];
+        assert_eq!(
+            (&c["difficulty_min"], &c["difficulty_max"]),
+            (&json!(512.0), &json!(512.0)),
+            "{c}"
         );
     }
 

@@ -17,6 +17,7 @@ use events::Reason;
 
 use super::Summary;
 use crate::config::ChannelMode;
+use crate::mode::ChannelCensus;
 use crate::shares::UpstreamVerdict;
 
 /// Counts per reject reason, in [`Reason::ALL`]'s order.
@@ -94,8 +95,30 @@ pub struct UpstreamSnapshot {
     /// Channels open now: 1 or 0 in aggregated mode, one per device with a channel in
     /// per-device mode.
     pub channels_open: u64,
+    /// The channels in detail, as of the core's last tick.
+    pub channels: ChannelsSnapshot,
     pub upstreams_lost: u64,
     pub last_lost: Option<Loss>,
+}
+
+/// The upstream channels beyond the count open: what per-device mode needs described (in
+/// aggregated mode the one channel, opening counted by the upstream's state instead).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ChannelsSnapshot {
+    /// Asked for, not answered yet.
+    pub opening: u64,
+    /// Closed on their devices' departure, awaiting verdicts on shares already sent.
+    pub draining: u64,
+    /// Requests given up unanswered (their devices closed to ask again), since start.
+    pub timed_out: u64,
+    /// Requests refused by the pool, since start.
+    pub refused: u64,
+    /// Open channels closed by the pool, since start.
+    pub closed_by_pool: u64,
+    /// The easiest and hardest share target over the open channels, as difficulties (0 and 0
+    /// while none is open).
+    pub difficulty_min: f64,
+    pub difficulty_max: f64,
 }
 
 /// Every figure at one moment, for the endpoints to render.
@@ -157,6 +180,14 @@ pub struct Stats {
     hash_rate: AtomicU64,
     channels_opened: AtomicU64,
     channels_open: AtomicU64,
+    channels_opening: AtomicU64,
+    channels_draining: AtomicU64,
+    channel_requests_timed_out: AtomicU64,
+    channels_refused: AtomicU64,
+    channels_closed_by_pool: AtomicU64,
+    /// f64 bits, both.
+    channel_difficulty_min: AtomicU64,
+    channel_difficulty_max: AtomicU64,
     upstreams_lost: AtomicU64,
     upstream: Mutex<Upstream>,
 }
@@ -188,6 +219,13 @@ impl Stats {
             hash_rate: AtomicU64::new(0f64.to_bits()),
             channels_opened: AtomicU64::new(1),
             channels_open: AtomicU64::new(1),
+            channels_opening: AtomicU64::new(0),
+            channels_draining: AtomicU64::new(0),
+            channel_requests_timed_out: AtomicU64::new(0),
+            channels_refused: AtomicU64::new(0),
+            channels_closed_by_pool: AtomicU64::new(0),
+            channel_difficulty_min: AtomicU64::new(difficulty.to_bits()),
+            channel_difficulty_max: AtomicU64::new(difficulty.to_bits()),
             upstreams_lost: AtomicU64::new(0),
             upstream: Mutex::new(Upstream {
                 state: UpstreamState::Open,
@@ -312,6 +350,20 @@ impl Stats {
         self.channels_open.store(n as u64, Relaxed);
     }
 
+    /// The channels as the core counted them on its tick (the count open is kept by
+    /// [`Stats::set_channels_open`], message by message).
+    pub fn set_channels(&self, c: &ChannelCensus) {
+        self.channels_opening.store(c.opening as u64, Relaxed);
+        self.channels_draining.store(c.draining as u64, Relaxed);
+        self.channel_requests_timed_out.store(c.timed_out, Relaxed);
+        self.channels_refused.store(c.refused, Relaxed);
+        self.channels_closed_by_pool
+            .store(c.closed_by_pool, Relaxed);
+        let (lo, hi) = c.difficulty.unwrap_or((0.0, 0.0));
+        self.channel_difficulty_min.store(lo.to_bits(), Relaxed);
+        self.channel_difficulty_max.store(hi.to_bits(), Relaxed);
+    }
+
     /// The channel asked for is open.
     pub fn channel_opened(&self, channel_id: Option<u32>, difficulty: f64) {
         self.channels_opened.fetch_add(1, Relaxed);
@@ -350,6 +402,15 @@ impl Stats {
                     .map_or(0, |d| d.as_millis() as u64),
                 channels_opened: load(&self.channels_opened),
                 channels_open: load(&self.channels_open),
+                channels: ChannelsSnapshot {
+                    opening: load(&self.channels_opening),
+                    draining: load(&self.channels_draining),
+                    timed_out: load(&self.channel_requests_timed_out),
+                    refused: load(&self.channels_refused),
+                    closed_by_pool: load(&self.channels_closed_by_pool),
+                    difficulty_min: f64::from_bits(load(&self.channel_difficulty_min)),
+                    difficulty_max: f64::from_bits(load(&self.channel_difficulty_max)),
+                },
                 upstreams_lost: load(&self.upstreams_lost),
                 last_lost: u
                     .last_lost
@@ -452,6 +513,43 @@ mod tests {
         assert_eq!((sum.shares_accepted, sum.shares_rejected), (3, 3));
         assert_eq!((sum.shares_forwarded, sum.upstream_rejected), (2, 2));
         assert_eq!(sum.channels_opened, 1);
+    }
+
+    #[test]
+    fn the_channel_census_reaches_the_snapshot() {
+        let s = stats();
+        let c = s.snapshot().upstream.channels;
+        assert_eq!(
+            (c.difficulty_min, c.difficulty_max),
+            (512.0, 512.0),
+            "the first channel's"
+        );
+        s.set_channels(&ChannelCensus {
+            open: 2,
+            opening: 1,
+            draining: 3,
+            timed_out: 7,
+            refused: 1,
+            closed_by_pool: 2,
+            difficulty: Some((1.5, 64.0)),
+        });
+        let c = s.snapshot().upstream.channels;
+        assert_eq!(
+            (
+                c.opening,
+                c.draining,
+                c.timed_out,
+                c.refused,
+                c.closed_by_pool
+            ),
+            (1, 3, 7, 1, 2)
+        );
+        assert_eq!((c.difficulty_min, c.difficulty_max), (1.5, 64.0));
+        assert_eq!(
+            s.snapshot().upstream.channels_open,
+            1,
+            "the count open is set message by message, not by the census"
+        );
     }
 
     #[test]
