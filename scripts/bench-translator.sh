@@ -26,6 +26,10 @@
 #     the shares answered locally (below the pool's target) and the forwarded ones (the pool
 #     judged a share with the same nonce: its events), so a translator that waits for the pool
 #     shows in the "fwd" columns;
+#   - the same latency on the wire at the translator's SV1 port (scripts/wire-latency.py, needs
+#     root): submit packet -> answer packet, both timestamped by the kernel on loopback. This is
+#     the translator's own part alone; the devices' figure above also holds the fleet's
+#     scheduling on a core it shares with the pool and simnet, the same for both translators;
 #   - CPU-microseconds per share: the translator's utime + stime (/proc/PID/stat, every thread)
 #     over the window / the verdicts the devices received in the window;
 #   - RSS per downstream device: (VmRSS at the end of the window, N devices connected - VmRSS
@@ -50,6 +54,7 @@
 #                          [default: 600]
 #   BENCH_WARMUP, BENCH_WINDOW   override the warm-up and the window (`20s`)
 #   BENCH_CPUS="1 0"       the core for the translator and the core for everything else
+#   BENCH_WIRE=0           no capture on the wire
 #   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
 #   STRATUMLAB_TOOLS_DIR   where pinned third-party tools are installed
 #   INTEROP_KEEP=1         keep the work directory (logs, configs, events)
@@ -257,6 +262,15 @@ EOF
     local fleet_pid=$!
     pids+=("$fleet_pid")
 
+    # The same window on the wire: the translator's own share latency (scripts/wire-latency.py).
+    local wire_pid=
+    if [ "${BENCH_WIRE:-1}" = 1 ]; then
+        taskset -c "$LOAD_CPU" python3 scripts/wire-latency.py "${sv1##*:}" "$WARMUP_S" "$WINDOW_S" \
+            >"$dir/wire.json" 2>"$dir/wire.err" &
+        wire_pid=$!
+        log_files+=("$label/wire.err")
+    fi
+
     # The window: CPU of both processes, the cores, the translator's RSS at the end, and
     # CLOCK_MONOTONIC (the events' clock) at its ends.
     python3 - "$translator_pid" "$fleet_pid" "$WARMUP_S" "$WINDOW_S" >"$dir/window.json" <<'EOF'
@@ -290,6 +304,10 @@ print(json.dumps({"t0_ns": t0, "t1_ns": t1, "translator_cpu_s": p1 - p0, "fleet_
                   "loadavg_1m": float(open("/proc/loadavg").read().split()[0])}))
 EOF
     wait "$fleet_pid" || fail "$label: the fleet failed: $(tail -n 3 "$dir/fleet.err")"
+    if [ -n "$wire_pid" ] && ! wait "$wire_pid"; then
+        say "$label: no wire latency: $(tail -n 1 "$dir/wire.err")"
+        rm -f "$dir/wire.json"
+    fi
     stop_all
     "$stratumlab" events dump "$dir/fleet.ev" >"$dir/fleet.jsonl" || fail "$label: fleet events do not read"
     "$stratumlab" events dump "$dir/pool.ev" >"$dir/pool.jsonl" || fail "$label: pool events do not read"
@@ -335,6 +353,17 @@ for e in results:
         ms = (ts - s[0]) / 1e6
         lat["all"].append(ms)
         lat["fwd" if s[1] in upstream else "local"].append(ms)
+# The translator's own latency, on the wire at its SV1 port (kernel timestamps at loopback).
+wire = {"all": [], "local": [], "fwd": []}
+try:
+    wj = json.load(open(f"{d}/wire.json"))
+except (OSError, ValueError):
+    wj = None
+if wj:
+    for ms, nonce, ok in wj["samples"]:
+        if ok:
+            wire["all"].append(ms)
+            wire["fwd" if nonce in upstream else "local"].append(ms)
 def q(v, p):
     v.sort()
     return v[min(len(v) - 1, int(p * len(v)))] if v else None
@@ -358,6 +387,12 @@ for name, v in lat.items():
     row[f"{name}_n"] = len(v)
     row[f"{name}_p50_ms"] = q(v, 0.50)
     row[f"{name}_p99_ms"] = q(v, 0.99)
+for name, v in wire.items():
+    row[f"wire_{name}_n"] = len(v)
+    row[f"wire_{name}_p50_ms"] = q(v, 0.50)
+    row[f"wire_{name}_p99_ms"] = q(v, 0.99)
+row["wire_drops"] = wj["drops"] if wj else None
+row["wire_unmatched"] = wj["unmatched"] if wj else None
 print(json.dumps(row))
 EOF
     local row
@@ -392,6 +427,17 @@ for r in rows:
           f"{f(r['fwd_p50_ms'], '.3f'):>8} {f(r['fwd_p99_ms'], '.3f'):>8} {r['fwd_n']:>6} "
           f"{f(r['cpu_us_per_share'], '.1f'):>12} {r['translator_cpu_pct']:>6.1f} {r['rss_per_device_kib']:>10.1f} "
           f"{r['rss0_kib'] / 1024:>8.1f} {r['fleet_cpu_pct']:>8.1f} {r['others_pct']:>7.1f} {r['loadavg_1m']:>5.1f}  {note}")
+print()
+print(f"{'on the wire':<20} {'n':>7} {'p50 ms':>7} {'p99 ms':>7} {'local p50':>9} {'local p99':>9} "
+      f"{'fwd p50':>8} {'fwd p99':>8} {'drops':>6} {'unmatched':>9}")
+for r in rows:
+    if r.get("wire_all_n"):
+        print(f"{r['label']:<20} {r['wire_all_n']:>7} {f(r['wire_all_p50_ms'], '.3f'):>7} {f(r['wire_all_p99_ms'], '.3f'):>7} "
+              f"{f(r['wire_local_p50_ms'], '.3f'):>9} {f(r['wire_local_p99_ms'], '.3f'):>9} "
+              f"{f(r['wire_fwd_p50_ms'], '.3f'):>8} {f(r['wire_fwd_p99_ms'], '.3f'):>8} "
+              f"{r['wire_drops']:>6} {r['wire_unmatched']:>9}")
+print("(on the wire: at the translator's SV1 port, submit packet -> answer packet, kernel timestamps"
+      " on loopback; what the translator itself adds, without the devices' scheduling)")
 print("(latency: device share_sent -> share_result over loopback, accepted shares sent in the window;"
       " local: answered below the pool's target, fwd: the pool judged the same nonce;"
       " KiB/device: (RSS with the devices - RSS before them) / devices;"
@@ -409,6 +455,8 @@ for other in ("translator_sv2", "translator_sv2-warn"):
           f"p99 {ratio(ours['all_p99_ms'], o['all_p99_ms'])} "
           f"(local p50 {ratio(ours['local_p50_ms'], o['local_p50_ms'])}, p99 {ratio(ours['local_p99_ms'], o['local_p99_ms'])}; "
           f"fwd p50 {ratio(ours['fwd_p50_ms'], o['fwd_p50_ms'])}, p99 {ratio(ours['fwd_p99_ms'], o['fwd_p99_ms'])}), "
+          f"on the wire p50 {ratio(ours.get('wire_all_p50_ms'), o.get('wire_all_p50_ms'))}, "
+          f"p99 {ratio(ours.get('wire_all_p99_ms'), o.get('wire_all_p99_ms'))}, "
           f"CPU per share {ratio(ours['cpu_us_per_share'], o['cpu_us_per_share'])}, "
           f"memory per device {ratio(ours['rss_per_device_kib'], o['rss_per_device_kib'])}; answered rate {rate:.3f}x"
           + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
