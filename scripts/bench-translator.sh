@@ -30,6 +30,11 @@
 #     root): submit packet -> answer packet, both timestamped by the kernel on loopback. This is
 #     the translator's own part alone; the devices' figure above also holds the fleet's
 #     scheduling on a core it shares with the pool and simnet, the same for both translators;
+#   - the floor (row `floor`, with the capture): the fleet's minimal SV1 test pool
+#     (crates/fleet/examples/sv1_floor_pool.rs: handshake, one job at a time, each share checked
+#     and answered at once) pinned where the translator runs, the same devices and load. Its
+#     latency on the wire is what this machine costs anything that answers shares (waking an
+#     idle core, loopback); the ratios are also given above it (translator - floor);
 #   - CPU-microseconds per share: the translator's utime + stime (/proc/PID/stat, every thread)
 #     over the window / the verdicts the devices received in the window;
 #   - RSS per downstream device: (VmRSS at the end of the window, N devices connected - VmRSS
@@ -119,6 +124,10 @@ stratumlab="$target_dir/release/stratumlab"
 if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$stratumlab" ]; then
     cargo build --quiet --release -p cli
 fi
+floor_bin="$target_dir/release/examples/sv1_floor_pool"
+if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$floor_bin" ]; then
+    cargo build --quiet --release -p fleet --example sv1_floor_pool
+fi
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -187,7 +196,20 @@ run_one() {
 
     # The translator, alone on its core.
     local translator_pid sv1
-    if [ "$kind" = ours ]; then
+    if [ "$kind" = floor ]; then
+        # No translator: the fleet's minimal SV1 test pool where the translator would run, a
+        # new job every 10 s as simnet's templates come (the upstream above idles).
+        taskset -c "$TRANSLATOR_CPU" timeout --signal=TERM 900 "$floor_bin" "$DIFFICULTY" 10 \
+            >"$dir/translator.out" 2>"$dir/translator.err" &
+        pids+=($!)
+        translator_pid=$(measured_child $! "$(basename "$floor_bin")")
+        floor_up() {
+            kill -0 "$translator_pid" 2>/dev/null || fail "$label: the floor pool exited early"
+            grep -q '^sv1 listening on' "$dir/translator.out"
+        }
+        wait_for 60 floor_up || fail "$label: the floor pool did not print 'sv1 listening on ADDR'"
+        sv1=$(sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/translator.out" | head -n1)
+    elif [ "$kind" = ours ]; then
         env "${tenv[@]}" taskset -c "$TRANSLATOR_CPU" timeout --signal=TERM 900 "$stratumlab" translator \
             --listen 127.0.0.1:0 --upstream "$pool_addr" --upstream-authority-key "$pool_key" \
             --user-identity "bench-$label" --device-hash-rate "$PER_DEVICE" \
@@ -398,13 +420,14 @@ EOF
     local row
     row=$(tail -n 1 "$work/rows.jsonl")
     say "$label: $row"
-    python3 -c 'import json,sys; r = json.loads(sys.argv[1]); sys.exit(0 if r["ready"] == r["devices"] and r["protocol_errors"] == 0 and r["accepted"] > 0 and r["upstream_accepted"] > 0 else 1)' "$row" \
+    python3 -c 'import json,sys; r = json.loads(sys.argv[1]); sys.exit(0 if r["ready"] == r["devices"] and r["protocol_errors"] == 0 and r["accepted"] > 0 and (r["upstream_accepted"] > 0 or r["kind"] == "floor") else 1)' "$row" \
         || fail "$label: not every device was ready, protocol errors, or nothing accepted here or upstream: $row"
 }
 
 # 3. The runs, one after the other with the same load.
 say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min;" \
     "warm-up $WARMUP, window $WINDOW; translator on core $TRANSLATOR_CPU, the rest on core $LOAD_CPU"
+[ "${BENCH_WIRE:-1}" = 1 ] && run_one floor floor
 run_one ours ours
 run_one translator_sv2 translator_sv2
 [ "$QUICK" = 1 ] || run_one translator_sv2-warn translator_sv2 RUST_LOG=warn
@@ -446,6 +469,17 @@ print()
 by = {r["label"]: r for r in rows}
 ours = by.get("ours")
 ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}x"
+floor = by.get("floor")
+def above(r, key):
+    if not floor or r.get(key) is None or floor.get(key) is None:
+        return None
+    return r[key] - floor[key]
+if floor and ours:
+    print(f"above the floor on the wire (the floor pool's p50 {f(floor.get('wire_all_p50_ms'), '.3f')} ms,"
+          f" p99 {f(floor.get('wire_all_p99_ms'), '.3f')} ms, subtracted):")
+    for r in rows:
+        if r["kind"] != "floor":
+            print(f"  {r['label']:<20} p50 {f(above(r, 'wire_all_p50_ms'), '.3f')} ms, p99 {f(above(r, 'wire_all_p99_ms'), '.3f')} ms")
 for other in ("translator_sv2", "translator_sv2-warn"):
     o = by.get(other)
     if not ours or not o:
@@ -457,6 +491,8 @@ for other in ("translator_sv2", "translator_sv2-warn"):
           f"fwd p50 {ratio(ours['fwd_p50_ms'], o['fwd_p50_ms'])}, p99 {ratio(ours['fwd_p99_ms'], o['fwd_p99_ms'])}), "
           f"on the wire p50 {ratio(ours.get('wire_all_p50_ms'), o.get('wire_all_p50_ms'))}, "
           f"p99 {ratio(ours.get('wire_all_p99_ms'), o.get('wire_all_p99_ms'))}, "
+          f"above the floor p50 {ratio(above(ours, 'wire_all_p50_ms'), above(o, 'wire_all_p50_ms'))}, "
+          f"p99 {ratio(above(ours, 'wire_all_p99_ms'), above(o, 'wire_all_p99_ms'))}, "
           f"CPU per share {ratio(ours['cpu_us_per_share'], o['cpu_us_per_share'])}, "
           f"memory per device {ratio(ours['rss_per_device_kib'], o['rss_per_device_kib'])}; answered rate {rate:.3f}x"
           + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))

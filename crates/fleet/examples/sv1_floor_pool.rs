@@ -1,0 +1,47 @@
+//! The latency floor for anything that answers SV1 shares on this machine: the fleet's minimal
+//! test pool (handshake, one job at a time, every share checked by its SHA-256d and answered at
+//! once) as a process of its own, so that `scripts/bench-translator.sh` can pin it where a
+//! translator would run and measure it the same way. What a translator adds above this is its
+//! own doing; this much is the kernel's and the machine's (waking an idle core, loopback).
+//!
+//! usage: sv1_floor_pool DIFFICULTY [JOB_INTERVAL_SECS]
+//! Prints `sv1 listening on ADDR` (127.0.0.1, any port); serves until SIGTERM or SIGINT.
+
+use std::time::Duration;
+
+use fleet::testpool::{TestPool, TestPoolConfig};
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let difficulty: f64 = args.next().and_then(|d| d.parse().ok()).ok_or_else(|| {
+        std::io::Error::other("usage: sv1_floor_pool DIFFICULTY [JOB_INTERVAL_SECS]")
+    })?;
+    let every = args
+        .next()
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    // As the translator builds its runtime: the worker count follows the CPUs it is pinned to.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let pool = TestPool::start(TestPoolConfig {
+            difficulty,
+            ..TestPoolConfig::default()
+        })
+        .await?;
+        println!("sv1 listening on {}", pool.addr());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut jobs = tokio::time::interval(every.unwrap_or(Duration::MAX / 4));
+        jobs.tick().await;
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+                // New work now and then, as a translator fans its jobs out.
+                _ = jobs.tick(), if every.is_some() => pool.new_job(false),
+            }
+        }
+        Ok(())
+    })
+}
