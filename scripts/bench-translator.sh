@@ -60,6 +60,8 @@
 #   BENCH_WARMUP, BENCH_WINDOW   override the warm-up and the window (`20s`)
 #   BENCH_CPUS="1 0"       the core for the translator and the core for everything else
 #   BENCH_WIRE=0           no capture on the wire
+#   BENCH_REPEAT=N         N repetitions of every row, alternating which translator goes first;
+#                          ratios within each, then their median [default: 1]
 #   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
 #   STRATUMLAB_TOOLS_DIR   where pinned third-party tools are installed
 #   INTEROP_KEEP=1         keep the work directory (logs, configs, events)
@@ -427,10 +429,19 @@ EOF
 # 3. The runs, one after the other with the same load.
 say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min;" \
     "warm-up $WARMUP, window $WINDOW; translator on core $TRANSLATOR_CPU, the rest on core $LOAD_CPU"
-[ "${BENCH_WIRE:-1}" = 1 ] && run_one floor floor
-run_one ours ours
-run_one translator_sv2 translator_sv2
-[ "$QUICK" = 1 ] || run_one translator_sv2-warn translator_sv2 RUST_LOG=warn
+for rep in $(seq "${BENCH_REPEAT:-1}"); do
+    suffix=$([ "$rep" = 1 ] || echo "#$rep")
+    [ "${BENCH_WIRE:-1}" = 1 ] && run_one "floor$suffix" floor
+    # Alternating which translator goes first, so that a drifting machine favours neither.
+    if [ $((rep % 2)) = 1 ]; then
+        run_one "ours$suffix" ours
+        run_one "translator_sv2$suffix" translator_sv2
+    else
+        run_one "translator_sv2$suffix" translator_sv2
+        run_one "ours$suffix" ours
+    fi
+    [ "$QUICK" = 1 ] || run_one "translator_sv2-warn$suffix" translator_sv2 RUST_LOG=warn
+done
 
 # 4. The table and the ratios.
 python3 - "$work/rows.jsonl" <<'EOF'
@@ -466,35 +477,53 @@ print("(latency: device share_sent -> share_result over loopback, accepted share
       " KiB/device: (RSS with the devices - RSS before them) / devices;"
       " others%: other processes on the translator's core)")
 print()
-by = {r["label"]: r for r in rows}
-ours = by.get("ours")
-ratio = lambda a, b: "-" if a is None or not b else f"{a / b:.2f}x"
-floor = by.get("floor")
-def above(r, key):
+# Rows of one repetition share a suffix (#2, #3...); ratios are taken within a repetition (the
+# same minutes of the machine), then their median over repetitions.
+reps = {}
+for r in rows:
+    name, _, rep = r["label"].partition("#")
+    reps.setdefault(rep or "1", {})[name] = r
+def above(r, floor, key):
     if not floor or r.get(key) is None or floor.get(key) is None:
         return None
     return r[key] - floor[key]
-if floor and ours:
-    print(f"above the floor on the wire (the floor pool's p50 {f(floor.get('wire_all_p50_ms'), '.3f')} ms,"
-          f" p99 {f(floor.get('wire_all_p99_ms'), '.3f')} ms, subtracted):")
-    for r in rows:
-        if r["kind"] != "floor":
-            print(f"  {r['label']:<20} p50 {f(above(r, 'wire_all_p50_ms'), '.3f')} ms, p99 {f(above(r, 'wire_all_p99_ms'), '.3f')} ms")
-for other in ("translator_sv2", "translator_sv2-warn"):
-    o = by.get(other)
-    if not ours or not o:
-        continue
-    rate = ours["answered"] / o["answered"] if o["answered"] else 0
-    print(f"ours / {other}: p50 {ratio(ours['all_p50_ms'], o['all_p50_ms'])}, "
-          f"p99 {ratio(ours['all_p99_ms'], o['all_p99_ms'])} "
-          f"(local p50 {ratio(ours['local_p50_ms'], o['local_p50_ms'])}, p99 {ratio(ours['local_p99_ms'], o['local_p99_ms'])}; "
-          f"fwd p50 {ratio(ours['fwd_p50_ms'], o['fwd_p50_ms'])}, p99 {ratio(ours['fwd_p99_ms'], o['fwd_p99_ms'])}), "
-          f"on the wire p50 {ratio(ours.get('wire_all_p50_ms'), o.get('wire_all_p50_ms'))}, "
-          f"p99 {ratio(ours.get('wire_all_p99_ms'), o.get('wire_all_p99_ms'))}, "
-          f"above the floor p50 {ratio(above(ours, 'wire_all_p50_ms'), above(o, 'wire_all_p50_ms'))}, "
-          f"p99 {ratio(above(ours, 'wire_all_p99_ms'), above(o, 'wire_all_p99_ms'))}, "
-          f"CPU per share {ratio(ours['cpu_us_per_share'], o['cpu_us_per_share'])}, "
-          f"memory per device {ratio(ours['rss_per_device_kib'], o['rss_per_device_kib'])}; answered rate {rate:.3f}x"
-          + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
+def q(a, b):
+    return None if a is None or not b else a / b
+pooled = {}
+for rep, by in reps.items():
+    ours, floor = by.get("ours"), by.get("floor")
+    if floor and ours:
+        print(f"repetition {rep}, above the floor on the wire (the floor pool's p50 "
+              f"{f(floor.get('wire_all_p50_ms'), '.3f')} ms subtracted): "
+              + ", ".join(f"{n} {f(above(r, floor, 'wire_all_p50_ms'), '.3f')} ms"
+                          for n, r in by.items() if n != "floor"))
+    for other in ("translator_sv2", "translator_sv2-warn"):
+        o = by.get(other)
+        if not ours or not o:
+            continue
+        rate = ours["answered"] / o["answered"] if o["answered"] else 0
+        got = {
+            "p50": q(ours["all_p50_ms"], o["all_p50_ms"]),
+            "p99": q(ours["all_p99_ms"], o["all_p99_ms"]),
+            "wire p50": q(ours.get("wire_all_p50_ms"), o.get("wire_all_p50_ms")),
+            "wire p99": q(ours.get("wire_all_p99_ms"), o.get("wire_all_p99_ms")),
+            "wire p50 above the floor": q(above(ours, floor, "wire_all_p50_ms"),
+                                          above(o, floor, "wire_all_p50_ms")),
+            "CPU per share": q(ours["cpu_us_per_share"], o["cpu_us_per_share"]),
+            "memory per device": q(ours["rss_per_device_kib"], o["rss_per_device_kib"]),
+        }
+        for k, v in got.items():
+            pooled.setdefault(other, {}).setdefault(k, []).append(v)
+        print(f"repetition {rep}, ours / {other}: "
+              + ", ".join(f"{k} {'-' if v is None else format(v, '.2f') + 'x'}" for k, v in got.items())
+              + f"; answered rate {rate:.3f}x"
+              + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
+for other, got in pooled.items():
+    def median(v):
+        v = sorted(x for x in v if x is not None)
+        return v[len(v) // 2] if v else None
+    print(f"median over {len(next(iter(got.values())))} repetition(s), ours / {other}: "
+          + ", ".join(f"{k} {'-' if median(v) is None else format(median(v), '.2f') + 'x'}"
+                      for k, v in got.items()))
 EOF
 say "done"
