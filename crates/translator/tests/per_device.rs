@@ -587,15 +587,7 @@ fn a_device_leaving_closes_its_channel_and_its_shares_still_get_verdicts() {
 
 #[test]
 fn a_refused_channel_ends_its_device_only() {
-    let mut t = PerDevice::new(config());
-    let mut pool = Pool::default();
-    t.upstream_connected(Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
-    line(&mut t, a, SUBSCRIBE);
-    line(&mut t, b, SUBSCRIBE);
-    pool.read(&mut t);
-    let reqs = std::mem::take(&mut pool.requests);
+    let (mut t, mut pool, a, b, reqs) = two_asking();
     let reach = t.upstream_message(
         Mining::OpenMiningChannelError(OpenMiningChannelError {
             request_id: reqs[0].request_id,
