@@ -163,10 +163,10 @@ pub struct Channel {
     target: Target,
     /// The difficulty before the last change, its target and when its grace ends.
     previous: Option<(Difficulty, Target, Millis)>,
-    /// A change applies to the jobs already sent too (SV2: `SetTarget` rules every submit on
-    /// the channel from then on), not only to later ones (SV1: `mining.set_difficulty`
-    /// applies from the next job).
-    retarget_sent_jobs: bool,
+    /// A share on a job sent before a change may also meet the channel's current target. SV2's
+    /// `SetTarget` leaves an active job's target as it was sent (spec 5.3.21), yet many
+    /// clients apply it at once; either reading is honoured, so no share is lost to it.
+    current_target_on_sent_jobs: bool,
     vardiff: Vardiff,
     /// The shares of every remembered job but the latest, in brief. A share is a duplicate if
     /// a remembered job's table holds its fingerprint, whichever job: matched on the hash
@@ -203,7 +203,7 @@ impl Channel {
             difficulty,
             target: difficulty.to_target(),
             previous: None,
-            retarget_sent_jobs: false,
+            current_target_on_sent_jobs: false,
             vardiff,
             filter: TagFilter::default(),
             seen_len: 0,
@@ -267,18 +267,13 @@ impl Channel {
         self.previous = Some((self.difficulty, self.target, now.plus(self.config.grace_ms)));
         self.difficulty = d;
         self.target = d.to_target();
-        if self.retarget_sent_jobs {
-            for j in &mut self.jobs {
-                j.difficulty = d;
-                j.target = self.target;
-            }
-        }
     }
 
-    /// Makes difficulty changes apply to the jobs already sent, as SV2's `SetTarget` does
-    /// (the previous difficulty keeps its grace period).
-    pub fn retarget_sent_jobs(&mut self) {
-        self.retarget_sent_jobs = true;
+    /// Lets a share on a job sent before a difficulty change meet the current target instead
+    /// of the job's, for as long as the job lives (SV2 `SetTarget`; the previous difficulty
+    /// still keeps its grace period).
+    pub fn accept_current_target_on_sent_jobs(&mut self) {
+        self.current_target_on_sent_jobs = true;
     }
 
     /// Lets vardiff step a quiet miner down. Returns the new difficulty if it changed.
@@ -588,6 +583,30 @@ impl Channel {
         }
     }
 
+    /// The difficulty a share is credited at. A share meeting its job's target gets the job's
+    /// difficulty. One that does not may still meet an easier target it can be judged by: the
+    /// channel's current one where the protocol allows (or in a change's grace period), the
+    /// previous one in its grace period. It gets the easiest such, which is as far as the pool
+    /// can tell what the miner was working to; a luckier hash earns no more.
+    fn credit_for(&self, issued: &Issued, hash: &Hash256, now: Millis) -> Option<Difficulty> {
+        if issued.target.is_met_by(&hash.0) {
+            return Some(issued.difficulty);
+        }
+        let previous = self
+            .previous
+            .filter(|&(_, _, until)| now < until)
+            .map(|(d, t, _)| (d, t));
+        let current = (self.current_target_on_sent_jobs || previous.is_some())
+            .then_some((self.difficulty, self.target));
+        let easiest = match (current, previous) {
+            (Some(c), Some(p)) => Some(if p.0 < c.0 { p } else { c }),
+            (c, p) => c.or(p),
+        };
+        easiest
+            .filter(|(_, t)| t.is_met_by(&hash.0))
+            .map(|(d, _)| d)
+    }
+
     /// The duplicate and difficulty checks of a hashed share, then its accounting.
     #[inline]
     fn credit(
@@ -604,29 +623,11 @@ impl Channel {
             return Err(Reject::Duplicate);
         }
         let block = job.network_target.is_met_by(&hash.0);
-        let credited = if issued.target.is_met_by(&hash.0) {
-            issued.difficulty
-        } else {
-            match self.previous {
-                Some((pd, pt, until)) if now < until => {
-                    // Grace: the lower of the previous and current difficulty.
-                    let (d, t) = if pd < self.difficulty {
-                        (pd, pt)
-                    } else {
-                        (self.difficulty, self.target)
-                    };
-                    if t.is_met_by(&hash.0) {
-                        d
-                    } else if block {
-                        issued.difficulty
-                    } else {
-                        return Err(Reject::LowDifficulty);
-                    }
-                }
-                // A block is never turned away, even below a share target set above it.
-                _ if block => issued.difficulty,
-                _ => return Err(Reject::LowDifficulty),
-            }
+        let credited = match self.credit_for(issued, &hash, now) {
+            Some(d) => d,
+            // A block is never turned away, even below a share target set above it.
+            None if block => issued.difficulty,
+            None => return Err(Reject::LowDifficulty),
         };
         let mut pos = pos;
         while self.seen_len >= self.config.dedup_capacity {
@@ -768,61 +769,110 @@ mod tests {
         }
     }
 
+    /// A channel with difficulties from 2^-32 to 2^-28, starting at `start`, with SV2's
+    /// reading of a change if `sv2`, and one job sent.
+    fn two_difficulty_rig(start: Difficulty, sv2: bool) -> (Rig, u64) {
+        let config = ChannelConfig {
+            vardiff: VardiffConfig {
+                min: Difficulty::new(2f64.powi(-32)).unwrap(),
+                max: Difficulty::new(2f64.powi(-28)).unwrap(),
+                // Only the test changes the difficulty.
+                retarget_interval_ms: u64::MAX / 2,
+                ..VardiffConfig::default()
+            },
+            ..ChannelConfig::default()
+        };
+        let mut r = Rig::new(1 << 10);
+        r.ch = Channel::new(Arc::new(config), vec![0, 0, 0, 1], 4, start, Millis(0));
+        if sv2 {
+            r.ch.accept_current_target_on_sent_jobs();
+        }
+        let wire = r.issue(&template(312_500_000));
+        (r, wire)
+    }
+
+    /// Submits on `wire` the first share whose hash meets `easy` but not `hard`, at `now`;
+    /// returns the difficulty it was credited at.
+    fn submit_between(
+        r: &mut Rig,
+        wire: u64,
+        easy: Difficulty,
+        hard: Difficulty,
+        now: Millis,
+    ) -> Result<Difficulty, Reject> {
+        let job = r.ch.jobs().find(|j| j.wire_id == wire).unwrap().job.clone();
+        let (easy, hard) = (easy.to_target(), hard.to_target());
+        (0u32..)
+            .find_map(|n| {
+                let en = n.to_be_bytes();
+                let nonce = n.wrapping_mul(0x9e37_79b9);
+                let s = Submission {
+                    wire_id: wire,
+                    extranonce: &en,
+                    ntime: job.ntime,
+                    nonce,
+                    version_bits: None,
+                };
+                let (_, hash) = job.share_hash(&Solution {
+                    extranonce_prefix: r.ch.extranonce_prefix(),
+                    extranonce: &en,
+                    version: job.version,
+                    ntime: job.ntime,
+                    nonce,
+                });
+                (easy.is_met_by(&hash.0) && !hard.is_met_by(&hash.0))
+                    .then(|| r.ch.submit(&s, 0, now).map(|a| a.credited))
+            })
+            .unwrap()
+    }
+
     /// After an easier difficulty and its grace period, a share meeting only the new one on a
-    /// job sent before the change: SV1 credits a job at the difficulty it went out with, SV2
-    /// (`SetTarget`) judges every submit by the channel's current target.
+    /// job sent before the change: SV1 credits a job at the difficulty it went out with; SV2
+    /// also takes the channel's current target, as many clients apply `SetTarget` at once.
     #[test]
-    fn a_change_reaches_jobs_already_sent_only_where_the_protocol_says_so() {
+    fn an_easier_change_reaches_jobs_already_sent_only_where_the_protocol_says_so() {
         let hard = Difficulty::new(2f64.powi(-28)).unwrap();
         let easy = Difficulty::new(2f64.powi(-32)).unwrap();
+        let after_grace = Millis(ChannelConfig::default().grace_ms + 1);
         for sv2 in [false, true] {
-            let config = ChannelConfig {
-                vardiff: VardiffConfig {
-                    min: easy,
-                    max: hard,
-                    ..VardiffConfig::default()
-                },
-                ..ChannelConfig::default()
-            };
-            let mut r = Rig::new(1 << 10);
-            r.ch = Channel::new(Arc::new(config), vec![0, 0, 0, 1], 4, hard, Millis(0));
-            if sv2 {
-                r.ch.retarget_sent_jobs();
-            }
-            let wire = r.issue(&template(312_500_000));
+            let (mut r, wire) = two_difficulty_rig(hard, sv2);
             r.ch.set_difficulty(easy, Millis(0));
-            let after_grace = Millis(ChannelConfig::default().grace_ms + 1);
-            let job = r.ch.jobs().find(|j| j.wire_id == wire).unwrap().job.clone();
-            let hard_target = hard.to_target();
-            let easy_target = easy.to_target();
-            let verdict = (0u32..)
-                .find_map(|n| {
-                    let en = n.to_be_bytes();
-                    let nonce = n.wrapping_mul(0x9e37_79b9);
-                    let s = Submission {
-                        wire_id: wire,
-                        extranonce: &en,
-                        ntime: job.ntime,
-                        nonce,
-                        version_bits: None,
-                    };
-                    let (_, hash) = job.share_hash(&Solution {
-                        extranonce_prefix: r.ch.extranonce_prefix(),
-                        extranonce: &en,
-                        version: job.version,
-                        ntime: job.ntime,
-                        nonce,
-                    });
-                    (easy_target.is_met_by(&hash.0) && !hard_target.is_met_by(&hash.0))
-                        .then(|| r.ch.submit(&s, 0, after_grace).map(|_| ()))
-                })
-                .unwrap();
             let want = if sv2 {
-                Ok(())
+                Ok(easy)
             } else {
                 Err(Reject::LowDifficulty)
             };
-            assert_eq!(verdict, want, "sv2: {sv2}");
+            assert_eq!(
+                submit_between(&mut r, wire, easy, hard, after_grace),
+                want,
+                "sv2: {sv2}"
+            );
+        }
+    }
+
+    /// After a harder difficulty, a job sent before it keeps its target for good, in both
+    /// protocols (SV2 spec 5.3.21: an active job's maximum target "remains stable"), and its
+    /// shares are credited at the job's difficulty.
+    #[test]
+    fn a_harder_change_leaves_jobs_already_sent_at_their_own_target() {
+        let hard = Difficulty::new(2f64.powi(-28)).unwrap();
+        let easy = Difficulty::new(2f64.powi(-32)).unwrap();
+        let long_after = Millis(3_600_000);
+        for sv2 in [false, true] {
+            let (mut r, wire) = two_difficulty_rig(easy, sv2);
+            r.ch.set_difficulty(hard, Millis(0));
+            assert_eq!(
+                submit_between(&mut r, wire, easy, hard, long_after),
+                Ok(easy),
+                "sv2: {sv2}"
+            );
+            // A job sent after the change is held to the new target.
+            let later = r.issue(&template(312_500_001));
+            assert_eq!(
+                submit_between(&mut r, later, easy, hard, long_after),
+                Err(Reject::LowDifficulty),
+                "sv2: {sv2}"
+            );
         }
     }
 

@@ -517,3 +517,48 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     s.on_message(msg, T0);
     assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
 }
+
+/// Spec 5.3.21: `SetTarget` does not apply to a job already received and active (its maximum
+/// target "remains stable"). The reference translator submits by the job's target, so a share
+/// meeting only the target the job went out with must still be accepted after a harder
+/// `SetTarget`, however long after; one meeting the new target is accepted too.
+#[test]
+fn a_harder_set_target_leaves_the_active_jobs_target_as_it_was_sent() {
+    let lab = Lab::serving(LabConfig::pool(), tip(6), HARD_BITS);
+    let mut s = session(&lab);
+    let mut m = StdMiner::open(&mut s);
+    let sent_with = m.target;
+    // A hash rate calling for 16 times the start difficulty (15 shares a minute: 4 s a share).
+    let start = Difficulty::from_target(sent_with).as_f64();
+    s.on_message(
+        UpdateChannel {
+            channel_id: m.channel_id,
+            nominal_hash_rate: (16.0 * start * 4_294_967_296.0 / 4.0) as f32,
+            maximum_target: any_target(),
+        }
+        .into(),
+        T0,
+    );
+    let out = s.take_output();
+    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
+        panic!("{out:?}");
+    };
+    let harder = t.maximum_target;
+    assert!(Difficulty::from_target(harder) > Difficulty::from_target(sent_with));
+    // Well past any grace period a pool may keep for the old target.
+    let later = pool::Millis(T0.0 + 3_600_000);
+    let (old_only, _) = m.grind(|h| sent_with.is_met_by(&h.0) && !harder.is_met_by(&h.0));
+    let msg = m.share(old_only);
+    s.on_message(msg, later);
+    let (both, _) = m.grind(|h| harder.is_met_by(&h.0));
+    let msg = m.share(both);
+    s.on_message(msg, later);
+    s.flush();
+    let out = s.take_output();
+    assert!(errors(&out).is_empty(), "{out:?}");
+    let accepted: u32 = successes(&out)
+        .iter()
+        .map(|ok| ok.new_submits_accepted_count)
+        .sum();
+    assert_eq!(accepted, 2);
+}

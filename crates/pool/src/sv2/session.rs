@@ -415,7 +415,7 @@ impl Session {
             now,
         );
         channel.set_version_mask(self.config.version_mask);
-        channel.retarget_sent_jobs();
+        channel.accept_current_target_on_sent_jobs();
         // Vardiff never goes easier than the miner's maximum target.
         channel.set_minimum(Difficulty::from_target(max_target), now);
         let worker = self.engine.attach_worker(user, now);
