@@ -49,6 +49,12 @@ pub struct TranslatorArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_keepalive: Option<Dur>,
+    /// How long an upstream may take to connect, finish the handshake and open the channel
+    /// before the next is tried; with per-device channels, also how long one device's channel
+    /// request may go unanswered before that device is refused [default: 10s].
+    #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream_open_timeout: Option<Dur>,
     /// How devices map onto SV2 channels: `aggregated` (all on one extended channel, each
     /// given a range of its extranonce) or `per-device` (an extended channel each, on the one
     /// connection; the translator only) [default: aggregated].
@@ -105,6 +111,7 @@ pub struct Settings {
     #[serde(deserialize_with = "config::one_or_many")]
     pub upstream_authority_key: Vec<String>,
     pub upstream_keepalive: Dur,
+    pub upstream_open_timeout: Dur,
     pub channels: String,
     pub user_identity: String,
     pub start_difficulty: Difficulty,
@@ -126,6 +133,7 @@ impl Default for Settings {
             upstream: Vec::new(),
             upstream_authority_key: Vec::new(),
             upstream_keepalive: Dur(Duration::from_secs(30)),
+            upstream_open_timeout: Dur(translator::per_device::DEFAULT_OPEN_TIMEOUT),
             channels: t.channels.to_string(),
             user_identity: t.user_identity,
             start_difficulty: t.start_difficulty,
@@ -172,6 +180,10 @@ impl Settings {
             "--upstream-keepalive must be positive"
         );
         anyhow::ensure!(
+            !self.upstream_open_timeout.is_zero(),
+            "--upstream-open-timeout must be positive"
+        );
+        anyhow::ensure!(
             self.shares_per_minute > 0.0 && self.shares_per_minute.is_finite(),
             "--shares-per-minute must be positive"
         );
@@ -192,6 +204,7 @@ impl Settings {
         );
         let mut c = ShellConfig::new(self.listen, upstreams);
         c.keepalive = self.upstream_keepalive.0;
+        c.open_timeout = self.upstream_open_timeout.0;
         c.max_devices = self.max_devices;
         c.http_listen = self.http_listen;
         c.translator = TranslatorConfig {
@@ -336,6 +349,17 @@ mod tests {
         let ports: Vec<u16> = c.upstreams.iter().map(|u| u.addr.port()).collect();
         assert_eq!(ports, [7, 8]);
         assert_eq!(c.keepalive, Duration::from_secs(5));
+        assert_eq!(c.open_timeout, Duration::from_secs(10), "the default");
+        std::fs::write(
+            &file,
+            "upstream = \"127.0.0.1:7\"\nupstream_open_timeout = \"2s\"\n",
+        )
+        .unwrap();
+        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        assert_eq!(
+            s.shell_config().unwrap().open_timeout,
+            Duration::from_secs(2)
+        );
         // Flags win over the file.
         let args = TranslatorArgs {
             upstream: Some(vec!["127.0.0.1:9".parse().unwrap()]),

@@ -94,7 +94,7 @@ impl ShellConfig {
             listen,
             upstreams,
             translator: TranslatorConfig::default(),
-            open_timeout: Duration::from_secs(10),
+            open_timeout: crate::per_device::DEFAULT_OPEN_TIMEOUT,
             keepalive: Duration::from_secs(30),
             backoff_min: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
