@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: stratumlab's translator (`stratumlab translator`) against the SV2 reference
-# translator (translator_sv2 0.6.0, pinned, aggregated mode), each with the same SV1 device fleet
-# at the same fixed offered share load, on the same upstream: stratumlab's SV2 pool on simnet's
-# Template Provider (a fresh simnet and pool per run, so that each run's pool events are complete).
+# translator (translator_sv2 0.6.0, pinned; aggregated, or a channel per device: BENCH_CHANNELS),
+# each with the same SV1 device fleet at the same fixed offered share load, on the same upstream:
+# stratumlab's SV2 pool on simnet's Template Provider (a fresh simnet and pool per run, so that
+# each run's pool events are complete).
 #
 # Placement (taskset): the translator alone on one core (BENCH_CPUS, default cpu 1); simnet, the
 # pool and the fleet (one runtime thread) on the other (cpu 0). simnet finds no blocks (network
@@ -55,8 +56,13 @@
 #   BENCH_SHARES_PER_S     total offered shares per second [default: 300]
 #   BENCH_HASH_BUDGET      the fleet's hashes per second (sets the share difficulty, not the
 #                          share rate) [default: 1MH/s]
-#   BENCH_UPSTREAM_SPM     shares per minute the pool asks of the translator's channel
-#                          [default: 600]
+#   BENCH_UPSTREAM_SPM     shares per minute the pool asks of the translator (of its one
+#                          channel, or shared among the per-device channels) [default: 600]
+#   BENCH_CHANNELS         aggregated, or per-device: an extended channel per device on the one
+#                          connection, in both translators (ours: --channels per-device;
+#                          translator_sv2: aggregate_channels = false); the pool lets the
+#                          connection open a channel per device and asks each channel for
+#                          BENCH_UPSTREAM_SPM / devices [default: aggregated]
 #   BENCH_WARMUP, BENCH_WINDOW   override the warm-up and the window (`20s`)
 #   BENCH_CPUS="1 0"       the core for the translator and the core for everything else
 #   BENCH_WIRE=0           no capture on the wire
@@ -87,6 +93,12 @@ else
 fi
 HASH_BUDGET=${BENCH_HASH_BUDGET:-1MH/s}
 UPSTREAM_SPM=${BENCH_UPSTREAM_SPM:-600}
+CHANNELS=${BENCH_CHANNELS:-aggregated}
+case "$CHANNELS" in
+    aggregated) AGGREGATE=true; POOL_SPM=$UPSTREAM_SPM ;;
+    per-device) AGGREGATE=false; POOL_SPM=$(python3 -c "print($UPSTREAM_SPM / $DEVICES)") ;;
+    *) echo "BENCH_CHANNELS: aggregated or per-device, not $CHANNELS" >&2; exit 2 ;;
+esac
 read -r TRANSLATOR_CPU LOAD_CPU <<<"${BENCH_CPUS:-1 0}"
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
@@ -182,7 +194,7 @@ run_one() {
     tdp_key=$(sed -n 's/^tdp authority public key \([1-9A-HJ-NP-Za-km-z]*\).*/\1/p' "$dir/simnet.out" | head -n1)
     taskset -c "$LOAD_CPU" timeout --signal=TERM 900 "$stratumlab" pool --sv2-listen 127.0.0.1:0 \
         --tp "$tdp" --tp-authority-key "$tdp_key" --payout-address "$PAYOUT" \
-        --shares-per-minute "$UPSTREAM_SPM" --durability off --store "$dir/pool.sqlite" \
+        --shares-per-minute "$POOL_SPM" --sv2-max-channels "$DEVICES" --durability off --store "$dir/pool.sqlite" \
         --events "$dir/pool.ev" >"$dir/pool.out" 2>"$dir/pool.err" &
     local pool_pid=$!
     pids+=("$pool_pid")
@@ -216,7 +228,8 @@ run_one() {
             --listen 127.0.0.1:0 --upstream "$pool_addr" --upstream-authority-key "$pool_key" \
             --user-identity "bench-$label" --device-hash-rate "$PER_DEVICE" \
             --start-difficulty "$DIFFICULTY" --min-difficulty "$MIN_DIFFICULTY" \
-            --shares-per-minute "$SPM" >"$dir/translator.out" 2>"$dir/translator.err" &
+            --shares-per-minute "$SPM" --channels "$CHANNELS" \
+            >"$dir/translator.out" 2>"$dir/translator.err" &
         pids+=($!)
         translator_pid=$(measured_child $! "$(basename "$stratumlab")")
         sv1_addr() { sed -n 's/^sv1 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/translator.out" | head -n1; }
@@ -230,8 +243,9 @@ run_one() {
         local port
         port=$(free_port)
         # Aggregated: every device on one extended channel, 2 bytes of per-miner index above the
-        # devices' 2 bytes of extranonce2 (4 in all: what our pool lets a channel roll). No
-        # monitoring server, no telemetry scan, no extensions.
+        # devices' 2 bytes of extranonce2 (4 in all: what our pool lets a channel roll); or a
+        # channel per device (BENCH_CHANNELS). No monitoring server, no telemetry scan, no
+        # extensions.
         cat >"$dir/translator.toml" <<EOF
 downstream_address = "127.0.0.1"
 downstream_port = $port
@@ -239,7 +253,7 @@ max_supported_version = 2
 min_supported_version = 2
 downstream_extranonce2_size = 2
 verify_payout = false
-aggregate_channels = true
+aggregate_channels = $AGGREGATE
 supported_extensions = []
 required_extensions = []
 
@@ -427,7 +441,7 @@ EOF
 }
 
 # 3. The runs, one after the other with the same load.
-say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min;" \
+say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min, $CHANNELS channels;" \
     "warm-up $WARMUP, window $WINDOW; translator on core $TRANSLATOR_CPU, the rest on core $LOAD_CPU"
 for rep in $(seq "${BENCH_REPEAT:-1}"); do
     suffix=$([ "$rep" = 1 ] || echo "#$rep")
