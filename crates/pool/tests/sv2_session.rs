@@ -12,7 +12,7 @@ use sv2::messages::common::{mining_flags, SetupConnection};
 use sv2::messages::mining::{
     CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
     OpenExtendedMiningChannelSuccess, OpenStandardMiningChannel, OpenStandardMiningChannelSuccess,
-    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard,
+    SetNewPrevHash, SetTarget, SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard,
     SubmitSharesSuccess, UpdateChannel,
 };
 use sv2::messages::{Common, Mining};
@@ -459,6 +459,24 @@ fn extended_channels_roll_their_own_extranonce() {
     assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
 }
 
+/// `UpdateChannel` declaring `rate` on `channel_id`, answered by one `SetTarget`.
+fn declare_hash_rate(s: &mut Session, channel_id: u32, rate: f32) -> SetTarget {
+    s.on_message(
+        UpdateChannel {
+            channel_id,
+            nominal_hash_rate: rate,
+            maximum_target: any_target(),
+        }
+        .into(),
+        T0,
+    );
+    let out = s.take_output();
+    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
+        panic!("{out:?}");
+    };
+    t.clone()
+}
+
 #[test]
 fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     let lab = Lab::serving(LabConfig::pool(), tip(5), HARD_BITS);
@@ -472,19 +490,7 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     assert!(Difficulty::from_target(ok.target) >= diff(-4));
     let m = StdMiner::open(&mut s);
     // Declaring a hash rate sets the difficulty that gives the vardiff's share rate.
-    s.on_message(
-        UpdateChannel {
-            channel_id: m.channel_id,
-            nominal_hash_rate: 1e12,
-            maximum_target: any_target(),
-        }
-        .into(),
-        T0,
-    );
-    let out = s.take_output();
-    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
-        panic!("{out:?}");
-    };
+    let t = declare_hash_rate(&mut s, m.channel_id, 1e12);
     assert_eq!(t.channel_id, m.channel_id);
     // 1 TH/s at 15 shares a minute: 4 s a share, difficulty 4e12 / 2^32 (about 931).
     let d = Difficulty::from_target(t.maximum_target).as_f64();
@@ -530,19 +536,11 @@ fn a_harder_set_target_leaves_the_active_jobs_target_as_it_was_sent() {
     let sent_with = m.target;
     // A hash rate calling for 16 times the start difficulty (15 shares a minute: 4 s a share).
     let start = Difficulty::from_target(sent_with).as_f64();
-    s.on_message(
-        UpdateChannel {
-            channel_id: m.channel_id,
-            nominal_hash_rate: (16.0 * start * 4_294_967_296.0 / 4.0) as f32,
-            maximum_target: any_target(),
-        }
-        .into(),
-        T0,
+    let t = declare_hash_rate(
+        &mut s,
+        m.channel_id,
+        (16.0 * start * 4_294_967_296.0 / 4.0) as f32,
     );
-    let out = s.take_output();
-    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
-        panic!("{out:?}");
-    };
     let harder = t.maximum_target;
     assert!(Difficulty::from_target(harder) > Difficulty::from_target(sent_with));
     // Well past any grace period a pool may keep for the old target.

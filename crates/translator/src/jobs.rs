@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use primitives::{CompactTarget, Hash256};
+use primitives::{CompactTarget, Hash256, Target};
 use sv1::write::{notify, NotifyFields};
 
 use crate::upstream::{ExtendedJob, Work};
@@ -28,6 +28,8 @@ pub struct Sv1Job {
     /// stale.
     pub epoch: u64,
     pub clean: bool,
+    /// The upstream channel's share target when the job became active.
+    pub upstream_target: Target,
     /// The `mining.notify` line under `id`, newline included.
     pub notify: Arc<[u8]>,
 }
@@ -133,6 +135,7 @@ impl JobBook {
             ntime: work.ntime,
             epoch: self.epoch,
             clean: work.clean,
+            upstream_target: work.target,
             notify: Arc::from(&[][..]),
         };
         let mut line = Vec::with_capacity(
