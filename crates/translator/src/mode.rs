@@ -42,6 +42,13 @@ pub enum Reach {
     Everyone,
 }
 
+/// Which devices a tick may have given something to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ticked {
+    Everyone,
+    These(Vec<DeviceId>),
+}
+
 /// The upstream channels at one moment, for the status page: counts now, counts since start,
 /// and the spread of the channels' share targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -103,7 +110,7 @@ pub trait Mode {
 
     fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome>;
 
-    fn on_tick(&mut self, now: Millis);
+    fn on_tick(&mut self, now: Millis) -> Ticked;
 
     fn poll_upstream(&mut self) -> Option<Self::Out>;
 
@@ -170,8 +177,9 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         Translator::device_line(self, id, line, now)
     }
 
-    fn on_tick(&mut self, now: Millis) {
+    fn on_tick(&mut self, now: Millis) -> Ticked {
         Translator::on_tick(self, now);
+        Ticked::Everyone
     }
 
     fn poll_upstream(&mut self) -> Option<U::Out> {

@@ -37,7 +37,7 @@ use sv2::messages::Mining;
 
 use crate::config::{ChannelMode, TranslatorConfig};
 use crate::downstream::{Device, LineOutcome};
-use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged};
+use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged, Ticked};
 use crate::translator::{Event, Translator};
 use crate::upstream::{UpstreamChannel, UpstreamError};
 use crate::DeviceId;
@@ -54,6 +54,13 @@ pub const REASON_SILENT: &str = "no word from the pool since the channel request
 /// How long a channel request waits unless told otherwise ([`Mode::set_open_timeout`]): the
 /// shell's default open timeout.
 pub const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Devices are ticked in this many rounds, one round a call, so each is ticked every few
+/// seconds: often enough for what a tick does (vardiff steps a quiet device down over tens of
+/// seconds; a channel's rate is re-announced on a change). A tick that walked every device's
+/// translator at once would hold every device's shares behind it, longer the larger the farm:
+/// with 1000 devices about 2 ms each second, 16 ms when vardiff retargeted them all together.
+pub const TICK_ROUNDS: u64 = 4;
 
 /// One device and its channel.
 struct Slot {
@@ -115,6 +122,8 @@ pub struct PerDevice {
     /// The connection's silence was reported (once per connection).
     silence_reported: bool,
     open_timeout_ms: u64,
+    /// Counts ticks: which round of devices is ticked next.
+    tick_round: u64,
     timed_out: u64,
     refused: u64,
     closed_by_pool: u64,
@@ -140,6 +149,7 @@ impl PerDevice {
             abandoned: HashMap::new(),
             silence_reported: false,
             open_timeout_ms: DEFAULT_OPEN_TIMEOUT.as_millis() as u64,
+            tick_round: 0,
             timed_out: 0,
             refused: 0,
             closed_by_pool: 0,
@@ -319,7 +329,7 @@ impl PerDevice {
 
     /// Requests past the open timeout: given up one by one while the pool is heard from,
     /// the connection's fault (reported once) while it is not.
-    fn time_out_requests(&mut self, now: Millis) {
+    fn time_out_requests(&mut self, now: Millis, touched: &mut Vec<DeviceId>) {
         if self.opening.is_empty() {
             // The usual case: no walk over every device.
             return;
@@ -334,6 +344,7 @@ impl PerDevice {
         for (id, asked) in overdue {
             if self.last_heard.is_some_and(|heard| heard >= asked) {
                 self.give_up(id, now.since(asked));
+                touched.push(id);
             } else if !self.silence_reported {
                 self.silence_reported = true;
                 tracing::warn!(
@@ -595,16 +606,24 @@ impl Mode for PerDevice {
         outcome
     }
 
-    fn on_tick(&mut self, now: Millis) {
-        let ids: Vec<DeviceId> = self.slots.keys().copied().collect();
-        for id in ids {
+    fn on_tick(&mut self, now: Millis) -> Ticked {
+        let round = self.tick_round % TICK_ROUNDS;
+        self.tick_round = self.tick_round.wrapping_add(1);
+        let mut ids: Vec<DeviceId> = self
+            .slots
+            .keys()
+            .copied()
+            .filter(|id| id.0 % TICK_ROUNDS == round)
+            .collect();
+        for &id in &ids {
             if let Some(slot) = self.slots.get_mut(&id) {
                 let before = slot.core.upstream().channel_id();
                 slot.core.on_tick(now);
                 self.collect(id, before);
             }
         }
-        self.time_out_requests(now);
+        self.time_out_requests(now, &mut ids);
+        Ticked::These(ids)
     }
 
     fn poll_upstream(&mut self) -> Option<Mining> {
@@ -620,6 +639,10 @@ impl Mode for PerDevice {
     }
 
     fn oldest_in_flight(&self) -> Option<Millis> {
+        if self.in_flight == 0 {
+            // The usual case: no walk over every device.
+            return None;
+        }
         let live = self
             .slots
             .values()

@@ -19,7 +19,7 @@ use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
 use translator::{
     ChannelMode, Close, DeviceId, Event, LineOutcome, Millis, Mode, PerDevice, Reach, Scope,
-    Tagged, TranslatorConfig,
+    Tagged, Ticked, TranslatorConfig,
 };
 
 /// Bytes our pool fixes per channel, and bytes it lets the channel roll.
@@ -726,6 +726,25 @@ fn each_channel_keeps_its_devices_rate_until_vardiff_measures_it() {
     assert!(f.pool.updates.is_empty(), "{:?}", f.pool.updates);
     assert_eq!(f.t.nominal_hash_rate(), 2e6, "the sum over channels");
     let _ = (f.a, f.b, f.ch_a, f.ch_b, &f.job_a, &f.ma);
+}
+
+/// A tick walks one round of the devices, not all of them: the rounds are disjoint, and
+/// every device is ticked once in `TICK_ROUNDS` ticks.
+#[test]
+fn ticks_walk_the_devices_in_rounds() {
+    let mut t = PerDevice::new(config());
+    let devices: Vec<DeviceId> = (0..10).map(|_| t.device_connected(Millis(0))).collect();
+    let mut seen = HashMap::new();
+    for n in 0..translator::per_device::TICK_ROUNDS {
+        let Ticked::These(ids) = t.on_tick(Millis(1_000 * (n + 1))) else {
+            panic!("per-device ticks name their devices");
+        };
+        assert!(ids.len() <= 3, "a round of 10 devices in 4: {ids:?}");
+        for id in ids {
+            assert_eq!(seen.insert(id, n), None, "{id:?} ticked twice");
+        }
+    }
+    assert_eq!(seen.len(), devices.len());
 }
 
 /// How long the tests let a channel request wait.

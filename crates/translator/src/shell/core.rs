@@ -21,7 +21,7 @@ use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::shares::UpstreamVerdict;
-use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged};
+use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged, Ticked};
 
 /// The upstream connection in use.
 struct Live<T> {
@@ -196,8 +196,14 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
 
     fn on_tick(&mut self) {
         let now = self.now();
-        self.translator.on_tick(now);
-        self.flush_all();
+        match self.translator.on_tick(now) {
+            Ticked::Everyone => self.flush_all(),
+            Ticked::These(ids) => {
+                for id in ids {
+                    self.flush(id);
+                }
+            }
+        }
         self.net.report(&self.events);
         // Once a tick: it is a sum over every device.
         self.stats
