@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use primitives::{CompactTarget, Hash256, Target};
+use primitives::{CompactTarget, Hash256};
 use sv1::write::{notify, NotifyFields};
 
 use crate::upstream::{ExtendedJob, Work};
@@ -28,8 +28,6 @@ pub struct Sv1Job {
     /// stale.
     pub epoch: u64,
     pub clean: bool,
-    /// The upstream channel's share target when the job became active.
-    pub upstream_target: Target,
     /// The `mining.notify` line under `id`, newline included.
     pub notify: Arc<[u8]>,
 }
@@ -135,7 +133,6 @@ impl JobBook {
             ntime: work.ntime,
             epoch: self.epoch,
             clean: work.clean,
-            upstream_target: work.target,
             notify: Arc::from(&[][..]),
         };
         let mut line = Vec::with_capacity(

@@ -66,14 +66,13 @@ impl LocalShare {
         &self.extranonce[..self.extranonce_len as usize]
     }
 
-    /// Whether the upstream channel wants it: it is a block, or it meets both the target its
-    /// job went out with and the channel's current one. Pools read a change of target two
-    /// ways: SV2's spec keeps an active job's target as it was (5.3.21; SV1 pools likewise
-    /// apply `mining.set_difficulty` from the next job), many pools apply it at once. A share
-    /// meeting the harder of the two is accepted under either reading.
+    /// Whether the upstream channel wants it: it meets the channel's current target, or it is
+    /// a block. The spec keeps an active job's target as it was sent (5.3.21), but the
+    /// reference pool judges every share by the current one, and ours takes either. Requiring
+    /// both was tried: a pool that opens the channel hard and eases it at once (after
+    /// `UpdateChannel`) then got no share at all until its next job.
     pub fn meets_upstream(&self, current: Target) -> bool {
-        self.block
-            || (current.is_met_by(&self.hash.0) && self.job.upstream_target.is_met_by(&self.hash.0))
+        self.block || current.is_met_by(&self.hash.0)
     }
 }
 

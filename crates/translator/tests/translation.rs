@@ -13,7 +13,7 @@ use primitives::{
 };
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
-    SetNewPrevHash, SetTarget, SubmitSharesError, SubmitSharesExtended, SubmitSharesSuccess,
+    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesSuccess,
 };
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
@@ -379,57 +379,6 @@ fn shares_translate_both_ways_with_real_hashes() {
         t.device_line(a, &other, Millis(60)).unwrap(),
         LineOutcome::Refused(sv1::ErrorCode::Unauthorized)
     ));
-}
-
-/// A change of the channel's target: a share goes upstream only if it meets both the target
-/// its job became active under and the current one, which no reading of `SetTarget` rejects.
-#[test]
-fn shares_go_upstream_only_meeting_both_their_jobs_and_the_current_target() {
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
-    handshake(&mut t, a, "farm.a");
-    open(&mut t);
-    first_work(&mut t);
-    let mut m = Miner::default();
-    m.read(&mut t, a);
-    let set_target = |t: &mut Translator, d: f64| {
-        let maximum_target = Difficulty::new(d).unwrap().to_target();
-        t.upstream_message(
-            Mining::SetTarget(SetTarget {
-                channel_id: CHANNEL,
-                maximum_target,
-            }),
-            Millis(0),
-        );
-        maximum_target
-    };
-    let job_target = upstream_target();
-    let mut en = 0u32;
-    let mut forwarded = |t: &mut Translator, m: &Miner, want: &dyn Fn(&Hash256) -> bool| {
-        en += 1;
-        let (submit, _) = m.grind("farm.a", &en.to_be_bytes(), want);
-        let out = t.device_line(a, &submit, Millis(10)).unwrap();
-        assert!(matches!(out, LineOutcome::Accepted(_)), "{out:?}");
-        submits(t).len()
-    };
-
-    // Easier: on the job already active, a share meeting only the new target stays here.
-    let easier = set_target(&mut t, 2f64.powi(-18));
-    let between = |h: &Hash256| easier.is_met_by(&h.0) && !job_target.is_met_by(&h.0);
-    assert_eq!(forwarded(&mut t, &m, &between), 0);
-    assert_eq!(forwarded(&mut t, &m, &|h| job_target.is_met_by(&h.0)), 1);
-    // A job that came after the change goes out under the new target.
-    t.upstream_message(
-        Mining::NewExtendedMiningJob(upstream_job(12, Some(1_700_000_000), 2)),
-        Millis(0),
-    );
-    m.read(&mut t, a);
-    assert_eq!(forwarded(&mut t, &m, &between), 1);
-
-    // Harder: a share meeting only the job's own target stays here too.
-    set_target(&mut t, 2f64.powi(-16));
-    assert_eq!(forwarded(&mut t, &m, &between), 0);
-    assert_eq!(forwarded(&mut t, &m, &|h| job_target.is_met_by(&h.0)), 1);
 }
 
 #[test]
