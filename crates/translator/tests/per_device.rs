@@ -361,15 +361,7 @@ fn farm() -> Farm {
 
 #[test]
 fn two_devices_get_two_channels_with_distinct_extranonce_prefixes() {
-    let mut t = PerDevice::new(config());
-    let mut pool = Pool::default();
-    t.upstream_connected(Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
-    line(&mut t, a, SUBSCRIBE);
-    line(&mut t, b, SUBSCRIBE);
-    pool.read(&mut t);
-    let reqs = pool.requests.clone();
+    let (mut t, mut pool, a, b, reqs) = two_asking();
     assert_eq!(reqs.len(), 2);
     assert_ne!(
         reqs[0].request_id, reqs[1].request_id,

@@ -448,6 +448,18 @@ mod tests {
     use crate::mode::ChannelCensus;
     use crate::shares::UpstreamVerdict;
 
+    /// A per-device translator's figures before any device or channel.
+    fn per_device_stats() -> Stats {
+        Stats::new(
+            Instant::now(),
+            0,
+            "127.0.0.1:3333".parse().unwrap(),
+            None,
+            0.0,
+        )
+        .with_mode(ChannelMode::PerDevice)
+    }
+
     fn busy_stats() -> Stats {
         let s = Stats::new(
             Instant::now(),
@@ -531,14 +543,7 @@ mod tests {
         let v = status(&busy_stats().snapshot(), "translator");
         assert_eq!(v["mode"], "aggregated");
         assert_eq!(v["upstream"]["channels_open"], 1);
-        let s = Stats::new(
-            Instant::now(),
-            0,
-            "127.0.0.1:3333".parse().unwrap(),
-            None,
-            0.0,
-        )
-        .with_mode(ChannelMode::PerDevice);
+        let s = per_device_stats();
         let v = status(&s.snapshot(), "translator");
         assert_eq!(v["mode"], "per-device");
         assert_eq!(
@@ -575,14 +580,7 @@ mod tests {
 
     #[test]
     fn status_and_metrics_describe_per_device_channels() {
-        let s = Stats::new(
-            Instant::now(),
-            0,
-            "127.0.0.1:3333".parse().unwrap(),
-            None,
-            0.0,
-        )
-        .with_mode(ChannelMode::PerDevice);
+        let s = per_device_stats();
         let v = status(&s.snapshot(), "translator");
         let c = &v["upstream"]["channels"];
         assert_eq!(
