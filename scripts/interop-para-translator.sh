@@ -178,10 +178,20 @@ for e in events("translator"):
     elif e["kind"] == "share_result" and e.get("perspective") == "received":
         answered.add(e["seq"])
         acked += e["verdict"] == "accepted"
-# para prints the shares it found as a JSON array when it stops; nonces as 8 hex digits.
+# para prints the shares it found as a JSON array when it stops; nonces as 8 hex digits. Its
+# log lines may come after the array (CI once saw "Extra data"), and may begin with "[" too: the
+# array is the last line-initial "[" that decodes to a list, whatever follows it.
 text = open(f"{work}/para.txt").read()
-start = text.rfind("\n[")
-para = json.loads(text[start:]) if start >= 0 else []
+para, end = [], len(text)
+while (start := text.rfind("\n[", 0, end)) >= 0:
+    try:
+        found, _ = json.JSONDecoder().raw_decode(text, start + 1)
+    except ValueError:
+        found = None
+    if isinstance(found, list):
+        para = found
+        break
+    end = start
 para_nonces = {int(s["nonce"], 16) for s in para}
 bad = sum(n for r, n in rejected.items() if r != "stale")
 print(len(accepted), bad, len(channels), len(sent), acked, len(sent - answered),
