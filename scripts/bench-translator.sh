@@ -36,6 +36,12 @@
 #     and answered at once) pinned where the translator runs, the same devices and load. Its
 #     latency on the wire is what this machine costs anything that answers shares (waking an
 #     idle core, loopback); the ratios are also given above it (translator - floor);
+#   - job fan-out: for each template the pool made in the window, from the pool's first
+#     job_sent of it to the last device's first job_received of it (the fleet reads the
+#     template's fingerprint off the coinbase), counted when every device received it; the
+#     slowest in the window is reported. It holds the upstream hop, the translator's fan-out
+#     and socket writes, and the fleet reading every notify on the load's core (the same for
+#     both translators);
 #   - CPU-microseconds per share: the translator's utime + stime (/proc/PID/stat, every thread)
 #     over the window / the verdicts the devices received in the window;
 #   - RSS per downstream device: (VmRSS at the end of the window, N devices connected - VmRSS
@@ -66,6 +72,8 @@
 #   BENCH_WARMUP, BENCH_WINDOW   override the warm-up and the window (`20s`)
 #   BENCH_CPUS="1 0"       the core for the translator and the core for everything else
 #   BENCH_WIRE=0           no capture on the wire
+#   BENCH_ROWS="ours floor"   the rows to run, of floor, ours, translator_sv2 and
+#                          translator_sv2-warn [default: all; BENCH_QUICK=1: no translator_sv2-warn]
 #   BENCH_REPEAT=N         N repetitions of every row, alternating which translator goes first;
 #                          ratios within each, then their median [default: 1]
 #   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
@@ -100,6 +108,17 @@ case "$CHANNELS" in
     *) echo "BENCH_CHANNELS: aggregated or per-device, not $CHANNELS" >&2; exit 2 ;;
 esac
 read -r TRANSLATOR_CPU LOAD_CPU <<<"${BENCH_CPUS:-1 0}"
+if [ "$QUICK" = 1 ]; then
+    ROWS=${BENCH_ROWS:-floor ours translator_sv2}
+else
+    ROWS=${BENCH_ROWS:-floor ours translator_sv2 translator_sv2-warn}
+fi
+for r in $ROWS; do
+    case "$r" in
+        floor | ours | translator_sv2 | translator_sv2-warn) ;;
+        *) echo "BENCH_ROWS: floor, ours, translator_sv2 or translator_sv2-warn, not $r" >&2; exit 2 ;;
+    esac
+done
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -368,10 +387,22 @@ for line in open(f"{d}/pool.jsonl"):
         if t0 <= e["ts_ns"] < t1:
             upstream_in_window += 1
             upstream_accepted += e["verdict"] == "accepted"
+# Job fan-out, for each template the pool made in the window: from the pool's first job_sent
+# of it to the last device's first job_received of it (matched by the template's fingerprint,
+# which the fleet reads off the coinbase), when every device received it.
+made = {}  # template id -> fingerprint
+first_sent = {}  # template id -> ts of the pool's first job_sent for it
+for line in open(f"{d}/pool.jsonl"):
+    e = json.loads(line)
+    if e.get("kind") == "template_created" and e.get("fingerprint"):
+        made[e["template_id"]] = e["fingerprint"]
+    elif e.get("kind") == "job_sent" and e.get("template_id") is not None:
+        first_sent.setdefault(e["template_id"], e["ts_ns"])
 sent = {}
 answered = accepted = rejected = 0
 lat = {"all": [], "local": [], "fwd": []}
 results = []
+received = {}  # fingerprint -> device -> first ts
 for line in open(f"{d}/fleet.jsonl"):
     e = json.loads(line)
     k = e.get("kind")
@@ -379,6 +410,9 @@ for line in open(f"{d}/fleet.jsonl"):
         sent[(e["device"], e["seq"])] = (e["ts_ns"], e["nonce"])
     elif k == "share_result" and e.get("perspective") == "received":
         results.append(e)
+    elif k == "job_received" and e.get("fingerprint"):
+        got = received.setdefault(e["fingerprint"], {})
+        got.setdefault(e["device"], e["ts_ns"])
 for e in results:
     ts = e["ts_ns"]
     ok = e["verdict"] == "accepted"
@@ -398,13 +432,18 @@ try:
 except (OSError, ValueError):
     wj = None
 if wj:
-    for ms, nonce, ok in wj["samples"]:
+    for ms, nonce, ok, *_ in wj["samples"]:
         if ok:
             wire["all"].append(ms)
             wire["fwd" if nonce in upstream else "local"].append(ms)
 def q(v, p):
     v.sort()
     return v[min(len(v) - 1, int(p * len(v)))] if v else None
+fanout = []
+for tid, ts in first_sent.items():
+    got = received.get(made.get(tid), {})
+    if t0 <= ts < t1 and len(got) == devices:
+        fanout.append((max(got.values()) - ts) / 1e6)
 secs = (t1 - t0) / 1e9
 row = {
     "label": label, "kind": kind, "devices": devices, "offered_per_s": offered, "window_s": secs,
@@ -430,6 +469,10 @@ for name, v in wire.items():
     row[f"wire_{name}_p50_ms"] = q(v, 0.50)
     row[f"wire_{name}_p99_ms"] = q(v, 0.99)
 row["wire_drops"] = wj["drops"] if wj else None
+# Through the translator only: the floor pool makes its own jobs.
+row["fanout_n"] = len(fanout)
+row["fanout_p50_ms"] = q(fanout, 0.50) if kind != "floor" else None
+row["fanout_max_ms"] = max(fanout) if fanout and kind != "floor" else None
 row["wire_unmatched"] = wj["unmatched"] if wj else None
 print(json.dumps(row))
 EOF
@@ -443,18 +486,19 @@ EOF
 # 3. The runs, one after the other with the same load.
 say "$DEVICES devices, $SHARES_PER_S shares/s offered, upstream $UPSTREAM_SPM shares/min, $CHANNELS channels;" \
     "warm-up $WARMUP, window $WINDOW; translator on core $TRANSLATOR_CPU, the rest on core $LOAD_CPU"
+wants() { [[ " $ROWS " == *" $1 "* ]]; }
 for rep in $(seq "${BENCH_REPEAT:-1}"); do
     suffix=$([ "$rep" = 1 ] || echo "#$rep")
-    [ "${BENCH_WIRE:-1}" = 1 ] && run_one "floor$suffix" floor
+    [ "${BENCH_WIRE:-1}" = 1 ] && wants floor && run_one "floor$suffix" floor
     # Alternating which translator goes first, so that a drifting machine favours neither.
     if [ $((rep % 2)) = 1 ]; then
-        run_one "ours$suffix" ours
-        run_one "translator_sv2$suffix" translator_sv2
+        ! wants ours || run_one "ours$suffix" ours
+        ! wants translator_sv2 || run_one "translator_sv2$suffix" translator_sv2
     else
-        run_one "translator_sv2$suffix" translator_sv2
-        run_one "ours$suffix" ours
+        ! wants translator_sv2 || run_one "translator_sv2$suffix" translator_sv2
+        ! wants ours || run_one "ours$suffix" ours
     fi
-    [ "$QUICK" = 1 ] || run_one "translator_sv2-warn$suffix" translator_sv2 RUST_LOG=warn
+    ! wants translator_sv2-warn || run_one "translator_sv2-warn$suffix" translator_sv2 RUST_LOG=warn
 done
 
 # 4. The table and the ratios.
@@ -465,7 +509,7 @@ f = lambda v, spec: "-" if v is None else format(v, spec)
 print()
 print(f"{'translator':<20} {'answered/s':>10} {'rej':>4} {'upstream/s':>10} "
       f"{'p50 ms':>7} {'p99 ms':>7} {'local p50':>9} {'local p99':>9} {'fwd p50':>8} {'fwd p99':>8} {'fwd n':>6} "
-      f"{'CPU-us/share':>12} {'CPU%':>6} {'KiB/device':>10} {'RSS0 MiB':>8} {'gen CPU%':>8} {'others%':>7} {'load':>5}  note")
+      f"{'CPU-us/share':>12} {'CPU%':>6} {'KiB/device':>10} {'RSS0 MiB':>8} {'fan-out ms':>10} {'gen CPU%':>8} {'others%':>7} {'load':>5}  note")
 for r in rows:
     note = "generator-bound" if r["fleet_cpu_pct"] >= 90 else (
         "translator-bound" if r["translator_cpu_pct"] >= 95 else (
@@ -476,7 +520,7 @@ for r in rows:
           f"{f(r['local_p50_ms'], '.3f'):>9} {f(r['local_p99_ms'], '.3f'):>9} "
           f"{f(r['fwd_p50_ms'], '.3f'):>8} {f(r['fwd_p99_ms'], '.3f'):>8} {r['fwd_n']:>6} "
           f"{f(r['cpu_us_per_share'], '.1f'):>12} {r['translator_cpu_pct']:>6.1f} {r['rss_per_device_kib']:>10.1f} "
-          f"{r['rss0_kib'] / 1024:>8.1f} {r['fleet_cpu_pct']:>8.1f} {r['others_pct']:>7.1f} {r['loadavg_1m']:>5.1f}  {note}")
+          f"{r['rss0_kib'] / 1024:>8.1f} {f(r.get('fanout_max_ms'), '.1f'):>10} {r['fleet_cpu_pct']:>8.1f} {r['others_pct']:>7.1f} {r['loadavg_1m']:>5.1f}  {note}")
 print()
 print(f"{'on the wire':<20} {'n':>7} {'p50 ms':>7} {'p99 ms':>7} {'local p50':>9} {'local p99':>9} "
       f"{'fwd p50':>8} {'fwd p99':>8} {'drops':>6} {'unmatched':>9}")
@@ -491,6 +535,8 @@ print("(on the wire: at the translator's SV1 port, submit packet -> answer packe
 print("(latency: device share_sent -> share_result over loopback, accepted shares sent in the window;"
       " local: answered below the pool's target, fwd: the pool judged the same nonce;"
       " KiB/device: (RSS with the devices - RSS before them) / devices;"
+      " fan-out: the slowest, over the window's templates, from the pool sending the job to the last"
+      " device receiving it;"
       " others%: other processes on the translator's core)")
 print()
 # Rows of one repetition share a suffix (#2, #3...); ratios are taken within a repetition (the
@@ -505,14 +551,20 @@ def above(r, floor, key):
     return r[key] - floor[key]
 def q(a, b):
     return None if a is None or not b else a / b
+def q_above(ours, o, floor, key):
+    # Added latency, ours / theirs. Below the floor counts as nothing added; when theirs is at
+    # or below the floor there is nothing to divide by (the floor's window was the noisier).
+    a, b = above(ours, floor, key), above(o, floor, key)
+    return None if a is None or b is None or b <= 0 else max(a, 0.0) / b
 pooled = {}
 for rep, by in reps.items():
     ours, floor = by.get("ours"), by.get("floor")
     if floor and ours:
-        print(f"repetition {rep}, above the floor on the wire (the floor pool's p50 "
-              f"{f(floor.get('wire_all_p50_ms'), '.3f')} ms subtracted): "
-              + ", ".join(f"{n} {f(above(r, floor, 'wire_all_p50_ms'), '.3f')} ms"
-                          for n, r in by.items() if n != "floor"))
+        for pct in ("p50", "p99"):
+            print(f"repetition {rep}, {pct} above the floor on the wire (the floor pool's {pct} "
+                  f"{f(floor.get(f'wire_all_{pct}_ms'), '.3f')} ms subtracted): "
+                  + ", ".join(f"{n} {f(above(r, floor, f'wire_all_{pct}_ms'), '.3f')} ms"
+                              for n, r in by.items() if n != "floor"))
     for other in ("translator_sv2", "translator_sv2-warn"):
         o = by.get(other)
         if not ours or not o:
@@ -523,9 +575,10 @@ for rep, by in reps.items():
             "p99": q(ours["all_p99_ms"], o["all_p99_ms"]),
             "wire p50": q(ours.get("wire_all_p50_ms"), o.get("wire_all_p50_ms")),
             "wire p99": q(ours.get("wire_all_p99_ms"), o.get("wire_all_p99_ms")),
-            "wire p50 above the floor": q(above(ours, floor, "wire_all_p50_ms"),
-                                          above(o, floor, "wire_all_p50_ms")),
+            "wire p50 above the floor": q_above(ours, o, floor, "wire_all_p50_ms"),
+            "wire p99 above the floor": q_above(ours, o, floor, "wire_all_p99_ms"),
             "CPU per share": q(ours["cpu_us_per_share"], o["cpu_us_per_share"]),
+            "job fan-out": q(ours.get("fanout_max_ms"), o.get("fanout_max_ms")),
             "memory per device": q(ours["rss_per_device_kib"], o["rss_per_device_kib"]),
         }
         for k, v in got.items():

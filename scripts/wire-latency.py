@@ -116,7 +116,7 @@ def main():
                     if sent is None:
                         unmatched += 1
                         continue
-                    samples.append([(ts - sent[0]) / 1e6, sent[1], m.get("result") is True])
+                    samples.append([(ts - sent[0]) / 1e6, sent[1], m.get("result") is True, sent[0]])
     drops = struct.unpack("II", s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8))[1]
     print(json.dumps({"samples": samples, "packets": packets, "drops": drops,
                       "unmatched": unmatched, "bad_lines": bad}))
