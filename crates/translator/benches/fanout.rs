@@ -43,7 +43,7 @@ use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannelSuccess, SetNewPrevHash,
 };
 use sv2::messages::Mining;
-use translator::{Device, DeviceId, Event, Millis, Translator, TranslatorConfig};
+use translator::{Device, DeviceId, Event, Millis, Mode, Ticked, Translator, TranslatorConfig};
 
 const DEVICES: usize = 10_000;
 const CHANNEL: u32 = 1;
@@ -227,6 +227,27 @@ impl Rig {
     }
 }
 
+impl Rig {
+    /// One clock tick as the shell takes it: the translator's tick, then every device it names
+    /// checked for bytes and drained (all of them for [`Ticked::Everyone`]).
+    fn tick(&mut self) -> Duration {
+        self.now += 1_000;
+        let now = Millis(self.now);
+        let t0 = Instant::now();
+        let written = match Mode::on_tick(&mut self.translator, now) {
+            Ticked::Everyone => self.drain_all(),
+            Ticked::These(ids) => ids
+                .iter()
+                .map(|id| drain(self.translator.device_mut(*id).expect("connected")))
+                .sum(),
+        };
+        black_box(written);
+        let elapsed = t0.elapsed();
+        while self.translator.poll_event().is_some() {}
+        elapsed
+    }
+}
+
 fn floor_ns() -> f64 {
     let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
     let mut state = [
@@ -271,6 +292,10 @@ fn benches(c: &mut Criterion, rig: &mut Rig) {
     });
     g.bench_function("block/10k", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| rig.timed(true)).sum())
+    });
+    // Not a fan-out, but what holds every device's shares once a second at this size.
+    g.bench_function("tick/10k", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| rig.tick()).sum())
     });
     g.finish();
 }
