@@ -43,7 +43,7 @@ use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannelSuccess, SetNewPrevHash,
 };
 use sv2::messages::Mining;
-use translator::{Device, DeviceId, Event, Millis, Mode, Ticked, Translator, TranslatorConfig};
+use translator::{Device, DeviceId, Event, Millis, Mode, Translator, TranslatorConfig};
 
 const DEVICES: usize = 10_000;
 const CHANNEL: u32 = 1;
@@ -229,18 +229,15 @@ impl Rig {
 
 impl Rig {
     /// One clock tick as the shell takes it: the translator's tick, then every device it names
-    /// checked for bytes and drained (all of them for [`Ticked::Everyone`]).
+    /// checked for bytes and drained.
     fn tick(&mut self) -> Duration {
         self.now += 1_000;
         let now = Millis(self.now);
         let t0 = Instant::now();
-        let written = match Mode::on_tick(&mut self.translator, now) {
-            Ticked::Everyone => self.drain_all(),
-            Ticked::These(ids) => ids
-                .iter()
-                .map(|id| drain(self.translator.device_mut(*id).expect("connected")))
-                .sum(),
-        };
+        let written: usize = Mode::on_tick(&mut self.translator, now)
+            .iter()
+            .map(|id| drain(self.translator.device_mut(*id).expect("connected")))
+            .sum();
         black_box(written);
         let elapsed = t0.elapsed();
         while self.translator.poll_event().is_some() {}

@@ -34,7 +34,7 @@ pub mod upstream;
 
 pub use config::{ChannelMode, TranslatorConfig};
 pub use downstream::{Close, Device, LineOutcome};
-pub use mode::{Mode, Reach, Scope, Tagged, Ticked};
+pub use mode::{Mode, Reach, Scope, Tagged, TICK_ROUNDS};
 pub use per_device::PerDevice;
 pub use pool::Millis;
 pub use translator::{Event, Translator};

@@ -37,7 +37,7 @@ use sv2::messages::Mining;
 
 use crate::config::{ChannelMode, TranslatorConfig};
 use crate::downstream::{Device, LineOutcome};
-use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged, Ticked};
+use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged, TICK_ROUNDS};
 use crate::translator::{Event, Translator};
 use crate::upstream::{UpstreamChannel, UpstreamError};
 use crate::DeviceId;
@@ -54,13 +54,6 @@ pub const REASON_SILENT: &str = "no word from the pool since the channel request
 /// How long a channel request waits unless told otherwise ([`Mode::set_open_timeout`]): the
 /// shell's default open timeout.
 pub const DEFAULT_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Devices are ticked in this many rounds, one round a call, so each is ticked every few
-/// seconds: often enough for what a tick does (vardiff steps a quiet device down over tens of
-/// seconds; a channel's rate is re-announced on a change). A tick that walked every device's
-/// translator at once would hold every device's shares behind it, longer the larger the farm:
-/// with 1000 devices about 2 ms each second, 16 ms when vardiff retargeted them all together.
-pub const TICK_ROUNDS: u64 = 4;
 
 /// One device and its channel.
 struct Slot {
@@ -606,7 +599,7 @@ impl Mode for PerDevice {
         outcome
     }
 
-    fn on_tick(&mut self, now: Millis) -> Ticked {
+    fn on_tick(&mut self, now: Millis) -> Vec<DeviceId> {
         let round = self.tick_round % TICK_ROUNDS;
         self.tick_round = self.tick_round.wrapping_add(1);
         let mut ids: Vec<DeviceId> = self
@@ -623,7 +616,7 @@ impl Mode for PerDevice {
             }
         }
         self.time_out_requests(now, &mut ids);
-        Ticked::These(ids)
+        ids
     }
 
     fn poll_upstream(&mut self) -> Option<Mining> {

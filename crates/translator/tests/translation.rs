@@ -1,7 +1,7 @@
 //! The translator's core driven without sockets: an SV2 upstream played by the test, SV1
 //! devices played by the test, real SHA-256d shares ground at easy targets.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use pool::channel::Reject;
 use pool::vardiff::VardiffConfig;
@@ -17,7 +17,9 @@ use sv2::messages::mining::{
 };
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
-use translator::{DeviceId, Event, LineOutcome, Millis, Translator, TranslatorConfig};
+use translator::{
+    DeviceId, Event, LineOutcome, Millis, Mode, Translator, TranslatorConfig, TICK_ROUNDS,
+};
 
 const CHANNEL: u32 = 3;
 const PREFIX: [u8; 4] = [0xab, 0xcd, 0x00, 0x01];
@@ -782,4 +784,50 @@ fn a_channel_opened_before_any_device_claims_a_positive_zero() {
     // reference pool refuses the channel for it.
     assert_eq!(o.nominal_hash_rate, 0.0);
     assert!(o.nominal_hash_rate.is_sign_positive());
+}
+
+/// A tick walks one round of the devices: quiet devices are stepped down by vardiff on their
+/// own round's tick only, each once in `TICK_ROUNDS` ticks, and the tick names them.
+#[test]
+fn ticks_walk_the_devices_in_rounds() {
+    let live = VardiffConfig {
+        min: Difficulty::new(2f64.powi(-30)).unwrap(),
+        max: device_difficulty(),
+        ..VardiffConfig::default()
+    };
+    let mut t = Translator::new(
+        TranslatorConfig {
+            vardiff: live,
+            ..config()
+        },
+        Millis(0),
+    );
+    open(&mut t);
+    let ids: Vec<DeviceId> = (0..10).map(|_| t.device_connected(Millis(0))).collect();
+    for (i, &id) in ids.iter().enumerate() {
+        handshake(&mut t, id, &format!("farm.{i}"));
+    }
+    first_work(&mut t);
+    let mut miners: HashMap<DeviceId, Miner> =
+        ids.iter().map(|&id| (id, Miner::default())).collect();
+    for (&id, m) in miners.iter_mut() {
+        m.read(&mut t, id);
+        assert_eq!(m.difficulty, Some(device_difficulty().as_f64()));
+    }
+    // Long after: no device sent a share, so each is due a lower difficulty.
+    let start = 10 * live.retarget_interval_ms;
+    let mut stepped: HashMap<DeviceId, u64> = HashMap::new();
+    for n in 0..TICK_ROUNDS {
+        let named = Mode::on_tick(&mut t, Millis(start + 1_000 * n));
+        assert!(named.len() <= 3, "a round of 10 devices in 4: {named:?}");
+        for (&id, m) in miners.iter_mut() {
+            let before = m.difficulty;
+            m.read(&mut t, id);
+            if m.difficulty != before {
+                assert!(named.contains(&id), "{id:?} stepped down but not named");
+                assert_eq!(stepped.insert(id, n), None, "{id:?} stepped down twice");
+            }
+        }
+    }
+    assert_eq!(stepped.len(), ids.len(), "every device once: {stepped:?}");
 }

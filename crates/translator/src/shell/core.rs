@@ -21,7 +21,7 @@ use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::shares::UpstreamVerdict;
-use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged, Ticked};
+use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged};
 
 /// The upstream connection in use.
 struct Live<T> {
@@ -196,13 +196,8 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
 
     fn on_tick(&mut self) {
         let now = self.now();
-        match self.translator.on_tick(now) {
-            Ticked::Everyone => self.flush_all(),
-            Ticked::These(ids) => {
-                for id in ids {
-                    self.flush(id);
-                }
-            }
+        for id in self.translator.on_tick(now) {
+            self.flush(id);
         }
         self.net.report(&self.events);
         // Once a tick: it is a sum over every device.
