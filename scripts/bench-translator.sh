@@ -469,10 +469,9 @@ for name, v in wire.items():
     row[f"wire_{name}_p50_ms"] = q(v, 0.50)
     row[f"wire_{name}_p99_ms"] = q(v, 0.99)
 row["wire_drops"] = wj["drops"] if wj else None
-# Through the translator only: the floor pool makes its own jobs.
+# Through the translator only: the floor pool makes its own jobs, the pool sends none.
 row["fanout_n"] = len(fanout)
-row["fanout_p50_ms"] = q(fanout, 0.50) if kind != "floor" else None
-row["fanout_max_ms"] = max(fanout) if fanout and kind != "floor" else None
+row["fanout_max_ms"] = max(fanout) if fanout else None
 row["wire_unmatched"] = wj["unmatched"] if wj else None
 print(json.dumps(row))
 EOF

@@ -225,9 +225,7 @@ impl Rig {
         while self.translator.poll_event().is_some() {}
         elapsed
     }
-}
 
-impl Rig {
     /// One clock tick as the shell takes it: the translator's tick, then every device it names
     /// checked for bytes and drained.
     fn tick(&mut self) -> Duration {

@@ -50,6 +50,19 @@ pub enum Reach {
 /// job); per device, with 1000 channels, about 2 ms each second and once 16 ms.
 pub const TICK_ROUNDS: u64 = 4;
 
+/// Which round of the devices the next tick walks ([`TICK_ROUNDS`]).
+#[derive(Debug, Default)]
+pub(crate) struct TickRounds(u64);
+
+impl TickRounds {
+    /// Moves on to the next round; whether a device is in it.
+    pub(crate) fn next_round(&mut self) -> impl Fn(DeviceId) -> bool {
+        let round = self.0 % TICK_ROUNDS;
+        self.0 = self.0.wrapping_add(1);
+        move |id| id.0 % TICK_ROUNDS == round
+    }
+}
+
 /// The upstream channels at one moment, for the status page: counts now, counts since start,
 /// and the spread of the channels' share targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

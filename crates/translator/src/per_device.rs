@@ -37,7 +37,7 @@ use sv2::messages::Mining;
 
 use crate::config::{ChannelMode, TranslatorConfig};
 use crate::downstream::{Device, LineOutcome};
-use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged, TICK_ROUNDS};
+use crate::mode::{ChannelCensus, Mode, Reach, Scope, Tagged, TickRounds};
 use crate::translator::{Event, Translator};
 use crate::upstream::{UpstreamChannel, UpstreamError};
 use crate::DeviceId;
@@ -115,8 +115,8 @@ pub struct PerDevice {
     /// The connection's silence was reported (once per connection).
     silence_reported: bool,
     open_timeout_ms: u64,
-    /// Counts ticks: which round of devices is ticked next.
-    tick_round: u64,
+    /// Which round of devices is ticked next.
+    tick_rounds: TickRounds,
     timed_out: u64,
     refused: u64,
     closed_by_pool: u64,
@@ -142,7 +142,7 @@ impl PerDevice {
             abandoned: HashMap::new(),
             silence_reported: false,
             open_timeout_ms: DEFAULT_OPEN_TIMEOUT.as_millis() as u64,
-            tick_round: 0,
+            tick_rounds: TickRounds::default(),
             timed_out: 0,
             refused: 0,
             closed_by_pool: 0,
@@ -600,13 +600,12 @@ impl Mode for PerDevice {
     }
 
     fn on_tick(&mut self, now: Millis) -> Vec<DeviceId> {
-        let round = self.tick_round % TICK_ROUNDS;
-        self.tick_round = self.tick_round.wrapping_add(1);
+        let in_round = self.tick_rounds.next_round();
         let mut ids: Vec<DeviceId> = self
             .slots
             .keys()
             .copied()
-            .filter(|id| id.0 % TICK_ROUNDS == round)
+            .filter(|&id| in_round(id))
             .collect();
         for &id in &ids {
             if let Some(slot) = self.slots.get_mut(&id) {

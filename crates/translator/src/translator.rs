@@ -22,7 +22,7 @@ use crate::config::TranslatorConfig;
 use crate::downstream::{Device, LineOutcome, Link};
 use crate::extranonce::{ExtranonceAllocator, Layout, LayoutError};
 use crate::jobs::JobBook;
-use crate::mode::TICK_ROUNDS;
+use crate::mode::TickRounds;
 use crate::shares::{InFlight, ShareResult};
 use crate::uplink::Uplink;
 use crate::upstream::{ChannelRequest, UpstreamChannel, UpstreamError, UpstreamEvent, Work};
@@ -87,7 +87,7 @@ pub struct Translator<U: Uplink = UpstreamChannel> {
     /// with it).
     prefix: Option<Arc<[u8]>>,
     /// Which round of the devices the next [`Translator::on_tick_round`] walks.
-    tick_round: u64,
+    tick_rounds: TickRounds,
 }
 
 /// The view of the translator a device works through (a free function so that the borrows of
@@ -146,7 +146,7 @@ impl<U: Uplink> Translator<U> {
             announced_rate: 0.0,
             last_update: now,
             prefix: None,
-            tick_round: 0,
+            tick_rounds: TickRounds::default(),
         }
     }
 
@@ -434,33 +434,37 @@ impl<U: Uplink> Translator<U> {
     /// Vardiff for quiet devices, and the channel's nominal hash rate kept current
     /// (`UpdateChannel`, spec 5.3.7: a proxy MUST send it when its devices change).
     pub fn on_tick(&mut self, now: Millis) {
-        self.tick_devices(now, |_| true);
+        self.tick_devices(now, |_| true, |_| {});
         self.tick_channel(now);
     }
 
-    /// The clock, for one round of the devices ([`TICK_ROUNDS`]: the next round each call) and
-    /// the channel; the devices of the round.
+    /// The clock, for one round of the devices ([`crate::mode::TICK_ROUNDS`]: the next round
+    /// each call) and the channel; the devices of the round.
     pub fn on_tick_round(&mut self, now: Millis) -> Vec<DeviceId> {
-        let round = self.tick_round % TICK_ROUNDS;
-        self.tick_round = self.tick_round.wrapping_add(1);
-        let ids = self.tick_devices(now, |id| id.0 % TICK_ROUNDS == round);
+        let in_round = self.tick_rounds.next_round();
+        let mut ids = Vec::new();
+        self.tick_devices(now, in_round, |id| ids.push(id));
         self.tick_channel(now);
         ids
     }
 
-    fn tick_devices(&mut self, now: Millis, pick: impl Fn(DeviceId) -> bool) -> Vec<DeviceId> {
+    /// Ticks the devices `pick` picks, telling `walked` about each.
+    fn tick_devices(
+        &mut self,
+        now: Millis,
+        pick: impl Fn(DeviceId) -> bool,
+        mut walked: impl FnMut(DeviceId),
+    ) {
         let mut link = link(
             &self.config,
             &mut self.book,
             &self.upstream,
             &mut self.allocator,
         );
-        let mut ids = Vec::new();
         for (&id, d) in self.devices.iter_mut().filter(|(&id, _)| pick(id)) {
             d.on_tick(now, &mut link);
-            ids.push(id);
+            walked(id);
         }
-        ids
     }
 
     /// Re-announces the devices' summed hash rate when it changed enough.
