@@ -23,8 +23,6 @@ PARA_VERSION=0.6.0
 ADDRESS=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 
 tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
-para_root="$tools/para-$PARA_VERSION"
-para="$para_root/bin/para"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-para
@@ -33,14 +31,8 @@ log_files=(simnet.out simnet.err pool.out pool.err para-rolling.out para-plain.o
 source scripts/interop-common.sh
 
 # 1. The pinned miner.
-if [ -x "$para" ]; then
-    say "para $PARA_VERSION: cached at $para"
-else
-    say "installing para $PARA_VERSION into $para_root"
-    cargo install --locked para --version "=$PARA_VERSION" --root "$para_root" \
-        --target-dir "$tools/para-build" --quiet
-    rm -rf "$tools/para-build"
-fi
+install_pinned para "$PARA_VERSION"
+para=$pinned_bin
 
 # 2. stratumlab (dev profile: CI has just built it for the tests).
 cargo build --quiet -p cli
