@@ -111,6 +111,39 @@ impl Floor {
     }
 }
 
+/// A yardstick of general-purpose code: SipHash (the standard library's hasher) over 256 bytes
+/// at a time, loads and integer arithmetic, no SHA extensions. On a shared host the floor (a
+/// chain of SHA-NI instructions, bound by their latency) hardly slows down when another tenant
+/// busies the physical core, while code like this, and like the share path's parsing and
+/// accounting, does: interleaved with the samples, it tells the quiet stretches from the busy
+/// ones.
+pub struct Probe {
+    block: [u8; 256],
+}
+
+impl Probe {
+    /// Blocks hashed per sample.
+    const N: u32 = 1_000;
+
+    pub fn new() -> Probe {
+        Probe {
+            block: std::array::from_fn(|i| i as u8),
+        }
+    }
+
+    /// One sample: ns per 256-byte block.
+    pub fn measure(&self) -> f64 {
+        use std::hash::Hasher as _;
+        let t = Instant::now();
+        let mut h = std::hash::DefaultHasher::new();
+        for _ in 0..Self::N {
+            h.write(black_box(&self.block));
+        }
+        black_box(h.finish());
+        t.elapsed().as_nanos() as f64 / f64::from(Self::N)
+    }
+}
+
 /// Sorts `v`: its fastest and median sample.
 pub fn fastest_and_median(v: &mut [f64]) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
@@ -205,12 +238,14 @@ pub fn sv1_session(engine: &Arc<Engine>, t0: u64) -> Session {
     session
 }
 
-/// Lets the store's writer, which commits in the background on another core (every 10 ms, the
-/// default batch window), take the last chunk's shares off its queue, so that no backlog
-/// carries over into the timed region.
+/// Waits until the store's writer, which commits in the background on another core, has
+/// committed everything queued so far (the last chunk's shares), so that neither a backlog nor
+/// the writer's SQLite work on those shares overlaps the next timed region. With durability
+/// off the writer takes its queue every 100 ms or so: this waits up to that, untimed.
 pub fn drain_store(store: &Store) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while store.stats().queue_len > 0 && Instant::now() < deadline {
+    let last = store.stats().issued_ticket;
+    while store.stats().committed_ticket < last && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
 }

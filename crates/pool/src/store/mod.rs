@@ -211,6 +211,9 @@ pub struct StoreStats {
     pub queue_full: u64,
     /// Every ticket up to this one is committed.
     pub committed_ticket: u64,
+    /// The last ticket handed out: everything queued so far is committed once
+    /// `committed_ticket` reaches it.
+    pub issued_ticket: u64,
 }
 
 /// A handle on the store; clones share the writer. The writer stops when [`Store::close`] is

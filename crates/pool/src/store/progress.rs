@@ -229,6 +229,7 @@ impl Progress {
             queue_capacity: self.queue_capacity,
             queue_full: load(&c.queue_full),
             committed_ticket: self.committed(),
+            issued_ticket: self.issue().next - 1,
         }
     }
 }
