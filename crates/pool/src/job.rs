@@ -10,7 +10,7 @@ use events::Fingerprint;
 use primitives::bitcoin::consensus::Encodable;
 use primitives::coinbase::CoinbaseError;
 use primitives::{
-    compact_size, CoinbaseParts, CompactTarget, Hash256, Header, PrefixMidstate, Target,
+    compact_size, CoinbaseMidstate, CoinbaseParts, CompactTarget, Hash256, Header, Target,
 };
 
 use crate::template::Template;
@@ -63,7 +63,7 @@ pub struct Job {
     pub ntime: u32,
     pub min_ntime: u32,
     pub coinbase: CoinbaseParts,
-    coinbase_midstate: PrefixMidstate,
+    coinbase_midstate: CoinbaseMidstate,
     pub merkle_branch: Arc<[Hash256]>,
     pub fingerprint: Fingerprint,
     /// Miners must drop earlier jobs: it follows a new previous-block hash.
@@ -100,7 +100,11 @@ impl Job {
             network_target,
             ntime: template.curtime.max(template.mintime),
             min_ntime: template.mintime,
-            coinbase_midstate: PrefixMidstate::new(&coinbase.prefix),
+            coinbase_midstate: CoinbaseMidstate::new(
+                &coinbase.prefix,
+                coinbase.extranonce_len,
+                &coinbase.suffix,
+            ),
             coinbase,
             merkle_branch,
             fingerprint,
@@ -164,9 +168,10 @@ impl Job {
     }
 
     /// The header a solution makes, and its hash. The coinbase's fixed first blocks are hashed
-    /// once per job, so a share costs the floor less one compression; the coinbase's txid, the
-    /// merkle branch and the header are then hashed in one go (see
-    /// [`PrefixMidstate::share_header_hash`]).
+    /// once per job, so a share costs the floor less one compression, and the blocks after the
+    /// extranonce's have their message schedules worked out once per job; the coinbase's txid,
+    /// the merkle branch and the header are then hashed in one go (see
+    /// [`CoinbaseMidstate::share_header_hash`]).
     #[inline]
     pub fn share_hash(&self, s: &Solution<'_>) -> ([u8; 80], Hash256) {
         let mut header = [0u8; 80];
@@ -177,7 +182,7 @@ impl Job {
         header[76..80].copy_from_slice(&s.nonce.to_le_bytes());
         // Writes the merkle root into header[36..68].
         let hash = self.coinbase_midstate.share_header_hash(
-            &[s.extranonce_prefix, s.extranonce, &self.coinbase.suffix],
+            [s.extranonce_prefix, s.extranonce],
             &self.merkle_branch,
             &mut header,
         );

@@ -292,6 +292,59 @@ impl PrefixMidstate {
     }
 }
 
+/// A coinbase whose only varying bytes are one gap (the extranonce: the pool's prefix and the
+/// miner's part) between a fixed prefix and a fixed suffix, as in every share of a job: the
+/// prefix's whole blocks are hashed once ([`PrefixMidstate`]) and, with the CPU's SHA
+/// extensions, so is everything after the block that holds the gap. The gap's block is laid out
+/// once with the gap left blank, and a share's gap is put into it in registers, so a share's
+/// coinbase costs one compression with a message schedule plus one precomputed-schedule
+/// compression per block after it, and no byte copying.
+#[derive(Clone, Debug)]
+pub struct CoinbaseMidstate {
+    prefix: PrefixMidstate,
+    suffix: Box<[u8]>,
+    gap_len: usize,
+    #[cfg(target_arch = "x86_64")]
+    fixed: Option<Box<ni::FixedTail>>,
+}
+
+impl CoinbaseMidstate {
+    /// The coinbase `prefix`, `gap_len` bytes that vary, `suffix`.
+    pub fn new(prefix: &[u8], gap_len: usize, suffix: &[u8]) -> Self {
+        let mid = PrefixMidstate::new(prefix);
+        CoinbaseMidstate {
+            #[cfg(target_arch = "x86_64")]
+            fixed: ni::FixedTail::new(&mid, gap_len, suffix).map(Box::new),
+            prefix: mid,
+            suffix: suffix.into(),
+            gap_len,
+        }
+    }
+
+    /// [`PrefixMidstate::share_header_hash`] of the coinbase whose gap is `gap[0]` followed by
+    /// `gap[1]` (the extranonce prefix and the extranonce). Gaps of another length than the one
+    /// laid out are hashed too, the slower way.
+    #[inline]
+    pub fn share_header_hash(
+        &self,
+        gap: [&[u8]; 2],
+        branch: &[Hash256],
+        header: &mut [u8; 80],
+    ) -> Hash256 {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(fixed) = &self.fixed {
+            if gap[0].len() + gap[1].len() == self.gap_len && ni::available() {
+                // SAFETY: the CPU has the SHA extensions, SSSE3 and SSE4.1 (checked just above).
+                return unsafe {
+                    ni::share_header_hash_fixed(&self.prefix, fixed, gap, branch, header)
+                };
+            }
+        }
+        self.prefix
+            .share_header_hash(&[gap[0], gap[1], &self.suffix], branch, header)
+    }
+}
+
 /// SHA-256 with the x86 SHA extensions (`sha256rnds2`, `sha256msg1`, `sha256msg2`), for the
 /// share path: the state is kept as the instructions want it (two vectors, ABEF and CDGH), and a
 /// digest becomes the next message's words with two shuffles instead of a trip through bytes.
@@ -310,7 +363,14 @@ mod ni {
     }
 
     #[repr(align(16))]
+    #[derive(Clone)]
     struct Words([u32; 64]);
+
+    impl std::fmt::Debug for Words {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Words(..)")
+        }
+    }
 
     const K: Words = Words([
         0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
@@ -555,6 +615,149 @@ mod ni {
         branch: &[Hash256],
         header: &mut [u8; 80],
     ) -> Hash256 {
+        // SAFETY: same target features as this function.
+        unsafe { header_hash(second(first_hash(mid, parts)), branch, header) }
+    }
+
+    /// The block of a [`super::CoinbaseMidstate`] that holds the gap, laid out with the gap
+    /// blank, and the blocks after it, which are the same for every share.
+    #[derive(Clone, Debug)]
+    pub(super) struct FixedTail {
+        /// The gap's block as message words (big-endian), the gap's bytes 0.
+        block: [Lane; 4],
+        /// Per 4 words: where each byte comes from in the gap (`_mm_shuffle_epi8` indices;
+        /// 0x80: not from the gap).
+        masks: [Lane; 4],
+        /// W + K of each block after the gap's.
+        rest: Box<[Words]>,
+    }
+
+    #[repr(align(16))]
+    #[derive(Clone, Copy, Debug)]
+    struct Lane([u8; 16]);
+
+    impl FixedTail {
+        /// None when the gap does not fit in one block after the prefix's last whole one, or is
+        /// longer than 16 bytes.
+        pub fn new(mid: &PrefixMidstate, gap_len: usize, suffix: &[u8]) -> Option<FixedTail> {
+            let at = mid.tail_len as usize;
+            if gap_len > 16 || at + gap_len > 64 {
+                return None;
+            }
+            // What follows the prefix's whole blocks, padded: the tail, the blank gap, the
+            // suffix, 0x80, zeros, the length in bits.
+            let total = mid.blocks * 64 + (at + gap_len + suffix.len()) as u64;
+            let mut rest = Vec::with_capacity(at + gap_len + suffix.len() + 72);
+            rest.extend_from_slice(&mid.tail[..at]);
+            rest.resize(at + gap_len, 0);
+            rest.extend_from_slice(suffix);
+            rest.push(0x80);
+            while rest.len() % 64 != 56 {
+                rest.push(0);
+            }
+            rest.extend_from_slice(&(total * 8).to_be_bytes());
+            let words = |b: &[u8]| -> [u32; 16] {
+                std::array::from_fn(|w| {
+                    u32::from_be_bytes(b[4 * w..4 * w + 4].try_into().expect("4"))
+                })
+            };
+            let first = words(&rest[..64]);
+            let mut block = [Lane([0; 16]); 4];
+            let mut masks = [Lane([0x80; 16]); 4];
+            for j in 0..4 {
+                for q in 0..16 {
+                    // Byte q of these four big-endian words is byte `pos` of the block.
+                    let pos = 16 * j + (q / 4) * 4 + 3 - q % 4;
+                    block[j].0[q] = (first[pos / 4] >> (8 * (3 - pos % 4))) as u8;
+                    if (at..at + gap_len).contains(&pos) {
+                        masks[j].0[q] = (pos - at) as u8;
+                    }
+                }
+            }
+            let rest = rest[64..]
+                .chunks_exact(64)
+                .map(|b| schedule_plus_k(words(b)))
+                .collect();
+            Some(FixedTail { block, masks, rest })
+        }
+    }
+
+    /// Up to 8 bytes, little-endian.
+    #[inline]
+    fn le_u64(b: &[u8]) -> u64 {
+        match b.len() {
+            4 => u64::from(u32::from_le_bytes(b.try_into().expect("4"))),
+            8 => u64::from_le_bytes(b.try_into().expect("8")),
+            _ => b
+                .iter()
+                .enumerate()
+                .fold(0, |v, (i, &x)| v | u64::from(x) << (8 * i)),
+        }
+    }
+
+    /// See [`super::CoinbaseMidstate::share_header_hash`]: `gap` is as long as the gap `fixed`
+    /// was laid out for (at most 16 bytes).
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    pub(super) unsafe fn share_header_hash_fixed(
+        mid: &PrefixMidstate,
+        fixed: &FixedTail,
+        gap: [&[u8]; 2],
+        branch: &[Hash256],
+        header: &mut [u8; 80],
+    ) -> Hash256 {
+        // The gap's 16 bytes (at most) as one vector, built in registers.
+        let v = {
+            let (a, b) = (gap[0], gap[1]);
+            let mut lo: u128 = 0;
+            for (at, part) in [(0, a), (a.len(), b)] {
+                if part.is_empty() {
+                    continue; // and `at` may be 16
+                }
+                let (p0, p1) = part.split_at(part.len().min(8));
+                lo |= u128::from(le_u64(p0)) << (8 * at);
+                if !p1.is_empty() {
+                    lo |= u128::from(le_u64(p1)) << (8 * (at + 8));
+                }
+            }
+            lo
+        };
+        // SAFETY (every call below): same target features as this function; the lanes are
+        // 16 aligned bytes.
+        unsafe {
+            let gap = _mm_set_epi64x((v >> 64) as i64, v as i64);
+            let block = [
+                gap_lane(fixed, 0, gap),
+                gap_lane(fixed, 1, gap),
+                gap_lane(fixed, 2, gap),
+                gap_lane(fixed, 3, gap),
+            ];
+            let mut state = compress(load_state(&mid.state), block);
+            for wk in fixed.rest.iter() {
+                state = compress_wk(state, wk);
+            }
+            header_hash(second(state), branch, header)
+        }
+    }
+
+    /// Message words 4j..4j+4 of the gap's block, with the gap's bytes from `gap`.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn gap_lane(fixed: &FixedTail, j: usize, gap: __m128i) -> __m128i {
+        // SAFETY: the lanes are 16 aligned bytes.
+        let (block, mask) = unsafe {
+            (
+                _mm_load_si128(fixed.block[j].0.as_ptr().cast()),
+                _mm_load_si128(fixed.masks[j].0.as_ptr().cast()),
+            )
+        };
+        _mm_or_si128(block, _mm_shuffle_epi8(gap, mask))
+    }
+
+    /// The header whose merkle root the coinbase's txid `node` makes through `branch` (written
+    /// into `header[36..68]`), and its hash.
+    #[inline]
+    #[target_feature(enable = "sha,sse2,ssse3,sse4.1")]
+    unsafe fn header_hash(mut node: State, branch: &[Hash256], header: &mut [u8; 80]) -> Hash256 {
         let q = |b: &[u8; 80], i: usize| -> [u8; 16] { b[i..i + 16].try_into().expect("16") };
         // SAFETY (every call below): same target features as this function.
         unsafe {
@@ -564,8 +767,7 @@ mod ni {
             let h2 = load_be(&q(header, 20)); // its last word: bytes 32..36 of the previous hash
             let tail = load_be(&q(header, 64)); // root's last word (replaced), time, bits, nonce
 
-            // The coinbase's txid, then up the branch: SHA-256d(node || sibling) per level.
-            let mut node = second(first_hash(mid, parts));
+            // Up the branch: SHA-256d(node || sibling) per level.
             for sibling in branch {
                 let (a, e) = words(node);
                 let s = &sibling.0;
@@ -686,6 +888,74 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_coinbase_midstate_hashes_every_gap_as_the_whole_coinbase_would() {
+        let msg: Vec<u8> = (0..400u32).map(|i| (i * 97 % 251) as u8).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut laid_out = 0;
+        // Gaps anywhere in their block (straddling 16-byte lanes, ending the block, in the
+        // block after a whole prefix), too long to lay out, messages ending in the gap's block
+        // or blocks later, and splits of the gap between its two parts.
+        for prefix_len in [0usize, 5, 41, 50, 56, 60, 63, 64, 70, 100, 150] {
+            for gap_len in [0usize, 1, 4, 8, 12, 16, 17] {
+                for suffix_len in [0usize, 3, 30, 87, 120, 200] {
+                    let branch_len = (next() % 4) as usize;
+                    let branch: Vec<Hash256> = (0..branch_len)
+                        .map(|_| Hash256(std::array::from_fn(|_| next() as u8)))
+                        .collect();
+                    let header: [u8; 80] = std::array::from_fn(|_| next() as u8);
+                    let prefix = &msg[..prefix_len];
+                    let suffix = &msg[190..190 + suffix_len];
+                    let cb = CoinbaseMidstate::new(prefix, gap_len, suffix);
+                    #[cfg(target_arch = "x86_64")]
+                    {
+                        laid_out += usize::from(cb.fixed.is_some());
+                        assert_eq!(
+                            cb.fixed.is_some(),
+                            gap_len <= 16 && prefix_len % 64 + gap_len <= 64,
+                            "{prefix_len}/{gap_len}"
+                        );
+                    }
+                    for split in [0, gap_len / 2, gap_len] {
+                        let gap: Vec<u8> = (0..gap_len).map(|_| next() as u8).collect();
+                        let (g0, g1) = gap.split_at(split);
+                        let mut expect_header = header;
+                        let root = crate::merkle::merkle_root_from_branch(
+                            sha256d(&[prefix, &gap, suffix].concat()),
+                            &branch,
+                        );
+                        expect_header[36..68].copy_from_slice(&root.0);
+                        let mut got_header = header;
+                        let got = cb.share_header_hash([g0, g1], &branch, &mut got_header);
+                        let what = format!("{prefix_len}/{gap_len}/{suffix_len}/{split}");
+                        assert_eq!(got, sha256d(&expect_header), "{what}");
+                        assert_eq!(got_header, expect_header, "{what}");
+                    }
+                    // A gap of another length than laid out: the whole coinbase all the same.
+                    let other: Vec<u8> = (0..gap_len + 3).map(|_| next() as u8).collect();
+                    let mut expect_header = header;
+                    let root = crate::merkle::merkle_root_from_branch(
+                        sha256d(&[prefix, &other, suffix].concat()),
+                        &branch,
+                    );
+                    expect_header[36..68].copy_from_slice(&root.0);
+                    let mut got_header = header;
+                    let got = cb.share_header_hash([&other, &[]], &branch, &mut got_header);
+                    assert_eq!(got, sha256d(&expect_header));
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        assert!(laid_out > 300, "{laid_out} laid out");
+        let _ = laid_out;
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod work;
 
 pub use coinbase::{CoinbaseInfo, CoinbaseParts, CoinbaseSpec, Payout};
 pub use difficulty::Difficulty;
-pub use hash::{sha256d, Hash256, HeaderMidstate, PrefixMidstate};
+pub use hash::{sha256d, CoinbaseMidstate, Hash256, HeaderMidstate, PrefixMidstate};
 pub use header::Header;
 pub use merkle::{coinbase_merkle_branch, merkle_root, merkle_root_from_branch, merkle_step};
 pub use share::{ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share};
