@@ -841,24 +841,45 @@ mod tests {
         }
     }
 
-    #[test]
-    fn share_header_hash_agrees_with_the_separate_hashes() {
-        let msg: Vec<u8> = (0..400u32).map(|i| (i * 89 % 253) as u8).collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
-        };
+        }
+    }
+
+    /// A random merkle branch of fewer than `max_len` levels, and a random header.
+    fn branch_and_header(next: &mut impl FnMut() -> u64, max_len: u64) -> (Vec<Hash256>, [u8; 80]) {
+        let branch = (0..next() % max_len)
+            .map(|_| Hash256(std::array::from_fn(|_| next() as u8)))
+            .collect();
+        (branch, std::array::from_fn(|_| next() as u8))
+    }
+
+    /// `header` with the merkle root `coinbase` makes through `branch`, and its hash: the long
+    /// way round.
+    fn expected_share(
+        coinbase: &[u8],
+        branch: &[Hash256],
+        header: [u8; 80],
+    ) -> ([u8; 80], Hash256) {
+        let mut h = header;
+        let root = crate::merkle::merkle_root_from_branch(sha256d(coinbase), branch);
+        h[36..68].copy_from_slice(&root.0);
+        (h, sha256d(&h))
+    }
+
+    #[test]
+    fn share_header_hash_agrees_with_the_separate_hashes() {
+        let msg: Vec<u8> = (0..400u32).map(|i| (i * 89 % 253) as u8).collect();
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for prefix_len in [0usize, 5, 41, 63, 64, 80, 100, 128, 150] {
             for en_len in [0usize, 4, 8, 12, 32] {
                 for suffix_len in [0usize, 30, 87, 120] {
-                    let branch_len = (next() % 14) as usize;
-                    let branch: Vec<Hash256> = (0..branch_len)
-                        .map(|_| Hash256(std::array::from_fn(|_| next() as u8)))
-                        .collect();
-                    let header: [u8; 80] = std::array::from_fn(|_| next() as u8);
+                    let (branch, header) = branch_and_header(&mut next, 14);
+                    let branch_len = branch.len();
                     let prefix = &msg[..prefix_len];
                     let en = &msg[200..200 + en_len];
                     let (en1, en2) = en.split_at(en_len / 2);
@@ -866,13 +887,8 @@ mod tests {
                     let mid = PrefixMidstate::new(prefix);
                     let parts: [&[u8]; 3] = [en1, en2, suffix];
 
-                    let mut expect_header = header;
-                    let root = crate::merkle::merkle_root_from_branch(
-                        sha256d(&[prefix, en, suffix].concat()),
-                        &branch,
-                    );
-                    expect_header[36..68].copy_from_slice(&root.0);
-                    let expect = sha256d(&expect_header);
+                    let (expect_header, expect) =
+                        expected_share(&[prefix, en, suffix].concat(), &branch, header);
 
                     let mut got_header = header;
                     let got = mid.share_header_hash(&parts, &branch, &mut got_header);
@@ -893,13 +909,7 @@ mod tests {
     #[test]
     fn a_coinbase_midstate_hashes_every_gap_as_the_whole_coinbase_would() {
         let msg: Vec<u8> = (0..400u32).map(|i| (i * 97 % 251) as u8).collect();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut laid_out = 0;
         // Gaps anywhere in their block (straddling 16-byte lanes, ending the block, in the
         // block after a whole prefix), too long to lay out, messages ending in the gap's block
@@ -907,11 +917,7 @@ mod tests {
         for prefix_len in [0usize, 5, 41, 50, 56, 60, 63, 64, 70, 100, 150] {
             for gap_len in [0usize, 1, 4, 8, 12, 16, 17] {
                 for suffix_len in [0usize, 3, 30, 87, 120, 200] {
-                    let branch_len = (next() % 4) as usize;
-                    let branch: Vec<Hash256> = (0..branch_len)
-                        .map(|_| Hash256(std::array::from_fn(|_| next() as u8)))
-                        .collect();
-                    let header: [u8; 80] = std::array::from_fn(|_| next() as u8);
+                    let (branch, header) = branch_and_header(&mut next, 4);
                     let prefix = &msg[..prefix_len];
                     let suffix = &msg[190..190 + suffix_len];
                     let cb = CoinbaseMidstate::new(prefix, gap_len, suffix);
@@ -927,29 +933,21 @@ mod tests {
                     for split in [0, gap_len / 2, gap_len] {
                         let gap: Vec<u8> = (0..gap_len).map(|_| next() as u8).collect();
                         let (g0, g1) = gap.split_at(split);
-                        let mut expect_header = header;
-                        let root = crate::merkle::merkle_root_from_branch(
-                            sha256d(&[prefix, &gap, suffix].concat()),
-                            &branch,
-                        );
-                        expect_header[36..68].copy_from_slice(&root.0);
+                        let (expect_header, expect) =
+                            expected_share(&[prefix, &gap, suffix].concat(), &branch, header);
                         let mut got_header = header;
                         let got = cb.share_header_hash([g0, g1], &branch, &mut got_header);
                         let what = format!("{prefix_len}/{gap_len}/{suffix_len}/{split}");
-                        assert_eq!(got, sha256d(&expect_header), "{what}");
+                        assert_eq!(got, expect, "{what}");
                         assert_eq!(got_header, expect_header, "{what}");
                     }
                     // A gap of another length than laid out: the whole coinbase all the same.
                     let other: Vec<u8> = (0..gap_len + 3).map(|_| next() as u8).collect();
-                    let mut expect_header = header;
-                    let root = crate::merkle::merkle_root_from_branch(
-                        sha256d(&[prefix, &other, suffix].concat()),
-                        &branch,
-                    );
-                    expect_header[36..68].copy_from_slice(&root.0);
+                    let (expect_header, expect) =
+                        expected_share(&[prefix, &other, suffix].concat(), &branch, header);
                     let mut got_header = header;
                     let got = cb.share_header_hash([&other, &[]], &branch, &mut got_header);
-                    assert_eq!(got, sha256d(&expect_header));
+                    assert_eq!((got, got_header), (expect, expect_header));
                 }
             }
         }
