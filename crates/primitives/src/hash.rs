@@ -656,19 +656,13 @@ mod ni {
                 rest.push(0);
             }
             rest.extend_from_slice(&(total * 8).to_be_bytes());
-            let words = |b: &[u8]| -> [u32; 16] {
-                std::array::from_fn(|w| {
-                    u32::from_be_bytes(b[4 * w..4 * w + 4].try_into().expect("4"))
-                })
-            };
-            let first = words(&rest[..64]);
             let mut block = [Lane([0; 16]); 4];
             let mut masks = [Lane([0x80; 16]); 4];
             for j in 0..4 {
                 for q in 0..16 {
                     // Byte q of these four big-endian words is byte `pos` of the block.
                     let pos = 16 * j + (q / 4) * 4 + 3 - q % 4;
-                    block[j].0[q] = (first[pos / 4] >> (8 * (3 - pos % 4))) as u8;
+                    block[j].0[q] = rest[pos];
                     if (at..at + gap_len).contains(&pos) {
                         masks[j].0[q] = (pos - at) as u8;
                     }
@@ -676,7 +670,11 @@ mod ni {
             }
             let rest = rest[64..]
                 .chunks_exact(64)
-                .map(|b| schedule_plus_k(words(b)))
+                .map(|b| {
+                    schedule_plus_k(std::array::from_fn(|w| {
+                        u32::from_be_bytes(b[4 * w..4 * w + 4].try_into().expect("4"))
+                    }))
+                })
                 .collect();
             Some(FixedTail { block, masks, rest })
         }
