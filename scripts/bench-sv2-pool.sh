@@ -80,7 +80,6 @@ else
 fi
 read -r POOL_CPU LOAD_CPU <<<"${BENCH_CPUS:-0 1}"
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=bench-sv2-pool

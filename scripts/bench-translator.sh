@@ -120,7 +120,6 @@ for r in $ROWS; do
     esac
 done
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=bench-translator

@@ -1,9 +1,12 @@
 # Shared by the interop scripts (sourced, not run). Before sourcing, set `script` (a short name
 # for messages and the work directory) and `log_files` (files in $work to show on failure).
 # Gives: $work (a fresh directory, removed on exit unless INTEROP_KEEP=1), `pids` (processes
-# stopped on exit: TERM, then KILL after 5 s), say, fail, wait_for SECS CMD..., free_port.
+# stopped on exit: TERM, then KILL after 5 s), say, fail, wait_for SECS CMD..., free_port,
+# $tools (where pinned third-party tools are installed) and install_pinned.
 
 start=$(date +%s)
+# The same place as .ci/run's clean-up of their shared build directory.
+tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 say() { printf '[%s %3ss] %s\n' "$script" "$(( $(date +%s) - start ))" "$*"; }
 fail() { failure="$*"; say "FAIL: $*"; exit 1; }
 failure=

@@ -48,7 +48,6 @@ DURATION=${FLEET_DURATION:-40s}
 DEVICES=8
 BUDGET=1MH/s
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-jdc-ref

@@ -39,7 +39,6 @@ DEVICE_RATE=50kH/s
 # A share every ~2 s for a 50 kH/s device (50e3 * 2 / 2^32).
 START_DIFFICULTY=0.000023
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-para-translator

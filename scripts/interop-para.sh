@@ -22,7 +22,6 @@ PARA_VERSION=0.6.0
 # A regtest P2WPKH address (simnet's chain is regtest): the solo payout.
 ADDRESS=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-para

@@ -40,7 +40,6 @@ DEVICES=10
 BUDGET=500kH/s
 DEVICE_RATE=50000.0
 
-tools="${STRATUMLAB_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/stratumlab-ci}"
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
 script=interop-translator-sv2
