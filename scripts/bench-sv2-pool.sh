@@ -21,7 +21,11 @@
 # connections and channels, no hashing). Our pool runs as an operator would: SQLite store
 # (durability batched, 10 ms group commit) and an event file; pool_sv2 keeps its default log
 # level (info: two lines per share). The full run adds ours with --durability off and pool_sv2
-# with RUST_LOG=warn, like for like on what an acknowledgement waits for and on logging.
+# with RUST_LOG=warn, like for like on what an acknowledgement waits for and on logging, and a
+# floor row: the fleet's minimal SV2 pool (crates/fleet/examples/sv2_floor_pool.rs), which per
+# share only wakes, reads, decrypts, hashes the header once and writes an encrypted
+# SubmitShares.Success. Each pool's CPU per share above the floor is its own doing, and
+# pool_sv2 ÷ floor bounds the CPU-per-share ratio any pool could reach against pool_sv2 here.
 #
 # Optional saturation sweep (BENCH_SWEEP="2000 5000"): total offered shares/s per step, every
 # pool; a step whose generator reached 90% of its core is reported generator-bound, not as the
@@ -47,8 +51,9 @@
 #                          ones). Context switches per share by thread (/proc, free) are in every row.
 #   BENCH_CPUS="0 1"       the cores for the pool and for the load [default: 0 1]
 #   BENCH_ROWS="..."       which pools to run at each offered load, in order, from: ours,
-#                          pool_sv2, ours-dur-off, pool_sv2-warn, base, base-dur-off [default:
-#                          "ours pool_sv2", and in the full run the other two at the first load]
+#                          pool_sv2, ours-dur-off, pool_sv2-warn, base, base-dur-off, floor
+#                          [default: "ours pool_sv2", and in the full run ours-dur-off,
+#                          pool_sv2-warn and floor at the first load]
 #   BENCH_BASELINE=PATH    another stratumlab binary (say, a build from before a change) whose
 #                          pool the rows base and base-dur-off run (simnet and the fleet stay
 #                          this tree's): ours before and after a change against pool_sv2 in one run
@@ -111,6 +116,13 @@ stratumlab="$target_dir/release/stratumlab"
 if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$stratumlab" ]; then
     cargo build --quiet --release -p cli
 fi
+# The floor row's pool (crates/fleet/examples/sv2_floor_pool.rs): Noise, decode, one header hash
+# and an immediate SubmitShares.Success per share, nothing else. pool_sv2 ÷ floor is the largest
+# CPU-per-share ratio any pool could reach against pool_sv2 on this machine.
+floor_bin="$target_dir/release/examples/sv2_floor_pool"
+if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$floor_bin" ]; then
+    cargo build --quiet --release -p fleet --example sv2_floor_pool
+fi
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -157,7 +169,19 @@ run_one() {
     tdp=$(tdp_addr)
 
     local pool_addr pool_pid
-    if [ "$kind" = ours ] || [ "$kind" = base ]; then
+    if [ "$kind" = floor ]; then
+        # The fleet's minimal SV2 pool: the least any pool pays per share here (see step 2).
+        taskset -c "$POOL_CPU" "$floor_bin" "$diff" 10 >"$dir/pool.out" 2>"$dir/pool.err" &
+        pool_pid=$!
+        pids+=("$pool_pid")
+        floor_addr() { sed -n 's/^sv2 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/pool.out" | head -n1; }
+        floor_ready() {
+            kill -0 "$pool_pid" 2>/dev/null || fail "$label: the floor pool exited early"
+            [ -n "$(floor_addr)" ]
+        }
+        wait_for 60 floor_ready || fail "$label: the floor pool did not print 'sv2 listening on ADDR'"
+        pool_addr=$(floor_addr)
+    elif [ "$kind" = ours ] || [ "$kind" = base ]; then
         local pool_prog=$stratumlab
         [ "$kind" = ours ] || pool_prog=$BENCH_BASELINE
         env "${penv[@]}" taskset -c "$POOL_CPU" "$pool_prog" pool --sv2-listen 127.0.0.1:0 \
@@ -409,7 +433,7 @@ for offered in "$SHARES_PER_S" ${BENCH_SWEEP:-}; do
     rows=${BENCH_ROWS:-ours pool_sv2}
     if [ -z "${BENCH_ROWS:-}" ] && [ "$QUICK" != 1 ] && [ "$offered" = "$SHARES_PER_S" ]; then
         # Like for like on what an acknowledgement means and on logging.
-        rows="$rows ours-dur-off pool_sv2-warn"
+        rows="$rows ours-dur-off pool_sv2-warn floor"
     fi
     for row in $rows; do
         case $row in
@@ -417,6 +441,7 @@ for offered in "$SHARES_PER_S" ${BENCH_SWEEP:-}; do
             pool_sv2) run_one pool_sv2 pool_sv2 "$offered" ;;
             ours-dur-off) run_one ours-dur-off ours "$offered" -- --durability off ;;
             pool_sv2-warn) run_one pool_sv2-warn pool_sv2 "$offered" RUST_LOG=warn ;;
+            floor) run_one floor floor "$offered" ;;
             base|base-dur-off)
                 [ -n "${BENCH_BASELINE:-}" ] || fail "BENCH_ROWS has $row: set BENCH_BASELINE"
                 if [ "$row" = base ]; then
@@ -480,6 +505,20 @@ for off in sorted({r["offered_per_s"] for r in rows if r["offered_per_s"] > 0}):
               f"p50 {ratio(o['p50_ms'], ours['p50_ms'])}, p99 {ratio(o['p99_ms'], ours['p99_ms'])}; "
               f"accepted rate {rate:.3f}x"
               + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
+    floor = by.get(("floor", off))
+    if floor and floor["accepted"]:
+        f = floor["pool_cpu_us_per_share"]
+        print(f"{off:.0f} shares/s offered: the floor pool costs {f:.1f} CPU-us/share; above it:")
+        for r in rows:
+            if r["offered_per_s"] != off or r["label"] == "floor" or not r["accepted"]:
+                continue
+            print(f"    {r['label']:<14} {r['pool_cpu_us_per_share'] - f:>7.1f} CPU-us/share above the floor"
+                  f" ({r['pool_cpu_us_per_share'] / f:.2f}x the floor)")
+        for o in ("pool_sv2", "pool_sv2-warn"):
+            ref = by.get((o, off))
+            if ref and ref["accepted"]:
+                print(f"    {o} / floor: {ref['pool_cpu_us_per_share'] / f:.2f}x, the most any pool could"
+                      f" be ahead of {o} in CPU per share on this machine at this load")
     bound = [r["label"] for r in rows if r["offered_per_s"] == off and r["fleet_cpu_pct"] >= 90]
     if bound:
         print(f"  generator-bound at {off:.0f}/s ({', '.join(bound)}): no saturation figure from that step")

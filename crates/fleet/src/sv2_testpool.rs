@@ -30,6 +30,7 @@ use sv2::messages::mining::{
 use sv2::messages::{Common, Message, Mining};
 use sv2::{AuthorityKeys, NoiseResponder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{broadcast, mpsc};
 
@@ -245,12 +246,16 @@ const CHANNEL: u32 = 1;
 struct Conn {
     id: u32,
     noise: NoiseResponder,
+    /// A message's payload before it is encrypted.
+    payload: Vec<u8>,
     nbits: u32,
     open: bool,
     target: Target,
     /// The latest template and tip this connection sent.
     template: u32,
     tip: u32,
+    /// `tip_hash(tip)`, worked out once per tip rather than once per share.
+    tip_hash: Hash256,
     jobs: BTreeMap<u32, ConnJob>,
     /// Hashes accepted since the tip changed.
     seen: HashSet<Hash256>,
@@ -260,9 +265,11 @@ struct Conn {
 
 impl Conn {
     fn send(&mut self, m: Message, out: &mut Vec<u8>) {
-        let mut payload = Vec::new();
-        if let Ok(t) = m.encode(&mut payload) {
-            let _ = self.noise.encrypt(t, m.extension_type(), &payload, out);
+        self.payload.clear();
+        if let Ok(t) = m.encode(&mut self.payload) {
+            let _ = self
+                .noise
+                .encrypt(t, m.extension_type(), &self.payload, out);
         }
     }
 
@@ -291,6 +298,7 @@ impl Conn {
         );
         if let Some(tip) = tip {
             self.tip = tip;
+            self.tip_hash = tip_hash(tip);
             self.seen.clear();
             self.send(
                 SetNewPrevHash {
@@ -331,37 +339,28 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
     let Ok(noise) = NoiseResponder::new(&s.config.keys, Duration::from_secs(3600), 1 << 20) else {
         return;
     };
-    let (mut rd, mut wr) = stream.into_split();
-    // Writes go through one task, in order, each at its due time.
-    let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((at, bytes)) = rx.recv().await {
-            if at > tokio::time::Instant::now() {
-                tokio::time::sleep_until(at).await;
-            }
-            if wr.write_all(&bytes).await.is_err() {
-                break;
-            }
-        }
-    });
+    let (mut rd, wr) = stream.into_split();
+    let mut out = Out::new(wr, s.config.reply_delay);
     let mut events = s.tx.subscribe();
     let mut conn = Conn {
         id: s.next_conn.fetch_add(1, Relaxed),
         noise,
+        payload: Vec::new(),
         nbits: s.config.nbits,
         open: false,
         target: s.config.target,
         template: 0,
         tip: 0,
+        tip_hash: tip_hash(0),
         jobs: BTreeMap::new(),
         seen: HashSet::new(),
         batch: 0,
         last_seq: 0,
     };
     let mut buf = vec![0u8; 16 * 1024];
+    let mut now_out = Vec::new();
+    let mut held_out = Vec::new();
     loop {
-        let mut now_out = Vec::new();
-        let mut held_out = Vec::new();
         tokio::select! {
             r = rd.read(&mut buf) => {
                 let n = match r {
@@ -395,16 +394,81 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
         }
-        let now = tokio::time::Instant::now();
-        if !now_out.is_empty() {
-            let _ = tx.send((now, now_out));
-        }
-        if !held_out.is_empty() {
-            let _ = tx.send((now + s.config.reply_delay, held_out));
+        if out.write(&mut now_out, &mut held_out).await.is_err() {
+            break;
         }
     }
-    drop(tx);
-    writer.abort();
+}
+
+/// Where a connection's replies go. Replies held back by a delay go through a task of their
+/// own, which writes each at its due time; without a delay they are written at once from the
+/// connection's task, so that a share costs no hand-off between tasks (the fleet's SV2 floor
+/// pool measures exactly that cost: see `examples/sv2_floor_pool.rs`).
+enum Out {
+    Direct(OwnedWriteHalf),
+    Queued {
+        delay: Duration,
+        tx: mpsc::UnboundedSender<(tokio::time::Instant, Vec<u8>)>,
+        _writer: AbortOnDrop,
+    },
+}
+
+/// Stops the delayed writer with its connection.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Out {
+    fn new(mut wr: OwnedWriteHalf, delay: Duration) -> Out {
+        if delay.is_zero() {
+            return Out::Direct(wr);
+        }
+        // Writes go through one task, in order, each at its due time.
+        let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+        let writer = tokio::spawn(async move {
+            while let Some((at, bytes)) = rx.recv().await {
+                if at > tokio::time::Instant::now() {
+                    tokio::time::sleep_until(at).await;
+                }
+                if wr.write_all(&bytes).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Out::Queued {
+            delay,
+            tx,
+            _writer: AbortOnDrop(writer),
+        }
+    }
+
+    /// Sends `now` at once and `held` after the delay; both are left empty.
+    async fn write(&mut self, now: &mut Vec<u8>, held: &mut Vec<u8>) -> io::Result<()> {
+        match self {
+            Out::Direct(wr) => {
+                // No delay: held replies are due now too, after what was already due.
+                now.append(held);
+                if !now.is_empty() {
+                    wr.write_all(now).await?;
+                    now.clear();
+                }
+            }
+            Out::Queued { delay, tx, .. } => {
+                let at = tokio::time::Instant::now();
+                if !now.is_empty() {
+                    let _ = tx.send((at, std::mem::take(now)));
+                }
+                if !held.is_empty() {
+                    let _ = tx.send((at + *delay, std::mem::take(held)));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 fn on_broadcast(conn: &mut Conn, e: Broadcast, out: &mut Vec<u8>) {
@@ -570,7 +634,7 @@ fn judge(conn: &mut Conn, m: &SubmitSharesStandard, s: &Shared) -> Result<bool, 
     let share = StandardShare {
         job: JobHeader {
             version: job.version,
-            prev_hash: tip_hash(job.tip),
+            prev_hash: conn.tip_hash,
             bits: CompactTarget(conn.nbits),
         },
         merkle_root: job.merkle_root,
