@@ -21,10 +21,7 @@ use primitives::Difficulty;
 fn main() -> std::io::Result<()> {
     let usage = || std::io::Error::other("usage: sv2_floor_pool DIFFICULTY [JOB_INTERVAL_SECS]");
     let mut args = std::env::args().skip(1);
-    let difficulty: f64 = args
-        .next()
-        .and_then(|d| d.parse().ok())
-        .ok_or_else(usage)?;
+    let difficulty: f64 = args.next().and_then(|d| d.parse().ok()).ok_or_else(usage)?;
     let every = match args.next() {
         Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| usage())?)),
         None => None,
