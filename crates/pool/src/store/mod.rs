@@ -28,6 +28,7 @@
 //! meanwhile.
 
 pub mod batch;
+mod bell;
 mod error;
 mod progress;
 mod reader;
@@ -41,13 +42,14 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::{self, JoinHandle, Thread};
+use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 pub use batch::ShareBatch;
 pub use error::StoreError;
 pub use reader::{StoreReader, StoredBlock, StoredShare};
 
+use bell::Bell;
 use progress::Progress;
 use writer::{Command, PackPool, Writer};
 
@@ -228,7 +230,8 @@ struct Inner {
     tx: SyncSender<Command>,
     packs: Arc<PackPool>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    writer_thread: Thread,
+    /// Wakes the writer for a block, a block result or the shutdown.
+    bell: Arc<Bell>,
     workers: Mutex<Workers>,
     /// Keys below this one were handed out by [`Store::worker`] (checked on the hot path).
     next_worker: AtomicI64,
@@ -261,7 +264,15 @@ impl Store {
         ));
         let (tx, rx) = sync_channel(config.queue_capacity + CONTROL_RESERVE);
         let packs = Arc::new(PackPool::new(config.queue_capacity));
-        let writer = Writer::new(conn, rx, progress.clone(), packs.clone(), path.clone());
+        let bell = Arc::new(Bell::default());
+        let writer = Writer::new(
+            conn,
+            rx,
+            progress.clone(),
+            packs.clone(),
+            bell.clone(),
+            path.clone(),
+        );
         let handle = thread::Builder::new()
             .name("store-writer".into())
             .spawn(move || writer.run())
@@ -287,7 +298,7 @@ impl Store {
                 progress,
                 tx,
                 packs,
-                writer_thread: handle.thread().clone(),
+                bell,
                 writer: Mutex::new(Some(handle)),
                 workers: Mutex::new(Workers {
                     by_name: resume.workers.into_iter().collect(),
@@ -587,7 +598,7 @@ impl Inner {
             match self.try_enqueue(cmd, limit, forced) {
                 Ok(ticket) => {
                     if forced {
-                        self.writer_thread.unpark();
+                        self.bell.ring();
                     }
                     return Ok(ticket);
                 }
@@ -620,7 +631,7 @@ impl Inner {
         if self.tx.send(Command::Shutdown).is_err() {
             self.progress.queued.fetch_sub(1, Ordering::AcqRel);
         }
-        self.writer_thread.unpark();
+        self.bell.ring();
         if handle.join().is_err() {
             self.progress.fail("the writer thread panicked".into());
             self.progress.finish();

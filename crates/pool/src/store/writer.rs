@@ -13,7 +13,8 @@
 //!   own timer once per window rather than by senders: queuing a record costs a connection no
 //!   wake-up system call, and the writer no wake-up per record. A batch also closes at
 //!   [`MAX_BATCH`] records (the next one is then taken without sleeping), and a block or block
-//!   result wakes the writer ([`super::Store::record_block`] unparks it), which commits it at once.
+//!   result wakes the writer ([`super::Store::record_block`] rings its [`Bell`]), which commits it
+//!   at once.
 //! - Off: batched like Batched, but commits are not synced (`synchronous=OFF`), except the ones
 //!   holding a block or block result, which switch to FULL for that commit; and the beat is at
 //!   least [`OFF_BEAT`], whatever the window: nothing waits for these commits (blocks and block
@@ -29,12 +30,12 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use rusqlite::{params, Connection};
 
 use super::batch::BATCH;
+use super::bell::Bell;
 use super::error::{WriteContext, WriteError};
 use super::progress::Progress;
 use super::schema::{self, Synchronous};
@@ -42,10 +43,6 @@ use super::{BlockRecord, Durability, ShareRecord};
 
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
-
-/// The longest the writer parks at a time while a window is open: bounds how long a block or a
-/// shutdown waits if its wake-up is lost.
-const MAX_PARK: Duration = Duration::from_millis(20);
 
 /// Durability off: the shortest time between the writer's commits (see the module's
 /// documentation).
@@ -196,6 +193,7 @@ pub(super) struct Writer {
     rx: Receiver<Command>,
     progress: Arc<Progress>,
     packs: Arc<PackPool>,
+    bell: Arc<Bell>,
     path: PathBuf,
     batch: Batch,
     /// A block or block result was committed on its own since the writer's last commit of a
@@ -209,6 +207,7 @@ impl Writer {
         rx: Receiver<Command>,
         progress: Arc<Progress>,
         packs: Arc<PackPool>,
+        bell: Arc<Bell>,
         path: PathBuf,
     ) -> Writer {
         Writer {
@@ -216,6 +215,7 @@ impl Writer {
             rx,
             progress,
             packs,
+            bell,
             path,
             batch: Batch::default(),
             took_since_commit: false,
@@ -302,7 +302,7 @@ impl Writer {
     }
 
     /// Sleeps until `deadline`, then takes what is queued (see [`Writer::take_queued`]). A
-    /// wake-up before it (a block or block result, or shutdown, unparks the writer) takes what is
+    /// wake-up before it (a block or block result, or shutdown, rings the bell) takes what is
     /// queued at once, so that a block is committed without waiting for the window; shares
     /// taken with it are committed with it, the rest of the window's with the window. Returns
     /// [`After::Stop`] if a shutdown was taken, [`After::Continue`] otherwise.
@@ -315,14 +315,10 @@ impl Writer {
                     _ => Ok(After::Continue),
                 };
             }
-            // In slices: an unpark can be spent by a park that is not ours (a blocking channel
-            // receive parks the same thread), and a block or a shutdown must not then wait out
-            // a long window. CI saw a 5 s window do exactly that.
-            thread::park_timeout((deadline - now).min(MAX_PARK));
-            if Instant::now() >= deadline {
+            if !self.bell.wait_until(deadline) {
                 continue;
             }
-            // Woken early: unparked, a slice ended, or a spurious wake-up.
+            // Rung before the deadline: a block, a block result or the shutdown is queued.
             while self.batch.records < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(cmd) => {
