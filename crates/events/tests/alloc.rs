@@ -72,7 +72,8 @@ fn main() {
         sink.emit(share(i));
     }
     sink.flush().expect("flush");
-    std::thread::sleep(std::time::Duration::from_millis(120)); // one idle flush interval too
+    // One idle flush interval too.
+    std::thread::sleep(options.flush_interval + std::time::Duration::from_millis(70));
 
     COUNTING.store(true, Ordering::SeqCst);
     for i in 0..10_000 {

@@ -183,9 +183,9 @@ fn a_live_file_shows_events_without_an_explicit_flush() {
             std::thread::sleep(Duration::from_millis(5));
         };
         assert!(matches!(event.kind, EventKind::Mark(_)));
-        // The default flush interval is 50 ms; allow for a loaded machine.
+        // Within the default flush interval, with room for a loaded machine.
         assert!(
-            start.elapsed() < Duration::from_millis(500),
+            start.elapsed() < SinkOptions::default().flush_interval * 4,
             "{:?}",
             start.elapsed()
         );

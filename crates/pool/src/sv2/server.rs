@@ -242,11 +242,15 @@ impl Sv2Server {
         let started = self.now();
         let mut last_activity = started;
         let mut payload = Vec::new();
+        // One future for the whole connection: made afresh in every pass it would put itself
+        // on the shutdown signal's list of waiters and take itself off again for every frame.
+        let stop = stopped(shutdown);
+        tokio::pin!(stop);
         loop {
             let mut ending: Option<&'static str> = None;
             tokio::select! {
                 biased;
-                _ = stopped(shutdown) => return "shutdown",
+                _ = &mut stop => return "shutdown",
                 frame = conn.read_frame() => match frame {
                     Ok(mut frame) => {
                         let now = self.now();
