@@ -51,8 +51,8 @@
 #                          ones). Context switches per share by thread (/proc, free) are in every row.
 #   BENCH_CPUS="0 1"       the cores for the pool and for the load [default: 0 1]
 #   BENCH_ROWS="..."       which pools to run at each offered load, in order, from: ours,
-#                          pool_sv2, ours-dur-off, pool_sv2-warn, base, base-dur-off, floor
-#                          [default: "ours pool_sv2", and in the full run ours-dur-off,
+#                          pool_sv2, ours-dur-off, pool_sv2-warn, base, base-dur-off, floor,
+#                          floor-epoll (the floor without tokio) [default: "ours pool_sv2", and in the full run ours-dur-off,
 #                          pool_sv2-warn and floor at the first load]
 #   BENCH_BASELINE=PATH    another stratumlab binary (say, a build from before a change) whose
 #                          pool the rows base and base-dur-off run (simnet and the fleet stay
@@ -119,9 +119,12 @@ fi
 # The floor row's pool (crates/fleet/examples/sv2_floor_pool.rs): Noise, decode, one header hash
 # and an immediate SubmitShares.Success per share, nothing else. pool_sv2 ÷ floor is the largest
 # CPU-per-share ratio any pool could reach against pool_sv2 on this machine.
+# The floor-epoll row's (crates/fleet/examples/sv2_floor_epoll.rs) is the same pool on one thread
+# driving epoll by hand: what tokio's machinery costs a share is floor - floor-epoll.
 floor_bin="$target_dir/release/examples/sv2_floor_pool"
-if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$floor_bin" ]; then
-    cargo build --quiet --release -p fleet --example sv2_floor_pool
+floor_epoll_bin="$target_dir/release/examples/sv2_floor_epoll"
+if [ "${BENCH_BUILD:-1}" = 1 ] || [ ! -x "$floor_bin" ] || [ ! -x "$floor_epoll_bin" ]; then
+    cargo build --quiet --release -p fleet --example sv2_floor_pool --example sv2_floor_epoll
 fi
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -169,9 +172,11 @@ run_one() {
     tdp=$(tdp_addr)
 
     local pool_addr pool_pid
-    if [ "$kind" = floor ]; then
+    if [ "$kind" = floor ] || [ "$kind" = floor-epoll ]; then
         # The fleet's minimal SV2 pool: the least any pool pays per share here (see step 2).
-        taskset -c "$POOL_CPU" "$floor_bin" "$diff" 10 >"$dir/pool.out" 2>"$dir/pool.err" &
+        local bin=$floor_bin
+        [ "$kind" = floor ] || bin=$floor_epoll_bin
+        taskset -c "$POOL_CPU" "$bin" "$diff" 10 >"$dir/pool.out" 2>"$dir/pool.err" &
         pool_pid=$!
         pids+=("$pool_pid")
         floor_addr() { sed -n 's/^sv2 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/pool.out" | head -n1; }
@@ -442,6 +447,7 @@ for offered in "$SHARES_PER_S" ${BENCH_SWEEP:-}; do
             ours-dur-off) run_one ours-dur-off ours "$offered" -- --durability off ;;
             pool_sv2-warn) run_one pool_sv2-warn pool_sv2 "$offered" RUST_LOG=warn ;;
             floor) run_one floor floor "$offered" ;;
+            floor-epoll) run_one floor-epoll floor-epoll "$offered" ;;
             base|base-dur-off)
                 [ -n "${BENCH_BASELINE:-}" ] || fail "BENCH_ROWS has $row: set BENCH_BASELINE"
                 if [ "$row" = base ]; then
@@ -505,20 +511,22 @@ for off in sorted({r["offered_per_s"] for r in rows if r["offered_per_s"] > 0}):
               f"p50 {ratio(o['p50_ms'], ours['p50_ms'])}, p99 {ratio(o['p99_ms'], ours['p99_ms'])}; "
               f"accepted rate {rate:.3f}x"
               + ("" if abs(rate - 1) <= 0.1 else "  (rates differ by more than 10%: CPU per share is not like for like)"))
-    floor = by.get(("floor", off))
-    if floor and floor["accepted"]:
+    for fl in ("floor", "floor-epoll"):
+        floor = by.get((fl, off))
+        if not floor or not floor["accepted"]:
+            continue
         f = floor["pool_cpu_us_per_share"]
-        print(f"{off:.0f} shares/s offered: the floor pool costs {f:.1f} CPU-us/share; above it:")
+        print(f"{off:.0f} shares/s offered: {fl} costs {f:.1f} CPU-us/share; above it:")
         for r in rows:
-            if r["offered_per_s"] != off or r["label"] == "floor" or not r["accepted"]:
+            if r["offered_per_s"] != off or r["label"] == fl or not r["accepted"]:
                 continue
-            print(f"    {r['label']:<14} {r['pool_cpu_us_per_share'] - f:>7.1f} CPU-us/share above the floor"
-                  f" ({r['pool_cpu_us_per_share'] / f:.2f}x the floor)")
+            print(f"    {r['label']:<14} {r['pool_cpu_us_per_share'] - f:>7.1f} CPU-us/share above {fl}"
+                  f" ({r['pool_cpu_us_per_share'] / f:.2f}x)")
         for o in ("pool_sv2", "pool_sv2-warn"):
             ref = by.get((o, off))
             if ref and ref["accepted"]:
-                print(f"    {o} / floor: {ref['pool_cpu_us_per_share'] / f:.2f}x, the most any pool could"
-                      f" be ahead of {o} in CPU per share on this machine at this load")
+                print(f"    {o} / {fl}: {ref['pool_cpu_us_per_share'] / f:.2f}x, the most a pool built as {fl}"
+                      f" is could be ahead of {o} in CPU per share on this machine at this load")
     bound = [r["label"] for r in rows if r["offered_per_s"] == off and r["fleet_cpu_pct"] >= 90]
     if bound:
         print(f"  generator-bound at {off:.0f}/s ({', '.join(bound)}): no saturation figure from that step")
