@@ -172,37 +172,30 @@ run_one() {
     tdp=$(tdp_addr)
 
     local pool_addr pool_pid
-    if [ "$kind" = floor ] || [ "$kind" = floor-epoll ]; then
-        # The fleet's minimal SV2 pool: the least any pool pays per share here (see step 2).
-        local bin=$floor_bin
-        [ "$kind" = floor ] || bin=$floor_epoll_bin
-        taskset -c "$POOL_CPU" "$bin" "$diff" 10 >"$dir/pool.out" 2>"$dir/pool.err" &
-        pool_pid=$!
-        pids+=("$pool_pid")
-        floor_addr() { sed -n 's/^sv2 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/pool.out" | head -n1; }
-        floor_ready() {
-            kill -0 "$pool_pid" 2>/dev/null || fail "$label: the floor pool exited early"
-            [ -n "$(floor_addr)" ]
-        }
-        wait_for 60 floor_ready || fail "$label: the floor pool did not print 'sv2 listening on ADDR'"
-        pool_addr=$(floor_addr)
-    elif [ "$kind" = ours ] || [ "$kind" = base ]; then
-        local pool_prog=$stratumlab
-        [ "$kind" = ours ] || pool_prog=$BENCH_BASELINE
-        env "${penv[@]}" taskset -c "$POOL_CPU" "$pool_prog" pool --sv2-listen 127.0.0.1:0 \
-            --tp "$tdp" --tp-authority-key "$AUTHORITY_PUBLIC_KEY" \
-            --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
-            --shares-per-minute "$spm" --start-difficulty "$diff" \
-            --store "$dir/pool.sqlite" --events "$dir/pool.ev" "${pargs[@]}" \
-            >"$dir/pool.out" 2>"$dir/pool.err" &
+    if [ "$kind" != pool_sv2 ]; then
+        if [ "$kind" = floor ] || [ "$kind" = floor-epoll ]; then
+            # The fleet's minimal SV2 pool: the least any pool pays per share here (step 2).
+            local bin=$floor_bin
+            [ "$kind" = floor ] || bin=$floor_epoll_bin
+            taskset -c "$POOL_CPU" "$bin" "$diff" 10 >"$dir/pool.out" 2>"$dir/pool.err" &
+        else
+            local pool_prog=$stratumlab
+            [ "$kind" = ours ] || pool_prog=$BENCH_BASELINE
+            env "${penv[@]}" taskset -c "$POOL_CPU" "$pool_prog" pool --sv2-listen 127.0.0.1:0 \
+                --tp "$tdp" --tp-authority-key "$AUTHORITY_PUBLIC_KEY" \
+                --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
+                --shares-per-minute "$spm" --start-difficulty "$diff" \
+                --store "$dir/pool.sqlite" --events "$dir/pool.ev" "${pargs[@]}" \
+                >"$dir/pool.out" 2>"$dir/pool.err" &
+        fi
         pool_pid=$!
         pids+=("$pool_pid")
         sv2_addr() { sed -n 's/^sv2 listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/pool.out" | head -n1; }
-        ours_ready() {
-            kill -0 "$pool_pid" 2>/dev/null || fail "$label: our pool exited early"
+        listening() {
+            kill -0 "$pool_pid" 2>/dev/null || fail "$label: the pool exited early"
             [ -n "$(sv2_addr)" ]
         }
-        wait_for 60 ours_ready || fail "$label: our pool did not print 'sv2 listening on ADDR'"
+        wait_for 60 listening || fail "$label: the pool did not print 'sv2 listening on ADDR'"
         pool_addr=$(sv2_addr)
     else
         local port

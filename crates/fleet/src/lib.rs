@@ -30,6 +30,7 @@ pub mod sv1_device;
 pub mod sv2_device;
 pub mod sv2_testpool;
 pub mod testpool;
+mod timed_writer;
 
 pub use backoff::Backoff;
 pub use device::{CloseReason, Device, HashOutcome, Nanos, Observer};

@@ -423,22 +423,11 @@ impl Drop for AbortOnDrop {
 }
 
 impl Out {
-    fn new(mut wr: OwnedWriteHalf, delay: Duration) -> Out {
+    fn new(wr: OwnedWriteHalf, delay: Duration) -> Out {
         if delay.is_zero() {
             return Out::Direct(wr);
         }
-        // Writes go through one task, in order, each at its due time.
-        let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-        let writer = tokio::spawn(async move {
-            while let Some((at, bytes)) = rx.recv().await {
-                if at > tokio::time::Instant::now() {
-                    tokio::time::sleep_until(at).await;
-                }
-                if wr.write_all(&bytes).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let (tx, writer) = crate::timed_writer::spawn(wr);
         Out::Queued {
             delay,
             tx,

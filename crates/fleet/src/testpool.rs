@@ -16,9 +16,9 @@ use std::time::Duration;
 use primitives::share::{JobHeader, MinerChoice, Sv1Share};
 use primitives::{CoinbaseSpec, CompactTarget, Difficulty, Hash256, Target};
 use sv1::{Method, Submit};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 #[derive(Clone, Debug)]
 pub struct TestPoolConfig {
@@ -235,20 +235,8 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
         .expect("peers lock")
         .entry(peer.ip())
         .or_default() += 1;
-    let (mut rd, mut wr) = stream.into_split();
-    // Writes go through one task, in order, each at its due time.
-    let (tx, mut rx) = mpsc::unbounded_channel::<(tokio::time::Instant, Arc<Vec<u8>>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((at, bytes)) = rx.recv().await {
-            // Only held replies wait for the timer (its tick would delay the others too).
-            if at > tokio::time::Instant::now() {
-                tokio::time::sleep_until(at).await;
-            }
-            if wr.write_all(&bytes).await.is_err() {
-                break;
-            }
-        }
-    });
+    let (mut rd, wr) = stream.into_split();
+    let (tx, writer) = crate::timed_writer::spawn::<Arc<Vec<u8>>>(wr);
     let mut jobs_rx = s.jobs_tx.subscribe();
     let mut kick_rx = s.kick_tx.subscribe();
     let mut lines = sv1::LineBuffer::new(16 * 1024);
