@@ -28,7 +28,7 @@ use sv2::messages::mining::{
     SubmitSharesError, SubmitSharesStandard, SubmitSharesSuccess,
 };
 use sv2::messages::{Common, Message, Mining};
-use sv2::{AuthorityKeys, NoiseResponder};
+use sv2::{AuthorityKeys, NoiseError, NoiseResponder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -146,13 +146,10 @@ fn tip_hash(tip: u32) -> Hash256 {
     primitives::sha256d(&[b"sv2 test pool tip".as_slice(), &tip.to_le_bytes()].concat())
 }
 
-impl Sv2TestPool {
-    /// Listens on 127.0.0.1 (any port) and serves until dropped.
-    pub async fn start(config: Sv2TestPoolConfig) -> io::Result<Sv2TestPool> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+impl Shared {
+    fn new(config: Sv2TestPoolConfig) -> Arc<Shared> {
         let (tx, _) = broadcast::channel(64);
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             config,
             stats: Arc::new(Sv2TestPoolStats::default()),
             work: Mutex::new(Work {
@@ -161,7 +158,131 @@ impl Sv2TestPool {
             }),
             next_conn: AtomicU32::new(1),
             tx,
-        });
+        })
+    }
+
+    /// The next template, on a new tip if `tip`.
+    fn advance(&self, tip: bool) -> Work {
+        let mut w = self.work.lock().expect("work lock");
+        w.template += 1;
+        if tip {
+            w.tip += 1;
+        }
+        *w
+    }
+
+    fn connect(&self, peer: SocketAddr) -> Result<Conn, NoiseError> {
+        self.stats.connections.fetch_add(1, Relaxed);
+        *self
+            .stats
+            .peers
+            .lock()
+            .expect("peers lock")
+            .entry(peer.ip())
+            .or_default() += 1;
+        let noise = NoiseResponder::new(&self.config.keys, Duration::from_secs(3600), 1 << 20)?;
+        Ok(Conn {
+            id: self.next_conn.fetch_add(1, Relaxed),
+            noise,
+            payload: Vec::new(),
+            nbits: self.config.nbits,
+            open: false,
+            target: self.config.target,
+            template: 0,
+            tip: 0,
+            tip_hash: tip_hash(0),
+            jobs: BTreeMap::new(),
+            seen: HashSet::new(),
+            batch: 0,
+            last_seq: 0,
+        })
+    }
+
+    /// Bytes from a device: replies to shares are appended to `held` (a shell writes them
+    /// [`Sv2TestPoolConfig::reply_delay`] later), everything else to `now`. An error means the
+    /// connection must close.
+    fn on_bytes(
+        &self,
+        conn: &mut Conn,
+        bytes: &[u8],
+        now: &mut Vec<u8>,
+        held: &mut Vec<u8>,
+    ) -> Result<(), NoiseError> {
+        conn.noise.feed(bytes)?;
+        conn.noise.take_handshake_bytes(now);
+        while let Some(frame) = conn.noise.next_frame() {
+            let mut frame = frame?;
+            match Message::decode(frame.msg_type(), &mut frame.payload) {
+                Ok(m) => handle(conn, m, self, now, held),
+                Err(_) => {
+                    self.stats.malformed.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The test pool's protocol without sockets, for a caller that does its own I/O (the SV2
+/// pool bench's hand-driven epoll floor, `examples/sv2_floor_epoll.rs`): the same handshake,
+/// jobs and share checks as [`Sv2TestPool`], which drives the same code from tokio.
+pub struct Sv2TestPoolCore {
+    shared: Arc<Shared>,
+}
+
+/// One connection of a [`Sv2TestPoolCore`].
+pub struct Sv2TestConn(Conn);
+
+impl Sv2TestPoolCore {
+    pub fn new(config: Sv2TestPoolConfig) -> Sv2TestPoolCore {
+        Sv2TestPoolCore {
+            shared: Shared::new(config),
+        }
+    }
+
+    pub fn stats(&self) -> &Sv2TestPoolStats {
+        &self.shared.stats
+    }
+
+    /// A device connected from `peer`.
+    pub fn connect(&self, peer: SocketAddr) -> Result<Sv2TestConn, NoiseError> {
+        self.shared.connect(peer).map(Sv2TestConn)
+    }
+
+    /// Bytes from the device: replies to shares go to `held`, to be written
+    /// [`Sv2TestPoolConfig::reply_delay`] later, everything else to `now`. An error means the
+    /// connection must close.
+    pub fn on_bytes(
+        &self,
+        conn: &mut Sv2TestConn,
+        bytes: &[u8],
+        now: &mut Vec<u8>,
+        held: &mut Vec<u8>,
+    ) -> Result<(), NoiseError> {
+        self.shared.on_bytes(&mut conn.0, bytes, now, held)
+    }
+
+    /// A new template on the current tip; [`Sv2TestPoolCore::catch_up`] sends it.
+    pub fn new_job(&self) {
+        self.shared.advance(false);
+    }
+
+    /// Appends to `out` the job of the latest template, if the connection's channel is open
+    /// and has not had it.
+    pub fn catch_up(&self, conn: &mut Sv2TestConn, out: &mut Vec<u8>) {
+        let template = self.shared.work.lock().expect("work lock").template;
+        if conn.0.open {
+            on_broadcast(&mut conn.0, Broadcast::Job { template }, out);
+        }
+    }
+}
+
+impl Sv2TestPool {
+    /// Listens on 127.0.0.1 (any port) and serves until dropped.
+    pub async fn start(config: Sv2TestPoolConfig) -> io::Result<Sv2TestPool> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Shared::new(config);
         let s = Arc::clone(&shared);
         let task = tokio::spawn(async move {
             while let Ok((stream, peer)) = listener.accept().await {
@@ -187,11 +308,7 @@ impl Sv2TestPool {
 
     /// Sends every open channel a job on the current tip.
     pub fn new_job(&self) {
-        let work = {
-            let mut w = self.shared.work.lock().expect("work lock");
-            w.template += 1;
-            *w
-        };
+        let work = self.shared.advance(false);
         let _ = self.shared.tx.send(Broadcast::Job {
             template: work.template,
         });
@@ -200,12 +317,7 @@ impl Sv2TestPool {
     /// A new tip: every open channel gets a future job and the prev hash activating it; shares
     /// on earlier jobs are stale from then on.
     pub fn new_tip(&self) {
-        let work = {
-            let mut w = self.shared.work.lock().expect("work lock");
-            w.template += 1;
-            w.tip += 1;
-            *w
-        };
+        let work = self.shared.advance(true);
         let _ = self.shared.tx.send(Broadcast::Tip {
             template: work.template,
             tip: work.tip,
@@ -329,34 +441,12 @@ impl Conn {
 }
 
 async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
-    s.stats.connections.fetch_add(1, Relaxed);
-    *s.stats
-        .peers
-        .lock()
-        .expect("peers lock")
-        .entry(peer.ip())
-        .or_default() += 1;
-    let Ok(noise) = NoiseResponder::new(&s.config.keys, Duration::from_secs(3600), 1 << 20) else {
+    let Ok(mut conn) = s.connect(peer) else {
         return;
     };
     let (mut rd, wr) = stream.into_split();
     let mut out = Out::new(wr, s.config.reply_delay);
     let mut events = s.tx.subscribe();
-    let mut conn = Conn {
-        id: s.next_conn.fetch_add(1, Relaxed),
-        noise,
-        payload: Vec::new(),
-        nbits: s.config.nbits,
-        open: false,
-        target: s.config.target,
-        template: 0,
-        tip: 0,
-        tip_hash: tip_hash(0),
-        jobs: BTreeMap::new(),
-        seen: HashSet::new(),
-        batch: 0,
-        last_seq: 0,
-    };
     let mut buf = vec![0u8; 16 * 1024];
     let mut now_out = Vec::new();
     let mut held_out = Vec::new();
@@ -367,24 +457,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                if conn.noise.feed(&buf[..n]).is_err() {
-                    break;
-                }
-                conn.noise.take_handshake_bytes(&mut now_out);
-                let mut failed = false;
-                while let Some(frame) = conn.noise.next_frame() {
-                    let Ok(mut frame) = frame else {
-                        failed = true;
-                        break;
-                    };
-                    match Message::decode(frame.msg_type(), &mut frame.payload) {
-                        Ok(m) => handle(&mut conn, m, &s, &mut now_out, &mut held_out),
-                        Err(_) => {
-                            s.stats.malformed.fetch_add(1, Relaxed);
-                        }
-                    }
-                }
-                if failed {
+                if s.on_bytes(&mut conn, &buf[..n], &mut now_out, &mut held_out).is_err() {
                     break;
                 }
             }
@@ -647,4 +720,137 @@ fn judge(conn: &mut Conn, m: &SubmitSharesStandard, s: &Shared) -> Result<bool, 
         s.stats.rolled.fetch_add(1, Relaxed);
     }
     Ok(check.meets_network_target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sv2::messages::common::SetupConnection;
+    use sv2::messages::mining::OpenStandardMiningChannel;
+    use sv2::NoiseInitiator;
+
+    /// A device talking to the sans-IO core, bytes in and out, no socket.
+    struct Device {
+        noise: NoiseInitiator,
+        conn: Sv2TestConn,
+    }
+
+    impl Device {
+        fn connect(core: &Sv2TestPoolCore) -> Device {
+            let keys = AuthorityKeys::reference();
+            let mut noise = NoiseInitiator::new(keys.public_bytes(), 1 << 20).unwrap();
+            let peer: SocketAddr = "127.0.0.1:1".parse().unwrap();
+            let mut conn = core.connect(peer).unwrap();
+            let mut hello = Vec::new();
+            noise.take_handshake_bytes(&mut hello);
+            let mut reply = Vec::new();
+            core.on_bytes(&mut conn, &hello, &mut reply, &mut Vec::new())
+                .unwrap();
+            noise.feed(&reply).unwrap();
+            assert!(noise.handshake_done());
+            Device { noise, conn }
+        }
+
+        /// Sends `m`; returns what the pool answered at once.
+        fn send(&mut self, core: &Sv2TestPoolCore, m: Message) -> Vec<Message> {
+            let mut payload = Vec::new();
+            let t = m.encode(&mut payload).unwrap();
+            let mut wire = Vec::new();
+            self.noise
+                .encrypt(t, m.extension_type(), &payload, &mut wire)
+                .unwrap();
+            let (mut now, mut held) = (Vec::new(), Vec::new());
+            core.on_bytes(&mut self.conn, &wire, &mut now, &mut held)
+                .unwrap();
+            now.append(&mut held);
+            self.read(&now)
+        }
+
+        fn read(&mut self, bytes: &[u8]) -> Vec<Message> {
+            self.noise.feed(bytes).unwrap();
+            let mut got = Vec::new();
+            while let Some(frame) = self.noise.next_frame() {
+                let mut frame = frame.unwrap();
+                got.push(Message::decode(frame.msg_type(), &mut frame.payload).unwrap());
+            }
+            got
+        }
+    }
+
+    #[test]
+    fn the_core_serves_a_channel_shares_and_new_work_without_a_socket() {
+        // Every hash meets the target: a share's fate is decided by the pool's rules alone.
+        let core = Sv2TestPoolCore::new(Sv2TestPoolConfig {
+            target: Target::MAX,
+            ..Sv2TestPoolConfig::default()
+        });
+        let mut d = Device::connect(&core);
+        let setup = SetupConnection {
+            protocol: protocol::MINING,
+            min_version: 2,
+            max_version: 2,
+            flags: 0,
+            endpoint_host: String::new(),
+            endpoint_port: 0,
+            vendor: String::new(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        };
+        let got = d.send(&core, setup.into());
+        assert!(matches!(
+            got[..],
+            [Message::Common(Common::SetupConnectionSuccess(_))]
+        ));
+        let open = OpenStandardMiningChannel {
+            request_id: 7,
+            user_identity: "u".into(),
+            nominal_hash_rate: 1e6,
+            max_target: Target::MAX,
+        };
+        let got = d.send(&core, open.into());
+        let [Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(tip))] =
+            &got[..]
+        else {
+            panic!("{got:?}");
+        };
+        assert_eq!(ok.request_id, 7);
+        assert_eq!(tip.job_id, job.job_id);
+
+        let share = |seq, nonce| SubmitSharesStandard {
+            channel_id: ok.channel_id,
+            sequence_number: seq,
+            job_id: job.job_id,
+            nonce,
+            ntime: tip.min_ntime,
+            version: job.version,
+        };
+        let got = d.send(&core, share(1, 42).into());
+        assert!(
+            matches!(&got[..], [Message::Mining(Mining::SubmitSharesSuccess(s))] if s.last_sequence_number == 1),
+            "{got:?}"
+        );
+        let got = d.send(&core, share(2, 42).into());
+        assert!(
+            matches!(&got[..], [Message::Mining(Mining::SubmitSharesError(e))] if e.error_code == error_code::DUPLICATE_SHARE),
+            "{got:?}"
+        );
+        assert_eq!(core.stats().valid.load(Relaxed), 1);
+        assert_eq!(core.stats().duplicate.load(Relaxed), 1);
+
+        // New work reaches the channel once, and only when asked.
+        let mut out = Vec::new();
+        core.catch_up(&mut d.conn, &mut out);
+        assert!(out.is_empty(), "nothing new yet");
+        core.new_job();
+        core.catch_up(&mut d.conn, &mut out);
+        let got = d.read(&out);
+        let [Message::Mining(Mining::NewMiningJob(next))] = &got[..] else {
+            panic!("{got:?}");
+        };
+        assert!(next.job_id > job.job_id && next.min_ntime.is_some());
+        out.clear();
+        core.catch_up(&mut d.conn, &mut out);
+        assert!(out.is_empty(), "the same job twice");
+    }
 }
