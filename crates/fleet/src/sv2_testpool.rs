@@ -11,6 +11,9 @@
 //! time before the job's), acknowledges accepted shares in batches of a configured size (a block
 //! at once), and can hold its share replies back by a fixed time. Each channel's merkle roots are
 //! its own, so no two devices hash the same headers.
+//!
+//! The protocol side has no I/O of its own: [`Sv2TestPool`] drives it from tokio, and
+//! [`Sv2TestPoolCore`] hands it to callers that do their own (the SV2 pool bench's epoll floor).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io;
