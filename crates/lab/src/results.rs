@@ -189,8 +189,14 @@ pub struct Shares {
     /// `stale / submitted x 100`, by count.
     #[serde(default)]
     pub stale_pct: Option<f64>,
-    /// Every rejection by reason, `stale` included: the values sum to `stale + rejected`.
+    /// Every rejection by reason, `stale` included: the values sum to `stale + rejected`. The
+    /// reason is the lab's: a share the pool called an unknown job, whose job a new tip had
+    /// superseded by the time the verdict came, is stale here (`lab::metrics::shares`).
     pub rejected_by_reason: BTreeMap<String, u64>,
+    /// The same rejections by the reason the pool itself gave; it differs from
+    /// `rejected_by_reason` only where the lab reclassified a rejection as stale.
+    #[serde(default)]
+    pub pool_reason: BTreeMap<String, u64>,
 }
 
 /// Work in difficulty-1 units, so that per-device SV1 shares and aggregated SV2 shares compare.

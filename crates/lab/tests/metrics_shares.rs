@@ -5,7 +5,7 @@ mod metrics_support;
 
 use std::time::Duration;
 
-use events::{Perspective, Reason, Verdict};
+use events::{JobId, Perspective, Reason, ShareSent, Verdict};
 use metrics_support::*;
 
 const ACCEPTED: Verdict = Verdict::Accepted;
@@ -63,7 +63,71 @@ fn shares_are_counted_by_verdict_in_the_window() {
     assert_eq!(s.rejected_by_reason["stale"], 1);
     assert_eq!(s.rejected_by_reason["duplicate"], 1);
     assert_eq!(s.rejected_by_reason["low_difficulty"], 1);
+    // The pool's own reasons: nothing to reclassify (its stale share was called stale).
+    assert_eq!(s.pool_reason, s.rejected_by_reason);
     assert_eq!(r.pool_shares, None);
+}
+
+/// A pool that dropped a job on a new tip may answer a share for it "invalid job" (the
+/// reference pool_sv2 does): for the farm that is the same lost work as a stale share, so the
+/// lab counts it stale and keeps the pool's own reason under `pool_reason`. A rejection about
+/// the share itself, or an unknown job on a prev hash still current, stays what the pool said.
+#[test]
+fn a_rejection_of_a_superseded_job_counts_as_stale_and_the_pool_reason_is_kept() {
+    let mut lab = Lab::new();
+    lab.pool_logged = false;
+    let (p0, p1, elsewhere) = (h(1), h(2), h(9));
+    lab.simnet.push(ev(at(30.0), tip("network", p1, 101, p0)));
+    let f = lab.fleet();
+    // A share on job `fp`, sent and answered at the given seconds.
+    let share = |f: &mut Vec<_>, seq: u64, fp: u64, sent_s: f64, answered_s: f64, v| {
+        let on = ShareSent {
+            job_id: JobId::text(&format!("{fp:x}")),
+            ..sent(1, seq, 1.0, None)
+        };
+        f.push(ev(at(sent_s), on));
+        f.push(ev(at(answered_s), received(1, seq, v)));
+    };
+    let invalid_job = rejected(Reason::InvalidJob);
+    f.push(ev(at(15.0), job(1, 0xa, p0)));
+    share(f, 1, 0xa, 20.0, 20.1, ACCEPTED);
+    // An unknown job while p0 is still everyone's tip: a fault, kept as the pool said.
+    share(f, 2, 0xa, 25.0, 25.1, invalid_job);
+    // Sent on p0 just before the network's p1, answered after it: stale.
+    share(f, 3, 0xa, 29.95, 30.1, invalid_job);
+    // The same, answered without the customary code: stale too.
+    share(f, 4, 0xa, 29.96, 30.12, rejected(Reason::Other));
+    // A duplicate is about the share, not its job: kept.
+    share(f, 5, 0xa, 29.97, 30.15, rejected(Reason::Duplicate));
+    f.push(ev(at(30.2), job(1, 0xb, p1)));
+    // The pool told this device of another prev hash before it answered (simnet never
+    // recorded that tip): superseded at the pool, so stale.
+    f.push(ev(at(50.0), job(1, 0xc, elsewhere)));
+    share(f, 6, 0xb, 49.9, 50.1, invalid_job);
+    let r = lab.results();
+    let s = &r.shares;
+    assert_eq!(s.submitted, 6);
+    assert_eq!((s.accepted, s.stale, s.rejected), (1, 3, 2), "{s:?}");
+    let counts = |m: &std::collections::BTreeMap<String, u64>| {
+        m.iter().map(|(k, v)| (k.clone(), *v)).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        counts(&s.rejected_by_reason),
+        [
+            ("duplicate".to_owned(), 1),
+            ("invalid_job".to_owned(), 1),
+            ("stale".to_owned(), 3)
+        ],
+    );
+    assert_eq!(
+        counts(&s.pool_reason),
+        [
+            ("duplicate".to_owned(), 1),
+            ("invalid_job".to_owned(), 3),
+            ("other".to_owned(), 1)
+        ],
+    );
+    assert_eq!(r.work.stale, 3.0);
 }
 
 #[test]

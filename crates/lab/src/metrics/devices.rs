@@ -27,6 +27,10 @@ use crate::stats::Samples;
 /// SV2 future jobs a device may hold before one is activated.
 const MAX_FUTURE_JOBS: usize = 16;
 
+/// Workable jobs whose prev hash a device remembers, for its shares' verdicts: more than any
+/// pool keeps valid at once.
+const MAX_RECENT_JOBS: usize = 64;
+
 #[derive(Default)]
 struct Device {
     /// Value of the template being worked on, when known, and since when.
@@ -35,6 +39,20 @@ struct Device {
     /// A connection opened that has not had its first job yet.
     opened: Option<u64>,
     future: Vec<(Option<u32>, JobId, Option<Fingerprint>)>,
+    /// The prev hashes of its latest workable jobs, newest last.
+    recent: std::collections::VecDeque<(Option<u32>, JobId, Hash256)>,
+    /// The prev hash of its newest workable job: what its pool last told it the tip was.
+    current_prev: Option<Hash256>,
+}
+
+impl Device {
+    fn job_prev_hash(&self, channel: Option<u32>, job_id: JobId) -> Option<Hash256> {
+        self.recent
+            .iter()
+            .rev()
+            .find(|(c, id, _)| *c == channel && *id == job_id)
+            .map(|(_, _, p)| *p)
+    }
 }
 
 /// `HashesDone` of one fleet log: the delta at time t covers the time since the previous one,
@@ -178,8 +196,9 @@ impl<'a> FleetPass<'a> {
             }
             EventKind::ShareSent(s) => {
                 let d = self.device(log, s.device);
+                let prev = self.devices[d as usize].job_prev_hash(s.channel, s.job_id);
                 self.shares
-                    .sent(d, s.seq, ts, s.difficulty, Some(&mut self.series));
+                    .sent(d, s.seq, ts, s.difficulty, prev, Some(&mut self.series));
                 if let Some(h) = s.hash {
                     if self.index.chain.accepted.contains_key(&h) {
                         let t = self.block_shares.entry(h).or_insert(ts);
@@ -190,9 +209,16 @@ impl<'a> FleetPass<'a> {
             EventKind::ShareResult(r) if r.perspective == Perspective::Received => {
                 let d = self.device(log, r.conn);
                 self.unmatched.matchable += 1;
+                let (chain, dev) = (&self.index.chain, &self.devices[d as usize]);
+                // Superseded at the pool when it answered: it had already sent this device work
+                // on another prev hash (one connection keeps the pool's order), or the network
+                // had a block on top of the share's by the time the verdict came.
+                let superseded = |prev: Hash256, at: u64| {
+                    dev.current_prev.is_some_and(|c| c != prev) || chain.superseded(&prev, at)
+                };
                 if let Matched::Unmatched =
                     self.shares
-                        .verdict(d, r.seq, ts, r.verdict, Some(&mut self.series))
+                        .verdict(d, r.seq, ts, r.verdict, superseded, Some(&mut self.series))
                 {
                     self.unmatched.add("verdict_without_share");
                 }
@@ -208,6 +234,8 @@ impl<'a> FleetPass<'a> {
                 let dev = &mut self.devices[d as usize];
                 dev.opened = None;
                 dev.future.clear();
+                dev.recent.clear();
+                dev.current_prev = None;
             }
             EventKind::HashesDone(h) => {
                 let log = log as usize;
@@ -281,9 +309,17 @@ impl<'a> FleetPass<'a> {
         }
 
         self.stop_work(d, ts);
+        let prev = prev_hash.or_else(|| template.map(|i| book.get(i).prev_hash));
         let dev = &mut self.devices[d as usize];
         dev.value = template.map(|i| book.get(i).value_sats);
         dev.since = ts;
+        if let Some(p) = prev {
+            if dev.recent.len() == MAX_RECENT_JOBS {
+                dev.recent.pop_front();
+            }
+            dev.recent.push_back((channel, job_id, p));
+            dev.current_prev = Some(p);
+        }
 
         if let Some(i) = template {
             let t = book.get(i);
@@ -299,7 +335,6 @@ impl<'a> FleetPass<'a> {
             }
         }
 
-        let prev = prev_hash.or_else(|| template.map(|i| book.get(i).prev_hash));
         let chain = &index.chain;
         if let Some(k) = prev.and_then(|p| chain.tip_index(&p)) {
             let tip = chain.tip(k);

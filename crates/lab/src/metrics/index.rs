@@ -27,6 +27,9 @@ pub(crate) struct Chain {
     /// The network's last tip (node `network`), else the job source node's.
     network_final: Option<(u64, Hash256)>,
     node_final: Option<(u64, Hash256)>,
+    /// Per block, when the first block built on it existed: from then on a job on it is
+    /// superseded.
+    first_child_ns: HashMap<Hash256, u64>,
     /// Blocks a node accepted as a new tip.
     pub accepted: HashMap<Hash256, AcceptedBlock>,
 }
@@ -41,6 +44,8 @@ pub(crate) struct AcceptedBlock {
 
 impl Chain {
     pub fn on_tip(&mut self, ts: u64, node: &str, job_source: &str, t: &events::TipChanged) {
+        let child = self.first_child_ns.entry(t.prev_hash).or_insert(ts);
+        *child = (*child).min(ts);
         match self.by_hash.get(&t.hash) {
             Some(&i) => {
                 let tip = &mut self.tips[i as usize];
@@ -75,6 +80,12 @@ impl Chain {
         if node == job_source {
             e.by_job_source_ns = Some(e.by_job_source_ns.map_or(ts, |t| t.min(ts)));
         }
+    }
+
+    /// Whether a block on top of `prev_hash` existed at `ts` (on any node): a job on
+    /// `prev_hash` was then superseded for the network.
+    pub fn superseded(&self, prev_hash: &Hash256, ts: u64) -> bool {
+        self.first_child_ns.get(prev_hash).is_some_and(|&t| t <= ts)
     }
 
     pub fn tip_index(&self, hash: &Hash256) -> Option<u32> {

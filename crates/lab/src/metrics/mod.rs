@@ -37,7 +37,10 @@
 //! - Shares ([`shares`]): at the farm edge, from the fleet's `ShareSent` and received
 //!   `ShareResult`, matched by (device, sequence); counted when *sent* in the measured window
 //!   `[warmup_end, drain_start)`; no verdict by the end of the drain = unanswered. `rejected`
-//!   excludes stale; `rejected_by_reason` lists every rejection, stale included. Work is the
+//!   excludes stale; `rejected_by_reason` lists every rejection, stale included, by the lab's
+//!   reason: a share the pool called an unknown job (or rejected without a customary code)
+//!   whose job had been superseded when its verdict came is stale (see [`shares::lab_reason`]);
+//!   `pool_reason` keeps the pool's own reasons for the same rejections. Work is the
 //!   sum of the difficulties the shares were sent against. `pool_shares`/`pool_work`: the same
 //!   upstream of the farm's roles, from where [`PoolShares`] says: a proxy's upstream side, or
 //!   the pool's own verdicts (A, B); `null` where devices meet the pool.
@@ -185,7 +188,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                     EventKind::ShareSent(s) if from_proxy && log.kind == RoleKind::Proxy => {
                         let next = upstream_ids.len() as u32;
                         let id = *upstream_ids.entry((i, s.device, s.channel)).or_insert(next);
-                        upstream.sent(id, s.seq, e.ts_ns, s.difficulty, None);
+                        upstream.sent(id, s.seq, e.ts_ns, s.difficulty, None, None);
                     }
                     EventKind::ShareResult(r)
                         if from_proxy
@@ -196,7 +199,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                         let next = upstream_ids.len() as u32;
                         let id = *upstream_ids.entry((i, r.conn, r.channel)).or_insert(next);
                         if let Matched::Unmatched =
-                            upstream.verdict(id, r.seq, e.ts_ns, r.verdict, None)
+                            upstream.verdict(id, r.seq, e.ts_ns, r.verdict, |_, _| false, None)
                         {
                             upstream_unmatched.add("upstream_verdict_without_share");
                         }
@@ -210,8 +213,8 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                         // Sent and judged at once, as the pool saw it.
                         let next = upstream_ids.len() as u32;
                         let id = *upstream_ids.entry((i, r.conn, r.channel)).or_insert(next);
-                        upstream.sent(id, r.seq, e.ts_ns, r.difficulty, None);
-                        upstream.verdict(id, r.seq, e.ts_ns, r.verdict, None);
+                        upstream.sent(id, r.seq, e.ts_ns, r.difficulty, None, None);
+                        upstream.verdict(id, r.seq, e.ts_ns, r.verdict, |_, _| false, None);
                     }
                     _ => {}
                 }

@@ -1,10 +1,15 @@
 //! Shares at one edge: each share sent is matched with the verdict the sender received, by
 //! (sender, sequence number). A share counts in the totals when it was *sent* in the measured
 //! window; its verdict may come later, up to the end of the drain. No verdict by then: unanswered.
+//!
+//! A rejection is counted under the lab's reason, which is the pool's own unless the lab knows
+//! better (see [`lab_reason`]): a pool that dropped a job on a new tip may answer a share for it
+//! "invalid job" rather than "stale". The pool's own reasons are kept beside (`pool_reason`),
+//! so nothing is hidden.
 
 use std::collections::HashMap;
 
-use events::{Reason, Verdict};
+use events::{Hash256, Reason, Verdict};
 
 use super::input::Window;
 use super::series::Series;
@@ -19,8 +24,10 @@ pub struct ShareTally {
     pub stale: u64,
     pub rejected: u64,
     pub unanswered: u64,
-    /// Indexed like [`Reason::ALL`], stale included.
+    /// Indexed like [`Reason::ALL`], stale included: the lab's reasons.
     pub by_reason: [u64; 7],
+    /// The same rejections by the reason the pool gave.
+    pub by_pool_reason: [u64; 7],
     pub work_submitted: f64,
     pub work_accepted: f64,
     pub work_stale: f64,
@@ -34,6 +41,9 @@ impl ShareTally {
         self.rejected += o.rejected;
         self.unanswered += o.unanswered;
         for (a, b) in self.by_reason.iter_mut().zip(o.by_reason) {
+            *a += b;
+        }
+        for (a, b) in self.by_pool_reason.iter_mut().zip(o.by_pool_reason) {
             *a += b;
         }
         self.work_submitted += o.work_submitted;
@@ -50,12 +60,8 @@ impl ShareTally {
             unanswered: self.unanswered,
             acceptance_pct: pct(self.accepted as f64, self.submitted as f64),
             stale_pct: pct(self.stale as f64, self.submitted as f64),
-            rejected_by_reason: Reason::ALL
-                .iter()
-                .zip(self.by_reason)
-                .filter(|(_, n)| *n > 0)
-                .map(|(r, n)| (r.as_str().to_owned(), n))
-                .collect(),
+            rejected_by_reason: by_reason(&self.by_reason),
+            pool_reason: by_reason(&self.by_pool_reason),
         }
     }
 
@@ -73,6 +79,36 @@ impl ShareTally {
     }
 }
 
+/// The non-zero counts of a reason-indexed array, by reason name.
+fn by_reason(counts: &[u64; 7]) -> std::collections::BTreeMap<String, u64> {
+    Reason::ALL
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| (r.as_str().to_owned(), *n))
+        .collect()
+}
+
+/// The reason the lab counts a rejection under, from the pool's reason and whether the share's
+/// job had been superseded (its prev hash replaced) by the time its verdict arrived.
+///
+/// A pool that drops a job on a new tip and is then sent a share for it may say the job is
+/// unknown (SV2 `invalid-job-id`, or an SV1 error without the customary "job not found" code)
+/// rather than stale: for the farm it is the same lost work, so the lab counts it stale. A
+/// rejection about the share itself (duplicate, low difficulty, unauthorized, wrong channel)
+/// keeps the pool's reason, and so does an unknown job on a prev hash still current: that is a
+/// real fault.
+pub fn lab_reason(pool: Reason, superseded: bool) -> Reason {
+    match pool {
+        Reason::InvalidJob | Reason::Other if superseded => Reason::Stale,
+        r => r,
+    }
+}
+
+fn slot(r: Reason) -> usize {
+    Reason::ALL.iter().position(|&x| x == r).unwrap_or(6)
+}
+
 /// `part / whole x 100`, or `None` of nothing.
 pub(crate) fn pct(part: f64, whole: f64) -> Option<f64> {
     (whole > 0.0).then(|| part / whole * 100.0)
@@ -82,6 +118,8 @@ pub(crate) fn pct(part: f64, whole: f64) -> Option<f64> {
 struct Sent {
     ts: u64,
     difficulty: f64,
+    /// The prev hash of the share's job, when the sender's job is known.
+    prev_hash: Option<Hash256>,
 }
 
 /// A verdict's share, as [`ShareBook::verdict`] found it.
@@ -113,16 +151,23 @@ impl ShareBook {
         }
     }
 
-    /// A share sent by `sender` (a dense index the caller assigns) with sequence `seq`.
+    /// A share sent by `sender` (a dense index the caller assigns) with sequence `seq`, on a job
+    /// whose prev hash is `prev_hash` when the caller knows it.
     pub fn sent(
         &mut self,
         sender: u32,
         seq: u64,
         ts: u64,
         difficulty: f64,
+        prev_hash: Option<Hash256>,
         series: Option<&mut Series>,
     ) {
-        let previous = self.pending.insert((sender, seq), Sent { ts, difficulty });
+        let sent = Sent {
+            ts,
+            difficulty,
+            prev_hash,
+        };
+        let previous = self.pending.insert((sender, seq), sent);
         if let Some(p) = previous {
             // The sequence number came round again before a verdict: the old one never got one.
             self.settle_unanswered(p);
@@ -136,12 +181,16 @@ impl ShareBook {
         }
     }
 
+    /// The verdict the sender received at `ts` for its share `seq`. `superseded(prev_hash, ts)`
+    /// tells whether a job on `prev_hash` had been superseded by `ts` (see [`lab_reason`]); it
+    /// is asked only for a rejection whose share's prev hash is known.
     pub fn verdict(
         &mut self,
         sender: u32,
         seq: u64,
         ts: u64,
-        verdict: Verdict,
+        pool_verdict: Verdict,
+        superseded: impl FnOnce(Hash256, u64) -> bool,
         series: Option<&mut Series>,
     ) -> Matched {
         if ts > self.window.end_ns {
@@ -149,6 +198,12 @@ impl ShareBook {
         }
         let Some(sent) = self.pending.remove(&(sender, seq)) else {
             return Matched::Unmatched;
+        };
+        let verdict = match (pool_verdict, sent.prev_hash) {
+            (Verdict::Rejected(r @ (Reason::InvalidJob | Reason::Other)), Some(p)) => {
+                Verdict::Rejected(lab_reason(r, superseded(p, ts)))
+            }
+            (v, _) => v,
         };
         let column = match verdict {
             Verdict::Accepted => Series::SHARES_ACCEPTED,
@@ -174,8 +229,10 @@ impl ShareBook {
                 } else {
                     t.rejected += 1;
                 }
-                let slot = Reason::ALL.iter().position(|&x| x == r).unwrap_or(6);
-                t.by_reason[slot] += 1;
+                t.by_reason[slot(r)] += 1;
+                if let Some(p) = pool_verdict.reason() {
+                    t.by_pool_reason[slot(p)] += 1;
+                }
             }
         }
         self.latency

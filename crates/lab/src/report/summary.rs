@@ -325,6 +325,22 @@ impl Builder<'_> {
                 Better::Lower,
             );
         }
+        // The pools' own reasons, shown where the lab counted some rejection differently (a
+        // superseded job the pool called unknown is stale here).
+        let reclassified = self.configs.iter().any(|(_, c)| {
+            let pool = at(c, &[key, "pool_reason"]);
+            pool.is_some() && pool != at(c, &[key, "rejected_by_reason"])
+        });
+        if reclassified {
+            for reason in union_of_keys(self.configs, &[key, "pool_reason"]) {
+                self.row(
+                    &[key, "pool_reason", &reason],
+                    &format!("rejected, the pool's own reason: {reason}"),
+                    Unit::Count,
+                    Better::Lower,
+                );
+            }
+        }
     }
 
     fn distribution(&mut self, metric: &str, title: &str) {
@@ -707,6 +723,28 @@ mod tests {
     }
 
     #[test]
+    fn the_pools_own_reasons_are_shown_beside_where_the_lab_reclassified() {
+        let r = results(
+            r#"{"configs": {"D": {"shares": {"accepted": 10, "rejected_by_reason": {"stale": 2},
+                     "pool_reason": {"stale": 2}}},
+               "D-ref": {"shares": {"accepted": 12, "rejected_by_reason": {"stale": 3},
+                     "pool_reason": {"stale": 2, "invalid_job": 1}}}}}"#,
+        );
+        let s = Summary::from_results(&r);
+        let row = s.row("shares.pool_reason.invalid_job").unwrap();
+        assert_eq!(row.cells[1], Cell::Number(1.0));
+        assert!(row.label.contains("pool's own reason"), "{}", row.label);
+        assert_eq!(
+            s.row("shares.pool_reason.stale").unwrap().cells,
+            [Cell::Number(2.0), Cell::Number(2.0)]
+        );
+        assert_eq!(
+            s.row("shares.rejected_by_reason.stale").unwrap().cells,
+            [Cell::Number(2.0), Cell::Number(3.0)]
+        );
+    }
+
+    #[test]
     fn known_rows_always_shown_unknown_numbers_collected() {
         let r = results(
             r#"{"configs": {"sv1": {"shares": {"accepted": 10, "rejected_by_reason": {"stale": 2}},
@@ -723,6 +761,8 @@ mod tests {
         );
         assert!(s.row("shares.rejected_by_reason.stale").is_some());
         assert!(s.row("shares.rejected_by_reason.duplicate").is_some());
+        // No pool reason differs from the lab's: not repeated.
+        assert!(s.row("shares.pool_reason.stale").is_none());
         let wan = s.row("links.wan.tx_bytes").unwrap();
         assert_eq!(wan.unit, Unit::Bytes);
         assert_eq!(s.row("novel_ms").unwrap().unit, Unit::Millis);
