@@ -16,6 +16,14 @@ pub enum EventsCommand {
     Dump(DumpArgs),
     /// Summarize event files: writer, time span, events per kind, truncation.
     Summary(SummaryArgs),
+    /// Count the devices' shares and verdicts in a set of event files as `stratumlab run`
+    /// does (every event counts: no warm-up, no drain), and print them as JSON.
+    ///
+    /// Give the fleets' files and, for the lab's stale classification of rejections whose job
+    /// a new tip superseded, simnet's; other roles' files are read by the role their header
+    /// names. Prints `{"shares": ..., "unmatched_events": N}` with the keys of results.json's
+    /// `shares` (`rejected_by_reason` the lab's reasons, `pool_reason` the pool's).
+    Shares(SharesArgs),
 }
 
 #[derive(Args, Serialize)]
@@ -55,6 +63,17 @@ pub struct SummaryArgs {
 #[serde(deny_unknown_fields)]
 struct SummaryConfig {}
 
+#[derive(Args, Serialize)]
+pub struct SharesArgs {
+    #[arg(required = true)]
+    #[serde(skip)]
+    files: Vec<PathBuf>,
+    /// TOML file with settings (none are needed; accepted for uniformity).
+    #[arg(long)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+}
+
 pub fn run(cmd: EventsCommand) -> Result<()> {
     match write_out(cmd) {
         // `stratumlab events dump F | head`: the reader having seen enough is not an error.
@@ -86,6 +105,10 @@ fn write_out(cmd: EventsCommand) -> Result<()> {
             for f in &args.files {
                 summary(f, &mut out)?;
             }
+        }
+        EventsCommand::Shares(args) => {
+            let _: SummaryConfig = config::load(args.config.as_deref(), &args)?;
+            shares(&args.files, &mut out)?;
         }
     }
     out.flush()?;
@@ -163,6 +186,95 @@ fn summary(file: &Path, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
+/// The lab's metric engine over whole files: one configuration whose measured window spans
+/// every event read.
+fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
+    use lab::metrics::{ConfigRun, LinkSetup, LogSource, PoolShares, RoleKind, RoleLog, Site};
+    let mut logs = Vec::new();
+    let mut simnet = None;
+    let mut header = None;
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for f in files {
+        let log = events::read_file(f).with_context(|| format!("reading {}", f.display()))?;
+        header.get_or_insert(log.header);
+        if let (Some(a), Some(b)) = (log.events.first(), log.events.last()) {
+            first = first.min(a.ts_ns);
+            last = last.max(b.ts_ns);
+        }
+        let role = log.header.role.as_str().to_owned();
+        let kind = match role.as_str() {
+            "simnet" => {
+                if simnet.replace(log).is_some() {
+                    anyhow::bail!("more than one simnet events file");
+                }
+                continue;
+            }
+            "fleet" => RoleKind::Fleet,
+            "pool" | "jds" => RoleKind::Pool,
+            "tap" => RoleKind::Tap,
+            "translator" | "proxy" | "jdc" => RoleKind::Proxy,
+            _ => RoleKind::Other,
+        };
+        logs.push(RoleLog {
+            name: format!("{role}{}", logs.len()),
+            kind,
+            site: if kind == RoleKind::Pool {
+                Site::Pool
+            } else {
+                Site::Farm
+            },
+            source: LogSource::from(log),
+        });
+    }
+    if !logs.iter().any(|l| l.kind == RoleKind::Fleet) {
+        anyhow::bail!("no fleet events file among {} files: shares are counted at the devices", files.len());
+    }
+    // Without simnet's file no tip is known: rejections keep the pool's reasons, but for those
+    // whose device had already been sent work on another prev hash.
+    let empty = || events::EventLog {
+        header: header.expect("a file was read"),
+        events: Vec::new(),
+        truncated: false,
+        skipped: 0,
+    };
+    let (first, last) = if first > last { (0, 0) } else { (first, last) };
+    let run = ConfigRun {
+        name: String::new(),
+        logs,
+        simnet: LogSource::from(simnet.unwrap_or_else(empty)),
+        // A single-node simnet names its node "node".
+        job_source_node: "node".into(),
+        window: lab::metrics::Window {
+            start_ns: first,
+            warmup_end_ns: first,
+            drain_start_ns: last + 1,
+            end_ns: last + 1,
+        },
+        links: LinkSetup {
+            wan: String::new(),
+            rtt: std::time::Duration::ZERO,
+            lan_rtt: std::time::Duration::ZERO,
+            farm_node_peer_link: None,
+            node_endpoints: Vec::new(),
+        },
+        pool_shares: PoolShares::None,
+        block_interval: std::time::Duration::ZERO,
+        template_interval: std::time::Duration::ZERO,
+        hash_budget_hps: 0.0,
+        usage: BTreeMap::new(),
+    };
+    let results = lab::metrics::measure(&run)
+        .with_context(|| "counting shares")?
+        .results();
+    let v = serde_json::json!({
+        "shares": results.shares,
+        "unmatched_events": results.unmatched_events,
+    });
+    serde_json::to_writer(&mut *out, &v)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +331,98 @@ mod tests {
         assert!(text.contains("role \"pool\""), "{text}");
         assert!(text.contains("2 events"), "{text}");
         assert!(text.contains("mark"), "{text}");
+    }
+
+    /// The lab's classification from files: an "invalid job" answer to a share whose job simnet's
+    /// next tip superseded before the verdict came is stale, the pool's reason kept beside;
+    /// without simnet's file nothing tells, and the pool's reason stands.
+    #[test]
+    fn shares_are_counted_with_the_labs_reasons() {
+        use events::{
+            Fingerprint, JobId, JobReceived, Perspective, Reason, ShareResult, ShareSent,
+            ShortStr, TipChanged, TipSource, Verdict,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (fleet, simnet) = (dir.path().join("fleet.ev"), dir.path().join("simnet.ev"));
+        let (p0, p1) = (events::Hash256([1; 32]), events::Hash256([2; 32]));
+        let f = EventSink::create(&fleet, "fleet", "").unwrap();
+        let job = JobId::text("a");
+        f.emit_at(
+            100,
+            JobReceived {
+                device: 1,
+                channel: None,
+                job_id: job,
+                fingerprint: Some(Fingerprint(7)),
+                prev_hash: Some(p0),
+                target: primitives::Target::DIFFICULTY_1,
+                clean: true,
+                future: false,
+            },
+        );
+        for (seq, sent, answered, verdict) in [
+            (1, 200, 300, Verdict::Accepted),
+            (2, 400, 600, Verdict::Rejected(Reason::InvalidJob)),
+        ] {
+            f.emit_at(
+                sent,
+                ShareSent {
+                    device: 1,
+                    channel: None,
+                    seq,
+                    job_id: job,
+                    nonce: 0,
+                    ntime: 0,
+                    version: 0,
+                    difficulty: 1.0,
+                    hash: None,
+                },
+            );
+            f.emit_at(
+                answered,
+                ShareResult {
+                    conn: 1,
+                    channel: None,
+                    seq,
+                    job_id: job,
+                    nonce: 0,
+                    difficulty: 1.0,
+                    verdict,
+                    perspective: Perspective::Received,
+                },
+            );
+        }
+        f.finish().unwrap();
+        let s = EventSink::create(&simnet, "simnet", "").unwrap();
+        s.emit_at(
+            500,
+            TipChanged {
+                node: ShortStr::new("network"),
+                hash: p1,
+                height: 2,
+                prev_hash: p0,
+                source: TipSource::Network,
+            },
+        );
+        s.finish().unwrap();
+
+        let counted = |files: &[PathBuf]| {
+            let mut out = Vec::new();
+            shares(files, &mut out).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&out).unwrap()["shares"].clone()
+        };
+        let with_tips = counted(&[fleet.clone(), simnet]);
+        assert_eq!(with_tips["submitted"], 2, "{with_tips}");
+        assert_eq!(with_tips["accepted"], 1, "{with_tips}");
+        assert_eq!(with_tips["stale"], 1, "{with_tips}");
+        assert_eq!(with_tips["rejected_by_reason"]["stale"], 1, "{with_tips}");
+        assert_eq!(with_tips["pool_reason"]["invalid_job"], 1, "{with_tips}");
+        let alone = counted(std::slice::from_ref(&fleet));
+        assert_eq!(alone["rejected"], 1, "{alone}");
+        assert_eq!(alone["rejected_by_reason"]["invalid_job"], 1, "{alone}");
+
+        let e = shares(&[dir.path().join("none.ev")], &mut Vec::new()).unwrap_err();
+        assert!(format!("{e:#}").contains("none.ev"), "{e:#}");
     }
 
     #[test]
