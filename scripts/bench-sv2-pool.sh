@@ -65,7 +65,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-POOL_SV2_VERSION=0.7.0
 # The reference example authority pair (published; test use only): simnet's Template Provider
 # and both pools' miner-facing certificates are signed with it, and the devices check it.
 AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72

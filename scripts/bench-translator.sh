@@ -84,7 +84,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TRANSLATOR_SV2_VERSION=0.6.0
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 
 QUICK=${BENCH_QUICK:-0}

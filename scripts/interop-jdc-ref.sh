@@ -35,7 +35,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-JD_CLIENT_SV2_VERSION=0.6.0
 # The reference example authority pair (published; test use only): our pool and JDS use it by
 # default (the JDC takes one key for both), and the JDC signs its own downstream certificates
 # with it, which the devices check.

@@ -27,7 +27,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PARA_VERSION=0.6.0
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 MINE_SECONDS=${MINE_SECONDS:-20}
 DEVICES=5

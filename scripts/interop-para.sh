@@ -18,7 +18,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PARA_VERSION=0.6.0
 # A regtest P2WPKH address (simnet's chain is regtest): the solo payout.
 ADDRESS=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 

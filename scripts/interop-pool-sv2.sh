@@ -21,7 +21,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-POOL_SV2_VERSION=0.7.0
 # The reference example authority pair (published; test use only). simnet uses it by default,
 # and the pool signs its own miner-facing certificates with it too.
 AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72

@@ -227,7 +227,10 @@ fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
         });
     }
     if !logs.iter().any(|l| l.kind == RoleKind::Fleet) {
-        anyhow::bail!("no fleet events file among {} files: shares are counted at the devices", files.len());
+        anyhow::bail!(
+            "no fleet events file among {} files: shares are counted at the devices",
+            files.len()
+        );
     }
     // Without simnet's file no tip is known: rejections keep the pool's reasons, but for those
     // whose device had already been sent work on another prev hash.
@@ -339,8 +342,8 @@ mod tests {
     #[test]
     fn shares_are_counted_with_the_labs_reasons() {
         use events::{
-            Fingerprint, JobId, JobReceived, Perspective, Reason, ShareResult, ShareSent,
-            ShortStr, TipChanged, TipSource, Verdict,
+            Fingerprint, JobId, JobReceived, Perspective, Reason, ShareResult, ShareSent, ShortStr,
+            TipChanged, TipSource, Verdict,
         };
         let dir = tempfile::tempdir().unwrap();
         let (fleet, simnet) = (dir.path().join("fleet.ev"), dir.path().join("simnet.ev"));
