@@ -426,7 +426,7 @@ fn failover(fault: Fault) {
         eprintln!("{fault:?}: device {d} had work from the second pool {after:?} after the fault");
         assert!(
             after <= allowed,
-            "device {d} waited {after:?} for work from the second pool ({fault:?})"
+            "device {d} waited {after:?} for work from the second pool ({fault:?}); the bound is {allowed:?}"
         );
     }
     // No device connection ended before the translator was stopped.
