@@ -27,9 +27,10 @@ use crate::stats::Samples;
 /// SV2 future jobs a device may hold before one is activated.
 const MAX_FUTURE_JOBS: usize = 16;
 
-/// Workable jobs whose prev hash a device remembers, for its shares' verdicts: more than any
-/// pool keeps valid at once.
-const MAX_RECENT_JOBS: usize = 64;
+/// Workable jobs whose prev hash a device remembers, for its shares' verdicts. A share on an
+/// older job keeps the pool's reason (it is stale by then anyway, or a fault); 32 jobs cover a
+/// tip's worth of template updates at the lab's rates.
+const MAX_RECENT_JOBS: usize = 32;
 
 #[derive(Default)]
 struct Device {
