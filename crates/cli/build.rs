@@ -1,4 +1,4 @@
-//! Records the commit the binary was built from (results.json `context.commit`, METRICS.md
+//! Records the commit the binary was built from (results.json `context.commit`, docs/metrics.md
 //! "Run context"); empty outside a git checkout.
 
 use std::process::Command;

@@ -281,7 +281,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         .count() as u64;
     assert_eq!(pool_share_events, pool_accepted);
 
-    // The JDC and the JDS count their own socket bytes (METRICS.md roles.<name>.net_*_bytes),
+    // The JDC and the JDS count their own socket bytes (docs/metrics.md roles.<name>.net_*_bytes),
     // Noise included, with the link's directions (up: toward the pool's site).
     let bytes = link_bytes;
     let jds_events = dir.path().join("jds.ev");

@@ -1,5 +1,5 @@
 //! `stratumlab run` as a user runs it: a short trial of sv1, sv1-proxied, D and C end to end
-//! (results.json against METRICS.md's shape and sanity, and each configuration's figures
+//! (results.json against docs/metrics.md's shape and sanity, and each configuration's figures
 //! against ground truth in its roles' events), one of A and B (job declaration) against
 //! injected WAN and intra-farm delays, and the lab's promises about its processes: a role killed
 //! mid-run ends the run naming it, SIGINT or SIGTERM to the lab stops every role, and killing
@@ -238,7 +238,7 @@ fn proxy_of(config: &str) -> Option<String> {
     }
 }
 
-/// One configuration's figures: METRICS.md's shape, sane values, and ground truth from the
+/// One configuration's figures: docs/metrics.md's shape, sane values, and ground truth from the
 /// roles' own events (injected delay, block propagation, bytes).
 fn config_is_sane(out: &Path, config: &str, c: &serde_json::Value) {
     let proxy = proxy_of(config);
@@ -412,7 +412,7 @@ fn a_and_b_take_their_jobs_from_the_farm_node_not_across_the_wan() {
             );
             assert!(r["cpu_pct_mean"].is_number(), "{role}: {r}");
             assert!(r["rss_bytes_max"].as_u64().unwrap() > 0, "{role}: {r}");
-            // Each counts its own socket bytes (METRICS.md roles.<name>.net_*_bytes).
+            // Each counts its own socket bytes (docs/metrics.md roles.<name>.net_*_bytes).
             assert_eq!(r["net_bytes_reported"], true, "{role}: {r}");
             assert!(r["net_rx_bytes"].as_u64().unwrap() > 0, "{role}: {r}");
         }

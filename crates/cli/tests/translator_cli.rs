@@ -185,7 +185,7 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     assert!(count("share_sent") >= pool_accepted);
     assert!(count("share_result") >= pool_accepted);
 
-    // The translator counts its own socket bytes (METRICS.md roles.<name>.net_*_bytes) with
+    // The translator counts its own socket bytes (docs/metrics.md roles.<name>.net_*_bytes) with
     // the links' directions: what it sent the pool, the pool read, Noise included.
     roles.stop("pool");
     let up = link_bytes(&events, "upstream", "up");

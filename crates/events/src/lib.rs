@@ -1,5 +1,5 @@
 //! The one event vocabulary of stratumlab: the schema every role writes, the writer it writes
-//! through, and the reader the lab computes metrics from (METRICS.md).
+//! through, and the reader the lab computes metrics from (docs/metrics.md).
 //!
 //! - [`schema`]: [`Event`] = CLOCK_MONOTONIC timestamp + [`EventKind`]; each file has a
 //!   [`Header`] naming the role, the lab configuration and the process.
@@ -9,7 +9,7 @@
 //! - [`EventReader`], [`read_file`], [`merge()`]: reading one file, or many as one time line.
 //! - Every event and the header implement `serde::Serialize` for JSON dumps: hashes as display
 //!   (RPC) hex, targets as big-endian hex with their difficulty, fingerprints as 16 hex digits,
-//!   rejection reasons in METRICS.md's words.
+//!   rejection reasons in docs/metrics.md's words.
 //!
 //! # Use
 //!

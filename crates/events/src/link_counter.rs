@@ -1,4 +1,4 @@
-//! A role's own socket bytes on one link, reported as `LinkBytes` deltas (METRICS.md
+//! A role's own socket bytes on one link, reported as `LinkBytes` deltas (docs/metrics.md
 //! `roles.<name>.net_*_bytes`: /proc cannot give per-process network bytes). Servers count what
 //! they read as `Up` and what they write as `Down`; `conn` 0 stands for the whole endpoint.
 

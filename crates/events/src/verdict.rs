@@ -1,9 +1,9 @@
-//! A share's verdict and the one rejection vocabulary shared by both protocols (METRICS.md).
+//! A share's verdict and the one rejection vocabulary shared by both protocols (docs/metrics.md).
 
 use std::fmt;
 use std::str::FromStr;
 
-/// Why a share was rejected, in METRICS.md's vocabulary. Each protocol's own codes and messages
+/// Why a share was rejected, in docs/metrics.md's vocabulary. Each protocol's own codes and messages
 /// are mapped onto these by the role that sees them.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -29,7 +29,7 @@ impl Reason {
         Reason::Other,
     ];
 
-    /// The METRICS.md key (`rejected_by_reason`).
+    /// The docs/metrics.md key (`rejected_by_reason`).
     pub const fn as_str(self) -> &'static str {
         match self {
             Reason::Stale => "stale",

@@ -118,7 +118,7 @@ pub enum ShareVerdict {
 }
 
 impl ShareVerdict {
-    /// The shared rejection vocabulary (METRICS.md) for SV1's customary codes.
+    /// The shared rejection vocabulary (docs/metrics.md) for SV1's customary codes.
     pub fn to_event_verdict(self) -> events::Verdict {
         use events::{Reason, Verdict};
         match self {

@@ -42,7 +42,7 @@ pub struct ShareCounts {
     /// By SV1 error code ("21", ...; "false" for `"result": false` without an error) or SV2
     /// error code ("stale-share", ...).
     pub rejected_by_code: BTreeMap<String, u64>,
-    /// In METRICS.md's vocabulary (stale, duplicate, low_difficulty, ...).
+    /// In docs/metrics.md's vocabulary (stale, duplicate, low_difficulty, ...).
     pub rejected_by_reason: BTreeMap<String, u64>,
     /// Sent, but no verdict came (timed out, or the connection closed first).
     pub unanswered: u64,

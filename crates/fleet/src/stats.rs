@@ -46,7 +46,7 @@ pub struct LiveStats {
     pub accepted: AtomicU64,
     pub rejected: AtomicU64,
     pub rejected_by_code: [AtomicU64; REJECT_SLOTS],
-    /// Rejections in METRICS.md's vocabulary, in the order of `Reason::ALL`.
+    /// Rejections in docs/metrics.md's vocabulary, in the order of `Reason::ALL`.
     rejected_by_reason: [AtomicU64; Reason::ALL.len()],
     /// SV2 rejections by the pool's error code (at most [`MAX_ERROR_CODES`] codes, the rest
     /// under "other").
@@ -60,7 +60,7 @@ pub struct LiveStats {
     pub blocks: AtomicU64,
     pub hashes: AtomicU64,
     /// Bytes the devices' sockets read and wrote: the fleet counts its own traffic
-    /// (METRICS.md `roles.<name>.net_*_bytes`), reported as `LinkBytes` once a second.
+    /// (docs/metrics.md `roles.<name>.net_*_bytes`), reported as `LinkBytes` once a second.
     pub net_rx: AtomicU64,
     pub net_tx: AtomicU64,
     pub protocol_errors: AtomicU64,
@@ -183,7 +183,7 @@ impl LiveStats {
 /// then `JobActivated` when its `SetNewPrevHash` arrives (a future job counts from then);
 /// `TargetChanged` for the channel's target (at open and on `SetTarget`); `ShareSent` with the
 /// sequence number as seq; `ShareResult` for each share a batched `SubmitShares.Success`
-/// settles, or a `SubmitShares.Error` with its code mapped onto METRICS.md's reasons. An unanswered share writes nothing: the lab counts a
+/// settles, or a `SubmitShares.Error` with its code mapped onto docs/metrics.md's reasons. An unanswered share writes nothing: the lab counts a
 /// `ShareSent` without its `ShareResult` as unanswered. With the sink disabled nothing is built:
 /// every event sits behind [`EventSink::is_enabled`].
 pub struct Tally<'a> {

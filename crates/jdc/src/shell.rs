@@ -222,7 +222,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     }
     // The JDS first: its token names the payout.
     // The JDC's own socket bytes upstream (the embedded pool counts its devices' side):
-    // METRICS.md `roles.jdc.net_*_bytes`.
+    // docs/metrics.md `roles.jdc.net_*_bytes`.
     let net = [LinkCounter::new("jds"), LinkCounter::new("upstream")];
     let mut jds = connect("JDS", &settings.jds, settings.connect_timeout).await?;
     jds.count_into(net[0].clone(), sv2::Side::Client);

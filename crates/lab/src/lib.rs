@@ -1,8 +1,8 @@
-//! The lab (ARCHITECTURE.md, "lab"): what `stratumlab run` is made of.
+//! The lab (docs/architecture.md, "lab"): what `stratumlab run` is made of.
 //!
-//! - [`results`]: the results.json shape (METRICS.md), as types.
+//! - [`results`]: the results.json shape (docs/metrics.md), as types.
 //! - [`stats`]: distributions (HDR histograms) and confidence intervals per template or tip.
-//! - [`metrics`]: every METRICS.md figure of one configuration, computed from its events.
+//! - [`metrics`]: every docs/metrics.md figure of one configuration, computed from its events.
 //! - [`report`]: report.html (and CSV time series) from a results directory.
 //! - [`scenario`]: what a run compares and on what network; everything derived from it.
 //! - [`orchestrate`]: one trial as processes (simnet, pools, taps, fleets), stopped in order.

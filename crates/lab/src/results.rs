@@ -1,6 +1,6 @@
-//! The results.json shape (METRICS.md, "results.json"), as types.
+//! The results.json shape (docs/metrics.md, "results.json"), as types.
 //!
-//! Every key METRICS.md names is here under that name; keys it does not name are additions
+//! Every key docs/metrics.md names is here under that name; keys it does not name are additions
 //! (allowed: "add to them, never rename"). Figures that cannot be computed (a percentage of
 //! nothing, a mean of no samples) are `null`, never `0` and never NaN. Configurations keep the
 //! order the run gave them ([`OrderedMap`]), so that the first one is the report's baseline.
@@ -27,7 +27,7 @@ pub const SCHEMA: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Results {
     pub schema: u32,
-    /// False when any configuration or the host broke the run's own conditions (METRICS.md,
+    /// False when any configuration or the host broke the run's own conditions (docs/metrics.md,
     /// "Run context").
     pub valid: bool,
     pub invalid_reasons: Vec<String>,
@@ -64,7 +64,7 @@ pub struct Trial {
     pub configs: OrderedMap<ConfigResults>,
 }
 
-/// The run's conditions (METRICS.md, "Run context, always recorded"). The orchestrator fills
+/// The run's conditions (docs/metrics.md, "Run context, always recorded"). The orchestrator fills
 /// it; keys it adds beyond these land in `extra` and are written back as they came.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -101,7 +101,7 @@ pub struct Context {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// The machine (METRICS.md "host").
+/// The machine (docs/metrics.md "host").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Host {
@@ -120,7 +120,7 @@ pub struct Host {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-/// Everything measured of one configuration (METRICS.md, "Metrics, per configuration").
+/// Everything measured of one configuration (docs/metrics.md, "Metrics, per configuration").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConfigResults {
     /// This configuration's share of the run's validity (the top level gathers them).
@@ -179,7 +179,7 @@ pub struct ConfigResults {
 pub struct Shares {
     pub submitted: u64,
     pub accepted: u64,
-    /// Rejected because the job was superseded (METRICS.md's only meaning of stale).
+    /// Rejected because the job was superseded (docs/metrics.md's only meaning of stale).
     pub stale: u64,
     /// Rejected for any other reason.
     pub rejected: u64,
@@ -244,7 +244,7 @@ pub struct Templates {
     pub reached_devices: u64,
 }
 
-/// A distribution in milliseconds (METRICS.md, "Statistics").
+/// A distribution in milliseconds (docs/metrics.md, "Statistics").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
     pub n: u64,

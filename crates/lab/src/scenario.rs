@@ -16,7 +16,7 @@ pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
 /// headroom for listeners, event files and the runtime.
 pub const DEVICES_PER_PROCESS: u32 = 9_000;
 
-/// The lab configurations this build can run (ARCHITECTURE.md, "Configurations").
+/// The lab configurations this build can run (docs/architecture.md, "Configurations").
 pub const KNOWN_CONFIGS: &[&str] = &[
     "sv1",
     "sv1-proxied",

@@ -1,4 +1,4 @@
-//! Distributions of delays and their confidence intervals (METRICS.md, "Statistics").
+//! Distributions of delays and their confidence intervals (docs/metrics.md, "Statistics").
 //!
 //! [`Samples`] keeps every raw sample (nanoseconds) with the cluster it belongs to, so that
 //! trials merge exactly ([`Samples::merge`]) and the CDF files can list them. [`summarize`]

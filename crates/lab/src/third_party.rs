@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The reference pool version the lab is written against (FIELD-NOTES.md).
+/// The reference pool version the lab is written against (docs/architecture.md, "Third-party roles").
 pub const POOL_SV2_VERSION: &str = "0.7.0";
 
 /// The SV2 reference authority key pair (published in the reference implementation's examples;
@@ -17,7 +17,7 @@ pub const REFERENCE_AUTHORITY_PUBLIC_KEY: &str =
 pub const REFERENCE_AUTHORITY_SECRET_KEY: &str =
     "mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n";
 
-/// The reference translator version the lab is written against (FIELD-NOTES.md).
+/// The reference translator version the lab is written against (docs/architecture.md, "Third-party roles").
 pub const TRANSLATOR_SV2_VERSION: &str = "0.6.0";
 
 /// The line pool_sv2 logs once it serves miners (it listens only after its first template and

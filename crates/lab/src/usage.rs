@@ -1,5 +1,5 @@
 //! CPU and memory of each role process and of the host, sampled from /proc once a second while
-//! a run goes on (METRICS.md, "Roles and host"). /proc cannot give per-process network bytes:
+//! a run goes on (docs/metrics.md, "Roles and host"). /proc cannot give per-process network bytes:
 //! roles count their own.
 
 use std::collections::BTreeMap;
@@ -217,7 +217,7 @@ fn parse_host_ticks(line: &str) -> Option<(u64, u64)> {
     Some((total - idle, total))
 }
 
-/// What the run records of the host (METRICS.md "host"); CPU figures come from `cpu` samples
+/// What the run records of the host (docs/metrics.md "host"); CPU figures come from `cpu` samples
 /// `(ns, percent of all cores)`, the filesystem is the one holding `dir`.
 pub fn read_host(cpu: &[(u64, f64)], dir: &std::path::Path) -> Host {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();

@@ -129,7 +129,7 @@ fn the_summary_compares_every_configuration_with_the_first() {
     assert_eq!((class.as_str(), v), ("absent", None));
     assert!(html.contains("no block found in the measured window"));
     assert_eq!(cell(&html, "block_propagation_ms.p95", "A", "abs").1, None);
-    // Figures METRICS.md does not name are still shown.
+    // Figures docs/metrics.md does not name are still shown.
     assert_eq!(value(&html, "links.wan.tx_bytes", "sv1", "value"), 127494.0);
 }
 

@@ -73,7 +73,7 @@ pub struct Issued {
     seen: Fingerprints,
 }
 
-/// Why a share was rejected: each maps onto one METRICS.md reason and one protocol error.
+/// Why a share was rejected: each maps onto one docs/metrics.md reason and one protocol error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reject {
     /// Never issued to this channel.

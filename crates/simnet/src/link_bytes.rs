@@ -1,6 +1,6 @@
 //! Each endpoint counts the application bytes it reads from and writes to its clients' sockets
 //! and reports them in the node's event log as `LinkBytes`, as every role counts its own
-//! traffic (METRICS.md `roles.<name>.net_*_bytes`: /proc cannot give per-process network bytes).
+//! traffic (docs/metrics.md `roles.<name>.net_*_bytes`: /proc cannot give per-process network bytes).
 //!
 //! Reports are deltas since the previous report (the readers sum them), one link per endpoint
 //! ("rpc", "zmq", "tdp"), `conn` 0 for the whole endpoint. Directions follow the way work

@@ -1,7 +1,7 @@
 //! Stratum V2 glue shared by simnet's Template Provider, the SV2 pool front end and the fleet's
 //! SV2 devices.
 //!
-//! Everything on the wire comes from the SV2 reference crates (ARCHITECTURE.md, principle 4):
+//! Everything on the wire comes from the SV2 reference crates (docs/architecture.md, principle 4):
 //! the Noise NX handshake with the authority certificate (noise_sv2 through codec_sv2's
 //! typestate `Handshake`), frames and their encryption (framing_sv2, codec_sv2's
 //! `NoiseEncoder` / `NoiseDecoder`), and the message layouts (binary_sv2 with the reference

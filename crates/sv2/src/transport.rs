@@ -145,7 +145,7 @@ impl NoiseConn {
 
     /// Counts the connection's wire bytes (handshake, frames, Noise overhead) into `counter`
     /// from now on, the handshake's included: for roles that report their own socket bytes
-    /// (METRICS.md `roles.<name>.net_*_bytes`) over connections they only read and write
+    /// (docs/metrics.md `roles.<name>.net_*_bytes`) over connections they only read and write
     /// through here. `LinkBytes` directions are the link's (up: toward the pool), so what a
     /// client writes goes up and what a server writes goes down.
     pub fn count_into(&mut self, counter: Arc<LinkCounter>, side: Side) {

@@ -1,4 +1,4 @@
-//! Link emulation and observation between two roles (ARCHITECTURE.md, "tap").
+//! Link emulation and observation between two roles (docs/architecture.md, "tap").
 //!
 //! A tap is a TCP relay: clients connect to it, and it connects each to the upstream and relays
 //! both ways while it

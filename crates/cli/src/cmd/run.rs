@@ -1,5 +1,5 @@
 //! `stratumlab run`: the main job. Starts a simulated network, the configurations' pools, WAN
-//! taps and fleets as processes, measures what METRICS.md defines and writes results.json, the
+//! taps and fleets as processes, measures what docs/metrics.md defines and writes results.json, the
 //! CSV series and report.html.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The metric engine: every METRICS.md figure of a configuration, from its events.
+//! The metric engine: every docs/metrics.md figure of a configuration, from its events.
 //!
 //! # Use
 //!

@@ -1,4 +1,4 @@
-//! The run's own conditions (METRICS.md, "Run context"): a run that did not meet them is marked
+//! The run's own conditions (docs/metrics.md, "Run context"): a run that did not meet them is marked
 //! `valid: false` with the reasons, never silently reported.
 
 use super::measured::Measured;

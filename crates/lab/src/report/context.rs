@@ -1,4 +1,4 @@
-//! The run's context and host (METRICS.md, "Run context, always recorded"): every key shown as
+//! The run's context and host (docs/metrics.md, "Run context, always recorded"): every key shown as
 //! recorded, and the time compression stated in words from the recorded values.
 
 use serde_json::{Map, Value};

@@ -1,4 +1,4 @@
-//! report.html (and report.pdf) from a results directory (METRICS.md, "results.json").
+//! report.html (and report.pdf) from a results directory (docs/metrics.md, "results.json").
 //!
 //! The report reads the directory's files, not the metric engine's types: results.json as
 //! plain JSON and the CSV series, so that it renders whatever a run wrote, old or new, and

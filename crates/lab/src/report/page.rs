@@ -70,7 +70,7 @@ pub fn render(inputs: &Inputs) -> String {
         &mut out,
         format_args!(
             "<footer>Written by stratumlab {} from the results directory's results.json and CSV \
-             files; figures are defined in METRICS.md.</footer>\n",
+             files; figures are defined in docs/metrics.md.</footer>\n",
             env!("CARGO_PKG_VERSION")
         ),
     );

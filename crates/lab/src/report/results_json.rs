@@ -1,4 +1,4 @@
-//! results.json read as plain JSON (METRICS.md, "results.json"), so that the report follows the
+//! results.json read as plain JSON (docs/metrics.md, "results.json"), so that the report follows the
 //! file rather than one build's types: unknown keys are shown, missing ones shown as absent.
 
 use std::fmt;

@@ -74,7 +74,7 @@ pub fn delta(base: &Cell, other: &Cell) -> Option<Delta> {
     Some(Delta { abs, pct })
 }
 
-/// Distributions in the order the report discusses them (METRICS.md).
+/// Distributions in the order the report discusses them (docs/metrics.md).
 pub const DISTRIBUTIONS: [(&str, &str); 8] = [
     ("time_to_job_ms", "Time to job: per template and device"),
     (
@@ -430,7 +430,7 @@ impl Builder<'_> {
         }
     }
 
-    /// Every numeric figure not shown yet (`links`, and keys added to METRICS.md after this
+    /// Every numeric figure not shown yet (`links`, and keys added to docs/metrics.md after this
     /// report was written), by its path.
     fn rest(&mut self) {
         let mut paths: Vec<Vec<String>> = Vec::new();
@@ -503,7 +503,7 @@ fn numeric_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>
     }
 }
 
-/// The unit of a figure the report does not know, from METRICS.md's naming habits.
+/// The unit of a figure the report does not know, from docs/metrics.md's naming habits.
 fn unit_by_name(key: &str) -> Unit {
     let last = key.rsplit('.').next().unwrap_or(key);
     if last.ends_with("_ms") || key.contains("_ms.") {

@@ -1,4 +1,4 @@
-//! Whether the run met its own conditions (METRICS.md: hash rate, host CPU, unmatched events),
+//! Whether the run met its own conditions (docs/metrics.md: hash rate, host CPU, unmatched events),
 //! shown first and loudly when it did not.
 
 use serde_json::Value;

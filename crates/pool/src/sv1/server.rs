@@ -96,7 +96,7 @@ pub struct Sv1Server {
     tick_seq: AtomicU32,
     shutting_down: AtomicBool,
     /// Bytes read from and written to miners' sockets, and what `LinkBytes` has reported of
-    /// them: the pool counts its own traffic (METRICS.md `roles.<name>.net_*_bytes`).
+    /// them: the pool counts its own traffic (docs/metrics.md `roles.<name>.net_*_bytes`).
     /// Bytes from and to miners, link "sv1".
     net: Arc<LinkCounter>,
 }

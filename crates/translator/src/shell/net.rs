@@ -1,4 +1,4 @@
-//! The farm proxy's own socket bytes (METRICS.md `roles.<name>.net_*_bytes`: /proc cannot give
+//! The farm proxy's own socket bytes (docs/metrics.md `roles.<name>.net_*_bytes`: /proc cannot give
 //! them per process): the device side and the upstream connection in use, as `LinkBytes` on
 //! the `sv1` and `upstream` links, with the links' directions (up: toward the pool).
 
