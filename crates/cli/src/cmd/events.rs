@@ -15,7 +15,7 @@ pub enum EventsCommand {
     /// Print events as JSON lines, several files merged into one time line.
     Dump(DumpArgs),
     /// Summarize event files: writer, time span, events per kind, truncation.
-    Summary(SummaryArgs),
+    Summary(FilesArgs),
     /// Count the devices' shares and verdicts in a set of event files as `stratumlab run`
     /// does (every event counts: no warm-up, no drain), and print them as JSON.
     ///
@@ -23,7 +23,7 @@ pub enum EventsCommand {
     /// a new tip superseded, simnet's; other roles' files are read by the role their header
     /// names. Prints `{"shares": ..., "unmatched_events": N}` with the keys of results.json's
     /// `shares` (`rejected_by_reason` the lab's reasons, `pool_reason` the pool's).
-    Shares(SharesArgs),
+    Shares(FilesArgs),
 }
 
 #[derive(Args, Serialize)]
@@ -48,8 +48,9 @@ struct DumpConfig {
     kinds: Vec<String>,
 }
 
+/// Event files and nothing else to set: `summary` and `shares`.
 #[derive(Args, Serialize)]
-pub struct SummaryArgs {
+pub struct FilesArgs {
     #[arg(required = true)]
     #[serde(skip)]
     files: Vec<PathBuf>,
@@ -62,17 +63,6 @@ pub struct SummaryArgs {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct SummaryConfig {}
-
-#[derive(Args, Serialize)]
-pub struct SharesArgs {
-    #[arg(required = true)]
-    #[serde(skip)]
-    files: Vec<PathBuf>,
-    /// TOML file with settings (none are needed; accepted for uniformity).
-    #[arg(long)]
-    #[serde(skip)]
-    config: Option<PathBuf>,
-}
 
 pub fn run(cmd: EventsCommand) -> Result<()> {
     match write_out(cmd) {

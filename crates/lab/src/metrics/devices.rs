@@ -42,8 +42,6 @@ struct Device {
     future: Vec<(Option<u32>, JobId, Option<Fingerprint>)>,
     /// The prev hashes of its latest workable jobs, newest last.
     recent: std::collections::VecDeque<(Option<u32>, JobId, Hash256)>,
-    /// The prev hash of its newest workable job: what its pool last told it the tip was.
-    current_prev: Option<Hash256>,
 }
 
 impl Device {
@@ -53,6 +51,11 @@ impl Device {
             .rev()
             .find(|(c, id, _)| *c == channel && *id == job_id)
             .map(|(_, _, p)| *p)
+    }
+
+    /// The prev hash of its newest workable job: what its pool last told it the tip was.
+    fn current_prev(&self) -> Option<Hash256> {
+        self.recent.back().map(|(_, _, p)| *p)
     }
 }
 
@@ -215,7 +218,7 @@ impl<'a> FleetPass<'a> {
                 // on another prev hash (one connection keeps the pool's order), or the network
                 // had a block on top of the share's by the time the verdict came.
                 let superseded = |prev: Hash256, at: u64| {
-                    dev.current_prev.is_some_and(|c| c != prev) || chain.superseded(&prev, at)
+                    dev.current_prev().is_some_and(|c| c != prev) || chain.superseded(&prev, at)
                 };
                 if let Matched::Unmatched =
                     self.shares
@@ -236,7 +239,6 @@ impl<'a> FleetPass<'a> {
                 dev.opened = None;
                 dev.future.clear();
                 dev.recent.clear();
-                dev.current_prev = None;
             }
             EventKind::HashesDone(h) => {
                 let log = log as usize;
@@ -319,7 +321,6 @@ impl<'a> FleetPass<'a> {
                 dev.recent.pop_front();
             }
             dev.recent.push_back((channel, job_id, p));
-            dev.current_prev = Some(p);
         }
 
         if let Some(i) = template {

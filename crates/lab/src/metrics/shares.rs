@@ -200,9 +200,7 @@ impl ShareBook {
             return Matched::Unmatched;
         };
         let verdict = match (pool_verdict, sent.prev_hash) {
-            (Verdict::Rejected(r @ (Reason::InvalidJob | Reason::Other)), Some(p)) => {
-                Verdict::Rejected(lab_reason(r, superseded(p, ts)))
-            }
+            (Verdict::Rejected(r), Some(p)) => Verdict::Rejected(lab_reason(r, superseded(p, ts))),
             (v, _) => v,
         };
         let column = match verdict {
