@@ -700,8 +700,17 @@ fn a_file_from_a_newer_schema_is_refused() {
     ));
 }
 
+/// Waits until `cond` holds, up to 30 s.
+fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(Instant::now() < deadline, "not within 30 s: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
-fn a_failed_writer_acknowledges_nothing_more_and_says_why() {
+fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool.db");
     let window = Duration::from_millis(200);
@@ -709,8 +718,10 @@ fn a_failed_writer_acknowledges_nothing_more_and_says_why() {
     let w = store.worker("w").unwrap();
     let t0 = store.record_share(share(w, 0)).unwrap();
     wait(&store, t0);
+    assert_eq!(store.stats().failures, 0);
 
-    // Another writer takes the row the store's second next share will need: its insert fails.
+    // Another writer takes the row the store's second next share will need: that insert fails
+    // until the row is gone again.
     let intruder = rusqlite::Connection::open(&path).unwrap();
     intruder
         .execute(
@@ -719,52 +730,106 @@ fn a_failed_writer_acknowledges_nothing_more_and_says_why() {
             rusqlite::params![(t0.0 + 2) as i64, w.0],
         )
         .unwrap();
-    drop(intruder);
 
-    // Two shares, normally in one batch: the second's insert fails and the batch is rolled back.
     let t1 = store.record_share(share(w, 1)).unwrap();
     let t2 = store.record_share(share(w, 2)).unwrap();
-    let rt = runtime();
-    let mut outcomes = Vec::new();
-    for t in [t1, t2] {
-        let outcome = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), store.wait_durable(t)).await
-        });
-        outcomes.push(outcome.expect("wait_durable returns when the writer fails"));
-    }
-    match &outcomes[1] {
-        Err(StoreError::WriterFailed(reason)) => {
-            assert!(reason.contains("pool.db"), "{reason}");
-            assert!(reason.contains("inserting a share"), "{reason}");
-        }
-        other => panic!("{t2:?}: {other:?}"),
-    }
+    until("the writer fails", || store.is_failing());
+    let stats = store.stats();
+    let (reason, _since) = stats.failing.clone().expect("failing: why");
+    assert!(reason.contains("pool.db"), "{reason}");
+    assert!(reason.contains("inserting a share"), "{reason}");
+    assert_eq!(stats.failures, 1);
     assert!(!store.is_durable(t2), "{t2:?} was rolled back, not durable");
+
+    // New shares are refused with the reason; nothing waits on them.
+    match store.record_share(share(w, 3)) {
+        Err(StoreError::Failing(r)) => assert!(r.contains("inserting a share"), "{r}"),
+        other => panic!("a share while failing: {other:?}"),
+    }
+    let mut batch = ShareBatch::new(store.clone());
     assert!(matches!(
-        store.record_share(share(w, 3)),
-        Err(StoreError::WriterFailed(_))
+        batch.push(share(w, 4), pool::Millis(0)),
+        Err(StoreError::Failing(_))
     ));
-    let store_durable_t1 = store.is_durable(t1);
-    assert!(matches!(store.close(), Err(StoreError::WriterFailed(_))));
-    // The failed batch is not in the file: t2's row is the intruder's.
-    let stored: HashMap<Ticket, [u8; 32]> = StoreReader::open(&path)
-        .unwrap()
+    drop(batch);
+    // A block is still taken; whoever found it learns at once that it is not stored yet, and
+    // submits it without waiting.
+    let b = store.record_block(block(w, 9)).unwrap();
+    let rt = runtime();
+    let quick = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(5), store.wait_durable_unless_failing(b)).await
+    });
+    assert!(
+        matches!(quick, Ok(Err(StoreError::Failing(_)))),
+        "the block's wait: {quick:?}"
+    );
+    // A worker named now is kept too.
+    let w2 = store.worker("w2").unwrap();
+
+    // The row is freed: the writer's next retry writes everything it held, by itself.
+    intruder
+        .execute(
+            "DELETE FROM share WHERE seq = ?1",
+            rusqlite::params![(t0.0 + 2) as i64],
+        )
+        .unwrap();
+    drop(intruder);
+    for t in [t1, t2, b] {
+        wait(&store, t);
+    }
+    assert!(!store.is_failing());
+    assert!(store.stats().failing.is_none());
+    let t5 = store.record_share(share(w2, 5)).unwrap();
+    wait(&store, t5);
+    assert_eq!(store.stats().failures, 1);
+    store.close().unwrap();
+
+    let reader = StoreReader::open(&path).unwrap();
+    let stored: HashMap<Ticket, [u8; 32]> = reader
         .shares()
         .unwrap()
         .into_iter()
         .map(|s| (s.ticket, s.hash))
         .collect();
-    let tickets: Vec<Ticket> = stored.keys().copied().collect();
-    assert!(tickets.contains(&t0));
-    assert_eq!(stored[&t2], [0u8; 32]);
-    // t1 shared t2's batch (then it failed with it) unless the machine stalled between them.
-    assert_eq!(
-        outcomes[0].is_ok(),
-        tickets.contains(&t1),
-        "{t1:?}: {:?}",
-        outcomes[0]
-    );
-    assert_eq!(store_durable_t1, outcomes[0].is_ok());
+    assert_eq!(stored.get(&t1), Some(&hash_of(1)));
+    assert_eq!(stored.get(&t2), Some(&hash_of(2)));
+    assert_eq!(stored.get(&t5), Some(&hash_of(5)));
+    assert_eq!(stored.len(), 4, "the refused shares are not in the file");
+    let blocks = reader.blocks().unwrap();
+    assert!(blocks.iter().any(|x| x.hash == [9; 32]), "the block held while failing");
+}
+
+#[test]
+fn a_writer_still_failing_at_close_gives_up_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool.db");
+    let store = Store::open(config(&path, Durability::Batched, Duration::from_millis(20))).unwrap();
+    let w = store.worker("w").unwrap();
+    let t0 = store.record_share(share(w, 0)).unwrap();
+    wait(&store, t0);
+    let intruder = rusqlite::Connection::open(&path).unwrap();
+    intruder
+        .execute(
+            "INSERT INTO share (seq, worker, difficulty, job_id, time_ms, hash) \
+             VALUES (?1, ?2, 1.0, 0, 0, zeroblob(32))",
+            rusqlite::params![(t0.0 + 1) as i64, w.0],
+        )
+        .unwrap();
+    let t1 = store.record_share(share(w, 1)).unwrap();
+    until("the writer fails", || store.is_failing());
+    let other = store.clone();
+    match store.close() {
+        Err(StoreError::WriterFailed(reason)) => {
+            assert!(reason.contains("inserting a share"), "{reason}")
+        }
+        other => panic!("closing while failing: {other:?}"),
+    }
+    let waited = runtime().block_on(other.wait_durable(t1));
+    assert!(matches!(waited, Err(StoreError::WriterFailed(_))), "{waited:?}");
+    assert!(matches!(
+        other.record_share(share(w, 2)),
+        Err(StoreError::WriterFailed(_))
+    ));
 }
 
 #[test]

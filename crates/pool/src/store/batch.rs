@@ -89,6 +89,9 @@ impl ShareBatch {
         if inner.progress.is_closed() {
             return Err(inner.progress.refusal());
         }
+        if inner.progress.is_failing() {
+            return Err(inner.progress.failing_refusal());
+        }
         if self.credit == 0 {
             self.reserve()?;
         }

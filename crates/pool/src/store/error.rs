@@ -51,11 +51,16 @@ pub enum StoreError {
     /// The worker key was not handed out by [`super::Store::worker`].
     #[error("worker key {0} was not issued by this share store")]
     UnknownWorker(i64),
+    /// The writer cannot write (disk full, I/O error, a locked or removed file) and retries
+    /// with backoff: this share was not recorded and must not be acknowledged; records taken
+    /// before the failure are written when a retry succeeds.
+    #[error("the share store cannot write and is retrying: {0}")]
+    Failing(Arc<str>),
     /// The store was closed; nothing more is recorded.
     #[error("the share store is closed")]
     Closed,
-    /// The writer met an error (disk full, I/O error) and stopped: nothing after the last
-    /// durable ticket was stored, and nothing more will be.
+    /// The writer could not write what it held when the store was closed, and stopped: nothing
+    /// after the last durable ticket was stored, and nothing more will be.
     #[error("the share store's writer stopped after an error, nothing more is stored: {0}")]
     WriterFailed(Arc<str>),
     /// A query of [`super::StoreReader`] failed.

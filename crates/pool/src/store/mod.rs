@@ -211,6 +211,10 @@ pub struct StoreStats {
     pub queue_capacity: usize,
     /// Shares refused with [`StoreError::QueueFull`].
     pub queue_full: u64,
+    /// Times the writer went from writing to failing (see [`StoreError::Failing`]).
+    pub failures: u64,
+    /// While the writer is failing: its last error, and when the spell began.
+    pub failing: Option<(Arc<str>, std::time::SystemTime)>,
     /// Every ticket up to this one is committed.
     pub committed_ticket: u64,
     /// The last ticket handed out: everything queued so far is committed once
@@ -344,6 +348,9 @@ impl Store {
         if key <= 0 || key >= inner.next_worker.load(Ordering::Acquire) {
             return Err(StoreError::UnknownWorker(key));
         }
+        if inner.progress.is_failing() {
+            return Err(inner.progress.failing_refusal());
+        }
         let share = Command::Share { ticket: 0, rec };
         match inner.try_enqueue(share, inner.progress.queue_capacity, false) {
             Ok(ticket) => Ok(Ticket(ticket)),
@@ -366,9 +373,22 @@ impl Store {
         self.inner.progress.is_durable(ticket.0)
     }
 
-    /// Waits until `ticket` is durable; returns at once if it is. Fails if the writer stopped
-    /// (an I/O error, or the store was closed) before storing it: then it never will be.
+    /// Waits until `ticket` is durable; returns at once if it is. While the writer is failing
+    /// it goes on waiting (the record is written when a retry succeeds). Fails if the writer
+    /// gave up (the store was closed while it could not write) or the store was closed before
+    /// storing it: then it never will be.
     pub async fn wait_durable(&self, ticket: Ticket) -> Result<(), StoreError> {
+        self.wait(ticket, false).await
+    }
+
+    /// As [`Store::wait_durable`], but answers [`StoreError::Failing`] as soon as the writer is
+    /// failing: for a found block, which is submitted without waiting for the store (the
+    /// writer keeps its record and writes it when it can).
+    pub async fn wait_durable_unless_failing(&self, ticket: Ticket) -> Result<(), StoreError> {
+        self.wait(ticket, true).await
+    }
+
+    async fn wait(&self, ticket: Ticket, unless_failing: bool) -> Result<(), StoreError> {
         let progress = &self.inner.progress;
         if progress.is_durable(ticket.0) {
             return Ok(());
@@ -377,6 +397,9 @@ impl Store {
         loop {
             if progress.is_durable(ticket.0) {
                 return Ok(());
+            }
+            if unless_failing && progress.is_failing() {
+                return Err(progress.failing_refusal());
             }
             if let Some(reason) = progress.failure() {
                 return Err(StoreError::WriterFailed(reason.clone()));
@@ -431,6 +454,12 @@ impl Store {
 
     pub fn stats(&self) -> StoreStats {
         self.inner.progress.stats()
+    }
+
+    /// Whether the writer is failing (retrying a write that failed): new shares are refused.
+    #[inline]
+    pub fn is_failing(&self) -> bool {
+        self.inner.progress.is_failing()
     }
 
     pub fn durability(&self) -> Durability {

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::{Durability, StoreError, StoreStats};
 
@@ -34,6 +34,12 @@ pub(super) struct Progress {
     closed: AtomicBool,
     /// Set by the writer thread as it exits.
     done: AtomicBool,
+    /// Set while the writer's last attempt to write failed and it is retrying: new shares are
+    /// refused meanwhile, records already taken wait for the retry (see [`Progress::degrade`]).
+    failing: AtomicBool,
+    /// Why, and since when (wall clock), while `failing` is set.
+    trouble: Mutex<Option<(Arc<str>, SystemTime)>>,
+    /// The writer gave up (it could not write what it held when the store was closed).
     failure: OnceLock<Arc<str>>,
     /// Wakes `wait_durable` callers after each commit, and when the writer exits.
     wake: tokio::sync::watch::Sender<u64>,
@@ -56,6 +62,8 @@ pub(super) struct Counters {
     pub commit_ns_last: AtomicU64,
     pub commit_ns_max: AtomicU64,
     pub queue_full: AtomicU64,
+    /// Times the writer went from writing to failing.
+    pub failures: AtomicU64,
 }
 
 impl Progress {
@@ -79,6 +87,8 @@ impl Progress {
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
             done: AtomicBool::new(false),
+            failing: AtomicBool::new(false),
+            trouble: Mutex::new(None),
             failure: OnceLock::new(),
             wake: tokio::sync::watch::Sender::new(last_ticket),
             counters: Counters::default(),
@@ -165,10 +175,50 @@ impl Progress {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// The writer could not write (`reason`) and retries: new shares are refused until it
+    /// writes again. The first call of a spell counts a failure and sets its start; later ones
+    /// only update the reason. Wakes waiters, who may be watching for it.
+    pub fn degrade(&self, reason: Arc<str>) {
+        let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
+        let since = match trouble.take() {
+            Some((_, since)) => since,
+            None => {
+                self.counters.failures.fetch_add(1, Ordering::Relaxed);
+                SystemTime::now()
+            }
+        };
+        *trouble = Some((reason, since));
+        self.failing.store(true, Ordering::Release);
+        drop(trouble);
+        self.wake.send_replace(self.committed());
+    }
+
+    /// The writer wrote again after [`Progress::degrade`].
+    pub fn recovered(&self) {
+        let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
+        *trouble = None;
+        self.failing.store(false, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn is_failing(&self) -> bool {
+        self.failing.load(Ordering::Acquire)
+    }
+
+    /// While failing: why, and since when.
+    pub fn trouble(&self) -> Option<(Arc<str>, SystemTime)> {
+        self.trouble
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The writer met `reason` and stops: records are refused from now on.
     pub fn fail(&self, reason: Arc<str>) {
         let _ = self.failure.set(reason);
         self.closed.store(true, Ordering::Release);
+        // No longer retrying: refusals say the writer stopped.
+        self.failing.store(false, Ordering::Release);
     }
 
     pub fn failure(&self) -> Option<&Arc<str>> {
@@ -192,6 +242,16 @@ impl Progress {
             Some(reason) => StoreError::WriterFailed(reason.clone()),
             None => StoreError::Closed,
         }
+    }
+
+    /// Why a new share is refused while the writer is failing.
+    #[cold]
+    pub fn failing_refusal(&self) -> StoreError {
+        let reason = self
+            .trouble()
+            .map(|(r, _)| r)
+            .unwrap_or_else(|| "the writer is retrying".into());
+        StoreError::Failing(reason)
     }
 
     pub fn note_commit(&self, took: Duration, shares: u64, blocks: u64, block_results: u64) {
@@ -228,6 +288,8 @@ impl Progress {
             queue_len: self.queued.load(Ordering::Relaxed),
             queue_capacity: self.queue_capacity,
             queue_full: load(&c.queue_full),
+            failures: load(&c.failures),
+            failing: self.trouble(),
             committed_ticket: self.committed(),
             issued_ticket: self.issue().next - 1,
         }

@@ -23,8 +23,14 @@
 //!   its next share a window later, or its next tick). So a slow trickle of shares costs one
 //!   commit per beat, not one per window.
 //!
-//! Any SQLite error stops the writer: the open transaction is rolled back, nothing after the
-//! last published ticket is reported durable, and the store refuses records from then on.
+//! A SQLite error (a full disk, an I/O error, a database locked by another process) does not
+//! stop the writer. It rolls the open transaction back, keeps every record that transaction
+//! held (they are kept as they are taken, until their commit), and retries with backoff (from
+//! [`RETRY_FIRST`] doubling to [`RETRY_MAX`]), taking what arrives on the queue meanwhile into
+//! the same retry. While it fails the store refuses new shares ([`super::StoreError::Failing`]),
+//! so the records it holds are only those taken before and the blocks, block results and
+//! worker names that keep coming; nothing after the last published ticket is reported
+//! durable until a retry commits it. Only at shutdown does it give up, after a few quick tries.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -41,12 +47,20 @@ use super::progress::Progress;
 use super::schema::{self, Synchronous};
 use super::{BlockRecord, Durability, ShareRecord};
 
+
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
 
 /// Durability off: the shortest time between the writer's commits (see the module's
 /// documentation).
 pub(super) const OFF_BEAT: Duration = Duration::from_millis(100);
+
+/// The first wait before a failed write is retried; it doubles up to [`RETRY_MAX`].
+pub(super) const RETRY_FIRST: Duration = Duration::from_millis(100);
+pub(super) const RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// Tries to write what is held once the store is closing and the writer is failing.
+const TRIES_AT_SHUTDOWN: u32 = 3;
 
 /// What travels on the queue. A share is stored inline (no allocation per share), a batch of
 /// them in a [`SharePack`] that goes back to the [`PackPool`] once written; the rare messages
@@ -177,15 +191,86 @@ enum After {
     Stop,
 }
 
+/// A record in the open transaction, kept until it commits so that a transaction that failed
+/// can be written again.
+enum Taken {
+    Share(u64, ShareRecord),
+    Worker(i64, Box<str>),
+    Block(u64, Box<BlockRecord>),
+    BlockResult {
+        ticket: u64,
+        hash: [u8; 32],
+        result: Box<str>,
+        time_ms: u64,
+    },
+}
+
+impl Taken {
+    fn ticket(&self) -> Option<u64> {
+        match self {
+            Taken::Share(t, _) | Taken::Block(t, _) | Taken::BlockResult { ticket: t, .. } => {
+                Some(*t)
+            }
+            Taken::Worker(..) => None,
+        }
+    }
+
+    /// Writes the record in the open transaction.
+    fn insert(&self, conn: &Connection) -> Result<(), WriteError> {
+        match self {
+            Taken::Share(ticket, rec) => conn
+                .prepare_cached(INSERT_SHARE)
+                .and_then(|mut st| {
+                    st.execute(params![
+                        *ticket as i64,
+                        rec.worker.0,
+                        rec.difficulty,
+                        rec.job_id as i64,
+                        rec.time_ms as i64,
+                        &rec.hash[..],
+                    ])
+                })
+                .during("inserting a share"),
+            Taken::Worker(key, name) => conn
+                .prepare_cached(INSERT_WORKER)
+                .and_then(|mut st| st.execute(params![key, &**name]))
+                .during("inserting a worker"),
+            Taken::Block(ticket, rec) => conn
+                .prepare_cached(INSERT_BLOCK)
+                .and_then(|mut st| {
+                    st.execute(params![
+                        *ticket as i64,
+                        &rec.hash[..],
+                        rec.height,
+                        rec.worker.0,
+                        rec.job_id as i64,
+                        rec.time_ms as i64,
+                        &rec.block[..],
+                    ])
+                })
+                .during("inserting a block"),
+            Taken::BlockResult {
+                ticket,
+                hash,
+                result,
+                time_ms,
+            } => conn
+                .prepare_cached(INSERT_BLOCK_RESULT)
+                .and_then(|mut st| {
+                    st.execute(params![*ticket as i64, &hash[..], &**result, *time_ms as i64])
+                })
+                .during("inserting a block result"),
+        }
+        .map(drop)
+    }
+}
+
 /// The open transaction.
 #[derive(Default)]
 struct Batch {
     open: bool,
-    records: u64,
-    shares: u64,
-    blocks: u64,
-    block_results: u64,
-    last_ticket: Option<u64>,
+    /// Its records, in ticket order (workers among them).
+    taken: Vec<Taken>,
 }
 
 pub(super) struct Writer {
@@ -199,6 +284,16 @@ pub(super) struct Writer {
     /// A block or block result was committed on its own since the writer's last commit of a
     /// window: the window was not empty, so the writer stays on its beat.
     took_since_commit: bool,
+    /// A shutdown was taken off the queue.
+    stopping: bool,
+}
+
+/// How a spell of failed writes ended.
+enum Recovery {
+    /// Written again: go on serving.
+    Resumed,
+    /// Written again, and the store is closing.
+    Stopped,
 }
 
 impl Writer {
@@ -219,6 +314,7 @@ impl Writer {
             path,
             batch: Batch::default(),
             took_since_commit: false,
+            stopping: false,
         }
     }
 
@@ -226,7 +322,18 @@ impl Writer {
     pub(super) fn run(mut self) {
         let path = self.path.display().to_string();
         tracing::debug!(path, durability = %self.progress.durability, "share store writer started");
-        match self.serve() {
+        let outcome = loop {
+            let error = match self.serve() {
+                Ok(()) => break Ok(()),
+                Err(e) => e,
+            };
+            match self.recover(error) {
+                Ok(Recovery::Resumed) => continue,
+                Ok(Recovery::Stopped) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        match outcome {
             Ok(()) => {
                 let stats = self.progress.stats();
                 tracing::info!(
@@ -238,21 +345,151 @@ impl Writer {
                 );
             }
             Err(e) => {
-                if self.batch.open {
-                    let _ = self.conn.execute_batch("ROLLBACK");
-                }
+                self.rollback();
                 let committed = self.progress.committed();
                 tracing::error!(
                     path,
                     error = %e,
                     committed_ticket = committed,
-                    "share store writer stopped: records after the committed ticket are not stored"
+                    records_lost = self.batch.taken.len(),
+                    "share store writer gave up at shutdown: records after the committed ticket are not stored"
                 );
                 let reason: Arc<str> = format!("{}: {e}", self.path.display()).into();
                 self.progress.fail(reason);
             }
         }
         self.progress.finish();
+    }
+
+    /// A write failed: rolls back, says so, and retries with backoff (taking what arrives on
+    /// the queue into the retry) until a retry commits everything held. Gives up only when
+    /// the store is closing and [`TRIES_AT_SHUTDOWN`] tries failed.
+    fn recover(&mut self, first: WriteError) -> Result<Recovery, WriteError> {
+        let path = self.path.display().to_string();
+        let mut error = first;
+        let mut delay = RETRY_FIRST;
+        let mut tries_at_shutdown = 0;
+        let mut attempts = 0u64;
+        loop {
+            self.rollback();
+            let reason: Arc<str> = format!("{path}: {error}").into();
+            if attempts == 0 {
+                tracing::error!(
+                    path,
+                    error = %error,
+                    held = self.batch.taken.len(),
+                    "share store cannot write: refusing new shares, retrying"
+                );
+            } else {
+                tracing::warn!(path, error = %error, attempts, held = self.batch.taken.len(), "share store still cannot write");
+            }
+            self.progress.degrade(reason);
+            if !self.stopping {
+                let deadline = Instant::now() + delay;
+                // A block or the shutdown rings the bell: retry for it at once.
+                while Instant::now() < deadline && !self.bell.wait_until(deadline) {}
+            }
+            self.hold_queued();
+            attempts += 1;
+            match self.rewrite() {
+                Ok(()) => {
+                    self.progress.recovered();
+                    tracing::info!(path, attempts, "share store writes again");
+                    return Ok(if self.stopping {
+                        Recovery::Stopped
+                    } else {
+                        Recovery::Resumed
+                    });
+                }
+                Err(e) => {
+                    error = e;
+                    if self.stopping {
+                        tries_at_shutdown += 1;
+                        if tries_at_shutdown >= TRIES_AT_SHUTDOWN {
+                            return Err(error);
+                        }
+                        std::thread::sleep(RETRY_FIRST);
+                    }
+                    delay = (delay * 2).min(RETRY_MAX);
+                }
+            }
+        }
+    }
+
+    /// Rolls the open transaction back (its records stay held).
+    fn rollback(&mut self) {
+        if self.batch.open {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            self.batch.open = false;
+        }
+    }
+
+    /// While failing: takes everything on the queue into the records held, without writing.
+    fn hold_queued(&mut self) {
+        loop {
+            let cmd = match self.rx.try_recv() {
+                Ok(cmd) => cmd,
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.stopping = true;
+                    return;
+                }
+            };
+            self.took(&cmd);
+            match cmd {
+                Command::Shutdown => self.stopping = true,
+                cmd => self.hold(cmd),
+            }
+        }
+    }
+
+    /// Keeps a record in the open transaction's list without writing it.
+    fn hold(&mut self, cmd: Command) {
+        let taken = &mut self.batch.taken;
+        match cmd {
+            Command::Share { ticket, rec } => taken.push(Taken::Share(ticket, rec)),
+            Command::Shares { first, pack } => {
+                taken.extend(
+                    (first..)
+                        .zip(&pack.recs[..pack.len])
+                        .map(|(t, rec)| Taken::Share(t, *rec)),
+                );
+                self.packs.give_back(pack);
+            }
+            Command::Worker { key, name } => taken.push(Taken::Worker(key, name)),
+            Command::Block { ticket, rec } => taken.push(Taken::Block(ticket, rec)),
+            Command::BlockResult {
+                ticket,
+                hash,
+                result,
+                time_ms,
+            } => taken.push(Taken::BlockResult {
+                ticket,
+                hash,
+                result,
+                time_ms,
+            }),
+            Command::Shutdown => self.stopping = true,
+        }
+    }
+
+    /// Writes every record held in one synced transaction.
+    fn rewrite(&mut self) -> Result<(), WriteError> {
+        let off = self.progress.durability.synchronous() == Synchronous::Off;
+        if off {
+            schema::set_synchronous(&self.conn, Synchronous::Full)
+                .during("syncing a retried commit")?;
+        }
+        self.begin()?;
+        for t in &self.batch.taken {
+            t.insert(&self.conn)?;
+        }
+        self.commit()?;
+        if off {
+            schema::set_synchronous(&self.conn, Synchronous::Off)
+                .during("returning to unsynced commits")?;
+        }
+        Ok(())
     }
 
     fn serve(&mut self) -> Result<(), WriteError> {
@@ -281,7 +518,7 @@ impl Writer {
                 if after != After::Stop {
                     after = self.gather_until(deadline)?;
                 }
-                let full = self.batch.records >= MAX_BATCH;
+                let full = self.batch.records() >= MAX_BATCH;
                 let took_any = self.batch.open || self.took_since_commit;
                 self.commit()?;
                 if after == After::Stop {
@@ -309,7 +546,7 @@ impl Writer {
     fn gather_until(&mut self, deadline: Instant) -> Result<After, WriteError> {
         loop {
             let now = Instant::now();
-            if now >= deadline || self.batch.records >= MAX_BATCH {
+            if now >= deadline || self.batch.records() >= MAX_BATCH {
                 return match self.take_queued()? {
                     After::Stop => Ok(After::Stop),
                     _ => Ok(After::Continue),
@@ -319,7 +556,7 @@ impl Writer {
                 continue;
             }
             // Rung before the deadline: a block, a block result or the shutdown is queued.
-            while self.batch.records < MAX_BATCH {
+            while self.batch.records() < MAX_BATCH {
                 match self.rx.try_recv() {
                     Ok(cmd) => {
                         self.took(&cmd);
@@ -341,7 +578,7 @@ impl Writer {
     /// up to the batch limit.
     fn take_queued(&mut self) -> Result<After, WriteError> {
         let waiting = self.progress.queued.load(Ordering::Acquire) as u64;
-        let room = MAX_BATCH.saturating_sub(self.batch.records);
+        let room = MAX_BATCH.saturating_sub(self.batch.records());
         for _ in 0..waiting.min(room) {
             let cmd = match self.rx.try_recv() {
                 Ok(cmd) => cmd,
@@ -366,79 +603,49 @@ impl Writer {
 
     fn apply(&mut self, cmd: Command) -> Result<After, WriteError> {
         match cmd {
-            Command::Share { ticket, rec } => {
-                self.insert_share(ticket, &rec)?;
+            Command::Block { .. } | Command::BlockResult { .. } => self.forced(cmd),
+            Command::Shutdown => {
+                self.stopping = true;
+                Ok(After::Stop)
+            }
+            cmd => {
+                let from = self.batch.taken.len();
+                self.hold(cmd);
+                self.write_from(from)?;
                 Ok(After::Continue)
             }
-            Command::Shares { first, pack } => {
-                let written = (first..)
-                    .zip(&pack.recs[..pack.len])
-                    .try_for_each(|(ticket, rec)| self.insert_share(ticket, rec));
-                self.packs.give_back(pack);
-                written.map(|()| After::Continue)
-            }
-            Command::Worker { key, name } => {
-                self.begin()?;
-                self.conn
-                    .prepare_cached(INSERT_WORKER)
-                    .and_then(|mut st| st.execute(params![key, &*name]))
-                    .during("inserting a worker")?;
-                Ok(After::Continue)
-            }
-            Command::Block { ticket, rec } => self.forced(|conn| {
-                conn.prepare_cached(INSERT_BLOCK)
-                    .and_then(|mut st| {
-                        st.execute(params![
-                            ticket as i64,
-                            &rec.hash[..],
-                            rec.height,
-                            rec.worker.0,
-                            rec.job_id as i64,
-                            rec.time_ms as i64,
-                            &rec.block[..],
-                        ])
-                    })
-                    .during("inserting a block")?;
-                Ok((ticket, true))
-            }),
-            Command::BlockResult {
-                ticket,
-                hash,
-                result,
-                time_ms,
-            } => self.forced(|conn| {
-                conn.prepare_cached(INSERT_BLOCK_RESULT)
-                    .and_then(|mut st| {
-                        st.execute(params![ticket as i64, &hash[..], &*result, time_ms as i64])
-                    })
-                    .during("inserting a block result")?;
-                Ok((ticket, false))
-            }),
-            Command::Shutdown => Ok(After::Stop),
         }
     }
 
-    /// A block or block result: committed and synced now, whatever the durability. `insert`
-    /// returns its ticket and whether it is a block.
-    fn forced(
-        &mut self,
-        insert: impl FnOnce(&Connection) -> Result<(u64, bool), WriteError>,
-    ) -> Result<After, WriteError> {
+    /// Writes the records held from index `from` on in the open transaction (opening it).
+    fn write_from(&mut self, from: usize) -> Result<(), WriteError> {
+        self.begin()?;
+        for t in &self.batch.taken[from..] {
+            t.insert(&self.conn)?;
+        }
+        Ok(())
+    }
+
+    /// A block or block result: committed and synced now, whatever the durability.
+    fn forced(&mut self, cmd: Command) -> Result<After, WriteError> {
         let off = self.progress.durability.synchronous() == Synchronous::Off;
         if off {
             // The level cannot change inside a transaction: commit the shares gathered so far
             // unsynced, then sync the block's own transaction (which syncs the log before it).
-            self.commit()?;
+            // Held first, so that a failure of that commit keeps the block for the retry.
+            self.hold(cmd);
+            let block = self.batch.taken.pop().expect("just held");
+            let committed = self.commit();
+            let from = self.batch.taken.len();
+            self.batch.taken.push(block);
+            committed?;
             schema::set_synchronous(&self.conn, Synchronous::Full)
                 .during("syncing a block's commit")?;
-        }
-        self.begin()?;
-        let (ticket, is_block) = insert(&self.conn)?;
-        self.batch.note(ticket);
-        if is_block {
-            self.batch.blocks += 1;
+            self.write_from(from)?;
         } else {
-            self.batch.block_results += 1;
+            let from = self.batch.taken.len();
+            self.hold(cmd);
+            self.write_from(from)?;
         }
         self.commit()?;
         if off {
@@ -446,26 +653,6 @@ impl Writer {
                 .during("returning to unsynced commits")?;
         }
         Ok(After::CommitNow)
-    }
-
-    fn insert_share(&mut self, ticket: u64, rec: &ShareRecord) -> Result<(), WriteError> {
-        self.begin()?;
-        self.conn
-            .prepare_cached(INSERT_SHARE)
-            .and_then(|mut st| {
-                st.execute(params![
-                    ticket as i64,
-                    rec.worker.0,
-                    rec.difficulty,
-                    rec.job_id as i64,
-                    rec.time_ms as i64,
-                    &rec.hash[..],
-                ])
-            })
-            .during("inserting a share")?;
-        self.batch.note(ticket);
-        self.batch.shares += 1;
-        Ok(())
     }
 
     fn begin(&mut self) -> Result<(), WriteError> {
@@ -490,16 +677,30 @@ impl Writer {
             .and_then(|mut st| st.execute([]))
             .during("committing")?;
         let took = started.elapsed();
-        let batch = std::mem::take(&mut self.batch);
+        self.batch.open = false;
+        let (mut shares, mut blocks, mut block_results) = (0, 0, 0);
+        let mut last_ticket = None;
+        for t in &self.batch.taken {
+            match t {
+                Taken::Share(..) => shares += 1,
+                Taken::Block(..) => blocks += 1,
+                Taken::BlockResult { .. } => block_results += 1,
+                Taken::Worker(..) => {}
+            }
+            last_ticket = t.ticket().or(last_ticket);
+        }
+        let records = self.batch.taken.len();
+        // The list keeps its capacity for the next transaction.
+        self.batch.taken.clear();
         self.progress
-            .note_commit(took, batch.shares, batch.blocks, batch.block_results);
-        if let Some(ticket) = batch.last_ticket {
+            .note_commit(took, shares, blocks, block_results);
+        if let Some(ticket) = last_ticket {
             self.progress.publish(ticket);
         }
         tracing::trace!(
-            records = batch.records,
+            records,
             took_us = took.as_micros() as u64,
-            last_ticket = batch.last_ticket,
+            last_ticket,
             "share store commit"
         );
         Ok(())
@@ -507,9 +708,8 @@ impl Writer {
 }
 
 impl Batch {
-    fn note(&mut self, ticket: u64) {
-        self.records += 1;
-        self.last_ticket = Some(ticket);
+    fn records(&self) -> u64 {
+        self.taken.len() as u64
     }
 }
 
