@@ -45,6 +45,9 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log that cannot be written (its disk full) must not take the role down: by
+        // default the subscriber reports a failed write with eprintln!, which panics then.
+        .log_internal_errors(false)
         .init();
     match cli.command {
         Command::Simnet(args) => cmd::simnet::run(*args),

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
-use support::{Role, PAYOUT};
+use support::{http_get, http_get_json, Role, SmallFs, PAYOUT};
 
 fn simnet() -> (Role, String) {
     let s = Role::start(
@@ -31,32 +31,35 @@ fn simnet() -> (Role, String) {
 }
 
 fn pool(rpc: &str, store: &str, durability: &str) -> (Role, String) {
+    pool_with(rpc, store, durability, &[])
+}
+
+fn pool_with(rpc: &str, store: &str, durability: &str, extra: &[&str]) -> (Role, String) {
     let url = format!("http://{rpc}");
-    let p = Role::start(
-        "pool",
-        &[
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &url,
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--payout-address",
-            PAYOUT,
-            "--start-difficulty",
-            "0.0000001",
-            "--min-difficulty",
-            "0.0000001",
-            "--shares-per-minute",
-            "1000000",
-            "--store",
-            store,
-            "--durability",
-            durability,
-        ],
-    );
+    let mut args = vec![
+        "--sv1-listen",
+        "127.0.0.1:0",
+        "--node-rpc",
+        &url,
+        "--rpc-user",
+        "u",
+        "--rpc-password",
+        "p",
+        "--payout-address",
+        PAYOUT,
+        "--start-difficulty",
+        "0.0000001",
+        "--min-difficulty",
+        "0.0000001",
+        "--shares-per-minute",
+        "1000000",
+        "--store",
+        store,
+        "--durability",
+        durability,
+    ];
+    args.extend(extra);
+    let p = Role::start("pool", &args);
     let sv1 = p.line("sv1 listening on");
     (p, sv1)
 }
@@ -306,5 +309,195 @@ fn bad_input_gets_errors_and_the_pool_keeps_serving() {
         }
     }
     pool.stop();
+    simnet.stop();
+}
+
+/// What came back for one share: acknowledged, or an error with its message.
+#[derive(Debug)]
+enum Reply {
+    Ack,
+    Error(String),
+}
+
+/// Reads what the pool sent until `deadline`: replies to shares (ids from 100) by id.
+fn replies(m: &mut Miner, until: Instant, got: &mut HashMap<u64, Reply>) {
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        let Ok(l) = m.lines.recv_timeout(left) else {
+            return;
+        };
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        m.absorb(&l);
+        let Some(id) = v["id"].as_u64().filter(|&id| id >= 100) else {
+            continue;
+        };
+        let reply = if v["result"] == serde_json::Value::Bool(true) {
+            Reply::Ack
+        } else {
+            Reply::Error(v["error"].to_string())
+        };
+        got.insert(id, reply);
+    }
+}
+
+/// The store's file system fills up under a mining pool. The share in flight when a write
+/// fails waits for the store's retry; every share after it is refused with a reason while the
+/// miners stay connected; every endpoint says so within seconds; and once there is room
+/// again the pool acknowledges shares by itself, without a restart, the waiting one included.
+/// Every share it acknowledged, before, during and after, is in the store, and none it
+/// refused.
+#[test]
+fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
+    let fs = SmallFs::new("2m");
+    let store = fs.path().join("pool.sqlite");
+    let (simnet, rpc) = simnet();
+    let (pool, sv1) = pool_with(
+        &rpc,
+        store.to_str().unwrap(),
+        "batched",
+        &["--http-listen", "127.0.0.1:0"],
+    );
+    let http = pool.line("http listening on");
+    let pid = pool.child.id();
+    // Two miners, each with its own share numbers (and so its own ids and hashes).
+    let mut a = Miner::connect(&sv1);
+    let mut b = Miner::connect(&sv1);
+    let mut sent: HashMap<u64, Hash256> = HashMap::new();
+    let mut got: HashMap<u64, Reply> = HashMap::new();
+    let mut next = [0u64, 1_000_000];
+    // Sends `count` shares from miner `who` and reads its replies for a while; returns the ids.
+    let mut mine =
+        |m: &mut Miner, who: usize, count: u64, wait_ms: u64, got: &mut HashMap<u64, Reply>| {
+            let from = next[who] + 100;
+            for _ in 0..count {
+                let (line, hash) = m.share(next[who]);
+                sent.insert(next[who] + 100, hash);
+                m.send(&line);
+                next[who] += 1;
+            }
+            replies(m, Instant::now() + Duration::from_millis(wait_ms), got);
+            from..next[who] + 100
+        };
+    mine(&mut a, 0, 20, 300, &mut got);
+    mine(&mut b, 1, 20, 300, &mut got);
+    assert_eq!(http_get(&http, "/healthz").0, 200, "{}", pool.log_tail());
+
+    fs.fill(pid);
+    // Miner a mines until a write fails: its share then waits for the store.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let held = loop {
+        let ids = mine(&mut a, 0, 1, 500, &mut got);
+        if !got.contains_key(&ids.start) && http_get(&http, "/healthz").0 == 503 {
+            break ids.start;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failed write within 30 s of filling the disk ({}); the pool's log:\n{}",
+            fs.kind(),
+            pool.log_tail()
+        );
+    };
+    let failed_at = Instant::now();
+    // Miner b's shares are refused with the reason, and b stays connected.
+    let refused = mine(&mut b, 1, 10, 1000, &mut got);
+    for id in refused.clone() {
+        match got.get(&id) {
+            Some(Reply::Error(e)) => assert!(e.contains("share store cannot write"), "{e}"),
+            other => panic!("share {id} while the disk is full: {other:?}"),
+        }
+    }
+    // The endpoints say so.
+    let (code, body) = http_get(&http, "/healthz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.starts_with("not serving: store ("), "{body}");
+    let status = http_get_json(&http, "/api/status");
+    assert_eq!(status["serving"], false);
+    assert_eq!(status["not_serving_reason"], "store");
+    let error = status["store"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        error.contains("full") || error.contains("large") || error.contains("I/O"),
+        "store.error: {status}"
+    );
+    assert_eq!(status["dependencies"]["store"]["up"], false, "{status}");
+    assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
+    let metrics = http_get(&http, "/metrics").1;
+    assert!(
+        metrics.contains("stratumlab_pool_dependency_up{dependency=\"store\"} 0"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("stratumlab_pool_not_serving{reason=\"store\"} 1"));
+    assert!(
+        failed_at.elapsed() < Duration::from_secs(20),
+        "the test took too long to keep the held share within the pool's wait"
+    );
+
+    fs.free(pid);
+    // The writer's next retry succeeds: the held share is acknowledged, and new ones again.
+    replies(&mut a, Instant::now() + Duration::from_secs(10), &mut got);
+    assert!(
+        matches!(got.get(&held), Some(Reply::Ack)),
+        "the share in flight when the disk filled: {:?}; the pool's log:\n{}",
+        got.get(&held),
+        pool.log_tail()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ids = mine(&mut b, 1, 5, 300, &mut got);
+        if ids
+            .into_iter()
+            .all(|id| matches!(got.get(&id), Some(Reply::Ack)))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shares still refused 20 s after the disk has room; the pool's log:\n{}",
+            pool.log_tail()
+        );
+    }
+    assert_eq!(http_get(&http, "/healthz").0, 200);
+    let status = http_get_json(&http, "/api/status");
+    assert_eq!(status["dependencies"]["store"]["up"], true, "{status}");
+    assert_eq!(status["dependencies"]["store"]["failures"], 1, "{status}");
+    assert!(status["store"]["error"].is_null());
+    let metrics = http_get(&http, "/metrics").1;
+    assert!(metrics.contains("stratumlab_pool_dependency_failures_total{dependency=\"store\"} 1"));
+    mine(&mut a, 0, 20, 1000, &mut got);
+    pool.stop();
+
+    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&store)
+        .unwrap()
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.hash)
+        .collect();
+    let (mut acked, mut refused) = (0, 0);
+    for (id, reply) in &got {
+        let hash = sent[id].0;
+        match reply {
+            Reply::Ack => {
+                acked += 1;
+                assert!(
+                    stored.contains(&hash),
+                    "share {id} acknowledged, not stored"
+                );
+            }
+            Reply::Error(_) => {
+                refused += 1;
+                assert!(!stored.contains(&hash), "share {id} refused, yet stored");
+            }
+        }
+    }
+    assert!(
+        acked >= 60 && refused >= 10,
+        "{acked} acknowledged, {refused} refused"
+    );
+    eprintln!(
+        "{}: {acked} shares acknowledged and stored, {refused} refused while full",
+        fs.kind()
+    );
     simnet.stop();
 }

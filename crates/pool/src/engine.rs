@@ -14,7 +14,7 @@ use crate::channel::{Accepted, ChannelConfig};
 use crate::job::{Job, Origin, Solution};
 use crate::jobs::{Generation, JobConfig};
 use crate::stats::{PoolStats, WorkerRegistry, WorkerStats};
-use crate::store::{ShareBatch, ShareRecord, Store, WorkerKey};
+use crate::store::{ShareBatch, ShareRecord, Store, StoreError, WorkerKey};
 use crate::tips::Tips;
 use crate::Millis;
 
@@ -54,10 +54,16 @@ pub struct FoundBlock {
     pub declared: bool,
 }
 
-/// The store could not take a share (its queue is full, or the worker has no key): the share
-/// must not be acknowledged.
+/// The store could not take a share: the share must not be acknowledged, and the miner is told
+/// why.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NotStored;
+pub enum NotStored {
+    /// The store's queue is full (its writer is behind), or the worker has no key.
+    Overloaded,
+    /// The store cannot write and is retrying (a full disk, an I/O error): see the operations
+    /// page, docs/operations.md.
+    StoreFailing,
+}
 
 /// The job a share names, as the front end received it: SV1's text job id, or an SV2
 /// channel and its numeric job id. Events carry it as the miner sent it.
@@ -370,7 +376,7 @@ impl Engine {
         let job = job.into();
         if self.store.is_some() {
             let (Some(batch), Some(key)) = (batch, worker.key) else {
-                return Err(NotStored);
+                return Err(NotStored::Overloaded);
             };
             let rec = ShareRecord {
                 worker: key,
@@ -380,11 +386,20 @@ impl Engine {
                 hash: a.hash.0,
             };
             if let Err(e) = batch.push(rec, now) {
-                // Never acknowledge a share the store did not take.
-                tracing::warn!(conn, channel = ?job.channel(), error = %e, "store: share not recorded");
+                // Never acknowledge a share the store did not take. A failing store refuses
+                // every share and says so itself (its writer logs the fault): one line per
+                // refused share would flood the log.
+                if matches!(e, StoreError::Failing(_)) {
+                    tracing::debug!(conn, channel = ?job.channel(), error = %e, "store: share not recorded");
+                } else {
+                    tracing::warn!(conn, channel = ?job.channel(), error = %e, "store: share not recorded");
+                }
                 self.stats
                     .share_rejected(Some(&worker.stats), Reason::Other, now);
-                return Err(NotStored);
+                return Err(match e {
+                    StoreError::Failing(_) => NotStored::StoreFailing,
+                    _ => NotStored::Overloaded,
+                });
             }
         }
         self.stats

@@ -215,21 +215,32 @@ impl RunningPool {
             store.clone(),
             shutdown_rx.clone(),
         ));
+        stats.set_uses_tp(settings.tp.is_some());
         if let Some(store) = store.clone() {
             let stats = stats.clone();
+            let clock = clock.clone();
             let mut stop = shutdown_rx.clone();
+            // Often enough that a fault shows on /healthz within a second.
             tasks.spawn(async move {
                 loop {
                     let s = store.stats();
+                    let now = clock();
+                    let failing_since = s.failing.as_ref().map(|(_, since)| {
+                        let for_ms = since.elapsed().unwrap_or_default().as_millis() as u64;
+                        Millis(now.0.saturating_sub(for_ms))
+                    });
                     stats.store(StoreReport {
                         commits: s.commits,
                         records: s.records_written,
                         queue_len: s.queue_len as u64,
                         batch_window_ms: s.batch_window.as_millis() as u64,
                         last_commit_us: s.last_commit.as_micros() as u64,
+                        failures: s.failures,
+                        failing_since,
                     });
+                    stats.set_store_error(s.failing.map(|(error, _)| error));
                     tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        _ = tokio::time::sleep(STORE_WATCH) => {}
                         _ = stop.wait_for(|s| *s) => break,
                     }
                 }
@@ -498,8 +509,10 @@ async fn blocks_task(
             };
             match s.record_block(rec) {
                 Ok(t) => {
-                    if let Err(e) = s.wait_durable(t).await {
-                        tracing::error!(hash = %b.hash, error = %e, "block not persisted; submitting anyway");
+                    // A failing store keeps the record and writes it when it can: the block
+                    // goes out now rather than after the fault.
+                    if let Err(e) = s.wait_durable_unless_failing(t).await {
+                        tracing::error!(hash = %b.hash, error = %e, "block not persisted yet; submitting anyway");
                     }
                 }
                 Err(e) => {
@@ -598,6 +611,9 @@ async fn blocks_task(
 
 /// The store's answer for a block found on a declared job, which the pool does not submit.
 pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
+
+/// How often the store's figures and fault are read into the statistics.
+const STORE_WATCH: Duration = Duration::from_millis(250);
 
 /// How long the provider's next tip is awaited as the verdict on a submitted block.
 const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);

@@ -390,6 +390,8 @@ async fn metrics_are_openmetrics_text_with_the_recorded_figures() {
         queue_len: 4,
         batch_window_ms: 25,
         last_commit_us: 800,
+        failures: 2,
+        failing_since: None,
     });
     srv.set_now(301_000);
 
@@ -455,6 +457,10 @@ async fn metrics_are_openmetrics_text_with_the_recorded_figures() {
     assert_eq!(get("store_commits_total{}"), 12.0);
     assert_eq!(get("store_queue_length{}"), 4.0);
     assert_eq!(get("store_batch_window_seconds{}"), 0.025);
+    assert_eq!(get("dependency_up{dependency=\"node\"}"), 1.0);
+    assert_eq!(get("dependency_up{dependency=\"store\"}"), 1.0);
+    assert_eq!(get("dependency_failures_total{dependency=\"store\"}"), 2.0);
+    assert_eq!(get("dependency_failures_total{dependency=\"node\"}"), 0.0);
     assert!(get("shares_per_second{}") > 9.0);
 
     // HEAD: the same head, no body.

@@ -796,14 +796,22 @@ fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
     assert_eq!(stored.get(&t5), Some(&hash_of(5)));
     assert_eq!(stored.len(), 4, "the refused shares are not in the file");
     let blocks = reader.blocks().unwrap();
-    assert!(blocks.iter().any(|x| x.hash == [9; 32]), "the block held while failing");
+    assert!(
+        blocks.iter().any(|x| x.hash == [9; 32]),
+        "the block held while failing"
+    );
 }
 
 #[test]
 fn a_writer_still_failing_at_close_gives_up_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool.db");
-    let store = Store::open(config(&path, Durability::Batched, Duration::from_millis(20))).unwrap();
+    let store = Store::open(config(
+        &path,
+        Durability::Batched,
+        Duration::from_millis(20),
+    ))
+    .unwrap();
     let w = store.worker("w").unwrap();
     let t0 = store.record_share(share(w, 0)).unwrap();
     wait(&store, t0);
@@ -825,7 +833,10 @@ fn a_writer_still_failing_at_close_gives_up_and_says_so() {
         other => panic!("closing while failing: {other:?}"),
     }
     let waited = runtime().block_on(other.wait_durable(t1));
-    assert!(matches!(waited, Err(StoreError::WriterFailed(_))), "{waited:?}");
+    assert!(
+        matches!(waited, Err(StoreError::WriterFailed(_))),
+        "{waited:?}"
+    );
     assert!(matches!(
         other.record_share(share(w, 2)),
         Err(StoreError::WriterFailed(_))

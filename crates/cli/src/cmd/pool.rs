@@ -478,6 +478,11 @@ impl Settings {
 pub fn run(args: PoolArgs) -> Result<()> {
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
     let pool_settings = settings.pool_settings()?;
+    // A write past a file size limit (`ulimit -f`) then fails with EFBIG, which the store
+    // reports and retries like a full disk, instead of the signal killing the pool with
+    // found blocks and acknowledgements in memory.
+    // SAFETY: setting a signal's disposition to ignore, before any thread is started.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -293,3 +293,94 @@ pub fn sv2_pool_on_simnet(
         http: pool.line("http listening on"),
     }
 }
+
+/// A small file system for a store, which a test fills and frees for real: a tmpfs mounted on
+/// a temporary directory when the test may mount (root), or else the directory as it is, with
+/// the writing process's file size limit (`prlimit --fsize`) standing in for the full disk. In
+/// both cases SQLite's next write that needs room fails (ENOSPC, or EFBIG: the pool ignores
+/// SIGXFSZ). `STRATUMLAB_TEST_NO_MOUNT=1` takes the second way even as root.
+pub struct SmallFs {
+    dir: tempfile::TempDir,
+    mounted: bool,
+}
+
+impl SmallFs {
+    pub fn new(size: &str) -> SmallFs {
+        let dir = tempfile::tempdir().unwrap();
+        let try_mount = std::env::var_os("STRATUMLAB_TEST_NO_MOUNT").is_none();
+        let mounted = try_mount
+            && Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(dir.path())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+        SmallFs { dir, mounted }
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// How it is filled: `tmpfs` or `file size limit`.
+    pub fn kind(&self) -> &'static str {
+        if self.mounted {
+            "tmpfs"
+        } else {
+            "file size limit"
+        }
+    }
+
+    fn filler(&self) -> std::path::PathBuf {
+        self.dir.path().join("filler")
+    }
+
+    /// Leaves no room: files in it cannot grow (`pid` writes them).
+    pub fn fill(&self, pid: u32) {
+        if self.mounted {
+            let mut f = std::fs::File::create(self.filler()).unwrap();
+            let chunk = vec![0xa5u8; 16 * 1024];
+            loop {
+                match f.write_all(&chunk) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                    Err(e) => panic!("filling the tmpfs: {e}"),
+                }
+            }
+            // What a partly written chunk left, byte by byte.
+            while f.write_all(&[0]).is_ok() {}
+        } else {
+            prlimit(pid, "1");
+        }
+    }
+
+    /// Makes room again.
+    pub fn free(&self, pid: u32) {
+        if self.mounted {
+            std::fs::remove_file(self.filler()).unwrap();
+        } else {
+            prlimit(pid, "unlimited");
+        }
+    }
+}
+
+fn prlimit(pid: u32, limit: &str) {
+    let ok = Command::new("prlimit")
+        .arg(format!("--pid={pid}"))
+        // The soft limit only: raising it again needs no privilege.
+        .arg(format!("--fsize={limit}:"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "prlimit --pid={pid} --fsize={limit}");
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+}

@@ -5,7 +5,9 @@
 use serde_json::{json, Map, Value};
 
 use super::HttpOptions;
-use crate::stats::{NodeStatus, PageStart, Serving, StatusSnapshot, WorkersPage};
+use crate::stats::{
+    Dependency, NodeStatus, NotServing, PageStart, Serving, StatusSnapshot, WorkersPage,
+};
 use crate::Millis;
 
 fn seconds(ms: u64) -> f64 {
@@ -23,8 +25,36 @@ fn node(node: NodeStatus, now: Millis) -> Value {
     })
 }
 
-/// `/api/status`.
-pub(super) fn status(s: &StatusSnapshot) -> Value {
+/// `/api/status`'s `dependencies`: each dependency's state, since when, failures, and the
+/// store's error while it fails.
+fn dependencies(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
+    let mut deps = Map::new();
+    deps.insert(
+        s.template_source.as_str().to_owned(),
+        json!({
+            "up": matches!(s.node, NodeStatus::Ok { .. }),
+            "state": s.node.state(),
+            "for_s": s.node.since().map(|since| age_s(s.now, since)),
+            "failures": s.node_failures,
+        }),
+    );
+    if let Some(st) = s.store {
+        deps.insert(
+            Dependency::Store.as_str().to_owned(),
+            json!({
+                "up": st.failing_since.is_none(),
+                "state": if st.failing_since.is_some() { "failing" } else { "ok" },
+                "for_s": st.failing_since.map(|since| age_s(s.now, since)),
+                "failures": st.failures,
+                "error": store_error,
+            }),
+        );
+    }
+    Value::Object(deps)
+}
+
+/// `/api/status`. `store_error`: the store's error while it cannot write.
+pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
     let by_reason: Map<String, Value> = s
         .rejected
         .iter()
@@ -64,7 +94,11 @@ pub(super) fn status(s: &StatusSnapshot) -> Value {
             "queue_len": st.queue_len,
             "batch_window_ms": st.batch_window_ms,
             "last_commit_us": st.last_commit_us,
+            "failures": st.failures,
+            "failing_for_s": st.failing_since.map(|since| age_s(s.now, since)),
+            "error": store_error,
         })),
+        "dependencies": dependencies(s, store_error),
     })
 }
 
@@ -97,10 +131,22 @@ pub(super) fn workers(page: &WorkersPage, limit: usize, now: Millis) -> Value {
     })
 }
 
-/// `/healthz`: the body for 200, or for 503 with the reason.
-pub(super) fn health(s: &StatusSnapshot) -> Result<String, String> {
+/// `/healthz`: the body for 200, or for 503 with the reason (and the store's error when it is
+/// the store that fails).
+pub(super) fn health(s: &StatusSnapshot, store_error: Option<&str>) -> Result<String, String> {
     match s.serving {
         Serving::Yes => Ok("ok\n".into()),
+        Serving::No(NotServing::Store) => {
+            let since = s
+                .store
+                .and_then(|st| st.failing_since)
+                .map(|since| format!(" for {:.1} s", age_s(s.now, since)))
+                .unwrap_or_default();
+            Err(format!(
+                "not serving: store ({}{since})\n",
+                store_error.unwrap_or("cannot write")
+            ))
+        }
         Serving::No(why) => {
             let node = match s.node.since() {
                 Some(since) => format!("node {} for {:.1} s", s.node.state(), age_s(s.now, since)),

@@ -19,7 +19,8 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::stats::{
-    HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot, PROCESSING_BOUNDS_NS,
+    Dependency, HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot,
+    PROCESSING_BOUNDS_NS,
 };
 
 /// The content type of [`render_metrics`]' text.
@@ -260,7 +261,7 @@ impl Collector for Snapshot {
         gauge(
             e,
             "serving",
-            "1 while the pool hands out work, 0 while it holds back (see not_serving).",
+            "1 while the pool hands out work and acknowledges shares, 0 otherwise (see not_serving).",
             None,
             flag(s.serving.is_serving()),
         )?;
@@ -323,6 +324,38 @@ impl Collector for Snapshot {
                 st.last_commit_us as f64 / 1e6,
             )?;
         }
+
+        // Dependencies: the template source, and the store when there is one.
+        let source = s.template_source.as_str();
+        let mut deps: Vec<([(&str, &str); 1], bool, u64)> = vec![(
+            [("dependency", source)],
+            matches!(s.node, NodeStatus::Ok { .. }),
+            s.node_failures,
+        )];
+        if let Some(st) = s.store {
+            deps.push((
+                [("dependency", Dependency::Store.as_str())],
+                st.failing_since.is_none(),
+                st.failures,
+            ));
+        }
+        family(
+            e,
+            "dependency_up",
+            "1 while the dependency works (the template source answers with fresh templates, \
+             the store writes), 0 while it fails.",
+            None,
+            MetricType::Gauge,
+            deps.iter().map(|(labels, up, _)| (&labels[..], flag(*up))),
+        )?;
+        family(
+            e,
+            "dependency_failures",
+            "Times the dependency went from working to failing.",
+            None,
+            MetricType::Counter,
+            deps.iter().map(|(labels, _, n)| (&labels[..], *n)),
+        )?;
         Ok(())
     }
 }

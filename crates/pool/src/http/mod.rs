@@ -235,7 +235,8 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
         Route::Status => {
-            let mut body = api::status(&state.stats.snapshot(now));
+            let store_error = state.stats.store_error();
+            let mut body = api::status(&state.stats.snapshot(now), store_error.as_deref());
             let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(map) = body.as_object_mut() {
                 for (name, section) in sections.iter() {
@@ -252,7 +253,10 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
             }
             Err(message) => json(StatusCode::BAD_REQUEST, &api::error(&message)),
         },
-        Route::Health => match api::health(&state.stats.snapshot(now)) {
+        Route::Health => match api::health(
+            &state.stats.snapshot(now),
+            state.stats.store_error().as_deref(),
+        ) {
             Ok(body) => text(StatusCode::OK, body),
             Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
         },

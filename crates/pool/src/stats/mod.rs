@@ -62,14 +62,18 @@ pub enum NotServing {
     /// The node answers, but its templates are too old to mine on.
     TemplatesStale,
     ShuttingDown,
+    /// The share store cannot write: shares are refused (with a reason) until it can again.
+    /// Work goes on, and so does a found block's submission.
+    Store,
 }
 
 impl NotServing {
-    pub const ALL: [NotServing; 4] = [
+    pub const ALL: [NotServing; 5] = [
         NotServing::NoTemplateYet,
         NotServing::NodeUnreachable,
         NotServing::TemplatesStale,
         NotServing::ShuttingDown,
+        NotServing::Store,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -78,6 +82,7 @@ impl NotServing {
             NotServing::NodeUnreachable => "node_unreachable",
             NotServing::TemplatesStale => "templates_stale",
             NotServing::ShuttingDown => "shutting_down",
+            NotServing::Store => "store",
         }
     }
 }
@@ -90,6 +95,7 @@ impl Serving {
             Serving::No(NotServing::NodeUnreachable) => 2,
             Serving::No(NotServing::TemplatesStale) => 3,
             Serving::No(NotServing::ShuttingDown) => 4,
+            Serving::No(NotServing::Store) => 5,
         }
     }
 
@@ -99,6 +105,7 @@ impl Serving {
             1 => Serving::No(NotServing::NoTemplateYet),
             2 => Serving::No(NotServing::NodeUnreachable),
             3 => Serving::No(NotServing::TemplatesStale),
+            5 => Serving::No(NotServing::Store),
             _ => Serving::No(NotServing::ShuttingDown),
         }
     }
@@ -182,6 +189,31 @@ pub struct StoreReport {
     pub batch_window_ms: u64,
     /// How long the last commit took, in microseconds.
     pub last_commit_us: u64,
+    /// Times the store went from writing to failing.
+    pub failures: u64,
+    /// While the store cannot write: since when (the caller's clock).
+    pub failing_since: Option<Millis>,
+}
+
+/// What the pool depends on, as `/metrics` and `/api/status` name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dependency {
+    /// The node's RPC, where templates come from `getblocktemplate`.
+    Node,
+    /// The SV2 Template Provider, where templates come from one.
+    Tp,
+    /// The share store.
+    Store,
+}
+
+impl Dependency {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Dependency::Node => "node",
+            Dependency::Tp => "tp",
+            Dependency::Store => "store",
+        }
+    }
 }
 
 /// Rejected shares per reason, in [`Reason::ALL`]'s order.
@@ -245,6 +277,12 @@ pub struct StatusSnapshot {
     pub jobs: JobCounts,
     pub blocks: BlockCounts,
     pub node: NodeStatus,
+    /// Where templates come from: [`Dependency::Node`] or [`Dependency::Tp`].
+    pub template_source: Dependency,
+    /// Times the template source went from working to unreachable or stale.
+    pub node_failures: u64,
+    /// Handing out work and acknowledging shares; otherwise why not (a failing store comes
+    /// before the node's state, shutting down before both).
     pub serving: Serving,
     /// `None` until the store reports.
     pub store: Option<StoreReport>,
@@ -301,8 +339,14 @@ pub struct PoolStats {
     blocks_accepted: AtomicU64,
     blocks_rejected: AtomicU64,
     node: AtomicU64,
+    node_failures: AtomicU64,
+    uses_tp: AtomicBool,
     serving: AtomicU8,
     store_reported: AtomicBool,
+    store_failures: AtomicU64,
+    /// The caller's milliseconds plus one while the store fails; 0 while it writes.
+    store_failing_since: AtomicU64,
+    store_error: std::sync::Mutex<Option<Arc<str>>>,
     store_commits: AtomicU64,
     store_records: AtomicU64,
     store_queue_len: AtomicU64,
@@ -345,8 +389,13 @@ impl PoolStats {
             blocks_accepted: AtomicU64::new(0),
             blocks_rejected: AtomicU64::new(0),
             node: AtomicU64::new(NodeStatus::Unknown.pack()),
+            node_failures: AtomicU64::new(0),
+            uses_tp: AtomicBool::new(false),
             serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
             store_reported: AtomicBool::new(false),
+            store_failures: AtomicU64::new(0),
+            store_failing_since: AtomicU64::new(0),
+            store_error: std::sync::Mutex::new(None),
             store_commits: AtomicU64::new(0),
             store_records: AtomicU64::new(0),
             store_queue_len: AtomicU64::new(0),
@@ -450,16 +499,51 @@ impl PoolStats {
         self.serving.store(serving.code(), Relaxed);
     }
 
+    /// Whether the pool serves, and if not why: what [`PoolStats::set_serving`] said, unless
+    /// the store is failing (and the pool is not shutting down).
     pub fn serving(&self) -> Serving {
-        Serving::from_code(self.serving.load(Relaxed))
+        let said = Serving::from_code(self.serving.load(Relaxed));
+        if said != Serving::No(NotServing::ShuttingDown)
+            && self.store_failing_since.load(Relaxed) != 0
+        {
+            return Serving::No(NotServing::Store);
+        }
+        said
     }
 
+    /// The template source's state; a change from working (or unknown) to unreachable or stale
+    /// counts a failure.
     pub fn set_node(&self, node: NodeStatus) {
-        self.node.store(node.pack(), Relaxed);
+        let was = NodeStatus::unpack(self.node.swap(node.pack(), Relaxed));
+        let failed =
+            |n: NodeStatus| matches!(n, NodeStatus::Unreachable { .. } | NodeStatus::Stale { .. });
+        if failed(node) && !failed(was) {
+            self.node_failures.fetch_add(1, Relaxed);
+        }
     }
 
     pub fn node(&self) -> NodeStatus {
         NodeStatus::unpack(self.node.load(Relaxed))
+    }
+
+    /// Templates come from a Template Provider (named `tp` among the dependencies) rather
+    /// than the node's RPC (`node`).
+    pub fn set_uses_tp(&self, tp: bool) {
+        self.uses_tp.store(tp, Relaxed);
+    }
+
+    /// The store's error while it is failing.
+    pub fn store_error(&self) -> Option<Arc<str>> {
+        self.store_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The store's error while it cannot write (`None` once it can); whether it fails, and
+    /// since when, comes with its figures ([`PoolStats::store`]).
+    pub fn set_store_error(&self, error: Option<Arc<str>>) {
+        *self.store_error.lock().unwrap_or_else(|e| e.into_inner()) = error;
     }
 
     /// The store's latest figures.
@@ -471,6 +555,9 @@ impl PoolStats {
             .store(report.batch_window_ms, Relaxed);
         self.store_last_commit_us
             .store(report.last_commit_us, Relaxed);
+        self.store_failures.store(report.failures, Relaxed);
+        self.store_failing_since
+            .store(report.failing_since.map_or(0, |t| t.0 + 1), Relaxed);
         self.store_reported.store(true, Relaxed);
     }
 
@@ -513,6 +600,12 @@ impl PoolStats {
                 rejected: self.blocks_rejected.load(Relaxed),
             },
             node: self.node(),
+            template_source: if self.uses_tp.load(Relaxed) {
+                Dependency::Tp
+            } else {
+                Dependency::Node
+            },
+            node_failures: self.node_failures.load(Relaxed),
             serving: self.serving(),
             store: self.store_reported.load(Relaxed).then(|| StoreReport {
                 commits: self.store_commits.load(Relaxed),
@@ -520,6 +613,11 @@ impl PoolStats {
                 queue_len: self.store_queue_len.load(Relaxed),
                 batch_window_ms: self.store_batch_window_ms.load(Relaxed),
                 last_commit_us: self.store_last_commit_us.load(Relaxed),
+                failures: self.store_failures.load(Relaxed),
+                failing_since: match self.store_failing_since.load(Relaxed) {
+                    0 => None,
+                    t => Some(Millis(t - 1)),
+                },
             }),
         }
     }

@@ -263,9 +263,28 @@ fn counters_and_gauges() {
         queue_len: 7,
         batch_window_ms: 20,
         last_commit_us: 450,
+        failures: 0,
+        failing_since: None,
     };
     stats.store(report);
     assert_eq!(stats.snapshot(stats.start()).store, Some(report));
+    assert!(stats.serving() != Serving::No(NotServing::Store));
+    // A failing store: its figures say since when, and the pool says it does not serve
+    // (unless it is shutting down, which says more).
+    let failing = StoreReport {
+        failures: 1,
+        failing_since: Some(Millis(40)),
+        ..report
+    };
+    stats.set_serving(Serving::Yes);
+    stats.store(failing);
+    assert_eq!(stats.snapshot(stats.start()).store, Some(failing));
+    assert_eq!(stats.serving(), Serving::No(NotServing::Store));
+    stats.set_serving(Serving::No(NotServing::ShuttingDown));
+    assert_eq!(stats.serving(), Serving::No(NotServing::ShuttingDown));
+    stats.set_serving(Serving::Yes);
+    stats.store(report);
+    assert_eq!(stats.serving(), Serving::Yes);
 }
 
 #[test]

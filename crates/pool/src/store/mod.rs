@@ -37,6 +37,7 @@ mod writer;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -59,6 +60,11 @@ pub const SCHEMA_VERSION: i64 = schema::VERSION;
 /// Queue slots kept for blocks, block results and worker names beyond the shares' capacity, so
 /// that a queue full of shares never refuses a block.
 const CONTROL_RESERVE: usize = 1024;
+
+/// How long a connection's acknowledgements wait for a store that cannot write before the
+/// connection closes (see [`Store::wait_durable_within`]): longer than a brief fault (a
+/// database locked for a moment) lasts, shorter than a miner's patience.
+pub const ACK_WAIT_LIMIT: Duration = Duration::from_secs(30);
 
 /// The longest batch window accepted.
 const MAX_BATCH_WINDOW: Duration = Duration::from_secs(10);
@@ -377,18 +383,42 @@ impl Store {
     /// it goes on waiting (the record is written when a retry succeeds). Fails if the writer
     /// gave up (the store was closed while it could not write) or the store was closed before
     /// storing it: then it never will be.
-    pub async fn wait_durable(&self, ticket: Ticket) -> Result<(), StoreError> {
-        self.wait(ticket, false).await
+    pub fn wait_durable(
+        &self,
+        ticket: Ticket,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
+        self.wait(ticket, u64::MAX)
+    }
+
+    /// As [`Store::wait_durable`], but gives up (answering [`StoreError::Failing`]) once the
+    /// writer has been failing for longer than `limit`: a connection whose acknowledgements
+    /// wait on a store that cannot write closes rather than hang for as long as the fault
+    /// lasts. No timer: the writer wakes waiters at each of its retries.
+    pub fn wait_durable_within(
+        &self,
+        ticket: Ticket,
+        limit: Duration,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
+        // A plain function returning the inner future: no wrapper state in the caller's task.
+        self.wait(
+            ticket,
+            limit.as_millis().min(u128::from(u64::MAX - 1)) as u64,
+        )
     }
 
     /// As [`Store::wait_durable`], but answers [`StoreError::Failing`] as soon as the writer is
     /// failing: for a found block, which is submitted without waiting for the store (the
     /// writer keeps its record and writes it when it can).
-    pub async fn wait_durable_unless_failing(&self, ticket: Ticket) -> Result<(), StoreError> {
-        self.wait(ticket, true).await
+    pub fn wait_durable_unless_failing(
+        &self,
+        ticket: Ticket,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + '_ {
+        self.wait(ticket, 0)
     }
 
-    async fn wait(&self, ticket: Ticket, unless_failing: bool) -> Result<(), StoreError> {
+    /// `failing_limit_ms`: give up once the writer has been failing this long (`u64::MAX`:
+    /// never); in milliseconds, which keeps a connection task's state small.
+    async fn wait(&self, ticket: Ticket, failing_limit_ms: u64) -> Result<(), StoreError> {
         let progress = &self.inner.progress;
         if progress.is_durable(ticket.0) {
             return Ok(());
@@ -398,7 +428,11 @@ impl Store {
             if progress.is_durable(ticket.0) {
                 return Ok(());
             }
-            if unless_failing && progress.is_failing() {
+            if failing_limit_ms != u64::MAX
+                && progress
+                    .failing_for()
+                    .is_some_and(|d| d.as_millis() >= u128::from(failing_limit_ms))
+            {
                 return Err(progress.failing_refusal());
             }
             if let Some(reason) = progress.failure() {

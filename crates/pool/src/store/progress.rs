@@ -205,6 +205,15 @@ impl Progress {
         self.failing.load(Ordering::Acquire)
     }
 
+    /// While failing: for how long (`Some(0)` if the wall clock went back meanwhile).
+    pub fn failing_for(&self) -> Option<Duration> {
+        if !self.is_failing() {
+            return None;
+        }
+        let (_, since) = self.trouble()?;
+        Some(since.elapsed().unwrap_or_default())
+    }
+
     /// While failing: why, and since when.
     pub fn trouble(&self) -> Option<(Arc<str>, SystemTime)> {
         self.trouble

@@ -47,7 +47,6 @@ use super::progress::Progress;
 use super::schema::{self, Synchronous};
 use super::{BlockRecord, Durability, ShareRecord};
 
-
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
 
@@ -257,7 +256,12 @@ impl Taken {
             } => conn
                 .prepare_cached(INSERT_BLOCK_RESULT)
                 .and_then(|mut st| {
-                    st.execute(params![*ticket as i64, &hash[..], &**result, *time_ms as i64])
+                    st.execute(params![
+                        *ticket as i64,
+                        &hash[..],
+                        &**result,
+                        *time_ms as i64
+                    ])
                 })
                 .during("inserting a block result"),
         }
@@ -393,7 +397,6 @@ impl Writer {
             attempts += 1;
             match self.rewrite() {
                 Ok(()) => {
-                    self.progress.recovered();
                     tracing::info!(path, attempts, "share store writes again");
                     return Ok(if self.stopping {
                         Recovery::Stopped
@@ -694,6 +697,10 @@ impl Writer {
         self.batch.taken.clear();
         self.progress
             .note_commit(took, shares, blocks, block_results);
+        if self.progress.is_failing() {
+            // Before the tickets complete: whoever sees them durable sees the store writing.
+            self.progress.recovered();
+        }
         if let Some(ticket) = last_ticket {
             self.progress.publish(ticket);
         }

@@ -25,6 +25,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::admission::{BanList, Decision, Rate, RateLimiter};
 use crate::engine::Engine;
+use crate::store::ACK_WAIT_LIMIT;
 use crate::sv1::session::{LineKind, Session, Sv1Config};
 use crate::sv1::wakers::{Slot, Wakers};
 use crate::Millis;
@@ -369,7 +370,7 @@ impl Sv1Server {
                 // future would only make every connection's task bigger).
                 if let Some(t) = session.take_pending_ticket() {
                     if let Some(store) = &self.engine.store {
-                        if let Err(e) = store.wait_durable(t).await {
+                        if let Err(e) = store.wait_durable_within(t, ACK_WAIT_LIMIT).await {
                             // Never acknowledge what the store could not make durable.
                             tracing::error!(
                                 conn = session.conn(),

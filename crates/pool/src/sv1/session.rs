@@ -16,7 +16,7 @@ use sv1::write;
 use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit, Subscribe};
 
 use crate::channel::{Channel, Reject, Submission};
-use crate::engine::{Engine, Worker};
+use crate::engine::{Engine, NotStored, Worker};
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv1::notify::{notify_bytes, Outbox};
@@ -572,13 +572,14 @@ impl Session {
                     .accepted(self.conn, seq, job_id, worker, &a, nonce, now, records)
                 {
                     Ok(()) => {}
-                    Err(_) => {
-                        write::reply_error_message(
-                            self.out.own(),
-                            id,
-                            20,
-                            "Share not stored: the pool is overloaded",
-                        );
+                    Err(why) => {
+                        let message = match why {
+                            NotStored::Overloaded => "Share not stored: the pool is overloaded",
+                            NotStored::StoreFailing => {
+                                "Share not stored: the pool's share store cannot write"
+                            }
+                        };
+                        write::reply_error_message(self.out.own(), id, 20, message);
                         return Verdict::Rejected(Reason::Other);
                     }
                 }

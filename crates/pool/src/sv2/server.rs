@@ -22,6 +22,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::admission::{BanList, Decision, RateLimiter};
 use crate::engine::Engine;
+use crate::store::ACK_WAIT_LIMIT;
 use crate::sv1::Admission;
 use crate::sv2::session::{Session, Sv2Config};
 use crate::Millis;
@@ -295,7 +296,7 @@ impl Sv2Server {
             // Acknowledgements wait until the store has the shares.
             if let Some(t) = session.take_pending_ticket() {
                 if let Some(store) = &self.engine.store {
-                    if let Err(e) = store.wait_durable(t).await {
+                    if let Err(e) = store.wait_durable_within(t, ACK_WAIT_LIMIT).await {
                         tracing::error!(conn = session.conn(), error = %e, "store failed: closing unacknowledged");
                         return "store";
                     }

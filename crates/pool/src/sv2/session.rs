@@ -47,7 +47,7 @@ use primitives::bitcoin::ScriptBuf;
 use primitives::{merkle_root_from_branch, Difficulty, Hash256, Target};
 
 use crate::channel::{Channel, HeaderSubmission, Reject, Submission};
-use crate::engine::{unix_ms as wall_clock_ms, Engine, ShareJob, Worker};
+use crate::engine::{unix_ms as wall_clock_ms, Engine, NotStored, ShareJob, Worker};
 use crate::jd_token::TokenKey;
 use crate::job::Job;
 use crate::job::Solution;
@@ -1121,9 +1121,13 @@ impl Session {
                             engine.tap_share(&a, extranonce, ntime, nonce);
                             Ok((credited, retarget))
                         }
-                        Err(_) => {
+                        Err(why) => {
                             // Never acknowledge a share the store did not take.
-                            self.share_error(channel_id, seq, error_code::INVALID_SHARE);
+                            let code = match why {
+                                NotStored::Overloaded => error_code::INVALID_SHARE,
+                                NotStored::StoreFailing => error_code::STORE_UNAVAILABLE,
+                            };
+                            self.share_error(channel_id, seq, code);
                             return Verdict::Rejected(Reason::Other);
                         }
                     }

@@ -20,6 +20,9 @@ pub mod error_code {
     pub const INVALID_JOB_ID: &str = "invalid-job-id";
     pub const DUPLICATE_SHARE: &str = "duplicate-share";
     pub const INVALID_SHARE: &str = "invalid-share";
+    /// stratumlab's: the pool could not record the share (its store cannot write) and does
+    /// not acknowledge it; the channel stays open.
+    pub const STORE_UNAVAILABLE: &str = "store-unavailable";
     pub const BAD_EXTRANONCE_SIZE: &str = "bad-extranonce-size";
     pub const VERSION_ROLLING_NOT_ALLOWED: &str = "version-rolling-not-allowed";
     // OpenMiningChannel.Error and UpdateChannel.Error
