@@ -327,7 +327,9 @@ impl Collector for Snapshot {
 
         // Dependencies: the template source, and the store when there is one.
         let source = s.template_source.as_str();
-        let mut deps: Vec<([(&str, &str); 1], bool, u64)> = vec![(
+        // Each dependency's label, whether it is up, and its failures.
+        type Dep<'a> = ([(&'a str, &'a str); 1], bool, u64);
+        let mut deps: Vec<Dep> = vec![(
             [("dependency", source)],
             matches!(s.node, NodeStatus::Ok { .. }),
             s.node_failures,
