@@ -48,7 +48,13 @@ enum Front {
     Sv2,
 }
 
-fn start_pool(front: Front, rpc: &str, store: &Path, durability: &str, port: u16) -> (Role, String) {
+fn start_pool(
+    front: Front,
+    rpc: &str,
+    store: &Path,
+    durability: &str,
+    port: u16,
+) -> (Role, String) {
     let url = format!("http://{rpc}");
     let listen = format!("127.0.0.1:{port}");
     let (flag, line) = match front {

@@ -19,7 +19,9 @@ use crate::jobs::JobBook;
 use crate::node::{
     submit_until_answered, NodeClient, NodeConfig, NodeError, NodeHealth, NodeState, TemplateFeed,
 };
-use crate::stats::{NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry};
+use crate::stats::{
+    BlockFate, NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry,
+};
 use crate::store::{BlockRecord, Store, StoreConfig, StoreError, WorkerKey};
 use crate::sv1::{Admission, Sv1Config, Sv1Server};
 use crate::sv2::{Sv2Config, Sv2Server};
@@ -34,6 +36,10 @@ pub struct PoolSettings {
     pub node: NodeConfig,
     /// Templates from this SV2 Template Provider instead of the node's `getblocktemplate`.
     pub tp: Option<TpConfig>,
+    /// With `tp`: the node's RPC (`node`) too, as a second way out for found blocks (a block
+    /// the provider cannot take, or does not answer for, goes out through `submitblock`) and a
+    /// second source of work while the provider is unreachable.
+    pub node_beside_tp: bool,
     pub sv1_listen: Option<SocketAddr>,
     pub http_listen: Option<SocketAddr>,
     pub store: Option<StoreConfig>,
@@ -96,6 +102,8 @@ pub struct RunningPool {
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
     feed: Option<Feed>,
+    /// The node's feed beside a provider's ([`PoolSettings::node_beside_tp`]).
+    backup_feed: Option<TemplateFeed>,
     status_sections: http::StatusSections,
 }
 
@@ -106,7 +114,8 @@ enum Feed {
 }
 
 /// Where found blocks go: `submitblock` to the node, or `SubmitSolution` to the provider whose
-/// template the block is built on.
+/// template the block is built on (and `submitblock` beside it, when the pool has the node's
+/// RPC too).
 enum BlockSink {
     Node(NodeClient),
     Tp {
@@ -114,8 +123,21 @@ enum BlockSink {
         recent: RecentTdp,
         /// The provider's tips: the first one after a submission says whether the block won.
         works: watch::Receiver<Option<TpWork>>,
+        /// Whether the provider is connected now.
+        health: Arc<NodeHealth>,
+        /// The node's RPC beside the provider, and the provider templates' transactions that
+        /// let the pool build a whole block for it.
+        node: Option<(NodeClient, TxStore)>,
+        /// Where to ask the provider for a template's transactions.
+        tx_data: mpsc::UnboundedSender<crate::tp::TxDataRequest>,
     },
 }
+
+/// The transactions of the provider's latest templates, by the provider's template id: what
+/// turns a found block's header and coinbase into a whole block for `submitblock`.
+type TxStore = Arc<Mutex<VecDeque<(u64, Arc<[Vec<u8>]>)>>>;
+/// Templates whose transactions are kept (a template's may be megabytes).
+const TX_DATA_KEPT: usize = 8;
 
 /// The provider templates of the latest generations, by generation id: what a found block's
 /// `SubmitSolution` names.
@@ -125,17 +147,42 @@ const RECENT_TDP: usize = 64;
 /// Templates as the jobs task reads them, from either source.
 enum TemplateRx {
     Node(watch::Receiver<Option<Arc<Template>>>),
-    Tp(watch::Receiver<Option<TpWork>>, RecentTdp),
+    /// A provider's, and the node's beside it when the pool has both: work comes from the
+    /// provider while it serves, from the node while it does not.
+    Tp(
+        watch::Receiver<Option<TpWork>>,
+        RecentTdp,
+        Option<(NodeTemplates, Arc<NodeHealth>)>,
+    ),
 }
+
+/// The node feed's templates.
+type NodeTemplates = watch::Receiver<Option<Arc<Template>>>;
 
 impl TemplateRx {
     /// The next template; `None` when the source is gone.
     async fn changed(&mut self) -> Option<()> {
         match self {
             TemplateRx::Node(rx) => rx.changed().await.ok(),
-            TemplateRx::Tp(rx, _) => rx.changed().await.ok(),
+            TemplateRx::Tp(rx, _, _) => rx.changed().await.ok(),
         }
     }
+}
+
+/// The next template of the node beside a provider; never, without one.
+async fn backup_changed(backup: &mut Option<NodeTemplates>) -> Option<()> {
+    match backup {
+        Some(rx) => rx.changed().await.ok(),
+        None => std::future::pending().await,
+    }
+}
+
+/// Where the jobs come from now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Source {
+    /// The node's `getblocktemplate` (alone, or beside an unreachable provider).
+    Node,
+    Tp,
 }
 
 impl RunningPool {
@@ -176,30 +223,52 @@ impl RunningPool {
         let stopped = async move {
             let _ = stop.wait_for(|s| *s).await;
         };
-        let (feed, templates, sink) = match &settings.tp {
+        let (feed, templates, sink, backup_feed) = match &settings.tp {
             Some(tp) => {
                 let feed = TpFeed::spawn(tp.clone(), stopped);
                 let recent = RecentTdp::default();
+                let backup = if settings.node_beside_tp {
+                    let client = NodeClient::new(settings.node.clone())?;
+                    let mut stop = shutdown_rx.clone();
+                    let node_feed = TemplateFeed::spawn(client.clone(), async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    });
+                    let txs = TxStore::default();
+                    tasks.spawn(tx_data_task(
+                        feed.works(),
+                        feed.tx_data(),
+                        txs.clone(),
+                        shutdown_rx.clone(),
+                    ));
+                    Some((client, txs, node_feed))
+                } else {
+                    None
+                };
                 let sink = BlockSink::Tp {
                     solutions: feed.solutions(),
                     recent: recent.clone(),
                     works: feed.works(),
+                    health: feed.health(),
+                    node: backup
+                        .as_ref()
+                        .map(|(client, txs, _)| (client.clone(), txs.clone())),
+                    tx_data: feed.tx_data(),
                 };
-                let rx = TemplateRx::Tp(feed.works(), recent);
-                (Feed::Tp(feed), rx, sink)
+                let backup_rx = backup.as_ref().map(|(_, _, f)| (f.templates(), f.health()));
+                let rx = TemplateRx::Tp(feed.works(), recent, backup_rx);
+                (Feed::Tp(feed), rx, sink, backup.map(|(_, _, f)| f))
             }
             None => {
                 let client = NodeClient::new(settings.node.clone())?;
                 let feed = TemplateFeed::spawn(client.clone(), stopped);
                 let rx = TemplateRx::Node(feed.templates());
-                (Feed::Node(feed), rx, BlockSink::Node(client))
+                (Feed::Node(feed), rx, BlockSink::Node(client), None)
             }
         };
         let health = match &feed {
             Feed::Node(f) => f.health(),
             Feed::Tp(f) => f.health(),
         };
-
         tasks.spawn(jobs_task(
             engine.clone(),
             templates,
@@ -312,6 +381,7 @@ impl RunningPool {
             shutdown,
             tasks,
             feed: Some(feed),
+            backup_feed,
             status_sections,
         })
     }
@@ -356,6 +426,9 @@ impl RunningPool {
             Some(Feed::Tp(f)) => f.stopped().await,
             None => {}
         }
+        if let Some(f) = self.backup_feed.take() {
+            f.stopped().await;
+        }
         // Let connection tasks still finishing drop their handles before the store closes.
         tokio::time::sleep(Duration::from_millis(50)).await;
         if let Some(store) = self.engine.store.clone() {
@@ -372,7 +445,9 @@ async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, Servi
         .map_err(|source| ServiceError::Listen { what, addr, source })
 }
 
-/// Templates to jobs, and work stopped while the node is not healthy.
+/// Templates to jobs, and work stopped while no source is healthy. With a provider and the
+/// node beside it, jobs come from the provider while it serves and from the node while it
+/// does not; each switch starts a generation from the other source's latest template.
 async fn jobs_task(
     engine: Arc<Engine>,
     mut templates: TemplateRx,
@@ -385,29 +460,54 @@ async fn jobs_task(
     let mut check = tokio::time::interval(Duration::from_millis(250));
     check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_state = "";
+    let mut last_backup_state = "";
+    let (mut backup, backup_health) = match &mut templates {
+        TemplateRx::Tp(_, _, b) => match b.take() {
+            Some((rx, h)) => (Some(rx), Some(h)),
+            None => (None, None),
+        },
+        TemplateRx::Node(_) => (None, None),
+    };
+    let primary = match &templates {
+        TemplateRx::Node(_) => Source::Node,
+        TemplateRx::Tp(..) => Source::Tp,
+    };
+    let mut active = primary;
     loop {
-        tokio::select! {
+        // Which source a template that arrived is from, if one did.
+        let arrived = tokio::select! {
             r = templates.changed() => {
                 if r.is_none() { break; }
-                let now = clock();
-                let g = match &mut templates {
-                    TemplateRx::Node(rx) => {
-                        let t = rx.borrow_and_update().clone();
-                        let Some(t) = t else { continue };
-                        book.on_template(t, now)
-                    }
-                    TemplateRx::Tp(rx, recent) => {
-                        let w = rx.borrow_and_update().clone();
-                        let Some(w) = w else { continue };
-                        let g = book.on_tdp_template(w.template, w.tdp.clone(), now);
-                        let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
-                        if recent.len() >= RECENT_TDP {
-                            recent.pop_front();
-                        }
-                        recent.push_back((g.id, w.tdp));
-                        g
-                    }
-                };
+                Some(primary)
+            }
+            r = backup_changed(&mut backup) => {
+                if r.is_none() { break; }
+                Some(Source::Node)
+            }
+            _ = check.tick() => None,
+            _ = shutdown.wait_for(|s| *s) => break,
+        };
+        let now_i = Instant::now();
+        let primary_state = health.state(now_i);
+        let backup_state = backup_health.as_ref().map(|h| h.state(now_i));
+        let wanted = match &backup_state {
+            Some(b) if !primary_state.serves_work() && b.serves_work() => Source::Node,
+            _ => primary,
+        };
+        let switched = wanted != active;
+        if switched {
+            tracing::warn!(
+                from = ?active,
+                to = ?wanted,
+                provider = primary_state.name(),
+                "template source switched"
+            );
+            active = wanted;
+        }
+        if arrived == Some(active) || switched {
+            if let Some(g) =
+                next_generation(&mut book, &mut templates, backup.as_mut(), active, clock())
+            {
                 if engine.events.is_enabled() {
                     engine.events.emit(TemplateCreated {
                         node: ShortStr::new("pool"),
@@ -421,29 +521,36 @@ async fn jobs_task(
                         future: false,
                     });
                 }
-                if health.state(Instant::now()).serves_work() {
-                    tracing::debug!(generation = g.id, height = g.template.height, clean = g.clean, "new work");
+                let state = if active == primary {
+                    &primary_state
+                } else {
+                    backup_state.as_ref().unwrap_or(&primary_state)
+                };
+                if state.serves_work() {
+                    tracing::debug!(generation = g.id, height = g.template.height, clean = g.clean, source = ?active, "new work");
                     engine.publish(g);
                     engine.stats.set_serving(Serving::Yes);
                 }
             }
-            _ = check.tick() => {}
-            _ = shutdown.wait_for(|s| *s) => break,
         }
-        let state = health.state(Instant::now());
         let now = clock();
-        if state.name() != last_state {
-            last_state = state.name();
-            tracing::info!(node = state.name(), "node state");
-            engine.stats.set_node(match state {
-                NodeState::Ok => NodeStatus::Ok { since: now },
-                NodeState::Unreachable { .. } => NodeStatus::Unreachable { since: now },
-                NodeState::Stale { .. } | NodeState::Failing { .. } => {
-                    NodeStatus::Stale { since: now }
-                }
-                NodeState::Starting => NodeStatus::Unknown,
-            });
+        if primary_state.name() != last_state {
+            last_state = primary_state.name();
+            tracing::info!(node = primary_state.name(), "node state");
+            engine.stats.set_node(node_status(&primary_state, now));
         }
+        if let Some(b) = &backup_state {
+            if b.name() != last_backup_state {
+                last_backup_state = b.name();
+                tracing::info!(node = b.name(), "state of the node beside the provider");
+                engine.stats.set_backup_node(node_status(b, now));
+            }
+        }
+        let state = if active == primary {
+            primary_state
+        } else {
+            backup_state.unwrap_or(primary_state)
+        };
         match state {
             NodeState::Ok => {
                 if !engine.is_serving() {
@@ -469,20 +576,147 @@ async fn jobs_task(
     }
 }
 
+fn node_status(state: &NodeState, now: Millis) -> NodeStatus {
+    match state {
+        NodeState::Ok => NodeStatus::Ok { since: now },
+        NodeState::Unreachable { .. } => NodeStatus::Unreachable { since: now },
+        NodeState::Stale { .. } | NodeState::Failing { .. } => NodeStatus::Stale { since: now },
+        NodeState::Starting => NodeStatus::Unknown,
+    }
+}
+
+/// A generation from `source`'s latest template (`None` before its first). A provider's
+/// template is remembered in the recent list, which is how a block found on it is submitted.
+fn next_generation(
+    book: &mut JobBook,
+    templates: &mut TemplateRx,
+    backup: Option<&mut NodeTemplates>,
+    source: Source,
+    now: Millis,
+) -> Option<Arc<crate::jobs::Generation>> {
+    let node = match (templates, source, backup) {
+        (TemplateRx::Node(rx), _, _) => Some(rx),
+        (TemplateRx::Tp(..), Source::Node, Some(rx)) => Some(rx),
+        (TemplateRx::Tp(rx, recent, _), _, _) => {
+            let w = rx.borrow_and_update().clone()?;
+            let g = book.on_tdp_template(w.template, w.tdp.clone(), now);
+            let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
+            if recent.len() >= RECENT_TDP {
+                recent.pop_front();
+            }
+            recent.push_back((g.id, w.tdp));
+            return Some(g);
+        }
+    }?;
+    let t = node.borrow_and_update().clone()?;
+    Some(book.on_template(t, now))
+}
+
+/// With the node beside a provider: fetches the transactions of the provider's latest template
+/// (`RequestTransactionData`), so that a block found on it can be built whole and sent with
+/// `submitblock` if the provider cannot take it. Templates that came and went while a request
+/// was out are skipped.
+async fn tx_data_task(
+    mut works: watch::Receiver<Option<TpWork>>,
+    requests: mpsc::UnboundedSender<crate::tp::TxDataRequest>,
+    txs: TxStore,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            r = works.changed() => if r.is_err() { return },
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+        let Some(id) = works
+            .borrow_and_update()
+            .as_ref()
+            .map(|w| w.tdp.template_id)
+        else {
+            continue;
+        };
+        let answer = tokio::select! {
+            a = fetch_tx_data(&requests, id, Duration::from_secs(10)) => a,
+            _ = shutdown.wait_for(|s| *s) => return,
+        };
+        match answer {
+            Some(data) => {
+                let mut kept = txs.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() >= TX_DATA_KEPT {
+                    kept.pop_front();
+                }
+                kept.push_back((id, data));
+            }
+            None => tracing::debug!(template_id = id, "tp: no transaction data"),
+        }
+    }
+}
+
+/// The transactions of the provider's template `id`; `None` if the provider has none for it
+/// or does not answer within `limit`.
+async fn fetch_tx_data(
+    requests: &mpsc::UnboundedSender<crate::tp::TxDataRequest>,
+    id: u64,
+    limit: Duration,
+) -> Option<Arc<[Vec<u8>]>> {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    requests
+        .send(crate::tp::TxDataRequest {
+            template_id: id,
+            reply,
+        })
+        .ok()?;
+    match tokio::time::timeout(limit, answer).await {
+        Ok(Ok(Ok(d))) => Some(d.transaction_list.into()),
+        _ => None,
+    }
+}
+
+/// How long a found block waits for its template's transactions when they were not fetched
+/// before it.
+const TX_DATA_ON_DEMAND: Duration = Duration::from_secs(1);
+
+/// A whole block from what the engine built on a provider template (header, a count of one,
+/// the coinbase) and the template's transactions.
+fn whole_block(header_and_coinbase: &[u8], txs: &[Vec<u8>]) -> Option<Vec<u8>> {
+    if header_and_coinbase.get(80) != Some(&1) {
+        return None;
+    }
+    let coinbase = &header_and_coinbase[81..];
+    let mut block =
+        Vec::with_capacity(header_and_coinbase.len() + 9 + txs.iter().map(Vec::len).sum::<usize>());
+    block.extend_from_slice(&header_and_coinbase[..80]);
+    primitives::compact_size::write(&mut block, txs.len() as u64 + 1);
+    block.extend_from_slice(coinbase);
+    for t in txs {
+        block.extend_from_slice(t);
+    }
+    Some(block)
+}
+
 /// Found blocks: persisted, then submitted (to the node until it answers, or to the provider
-/// as `SubmitSolution`); the answer recorded.
+/// as `SubmitSolution`, with the node beside it as the way out when the provider cannot take
+/// it); the answer recorded.
 async fn blocks_task(
     engine: Arc<Engine>,
     sink: BlockSink,
     mut found: mpsc::UnboundedReceiver<FoundBlock>,
     store: Option<Store>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    let sink = Arc::new(sink);
     // Blocks an earlier run persisted but never heard back about go out first.
     if let Some(s) = &store {
         for b in s.blocks_awaiting_answer().to_vec() {
-            let result = match &sink {
-                BlockSink::Node(client) => {
+            let result = match &*sink {
+                BlockSink::Node(client)
+                | BlockSink::Tp {
+                    node: Some((client, _)),
+                    ..
+                } => {
+                    tracing::info!(
+                        height = b.height,
+                        "resubmitting a block an earlier run found"
+                    );
                     let answer =
                         submit_until_answered(client, &b.block, client.config().retry).await;
                     answer.answer.reason().unwrap_or("accepted").to_owned()
@@ -493,11 +727,52 @@ async fn blocks_task(
             let _ = s.record_block_result(b.hash, &result, unix_ms());
         }
     }
+    let mut shutdown_rx = shutdown.clone();
     loop {
-        let b = tokio::select! {
+        let mut b = tokio::select! {
             b = found.recv() => match b { Some(b) => b, None => break },
-            _ = shutdown.wait_for(|s| *s) => break,
+            _ = shutdown_rx.wait_for(|s| *s) => break,
         };
+        // On a provider's template with the node beside it: the whole block, which the store
+        // keeps (a restart can submit it) and `submitblock` takes.
+        let tdp = match &*sink {
+            BlockSink::Tp { recent, .. } => recent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(g, _)| *g == b.template_id)
+                .map(|(_, t)| t.clone()),
+            BlockSink::Node(_) => None,
+        };
+        let mut header_and_coinbase = None;
+        if let (
+            Some(tdp),
+            BlockSink::Tp {
+                node: Some((_, txs)),
+                tx_data,
+                ..
+            },
+        ) = (&tdp, &*sink)
+        {
+            let known = txs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .find(|(id, _)| *id == tdp.template_id)
+                .map(|(_, d)| d.clone());
+            // Found before the template's transactions arrived: ask for them now, briefly
+            // (a provider on the same machine answers within milliseconds).
+            let data = match known {
+                Some(d) => Some(d),
+                None => fetch_tx_data(tx_data, tdp.template_id, TX_DATA_ON_DEMAND).await,
+            };
+            match data.and_then(|d| whole_block(&b.block, &d)) {
+                Some(whole) => header_and_coinbase = Some(std::mem::replace(&mut b.block, whole)),
+                None => {
+                    tracing::warn!(hash = %b.hash, template_id = tdp.template_id, "found block's template transactions not known: only the provider can take it")
+                }
+            }
+        }
         if let Some(s) = &store {
             let rec = BlockRecord {
                 hash: b.hash.0,
@@ -544,69 +819,135 @@ async fn blocks_task(
             template_id: Some(b.template_id),
             conn: Some(b.conn),
         });
-        match &sink {
-            BlockSink::Node(client) => {
-                let outcome = submit_until_answered(client, &b.block, client.config().retry).await;
-                let accepted = outcome.node_has_block();
-                let reason = outcome.answer.reason().unwrap_or("").to_owned();
-                block_answer(&engine, store.as_ref(), &b, accepted, &reason);
+        // Each block is followed on its own task: a provider's verdict, or the node's answer
+        // after retries, must not hold up the next block.
+        let engine = engine.clone();
+        let store = store.clone();
+        let sink = sink.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            submit(
+                &engine,
+                &sink,
+                store.as_ref(),
+                &b,
+                tdp,
+                header_and_coinbase,
+                shutdown,
+            )
+            .await
+        });
+    }
+}
+
+/// Sends one found block out and records its fate.
+///
+/// On a node's template: `submitblock` until the node answers. On a provider's: its
+/// `SubmitSolution`, whose verdict is the provider's next tip (ours: accepted; another:
+/// orphaned), and with the node beside it, `submitblock` as well when the provider is not
+/// connected, does not answer within [`TP_ANSWER_BEFORE_RPC`], or adopts another tip (the
+/// node's answer then says why).
+async fn submit(
+    engine: &Engine,
+    sink: &BlockSink,
+    store: Option<&Store>,
+    b: &FoundBlock,
+    tdp: Option<Arc<TdpTemplate>>,
+    header_and_coinbase: Option<Vec<u8>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let (solutions, works, health, node) = match sink {
+        BlockSink::Node(client) => return submit_rpc(engine, client, store, b, false).await,
+        BlockSink::Tp {
+            solutions,
+            works,
+            health,
+            node,
+            ..
+        } => (solutions, works, health, node),
+    };
+    let rpc = node.as_ref().map(|(client, _)| client);
+    let Some(tdp) = tdp else {
+        // A generation of the node's templates (the provider was unreachable), or one the
+        // recent list no longer holds.
+        return match rpc {
+            Some(client) => submit_rpc(engine, client, store, b, false).await,
+            None => {
+                tracing::error!(hash = %b.hash, generation = b.template_id, "found block's provider template is no longer known");
+                block_answer(engine, store, b, BlockFate::Rejected, "template-gone");
             }
-            BlockSink::Tp {
-                solutions,
-                recent,
-                works,
-            } => {
-                let tdp = recent
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .find(|(g, _)| *g == b.template_id)
-                    .map(|(_, t)| t.clone());
-                let Some(tdp) = tdp else {
-                    tracing::error!(hash = %b.hash, generation = b.template_id, "found block's provider template is no longer known");
-                    block_answer(&engine, store.as_ref(), &b, false, "template-gone");
-                    continue;
-                };
-                let Some(solution) = crate::tp::solution_from_block(&tdp, &b.block) else {
-                    tracing::error!(hash = %b.hash, "found block does not split into header and coinbase");
-                    block_answer(&engine, store.as_ref(), &b, false, "malformed-block");
-                    continue;
-                };
-                if solutions.send(solution).is_err() {
-                    block_answer(&engine, store.as_ref(), &b, false, "provider-gone");
-                    continue;
-                }
-                // The provider does not answer SubmitSolution; its next tip does: ours if the
-                // block was accepted, another one if it lost or was refused.
-                let mut works = works.clone();
-                works.mark_unchanged();
-                let engine = engine.clone();
-                let store = store.clone();
-                let mut stop = shutdown.clone();
-                tokio::spawn(async move {
-                    let verdict = tokio::select! {
-                        r = tokio::time::timeout(TP_VERDICT_WAIT, works.changed()) => match r {
-                            Ok(Ok(())) => {
-                                let tip = works.borrow().as_ref().map(|w| w.template.prev_hash);
-                                Some(tip == Some(b.hash))
-                            }
-                            _ => None,
-                        },
-                        _ = stop.wait_for(|s| *s) => None,
-                    };
-                    match verdict {
-                        Some(true) => block_answer(&engine, store.as_ref(), &b, true, ""),
-                        Some(false) => {
-                            block_answer(&engine, store.as_ref(), &b, false, "not-adopted")
-                        }
-                        None => {
-                            tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
-                        }
-                    }
-                });
+        };
+    };
+    // What the provider takes: the header and coinbase (the block itself when the pool did not
+    // build it whole).
+    let shape = header_and_coinbase.as_deref().unwrap_or(&b.block);
+    let Some(solution) = crate::tp::solution_from_block(&tdp, shape) else {
+        tracing::error!(hash = %b.hash, "found block does not split into header and coinbase");
+        return block_answer(engine, store, b, BlockFate::Rejected, "malformed-block");
+    };
+    // `submitblock` can take it only when the pool built it whole.
+    let rpc = rpc.filter(|_| header_and_coinbase.is_some());
+    let connected = health.state(Instant::now()).serves_work();
+    let mut works = works.clone();
+    works.mark_unchanged();
+    let sent = connected && solutions.send(solution).is_ok();
+    if !sent {
+        tracing::warn!(hash = %b.hash, "block found while the provider is not connected");
+        return match rpc {
+            Some(client) => submit_rpc(engine, client, store, b, true).await,
+            None => {
+                // Pending: kept in the store, resubmitted by a restart with the node's RPC.
+                tracing::error!(hash = %b.hash, "no way to submit the block now: it stays pending in the store");
             }
+        };
+    }
+    let wait = if rpc.is_some() {
+        TP_ANSWER_BEFORE_RPC
+    } else {
+        TP_VERDICT_WAIT
+    };
+    let verdict = tokio::select! {
+        r = tokio::time::timeout(wait, works.changed()) => match r {
+            Ok(Ok(())) => {
+                let tip = works.borrow().as_ref().map(|w| w.template.prev_hash);
+                Some(tip == Some(b.hash))
+            }
+            _ => None,
+        },
+        _ = shutdown.wait_for(|s| *s) => return,
+    };
+    match (verdict, rpc) {
+        (Some(true), _) => block_answer(engine, store, b, BlockFate::Accepted, ""),
+        // The node says why the provider moved on without it, or takes it if the provider
+        // never got it.
+        (Some(false) | None, Some(client)) => submit_rpc(engine, client, store, b, true).await,
+        (Some(false), None) => block_answer(engine, store, b, BlockFate::Orphaned, "not-adopted"),
+        (None, None) => {
+            tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
         }
     }
+}
+
+/// `submitblock` until the node answers, and the block's fate from it. `after_provider`: the
+/// provider may have given the node the block already, so `duplicate` means the node has it.
+async fn submit_rpc(
+    engine: &Engine,
+    client: &NodeClient,
+    store: Option<&Store>,
+    b: &FoundBlock,
+    after_provider: bool,
+) {
+    let outcome = submit_until_answered(client, &b.block, client.config().retry).await;
+    let reason = outcome.answer.reason().unwrap_or("").to_owned();
+    let fate = if outcome.node_has_block() || (after_provider && reason == "duplicate") {
+        BlockFate::Accepted
+    } else if reason.contains("inconclusive") {
+        // Valid, stored, not on the best chain: the network moved on first.
+        BlockFate::Orphaned
+    } else {
+        BlockFate::Rejected
+    };
+    block_answer(engine, store, b, fate, &reason);
 }
 
 /// The store's answer for a block found on a declared job, which the pool does not submit.
@@ -618,15 +959,21 @@ const STORE_WATCH: Duration = Duration::from_millis(250);
 /// How long the provider's next tip is awaited as the verdict on a submitted block.
 const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);
 
+/// With the node beside the provider: how long the provider's verdict is awaited before the
+/// block goes to the node as well. A provider that took the block sends its new tip within
+/// milliseconds.
+const TP_ANSWER_BEFORE_RPC: Duration = Duration::from_secs(5);
+
 /// Records a block's fate: statistics, event, store.
 fn block_answer(
     engine: &Engine,
     store: Option<&Store>,
     b: &FoundBlock,
-    accepted: bool,
+    fate: BlockFate,
     reason: &str,
 ) {
-    engine.stats.block_result(accepted);
+    let accepted = fate == BlockFate::Accepted;
+    engine.stats.block_fate(fate);
     engine.events.emit(BlockResult {
         node: ShortStr::new("pool"),
         hash: b.hash,

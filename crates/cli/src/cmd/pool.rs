@@ -38,7 +38,7 @@ pub struct PoolArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sv1_listen: Option<SocketAddr>,
-    /// The node's JSON-RPC URL, e.g. http://127.0.0.1:18443.
+    /// The node's JSON-RPC URL, e.g. http://127.0.0.1:18443 (with --tp: beside the provider).
     #[arg(long, value_name = "URL")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_rpc: Option<String>,
@@ -163,8 +163,10 @@ pub struct PoolArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sv2_listen: Option<SocketAddr>,
-    /// Take templates from this SV2 Template Provider (Template Distribution Protocol) instead
-    /// of --node-rpc; found blocks go back to it as SubmitSolution.
+    /// Take templates from this SV2 Template Provider (Template Distribution Protocol); found
+    /// blocks go back to it as SubmitSolution. With --node-rpc as well, the node is a second
+    /// way out (a block the provider cannot take, or does not answer for within 5 s, goes out
+    /// through submitblock) and a second source of work while the provider is unreachable.
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tp: Option<SocketAddr>,
@@ -370,12 +372,14 @@ impl Settings {
         };
         let tp = self.tp_config()?;
         let url = match (self.node_rpc.clone(), &tp) {
-            (Some(url), None) => url,
+            // Alone, or beside the provider as a second way out for blocks and a second
+            // source of work.
+            (Some(url), _) => url,
             // Templates come from the provider; the node settings are unused.
             (None, Some(_)) => String::new(),
-            (Some(_), Some(_)) => bail!("--node-rpc and --tp exclude each other"),
             (None, None) => bail!("--node-rpc URL (or --tp ADDR) is required"),
         };
+        let node_beside_tp = tp.is_some() && self.node_rpc.is_some();
         let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
             (Some(u), Some(p), None) => NodeAuth::UserPass {
                 user: u.clone(),
@@ -416,6 +420,7 @@ impl Settings {
             },
             node,
             tp,
+            node_beside_tp,
             sv1_listen: self.sv1_listen,
             http_listen: self.http_listen,
             store: Some(StoreConfig {

@@ -38,6 +38,17 @@ fn dependencies(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             "failures": s.node_failures,
         }),
     );
+    if let Some((node, failures)) = s.backup_node {
+        deps.insert(
+            Dependency::Node.as_str().to_owned(),
+            json!({
+                "up": matches!(node, NodeStatus::Ok { .. }),
+                "state": node.state(),
+                "for_s": node.since().map(|since| age_s(s.now, since)),
+                "failures": failures,
+            }),
+        );
+    }
     if let Some(st) = s.store {
         deps.insert(
             Dependency::Store.as_str().to_owned(),
@@ -82,8 +93,11 @@ pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
         },
         "work": { "accepted": s.accepted_work },
         "blocks": {
+            "found": s.blocks.submitted,
             "submitted": s.blocks.submitted,
+            "pending": s.blocks.pending(),
             "accepted": s.blocks.accepted,
+            "orphaned": s.blocks.orphaned,
             "rejected": s.blocks.rejected,
         },
         "jobs": { "created": s.jobs.created, "clean": s.jobs.clean },

@@ -334,6 +334,13 @@ impl Collector for Snapshot {
             matches!(s.node, NodeStatus::Ok { .. }),
             s.node_failures,
         )];
+        if let Some((node, failures)) = s.backup_node {
+            deps.push((
+                [("dependency", Dependency::Node.as_str())],
+                matches!(node, NodeStatus::Ok { .. }),
+                failures,
+            ));
+        }
         if let Some(st) = s.store {
             deps.push((
                 [("dependency", Dependency::Store.as_str())],

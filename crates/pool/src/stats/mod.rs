@@ -143,6 +143,14 @@ impl NodeStatus {
 
     pub const STATES: [&'static str; 4] = ["unknown", "ok", "unreachable", "stale"];
 
+    /// Unreachable or stale.
+    pub const fn is_failed(self) -> bool {
+        matches!(
+            self,
+            NodeStatus::Unreachable { .. } | NodeStatus::Stale { .. }
+        )
+    }
+
     pub const fn since(self) -> Option<Millis> {
         match self {
             NodeStatus::Unknown => None,
@@ -249,6 +257,27 @@ pub struct BlockCounts {
     /// The node's verdicts on them.
     pub accepted: u64,
     pub rejected: u64,
+    /// Valid, but the network moved past their height with another block first.
+    pub orphaned: u64,
+}
+
+impl BlockCounts {
+    /// Found and not yet answered for.
+    pub fn pending(&self) -> u64 {
+        self.submitted
+            .saturating_sub(self.accepted + self.rejected + self.orphaned)
+    }
+}
+
+/// What became of a found block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockFate {
+    /// The node took it (it extends the chain).
+    Accepted,
+    /// Valid, but another block at its height won: submitted too late, or lost a race.
+    Orphaned,
+    /// The node refused it, with a reason.
+    Rejected,
 }
 
 /// The pool at one moment. Every figure is one atomic load (or a few, for the counts per
@@ -281,6 +310,8 @@ pub struct StatusSnapshot {
     pub template_source: Dependency,
     /// Times the template source went from working to unreachable or stale.
     pub node_failures: u64,
+    /// The node beside a provider, and its failures: `None` without one.
+    pub backup_node: Option<(NodeStatus, u64)>,
     /// Handing out work and acknowledging shares; otherwise why not (a failing store comes
     /// before the node's state, shutting down before both).
     pub serving: Serving,
@@ -338,8 +369,13 @@ pub struct PoolStats {
     blocks_submitted: AtomicU64,
     blocks_accepted: AtomicU64,
     blocks_rejected: AtomicU64,
+    blocks_orphaned: AtomicU64,
     node: AtomicU64,
     node_failures: AtomicU64,
+    /// The node beside a provider (`Unknown` and never set without one).
+    backup_node: AtomicU64,
+    has_backup: AtomicBool,
+    backup_failures: AtomicU64,
     uses_tp: AtomicBool,
     serving: AtomicU8,
     store_reported: AtomicBool,
@@ -388,8 +424,12 @@ impl PoolStats {
             blocks_submitted: AtomicU64::new(0),
             blocks_accepted: AtomicU64::new(0),
             blocks_rejected: AtomicU64::new(0),
+            blocks_orphaned: AtomicU64::new(0),
             node: AtomicU64::new(NodeStatus::Unknown.pack()),
             node_failures: AtomicU64::new(0),
+            backup_node: AtomicU64::new(NodeStatus::Unknown.pack()),
+            has_backup: AtomicBool::new(false),
+            backup_failures: AtomicU64::new(0),
             uses_tp: AtomicBool::new(false),
             serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
             store_reported: AtomicBool::new(false),
@@ -486,6 +526,15 @@ impl PoolStats {
         self.blocks_submitted.fetch_add(1, Relaxed);
     }
 
+    /// A submitted block's fate.
+    pub fn block_fate(&self, fate: BlockFate) {
+        match fate {
+            BlockFate::Accepted => self.blocks_accepted.fetch_add(1, Relaxed),
+            BlockFate::Orphaned => self.blocks_orphaned.fetch_add(1, Relaxed),
+            BlockFate::Rejected => self.blocks_rejected.fetch_add(1, Relaxed),
+        };
+    }
+
     /// The node's verdict on a submitted block.
     pub fn block_result(&self, accepted: bool) {
         if accepted {
@@ -515,15 +564,23 @@ impl PoolStats {
     /// counts a failure.
     pub fn set_node(&self, node: NodeStatus) {
         let was = NodeStatus::unpack(self.node.swap(node.pack(), Relaxed));
-        let failed =
-            |n: NodeStatus| matches!(n, NodeStatus::Unreachable { .. } | NodeStatus::Stale { .. });
-        if failed(node) && !failed(was) {
+        if node.is_failed() && !was.is_failed() {
             self.node_failures.fetch_add(1, Relaxed);
         }
     }
 
     pub fn node(&self) -> NodeStatus {
         NodeStatus::unpack(self.node.load(Relaxed))
+    }
+
+    /// The state of the node beside a provider (its RPC is a second way out for blocks and a
+    /// second source of work); a change to unreachable or stale counts a failure.
+    pub fn set_backup_node(&self, node: NodeStatus) {
+        self.has_backup.store(true, Relaxed);
+        let was = NodeStatus::unpack(self.backup_node.swap(node.pack(), Relaxed));
+        if node.is_failed() && !was.is_failed() {
+            self.backup_failures.fetch_add(1, Relaxed);
+        }
     }
 
     /// Templates come from a Template Provider (named `tp` among the dependencies) rather
@@ -598,6 +655,7 @@ impl PoolStats {
                 submitted: self.blocks_submitted.load(Relaxed),
                 accepted: self.blocks_accepted.load(Relaxed),
                 rejected: self.blocks_rejected.load(Relaxed),
+                orphaned: self.blocks_orphaned.load(Relaxed),
             },
             node: self.node(),
             template_source: if self.uses_tp.load(Relaxed) {
@@ -606,6 +664,12 @@ impl PoolStats {
                 Dependency::Node
             },
             node_failures: self.node_failures.load(Relaxed),
+            backup_node: self.has_backup.load(Relaxed).then(|| {
+                (
+                    NodeStatus::unpack(self.backup_node.load(Relaxed)),
+                    self.backup_failures.load(Relaxed),
+                )
+            }),
             serving: self.serving(),
             store: self.store_reported.load(Relaxed).then(|| StoreReport {
                 commits: self.store_commits.load(Relaxed),

@@ -230,8 +230,11 @@ fn counters_and_gauges() {
     stats.job_created(false);
     stats.block_found();
     stats.block_found();
+    stats.block_found();
+    stats.block_found();
     stats.block_result(true);
     stats.block_result(false);
+    stats.block_fate(BlockFate::Orphaned);
     stats.share_processing(1_500);
     stats.share_processing(50);
     let s = stats.snapshot(stats.start());
@@ -248,11 +251,13 @@ fn counters_and_gauges() {
     assert_eq!(
         s.blocks,
         BlockCounts {
-            submitted: 2,
+            submitted: 4,
             accepted: 1,
-            rejected: 1
+            rejected: 1,
+            orphaned: 1,
         }
     );
+    assert_eq!(s.blocks.pending(), 1);
     let h = stats.processing();
     assert_eq!(h.count(), 2);
     assert_eq!(h.sum_ns, 1_550);

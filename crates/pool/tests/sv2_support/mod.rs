@@ -77,6 +77,7 @@ pub fn pool_settings(tp: SocketAddr, store: &Path, payout_byte: u8) -> PoolSetti
         },
         node: NodeConfig::new("", NodeAuth::None),
         tp: Some(tp),
+        node_beside_tp: false,
         sv1_listen: None,
         http_listen: None,
         store: Some(StoreConfig::new(store)),

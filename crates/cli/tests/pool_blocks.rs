@@ -1,0 +1,447 @@
+//! No found block is lost when a way out fails: the pool takes templates from simnet's
+//! Template Provider through a `stratumlab tap`, with simnet's RPC beside it; SV2 devices find
+//! blocks every second or so; the tap is killed. Mining goes on from the node's templates,
+//! every block found (before and after) reaches simnet's chain or is recorded with the node's
+//! reason, none stays pending, and the pool's status counts each.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{http_get_json, Role, Roles, PAYOUT};
+
+/// One JSON-RPC call to simnet (user u, password p).
+fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
+        .to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic dTpw\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let json = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Whether block `hash` (internal byte order) is on simnet's best chain.
+fn in_chain(rpc_addr: &str, hash: &[u8; 32]) -> bool {
+    let mut display = *hash;
+    display.reverse();
+    let v = rpc(
+        rpc_addr,
+        "getblockheader",
+        serde_json::json!([primitives::hex::encode(&display)]),
+    );
+    v["result"]["confirmations"].as_i64().unwrap_or(-1) >= 1
+}
+
+#[test]
+fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles::default();
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--rpc-user",
+                "u",
+                "--rpc-password",
+                "p",
+                "--network-difficulty",
+                "0.0005",
+                "--block-interval",
+                "0",
+            ],
+        ),
+    );
+    // Printed in this order: the RPC endpoint, then the provider.
+    let rpc_addr = simnet.line("rpc listening on");
+    let tdp = simnet.line("tdp listening on");
+    let tap = roles.add(
+        "tap",
+        Role::start(
+            "tap",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                &tdp,
+                "--handshake",
+                "false",
+                "--duration",
+                "600s",
+            ],
+        ),
+    );
+    let tap_addr = tap.line("tap listening on");
+    let store = dir.path().join("pool.sqlite");
+    let url = format!("http://{rpc_addr}");
+    let pool = roles.add(
+        "pool",
+        Role::start(
+            "pool",
+            &[
+                "--sv2-listen",
+                "127.0.0.1:0",
+                "--tp",
+                &tap_addr,
+                "--node-rpc",
+                &url,
+                "--rpc-user",
+                "u",
+                "--rpc-password",
+                "p",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        ),
+    );
+    let key = pool.line("sv2 authority public key");
+    let sv2 = pool.line("sv2 listening on");
+    let http = pool.line("http listening on");
+    let fleet = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args([
+            "fleet",
+            "--pool",
+            &sv2,
+            "--protocol",
+            "sv2",
+            "--authority-key",
+            &key,
+            "--devices",
+            "4",
+            "--hash-budget",
+            "3MH/s",
+            "--duration",
+            "18s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut fleet = scopeguard(fleet);
+
+    // Blocks go out through the provider first.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = http_get_json(&http, "/api/status");
+        if s["blocks"]["accepted"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no blocks through the provider: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = http_get_json(&http, "/api/status")["blocks"]["found"]
+        .as_u64()
+        .unwrap();
+    let cut_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    roles.kill("tap");
+    // The provider is gone: the status says so, work comes from the node, blocks keep coming.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = http_get_json(&http, "/api/status");
+        let found = s["blocks"]["found"].as_u64().unwrap_or(0);
+        if s["dependencies"]["tp"]["up"] == false && found >= before + 3 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no blocks from the node's templates after the provider was cut off: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
+    assert_eq!(status["serving"], true, "{status}");
+    let _ = fleet.0.wait();
+    // Every block is answered for.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        let s = http_get_json(&http, "/api/status");
+        if s["blocks"]["pending"] == 0 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "blocks still pending: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    roles.stop("pool");
+
+    let blocks = pool::store::StoreReader::open(&store)
+        .unwrap()
+        .blocks()
+        .unwrap();
+    let found = status["blocks"]["found"].as_u64().unwrap();
+    assert_eq!(blocks.len() as u64, found, "{status}");
+    let (mut accepted, mut orphaned, mut after_cut) = (0, 0, 0);
+    for b in &blocks {
+        let result = b
+            .result
+            .as_deref()
+            .unwrap_or_else(|| panic!("block at height {} has no recorded fate", b.height));
+        if b.time_ms > cut_ms {
+            after_cut += 1;
+        }
+        if in_chain(&rpc_addr, &b.hash) {
+            assert_eq!(
+                result, "accepted",
+                "a block in the chain recorded as {result}"
+            );
+            accepted += 1;
+        } else {
+            // Lost a race (another device's block at its height came first): the node says so.
+            assert!(
+                result.contains("inconclusive") || result == "not-adopted" || result == "duplicate",
+                "block at height {} is not in the chain: {result}",
+                b.height
+            );
+            orphaned += 1;
+        }
+    }
+    assert!(after_cut >= 3, "{after_cut} blocks found after the cut");
+    assert_eq!(status["blocks"]["accepted"], accepted, "{status}");
+    assert_eq!(
+        status["blocks"]["orphaned"].as_u64().unwrap()
+            + status["blocks"]["rejected"].as_u64().unwrap(),
+        orphaned,
+        "{status}"
+    );
+    eprintln!(
+        "{} blocks found, {after_cut} after the provider was cut off: {accepted} in the chain, \
+         {orphaned} orphaned",
+        blocks.len()
+    );
+}
+
+/// simnet with its provider and its RPC, at a network difficulty that the devices meet every
+/// second or so; returns the RPC and provider addresses.
+fn simnet(roles: &mut Roles) -> (String, String) {
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--tdp-listen",
+                "127.0.0.1:0",
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--rpc-user",
+                "u",
+                "--rpc-password",
+                "p",
+                "--network-difficulty",
+                "0.0005",
+                "--block-interval",
+                "0",
+            ],
+        ),
+    );
+    // Printed in this order: the RPC endpoint, then the provider.
+    let rpc_addr = simnet.line("rpc listening on");
+    let tdp = simnet.line("tdp listening on");
+    (rpc_addr, tdp)
+}
+
+fn pool_args<'a>(tp: &'a str, url: Option<&'a str>, sv2: &'a str, store: &'a str) -> Vec<&'a str> {
+    let mut args = vec![
+        "--sv2-listen",
+        sv2,
+        "--tp",
+        tp,
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store,
+    ];
+    if let Some(url) = url {
+        args.extend(["--node-rpc", url, "--rpc-user", "u", "--rpc-password", "p"]);
+    }
+    args
+}
+
+/// The pool is killed with SIGKILL right after a device found a block, before the block got
+/// out (its `SubmitSolution` held up on a slow link that dies with it): the restarted pool
+/// finds the block in its store and sends it through the node, and it joins the chain.
+#[test]
+fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles::default();
+    let (rpc_addr, tdp) = simnet(&mut roles);
+    // Toward the provider, everything waits 4 s: the pool's solutions too.
+    let tap = roles.add(
+        "tap",
+        Role::start(
+            "tap",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--upstream",
+                &tdp,
+                "--delay-up",
+                "4s",
+                "--handshake",
+                "false",
+                "--duration",
+                "600s",
+            ],
+        ),
+    );
+    let tap_addr = tap.line("tap listening on");
+    let store = dir.path().join("pool.sqlite");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sv2 = format!("127.0.0.1:{port}");
+    let url = format!("http://{rpc_addr}");
+    let store_s = store.to_str().unwrap().to_owned();
+    let pool = roles.add(
+        "pool",
+        Role::start("pool", &pool_args(&tap_addr, Some(&url), &sv2, &store_s)),
+    );
+    let key = pool.line("sv2 authority public key");
+    pool.line("sv2 listening on");
+    let http = pool.line("http listening on");
+    let fleet = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args([
+            "fleet",
+            "--pool",
+            &sv2,
+            "--protocol",
+            "sv2",
+            "--authority-key",
+            &key,
+            "--devices",
+            "2",
+            "--hash-budget",
+            "3MH/s",
+            "--duration",
+            "60s",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let fleet = scopeguard(fleet);
+    // Killed as soon as a block is in the store (it is stored before it is sent).
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while pool::store::StoreReader::open(&store)
+        .and_then(|r| r.blocks())
+        .map_or(true, |b| b.is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no block found: {}\n{}",
+            http_get_json(&http, "/api/status"),
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The block is in the store; its solution is still in the slow link.
+    roles.kill("pool");
+    roles.kill("tap");
+    drop(fleet);
+    let blocks = pool::store::StoreReader::open(&store)
+        .unwrap()
+        .blocks()
+        .unwrap();
+    assert!(
+        !blocks.is_empty(),
+        "the found block was not stored before the kill"
+    );
+    eprintln!(
+        "stored: {:?}",
+        blocks
+            .iter()
+            .map(|b| (b.height, b.block.len()))
+            .collect::<Vec<_>>()
+    );
+    for b in &blocks {
+        assert!(
+            !in_chain(&rpc_addr, &b.hash),
+            "height {} reached the chain before the kill",
+            b.height
+        );
+        assert_eq!(b.result, None);
+    }
+
+    // Restarted on the same store, straight to the provider, with the node beside it.
+    let pool = roles.add(
+        "pool",
+        Role::start("pool", &pool_args(&tdp, Some(&url), &sv2, &store_s)),
+    );
+    pool.line("sv2 listening on");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let blocks = loop {
+        let blocks = pool::store::StoreReader::open(&store)
+            .unwrap()
+            .blocks()
+            .unwrap();
+        if blocks.iter().all(|b| b.result.is_some()) {
+            break blocks;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted pool did not submit the stored block\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for b in &blocks {
+        assert!(
+            in_chain(&rpc_addr, &b.hash),
+            "height {}: {:?}, not in the chain",
+            b.height,
+            b.result
+        );
+        assert_eq!(b.result.as_deref(), Some("accepted"));
+    }
+    eprintln!(
+        "{} block(s) found before the kill reached the chain after the restart",
+        blocks.len()
+    );
+    roles.stop("pool");
+}
+
+/// Kills the fleet if the test fails before it ends.
+struct Guard(std::process::Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn scopeguard(c: std::process::Child) -> Guard {
+    Guard(c)
+}
