@@ -295,7 +295,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
     let (rpc_addr, tdp) = simnet(&mut roles);
-    // Toward the provider, everything waits 4 s: the pool's solutions too.
+    // Toward the provider, everything waits 2 s: the pool's solutions too.
     let tap = roles.add(
         "tap",
         Role::start(
@@ -306,7 +306,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
                 "--upstream",
                 &tdp,
                 "--delay-up",
-                "4s",
+                "2s",
                 "--handshake",
                 "false",
                 "--duration",
@@ -331,6 +331,23 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     let key = pool.line("sv2 authority public key");
     pool.line("sv2 listening on");
     let http = pool.line("http listening on");
+    // Mining starts once the pool serves and has had time to fetch its template's
+    // transactions (asked for on the slow link too), so that the block it stores is whole.
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let s = http_get_json(&http, "/api/status");
+        if s["serving"] == true
+            && s["dependencies"]["tp"]["templates_with_transactions"].as_u64() >= Some(1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pool does not serve with its template's transactions: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let fleet = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
         .args([
             "fleet",

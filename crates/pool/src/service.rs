@@ -238,6 +238,7 @@ impl RunningPool {
                         feed.works(),
                         feed.tx_data(),
                         txs.clone(),
+                        stats.clone(),
                         shutdown_rx.clone(),
                     ));
                     Some((client, txs, node_feed))
@@ -620,6 +621,7 @@ async fn tx_data_task(
     mut works: watch::Receiver<Option<TpWork>>,
     requests: mpsc::UnboundedSender<crate::tp::TxDataRequest>,
     txs: TxStore,
+    stats: Arc<PoolStats>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
@@ -645,6 +647,7 @@ async fn tx_data_task(
                     kept.pop_front();
                 }
                 kept.push_back((id, data));
+                stats.set_templates_with_transactions(kept.len() as u64);
             }
             None => tracing::debug!(template_id = id, "tp: no transaction data"),
         }

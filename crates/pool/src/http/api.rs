@@ -38,6 +38,14 @@ fn dependencies(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             "failures": s.node_failures,
         }),
     );
+    if s.backup_node.is_some() {
+        if let Some(Value::Object(tp)) = deps.get_mut(s.template_source.as_str()) {
+            tp.insert(
+                "templates_with_transactions".into(),
+                s.templates_with_transactions.into(),
+            );
+        }
+    }
     if let Some((node, failures)) = s.backup_node {
         deps.insert(
             Dependency::Node.as_str().to_owned(),

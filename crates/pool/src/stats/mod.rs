@@ -312,6 +312,9 @@ pub struct StatusSnapshot {
     pub node_failures: u64,
     /// The node beside a provider, and its failures: `None` without one.
     pub backup_node: Option<(NodeStatus, u64)>,
+    /// With the node beside a provider: the provider templates whose transactions the pool
+    /// holds, so that a block found on one can be built whole and sent through the node.
+    pub templates_with_transactions: u64,
     /// Handing out work and acknowledging shares; otherwise why not (a failing store comes
     /// before the node's state, shutting down before both).
     pub serving: Serving,
@@ -376,6 +379,8 @@ pub struct PoolStats {
     backup_node: AtomicU64,
     has_backup: AtomicBool,
     backup_failures: AtomicU64,
+    /// Provider templates whose transactions the pool holds (it can build a whole block).
+    templates_with_transactions: AtomicU64,
     uses_tp: AtomicBool,
     serving: AtomicU8,
     store_reported: AtomicBool,
@@ -430,6 +435,7 @@ impl PoolStats {
             backup_node: AtomicU64::new(NodeStatus::Unknown.pack()),
             has_backup: AtomicBool::new(false),
             backup_failures: AtomicU64::new(0),
+            templates_with_transactions: AtomicU64::new(0),
             uses_tp: AtomicBool::new(false),
             serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
             store_reported: AtomicBool::new(false),
@@ -583,6 +589,11 @@ impl PoolStats {
         }
     }
 
+    /// How many of the provider's templates the pool holds the transactions of.
+    pub fn set_templates_with_transactions(&self, n: u64) {
+        self.templates_with_transactions.store(n, Relaxed);
+    }
+
     /// Templates come from a Template Provider (named `tp` among the dependencies) rather
     /// than the node's RPC (`node`).
     pub fn set_uses_tp(&self, tp: bool) {
@@ -664,6 +675,7 @@ impl PoolStats {
                 Dependency::Node
             },
             node_failures: self.node_failures.load(Relaxed),
+            templates_with_transactions: self.templates_with_transactions.load(Relaxed),
             backup_node: self.has_backup.load(Relaxed).then(|| {
                 (
                     NodeStatus::unpack(self.backup_node.load(Relaxed)),
