@@ -19,7 +19,7 @@ use primitives::bitcoin::{
 };
 use primitives::coinbase::{bip34_height_push, payout_script, witness_commitment_script};
 use primitives::Hash256;
-use serde_json::{json, Value};
+use serde_json::json;
 use support::{Role, PAYOUT};
 use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
 use sv2::messages::job_declaration::*;
@@ -93,7 +93,11 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
             .enable_all()
             .build()
             .unwrap()
-            .block_on(client(&rpc, &addr))
+            .block_on(async {
+                let hash = client(&rpc, &addr, || {}).await;
+                tip_becomes(&rpc, hash).await;
+                hash
+            })
     });
     let jds_log = jds.log_tail();
     let jds_out = jds.stop();
@@ -126,16 +130,38 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     );
 }
 
-/// The JD client: returns the hash of the block it pushed, once simnet has it as its tip.
-async fn client(rpc: &str, jds: &str) -> Hash256 {
-    let node = NodeClient::new(NodeConfig::new(
+fn node(rpc: &str) -> NodeClient {
+    NodeClient::new(NodeConfig::new(
         format!("http://{rpc}"),
         NodeAuth::UserPass {
             user: "lab".into(),
             password: "lab".into(),
         },
     ))
-    .unwrap();
+    .unwrap()
+}
+
+/// Waits (up to 10 s) until simnet's tip is `hash`.
+async fn tip_becomes(rpc: &str, hash: Hash256) {
+    let node = node(rpc);
+    let started = Instant::now();
+    loop {
+        let best = node.best_block_hash().await.unwrap();
+        if best == hash {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "simnet's tip is still {best}, not the pushed {hash}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The JD client: declares a job on simnet's mempool, finds a block on it, calls `before_push`
+/// and pushes the block; returns its hash.
+async fn client(rpc: &str, jds: &str, before_push: impl FnOnce()) -> Hash256 {
+    let node = node(rpc);
     // Wait for a template with a few transactions.
     let started = Instant::now();
     let template = loop {
@@ -299,6 +325,7 @@ async fn client(rpc: &str, jds: &str) -> Hash256 {
     while block.header.validate_pow(block.header.target()).is_err() {
         block.header.nonce += 1;
     }
+    before_push();
     conn.send_message(
         &PushSolution {
             extranonce: extranonce.to_vec(),
@@ -313,18 +340,133 @@ async fn client(rpc: &str, jds: &str) -> Hash256 {
     .await
     .unwrap();
     let hash = Hash256(block.block_hash().to_byte_array());
-    let started = Instant::now();
+    // The connection stays open until the JDS has taken the push.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    hash
+}
+
+/// The pool-side node stops answering just as a block is pushed: the JDS stores the block
+/// and keeps trying; killed with SIGKILL meanwhile and restarted on the same store once the
+/// node is back, it submits the block again and the block becomes the tip. The status
+/// endpoints count it pending, then accepted.
+#[test]
+fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("jd.key");
+    std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
+    let store = dir.path().join("jds.sqlite");
+    let mut simnet = Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--network-difficulty",
+            "0.00001",
+            "--block-interval",
+            "0",
+            "--tx-rate",
+            "50",
+        ],
+    );
+    let rpc = simnet.line("rpc listening on");
+    let simnet_pid = simnet.child.id() as i32;
+    let start_jds = || {
+        let url = format!("http://{rpc}");
+        let jds = Role::start(
+            "jds",
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &url,
+                "--rpc-user",
+                "lab",
+                "--rpc-password",
+                "lab",
+                "--jd-token-key",
+                key_file.to_str().unwrap(),
+                "--payout-address",
+                PAYOUT,
+                "--mempool-refresh",
+                "300ms",
+                "--store",
+                store.to_str().unwrap(),
+                "--http-listen",
+                "127.0.0.1:0",
+            ],
+        );
+        let addr = jds.line("jds listening on");
+        let http = jds.line("http listening on");
+        (jds, addr, http)
+    };
+    let (jds, addr, http) = start_jds();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // SAFETY: signalling our own child.
+    let pause = |sig| unsafe { libc::kill(simnet_pid, sig) };
+    let hash = rt.block_on(client(&rpc, &addr, || {
+        pause(libc::SIGSTOP);
+    }));
+    // Stored before it is sent; the node does not answer.
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let best = node.best_block_hash().await.unwrap();
-        if best == hash {
+        let blocks = pool::store::StoreReader::open(&store)
+            .and_then(|r| r.blocks())
+            .unwrap_or_default();
+        if blocks.iter().any(|b| b.hash == hash.0) {
+            assert!(
+                blocks.iter().all(|b| b.result.is_none()),
+                "answered by a stopped node?"
+            );
             break;
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "simnet's tip is still {best}, not the pushed {hash}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        if Instant::now() > deadline {
+            pause(libc::SIGCONT);
+            panic!("the pushed block was not stored\n{}", jds.log_tail());
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
-    let _: Value = node.call("getblockcount", json!([])).await.unwrap();
-    hash
+    let status = support::http_get_json(&http, "/api/status");
+    assert_eq!(status["blocks"]["found"], 1, "{status}");
+    assert_eq!(status["blocks"]["pending"], 1, "{status}");
+    jds.kill9();
+    pause(libc::SIGCONT);
+
+    let (jds, _, http) = start_jds();
+    rt.block_on(tip_becomes(&rpc, hash));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let s = support::http_get_json(&http, "/api/status");
+        if s["blocks"]["accepted"] == 1 && s["dependencies"]["node"]["up"] == true {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "{s}\n{}", jds.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["blocks"]["pending"], 0, "{status}");
+    assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
+    assert_eq!(status["dependencies"]["store"]["up"], true, "{status}");
+    let (code, body) = support::http_get(&http, "/healthz");
+    assert_eq!(code, 200, "{body}");
+    let metrics = support::http_get(&http, "/metrics").1;
+    assert!(
+        metrics.contains("stratumlab_jds_blocks_accepted_total 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("stratumlab_jds_dependency_up{dependency=\"store\"} 1"));
+    jds.stop();
+    let blocks = pool::store::StoreReader::open(&store)
+        .unwrap()
+        .blocks()
+        .unwrap();
+    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks[0].result.as_deref(), Some("accepted"));
+    simnet.child.kill().ok();
+    let _ = simnet.child.wait();
 }

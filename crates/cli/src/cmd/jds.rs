@@ -92,6 +92,15 @@ pub struct JdsArgs {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
+    /// Keep each pushed block in this SQLite file before submitting it, and the node's answer
+    /// after; blocks the node had not answered for are submitted again at the next start.
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<PathBuf>,
+    /// Serve /healthz, /api/status and /metrics on this address.
+    #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_listen: Option<SocketAddr>,
     /// Log progress this often; 0 never [default: 30s].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +130,8 @@ pub struct Settings {
     pub missing_txs_timeout: Dur,
     pub mempool_refresh: Dur,
     pub events: Option<PathBuf>,
+    pub store: Option<PathBuf>,
+    pub http_listen: Option<SocketAddr>,
     pub progress_interval: Dur,
     pub duration: Dur,
 }
@@ -145,6 +156,8 @@ impl Default for Settings {
             missing_txs_timeout: Dur(c.missing_txs_timeout),
             mempool_refresh: Dur(Duration::from_secs(2)),
             events: None,
+            store: None,
+            http_listen: None,
             progress_interval: Dur(Duration::from_secs(30)),
             duration: Dur::ZERO,
         }
@@ -214,13 +227,16 @@ impl Settings {
             node_name: "pool".into(),
             handshake_timeout: Duration::from_secs(10),
             events,
+            // Blocks are few: each is committed and synced at once whatever the mode.
+            store: self.store.as_ref().map(pool::store::StoreConfig::new),
+            http_listen: self.http_listen,
         })
     }
 }
 
 fn summary(s: &StatsSnapshot) -> String {
     format!(
-        "{} connections ({} open), {} tokens allocated, {} jobs declared, {} refused, {} transactions requested, {} solutions pushed, {} blocks submitted ({} accepted)",
+        "{} connections ({} open), {} tokens allocated, {} jobs declared, {} refused, {} transactions requested, {} solutions pushed, {} blocks submitted ({} accepted, {} pending)",
         s.connections,
         s.open,
         s.tokens_allocated,
@@ -229,7 +245,8 @@ fn summary(s: &StatsSnapshot) -> String {
         s.txs_requested,
         s.solutions,
         s.blocks_submitted,
-        s.blocks_accepted
+        s.blocks_accepted,
+        s.blocks_pending()
     )
 }
 
@@ -247,6 +264,9 @@ pub fn run(args: JdsArgs) -> Result<()> {
         );
         let jds = RunningJds::start(jds_settings).await?;
         println!("jds listening on {}", jds.addr);
+        if let Some(a) = jds.http_addr {
+            println!("http listening on {a}");
+        }
         use std::io::Write as _;
         let _ = std::io::stdout().flush();
         let stats = jds.stats.clone();

@@ -1,7 +1,9 @@
 //! The tokio shell: a listener whose connections run the Noise NX handshake under the JDS's
 //! authority certificate and then drive a [`crate::Session`] each; a task that keeps the
-//! pool-side node's mempool view fresh; `submitblock` for pushed solutions.
+//! pool-side node's mempool view fresh; pushed solutions stored, then submitted until the node
+//! answers; the HTTP status endpoints.
 
+mod http;
 mod node_mempool;
 mod server;
 

@@ -10,7 +10,8 @@ use events::{
     ShortStr,
 };
 use pool::jd_token::TokenKey;
-use pool::node::{NodeClient, NodeConfig, NodeError};
+use pool::node::{submit_until_answered, NodeClient, NodeConfig, NodeError};
+use pool::store::{BlockRecord, Store, StoreConfig, StoreError};
 use sv2::keys::AuthorityKeys;
 use sv2::messages::JobDeclaration;
 use sv2::{Limits, Message, NoiseConn, TransportError};
@@ -47,6 +48,11 @@ pub struct JdsSettings {
     pub node_name: String,
     pub handshake_timeout: Duration,
     pub events: EventSink,
+    /// Where each pushed block is kept before it is submitted, and its answer after: a block
+    /// the node has not answered for is submitted again at the next start.
+    pub store: Option<StoreConfig>,
+    /// Serve `/healthz`, `/api/status` and `/metrics` here.
+    pub http_listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +64,13 @@ pub enum StartError {
     },
     #[error("node client: {0}")]
     Node(#[from] NodeError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("listening on {addr} (http): {source}")]
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// Counters over every connection.
@@ -72,6 +85,10 @@ pub struct JdsStats {
     pub solutions: AtomicU64,
     pub blocks_submitted: AtomicU64,
     pub blocks_accepted: AtomicU64,
+    /// Refused by the node (its reason in the store and the events).
+    pub blocks_rejected: AtomicU64,
+    /// Valid, but another block at their height came first.
+    pub blocks_orphaned: AtomicU64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,6 +102,16 @@ pub struct StatsSnapshot {
     pub solutions: u64,
     pub blocks_submitted: u64,
     pub blocks_accepted: u64,
+    pub blocks_rejected: u64,
+    pub blocks_orphaned: u64,
+}
+
+impl StatsSnapshot {
+    /// Blocks submitted that the node has not answered for yet.
+    pub fn blocks_pending(&self) -> u64 {
+        self.blocks_submitted
+            .saturating_sub(self.blocks_accepted + self.blocks_rejected + self.blocks_orphaned)
+    }
 }
 
 impl JdsStats {
@@ -99,6 +126,8 @@ impl JdsStats {
             solutions: self.solutions.load(Relaxed),
             blocks_submitted: self.blocks_submitted.load(Relaxed),
             blocks_accepted: self.blocks_accepted.load(Relaxed),
+            blocks_rejected: self.blocks_rejected.load(Relaxed),
+            blocks_orphaned: self.blocks_orphaned.load(Relaxed),
         }
     }
 
@@ -130,11 +159,14 @@ struct Shared {
     next_conn: AtomicU64,
     /// Every JDC connection's wire bytes, Noise included.
     net: Arc<LinkCounter>,
+    store: Option<Store>,
 }
 
 /// A started server.
 pub struct RunningJds {
     pub addr: SocketAddr,
+    pub http_addr: Option<SocketAddr>,
+    pub store: Option<Store>,
     pub stats: Arc<JdsStats>,
     pub mempool: Arc<NodeMempool>,
     shutdown: watch::Sender<bool>,
@@ -158,8 +190,13 @@ impl RunningJds {
             source,
         })?;
         let node = NodeClient::new(s.node)?;
+        let store = match &s.store {
+            Some(c) => Some(Store::open(c.clone())?),
+            None => None,
+        };
         let mempool = Arc::new(NodeMempool::new(node));
         let stats = Arc::new(JdsStats::default());
+        let node_watch = Arc::new(super::http::NodeWatch::default());
         let net = LinkCounter::new("jd");
         let shared = Arc::new(Shared {
             tokens: Arc::new(TokenIssuer::new(
@@ -177,14 +214,62 @@ impl RunningJds {
             stats: stats.clone(),
             next_conn: AtomicU64::new(1),
             net: net.clone(),
+            store: store.clone(),
         });
         let (shutdown, rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        tasks.spawn(refresh_loop(mempool.clone(), s.mempool_refresh, rx.clone()));
+        // Blocks an earlier run stored but never heard back about go out again.
+        if let Some(st) = &store {
+            for b in st.blocks_awaiting_answer().to_vec() {
+                tracing::info!(
+                    height = b.height,
+                    "jds: resubmitting a block an earlier run stored"
+                );
+                shared.stats.blocks_submitted.fetch_add(1, Relaxed);
+                tokio::spawn(submit_until_answer(
+                    shared.clone(),
+                    0,
+                    b.hash,
+                    b.height,
+                    b.block,
+                ));
+            }
+        }
+        let http_addr = match s.http_listen {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| StartError::Http { addr, source })?;
+                let local = listener.local_addr().ok();
+                let view = super::http::View {
+                    stats: stats.clone(),
+                    node: node_watch.clone(),
+                    store: store.clone(),
+                    started: std::time::Instant::now(),
+                };
+                let mut stop = rx.clone();
+                tasks.spawn(async move {
+                    let stopped = async move { stopped(&mut stop).await };
+                    if let Err(e) = super::http::serve(listener, view, stopped).await {
+                        tracing::error!(error = %e, "jds: HTTP server failed");
+                    }
+                });
+                local
+            }
+            None => None,
+        };
+        tasks.spawn(refresh_loop(
+            mempool.clone(),
+            node_watch.clone(),
+            s.mempool_refresh,
+            rx.clone(),
+        ));
         tasks.spawn(report_loop(net.clone(), s.events.clone(), rx.clone()));
         tasks.spawn(serve(shared, listener, rx));
         Ok(RunningJds {
             addr,
+            http_addr,
+            store,
             stats,
             mempool,
             shutdown,
@@ -213,6 +298,11 @@ impl RunningJds {
         if let Err(e) = self.events.flush() {
             tracing::warn!(error = %e, "jds: events file");
         }
+        if let Some(store) = self.store.take() {
+            if let Err(e) = store.close() {
+                tracing::error!(error = %e, "jds: store closed with an error");
+            }
+        }
         self.stats.snapshot()
     }
 }
@@ -228,7 +318,12 @@ async fn report_loop(net: Arc<LinkCounter>, events: EventSink, mut stop: watch::
     }
 }
 
-async fn refresh_loop(mempool: Arc<NodeMempool>, every: Duration, mut stop: watch::Receiver<bool>) {
+async fn refresh_loop(
+    mempool: Arc<NodeMempool>,
+    node: Arc<super::http::NodeWatch>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     // Zero: one look at start, then only the refreshes declarations ask for.
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -236,9 +331,11 @@ async fn refresh_loop(mempool: Arc<NodeMempool>, every: Duration, mut stop: watc
         tokio::select! {
             _ = stopped(&mut stop) => return,
             _ = tick.tick() => {
-                if let Err(e) = mempool.refresh().await {
+                let outcome = mempool.refresh().await;
+                if let Err(e) = &outcome {
                     tracing::warn!(error = %e, "jds: mempool refresh failed");
                 }
+                node.record(outcome.map_err(|e| e.to_string()));
                 if every.is_zero() {
                     return;
                 }
@@ -319,7 +416,7 @@ async fn connection(
 
 /// Runs the session until the connection ends; returns why.
 async fn drive(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     session: &mut Session,
     mut conn: NoiseConn,
     stop: &mut watch::Receiver<bool>,
@@ -372,7 +469,7 @@ async fn drive(
 }
 
 async fn flush(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     session: &mut Session,
     conn: &mut NoiseConn,
 ) -> Result<(), TransportError> {
@@ -385,8 +482,10 @@ async fn flush(
     Ok(())
 }
 
-/// `submitblock` to the pool-side node, with the events around it.
-async fn submit(shared: &Shared, conn: u64, b: FoundBlock) {
+/// A pushed block: stored (when the JDS keeps a store) before anything else happens to it,
+/// then submitted to the pool-side node on a task of its own until the node answers, so that
+/// neither a slow node nor a retry holds up the connection.
+async fn submit(shared: &Arc<Shared>, conn: u64, b: FoundBlock) {
     let height = b.height.unwrap_or(0);
     shared.stats.blocks_submitted.fetch_add(1, Relaxed);
     shared.events.emit(BlockSubmitted {
@@ -395,27 +494,79 @@ async fn submit(shared: &Shared, conn: u64, b: FoundBlock) {
         template_id: None,
         conn: Some(conn),
     });
-    let (accepted, reason) = match shared.mempool.node().submit_block(&b.bytes).await {
-        Ok(answer) => (
-            answer.is_accepted(),
-            answer.reason().unwrap_or("").to_owned(),
-        ),
-        Err(e) => {
-            tracing::error!(conn, hash = %b.hash, error = %e, "jds: submitblock got no answer");
-            (false, "no-answer".to_owned())
+    if let Some(store) = &shared.store {
+        let stored = store.worker(STORE_WORKER).and_then(|worker| {
+            store.record_block(BlockRecord {
+                hash: b.hash.0,
+                height,
+                worker,
+                job_id: 0,
+                time_ms: UnixMillis::now().0,
+                block: b.bytes.clone(),
+            })
+        });
+        match stored {
+            Ok(t) => {
+                if let Err(e) = store.wait_durable_unless_failing(t).await {
+                    tracing::error!(conn, hash = %b.hash, error = %e, "jds: block not stored yet; submitting anyway");
+                }
+            }
+            Err(e) => {
+                tracing::error!(conn, hash = %b.hash, error = %e, "jds: block not stored; submitting anyway")
+            }
         }
-    };
+    }
+    tokio::spawn(submit_until_answer(
+        shared.clone(),
+        conn,
+        b.hash.0,
+        height,
+        b.bytes,
+    ));
+}
+
+/// The store's worker name for the blocks the JDS keeps.
+const STORE_WORKER: &str = "jds";
+
+/// `submitblock` until the pool-side node answers (retrying with backoff while it cannot be
+/// reached), then the block's fate: statistics, event, store.
+async fn submit_until_answer(
+    shared: Arc<Shared>,
+    conn: u64,
+    hash: [u8; 32],
+    height: u32,
+    block: Vec<u8>,
+) {
+    let node = shared.mempool.node();
+    let outcome = submit_until_answered(node, &block, node.config().retry).await;
+    let reason = outcome.answer.reason().unwrap_or("").to_owned();
+    let accepted = outcome.node_has_block();
     if accepted {
         shared.stats.blocks_accepted.fetch_add(1, Relaxed);
+    } else if reason.contains("inconclusive") {
+        shared.stats.blocks_orphaned.fetch_add(1, Relaxed);
+    } else {
+        shared.stats.blocks_rejected.fetch_add(1, Relaxed);
     }
-    tracing::info!(conn, hash = %b.hash, height, accepted, reason, "jds: block submitted to the node");
+    let hash = primitives::Hash256(hash);
+    tracing::info!(conn, %hash, height, accepted, reason, attempts = outcome.attempts, "jds: block submitted to the node");
     shared.events.emit(BlockResult {
         node: shared.node_name,
-        hash: b.hash,
+        hash,
         height,
         accepted,
         reason: ShortStr::new(&reason),
     });
+    if let Some(store) = &shared.store {
+        let result = if accepted {
+            "accepted"
+        } else {
+            reason.as_str()
+        };
+        if let Err(e) = store.record_block_result(hash.0, result, UnixMillis::now().0) {
+            tracing::error!(%hash, error = %e, "jds: block result not recorded");
+        }
+    }
 }
 
 /// Resolves once `stop` turns true (or its sender is gone).
