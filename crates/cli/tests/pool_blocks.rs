@@ -1,8 +1,10 @@
 //! No found block is lost when a way out fails: the pool takes templates from simnet's
 //! Template Provider through a `stratumlab tap`, with simnet's RPC beside it; SV2 devices find
-//! blocks every second or so; the tap is killed. Mining goes on from the node's templates,
-//! every block found (before and after) reaches simnet's chain or is recorded with the node's
-//! reason, none stays pending, and the pool's status counts each.
+//! blocks every second or so; the tap is killed, then started again. Mining goes on from the
+//! node's templates while the provider is gone and from the provider once it is back; every
+//! block found reaches simnet's chain or is recorded with the node's reason, none stays
+//! pending, and the pool's status counts each. And a block stored just before the pool is
+//! killed with SIGKILL reaches the chain after the restart.
 
 mod support;
 
@@ -69,23 +71,33 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     // Printed in this order: the RPC endpoint, then the provider.
     let rpc_addr = simnet.line("rpc listening on");
     let tdp = simnet.line("tdp listening on");
-    let tap = roles.add(
-        "tap",
-        Role::start(
+    // On a fixed port, so that it can come back where the pool looks for it.
+    let tap_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let tap_addr = format!("127.0.0.1:{tap_port}");
+    let start_tap = |roles: &mut Roles| {
+        let tap = roles.add(
             "tap",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                &tdp,
-                "--handshake",
-                "false",
-                "--duration",
-                "600s",
-            ],
-        ),
-    );
-    let tap_addr = tap.line("tap listening on");
+            Role::start(
+                "tap",
+                &[
+                    "--listen",
+                    &tap_addr,
+                    "--upstream",
+                    &tdp,
+                    "--handshake",
+                    "false",
+                    "--duration",
+                    "600s",
+                ],
+            ),
+        );
+        tap.line("tap listening on");
+    };
+    start_tap(&mut roles);
     let store = dir.path().join("pool.sqlite");
     let url = format!("http://{rpc_addr}");
     let pool = roles.add(
@@ -129,13 +141,13 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
             "--hash-budget",
             "3MH/s",
             "--duration",
-            "18s",
+            "120s",
         ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut fleet = scopeguard(fleet);
+    let fleet = scopeguard(fleet);
 
     // Blocks go out through the provider first.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -176,7 +188,37 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     };
     assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
     assert_eq!(status["serving"], true, "{status}");
-    let _ = fleet.0.wait();
+    assert_eq!(status["work_source"], "node", "{status}");
+    // The provider comes back: work comes from it again, and blocks go out through it.
+    start_tap(&mut roles);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let back = loop {
+        let s = http_get_json(&http, "/api/status");
+        if s["dependencies"]["tp"]["up"] == true && s["work_source"] == "tp" {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pool did not go back to the provider: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let regained_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let found_back = back["blocks"]["found"].as_u64().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while http_get_json(&http, "/api/status")["blocks"]["found"].as_u64() < Some(found_back + 2) {
+        assert!(
+            Instant::now() < deadline,
+            "no blocks once the provider was back\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(fleet);
     // Every block is answered for.
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
@@ -199,13 +241,15 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
         .unwrap();
     let found = status["blocks"]["found"].as_u64().unwrap();
     assert_eq!(blocks.len() as u64, found, "{status}");
-    let (mut accepted, mut orphaned, mut after_cut) = (0, 0, 0);
+    let (mut accepted, mut orphaned, mut after_cut, mut after_regain) = (0, 0, 0, 0);
     for b in &blocks {
         let result = b
             .result
             .as_deref()
             .unwrap_or_else(|| panic!("block at height {} has no recorded fate", b.height));
-        if b.time_ms > cut_ms {
+        if b.time_ms > regained_ms {
+            after_regain += 1;
+        } else if b.time_ms > cut_ms {
             after_cut += 1;
         }
         if in_chain(&rpc_addr, &b.hash) {
@@ -225,6 +269,10 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
         }
     }
     assert!(after_cut >= 3, "{after_cut} blocks found after the cut");
+    assert!(
+        after_regain >= 2,
+        "{after_regain} blocks found once the provider was back"
+    );
     assert_eq!(status["blocks"]["accepted"], accepted, "{status}");
     assert_eq!(
         status["blocks"]["orphaned"].as_u64().unwrap()
@@ -233,8 +281,8 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
         "{status}"
     );
     eprintln!(
-        "{} blocks found, {after_cut} after the provider was cut off: {accepted} in the chain, \
-         {orphaned} orphaned",
+        "{} blocks found, {after_cut} while the provider was cut off, {after_regain} after it \
+         came back: {accepted} in the chain, {orphaned} orphaned",
         blocks.len()
     );
 }

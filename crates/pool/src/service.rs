@@ -504,6 +504,9 @@ async fn jobs_task(
                 "template source switched"
             );
             active = wanted;
+            engine
+                .stats
+                .set_working_from_backup(primary == Source::Tp && active == Source::Node);
         }
         if arrived == Some(active) || switched {
             if let Some(g) =

@@ -121,6 +121,7 @@ pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             "error": store_error,
         })),
         "dependencies": dependencies(s, store_error),
+        "work_source": s.work_source.as_str(),
     })
 }
 

@@ -315,6 +315,8 @@ pub struct StatusSnapshot {
     /// With the node beside a provider: the provider templates whose transactions the pool
     /// holds, so that a block found on one can be built whole and sent through the node.
     pub templates_with_transactions: u64,
+    /// Where the jobs come from now: [`Dependency::Node`] or [`Dependency::Tp`].
+    pub work_source: Dependency,
     /// Handing out work and acknowledging shares; otherwise why not (a failing store comes
     /// before the node's state, shutting down before both).
     pub serving: Serving,
@@ -381,6 +383,8 @@ pub struct PoolStats {
     backup_failures: AtomicU64,
     /// Provider templates whose transactions the pool holds (it can build a whole block).
     templates_with_transactions: AtomicU64,
+    /// Where the jobs come from now: the node beside the provider (true) or the primary source.
+    working_from_backup: AtomicBool,
     uses_tp: AtomicBool,
     serving: AtomicU8,
     store_reported: AtomicBool,
@@ -436,6 +440,7 @@ impl PoolStats {
             has_backup: AtomicBool::new(false),
             backup_failures: AtomicU64::new(0),
             templates_with_transactions: AtomicU64::new(0),
+            working_from_backup: AtomicBool::new(false),
             uses_tp: AtomicBool::new(false),
             serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
             store_reported: AtomicBool::new(false),
@@ -589,6 +594,11 @@ impl PoolStats {
         }
     }
 
+    /// Jobs come from the node beside the provider (`true`) or from the primary source.
+    pub fn set_working_from_backup(&self, backup: bool) {
+        self.working_from_backup.store(backup, Relaxed);
+    }
+
     /// How many of the provider's templates the pool holds the transactions of.
     pub fn set_templates_with_transactions(&self, n: u64) {
         self.templates_with_transactions.store(n, Relaxed);
@@ -676,6 +686,11 @@ impl PoolStats {
             },
             node_failures: self.node_failures.load(Relaxed),
             templates_with_transactions: self.templates_with_transactions.load(Relaxed),
+            work_source: if self.working_from_backup.load(Relaxed) || !self.uses_tp.load(Relaxed) {
+                Dependency::Node
+            } else {
+                Dependency::Tp
+            },
             backup_node: self.has_backup.load(Relaxed).then(|| {
                 (
                     NodeStatus::unpack(self.backup_node.load(Relaxed)),
