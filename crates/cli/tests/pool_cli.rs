@@ -501,3 +501,69 @@ fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
     );
     simnet.stop();
 }
+
+/// The node's RPC password can stay off the command line: from the environment, the pool
+/// still authenticates to the node and serves.
+#[test]
+fn the_rpc_password_can_come_from_the_environment() {
+    let (simnet, rpc) = simnet();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("pool.sqlite");
+    let url = format!("http://{rpc}");
+    let pool = Role::start_with_env(
+        "pool",
+        &[
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &url,
+            "--rpc-user",
+            "u",
+            "--payout-address",
+            PAYOUT,
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        &[("STRATUMLAB_RPC_PASSWORD", "p")],
+    );
+    pool.line("sv1 listening on");
+    let http = pool.line("http listening on");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http_get(&http, "/healthz").0 != 200 {
+        assert!(Instant::now() < deadline, "{}", pool.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pool.child.id())).unwrap();
+    assert!(
+        !cmdline.split(|&b| b == 0).any(|a| a == b"p"),
+        "the password is on the command line"
+    );
+    pool.stop();
+    // A wrong one from the environment is refused by the node: the pool does not serve.
+    let pool = Role::start_with_env(
+        "pool",
+        &[
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--node-rpc",
+            &url,
+            "--rpc-user",
+            "u",
+            "--payout-address",
+            PAYOUT,
+            "--store",
+            store.to_str().unwrap(),
+        ],
+        &[("STRATUMLAB_RPC_PASSWORD", "wrong")],
+    );
+    pool.line("sv1 listening on");
+    let http = pool.line("http listening on");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(http_get(&http, "/healthz").0, 503);
+    pool.stop();
+    simnet.stop();
+}

@@ -38,7 +38,9 @@ pub struct JdsArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_user: Option<String>,
-    #[arg(long)]
+    /// The node's RPC password; from the environment (STRATUMLAB_RPC_PASSWORD) or a --config
+    /// file, it does not show on a command line that `ps` lists.
+    #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_password: Option<String>,
     /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
@@ -63,7 +65,12 @@ pub struct JdsArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// The JDS's SV2 authority secret key (base58), with --authority-public-key.
-    #[arg(long, value_name = "BASE58")]
+    #[arg(
+        long,
+        value_name = "BASE58",
+        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
+        hide_env_values = true
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
     /// How long each connection's Noise certificate is valid [default: 1h].

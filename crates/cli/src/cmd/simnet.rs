@@ -109,7 +109,7 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_user: Option<String>,
-    #[arg(long)]
+    #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_password: Option<String>,
     /// Directory for the RPC cookie file (`.cookie` and `regtest/.cookie`, as bitcoind writes).
@@ -132,7 +132,7 @@ pub struct SimnetArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// The authority secret key (base58), with --authority-public-key.
-    #[arg(long)]
+    #[arg(long, env = "STRATUMLAB_AUTHORITY_SECRET_KEY", hide_env_values = true)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
     /// How long the Template Provider's Noise certificates are valid [default: 1h].

@@ -130,7 +130,12 @@ pub struct TapArgs {
     pub authority_public_key: Option<String>,
     /// With --sv2-terminate: the tap's SV2 authority secret key (base58), with
     /// --authority-public-key.
-    #[arg(long, value_name = "BASE58")]
+    #[arg(
+        long,
+        value_name = "BASE58",
+        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
+        hide_env_values = true
+    )]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
     /// With --sv2-terminate: the upstream's authority public key (base58) its certificate must

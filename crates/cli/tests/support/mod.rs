@@ -16,10 +16,16 @@ pub struct Role {
 
 impl Role {
     pub fn start(subcommand: &str, args: &[&str]) -> Role {
+        Role::start_with_env(subcommand, args, &[])
+    }
+
+    /// As [`Role::start`], with these environment variables set.
+    pub fn start_with_env(subcommand: &str, args: &[&str], env: &[(&str, &str)]) -> Role {
         let log = tempfile::NamedTempFile::new().unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
             .arg(subcommand)
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(log.reopen().unwrap())
             .spawn()
