@@ -65,8 +65,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The reference example authority pair (published; test use only): simnet's Template Provider
-# and both pools' miner-facing certificates are signed with it, and the devices check it.
+# The reference example authority pair (published; test use only), given explicitly (the roles
+# warn): simnet's Template Provider and every pool measured, a baseline build included, sign
+# with it, and the devices check it. Loopback only; nothing here protects anything.
 AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
 AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
@@ -161,6 +162,7 @@ run_one() {
     diff=$(python3 -c "print($per_device * 60 / $spm / 2**32)")
 
     taskset -c "$LOAD_CPU" "$stratumlab" simnet --tdp-listen 127.0.0.1:0 \
+        --authority-public-key "$AUTHORITY_PUBLIC_KEY" --authority-secret-key "$AUTHORITY_SECRET_KEY" \
         --network-difficulty 1000000 --block-interval 0 --template-interval 10s \
         --seed 7 --events "$dir/simnet.ev" >"$dir/simnet.out" 2>"$dir/simnet.err" &
     pids+=($!)
@@ -182,6 +184,8 @@ run_one() {
             [ "$kind" = ours ] || pool_prog=$BENCH_BASELINE
             env "${penv[@]}" taskset -c "$POOL_CPU" "$pool_prog" pool --sv2-listen 127.0.0.1:0 \
                 --tp "$tdp" --tp-authority-key "$AUTHORITY_PUBLIC_KEY" \
+                --authority-public-key "$AUTHORITY_PUBLIC_KEY" \
+                --authority-secret-key "$AUTHORITY_SECRET_KEY" \
                 --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
                 --shares-per-minute "$spm" --start-difficulty "$diff" \
                 --store "$dir/pool.sqlite" --events "$dir/pool.ev" "${pargs[@]}" \

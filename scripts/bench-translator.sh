@@ -201,7 +201,7 @@ run_one() {
     # The upstream: simnet and our SV2 pool, on the load's core.
     taskset -c "$LOAD_CPU" timeout --signal=TERM 900 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 \
         --network-difficulty 1000000 --block-interval 0 --template-interval 10s --seed 7 \
-        >"$dir/simnet.out" 2>"$dir/simnet.err" &
+        --authority-key-file "$dir/authority.key" >"$dir/simnet.out" 2>"$dir/simnet.err" &
     pids+=($!)
     tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$dir/simnet.out" | head -n1; }
     have_tdp() { [ -n "$(tdp_addr)" ]; }
@@ -210,7 +210,8 @@ run_one() {
     tdp=$(tdp_addr)
     tdp_key=$(sed -n 's/^tdp authority public key \([1-9A-HJ-NP-Za-km-z]*\).*/\1/p' "$dir/simnet.out" | head -n1)
     taskset -c "$LOAD_CPU" timeout --signal=TERM 900 "$stratumlab" pool --sv2-listen 127.0.0.1:0 \
-        --tp "$tdp" --tp-authority-key "$tdp_key" --payout-address "$PAYOUT" \
+        --tp "$tdp" --tp-authority-key "$tdp_key" --authority-key-file "$dir/authority.key" \
+        --payout-address "$PAYOUT" \
         --shares-per-minute "$POOL_SPM" --sv2-max-channels "$DEVICES" --durability off --store "$dir/pool.sqlite" \
         --events "$dir/pool.ev" >"$dir/pool.out" 2>"$dir/pool.err" &
     local pool_pid=$!

@@ -30,10 +30,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The reference example authority pair (published; test use only): simnet's Template Provider
-# and the pool's miner-facing certificates are signed with it, and the devices check it.
-AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
-AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 DURATION=${FLEET_DURATION:-30s}
 BATCH=3
 
@@ -56,13 +52,16 @@ stratumlab="$target_dir/debug/stratumlab"
 # 3. simnet with its Template Provider; no blocks of the rest of the network, so every new tip
 # is one the devices found; a fee-driven template every 2 s, so jobs on the current tip flow too.
 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 --network-difficulty 0.0005 --block-interval 0 \
-    --template-interval 2s --events "$work/simnet.ev" \
+    --template-interval 2s --authority-key-file "$work/authority.key" --events "$work/simnet.ev" \
     >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
 have_tdp() { [ -n "$(tdp_addr)" ]; }
 wait_for 60 have_tdp || fail "simnet did not print 'tdp listening on ADDR'"
 tdp=$(tdp_addr)
+# simnet's fresh pair: the pool checks simnet's certificate with it and signs its own with it,
+# and the devices check the pool's.
+authority_pair "$work/authority.key"
 
 # 4. A minimal loopback pool config: no LAN ranges, no monitoring, no JDS. Shares are
 # acknowledged in batches; the channel targets come from the devices' nominal hash rates.

@@ -35,11 +35,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The reference example authority pair (published; test use only): our pool and JDS use it by
-# default (the JDC takes one key for both), and the JDC signs its own downstream certificates
-# with it, which the devices check.
-AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
-AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 RPC_USER=lab
 RPC_PASSWORD=lab
@@ -71,6 +66,7 @@ stratumlab="$target_dir/debug/stratumlab"
 timeout --signal=TERM 600 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 \
     --rpc-listen 127.0.0.1:0 --rpc-user "$RPC_USER" --rpc-password "$RPC_PASSWORD" \
     --network-difficulty 0.001 --block-interval 0 --template-interval 2s \
+    --authority-key-file "$work/tdp.key" \
     --events "$work/simnet.ev" >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 simnet_line() { sed -n "s/^$1 \\([0-9A-Za-z.:]*\\).*/\\1/p" "$work/simnet.out" | head -n1; }
@@ -84,18 +80,21 @@ tdp_key=$(simnet_line 'tdp authority public key')
 # 4. The job token key the pool and the JDS share.
 python3 -c 'import secrets; print(secrets.token_hex(32))' >"$work/jd-token.key"
 
-# 5. Our SV2 pool on simnet's TDP, taking declared jobs; and our JDS on simnet's RPC. Both use
-# the reference authority pair (their default). Their logs at debug for the declared-job lines.
+# 5. Our SV2 pool on simnet's TDP, taking declared jobs; and our JDS on simnet's RPC. Both sign
+# with one fresh pair, in one key file (the reference JDC takes one key for both upstreams), and
+# the JDC signs its own downstream certificates with it too. Their logs at debug for the
+# declared-job lines.
 RUST_LOG=info,pool::sv2::session=debug timeout --signal=TERM 600 "$stratumlab" pool \
     --sv2-listen 127.0.0.1:0 --tp "$tdp" --tp-authority-key "$tdp_key" \
     --jd-token-key "$work/jd-token.key" --payout-address "$PAYOUT" \
-    --store "$work/pool.sqlite" --events "$work/pool.ev" \
+    --store "$work/pool.sqlite" --events "$work/pool.ev" --authority-key-file "$work/authority.key" \
     >"$work/pool.out" 2>"$work/pool.err" &
 pids+=($!)
 pool_pid=$!
 RUST_LOG=info,jds=debug timeout --signal=TERM 600 "$stratumlab" jds --listen 127.0.0.1:0 \
     --node-rpc "http://$rpc" --rpc-user "$RPC_USER" --rpc-password "$RPC_PASSWORD" \
     --jd-token-key "$work/jd-token.key" --payout-address "$PAYOUT" --events "$work/jds.ev" \
+    --authority-key-file "$work/authority.key" \
     >"$work/jds.out" 2>"$work/jds.err" &
 pids+=($!)
 jds_pid=$!
@@ -113,6 +112,7 @@ pool_key=$(line_of pool 'sv2 authority public key')
 jds_key=$(line_of jds 'jds authority public key')
 # The JDC takes one authority key per upstream, for the pool and the JDS alike.
 [ "$pool_key" = "$jds_key" ] || fail "the pool's key $pool_key and the jds's key $jds_key differ"
+authority_pair "$work/authority.key"
 say "pool at $pool_addr, jds at $jds_addr (authority key $pool_key); simnet TDP $tdp, RPC $rpc"
 
 # 6. A minimal loopback JDC config: full-template mode, our pool + JDS as its only upstream,

@@ -57,7 +57,7 @@ stratumlab="$target_dir/debug/stratumlab"
 # template every 2 s, so jobs flow; network difficulty 0.002 (a block every ~8.6M hashes).
 timeout --signal=TERM 300 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 --network-difficulty 0.002 \
     --block-interval 0 --template-interval 2s --events "$work/simnet.ev" \
-    >"$work/simnet.out" 2>"$work/simnet.err" &
+    --authority-key-file "$work/authority.key" >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
 have_tdp() { [ -n "$(tdp_addr)" ]; }
@@ -69,7 +69,8 @@ tdp_key=$(sed -n 's/^tdp authority public key \([1-9A-HJ-NP-Za-km-z]*\).*/\1/p' 
 # 4. Our SV2 pool on simnet's Template Provider; two forwarded shares a second on the
 # translator's channel, so that para's share of them is not left to luck.
 timeout --signal=TERM 300 "$stratumlab" pool --sv2-listen 127.0.0.1:0 --tp "$tdp" \
-    --tp-authority-key "$tdp_key" --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
+    --tp-authority-key "$tdp_key" --authority-key-file "$work/authority.key" \
+    --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
     --shares-per-minute 120 --store "$work/pool.sqlite" --events "$work/pool.ev" \
     >"$work/pool.out" 2>"$work/pool.err" &
 pids+=($!)

@@ -21,10 +21,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The reference example authority pair (published; test use only). simnet uses it by default,
-# and the pool signs its own miner-facing certificates with it too.
-AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
-AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
@@ -48,7 +44,7 @@ miner="$target_dir/debug/examples/sv2_mine_block"
 # about 4,096 hashes. No network blocks: every tip change is one this script caused.
 RUST_LOG=info timeout --signal=TERM 600 "$stratumlab" simnet \
     --tdp-listen 127.0.0.1:0 --network-difficulty 0.00000095367431640625 --block-interval 0 \
-    --events "$work/simnet.ev" \
+    --authority-key-file "$work/authority.key" --events "$work/simnet.ev" \
     >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
@@ -56,6 +52,8 @@ have_tdp() { [ -n "$(tdp_addr)" ]; }
 wait_for 60 have_tdp || fail "simnet did not print 'tdp listening on ADDR'"
 tdp=$(tdp_addr)
 say "simnet TDP at $tdp"
+# simnet's fresh pair: the pool checks simnet's certificate with it and signs its own with it.
+authority_pair "$work/authority.key"
 
 # 4. A minimal loopback pool config: no LAN ranges, no monitoring, no JDS.
 pool_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null \

@@ -31,10 +31,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The reference example authority pair (published; test use only): simnet's Template Provider
-# and the pool's certificates are signed with it, and the translator checks it.
-AUTHORITY_PUBLIC_KEY=9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72
-AUTHORITY_SECRET_KEY=mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n
 PAYOUT=bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080
 DURATION=${FLEET_DURATION:-30s}
 DURATION_PER_DEVICE=${FLEET_DURATION_PER_DEVICE:-20s}
@@ -69,13 +65,17 @@ stratumlab="$target_dir/debug/stratumlab"
 # a CI run once found none); a fee-driven template every 2 s, so jobs on the current tip flow
 # too.
 timeout --signal=TERM 600 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 --network-difficulty 0.0003 \
-    --block-interval 0 --template-interval 2s --events "$work/simnet.ev" \
+    --block-interval 0 --template-interval 2s --authority-key-file "$work/authority.key" \
+    --events "$work/simnet.ev" \
     >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
 have_tdp() { [ -n "$(tdp_addr)" ]; }
 wait_for 60 have_tdp || fail "simnet did not print 'tdp listening on ADDR'"
 tdp=$(tdp_addr)
+# simnet's fresh pair: the pool checks simnet's certificate with it and signs its own with it,
+# and the translator checks the pool's.
+authority_pair "$work/authority.key"
 
 # 4. pool_sv2 on simnet's Template Provider, a minimal loopback config. POOL__* variables would
 # override the file: clear them.

@@ -60,7 +60,7 @@ stratumlab="$target_dir/debug/stratumlab"
 # of the fleets' 1 MH/s); a fee-driven template every 2 s, so jobs on the current tip flow too.
 timeout --signal=TERM 600 "$stratumlab" simnet --tdp-listen 127.0.0.1:0 --network-difficulty 0.001 \
     --block-interval 0 --template-interval 2s --events "$work/simnet.ev" \
-    >"$work/simnet.out" 2>"$work/simnet.err" &
+    --authority-key-file "$work/authority.key" >"$work/simnet.out" 2>"$work/simnet.err" &
 pids+=($!)
 tdp_addr() { sed -n 's/^tdp listening on \([0-9.]*:[0-9]*\).*/\1/p' "$work/simnet.out" | head -n1; }
 have_tdp() { [ -n "$(tdp_addr)" ]; }
@@ -71,7 +71,8 @@ tdp_key=$(sed -n 's/^tdp authority public key \([1-9A-HJ-NP-Za-km-z]*\).*/\1/p' 
 
 # 4. Our SV2 pool on simnet's Template Provider.
 timeout --signal=TERM 600 "$stratumlab" pool --sv2-listen 127.0.0.1:0 --tp "$tdp" \
-    --tp-authority-key "$tdp_key" --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
+    --tp-authority-key "$tdp_key" --authority-key-file "$work/authority.key" \
+    --http-listen 127.0.0.1:0 --payout-address "$PAYOUT" \
     --store "$work/pool.sqlite" --events "$work/pool.ev" \
     >"$work/pool.out" 2>"$work/pool.err" &
 pids+=($!)

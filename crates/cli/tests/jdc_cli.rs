@@ -15,8 +15,9 @@ struct Stack {
     roles: Roles,
     rpc: String,
     pool_http: String,
-    /// Where the devices connect.
+    /// Where the devices connect, and the JDC's authority public key they check.
     jdc: String,
+    jdc_key: String,
     jdc_http: String,
 }
 
@@ -67,6 +68,7 @@ fn stack(
     let simnet = roles.add("simnet", Role::start("simnet", &args));
     let rpc = simnet.line("rpc listening on");
     let tdp = simnet.line("tdp listening on");
+    let tdp_key = simnet.line("tdp authority public key");
 
     let store = dir.join("pool.sqlite");
     let pool_events = events(pool_events);
@@ -75,6 +77,8 @@ fn stack(
         "127.0.0.1:0",
         "--tp",
         &tdp,
+        "--tp-authority-key",
+        &tdp_key,
         "--http-listen",
         "127.0.0.1:0",
         "--payout-address",
@@ -121,6 +125,7 @@ fn stack(
             ],
         ),
     );
+    let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
 
     let mut args = vec![
@@ -128,12 +133,16 @@ fn stack(
         "127.0.0.1:0",
         "--tp",
         &tdp,
+        "--tp-authority-key",
+        &tdp_key,
         "--upstream",
         &sv2,
         "--upstream-authority-key",
         &pool_key,
         "--jds",
         &jds_addr,
+        "--jds-authority-key",
+        &jds_key,
         "--start-difficulty",
         "0.00001",
         "--http-listen",
@@ -143,6 +152,7 @@ fn stack(
     ];
     args.extend_from_slice(jdc_args);
     let jdc = roles.add("jdc", Role::start("jdc", &args));
+    let jdc_key = jdc.line("sv2 authority public key");
     let downstream = jdc.line("sv2 listening on");
     let jdc_http = jdc.line("http listening on");
     Stack {
@@ -150,16 +160,19 @@ fn stack(
         rpc,
         pool_http,
         jdc: downstream,
+        jdc_key,
         jdc_http,
     }
 }
 
 /// Four SV2 devices on the JDC at 200 kH/s for `duration`.
-fn fleet(jdc: &str, duration: &str) -> serde_json::Value {
+fn fleet(jdc: &str, key: &str, duration: &str) -> serde_json::Value {
     run_fleet(
         &[
             "--protocol",
             "sv2",
+            "--authority-key",
+            key,
             "--pool",
             jdc,
             "--devices",
@@ -195,6 +208,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         mut roles,
         pool_http,
         jdc,
+        jdc_key,
         jdc_http,
         ..
     } = stack(
@@ -205,7 +219,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         Some(&pool_events),
         &["--events", jdc_events.to_str().unwrap()],
     );
-    let report = fleet(&jdc, "15s");
+    let report = fleet(&jdc, &jdc_key, "15s");
     let accepted = report["shares"]["accepted"].as_u64().unwrap();
     assert_eq!(report["ready"].as_u64(), Some(4), "{report}");
     assert!(
@@ -354,6 +368,7 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
         mut roles,
         rpc: rpc_addr,
         jdc,
+        jdc_key,
         jdc_http,
         ..
     } = stack(
@@ -364,7 +379,7 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
         None,
         &["--fallback-payout-address", FARM],
     );
-    let fleet = std::thread::spawn(move || fleet(&jdc, "25s"));
+    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "25s"));
     std::thread::sleep(Duration::from_secs(8));
     roles.kill("pool");
     let report = fleet.join().unwrap();

@@ -87,6 +87,7 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
             events.to_str().unwrap(),
         ],
     );
+    let key = jds.line("jds authority public key");
     let addr = jds.line("jds listening on");
     let result = std::panic::catch_unwind(|| {
         tokio::runtime::Builder::new_current_thread()
@@ -94,7 +95,7 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
             .build()
             .unwrap()
             .block_on(async {
-                let hash = client(&rpc, &addr, || {}).await;
+                let hash = client(&rpc, &addr, &key, || {}).await;
                 tip_becomes(&rpc, hash).await;
                 hash
             })
@@ -160,7 +161,7 @@ async fn tip_becomes(rpc: &str, hash: Hash256) {
 
 /// The JD client: declares a job on simnet's mempool, finds a block on it, calls `before_push`
 /// and pushes the block; returns its hash.
-async fn client(rpc: &str, jds: &str, before_push: impl FnOnce()) -> Hash256 {
+async fn client(rpc: &str, jds: &str, key: &str, before_push: impl FnOnce()) -> Hash256 {
     let node = node(rpc);
     // Wait for a template with a few transactions.
     let started = Instant::now();
@@ -205,7 +206,7 @@ async fn client(rpc: &str, jds: &str, before_push: impl FnOnce()) -> Hash256 {
     let stream = tokio::net::TcpStream::connect(jds).await.unwrap();
     let mut conn = NoiseConn::connect_to_authority(
         stream,
-        sv2::AuthorityKeys::reference().public_bytes(),
+        sv2::keys::parse_public_key(key).unwrap(),
         Limits::default(),
     )
     .await
@@ -355,6 +356,7 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     let key_file = dir.path().join("jd.key");
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let store = dir.path().join("jds.sqlite");
+    let jds_key_file = dir.path().join("jds.key");
     let mut simnet = Role::start(
         "simnet",
         &[
@@ -397,20 +399,23 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
                 store.to_str().unwrap(),
                 "--http-listen",
                 "127.0.0.1:0",
+                "--authority-key-file",
+                jds_key_file.to_str().unwrap(),
             ],
         );
+        let key = jds.line("jds authority public key");
         let addr = jds.line("jds listening on");
         let http = jds.line("http listening on");
-        (jds, addr, http)
+        (jds, addr, http, key)
     };
-    let (jds, addr, http) = start_jds();
+    let (jds, addr, http, key) = start_jds();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     // SAFETY: signalling our own child.
     let pause = |sig| unsafe { libc::kill(simnet_pid, sig) };
-    let hash = rt.block_on(client(&rpc, &addr, || {
+    let hash = rt.block_on(client(&rpc, &addr, &key, || {
         pause(libc::SIGSTOP);
     }));
     // Stored before it is sent; the node does not answer.
@@ -438,7 +443,8 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     jds.kill9();
     pause(libc::SIGCONT);
 
-    let (jds, _, http) = start_jds();
+    let (jds, _, http, key_again) = start_jds();
+    assert_eq!(key_again, key, "the restarted JDS's authority key");
     rt.block_on(tip_becomes(&rpc, hash));
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {

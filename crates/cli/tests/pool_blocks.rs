@@ -71,6 +71,7 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     // Printed in this order: the RPC endpoint, then the provider.
     let rpc_addr = simnet.line("rpc listening on");
     let tdp = simnet.line("tdp listening on");
+    let tdp_key = simnet.line("tdp authority public key");
     // On a fixed port, so that it can come back where the pool looks for it.
     let tap_port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -109,6 +110,8 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
                 "127.0.0.1:0",
                 "--tp",
                 &tap_addr,
+                "--tp-authority-key",
+                &tdp_key,
                 "--node-rpc",
                 &url,
                 "--rpc-user",
@@ -288,8 +291,8 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
 }
 
 /// simnet with its provider and its RPC, at a network difficulty that the devices meet every
-/// second or so; returns the RPC and provider addresses.
-fn simnet(roles: &mut Roles) -> (String, String) {
+/// second or so; returns the RPC and provider addresses and the provider's authority key.
+fn simnet(roles: &mut Roles) -> (String, String, String) {
     let simnet = roles.add(
         "simnet",
         Role::start(
@@ -313,15 +316,24 @@ fn simnet(roles: &mut Roles) -> (String, String) {
     // Printed in this order: the RPC endpoint, then the provider.
     let rpc_addr = simnet.line("rpc listening on");
     let tdp = simnet.line("tdp listening on");
-    (rpc_addr, tdp)
+    let tdp_key = simnet.line("tdp authority public key");
+    (rpc_addr, tdp, tdp_key)
 }
 
-fn pool_args<'a>(tp: &'a str, url: Option<&'a str>, sv2: &'a str, store: &'a str) -> Vec<&'a str> {
+fn pool_args<'a>(
+    tp: &'a str,
+    tp_key: &'a str,
+    url: Option<&'a str>,
+    sv2: &'a str,
+    store: &'a str,
+) -> Vec<&'a str> {
     let mut args = vec![
         "--sv2-listen",
         sv2,
         "--tp",
         tp,
+        "--tp-authority-key",
+        tp_key,
         "--http-listen",
         "127.0.0.1:0",
         "--payout-address",
@@ -342,7 +354,7 @@ fn pool_args<'a>(tp: &'a str, url: Option<&'a str>, sv2: &'a str, store: &'a str
 fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
-    let (rpc_addr, tdp) = simnet(&mut roles);
+    let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
     // Toward the provider, everything waits 2 s: the pool's solutions too.
     let tap = roles.add(
         "tap",
@@ -374,7 +386,10 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     let store_s = store.to_str().unwrap().to_owned();
     let pool = roles.add(
         "pool",
-        Role::start("pool", &pool_args(&tap_addr, Some(&url), &sv2, &store_s)),
+        Role::start(
+            "pool",
+            &pool_args(&tap_addr, &tdp_key, Some(&url), &sv2, &store_s),
+        ),
     );
     let key = pool.line("sv2 authority public key");
     pool.line("sv2 listening on");
@@ -462,7 +477,10 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     // Restarted on the same store, straight to the provider, with the node beside it.
     let pool = roles.add(
         "pool",
-        Role::start("pool", &pool_args(&tdp, Some(&url), &sv2, &store_s)),
+        Role::start(
+            "pool",
+            &pool_args(&tdp, &tdp_key, Some(&url), &sv2, &store_s),
+        ),
     );
     pool.line("sv2 listening on");
     let deadline = Instant::now() + Duration::from_secs(30);

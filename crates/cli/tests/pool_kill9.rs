@@ -48,13 +48,16 @@ enum Front {
     Sv2,
 }
 
+/// The pool (its authority key pair in a file beside its store, the same across restarts), its
+/// HTTP address, and (SV2) its authority public key.
 fn start_pool(
     front: Front,
     rpc: &str,
     store: &Path,
     durability: &str,
     port: u16,
-) -> (Role, String) {
+) -> (Role, String, Option<String>) {
+    let key_file = store.with_extension("key");
     let url = format!("http://{rpc}");
     let listen = format!("127.0.0.1:{port}");
     let (flag, line) = match front {
@@ -86,22 +89,32 @@ fn start_pool(
             store.to_str().unwrap(),
             "--durability",
             durability,
+            "--authority-key-file",
+            key_file.to_str().unwrap(),
         ],
     );
+    let key = (front == Front::Sv2).then(|| p.line("sv2 authority public key"));
     p.line(line);
     let http = p.line("http listening on");
-    (p, http)
+    (p, http, key)
 }
 
 /// The fleet: 100 devices that reconnect quickly, for as long as the trial lasts.
-fn start_fleet(front: Front, port: u16, events: &Path, duration_s: u64) -> Child {
+fn start_fleet(
+    front: Front,
+    port: u16,
+    key: Option<&str>,
+    events: &Path,
+    duration_s: u64,
+) -> Child {
     let protocol = match front {
         Front::Sv1 => "sv1",
         Front::Sv2 => "sv2",
     };
     Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("fleet")
+        .args(key.map(|k| ["--authority-key", k]).iter().flatten())
         .args([
-            "fleet",
             "--pool",
             &format!("127.0.0.1:{port}"),
             "--protocol",
@@ -202,21 +215,22 @@ fn kill_trial(front: Front, durability: &str) {
     );
     let rpc = simnet.line("rpc listening on");
     let port = free_port();
-    let (mut pool, _) = start_pool(front, &rpc, &store, durability, port);
+    let (mut pool, _, key) = start_pool(front, &rpc, &store, durability, port);
     // Long enough for every kill (at most 3 s each, plus a restart) and the last stretch.
     let fleet_s = u64::from(kills) * 4 + 8;
-    let mut fleet = start_fleet(front, port, &events, fleet_s);
+    let mut fleet = start_fleet(front, port, key.as_deref(), &events, fleet_s);
     let started = Instant::now();
     for _ in 0..kills {
         std::thread::sleep(Duration::from_millis(moments.next_ms(800, 2500)));
         pool.kill9();
-        (pool, _) = start_pool(front, &rpc, &store, durability, port);
+        (pool, _, _) = start_pool(front, &rpc, &store, durability, port);
     }
     // The restarted pool serves: devices come back and their shares are accepted.
-    let (last, http) = {
+    let (last, http, last_key) = {
         pool.kill9();
         start_pool(front, &rpc, &store, durability, port)
     };
+    assert_eq!(last_key, key, "the restarted pool's authority key");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let status = http_get_json(&http, "/api/status");

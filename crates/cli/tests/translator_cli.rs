@@ -257,6 +257,7 @@ fn failover(fault: Fault) {
         ),
     );
     let tdp = simnet.line("tdp listening on");
+    let tdp_key = simnet.line("tdp authority public key");
     let mut pools = Vec::new();
     for name in ["pool1", "pool2"] {
         let store = dir.path().join(format!("{name}.sqlite"));
@@ -269,6 +270,8 @@ fn failover(fault: Fault) {
                     "127.0.0.1:0",
                     "--tp",
                     &tdp,
+                    "--tp-authority-key",
+                    &tdp_key,
                     "--http-listen",
                     "127.0.0.1:0",
                     "--payout-address",

@@ -26,7 +26,7 @@ use crate::scenario::{
 use crate::stop;
 use crate::third_party::{
     free_loopback_port, PoolSv2Config, Tool, TranslatorSv2Config, POOL_SV2_READY,
-    REFERENCE_AUTHORITY_PUBLIC_KEY, TRANSLATOR_SV2_READY,
+    TRANSLATOR_SV2_READY,
 };
 use crate::usage::{RoleUsage, Sampler};
 
@@ -72,6 +72,38 @@ pub enum RunError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
     let what = what.into();
     move |source| RunError::Io { what, source }
+}
+
+/// A trial's SV2 authority key pair, in a file in the trial's directory: every SV2 server the
+/// lab starts (simnet's Template Provider, the pool, the JDS, the JDC, the reference pool)
+/// signs with it, and every client checks certificates against its public key. Fresh for each
+/// run: no role runs on the published reference pair.
+pub struct AuthorityFile {
+    pub path: PathBuf,
+    pub public: String,
+    secret: String,
+}
+
+impl AuthorityFile {
+    /// Creates the pair in `dir` (created too), or reads the one already there.
+    pub fn create(dir: &Path) -> Result<AuthorityFile, RunError> {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        let path = dir.join("authority.key");
+        let (keys, _) = sv2::keys::load_or_create(&path).map_err(|e| RunError::Io {
+            what: format!("the trial's authority key pair ({})", path.display()),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        Ok(AuthorityFile {
+            path,
+            public: keys.public_key(),
+            secret: keys.secret_key(),
+        })
+    }
+
+    /// `--authority-key-file PATH`, for a server.
+    fn server_args(&self) -> [OsString; 2] {
+        ["--authority-key-file".into(), self.path.clone().into()]
+    }
 }
 
 /// One role's files in a trial.
@@ -133,6 +165,8 @@ pub struct ShareCounts {
 /// Runs one trial.
 pub struct Trial<'a> {
     pub scenario: &'a Scenario,
+    /// The trial's authority key pair, which every SV2 server of the trial signs with.
+    pub authority: &'a AuthorityFile,
     pub index: u32,
     pub seed: u64,
     /// The stratumlab binary to start roles from.
@@ -609,6 +643,9 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ])
+        .into_iter()
+        .chain(self.authority.server_args())
+        .collect()
     }
 
     /// `stratumlab jdc` for one device chunk: the farm's templates, the pool and the JDS
@@ -635,15 +672,15 @@ impl Trial<'_> {
             "--tp",
             &farm.tdp.to_string(),
             "--tp-authority-key",
-            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            &self.authority.public,
             "--upstream",
             &pool.to_string(),
             "--upstream-authority-key",
-            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            &self.authority.public,
             "--jds",
             &jds.to_string(),
             "--jds-authority-key",
-            REFERENCE_AUTHORITY_PUBLIC_KEY,
+            &self.authority.public,
             "--user-identity",
             &format!("lab.{name}"),
             "--nominal-hash-rate",
@@ -655,6 +692,9 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ])
+        .into_iter()
+        .chain(self.authority.server_args())
+        .collect()
     }
 
     fn simnet_args(&self, events: &Path, with_tdp: bool, two_nodes: bool) -> Vec<OsString> {
@@ -704,9 +744,10 @@ impl Trial<'_> {
             &at(POOL_NODE),
         ]));
         if with_tdp {
-            // The Template Provider signs with the reference authority key (simnet's default),
-            // and refreshes templates at the same --template-interval as the SV1 pool.
+            // The Template Provider signs with the trial's authority key, and refreshes
+            // templates at the same --template-interval as the SV1 pool.
             a.extend(args(["--tdp-listen", &at(POOL_NODE)]));
+            a.extend(self.authority.server_args());
         }
         a
     }
@@ -722,7 +763,9 @@ impl Trial<'_> {
                 "--tp",
                 &tdp.to_string(),
                 "--tp-authority-key",
-                REFERENCE_AUTHORITY_PUBLIC_KEY,
+                &self.authority.public,
+                "--authority-key-file",
+                &self.authority.path.display().to_string(),
             ]),
             _ => args([
                 "pool",
@@ -787,6 +830,8 @@ impl Trial<'_> {
         let listen = free_loopback_port().map_err(io("finding a port for pool_sv2"))?;
         let text = PoolSv2Config {
             listen,
+            authority_public_key: &self.authority.public,
+            authority_secret_key: &self.authority.secret,
             template_provider: tdp,
             payout_address: PAYOUT_ADDRESS,
             shares_per_minute: self.scenario.shares_per_minute,
@@ -815,7 +860,7 @@ impl Trial<'_> {
             _ => args([
                 "translator",
                 "--upstream-authority-key",
-                REFERENCE_AUTHORITY_PUBLIC_KEY,
+                &self.authority.public,
             ]),
         };
         a.extend(args([
@@ -856,6 +901,7 @@ impl Trial<'_> {
         let text = TranslatorSv2Config {
             listen,
             upstream,
+            authority_public_key: &self.authority.public,
             user_identity: &format!("lab.{role}"),
             device_hash_rate: self.device_hash_rate(),
             shares_per_minute: self.scenario.shares_per_minute,
@@ -961,7 +1007,7 @@ impl Trial<'_> {
                 "--protocol",
                 "sv2",
                 "--authority-key",
-                REFERENCE_AUTHORITY_PUBLIC_KEY,
+                &self.authority.public,
             ]));
         }
         a

@@ -10,7 +10,9 @@ use crate::metrics::{
     assemble, host_busy_fraction, measure, write_outputs, ConfigRun, LinkSetup, LogSource,
     MetricsError, PoolShares, ProcessUsage, RoleLog, TrialMeasurement,
 };
-use crate::orchestrate::{simnet_link, Progress, RunError, Trial, TrialRecord, POOL_DURABILITY};
+use crate::orchestrate::{
+    simnet_link, AuthorityFile, Progress, RunError, Trial, TrialRecord, POOL_DURABILITY,
+};
 use crate::report::{write_report, ReportError, ReportFiles};
 use crate::results::{Context, Distribution, Results};
 use crate::scenario::{
@@ -80,8 +82,13 @@ pub fn run(
         } else {
             out.join(format!("trial-{}", i + 1))
         };
+        let authority = AuthorityFile::create(&dir).map_err(|source| LabError::Trial {
+            trial: i + 1,
+            source,
+        })?;
         let trial = Trial {
             scenario,
+            authority: &authority,
             index: i,
             seed: scenario.seed.wrapping_add(u64::from(i)),
             exe,

@@ -9,14 +9,6 @@ use std::process::Command;
 /// The reference pool version the lab is written against (docs/architecture.md, "Third-party roles").
 pub const POOL_SV2_VERSION: &str = "0.7.0";
 
-/// The SV2 reference authority key pair (published in the reference implementation's examples;
-/// test use only). simnet's Template Provider, our SV2 pool and pool_sv2 all sign with it in the
-/// lab, and the devices check it.
-pub const REFERENCE_AUTHORITY_PUBLIC_KEY: &str =
-    "9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72";
-pub const REFERENCE_AUTHORITY_SECRET_KEY: &str =
-    "mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n";
-
 /// The reference translator version the lab is written against (docs/architecture.md, "Third-party roles").
 pub const TRANSLATOR_SV2_VERSION: &str = "0.6.0";
 
@@ -174,6 +166,10 @@ fn version_of(path: &Path) -> Result<String, ThirdPartyError> {
 /// What the lab sets in pool_sv2's config.
 pub struct PoolSv2Config<'a> {
     pub listen: std::net::SocketAddr,
+    /// The pair it signs its certificates with (the trial's); the Template Provider's
+    /// certificate is checked against the same public key.
+    pub authority_public_key: &'a str,
+    pub authority_secret_key: &'a str,
     pub template_provider: std::net::SocketAddr,
     pub payout_address: &'a str,
     pub shares_per_minute: f64,
@@ -186,8 +182,8 @@ impl PoolSv2Config<'_> {
     /// (a larger batch would hold a device's verdict until later shares arrive).
     pub fn toml(&self) -> String {
         format!(
-            "authority_public_key = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n\
-             authority_secret_key = \"{REFERENCE_AUTHORITY_SECRET_KEY}\"\n\
+            "authority_public_key = \"{}\"\n\
+             authority_secret_key = \"{}\"\n\
              cert_validity_sec = 3600\n\
              listen_address = \"{}\"\n\
              coinbase_reward_script = \"addr({})\"\n\
@@ -198,8 +194,14 @@ impl PoolSv2Config<'_> {
              \n\
              [template_provider_type.Sv2Tp]\n\
              address = \"{}\"\n\
-             public_key = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n",
-            self.listen, self.payout_address, self.shares_per_minute as f32, self.template_provider,
+             public_key = \"{}\"\n",
+            self.authority_public_key,
+            self.authority_secret_key,
+            self.listen,
+            self.payout_address,
+            self.shares_per_minute as f32,
+            self.template_provider,
+            self.authority_public_key,
         )
     }
 }
@@ -210,6 +212,8 @@ pub struct TranslatorSv2Config<'a> {
     pub listen: std::net::SocketAddr,
     /// The pool, as the translator reaches it: the WAN tap in front of pool_sv2.
     pub upstream: std::net::SocketAddr,
+    /// The pool's authority public key.
+    pub authority_public_key: &'a str,
     pub user_identity: &'a str,
     /// Hash rate of one device: with `shares_per_minute`, what sets a new device's difficulty.
     pub device_hash_rate: f64,
@@ -244,7 +248,7 @@ impl TranslatorSv2Config<'_> {
              [[upstreams]]\n\
              address = \"{}\"\n\
              port = {}\n\
-             authority_pubkey = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n\
+             authority_pubkey = \"{}\"\n\
              user_identity = \"{}\"\n",
             self.listen.ip(),
             self.listen.port(),
@@ -252,6 +256,7 @@ impl TranslatorSv2Config<'_> {
             self.shares_per_minute as f32,
             self.upstream.ip(),
             self.upstream.port(),
+            self.authority_public_key,
             self.user_identity,
         )
     }
@@ -272,8 +277,12 @@ mod tests {
 
     #[test]
     fn pool_sv2_config_binds_loopback_and_acknowledges_each_share() {
+        let keys = sv2::keys::AuthorityKeys::generate().unwrap();
+        let (public, secret) = (keys.public_key(), keys.secret_key());
         let c = PoolSv2Config {
             listen: "127.0.0.1:34255".parse().unwrap(),
+            authority_public_key: &public,
+            authority_secret_key: &secret,
             template_provider: "127.0.0.1:8442".parse().unwrap(),
             payout_address: "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
             shares_per_minute: 15.0,
@@ -287,6 +296,12 @@ mod tests {
             v["template_provider_type"]["Sv2Tp"]["address"].as_str(),
             Some("127.0.0.1:8442")
         );
+        assert_eq!(v["authority_public_key"].as_str(), Some(public.as_str()));
+        assert_eq!(v["authority_secret_key"].as_str(), Some(secret.as_str()));
+        assert_eq!(
+            v["template_provider_type"]["Sv2Tp"]["public_key"].as_str(),
+            Some(public.as_str())
+        );
         assert!(
             !text.contains("0.0.0.0") && !text.contains("192.168"),
             "{text}"
@@ -295,9 +310,11 @@ mod tests {
 
     #[test]
     fn translator_sv2_config_aggregates_on_loopback_behind_the_tap() {
+        let public = sv2::keys::AuthorityKeys::generate().unwrap().public_key();
         let c = TranslatorSv2Config {
             listen: "127.0.0.1:34300".parse().unwrap(),
             upstream: "127.0.0.1:34301".parse().unwrap(),
+            authority_public_key: &public,
             user_identity: "lab.C-ref.translator0",
             device_hash_rate: 25_000.0,
             shares_per_minute: 15.0,
@@ -316,10 +333,7 @@ mod tests {
         let up = &v["upstreams"][0];
         assert_eq!(up["address"].as_str(), Some("127.0.0.1"));
         assert_eq!(up["port"].as_integer(), Some(34301));
-        assert_eq!(
-            up["authority_pubkey"].as_str(),
-            Some(REFERENCE_AUTHORITY_PUBLIC_KEY)
-        );
+        assert_eq!(up["authority_pubkey"].as_str(), Some(public.as_str()));
         assert_eq!(up["user_identity"].as_str(), Some("lab.C-ref.translator0"));
         // Nothing that would listen beyond loopback or scan a network.
         assert!(v.get("monitoring_address").is_none(), "{text}");

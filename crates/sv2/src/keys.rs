@@ -7,6 +7,8 @@
 //! translator config.
 
 use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -14,8 +16,8 @@ use key_utils::{Secp256k1PublicKey, Secp256k1SecretKey};
 use noise_sv2::Responder;
 
 /// Public half of the SV2 reference implementation's example authority key pair (test use only:
-/// the secret is published). Roles default to it so that reference roles configured from their
-/// examples connect without changes.
+/// the secret is published). No role uses it unless told to: servers generate their own pair
+/// ([`load_or_create`]).
 pub const REFERENCE_AUTHORITY_PUBLIC_KEY: &str =
     "9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72";
 /// Secret half of the reference example pair (published; never protects anything real).
@@ -84,6 +86,30 @@ impl AuthorityKeys {
         })
     }
 
+    /// A fresh pair from the operating system's randomness.
+    pub fn generate() -> Result<AuthorityKeys, KeyError> {
+        loop {
+            let mut bytes = [0u8; 32];
+            getrandom::fill(&mut bytes).map_err(|e| KeyError::Secret(e.to_string()))?;
+            // Out of range for secp256k1 (zero, or past the group order) about once in 2^128
+            // draws: draw again.
+            let encoded = primitives::bitcoin::base58::encode_check(&bytes);
+            if let Ok(keys) = AuthorityKeys::from_secret(&encoded) {
+                return Ok(keys);
+            }
+        }
+    }
+
+    /// Whether this is the reference example pair, whose secret is published.
+    pub fn is_reference(&self) -> bool {
+        self.public_key() == REFERENCE_AUTHORITY_PUBLIC_KEY
+    }
+
+    /// The secret key in base58check, for the key file (never logged: see the `Debug` impl).
+    pub fn secret_key(&self) -> String {
+        self.secret.to_string()
+    }
+
     /// The public key in the base58check form clients are configured with.
     pub fn public_key(&self) -> String {
         self.public.to_string()
@@ -106,12 +132,6 @@ impl AuthorityKeys {
     }
 }
 
-impl Default for AuthorityKeys {
-    fn default() -> Self {
-        AuthorityKeys::reference()
-    }
-}
-
 /// Shows only the public key: the secret stays out of logs.
 impl fmt::Debug for AuthorityKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -119,6 +139,97 @@ impl fmt::Debug for AuthorityKeys {
             .field("public", &self.public_key())
             .finish_non_exhaustive()
     }
+}
+
+/// The authority key file a server creates when it is given no key pair: in the working
+/// directory.
+pub const DEFAULT_KEY_FILE: &str = "stratumlab-authority.key";
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    #[error("authority key file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("authority key file {path}: no `authority_secret_key = \"...\"` line")]
+    NoSecret { path: PathBuf },
+    #[error("authority key file {path}: {source}")]
+    Key { path: PathBuf, source: KeyError },
+}
+
+/// The server's authority key pair from `path`, created there (mode 0600, the secret and the
+/// public key as `key = "value"` lines, which a TOML reader also takes) when the file does not
+/// exist. Returns whether it was created. Two servers starting at once on the same path get
+/// the same pair: the file appears whole or not at all, and the second reads the first's.
+pub fn load_or_create(path: &Path) -> Result<(AuthorityKeys, bool), KeyFileError> {
+    let io = |source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    match read_key_file(path) {
+        Ok(keys) => return Ok((keys, false)),
+        Err(KeyFileError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let keys = AuthorityKeys::generate().map_err(|source| KeyFileError::Key {
+        path: path.to_owned(),
+        source,
+    })?;
+    // Written whole to a private temporary file beside it, then linked into place: a server
+    // starting at the same moment sees either no file or the complete one, and the first link
+    // wins.
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = options.open(&tmp).and_then(|mut file| {
+        write!(
+            file,
+            "# The SV2 authority key pair of a stratumlab server: the secret signs its Noise\n\
+             # certificates. Keep this file private; give clients the public key.\n\
+             authority_secret_key = \"{}\"\nauthority_public_key = \"{}\"\n",
+            keys.secret_key(),
+            keys.public_key()
+        )?;
+        file.sync_all()
+    });
+    let linked = written.and_then(|()| std::fs::hard_link(&tmp, path));
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return read_key_file(path).map(|k| (k, false));
+        }
+        Err(e) => return Err(io(e)),
+    }
+    Ok((keys, true))
+}
+
+fn read_key_file(path: &Path) -> Result<AuthorityKeys, KeyFileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KeyFileError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let value = |name: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == name).then(|| v.trim().trim_matches('"').to_owned())
+        })
+    };
+    let secret = value("authority_secret_key").ok_or_else(|| KeyFileError::NoSecret {
+        path: path.to_owned(),
+    })?;
+    let key = |source| KeyFileError::Key {
+        path: path.to_owned(),
+        source,
+    };
+    match value("authority_public_key") {
+        Some(public) => AuthorityKeys::from_strings(&public, &secret),
+        None => AuthorityKeys::from_secret(&secret),
+    }
+    .map_err(key)
 }
 
 /// Parses a base58check authority public key into the bytes a Noise initiator checks against.
@@ -151,6 +262,55 @@ mod tests {
         );
         assert!(!format!("{k:?}").contains(REFERENCE_AUTHORITY_SECRET_KEY));
         assert!(k.responder(Duration::from_secs(60)).is_ok());
+    }
+
+    #[test]
+    fn a_key_file_is_created_private_once_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("sv2-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("authority.key");
+        let _ = std::fs::remove_file(&path);
+        let (created, fresh) = load_or_create(&path).unwrap();
+        assert!(fresh);
+        assert!(!created.is_reference());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        }
+        let (again, fresh) = load_or_create(&path).unwrap();
+        assert!(!fresh);
+        assert_eq!(again.public_key(), created.public_key());
+        assert_eq!(again.secret_key(), created.secret_key());
+        assert!(!format!("{again:?}").contains(&again.secret_key()));
+        // Two generated pairs differ.
+        assert_ne!(
+            AuthorityKeys::generate().unwrap().public_key(),
+            AuthorityKeys::generate().unwrap().public_key()
+        );
+        // A file whose public key is not the secret's is refused.
+        std::fs::write(
+            &path,
+            format!(
+                "authority_secret_key = \"{}\"\nauthority_public_key = \"{REFERENCE_AUTHORITY_PUBLIC_KEY}\"\n",
+                created.secret_key()
+            ),
+        )
+        .unwrap();
+        assert!(matches!(
+            load_or_create(&path),
+            Err(KeyFileError::Key {
+                source: KeyError::Mismatch { .. },
+                ..
+            })
+        ));
+        std::fs::write(&path, "nothing here\n").unwrap();
+        assert!(matches!(
+            load_or_create(&path),
+            Err(KeyFileError::NoSecret { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub use server::{Tap, TapError};
 pub use stats::{Distribution, Summary, TapStats};
 pub use stream::{stream_seed, Released, Stream};
 pub use sv1_watch::{Protocol, Sv1Counts, Sv1Watch};
-pub use sv2_relay::{Sv2ConfigError, Sv2Terminate};
+pub use sv2_relay::Sv2Terminate;
 pub use sv2_watch::{Sv2Counts, Sv2Watch};
 pub use timer::{PreciseTimer, Sleep, TimerHandle, TimerStats};
 pub use units::{Bandwidth, LossRate};

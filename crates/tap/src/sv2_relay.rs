@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use events::{ConnectionClosed, Direction, EventKind, ShortStr};
-use sv2::{AuthorityKeys, Frame, KeyError, NoiseError, NoiseInitiator, NoiseResponder};
+use sv2::{AuthorityKeys, Frame, NoiseError, NoiseInitiator, NoiseResponder};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -56,14 +56,6 @@ pub struct Sv2Terminate {
     pub handshake_timeout: Duration,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum Sv2ConfigError {
-    #[error(transparent)]
-    Key(#[from] KeyError),
-    #[error("the authority public and secret keys go together")]
-    HalfPair,
-}
-
 impl Sv2Terminate {
     /// Terminating with `keys`, checking the upstream against `upstream_authority` if given.
     pub fn new(keys: AuthorityKeys, upstream_authority: Option<[u8; 32]>) -> Self {
@@ -75,22 +67,6 @@ impl Sv2Terminate {
             max_frame_bytes: limits.max_frame_bytes,
             handshake_timeout: limits.handshake_timeout,
         }
-    }
-
-    /// From base58check keys: both halves of the tap's pair or neither (the SV2 reference test
-    /// pair), and the upstream's public key or none.
-    pub fn from_strings(
-        public: Option<&str>,
-        secret: Option<&str>,
-        upstream_authority: Option<&str>,
-    ) -> Result<Self, Sv2ConfigError> {
-        let keys = match (public, secret) {
-            (Some(p), Some(s)) => AuthorityKeys::from_strings(p, s)?,
-            (None, None) => AuthorityKeys::reference(),
-            _ => return Err(Sv2ConfigError::HalfPair),
-        };
-        let upstream = upstream_authority.map(sv2::parse_public_key).transpose()?;
-        Ok(Sv2Terminate::new(keys, upstream))
     }
 
     /// The public key clients must trust, base58check.

@@ -45,9 +45,9 @@ pub struct FleetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
-    /// SV2: the pool's authority public key (base58check, as pool_sv2 configs write it); the
-    /// devices refuse a pool whose Noise certificate it did not sign [default: the SV2
-    /// reference test key, 9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72].
+    /// SV2: the pool's authority public key (base58check, as the pool prints it and pool_sv2
+    /// configs write it); the devices refuse a pool whose Noise certificate it did not sign.
+    /// Required with --protocol sv2.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key: Option<String>,
@@ -155,7 +155,7 @@ pub struct FleetArgs {
 pub struct Settings {
     pub pool: Option<SocketAddr>,
     pub protocol: Protocol,
-    pub authority_key: String,
+    pub authority_key: Option<String>,
     pub nominal_hash_rate: Option<Budget>,
     pub devices: u32,
     pub hash_budget: Budget,
@@ -185,7 +185,7 @@ impl Default for Settings {
         Settings {
             pool: None,
             protocol: Protocol::Sv1,
-            authority_key: fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY.to_owned(),
+            authority_key: None,
             nominal_hash_rate: None,
             devices: 1,
             hash_budget: Budget(HashRate::from_hashes_per_sec(1e6)),
@@ -249,8 +249,11 @@ impl Settings {
             c.sv2 = Sv2Config {
                 profile: self.profile,
                 worker_prefix: self.worker.clone(),
-                authority_key: parse_authority_key(&self.authority_key)
-                    .context("--authority-key")?,
+                authority_key: parse_authority_key(self.authority_key.as_deref().context(
+                    "--authority-key BASE58 (the pool's authority public key, which it prints at \
+                     start) is required with --protocol sv2",
+                )?)
+                .context("--authority-key")?,
                 nominal_hash_rate: self.nominal_hash_rate.map(|r| r.0.hashes_per_sec()),
                 backoff,
                 reply_timeout: self.reply_timeout.0,
@@ -545,7 +548,15 @@ mod tests {
             "pool = \"127.0.0.1:34254\"\nprotocol = \"sv2\"\nprofile = \"bitaxe\"\n",
         )
         .unwrap();
+        // SV2 devices without the pool's key: refused, saying what to give.
         let s: Settings = config::load(Some(f.path()), &FleetArgs::default()).unwrap();
+        let e = s.fleet_config().err().expect("no key, yet a configuration");
+        assert!(format!("{e:#}").contains("--authority-key"), "{e:#}");
+        let keyed = FleetArgs {
+            authority_key: Some(fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY.into()),
+            ..FleetArgs::default()
+        };
+        let s: Settings = config::load(Some(f.path()), &keyed).unwrap();
         assert_eq!(s.protocol, Protocol::Sv2);
         let c = s.fleet_config().unwrap();
         assert_eq!(c.protocol, Protocol::Sv2);
@@ -571,7 +582,7 @@ mod tests {
         let args = FleetArgs {
             worker: Some("acct.rig".into()),
             nominal_hash_rate: Some("100TH/s".parse().unwrap()),
-            ..FleetArgs::default()
+            ..keyed
         };
         let c = config::load::<Settings>(Some(f.path()), &args)
             .unwrap()

@@ -12,7 +12,6 @@ use jdc::declarer::DeclarerConfig;
 use jdc::fallback::FallbackConfig;
 use jdc::pool_channel::PoolChannelConfig;
 use jdc::shell::{JdcSettings, Upstream};
-use simnet::tdp::parse_public_key;
 
 use crate::cmd::pool::{PoolArgs, Settings};
 use crate::config;
@@ -24,13 +23,15 @@ pub struct JdcArgs {
     /// The pool's Stratum V2 mining endpoint, where declared jobs are set and shares go.
     #[arg(long, value_name = "ADDR")]
     pub upstream: SocketAddr,
-    /// The pool's authority public key; without it any certificate is accepted.
+    /// The pool's authority public key (it prints it at start). Required unless
+    /// --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
     pub upstream_authority_key: Option<String>,
     /// The pool's Job Declarator Server.
     #[arg(long, value_name = "ADDR")]
     pub jds: SocketAddr,
-    /// The JDS's authority public key; without it any certificate is accepted.
+    /// The JDS's authority public key (it prints it at start). Required unless
+    /// --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
     pub jds_authority_key: Option<String>,
     /// The account the pool credits (channel user identity and JDS user identifier).
@@ -45,13 +46,15 @@ pub struct JdcArgs {
     pub fallback_payout_address: Option<String>,
 }
 
-fn upstream(addr: SocketAddr, key: &Option<String>, flag: &str) -> Result<Upstream> {
+fn upstream(
+    addr: SocketAddr,
+    key: &Option<String>,
+    insecure: bool,
+    flag: &str,
+) -> Result<Upstream> {
     Ok(Upstream {
         addr,
-        authority: match key {
-            Some(k) => Some(parse_public_key(k).with_context(|| flag.to_string())?),
-            None => None,
-        },
+        authority: crate::cmd::keys::server_key(key.as_deref(), insecure, flag)?,
     })
 }
 
@@ -92,10 +95,16 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
     };
     let jdc = JdcSettings {
         pool,
-        jds: upstream(args.jds, &args.jds_authority_key, "--jds-authority-key")?,
+        jds: upstream(
+            args.jds,
+            &args.jds_authority_key,
+            args.pool.insecure_skip_verify,
+            "--jds-authority-key",
+        )?,
         upstream: upstream(
             args.upstream,
             &args.upstream_authority_key,
+            args.pool.insecure_skip_verify,
             "--upstream-authority-key",
         )?,
         declarer: DeclarerConfig {
@@ -120,6 +129,10 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
         .build()
         .context("tokio runtime")?;
     rt.block_on(async move {
+        println!(
+            "sv2 authority public key {}",
+            jdc.pool.sv2.keys.public_key()
+        );
         let running = jdc::shell::start(jdc).await.context("jdc")?;
         if let Some(a) = running.pool.sv2_addr {
             println!("sv2 listening on {a}");

@@ -14,7 +14,6 @@ use jds::JdsConfig;
 use pool::jd_token::TokenKey;
 use pool::node::{NodeAuth, NodeConfig};
 use primitives::bitcoin::Network;
-use sv2::keys::AuthorityKeys;
 
 use crate::config::{self, Dur};
 
@@ -60,7 +59,14 @@ pub struct JdsArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
-    /// The JDS's SV2 authority public key (base58) [default: the SV2 reference test key pair].
+    /// The JDS's authority key pair lives in this file, created with a fresh pair on first
+    /// start (mode 0600); its public key is printed at start [default: stratumlab-authority.key
+    /// in the working directory].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key_file: Option<PathBuf>,
+    /// The JDS's SV2 authority public key (base58), with --authority-secret-key, instead of
+    /// the key file.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
@@ -129,6 +135,7 @@ pub struct Settings {
     pub jd_token_key: Option<PathBuf>,
     pub payout_address: Option<String>,
     pub network: String,
+    pub authority_key_file: Option<PathBuf>,
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
@@ -155,6 +162,7 @@ impl Default for Settings {
             jd_token_key: None,
             payout_address: None,
             network: "regtest".into(),
+            authority_key_file: None,
             authority_public_key: None,
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
@@ -198,13 +206,12 @@ impl Settings {
             (None, None, None) => NodeAuth::None,
             _ => bail!("give --rpc-user with --rpc-password, or --rpc-cookie"),
         };
-        let keys = match (&self.authority_public_key, &self.authority_secret_key) {
-            (Some(p), Some(s)) => {
-                AuthorityKeys::from_strings(p, s).context("authority key pair")?
-            }
-            (None, None) => AuthorityKeys::reference(),
-            _ => bail!("--authority-public-key and --authority-secret-key go together"),
-        };
+        let keys = crate::cmd::keys::server_keys(
+            self.authority_public_key.as_deref(),
+            self.authority_secret_key.as_deref(),
+            self.authority_key_file.as_deref(),
+            "jds",
+        )?;
         if self.cert_validity.is_zero() {
             bail!("--cert-validity must be positive");
         }

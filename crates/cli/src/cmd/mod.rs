@@ -2,6 +2,7 @@ pub mod events;
 pub mod fleet;
 pub mod jdc;
 pub mod jds;
+pub mod keys;
 pub mod pool;
 pub mod report;
 pub mod run;

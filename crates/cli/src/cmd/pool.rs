@@ -22,7 +22,7 @@ use pool::tp::TpConfig;
 use pool::vardiff::VardiffConfig;
 use primitives::bitcoin::Network;
 use primitives::Difficulty;
-use simnet::tdp::{parse_public_key, TdpKeys};
+use simnet::tdp::TdpKeys;
 
 use crate::config::{self, Dur};
 
@@ -172,13 +172,26 @@ pub struct PoolArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tp: Option<SocketAddr>,
-    /// The Template Provider's authority public key (base58); without it any certificate is
-    /// accepted.
+    /// The Template Provider's authority public key (base58; simnet prints it as `tdp
+    /// authority public key`): its certificate must be signed with it. Required with --tp
+    /// unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tp_authority_key: Option<String>,
-    /// The pool's SV2 authority public key (base58) [default: the SV2 reference test key pair,
-    /// printed at start].
+    /// Accept any certificate from the servers this role connects to (here, the Template
+    /// Provider) instead of checking it against their authority key.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
+    /// The SV2 front end's authority key pair lives in this file, created with a fresh pair on
+    /// first start (mode 0600); its public key is printed at start. Unused with
+    /// --authority-public-key/--authority-secret-key, or without --sv2-listen [default:
+    /// stratumlab-authority.key in the working directory].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key_file: Option<PathBuf>,
+    /// The pool's SV2 authority public key (base58), with --authority-secret-key, instead of
+    /// the key file.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
@@ -245,6 +258,8 @@ pub struct Settings {
     pub sv2_listen: Option<SocketAddr>,
     pub tp: Option<SocketAddr>,
     pub tp_authority_key: Option<String>,
+    pub insecure_skip_verify: bool,
+    pub authority_key_file: Option<PathBuf>,
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
@@ -289,6 +304,8 @@ impl Default for Settings {
             sv2_listen: None,
             tp: None,
             tp_authority_key: None,
+            insecure_skip_verify: false,
+            authority_key_file: None,
             authority_public_key: None,
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
@@ -324,10 +341,16 @@ impl Settings {
     }
 
     fn sv2_settings(&self) -> Result<Sv2Settings> {
-        let keys = match (&self.authority_public_key, &self.authority_secret_key) {
-            (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair")?,
-            (None, None) => TdpKeys::reference(),
-            _ => bail!("--authority-public-key and --authority-secret-key go together"),
+        // An SV1-only pool signs nothing: it neither needs nor writes a key file.
+        let keys = if self.sv2_listen.is_some() {
+            crate::cmd::keys::server_keys(
+                self.authority_public_key.as_deref(),
+                self.authority_secret_key.as_deref(),
+                self.authority_key_file.as_deref(),
+                "pool",
+            )?
+        } else {
+            TdpKeys::reference()
         };
         if self.cert_validity.0.is_zero() {
             bail!("--cert-validity must be positive");
@@ -357,9 +380,11 @@ impl Settings {
             return Ok(None);
         };
         let mut c = TpConfig::new(addr);
-        if let Some(k) = &self.tp_authority_key {
-            c.authority = Some(parse_public_key(k).context("--tp-authority-key")?);
-        }
+        c.authority = crate::cmd::keys::server_key(
+            self.tp_authority_key.as_deref(),
+            self.insecure_skip_verify,
+            "--tp-authority-key",
+        )?;
         Ok(Some(c))
     }
 

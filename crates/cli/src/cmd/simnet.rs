@@ -126,8 +126,14 @@ pub struct SimnetArgs {
     #[arg(long, value_name = "[NAME=]ADDR")]
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tdp_listen: Vec<NodeAddr>,
-    /// The Template Provider's authority public key (base58) [default: the SV2 reference
-    /// test key pair, printed at start].
+    /// The Template Provider's authority key pair lives in this file, created with a fresh
+    /// pair on first start (mode 0600); its public key is printed at start [default:
+    /// stratumlab-authority.key in the working directory].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key_file: Option<PathBuf>,
+    /// The Template Provider's authority public key (base58), with --authority-secret-key,
+    /// instead of the key file.
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
@@ -170,6 +176,7 @@ pub struct Settings {
     pub zmq_listen: Vec<NodeAddr>,
     #[serde(deserialize_with = "config::one_or_many")]
     pub tdp_listen: Vec<NodeAddr>,
+    pub authority_key_file: Option<PathBuf>,
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub cert_validity: Dur,
@@ -199,6 +206,7 @@ impl Default for Settings {
             datadir: None,
             zmq_listen: Vec::new(),
             tdp_listen: Vec::new(),
+            authority_key_file: None,
             authority_public_key: None,
             authority_secret_key: None,
             cert_validity: Dur(Duration::from_secs(3600)),
@@ -229,13 +237,14 @@ impl Settings {
         c
     }
 
-    /// The Template Provider's authority keys: both halves given, or the reference pair.
+    /// The Template Provider's authority keys: both halves given, or the key file's.
     fn tdp_keys(&self) -> Result<TdpKeys> {
-        match (&self.authority_public_key, &self.authority_secret_key) {
-            (Some(p), Some(s)) => TdpKeys::from_strings(p, s).context("authority key pair"),
-            (None, None) => Ok(TdpKeys::reference()),
-            _ => bail!("--authority-public-key and --authority-secret-key go together"),
-        }
+        crate::cmd::keys::server_keys(
+            self.authority_public_key.as_deref(),
+            self.authority_secret_key.as_deref(),
+            self.authority_key_file.as_deref(),
+            "simnet",
+        )
     }
 
     /// The nodes to present, with their delays and endpoints, in order.

@@ -119,12 +119,19 @@ pub struct TapArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
     /// Terminate Stratum V2's Noise on both legs with the tap's own keys (clients must trust
-    /// --authority-public-key), re-encrypt every frame unchanged, and report the messages.
+    /// its authority public key, printed at start), re-encrypt every frame unchanged, and
+    /// report the messages.
     #[arg(long)]
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sv2_terminate: bool,
-    /// With --sv2-terminate: the tap's SV2 authority public key (base58) [default: the SV2
-    /// reference test key pair].
+    /// With --sv2-terminate: the tap's authority key pair lives in this file, created with a
+    /// fresh pair on first start (mode 0600) [default: stratumlab-authority.key in the working
+    /// directory].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key_file: Option<PathBuf>,
+    /// With --sv2-terminate: the tap's SV2 authority public key (base58), with
+    /// --authority-secret-key, instead of the key file.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
@@ -139,10 +146,14 @@ pub struct TapArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
     /// With --sv2-terminate: the upstream's authority public key (base58) its certificate must
-    /// be signed with; without it any certificate is accepted.
+    /// be signed with. Required unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_authority_key: Option<String>,
+    /// With --sv2-terminate: accept any certificate from the upstream.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
 }
 
 /// The settings after the file and the flags are combined.
@@ -171,9 +182,11 @@ pub struct Settings {
     pub threads: Option<usize>,
     pub duration: Dur,
     pub sv2_terminate: bool,
+    pub authority_key_file: Option<PathBuf>,
     pub authority_public_key: Option<String>,
     pub authority_secret_key: Option<String>,
     pub upstream_authority_key: Option<String>,
+    pub insecure_skip_verify: bool,
 }
 
 impl Default for Settings {
@@ -205,9 +218,11 @@ impl Default for Settings {
             threads: None,
             duration: Dur::ZERO,
             sv2_terminate: false,
+            authority_key_file: None,
             authority_public_key: None,
             authority_secret_key: None,
             upstream_authority_key: None,
+            insecure_skip_verify: false,
         }
     }
 }
@@ -258,23 +273,28 @@ impl Settings {
     fn sv2_terminate(&self) -> Result<Option<Sv2Terminate>> {
         let keys_given = self.authority_public_key.is_some()
             || self.authority_secret_key.is_some()
-            || self.upstream_authority_key.is_some();
+            || self.authority_key_file.is_some()
+            || self.upstream_authority_key.is_some()
+            || self.insecure_skip_verify;
         if !self.sv2_terminate {
             anyhow::ensure!(
                 !keys_given,
-                "--authority-public-key, --authority-secret-key and --upstream-authority-key go with --sv2-terminate"
+                "--authority-key-file, --authority-public-key, --authority-secret-key, --upstream-authority-key and --insecure-skip-verify go with --sv2-terminate"
             );
             return Ok(None);
         }
-        let t = Sv2Terminate::from_strings(
+        let keys = crate::cmd::keys::server_keys(
             self.authority_public_key.as_deref(),
             self.authority_secret_key.as_deref(),
-            self.upstream_authority_key.as_deref(),
-        )
-        .context(
-            "--sv2-terminate keys (--authority-public-key and --authority-secret-key go together)",
+            self.authority_key_file.as_deref(),
+            "tap",
         )?;
-        Ok(Some(t))
+        let upstream = crate::cmd::keys::server_key(
+            self.upstream_authority_key.as_deref(),
+            self.insecure_skip_verify,
+            "--upstream-authority-key",
+        )?;
+        Ok(Some(Sv2Terminate::new(keys, upstream)))
     }
 }
 
@@ -386,35 +406,59 @@ mod tests {
     }
 
     #[test]
-    fn sv2_termination_takes_the_reference_pair_or_both_halves() {
+    fn sv2_termination_takes_a_key_file_or_both_halves_and_an_upstream_key_or_insecure() {
         // The SV2 reference test pair's public half.
         const REFERENCE: &str = "9auqWEzQDVyd2oe1JVGFLMLHZtCo2FFqZwtKA5gd9xbuEu7PH72";
-        let settings = |sv2_terminate, public: Option<&str>, upstream_key: Option<&str>| {
-            let args = TapArgs {
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                upstream: Some("127.0.0.1:1".parse().unwrap()),
-                sv2_terminate,
-                authority_public_key: public.map(Into::into),
-                upstream_authority_key: upstream_key.map(Into::into),
-                ..TapArgs::default()
+        let dir = tempfile::tempdir().unwrap();
+        let key_file = dir.path().join("tap.key");
+        let settings =
+            |sv2_terminate, public: Option<&str>, upstream_key: Option<&str>, insecure| {
+                let args = TapArgs {
+                    listen: Some("127.0.0.1:0".parse().unwrap()),
+                    upstream: Some("127.0.0.1:1".parse().unwrap()),
+                    sv2_terminate,
+                    authority_key_file: (sv2_terminate && public.is_none())
+                        .then(|| key_file.clone()),
+                    authority_public_key: public.map(Into::into),
+                    upstream_authority_key: upstream_key.map(Into::into),
+                    insecure_skip_verify: insecure,
+                    ..TapArgs::default()
+                };
+                config::load::<Settings>(None, &args).unwrap().tap_config()
             };
-            config::load::<Settings>(None, &args).unwrap().tap_config()
-        };
-        assert!(settings(false, None, None).unwrap().sv2.is_none());
-        let sv2 = settings(true, None, None)
+        assert!(settings(false, None, None, false).unwrap().sv2.is_none());
+        // No upstream key and no --insecure-skip-verify: refused, saying what to give.
+        let e = settings(true, None, None, false).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--upstream-authority-key"),
+            "{e:#}"
+        );
+        let sv2 = settings(true, None, None, true)
             .unwrap()
             .sv2
             .expect("terminating");
-        assert_eq!(sv2.public_key(), REFERENCE);
-        assert!(sv2.upstream_authority.is_none(), "any upstream accepted");
-        let sv2 = settings(true, None, Some(REFERENCE)).unwrap().sv2.unwrap();
-        assert!(sv2.upstream_authority.is_some());
         assert!(
-            settings(true, Some(REFERENCE), None).is_err(),
+            sv2.upstream_authority.is_none(),
+            "any upstream accepted, as asked"
+        );
+        // The tap's own pair came from its key file, fresh: not the reference pair.
+        assert_ne!(sv2.public_key(), REFERENCE);
+        let again = settings(true, None, Some(REFERENCE), false)
+            .unwrap()
+            .sv2
+            .unwrap();
+        assert_eq!(
+            again.public_key(),
+            sv2.public_key(),
+            "the key file's pair, kept"
+        );
+        assert!(again.upstream_authority.is_some());
+        assert!(
+            settings(true, Some(REFERENCE), Some(REFERENCE), false).is_err(),
             "half a pair"
         );
-        assert!(settings(true, None, Some("nonsense")).is_err());
-        let e = settings(false, None, Some(REFERENCE)).unwrap_err();
+        assert!(settings(true, None, Some("nonsense"), false).is_err());
+        let e = settings(false, None, Some(REFERENCE), false).unwrap_err();
         assert!(format!("{e:#}").contains("--sv2-terminate"), "{e:#}");
     }
 

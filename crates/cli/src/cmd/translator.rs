@@ -38,12 +38,17 @@ pub struct TranslatorArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream: Option<Vec<SocketAddr>>,
-    /// The pool's SV2 authority public key (base58) its certificate must be signed with; one
-    /// for every upstream, or one per `--upstream` in the same order [default: the SV2
-    /// reference test key].
+    /// The pool's SV2 authority public key (base58; the pool prints it at start) its
+    /// certificate must be signed with; one for every upstream, or one per `--upstream` in the
+    /// same order. Required unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_authority_key: Option<Vec<String>>,
+    /// Accept any certificate from the upstream pools instead of checking it against their
+    /// authority key.
+    #[arg(long)]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
     /// An upstream that answers nothing for this long while a share awaits its verdict is
     /// failed over [default: 30s].
     #[arg(long)]
@@ -110,6 +115,7 @@ pub struct Settings {
     pub upstream: Vec<SocketAddr>,
     #[serde(deserialize_with = "config::one_or_many")]
     pub upstream_authority_key: Vec<String>,
+    pub insecure_skip_verify: bool,
     pub upstream_keepalive: Dur,
     pub upstream_open_timeout: Dur,
     pub channels: String,
@@ -132,6 +138,7 @@ impl Default for Settings {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             upstream: Vec::new(),
             upstream_authority_key: Vec::new(),
+            insecure_skip_verify: false,
             upstream_keepalive: Dur(Duration::from_secs(30)),
             upstream_open_timeout: Dur(translator::per_device::DEFAULT_OPEN_TIMEOUT),
             channels: t.channels.to_string(),
@@ -164,15 +171,21 @@ impl Settings {
         );
         let mut upstreams = Vec::new();
         for (i, &addr) in self.upstream.iter().enumerate() {
-            let key = keys
+            // Without a key, any certificate: allowed only with --insecure-skip-verify, which
+            // `serve` checks for the SV2 translator (the SV1 proxy's upstream has none).
+            let authority_key = keys
                 .get(i)
                 .or(keys.first())
-                .map_or(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY, String::as_str);
-            let authority_key = sv2::keys::parse_public_key(key)
+                .map(|key| sv2::keys::parse_public_key(key))
+                .transpose()
                 .map_err(|e| anyhow::anyhow!("--upstream-authority-key for {addr}: {e}"))?;
+            anyhow::ensure!(
+                authority_key.is_none() || !self.insecure_skip_verify,
+                "--upstream-authority-key and --insecure-skip-verify exclude each other"
+            );
             upstreams.push(UpstreamSpec {
                 addr,
-                authority_key: Some(authority_key),
+                authority_key,
             });
         }
         anyhow::ensure!(
@@ -244,6 +257,21 @@ where
 {
     let settings: Settings = config::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
+    if role == "translator" {
+        if sc.upstreams.iter().any(|u| u.authority_key.is_none()) {
+            anyhow::ensure!(
+                settings.insecure_skip_verify,
+                "--upstream-authority-key BASE58 is required: the pool's authority public key (it \
+                 prints it at start), or --insecure-skip-verify to accept any pool"
+            );
+            tracing::warn!("--insecure-skip-verify: accepting any pool certificate");
+        }
+    } else {
+        anyhow::ensure!(
+            settings.upstream_authority_key.is_empty() && !settings.insecure_skip_verify,
+            "--upstream-authority-key and --insecure-skip-verify are for the SV2 translator"
+        );
+    }
     anyhow::ensure!(
         role == "translator" || sc.translator.channels == ChannelMode::Aggregated,
         "--channels per-device is for `stratumlab translator` only: an SV1 pool gives one subscription per connection, so the {role} aggregates"
@@ -422,9 +450,7 @@ mod tests {
         assert_eq!(c.http_listen, Some("127.0.0.1:0".parse().unwrap()));
         assert_eq!(c.translator.start_difficulty.as_f64(), 0.5);
         assert_eq!(c.translator.device_hash_rate, 40_000.0);
-        assert_eq!(
-            c.upstreams[0].authority_key,
-            Some(sv2::keys::parse_public_key(sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap())
-        );
+        // No key given: none (the translator then requires --insecure-skip-verify).
+        assert_eq!(c.upstreams[0].authority_key, None);
     }
 }

@@ -276,12 +276,15 @@ pub fn sv2_pool_on_simnet(
         ),
     );
     let tdp = simnet.line("tdp listening on");
+    let tdp_key = simnet.line("tdp authority public key");
     let store = dir.join("pool.sqlite");
     let mut args = vec![
         "--sv2-listen",
         "127.0.0.1:0",
         "--tp",
         &tdp,
+        "--tp-authority-key",
+        &tdp_key,
         "--http-listen",
         "127.0.0.1:0",
         "--payout-address",
