@@ -696,7 +696,18 @@ fn whole_block(header_and_coinbase: &[u8], txs: &[Vec<u8>]) -> Option<Vec<u8>> {
     for t in txs {
         block.extend_from_slice(t);
     }
-    Some(block)
+    // Transactions of another template (a restarted provider reusing its ids) would make a
+    // block no node takes: keep the provider's shape then.
+    is_whole(&block).then_some(block)
+}
+
+/// Whether `block` is a whole block: it decodes and its header commits to its transactions.
+/// (What the pool stores of a block found on a provider template whose transactions it did
+/// not get is the header and the coinbase alone, which fails this unless the template had no
+/// other transaction.)
+fn is_whole(block: &[u8]) -> bool {
+    primitives::bitcoin::consensus::deserialize::<primitives::bitcoin::Block>(block)
+        .is_ok_and(|b| b.check_merkle_root())
 }
 
 /// Found blocks: persisted, then submitted (to the node until it answers, or to the provider
@@ -710,27 +721,45 @@ async fn blocks_task(
     shutdown: watch::Receiver<bool>,
 ) {
     let sink = Arc::new(sink);
-    // Blocks an earlier run persisted but never heard back about go out first.
+    // Blocks an earlier run persisted but never heard back about go out again, each on a task of
+    // its own: a node that is down must not hold up the blocks found from now on.
     if let Some(s) = &store {
         for b in s.blocks_awaiting_answer().to_vec() {
-            let result = match &*sink {
-                BlockSink::Node(client)
-                | BlockSink::Tp {
-                    node: Some((client, _)),
-                    ..
-                } => {
-                    tracing::info!(
-                        height = b.height,
-                        "resubmitting a block an earlier run found"
-                    );
-                    let answer =
-                        submit_until_answered(client, &b.block, client.config().retry).await;
-                    answer.answer.reason().unwrap_or("accepted").to_owned()
-                }
-                // A provider's template ids live as long as its connection: nothing to name.
-                BlockSink::Tp { .. } => "unsubmitted-template-gone".to_owned(),
-            };
-            let _ = s.record_block_result(b.hash, &result, unix_ms());
+            let (s, sink) = (s.clone(), sink.clone());
+            tokio::spawn(async move {
+                let result = match &*sink {
+                    BlockSink::Node(client)
+                    | BlockSink::Tp {
+                        node: Some((client, _)),
+                        ..
+                    } => {
+                        if !is_whole(&b.block) {
+                            // Stored before its template's transactions were known: no node
+                            // would take it.
+                            "incomplete-block-not-resubmitted".to_owned()
+                        } else {
+                            tracing::info!(
+                                height = b.height,
+                                "resubmitting a block an earlier run found"
+                            );
+                            let outcome =
+                                submit_until_answered(client, &b.block, client.config().retry)
+                                    .await;
+                            let reason = outcome.answer.reason().unwrap_or("");
+                            // `duplicate`: the node has it (the earlier run's submission got
+                            // there before the answer was recorded).
+                            if outcome.node_has_block() || reason == "duplicate" {
+                                "accepted".to_owned()
+                            } else {
+                                reason.to_owned()
+                            }
+                        }
+                    }
+                    // A provider's template ids live as long as its connection: nothing to name.
+                    BlockSink::Tp { .. } => "unsubmitted-template-gone".to_owned(),
+                };
+                let _ = s.record_block_result(b.hash, &result, unix_ms());
+            });
         }
     }
     let mut shutdown_rx = shutdown.clone();
@@ -760,10 +789,13 @@ async fn blocks_task(
             },
         ) = (&tdp, &*sink)
         {
+            // Newest first: a provider that restarted numbers its templates from 1 again (and a
+            // stale match fails the merkle check in `whole_block` anyway).
             let known = txs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
+                .rev()
                 .find(|(id, _)| *id == tdp.template_id)
                 .map(|(_, d)| d.clone());
             // Found before the template's transactions arrived: ask for them now, briefly
@@ -811,6 +843,7 @@ async fn blocks_task(
                 template_id: None,
                 conn: Some(b.conn),
             });
+            engine.stats.block_handed_off();
             if let Some(s) = &store {
                 if let Err(e) = s.record_block_result(b.hash.0, DECLARED_NOT_SUBMITTED, unix_ms()) {
                     tracing::error!(hash = %b.hash, error = %e, "block result not recorded");
@@ -896,6 +929,8 @@ async fn submit(
     let connected = health.state(Instant::now()).serves_work();
     let mut works = works.clone();
     works.mark_unchanged();
+    // Read before sending: the provider may move its tip to the block within a millisecond.
+    let tip_before = works.borrow().as_ref().map(|w| w.template.prev_hash);
     let sent = connected && solutions.send(solution).is_ok();
     if !sent {
         tracing::warn!(hash = %b.hash, "block found while the provider is not connected");
@@ -912,14 +947,23 @@ async fn submit(
     } else {
         TP_VERDICT_WAIT
     };
-    let verdict = tokio::select! {
-        r = tokio::time::timeout(wait, works.changed()) => match r {
-            Ok(Ok(())) => {
-                let tip = works.borrow().as_ref().map(|w| w.template.prev_hash);
-                Some(tip == Some(b.hash))
+    // The verdict is the provider's next tip: templates that only refresh the current one's
+    // transactions say nothing about the block.
+    // The tip as it is now (it may have moved already), then at each change.
+    let next_tip = async {
+        loop {
+            let tip = works
+                .borrow_and_update()
+                .as_ref()
+                .map(|w| w.template.prev_hash);
+            if tip != tip_before {
+                return Some(tip == Some(b.hash));
             }
-            _ => None,
-        },
+            works.changed().await.ok()?;
+        }
+    };
+    let verdict = tokio::select! {
+        r = tokio::time::timeout(wait, next_tip) => r.ok().flatten(),
         _ = shutdown.wait_for(|s| *s) => return,
     };
     match (verdict, rpc) {

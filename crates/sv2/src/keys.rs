@@ -179,9 +179,12 @@ pub fn load_or_create(path: &Path) -> Result<(AuthorityKeys, bool), KeyFileError
     // Written whole to a private temporary file beside it, then linked into place: a server
     // starting at the same moment sees either no file or the complete one, and the first link
     // wins.
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| io(std::io::Error::other(e.to_string())))?;
+    let tmp = path.with_extension(format!("tmp-{}", u64::from_le_bytes(nonce)));
     let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    // A fresh name, never an existing file (nor one a symbolic link points at).
+    options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let written = options.open(&tmp).and_then(|mut file| {

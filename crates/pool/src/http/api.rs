@@ -107,6 +107,7 @@ pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             "accepted": s.blocks.accepted,
             "orphaned": s.blocks.orphaned,
             "rejected": s.blocks.rejected,
+            "declared": s.blocks.declared,
         },
         "jobs": { "created": s.jobs.created, "clean": s.jobs.clean },
         "vardiff_changes": s.vardiff_changes,

@@ -259,13 +259,15 @@ pub struct BlockCounts {
     pub rejected: u64,
     /// Valid, but the network moved past their height with another block first.
     pub orphaned: u64,
+    /// Found on farms' declared jobs: their JDC and the JDS submit them.
+    pub declared: u64,
 }
 
 impl BlockCounts {
     /// Found and not yet answered for.
     pub fn pending(&self) -> u64 {
         self.submitted
-            .saturating_sub(self.accepted + self.rejected + self.orphaned)
+            .saturating_sub(self.accepted + self.rejected + self.orphaned + self.declared)
     }
 }
 
@@ -375,6 +377,7 @@ pub struct PoolStats {
     blocks_accepted: AtomicU64,
     blocks_rejected: AtomicU64,
     blocks_orphaned: AtomicU64,
+    blocks_handed_off: AtomicU64,
     node: AtomicU64,
     node_failures: AtomicU64,
     /// The node beside a provider (`Unknown` and never set without one).
@@ -434,6 +437,7 @@ impl PoolStats {
             blocks_accepted: AtomicU64::new(0),
             blocks_rejected: AtomicU64::new(0),
             blocks_orphaned: AtomicU64::new(0),
+            blocks_handed_off: AtomicU64::new(0),
             node: AtomicU64::new(NodeStatus::Unknown.pack()),
             node_failures: AtomicU64::new(0),
             backup_node: AtomicU64::new(NodeStatus::Unknown.pack()),
@@ -535,6 +539,12 @@ impl PoolStats {
     /// A share met the network target and its block goes to the node.
     pub fn block_found(&self) {
         self.blocks_submitted.fetch_add(1, Relaxed);
+    }
+
+    /// A block found on a farm's declared job: the farm's JDC and the JDS submit it, not the
+    /// pool, which hears no answer for it.
+    pub fn block_handed_off(&self) {
+        self.blocks_handed_off.fetch_add(1, Relaxed);
     }
 
     /// A submitted block's fate.
@@ -677,6 +687,7 @@ impl PoolStats {
                 accepted: self.blocks_accepted.load(Relaxed),
                 rejected: self.blocks_rejected.load(Relaxed),
                 orphaned: self.blocks_orphaned.load(Relaxed),
+                declared: self.blocks_handed_off.load(Relaxed),
             },
             node: self.node(),
             template_source: if self.uses_tp.load(Relaxed) {

@@ -255,6 +255,7 @@ fn counters_and_gauges() {
             accepted: 1,
             rejected: 1,
             orphaned: 1,
+            declared: 0,
         }
     );
     assert_eq!(s.blocks.pending(), 1);

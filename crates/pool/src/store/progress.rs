@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::{Durability, StoreError, StoreStats};
 
@@ -37,8 +37,9 @@ pub(super) struct Progress {
     /// Set while the writer's last attempt to write failed and it is retrying: new shares are
     /// refused meanwhile, records already taken wait for the retry (see [`Progress::degrade`]).
     failing: AtomicBool,
-    /// Why, and since when (wall clock), while `failing` is set.
-    trouble: Mutex<Option<(Arc<str>, SystemTime)>>,
+    /// Why, and since when (the wall clock for reports, the monotonic one for waits), while
+    /// `failing` is set.
+    trouble: Mutex<Option<(Arc<str>, SystemTime, Instant)>>,
     /// The writer gave up (it could not write what it held when the store was closed).
     failure: OnceLock<Arc<str>>,
     /// Wakes `wait_durable` callers after each commit, and when the writer exits.
@@ -180,14 +181,14 @@ impl Progress {
     /// only update the reason. Wakes waiters, who may be watching for it.
     pub fn degrade(&self, reason: Arc<str>) {
         let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
-        let since = match trouble.take() {
-            Some((_, since)) => since,
+        let (since, began) = match trouble.take() {
+            Some((_, since, began)) => (since, began),
             None => {
                 self.counters.failures.fetch_add(1, Ordering::Relaxed);
-                SystemTime::now()
+                (SystemTime::now(), Instant::now())
             }
         };
-        *trouble = Some((reason, since));
+        *trouble = Some((reason, since, began));
         self.failing.store(true, Ordering::Release);
         drop(trouble);
         self.wake.send_replace(self.committed());
@@ -205,13 +206,13 @@ impl Progress {
         self.failing.load(Ordering::Acquire)
     }
 
-    /// While failing: for how long (`Some(0)` if the wall clock went back meanwhile).
+    /// While failing: for how long.
     pub fn failing_for(&self) -> Option<Duration> {
         if !self.is_failing() {
             return None;
         }
-        let (_, since) = self.trouble()?;
-        Some(since.elapsed().unwrap_or_default())
+        let trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
+        trouble.as_ref().map(|(_, _, began)| began.elapsed())
     }
 
     /// While failing: why, and since when.
@@ -219,7 +220,8 @@ impl Progress {
         self.trouble
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .as_ref()
+            .map(|(reason, since, _)| (reason.clone(), *since))
     }
 
     /// The writer met `reason` and stops: records are refused from now on.

@@ -419,11 +419,13 @@ impl Writer {
         }
     }
 
-    /// Rolls the open transaction back (its records stay held).
+    /// Rolls the open transaction back (its records stay held). A rollback that fails leaves
+    /// the transaction open as far as SQLite says, so the next try rolls back again rather
+    /// than fail at its `BEGIN` for good.
     fn rollback(&mut self) {
-        if self.batch.open {
+        if self.batch.open || !self.conn.is_autocommit() {
             let _ = self.conn.execute_batch("ROLLBACK");
-            self.batch.open = false;
+            self.batch.open = !self.conn.is_autocommit();
         }
     }
 
