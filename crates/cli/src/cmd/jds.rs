@@ -250,7 +250,7 @@ impl Settings {
 
 fn summary(s: &StatsSnapshot) -> String {
     format!(
-        "{} connections ({} open), {} tokens allocated, {} jobs declared, {} refused, {} transactions requested, {} solutions pushed, {} blocks submitted ({} accepted, {} pending)",
+        "{} connections ({} open), {} tokens allocated, {} jobs declared, {} refused, {} transactions requested, {} solutions pushed, {} blocks submitted ({} accepted), {} pending",
         s.connections,
         s.open,
         s.tokens_allocated,
