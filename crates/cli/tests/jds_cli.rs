@@ -29,6 +29,28 @@ use sv2::{Limits, Message, NoiseConn};
 const KEY_HEX: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const EXTRANONCE: usize = 8;
 
+/// simnet as the pool-side node: RPC (user and password "lab"), blocks easy to find, a
+/// mempool that fills at 50 transactions a second.
+fn simnet() -> Role {
+    Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+            "--network-difficulty",
+            "0.00001",
+            "--block-interval",
+            "0",
+            "--tx-rate",
+            "50",
+        ],
+    )
+}
+
 async fn read(conn: &mut NoiseConn) -> Message {
     loop {
         let next = tokio::time::timeout(Duration::from_secs(10), conn.read_message())
@@ -48,23 +70,7 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let events = dir.path().join("jds.ev");
 
-    let mut simnet = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--network-difficulty",
-            "0.00001",
-            "--block-interval",
-            "0",
-            "--tx-rate",
-            "50",
-        ],
-    );
+    let mut simnet = simnet();
     let rpc = simnet.line("rpc listening on");
     let jds = Role::start(
         "jds",
@@ -357,23 +363,7 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let store = dir.path().join("jds.sqlite");
     let jds_key_file = dir.path().join("jds.key");
-    let mut simnet = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--network-difficulty",
-            "0.00001",
-            "--block-interval",
-            "0",
-            "--tx-rate",
-            "50",
-        ],
-    );
+    let mut simnet = simnet();
     let rpc = simnet.line("rpc listening on");
     let simnet_pid = simnet.child.id() as i32;
     let start_jds = || {

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{http_get_json, Role, Roles, PAYOUT};
+use support::{free_port, http_get_json, Role, Roles, PAYOUT};
 
 /// One JSON-RPC call to simnet (user u, password p).
 fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
@@ -48,37 +48,9 @@ fn in_chain(rpc_addr: &str, hash: &[u8; 32]) -> bool {
 fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node() {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--rpc-listen",
-                "127.0.0.1:0",
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-            ],
-        ),
-    );
-    // Printed in this order: the RPC endpoint, then the provider.
-    let rpc_addr = simnet.line("rpc listening on");
-    let tdp = simnet.line("tdp listening on");
-    let tdp_key = simnet.line("tdp authority public key");
+    let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
     // On a fixed port, so that it can come back where the pool looks for it.
-    let tap_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let tap_addr = format!("127.0.0.1:{tap_port}");
+    let tap_addr = format!("127.0.0.1:{}", free_port());
     let start_tap = |roles: &mut Roles| {
         let tap = roles.add(
             "tap",
@@ -101,56 +73,18 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     start_tap(&mut roles);
     let store = dir.path().join("pool.sqlite");
     let url = format!("http://{rpc_addr}");
+    let store_s = store.to_str().unwrap().to_owned();
     let pool = roles.add(
         "pool",
         Role::start(
             "pool",
-            &[
-                "--sv2-listen",
-                "127.0.0.1:0",
-                "--tp",
-                &tap_addr,
-                "--tp-authority-key",
-                &tdp_key,
-                "--node-rpc",
-                &url,
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                store.to_str().unwrap(),
-            ],
+            &pool_args(&tap_addr, &tdp_key, Some(&url), "127.0.0.1:0", &store_s),
         ),
     );
     let key = pool.line("sv2 authority public key");
     let sv2 = pool.line("sv2 listening on");
     let http = pool.line("http listening on");
-    let fleet = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .args([
-            "fleet",
-            "--pool",
-            &sv2,
-            "--protocol",
-            "sv2",
-            "--authority-key",
-            &key,
-            "--devices",
-            "4",
-            "--hash-budget",
-            "3MH/s",
-            "--duration",
-            "120s",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let fleet = scopeguard(fleet);
+    let fleet = sv2_fleet(&sv2, &key, "4", "120s");
 
     // Blocks go out through the provider first.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -376,12 +310,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     );
     let tap_addr = tap.line("tap listening on");
     let store = dir.path().join("pool.sqlite");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let sv2 = format!("127.0.0.1:{port}");
+    let sv2 = format!("127.0.0.1:{}", free_port());
     let url = format!("http://{rpc_addr}");
     let store_s = store.to_str().unwrap().to_owned();
     let pool = roles.add(
@@ -411,27 +340,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    let fleet = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .args([
-            "fleet",
-            "--pool",
-            &sv2,
-            "--protocol",
-            "sv2",
-            "--authority-key",
-            &key,
-            "--devices",
-            "2",
-            "--hash-budget",
-            "3MH/s",
-            "--duration",
-            "60s",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let fleet = scopeguard(fleet);
+    let fleet = sv2_fleet(&sv2, &key, "2", "60s");
     // Killed as soon as a block is in the store (it is stored before it is sent).
     let deadline = Instant::now() + Duration::from_secs(40);
     while pool::store::StoreReader::open(&store)
@@ -515,6 +424,31 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
     roles.stop("pool");
 }
 
+/// SV2 devices on `pool` (checking `key`) at 3 MH/s in all, for `duration`.
+fn sv2_fleet(pool: &str, key: &str, devices: &str, duration: &str) -> Guard {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args([
+            "fleet",
+            "--pool",
+            pool,
+            "--protocol",
+            "sv2",
+            "--authority-key",
+            key,
+            "--devices",
+            devices,
+            "--hash-budget",
+            "3MH/s",
+            "--duration",
+            duration,
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    Guard(child)
+}
+
 /// Kills the fleet if the test fails before it ends.
 struct Guard(std::process::Child);
 
@@ -523,8 +457,4 @@ impl Drop for Guard {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn scopeguard(c: std::process::Child) -> Guard {
-    Guard(c)
 }

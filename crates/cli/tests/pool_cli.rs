@@ -510,26 +510,31 @@ fn the_rpc_password_can_come_from_the_environment() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
     let url = format!("http://{rpc}");
-    let pool = Role::start_with_env(
-        "pool",
-        &[
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &url,
-            "--rpc-user",
-            "u",
-            "--payout-address",
-            PAYOUT,
-            "--store",
-            store.to_str().unwrap(),
-        ],
-        &[("STRATUMLAB_RPC_PASSWORD", "p")],
-    );
-    pool.line("sv1 listening on");
-    let http = pool.line("http listening on");
+    // The pool with the password from the environment only; its HTTP address.
+    let start = |password: &str| {
+        let pool = Role::start_with_env(
+            "pool",
+            &[
+                "--sv1-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &url,
+                "--rpc-user",
+                "u",
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                store.to_str().unwrap(),
+            ],
+            &[("STRATUMLAB_RPC_PASSWORD", password)],
+        );
+        pool.line("sv1 listening on");
+        let http = pool.line("http listening on");
+        (pool, http)
+    };
+    let (pool, http) = start("p");
     let deadline = Instant::now() + Duration::from_secs(20);
     while http_get(&http, "/healthz").0 != 200 {
         assert!(Instant::now() < deadline, "{}", pool.log_tail());
@@ -542,26 +547,7 @@ fn the_rpc_password_can_come_from_the_environment() {
     );
     pool.stop();
     // A wrong one from the environment is refused by the node: the pool does not serve.
-    let pool = Role::start_with_env(
-        "pool",
-        &[
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &url,
-            "--rpc-user",
-            "u",
-            "--payout-address",
-            PAYOUT,
-            "--store",
-            store.to_str().unwrap(),
-        ],
-        &[("STRATUMLAB_RPC_PASSWORD", "wrong")],
-    );
-    pool.line("sv1 listening on");
-    let http = pool.line("http listening on");
+    let (pool, http) = start("wrong");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(http_get(&http, "/healthz").0, 503);
     pool.stop();

@@ -11,21 +11,11 @@
 mod support;
 
 use std::collections::{HashMap, HashSet};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get_json, Role, PAYOUT};
-
-/// A free port on loopback, for a pool that must come back on the same address.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::{dump_events, free_port, http_get_json, Role, PAYOUT};
 
 /// A small deterministic generator for the kill moments (xorshift64*).
 struct Moments(u64);

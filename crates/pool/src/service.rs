@@ -745,13 +745,11 @@ async fn blocks_task(
                             let outcome =
                                 submit_until_answered(client, &b.block, client.config().retry)
                                     .await;
-                            let reason = outcome.answer.reason().unwrap_or("");
                             // `duplicate`: the node has it (the earlier run's submission got
                             // there before the answer was recorded).
-                            if outcome.node_has_block() || reason == "duplicate" {
-                                "accepted".to_owned()
-                            } else {
-                                reason.to_owned()
+                            match outcome.fate(true) {
+                                BlockFate::Accepted => "accepted".to_owned(),
+                                _ => outcome.answer.reason().unwrap_or("").to_owned(),
                             }
                         }
                     }
@@ -988,16 +986,8 @@ async fn submit_rpc(
     after_provider: bool,
 ) {
     let outcome = submit_until_answered(client, &b.block, client.config().retry).await;
-    let reason = outcome.answer.reason().unwrap_or("").to_owned();
-    let fate = if outcome.node_has_block() || (after_provider && reason == "duplicate") {
-        BlockFate::Accepted
-    } else if reason.contains("inconclusive") {
-        // Valid, stored, not on the best chain: the network moved on first.
-        BlockFate::Orphaned
-    } else {
-        BlockFate::Rejected
-    };
-    block_answer(engine, store, b, fate, &reason);
+    let reason = outcome.answer.reason().unwrap_or("");
+    block_answer(engine, store, b, outcome.fate(after_provider), reason);
 }
 
 /// The store's answer for a block found on a declared job, which the pool does not submit.

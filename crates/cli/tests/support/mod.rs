@@ -88,6 +88,15 @@ impl Role {
     }
 }
 
+/// A free port on loopback, for a role that must come back on the same address.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// One GET: the status code and the body.
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -11,6 +11,7 @@ use events::{
 };
 use pool::jd_token::TokenKey;
 use pool::node::{submit_until_answered, NodeClient, NodeConfig, NodeError};
+use pool::stats::BlockFate;
 use pool::store::{BlockRecord, Store, StoreConfig, StoreError};
 use sv2::keys::AuthorityKeys;
 use sv2::messages::JobDeclaration;
@@ -542,14 +543,14 @@ async fn submit_until_answer(
     let reason = outcome.answer.reason().unwrap_or("").to_owned();
     // `duplicate` at once: the node has the block already (from the farm's node over the
     // network, or from a submission whose answer a restart lost).
-    let accepted = outcome.node_has_block() || reason == "duplicate";
-    if accepted {
-        shared.stats.blocks_accepted.fetch_add(1, Relaxed);
-    } else if reason.contains("inconclusive") {
-        shared.stats.blocks_orphaned.fetch_add(1, Relaxed);
-    } else {
-        shared.stats.blocks_rejected.fetch_add(1, Relaxed);
+    let fate = outcome.fate(true);
+    let accepted = fate == BlockFate::Accepted;
+    match fate {
+        BlockFate::Accepted => &shared.stats.blocks_accepted,
+        BlockFate::Orphaned => &shared.stats.blocks_orphaned,
+        BlockFate::Rejected => &shared.stats.blocks_rejected,
     }
+    .fetch_add(1, Relaxed);
     let hash = primitives::Hash256(hash);
     tracing::info!(conn, %hash, height, accepted, reason, attempts = outcome.attempts, "jds: block submitted to the node");
     shared.events.emit(BlockResult {

@@ -48,6 +48,22 @@ pub struct SubmitOutcome {
 }
 
 impl SubmitOutcome {
+    /// The block's fate by this answer. `duplicate_means_held`: the block may have reached the
+    /// node another way first (a provider, the farm's node, a submission whose answer was lost),
+    /// so `duplicate` on the first attempt means the node has it too.
+    pub fn fate(&self, duplicate_means_held: bool) -> crate::stats::BlockFate {
+        use crate::stats::BlockFate;
+        let reason = self.answer.reason().unwrap_or("");
+        if self.node_has_block() || (duplicate_means_held && reason == "duplicate") {
+            BlockFate::Accepted
+        } else if reason.contains("inconclusive") {
+            // Valid, stored, not on the best chain: the network moved on first.
+            BlockFate::Orphaned
+        } else {
+            BlockFate::Rejected
+        }
+    }
+
     /// Whether the node holds the block: accepted, or `duplicate` after an earlier attempt
     /// whose answer was lost (the node took the block then).
     pub fn node_has_block(&self) -> bool {
