@@ -745,9 +745,9 @@ async fn blocks_task(
                             let outcome =
                                 submit_until_answered(client, &b.block, client.config().retry)
                                     .await;
-                            // `duplicate`: the node has it (the earlier run's submission got
-                            // there before the answer was recorded).
-                            match outcome.fate(true) {
+                            // `duplicate` on the best chain: the earlier run's submission got
+                            // there before the answer was recorded.
+                            match outcome.fate() {
                                 BlockFate::Accepted => "accepted".to_owned(),
                                 _ => outcome.answer.reason().unwrap_or("").to_owned(),
                             }
@@ -894,7 +894,7 @@ async fn submit(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let (solutions, works, health, node) = match sink {
-        BlockSink::Node(client) => return submit_rpc(engine, client, store, b, false).await,
+        BlockSink::Node(client) => return submit_rpc(engine, client, store, b).await,
         BlockSink::Tp {
             solutions,
             works,
@@ -908,7 +908,7 @@ async fn submit(
         // A generation of the node's templates (the provider was unreachable), or one the
         // recent list no longer holds.
         return match rpc {
-            Some(client) => submit_rpc(engine, client, store, b, false).await,
+            Some(client) => submit_rpc(engine, client, store, b).await,
             None => {
                 tracing::error!(hash = %b.hash, generation = b.template_id, "found block's provider template is no longer known");
                 block_answer(engine, store, b, BlockFate::Rejected, "template-gone");
@@ -933,7 +933,7 @@ async fn submit(
     if !sent {
         tracing::warn!(hash = %b.hash, "block found while the provider is not connected");
         return match rpc {
-            Some(client) => submit_rpc(engine, client, store, b, true).await,
+            Some(client) => submit_rpc(engine, client, store, b).await,
             None => {
                 // Pending: kept in the store, resubmitted by a restart with the node's RPC.
                 tracing::error!(hash = %b.hash, "no way to submit the block now: it stays pending in the store");
@@ -968,7 +968,7 @@ async fn submit(
         (Some(true), _) => block_answer(engine, store, b, BlockFate::Accepted, ""),
         // The node says why the provider moved on without it, or takes it if the provider
         // never got it.
-        (Some(false) | None, Some(client)) => submit_rpc(engine, client, store, b, true).await,
+        (Some(false) | None, Some(client)) => submit_rpc(engine, client, store, b).await,
         (Some(false), None) => block_answer(engine, store, b, BlockFate::Orphaned, "not-adopted"),
         (None, None) => {
             tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
@@ -976,18 +976,12 @@ async fn submit(
     }
 }
 
-/// `submitblock` until the node answers, and the block's fate from it. `after_provider`: the
-/// provider may have given the node the block already, so `duplicate` means the node has it.
-async fn submit_rpc(
-    engine: &Engine,
-    client: &NodeClient,
-    store: Option<&Store>,
-    b: &FoundBlock,
-    after_provider: bool,
-) {
+/// `submitblock` until the node answers, and the block's fate from it (the provider may have
+/// given the node the block already: `duplicate` is then settled by the node's chain).
+async fn submit_rpc(engine: &Engine, client: &NodeClient, store: Option<&Store>, b: &FoundBlock) {
     let outcome = submit_until_answered(client, &b.block, client.config().retry).await;
     let reason = outcome.answer.reason().unwrap_or("");
-    block_answer(engine, store, b, outcome.fate(after_provider), reason);
+    block_answer(engine, store, b, outcome.fate(), reason);
 }
 
 /// The store's answer for a block found on a declared job, which the pool does not submit.

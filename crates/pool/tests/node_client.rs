@@ -13,6 +13,7 @@ use pool::node::{
     submit_until_answered, Backoff, NodeAuth, NodeClient, NodeConfig, NodeError, NodeState,
     SubmitAnswer, TemplateFeed,
 };
+use pool::stats::BlockFate;
 use pool::template::Template;
 use primitives::bitcoin::consensus::serialize;
 use primitives::bitcoin::ScriptBuf;
@@ -478,21 +479,28 @@ async fn a_block_from_the_template_is_accepted_and_becomes_the_tip() {
     let outcome = submit_until_answered(&client, &block, Backoff::default()).await;
     assert_eq!(outcome.answer, SubmitAnswer::Accepted);
     assert_eq!(outcome.attempts, 1);
-    assert!(outcome.node_has_block());
+    assert_eq!(outcome.fate(), BlockFate::Accepted);
     assert_eq!(sim.tip(), hash);
     assert_eq!(client.best_block_hash().await.unwrap(), hash);
     let next = client.get_block_template(None).await.unwrap();
     assert_eq!((next.prev_hash, next.height), (hash, t.height + 1));
 
-    // Again: the node has it.
-    let again = client.submit_block(&block).await.unwrap();
-    assert_eq!(again, SubmitAnswer::Rejected("duplicate".into()));
+    // Again: the node has it, on its best chain, so it counts.
+    let again = submit_until_answered(&client, &block, Backoff::default()).await;
+    assert_eq!(again.answer, SubmitAnswer::Rejected("duplicate".into()));
+    assert_eq!(again.on_best_chain, Some(true));
+    assert_eq!(again.fate(), BlockFate::Accepted);
     // Another valid block on the same parent: stored, not the tip.
     let (_, sibling) = build_block(&t, 1, true);
-    assert_eq!(
-        client.submit_block(&sibling).await.unwrap(),
-        SubmitAnswer::Rejected("inconclusive".into())
-    );
+    let lost = submit_until_answered(&client, &sibling, Backoff::default()).await;
+    assert_eq!(lost.answer, SubmitAnswer::Rejected("inconclusive".into()));
+    assert_eq!(lost.fate(), BlockFate::Orphaned);
+    // Sent again (a provider got it there first, say): `duplicate`, yet beside the best chain,
+    // so it is orphaned, not accepted.
+    let again = submit_until_answered(&client, &sibling, Backoff::default()).await;
+    assert_eq!(again.answer, SubmitAnswer::Rejected("duplicate".into()));
+    assert_eq!(again.on_best_chain, Some(false));
+    assert_eq!(again.fate(), BlockFate::Orphaned);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

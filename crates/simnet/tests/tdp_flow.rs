@@ -73,6 +73,31 @@ async fn a_pool_gets_templates_solves_one_and_the_tip_moves() {
     server.stop().await;
 }
 
+/// A second solution that arrives while the first is being validated must not hide the tip the
+/// first one made: the client still gets the new tip's template and prev hash. The server's
+/// loop sees the second message and the new template at once, in either order, so each round
+/// would catch a lost tip half the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_solution_racing_the_new_tip_does_not_hide_it() {
+    let server = Server::start(quiet_config(16), TdpConfig::default()).await;
+    let mut c = Client::connect_reference(server.addr).await;
+    let (mut t, mut p) = c.start(60).await;
+    for round in 0..8u8 {
+        let first = solve(&t, &p, &[round, 1, 0, 0, 0, 0, 0, 0]);
+        let second = solve(&t, &p, &[round, 2, 0, 0, 0, 0, 0, 0]);
+        c.submit(&first).await;
+        c.submit(&second).await;
+        let (t2, p2) = tokio::time::timeout(Duration::from_secs(5), c.future_pair())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: no template for the new tip"));
+        assert_eq!(p2.prev_hash.to_array(), first.hash().0, "round {round}");
+        (t, p) = (t2, p2);
+    }
+    // Each round's first solution made a tip; the second lost the race to it.
+    assert_eq!(server.node.stats().submitted_blocks, 8);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn a_network_block_brings_a_future_template_and_prev_hash() {
     let server = Server::start(quiet_config(12), TdpConfig::default()).await;

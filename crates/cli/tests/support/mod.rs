@@ -44,7 +44,13 @@ impl Role {
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        // The last 30 lines, or as many as STRATUMLAB_TEST_LOG_LINES says when a failure needs
+        // the whole story.
+        let keep = std::env::var("STRATUMLAB_TEST_LOG_LINES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(30);
+        lines[lines.len().saturating_sub(keep)..].join("\n")
     }
 
     /// Waits for a stdout line starting with `prefix` and returns the rest.

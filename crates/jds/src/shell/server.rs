@@ -541,9 +541,9 @@ async fn submit_until_answer(
     let node = shared.mempool.node();
     let outcome = submit_until_answered(node, &block, node.config().retry).await;
     let reason = outcome.answer.reason().unwrap_or("").to_owned();
-    // `duplicate` at once: the node has the block already (from the farm's node over the
-    // network, or from a submission whose answer a restart lost).
-    let fate = outcome.fate(true);
+    // `duplicate`: the node has the block already (from the farm's node over the network, or
+    // from a submission whose answer a restart lost); its chain says whether it counts.
+    let fate = outcome.fate();
     let accepted = fate == BlockFate::Accepted;
     match fate {
         BlockFate::Accepted => &shared.stats.blocks_accepted,

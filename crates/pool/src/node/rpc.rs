@@ -201,6 +201,28 @@ impl NodeClient {
         .await
     }
 
+    /// Whether block `hash` is on the node's best chain: `getblockheader`'s `confirmations` is
+    /// at least 1 there and -1 on a stale branch.
+    pub async fn block_on_best_chain(&self, hash: Hash256) -> Result<bool, NodeError> {
+        let url = self.inner.url.clone();
+        self.call_with(
+            "getblockheader",
+            format!("[\"{hash}\"]"),
+            self.inner.config.timeout,
+            move |r| {
+                r.get("confirmations")
+                    .and_then(Value::as_i64)
+                    .map(|c| c >= 1)
+                    .ok_or_else(|| NodeError::BadReply {
+                        method: "getblockheader",
+                        url,
+                        reason: format!("expected a header with confirmations, got {r}"),
+                    })
+            },
+        )
+        .await
+    }
+
     /// Any method, with `params` (an array or an object); the `result`.
     pub async fn call(&self, method: &'static str, params: Value) -> Result<Value, NodeError> {
         self.call_with(method, params.to_string(), self.inner.config.timeout, Ok)

@@ -45,31 +45,28 @@ pub struct SubmitOutcome {
     pub attempts: u32,
     /// From the first request to the answer.
     pub elapsed: Duration,
+    /// After `duplicate` only: whether the block is on the node's best chain (`getblockheader`'s
+    /// confirmations), `None` if the node could not say. Core answers `duplicate` for any valid
+    /// block it holds, a stale one included, so the answer alone does not say the block counts.
+    pub on_best_chain: Option<bool>,
 }
 
 impl SubmitOutcome {
-    /// The block's fate by this answer. `duplicate_means_held`: the block may have reached the
-    /// node another way first (a provider, the farm's node, a submission whose answer was lost),
-    /// so `duplicate` on the first attempt means the node has it too.
-    pub fn fate(&self, duplicate_means_held: bool) -> crate::stats::BlockFate {
+    /// The block's fate by the node's answer. `duplicate` (the block reached the node another way
+    /// first: a provider, the farm's node, a submission whose answer was lost) is settled by
+    /// the chain: on the best chain it is accepted, beside it orphaned.
+    pub fn fate(&self) -> crate::stats::BlockFate {
         use crate::stats::BlockFate;
-        let reason = self.answer.reason().unwrap_or("");
-        if self.node_has_block() || (duplicate_means_held && reason == "duplicate") {
-            BlockFate::Accepted
-        } else if reason.contains("inconclusive") {
-            // Valid, stored, not on the best chain: the network moved on first.
-            BlockFate::Orphaned
-        } else {
-            BlockFate::Rejected
-        }
-    }
-
-    /// Whether the node holds the block: accepted, or `duplicate` after an earlier attempt
-    /// whose answer was lost (the node took the block then).
-    pub fn node_has_block(&self) -> bool {
         match &self.answer {
-            SubmitAnswer::Accepted => true,
-            SubmitAnswer::Rejected(r) => r == "duplicate" && self.attempts > 1,
+            SubmitAnswer::Accepted => BlockFate::Accepted,
+            SubmitAnswer::Rejected(r) if r == "duplicate" => match self.on_best_chain {
+                Some(false) => BlockFate::Orphaned,
+                // Held by the node; a node without `getblockheader` cannot say more.
+                Some(true) | None => BlockFate::Accepted,
+            },
+            // Valid, stored, not on the best chain: the network moved on first.
+            SubmitAnswer::Rejected(r) if r.contains("inconclusive") => BlockFate::Orphaned,
+            SubmitAnswer::Rejected(_) => BlockFate::Rejected,
         }
     }
 }
@@ -104,16 +101,49 @@ pub async fn submit_until_answered(
                             "submitblock: rejected")
                     }
                 }
+                let on_best_chain = match &answer {
+                    SubmitAnswer::Rejected(r) if r == "duplicate" => {
+                        on_best_chain(client, block, &mut delays).await
+                    }
+                    _ => None,
+                };
                 return SubmitOutcome {
                     answer,
                     attempts,
                     elapsed,
+                    on_best_chain,
                 };
             }
             Err(e) => {
                 let wait = delays.next_delay();
                 tracing::warn!(block = %hash, attempts, error = %e, retry_in_ms = wait.as_millis() as u64,
                     "submitblock: no answer from the node; submitting again");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// Whether the block whose serialization is `block` is on the node's best chain, asking until
+/// the node answers; `None` if it answers with an error (a node without `getblockheader`).
+async fn on_best_chain(
+    client: &NodeClient,
+    block: &[u8],
+    delays: &mut super::backoff::Delays,
+) -> Option<bool> {
+    let header = block.get(..80)?;
+    let hash = sha256d(header);
+    loop {
+        match client.block_on_best_chain(hash).await {
+            Ok(on) => return Some(on),
+            Err(e) if e.is_node_verdict() => {
+                tracing::warn!(block = %hash, error = %e, "getblockheader: the node cannot say whether it holds the block on its best chain");
+                return None;
+            }
+            Err(e) => {
+                let wait = delays.next_delay();
+                tracing::warn!(block = %hash, error = %e, retry_in_ms = wait.as_millis() as u64,
+                    "getblockheader: no answer from the node; asking again");
                 tokio::time::sleep(wait).await;
             }
         }

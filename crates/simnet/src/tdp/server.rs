@@ -246,7 +246,9 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                 bytes.add_rx(wire_len(frame.payload.len()));
                 match codec::decode_client(frame.extension(), frame.msg_type(), &mut frame.payload) {
                     Ok(Some(msg)) => {
-                        let current = templates.borrow_and_update().clone();
+                        // Read, not marked seen: a template that arrived with this message is
+                        // still announced by the branch below (the session skips one it sent).
+                        let current = templates.borrow().clone();
                         session.on_message(msg, &current)
                     }
                     Ok(None) => {
