@@ -126,9 +126,16 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     assert!(kinds
         .iter()
         .any(|k| matches!(k, events::EventKind::ConnectionOpened(_))));
-    assert!(kinds
+    // Found (first, and without a store not stored), then submitted.
+    let found = kinds
         .iter()
-        .any(|k| matches!(k, events::EventKind::BlockSubmitted(b) if b.hash == block_hash)));
+        .position(|k| matches!(k, events::EventKind::BlockFound(b) if b.hash == block_hash && !b.stored && b.node.as_str() == "jds"))
+        .unwrap_or_else(|| panic!("no block_found: {kinds:?}"));
+    let submitted = kinds
+        .iter()
+        .position(|k| matches!(k, events::EventKind::BlockSubmitted(b) if b.hash == block_hash))
+        .unwrap_or_else(|| panic!("no block_submitted: {kinds:?}"));
+    assert!(found < submitted, "{kinds:?}");
     assert!(
         kinds.iter().any(
             |k| matches!(k, events::EventKind::BlockResult(r) if r.hash == block_hash && r.accepted)

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{free_port, http_get_json, Role, Roles, PAYOUT};
+use support::{free_port, http_get_json, status_when, Role, Roles, PAYOUT};
 
 /// One JSON-RPC call to simnet (user u, password p).
 fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
@@ -74,13 +74,10 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     let store = dir.path().join("pool.sqlite");
     let url = format!("http://{rpc_addr}");
     let store_s = store.to_str().unwrap().to_owned();
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &pool_args(&tap_addr, &tdp_key, Some(&url), "127.0.0.1:0", &store_s),
-        ),
-    );
+    let events = dir.path().join("pool.ev");
+    let mut args = pool_args(&tap_addr, &tdp_key, Some(&url), "127.0.0.1:0", &store_s);
+    args.extend(["--events", events.to_str().unwrap()]);
+    let pool = roles.add("pool", Role::start("pool", &args));
     let key = pool.line("sv2 authority public key");
     let sv2 = pool.line("sv2 listening on");
     let http = pool.line("http listening on");
@@ -204,6 +201,24 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
             );
             orphaned += 1;
         }
+    }
+    // Each block's first event says it was found and stored, before it was submitted.
+    let log = events::read_file(&events).unwrap();
+    for b in &blocks {
+        let hash = primitives::Hash256(b.hash);
+        let at = |want: &dyn Fn(&events::EventKind) -> bool| {
+            log.events.iter().position(|e| want(&e.kind))
+        };
+        let found = at(&|k| matches!(k, events::EventKind::BlockFound(f) if f.hash == hash && f.stored && f.height == b.height))
+            .unwrap_or_else(|| panic!("no block_found, stored, for height {}", b.height));
+        let submitted =
+            at(&|k| matches!(k, events::EventKind::BlockSubmitted(f) if f.hash == hash))
+                .unwrap_or_else(|| panic!("no block_submitted for height {}", b.height));
+        assert!(
+            found < submitted,
+            "height {}: submitted before found",
+            b.height
+        );
     }
     assert!(after_cut >= 3, "{after_cut} blocks found after the cut");
     assert!(
@@ -392,6 +407,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
         ),
     );
     pool.line("sv2 listening on");
+    let http = pool.line("http listening on");
     let deadline = Instant::now() + Duration::from_secs(30);
     let blocks = loop {
         let blocks = pool::store::StoreReader::open(&store)
@@ -417,6 +433,15 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
         );
         assert_eq!(b.result.as_deref(), Some("accepted"));
     }
+    // The counts run from the store's beginning: the earlier run's blocks are found and
+    // accepted in this run's status.
+    let status = status_when(&http, "the restored block counts", |s| {
+        s["blocks"]["accepted"].as_u64() >= Some(blocks.len() as u64)
+    });
+    assert!(
+        status["blocks"]["found"].as_u64() >= Some(blocks.len() as u64),
+        "{status}"
+    );
     eprintln!(
         "{} block(s) found before the kill reached the chain after the restart",
         blocks.len()

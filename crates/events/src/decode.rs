@@ -290,6 +290,16 @@ fn decode_kind(tag: u8, d: &mut Dec<'_>) -> Result<EventKind, FieldError> {
             name: d.short_str()?,
         }
         .into(),
+        17 => BlockFound {
+            node: d.short_str()?,
+            hash: d.hash()?,
+            height: d.u32()?,
+            template_id: d.opt_u64()?,
+            job_id: d.opt_u64()?,
+            conn: d.opt_u64()?,
+            stored: d.bool()?,
+        }
+        .into(),
         // decode_record only calls this for tags in EventKind::ALL; a tag listed there but not
         // here is a bug caught by the round-trip tests, reported rather than panicking.
         code => return Err(bad("event kind", code)),

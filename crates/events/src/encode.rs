@@ -124,6 +124,15 @@ pub fn encode_record(out: &mut Vec<u8>, ts_ns: u64, kind: &EventKind) {
             out.put_opt_u64(e.template_id);
             out.put_opt_u64(e.conn);
         }
+        EventKind::BlockFound(e) => {
+            out.put_str(&e.node);
+            out.put_hash(&e.hash);
+            out.put_u32(e.height);
+            out.put_opt_u64(e.template_id);
+            out.put_opt_u64(e.job_id);
+            out.put_opt_u64(e.conn);
+            out.put_bool(e.stored);
+        }
         EventKind::BlockResult(e) => {
             out.put_str(&e.node);
             out.put_hash(&e.hash);

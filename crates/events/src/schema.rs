@@ -21,7 +21,7 @@ use crate::verdict::Verdict;
 /// Bumped when a reader of the previous major could misread a file.
 pub const SCHEMA_MAJOR: u16 = 1;
 /// Bumped when kinds or trailing fields are added: older readers skip what they do not know.
-pub const SCHEMA_MINOR: u16 = 0;
+pub const SCHEMA_MINOR: u16 = 1;
 
 /// One timestamped event.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
@@ -90,6 +90,7 @@ pub enum EventKind {
     ConnectionClosed(ConnectionClosed),
     HashesDone(HashesDone),
     Mark(Mark),
+    BlockFound(BlockFound),
 }
 
 /// A node made a template available: the first moment a `getblocktemplate` call could return it,
@@ -272,6 +273,26 @@ pub struct BlockSubmitted {
     pub conn: Option<u64>,
 }
 
+/// A role found a block (a device's share met the network target, or a JDC pushed one) and
+/// kept it, before submitting it anywhere: the first record of every block, whatever its fate.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct BlockFound {
+    /// The role that found it ("pool", "jds", ...).
+    pub node: ShortStr,
+    #[serde(serialize_with = "json::hash")]
+    pub hash: Hash256,
+    pub height: u32,
+    /// The template it was built on, when the role's own.
+    pub template_id: Option<u64>,
+    /// The job it was found on, when the role handed out that job.
+    pub job_id: Option<u64>,
+    /// The connection whose share (or push) it came from.
+    pub conn: Option<u64>,
+    /// Written durably to the role's store before this event (false without a store, or when
+    /// the store is failing: the block is then held in memory and submitted all the same).
+    pub stored: bool,
+}
+
 /// A node's answer to a submitted block: recorded by the node (simnet) and by the submitter.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct BlockResult {
@@ -391,6 +412,7 @@ kinds! {
     ConnectionClosed = 14, "connection_closed";
     HashesDone = 15, "hashes_done";
     Mark = 16, "mark";
+    BlockFound = 17, "block_found";
 }
 
 // The job kinds show their target both as hex and as a difficulty, the unit pools talk in.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use events::{BlockResult, BlockSubmitted, EventSink, ShortStr, TemplateCreated};
+use events::{BlockFound, BlockResult, BlockSubmitted, EventSink, ShortStr, TemplateCreated};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -722,41 +722,56 @@ async fn blocks_task(
 ) {
     let sink = Arc::new(sink);
     // Blocks an earlier run persisted but never heard back about go out again, each on a task of
-    // its own: a node that is down must not hold up the blocks found from now on.
+    // its own: a node that is down must not hold up the blocks found from now on. The counts run
+    // from the store's beginning: those blocks are pending until answered.
     if let Some(s) = &store {
+        engine
+            .stats
+            .restore_blocks(s.blocks_awaiting_answer().len(), s.blocks_answered());
         for b in s.blocks_awaiting_answer().to_vec() {
-            let (s, sink) = (s.clone(), sink.clone());
+            let client = match &*sink {
+                BlockSink::Node(client)
+                | BlockSink::Tp {
+                    node: Some((client, _)),
+                    ..
+                } => client.clone(),
+                // A provider's template ids live as long as its connection: only a node can
+                // take the block now. It stays pending, in the store and in the counts.
+                BlockSink::Tp { node: None, .. } => {
+                    tracing::error!(hash = %primitives::Hash256(b.hash), height = b.height,
+                        "a block an earlier run found is pending with no way out: restart with --node-rpc to submit it");
+                    continue;
+                }
+            };
+            let (s, engine) = (s.clone(), engine.clone());
             tokio::spawn(async move {
-                let result = match &*sink {
-                    BlockSink::Node(client)
-                    | BlockSink::Tp {
-                        node: Some((client, _)),
-                        ..
-                    } => {
-                        if !is_whole(&b.block) {
-                            // Stored before its template's transactions were known: no node
-                            // would take it.
-                            "incomplete-block-not-resubmitted".to_owned()
-                        } else {
-                            tracing::info!(
-                                height = b.height,
-                                "resubmitting a block an earlier run found"
-                            );
-                            let outcome =
-                                submit_until_answered(client, &b.block, client.config().retry)
-                                    .await;
-                            // `duplicate` on the best chain: the earlier run's submission got
-                            // there before the answer was recorded.
-                            match outcome.fate() {
-                                BlockFate::Accepted => "accepted".to_owned(),
-                                _ => outcome.answer.reason().unwrap_or("").to_owned(),
-                            }
-                        }
-                    }
-                    // A provider's template ids live as long as its connection: nothing to name.
-                    BlockSink::Tp { .. } => "unsubmitted-template-gone".to_owned(),
+                let (fate, result) = if !is_whole(&b.block) {
+                    // Stored before its template's transactions were known: no node would
+                    // take it.
+                    (
+                        BlockFate::Rejected,
+                        "incomplete-block-not-resubmitted".to_owned(),
+                    )
+                } else {
+                    tracing::info!(
+                        height = b.height,
+                        "resubmitting a block an earlier run found"
+                    );
+                    let outcome =
+                        submit_until_answered(&client, &b.block, client.config().retry).await;
+                    // `duplicate` on the best chain: the earlier run's submission got there
+                    // before the answer was recorded.
+                    let fate = outcome.fate();
+                    let result = match fate {
+                        BlockFate::Accepted => crate::stats::ACCEPTED.to_owned(),
+                        _ => outcome.answer.reason().unwrap_or("").to_owned(),
+                    };
+                    (fate, result)
                 };
-                let _ = s.record_block_result(b.hash, &result, unix_ms());
+                engine.stats.block_fate(fate);
+                if let Err(e) = s.record_block_result(b.hash, &result, unix_ms()) {
+                    tracing::error!(hash = %primitives::Hash256(b.hash), error = %e, "block result not recorded");
+                }
             });
         }
     }
@@ -809,6 +824,7 @@ async fn blocks_task(
                 }
             }
         }
+        let mut stored = false;
         if let Some(s) = &store {
             let rec = BlockRecord {
                 hash: b.hash.0,
@@ -822,8 +838,11 @@ async fn blocks_task(
                 Ok(t) => {
                     // A failing store keeps the record and writes it when it can: the block
                     // goes out now rather than after the fault.
-                    if let Err(e) = s.wait_durable_unless_failing(t).await {
-                        tracing::error!(hash = %b.hash, error = %e, "block not persisted yet; submitting anyway");
+                    match s.wait_durable_unless_failing(t).await {
+                        Ok(()) => stored = true,
+                        Err(e) => {
+                            tracing::error!(hash = %b.hash, error = %e, "block not persisted yet; submitting anyway")
+                        }
                     }
                 }
                 Err(e) => {
@@ -831,6 +850,16 @@ async fn blocks_task(
                 }
             }
         }
+        engine.events.emit(BlockFound {
+            node: ShortStr::new("pool"),
+            hash: b.hash,
+            height: b.height,
+            // A declared job's template is the farm's, not one of ours.
+            template_id: (!b.declared).then_some(b.template_id),
+            job_id: Some(b.job_id),
+            conn: Some(b.conn),
+            stored,
+        });
         if b.declared {
             // Found on a farm's declared job: the pool lacks its transactions, the farm's JDC
             // and the JDS propagate it. Its event says which template it was on: none of ours.
@@ -924,22 +953,34 @@ async fn submit(
     };
     // `submitblock` can take it only when the pool built it whole.
     let rpc = rpc.filter(|_| header_and_coinbase.is_some());
-    let connected = health.state(Instant::now()).serves_work();
     let mut works = works.clone();
-    works.mark_unchanged();
-    // Read before sending: the provider may move its tip to the block within a millisecond.
-    let tip_before = works.borrow().as_ref().map(|w| w.template.prev_hash);
-    let sent = connected && solutions.send(solution).is_ok();
-    if !sent {
-        tracing::warn!(hash = %b.hash, "block found while the provider is not connected");
-        return match rpc {
-            Some(client) => submit_rpc(engine, client, store, b).await,
-            None => {
-                // Pending: kept in the store, resubmitted by a restart with the node's RPC.
-                tracing::error!(hash = %b.hash, "no way to submit the block now: it stays pending in the store");
+    let mut waiting = false;
+    let tip_before = loop {
+        works.mark_unchanged();
+        // Read before sending: the provider may move its tip to the block within a millisecond.
+        let tip_before = works.borrow().as_ref().map(|w| w.template.prev_hash);
+        let connected = health.state(Instant::now()).serves_work();
+        if connected && solutions.send(solution.clone()).is_ok() {
+            if waiting {
+                tracing::info!(hash = %b.hash, template_id = tdp.template_id, "the provider is back: the pending block goes to it");
             }
-        };
-    }
+            break tip_before;
+        }
+        if let Some(client) = rpc {
+            tracing::warn!(hash = %b.hash, "block found while the provider is not connected: submitting it to the node");
+            return submit_rpc(engine, client, store, b).await;
+        }
+        // No way out now: pending (in the store and the counts) until the provider is back;
+        // one that still knows the template can take it.
+        if !waiting {
+            tracing::error!(hash = %b.hash, "block found while the provider is not connected and no node is beside it: pending until the provider is back");
+            waiting = true;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(PROVIDER_RETRY) => {}
+            _ = shutdown.wait_for(|s| *s) => return,
+        }
+    };
     let wait = if rpc.is_some() {
         TP_ANSWER_BEFORE_RPC
     } else {
@@ -969,7 +1010,13 @@ async fn submit(
         // The node says why the provider moved on without it, or takes it if the provider
         // never got it.
         (Some(false) | None, Some(client)) => submit_rpc(engine, client, store, b).await,
-        (Some(false), None) => block_answer(engine, store, b, BlockFate::Orphaned, "not-adopted"),
+        (Some(false), None) => block_answer(
+            engine,
+            store,
+            b,
+            BlockFate::Orphaned,
+            crate::stats::NOT_ADOPTED,
+        ),
         (None, None) => {
             tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
         }
@@ -984,11 +1031,13 @@ async fn submit_rpc(engine: &Engine, client: &NodeClient, store: Option<&Store>,
     block_answer(engine, store, b, outcome.fate(), reason);
 }
 
-/// The store's answer for a block found on a declared job, which the pool does not submit.
-pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
+pub use crate::stats::DECLARED_NOT_SUBMITTED;
 
 /// How often the store's figures and fault are read into the statistics.
 const STORE_WATCH: Duration = Duration::from_millis(250);
+
+/// How often a block with no way out looks for the provider again.
+const PROVIDER_RETRY: Duration = Duration::from_millis(500);
 
 /// How long the provider's next tip is awaited as the verdict on a submitted block.
 const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);
@@ -1016,7 +1065,11 @@ fn block_answer(
         reason: ShortStr::new(reason),
     });
     if let Some(s) = store {
-        let result = if accepted { "accepted" } else { reason };
+        let result = if accepted {
+            crate::stats::ACCEPTED
+        } else {
+            reason
+        };
         if let Err(e) = s.record_block_result(b.hash.0, result, unix_ms()) {
             tracing::error!(hash = %b.hash, error = %e, "block result not recorded");
         }

@@ -564,6 +564,16 @@ async fn healthz_says_whether_the_pool_serves_work() {
     srv.stats.set_serving(Serving::Yes);
     let r = srv.get("/healthz").await;
     assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    // A found block not yet answered for still serves, and says so; its answer clears it.
+    srv.stats.block_found();
+    let r = srv.get("/healthz").await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (200, "ok\nblocks pending: 1 (found, not yet answered for)\n")
+    );
+    srv.stats.block_fate(pool::stats::BlockFate::Accepted);
+    let r = srv.get("/healthz").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
 
     // The node goes quiet: the pool stops handing out work, and says why.
     srv.stats.set_node(NodeStatus::Unreachable {

@@ -802,6 +802,49 @@ fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
     );
 }
 
+/// A store file moved or deleted under the pool: SQLite would go on writing to the unlinked
+/// inode, and every share acknowledged then would be gone with it. The commit fails instead,
+/// the store says why, and writes resume once the file is back at its path.
+#[test]
+fn a_store_file_taken_away_is_a_fault_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool.db");
+    let aside = dir.path().join("aside.db");
+    let store = Store::open(config(
+        &path,
+        Durability::Batched,
+        Duration::from_millis(20),
+    ))
+    .unwrap();
+    let w = store.worker("w").unwrap();
+    let t0 = store.record_share(share(w, 0)).unwrap();
+    wait(&store, t0);
+
+    std::fs::rename(&path, &aside).unwrap();
+    let t1 = store.record_share(share(w, 1)).unwrap();
+    until("the writer fails", || store.is_failing());
+    let (reason, _) = store.stats().failing.expect("failing: why");
+    assert!(reason.contains("no longer at its path"), "{reason}");
+    assert!(!store.is_durable(t1));
+    assert!(matches!(
+        store.record_share(share(w, 2)),
+        Err(StoreError::Failing(_))
+    ));
+
+    std::fs::rename(&aside, &path).unwrap();
+    wait(&store, t1);
+    assert!(!store.is_failing());
+    store.close().unwrap();
+    let hashes: Vec<[u8; 32]> = StoreReader::open(&path)
+        .unwrap()
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.hash)
+        .collect();
+    assert_eq!(hashes, vec![hash_of(0), hash_of(1)]);
+}
+
 #[test]
 fn a_writer_still_failing_at_close_gives_up_and_says_so() {
     let dir = tempfile::tempdir().unwrap();

@@ -139,6 +139,26 @@ pub fn samples() -> Vec<EventKind> {
             hash: None,
         }
         .into(),
+        BlockFound {
+            node: "pool".into(),
+            hash: h(0xbc),
+            height: 840_002,
+            template_id: Some(42),
+            job_id: Some(9),
+            conn: Some(7),
+            stored: true,
+        }
+        .into(),
+        BlockFound {
+            node: "jds".into(),
+            hash: h(0xbd),
+            height: 840_003,
+            template_id: None,
+            job_id: None,
+            conn: None,
+            stored: false,
+        }
+        .into(),
         BlockSubmitted {
             hash: h(0xbc),
             height: 840_002,

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{
-    BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink, LinkCounter,
-    ShortStr,
+    BlockFound, BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink,
+    LinkCounter, ShortStr,
 };
 use pool::jd_token::TokenKey;
 use pool::node::{submit_until_answered, NodeClient, NodeConfig, NodeError};
@@ -488,15 +488,9 @@ async fn flush(
 /// neither a slow node nor a retry holds up the connection.
 async fn submit(shared: &Arc<Shared>, conn: u64, b: FoundBlock) {
     let height = b.height.unwrap_or(0);
-    shared.stats.blocks_submitted.fetch_add(1, Relaxed);
-    shared.events.emit(BlockSubmitted {
-        hash: b.hash,
-        height,
-        template_id: None,
-        conn: Some(conn),
-    });
+    let mut stored = false;
     if let Some(store) = &shared.store {
-        let stored = store.worker(STORE_WORKER).and_then(|worker| {
+        let recorded = store.worker(STORE_WORKER).and_then(|worker| {
             store.record_block(BlockRecord {
                 hash: b.hash.0,
                 height,
@@ -506,17 +500,34 @@ async fn submit(shared: &Arc<Shared>, conn: u64, b: FoundBlock) {
                 block: b.bytes.clone(),
             })
         });
-        match stored {
-            Ok(t) => {
-                if let Err(e) = store.wait_durable_unless_failing(t).await {
-                    tracing::error!(conn, hash = %b.hash, error = %e, "jds: block not stored yet; submitting anyway");
+        match recorded {
+            Ok(t) => match store.wait_durable_unless_failing(t).await {
+                Ok(()) => stored = true,
+                Err(e) => {
+                    tracing::error!(conn, hash = %b.hash, error = %e, "jds: block not stored yet; submitting anyway")
                 }
-            }
+            },
             Err(e) => {
                 tracing::error!(conn, hash = %b.hash, error = %e, "jds: block not stored; submitting anyway")
             }
         }
     }
+    shared.events.emit(BlockFound {
+        node: ShortStr::new("jds"),
+        hash: b.hash,
+        height,
+        template_id: None,
+        job_id: None,
+        conn: Some(conn),
+        stored,
+    });
+    shared.stats.blocks_submitted.fetch_add(1, Relaxed);
+    shared.events.emit(BlockSubmitted {
+        hash: b.hash,
+        height,
+        template_id: None,
+        conn: Some(conn),
+    });
     tokio::spawn(submit_until_answer(
         shared.clone(),
         conn,

@@ -159,7 +159,13 @@ pub(super) fn workers(page: &WorkersPage, limit: usize, now: Millis) -> Value {
 /// the store that fails).
 pub(super) fn health(s: &StatusSnapshot, store_error: Option<&str>) -> Result<String, String> {
     match s.serving {
-        Serving::Yes => Ok("ok\n".into()),
+        // Serving, but a block waiting for its answer (or for a way out) is worth a line.
+        Serving::Yes => match s.blocks.pending() {
+            0 => Ok("ok\n".into()),
+            n => Ok(format!(
+                "ok\nblocks pending: {n} (found, not yet answered for)\n"
+            )),
+        },
         Serving::No(NotServing::Store) => {
             let since = s
                 .store

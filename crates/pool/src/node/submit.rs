@@ -64,9 +64,7 @@ impl SubmitOutcome {
                 // Held by the node; a node without `getblockheader` cannot say more.
                 Some(true) | None => BlockFate::Accepted,
             },
-            // Valid, stored, not on the best chain: the network moved on first.
-            SubmitAnswer::Rejected(r) if r.contains("inconclusive") => BlockFate::Orphaned,
-            SubmitAnswer::Rejected(_) => BlockFate::Rejected,
+            SubmitAnswer::Rejected(r) => BlockFate::of_refusal(r),
         }
     }
 }

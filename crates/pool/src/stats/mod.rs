@@ -282,6 +282,27 @@ pub enum BlockFate {
     Rejected,
 }
 
+impl BlockFate {
+    /// The fate a block's refusal reason means: Core's `inconclusive` (valid, beside the best
+    /// chain), `duplicate` recorded as a refusal (held, but not on the best chain) and a
+    /// provider's `not-adopted` (it moved its tip to another block) are orphans; every other
+    /// reason is a rejection.
+    pub fn of_refusal(reason: &str) -> BlockFate {
+        if reason.contains("inconclusive") || reason == "duplicate" || reason == NOT_ADOPTED {
+            BlockFate::Orphaned
+        } else {
+            BlockFate::Rejected
+        }
+    }
+}
+
+/// The result recorded for a block the node took.
+pub const ACCEPTED: &str = "accepted";
+/// The result recorded for a provider block whose `SubmitSolution` was followed by another tip.
+pub const NOT_ADOPTED: &str = "not-adopted";
+/// The store's answer for a block found on a declared job, which the pool does not submit.
+pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
+
 /// The pool at one moment. Every figure is one atomic load (or a few, for the counts per
 /// reason), so taking a snapshot costs the same with ten workers or a hundred thousand.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -539,6 +560,21 @@ impl PoolStats {
     /// A share met the network target and its block goes to the node.
     pub fn block_found(&self) {
         self.blocks_submitted.fetch_add(1, Relaxed);
+    }
+
+    /// Counts what a store holds from earlier runs: `awaiting` blocks found and never answered
+    /// for (pending until this run's answer), and the recorded `answered` results, so that the
+    /// block counts run from the store's beginning rather than this process's.
+    pub fn restore_blocks(&self, awaiting: usize, answered: &[String]) {
+        self.blocks_submitted
+            .fetch_add((awaiting + answered.len()) as u64, Relaxed);
+        for result in answered {
+            match result.as_str() {
+                ACCEPTED => self.block_fate(BlockFate::Accepted),
+                DECLARED_NOT_SUBMITTED => self.block_handed_off(),
+                refused => self.block_fate(BlockFate::of_refusal(refused)),
+            }
+        }
     }
 
     /// A block found on a farm's declared job: the farm's JDC and the JDS submit it, not the

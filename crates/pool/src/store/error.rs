@@ -76,13 +76,22 @@ pub enum StoreError {
     Corrupt { path: PathBuf, what: String },
 }
 
-/// An error of the writer thread: the step, and SQLite's complaint.
+/// An error of the writer thread.
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {source}")]
-pub(super) struct WriteError {
-    pub what: &'static str,
-    #[source]
-    pub source: rusqlite::Error,
+pub(super) enum WriteError {
+    /// The step, and SQLite's complaint.
+    #[error("{what}: {source}")]
+    Sql {
+        what: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// SQLite would go on writing to the open file after it was unlinked (or renamed away), and
+    /// nothing written then would be found at the path again.
+    #[error(
+        "the file is no longer at its path (removed or replaced): put it back, or restart the pool"
+    )]
+    FileGone,
 }
 
 /// Adds the step to a SQLite result inside the writer.
@@ -92,6 +101,6 @@ pub(super) trait WriteContext<T> {
 
 impl<T> WriteContext<T> for rusqlite::Result<T> {
     fn during(self, what: &'static str) -> Result<T, WriteError> {
-        self.map_err(|source| WriteError { what, source })
+        self.map_err(|source| WriteError::Sql { what, source })
     }
 }

@@ -247,6 +247,7 @@ struct Inner {
     next_worker: AtomicI64,
     path: PathBuf,
     awaiting_answer: Vec<BlockRecord>,
+    answered: Vec<String>,
 }
 
 struct Workers {
@@ -317,6 +318,7 @@ impl Store {
                 next_worker: AtomicI64::new(next_worker),
                 path,
                 awaiting_answer: resume.awaiting_answer,
+                answered: resume.answered,
             }),
         })
     }
@@ -484,6 +486,12 @@ impl Store {
     /// when the file was opened: submit them again.
     pub fn blocks_awaiting_answer(&self) -> &[BlockRecord] {
         &self.inner.awaiting_answer
+    }
+
+    /// The recorded result of every block an earlier run found and had answered for (its
+    /// latest, when it has several), as the file held them at open.
+    pub fn blocks_answered(&self) -> &[String] {
+        &self.inner.answered
     }
 
     pub fn stats(&self) -> StoreStats {

@@ -163,6 +163,8 @@ pub(super) struct Resume {
     pub workers: Vec<(Box<str>, i64)>,
     /// Blocks persisted by an earlier run that never got the node's answer.
     pub awaiting_answer: Vec<BlockRecord>,
+    /// The latest recorded result of every answered block, in no particular order.
+    pub answered: Vec<String>,
 }
 
 pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreError> {
@@ -220,9 +222,20 @@ pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreErro
             block: row.get(5).map_err(setup(what))?,
         });
     }
+
+    let what = "loading the answers blocks got";
+    // SQLite takes a bare column beside max() from the row that has the maximum.
+    let mut st = conn
+        .prepare("SELECT result, max(seq) FROM block_result GROUP BY hash")
+        .map_err(setup(what))?;
+    let answered = st
+        .query_map([], |row| row.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(setup(what))?;
     Ok(Resume {
         last_ticket: last_ticket.max(0) as u64,
         workers,
         awaiting_answer,
+        answered,
     })
 }

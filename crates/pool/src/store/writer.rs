@@ -290,6 +290,14 @@ pub(super) struct Writer {
     took_since_commit: bool,
     /// A shutdown was taken off the queue.
     stopping: bool,
+    /// The file's device and inode at open: a commit checks the path still leads to it.
+    identity: Option<(u64, u64)>,
+}
+
+/// The device and inode at `path`, `None` if nothing is there.
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// How a spell of failed writes ended.
@@ -309,6 +317,7 @@ impl Writer {
         bell: Arc<Bell>,
         path: PathBuf,
     ) -> Writer {
+        let identity = file_identity(&path);
         Writer {
             conn,
             rx,
@@ -319,6 +328,7 @@ impl Writer {
             batch: Batch::default(),
             took_since_commit: false,
             stopping: false,
+            identity,
         }
     }
 
@@ -677,6 +687,11 @@ impl Writer {
             return Ok(());
         }
         let started = Instant::now();
+        // One stat per commit: a file removed under the pool fails the commit (the records
+        // stay held, the store says why) instead of vanishing with the unlinked inode.
+        if self.identity.is_some() && file_identity(&self.path) != self.identity {
+            return Err(WriteError::FileGone);
+        }
         self.conn
             .prepare_cached("COMMIT")
             .and_then(|mut st| st.execute([]))
