@@ -157,6 +157,11 @@ impl Engine {
         events: EventSink,
     ) -> (Arc<Engine>, mpsc::UnboundedReceiver<FoundBlock>) {
         let (blocks, found) = mpsc::unbounded_channel();
+        // Tokens that set a job in an earlier run stay used.
+        let used_tokens = crate::jd_token::UsedTokens::default();
+        if let Some(s) = &store {
+            used_tokens.restore(s.used_tokens().iter().map(|t| (t.id, t.expires_ms)));
+        }
         let engine = Arc::new(Engine {
             channel_config: Arc::new(config.channel.clone()),
             config,
@@ -176,7 +181,7 @@ impl Engine {
             share_tap: std::sync::OnceLock::new(),
             payout_override: RwLock::new(None),
             overridden: AtomicBool::new(false),
-            used_tokens: Default::default(),
+            used_tokens,
         });
         (engine, found)
     }

@@ -230,6 +230,12 @@ impl UsedTokens {
         }
         seen.insert((c.id, c.expires_ms), ()).is_none()
     }
+
+    /// Marks tokens used by an earlier run (id, expiry) as used.
+    pub fn restore(&self, tokens: impl IntoIterator<Item = (u64, u64)>) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.extend(tokens.into_iter().map(|t| (t, ())));
+    }
 }
 
 #[cfg(test)]

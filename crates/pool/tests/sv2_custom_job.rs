@@ -628,6 +628,83 @@ fn a_declared_token_sets_one_job_on_any_connection() {
     assert_eq!(second.refused(job(&second, 1)), "invalid-mining-job-token");
 }
 
+/// A token that set a job is kept in the store before the job's success goes out: the pool
+/// restarted on the same store refuses it, while a fresh token works. (On the wall clock: the
+/// store forgets tokens that have expired by the time it opens.)
+#[test]
+fn a_used_token_stays_used_across_a_restart() {
+    use pool::store::{Store, StoreConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool.db");
+    let outputs = farm_outputs(5_000_000_000);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let fresh = || token(TokenKind::Declared, &outputs, now + 600_000, &key());
+    let used = fresh();
+    let job = |channel_id: u32, request_id, token: &[u8]| {
+        custom_job(
+            channel_id,
+            request_id,
+            token.to_vec(),
+            tip(1),
+            HARD_BITS,
+            &outputs,
+        )
+    };
+    let answer = |jdc: &mut Jdc, m| match jdc.declare_at(m, now) {
+        Message::Mining(Mining::SetCustomMiningJobSuccess(_)) => "accepted".to_owned(),
+        Message::Mining(Mining::SetCustomMiningJobError(e)) => e.error_code,
+        other => panic!("{other:?}"),
+    };
+    {
+        let store = Store::open(StoreConfig::new(&path)).unwrap();
+        let mut lab = Lab::with_store(LabConfig::pool(), Some(store.clone()));
+        lab.publish(template(tip(1), HARD_BITS), T0);
+        let mut jdc = Jdc::connect(&lab);
+        jdc.s.take_pending_ticket();
+        assert_eq!(
+            {
+                let m = job(jdc.channel_id, 1, &used);
+                answer(&mut jdc, m)
+            },
+            "accepted"
+        );
+        // The success waits for the token's record (unless its commit, forced at once, won the
+        // race already).
+        if let Some(t) = jdc.s.take_pending_ticket() {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(store.wait_durable(t)).unwrap();
+        }
+        drop(jdc);
+        drop(lab);
+        store.close().unwrap();
+    }
+    let store = Store::open(StoreConfig::new(&path)).unwrap();
+    assert_eq!(store.used_tokens().len(), 1);
+    let mut lab = Lab::with_store(LabConfig::pool(), Some(store.clone()));
+    lab.publish(template(tip(1), HARD_BITS), T0);
+    let mut jdc = Jdc::connect(&lab);
+    assert_eq!(
+        {
+            let m = job(jdc.channel_id, 1, &used);
+            answer(&mut jdc, m)
+        },
+        "invalid-mining-job-token"
+    );
+    assert_eq!(
+        {
+            let m = job(jdc.channel_id, 2, &fresh());
+            answer(&mut jdc, m)
+        },
+        "accepted"
+    );
+}
+
 #[test]
 fn the_pools_tip_moving_past_the_jobs_block_makes_it_stale_its_own_jobs_do_not() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);

@@ -142,6 +142,13 @@ impl ShareBatch {
         (!self.store.is_durable(t)).then_some(t)
     }
 
+    /// Makes the next acknowledgements wait for `t` too (a record queued outside the batch, such
+    /// as a used token, whose answer must not go out before it is stored). Tickets complete in
+    /// order, so waiting for the later of the two covers both.
+    pub fn wait_also(&mut self, t: Ticket) {
+        self.ticket = Some(self.ticket.map_or(t, |mine| mine.max(t)));
+    }
+
     /// Puts every record on the queue now, and gives back the places reserved for more.
     pub fn flush(&mut self) {
         let inner = &*self.store.inner;

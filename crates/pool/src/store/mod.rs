@@ -195,6 +195,17 @@ pub struct BlockRecord {
     pub block: Vec<u8>,
 }
 
+/// A job declaration token that set a job: its id and expiry (together they name it; ids alone
+/// restart with their JDS), and when it was used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsedToken {
+    pub id: u64,
+    /// Unix milliseconds.
+    pub expires_ms: u64,
+    /// Unix milliseconds.
+    pub time_ms: u64,
+}
+
 /// The store's figures, read in O(1) for metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoreStats {
@@ -248,6 +259,7 @@ struct Inner {
     path: PathBuf,
     awaiting_answer: Vec<BlockRecord>,
     answered: Vec<String>,
+    used_tokens: Vec<UsedToken>,
 }
 
 struct Workers {
@@ -266,7 +278,11 @@ impl Store {
         }
         let path = config.path;
         let conn = schema::open_for_writing(&path, config.durability)?;
-        let resume = reader::resume(&conn, &path)?;
+        // Tokens that expired before now can never be accepted again anyway.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let resume = reader::resume(&conn, &path, now_ms)?;
         let progress = Arc::new(Progress::new(
             config.durability,
             config.batch_window,
@@ -302,6 +318,7 @@ impl Store {
             last_ticket = resume.last_ticket,
             workers = resume.workers.len(),
             blocks_awaiting_answer = resume.awaiting_answer.len(),
+            used_tokens = resume.used_tokens.len(),
             "share store open"
         );
         Ok(Store {
@@ -319,6 +336,7 @@ impl Store {
                 path,
                 awaiting_answer: resume.awaiting_answer,
                 answered: resume.answered,
+                used_tokens: resume.used_tokens,
             }),
         })
     }
@@ -486,6 +504,20 @@ impl Store {
     /// when the file was opened: submit them again.
     pub fn blocks_awaiting_answer(&self) -> &[BlockRecord] {
         &self.inner.awaiting_answer
+    }
+
+    /// Records a token's use. Committed and synced at once, whatever the durability, like a
+    /// block: the job it set is acknowledged once its ticket completes, so that no restart
+    /// accepts the token again.
+    pub fn record_token(&self, token: UsedToken) -> Result<Ticket, StoreError> {
+        self.inner
+            .enqueue_waiting(Command::Token { ticket: 0, token }, true)
+            .map(Ticket)
+    }
+
+    /// The tokens earlier runs recorded that had not expired when the file was opened.
+    pub fn used_tokens(&self) -> &[UsedToken] {
+        &self.inner.used_tokens
     }
 
     /// The recorded result of every block an earlier run found and had answered for (its

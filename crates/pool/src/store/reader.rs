@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
 
-use super::{schema, BlockRecord, StoreError, Ticket, WorkerKey};
+use super::{schema, BlockRecord, StoreError, Ticket, UsedToken, WorkerKey};
 
 /// A share as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,9 +165,11 @@ pub(super) struct Resume {
     pub awaiting_answer: Vec<BlockRecord>,
     /// The latest recorded result of every answered block, in no particular order.
     pub answered: Vec<String>,
+    /// Used job declaration tokens not expired at `now_ms`.
+    pub used_tokens: Vec<UsedToken>,
 }
 
-pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreError> {
+pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resume, StoreError> {
     let setup = |what| {
         move |source| StoreError::Setup {
             path: path.to_owned(),
@@ -179,7 +181,8 @@ pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreErro
         .query_row(
             "SELECT max(coalesce((SELECT max(seq) FROM share), 0), \
                         coalesce((SELECT max(seq) FROM block), 0), \
-                        coalesce((SELECT max(seq) FROM block_result), 0))",
+                        coalesce((SELECT max(seq) FROM block_result), 0), \
+                        coalesce((SELECT max(seq) FROM used_token), 0))",
             [],
             |row| row.get(0),
         )
@@ -232,10 +235,26 @@ pub(super) fn resume(conn: &Connection, path: &Path) -> Result<Resume, StoreErro
         .query_map([], |row| row.get::<_, String>(0))
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(setup(what))?;
+
+    let what = "loading used job declaration tokens";
+    let mut st = conn
+        .prepare("SELECT id, expires_ms, time_ms FROM used_token WHERE expires_ms >= ?1")
+        .map_err(setup(what))?;
+    let used_tokens = st
+        .query_map([now_ms as i64], |row| {
+            Ok(UsedToken {
+                id: row.get::<_, i64>(0)? as u64,
+                expires_ms: row.get::<_, i64>(1)? as u64,
+                time_ms: row.get::<_, i64>(2)? as u64,
+            })
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(setup(what))?;
     Ok(Resume {
         last_ticket: last_ticket.max(0) as u64,
         workers,
         awaiting_answer,
         answered,
+        used_tokens,
     })
 }

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use super::{Durability, StoreError};
 
 /// The schema version this build writes and reads.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: workers, shares, blocks and the node's answers.
@@ -48,6 +48,15 @@ const MIGRATIONS: &[&str] = &[
          time_ms INTEGER NOT NULL
      );
      CREATE INDEX block_result_by_hash ON block_result(hash, seq);",
+    // 1 -> 2: job declaration tokens that set a job, so that none is accepted twice across
+    // restarts.
+    "CREATE TABLE used_token (
+         seq        INTEGER PRIMARY KEY,
+         id         INTEGER NOT NULL,
+         expires_ms INTEGER NOT NULL,
+         time_ms    INTEGER NOT NULL,
+         UNIQUE (id, expires_ms)
+     );",
 ];
 
 /// How long a statement waits for another connection's lock before failing. The store expects

@@ -45,7 +45,7 @@ use super::bell::Bell;
 use super::error::{WriteContext, WriteError};
 use super::progress::Progress;
 use super::schema::{self, Synchronous};
-use super::{BlockRecord, Durability, ShareRecord};
+use super::{BlockRecord, Durability, ShareRecord, UsedToken};
 
 /// The most records one transaction holds; a burst larger than this is committed in pieces.
 pub(super) const MAX_BATCH: u64 = 8192;
@@ -88,6 +88,11 @@ pub(super) enum Command {
         result: Box<str>,
         time_ms: u64,
     },
+    /// A job declaration token that set a job: never to be accepted again.
+    Token {
+        ticket: u64,
+        token: UsedToken,
+    },
     /// Commit what is open and exit. Nothing is queued after it.
     Shutdown,
 }
@@ -99,7 +104,8 @@ impl Command {
             Command::Share { ticket, .. }
             | Command::Shares { first: ticket, .. }
             | Command::Block { ticket, .. }
-            | Command::BlockResult { ticket, .. } => *ticket = t,
+            | Command::BlockResult { ticket, .. }
+            | Command::Token { ticket, .. } => *ticket = t,
             Command::Worker { .. } | Command::Shutdown => {}
         }
     }
@@ -111,6 +117,7 @@ impl Command {
                 | Command::Shares { .. }
                 | Command::Block { .. }
                 | Command::BlockResult { .. }
+                | Command::Token { .. }
         )
     }
 
@@ -179,6 +186,9 @@ const INSERT_BLOCK: &str =
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
 const INSERT_BLOCK_RESULT: &str =
     "INSERT INTO block_result (seq, hash, result, time_ms) VALUES (?1, ?2, ?3, ?4)";
+// A token recorded twice (two connections racing with one token) is one use already kept.
+const INSERT_TOKEN: &str = "INSERT OR IGNORE INTO used_token (seq, id, expires_ms, time_ms) \
+     VALUES (?1, ?2, ?3, ?4)";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum After {
@@ -202,14 +212,16 @@ enum Taken {
         result: Box<str>,
         time_ms: u64,
     },
+    Token(u64, UsedToken),
 }
 
 impl Taken {
     fn ticket(&self) -> Option<u64> {
         match self {
-            Taken::Share(t, _) | Taken::Block(t, _) | Taken::BlockResult { ticket: t, .. } => {
-                Some(*t)
-            }
+            Taken::Share(t, _)
+            | Taken::Block(t, _)
+            | Taken::BlockResult { ticket: t, .. }
+            | Taken::Token(t, _) => Some(*t),
             Taken::Worker(..) => None,
         }
     }
@@ -248,6 +260,17 @@ impl Taken {
                     ])
                 })
                 .during("inserting a block"),
+            Taken::Token(ticket, token) => conn
+                .prepare_cached(INSERT_TOKEN)
+                .and_then(|mut st| {
+                    st.execute(params![
+                        *ticket as i64,
+                        token.id as i64,
+                        token.expires_ms as i64,
+                        token.time_ms as i64,
+                    ])
+                })
+                .during("inserting a used token"),
             Taken::BlockResult {
                 ticket,
                 hash,
@@ -484,6 +507,7 @@ impl Writer {
                 result,
                 time_ms,
             }),
+            Command::Token { ticket, token } => taken.push(Taken::Token(ticket, token)),
             Command::Shutdown => self.stopping = true,
         }
     }
@@ -618,7 +642,9 @@ impl Writer {
 
     fn apply(&mut self, cmd: Command) -> Result<After, WriteError> {
         match cmd {
-            Command::Block { .. } | Command::BlockResult { .. } => self.forced(cmd),
+            Command::Block { .. } | Command::BlockResult { .. } | Command::Token { .. } => {
+                self.forced(cmd)
+            }
             Command::Shutdown => {
                 self.stopping = true;
                 Ok(After::Stop)
@@ -705,6 +731,7 @@ impl Writer {
                 Taken::Share(..) => shares += 1,
                 Taken::Block(..) => blocks += 1,
                 Taken::BlockResult { .. } => block_results += 1,
+                Taken::Token(..) => {}
                 Taken::Worker(..) => {}
             }
             last_ticket = t.ticket().or(last_ticket);

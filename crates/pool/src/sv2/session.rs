@@ -694,6 +694,24 @@ impl Session {
                 why: format!("token {} already set a job", claims.id),
             });
         }
+        // Kept in the store before the job's success goes out, so that a restarted pool
+        // refuses the token too.
+        if self.records.is_none() {
+            self.records = self.engine.share_batch();
+        }
+        if let (Some(store), Some(records)) = (&self.engine.store, self.records.as_mut()) {
+            let used = crate::store::UsedToken {
+                id: claims.id,
+                expires_ms: claims.expires_ms,
+                time_ms: unix_ms,
+            };
+            match store.record_token(used) {
+                Ok(t) => records.wait_also(t),
+                Err(e) => {
+                    tracing::warn!(conn = self.conn, token = claims.id, error = %e, "store: used token not recorded")
+                }
+            }
+        }
         let job_id = self.next_job_id();
         let c = self.channels.get_mut(&m.channel_id).expect("checked");
         c.channel.issue(job.clone(), u64::from(job_id), now);

@@ -186,6 +186,11 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(c: LabConfig) -> Lab {
+        Lab::with_store(c, None)
+    }
+
+    /// A pool in mode `c` that records into `store`.
+    pub fn with_store(c: LabConfig, store: Option<pool::store::Store>) -> Lab {
         let stats = PoolStats::new(Millis(0));
         let workers = WorkerRegistry::new(&stats);
         let config = EngineConfig {
@@ -201,7 +206,7 @@ impl Lab {
             start_difficulty: c.start,
         };
         let (engine, found) =
-            Engine::new(config, stats, workers, None, events::EventSink::disabled());
+            Engine::new(config, stats, workers, store, events::EventSink::disabled());
         Lab {
             engine,
             found,
