@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::{dump_events, http_get_json, link_bytes, run_fleet, Role, Roles, PAYOUT};
+use support::{dump_events, http_get, http_get_json, link_bytes, run_fleet, Role, Roles, PAYOUT};
 
 /// Simnet (one node, RPC and TDP), the pool with its JDS, and the JDC on the same node.
 struct Stack {
@@ -394,6 +394,20 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
             .unwrap_or("")
             .starts_with("pool"),
         "{live}"
+    );
+    // Which dependency failed, and since when, on every endpoint; the JDC still serves.
+    let deps = http_get_json(&jdc_http, "/api/status")["dependencies"].clone();
+    assert_eq!(deps["pool"]["up"], false, "{deps}");
+    assert_eq!(deps["pool"]["failures"], 1, "{deps}");
+    assert!(deps["pool"]["for_s"].as_f64().unwrap() > 0.0, "{deps}");
+    assert_eq!(deps["tp"]["up"], true, "{deps}");
+    let (code, health) = http_get(&jdc_http, "/healthz");
+    assert_eq!(code, 200, "{health}");
+    assert!(health.contains("\npool failing for "), "{health}");
+    let (_, metrics) = http_get(&jdc_http, "/metrics");
+    assert!(
+        metrics.contains("dependency_up{dependency=\"pool\"} 0\n"),
+        "{metrics}"
     );
     let summary = jdc_summary(&mut roles);
     assert_eq!(summary["solo"], true, "{summary}");

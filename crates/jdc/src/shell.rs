@@ -28,6 +28,7 @@ use events::LinkCounter;
 use pool::engine::{PayoutMode, TappedShare};
 use pool::jobs::Generation;
 use pool::service::{PoolSettings, RunningPool};
+use pool::stats::Dependency;
 use pool::tp::{TxDataReply, TxDataRequest};
 use primitives::bitcoin::consensus::deserialize;
 use primitives::bitcoin::hashes::Hash;
@@ -285,6 +286,11 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     let generations = running.engine.subscribe();
     let tx_data = running.tx_data().ok_or(JdcError::NoTemplateProvider)?;
 
+    // The JDS and the pool are the JDC's own dependencies: shown beside the embedded pool's.
+    let clock = running.clock();
+    for d in [Dependency::Jds, Dependency::Pool] {
+        running.engine.stats.set_attached(d, true, clock(), None);
+    }
     let stats = Arc::new(Mutex::new(JdcStats::default()));
     let shown = stats.clone();
     running.add_status_section(
@@ -311,6 +317,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         clock: std::time::Instant::now(),
         accepted_seen: 0,
         net,
+        pool_clock: clock,
     };
     let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, stop_rx));
     Ok(RunningJdc {
@@ -353,6 +360,8 @@ struct Joined {
     accepted_seen: u64,
     /// Wire bytes to and from the JDS and the pool.
     net: [Arc<LinkCounter>; 2],
+    /// The embedded pool's clock, for the dependencies reported into its statistics.
+    pool_clock: pool::service::Clock,
 }
 
 /// Reads from an upstream that may be gone (then never ready).
@@ -452,9 +461,17 @@ impl Joined {
         self.clock.elapsed().as_millis() as u64
     }
 
+    /// Says `d` failed, in the embedded pool's statistics.
+    fn dependency_lost(&self, d: Dependency, why: &str) {
+        self.engine
+            .stats
+            .set_attached(d, false, (self.pool_clock)(), Some(why.to_owned()));
+    }
+
     fn lose_jds(&mut self, why: String) {
         tracing::error!(error = %why, "jdc: JDS lost; devices keep mining the farm's templates");
         self.jds = None;
+        self.dependency_lost(Dependency::Jds, &why);
         self.stat(|s| s.upstream_lost = Some(format!("JDS: {why}")));
         if let Some(r) = self.fallback.jds_lost(&why) {
             self.leave_pool(r);
@@ -464,6 +481,7 @@ impl Joined {
     fn lose_pool(&mut self, why: String) {
         tracing::error!(error = %why, "jdc: pool lost; devices keep mining the farm's templates");
         self.up = None;
+        self.dependency_lost(Dependency::Pool, &why);
         self.stat(|s| s.upstream_lost = Some(format!("pool: {why}")));
         if let Some(r) = self.fallback.pool_lost(&why) {
             self.leave_pool(r);
@@ -482,8 +500,13 @@ impl Joined {
 
     /// Stops declaring and submitting; the devices mine for the farm from the next template.
     fn leave_pool(&mut self, r: FallbackReason) {
+        // Connections closed on purpose are failed dependencies all the same: nothing declared
+        // or submitted goes through them any more.
+        let why = format!("left: {r}");
         self.jds = None;
         self.up = None;
+        self.dependency_lost(Dependency::Jds, &why);
+        self.dependency_lost(Dependency::Pool, &why);
         let solo = self.fallback_payout.clone();
         match &solo {
             Some(script) => {

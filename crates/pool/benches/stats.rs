@@ -29,7 +29,9 @@ fn stats(c: &mut Criterion) {
         b.iter(|| stats.snapshot(black_box(now)))
     });
     c.bench_function("stats/render_metrics", |b| {
-        b.iter(|| pool::http::render_metrics(&stats.snapshot(black_box(now)), &stats.processing()))
+        b.iter(|| {
+            pool::http::render_metrics(&stats.snapshot(black_box(now)), &stats.processing(), &[])
+        })
     });
 }
 

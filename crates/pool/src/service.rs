@@ -105,7 +105,11 @@ pub struct RunningPool {
     /// The node's feed beside a provider's ([`PoolSettings::node_beside_tp`]).
     backup_feed: Option<TemplateFeed>,
     status_sections: http::StatusSections,
+    clock: Clock,
 }
+
+/// The pool's clock: milliseconds since it started, as its statistics and sessions count them.
+pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
 
 /// Where templates come from.
 enum Feed {
@@ -189,8 +193,7 @@ impl RunningPool {
     /// Starts every part on the current tokio runtime.
     pub async fn start(settings: PoolSettings) -> Result<RunningPool, ServiceError> {
         let clock_start = Instant::now();
-        let clock: Arc<dyn Fn() -> Millis + Send + Sync> =
-            Arc::new(move || Millis(clock_start.elapsed().as_millis() as u64));
+        let clock: Clock = Arc::new(move || Millis(clock_start.elapsed().as_millis() as u64));
         let stats = PoolStats::new(clock());
         stats.set_serving(Serving::No(NotServing::NoTemplateYet));
         let workers = WorkerRegistry::new(&stats);
@@ -384,11 +387,15 @@ impl RunningPool {
             feed: Some(feed),
             backup_feed,
             status_sections,
+            clock,
         })
     }
 
-    /// Where to ask the Template Provider for a template's transactions (`None` when the
-    /// templates come from a node's `getblocktemplate`, which carries them already).
+    /// The pool's clock, for a role built around it that reports into its statistics.
+    pub fn clock(&self) -> Clock {
+        self.clock.clone()
+    }
+
     /// Adds `section()` to `/api/status` under `name`, from now on.
     pub fn add_status_section(&self, name: &'static str, section: http::StatusSection) {
         self.status_sections
@@ -397,6 +404,8 @@ impl RunningPool {
             .push((name, section));
     }
 
+    /// Where to ask the Template Provider for a template's transactions (`None` when the
+    /// templates come from a node's `getblocktemplate`, which carries them already).
     pub fn tx_data(&self) -> Option<mpsc::UnboundedSender<crate::tp::feed::TxDataRequest>> {
         match &self.feed {
             Some(Feed::Tp(f)) => Some(f.tx_data()),
@@ -453,7 +462,7 @@ async fn jobs_task(
     engine: Arc<Engine>,
     mut templates: TemplateRx,
     health: Arc<NodeHealth>,
-    clock: Arc<dyn Fn() -> Millis + Send + Sync>,
+    clock: Clock,
     config: crate::jobs::JobConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {

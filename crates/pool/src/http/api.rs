@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::HttpOptions;
 use crate::stats::{
-    Dependency, NodeStatus, NotServing, PageStart, Serving, StatusSnapshot, WorkersPage,
+    Attached, Dependency, NodeStatus, NotServing, PageStart, Serving, StatusSnapshot, WorkersPage,
 };
 use crate::Millis;
 
@@ -27,7 +27,7 @@ fn node(node: NodeStatus, now: Millis) -> Value {
 
 /// `/api/status`'s `dependencies`: each dependency's state, since when, failures, and the
 /// store's error while it fails.
-fn dependencies(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
+fn dependencies(s: &StatusSnapshot, store_error: Option<&str>, attached: &[Attached]) -> Value {
     let mut deps = Map::new();
     deps.insert(
         s.template_source.as_str().to_owned(),
@@ -69,11 +69,27 @@ fn dependencies(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             }),
         );
     }
+    for a in attached {
+        deps.insert(
+            a.dependency.as_str().to_owned(),
+            json!({
+                "up": a.up,
+                "state": if a.up { "ok" } else { "failing" },
+                "for_s": age_s(s.now, a.since),
+                "failures": a.failures,
+                "error": a.error,
+            }),
+        );
+    }
     Value::Object(deps)
 }
 
 /// `/api/status`. `store_error`: the store's error while it cannot write.
-pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
+pub(super) fn status(
+    s: &StatusSnapshot,
+    store_error: Option<&str>,
+    attached: &[Attached],
+) -> Value {
     let by_reason: Map<String, Value> = s
         .rejected
         .iter()
@@ -121,7 +137,7 @@ pub(super) fn status(s: &StatusSnapshot, store_error: Option<&str>) -> Value {
             "failing_for_s": st.failing_since.map(|since| age_s(s.now, since)),
             "error": store_error,
         })),
-        "dependencies": dependencies(s, store_error),
+        "dependencies": dependencies(s, store_error, attached),
         "work_source": s.work_source.as_str(),
     })
 }
@@ -157,15 +173,30 @@ pub(super) fn workers(page: &WorkersPage, limit: usize, now: Millis) -> Value {
 
 /// `/healthz`: the body for 200, or for 503 with the reason (and the store's error when it is
 /// the store that fails).
-pub(super) fn health(s: &StatusSnapshot, store_error: Option<&str>) -> Result<String, String> {
+pub(super) fn health(
+    s: &StatusSnapshot,
+    store_error: Option<&str>,
+    attached: &[Attached],
+) -> Result<String, String> {
     match s.serving {
-        // Serving, but a block waiting for its answer (or for a way out) is worth a line.
-        Serving::Yes => match s.blocks.pending() {
-            0 => Ok("ok\n".into()),
-            n => Ok(format!(
-                "ok\nblocks pending: {n} (found, not yet answered for)\n"
-            )),
-        },
+        // Serving, but a block waiting for its answer (or for a way out), or an attached
+        // dependency that fails (the JDC mining on without its pool), is worth a line.
+        Serving::Yes => {
+            let mut body = String::from("ok\n");
+            let pending = s.blocks.pending();
+            if pending > 0 {
+                body += &format!("blocks pending: {pending} (found, not yet answered for)\n");
+            }
+            for a in attached.iter().filter(|a| !a.up) {
+                body += &format!(
+                    "{} failing for {:.1} s: {}\n",
+                    a.dependency.as_str(),
+                    age_s(s.now, a.since),
+                    a.error.as_deref().unwrap_or("unknown")
+                );
+            }
+            Ok(body)
+        }
         Serving::No(NotServing::Store) => {
             let since = s
                 .store

@@ -19,7 +19,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::stats::{
-    Dependency, HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot,
+    Attached, Dependency, HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot,
     PROCESSING_BOUNDS_NS,
 };
 
@@ -31,11 +31,16 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 pub const METRICS_PREFIX: &str = "stratumlab_pool";
 
 /// The pool's metrics as one OpenMetrics text exposition (ending in `# EOF`).
-pub fn render_metrics(snapshot: &StatusSnapshot, processing: &HistogramSnapshot) -> String {
+pub fn render_metrics(
+    snapshot: &StatusSnapshot,
+    processing: &HistogramSnapshot,
+    attached: &[Attached],
+) -> String {
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     registry.register_collector(Box::new(Snapshot {
         s: *snapshot,
         processing: *processing,
+        attached: attached.to_vec(),
     }));
     let mut out = String::with_capacity(8 * 1024);
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -47,6 +52,7 @@ pub fn render_metrics(snapshot: &StatusSnapshot, processing: &HistogramSnapshot)
 struct Snapshot {
     s: StatusSnapshot,
     processing: HistogramSnapshot,
+    attached: Vec<Attached>,
 }
 
 /// One counter, for this collector and other roles' (the translator's).
@@ -347,6 +353,9 @@ impl Collector for Snapshot {
                 st.failing_since.is_none(),
                 st.failures,
             ));
+        }
+        for a in &self.attached {
+            deps.push(([("dependency", a.dependency.as_str())], a.up, a.failures));
         }
         family(
             e,

@@ -231,12 +231,20 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
     let now = (state.clock)();
     match route {
         Route::Metrics => {
-            let body = render_metrics(&state.stats.snapshot(now), &state.stats.processing());
+            let body = render_metrics(
+                &state.stats.snapshot(now),
+                &state.stats.processing(),
+                &state.stats.attached(),
+            );
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
         Route::Status => {
             let store_error = state.stats.store_error();
-            let mut body = api::status(&state.stats.snapshot(now), store_error.as_deref());
+            let mut body = api::status(
+                &state.stats.snapshot(now),
+                store_error.as_deref(),
+                &state.stats.attached(),
+            );
             let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(map) = body.as_object_mut() {
                 for (name, section) in sections.iter() {
@@ -256,6 +264,7 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
         Route::Health => match api::health(
             &state.stats.snapshot(now),
             state.stats.store_error().as_deref(),
+            &state.stats.attached(),
         ) {
             Ok(body) => text(StatusCode::OK, body),
             Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, body),

@@ -212,6 +212,10 @@ pub enum Dependency {
     Tp,
     /// The share store.
     Store,
+    /// An upstream pool (the JDC's).
+    Pool,
+    /// A Job Declarator Server (the JDC's).
+    Jds,
 }
 
 impl Dependency {
@@ -220,8 +224,24 @@ impl Dependency {
             Dependency::Node => "node",
             Dependency::Tp => "tp",
             Dependency::Store => "store",
+            Dependency::Pool => "pool",
+            Dependency::Jds => "jds",
         }
     }
+}
+
+/// A dependency of a role built around the pool (the JDC's upstream pool and JDS), as the role
+/// reports it: shown beside the pool's own in `/api/status`, `/metrics` and `/healthz`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attached {
+    pub dependency: Dependency,
+    pub up: bool,
+    /// When it entered its current state.
+    pub since: Millis,
+    /// Changes from working to failing.
+    pub failures: u64,
+    /// Why it failed, while it does.
+    pub error: Option<String>,
 }
 
 /// Rejected shares per reason, in [`Reason::ALL`]'s order.
@@ -416,6 +436,7 @@ pub struct PoolStats {
     /// The caller's milliseconds plus one while the store fails; 0 while it writes.
     store_failing_since: AtomicU64,
     store_error: std::sync::Mutex<Option<Arc<str>>>,
+    attached: std::sync::Mutex<Vec<Attached>>,
     store_commits: AtomicU64,
     store_records: AtomicU64,
     store_queue_len: AtomicU64,
@@ -472,6 +493,7 @@ impl PoolStats {
             store_failures: AtomicU64::new(0),
             store_failing_since: AtomicU64::new(0),
             store_error: std::sync::Mutex::new(None),
+            attached: std::sync::Mutex::new(Vec::new()),
             store_commits: AtomicU64::new(0),
             store_records: AtomicU64::new(0),
             store_queue_len: AtomicU64::new(0),
@@ -654,6 +676,45 @@ impl PoolStats {
     /// than the node's RPC (`node`).
     pub fn set_uses_tp(&self, tp: bool) {
         self.uses_tp.store(tp, Relaxed);
+    }
+
+    /// Reports an attached dependency's state at `now` (`error`: why it fails). A change from
+    /// working to failing counts a failure; the first report adds it to the list.
+    pub fn set_attached(
+        &self,
+        dependency: Dependency,
+        up: bool,
+        now: Millis,
+        error: Option<String>,
+    ) {
+        let mut list = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        match list.iter_mut().find(|a| a.dependency == dependency) {
+            Some(a) => {
+                if a.up != up {
+                    a.since = now;
+                    if !up {
+                        a.failures += 1;
+                    }
+                }
+                a.up = up;
+                a.error = error;
+            }
+            None => list.push(Attached {
+                dependency,
+                up,
+                since: now,
+                failures: u64::from(!up),
+                error,
+            }),
+        }
+    }
+
+    /// The attached dependencies, in the order first reported.
+    pub fn attached(&self) -> Vec<Attached> {
+        self.attached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The store's error while it is failing.

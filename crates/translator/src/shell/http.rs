@@ -110,6 +110,16 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
     });
     json!({
         "role": role,
+        // The same shape as every role's: here the one dependency is the upstream pool.
+        "dependencies": {
+            "pool": {
+                "up": u.state == UpstreamState::Open,
+                "state": u.state.as_str(),
+                "for_s": seconds(u.for_),
+                "failures": u.upstreams_lost,
+                "error": u.last_lost.as_ref().map(|l| l.reason.clone()),
+            },
+        },
         "mode": s.mode.as_str(),
         "uptime_s": seconds(s.uptime),
         "healthy": u.state == UpstreamState::Open,
@@ -426,6 +436,24 @@ impl Collector for Figures {
             "Upstreams lost, each followed by failover.",
             u.upstreams_lost,
         )?;
+        // The names every role uses for its dependencies: the upstream pool here.
+        let pool = [("dependency", "pool")];
+        family(
+            e,
+            "dependency_up",
+            "1 while the dependency works (here: an upstream channel is open), 0 while it fails.",
+            None,
+            MetricType::Gauge,
+            [(&pool[..], u64::from(u.state == UpstreamState::Open))],
+        )?;
+        family(
+            e,
+            "dependency_failures",
+            "Times the dependency went from working to failing.",
+            None,
+            MetricType::Counter,
+            [(&pool[..], u.upstreams_lost)],
+        )?;
         gauge(
             e,
             "uptime",
@@ -525,10 +553,35 @@ mod tests {
             (&json!(1), &json!(0))
         );
         assert!(u["last_lost"].is_null());
+        let pool = &v["dependencies"]["pool"];
+        assert_eq!(
+            (
+                &pool["up"],
+                &pool["state"],
+                &pool["failures"],
+                &pool["error"]
+            ),
+            (&json!(true), &json!("open"), &json!(0), &json!(null))
+        );
 
         stats.upstream_lost("connection reset by peer");
         let v = status(&stats.snapshot(), "translator");
         assert_eq!(v["healthy"], false);
+        let pool = &v["dependencies"]["pool"];
+        assert_eq!(
+            (
+                &pool["up"],
+                &pool["state"],
+                &pool["failures"],
+                &pool["error"]
+            ),
+            (
+                &json!(false),
+                &json!("failing_over"),
+                &json!(1),
+                &json!("connection reset by peer")
+            )
+        );
         assert_eq!(v["upstream"]["state"], "failing_over");
         assert!(v["upstream"]["channel_id"].is_null());
         assert_eq!(v["upstream"]["upstreams_lost"], 1);
@@ -737,6 +790,8 @@ mod tests {
         assert_eq!(get("upstream_difficulty"), 512.0);
         assert_eq!(get("upstream_channels_opened_total"), 1.0);
         assert_eq!(get("upstreams_lost_total"), 0.0);
+        assert_eq!(get("dependency_up{dependency=\"pool\"}"), 1.0);
+        assert_eq!(get("dependency_failures_total{dependency=\"pool\"}"), 0.0);
         assert!(get("uptime_seconds") >= 0.0);
 
         stats.upstream_lost("closed");
@@ -744,6 +799,14 @@ mod tests {
         assert!(text.contains("stratumlab_proxy_upstream_up 0\n"), "{text}");
         assert!(
             text.contains("stratumlab_proxy_upstreams_lost_total 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stratumlab_proxy_dependency_up{dependency=\"pool\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stratumlab_proxy_dependency_failures_total{dependency=\"pool\"} 1\n"),
             "{text}"
         );
         assert!(
