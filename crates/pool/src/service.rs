@@ -277,6 +277,7 @@ impl RunningPool {
             engine.clone(),
             templates,
             health.clone(),
+            settings.node.zmq.is_some(),
             clock.clone(),
             settings.engine.jobs.clone(),
             shutdown_rx.clone(),
@@ -462,6 +463,7 @@ async fn jobs_task(
     engine: Arc<Engine>,
     mut templates: TemplateRx,
     health: Arc<NodeHealth>,
+    zmq: bool,
     clock: Clock,
     config: crate::jobs::JobConfig,
     mut shutdown: watch::Receiver<bool>,
@@ -500,6 +502,15 @@ async fn jobs_task(
         let now_i = Instant::now();
         let primary_state = health.state(now_i);
         let backup_state = backup_health.as_ref().map(|h| h.state(now_i));
+        // The node's feed (the primary one, or the one beside the provider) runs the ZMQ
+        // subscription, when there is one.
+        let node_health = match primary {
+            Source::Node => Some(&health),
+            Source::Tp => backup_health.as_ref(),
+        };
+        engine
+            .stats
+            .set_zmq(node_health.filter(|_| zmq).map(|h| h.zmq_connected()));
         let wanted = match &backup_state {
             Some(b) if !primary_state.serves_work() && b.serves_work() => Source::Node,
             _ => primary,

@@ -69,6 +69,11 @@ fn dependencies(s: &StatusSnapshot, store_error: Option<&str>, attached: &[Attac
             }),
         );
     }
+    if let (Some(zmq), Some(Value::Object(node))) = (s.zmq, deps.get_mut(Dependency::Node.as_str()))
+    {
+        // New tips come by ZMQ while it is connected, by long polling while it is not.
+        node.insert("zmq".into(), if zmq { "connected" } else { "down" }.into());
+    }
     for a in attached {
         deps.insert(
             a.dependency.as_str().to_owned(),

@@ -331,6 +331,17 @@ impl Collector for Snapshot {
             )?;
         }
 
+        if let Some(zmq) = s.zmq {
+            gauge(
+                e,
+                "zmq_up",
+                "With --zmq: 1 while the subscription to the node's new blocks is connected, 0 \
+                 while the pool follows the node by long polling instead.",
+                None,
+                flag(zmq),
+            )?;
+        }
+
         // Dependencies: the template source, and the store when there is one.
         let source = s.template_source.as_str();
         // Each dependency's label, whether it is up, and its failures.

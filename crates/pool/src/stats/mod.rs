@@ -365,6 +365,9 @@ pub struct StatusSnapshot {
     pub serving: Serving,
     /// `None` until the store reports.
     pub store: Option<StoreReport>,
+    /// With `--zmq`: whether the ZMQ subscription to the node is connected (while it is not,
+    /// the pool follows the node by long polling). `None` without ZMQ.
+    pub zmq: Option<bool>,
 }
 
 fn reason_index(reason: Reason) -> usize {
@@ -429,6 +432,8 @@ pub struct PoolStats {
     templates_with_transactions: AtomicU64,
     /// Where the jobs come from now: the node beside the provider (true) or the primary source.
     working_from_backup: AtomicBool,
+    /// 0: no ZMQ; 1: connected; 2: down.
+    zmq: std::sync::atomic::AtomicU8,
     uses_tp: AtomicBool,
     serving: AtomicU8,
     store_reported: AtomicBool,
@@ -487,6 +492,7 @@ impl PoolStats {
             backup_failures: AtomicU64::new(0),
             templates_with_transactions: AtomicU64::new(0),
             working_from_backup: AtomicBool::new(false),
+            zmq: std::sync::atomic::AtomicU8::new(0),
             uses_tp: AtomicBool::new(false),
             serving: AtomicU8::new(Serving::No(NotServing::NoTemplateYet).code()),
             store_reported: AtomicBool::new(false),
@@ -663,6 +669,16 @@ impl PoolStats {
     }
 
     /// Jobs come from the node beside the provider (`true`) or from the primary source.
+    /// The ZMQ subscription's state: `Some(connected)` with `--zmq`, `None` without.
+    pub fn set_zmq(&self, connected: Option<bool>) {
+        let code = match connected {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.zmq.store(code, Relaxed);
+    }
+
     pub fn set_working_from_backup(&self, backup: bool) {
         self.working_from_backup.store(backup, Relaxed);
     }
@@ -794,6 +810,10 @@ impl PoolStats {
             },
             node_failures: self.node_failures.load(Relaxed),
             templates_with_transactions: self.templates_with_transactions.load(Relaxed),
+            zmq: match self.zmq.load(Relaxed) {
+                0 => None,
+                code => Some(code == 1),
+            },
             work_source: if self.working_from_backup.load(Relaxed) || !self.uses_tp.load(Relaxed) {
                 Dependency::Node
             } else {

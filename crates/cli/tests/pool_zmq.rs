@@ -1,0 +1,164 @@
+//! ZMQ drops and returns: the pool follows simnet's node with `--zmq` through a `stratumlab
+//! tap`; simnet's network finds a block every second or so. The tap is killed: the pool says
+//! its ZMQ subscription is down, goes on serving, and still gets each new tip (by long
+//! polling). The tap comes back on the same address: the subscription reconnects by itself and
+//! new tips keep coming.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{free_port, http_get, http_get_json, Role, Roles, PAYOUT};
+
+/// Polls `/api/status` until `done` holds, within `limit`.
+fn wait_status(
+    roles: &Roles,
+    http: &str,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let s = http_get_json(http, "/api/status");
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "{what}: {s}\n{}", roles.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn clean_jobs(s: &serde_json::Value) -> u64 {
+    s["jobs"]["clean"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
+    let mut roles = Roles::default();
+    let simnet = roles.add(
+        "simnet",
+        Role::start(
+            "simnet",
+            &[
+                "--rpc-listen",
+                "127.0.0.1:0",
+                "--zmq-listen",
+                "127.0.0.1:0",
+                "--rpc-user",
+                "u",
+                "--rpc-password",
+                "p",
+                "--block-interval",
+                "1s",
+                "--duration",
+                "600s",
+            ],
+        ),
+    );
+    let rpc = simnet.line("rpc listening on");
+    let zmq = simnet.line("zmq listening on");
+    // On a fixed port, so that it can come back where the pool subscribes.
+    let tap_addr = format!("127.0.0.1:{}", free_port());
+    let start_tap = |roles: &mut Roles| {
+        let tap = roles.add(
+            "tap",
+            Role::start(
+                "tap",
+                &[
+                    "--listen",
+                    &tap_addr,
+                    "--upstream",
+                    &zmq,
+                    "--handshake",
+                    "false",
+                    "--duration",
+                    "600s",
+                ],
+            ),
+        );
+        tap.line("tap listening on");
+    };
+    start_tap(&mut roles);
+    let url = format!("http://{rpc}");
+    let pool = roles.add(
+        "pool",
+        Role::start(
+            "pool",
+            &[
+                "--sv1-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--node-rpc",
+                &url,
+                "--rpc-user",
+                "u",
+                "--rpc-password",
+                "p",
+                "--zmq",
+                &tap_addr,
+                "--payout-address",
+                PAYOUT,
+            ],
+        ),
+    );
+    let http = pool.line("http listening on");
+
+    let s = wait_status(
+        &roles,
+        &http,
+        "the subscription connects",
+        Duration::from_secs(20),
+        |s| s["dependencies"]["node"]["zmq"] == "connected" && s["serving"] == true,
+    );
+    let (_, metrics) = http_get(&http, "/metrics");
+    assert!(metrics.contains("stratumlab_pool_zmq_up 1\n"), "{metrics}");
+    // New tips arrive.
+    let before = clean_jobs(&s);
+    wait_status(&roles, &http, "tips by ZMQ", Duration::from_secs(20), |s| {
+        clean_jobs(s) >= before + 2
+    });
+
+    roles.kill("tap");
+    let down = wait_status(
+        &roles,
+        &http,
+        "the subscription is seen down",
+        Duration::from_secs(10),
+        |s| s["dependencies"]["node"]["zmq"] == "down",
+    );
+    let (_, metrics) = http_get(&http, "/metrics");
+    assert!(metrics.contains("stratumlab_pool_zmq_up 0\n"), "{metrics}");
+    // Still serving, still following the chain: by long polling.
+    let lost_at = clean_jobs(&down);
+    let s = wait_status(
+        &roles,
+        &http,
+        "tips by long polling while ZMQ is down",
+        Duration::from_secs(20),
+        |s| clean_jobs(s) >= lost_at + 3,
+    );
+    assert_eq!(s["serving"], true, "{s}");
+    assert_eq!(s["dependencies"]["node"]["up"], true, "{s}");
+    assert_eq!(s["dependencies"]["node"]["zmq"], "down", "{s}");
+
+    start_tap(&mut roles);
+    // The backoff between attempts is capped at 5 s.
+    let back = wait_status(
+        &roles,
+        &http,
+        "the subscription reconnects",
+        Duration::from_secs(20),
+        |s| s["dependencies"]["node"]["zmq"] == "connected",
+    );
+    let returned_at = clean_jobs(&back);
+    wait_status(
+        &roles,
+        &http,
+        "tips once ZMQ is back",
+        Duration::from_secs(20),
+        |s| clean_jobs(s) >= returned_at + 2,
+    );
+    roles.stop("pool");
+}
