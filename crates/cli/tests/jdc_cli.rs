@@ -360,6 +360,20 @@ fn coinbase_payee(rpc_addr: &str, hash: &str) -> primitives::bitcoin::ScriptBuf 
 
 #[test]
 fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
+    killed_under_the_jdc("pool");
+}
+
+/// The JDS killed with SIGKILL mid-run: the JDC says so on every endpoint and falls back, and
+/// the farm's blocks keep reaching the chain through its own node.
+#[test]
+fn when_the_jds_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
+    killed_under_the_jdc("jds");
+}
+
+/// `role` ("pool" or "jds") is killed with SIGKILL while the farm's devices mine on the JDC,
+/// which finds blocks every two seconds or so: the JDC falls back to solo mining, and every
+/// block after that pays the farm and reaches the chain through the farm's node.
+fn killed_under_the_jdc(role: &'static str) {
     // A P2WSH whose program is 32 bytes of 0x11, on regtest.
     const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
     let dir = tempfile::tempdir().unwrap();
@@ -381,38 +395,54 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
     );
     let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "25s"));
     std::thread::sleep(Duration::from_secs(8));
-    roles.kill("pool");
+    roles.kill(role);
     let report = fleet.join().unwrap();
 
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
     // The status page says so while the JDC runs.
     let live = http_get_json(&jdc_http, "/api/status")["jdc"].clone();
     assert_eq!(live["solo"], true, "{live}");
+    let lost_prefix = if role == "jds" { "JDS" } else { "pool" };
     assert!(
         live["upstream_lost"]
             .as_str()
             .unwrap_or("")
-            .starts_with("pool"),
+            .starts_with(lost_prefix),
         "{live}"
     );
     // Which dependency failed, and since when, on every endpoint; the JDC still serves.
+    // The one killed and the one the JDC then left both fail; the farm's provider works.
     let deps = http_get_json(&jdc_http, "/api/status")["dependencies"].clone();
-    assert_eq!(deps["pool"]["up"], false, "{deps}");
-    assert_eq!(deps["pool"]["failures"], 1, "{deps}");
-    assert!(deps["pool"]["for_s"].as_f64().unwrap() > 0.0, "{deps}");
+    for d in ["pool", "jds"] {
+        assert_eq!(deps[d]["up"], false, "{deps}");
+        assert_eq!(deps[d]["failures"], 1, "{deps}");
+        assert!(deps[d]["for_s"].as_f64().unwrap() > 0.0, "{deps}");
+    }
+    assert!(
+        deps[role]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("lost")),
+        "{deps}"
+    );
     assert_eq!(deps["tp"]["up"], true, "{deps}");
     let (code, health) = http_get(&jdc_http, "/healthz");
     assert_eq!(code, 200, "{health}");
-    assert!(health.contains("\npool failing for "), "{health}");
+    assert!(
+        health.contains(&format!("\n{role} failing for ")),
+        "{health}"
+    );
     let (_, metrics) = http_get(&jdc_http, "/metrics");
     assert!(
-        metrics.contains("dependency_up{dependency=\"pool\"} 0\n"),
+        metrics.contains(&format!("dependency_up{{dependency=\"{role}\"}} 0\n")),
         "{metrics}"
     );
     let summary = jdc_summary(&mut roles);
     assert_eq!(summary["solo"], true, "{summary}");
     assert!(
-        summary["fallback"].as_str().unwrap_or("").contains("pool"),
+        summary["fallback"]
+            .as_str()
+            .unwrap_or("")
+            .contains(lost_prefix),
         "{summary}"
     );
 
@@ -444,6 +474,8 @@ fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
         payees[switched..].iter().all(|p| *p == pool_script),
         "before the fallback every block paid the pool: {payees:?}"
     );
-    roles.stop("jds");
+    if role != "jds" {
+        roles.stop("jds");
+    }
     roles.stop("simnet");
 }
