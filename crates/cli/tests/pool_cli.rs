@@ -253,6 +253,39 @@ fn acknowledged_shares_survive_kill_9() {
         acked.len(),
         n
     );
+
+    // Restarted on the same store, the pool carries on: the worker that connects again goes
+    // on from the shares the store holds for it.
+    let (pool, sv1) = pool_with(
+        &rpc,
+        store.to_str().unwrap(),
+        "batched",
+        &["--http-listen", "127.0.0.1:0"],
+    );
+    let http = pool.line("http listening on");
+    let mut m = Miner::connect(&sv1);
+    let (line, _) = m.share(1_000_000);
+    m.try_send(&line).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let worker = loop {
+        let page = http_get_json(&http, "/api/workers");
+        if let Some(w) = page["workers"]
+            .as_array()
+            .and_then(|l| l.iter().find(|w| w["connections"] == 1))
+        {
+            if w["accepted"].as_u64() > Some(stored.len() as u64) {
+                break w.clone();
+            }
+        }
+        assert!(Instant::now() < deadline, "{page}\n{}", pool.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        worker["accepted"].as_u64(),
+        Some(stored.len() as u64 + 1),
+        "{worker}"
+    );
+    pool.stop();
     simnet.stop();
 }
 

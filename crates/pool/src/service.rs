@@ -201,6 +201,16 @@ impl RunningPool {
             Some(c) => Some(Store::open(c.clone())?),
             None => None,
         };
+        // Workers that connect again go on from the totals earlier runs stored.
+        if let Some(s) = &store {
+            workers.carry_over(s.take_worker_totals().into_iter().map(
+                |(name, accepted, accepted_work)| crate::stats::CarriedOver {
+                    name,
+                    accepted,
+                    accepted_work,
+                },
+            ));
+        }
         let events = match &settings.events {
             Some(path) => {
                 EventSink::create(path, "pool", &settings.events_config).map_err(|source| {

@@ -35,7 +35,8 @@ use decay::{rate_per_second, tick, AtomicF64, Decay, DecayedRates};
 pub use decay::TICK_MS;
 pub use histogram::{HistogramSnapshot, PROCESSING_BOUNDS_NS};
 pub use workers::{
-    PageStart, WorkerRegistry, WorkerStats, WorkerView, WorkersPage, DEFAULT_WORKER_RETENTION_MS,
+    CarriedOver, PageStart, WorkerRegistry, WorkerStats, WorkerView, WorkersPage,
+    DEFAULT_WORKER_RETENTION_MS,
 };
 
 /// Expected hashes per difficulty-1 share.

@@ -222,8 +222,21 @@ impl WorkersPage {
     }
 }
 
+/// A worker's totals from earlier runs (the store's shares): where its counts go on from when
+/// it connects again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CarriedOver {
+    pub name: Box<str>,
+    /// Accepted shares.
+    pub accepted: u64,
+    /// Their difficulties' sum.
+    pub accepted_work: f64,
+}
+
 struct Inner {
     by_name: BTreeMap<Arc<str>, Arc<WorkerStats>>,
+    /// Earlier runs' totals of workers not listed since this run began; taken at first attach.
+    carried: std::collections::HashMap<Box<str>, (u64, f64)>,
     /// Workers whose last connection closed, with the time each may leave, earliest first.
     leaving: VecDeque<(Millis, Arc<WorkerStats>)>,
 }
@@ -261,6 +274,7 @@ impl WorkerRegistry {
             retention_ms,
             inner: RwLock::new(Inner {
                 by_name: BTreeMap::new(),
+                carried: Default::default(),
                 leaving: VecDeque::new(),
             }),
             len: AtomicUsize::new(0),
@@ -276,8 +290,13 @@ impl WorkerRegistry {
         let worker = match inner.by_name.get(name) {
             Some(w) => w.clone(),
             None => {
+                let carried = inner.carried.remove(name);
                 let name: Arc<str> = Arc::from(name);
                 let w = Arc::new(WorkerStats::new(name.clone(), self.stats.start(), now));
+                if let Some((accepted, work)) = carried {
+                    w.accepted.store(accepted, Relaxed);
+                    w.accepted_work.add(work);
+                }
                 inner.by_name.insert(name, w.clone());
                 self.listed_changed(&inner);
                 w
@@ -287,6 +306,17 @@ impl WorkerRegistry {
             self.stats.worker_online();
         }
         worker
+    }
+
+    /// Totals from earlier runs: a worker that connects again goes on from them (accepted
+    /// shares and work; its hash rates start afresh).
+    pub fn carry_over(&self, totals: impl IntoIterator<Item = CarriedOver>) {
+        let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        inner.carried.extend(
+            totals
+                .into_iter()
+                .map(|t| (t.name, (t.accepted, t.accepted_work))),
+        );
     }
 
     /// A connection of `worker` closed. With no connections left the worker leaves the list

@@ -260,6 +260,7 @@ struct Inner {
     awaiting_answer: Vec<BlockRecord>,
     answered: Vec<String>,
     used_tokens: Vec<UsedToken>,
+    worker_totals: Mutex<Vec<(Box<str>, u64, f64)>>,
 }
 
 struct Workers {
@@ -337,6 +338,7 @@ impl Store {
                 awaiting_answer: resume.awaiting_answer,
                 answered: resume.answered,
                 used_tokens: resume.used_tokens,
+                worker_totals: Mutex::new(resume.worker_totals),
             }),
         })
     }
@@ -513,6 +515,13 @@ impl Store {
         self.inner
             .enqueue_waiting(Command::Token { ticket: 0, token }, true)
             .map(Ticket)
+    }
+
+    /// Each worker's accepted shares and their difficulties' sum as the file held them at open
+    /// (name, shares, work); handed out once (later calls get nothing), since they are only
+    /// needed to start a run's statistics from.
+    pub fn take_worker_totals(&self) -> Vec<(Box<str>, u64, f64)> {
+        std::mem::take(&mut *lock(&self.inner.worker_totals))
     }
 
     /// The tokens earlier runs recorded that had not expired when the file was opened.

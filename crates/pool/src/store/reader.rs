@@ -167,6 +167,8 @@ pub(super) struct Resume {
     pub answered: Vec<String>,
     /// Used job declaration tokens not expired at `now_ms`.
     pub used_tokens: Vec<UsedToken>,
+    /// Each worker's accepted shares and their difficulties' sum.
+    pub worker_totals: Vec<(Box<str>, u64, f64)>,
 }
 
 pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resume, StoreError> {
@@ -250,11 +252,33 @@ pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resu
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(setup(what))?;
+
+    // One pass over the share table: a few seconds for tens of millions of shares, once per
+    // start.
+    let what = "summing each worker's shares";
+    let mut st = conn
+        .prepare(
+            "SELECT w.name, t.n, t.work FROM \
+             (SELECT worker, count(*) AS n, sum(difficulty) AS work FROM share GROUP BY worker) t \
+             JOIN worker w ON w.id = t.worker",
+        )
+        .map_err(setup(what))?;
+    let worker_totals = st
+        .query_map([], |row| {
+            Ok((
+                row.get::<_, String>(0)?.into_boxed_str(),
+                row.get::<_, i64>(1)? as u64,
+                row.get::<_, f64>(2)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(setup(what))?;
     Ok(Resume {
         last_ticket: last_ticket.max(0) as u64,
         workers,
         awaiting_answer,
         answered,
         used_tokens,
+        worker_totals,
     })
 }
