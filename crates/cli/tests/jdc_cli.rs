@@ -22,6 +22,8 @@ struct Stack {
 }
 
 /// `simnet_events` and `pool_events` are written if given; `jdc_args` are added to the JDC's.
+/// `jdc_tp`: the address the JDC reaches the farm's provider at (a tap in front of it, say),
+/// or `None` for the provider itself.
 fn stack(
     dir: &Path,
     network_difficulty: &str,
@@ -29,6 +31,29 @@ fn stack(
     simnet_events: Option<&Path>,
     pool_events: Option<&Path>,
     jdc_args: &[&str],
+) -> Stack {
+    stack_with(
+        dir,
+        network_difficulty,
+        template_interval,
+        simnet_events,
+        pool_events,
+        jdc_args,
+        |_, tdp, _| (tdp.to_owned(), Vec::new()),
+    )
+}
+
+/// [`stack`], with the JDC's provider address and more flags from `jdc_farm(roles, tdp,
+/// rpc)`, given simnet's provider and RPC addresses (the closure may start a tap in front of
+/// the provider, and give the JDC the node's RPC).
+fn stack_with(
+    dir: &Path,
+    network_difficulty: &str,
+    template_interval: &str,
+    simnet_events: Option<&Path>,
+    pool_events: Option<&Path>,
+    jdc_args: &[&str],
+    jdc_farm: impl FnOnce(&mut Roles, &str, &str) -> (String, Vec<String>),
 ) -> Stack {
     let key = dir.join("jd-token.key");
     std::fs::write(&key, "5a".repeat(32)).unwrap();
@@ -128,11 +153,12 @@ fn stack(
     let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
 
+    let (jdc_tdp, farm_args) = jdc_farm(&mut roles, &tdp, &rpc);
     let mut args = vec![
         "--sv2-listen",
         "127.0.0.1:0",
         "--tp",
-        &tdp,
+        &jdc_tdp,
         "--tp-authority-key",
         &tdp_key,
         "--upstream",
@@ -151,6 +177,7 @@ fn stack(
         "120s",
     ];
     args.extend_from_slice(jdc_args);
+    args.extend(farm_args.iter().map(String::as_str));
     let jdc = roles.add("jdc", Role::start("jdc", &args));
     let jdc_key = jdc.line("sv2 authority public key");
     let downstream = jdc.line("sv2 listening on");
@@ -478,4 +505,92 @@ fn killed_under_the_jdc(role: &'static str) {
         roles.stop("jds");
     }
     roles.stop("simnet");
+}
+
+/// The farm's provider lost under a JDC that has the farm's node beside it (`--node-rpc`): the
+/// devices keep getting work, now from the node's `getblocktemplate`, and blocks they find
+/// after the cut reach the chain through `submitblock`.
+#[test]
+fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let Stack {
+        mut roles,
+        rpc: rpc_addr,
+        jdc,
+        jdc_key,
+        jdc_http,
+        ..
+    } = stack_with(
+        dir.path(),
+        "0.0001",
+        "1s",
+        None,
+        None,
+        &[],
+        |roles, tdp, rpc| {
+            let tap = roles.add(
+                "tap",
+                Role::start(
+                    "tap",
+                    &[
+                        "--listen",
+                        "127.0.0.1:0",
+                        "--upstream",
+                        tdp,
+                        "--handshake",
+                        "false",
+                        "--duration",
+                        "600s",
+                    ],
+                ),
+            );
+            let tap_addr = tap.line("tap listening on");
+            let node = [
+                "--node-rpc".to_owned(),
+                format!("http://{rpc}"),
+                "--rpc-user".into(),
+                "lab".into(),
+                "--rpc-password".into(),
+                "lab".into(),
+            ];
+            (tap_addr, node.to_vec())
+        },
+    );
+    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "30s"));
+    std::thread::sleep(Duration::from_secs(8));
+    let before = http_get_json(&jdc_http, "/api/status");
+    roles.kill("tap");
+    let cut = std::time::Instant::now();
+    // The JDC says where its work comes from now.
+    let deadline = cut + Duration::from_secs(15);
+    let switched = loop {
+        let s = http_get_json(&jdc_http, "/api/status");
+        if s["dependencies"]["tp"]["up"] == false && s["work_source"] == "node" {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the JDC did not switch to its node: {s}\n{}",
+            roles.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(switched["serving"], true, "{switched}");
+    let report = fleet.join().unwrap();
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    // Blocks found after the cut went out through the node and are on the chain.
+    let after = http_get_json(&jdc_http, "/api/status");
+    let accepted = |s: &serde_json::Value| s["blocks"]["accepted"].as_u64().unwrap_or(0);
+    assert!(
+        accepted(&after) >= accepted(&switched) + 2,
+        "before the cut {}, at the switch {}, at the end {}\n{}",
+        before["blocks"],
+        switched["blocks"],
+        after["blocks"],
+        roles.logs()
+    );
+    assert_eq!(after["blocks"]["pending"], 0, "{after}");
+    let tip = rpc(&rpc_addr, "getblockcount", serde_json::json!([]));
+    assert!(tip.as_u64().unwrap() >= 900_000 + accepted(&after), "{tip}");
+    roles.stop("jdc");
 }
