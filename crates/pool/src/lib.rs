@@ -5,10 +5,14 @@
 //!
 //! Statistics ([`stats`]: lock-free counters, decayed hash rates, the worker list) are served
 //! over HTTP by [`http`] (`/metrics`, `/api/status`, `/api/workers`, `/healthz`).
+//!
+//! [`fuzz_support`]: what the fuzz targets in `crates/pool/fuzz` run, so that the committed
+//! corpus replays on stable.
 
 pub mod admission;
 pub mod channel;
 pub mod engine;
+pub mod fuzz_support;
 pub mod http;
 pub mod jd_token;
 pub mod job;

@@ -560,3 +560,48 @@ fn a_harder_set_target_leaves_the_active_jobs_target_as_it_was_sent() {
         .sum();
     assert_eq!(accepted, 2);
 }
+
+/// Found by the `sv2_session` fuzz target: a channel opened after the pool adopted new work but
+/// before the connection was told of it (the shell reads a frame before it looks at new work)
+/// got that work as its first job, and the connection then skipped the new work for every
+/// other channel, which stayed on a stale tip until the next template.
+#[test]
+fn a_channel_opened_as_work_changes_leaves_the_other_channels_the_new_work() {
+    let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let mut s = session(&lab);
+    let first = StdMiner::open(&mut s);
+    // A new tip: the engine serves it; the connection is not told yet.
+    let g = lab.publish(template(tip(2), HARD_BITS), T0);
+    let out = open_standard(&mut s, 8, any_target());
+    let Some(Message::Mining(Mining::OpenStandardMiningChannelSuccess(second))) = out.first()
+    else {
+        panic!("{out:?}");
+    };
+    let second = second.channel_id;
+    assert_eq!(
+        s.channel(second)
+            .unwrap()
+            .latest_job()
+            .unwrap()
+            .job
+            .generation,
+        g.id
+    );
+    s.on_generation(Some(&g), T0);
+    let out = s.take_output();
+    let prev_hashes: Vec<&SetNewPrevHash> = out
+        .iter()
+        .filter_map(|m| match m {
+            Message::Mining(Mining::SetNewPrevHash(p)) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        prev_hashes
+            .iter()
+            .any(|p| p.channel_id == first.channel_id && p.prev_hash == tip(2).0),
+        "the first channel was not moved to the new tip: {out:?}"
+    );
+    let latest = s.channel(first.channel_id).unwrap().latest_job().unwrap();
+    assert_eq!(latest.job.generation, g.id);
+}

@@ -853,7 +853,12 @@ impl Session {
 
     fn first_job(&mut self, channel_id: u32, now: Millis) {
         if let Some(g) = self.engine.current() {
-            self.sent_generation = Some(g.id);
+            // Only this channel gets `g` here. The connection's other channels may still be on
+            // older work (the pool adopted `g` while this one opened, before the connection was
+            // told): unless there are none, `on_generation(g)` must not skip them.
+            if self.channels.len() == 1 {
+                self.sent_generation = Some(g.id);
+            }
             // A channel's first job always comes as future job + SetNewPrevHash.
             self.send_job(channel_id, &g, true, now);
         }
