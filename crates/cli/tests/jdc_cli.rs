@@ -578,8 +578,20 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
     assert_eq!(switched["serving"], true, "{switched}");
     let report = fleet.join().unwrap();
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
-    // Blocks found after the cut went out through the node and are on the chain.
-    let after = http_get_json(&jdc_http, "/api/status");
+    // Blocks found after the cut went out through the node and are on the chain; one found
+    // in the devices' last moments may still be on its way.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let after = loop {
+        let s = http_get_json(&jdc_http, "/api/status");
+        if s["blocks"]["pending"] == 0 {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "blocks still pending: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
     let accepted = |s: &serde_json::Value| s["blocks"]["accepted"].as_u64().unwrap_or(0);
     assert!(
         accepted(&after) >= accepted(&switched) + 2,
@@ -589,7 +601,6 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
         after["blocks"],
         roles.logs()
     );
-    assert_eq!(after["blocks"]["pending"], 0, "{after}");
     let tip = rpc(&rpc_addr, "getblockcount", serde_json::json!([]));
     assert!(tip.as_u64().unwrap() >= 900_000 + accepted(&after), "{tip}");
     roles.stop("jdc");

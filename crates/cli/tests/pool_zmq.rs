@@ -81,6 +81,8 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     };
     start_tap(&mut roles);
     let url = format!("http://{rpc}");
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("pool.sqlite");
     let pool = roles.add(
         "pool",
         Role::start(
@@ -100,6 +102,8 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
                 &tap_addr,
                 "--payout-address",
                 PAYOUT,
+                "--store",
+                store.to_str().unwrap(),
             ],
         ),
     );

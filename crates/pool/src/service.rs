@@ -1011,13 +1011,9 @@ async fn submit(
             _ = shutdown.wait_for(|s| *s) => return,
         }
     };
-    let wait = if rpc.is_some() {
-        TP_ANSWER_BEFORE_RPC
-    } else {
-        TP_VERDICT_WAIT
-    };
     // The verdict is the provider's next tip: templates that only refresh the current one's
-    // transactions say nothing about the block.
+    // transactions say nothing about the block, and neither does a provider that went away
+    // (no tip while it is gone; the first after it is back counts).
     // The tip as it is now (it may have moved already), then at each change.
     let next_tip = async {
         loop {
@@ -1025,15 +1021,23 @@ async fn submit(
                 .borrow_and_update()
                 .as_ref()
                 .map(|w| w.template.prev_hash);
-            if tip != tip_before {
-                return Some(tip == Some(b.hash));
+            if let Some(tip) = tip.filter(|t| Some(*t) != tip_before) {
+                return Some(tip == b.hash);
             }
             works.changed().await.ok()?;
         }
     };
-    let verdict = tokio::select! {
-        r = tokio::time::timeout(wait, next_tip) => r.ok().flatten(),
-        _ = shutdown.wait_for(|s| *s) => return,
+    let verdict = match rpc {
+        Some(_) => tokio::select! {
+            r = tokio::time::timeout(TP_ANSWER_BEFORE_RPC, next_tip) => r.ok().flatten(),
+            _ = shutdown.wait_for(|s| *s) => return,
+        },
+        // Without a node the provider's next tip is the only verdict there is: wait for it,
+        // however long the network takes to find the next block.
+        None => tokio::select! {
+            r = next_tip => r,
+            _ = shutdown.wait_for(|s| *s) => return,
+        },
     };
     match (verdict, rpc) {
         (Some(true), _) => block_answer(engine, store, b, BlockFate::Accepted, ""),
@@ -1047,8 +1051,9 @@ async fn submit(
             BlockFate::Orphaned,
             crate::stats::NOT_ADOPTED,
         ),
+        // The provider's feed ended (the pool is stopping): pending, for a restart.
         (None, None) => {
-            tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution")
+            tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution: the block stays pending")
         }
     }
 }
@@ -1068,9 +1073,6 @@ const STORE_WATCH: Duration = Duration::from_millis(250);
 
 /// How often a block with no way out looks for the provider again.
 const PROVIDER_RETRY: Duration = Duration::from_millis(500);
-
-/// How long the provider's next tip is awaited as the verdict on a submitted block.
-const TP_VERDICT_WAIT: Duration = Duration::from_secs(60);
 
 /// With the node beside the provider: how long the provider's verdict is awaited before the
 /// block goes to the node as well. A provider that took the block sends its new tip within

@@ -672,7 +672,7 @@ fn a_used_token_stays_used_across_a_restart() {
             "accepted"
         );
         // The success waits for the token's record (unless its commit, forced at once, won the
-        // race already).
+        // race already): once the ticket completes, the token is in the file, before any close.
         if let Some(t) = jdc.s.take_pending_ticket() {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -680,6 +680,14 @@ fn a_used_token_stays_used_across_a_restart() {
                 .unwrap();
             rt.block_on(store.wait_durable(t)).unwrap();
         }
+        let in_file: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT count(*) FROM used_token", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(
+            in_file, 1,
+            "the token is synced before its job's success goes out"
+        );
         drop(jdc);
         drop(lab);
         store.close().unwrap();

@@ -11,6 +11,7 @@ use primitives::sha256d;
 
 use super::backoff::Backoff;
 use super::rpc::NodeClient;
+use super::NodeError;
 
 /// The node's verdict on a submitted block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,7 +135,9 @@ async fn on_best_chain(
     loop {
         match client.block_on_best_chain(hash).await {
             Ok(on) => return Some(on),
-            Err(e) if e.is_node_verdict() => {
+            // The node's refusal, or an answer without confirmations: asking again would get
+            // the same.
+            Err(e) if e.is_node_verdict() || matches!(e, NodeError::BadReply { .. }) => {
                 tracing::warn!(block = %hash, error = %e, "getblockheader: the node cannot say whether it holds the block on its best chain");
                 return None;
             }

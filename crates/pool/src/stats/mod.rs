@@ -669,7 +669,6 @@ impl PoolStats {
         }
     }
 
-    /// Jobs come from the node beside the provider (`true`) or from the primary source.
     /// The ZMQ subscription's state: `Some(connected)` with `--zmq`, `None` without.
     pub fn set_zmq(&self, connected: Option<bool>) {
         let code = match connected {
@@ -680,6 +679,7 @@ impl PoolStats {
         self.zmq.store(code, Relaxed);
     }
 
+    /// Jobs come from the node beside the provider (`true`) or from the primary source.
     pub fn set_working_from_backup(&self, backup: bool) {
         self.working_from_backup.store(backup, Relaxed);
     }
