@@ -528,23 +528,7 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
         None,
         &[],
         |roles, tdp, rpc| {
-            let tap = roles.add(
-                "tap",
-                Role::start(
-                    "tap",
-                    &[
-                        "--listen",
-                        "127.0.0.1:0",
-                        "--upstream",
-                        tdp,
-                        "--handshake",
-                        "false",
-                        "--duration",
-                        "600s",
-                    ],
-                ),
-            );
-            let tap_addr = tap.line("tap listening on");
+            let tap_addr = support::start_tap(roles, "127.0.0.1:0", tdp);
             let node = [
                 "--node-rpc".to_owned(),
                 format!("http://{rpc}"),

@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{free_port, http_get_json, status_when, Role, Roles, PAYOUT};
+use support::{free_port, http_get_json, start_tap, status_when, Role, Roles, PAYOUT};
 
 /// One JSON-RPC call to simnet (user u, password p).
 fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
@@ -51,26 +51,7 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
     // On a fixed port, so that it can come back where the pool looks for it.
     let tap_addr = format!("127.0.0.1:{}", free_port());
-    let start_tap = |roles: &mut Roles| {
-        let tap = roles.add(
-            "tap",
-            Role::start(
-                "tap",
-                &[
-                    "--listen",
-                    &tap_addr,
-                    "--upstream",
-                    &tdp,
-                    "--handshake",
-                    "false",
-                    "--duration",
-                    "600s",
-                ],
-            ),
-        );
-        tap.line("tap listening on");
-    };
-    start_tap(&mut roles);
+    start_tap(&mut roles, &tap_addr, &tdp);
     let store = dir.path().join("pool.sqlite");
     let url = format!("http://{rpc_addr}");
     let store_s = store.to_str().unwrap().to_owned();
@@ -124,7 +105,7 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     assert_eq!(status["serving"], true, "{status}");
     assert_eq!(status["work_source"], "node", "{status}");
     // The provider comes back: work comes from it again, and blocks go out through it.
-    start_tap(&mut roles);
+    start_tap(&mut roles, &tap_addr, &tdp);
     let deadline = Instant::now() + Duration::from_secs(40);
     let back = loop {
         let s = http_get_json(&http, "/api/status");

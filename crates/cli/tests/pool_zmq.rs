@@ -6,11 +6,11 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{free_port, http_get, http_get_json, Role, Roles, PAYOUT};
+use support::{free_port, http_get, start_tap, status_within, Role, Roles, PAYOUT};
 
-/// Polls `/api/status` until `done` holds, within `limit`.
+/// Polls `/api/status` until `done` holds, within `limit`, showing the roles' logs if not.
 fn wait_status(
     roles: &Roles,
     http: &str,
@@ -18,15 +18,7 @@ fn wait_status(
     limit: Duration,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = Instant::now() + limit;
-    loop {
-        let s = http_get_json(http, "/api/status");
-        if done(&s) {
-            return s;
-        }
-        assert!(Instant::now() < deadline, "{what}: {s}\n{}", roles.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    status_within(http, what, limit, || roles.logs(), done)
 }
 
 fn clean_jobs(s: &serde_json::Value) -> u64 {
@@ -60,26 +52,7 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     let zmq = simnet.line("zmq listening on");
     // On a fixed port, so that it can come back where the pool subscribes.
     let tap_addr = format!("127.0.0.1:{}", free_port());
-    let start_tap = |roles: &mut Roles| {
-        let tap = roles.add(
-            "tap",
-            Role::start(
-                "tap",
-                &[
-                    "--listen",
-                    &tap_addr,
-                    "--upstream",
-                    &zmq,
-                    "--handshake",
-                    "false",
-                    "--duration",
-                    "600s",
-                ],
-            ),
-        );
-        tap.line("tap listening on");
-    };
-    start_tap(&mut roles);
+    start_tap(&mut roles, &tap_addr, &zmq);
     let url = format!("http://{rpc}");
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
@@ -147,7 +120,7 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     assert_eq!(s["dependencies"]["node"]["up"], true, "{s}");
     assert_eq!(s["dependencies"]["node"]["zmq"], "down", "{s}");
 
-    start_tap(&mut roles);
+    start_tap(&mut roles, &tap_addr, &zmq);
     // The backoff between attempts is capped at 5 s.
     let back = wait_status(
         &roles,

@@ -236,15 +236,49 @@ pub fn status_when(
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    status_within(http, what, Duration::from_secs(15), String::new, done)
+}
+
+/// [`status_when`] within `limit`; `context()` (the roles' logs, say) is shown on failure.
+pub fn status_within(
+    http: &str,
+    what: &str,
+    limit: Duration,
+    context: impl Fn() -> String,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + limit;
     loop {
         let status = http_get_json(http, "/api/status");
         if done(&status) {
             return status;
         }
-        assert!(Instant::now() < deadline, "{what}: {status}");
+        assert!(Instant::now() < deadline, "{what}: {status}\n{}", context());
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A `stratumlab tap` relaying bytes as they are from `listen` to `upstream` (for 10 minutes at
+/// most), added to `roles` as "tap" once it listens; returns the address it listens on. Killing
+/// it cuts the link; starting it again on the same address restores it.
+pub fn start_tap(roles: &mut Roles, listen: &str, upstream: &str) -> String {
+    let tap = roles.add(
+        "tap",
+        Role::start(
+            "tap",
+            &[
+                "--listen",
+                listen,
+                "--upstream",
+                upstream,
+                "--handshake",
+                "false",
+                "--duration",
+                "600s",
+            ],
+        ),
+    );
+    tap.line("tap listening on")
 }
 
 /// The bytes a role's events file counts on `link` in `direction` ("up" or "down").

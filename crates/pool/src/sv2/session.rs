@@ -696,10 +696,9 @@ impl Session {
         }
         // Kept in the store before the job's success goes out, so that a restarted pool
         // refuses the token too.
-        if self.records.is_none() {
-            self.records = self.engine.share_batch();
-        }
-        if let (Some(store), Some(records)) = (&self.engine.store, self.records.as_mut()) {
+        if let (Some(store), Some(records)) =
+            (&self.engine.store, records(&mut self.records, &self.engine))
+        {
             let used = crate::store::UsedToken {
                 id: claims.id,
                 expires_ms: claims.expires_ms,
@@ -1121,9 +1120,7 @@ impl Session {
                             now,
                         );
                     }
-                    if self.records.is_none() {
-                        self.records = engine.share_batch();
-                    }
+                    let records = records(&mut self.records, engine);
                     let stored = engine.accepted(
                         conn,
                         u64::from(seq),
@@ -1135,7 +1132,7 @@ impl Session {
                         &a,
                         nonce,
                         now,
-                        self.records.as_mut(),
+                        records,
                     );
                     let credited = a.credited.as_f64();
                     let retarget = a.retarget.is_some();
@@ -1251,6 +1248,15 @@ fn standard_merkle_root(job: &Job, prefix: &[u8]) -> Option<Hash256> {
 }
 
 /// The spec's `SubmitShares.Error` code for an engine verdict.
+/// The connection's share batch, made on first use (a connection that never has a share
+/// accepted or a token used never takes one); `None` without a store.
+fn records<'a>(records: &'a mut Option<ShareBatch>, engine: &Engine) -> Option<&'a mut ShareBatch> {
+    if records.is_none() {
+        *records = engine.share_batch();
+    }
+    records.as_mut()
+}
+
 pub fn reject_code(r: Reject) -> &'static str {
     match r {
         Reject::UnknownJob => error_code::INVALID_JOB_ID,
