@@ -242,6 +242,9 @@ fn run(plan: Plan) -> Result<Outcome, String> {
             path_str(&pool_events)?,
             "--max-connections",
             &max_connections,
+            // The fleet's devices share 8 loopback addresses.
+            "--max-connections-per-ip",
+            &max_connections,
             "--duration",
             &format!("{}s", plan.bound().as_secs() + 10),
         ],

@@ -13,11 +13,39 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::cmd::edge::EdgeArgs;
 
 /// Reads `path` (if given) and applies `overrides` (the subcommand's flags; `None`s must be
 /// skipped when serializing) on top.
 pub fn load<C: DeserializeOwned>(path: Option<&Path>, overrides: &impl Serialize) -> Result<C> {
+    let (table, what) = merged(path, overrides)?;
+    C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
+}
+
+/// [`load`] for a role that listens: the connection edge's keys (`crate::cmd::edge::KEYS`,
+/// flattened into the role's flags) are taken out and read as [`EdgeArgs`], the rest as `C`.
+pub fn load_with_edge<C: DeserializeOwned>(
+    path: Option<&Path>,
+    overrides: &impl Serialize,
+) -> Result<(C, EdgeArgs)> {
+    let (mut table, what) = merged(path, overrides)?;
+    let mut edge = toml::Table::new();
+    for key in crate::cmd::edge::KEYS {
+        if let Some(v) = table.remove(*key) {
+            edge.insert((*key).to_owned(), v);
+        }
+    }
+    let edge = EdgeArgs::deserialize(toml::Value::Table(edge))
+        .with_context(|| format!("invalid connection limits in {what}"))?;
+    let c = C::deserialize(toml::Value::Table(table))
+        .with_context(|| format!("invalid settings in {what}"))?;
+    Ok((c, edge))
+}
+
+/// The file's table with the given flags laid over it, and what it was read from.
+fn merged(path: Option<&Path>, overrides: &impl Serialize) -> Result<(toml::Table, String)> {
     let mut table = match path {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -35,7 +63,7 @@ pub fn load<C: DeserializeOwned>(path: Option<&Path>, overrides: &impl Serialize
         || "flags".to_owned(),
         |p| format!("{} and flags", p.display()),
     );
-    C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
+    Ok((table, what))
 }
 
 /// A setting that takes one value or a list (`upstream = "a"` or `upstream = ["a", "b"]`): a

@@ -694,6 +694,7 @@ impl Trial<'_> {
         ])
         .into_iter()
         .chain(self.authority.server_args())
+        .chain(self.edge_args())
         .collect()
     }
 
@@ -811,6 +812,7 @@ impl Trial<'_> {
                 &chunk.max(SV2_DEFAULT_MAX_CHANNELS).to_string(),
             ]));
         }
+        a.extend(self.edge_args());
         a
     }
 
@@ -882,6 +884,7 @@ impl Trial<'_> {
         if proxy == ProxyImpl::OursTranslatorPerDevice {
             a.extend(args(["--channels", "per-device"]));
         }
+        a.extend(self.edge_args());
         a
     }
 
@@ -910,6 +913,27 @@ impl Trial<'_> {
         let path = self.dir.join(format!("{role}.translator_sv2.toml"));
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
         Ok((&tool.path, vec!["-c".into(), path.into()], listen))
+    }
+
+    /// The connection edge's limits for a role the lab's devices reach: every device of the
+    /// run comes from one loopback address (or a few), so the per-address cap and the connect
+    /// burst must hold all of them twice over (a reconnect wave overlaps the connections it
+    /// replaces), and the connect rate must not be what paces a ramp. The edge's defaults suit
+    /// an operator's pool, not a lab run of any size (docs/operations.md).
+    fn edge_args(&self) -> Vec<OsString> {
+        let n = (2 * u64::from(self.scenario.devices) + 100)
+            .max(15_000)
+            .to_string();
+        args([
+            "--max-connections",
+            &n,
+            "--max-connections-per-ip",
+            &n,
+            "--connect-burst",
+            &n,
+            "--connect-rate",
+            "100000",
+        ])
     }
 
     /// The real hashes per second one device spends (the fleet splits its budget evenly).

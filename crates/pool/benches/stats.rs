@@ -30,7 +30,12 @@ fn stats(c: &mut Criterion) {
     });
     c.bench_function("stats/render_metrics", |b| {
         b.iter(|| {
-            pool::http::render_metrics(&stats.snapshot(black_box(now)), &stats.processing(), &[])
+            pool::http::render_metrics(
+                &stats.snapshot(black_box(now)),
+                &stats.processing(),
+                &[],
+                None,
+            )
         })
     });
 }

@@ -1,7 +1,7 @@
 //! The pool's share-accounting engine, shared by its Stratum V1 and Stratum V2 front ends.
 //!
-//! So far: admission control ([`admission`]) and difficulty retargeting ([`vardiff`]), both
-//! sans-IO: callers pass the time in as [`Millis`].
+//! Difficulty retargeting ([`vardiff`]) and the engine are sans-IO: callers pass the time in as
+//! [`Millis`]. Admission control (rates, bans, connection caps) is the `edge` crate's.
 //!
 //! Statistics ([`stats`]: lock-free counters, decayed hash rates, the worker list) are served
 //! over HTTP by [`http`] (`/metrics`, `/api/status`, `/api/workers`, `/healthz`).
@@ -9,7 +9,6 @@
 //! [`fuzz_support`]: what the fuzz targets in `crates/pool/fuzz` run, so that the committed
 //! corpus replays on stable.
 
-pub mod admission;
 pub mod channel;
 pub mod engine;
 pub mod fuzz_support;
@@ -28,17 +27,5 @@ pub mod tips;
 pub mod tp;
 pub mod vardiff;
 
-/// Milliseconds on the caller's monotonic clock. The engine never reads a clock itself, so
-/// tests run hours of traffic in microseconds and every decision is reproducible.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Millis(pub u64);
-
-impl Millis {
-    pub fn since(self, earlier: Millis) -> u64 {
-        self.0.saturating_sub(earlier.0)
-    }
-
-    pub fn plus(self, ms: u64) -> Millis {
-        Millis(self.0.saturating_add(ms))
-    }
-}
+/// Milliseconds on the caller's monotonic clock (one type for every core: see `primitives::time`).
+pub use primitives::Millis;

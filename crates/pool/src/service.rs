@@ -23,11 +23,12 @@ use crate::stats::{
     BlockFate, NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry,
 };
 use crate::store::{BlockRecord, Store, StoreConfig, StoreError, WorkerKey};
-use crate::sv1::{Admission, Sv1Config, Sv1Server};
+use crate::sv1::{Sv1Config, Sv1Server};
 use crate::sv2::{Sv2Config, Sv2Server};
 use crate::template::{TdpTemplate, Template};
 use crate::tp::{TpConfig, TpFeed, TpWork};
 use crate::Millis;
+use edge::{Admission, Gate};
 use sv2::keys::AuthorityKeys;
 
 #[derive(Clone, Debug)]
@@ -352,17 +353,21 @@ impl RunningPool {
             None => None,
         };
 
+        // One gate for both front ends: the caps and bans are the pool's, whichever protocol
+        // a miner speaks.
+        let gate = Gate::new(settings.admission.clone());
+        stats.set_gate(gate.clone());
         let sv1_addr = match settings.sv1_listen {
             Some(addr) => {
                 let listener = bind(addr, "sv1").await?;
                 let local = listener.local_addr().ok();
-                let mut server = Sv1Server::new(
-                    engine.clone(),
-                    settings.sv1.clone(),
-                    settings.admission.clone(),
-                );
-                if let (Some(server), Some(local)) = (Arc::get_mut(&mut server), local) {
-                    server.reconnect_to = Some((local.ip().to_string(), local.port()));
+                let mut server = Sv1Server::new(engine.clone(), settings.sv1.clone(), gate.clone());
+                if let Some(server) = Arc::get_mut(&mut server) {
+                    // One timeline for bans and the status pages.
+                    server.start = clock_start;
+                    if let Some(local) = local {
+                        server.reconnect_to = Some((local.ip().to_string(), local.port()));
+                    }
                 }
                 tasks.spawn(server.serve(listener, shutdown_rx.clone()));
                 local
@@ -374,13 +379,16 @@ impl RunningPool {
             Some(addr) => {
                 let listener = bind(addr, "sv2").await?;
                 let local = listener.local_addr().ok();
-                let server = Sv2Server::new(
+                let mut server = Sv2Server::new(
                     engine.clone(),
                     settings.sv2.config.clone(),
-                    settings.admission.clone(),
+                    gate.clone(),
                     settings.sv2.keys,
                     settings.sv2.cert_validity,
                 );
+                if let Some(server) = Arc::get_mut(&mut server) {
+                    server.start = clock_start;
+                }
                 tasks.spawn(server.serve(listener, shutdown_rx.clone()));
                 local
             }

@@ -23,10 +23,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use edge::Admission;
+use edge::Rate;
 use events::EventKind;
-use pool::admission::Rate;
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
-use pool::sv1::Admission;
 use primitives::{sha256d, Target};
 use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{error_code as setup_error, mining_flags, SetupConnection};

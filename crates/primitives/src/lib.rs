@@ -14,6 +14,7 @@ pub mod hex;
 pub mod merkle;
 pub mod share;
 pub mod target;
+pub mod time;
 pub mod u256;
 pub mod work;
 
@@ -24,6 +25,7 @@ pub use header::Header;
 pub use merkle::{coinbase_merkle_branch, merkle_root, merkle_root_from_branch, merkle_step};
 pub use share::{ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share};
 pub use target::{CompactTarget, Target};
+pub use time::Millis;
 pub use u256::U256;
 pub use work::{HashRate, Work};
 

@@ -15,6 +15,7 @@ use pool::jd_token::TokenKey;
 use pool::node::{NodeAuth, NodeConfig};
 use primitives::bitcoin::Network;
 
+use crate::cmd::edge::EdgeArgs;
 use crate::config::{self, Dur};
 
 /// Run a Job Declarator Server: tokens for JD clients, their declared jobs checked against the
@@ -122,6 +123,10 @@ pub struct JdsArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// The connection edge's limits, the same on every role (cmd/edge.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub edge: EdgeArgs,
 }
 
 #[derive(Deserialize, Debug)]
@@ -148,6 +153,9 @@ pub struct Settings {
     pub http_listen: Option<SocketAddr>,
     pub progress_interval: Dur,
     pub duration: Dur,
+    /// The connection edge's limits (its keys are read apart: `Settings::load`).
+    #[serde(skip)]
+    pub edge: EdgeArgs,
 }
 
 impl Default for Settings {
@@ -175,11 +183,19 @@ impl Default for Settings {
             http_listen: None,
             progress_interval: Dur(Duration::from_secs(30)),
             duration: Dur::ZERO,
+            edge: EdgeArgs::default(),
         }
     }
 }
 
 impl Settings {
+    /// The file and the flags combined; the connection edge's keys go to `edge`.
+    pub fn load(path: Option<&std::path::Path>, args: &JdsArgs) -> Result<Settings> {
+        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
+        settings.edge = edge;
+        Ok(settings)
+    }
+
     fn jds_settings(&self) -> Result<JdsSettings> {
         let network: Network = self
             .network
@@ -239,7 +255,11 @@ impl Settings {
             node: NodeConfig::new(url, auth),
             mempool_refresh: self.mempool_refresh.0,
             node_name: "pool".into(),
-            handshake_timeout: Duration::from_secs(10),
+            admission: self.edge.admission(edge::Admission {
+                // A JDC finishes its Noise handshake at once: a slow one is not a JDC.
+                handshake_timeout: Duration::from_secs(10),
+                ..edge::Admission::default()
+            })?,
             events,
             // Blocks are few: each is committed and synced at once whatever the mode.
             store: self.store.as_ref().map(pool::store::StoreConfig::new),
@@ -265,7 +285,7 @@ fn summary(s: &StatsSnapshot) -> String {
 }
 
 pub fn run(args: JdsArgs) -> Result<()> {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let settings = Settings::load(args.config.as_deref(), &args)?;
     let jds_settings = settings.jds_settings()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

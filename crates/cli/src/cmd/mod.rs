@@ -1,3 +1,4 @@
+pub mod edge;
 pub mod events;
 pub mod fleet;
 pub mod jdc;

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use pool::admission::Rate;
+use edge::Admission;
 use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jd_token::TokenKey;
@@ -17,13 +17,14 @@ use pool::jobs::JobConfig;
 use pool::node::{NodeAuth, NodeConfig};
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use pool::store::{Durability, StoreConfig};
-use pool::sv1::{Admission, Sv1Config};
+use pool::sv1::Sv1Config;
 use pool::tp::TpConfig;
 use pool::vardiff::VardiffConfig;
 use primitives::bitcoin::Network;
 use primitives::Difficulty;
 use simnet::tdp::TdpKeys;
 
+use crate::cmd::edge::EdgeArgs;
 use crate::config::{self, Dur};
 
 /// Run a Stratum V1 pool: jobs from a node's getblocktemplate, shares validated and stored,
@@ -108,51 +109,6 @@ pub struct PoolArgs {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// Most miner connections at once [default: 15000].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_connections: Option<usize>,
-    /// New connections per second from one source IP [default: 500].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connect_rate: Option<f64>,
-    /// Connections one source IP may open at once before --connect-rate applies [default: 20000:
-    /// a farm behind one address reconnects all at once after a restart].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connect_burst: Option<f64>,
-    /// Messages per second one connection may send [default: 1000: an aggregating proxy speaks
-    /// for many devices].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message_rate: Option<f64>,
-    /// Messages one connection may send at once before --message-rate applies [default: 5000].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message_burst: Option<f64>,
-    /// Longest line accepted, in bytes; a longer one is answered with an error and closed
-    /// [default: 8192].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_line: Option<usize>,
-    /// A connection must subscribe and authorize within this long; 0 waits forever
-    /// [default: 30s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handshake_timeout: Option<Dur>,
-    /// A connection that sends nothing for this long is closed; 0 never [default: 10m].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_timeout: Option<Dur>,
-    /// This many rejected shares in a row (stale ones excepted) ban the source IP; 0 never bans
-    /// [default: 200].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub invalid_share_ban_after: Option<u32>,
-    /// How long a ban lasts [default: 10m].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ban_duration: Option<Dur>,
     /// Text in every coinbase after the height [default: "/stratumlab pool (solo+pps lab)/"].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -219,6 +175,10 @@ pub struct PoolArgs {
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sv2_max_channels: Option<usize>,
+    /// The connection edge's limits, the same on every role (cmd/edge.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub edge: EdgeArgs,
 }
 
 /// The settings after the file and the flags are combined.
@@ -243,16 +203,6 @@ pub struct Settings {
     pub durability: Durability,
     pub batch_window: Dur,
     pub events: Option<PathBuf>,
-    pub max_connections: usize,
-    pub connect_rate: f64,
-    pub connect_burst: f64,
-    pub message_rate: f64,
-    pub message_burst: f64,
-    pub max_line: usize,
-    pub handshake_timeout: Dur,
-    pub idle_timeout: Dur,
-    pub invalid_share_ban_after: u32,
-    pub ban_duration: Dur,
     pub coinbase_tag: String,
     pub duration: Dur,
     pub sv2_listen: Option<SocketAddr>,
@@ -265,11 +215,13 @@ pub struct Settings {
     pub cert_validity: Dur,
     pub jd_token_key: Option<PathBuf>,
     pub sv2_max_channels: usize,
+    /// The connection edge's limits (its keys are read apart: `Settings::load`).
+    #[serde(skip)]
+    pub edge: EdgeArgs,
 }
 
 impl Default for Settings {
     fn default() -> Self {
-        let admission = Admission::default();
         Settings {
             sv1_listen: None,
             node_rpc: None,
@@ -289,16 +241,6 @@ impl Default for Settings {
             durability: Durability::Batched,
             batch_window: Dur(Duration::from_millis(10)),
             events: None,
-            max_connections: admission.max_connections,
-            connect_rate: admission.connect_rate.per_second,
-            connect_burst: admission.connect_rate.burst,
-            message_rate: admission.message_rate.per_second,
-            message_burst: admission.message_rate.burst,
-            max_line: admission.max_line,
-            handshake_timeout: Dur(admission.handshake_timeout),
-            idle_timeout: Dur(admission.idle_timeout),
-            invalid_share_ban_after: admission.invalid_share_ban_after,
-            ban_duration: Dur(admission.ban_duration),
             coinbase_tag: String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8"),
             duration: Dur::ZERO,
             sv2_listen: None,
@@ -311,6 +253,7 @@ impl Default for Settings {
             cert_validity: Dur(Duration::from_secs(3600)),
             jd_token_key: None,
             sv2_max_channels: pool::sv2::Sv2Config::default().max_channels,
+            edge: EdgeArgs::default(),
         }
     }
 }
@@ -473,47 +416,20 @@ impl Settings {
 }
 
 impl Settings {
+    /// The file and the flags combined; the connection edge's keys go to `edge`.
+    pub fn load(path: Option<&std::path::Path>, args: &PoolArgs) -> Result<Settings> {
+        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
+        settings.edge = edge;
+        Ok(settings)
+    }
+
     fn admission(&self) -> Result<Admission> {
-        let rate = |name: &str, per_second: f64, burst: f64| {
-            if !(per_second > 0.0 && per_second.is_finite()) {
-                bail!("--{name}-rate must be a positive number, not {per_second}");
-            }
-            if !(burst >= 1.0 && burst.is_finite()) {
-                bail!("--{name}-burst must be at least 1, not {burst}");
-            }
-            Ok(Rate { per_second, burst })
-        };
-        if self.max_line < 512 {
-            // A subscribe reply's request with a long user agent already needs a few hundred.
-            bail!(
-                "--max-line must be at least 512 bytes, not {}",
-                self.max_line
-            );
-        }
-        if self.max_connections == 0 {
-            bail!("--max-connections must be at least 1");
-        }
-        // "0 disables", as every duration on the command line; the server has no "never".
-        let never = Duration::from_secs(100 * 365 * 86_400);
-        let or_never = |d: Dur| if d.0.is_zero() { never } else { d.0 };
-        Ok(Admission {
-            max_connections: self.max_connections,
-            connect_rate: rate("connect", self.connect_rate, self.connect_burst)?,
-            message_rate: rate("message", self.message_rate, self.message_burst)?,
-            max_line: self.max_line,
-            handshake_timeout: or_never(self.handshake_timeout),
-            idle_timeout: or_never(self.idle_timeout),
-            invalid_share_ban_after: match self.invalid_share_ban_after {
-                0 => u32::MAX,
-                n => n,
-            },
-            ban_duration: self.ban_duration.0,
-        })
+        self.edge.admission(Admission::default())
     }
 }
 
 pub fn run(args: PoolArgs) -> Result<()> {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let settings: Settings = Settings::load(args.config.as_deref(), &args)?;
     let pool_settings = settings.pool_settings()?;
     // A write past a file size limit (`ulimit -f`) then fails with EFBIG, which the store
     // reports and retries like a full disk, instead of the signal killing the pool with
@@ -570,13 +486,16 @@ mod tests {
         )
         .unwrap();
         let args = PoolArgs {
-            connect_rate: Some(80.0),
-            message_burst: Some(10.0),
-            invalid_share_ban_after: Some(0),
-            handshake_timeout: Some(Dur::ZERO),
+            edge: EdgeArgs {
+                connect_rate: Some(80.0),
+                message_burst: Some(10.0),
+                invalid_share_ban_after: Some(0),
+                handshake_timeout: Some(Dur::ZERO),
+                ..EdgeArgs::default()
+            },
             ..PoolArgs::default()
         };
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let s: Settings = Settings::load(Some(f.path()), &args).unwrap();
         let a = s.admission().unwrap();
         assert_eq!(
             a.connect_rate.per_second, 80.0,
@@ -596,7 +515,7 @@ mod tests {
 
     #[test]
     fn defaults_are_the_servers() {
-        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
         let a = s.admission().unwrap();
         let d = Admission::default();
         assert_eq!(a.max_connections, d.max_connections);
@@ -623,7 +542,7 @@ mod tests {
         };
         let sv1 = Sv1Config::default();
         for (args, rolled) in [(sv2_only, 8), (both, sv1.extranonce2_size)] {
-            let s: Settings = config::load(None, &args).unwrap();
+            let s: Settings = Settings::load(None, &args).unwrap();
             assert_eq!(s.rolled_extranonce(&sv1), rolled);
             let sv2 = s.sv2_settings().unwrap();
             assert_eq!(sv2.config.extended_extranonce_size, rolled);
@@ -632,7 +551,7 @@ mod tests {
 
     #[test]
     fn the_job_token_key_turns_work_selection_on() {
-        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
         assert!(s.sv2_settings().unwrap().config.jd_token_key.is_none());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jd.key");
@@ -641,55 +560,45 @@ mod tests {
             jd_token_key: Some(path.clone()),
             ..PoolArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s: Settings = Settings::load(None, &args).unwrap();
         let key = s.sv2_settings().unwrap().config.jd_token_key.unwrap();
         assert_eq!(key.to_hex(), "ab".repeat(32));
         // From the config file too; a key that is not 64 hex digits is refused, flag named.
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(&path, "abcd").unwrap();
         std::fs::write(f.path(), format!("jd_token_key = {:?}\n", path)).unwrap();
-        let s: Settings = config::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let s: Settings = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.starts_with("--jd-token-key"), "{e}");
     }
 
     #[test]
     fn channels_per_sv2_connection_come_from_the_flag_or_the_file() {
-        let s: Settings = config::load(None, &PoolArgs::default()).unwrap();
+        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
         let default = pool::sv2::Sv2Config::default().max_channels;
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, default);
         let args = PoolArgs {
             sv2_max_channels: Some(5000),
             ..PoolArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s: Settings = Settings::load(None, &args).unwrap();
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, 5000);
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), "sv2_max_channels = 0\n").unwrap();
-        let s: Settings = config::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let s: Settings = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.contains("--sv2-max-channels"), "{e}");
     }
 
     #[test]
     fn nonsense_limits_are_refused_with_the_flag_named() {
-        for args in [
-            PoolArgs {
-                connect_rate: Some(0.0),
-                ..PoolArgs::default()
-            },
-            PoolArgs {
-                message_burst: Some(0.5),
-                ..PoolArgs::default()
-            },
-            PoolArgs {
-                max_line: Some(10),
-                ..PoolArgs::default()
-            },
-        ] {
-            let s: Settings = config::load(None, &args).unwrap();
-            let e = s.admission().unwrap_err().to_string();
-            assert!(e.starts_with("--"), "{e}");
-        }
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), "max_connections_per_ip = 0\n").unwrap();
+        let s = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let e = s.admission().unwrap_err().to_string();
+        assert!(e.starts_with("--max-connections-per-ip"), "{e}");
+        // A misspelt edge key in the file is an error, like any other.
+        std::fs::write(f.path(), "max_connection_per_ip = 5\n").unwrap();
+        assert!(Settings::load(Some(f.path()), &PoolArgs::default()).is_err());
     }
 }

@@ -17,6 +17,7 @@ use translator::shell::{self, ShellConfig, UpstreamSpec};
 use translator::{ChannelMode, TranslatorConfig};
 
 use super::fleet::Budget;
+use crate::cmd::edge::EdgeArgs;
 use crate::config::{self, Dur};
 
 /// Translate Stratum V1 devices to Stratum V2: every device on one extended channel of an SV2
@@ -88,7 +89,7 @@ pub struct TranslatorArgs {
     #[arg(long, value_name = "RATE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_hash_rate: Option<Budget>,
-    /// Most devices at once [default: 10000].
+    /// Most devices at once: another name for --max-connections [default: 10000].
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_devices: Option<usize>,
@@ -105,6 +106,10 @@ pub struct TranslatorArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration: Option<Dur>,
+    /// The connection edge's limits, the same on every role (cmd/edge.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub edge: EdgeArgs,
 }
 
 #[derive(Deserialize, Debug)]
@@ -124,10 +129,13 @@ pub struct Settings {
     pub min_difficulty: Difficulty,
     pub shares_per_minute: f64,
     pub device_hash_rate: Budget,
-    pub max_devices: usize,
+    pub max_devices: Option<usize>,
     pub http_listen: Option<SocketAddr>,
     pub events: Option<PathBuf>,
     pub duration: Dur,
+    /// The connection edge's limits (its keys are read apart: `Settings::load`).
+    #[serde(skip)]
+    pub edge: EdgeArgs,
 }
 
 impl Default for Settings {
@@ -147,15 +155,23 @@ impl Default for Settings {
             min_difficulty: v.min,
             shares_per_minute: v.shares_per_minute,
             device_hash_rate: "1TH/s".parse().expect("valid"),
-            max_devices: 10_000,
+            max_devices: None,
             http_listen: None,
             events: None,
             duration: Dur::ZERO,
+            edge: EdgeArgs::default(),
         }
     }
 }
 
 impl Settings {
+    /// The file and the flags combined; the connection edge's keys go to `edge`.
+    pub fn load(path: Option<&std::path::Path>, args: &TranslatorArgs) -> Result<Settings> {
+        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
+        settings.edge = edge;
+        Ok(settings)
+    }
+
     /// The shell's configuration (events are attached by the caller).
     pub fn shell_config(&self) -> Result<ShellConfig> {
         anyhow::ensure!(
@@ -200,7 +216,18 @@ impl Settings {
             self.shares_per_minute > 0.0 && self.shares_per_minute.is_finite(),
             "--shares-per-minute must be positive"
         );
-        anyhow::ensure!(self.max_devices > 0, "--max-devices must be at least 1");
+        let mut admission = self.edge.admission(edge::Admission {
+            max_connections: 10_000,
+            ..edge::Admission::default()
+        })?;
+        if let Some(devices) = self.max_devices {
+            anyhow::ensure!(devices > 0, "--max-devices must be at least 1");
+            anyhow::ensure!(
+                self.edge.max_connections.is_none_or(|c| c == devices),
+                "--max-devices is another name for --max-connections: give one of them"
+            );
+            admission.max_connections = devices;
+        }
         let channels: ChannelMode = self
             .channels
             .parse()
@@ -218,7 +245,7 @@ impl Settings {
         let mut c = ShellConfig::new(self.listen, upstreams);
         c.keepalive = self.upstream_keepalive.0;
         c.open_timeout = self.upstream_open_timeout.0;
-        c.max_devices = self.max_devices;
+        c.admission = admission;
         c.http_listen = self.http_listen;
         c.translator = TranslatorConfig {
             channels,
@@ -255,7 +282,7 @@ where
     F: FnOnce(ShellConfig) -> Fut,
     Fut: std::future::Future<Output = Result<shell::Running, shell::ShellError>>,
 {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+    let settings = Settings::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
     if role == "translator" {
         if sc.upstreams.iter().any(|u| u.authority_key.is_none()) {
@@ -332,7 +359,7 @@ mod tests {
 
     #[test]
     fn upstream_is_required_and_keys_are_checked() {
-        let s: Settings = config::load(None, &TranslatorArgs::default()).unwrap();
+        let s = Settings::load(None, &TranslatorArgs::default()).unwrap();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
         let args = TranslatorArgs {
@@ -340,7 +367,7 @@ mod tests {
             upstream_authority_key: Some(vec!["nonsense".into()]),
             ..TranslatorArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s = Settings::load(None, &args).unwrap();
         assert!(s.shell_config().is_err());
         // Two keys for three upstreams: which goes with which is unclear.
         let key = sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY.to_owned();
@@ -353,7 +380,7 @@ mod tests {
             upstream_authority_key: Some(vec![key.clone(), key]),
             ..TranslatorArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s = Settings::load(None, &args).unwrap();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("2 keys for 3 upstreams"), "{e:#}");
     }
@@ -363,7 +390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
         std::fs::write(&file, "upstream = \"127.0.0.1:7\"\n").unwrap();
-        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.upstreams.len(), 1);
         assert_eq!(c.upstreams[0].addr.port(), 7);
@@ -372,7 +399,7 @@ mod tests {
             "upstream = [\"127.0.0.1:7\", \"127.0.0.1:8\"]\nupstream_keepalive = \"5s\"\n",
         )
         .unwrap();
-        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
         let c = s.shell_config().unwrap();
         let ports: Vec<u16> = c.upstreams.iter().map(|u| u.addr.port()).collect();
         assert_eq!(ports, [7, 8]);
@@ -383,7 +410,7 @@ mod tests {
             "upstream = \"127.0.0.1:7\"\nupstream_open_timeout = \"2s\"\n",
         )
         .unwrap();
-        let s: Settings = config::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
         assert_eq!(
             s.shell_config().unwrap().open_timeout,
             Duration::from_secs(2)
@@ -393,7 +420,7 @@ mod tests {
             upstream: Some(vec!["127.0.0.1:9".parse().unwrap()]),
             ..TranslatorArgs::default()
         };
-        let s: Settings = config::load(Some(&file), &args).unwrap();
+        let s = Settings::load(Some(&file), &args).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.upstreams[0].addr.port(), 9);
         assert_eq!(c.upstreams.len(), 1);
@@ -405,7 +432,7 @@ mod tests {
             upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
             ..TranslatorArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s = Settings::load(None, &args).unwrap();
         assert_eq!(
             s.shell_config().unwrap().translator.channels,
             ChannelMode::Aggregated
@@ -413,13 +440,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
         std::fs::write(&file, "channels = \"per-device\"\n").unwrap();
-        let s: Settings = config::load(Some(&file), &args).unwrap();
+        let s = Settings::load(Some(&file), &args).unwrap();
         assert_eq!(
             s.shell_config().unwrap().translator.channels,
             ChannelMode::PerDevice
         );
         std::fs::write(&file, "channels = \"both\"\n").unwrap();
-        let s: Settings = config::load(Some(&file), &args).unwrap();
+        let s = Settings::load(Some(&file), &args).unwrap();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("--channels"), "{e:#}");
     }
@@ -444,7 +471,7 @@ mod tests {
             http_listen: Some("127.0.0.1:0".parse().unwrap()),
             ..TranslatorArgs::default()
         };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s = Settings::load(None, &args).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.listen.ip().to_string(), "127.0.0.1");
         assert_eq!(c.http_listen, Some("127.0.0.1:0".parse().unwrap()));

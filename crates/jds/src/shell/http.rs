@@ -39,6 +39,8 @@ pub struct View {
     pub node: Arc<NodeWatch>,
     pub store: Option<Store>,
     pub started: Instant,
+    /// The JDC side's gate (its clock is `started`).
+    pub gate: Arc<edge::Gate>,
 }
 
 /// The pool-side node's state as the mempool refreshes find it.
@@ -115,6 +117,7 @@ struct StoreSnapshot {
 
 struct Snapshot {
     s: StatsSnapshot,
+    admission: edge::AdmissionSnapshot,
     node: NodeSnapshot,
     store: Option<StoreSnapshot>,
     uptime_s: f64,
@@ -124,6 +127,9 @@ impl View {
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             s: self.stats.snapshot(),
+            admission: self
+                .gate
+                .snapshot(edge::Millis(self.started.elapsed().as_millis() as u64)),
             node: self.node.snapshot(),
             store: self.store.as_ref().map(|st| {
                 let stats = st.stats();
@@ -239,6 +245,7 @@ fn status(snap: &Snapshot) -> Value {
             "rejected": s.blocks_rejected,
         },
         "dependencies": Value::Object(deps),
+        "admission": pool::http::api::admission(&snap.admission),
     })
 }
 
@@ -254,6 +261,7 @@ fn render_metrics(snap: &Snapshot) -> String {
             .as_ref()
             .map(|st| (st.error.is_none(), st.failures)),
         uptime_s: snap.uptime_s,
+        admission: snap.admission.clone(),
     }));
     let mut out = String::with_capacity(4 * 1024);
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -269,6 +277,7 @@ struct Metrics {
     /// Writing, and failures.
     store: Option<(bool, u64)>,
     uptime_s: f64,
+    admission: edge::AdmissionSnapshot,
 }
 
 impl Collector for Metrics {
@@ -353,6 +362,7 @@ impl Collector for Metrics {
             Some(&Unit::Seconds),
             self.uptime_s,
         )?;
+        pool::http::admission_families(e, &self.admission)?;
         Ok(())
     }
 }

@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use edge::{BanReason, Gate, MessageBudget, Millis, Slot};
 
 use events::{
     BlockFound, BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink,
@@ -47,7 +49,8 @@ pub struct JdsSettings {
     pub mempool_refresh: Duration,
     /// The name `BlockResult` events give the node.
     pub node_name: String,
-    pub handshake_timeout: Duration,
+    /// The JDC side's connection limits (the edge every listening role shares).
+    pub admission: edge::Admission,
     pub events: EventSink,
     /// Where each pushed block is kept before it is submitted, and its answer after: a block
     /// the node has not answered for is submitted again at the next start.
@@ -147,12 +150,20 @@ impl JdsStats {
     }
 }
 
+impl Shared {
+    fn now(&self) -> Millis {
+        Millis(self.epoch.elapsed().as_millis() as u64)
+    }
+}
+
 struct Shared {
     config: Arc<JdsConfig>,
     tokens: Arc<TokenIssuer>,
     keys: AuthorityKeys,
     cert_validity: Duration,
-    handshake_timeout: Duration,
+    gate: Arc<Gate>,
+    /// The clock the gate's decisions and the status pages share.
+    epoch: Instant,
     mempool: Arc<NodeMempool>,
     node_name: ShortStr,
     events: EventSink,
@@ -208,7 +219,8 @@ impl RunningJds {
             config: Arc::new(s.config),
             keys: s.keys,
             cert_validity: s.cert_validity,
-            handshake_timeout: s.handshake_timeout,
+            gate: Gate::new(s.admission.clone()),
+            epoch: Instant::now(),
             mempool: mempool.clone(),
             node_name: ShortStr::new(&s.node_name),
             events: s.events.clone(),
@@ -246,7 +258,8 @@ impl RunningJds {
                     stats: stats.clone(),
                     node: node_watch.clone(),
                     store: store.clone(),
-                    started: std::time::Instant::now(),
+                    started: shared.epoch,
+                    gate: shared.gate.clone(),
                 };
                 let mut stop = rx.clone();
                 tasks.spawn(async move {
@@ -352,9 +365,12 @@ async fn serve(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::Rece
             _ = stopped(&mut stop) => break,
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    tasks.spawn(connection(shared.clone(), stream, peer, stop.clone()));
-                }
+                Ok((stream, peer)) => match shared.gate.admit(peer.ip(), shared.now()) {
+                    Ok(slot) => {
+                        tasks.spawn(connection(shared.clone(), stream, peer, slot, stop.clone()));
+                    }
+                    Err(why) => tracing::debug!(%peer, why = why.as_str(), "jds: connection refused"),
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, "jds: accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -376,21 +392,24 @@ async fn connection(
     shared: Arc<Shared>,
     stream: TcpStream,
     peer: SocketAddr,
+    slot: Slot,
     mut stop: watch::Receiver<bool>,
 ) {
     let local = stream.local_addr().unwrap_or(peer);
+    let admission = shared.gate.admission();
     let limits = Limits {
-        handshake_timeout: shared.handshake_timeout,
+        handshake_timeout: admission.handshake_timeout,
         max_frame_bytes: MAX_FRAME_BYTES,
-        write_timeout: Duration::from_secs(30),
+        write_timeout: admission.write_timeout,
     };
     let mut conn = tokio::select! {
-        _ = stopped(&mut stop) => return,
+        _ = stopped(&mut stop) => return slot.close("shutdown"),
         c = NoiseConn::accept_with_keys(stream, &shared.keys, shared.cert_validity, limits) => match c {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "jds: handshake failed");
-                return;
+                shared.gate.strike(peer.ip(), shared.now(), BanReason::HandshakeFailures);
+                return slot.close("handshake failed");
             }
         },
     };
@@ -413,6 +432,12 @@ async fn connection(
         reason: ShortStr::new(why),
     });
     tracing::info!(conn = id, why, "jds: client disconnected");
+    if why == "protocol" {
+        shared
+            .gate
+            .strike(peer.ip(), shared.now(), BanReason::MalformedMessages);
+    }
+    slot.close(why);
 }
 
 /// Runs the session until the connection ends; returns why.
@@ -425,12 +450,19 @@ async fn drive(
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut reported = SessionStats::default();
+    let admission = shared.gate.admission();
+    let mut last_frame = shared.now();
+    let mut budget = MessageBudget::new(admission.message_rate, last_frame);
     let why = loop {
         tokio::select! {
             biased;
             _ = stopped(stop) => break "shutdown",
             frame = conn.read_frame() => match frame {
                 Ok(mut frame) => {
+                    last_frame = shared.now();
+                    if !budget.take(admission.message_rate, last_frame) {
+                        break "rate";
+                    }
                     // Frames of extensions this JDS does not speak are skipped, as the spec says.
                     if frame.extension() != 0 {
                         continue;
@@ -452,7 +484,12 @@ async fn drive(
                 }
                 Err(e) => break e.reason(),
             },
-            _ = tick.tick() => session.on_tick(UnixMillis::now()),
+            _ = tick.tick() => {
+                session.on_tick(UnixMillis::now());
+                if shared.now().since(last_frame) > admission.idle_timeout.as_millis() as u64 {
+                    break "idle";
+                }
+            }
         }
         if let Err(e) = flush(shared, session, &mut conn).await {
             break e.reason();

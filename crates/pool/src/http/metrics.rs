@@ -18,6 +18,8 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
+use edge::AdmissionSnapshot;
+
 use crate::stats::{
     Attached, Dependency, HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot,
     PROCESSING_BOUNDS_NS,
@@ -35,12 +37,14 @@ pub fn render_metrics(
     snapshot: &StatusSnapshot,
     processing: &HistogramSnapshot,
     attached: &[Attached],
+    admission: Option<&AdmissionSnapshot>,
 ) -> String {
     let mut registry = Registry::with_prefix(METRICS_PREFIX);
     registry.register_collector(Box::new(Snapshot {
         s: *snapshot,
         processing: *processing,
         attached: attached.to_vec(),
+        admission: admission.cloned(),
     }));
     let mut out = String::with_capacity(8 * 1024);
     prometheus_client::encoding::text::encode(&mut out, &registry)
@@ -53,6 +57,7 @@ struct Snapshot {
     s: StatusSnapshot,
     processing: HistogramSnapshot,
     attached: Vec<Attached>,
+    admission: Option<AdmissionSnapshot>,
 }
 
 /// One counter, for this collector and other roles' (the translator's).
@@ -98,6 +103,49 @@ pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
         }
     }
     Ok(())
+}
+
+/// The connection edge's families (`admission_refused`, `admission_closed`, `admission_bans`,
+/// `admission_bans_active`), for every role that listens; label values are the edge's and the
+/// role's fixed vocabularies.
+pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> fmt::Result {
+    let by = |m: &std::collections::BTreeMap<&'static str, u64>| -> Vec<([(&'static str, &'static str); 1], u64)> {
+        m.iter().map(|(r, n)| ([("reason", *r)], *n)).collect()
+    };
+    let refused = by(&a.refused);
+    family(
+        e,
+        "admission_refused",
+        "Connections refused at accept, by reason.",
+        None,
+        MetricType::Counter,
+        refused.iter().map(|(l, n)| (&l[..], *n)),
+    )?;
+    let closed = by(&a.closed);
+    family(
+        e,
+        "admission_closed",
+        "Admitted connections closed, by reason.",
+        None,
+        MetricType::Counter,
+        closed.iter().map(|(l, n)| (&l[..], *n)),
+    )?;
+    let bans = by(&a.bans);
+    family(
+        e,
+        "admission_bans",
+        "Source addresses banned since start, by reason.",
+        None,
+        MetricType::Counter,
+        bans.iter().map(|(l, n)| (&l[..], *n)),
+    )?;
+    gauge(
+        e,
+        "admission_bans_active",
+        "Source addresses banned now.",
+        None,
+        a.bans_active as u64,
+    )
 }
 
 fn flag(on: bool) -> u64 {
@@ -385,6 +433,9 @@ impl Collector for Snapshot {
             MetricType::Counter,
             deps.iter().map(|(labels, _, n)| (&labels[..], *n)),
         )?;
+        if let Some(a) = &self.admission {
+            admission_families(e, a)?;
+        }
         Ok(())
     }
 }

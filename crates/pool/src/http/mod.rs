@@ -20,7 +20,7 @@
 //! [`serve_with`] is that serving loop over any router, for the other roles' status endpoints
 //! (the translator's); [`serve`] is it over the pool's routes.
 
-mod api;
+pub mod api;
 mod metrics;
 
 use std::convert::Infallible;
@@ -44,7 +44,8 @@ use crate::stats::{PoolStats, WorkerRegistry};
 use crate::Millis;
 
 pub use metrics::{
-    counter, family, gauge, render_metrics, METRICS_PREFIX, OPENMETRICS_CONTENT_TYPE,
+    admission_families, counter, family, gauge, render_metrics, METRICS_PREFIX,
+    OPENMETRICS_CONTENT_TYPE,
 };
 
 /// The most bytes a request line and its headers may take (431 beyond).
@@ -235,6 +236,7 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
                 &state.stats.snapshot(now),
                 &state.stats.processing(),
                 &state.stats.attached(),
+                state.stats.admission(now).as_ref(),
             );
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
@@ -245,6 +247,9 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
                 store_error.as_deref(),
                 &state.stats.attached(),
             );
+            if let (Some(map), Some(a)) = (body.as_object_mut(), state.stats.admission(now)) {
+                map.insert("admission".to_owned(), api::admission(&a));
+            }
             let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(map) = body.as_object_mut() {
                 for (name, section) in sections.iter() {

@@ -443,6 +443,8 @@ pub struct PoolStats {
     store_failing_since: AtomicU64,
     store_error: std::sync::Mutex<Option<Arc<str>>>,
     attached: std::sync::Mutex<Vec<Attached>>,
+    /// The front ends' admission gate, once they listen.
+    gate: std::sync::OnceLock<Arc<edge::Gate>>,
     store_commits: AtomicU64,
     store_records: AtomicU64,
     store_queue_len: AtomicU64,
@@ -501,6 +503,7 @@ impl PoolStats {
             store_failing_since: AtomicU64::new(0),
             store_error: std::sync::Mutex::new(None),
             attached: std::sync::Mutex::new(Vec::new()),
+            gate: std::sync::OnceLock::new(),
             store_commits: AtomicU64::new(0),
             store_records: AtomicU64::new(0),
             store_queue_len: AtomicU64::new(0),
@@ -724,6 +727,17 @@ impl PoolStats {
                 error,
             }),
         }
+    }
+
+    /// The gate that admits miners (shared by the SV1 and SV2 front ends), for `/api/status`'s
+    /// `admission` and the `admission_*` metrics.
+    pub fn set_gate(&self, gate: Arc<edge::Gate>) {
+        let _ = self.gate.set(gate);
+    }
+
+    /// Refusals, closes and bans at the miners' edge at `now` (`None` without a front end).
+    pub fn admission(&self, now: Millis) -> Option<edge::AdmissionSnapshot> {
+        self.gate.get().map(|g| g.snapshot(now))
     }
 
     /// The attached dependencies, in the order first reported.

@@ -7,5 +7,5 @@ pub mod server;
 pub mod session;
 mod wakers;
 
-pub use server::{Admission, Sv1Server};
+pub use server::Sv1Server;
 pub use session::{Close, LineKind, Session, Sv1Config, POOL_VERSION_MASK};

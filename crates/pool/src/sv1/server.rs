@@ -12,8 +12,8 @@
 
 use std::future::{poll_fn, Future};
 use std::io::IoSlice;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
@@ -23,70 +23,24 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use crate::admission::{BanList, Decision, Rate, RateLimiter};
 use crate::engine::Engine;
 use crate::store::ACK_WAIT_LIMIT;
 use crate::sv1::session::{LineKind, Session, Sv1Config};
-use crate::sv1::wakers::{Slot, Wakers};
+use crate::sv1::wakers::{Slot as WakerSlot, Wakers};
 use crate::Millis;
+use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
 
 /// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
 const TICK: Duration = Duration::from_secs(5);
-
-/// Limits that protect the pool from peers that are not well-behaved miners.
-#[derive(Clone, Debug)]
-pub struct Admission {
-    pub max_connections: usize,
-    /// New connections per source IP.
-    pub connect_rate: Rate,
-    /// Messages per connection.
-    pub message_rate: Rate,
-    /// Longest line accepted (bytes); a longer one is answered with an error and closed.
-    pub max_line: usize,
-    /// A connection must subscribe and authorize within this long.
-    pub handshake_timeout: Duration,
-    /// A connection that sends nothing for this long is closed.
-    pub idle_timeout: Duration,
-    /// This many rejected shares in a row (stale ones excepted) bans the source IP.
-    pub invalid_share_ban_after: u32,
-    pub ban_duration: Duration,
-}
-
-impl Default for Admission {
-    fn default() -> Self {
-        Admission {
-            max_connections: 15_000,
-            // A farm behind one address reconnects all at once after a pool restart.
-            connect_rate: Rate {
-                per_second: 500.0,
-                burst: 20_000.0,
-            },
-            // An aggregating proxy speaks for many devices on one connection.
-            message_rate: Rate {
-                per_second: 1_000.0,
-                burst: 5_000.0,
-            },
-            max_line: 8 * 1024,
-            handshake_timeout: Duration::from_secs(30),
-            idle_timeout: Duration::from_secs(600),
-            invalid_share_ban_after: 200,
-            ban_duration: Duration::from_secs(600),
-        }
-    }
-}
 
 /// Everything the connection tasks share.
 pub struct Sv1Server {
     pub engine: Arc<Engine>,
     pub config: Arc<Sv1Config>,
-    pub admission: Admission,
-    connect_limiter: RateLimiter<IpAddr>,
-    /// Refusals by the connect limiter, per address: an address refused over and over is a
-    /// reconnect flood and gets banned.
-    refusals: RateLimiter<IpAddr>,
-    bans: BanList<IpAddr>,
-    connections: AtomicUsize,
-    start: Instant,
+    /// Admission: caps, rates, bans and the slot each connection holds (shared with the SV2
+    /// front end, so the caps are the pool's).
+    gate: Arc<Gate>,
+    pub(crate) start: Instant,
     /// Where miners are told to reconnect on shutdown (host, port).
     pub reconnect_to: Option<(String, u16)>,
     /// The connection tasks the herald wakes.
@@ -124,6 +78,7 @@ enum Closed {
     ByMiner,
     ReadError,
     WriteError,
+    WriteTimeout,
     LineTooLong,
     MessageRate,
     InvalidShares,
@@ -140,6 +95,7 @@ impl Closed {
             Closed::ByMiner => "closed by miner",
             Closed::ReadError => "read error",
             Closed::WriteError => "write error",
+            Closed::WriteTimeout => "write timeout",
             Closed::LineTooLong => "line too long",
             Closed::MessageRate => "message rate",
             Closed::InvalidShares => "too many invalid shares",
@@ -153,21 +109,11 @@ impl Closed {
 }
 
 impl Sv1Server {
-    pub fn new(engine: Arc<Engine>, config: Sv1Config, admission: Admission) -> Arc<Self> {
+    pub fn new(engine: Arc<Engine>, config: Sv1Config, gate: Arc<Gate>) -> Arc<Self> {
         Arc::new(Sv1Server {
             engine,
             config: Arc::new(config),
-            connect_limiter: RateLimiter::new(admission.connect_rate, 100_000),
-            refusals: RateLimiter::new(
-                Rate {
-                    per_second: 10.0,
-                    burst: 1_000.0,
-                },
-                100_000,
-            ),
-            admission,
-            bans: BanList::default(),
-            connections: AtomicUsize::new(0),
+            gate,
             start: Instant::now(),
             reconnect_to: None,
             wakers: Wakers::default(),
@@ -182,8 +128,8 @@ impl Sv1Server {
         Millis(self.start.elapsed().as_millis() as u64)
     }
 
-    pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::Relaxed)
+    fn admission(&self) -> &Admission {
+        self.gate.admission()
     }
 
     /// Bytes read from and written to miners so far.
@@ -260,47 +206,28 @@ impl Sv1Server {
                     continue;
                 }
             };
-            if let Err(why) = self.admit(peer.ip()) {
-                tracing::debug!(%peer, why, "connection refused");
-                drop(stream);
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(self.clone().connection(stream, peer));
-        }
-    }
-
-    fn admit(&self, ip: IpAddr) -> Result<(), &'static str> {
-        let now = self.now();
-        if self.bans.is_banned(&ip, now) {
-            return Err("banned");
-        }
-        if self.connections.load(Ordering::Relaxed) >= self.admission.max_connections {
-            return Err("too many connections");
-        }
-        match self.connect_limiter.check(ip, now) {
-            Decision::Allow => {}
-            Decision::Limit => {
-                // Over the rate: refuse this one; refused again and again, it is a flood.
-                if self.refusals.check(ip, now) == Decision::Limit {
-                    self.bans
-                        .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
+            let slot = match self.gate.admit(peer.ip(), self.now()) {
+                Ok(slot) => slot,
+                Err(why) => {
+                    tracing::debug!(%peer, why = why.as_str(), "connection refused");
+                    drop(stream);
+                    continue;
                 }
-                return Err("connect rate");
-            }
-            Decision::Untracked => return Err("admission table full"),
+            };
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(self.clone().connection(stream, peer, slot));
         }
-        self.connections.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Opens an admitted miner's session and returns the task serving it until it closes.
     /// The opening is done here, outside the task, whose state is per connection and so kept
-    /// small (see the test on its size): the task holds the peer's IP, not its address.
+    /// small (see the test on its size): the task holds its slot (which knows the peer's IP),
+    /// not the peer's address.
     fn connection(
         self: Arc<Self>,
         stream: TcpStream,
         peer: SocketAddr,
+        slot: Slot,
     ) -> impl Future<Output = ()> + Send + 'static {
         let now = self.now();
         let mut session = Session::new(self.engine.clone(), self.config.clone(), now);
@@ -314,24 +241,23 @@ impl Sv1Server {
             });
         }
         tracing::debug!(conn, %peer, "miner connected");
-        let (ip, started) = (peer.ip(), now);
+        let started = now;
         // A block capturing in place rather than an async fn, which would keep its arguments
         // twice; the connection id is read from the session rather than kept.
         async move {
-            let mut slot = self.wakers.slot();
+            let mut waker = self.wakers.slot();
             let mut seen = Seen {
                 work: self.work_seq.load(Ordering::Acquire),
                 tick: self.tick_seq.load(Ordering::Acquire),
             };
             let mut conn_state = ConnState {
                 partial: Vec::new(),
-                tokens: self.admission.message_rate.burst,
-                last_refill: started,
+                budget: MessageBudget::new(self.admission().message_rate, started),
                 last_activity: started,
                 rejected_in_a_row: 0,
             };
             let why = loop {
-                let wake = poll_fn(|cx| self.poll_wake(cx, &stream, &mut slot, &mut seen)).await;
+                let wake = poll_fn(|cx| self.poll_wake(cx, &stream, &mut waker, &mut seen)).await;
                 // Set when the connection ends once what the session wrote (a goodbye, an error
                 // reply) is out.
                 let mut ending = None;
@@ -355,12 +281,12 @@ impl Sv1Server {
                         session.on_tick(now);
                         if !session.is_working()
                             && now.since(started)
-                                > self.admission.handshake_timeout.as_millis() as u64
+                                > self.admission().handshake_timeout.as_millis() as u64
                         {
                             break Closed::HandshakeTimeout;
                         }
                         if now.since(conn_state.last_activity)
-                            > self.admission.idle_timeout.as_millis() as u64
+                            > self.admission().idle_timeout.as_millis() as u64
                         {
                             break Closed::IdleTimeout;
                         }
@@ -381,29 +307,34 @@ impl Sv1Server {
                         }
                     }
                 }
-                if poll_fn(|cx| poll_write(cx, &stream, &mut session, &self.net))
-                    .await
-                    .is_err()
-                {
-                    break ending.unwrap_or(Closed::WriteError);
+                if let Err(why) = self.write(&stream, &mut session).await {
+                    break ending.unwrap_or(why);
                 }
                 if let Some(why) = ending {
                     break why;
                 }
             };
-            drop(slot);
-            self.closed(&mut session, &conn_state, ip, why);
+            drop(waker);
+            self.closed(&mut session, &conn_state, slot, why);
         }
     }
 
     /// The bookkeeping of a connection that ended.
-    fn closed(&self, session: &mut Session, st: &ConnState, ip: IpAddr, why: Closed) {
+    fn closed(&self, session: &mut Session, st: &ConnState, slot: Slot, why: Closed) {
         let conn = session.conn();
-        let now = self.now();
+        let (now, ip) = (self.now(), slot.ip());
         session.closed(now);
-        if st.rejected_in_a_row >= self.admission.invalid_share_ban_after {
-            self.bans
-                .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
+        if st.rejected_in_a_row >= self.admission().invalid_share_ban_after {
+            self.gate.ban(ip, now, BanReason::InvalidShares);
+        }
+        match why {
+            Closed::MalformedMessages | Closed::LineTooLong => {
+                self.gate.strike(ip, now, BanReason::MalformedMessages);
+            }
+            Closed::HandshakeTimeout => {
+                self.gate.strike(ip, now, BanReason::HandshakeFailures);
+            }
+            _ => {}
         }
         if self.engine.events.is_enabled() {
             self.engine.events.emit(ConnectionClosed {
@@ -417,7 +348,27 @@ impl Sv1Server {
         } else {
             tracing::info!(conn, %ip, why = reason, "miner disconnected");
         }
-        self.connections.fetch_sub(1, Ordering::Relaxed);
+        slot.close(reason);
+    }
+
+    /// Writes the session's output. A socket that takes it at once (the usual case) costs no
+    /// timer; one that does not gets `--write-timeout` to drain, after which the miner, which
+    /// has stopped reading, is closed and its buffers freed.
+    async fn write(&self, stream: &TcpStream, session: &mut Session) -> Result<(), Closed> {
+        let mut write = std::pin::pin!(poll_fn(|cx| poll_write(cx, stream, session, &self.net)));
+        let first = poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
+        let done = match first {
+            Poll::Ready(r) => r,
+            // Boxed: the timer is paid for only by a connection that is behind, and not in
+            // every connection's task (see the test on its size).
+            Poll::Pending => {
+                match Box::pin(tokio::time::timeout(self.admission().write_timeout, write)).await {
+                    Ok(r) => r,
+                    Err(_) => return Err(Closed::WriteTimeout),
+                }
+            }
+        };
+        done.map_err(|_| Closed::WriteError)
     }
 
     /// What the connection should do next: shutdown first, then new work (it must not wait
@@ -426,11 +377,11 @@ impl Sv1Server {
         &self,
         cx: &mut Context<'_>,
         stream: &TcpStream,
-        slot: &mut Slot<'_>,
+        waker: &mut WakerSlot<'_>,
         seen: &mut Seen,
     ) -> Poll<Wake> {
         // Registered before the counters are read, so a bump after the read wakes us again.
-        slot.set(cx.waker());
+        waker.set(cx.waker());
         if self.shutting_down.load(Ordering::Acquire) {
             return Poll::Ready(Wake::Shutdown);
         }
@@ -482,7 +433,7 @@ impl Sv1Server {
                     }
                     None => {
                         st.partial.extend_from_slice(data);
-                        if st.partial.len() > self.admission.max_line {
+                        if st.partial.len() > self.admission().max_line {
                             session.line_too_long();
                             return Err(Closed::LineTooLong);
                         }
@@ -495,7 +446,7 @@ impl Sv1Server {
                 data = &data[i + 1..];
             }
             if !data.is_empty() {
-                if data.len() > self.admission.max_line {
+                if data.len() > self.admission().max_line {
                     session.line_too_long();
                     return Err(Closed::LineTooLong);
                 }
@@ -518,18 +469,13 @@ impl Sv1Server {
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
-        if line.len() > self.admission.max_line {
+        if line.len() > self.admission().max_line {
             session.line_too_long();
             return Err(Closed::LineTooLong);
         }
-        let rate = self.admission.message_rate;
-        let elapsed = now.since(st.last_refill) as f64 / 1000.0;
-        st.tokens = (st.tokens + elapsed * rate.per_second).min(rate.burst);
-        st.last_refill = now;
-        if st.tokens < 1.0 {
+        if !st.budget.take(self.admission().message_rate, now) {
             return Err(Closed::MessageRate);
         }
-        st.tokens -= 1.0;
         let started = Instant::now();
         if let LineKind::Share(verdict) = session.handle_line(line, now) {
             self.engine
@@ -539,7 +485,7 @@ impl Sv1Server {
                 st.rejected_in_a_row = 0;
             } else if verdict.reason() != Some(events::Reason::Stale) {
                 st.rejected_in_a_row += 1;
-                if st.rejected_in_a_row >= self.admission.invalid_share_ban_after {
+                if st.rejected_in_a_row >= self.admission().invalid_share_ban_after {
                     return Err(Closed::InvalidShares);
                 }
             }
@@ -591,8 +537,7 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 struct ConnState {
     /// The start of a line whose end has not arrived yet (usually empty: no allocation).
     partial: Vec<u8>,
-    tokens: f64,
-    last_refill: Millis,
+    budget: MessageBudget,
     last_activity: Millis,
     rejected_in_a_row: u32,
 }
@@ -658,8 +603,11 @@ mod tests {
             socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
             let listener = socket.listen(1024).unwrap();
             let addr = listener.local_addr().unwrap();
-            let mut server =
-                Sv1Server::new(engine.clone(), Sv1Config::default(), Admission::default());
+            let mut server = Sv1Server::new(
+                engine.clone(),
+                Sv1Config::default(),
+                Gate::new(Admission::default()),
+            );
             Arc::get_mut(&mut server).unwrap().reconnect_to =
                 Some(("127.0.0.1".into(), addr.port()));
             let (shutdown, rx) = watch::channel(false);
@@ -925,9 +873,10 @@ mod tests {
         let server = Sv1Server::new(
             rig.engine.clone(),
             Sv1Config::default(),
-            Admission::default(),
+            Gate::new(Admission::default()),
         );
-        let task = server.connection(stream, peer);
+        let slot = server.gate.admit(peer.ip(), Millis(0)).unwrap();
+        let task = server.connection(stream, peer, slot);
         // Every byte is paid once per miner. With tokio's task header (about 100 bytes, the
         // whole rounded up to 128), this keeps a connection's task within 1 KiB.
         assert!(

@@ -6,8 +6,7 @@
 //! Socket bytes are counted from the handshake and frame sizes (payload plus Noise header and
 //! MACs) and reported as `LinkBytes` with link "sv2".
 
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,12 +19,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
-use crate::admission::{BanList, Decision, RateLimiter};
 use crate::engine::Engine;
 use crate::store::ACK_WAIT_LIMIT;
-use crate::sv1::Admission;
 use crate::sv2::session::{Session, Sv2Config};
 use crate::Millis;
+use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
 
 /// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
 const TICK: Duration = Duration::from_secs(5);
@@ -58,14 +56,11 @@ const MAX_FRAME_BYTES: usize = 8 * 1024;
 pub struct Sv2Server {
     pub engine: Arc<Engine>,
     pub config: Arc<Sv2Config>,
-    pub admission: Admission,
+    /// Admission, shared with the SV1 front end (the caps are the pool's).
+    gate: Arc<Gate>,
     keys: AuthorityKeys,
     cert_validity: Duration,
-    connect_limiter: RateLimiter<IpAddr>,
-    message_limiter: RateLimiter<u64>,
-    bans: BanList<IpAddr>,
-    connections: AtomicUsize,
-    start: Instant,
+    pub(crate) start: Instant,
     /// Frame bytes from and to miners (handshakes included), link "sv2".
     net: Arc<LinkCounter>,
 }
@@ -74,23 +69,16 @@ impl Sv2Server {
     pub fn new(
         engine: Arc<Engine>,
         config: Sv2Config,
-        admission: Admission,
+        gate: Arc<Gate>,
         keys: AuthorityKeys,
         cert_validity: Duration,
     ) -> Arc<Sv2Server> {
         Arc::new(Sv2Server {
             engine,
             config: Arc::new(config),
-            connect_limiter: RateLimiter::new(admission.connect_rate, 100_000),
-            message_limiter: RateLimiter::new(
-                admission.message_rate,
-                admission.max_connections.max(1),
-            ),
-            admission,
+            gate,
             keys,
             cert_validity,
-            bans: BanList::default(),
-            connections: AtomicUsize::new(0),
             start: Instant::now(),
             net: LinkCounter::new("sv2"),
         })
@@ -100,8 +88,8 @@ impl Sv2Server {
         Millis(self.start.elapsed().as_millis() as u64)
     }
 
-    pub fn connections(&self) -> usize {
-        self.connections.load(Ordering::Relaxed)
+    fn admission(&self) -> &Admission {
+        self.gate.admission()
     }
 
     /// Frame bytes read from and written to miners so far.
@@ -137,11 +125,14 @@ impl Sv2Server {
                             continue;
                         }
                     };
-                    if let Err(why) = self.admit(peer.ip()) {
-                        tracing::debug!(%peer, why, "sv2 connection refused");
-                        continue;
-                    }
-                    tasks.spawn(self.clone().connection(stream, peer, stop.clone()));
+                    let slot = match self.gate.admit(peer.ip(), self.now()) {
+                        Ok(slot) => slot,
+                        Err(why) => {
+                            tracing::debug!(%peer, why = why.as_str(), "sv2 connection refused");
+                            continue;
+                        }
+                    };
+                    tasks.spawn(self.clone().connection(stream, peer, slot, stop.clone()));
                 }
             }
         }
@@ -156,34 +147,18 @@ impl Sv2Server {
         self.report_net_bytes();
     }
 
-    fn admit(&self, ip: IpAddr) -> Result<(), &'static str> {
-        let now = self.now();
-        if self.bans.is_banned(&ip, now) {
-            return Err("banned");
-        }
-        if self.connections.load(Ordering::Relaxed) >= self.admission.max_connections {
-            return Err("too many connections");
-        }
-        match self.connect_limiter.check(ip, now) {
-            Decision::Allow => {}
-            Decision::Limit => return Err("connect rate"),
-            Decision::Untracked => return Err("admission table full"),
-        }
-        self.connections.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
     async fn connection(
         self: Arc<Self>,
         stream: TcpStream,
         peer: SocketAddr,
+        slot: Slot,
         mut shutdown: watch::Receiver<bool>,
     ) {
         let local = stream.local_addr().unwrap_or(peer);
         let limits = Limits {
-            handshake_timeout: self.admission.handshake_timeout,
+            handshake_timeout: self.admission().handshake_timeout,
             max_frame_bytes: MAX_FRAME_BYTES,
-            write_timeout: Duration::from_secs(30),
+            write_timeout: self.admission().write_timeout,
         };
         let conn = match NoiseConn::accept_with_keys(stream, &self.keys, self.cert_validity, limits)
             .await
@@ -191,7 +166,9 @@ impl Sv2Server {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "sv2 handshake failed");
-                self.connections.fetch_sub(1, Ordering::Relaxed);
+                self.gate
+                    .strike(peer.ip(), self.now(), BanReason::HandshakeFailures);
+                slot.close("handshake failed");
                 return;
             }
         };
@@ -211,15 +188,22 @@ impl Sv2Server {
         tracing::debug!(conn = id, %peer, "sv2 miner connected");
         let why = self.drive(&mut session, conn, &mut shutdown).await;
         let now = self.now();
-        if session.rejected_in_a_row() >= self.admission.invalid_share_ban_after {
-            self.bans.ban(
-                peer.ip(),
-                now.plus(self.admission.ban_duration.as_millis() as u64),
-            );
+        if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
+            self.gate.ban(peer.ip(), now, BanReason::InvalidShares);
+        }
+        match why {
+            "protocol" => {
+                self.gate
+                    .strike(peer.ip(), now, BanReason::MalformedMessages);
+            }
+            "timeout" => {
+                self.gate
+                    .strike(peer.ip(), now, BanReason::HandshakeFailures);
+            }
+            _ => {}
         }
         session.closed(now);
-        self.message_limiter.forget(&id);
-        self.connections.fetch_sub(1, Ordering::Relaxed);
+        slot.close(why);
         if self.engine.events.is_enabled() {
             self.engine.events.emit(ConnectionClosed {
                 conn: id,
@@ -242,6 +226,7 @@ impl Sv2Server {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let started = self.now();
         let mut last_activity = started;
+        let mut budget = MessageBudget::new(self.admission().message_rate, started);
         let mut payload = Vec::new();
         // One future for the whole connection: made afresh in every pass it would put itself
         // on the shutdown signal's list of waiters and take itself off again for every frame.
@@ -257,7 +242,7 @@ impl Sv2Server {
                         let now = self.now();
                         last_activity = now;
                         self.net.add_rx(wire_len(frame.payload.len()));
-                        if self.message_limiter.check(session.conn(), now) == Decision::Limit {
+                        if !budget.take(self.admission().message_rate, now) {
                             return "rate";
                         }
                         if frame.extension() == 0 {
@@ -284,11 +269,11 @@ impl Sv2Server {
                     let now = self.now();
                     session.on_tick(now);
                     if session.channel_count() == 0
-                        && now.since(started) > self.admission.handshake_timeout.as_millis() as u64
+                        && now.since(started) > self.admission().handshake_timeout.as_millis() as u64
                     {
                         ending = Some("timeout");
                     }
-                    if now.since(last_activity) > self.admission.idle_timeout.as_millis() as u64 {
+                    if now.since(last_activity) > self.admission().idle_timeout.as_millis() as u64 {
                         ending = Some("idle");
                     }
                 }

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use edge::Admission;
 use events::EventSink;
 use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
@@ -13,7 +14,7 @@ use pool::jobs::JobConfig;
 use pool::node::{NodeAuth, NodeConfig};
 use pool::service::{PoolSettings, Sv2Settings};
 use pool::store::StoreConfig;
-use pool::sv1::{Admission, Sv1Config};
+use pool::sv1::Sv1Config;
 use pool::tp::TpConfig;
 use primitives::bitcoin::{Network as BtcNetwork, ScriptBuf};
 use primitives::Difficulty;

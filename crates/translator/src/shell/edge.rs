@@ -2,13 +2,16 @@
 //! core hands it; the core never waits on a device socket.
 //!
 //! Shared by every SV1-facing farm role (the translator and the SV1 proxy): nothing here knows
-//! what sits upstream.
+//! what sits upstream. Admission is the `edge` crate's [`Gate`], as on the pool: caps in total
+//! and per address, connect rate, bans, and a slot each device task holds until it ends
+//! (released even if the task panics). Each device has a message rate, an idle timeout, a
+//! handshake timeout (its `mining.authorize` must come within it) and a write timeout.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use edge::{Admission, BanReason, Gate, MessageBudget, Millis, Slot};
 use events::{LinkCounter, Side};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -16,14 +19,23 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 /// Bounds on the device side.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct EdgeLimits {
-    /// Longest SV1 line read from a device.
-    pub max_line: usize,
-    pub max_devices: usize,
+    pub gate: Arc<Gate>,
+    /// The role's clock: bans and the status figures share it.
+    pub start: Instant,
     /// Writes waiting for one device; a device this far behind is dropped by the core.
     pub device_queue: usize,
 }
+
+impl EdgeLimits {
+    fn admission(&self) -> &Admission {
+        self.gate.admission()
+    }
+}
+
+/// How often a device task checks its handshake and idle timeouts.
+const CHECK: Duration = Duration::from_secs(1);
 
 /// What device tasks tell the core.
 pub enum DeviceIn {
@@ -54,7 +66,7 @@ pub async fn accept(
     limits: EdgeLimits,
     net: Arc<LinkCounter>,
 ) {
-    let live = Arc::new(AtomicUsize::new(0));
+    let start = limits.start;
     let mut tasks = JoinSet::new();
     let mut next_conn = 1u64;
     loop {
@@ -70,11 +82,13 @@ pub async fn accept(
                         continue;
                     }
                 };
-                if live.load(Ordering::Relaxed) >= limits.max_devices {
-                    tracing::debug!(%peer, "device refused, at --max-devices");
-                    continue;
-                }
-                live.fetch_add(1, Ordering::Relaxed);
+                let slot = match limits.gate.admit(peer.ip(), millis(start)) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        tracing::debug!(%peer, why = why.as_str(), "device refused");
+                        continue;
+                    }
+                };
                 let conn = next_conn;
                 next_conn += 1;
                 let task = device(
@@ -83,14 +97,10 @@ pub async fn accept(
                     conn,
                     inbox.clone(),
                     shutdown.clone(),
-                    limits,
+                    Device { limits: limits.clone(), slot, start },
                     net.clone(),
                 );
-                let live = live.clone();
-                tasks.spawn(async move {
-                    task.await;
-                    live.fetch_sub(1, Ordering::Relaxed);
-                });
+                tasks.spawn(task);
             }
         }
     }
@@ -103,6 +113,17 @@ pub async fn accept(
     }
 }
 
+fn millis(start: Instant) -> Millis {
+    Millis(start.elapsed().as_millis() as u64)
+}
+
+/// What a device task holds of the edge.
+struct Device {
+    limits: EdgeLimits,
+    slot: Slot,
+    start: Instant,
+}
+
 /// One device connection: lines to the core, the core's bytes to the socket.
 async fn device(
     stream: TcpStream,
@@ -110,10 +131,17 @@ async fn device(
     conn: u64,
     inbox: mpsc::Sender<DeviceIn>,
     mut shutdown: watch::Receiver<bool>,
-    limits: EdgeLimits,
+    d: Device,
     net: Arc<LinkCounter>,
 ) {
-    let (max_line, queue) = (limits.max_line, limits.device_queue.max(1));
+    let a = d.limits.admission().clone();
+    let (max_line, queue) = (a.max_line, d.limits.device_queue.max(1));
+    let opened = millis(d.start);
+    let mut budget = MessageBudget::new(a.message_rate, opened);
+    let mut last_read = opened;
+    let mut authorized = false;
+    let mut check = tokio::time::interval(CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
     let (mut reader, mut writer) = stream.into_split();
@@ -128,6 +156,7 @@ async fn device(
         .await
         .is_err()
     {
+        d.slot.close("shutdown");
         return;
     }
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
@@ -138,7 +167,7 @@ async fn device(
             _ = stopped(&mut shutdown) => break "shutdown",
             bytes = out.recv() => match bytes {
                 Some(b) => {
-                    match tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&b)).await {
+                    match tokio::time::timeout(a.write_timeout, writer.write_all(&b)).await {
                         Ok(Ok(())) => net.add_written(Side::Server, b.len()),
                         Ok(Err(_)) => break "write error",
                         Err(_) => break "write timeout",
@@ -147,6 +176,16 @@ async fn device(
                 // The core closed us, after what it queued.
                 None => break "closed by the core",
             },
+            _ = check.tick() => {
+                let now = millis(d.start);
+                if !authorized && now.since(opened) > a.handshake_timeout.as_millis() as u64 {
+                    d.limits.gate.strike(peer.ip(), now, BanReason::HandshakeFailures);
+                    break "handshake timeout";
+                }
+                if now.since(last_read) > a.idle_timeout.as_millis() as u64 {
+                    break "idle timeout";
+                }
+            }
             n = reader.read(&mut chunk), if reading => {
                 let n = match n {
                     Ok(0) => break "eof",
@@ -154,7 +193,10 @@ async fn device(
                     Err(_) => break "reset",
                 };
                 net.add_read(Side::Server, n);
+                let now = millis(d.start);
+                last_read = now;
                 buf.extend_from_slice(&chunk[..n]);
+                let mut over_rate = false;
                 let mut start = 0;
                 let mut too_long = false;
                 while let Some(i) = buf[start..].iter().position(|&b| b == b'\n') {
@@ -167,16 +209,29 @@ async fn device(
                     if line.iter().all(u8::is_ascii_whitespace) {
                         continue;
                     }
+                    if !budget.take(a.message_rate, now) {
+                        over_rate = true;
+                        break;
+                    }
+                    if !authorized && line.windows(16).any(|w| w == b"mining.authorize") {
+                        authorized = true;
+                    }
                     if inbox.send(DeviceIn::Line { conn, line: line.to_vec() }).await.is_err() {
+                        d.slot.close("shutdown");
                         return;
                     }
+                }
+                if over_rate {
+                    break "message rate";
                 }
                 buf.drain(..start);
                 if too_long || buf.len() > max_line {
                     // Answered and closed by the core; nothing more is read.
                     reading = false;
                     buf = Vec::new();
+                    d.limits.gate.strike(peer.ip(), now, BanReason::MalformedMessages);
                     if inbox.send(DeviceIn::LineTooLong { conn }).await.is_err() {
+                        d.slot.close("shutdown");
                         return;
                     }
                 }
@@ -184,11 +239,9 @@ async fn device(
         }
     };
     let _ = writer.shutdown().await;
+    d.slot.close(reason);
     let _ = inbox.send(DeviceIn::Closed { conn, reason }).await;
 }
-
-/// A device that takes no bytes for this long is closed (its queue would drop it soon anyway).
-const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Resolves once `shutdown` turns true (or its sender is gone).
 pub async fn stopped(shutdown: &mut watch::Receiver<bool>) {

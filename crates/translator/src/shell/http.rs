@@ -22,8 +22,8 @@ use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use pool::http::{
-    counter, family, gauge, json, not_found, refuse_method, reply, serve_with, text, HttpOptions,
-    OPENMETRICS_CONTENT_TYPE,
+    admission_families, counter, family, gauge, json, not_found, refuse_method, reply, serve_with,
+    text, HttpOptions, OPENMETRICS_CONTENT_TYPE,
 };
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -108,8 +108,10 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
             "ago_s": seconds(l.ago),
         })
     });
-    json!({
+    let mut v = json!({
         "role": role,
+        // Open device connections, as every listening role says it.
+        "connections": s.devices_connected,
         // The same shape as every role's: here the one dependency is the upstream pool.
         "dependencies": {
             "pool": {
@@ -168,7 +170,11 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
             "upstreams_lost": u.upstreams_lost,
             "last_lost": last_lost,
         },
-    })
+    });
+    if let (Some(map), Some(a)) = (v.as_object_mut(), &s.admission) {
+        map.insert("admission".to_owned(), pool::http::api::admission(a));
+    }
+    v
 }
 
 /// `/healthz`: the body for 200, or for 503 with the reason.
@@ -461,6 +467,9 @@ impl Collector for Figures {
             Some(&Unit::Seconds),
             seconds(s.uptime),
         )?;
+        if let Some(a) = &s.admission {
+            admission_families(e, a)?;
+        }
         Ok(())
     }
 }

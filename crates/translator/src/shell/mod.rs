@@ -71,9 +71,9 @@ pub struct ShellConfig {
     /// The first wait between rounds of failed attempts, and the most it grows to.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
-    /// Longest SV1 line read from a device.
-    pub max_line: usize,
-    pub max_devices: usize,
+    /// The device side's limits (`--max-devices` is `max_connections`); its gate is made at
+    /// start and shown in `/api/status` and `/metrics`.
+    pub admission: ::edge::Admission,
     /// Lines from all devices waiting for the core.
     pub inbox: usize,
     /// Writes waiting for one device; a device this far behind is dropped.
@@ -98,8 +98,10 @@ impl ShellConfig {
             keepalive: Duration::from_secs(30),
             backoff_min: Duration::from_millis(250),
             backoff_max: Duration::from_secs(30),
-            max_line: 8 * 1024,
-            max_devices: 10_000,
+            admission: ::edge::Admission {
+                max_connections: 10_000,
+                ..::edge::Admission::default()
+            },
             inbox: 16 * 1024,
             device_queue: 256,
             // UpdateChannel may go out once a second (TranslatorConfig::update_interval_ms).
@@ -110,10 +112,10 @@ impl ShellConfig {
         }
     }
 
-    fn edge_limits(&self) -> EdgeLimits {
+    fn edge_limits(&self, clock: Instant) -> EdgeLimits {
         EdgeLimits {
-            max_line: self.max_line,
-            max_devices: self.max_devices,
+            gate: ::edge::Gate::new(self.admission.clone()),
+            start: clock,
             device_queue: self.device_queue.max(1),
         }
     }
@@ -334,7 +336,8 @@ where
     );
     let (shutdown, stop_rx) = watch::channel(false);
     let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
-    let limits = config.edge_limits();
+    let limits = config.edge_limits(clock);
+    stats.set_gate(limits.gate.clone());
     let role = config.role;
     let config = Arc::new(config);
     let events = config.events.clone();

@@ -10,7 +10,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use events::Reason;
@@ -143,6 +143,8 @@ pub struct StatsSnapshot {
     /// has one ([`crate::Translator::nominal_hash_rate`]), in hashes per second.
     pub hash_rate: f64,
     pub upstream: UpstreamSnapshot,
+    /// The device side's edge: refused, closed and banned, by reason.
+    pub admission: Option<edge::AdmissionSnapshot>,
 }
 
 /// The mutex-held part: see the module's comment.
@@ -190,6 +192,8 @@ pub struct Stats {
     channel_difficulty_max: AtomicU64,
     upstreams_lost: AtomicU64,
     upstream: Mutex<Upstream>,
+    /// The device side's gate, once it listens.
+    gate: std::sync::OnceLock<Arc<edge::Gate>>,
 }
 
 impl Stats {
@@ -237,7 +241,13 @@ impl Stats {
                 since_wall: SystemTime::now(),
                 last_lost: None,
             }),
+            gate: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The device side's gate, for the `admission` figures (on the same clock as these).
+    pub fn set_gate(&self, gate: Arc<edge::Gate>) {
+        let _ = self.gate.set(gate);
     }
 
     /// The same figures for a translator in `mode`: in per-device mode the upstream is open
@@ -440,6 +450,11 @@ impl Stats {
             in_flight: load(&self.in_flight),
             hash_rate: f64::from_bits(load(&self.hash_rate)),
             upstream,
+            admission: self.gate.get().map(|g| {
+                g.snapshot(edge::Millis(
+                    now.saturating_duration_since(self.started).as_millis() as u64,
+                ))
+            }),
         }
     }
 

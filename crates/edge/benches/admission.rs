@@ -3,8 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use pool::admission::{Rate, RateLimiter};
-use pool::Millis;
+use edge::{Millis, Rate, RateLimiter};
 
 fn admission(c: &mut Criterion) {
     let l = RateLimiter::new(

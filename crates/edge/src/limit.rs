@@ -1,4 +1,4 @@
-//! Admission control: per-key rate limits and bans, decided in tens of nanoseconds.
+//! Per-key rate limits and bans, decided in tens of nanoseconds.
 //!
 //! Every new connection asks "may this IP connect now?", and every message "may this
 //! connection send now?". Both are token buckets keyed by something small (an IP address, a
@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use hashbrown::HashTable;
 
-use crate::Millis;
+use primitives::Millis;
 
 /// A token bucket's settings: `rate` tokens per second, holding at most `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -207,6 +207,7 @@ impl BuildHasher for FastHash {
     }
 }
 
+#[derive(Default)]
 pub struct FastHasher(u64);
 
 impl Hasher for FastHasher {

@@ -1,0 +1,24 @@
+//! The connection edge: what happens between `accept` and a protocol core, written once for
+//! every listening role (the pool's SV1 and SV2 front ends, the farm proxies' device side, the
+//! JDC's embedded pool, the JDS).
+//!
+//! - [`Admission`]: the limits, with one set of flag names and defaults on every role.
+//! - [`Gate`]: admission of new connections (total and per-address caps, connect rate, bans)
+//!   and the [`Slot`] each connection holds, released by its `Drop` so that a panicking task
+//!   cannot leak it; counts of refusals, closes and bans for `/api/status` and `/metrics`.
+//! - [`MessageBudget`]: a connection's message rate.
+//! - [`limit`]: the sharded token buckets and ban lists underneath.
+//!
+//! Sans-IO: every decision takes the time as [`Millis`]; the shells own sockets and timers.
+//! docs/operations.md "The connection edge" describes the flags and what an operator sees.
+
+pub mod admission;
+pub mod budget;
+pub mod gate;
+pub mod limit;
+
+pub use admission::Admission;
+pub use budget::MessageBudget;
+pub use gate::{AdmissionSnapshot, BanReason, Gate, Refusal, Slot};
+pub use limit::{BanList, Decision, Rate, RateLimiter};
+pub use primitives::Millis;

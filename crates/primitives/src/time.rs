@@ -1,0 +1,16 @@
+//! Time as the sans-IO cores see it: passed in by their shells, never read from a clock.
+
+/// Milliseconds on the caller's monotonic clock. A core never reads a clock itself, so tests
+/// run hours of traffic in microseconds and every decision is reproducible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    pub fn since(self, earlier: Millis) -> u64 {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    pub fn plus(self, ms: u64) -> Millis {
+        Millis(self.0.saturating_add(ms))
+    }
+}
