@@ -6,6 +6,7 @@ use primitives::bitcoin::block::{Header, Version};
 use primitives::bitcoin::consensus;
 use primitives::bitcoin::hashes::Hash;
 use primitives::bitcoin::{Block, BlockHash, CompactTarget, Transaction, TxMerkleNode};
+use primitives::coinbase::parse_bip34_height;
 use primitives::{merkle_root, Hash256};
 use sv2::messages::job_declaration::PushSolution;
 
@@ -52,6 +53,9 @@ impl DeclaredJob {
     /// from the solution with the merkle root over their txids.
     pub fn rebuild(&self, s: &PushSolution) -> Result<FoundBlock, CoinbaseError> {
         let coinbase = self.coinbase.with_extranonce(&s.extranonce)?;
+        // The block's own BIP34 height, read with the extranonce in place (the declared
+        // coinbase's is read over zeros, and a scriptSig may start in the extranonce).
+        let height = parse_bip34_height(coinbase.input[0].script_sig.as_bytes());
         let mut leaves = Vec::with_capacity(self.txids.len() + 1);
         leaves.push(txid(&coinbase));
         leaves.extend_from_slice(&self.txids);
@@ -71,9 +75,55 @@ impl DeclaredJob {
         let block = Block { header, txdata };
         Ok(FoundBlock {
             hash: Hash256(header.block_hash().to_byte_array()),
-            height: self.coinbase.info.height,
+            height,
             meets_target,
             bytes: consensus::serialize(&block),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use primitives::bitcoin::absolute::LockTime;
+    use primitives::bitcoin::transaction::Version as TxVersion;
+    use primitives::bitcoin::{Amount, OutPoint, ScriptBuf, Sequence, TxIn, TxOut, Witness};
+
+    use super::*;
+
+    /// Found by a `jds_session` seed (corpus/jds_session/seed-height-in-the-extranonce): a
+    /// coinbase whose scriptSig is all extranonce was reported at the height read over zeros
+    /// (0, from OP_0), not at its block's.
+    #[test]
+    fn a_block_is_reported_at_its_own_coinbase_height() {
+        let tx = Transaction {
+            version: TxVersion::TWO,
+            lock_time: LockTime::ZERO,
+            input: vec![TxIn {
+                previous_output: OutPoint::null(),
+                script_sig: ScriptBuf::from_bytes(vec![0; 8]),
+                sequence: Sequence::MAX,
+                witness: Witness::new(),
+            }],
+            output: vec![TxOut {
+                value: Amount::from_sat(1),
+                script_pubkey: ScriptBuf::from_bytes(vec![0x51]),
+            }],
+        };
+        let bytes = consensus::serialize(&tx);
+        // version, input count, outpoint, scriptSig length: the extranonce follows.
+        let at = 4 + 1 + 36 + 1;
+        let coinbase = DeclaredCoinbase::parse(&bytes[..at], &bytes[at + 8..]).unwrap();
+        assert_eq!(coinbase.info.height, Some(0), "read over zeros");
+        let job = DeclaredJob::new(1, coinbase, Vec::new());
+        // The extranonce pushes 812345 (0x0c6539) as its first item.
+        let solution = PushSolution {
+            extranonce: vec![0x03, 0x39, 0x65, 0x0c, 0, 0, 0, 0],
+            prev_hash: [0x11; 32],
+            nonce: 0,
+            ntime: 1_750_000_000,
+            nbits: 0x207f_ffff,
+            version: 0x2000_0000,
+        };
+        assert_eq!(job.rebuild(&solution).unwrap().height, Some(812_345));
     }
 }

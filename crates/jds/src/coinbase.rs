@@ -31,10 +31,14 @@ pub enum CoinbaseError {
     Parse(String),
     #[error("the input does not spend the null outpoint: not a coinbase")]
     NotCoinbase,
+    #[error("coinbase outputs add up to more than 2^64 - 1 sats")]
+    ValueOverflow,
     #[error("coinbase scriptSig is {0} bytes; consensus allows 2 to 100")]
     ScriptSigLength(usize),
     #[error("coinbase commits to witnesses but its input has no 32-byte witness reserved value")]
     NoReservedValue,
+    #[error("coinbase input has witness data but the coinbase commits to no witnesses")]
+    UnexpectedWitness,
     #[error("witness commitment {declared} does not match the declared wtxids ({expected})")]
     CommitmentMismatch {
         declared: Hash256,
@@ -82,13 +86,21 @@ impl DeclaredCoinbase {
         if tx.input.len() != 1 {
             return Err(CoinbaseError::InputCount(tx.input.len() as u64));
         }
-        let info = CoinbaseInfo::parse(&tx).map_err(|_| CoinbaseError::NotCoinbase)?;
+        let info = CoinbaseInfo::parse(&tx).map_err(|e| match e {
+            primitives::coinbase::CoinbaseError::ValueOverflow => CoinbaseError::ValueOverflow,
+            _ => CoinbaseError::NotCoinbase,
+        })?;
         let script_len = tx.input[0].script_sig.len();
         if !(2..=100).contains(&script_len) {
             return Err(CoinbaseError::ScriptSigLength(script_len));
         }
         if info.witness_commitment.is_some() && info.witness_reserved_value.is_none() {
             return Err(CoinbaseError::NoReservedValue);
+        }
+        // BIP141: without a commitment no transaction of the block may carry witness data,
+        // the coinbase included (Core refuses the block: `unexpected-witness`).
+        if info.witness_commitment.is_none() && !tx.input[0].witness.is_empty() {
+            return Err(CoinbaseError::UnexpectedWitness);
         }
         Ok(DeclaredCoinbase {
             prefix: prefix.to_vec(),
@@ -187,4 +199,76 @@ fn implied_extranonce_len(prefix: &[u8]) -> Result<usize, CoinbaseError> {
         return Err(CoinbaseError::ExtranonceTooLong(extranonce as usize));
     }
     Ok(extranonce as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use primitives::bitcoin::absolute::LockTime;
+    use primitives::bitcoin::transaction::Version;
+    use primitives::bitcoin::{Amount, OutPoint, Sequence, TxIn, Witness};
+    use primitives::coinbase::bip34_height_push;
+
+    use super::*;
+    use crate::session::error_code;
+
+    /// A coinbase with a BIP34 height and an 8-byte extranonce ending its scriptSig, split
+    /// around the extranonce.
+    fn split(witness: Witness, output: Vec<TxOut>) -> (Vec<u8>, Vec<u8>) {
+        let mut script = bip34_height_push(812_345);
+        let at_script = script.len();
+        script.extend_from_slice(&[0; 8]);
+        let segwit = !witness.is_empty();
+        let tx = Transaction {
+            version: Version::TWO,
+            lock_time: LockTime::ZERO,
+            input: vec![TxIn {
+                previous_output: OutPoint::null(),
+                script_sig: ScriptBuf::from_bytes(script),
+                sequence: Sequence::MAX,
+                witness,
+            }],
+            output,
+        };
+        let bytes = consensus::serialize(&tx);
+        let at = 4 + if segwit { 2 } else { 0 } + 1 + 36 + 1 + at_script;
+        (bytes[..at].to_vec(), bytes[at + 8..].to_vec())
+    }
+
+    fn pay(value: u64) -> TxOut {
+        TxOut {
+            value: Amount::from_sat(value),
+            script_pubkey: ScriptBuf::from_bytes(vec![0x51]),
+        }
+    }
+
+    /// Found by `jds_coinbase` (corpus/jds_coinbase/regression-witness-without-commitment): a
+    /// coinbase whose input carries a witness but whose outputs commit to none was declared,
+    /// and every block on it is invalid (`unexpected-witness`).
+    #[test]
+    fn a_coinbase_with_witness_data_and_no_commitment_is_refused() {
+        let (prefix, suffix) = split(Witness::from_slice(&[[0u8; 32]]), vec![pay(1)]);
+        let e = DeclaredCoinbase::parse(&prefix, &suffix).unwrap_err();
+        assert_eq!(e, CoinbaseError::UnexpectedWitness);
+        assert_eq!(e.code(), error_code::INVALID_COINBASE_TX);
+        // Without the witness it is a coinbase like any other.
+        let (prefix, suffix) = split(Witness::new(), vec![pay(1)]);
+        assert_eq!(
+            DeclaredCoinbase::parse(&prefix, &suffix)
+                .unwrap()
+                .extranonce_len,
+            8
+        );
+    }
+
+    /// Found by `jds_coinbase`
+    /// (corpus/jds_coinbase/regression-outputs-overflow-refused-as-not-a-coinbase): outputs
+    /// adding up to more than 2^64 - 1 sats were refused as "not a coinbase"
+    /// (`invalid-coinbase-tx-input`).
+    #[test]
+    fn outputs_that_overflow_are_refused_as_such() {
+        let (prefix, suffix) = split(Witness::new(), vec![pay(u64::MAX / 2 + 1); 2]);
+        let e = DeclaredCoinbase::parse(&prefix, &suffix).unwrap_err();
+        assert_eq!(e, CoinbaseError::ValueOverflow);
+        assert_eq!(e.code(), error_code::INVALID_COINBASE_TX);
+    }
 }

@@ -16,12 +16,15 @@
 //!   checked; [`block`]: the block rebuilt from a declared job and a solution.
 //! - [`tokens`]: allocated and declared tokens, each allocated one redeemable once.
 //! - [`mempool`]: what the session asks about transactions ([`Mempool`]).
+//! - [`fuzz_support`]: what the fuzz targets in `crates/jds/fuzz` run, so that the committed
+//!   corpus replays on stable.
 //! - [`shell`]: the tokio server (Noise NX responder, one task per connection) and the node
 //!   side (mempool refresh over JSON-RPC, `submitblock`).
 
 pub mod block;
 pub mod coinbase;
 pub mod config;
+pub mod fuzz_support;
 pub mod mempool;
 pub mod session;
 pub mod shell;

@@ -173,12 +173,23 @@ impl NoiseConn {
         responder: Box<Responder>,
         limits: Limits,
     ) -> Result<NoiseConn, TransportError> {
+        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let noise = NoiseResponder::from_role(responder, limits.max_frame_bytes);
+        NoiseConn::accept_from(stream, noise, limits, 0, deadline).await
+    }
+
+    /// The rest of [`NoiseConn::accept`] for a responder that has been fed the first `read`
+    /// bytes of the handshake already, within the handshake's deadline.
+    async fn accept_from(
+        stream: TcpStream,
+        mut noise: NoiseResponder,
+        limits: Limits,
+        mut read: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<NoiseConn, TransportError> {
         let _ = stream.set_nodelay(true);
         let (mut reader, mut writer) = stream.into_split();
-        let mut noise = NoiseResponder::from_role(responder, limits.max_frame_bytes);
         let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
-        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
-        let mut read = 0u64;
         while !noise.handshake_done() {
             let n = read_before(&mut reader, &mut read_buf, deadline).await?;
             read += n as u64;
@@ -209,10 +220,36 @@ impl NoiseConn {
         cert_validity: Duration,
         limits: Limits,
     ) -> Result<NoiseConn, TransportError> {
-        let responder = keys
-            .responder(cert_validity)
-            .map_err(|e| TransportError::Handshake(e.to_string()))?;
-        NoiseConn::accept(stream, responder, limits).await
+        // A responder costs fresh keys and a signed certificate: made only once the initiator
+        // has sent its whole first message (its ephemeral key), so that a peer that connects
+        // and says nothing, or trickles bytes, costs the server no cryptography.
+        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let mut hello = [0u8; noise_sv2::ELLSWIFT_ENCODING_SIZE];
+        let mut stream = stream;
+        match tokio::time::timeout_at(deadline, stream.read_exact(&mut hello)).await {
+            Err(_) => return Err(TransportError::HandshakeTimeout),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err(TransportError::Closed)
+            }
+            Ok(Err(e)) => return Err(e.into()),
+            Ok(Ok(_)) => {}
+        }
+        // The keys, the certificate's signature and the handshake's Diffie-Hellmans take
+        // milliseconds: on a blocking thread, so that a wave of handshakes never holds up the
+        // runtime's workers and the established connections they serve.
+        let keys = *keys;
+        let max_frame = limits.max_frame_bytes;
+        let noise = tokio::task::spawn_blocking(move || {
+            let responder = keys
+                .responder(cert_validity)
+                .map_err(|e| TransportError::Handshake(e.to_string()))?;
+            let mut noise = NoiseResponder::from_role(responder, max_frame);
+            noise.feed(&hello)?;
+            Ok::<_, TransportError>(noise)
+        })
+        .await
+        .map_err(|e| TransportError::Handshake(format!("handshake task: {e}")))??;
+        NoiseConn::accept_from(stream, noise, limits, hello.len() as u64, deadline).await
     }
 
     /// The initiator's side: `initiator` carries the authority key the server's certificate must

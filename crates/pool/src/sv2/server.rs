@@ -255,6 +255,10 @@ impl Sv2Server {
                             }
                         }
                         session.flush();
+                        if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
+                            // Banned for it once closed (`connection`), as on the SV1 port.
+                            ending = Some("invalid shares");
+                        }
                     }
                     Err(e) => return e.reason(),
                 },

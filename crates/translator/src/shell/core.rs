@@ -20,6 +20,7 @@ use super::net::Net;
 use super::stats::Stats;
 use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
+use crate::downstream::Close;
 use crate::shares::UpstreamVerdict;
 use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged};
 
@@ -46,7 +47,7 @@ pub(super) struct Core<T: Transport, M> {
     /// The upstream last used (failover starts with the one after it).
     last_index: usize,
     clock: Instant,
-    devices: HashMap<DeviceId, (u64, mpsc::Sender<Vec<u8>>)>,
+    devices: HashMap<DeviceId, DeviceLink>,
     conns: HashMap<u64, DeviceId>,
     events: EventSink,
     /// What the HTTP endpoints and the closing summary report.
@@ -287,7 +288,14 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 out,
             } => {
                 let id = self.translator.device_connected(now);
-                self.devices.insert(id, (conn, out));
+                self.devices.insert(
+                    id,
+                    DeviceLink {
+                        out,
+                        ip: peer.ip(),
+                        rejected_in_a_row: 0,
+                    },
+                );
                 self.conns.insert(conn, id);
                 self.stats.device_opened(self.conns.len());
                 if self.events.is_enabled() {
@@ -306,6 +314,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 };
                 let outcome = self.translator.device_line(id, &line, now);
                 self.drain_events(outcome.as_ref());
+                self.count_verdict(id, outcome.as_ref(), now);
                 self.flush(id);
             }
             DeviceIn::LineTooLong { conn } => {
@@ -335,6 +344,30 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         }
     }
 
+    /// Rejected shares in a row (stale ones excepted) ban the device's address at
+    /// `--invalid-share-ban-after`, as on the pool; the device is closed.
+    fn count_verdict(&mut self, id: DeviceId, outcome: Option<&LineOutcome>, now: Millis) {
+        let Some(link) = self.devices.get_mut(&id) else {
+            return;
+        };
+        match outcome {
+            Some(LineOutcome::Accepted(_)) => link.rejected_in_a_row = 0,
+            Some(LineOutcome::Rejected(r)) if r.reason() == Reason::Stale => {}
+            Some(LineOutcome::Rejected(_)) | Some(LineOutcome::Refused(_)) => {
+                link.rejected_in_a_row += 1;
+                if link.rejected_in_a_row >= self.config.admission.invalid_share_ban_after {
+                    if let Some(gate) = self.stats.gate() {
+                        gate.ban(link.ip, now, ::edge::BanReason::InvalidShares);
+                    }
+                    tracing::info!(device = id.0, ip = %link.ip, "too many invalid shares: closing and banning");
+                    // Its task sees the queue end, writes what is in it, and reports Closed.
+                    self.devices.remove(&id);
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn flush_all(&mut self) {
         let ids: Vec<DeviceId> = self.devices.keys().copied().collect();
         for id in ids {
@@ -352,10 +385,10 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let mut drop_it = close.is_some();
         if pending > 0 {
             let bytes = device.take_output();
-            let Some((_, tx)) = self.devices.get(&id) else {
+            let Some(link) = self.devices.get(&id) else {
                 return;
             };
-            if tx.try_send(bytes).is_err() {
+            if link.out.try_send(bytes).is_err() {
                 self.stats.device_dropped_slow();
                 tracing::debug!(device = id.0, "device too slow, dropped");
                 drop_it = true;
@@ -364,6 +397,11 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         if drop_it {
             if let Some(c) = close {
                 tracing::debug!(device = id.0, why = ?c, "closing device");
+                if matches!(c, Close::TooManyBadLines | Close::LineTooLong) {
+                    if let (Some(link), Some(gate)) = (self.devices.get(&id), self.stats.gate()) {
+                        gate.strike(link.ip, self.now(), ::edge::BanReason::MalformedMessages);
+                    }
+                }
             }
             // Its task sees the queue end, writes what is in it, and reports Closed.
             self.devices.remove(&id);
@@ -505,6 +543,14 @@ async fn found<T: Transport>(
 /// share's round trip.
 fn upstream_silent(now: Millis, last_rx: Millis, sent: Millis, keepalive_ms: u64) -> bool {
     last_rx < sent && now.since(last_rx) > keepalive_ms && now.since(sent) > keepalive_ms / 4
+}
+
+/// The core's side of a device's connection.
+struct DeviceLink {
+    /// Bytes for the device's task to write; dropped to close the device.
+    out: mpsc::Sender<Vec<u8>>,
+    ip: std::net::IpAddr,
+    rejected_in_a_row: u32,
 }
 
 #[cfg(test)]

@@ -250,6 +250,12 @@ impl Stats {
         let _ = self.gate.set(gate);
     }
 
+    /// The device side's gate: the core bans and strikes the addresses of devices it closes
+    /// for what they sent (malformed lines, invalid shares).
+    pub fn gate(&self) -> Option<&Arc<edge::Gate>> {
+        self.gate.get()
+    }
+
     /// The same figures for a translator in `mode`: in per-device mode the upstream is open
     /// once connected, and channels come with devices (none yet).
     pub fn with_mode(mut self, mode: ChannelMode) -> Stats {

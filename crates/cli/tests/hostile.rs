@@ -1,0 +1,1406 @@
+//! The hostile-client suite: each listening role as a real process on loopback, honest devices
+//! (a `stratumlab fleet` from 127.0.0.1) mining through it while attackers from other 127.x
+//! addresses try to starve them. For every case:
+//!
+//! (a) the honest devices keep getting work and verdicts: none of their shares goes
+//!     unanswered, some are accepted, and their submit-to-verdict p99 stays within 2x of the
+//!     same role's run without attackers, or within 50 ms of it, whichever is larger;
+//! (b) the attacker is limited as configured (refused, closed or banned, read from the role's
+//!     `/api/status` `admission` counts and from the attacker's own sockets);
+//! (c) the role's resident memory stays under [`RSS_BOUND`];
+//! (d) nothing honest is lost (the fleet's unanswered and dropped counts are zero).
+//!
+//! The roles run with small limits ([`edge_flags`]) so that every limit is reached within
+//! seconds. Each attacker case uses source addresses of its own, so that one case's bans do not
+//! decide the next. Every role, socket and case is bounded in time. The table printed at the
+//! end (run with `--nocapture`) lists each case with the figures it met.
+
+mod support;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{http_get_json, run_fleet, Role, Roles, PAYOUT};
+use sv2::messages::common::{mining_flags, SetupConnection};
+use sv2::messages::job_declaration::{AllocateMiningJobToken, ProvideMissingTransactionsSuccess};
+use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard, UpdateChannel};
+use sv2::messages::{Common, JobDeclaration, Mining};
+use sv2::{Limits, Message, NoiseConn};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+/// The roles' edge limits in this suite.
+const MAX_CONNECTIONS: usize = 300;
+const PER_IP: usize = 40;
+const CONNECT_RATE: f64 = 20.0;
+const MESSAGE_RATE: f64 = 200.0;
+const MESSAGE_BURST: f64 = 100.0;
+const HANDSHAKE: Duration = Duration::from_secs(2);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
+const BAN_AFTER: u32 = 20;
+const MAX_LINE: usize = 1024;
+/// How long the SV1 pool may take beyond a timeout to act on it: its connections check their
+/// timeouts on a 5 s tick.
+const TICK_SLACK: Duration = Duration::from_secs(6);
+/// The most resident memory any role may reach under attack.
+const RSS_BOUND: u64 = 192 << 20;
+/// How long the honest fleet mines in each case (the attack runs within it).
+const HONEST_RUN: &str = "4s";
+
+/// One case at a time across the whole binary: the p99 comparison needs the machine's cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn edge_flags() -> Vec<String> {
+    [
+        ("--max-connections", MAX_CONNECTIONS.to_string()),
+        ("--max-connections-per-ip", PER_IP.to_string()),
+        ("--connect-rate", CONNECT_RATE.to_string()),
+        ("--connect-burst", PER_IP.to_string()),
+        ("--message-rate", MESSAGE_RATE.to_string()),
+        ("--message-burst", MESSAGE_BURST.to_string()),
+        ("--handshake-timeout", format!("{}s", HANDSHAKE.as_secs())),
+        ("--write-timeout", format!("{}s", WRITE_TIMEOUT.as_secs())),
+        ("--invalid-share-ban-after", BAN_AFTER.to_string()),
+        ("--ban-duration", "10m".to_owned()),
+        ("--max-line", MAX_LINE.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_owned(), v])
+    .collect()
+}
+
+/// A role under attack.
+struct Target {
+    name: &'static str,
+    /// Where devices (and attackers) connect.
+    addr: SocketAddr,
+    /// Its `/api/status`.
+    http: String,
+    pid: u32,
+    /// Who keeps working through the attack.
+    honest: Honest,
+    /// The baseline p99 (ms) without attackers.
+    base_p99: f64,
+    /// The third octet of this role's attacker addresses (127.<role>.<case>.<n>).
+    octet: u8,
+    /// An SV2 listener's authority public key.
+    authority: Option<[u8; 32]>,
+}
+
+/// The honest side of a case.
+enum Honest {
+    /// A `stratumlab fleet` with these arguments (the role's address among them).
+    Fleet(Vec<String>),
+    /// A Job Declaration client asking the JDS for a token every 50 ms: its "shares" are
+    /// token requests, its verdicts the tokens.
+    JdClient { key: [u8; 32] },
+}
+
+/// What one case met, for the table.
+struct Row {
+    role: &'static str,
+    case: &'static str,
+    limited: String,
+    p99: f64,
+    base: f64,
+    rss_mb: f64,
+}
+
+static ROWS: Mutex<Vec<Row>> = Mutex::new(Vec::new());
+
+fn rss(pid: u32) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn admission(t: &Target) -> Value {
+    http_get_json(&t.http, "/api/status")["admission"].clone()
+}
+
+fn count(a: &Value, group: &str, reason: &str) -> u64 {
+    a[group][reason].as_u64().unwrap_or(0)
+}
+
+/// The honest side's run: (p99 ms, the report).
+fn honest_run(t: &Target) -> (f64, Value) {
+    let fleet = match &t.honest {
+        Honest::Fleet(args) => args,
+        Honest::JdClient { key } => return rt().block_on(jd_client(t.addr, *key)),
+    };
+    let mut args = vec![
+        "--devices",
+        "4",
+        "--hash-budget",
+        "400kH/s",
+        "--duration",
+        HONEST_RUN,
+        "--drain",
+        "3s",
+        "--reply-timeout",
+        "20s",
+        "--json",
+    ];
+    args.extend(fleet.iter().map(String::as_str));
+    let report = run_fleet(&args, Duration::from_secs(60));
+    let p99 = report["share_latency_ms"]["p99"]
+        .as_f64()
+        .unwrap_or(f64::INFINITY);
+    (p99, report)
+}
+
+fn check_honest(t: &Target, case: &str, report: &Value) {
+    let shares = &report["shares"];
+    assert_eq!(
+        shares["unanswered"].as_u64(),
+        Some(0),
+        "{}/{case}: honest shares unanswered: {report}",
+        t.name
+    );
+    assert_eq!(
+        shares["dropped"].as_u64(),
+        Some(0),
+        "{}/{case}: honest shares dropped: {report}",
+        t.name
+    );
+    assert!(
+        shares["accepted"].as_u64().unwrap_or(0) > 0,
+        "{}/{case}: no honest share accepted: {report}",
+        t.name
+    );
+    assert!(
+        report["jobs_received"].as_u64().unwrap_or(0) >= 4,
+        "{}/{case}: honest devices got no work: {report}",
+        t.name
+    );
+}
+
+/// Runs `attack` while the honest fleet mines, then checks (a), (c) and (d); `attack` checks
+/// (b) and returns what limited the attacker.
+fn case<F>(t: &Target, n: u8, name: &'static str, attack: F)
+where
+    F: FnOnce(&Target, Box<dyn Fn(u8) -> Ipv4Addr>) -> String,
+{
+    let octet = t.octet;
+    let ip = move |i: u8| Ipv4Addr::new(127, octet, n, 1 + i);
+    let honest = std::thread::scope(|s| {
+        let fleet = s.spawn(|| honest_run(t));
+        // The honest devices connect first, as they would be on a pool being attacked.
+        std::thread::sleep(Duration::from_millis(800));
+        let limited = attack(t, Box::new(ip));
+        (fleet.join().unwrap(), limited)
+    });
+    let ((p99, report), limited) = honest;
+    check_honest(t, name, &report);
+    let bound = (2.0 * t.base_p99).max(t.base_p99 + 50.0);
+    assert!(
+        p99 <= bound,
+        "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {:.1} ms): {report}",
+        t.name,
+        t.base_p99
+    );
+    let rss = rss(t.pid);
+    assert!(
+        rss <= RSS_BOUND,
+        "{}/{name}: RSS {} MiB over the bound",
+        t.name,
+        rss >> 20
+    );
+    ROWS.lock().unwrap().push(Row {
+        role: t.name,
+        case: name,
+        limited,
+        p99,
+        base: t.base_p99,
+        rss_mb: rss as f64 / (1 << 20) as f64,
+    });
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn connect_from(ip: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let s = TcpSocket::new_v4()?;
+    s.bind(SocketAddr::from((ip, 0)))?;
+    s.connect(to).await
+}
+
+/// Reads until the role closes (end of stream or reset); `false` if it is still open after
+/// `within`.
+async fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = vec![0u8; 64 * 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Subscribes and authorizes as `worker`; returns the first job's id and the lines read.
+async fn sv1_handshake(s: &mut TcpStream, worker: &str) -> Option<String> {
+    let hello = format!(
+        "{{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"hostile/1\"]}}\n{{\"id\":2,\"method\":\"mining.authorize\",\"params\":[\"{worker}\",\"x\"]}}\n"
+    );
+    s.write_all(hello.as_bytes()).await.ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return None,
+        };
+        got.extend_from_slice(&buf[..n]);
+        for line in got.split(|&b| b == b'\n') {
+            let Ok(v) = serde_json::from_slice::<Value>(line) else {
+                continue;
+            };
+            if v["method"] == "mining.notify" {
+                return v["params"][0].as_str().map(str::to_owned);
+            }
+        }
+    }
+}
+
+fn worker() -> String {
+    format!("{PAYOUT}.attacker")
+}
+
+// ---- Cases: SV1 and transport-level attacks ----------------------------------------------
+
+/// Connections from one address as fast as it can: at most the per-address cap stays open.
+fn flood_one_address(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let open = rt().block_on(async {
+        let mut socks = Vec::new();
+        for _ in 0..(3 * PER_IP) {
+            if let Ok(s) = connect_from(ip(0), t.addr).await {
+                socks.push(s);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut open = 0;
+        for s in &mut socks {
+            if !closed_within(s, Duration::from_millis(20)).await {
+                open += 1;
+            }
+        }
+        open
+    });
+    let after = admission(t);
+    let refused = ["max_connections_per_ip", "connect_rate", "banned"]
+        .iter()
+        .map(|r| count(&after, "refused", r) - count(&before, "refused", r))
+        .sum::<u64>();
+    assert!(open <= PER_IP, "{}: {open} open from one address", t.name);
+    assert!(
+        refused >= (2 * PER_IP) as u64,
+        "{}: refused {refused}",
+        t.name
+    );
+    format!(
+        "{open} of {} open (cap {PER_IP}), {refused} refused",
+        3 * PER_IP
+    )
+}
+
+/// Many addresses each under the per-address cap, together over `--max-connections`.
+fn many_addresses(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let per = PER_IP - 5;
+    let addrs = (MAX_CONNECTIONS / per + 2) as u8;
+    let peak = rt().block_on(async {
+        let mut socks = Vec::new();
+        for a in 0..addrs {
+            for _ in 0..per {
+                if let Ok(s) = connect_from(ip(a), t.addr).await {
+                    socks.push(s);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let peak = http_get_json(&t.http, "/api/status")["admission"]["connections"]
+            .as_u64()
+            .unwrap_or(0);
+        drop(socks);
+        peak
+    });
+    let after = admission(t);
+    let refused =
+        count(&after, "refused", "max_connections") - count(&before, "refused", "max_connections");
+    assert!(peak <= MAX_CONNECTIONS as u64, "{}: {peak} open", t.name);
+    assert!(refused > 0, "{}: nothing refused at the cap", t.name);
+    format!(
+        "{} tried from {addrs} addresses: peak {peak} open (cap {MAX_CONNECTIONS}), {refused} refused",
+        usize::from(addrs) * per
+    )
+}
+
+/// Bytes of a handshake one at a time, never finishing: closed by the handshake timeout.
+fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) -> String {
+    let limit = HANDSHAKE + TICK_SLACK;
+    let (closed, took) = rt().block_on(async {
+        let mut socks = Vec::new();
+        for _ in 0..20 {
+            if let Ok(s) = connect_from(ip(0), t.addr).await {
+                socks.push(s);
+            }
+        }
+        let start = Instant::now();
+        let mut closed = 0;
+        let mut i = 0;
+        while start.elapsed() < limit && closed < socks.len() {
+            closed = 0;
+            for s in &mut socks {
+                let b = [hello[i % hello.len()]];
+                if s.write_all(&b).await.is_err()
+                    || closed_within(s, Duration::from_millis(1)).await
+                {
+                    closed += 1;
+                }
+            }
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        (closed, start.elapsed())
+    });
+    assert_eq!(
+        closed, 20,
+        "{}: {closed} of 20 closed within {limit:?}",
+        t.name
+    );
+    format!(
+        "20 of 20 closed after {:.1} s (handshake timeout {HANDSHAKE:?})",
+        took.as_secs_f64()
+    )
+}
+
+/// Connections that say nothing at all.
+fn silent(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let limit = HANDSHAKE + TICK_SLACK;
+    let closed = rt().block_on(async {
+        let mut socks = Vec::new();
+        for _ in 0..20 {
+            if let Ok(s) = connect_from(ip(0), t.addr).await {
+                socks.push(s);
+            }
+        }
+        let mut closed = 0;
+        let deadline = Instant::now() + limit;
+        for s in &mut socks {
+            let left = deadline.saturating_duration_since(Instant::now());
+            closed += usize::from(closed_within(s, left).await);
+        }
+        closed
+    });
+    assert_eq!(
+        closed, 20,
+        "{}: {closed} of 20 silent connections closed",
+        t.name
+    );
+    format!("20 of 20 closed within {limit:?}")
+}
+
+/// Half a handshake, then the write side shut (FIN): the role lets go at once.
+fn half_open(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) -> String {
+    let closed = rt().block_on(async {
+        let mut closed = 0;
+        for _ in 0..20 {
+            let Ok(mut s) = connect_from(ip(0), t.addr).await else {
+                continue;
+            };
+            let _ = s.write_all(&hello[..hello.len() / 2]).await;
+            let _ = s.shutdown().await;
+            closed += usize::from(closed_within(&mut s, Duration::from_secs(3)).await);
+        }
+        closed
+    });
+    assert_eq!(
+        closed, 20,
+        "{}: {closed} of 20 half-closed connections released",
+        t.name
+    );
+    "20 of 20 released within 3 s of the FIN".to_owned()
+}
+
+/// Deterministic bytes that look random, newlines included.
+fn junk(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Garbage instead of a handshake, over and over from one address: each is closed, and the
+/// address is banned.
+fn garbage_before(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let closed = rt().block_on(async {
+        let mut closed = 0;
+        for i in 0..30u64 {
+            let Ok(mut s) = connect_from(ip(0), t.addr).await else {
+                continue;
+            };
+            // Lines of noise (an SV2 listener reads them as a broken Noise handshake).
+            let mut g = Vec::new();
+            for l in 0..100 {
+                let mut line = junk(i * 1000 + l, 40);
+                line.retain(|&b| b != b'\n');
+                g.extend_from_slice(&line);
+                g.push(b'\n');
+            }
+            let _ = s.write_all(&g).await;
+            closed += usize::from(closed_within(&mut s, HANDSHAKE + TICK_SLACK).await);
+        }
+        closed
+    });
+    let after = admission(t);
+    let banned = count(&after, "bans", "malformed_messages")
+        + count(&after, "bans", "handshake_failures")
+        - count(&before, "bans", "malformed_messages")
+        - count(&before, "bans", "handshake_failures");
+    let refused = count(&after, "refused", "banned") - count(&before, "refused", "banned");
+    assert!(closed >= 20, "{}: {closed} of 30 closed", t.name);
+    assert!(
+        banned >= 1 && refused >= 1,
+        "{}: not banned: {after}",
+        t.name
+    );
+    format!("{closed} of 30 closed, banned after them ({refused} refused while banned)")
+}
+
+/// A handshake, then garbage lines: closed for malformed messages.
+fn garbage_after_sv1(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let took = rt().block_on(async {
+        let mut s = connect_from(ip(0), t.addr).await.unwrap();
+        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let start = Instant::now();
+        for i in 0..200u64 {
+            let mut g = junk(i, 300);
+            g.retain(|&b| b != b'\n');
+            g.push(b'\n');
+            if s.write_all(&g).await.is_err() {
+                break;
+            }
+        }
+        assert!(
+            closed_within(&mut s, Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+        start.elapsed()
+    });
+    format!(
+        "closed {:.2} s after the first garbage line",
+        took.as_secs_f64()
+    )
+}
+
+/// A line far over `--max-line`: closed long before it ends.
+fn oversized(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, after_handshake: bool) -> String {
+    let sent = rt().block_on(async {
+        let mut s = connect_from(ip(0), t.addr).await.unwrap();
+        if after_handshake {
+            sv1_handshake(&mut s, &worker()).await.expect("a job");
+        }
+        let chunk = vec![b'x'; 4096];
+        let mut sent = 0usize;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && sent < 64 << 20 {
+            match tokio::time::timeout(Duration::from_millis(500), s.write_all(&chunk)).await {
+                Ok(Ok(())) => sent += chunk.len(),
+                _ => break,
+            }
+        }
+        assert!(
+            closed_within(&mut s, Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+        sent
+    });
+    // The kernel's buffers take some after the role stopped reading; the role kept none.
+    assert!(sent < 32 << 20, "{}: took {sent} bytes of one line", t.name);
+    format!(
+        "closed; {} KiB written before it, the kernel's buffers included (max line {MAX_LINE} B)",
+        sent >> 10
+    )
+}
+
+/// Valid requests at 100 times the message rate: closed for the rate.
+fn message_rate(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let sent = rt().block_on(async {
+        let mut s = connect_from(ip(0), t.addr).await.unwrap();
+        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let line = b"{\"id\":7,\"method\":\"mining.extranonce.subscribe\",\"params\":[]}\n";
+        let per_tick = (MESSAGE_RATE * 100.0 / 100.0) as usize; // 100x the rate, in 10 ms steps
+        let mut sent = 0;
+        let start = Instant::now();
+        'send: while start.elapsed() < Duration::from_secs(3) {
+            let batch: Vec<u8> = line.repeat(per_tick);
+            if s.write_all(&batch).await.is_err() {
+                break 'send;
+            }
+            sent += per_tick;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            closed_within(&mut s, Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+        sent
+    });
+    let after = admission(t);
+    let closed = count(&after, "closed", "message rate") - count(&before, "closed", "message rate");
+    assert!(
+        closed >= 1,
+        "{}: not closed for the message rate: {after}",
+        t.name
+    );
+    format!(
+        "closed for the rate after sending {sent} at {}/s",
+        MESSAGE_RATE * 100.0
+    )
+}
+
+/// Shares that are all wrong: closed and banned after `--invalid-share-ban-after`.
+fn invalid_shares(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    rt().block_on(async {
+        let mut s = connect_from(ip(0), t.addr).await.unwrap();
+        let job = sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let w = worker();
+        for n in 0..(BAN_AFTER * 3) {
+            let line = format!(
+                "{{\"id\":{},\"method\":\"mining.submit\",\"params\":[\"{w}\",\"{job}\",\"00000000\",\"00000000\",\"{n:08x}\"]}}\n",
+                n + 10
+            );
+            if s.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(closed_within(&mut s, Duration::from_secs(10)).await, "{}: still open", t.name);
+        // Banned: the next connection from the address is refused.
+        let mut again = connect_from(ip(0), t.addr).await.unwrap();
+        assert!(
+            closed_within(&mut again, Duration::from_secs(2)).await,
+            "{}: a banned address got in",
+            t.name
+        );
+    });
+    let after = admission(t);
+    let bans = count(&after, "bans", "invalid_shares") - count(&before, "bans", "invalid_shares");
+    assert!(bans >= 1, "{}: not banned: {after}", t.name);
+    format!("banned after {BAN_AFTER} invalid shares; reconnect refused")
+}
+
+/// Thousands of worker names on one connection: only a few are taken.
+fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let accepted = rt().block_on(async {
+        let mut s = connect_from(ip(0), t.addr).await.unwrap();
+        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let mut accepted = 0u32;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        for batch in 0..20u32 {
+            let mut lines = String::new();
+            for i in 0..80u32 {
+                let id = 1000 + batch * 100 + i;
+                lines.push_str(&format!(
+                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.w{id}\",\"x\"]}}\n"
+                ));
+            }
+            if s.write_all(lines.as_bytes()).await.is_err() {
+                break;
+            }
+            // Keep within the message rate: 80 lines, then a pause for the bucket.
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            while let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(50), s.read(&mut chunk)).await {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+        }
+        for line in buf.split(|&b| b == b'\n') {
+            if let Ok(v) = serde_json::from_slice::<Value>(line) {
+                if v["id"].as_u64().is_some_and(|id| id >= 1000) && v["result"] == true {
+                    accepted += 1;
+                }
+            }
+        }
+        accepted
+    });
+    assert!(
+        accepted <= 64,
+        "{}: {accepted} worker names taken on one connection",
+        t.name
+    );
+    format!("{accepted} of 1600 names taken on one connection")
+}
+
+/// A peer that stops reading while the role has replies for it: closed by the write timeout.
+fn never_reads(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let started = Instant::now();
+    rt().block_on(async {
+        let s = TcpSocket::new_v4().unwrap();
+        s.bind(SocketAddr::from((ip(0), 0))).unwrap();
+        s.set_recv_buffer_size(4096).unwrap();
+        let mut s = s.connect(t.addr).await.unwrap();
+        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        // Requests whose replies carry a long id back, within the message rate: the role's
+        // replies pile up in a socket nobody reads.
+        let id = "i".repeat(MAX_LINE - 200);
+        let line = format!(
+            "{{\"id\":\"{id}\",\"method\":\"mining.extranonce.subscribe\",\"params\":[]}}\n"
+        );
+        let deadline = Instant::now() + WRITE_TIMEOUT + Duration::from_secs(20);
+        let mut closed = false;
+        while Instant::now() < deadline {
+            let batch = line.repeat(50);
+            match tokio::time::timeout(Duration::from_millis(300), s.write_all(batch.as_bytes()))
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => {
+                    closed = true;
+                    break;
+                }
+                Err(_) => {}
+            }
+            let a = admission(t);
+            if count(&a, "closed", "write timeout") + count(&a, "closed", "slow device")
+                > count(&before, "closed", "write timeout")
+                    + count(&before, "closed", "slow device")
+            {
+                closed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        assert!(
+            closed,
+            "{}: a peer that does not read is still held: {}",
+            t.name,
+            admission(t)
+        );
+    });
+    format!(
+        "closed {:.1} s after it stopped reading: the kernel's buffers took MiBs, then the write timeout ({WRITE_TIMEOUT:?})",
+        started.elapsed().as_secs_f64()
+    )
+}
+
+/// Connect and close a thousand times a second: refused, then banned.
+fn reconnect_flood(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let tries = rt().block_on(async {
+        let start = Instant::now();
+        let mut tries = 0u32;
+        while start.elapsed() < Duration::from_secs(2) {
+            for _ in 0..10 {
+                if let Ok(s) = connect_from(ip(0), t.addr).await {
+                    drop(s);
+                }
+                tries += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tries
+    });
+    let after = admission(t);
+    let refused: u64 = ["connect_rate", "banned"]
+        .iter()
+        .map(|r| count(&after, "refused", r) - count(&before, "refused", r))
+        .sum();
+    // Banned for the flood, or (SV2) for the handshakes it kept breaking off.
+    let banned = ["connect_flood", "handshake_failures"]
+        .iter()
+        .map(|r| count(&after, "bans", r) - count(&before, "bans", r))
+        .sum::<u64>();
+    assert!(
+        refused > u64::from(tries) / 2,
+        "{}: {refused} of {tries} refused",
+        t.name
+    );
+    assert!(banned >= 1, "{}: the flood was not banned: {after}", t.name);
+    format!("{tries} connects in 2 s: {refused} refused, address banned")
+}
+
+// ---- Cases: SV2 after the Noise handshake ------------------------------------------------
+
+/// `SetupConnection` for `protocol` (mining, or job declaration) with `flags`.
+fn setup(protocol: u8, flags: u32) -> Message {
+    SetupConnection {
+        protocol,
+        min_version: 2,
+        max_version: 2,
+        flags,
+        endpoint_host: "127.0.0.1".into(),
+        endpoint_port: 0,
+        vendor: "hostile".into(),
+        hardware_version: String::new(),
+        firmware: String::new(),
+        device_id: String::new(),
+    }
+    .into()
+}
+
+fn setup_jd() -> Message {
+    setup(
+        sv2::messages::common::protocol::JOB_DECLARATION,
+        sv2::messages::common::job_declaration_flags::DECLARE_TX_DATA,
+    )
+}
+
+/// The SetupConnection an SV2 listener under test takes: mining for a pool, job declaration
+/// for the JDS.
+fn setup_for(t: &Target) -> Message {
+    match t.honest {
+        Honest::JdClient { .. } => setup_jd(),
+        Honest::Fleet(_) => setup(
+            sv2::messages::common::protocol::MINING,
+            mining_flags::REQUIRES_STANDARD_JOBS,
+        ),
+    }
+}
+
+/// A Noise handshake with `to` (signed by `key`) from `from`, then `setup` accepted.
+async fn sv2_connect(to: SocketAddr, from: Ipv4Addr, key: [u8; 32], setup: Message) -> NoiseConn {
+    let stream = connect_from(from, to).await.unwrap();
+    let mut conn = tokio::time::timeout(
+        Duration::from_secs(10),
+        NoiseConn::connect_to_authority(stream, key, Limits::default()),
+    )
+    .await
+    .expect("handshake in time")
+    .expect("handshake");
+    conn.send_message(&setup).await.unwrap();
+    let reply = sv2_recv(&mut conn).await;
+    assert!(
+        matches!(
+            reply,
+            Some(Message::Common(Common::SetupConnectionSuccess(_)))
+        ),
+        "{to}: {reply:?}"
+    );
+    conn
+}
+
+/// [`sv2_connect`] to the listener under test.
+async fn sv2_attacker(t: &Target, from: Ipv4Addr) -> NoiseConn {
+    let key = t.authority.expect("an SV2 listener's key");
+    sv2_connect(t.addr, from, key, setup_for(t)).await
+}
+
+async fn sv2_recv(conn: &mut NoiseConn) -> Option<Message> {
+    match tokio::time::timeout(Duration::from_secs(10), conn.read_message()).await {
+        Ok(Ok(Some(m))) => Some(m),
+        _ => None,
+    }
+}
+
+/// Reads until the role ends the connection; `false` if it is still open after `within`.
+async fn sv2_closed_within(conn: &mut NoiseConn, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, conn.read_frame()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// A handshake and SetupConnection, then frames whose payloads are noise.
+fn garbage_after_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    rt().block_on(async {
+        let mut conn = sv2_attacker(t, ip(0)).await;
+        for i in 0..20u64 {
+            // OpenStandardMiningChannel's type with a payload it cannot be.
+            if conn.send_payload(0x10, 0, &junk(i, 3)).await.is_err() {
+                break;
+            }
+        }
+        assert!(
+            sv2_closed_within(&mut conn, Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+    });
+    let after = admission(t);
+    let closed = count(&after, "closed", "protocol") - count(&before, "closed", "protocol");
+    assert!(
+        closed >= 1,
+        "{}: not closed as a protocol error: {after}",
+        t.name
+    );
+    "closed as a protocol error at the first undecodable frame".to_owned()
+}
+
+/// Messages the role takes and answers or ignores: `UpdateChannel` for channels never opened
+/// (a pool answers each with an error), transactions nobody asked for (the JDS ignores them).
+fn flood_message(t: &Target, i: u32) -> Message {
+    match t.honest {
+        Honest::JdClient { .. } => ProvideMissingTransactionsSuccess {
+            request_id: 77_000 + i,
+            transaction_list: Vec::new(),
+        }
+        .into(),
+        Honest::Fleet(_) => UpdateChannel {
+            channel_id: 9_000 + i,
+            nominal_hash_rate: 1e9,
+            maximum_target: primitives::Target::from_le_bytes(&[0xff; 32]),
+        }
+        .into(),
+    }
+}
+
+/// Valid messages at 100 times the message rate: closed for the rate.
+fn message_rate_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let sent = rt().block_on(async {
+        let mut conn = sv2_attacker(t, ip(0)).await;
+        let per_tick = (MESSAGE_RATE * 100.0 / 100.0) as usize;
+        let start = Instant::now();
+        let mut sent = 0usize;
+        'send: while start.elapsed() < Duration::from_secs(3) {
+            for i in 0..per_tick {
+                if conn
+                    .send_message(&flood_message(t, i as u32))
+                    .await
+                    .is_err()
+                {
+                    break 'send;
+                }
+                sent += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            sv2_closed_within(&mut conn, Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+        sent
+    });
+    let after = admission(t);
+    let closed = count(&after, "closed", "rate") - count(&before, "closed", "rate");
+    assert!(closed >= 1, "{}: not closed for the rate: {after}", t.name);
+    format!(
+        "closed for the rate after sending {sent} at {}/s",
+        MESSAGE_RATE * 100.0
+    )
+}
+
+/// Shares that are all wrong on an open channel: closed and banned.
+fn invalid_shares_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    rt().block_on(async {
+        let mut conn = sv2_attacker(t, ip(0)).await;
+        let open: Message = OpenStandardMiningChannel {
+            request_id: 1,
+            user_identity: format!("{PAYOUT}.attacker"),
+            nominal_hash_rate: 1e5,
+            max_target: primitives::Target::from_le_bytes(&[0xff; 32]),
+        }
+        .into();
+        conn.send_message(&open).await.unwrap();
+        let (mut channel, mut job) = (None, None);
+        while channel.is_none() || job.is_none() {
+            match sv2_recv(&mut conn).await {
+                Some(Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok))) => {
+                    channel = Some(ok.channel_id)
+                }
+                Some(Message::Mining(Mining::NewMiningJob(j))) => job = Some(j.job_id),
+                Some(_) => {}
+                None => panic!("{}: no channel or job", t.name),
+            }
+        }
+        let (channel, job) = (channel.unwrap(), job.unwrap());
+        for n in 0..(BAN_AFTER * 3) {
+            let share: Message = SubmitSharesStandard {
+                channel_id: channel,
+                sequence_number: n,
+                job_id: job,
+                nonce: n.wrapping_mul(0x9e37_79b9),
+                ntime: 0,
+                version: 0x2000_0000,
+            }
+            .into();
+            if conn.send_message(&share).await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(
+            sv2_closed_within(&mut conn, Duration::from_secs(10)).await,
+            "{}: still open",
+            t.name
+        );
+        let mut again = connect_from(ip(0), t.addr).await.unwrap();
+        assert!(
+            closed_within(&mut again, Duration::from_secs(2)).await,
+            "{}: a banned address got in",
+            t.name
+        );
+    });
+    let after = admission(t);
+    let bans = count(&after, "bans", "invalid_shares") - count(&before, "bans", "invalid_shares");
+    assert!(bans >= 1, "{}: not banned: {after}", t.name);
+    format!("banned after {BAN_AFTER} invalid shares; reconnect refused")
+}
+
+// ---- The Job Declaration Server --------------------------------------------------------
+
+/// The honest JD client: a token every 50 ms for the run; the same report shape as a fleet's.
+async fn jd_client(addr: SocketAddr, key: [u8; 32]) -> (f64, Value) {
+    let mut conn = sv2_connect(addr, Ipv4Addr::LOCALHOST, key, setup_jd()).await;
+    let run = Duration::from_secs(4);
+    let start = Instant::now();
+    let (mut latencies, mut unanswered) = (Vec::new(), 0u64);
+    let mut id = 0u32;
+    while start.elapsed() < run {
+        id += 1;
+        let asked = Instant::now();
+        let m: Message = AllocateMiningJobToken {
+            user_identifier: "honest".into(),
+            request_id: id,
+        }
+        .into();
+        if conn.send_message(&m).await.is_err() {
+            unanswered += 1;
+            break;
+        }
+        loop {
+            match sv2_recv(&mut conn).await {
+                Some(Message::JobDeclaration(JobDeclaration::AllocateMiningJobTokenSuccess(
+                    ok,
+                ))) if ok.request_id == id => {
+                    latencies.push(asked.elapsed().as_secs_f64() * 1e3);
+                    break;
+                }
+                Some(_) => {}
+                None => {
+                    unanswered += 1;
+                    break;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    latencies.sort_by(f64::total_cmp);
+    let p99 = latencies
+        .get(((latencies.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+        .copied()
+        .unwrap_or(f64::INFINITY);
+    let n = latencies.len() as u64;
+    let report = serde_json::json!({
+        "shares": { "sent": n + unanswered, "accepted": n, "unanswered": unanswered, "dropped": 0 },
+        "jobs_received": n,
+        "share_latency_ms": { "p99": p99, "n": n },
+    });
+    (p99, report)
+}
+
+const SV1_HELLO: &[u8] = b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"slow/1\"]}\n";
+/// The first bytes of a Noise NX handshake: an ephemeral key (64 bytes for ElligatorSwift).
+const SV2_HELLO: &[u8] = &[0x5a; 64];
+
+/// Every SV1 case against an SV1 listener.
+fn sv1_cases(t: &Target) {
+    case(t, 1, "connection flood from one address", flood_one_address);
+    case(t, 2, "many addresses under the cap", many_addresses);
+    case(t, 3, "byte-at-a-time handshakes", |t, ip| {
+        slowloris(t, ip, SV1_HELLO)
+    });
+    case(t, 4, "silent connections", silent);
+    case(t, 5, "half-open (FIN mid-handshake)", |t, ip| {
+        half_open(t, ip, SV1_HELLO)
+    });
+    case(t, 6, "garbage before the handshake", garbage_before);
+    case(t, 7, "garbage after the handshake", garbage_after_sv1);
+    case(t, 8, "oversized line", |t, ip| oversized(t, ip, true));
+    case(t, 9, "valid messages at 100x the rate", message_rate);
+    case(t, 10, "invalid shares until banned", invalid_shares);
+    case(t, 11, "thousands of worker names", worker_names);
+    case(t, 12, "never reads", never_reads);
+    case(t, 13, "reconnect 1000/s", reconnect_flood);
+}
+
+/// The transport-level cases against an SV2 listener (before the Noise handshake completes).
+fn sv2_cases(t: &Target) {
+    case(t, 1, "connection flood from one address", flood_one_address);
+    case(t, 2, "many addresses under the cap", many_addresses);
+    case(t, 3, "byte-at-a-time handshakes", |t, ip| {
+        slowloris(t, ip, SV2_HELLO)
+    });
+    case(t, 4, "silent connections", silent);
+    case(t, 5, "half-open (FIN mid-handshake)", |t, ip| {
+        half_open(t, ip, SV2_HELLO)
+    });
+    case(t, 6, "garbage before the handshake", garbage_before);
+    case(t, 8, "oversized frame before the handshake", |t, ip| {
+        oversized(t, ip, false)
+    });
+    case(t, 13, "reconnect 1000/s", reconnect_flood);
+}
+
+/// The SV2 cases after the handshake, on a mining listener.
+fn sv2_mining_cases(t: &Target) {
+    case(t, 7, "garbage after the handshake", garbage_after_sv2);
+    case(t, 9, "valid messages at 100x the rate", message_rate_sv2);
+    case(t, 10, "invalid shares until banned", invalid_shares_sv2);
+}
+
+fn print_rows(role: &str) {
+    let rows = ROWS.lock().unwrap_or_else(|e| e.into_inner());
+    println!(
+        "| role | case | attacker limited | honest p99 (ms) | baseline p99 (ms) | role RSS (MiB) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for r in rows.iter().filter(|r| r.role == role) {
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.0} |",
+            r.role, r.case, r.limited, r.p99, r.base, r.rss_mb
+        );
+    }
+}
+
+fn simnet() -> (Role, String, String) {
+    let s = Role::start(
+        "simnet",
+        &[
+            "--rpc-listen",
+            "127.0.0.1:0",
+            "--rpc-user",
+            "u",
+            "--rpc-password",
+            "p",
+            "--tdp-listen",
+            "127.0.0.1:0",
+            "--block-interval",
+            "0",
+            "--network-difficulty",
+            "100000",
+        ],
+    );
+    let rpc = s.line("rpc listening on");
+    let tdp = s.line("tdp listening on");
+    (s, rpc, tdp)
+}
+
+fn pool_args(rpc: &str, store: &str) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--sv1-listen",
+        "127.0.0.1:0",
+        "--node-rpc",
+        &format!("http://{rpc}"),
+        "--rpc-user",
+        "u",
+        "--rpc-password",
+        "p",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store,
+        "--start-difficulty",
+        "0.000003",
+        "--min-difficulty",
+        "0.000003",
+        "--shares-per-minute",
+        "1000000",
+        "--duration",
+        "600s",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    a.extend(edge_flags());
+    a
+}
+
+fn target(name: &'static str, octet: u8, role: &Role, addr: &str, http: String) -> Target {
+    let addr: SocketAddr = addr.parse().unwrap();
+    let mut t = Target {
+        name,
+        addr,
+        http,
+        pid: role.child.id(),
+        honest: Honest::Fleet(vec!["--pool".into(), addr.to_string()]),
+        base_p99: 0.0,
+        octet,
+        authority: None,
+    };
+    let (p99, report) = honest_run(&t);
+    check_honest(&t, "baseline", &report);
+    t.base_p99 = p99;
+    t
+}
+
+#[test]
+fn the_sv1_pool_keeps_serving_honest_miners_under_attack() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
+    let (sim, rpc, _) = simnet();
+    roles.add("simnet", sim);
+    let store = dir.path().join("pool.sqlite");
+    let args = pool_args(&rpc, store.to_str().unwrap());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let pool = roles.add("pool", Role::start("pool", &args));
+    let sv1 = pool.line("sv1 listening on");
+    let http = pool.line("http listening on");
+    let t = target("pool (SV1)", 11, pool, &sv1, http);
+    sv1_cases(&t);
+    print_rows(t.name);
+}
+
+/// An SV2 pool on simnet's Template Provider, with the suite's edge limits (or the defaults,
+/// as the upstream of a farm proxy under test): (SV2 address, authority key, http).
+fn sv2_pool(
+    roles: &mut Roles,
+    dir: &std::path::Path,
+    tdp: &str,
+    tdp_key: &str,
+    tight: bool,
+) -> (String, String, String) {
+    let store = dir.join("sv2pool.sqlite");
+    let mut args: Vec<String> = [
+        "--sv2-listen",
+        "127.0.0.1:0",
+        "--tp",
+        tdp,
+        "--tp-authority-key",
+        tdp_key,
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store.to_str().unwrap(),
+        "--start-difficulty",
+        "0.000003",
+        "--min-difficulty",
+        "0.000003",
+        "--shares-per-minute",
+        "1000000",
+        "--authority-key-file",
+        dir.join("authority.key").to_str().unwrap(),
+        "--duration",
+        "600s",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    if tight {
+        args.extend(edge_flags());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let pool = roles.add("sv2 pool", Role::start("pool", &args));
+    let key = pool.line("sv2 authority public key");
+    let sv2 = pool.line("sv2 listening on");
+    let http = pool.line("http listening on");
+    (sv2, key, http)
+}
+
+#[test]
+fn the_sv2_pool_keeps_serving_honest_miners_under_attack() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
+    let (sim, _, tdp) = simnet();
+    let tdp_key = sim.line("tdp authority public key");
+    roles.add("simnet", sim);
+    let (sv2, key, http) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, true);
+    let pid = roles
+        .0
+        .iter()
+        .find(|(n, _)| *n == "sv2 pool")
+        .unwrap()
+        .1
+        .child
+        .id();
+    let addr: SocketAddr = sv2.parse().unwrap();
+    let mut t = Target {
+        name: "pool (SV2)",
+        addr,
+        http,
+        pid,
+        honest: Honest::Fleet(
+            ["--pool", &sv2, "--protocol", "sv2", "--authority-key", &key]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        ),
+        base_p99: 0.0,
+        octet: 12,
+        authority: Some(sv2::keys::parse_public_key(&key).unwrap()),
+    };
+    let (p99, report) = honest_run(&t);
+    check_honest(&t, "baseline", &report);
+    t.base_p99 = p99;
+    sv2_cases(&t);
+    sv2_mining_cases(&t);
+    print_rows(t.name);
+}
+
+/// A farm proxy (`translator` or `proxy`) in front of `upstream` with the suite's edge
+/// limits, under attack from its devices' side.
+fn farm_proxy_under_attack(
+    roles: &mut Roles,
+    subcommand: &str,
+    upstream: &[&str],
+    name: &'static str,
+    octet: u8,
+) {
+    let mut args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--start-difficulty",
+        "0.000003",
+        "--min-difficulty",
+        "0.000003",
+        "--shares-per-minute",
+        "1000000",
+        "--device-hash-rate",
+        "100kH/s",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--duration",
+        "600s",
+    ]
+    .iter()
+    .chain(upstream)
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend(edge_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let role = roles.add(name, Role::start(subcommand, &args));
+    let sv1 = role.line("sv1 listening on");
+    let http = role.line("http listening on");
+    let t = target(name, octet, role, &sv1, http);
+    sv1_cases(&t);
+    print_rows(t.name);
+}
+
+#[test]
+fn the_translator_keeps_serving_honest_devices_under_attack() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
+    let (sim, _, tdp) = simnet();
+    let tdp_key = sim.line("tdp authority public key");
+    roles.add("simnet", sim);
+    let (sv2, key, _) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, false);
+    let upstream = ["--upstream", &sv2, "--upstream-authority-key", &key];
+    farm_proxy_under_attack(&mut roles, "translator", &upstream, "translator", 13);
+}
+
+#[test]
+fn the_sv1_proxy_keeps_serving_honest_devices_under_attack() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
+    let (sim, rpc, _) = simnet();
+    roles.add("simnet", sim);
+    let store = dir.path().join("pool.sqlite");
+    let mut pool_args = pool_args(&rpc, store.to_str().unwrap());
+    // The upstream pool keeps the default edge: only the proxy is under attack.
+    pool_args.truncate(pool_args.len() - edge_flags().len());
+    let pool_args: Vec<&str> = pool_args.iter().map(String::as_str).collect();
+    let pool = roles.add("pool", Role::start("pool", &pool_args));
+    let upstream = pool.line("sv1 listening on");
+    farm_proxy_under_attack(
+        &mut roles,
+        "proxy",
+        &["--upstream", &upstream],
+        "proxy (SV1)",
+        14,
+    );
+}
+
+#[test]
+fn the_jds_keeps_serving_honest_clients_under_attack() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
+    let (sim, rpc, _) = simnet();
+    roles.add("simnet", sim);
+    let key_file = dir.path().join("jd.key");
+    std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).unwrap();
+    let mut args: Vec<String> = [
+        "--listen",
+        "127.0.0.1:0",
+        "--node-rpc",
+        &format!("http://{rpc}"),
+        "--rpc-user",
+        "u",
+        "--rpc-password",
+        "p",
+        "--jd-token-key",
+        key_file.to_str().unwrap(),
+        "--payout-address",
+        PAYOUT,
+        "--authority-key-file",
+        dir.path().join("authority.key").to_str().unwrap(),
+        "--http-listen",
+        "127.0.0.1:0",
+        // The honest client asks 20 times a second.
+        "--allocation-rate",
+        "100",
+        "--duration",
+        "600s",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    args.extend(edge_flags());
+    // The JDS takes no lines and no shares: its edge flags are the rest.
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let jds = roles.add("jds", Role::start("jds", &args));
+    let key = jds.line("jds authority public key");
+    let addr = jds.line("jds listening on");
+    let http = jds.line("http listening on");
+    let authority = sv2::keys::parse_public_key(&key).unwrap();
+    let mut t = Target {
+        name: "jds",
+        addr: addr.parse().unwrap(),
+        http,
+        pid: jds.child.id(),
+        honest: Honest::JdClient { key: authority },
+        base_p99: 0.0,
+        octet: 15,
+        authority: Some(authority),
+    };
+    let (p99, report) = honest_run(&t);
+    check_honest(&t, "baseline", &report);
+    t.base_p99 = p99;
+    sv2_cases(&t);
+    case(&t, 7, "garbage after the handshake", garbage_after_sv2);
+    case(&t, 9, "valid messages at 100x the rate", message_rate_sv2);
+    print_rows(t.name);
+}
