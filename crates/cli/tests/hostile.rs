@@ -1404,3 +1404,74 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
     case(&t, 9, "valid messages at 100x the rate", message_rate_sv2);
     print_rows(t.name);
 }
+
+/// The hostile mix of `scripts/soak.sh`: every attack whose bound does not depend on how many
+/// honest devices there are, one after another from fresh addresses, against a pool the script
+/// started (with this suite's limits, but `--max-connections` raised for its fleets), until
+/// `SOAK_SECONDS` have passed. Each attack checks its own bound as in the suite.
+///
+/// SOAK_SV1, SOAK_SV2 (addresses), SOAK_HTTP, SOAK_KEY (the SV2 authority key), SOAK_PID,
+/// SOAK_SECONDS.
+#[test]
+#[ignore = "run by scripts/soak.sh against a pool it started"]
+fn soak_hostile_mix() {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is not set"));
+    let seconds: u64 = var("SOAK_SECONDS").parse().unwrap();
+    let key = var("SOAK_KEY");
+    let authority = sv2::keys::parse_public_key(&key).unwrap();
+    let pid: u32 = var("SOAK_PID").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    type Attack = fn(&Target, Box<dyn Fn(u8) -> Ipv4Addr>) -> String;
+    let sv1: [(&str, Attack); 10] = [
+        ("connection flood from one address", flood_one_address),
+        ("silent connections", silent),
+        ("garbage before the handshake", garbage_before),
+        ("garbage after the handshake", garbage_after_sv1),
+        ("valid messages at 100x the rate", message_rate),
+        ("invalid shares until banned", invalid_shares),
+        ("thousands of worker names", worker_names),
+        ("never reads", never_reads),
+        ("reconnect 1000/s", reconnect_flood),
+        ("byte-at-a-time handshakes", |t, ip| {
+            slowloris(t, ip, SV1_HELLO)
+        }),
+    ];
+    let sv2: [(&str, Attack); 4] = [
+        ("garbage after the handshake", garbage_after_sv2),
+        ("valid messages at 100x the rate", message_rate_sv2),
+        ("invalid shares until banned", invalid_shares_sv2),
+        ("half-open (FIN mid-handshake)", |t, ip| {
+            half_open(t, ip, SV2_HELLO)
+        }),
+    ];
+    let target = |addr: &str, octet: u8, sv2: bool| Target {
+        name: if sv2 { "pool (SV2)" } else { "pool (SV1)" },
+        addr: var(addr).parse().unwrap(),
+        http: var("SOAK_HTTP"),
+        pid,
+        honest: Honest::Fleet(Vec::new()),
+        base_p99: 0.0,
+        octet,
+        authority: Some(authority),
+    };
+    let mut round = 0u32;
+    while Instant::now() < deadline {
+        // Fresh addresses each round (127.20-219.x.y): earlier rounds' bans stay where they are.
+        let octet = 20 + (round % 200) as u8;
+        let (t1, t2) = (
+            target("SOAK_SV1", octet, false),
+            target("SOAK_SV2", octet, true),
+        );
+        for (n, (name, attack)) in sv1.iter().enumerate() {
+            let n = n as u8;
+            let limited = attack(&t1, Box::new(move |i| Ipv4Addr::new(127, octet, n, 1 + i)));
+            println!("round {round} sv1 {name}: {limited}");
+        }
+        for (n, (name, attack)) in sv2.iter().enumerate() {
+            let n = 100 + n as u8;
+            let limited = attack(&t2, Box::new(move |i| Ipv4Addr::new(127, octet, n, 1 + i)));
+            println!("round {round} sv2 {name}: {limited}");
+        }
+        round += 1;
+    }
+}
