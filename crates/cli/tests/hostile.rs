@@ -658,6 +658,56 @@ fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     format!("{accepted} of 1600 names taken on one connection")
 }
 
+/// New worker names from one address over many connections: taken up to the address's
+/// allowance (the per-address connection cap at once, then one a second).
+fn worker_names_across_connections(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let accepted = rt().block_on(async {
+        let mut accepted = 0u32;
+        for c in 0..6u32 {
+            let mut s = connect_from(ip(0), t.addr).await.unwrap();
+            sv1_handshake(&mut s, &worker()).await.expect("a job");
+            let mut lines = String::new();
+            for i in 0..15u32 {
+                let id = 1000 + i;
+                lines.push_str(&format!(
+                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.c{c}w{i}\",\"x\"]}}\n"
+                ));
+            }
+            s.write_all(lines.as_bytes()).await.unwrap();
+            let replies = |buf: &[u8]| -> Vec<Value> {
+                buf.split(|&b| b == b'\n')
+                    .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+                    .filter(|v| v["id"].as_u64().is_some_and(|id| id >= 1000))
+                    .collect()
+            };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 8192];
+            while replies(&buf).len() < 15 {
+                match tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => break,
+                }
+            }
+            accepted += replies(&buf).iter().filter(|v| v["result"] == true).count() as u32;
+        }
+        accepted
+    });
+    let after = admission(t);
+    let refused = after["workers_refused"].as_u64().unwrap_or(0)
+        - before["workers_refused"].as_u64().unwrap_or(0);
+    // 90 new names: PER_IP at once, a few more as seconds pass.
+    assert!(
+        accepted as usize <= PER_IP + 10,
+        "{}: {accepted} new names taken from one address",
+        t.name
+    );
+    assert!(refused > 0, "{}: no new worker refused: {after}", t.name);
+    format!(
+        "{accepted} of 90 new names taken from one address (allowance {PER_IP} at once, then 1/s)"
+    )
+}
+
 /// A peer that stops reading while the role has replies for it: closed by the write timeout.
 fn never_reads(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let before = admission(t);
@@ -1024,6 +1074,52 @@ async fn jd_client(addr: SocketAddr, key: [u8; 32]) -> (f64, Value) {
     (p99, report)
 }
 
+/// New users from one address over several SV2 connections, a channel each: opened up to the
+/// address's allowance of new workers.
+fn users_across_connections_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let opened = rt().block_on(async {
+        let mut opened = 0u32;
+        for c in 0..4u32 {
+            let mut conn = sv2_attacker(t, ip(0)).await;
+            for i in 0..30u32 {
+                let open: Message = OpenStandardMiningChannel {
+                    request_id: i,
+                    user_identity: format!("{PAYOUT}.c{c}u{i}"),
+                    nominal_hash_rate: 1e5,
+                    max_target: primitives::Target::from_le_bytes(&[0xff; 32]),
+                }
+                .into();
+                conn.send_message(&open).await.unwrap();
+                // Within the message rate: the next request after the answer.
+                loop {
+                    match sv2_recv(&mut conn).await {
+                        Some(Message::Mining(Mining::OpenStandardMiningChannelSuccess(_))) => {
+                            opened += 1;
+                            break;
+                        }
+                        Some(Message::Mining(Mining::OpenMiningChannelError(_))) | None => break,
+                        Some(_) => {}
+                    }
+                }
+            }
+        }
+        opened
+    });
+    let after = admission(t);
+    let refused = after["workers_refused"].as_u64().unwrap_or(0)
+        - before["workers_refused"].as_u64().unwrap_or(0);
+    assert!(
+        opened as usize <= PER_IP + 10,
+        "{}: {opened} new users taken from one address",
+        t.name
+    );
+    assert!(refused > 0, "{}: no new user refused: {after}", t.name);
+    format!(
+        "{opened} of 120 new users opened from one address (allowance {PER_IP} at once, then 1/s)"
+    )
+}
+
 const SV1_HELLO: &[u8] = b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"slow/1\"]}\n";
 /// The first bytes of a Noise NX handshake: an ephemeral key (64 bytes for ElligatorSwift).
 const SV2_HELLO: &[u8] = &[0x5a; 64];
@@ -1072,6 +1168,12 @@ fn sv2_mining_cases(t: &Target) {
     case(t, 7, "garbage after the handshake", garbage_after_sv2);
     case(t, 9, "valid messages at 100x the rate", message_rate_sv2);
     case(t, 10, "invalid shares until banned", invalid_shares_sv2);
+    case(
+        t,
+        14,
+        "new users across connections",
+        users_across_connections_sv2,
+    );
 }
 
 fn print_rows(role: &str) {
@@ -1176,6 +1278,12 @@ fn the_sv1_pool_keeps_serving_honest_miners_under_attack() {
     let http = pool.line("http listening on");
     let t = target("pool (SV1)", 11, pool, &sv1, http);
     sv1_cases(&t);
+    case(
+        &t,
+        14,
+        "new worker names across connections",
+        worker_names_across_connections,
+    );
     print_rows(t.name);
 }
 

@@ -92,6 +92,17 @@ const REFUSALS: Rate = Rate {
     burst: 1_000.0,
 };
 
+/// New worker names one address may bring per second once its burst (the per-address
+/// connection cap) is spent.
+pub const NEW_WORKERS_PER_SECOND: f64 = 1.0;
+
+fn new_worker_rate(a: &Admission) -> Rate {
+    Rate {
+        per_second: NEW_WORKERS_PER_SECOND,
+        burst: a.max_connections_per_ip.max(1) as f64,
+    }
+}
+
 /// Addresses each limiter tracks at once (its memory bound).
 const TRACKED_ADDRESSES: usize = 100_000;
 
@@ -105,11 +116,15 @@ pub struct Gate {
     connect: RateLimiter<IpAddr>,
     refusals: RateLimiter<IpAddr>,
     strikes: RateLimiter<IpAddr>,
+    /// Worker names never seen before, per address: one address cannot make the pool keep
+    /// thousands of workers it invents.
+    new_workers: RateLimiter<IpAddr>,
     bans: BanList<IpAddr>,
     refused: [AtomicU64; Refusal::ALL.len()],
     banned: [AtomicU64; BanReason::ALL.len()],
     /// Closes by the shell's reason (a fixed vocabulary per role, so a short list).
     closed: Mutex<Vec<(&'static str, u64)>>,
+    refused_workers: AtomicU64,
 }
 
 /// The counts `/api/status` shows as `admission` (and `/metrics` as `admission_*`).
@@ -125,6 +140,8 @@ pub struct AdmissionSnapshot {
     pub bans: BTreeMap<&'static str, u64>,
     /// Addresses banned now.
     pub bans_active: usize,
+    /// Worker names refused because their address brought too many new ones.
+    pub workers_refused: u64,
 }
 
 impl Gate {
@@ -133,6 +150,7 @@ impl Gate {
             connect: RateLimiter::new(admission.connect_rate, TRACKED_ADDRESSES),
             refusals: RateLimiter::new(REFUSALS, TRACKED_ADDRESSES),
             strikes: RateLimiter::new(STRIKES, TRACKED_ADDRESSES),
+            new_workers: RateLimiter::new(new_worker_rate(&admission), TRACKED_ADDRESSES),
             admission,
             open: AtomicUsize::new(0),
             per_ip: (0..16)
@@ -142,6 +160,7 @@ impl Gate {
             refused: Default::default(),
             banned: Default::default(),
             closed: Mutex::new(Vec::new()),
+            refused_workers: AtomicU64::new(0),
         })
     }
 
@@ -227,6 +246,17 @@ impl Gate {
         false
     }
 
+    /// May a connection from `ip` name a worker the role has never seen, at `now`? A farm
+    /// behind one address may bring as many new names at once as it may open connections;
+    /// after that, [`NEW_WORKERS_PER_SECOND`].
+    pub fn new_worker(&self, ip: IpAddr, now: Millis) -> bool {
+        let allowed = self.new_workers.check(ip, now) == Decision::Allow;
+        if !allowed {
+            self.refused_workers.fetch_add(1, Ordering::Relaxed);
+        }
+        allowed
+    }
+
     pub fn snapshot(&self, now: Millis) -> AdmissionSnapshot {
         let closed = self
             .closed
@@ -252,6 +282,7 @@ impl Gate {
                 .map(|r| (r.as_str(), self.banned[*r as usize].load(Ordering::Relaxed)))
                 .collect(),
             bans_active: self.bans.sweep(now),
+            workers_refused: self.refused_workers.load(Ordering::Relaxed),
         }
     }
 
@@ -416,6 +447,17 @@ mod tests {
         let later = t.plus(60_000);
         assert!(g.admit(ip(1), later).is_ok());
         assert_eq!(g.snapshot(later).bans_active, 0);
+    }
+
+    #[test]
+    fn an_address_brings_new_workers_up_to_its_cap_then_one_a_second() {
+        let g = gate(100, 5, 100.0);
+        let t = Millis(0);
+        assert_eq!((0..20).filter(|_| g.new_worker(ip(1), t)).count(), 5);
+        assert!(g.new_worker(ip(2), t), "another address is not held back");
+        assert!(!g.new_worker(ip(1), t.plus(500)));
+        assert!(g.new_worker(ip(1), t.plus(1_000)));
+        assert_eq!(g.snapshot(t).workers_refused, 16);
     }
 
     #[test]

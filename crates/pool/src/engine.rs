@@ -335,6 +335,18 @@ impl Engine {
     }
 
     /// Attaches a worker name (at authorize).
+    /// May a connection from `origin` name worker `name`? A name the worker list holds is
+    /// always fine; a new one counts against its address's allowance of new workers (the
+    /// miners' edge: `edge::Gate::new_worker`), so that one address cannot make the pool keep
+    /// thousands of workers it invents. `origin` is `None` for a session with no socket
+    /// (tests, fuzzing), which is not limited.
+    pub fn may_add_worker(&self, name: &str, origin: Option<std::net::IpAddr>, now: Millis) -> bool {
+        let (Some(ip), Some(gate)) = (origin, self.stats.gate()) else {
+            return true;
+        };
+        self.workers.get(name).is_some() || gate.new_worker(ip, now)
+    }
+
     pub fn attach_worker(&self, name: &str, now: Millis) -> Worker {
         let stats = self.workers.attach(name, now);
         let key = self.store.as_ref().and_then(|s| match s.worker(name) {

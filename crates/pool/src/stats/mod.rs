@@ -735,6 +735,11 @@ impl PoolStats {
         let _ = self.gate.set(gate);
     }
 
+    /// The miners' edge, once a front end listens.
+    pub fn gate(&self) -> Option<&Arc<edge::Gate>> {
+        self.gate.get()
+    }
+
     /// Refusals, closes and bans at the miners' edge at `now` (`None` without a front end).
     pub fn admission(&self, now: Millis) -> Option<edge::AdmissionSnapshot> {
         self.gate.get().map(|g| g.snapshot(now))

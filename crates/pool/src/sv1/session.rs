@@ -89,8 +89,12 @@ pub struct Session {
     /// Accepted shares on their way to the store, from the first one on (a connection that
     /// sends none keeps nothing); never without a store.
     records: Option<Box<ShareBatch>>,
-    bad_lines: u32,
+    /// Malformed lines so far (u16, saturating: with the small fields beside it, the origin
+    /// fits without growing every connection's task).
+    bad_lines: u16,
     close: Option<Close>,
+    /// The miner's address, for its allowance of new workers (`None`: not limited).
+    origin: Option<std::net::IpAddr>,
 }
 
 impl Session {
@@ -127,6 +131,7 @@ impl Session {
             records: None,
             bad_lines: 0,
             close: None,
+            origin: None,
         }
     }
 
@@ -208,6 +213,11 @@ impl Session {
     /// Tells the miner to reconnect (graceful shutdown).
     pub fn reconnect(&mut self, host: &str, port: u16, wait_secs: u32) {
         write::reconnect(self.out.own(), host, port, wait_secs);
+    }
+
+    /// The miner's address: new worker names count against its allowance.
+    pub fn set_origin(&mut self, ip: std::net::IpAddr) {
+        self.origin = Some(ip);
     }
 
     pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
@@ -325,8 +335,8 @@ impl Session {
     }
 
     fn bad_line(&mut self) {
-        self.bad_lines += 1;
-        if self.bad_lines > self.config.max_bad_lines {
+        self.bad_lines = self.bad_lines.saturating_add(1);
+        if u32::from(self.bad_lines) > self.config.max_bad_lines {
             self.close = Some(Close::TooManyBadLines);
         }
     }
@@ -357,7 +367,9 @@ impl Session {
         let ok = !name.trim().is_empty()
             && name.len() <= 128
             && !name.chars().any(char::is_control)
-            && (known || self.workers.len() < self.config.max_workers);
+            && (known
+                || (self.workers.len() < self.config.max_workers
+                    && self.engine.may_add_worker(name, self.origin, now)));
         let payout = if ok {
             self.engine.payout_for(account.trim())
         } else {

@@ -176,6 +176,7 @@ impl Sv2Server {
         self.net.add_rx(hs_rx as usize);
         self.net.add_tx(hs_tx as usize);
         let mut session = Session::new(self.engine.clone(), self.config.clone());
+        session.set_origin(peer.ip());
         let id = session.conn();
         if self.engine.events.is_enabled() {
             self.engine.events.emit(ConnectionOpened {

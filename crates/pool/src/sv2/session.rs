@@ -171,6 +171,8 @@ pub struct Session {
     close: Option<Close>,
     /// Rejected shares since the last accepted one, stale ones excepted (for admission bans).
     rejected_in_a_row: u32,
+    /// The miner's address, for its allowance of new workers (`None`: not limited).
+    origin: Option<std::net::IpAddr>,
 }
 
 impl Session {
@@ -190,6 +192,7 @@ impl Session {
             records: None,
             close: None,
             rejected_in_a_row: 0,
+            origin: None,
         }
     }
 
@@ -199,6 +202,11 @@ impl Session {
 
     pub fn wants_close(&self) -> Option<&Close> {
         self.close.as_ref()
+    }
+
+    /// The miner's address: new users count against its allowance of new workers.
+    pub fn set_origin(&mut self, ip: std::net::IpAddr) {
+        self.origin = Some(ip);
     }
 
     pub fn rejected_in_a_row(&self) -> u32 {
@@ -342,9 +350,13 @@ impl Session {
     // ---- Channels ---------------------------------------------------------------------------
 
     /// What opening needs: a payout for the user and room for a channel; the error code if not.
-    fn admit(&self, user: &str) -> Result<ScriptBuf, &'static str> {
+    fn admit(&self, user: &str, now: Millis) -> Result<ScriptBuf, &'static str> {
         if self.channels.len() >= self.config.max_channels {
             return Err(error_code::CHANNEL_CAPACITY_EXHAUSTED);
+        }
+        // A user this address may not add now is refused as a user the pool does not take.
+        if !self.engine.may_add_worker(user, self.origin, now) {
+            return Err(error_code::UNKNOWN_USER);
         }
         // Solo mode: the identity is the payout address, optionally followed by ".worker".
         let account = user.split('.').next().unwrap_or(user);
@@ -438,7 +450,7 @@ impl Session {
     }
 
     fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Millis) {
-        let opened = self.admit(&o.user_identity).and_then(|payout| {
+        let opened = self.admit(&o.user_identity, now).and_then(|payout| {
             let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
             Ok((payout, d))
         });
@@ -472,7 +484,7 @@ impl Session {
     }
 
     fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Millis) {
-        let opened = self.admit(&o.user_identity).and_then(|payout| {
+        let opened = self.admit(&o.user_identity, now).and_then(|payout| {
             if usize::from(o.min_extranonce_size) > self.max_rolled() {
                 return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
             }
