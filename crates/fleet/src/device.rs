@@ -242,7 +242,8 @@ impl Observer for () {}
 /// methods of the same names (documented there).
 pub trait Device: Send + 'static {
     /// What the shell keeps per connection to turn socket reads into what the device takes (SV1:
-    /// a line a read cut in half; SV2: nothing, the Noise state buffers partial frames itself).
+    /// the line framer, holding a line a read cut in half; SV2: nothing, the Noise state buffers
+    /// partial frames itself).
     type Receive: Default + Send;
 
     fn id(&self) -> u64;

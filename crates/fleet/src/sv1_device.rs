@@ -1209,7 +1209,6 @@ fn parse_branch(raw: &str, out: &mut Vec<Hash256>) -> Result<(), &'static str> {
 }
 
 mod lines;
-pub use lines::PartialLine;
 
 #[cfg(test)]
 mod tests;

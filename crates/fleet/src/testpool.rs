@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -258,18 +259,18 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                lines.feed(&buf[..n]);
                 let now = tokio::time::Instant::now();
-                while let Some(line) = lines.next_line() {
-                    let Ok(line) = line else {
-                        writer.abort();
-                        return;
-                    };
+                let framed = lines.split(&buf[..n], |line| {
                     let mut out = Vec::new();
                     let delay = conn.handle(line, &s, &target, &mut out);
                     if !out.is_empty() {
                         let _ = tx.send((now + delay, Arc::new(out)));
                     }
+                    ControlFlow::<()>::Continue(())
+                });
+                if framed.is_err() {
+                    writer.abort();
+                    return;
                 }
             }
             job = jobs_rx.recv() => match job {

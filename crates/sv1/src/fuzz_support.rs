@@ -5,18 +5,23 @@
 //!
 //! - byte 0: the line limit, `LIMITS[byte & 7]` (so the ASCII digits `'0'`..`'7'` pick it);
 //! - byte 1: the seed of the chunking (how the stream is cut into reads, and when the reader
-//!   drains lines); with its high bit set, reads also go through [`LineBuffer::spare`] and
-//!   [`LineBuffer::commit`] as documented, not only [`LineBuffer::feed`].
+//!   drains lines); with its high bit clear, reads go through [`LineBuffer::feed`] or
+//!   [`LineBuffer::split`] (which sometimes breaks off mid-read), mixed on one buffer; with it
+//!   set, through `feed` or [`LineBuffer::spare`] and [`LineBuffer::commit`] as documented.
 //!
 //! The stream goes through a [`LineBuffer`] in those chunks, checked against a model of the
 //! framing (lines split at `\n`, one `\r` dropped, blank lines skipped, lines over the limit
-//! reported and never returned). Every line returned, and the whole stream once as a single
-//! line, then goes through [`parse_line`] and every typed parser, checking that nothing panics,
-//! that every borrowed slice lies within the line, and that a line which is also valid JSON to
-//! serde_json reads the same (id, method, params, result, error). A violated check panics: the
-//! fuzzer's crash.
+//! reported and never returned, a pending line refused once it cannot end within the limit).
+//! Then the stream cut at other random points goes through `split` alone, which must give the
+//! lines one `feed` of the whole stream gives, lend the lines that lie within a read from the
+//! read itself, and hold no allocation whenever nothing is pending. Every line returned, and
+//! the whole stream once as a single line, then goes through [`parse_line`] and every typed
+//! parser, checking that nothing panics, that every borrowed slice lies within the line, and
+//! that a line which is also valid JSON to serde_json reads the same (id, method, params,
+//! result, error). A violated check panics: the fuzzer's crash.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
@@ -41,6 +46,9 @@ pub fn line(data: &[u8]) {
     let limit = LIMITS[usize::from(sel & 7)];
     let use_spare = seed & 0x80 != 0;
     let mut rng = Rng::new(u64::from(seed) | u64::from(sel) << 8 | (stream.len() as u64) << 16);
+    // Its own generator, so that the chunking of the inputs written before `split` is theirs.
+    let mut how = Rng::new(rng.0 ^ 0x5370_6c69_7421);
+    split_matches_one_feed(stream, limit, &mut how);
     let mut lb = LineBuffer::new(limit);
     let mut model = Model {
         stream,
@@ -59,6 +67,7 @@ pub fn line(data: &[u8]) {
         }
         .min(rest);
         let chunk = &stream[model.fed..model.fed + n];
+        model.fed += n;
         if use_spare && rng.next() & 1 == 1 {
             let room = lb.spare(n + rng.below(64));
             assert!(
@@ -68,15 +77,15 @@ pub fn line(data: &[u8]) {
             );
             room[..n].copy_from_slice(chunk);
             lb.commit(n);
+        } else if !use_spare && how.next().is_multiple_of(3) {
+            if !split(&mut lb, chunk, &mut model, &mut how) {
+                check_line(stream);
+                return;
+            }
         } else {
             lb.feed(chunk);
         }
-        model.fed += n;
-        assert_eq!(
-            lb.pending(),
-            model.fed - model.consumed,
-            "pending after a read"
-        );
+        model.check_pending(&lb, "after a read");
         // A reader usually drains after every read; sometimes it reads twice first.
         if rng.next() & 3 != 0 && !drain(&mut lb, &mut model) {
             check_line(stream);
@@ -88,6 +97,119 @@ pub fn line(data: &[u8]) {
     check_line(stream);
 }
 
+/// One read through [`LineBuffer::split`] (the model has been told of it), checking every line
+/// and the outcome against the model, and breaking off now and then. `false` when the buffer
+/// refused a pending partial line.
+fn split(lb: &mut LineBuffer, chunk: &[u8], model: &mut Model<'_>, how: &mut Rng) -> bool {
+    let limit = model.limit;
+    let r = lb.split(chunk, |line| {
+        assert!(line.len() <= limit, "split a line over the limit");
+        model.expect_line(line);
+        check_line(line);
+        match how.next() % 8 {
+            0 => ControlFlow::Break(()),
+            _ => ControlFlow::Continue(()),
+        }
+    });
+    match r {
+        Ok(None) => model.expect_none(),
+        // The rest is kept for the next read or drain.
+        Ok(Some(())) => {}
+        Err(e) => {
+            if !model.expect_error(e) {
+                return false;
+            }
+        }
+    }
+    model.check_pending(lb, "after split");
+    if lb.pending() == 0 {
+        assert_eq!(lb.heap_size(), 0, "an idle buffer holds an allocation");
+    }
+    true
+}
+
+/// The stream cut at random points (and broken off at random lines) through `split` alone gives
+/// what one `feed` of it and `next_line` give, up to the first line over the limit; complete
+/// lines within a read come from the read, and nothing pending means nothing allocated.
+fn split_matches_one_feed(stream: &[u8], limit: usize, rng: &mut Rng) {
+    let mut whole = LineBuffer::new(limit);
+    whole.feed(stream);
+    let mut want = Vec::new();
+    let mut want_err = false;
+    while let Some(line) = whole.next_line() {
+        match line {
+            Ok(line) => want.push(line.to_vec()),
+            Err(_) => {
+                want_err = true;
+                break;
+            }
+        }
+    }
+    let mut lb = LineBuffer::new(limit);
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let mut got_err = false;
+    let mut rest = stream;
+    'reads: while !rest.is_empty() {
+        let n = match rng.next() % 4 {
+            0 => 1,
+            1 => 1 + rng.below(8),
+            2 => 1 + rng.below(512),
+            _ => 1 + rng.below(limit * 2 + 2),
+        }
+        .min(rest.len());
+        let (chunk, after) = rest.split_at(n);
+        rest = after;
+        let range = chunk.as_ptr_range();
+        let mut data = chunk;
+        loop {
+            let pending_before = lb.pending();
+            let mut first = true;
+            let r = lb.split(data, |line| {
+                // A line is lent from the read unless it began before it (only the first one
+                // can have).
+                let lent = range.contains(&line.as_ptr());
+                assert!(
+                    lent || (first && pending_before > 0) || data.is_empty(),
+                    "a line within the read was copied"
+                );
+                first = false;
+                got.push(line.to_vec());
+                match rng.next() % 16 {
+                    0 => ControlFlow::Break(()),
+                    _ => ControlFlow::Continue(()),
+                }
+            });
+            match r {
+                Ok(None) => break,
+                // Take the rest the break left before the next read.
+                Ok(Some(())) => data = &[],
+                Err(_) => {
+                    got_err = true;
+                    break 'reads;
+                }
+            }
+        }
+        if lb.pending() == 0 {
+            assert_eq!(lb.heap_size(), 0, "an idle buffer holds an allocation");
+        }
+        assert!(
+            lb.pending() <= limit + 1,
+            "a pending line over the limit kept"
+        );
+    }
+    assert_eq!(
+        got, want,
+        "split at random points and one feed give other lines"
+    );
+    assert_eq!(
+        got_err, want_err,
+        "split and one feed disagree on a line over the limit"
+    );
+    if !want_err {
+        assert_eq!(lb.pending(), whole.pending(), "pending at the end");
+    }
+}
+
 /// Takes every line the buffer has, checking each against the model. `false` when the buffer
 /// refused a pending partial line (the caller closes the connection).
 fn drain(lb: &mut LineBuffer, model: &mut Model<'_>) -> bool {
@@ -95,7 +217,7 @@ fn drain(lb: &mut LineBuffer, model: &mut Model<'_>) -> bool {
         match lb.next_line() {
             None => {
                 model.expect_none();
-                assert_eq!(lb.pending(), model.fed - model.consumed, "pending at None");
+                model.check_pending(lb, "at None");
                 return true;
             }
             Some(Ok(line)) => {
@@ -103,18 +225,13 @@ fn drain(lb: &mut LineBuffer, model: &mut Model<'_>) -> bool {
                 model.expect_line(line);
                 check_line(line);
             }
-            Some(Err(LineTooLong { limit })) => {
-                assert_eq!(limit, model.limit);
-                if !model.expect_too_long() {
+            Some(Err(e)) => {
+                if !model.expect_error(e) {
                     return false;
                 }
             }
         }
-        assert_eq!(
-            lb.pending(),
-            model.fed - model.consumed,
-            "pending after a line"
-        );
+        model.check_pending(lb, "after a line");
     }
 }
 
@@ -131,8 +248,8 @@ struct Model<'a> {
 enum Next<'a> {
     Line(&'a [u8]),
     TooLong,
-    /// No complete line; the partial one has this many bytes.
-    Partial(usize),
+    /// No complete line; the partial one is this.
+    Partial(&'a [u8]),
 }
 
 impl<'a> Model<'a> {
@@ -141,7 +258,7 @@ impl<'a> Model<'a> {
         loop {
             let avail = &self.stream[self.consumed..self.fed];
             let Some(nl) = avail.iter().position(|&b| b == b'\n') else {
-                return Next::Partial(avail.len());
+                return Next::Partial(avail);
             };
             let mut line = &avail[..nl];
             self.consumed += nl + 1;
@@ -169,9 +286,10 @@ impl<'a> Model<'a> {
         match self.next() {
             Next::Line(l) => panic!("a complete line was not returned: {l:?}"),
             Next::TooLong => panic!("a line over the limit was not reported"),
-            Next::Partial(n) => assert!(
-                n <= self.limit + 1,
-                "a partial line of {n} bytes (limit {}) was not reported",
+            Next::Partial(p) => assert!(
+                !self.partial_too_long(p),
+                "a partial line of {} bytes (limit {}) was not reported",
+                p.len(),
                 self.limit
             ),
         }
@@ -183,15 +301,31 @@ impl<'a> Model<'a> {
         match self.next() {
             Next::Line(l) => panic!("reported a line within the limit as too long: {l:?}"),
             Next::TooLong => true,
-            Next::Partial(n) => {
+            Next::Partial(p) => {
                 assert!(
-                    n > self.limit + 1,
-                    "reported a partial line of {n} bytes as too long (limit {})",
+                    self.partial_too_long(p),
+                    "reported a partial line of {} bytes as too long (limit {})",
+                    p.len(),
                     self.limit
                 );
                 false
             }
         }
+    }
+
+    /// The buffer refused a line: `true` as for [`Model::expect_too_long`].
+    fn expect_error(&mut self, e: LineTooLong) -> bool {
+        assert_eq!(e.limit, self.limit);
+        self.expect_too_long()
+    }
+
+    fn check_pending(&self, lb: &LineBuffer, when: &str) {
+        assert_eq!(lb.pending(), self.fed - self.consumed, "pending {when}");
+    }
+
+    /// A partial line can no longer end within the limit: over it by more than a `\r`.
+    fn partial_too_long(&self, p: &[u8]) -> bool {
+        p.len() > self.limit + 1 || (p.len() == self.limit + 1 && p.last() != Some(&b'\r'))
     }
 }
 

@@ -35,7 +35,7 @@ fn every_corpus_input_goes_through_the_read_path_with_its_invariants() {
 }
 
 /// An input: the line limit (`'0'`..`'7'` index `fuzz_support::LIMITS`), the chunking seed (a
-/// letter: plain `feed` reads), then the stream.
+/// letter: reads through `feed` and `split`, not `spare`), then the stream.
 fn input(limit: u8, seed: u8, stream: &[u8]) -> Vec<u8> {
     let mut v = vec![limit, seed];
     v.extend_from_slice(stream);

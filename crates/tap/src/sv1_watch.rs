@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::str::FromStr;
 
 use events::{
@@ -148,7 +149,8 @@ pub struct Sv1Watch {
     state: State,
     max_line: usize,
     overflowed: bool,
-    /// Per direction (up, down); allocated once the connection is known to speak SV1.
+    /// Per direction (up, down); made once the connection is known to speak SV1, holding a
+    /// buffer only while a line spans reads.
     framing: [Option<LineBuffer>; 2],
     session: Session,
 }
@@ -234,18 +236,11 @@ impl Sv1Watch {
         let Some(lines) = framing[index(dir)].as_mut() else {
             return;
         };
-        lines.feed(bytes);
-        let mut overflow = false;
-        while let Some(line) = lines.next_line() {
-            match line {
-                Ok(line) => session.on_line(conn, dir, line, out),
-                Err(_) => {
-                    overflow = true;
-                    break;
-                }
-            }
-        }
-        if overflow {
+        let framed = lines.split(bytes, |line| {
+            session.on_line(conn, dir, line, out);
+            ControlFlow::<()>::Continue(())
+        });
+        if framed.is_err() {
             tracing::debug!(
                 conn,
                 ?dir,

@@ -1,66 +1,42 @@
 //! SV1 devices under the shell: socket reads cut into lines, and the [`Device`] methods.
 
+use std::ops::ControlFlow;
+
+use sv1::LineBuffer;
+
 use super::Sv1Device;
 use crate::device::{CloseReason, Device, HashOutcome, Nanos, Observer};
 
-/// A line a socket read cut in half, kept until its end arrives (and released then, so that an
-/// idle connection holds no buffer).
-#[derive(Default)]
-pub struct PartialLine(Vec<u8>);
-
 impl Sv1Device {
-    /// Splits received bytes into lines and hands each complete one to the device. A line
+    /// Splits received bytes into lines and hands each complete one to the device. `lines` is
+    /// made at the first read (with `max_line`) and holds a line a read cut in half until its
+    /// end arrives (no allocation otherwise, so an idle connection holds no buffer). A line
     /// longer than `max_line` closes the connection.
     pub fn feed<O: Observer>(
         &mut self,
-        partial: &mut PartialLine,
+        lines: &mut Option<LineBuffer>,
         data: &[u8],
         max_line: usize,
         now: Nanos,
         obs: &mut O,
     ) -> Result<(), CloseReason> {
-        let partial = &mut partial.0;
-        let mut rest = data;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            let piece = &rest[..i];
-            rest = &rest[i + 1..];
-            if partial.is_empty() {
-                if piece.len() > max_line {
-                    return Err(CloseReason::Protocol);
-                }
-                self.deliver(piece, now, obs);
-            } else {
-                partial.extend_from_slice(piece);
-                if partial.len() > max_line {
-                    return Err(CloseReason::Protocol);
-                }
-                self.deliver(partial, now, obs);
-                *partial = Vec::new();
+        let lines = lines.get_or_insert_with(|| LineBuffer::new(max_line));
+        let framed = lines.split(data, |line| {
+            self.handle_line(line, now, obs);
+            match self.close_requested() {
+                Some(_) => ControlFlow::Break(()),
+                None => ControlFlow::Continue(()),
             }
-            if self.close_requested().is_some() {
-                return Ok(());
-            }
+        });
+        match framed {
+            Ok(_) => Ok(()),
+            Err(_) => Err(CloseReason::Protocol),
         }
-        if !rest.is_empty() {
-            partial.extend_from_slice(rest);
-            if partial.len() > max_line {
-                return Err(CloseReason::Protocol);
-            }
-        }
-        Ok(())
-    }
-
-    fn deliver<O: Observer>(&mut self, line: &[u8], now: Nanos, obs: &mut O) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        self.handle_line(line, now, obs);
     }
 }
 
 impl Device for Sv1Device {
-    type Receive = PartialLine;
+    type Receive = Option<LineBuffer>;
 
     fn id(&self) -> u64 {
         Sv1Device::id(self)
@@ -106,7 +82,7 @@ impl Device for Sv1Device {
     }
     fn receive<O: Observer>(
         &mut self,
-        rx: &mut PartialLine,
+        rx: &mut Option<LineBuffer>,
         data: &[u8],
         max_message: usize,
         now: Nanos,

@@ -13,6 +13,7 @@
 use std::future::{poll_fn, Future};
 use std::io::IoSlice;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -29,6 +30,7 @@ use crate::sv1::session::{LineKind, Session, Sv1Config};
 use crate::sv1::wakers::{Slot as WakerSlot, Wakers};
 use crate::Millis;
 use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
+use sv1::LineBuffer;
 
 /// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
 const TICK: Duration = Duration::from_secs(5);
@@ -231,6 +233,7 @@ impl Sv1Server {
     ) -> impl Future<Output = ()> + Send + 'static {
         let now = self.now();
         let mut session = Session::new(self.engine.clone(), self.config.clone(), now);
+        session.set_origin(peer.ip());
         let conn = session.conn();
         if self.engine.events.is_enabled() {
             self.engine.events.emit(ConnectionOpened {
@@ -251,7 +254,7 @@ impl Sv1Server {
                 tick: self.tick_seq.load(Ordering::Acquire),
             };
             let mut conn_state = ConnState {
-                partial: Vec::new(),
+                lines: LineBuffer::new(self.admission().max_line),
                 budget: MessageBudget::new(self.admission().message_rate, started),
                 last_activity: started,
                 rejected_in_a_row: 0,
@@ -421,36 +424,25 @@ impl Sv1Server {
             self.net.add_rx(n);
             let now = self.now();
             st.last_activity = now;
-            let mut data = &buf[..n];
-            // Complete the line held over from the last read, if any.
-            if !st.partial.is_empty() {
-                match data.iter().position(|&b| b == b'\n') {
-                    Some(i) => {
-                        let mut line = std::mem::take(&mut st.partial);
-                        line.extend_from_slice(&data[..i]);
-                        data = &data[i + 1..];
-                        self.line(session, st, &line, now)?;
-                    }
-                    None => {
-                        st.partial.extend_from_slice(data);
-                        if st.partial.len() > self.admission().max_line {
-                            session.line_too_long();
-                            return Err(Closed::LineTooLong);
-                        }
-                        continue;
-                    }
+            let ConnState {
+                lines,
+                budget,
+                rejected_in_a_row,
+                ..
+            } = st;
+            let framed = lines.split(&buf[..n], |line| {
+                match self.line(session, budget, rejected_in_a_row, line, now) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(why) => ControlFlow::Break(why),
                 }
-            }
-            while let Some(i) = data.iter().position(|&b| b == b'\n') {
-                self.line(session, st, &data[..i], now)?;
-                data = &data[i + 1..];
-            }
-            if !data.is_empty() {
-                if data.len() > self.admission().max_line {
+            });
+            match framed {
+                Ok(None) => {}
+                Ok(Some(why)) => return Err(why),
+                Err(_) => {
                     session.line_too_long();
                     return Err(Closed::LineTooLong);
                 }
-                st.partial.extend_from_slice(data);
             }
             if n < buf.len() {
                 return Ok(true);
@@ -458,22 +450,16 @@ impl Sv1Server {
         }
     }
 
+    /// One line (framed: no newline, not blank, within `max_line`).
     fn line(
         &self,
         session: &mut Session,
-        st: &mut ConnState,
+        budget: &mut MessageBudget,
+        rejected_in_a_row: &mut u32,
         line: &[u8],
         now: Millis,
     ) -> Result<(), Closed> {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return Ok(());
-        }
-        if line.len() > self.admission().max_line {
-            session.line_too_long();
-            return Err(Closed::LineTooLong);
-        }
-        if !st.budget.take(self.admission().message_rate, now) {
+        if !budget.take(self.admission().message_rate, now) {
             return Err(Closed::MessageRate);
         }
         let started = Instant::now();
@@ -482,10 +468,10 @@ impl Sv1Server {
                 .stats
                 .share_processing(started.elapsed().as_nanos() as u64);
             if verdict.is_accepted() {
-                st.rejected_in_a_row = 0;
+                *rejected_in_a_row = 0;
             } else if verdict.reason() != Some(events::Reason::Stale) {
-                st.rejected_in_a_row += 1;
-                if st.rejected_in_a_row >= self.admission().invalid_share_ban_after {
+                *rejected_in_a_row += 1;
+                if *rejected_in_a_row >= self.admission().invalid_share_ban_after {
                     return Err(Closed::InvalidShares);
                 }
             }
@@ -535,8 +521,9 @@ async fn stopped(shutdown: &mut watch::Receiver<bool>) {
 }
 
 struct ConnState {
-    /// The start of a line whose end has not arrived yet (usually empty: no allocation).
-    partial: Vec<u8>,
+    /// The miner's lines; holds the start of a line whose end has not arrived yet, and no
+    /// allocation when there is none (as usual).
+    lines: LineBuffer,
     budget: MessageBudget,
     last_activity: Millis,
     rejected_in_a_row: u32,

@@ -8,11 +8,13 @@
 //! handshake timeout (its `mining.authorize` must come within it) and a write timeout.
 
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use edge::{Admission, BanReason, Gate, MessageBudget, Millis, Slot};
 use events::{LinkCounter, Side};
+use sv1::LineBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -159,7 +161,8 @@ async fn device(
         d.slot.close("shutdown");
         return;
     }
-    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    // Holds a line a read cut in half, and nothing (no allocation) otherwise.
+    let mut lines = LineBuffer::new(max_line);
     let mut chunk = [0u8; 4096];
     let mut reading = true;
     let reason = loop {
@@ -195,44 +198,36 @@ async fn device(
                 net.add_read(Side::Server, n);
                 let now = millis(d.start);
                 last_read = now;
-                buf.extend_from_slice(&chunk[..n]);
-                let mut over_rate = false;
-                let mut start = 0;
-                let mut too_long = false;
-                while let Some(i) = buf[start..].iter().position(|&b| b == b'\n') {
-                    let line = &buf[start..start + i];
-                    start += i + 1;
-                    if line.len() > max_line {
-                        too_long = true;
-                        break;
-                    }
-                    if line.iter().all(u8::is_ascii_whitespace) {
-                        continue;
-                    }
+                // Framed first, then handed to the core (which the framing cannot wait on).
+                let mut got: Vec<Vec<u8>> = Vec::new();
+                let framed = lines.split(&chunk[..n], |line| {
                     if !budget.take(a.message_rate, now) {
-                        over_rate = true;
-                        break;
+                        return ControlFlow::Break(());
                     }
                     if !authorized && line.windows(16).any(|w| w == b"mining.authorize") {
                         authorized = true;
                     }
-                    if inbox.send(DeviceIn::Line { conn, line: line.to_vec() }).await.is_err() {
+                    got.push(line.to_vec());
+                    ControlFlow::Continue(())
+                });
+                for line in got {
+                    if inbox.send(DeviceIn::Line { conn, line }).await.is_err() {
                         d.slot.close("shutdown");
                         return;
                     }
                 }
-                if over_rate {
-                    break "message rate";
-                }
-                buf.drain(..start);
-                if too_long || buf.len() > max_line {
-                    // Answered and closed by the core; nothing more is read.
-                    reading = false;
-                    buf = Vec::new();
-                    d.limits.gate.strike(peer.ip(), now, BanReason::MalformedMessages);
-                    if inbox.send(DeviceIn::LineTooLong { conn }).await.is_err() {
-                        d.slot.close("shutdown");
-                        return;
+                match framed {
+                    Ok(None) => {}
+                    Ok(Some(())) => break "message rate",
+                    Err(_) => {
+                        // Answered and closed by the core; nothing more is read.
+                        reading = false;
+                        lines = LineBuffer::new(max_line);
+                        d.limits.gate.strike(peer.ip(), now, BanReason::MalformedMessages);
+                        if inbox.send(DeviceIn::LineTooLong { conn }).await.is_err() {
+                            d.slot.close("shutdown");
+                            return;
+                        }
                     }
                 }
             }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{LinkCounter, Side};
+use sv1::LineBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
@@ -26,7 +27,7 @@ pub struct Sv1Transport {
     reader: OwnedReadHalf,
     writer: OwnedWriteHalf,
     /// Read and not yet taken as lines (kept here so that `read` is cancellation safe).
-    buf: Vec<u8>,
+    lines: LineBuffer,
     /// This connection's wire bytes (it is the client end of the link).
     net: Arc<LinkCounter>,
 }
@@ -58,7 +59,7 @@ impl Transport for Sv1Transport {
             conn: Sv1Transport {
                 reader,
                 writer,
-                buf: Vec::with_capacity(4096),
+                lines: LineBuffer::new(MAX_UPSTREAM_LINE),
                 net: net.clone(),
             },
             local,
@@ -68,21 +69,10 @@ impl Transport for Sv1Transport {
 
     async fn read(&mut self) -> Result<Vec<u8>, ShellError> {
         loop {
-            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
-                let mut line: Vec<u8> = self.buf.drain(..=i).collect();
-                line.pop();
-                if line.last() == Some(&b'\r') {
-                    line.pop();
-                }
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return Ok(line);
-            }
-            if self.buf.len() > MAX_UPSTREAM_LINE {
-                return Err(ShellError::UpstreamLost(format!(
-                    "a line longer than {MAX_UPSTREAM_LINE} bytes"
-                )));
+            match self.lines.next_line() {
+                Some(Ok(line)) => return Ok(line.to_vec()),
+                Some(Err(e)) => return Err(ShellError::UpstreamLost(format!("a {e}"))),
+                None => {}
             }
             let mut chunk = [0u8; 8192];
             let n = self
@@ -94,7 +84,7 @@ impl Transport for Sv1Transport {
                 return Err(ShellError::UpstreamLost("closed by the upstream".into()));
             }
             self.net.add_read(Side::Client, n);
-            self.buf.extend_from_slice(&chunk[..n]);
+            self.lines.feed(&chunk[..n]);
         }
     }
 
