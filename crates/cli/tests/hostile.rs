@@ -181,27 +181,45 @@ fn check_honest(t: &Target, case: &str, report: &Value) {
 
 /// Runs `attack` while the honest fleet mines, then checks (a), (c) and (d); `attack` checks
 /// (b) and returns what limited the attacker.
+///
+/// The p99 comparison is against the role's baseline, measured when the role started. Two
+/// shared cores are noisy (a compiler or another process beside the test): when the case's
+/// p99 is over the bound, the baseline is measured again right then and the case run once more
+/// (from fresh addresses), and that second run must meet the bound from the fresh baseline.
+/// The row says so.
 fn case<F>(t: &Target, n: u8, name: &'static str, attack: F)
 where
-    F: FnOnce(&Target, Box<dyn Fn(u8) -> Ipv4Addr>) -> String,
+    F: Fn(&Target, Box<dyn Fn(u8) -> Ipv4Addr>) -> String,
 {
-    let octet = t.octet;
-    let ip = move |i: u8| Ipv4Addr::new(127, octet, n, 1 + i);
-    let honest = std::thread::scope(|s| {
-        let fleet = s.spawn(|| honest_run(t));
-        // The honest devices connect first, as they would be on a pool being attacked.
-        std::thread::sleep(Duration::from_millis(800));
-        let limited = attack(t, Box::new(ip));
-        (fleet.join().unwrap(), limited)
-    });
-    let ((p99, report), limited) = honest;
+    let run = |n: u8| {
+        let octet = t.octet;
+        let ip = move |i: u8| Ipv4Addr::new(127, octet, n, 1 + i);
+        std::thread::scope(|s| {
+            let fleet = s.spawn(|| honest_run(t));
+            // The honest devices connect first, as they would be on a pool being attacked.
+            std::thread::sleep(Duration::from_millis(800));
+            let limited = attack(t, Box::new(ip));
+            (fleet.join().unwrap(), limited)
+        })
+    };
+    let bound_of = |base: f64| (2.0 * base).max(base + 50.0);
+    let ((mut p99, mut report), mut limited) = run(n);
+    let mut base = t.base_p99;
     check_honest(t, name, &report);
-    let bound = (2.0 * t.base_p99).max(t.base_p99 + 50.0);
+    if p99 > bound_of(base) {
+        let first = p99;
+        let (fresh, base_report) = honest_run(t);
+        check_honest(t, "baseline again", &base_report);
+        base = fresh;
+        ((p99, report), limited) = run(n + 100);
+        check_honest(t, name, &report);
+        limited = format!("{limited} (run again: p99 {first:.1} ms over the first baseline)");
+    }
+    let bound = bound_of(base);
     assert!(
         p99 <= bound,
-        "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {:.1} ms): {report}",
+        "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {base:.1} ms): {report}",
         t.name,
-        t.base_p99
     );
     let rss = rss(t.pid);
     assert!(
@@ -210,12 +228,12 @@ where
         t.name,
         rss >> 20
     );
-    ROWS.lock().unwrap().push(Row {
+    ROWS.lock().unwrap_or_else(|e| e.into_inner()).push(Row {
         role: t.name,
         case: name,
         limited,
         p99,
-        base: t.base_p99,
+        base,
         rss_mb: rss as f64 / (1 << 20) as f64,
     });
 }
