@@ -340,7 +340,12 @@ impl Engine {
     /// miners' edge: `edge::Gate::new_worker`), so that one address cannot make the pool keep
     /// thousands of workers it invents. `origin` is `None` for a session with no socket
     /// (tests, fuzzing), which is not limited.
-    pub fn may_add_worker(&self, name: &str, origin: Option<std::net::IpAddr>, now: Millis) -> bool {
+    pub fn may_add_worker(
+        &self,
+        name: &str,
+        origin: Option<std::net::IpAddr>,
+        now: Millis,
+    ) -> bool {
         let (Some(ip), Some(gate)) = (origin, self.stats.gate()) else {
             return true;
         };
