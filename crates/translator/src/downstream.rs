@@ -78,6 +78,9 @@ pub struct Device {
     workers: Vec<String>,
     version_mask: u32,
     extranonce_subscribed: bool,
+    /// The extranonce prefix in the `extranonce1` the device holds (from the subscribe answer
+    /// or the last `mining.set_extranonce`), and its extranonce2 size.
+    told: Option<(Vec<u8>, usize)>,
     vardiff: Vardiff,
     sent_difficulty: Option<Difficulty>,
     jobs: DeviceJobs,
@@ -96,6 +99,7 @@ impl Device {
             workers: Vec::new(),
             version_mask: 0,
             extranonce_subscribed: false,
+            told: None,
             vardiff: Vardiff::new(config.vardiff, config.start_difficulty, now),
             sent_difficulty: None,
             jobs: DeviceJobs::new(config.max_jobs),
@@ -310,6 +314,7 @@ impl Device {
             if let (Some(e), Some((prefix, alloc))) = (self.extranonce, &link.extranonce) {
                 let en2 = alloc.layout().extranonce2_size;
                 reply_subscribe(self.out.own(), id, self.id, prefix, e, en2);
+                self.told = Some((prefix.to_vec(), en2));
             }
             return;
         }
@@ -333,6 +338,7 @@ impl Device {
         self.subscribed = true;
         let en2 = alloc.layout().extranonce2_size;
         reply_subscribe(self.out.own(), id, self.id, prefix, e, en2);
+        self.told = Some((prefix.to_vec(), en2));
         self.start_work(now, link);
     }
 
@@ -354,8 +360,45 @@ impl Device {
             let mut en1 = prefix.to_vec();
             e.write(&mut en1);
             write::set_extranonce(self.out.own(), &en1, extranonce2_size);
+            self.told = Some((prefix.to_vec(), extranonce2_size));
         } else {
             self.close = Some(Close::ExtranonceChanged);
+        }
+    }
+
+    /// Whether `job` may be sent: the `extranonce1` the device holds must be the one the job is
+    /// judged with, the job's own prefix (a job keeps the prefix it arrived under, so a future
+    /// job activated after a `SetExtranoncePrefix` has the old one) and the device's bytes. A
+    /// device that opted in is told (`mining.set_extranonce` applies from its next job); the
+    /// others cannot be, and are closed.
+    fn holds_prefix_of(&mut self, job: &Sv1Job) -> bool {
+        let prefix = job.extranonce_prefix();
+        let (Some((told, en2)), Some(e)) = (&self.told, self.extranonce) else {
+            return true;
+        };
+        if told[..] == *prefix {
+            return true;
+        }
+        if !self.extranonce_subscribed {
+            self.close = Some(Close::ExtranonceChanged);
+            return false;
+        }
+        let en2 = *en2;
+        let mut en1 = prefix.to_vec();
+        e.write(&mut en1);
+        write::set_extranonce(self.out.own(), &en1, en2);
+        self.told = Some((prefix.to_vec(), en2));
+        true
+    }
+
+    /// The upstream lets devices roll fewer version bits than this device was granted (an SV1
+    /// pool answered `mining.configure` with less, or sent `mining.set_version_mask`): its mask
+    /// narrows to them, and it is told (`mining.set_version_mask`, BIP310), so that it rolls no
+    /// bit the upstream would not take.
+    pub fn narrow_version_mask(&mut self, upstream_mask: u32) {
+        if self.version_mask & !upstream_mask != 0 {
+            self.version_mask &= upstream_mask;
+            write::set_version_mask(self.out.own(), self.version_mask);
         }
     }
 
@@ -463,6 +506,9 @@ impl Device {
     }
 
     fn send_job(&mut self, job: &Arc<Sv1Job>, now: Millis) {
+        if !self.holds_prefix_of(job) {
+            return;
+        }
         self.send_difficulty_if_changed();
         self.out.push_shared(job.notify.clone());
         self.jobs
@@ -499,7 +545,7 @@ impl Device {
         };
         let job = job.clone();
         // Only the current prev hash's work is worth re-sending.
-        if job.epoch != link.book.epoch() {
+        if job.epoch != link.book.epoch() || !self.holds_prefix_of(&job) {
             return;
         }
         let wire = link.book.fresh_id();

@@ -15,6 +15,8 @@
 //!   extended channel of its own on the one upstream connection.
 //! - [`mode`]: what the shell drives, either mode.
 //! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock, failover).
+//! - [`fuzz_support`]: what the fuzz target in `crates/translator/fuzz` runs, so that the
+//!   committed corpus replays on stable (`tests/fuzz_corpus.rs`).
 //!
 //! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
 //! reads a clock, opens a socket or spawns a task.
@@ -22,6 +24,7 @@
 pub mod config;
 pub mod downstream;
 pub mod extranonce;
+pub mod fuzz_support;
 pub mod jobs;
 pub mod mode;
 pub mod per_device;

@@ -645,6 +645,60 @@ mod tests {
     }
 
     #[test]
+    fn devices_granted_more_than_the_pool_later_grants_are_narrowed_and_told() {
+        // Found by the fuzz target translator_session: a device that configured before the
+        // pool answered the proxy's own `mining.configure` kept the mask the proxy had asked
+        // for, and rolled bits the pool then refused: its shares were refused as version bits
+        // (jobs of a pool that grants none), or accepted and submitted with only the granted
+        // bits, a version other than the one the device hashed. Now it is narrowed and told.
+        use crate::{Millis, Translator, TranslatorConfig};
+        let mut t =
+            Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
+        t.open_channel(Millis(0));
+        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_upstream()).flatten().collect();
+        let ids: Vec<u64> = lines
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| sv1::parse_line(l).unwrap().0.id().unwrap().parse().unwrap())
+            .collect();
+        let d = t.device_connected(Millis(0));
+        t.device_line(
+            d,
+            br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
+            Millis(0),
+        );
+        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        assert!(out.contains("\"1fffe000\""), "{out}");
+        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
+        t.upstream_message(
+            r(
+                ids[0],
+                r#"{"version-rolling":true,"version-rolling.mask":"00ffe000"}"#,
+            )
+            .into_bytes(),
+            Millis(1),
+        );
+        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        assert_eq!(
+            out,
+            "{\"id\":null,\"method\":\"mining.set_version_mask\",\"params\":[\"00ffe000\"]}\n"
+        );
+        // A pool that then grants none: the device rolls nothing.
+        t.upstream_message(
+            br#"{"id":null,"method":"mining.set_version_mask","params":["00000000"]}"#.to_vec(),
+            Millis(2),
+        );
+        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        assert!(out.contains("[\"00000000\"]"), "{out}");
+        // Narrowed once: nothing more to tell.
+        t.upstream_message(
+            br#"{"id":null,"method":"mining.set_version_mask","params":["00000000"]}"#.to_vec(),
+            Millis(3),
+        );
+        assert!(t.device_mut(d).unwrap().take_output().is_empty());
+    }
+
+    #[test]
     fn refusals_and_bad_lines_are_reported() {
         let mut up = Sv1Upstream::new().with_version_mask(0);
         let ids = opening(&mut up);

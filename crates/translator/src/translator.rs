@@ -88,6 +88,8 @@ pub struct Translator<U: Uplink = UpstreamChannel> {
     prefix: Option<Arc<[u8]>>,
     /// Which round of the devices the next [`Translator::on_tick_round`] walks.
     tick_rounds: TickRounds,
+    /// The version bits the upstream let devices roll when last looked at.
+    version_mask: u32,
 }
 
 /// The view of the translator a device works through (a free function so that the borrows of
@@ -131,6 +133,7 @@ impl<U: Uplink> Translator<U> {
     /// A core over `uplink`, not yet open.
     pub fn with_uplink(config: TranslatorConfig, uplink: U, now: Millis) -> Self {
         let max_in_flight = config.max_in_flight;
+        let version_mask = uplink.version_mask();
         Translator {
             config: Arc::new(config),
             upstream: uplink,
@@ -147,6 +150,7 @@ impl<U: Uplink> Translator<U> {
             last_update: now,
             prefix: None,
             tick_rounds: TickRounds::default(),
+            version_mask,
         }
     }
 
@@ -302,6 +306,7 @@ impl<U: Uplink> Translator<U> {
                 return;
             }
         };
+        self.narrow_version_masks();
         match ev {
             UpstreamEvent::Opened => self.channel_opened(now),
             UpstreamEvent::OpenFailed(code) => {
@@ -351,6 +356,20 @@ impl<U: Uplink> Translator<U> {
         self.book.invalidate();
         self.upstream = uplink;
         self.to_upstream.clear();
+        self.narrow_version_masks();
+    }
+
+    /// Devices granted more version bits than the upstream now lets them roll are narrowed to
+    /// them and told: else their rolled shares are refused, or (through an SV1 pool, which is
+    /// sent only the bits it granted) submitted with another version than they hashed.
+    fn narrow_version_masks(&mut self) {
+        let mask = self.upstream.version_mask();
+        if mask & self.version_mask != self.version_mask {
+            for d in self.devices.values_mut() {
+                d.narrow_version_mask(mask);
+            }
+        }
+        self.version_mask = mask;
     }
 
     fn channel_opened(&mut self, now: Millis) {

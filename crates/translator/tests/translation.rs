@@ -13,12 +13,13 @@ use primitives::{
 };
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
-    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesSuccess,
+    SetExtranoncePrefix, SetNewPrevHash, SubmitSharesError, SubmitSharesExtended,
+    SubmitSharesSuccess,
 };
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
 use translator::{
-    DeviceId, Event, LineOutcome, Millis, Mode, Translator, TranslatorConfig, TICK_ROUNDS,
+    Close, DeviceId, Event, LineOutcome, Millis, Mode, Translator, TranslatorConfig, TICK_ROUNDS,
 };
 
 const CHANNEL: u32 = 3;
@@ -830,4 +831,62 @@ fn ticks_walk_the_devices_in_rounds() {
         }
     }
     assert_eq!(stepped.len(), ids.len(), "every device once: {stepped:?}");
+}
+
+#[test]
+fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
+    // Found by the fuzz target translator_session: a future job keeps the extranonce prefix it
+    // arrived under, but a device told of a new prefix before the job was activated mined it
+    // with the new one, so its shares were judged (and submitted) on a coinbase it never
+    // hashed. Now the device is told the job's own prefix before the job.
+    let mut t = Translator::new(config(), Millis(0));
+    let a = t.device_connected(Millis(0));
+    let b = t.device_connected(Millis(0));
+    open(&mut t);
+    line(
+        &mut t,
+        a,
+        r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
+        0,
+    );
+    handshake(&mut t, a, "farm.a");
+    handshake(&mut t, b, "farm.b");
+    first_work(&mut t);
+    let mut ma = Miner::default();
+    ma.read(&mut t, a);
+    assert_eq!(&ma.extranonce1[..4], &PREFIX);
+
+    // A future job under the channel's prefix, a new prefix, then the prev hash naming the job.
+    let job = upstream_job(12, None, 2);
+    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(1));
+    t.upstream_message(
+        Mining::SetExtranoncePrefix(SetExtranoncePrefix {
+            channel_id: CHANNEL,
+            extranonce_prefix: vec![9, 9, 9, 9],
+        }),
+        Millis(1),
+    );
+    // `b` did not opt in to extranonce changes: it must reconnect.
+    assert_eq!(
+        t.device(b).unwrap().wants_close(),
+        Some(Close::ExtranonceChanged)
+    );
+    t.upstream_message(Mining::SetNewPrevHash(prev_hash(12, 2)), Millis(2));
+    ma.read(&mut t, a);
+    // Told the new prefix, then the job's own (the old one) before its notify.
+    assert_eq!(ma.set_extranonces, 2);
+    assert_eq!(&ma.extranonce1[..4], &PREFIX);
+    let up = upstream_target();
+    let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 1], |h| up.is_met_by(&h.0));
+    let LineOutcome::Accepted(s) = t.device_line(a, &share, Millis(3)).unwrap() else {
+        panic!("the device's share on the job was refused")
+    };
+    assert_eq!(s.hash, hash, "the core judges what the device hashed");
+    let sent = submits(&mut t);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(
+        upstream_check_on(&job, &sent[0], &PREFIX, 2),
+        (hash, true),
+        "and so does the pool, on the job's prefix"
+    );
 }

@@ -369,6 +369,13 @@ pub(super) const SPECS: &[Spec] = &[
     },
 ];
 
+impl Spec {
+    /// The argument names, in order (the fuzz support writes positional calls as named ones).
+    pub(super) fn arg_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.args.iter().map(|a| a.name)
+    }
+}
+
 pub(super) fn spec(name: &str) -> Option<&'static Spec> {
     SPECS.iter().find(|s| s.name == name)
 }

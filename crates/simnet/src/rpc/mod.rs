@@ -40,6 +40,10 @@
 
 mod args;
 pub mod cookie;
+/// Request parsing and argument conversion under arbitrary bodies, for the fuzz target
+/// `rpc_request` and its corpus replay test.
+#[doc(hidden)]
+pub mod fuzz;
 mod http;
 mod json_types;
 pub mod jsonrpc;

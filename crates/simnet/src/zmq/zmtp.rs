@@ -14,6 +14,11 @@
 
 use std::fmt;
 
+/// The reader under arbitrary bytes, for the fuzz target `zmtp_reader` and its corpus replay
+/// test.
+#[doc(hidden)]
+pub mod fuzz;
+
 /// Length of a ZMTP 3 greeting.
 pub const GREETING_LEN: usize = 64;
 /// The version we announce: 3.1, as libzmq 4.2 and later do.
@@ -268,12 +273,11 @@ fn check_greeting_prefix(g: &[u8]) -> Result<(), ZmtpError> {
     if g.first().is_some_and(|&b| b != 0xff) || g.get(9).is_some_and(|&b| b & 1 == 0) {
         return Err(ZmtpError::BadSignature);
     }
-    if let Some(&major) = g.get(10) {
+    // Judged once both version bytes are in, so that the version refused is the one the peer
+    // sent however its greeting arrives.
+    if let Some(&[major, minor]) = g.get(10..12) {
         if major < 3 {
-            return Err(ZmtpError::UnsupportedVersion(
-                major,
-                g.get(11).copied().unwrap_or(0),
-            ));
+            return Err(ZmtpError::UnsupportedVersion(major, minor));
         }
     }
     if let Some(mech) = g.get(12..32) {
@@ -509,8 +513,8 @@ mod tests {
         let mut g = encode_greeting();
         g[10] = 2;
         assert_eq!(
-            feed_all(&g[..11]).0,
-            Err(ZmtpError::UnsupportedVersion(2, 0))
+            feed_all(&g[..12]).0,
+            Err(ZmtpError::UnsupportedVersion(2, 1))
         );
         let mut g = encode_greeting();
         g[12..17].copy_from_slice(b"PLAIN");
@@ -518,6 +522,27 @@ mod tests {
             feed_all(&g).0,
             Err(ZmtpError::UnsupportedMechanism(m)) if m == "PLAIN"
         ));
+    }
+
+    #[test]
+    fn a_refused_version_is_the_one_sent_however_the_greeting_arrives() {
+        // Found by the fuzz target zmtp_reader: one byte at a time, the version was judged at
+        // its major byte and reported with a minor of 0.
+        let mut g = encode_greeting();
+        g[10] = 2;
+        g[11] = 5;
+        let mut d = Decoder::new();
+        let mut out = Vec::new();
+        let mut result = Ok(());
+        for b in &g {
+            result = d.feed(std::slice::from_ref(b), &mut out);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(ZmtpError::UnsupportedVersion(2, 5)));
+        assert_eq!(feed_all(&g).0, result);
+        assert_eq!(feed_all(&g[..11]).0, Ok(()), "waits for the minor version");
     }
 
     #[test]

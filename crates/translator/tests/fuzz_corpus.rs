@@ -1,0 +1,252 @@
+//! Replays the committed corpus of `crates/translator/fuzz` through the function the fuzz
+//! target runs (`translator::fuzz_support::translator_session`), on stable: every input that
+//! once added coverage, and every regression, must still hold the invariants. `write_seeds`
+//! (ignored) writes the seed inputs into the corpus.
+
+use std::path::{Path, PathBuf};
+
+use translator::fuzz_support::script::Script;
+use translator::fuzz_support::{line, translator_session, up};
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/translator_session")
+}
+
+#[test]
+fn every_translator_session_corpus_input_holds_the_invariants() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+        .expect("the committed corpus")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "corpus has {} files", files.len());
+    for f in &files {
+        // A panic names the file through the test's output.
+        eprintln!("{}", f.display());
+        translator_session(&std::fs::read(f).unwrap());
+    }
+}
+
+/// Configuration byte 0: bits 1-2 the device bytes (0, 1, 2, 4), 3-4 vardiff (pinned easiest,
+/// free, pinned hard, narrow), 5 a window of 3 shares in flight, 6 one worker per device, 7 no
+/// version rolling. Byte 1: bits 0-2 jobs remembered less one, 3-4 least extranonce2 (1, 2, 4,
+/// 0), 5 no grace, 6 `UpdateChannel` at every tick, 7 no ntime roll.
+const TWO_BYTES: u8 = 0x04;
+
+/// A farm of `n` devices, each configured, subscribed and authorized after the channel opened,
+/// with work on a block.
+fn farm(sv1: bool, c0: u8, c1: u8, n: u8) -> Script {
+    let mut s = Script::new(sv1, c0, c1).open();
+    for d in 0..n {
+        s = s.connect().configure(d).subscribe(d).authorize(d, d % 2);
+    }
+    s.work(1)
+}
+
+fn seeds(sv1: bool) -> Vec<(String, Vec<u8>)> {
+    let name = |n: &str| format!("seed-{}-{n}", if sv1 { "sv1" } else { "sv2" });
+    let mut out = Vec::new();
+    let mut add = |n: &str, s: Script| out.push((name(n), s.build()));
+    add(
+        "shares-and-verdicts",
+        farm(sv1, TWO_BYTES, 0, 2)
+            .submit(0, 1, 1)
+            .submit(1, 1, 2)
+            .submit(0, 2, 3)
+            .submit_rolled(1, 2, 4, 0x0000_6000)
+            .accept(1)
+            .reject(0)
+            .submit(0, 3, 5)
+            .accept(0),
+    );
+    add(
+        "duplicates-and-bad-fields",
+        farm(sv1, TWO_BYTES, 0, 1)
+            .submit(0, 1, 7)
+            .resubmit(0)
+            // Wrong extranonce2 size, old ntime, unknown job, unauthorized worker.
+            .line(0, line::SUBMIT, &[0x00, 3, 0, 1, 0, 0, 0, 0])
+            .line(0, line::SUBMIT | 0xe0, &[0x00, 1, 9, 1, 0, 0, 0, 0])
+            .line(0, line::SUBMIT | 0xc0, &[0x06, 0, 1, 0, 2, 0, 0, 0, 0])
+            .line(0, line::SUBMIT | 0xc0, &[0xc0, 4, 1, 0, 3, 0, 0, 0, 0, 0])
+            .submit_rolled(0, 1, 8, 0xffff_ffff),
+    );
+    add(
+        "subscribe-before-the-channel",
+        Script::new(sv1, TWO_BYTES, 0)
+            .connect()
+            .subscribe(0)
+            .authorize(0, 0)
+            .connect()
+            .configure(1)
+            .open()
+            .subscribe(1)
+            .authorize(1, 1)
+            .work(3)
+            .submit(0, 1, 1)
+            .submit(1, 1, 1),
+    );
+    add(
+        "failover-and-back",
+        farm(sv1, TWO_BYTES, 0, 2)
+            .submit(0, 1, 1)
+            .submit(1, 1, 1)
+            .lost()
+            .submit(0, 1, 2)
+            .reconnected()
+            .open()
+            .work(2)
+            .submit(0, 2, 3)
+            .accept(0),
+    );
+    add(
+        "pool-closes-the-channel",
+        farm(sv1, TWO_BYTES, 0, 1)
+            .submit(0, 1, 1)
+            .close_channel()
+            .submit(0, 1, 2)
+            .reconnected()
+            .open()
+            .work(4),
+    );
+    add(
+        "window-overflow",
+        farm(sv1, TWO_BYTES | 0x20, 0, 1)
+            .submit(0, 1, 1)
+            .submit(0, 1, 2)
+            .submit(0, 1, 3)
+            .submit(0, 1, 4)
+            .submit(0, 1, 5)
+            .accept(2),
+    );
+    add(
+        "vardiff-and-ticks",
+        farm(sv1, TWO_BYTES | 0x08, 0x40, 2)
+            .submit(0, 1, 1)
+            .tick(0x45)
+            .submit(0, 1, 2)
+            .tick(0x8a)
+            .submit(1, 1, 3)
+            .tick(0xc2)
+            .tick(0xc2)
+            .tick(0xc2)
+            .tick(0xc2)
+            .submit(1, 2, 4),
+    );
+    add(
+        "prefix-change",
+        farm(sv1, TWO_BYTES, 0, 2)
+            .prefix(3)
+            .update()
+            .submit(0, 1, 1)
+            .work(5)
+            .submit(0, 1, 2),
+    );
+    add(
+        "targets",
+        farm(sv1, TWO_BYTES, 0, 1)
+            .target(4)
+            .submit(0, 1, 1)
+            .target(0)
+            .update()
+            .submit(0, 1, 2)
+            .target(3)
+            .submit(0, 1, 3),
+    );
+    add(
+        "garbage-and-long-lines",
+        farm(sv1, TWO_BYTES, 0, 1)
+            .raw_line(0, b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[]}")
+            .raw_line(0, b"not json at all")
+            .raw_line(0, b"{\"id\":2,\"method\":\"mining.submit\",\"params\":[\"farm.a\",\"1\",\"0000\",\"6553f100\",\"00000001\"]}")
+            .line(0, line::OTHER, &[])
+            .line(0, line::OTHER | 0x20, &[])
+            .line(0, line::SUGGEST_DIFFICULTY, &[])
+            .line(0, line::SUGGEST_TARGET | 0x20, &[])
+            .line(0, line::PING | 0x10, &[])
+            .line(0, line::EXTRANONCE_SUBSCRIBE, &[])
+            .long_line(0),
+    );
+    add(
+        "one-device-bytes-full",
+        farm(sv1, 0x00, 0, 3)
+            .submit(0, 1, 1)
+            .close(0)
+            .connect()
+            .subscribe(2),
+    );
+    add(
+        "devices-come-and-go",
+        farm(sv1, TWO_BYTES | 0x40, 0x07, 3)
+            .submit(2, 1, 1)
+            .close(1)
+            .connect()
+            .configure(2)
+            .subscribe(2)
+            .authorize(2, 1)
+            .authorize(2, 0)
+            .submit(2, 1, 2)
+            .close(0)
+            .close(0)
+            .close(0),
+    );
+    if sv1 {
+        // A device configured before the pool answers the proxy's configure, which grants
+        // fewer bits than the proxy asked for: the device must be narrowed (regression).
+        add(
+            "mask-narrowed-after-the-device-configured",
+            Script::new(true, TWO_BYTES, 0)
+                .connect()
+                .configure(0)
+                .upstream(up::OPEN, &[0x21, 0x00])
+                .upstream(up::OPEN, &[0x2b, 0x00])
+                .upstream(up::OPEN, &[0x01, 0x00])
+                .upstream(up::OPEN, &[0x01, 0x00])
+                .target(0)
+                .subscribe(0)
+                .authorize(0, 0)
+                .work(1)
+                .submit_rolled(0, 1, 5, 0x1f00_0000)
+                .submit_rolled(0, 1, 7, 0x1f00_0000)
+                .submit_rolled(0, 1, 8, 0x1f00_0000)
+                .submit_rolled(0, 1, 9, 0x1f00_0000)
+                .submit_rolled(0, 1, 6, 0x0000_6000),
+        );
+    }
+    add(
+        "upstream-oddities",
+        farm(sv1, TWO_BYTES, 0, 1)
+            .upstream(up::OTHER, &[0, 1])
+            .upstream(up::OTHER, &[1, 1])
+            .upstream(up::OTHER, &[2, 1])
+            .upstream(up::OTHER, &[3, 1])
+            .upstream(up::OTHER, &[4, 1])
+            .upstream(up::OPEN, &[0, 1, 0, 0])
+            .upstream(up::PREV_HASH, &[0x0c, 1, 7, 7])
+            .upstream_raw(&[0x1a, 4, 1, 0, 0, 0]),
+    );
+    out
+}
+
+#[test]
+fn the_seeds_hold_the_invariants() {
+    for sv1 in [false, true] {
+        for (name, data) in seeds(sv1) {
+            eprintln!("{name}");
+            translator_session(&data);
+        }
+    }
+}
+
+#[test]
+#[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
+fn write_seeds() {
+    let dir = corpus_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    for sv1 in [false, true] {
+        for (name, data) in seeds(sv1) {
+            std::fs::write(dir.join(name), data).unwrap();
+        }
+    }
+}
