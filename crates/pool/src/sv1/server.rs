@@ -326,6 +326,9 @@ impl Sv1Server {
     fn closed(&self, session: &mut Session, st: &ConnState, slot: Slot, why: Closed) {
         let conn = session.conn();
         let (now, ip) = (self.now(), slot.ip());
+        // A miner that subscribed and authorized but got no work (the pool had none to give)
+        // finished its part of the handshake: no strike for the pool's own state.
+        let authorized = session.is_authorized();
         session.closed(now);
         if st.rejected_in_a_row >= self.admission().invalid_share_ban_after {
             self.gate.ban(ip, now, BanReason::InvalidShares);
@@ -334,7 +337,7 @@ impl Sv1Server {
             Closed::MalformedMessages | Closed::LineTooLong => {
                 self.gate.strike(ip, now, BanReason::MalformedMessages);
             }
-            Closed::HandshakeTimeout => {
+            Closed::HandshakeTimeout if !authorized => {
                 self.gate.strike(ip, now, BanReason::HandshakeFailures);
             }
             _ => {}

@@ -204,6 +204,12 @@ impl Session {
         self.sent_generation.is_some()
     }
 
+    /// The miner subscribed and authorized at least one worker (whether or not the pool has
+    /// given it work yet).
+    pub fn is_authorized(&self) -> bool {
+        self.subscribed && !self.workers.is_empty()
+    }
+
     /// A line longer than the limit arrived: answer and close.
     pub fn line_too_long(&mut self) {
         write::reply_error_message(self.out.own(), "null", 20, "Line too long");

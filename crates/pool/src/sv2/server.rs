@@ -197,7 +197,8 @@ impl Sv2Server {
                 self.gate
                     .strike(peer.ip(), now, BanReason::MalformedMessages);
             }
-            "timeout" => {
+            // No channel opened in time; a "timeout" after one is a write that did not drain.
+            "timeout" if session.channel_count() == 0 => {
                 self.gate
                     .strike(peer.ip(), now, BanReason::HandshakeFailures);
             }

@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edge::{Admission, BanReason, Gate, MessageBudget, Millis, Slot};
+use edge::{Admission, Gate, MessageBudget, Millis, Slot};
 use events::{LinkCounter, Side};
 use sv1::LineBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -181,8 +181,10 @@ async fn device(
             },
             _ = check.tick() => {
                 let now = millis(d.start);
+                // Closed, not struck: per-device firmware authorizes only once its subscribe
+                // is answered, which waits for the upstream channel, so an upstream outage
+                // times out honest devices too.
                 if !authorized && now.since(opened) > a.handshake_timeout.as_millis() as u64 {
-                    d.limits.gate.strike(peer.ip(), now, BanReason::HandshakeFailures);
                     break "handshake timeout";
                 }
                 if now.since(last_read) > a.idle_timeout.as_millis() as u64 {
@@ -223,7 +225,7 @@ async fn device(
                         // Answered and closed by the core; nothing more is read.
                         reading = false;
                         lines = LineBuffer::new(max_line);
-                        d.limits.gate.strike(peer.ip(), now, BanReason::MalformedMessages);
+                        // The core strikes the address when it closes the device for it.
                         if inbox.send(DeviceIn::LineTooLong { conn }).await.is_err() {
                             d.slot.close("shutdown");
                             return;
