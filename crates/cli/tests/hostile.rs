@@ -711,19 +711,22 @@ fn worker_names_across_connections(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) 
         }
         accepted
     });
+    new_names_bounded(t, &before, accepted, 90, "names")
+}
+
+/// The end of a new-worker case: `taken` of `tried` new names from one address, at most the
+/// allowance (`PER_IP` at once, a few more as seconds pass), and some refused as such.
+fn new_names_bounded(t: &Target, before: &Value, taken: u32, tried: u32, what: &str) -> String {
     let after = admission(t);
     let refused = after["workers_refused"].as_u64().unwrap_or(0)
         - before["workers_refused"].as_u64().unwrap_or(0);
-    // 90 new names: PER_IP at once, a few more as seconds pass.
     assert!(
-        accepted as usize <= PER_IP + 10,
-        "{}: {accepted} new names taken from one address",
+        taken as usize <= PER_IP + 10,
+        "{}: {taken} new {what} taken from one address",
         t.name
     );
-    assert!(refused > 0, "{}: no new worker refused: {after}", t.name);
-    format!(
-        "{accepted} of 90 new names taken from one address (allowance {PER_IP} at once, then 1/s)"
-    )
+    assert!(refused > 0, "{}: no new {what} refused: {after}", t.name);
+    format!("{taken} of {tried} new {what} taken from one address (allowance {PER_IP} at once, then 1/s)")
 }
 
 /// A peer that stops reading while the role has replies for it: closed by the write timeout.
@@ -1124,18 +1127,7 @@ fn users_across_connections_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> 
         }
         opened
     });
-    let after = admission(t);
-    let refused = after["workers_refused"].as_u64().unwrap_or(0)
-        - before["workers_refused"].as_u64().unwrap_or(0);
-    assert!(
-        opened as usize <= PER_IP + 10,
-        "{}: {opened} new users taken from one address",
-        t.name
-    );
-    assert!(refused > 0, "{}: no new user refused: {after}", t.name);
-    format!(
-        "{opened} of 120 new users opened from one address (allowance {PER_IP} at once, then 1/s)"
-    )
+    new_names_bounded(t, &before, opened, 120, "users")
 }
 
 const SV1_HELLO: &[u8] = b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":[\"slow/1\"]}\n";
