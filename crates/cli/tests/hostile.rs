@@ -41,9 +41,9 @@ const HANDSHAKE: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 const BAN_AFTER: u32 = 20;
 const MAX_LINE: usize = 1024;
-/// How long the SV1 pool may take beyond a timeout to act on it: its connections check their
-/// timeouts on a 5 s tick.
-const TICK_SLACK: Duration = Duration::from_secs(6);
+/// How long a role may take beyond a timeout to act on it: every handshake timeout has a timer
+/// of its own, so this is only the loaded machine's scheduling.
+const SLACK: Duration = Duration::from_millis(1500);
 /// The most resident memory any role may reach under attack.
 const RSS_BOUND: u64 = 192 << 20;
 /// How long the honest fleet mines in each case (the attack runs within it).
@@ -327,8 +327,17 @@ fn flood_one_address(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         "{}: refused {refused}",
         t.name
     );
+    // The cap, not only the rate: it is checked first, so connections past it while the
+    // address still had connect burst left are refused for it.
+    let capped = count(&after, "refused", "max_connections_per_ip")
+        - count(&before, "refused", "max_connections_per_ip");
+    assert!(
+        capped > 0,
+        "{}: nothing refused at the per-address cap: {after}",
+        t.name
+    );
     format!(
-        "{open} of {} open (cap {PER_IP}), {refused} refused",
+        "{open} of {} open (cap {PER_IP}), {refused} refused ({capped} at the cap)",
         3 * PER_IP
     )
 }
@@ -367,7 +376,7 @@ fn many_addresses(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 
 /// Bytes of a handshake one at a time, never finishing: closed by the handshake timeout.
 fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) -> String {
-    let limit = HANDSHAKE + TICK_SLACK;
+    let limit = HANDSHAKE + SLACK;
     let (closed, took) = rt().block_on(async {
         let mut socks = Vec::new();
         for _ in 0..20 {
@@ -406,7 +415,7 @@ fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) 
 
 /// Connections that say nothing at all.
 fn silent(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
-    let limit = HANDSHAKE + TICK_SLACK;
+    let limit = HANDSHAKE + SLACK;
     let closed = rt().block_on(async {
         let mut socks = Vec::new();
         for _ in 0..20 {
@@ -484,7 +493,7 @@ fn garbage_before(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
                 g.push(b'\n');
             }
             let _ = s.write_all(&g).await;
-            closed += usize::from(closed_within(&mut s, HANDSHAKE + TICK_SLACK).await);
+            closed += usize::from(closed_within(&mut s, HANDSHAKE + SLACK).await);
         }
         closed
     });
@@ -505,6 +514,7 @@ fn garbage_before(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 
 /// A handshake, then garbage lines: closed for malformed messages.
 fn garbage_after_sv1(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
     let took = rt().block_on(async {
         let mut s = connect_from(ip(0), t.addr).await.unwrap();
         sv1_handshake(&mut s, &worker()).await.expect("a job");
@@ -524,8 +534,15 @@ fn garbage_after_sv1(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         );
         start.elapsed()
     });
+    let reason = "too many malformed messages";
+    let after = admission(t);
+    assert!(
+        count(&after, "closed", reason) > count(&before, "closed", reason),
+        "{}: not closed for malformed messages: {after}",
+        t.name
+    );
     format!(
-        "closed {:.2} s after the first garbage line",
+        "closed ({reason}) {:.2} s after the first garbage line",
         took.as_secs_f64()
     )
 }
@@ -668,9 +685,10 @@ fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         }
         accepted
     });
+    // 16 names a connection (`max_workers`), the handshake's among them.
     assert!(
-        accepted <= 64,
-        "{}: {accepted} worker names taken on one connection",
+        (1..=15).contains(&accepted),
+        "{}: {accepted} more worker names taken on one connection",
         t.name
     );
     format!("{accepted} of 1600 names taken on one connection")
@@ -760,9 +778,11 @@ fn never_reads(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
                 Err(_) => {}
             }
             let a = admission(t);
-            if count(&a, "closed", "write timeout") + count(&a, "closed", "slow device")
+            // The pool's own write timeout, or a farm proxy's core giving up on a device whose
+            // queue of output is full.
+            if count(&a, "closed", "write timeout") + count(&a, "closed", "device too slow")
                 > count(&before, "closed", "write timeout")
-                    + count(&before, "closed", "slow device")
+                    + count(&before, "closed", "device too slow")
             {
                 closed = true;
                 break;
@@ -928,6 +948,23 @@ fn garbage_after_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         t.name
     );
     "closed as a protocol error at the first undecodable frame".to_owned()
+}
+
+/// After the handshake, one frame of 64 KiB, eight times the pool's largest (an SV2 pool has no
+/// message near that size): closed when its header arrives, before the payload is read.
+fn oversized_frame_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let closed = rt().block_on(async {
+        let mut conn = sv2_attacker(t, ip(0)).await;
+        // SubmitSharesStandard's type, channel bit set, with a payload no share has.
+        let _ = conn.send_payload(0x1a, 0x8000, &vec![0u8; 64 << 10]).await;
+        sv2_closed_within(&mut conn, Duration::from_secs(5)).await
+    });
+    assert!(closed, "{}: still open after a 64 KiB frame", t.name);
+    let after = admission(t);
+    let n = count(&after, "closed", "oversize") - count(&before, "closed", "oversize");
+    assert!(n >= 1, "{}: not closed as oversize: {after}", t.name);
+    "closed (oversize) at the header of a 64 KiB frame".to_owned()
 }
 
 /// Messages the role takes and answers or ignores: `UpdateChannel` for channels never opened
@@ -1178,6 +1215,12 @@ fn sv2_mining_cases(t: &Target) {
     case(t, 7, "garbage after the handshake", garbage_after_sv2);
     case(t, 9, "valid messages at 100x the rate", message_rate_sv2);
     case(t, 10, "invalid shares until banned", invalid_shares_sv2);
+    case(
+        t,
+        15,
+        "oversized frame after the handshake",
+        oversized_frame_sv2,
+    );
     case(
         t,
         14,

@@ -213,15 +213,27 @@ impl Gate {
             Decision::Untracked => return Err(Refusal::TableFull),
         }
         // Counted under the shard's lock, so concurrent accepts from one address cannot both
-        // take its last place.
+        // take its last place, and the total taken by compare-and-swap, so concurrent accepts
+        // from different addresses cannot both take the pool's last one.
         let mut shard = self.per_ip_shard(&ip);
         let n = shard.entry(ip).or_insert(0);
         if *n as usize >= self.admission.max_connections_per_ip {
             return Err(Refusal::MaxConnectionsPerIp);
         }
+        let max = self.admission.max_connections;
+        let taken = self
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |open| {
+                (open < max).then_some(open + 1)
+            });
+        if taken.is_err() {
+            if *n == 0 {
+                // No empty entries left behind for addresses that hold nothing.
+                shard.remove(&ip);
+            }
+            return Err(Refusal::MaxConnections);
+        }
         *n += 1;
-        drop(shard);
-        self.open.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

@@ -830,3 +830,60 @@ async fn shutdown_stops_accepting_and_returns() {
     srv.stop().await;
     assert!(TcpStream::connect(addr).await.is_err(), "listener closed");
 }
+
+/// The connection edge's counts reach `/metrics` and `/api/status` as the gate kept them.
+#[tokio::test]
+async fn admission_counts_are_in_metrics_and_status() {
+    use std::net::{IpAddr, Ipv4Addr};
+    let srv = Server::start().await;
+    let gate = edge::Gate::new(edge::Admission {
+        max_connections: 3,
+        max_connections_per_ip: 2,
+        ..edge::Admission::default()
+    });
+    srv.stats.set_gate(gate.clone());
+    let ip = |n: u8| IpAddr::V4(Ipv4Addr::new(127, 0, 0, n));
+    let t = Millis(1_000);
+    let a = gate.admit(ip(1), t).unwrap();
+    let _b = gate.admit(ip(1), t).unwrap();
+    assert!(gate.admit(ip(1), t).is_err(), "per-address cap");
+    let _c = gate.admit(ip(2), t).unwrap();
+    assert!(gate.admit(ip(3), t).is_err(), "total cap");
+    a.close("idle timeout");
+    gate.ban(ip(4), t, edge::BanReason::InvalidShares);
+    assert!(gate.admit(ip(4), t).is_err(), "banned");
+    // The allowance of new names is the per-address cap at once: the third is refused.
+    let named = (0..3).filter(|_| gate.new_worker(ip(5), t)).count();
+    assert_eq!(named, 2);
+
+    let r = srv.get("/metrics").await;
+    let m = check_openmetrics(&r.body);
+    let get = |k: &str| -> f64 {
+        *m.get(&format!("stratumlab_pool_{k}"))
+            .unwrap_or_else(|| panic!("no {k} in\n{}", r.body))
+    };
+    assert_eq!(
+        get("admission_refused_total{reason=\"max_connections_per_ip\"}"),
+        1.0
+    );
+    assert_eq!(
+        get("admission_refused_total{reason=\"max_connections\"}"),
+        1.0
+    );
+    assert_eq!(get("admission_refused_total{reason=\"banned\"}"), 1.0);
+    assert_eq!(get("admission_refused_total{reason=\"connect_rate\"}"), 0.0);
+    assert_eq!(get("admission_closed_total{reason=\"idle timeout\"}"), 1.0);
+    assert_eq!(get("admission_bans_total{reason=\"invalid_shares\"}"), 1.0);
+    assert_eq!(get("admission_bans_active{}"), 1.0);
+    assert_eq!(get("admission_workers_refused_total{}"), 1.0);
+
+    let s = srv.get("/api/status").await;
+    let v: Value = serde_json::from_str(&s.body).unwrap();
+    let a = &v["admission"];
+    assert_eq!(a["connections"], 2, "{a}");
+    assert_eq!(a["refused"]["max_connections"], 1);
+    assert_eq!(a["closed"]["idle timeout"], 1);
+    assert_eq!(a["bans"]["invalid_shares"], 1);
+    assert_eq!(a["bans_active"], 1);
+    assert_eq!(a["workers_refused"], 1);
+}

@@ -1117,3 +1117,89 @@ fn a_killed_process_loses_no_acknowledged_share() {
     }
     eprintln!("crash test: {acknowledged} acknowledged shares over 6 kills, all in the file");
 }
+
+/// Memory keeps a bounded number of worker names; the rest stay in the file, and a name that
+/// comes back after leaving memory, or after a restart, gets the key it had, and its shares are
+/// stored under it.
+#[test]
+fn worker_names_beyond_the_memory_bound_keep_their_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool.db");
+    let bounded = || StoreConfig {
+        worker_cache: 8,
+        ..config(&path, Durability::Batched, Duration::from_millis(1))
+    };
+    let store = Store::open(bounded()).unwrap();
+    let names: Vec<String> = (0..300).map(|i| format!("farm.rig{i}")).collect();
+    let mut keys = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let key = store.worker(name).unwrap();
+        // A share under each key makes it durable with its name before the next one comes.
+        wait(&store, store.record_share(share(key, i as u64)).unwrap());
+        keys.push(key);
+        assert!(
+            store.worker_names_in_memory() <= 8,
+            "{} names in memory after {}",
+            store.worker_names_in_memory(),
+            i + 1
+        );
+    }
+    let distinct: std::collections::HashSet<_> = keys.iter().collect();
+    assert_eq!(distinct.len(), names.len(), "one key per name");
+    // Back from the file, in an order that keeps none of them in memory for long.
+    for (name, key) in names.iter().zip(&keys).rev().step_by(7) {
+        assert_eq!(store.worker(name).unwrap(), *key, "{name}");
+    }
+    let late = store.worker(&names[3]).unwrap();
+    wait(&store, store.record_share(share(late, 1000)).unwrap());
+    store.close().unwrap();
+
+    let store = Store::open(bounded()).unwrap();
+    assert!(store.worker_names_in_memory() <= 8);
+    for (name, key) in names.iter().zip(&keys).step_by(11) {
+        assert_eq!(store.worker(name).unwrap(), *key, "{name} after a restart");
+    }
+    let new = store.worker("farm.new").unwrap();
+    assert!(keys.iter().all(|k| *k < new), "a new name gets a new key");
+    wait(&store, store.record_share(share(new, 1001)).unwrap());
+    store.close().unwrap();
+
+    let stored = StoreReader::open(&path).unwrap().shares().unwrap();
+    assert_eq!(stored.len(), names.len() + 2);
+    for s in &stored[..names.len()] {
+        let i = (s.time_ms - 1_760_000_000_000) as usize;
+        assert_eq!(s.worker, names[i]);
+    }
+    assert_eq!(stored[names.len()].worker, names[3]);
+    assert_eq!(stored[names.len() + 1].worker, "farm.new");
+}
+
+/// Worker totals carried from earlier runs are kept for the names memory holds only.
+#[test]
+fn carried_worker_totals_are_bounded_by_the_worker_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pool.db");
+    let store = Store::open(config(&path, Durability::Batched, Duration::ZERO)).unwrap();
+    for i in 0..50 {
+        let key = store.worker(&format!("w{i}")).unwrap();
+        wait(&store, store.record_share(share(key, i)).unwrap());
+    }
+    store.close().unwrap();
+    let store = Store::open(StoreConfig {
+        worker_cache: 10,
+        ..config(&path, Durability::Batched, Duration::ZERO)
+    })
+    .unwrap();
+    let mut totals: Vec<String> = store
+        .take_worker_totals()
+        .into_iter()
+        .map(|(name, n, _)| {
+            assert_eq!(n, 1);
+            name.into()
+        })
+        .collect();
+    totals.sort();
+    let mut newest: Vec<String> = (40..50).map(|i| format!("w{i}")).collect();
+    newest.sort();
+    assert_eq!(totals, newest, "the ten newest names' totals");
+}

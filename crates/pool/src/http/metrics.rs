@@ -106,7 +106,7 @@ pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
 }
 
 /// The connection edge's families (`admission_refused`, `admission_closed`, `admission_bans`,
-/// `admission_bans_active`), for every role that listens; label values are the edge's and the
+/// `admission_workers_refused`, `admission_bans_active`), for every role that listens; label values are the edge's and the
 /// role's fixed vocabularies.
 pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> fmt::Result {
     let by = |m: &std::collections::BTreeMap<&'static str, u64>| -> Vec<([(&'static str, &'static str); 1], u64)> {
@@ -138,6 +138,12 @@ pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> f
         None,
         MetricType::Counter,
         bans.iter().map(|(l, n)| (&l[..], *n)),
+    )?;
+    counter(
+        e,
+        "admission_workers_refused",
+        "Authorizations refused because their address had used up its allowance of new worker names.",
+        a.workers_refused,
     )?;
     gauge(
         e,

@@ -33,9 +33,9 @@ mod error;
 mod progress;
 mod reader;
 mod schema;
+mod workers;
 mod writer;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -52,6 +52,7 @@ pub use reader::{StoreReader, StoredBlock, StoredShare};
 
 use bell::Bell;
 use progress::Progress;
+use workers::WorkerNames;
 use writer::{Command, PackPool, Writer};
 
 /// The version of the file's schema this build writes (SQLite's `user_version`).
@@ -65,6 +66,9 @@ const CONTROL_RESERVE: usize = 1024;
 /// connection closes (see [`Store::wait_durable_within`]): longer than a brief fault (a
 /// database locked for a moment) lasts, shorter than a miner's patience.
 pub const ACK_WAIT_LIMIT: Duration = Duration::from_secs(30);
+
+/// Worker names kept in memory unless configured otherwise: a few megabytes.
+pub const DEFAULT_WORKER_CACHE: usize = 100_000;
 
 /// The longest batch window accepted.
 const MAX_BATCH_WINDOW: Duration = Duration::from_secs(10);
@@ -127,6 +131,10 @@ pub struct StoreConfig {
     /// Shares the queue holds before [`Store::record_share`] answers
     /// [`StoreError::QueueFull`]. Default 65536.
     pub queue_capacity: usize,
+    /// Worker names kept in memory (at least 2; default [`DEFAULT_WORKER_CACHE`]). Past it,
+    /// the names least recently used leave memory, never the file, and are read back from the
+    /// file when they come again (see `store/workers.rs`).
+    pub worker_cache: usize,
 }
 
 impl StoreConfig {
@@ -137,6 +145,7 @@ impl StoreConfig {
             durability: Durability::default(),
             batch_window: Duration::from_millis(10),
             queue_capacity: 65536,
+            worker_cache: DEFAULT_WORKER_CACHE,
         }
     }
 }
@@ -253,7 +262,7 @@ struct Inner {
     writer: Mutex<Option<JoinHandle<()>>>,
     /// Wakes the writer for a block, a block result or the shutdown.
     bell: Arc<Bell>,
-    workers: Mutex<Workers>,
+    workers: Mutex<WorkerNames>,
     /// Keys below this one were handed out by [`Store::worker`] (checked on the hot path).
     next_worker: AtomicI64,
     path: PathBuf,
@@ -263,16 +272,14 @@ struct Inner {
     worker_totals: Mutex<Vec<(Box<str>, u64, f64)>>,
 }
 
-struct Workers {
-    by_name: HashMap<Box<str>, i64>,
-    next: i64,
-}
-
 impl Store {
     /// Opens or creates the file, brings its schema up to date, and starts the writer thread.
     pub fn open(config: StoreConfig) -> Result<Store, StoreError> {
         if config.queue_capacity == 0 {
             return Err(StoreError::Config("queue_capacity must be at least 1"));
+        }
+        if config.worker_cache < 2 {
+            return Err(StoreError::Config("worker_cache must be at least 2"));
         }
         if config.batch_window > MAX_BATCH_WINDOW {
             return Err(StoreError::Config("batch_window must be at most 10s"));
@@ -283,7 +290,7 @@ impl Store {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let resume = reader::resume(&conn, &path, now_ms)?;
+        let resume = reader::resume(&conn, &path, now_ms, config.worker_cache)?;
         let progress = Arc::new(Progress::new(
             config.durability,
             config.batch_window,
@@ -305,19 +312,17 @@ impl Store {
             .name("store-writer".into())
             .spawn(move || writer.run())
             .map_err(StoreError::Spawn)?;
-        let next_worker = resume
-            .workers
-            .iter()
-            .map(|(_, id)| id + 1)
-            .max()
-            .unwrap_or(1);
+        let next_worker = resume.last_worker + 1;
+        progress.set_workers_committed(resume.last_worker);
+        let partial = resume.worker_count > resume.workers.len() as u64;
         tracing::info!(
             path = %path.display(),
             durability = %config.durability,
             batch_window_ms = config.batch_window.as_secs_f64() * 1e3,
             queue_capacity = config.queue_capacity,
             last_ticket = resume.last_ticket,
-            workers = resume.workers.len(),
+            workers = resume.worker_count,
+            workers_in_memory = resume.workers.len(),
             blocks_awaiting_answer = resume.awaiting_answer.len(),
             used_tokens = resume.used_tokens.len(),
             "share store open"
@@ -329,10 +334,13 @@ impl Store {
                 packs,
                 bell,
                 writer: Mutex::new(Some(handle)),
-                workers: Mutex::new(Workers {
-                    by_name: resume.workers.into_iter().collect(),
-                    next: next_worker,
-                }),
+                workers: Mutex::new(WorkerNames::new(
+                    resume.workers,
+                    partial,
+                    config.worker_cache,
+                    next_worker,
+                    &path,
+                )),
                 next_worker: AtomicI64::new(next_worker),
                 path,
                 awaiting_answer: resume.awaiting_answer,
@@ -345,13 +353,15 @@ impl Store {
 
     /// The key of worker `name`, interning it on first sight (also across runs: the same name
     /// always gets the same key in one file). Called at authorization; waits only if the queue
-    /// is full.
+    /// is full, and reads the file only for a name not in memory when memory does not hold
+    /// them all (see [`StoreConfig::worker_cache`]).
     pub fn worker(&self, name: &str) -> Result<WorkerKey, StoreError> {
         let mut workers = lock(&self.inner.workers);
-        if let Some(&key) = workers.by_name.get(name) {
+        let committed = self.inner.progress.workers_committed();
+        if let Some(key) = workers.find(name, committed)? {
             return Ok(WorkerKey(key));
         }
-        let key = workers.next;
+        let key = workers.next_key();
         // Queued before the key is returned, so it precedes every share that names the key.
         self.inner.enqueue_waiting(
             Command::Worker {
@@ -360,8 +370,7 @@ impl Store {
             },
             false,
         )?;
-        workers.by_name.insert(name.into(), key);
-        workers.next = key + 1;
+        workers.insert(name, key, committed);
         self.inner.next_worker.store(key + 1, Ordering::Release);
         Ok(WorkerKey(key))
     }
@@ -537,6 +546,12 @@ impl Store {
 
     pub fn stats(&self) -> StoreStats {
         self.inner.progress.stats()
+    }
+
+    /// Worker names held in memory (at most about [`StoreConfig::worker_cache`]; names whose
+    /// keys are not committed yet may add to it).
+    pub fn worker_names_in_memory(&self) -> usize {
+        lock(&self.inner.workers).len()
     }
 
     /// Whether the writer is failing (retrying a write that failed): new shares are refused.

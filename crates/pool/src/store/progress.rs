@@ -6,7 +6,7 @@
 //! number: asking whether a ticket is durable is an atomic load.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -22,6 +22,8 @@ pub(super) struct Progress {
     /// Every ticket up to this one is committed: synced to disk in Strict and Batched modes
     /// (and for blocks and block results in every mode), handed to the OS in Off mode.
     committed: AtomicU64,
+    /// Every worker key up to this one is committed (worker names have keys, not tickets).
+    workers_committed: AtomicI64,
     /// Off mode: the oldest block or block-result ticket not yet committed (`u64::MAX`: none).
     /// Tickets below it count as durable at once; tickets from it on wait for its commit, so
     /// "t is durable" still implies "every ticket before t is durable".
@@ -84,6 +86,7 @@ impl Progress {
                 pending_forced: VecDeque::new(),
             }),
             committed: AtomicU64::new(last_ticket),
+            workers_committed: AtomicI64::new(0),
             fence: AtomicU64::new(u64::MAX),
             queued: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
@@ -156,6 +159,15 @@ impl Progress {
             self.fence.store(next, Ordering::Release);
         }
         self.wake.send_replace(ticket);
+    }
+
+    /// The writer has committed every worker key up to `key` (at open: the file's last).
+    pub fn set_workers_committed(&self, key: i64) {
+        self.workers_committed.fetch_max(key, Ordering::Release);
+    }
+
+    pub fn workers_committed(&self) -> i64 {
+        self.workers_committed.load(Ordering::Acquire)
     }
 
     pub fn committed(&self) -> u64 {

@@ -159,19 +159,29 @@ fn read_hash(row: &rusqlite::Row<'_>, column: usize) -> Result<[u8; 32], HashErr
 pub(super) struct Resume {
     /// The highest ticket in the file (0 for a new file): tickets go on from there.
     pub last_ticket: u64,
-    /// Every worker name interned so far, with its key.
+    /// The newest worker names interned so far (as many as memory keeps), with their keys.
     pub workers: Vec<(Box<str>, i64)>,
+    /// Worker names in the file.
+    pub worker_count: u64,
+    /// The highest worker key in the file (0: none).
+    pub last_worker: i64,
     /// Blocks persisted by an earlier run that never got the node's answer.
     pub awaiting_answer: Vec<BlockRecord>,
     /// The latest recorded result of every answered block, in no particular order.
     pub answered: Vec<String>,
     /// Used job declaration tokens not expired at `now_ms`.
     pub used_tokens: Vec<UsedToken>,
-    /// Each worker's accepted shares and their difficulties' sum.
+    /// Each of `workers`' accepted shares and their difficulties' sum.
     pub worker_totals: Vec<(Box<str>, u64, f64)>,
 }
 
-pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resume, StoreError> {
+/// `worker_cache`: the most worker names to load.
+pub(super) fn resume(
+    conn: &Connection,
+    path: &Path,
+    now_ms: u64,
+    worker_cache: usize,
+) -> Result<Resume, StoreError> {
     let setup = |what| {
         move |source| StoreError::Setup {
             path: path.to_owned(),
@@ -190,12 +200,20 @@ pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resu
         )
         .map_err(setup("finding the last ticket"))?;
 
+    let what = "counting worker names";
+    let (worker_count, last_worker): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), coalesce(max(id), 0) FROM worker",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .map_err(setup(what))?;
     let what = "loading worker names";
     let mut st = conn
-        .prepare("SELECT id, name FROM worker ORDER BY id")
+        .prepare("SELECT id, name FROM worker ORDER BY id DESC LIMIT ?1")
         .map_err(setup(what))?;
-    let workers = st
-        .query_map([], |row| {
+    let workers: Vec<(Box<str>, i64)> = st
+        .query_map([worker_cache as i64], |row| {
             Ok((row.get::<_, String>(1)?.into_boxed_str(), row.get(0)?))
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
@@ -259,12 +277,15 @@ pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resu
     let mut st = conn
         .prepare(
             "SELECT w.name, t.n, t.work FROM \
-             (SELECT worker, count(*) AS n, sum(difficulty) AS work FROM share GROUP BY worker) t \
+             (SELECT worker, count(*) AS n, sum(difficulty) AS work FROM share \
+              WHERE worker >= ?1 GROUP BY worker) t \
              JOIN worker w ON w.id = t.worker",
         )
         .map_err(setup(what))?;
+    // Only the loaded names' totals: the rest would be kept for names that may never come.
+    let oldest_loaded = workers.iter().map(|&(_, id)| id).min().unwrap_or(0);
     let worker_totals = st
-        .query_map([], |row| {
+        .query_map([oldest_loaded], |row| {
             Ok((
                 row.get::<_, String>(0)?.into_boxed_str(),
                 row.get::<_, i64>(1)? as u64,
@@ -276,6 +297,8 @@ pub(super) fn resume(conn: &Connection, path: &Path, now_ms: u64) -> Result<Resu
     Ok(Resume {
         last_ticket: last_ticket.max(0) as u64,
         workers,
+        worker_count: worker_count.max(0) as u64,
+        last_worker: last_worker.max(0),
         awaiting_answer,
         answered,
         used_tokens,

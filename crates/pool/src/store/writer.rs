@@ -726,13 +726,14 @@ impl Writer {
         self.batch.open = false;
         let (mut shares, mut blocks, mut block_results) = (0, 0, 0);
         let mut last_ticket = None;
+        let mut last_worker = None;
         for t in &self.batch.taken {
             match t {
                 Taken::Share(..) => shares += 1,
                 Taken::Block(..) => blocks += 1,
                 Taken::BlockResult { .. } => block_results += 1,
                 Taken::Token(..) => {}
-                Taken::Worker(..) => {}
+                Taken::Worker(key, _) => last_worker = Some(*key),
             }
             last_ticket = t.ticket().or(last_ticket);
         }
@@ -744,6 +745,10 @@ impl Writer {
         if self.progress.is_failing() {
             // Before the tickets complete: whoever sees them durable sees the store writing.
             self.progress.recovered();
+        }
+        if let Some(key) = last_worker {
+            // Keys are taken in order: the last is the highest.
+            self.progress.set_workers_committed(key);
         }
         if let Some(ticket) = last_ticket {
             self.progress.publish(ticket);

@@ -14,6 +14,7 @@ use std::future::{poll_fn, Future};
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -22,7 +23,7 @@ use std::time::{Duration, Instant};
 use events::{ConnectionClosed, ConnectionOpened, LinkCounter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
+use tokio::time::{MissedTickBehavior, Sleep};
 
 use crate::engine::Engine;
 use crate::store::ACK_WAIT_LIMIT;
@@ -32,7 +33,8 @@ use crate::Millis;
 use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
 use sv1::LineBuffer;
 
-/// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
+/// How often every connection checks its idle timeout, flushes held share records and lets
+/// vardiff step a quiet miner down. The handshake timeout has a timer of its own.
 const TICK: Duration = Duration::from_secs(5);
 
 /// Everything the connection tasks share.
@@ -66,6 +68,7 @@ enum Wake {
     Readable,
     ReadError,
     Tick,
+    HandshakeTimeout,
 }
 
 /// The herald's counters as a connection last saw them.
@@ -258,9 +261,21 @@ impl Sv1Server {
                 budget: MessageBudget::new(self.admission().message_rate, started),
                 last_activity: started,
                 rejected_in_a_row: 0,
+                handshake: Some(Box::pin(tokio::time::sleep(
+                    self.admission().handshake_timeout,
+                ))),
             };
             let why = loop {
-                let wake = poll_fn(|cx| self.poll_wake(cx, &stream, &mut waker, &mut seen)).await;
+                let wake = poll_fn(|cx| {
+                    self.poll_wake(
+                        cx,
+                        &stream,
+                        &mut waker,
+                        &mut seen,
+                        &mut conn_state.handshake,
+                    )
+                })
+                .await;
                 // Set when the connection ends once what the session wrote (a goodbye, an error
                 // reply) is out.
                 let mut ending = None;
@@ -279,15 +294,10 @@ impl Sv1Server {
                         Err(why) => ending = Some(why),
                     },
                     Wake::ReadError => break Closed::ReadError,
+                    Wake::HandshakeTimeout => break Closed::HandshakeTimeout,
                     Wake::Tick => {
                         let now = self.now();
                         session.on_tick(now);
-                        if !session.is_working()
-                            && now.since(started)
-                                > self.admission().handshake_timeout.as_millis() as u64
-                        {
-                            break Closed::HandshakeTimeout;
-                        }
                         if now.since(conn_state.last_activity)
                             > self.admission().idle_timeout.as_millis() as u64
                         {
@@ -315,6 +325,10 @@ impl Sv1Server {
                 }
                 if let Some(why) = ending {
                     break why;
+                }
+                if conn_state.handshake.is_some() && session.is_working() {
+                    // Mining: the timer's memory goes back now rather than with the connection.
+                    conn_state.handshake = None;
                 }
             };
             drop(waker);
@@ -378,13 +392,15 @@ impl Sv1Server {
     }
 
     /// What the connection should do next: shutdown first, then new work (it must not wait
-    /// behind a busy miner's lines), then the miner's lines, then the tick.
+    /// behind a busy miner's lines), then the miner's lines, then the handshake's deadline,
+    /// then the tick.
     fn poll_wake(
         &self,
         cx: &mut Context<'_>,
         stream: &TcpStream,
         waker: &mut WakerSlot<'_>,
         seen: &mut Seen,
+        handshake: &mut Option<Pin<Box<Sleep>>>,
     ) -> Poll<Wake> {
         // Registered before the counters are read, so a bump after the read wakes us again.
         waker.set(cx.waker());
@@ -400,6 +416,11 @@ impl Sv1Server {
             Poll::Ready(Ok(())) => return Poll::Ready(Wake::Readable),
             Poll::Ready(Err(_)) => return Poll::Ready(Wake::ReadError),
             Poll::Pending => {}
+        }
+        if let Some(deadline) = handshake {
+            if deadline.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::HandshakeTimeout);
+            }
         }
         let tick = self.tick_seq.load(Ordering::Acquire);
         if tick != seen.tick {
@@ -530,6 +551,11 @@ struct ConnState {
     budget: MessageBudget,
     last_activity: Millis,
     rejected_in_a_row: u32,
+    /// Until the miner is working (subscribed, authorized and given a job): the handshake
+    /// timeout, its own timer so that it fires on time (the herald's tick, which the idle
+    /// timeout uses, is 5 s apart). Boxed, and dropped once the miner works: a working
+    /// connection pays 8 bytes for it.
+    handshake: Option<Pin<Box<Sleep>>>,
 }
 
 #[cfg(test)]

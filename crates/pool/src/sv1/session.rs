@@ -373,14 +373,15 @@ impl Session {
         let ok = !name.trim().is_empty()
             && name.len() <= 128
             && !name.chars().any(char::is_control)
-            && (known
-                || (self.workers.len() < self.config.max_workers
-                    && self.engine.may_add_worker(name, self.origin, now)));
+            && (known || self.workers.len() < self.config.max_workers);
         let payout = if ok {
             self.engine.payout_for(account.trim())
         } else {
             None
         };
+        // Last: a name refused for its form or its account spends none of the address's
+        // allowance of new names.
+        let payout = payout.filter(|_| known || self.engine.may_add_worker(name, self.origin, now));
         let Some(payout) = payout else {
             write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
             return;

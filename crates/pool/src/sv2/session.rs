@@ -354,15 +354,18 @@ impl Session {
         if self.channels.len() >= self.config.max_channels {
             return Err(error_code::CHANNEL_CAPACITY_EXHAUSTED);
         }
-        // A user this address may not add now is refused as a user the pool does not take.
+        // Solo mode: the identity is the payout address, optionally followed by ".worker".
+        let account = user.split('.').next().unwrap_or(user);
+        let payout = self
+            .engine
+            .payout_for(account)
+            .ok_or(error_code::UNKNOWN_USER)?;
+        // A user this address may not add now is refused as a user the pool does not take;
+        // asked last, so that a user refused anyway spends none of the allowance.
         if !self.engine.may_add_worker(user, self.origin, now) {
             return Err(error_code::UNKNOWN_USER);
         }
-        // Solo mode: the identity is the payout address, optionally followed by ".worker".
-        let account = user.split('.').next().unwrap_or(user);
-        self.engine
-            .payout_for(account)
-            .ok_or(error_code::UNKNOWN_USER)
+        Ok(payout)
     }
 
     /// The starting difficulty: what makes the nominal hash rate send the vardiff's share rate,

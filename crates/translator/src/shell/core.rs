@@ -2,7 +2,7 @@
 //! one), and where each device's bytes go.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use events::{
@@ -286,14 +286,17 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 peer,
                 local,
                 out,
+                why,
             } => {
                 let id = self.translator.device_connected(now);
                 self.devices.insert(
                     id,
                     DeviceLink {
                         out,
+                        why,
                         ip: peer.ip(),
                         rejected_in_a_row: 0,
+                        closing: None,
                     },
                 );
                 self.conns.insert(conn, id);
@@ -360,8 +363,8 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                         gate.ban(link.ip, now, ::edge::BanReason::InvalidShares);
                     }
                     tracing::info!(device = id.0, ip = %link.ip, "too many invalid shares: closing and banning");
-                    // Its task sees the queue end, writes what is in it, and reports Closed.
-                    self.devices.remove(&id);
+                    // Closed by the flush that follows, once the verdict on this share is out.
+                    link.closing = Some(CLOSED_INVALID_SHARES);
                 }
             }
             _ => {}
@@ -382,28 +385,30 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         };
         let pending: usize = device.pending_output().iter().map(|s| s.len()).sum();
         let close = device.wants_close();
-        let mut drop_it = close.is_some();
+        let Some(link) = self.devices.get(&id) else {
+            return;
+        };
+        let mut why = close.map(close_reason).or(link.closing);
         if pending > 0 {
             let bytes = device.take_output();
-            let Some(link) = self.devices.get(&id) else {
-                return;
-            };
             if link.out.try_send(bytes).is_err() {
                 self.stats.device_dropped_slow();
                 tracing::debug!(device = id.0, "device too slow, dropped");
-                drop_it = true;
+                why = Some(CLOSED_TOO_SLOW);
             }
         }
-        if drop_it {
+        if let Some(why) = why {
             if let Some(c) = close {
                 tracing::debug!(device = id.0, why = ?c, "closing device");
                 if matches!(c, Close::TooManyBadLines | Close::LineTooLong) {
-                    if let (Some(link), Some(gate)) = (self.devices.get(&id), self.stats.gate()) {
+                    if let Some(gate) = self.stats.gate() {
                         gate.strike(link.ip, self.now(), ::edge::BanReason::MalformedMessages);
                     }
                 }
             }
-            // Its task sees the queue end, writes what is in it, and reports Closed.
+            // Its task sees the queue end, writes what is in it, and reports Closed with this
+            // reason.
+            let _ = link.why.set(why);
             self.devices.remove(&id);
         }
     }
@@ -549,8 +554,27 @@ fn upstream_silent(now: Millis, last_rx: Millis, sent: Millis, keepalive_ms: u64
 struct DeviceLink {
     /// Bytes for the device's task to write; dropped to close the device.
     out: mpsc::Sender<Vec<u8>>,
+    /// Why the core closed the device, set before `out` is dropped: the task's close reason.
+    why: Arc<OnceLock<&'static str>>,
     ip: std::net::IpAddr,
     rejected_in_a_row: u32,
+    /// Set to close the device at the next flush, after what it is owed is on its way.
+    closing: Option<&'static str>,
+}
+
+/// The close reasons the core gives (the `admission.closed` vocabulary of the device side,
+/// beside the device task's own: docs/operations.md).
+const CLOSED_INVALID_SHARES: &str = "too many invalid shares";
+const CLOSED_TOO_SLOW: &str = "device too slow";
+
+fn close_reason(c: Close) -> &'static str {
+    match c {
+        Close::TooManyBadLines => "too many malformed messages",
+        Close::LineTooLong => "line too long",
+        Close::Full => "channel full",
+        Close::ExtranonceChanged => "extranonce changed",
+        Close::ChannelLost => "channel lost",
+    }
 }
 
 #[cfg(test)]

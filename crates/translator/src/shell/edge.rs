@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use edge::{Admission, Gate, MessageBudget, Millis, Slot};
@@ -36,9 +36,6 @@ impl EdgeLimits {
     }
 }
 
-/// How often a device task checks its handshake and idle timeouts.
-const CHECK: Duration = Duration::from_secs(1);
-
 /// What device tasks tell the core.
 pub enum DeviceIn {
     Connected {
@@ -46,6 +43,8 @@ pub enum DeviceIn {
         peer: SocketAddr,
         local: SocketAddr,
         out: mpsc::Sender<Vec<u8>>,
+        /// Set by the core, before it drops `out`, to say why it closed the device.
+        why: Arc<OnceLock<&'static str>>,
     },
     Line {
         conn: u64,
@@ -142,18 +141,26 @@ async fn device(
     let mut budget = MessageBudget::new(a.message_rate, opened);
     let mut last_read = opened;
     let mut authorized = false;
-    let mut check = tokio::time::interval(CHECK);
-    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (handshake_ms, idle_ms) = (
+        a.handshake_timeout.as_millis() as u64,
+        a.idle_timeout.as_millis() as u64,
+    );
+    // One timer for both timeouts, set to the earlier one still ahead, so that a device costs a
+    // wake-up per timeout period rather than one a second, and each fires on time.
+    let check = tokio::time::sleep(a.handshake_timeout.min(a.idle_timeout));
+    tokio::pin!(check);
     let _ = stream.set_nodelay(true);
     let local = stream.local_addr().unwrap_or(peer);
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut out) = mpsc::channel::<Vec<u8>>(queue);
+    let why = Arc::new(OnceLock::new());
     if inbox
         .send(DeviceIn::Connected {
             conn,
             peer,
             local,
             out: tx,
+            why: why.clone(),
         })
         .await
         .is_err()
@@ -177,19 +184,25 @@ async fn device(
                     }
                 }
                 // The core closed us, after what it queued.
-                None => break "closed by the core",
+                None => break why.get().copied().unwrap_or("closed by the core"),
             },
-            _ = check.tick() => {
+            _ = &mut check => {
                 let now = millis(d.start);
                 // Closed, not struck: per-device firmware authorizes only once its subscribe
                 // is answered, which waits for the upstream channel, so an upstream outage
                 // times out honest devices too.
-                if !authorized && now.since(opened) > a.handshake_timeout.as_millis() as u64 {
+                if !authorized && now.since(opened) >= handshake_ms {
                     break "handshake timeout";
                 }
-                if now.since(last_read) > a.idle_timeout.as_millis() as u64 {
+                if now.since(last_read) >= idle_ms {
                     break "idle timeout";
                 }
+                let mut due = last_read.plus(idle_ms);
+                if !authorized {
+                    due = due.min(opened.plus(handshake_ms));
+                }
+                let wait = Duration::from_millis(due.since(now).max(1));
+                check.as_mut().reset(tokio::time::Instant::now() + wait);
             }
             n = reader.read(&mut chunk), if reading => {
                 let n = match n {
@@ -206,7 +219,11 @@ async fn device(
                     if !budget.take(a.message_rate, now) {
                         return ControlFlow::Break(());
                     }
-                    if !authorized && line.windows(16).any(|w| w == b"mining.authorize") {
+                    // Only while waiting for it: a parse of the device's first few lines.
+                    if !authorized
+                        && sv1::json::parse(line).ok().and_then(|e| e.method_str())
+                            == Some("mining.authorize")
+                    {
                         authorized = true;
                     }
                     got.push(line.to_vec());
