@@ -127,5 +127,12 @@ print(f"after the {warm}-minute warm-up: RSS {spread('rss_mib'):+.1f}%, fds {spr
       f"(bound: 5%); probe p99 {min(p99):.1f}..{max(p99):.1f} ms")
 ok = spread("rss_mib") <= 5 and spread("fds") <= 5
 print("flat" if ok else "NOT flat")
+# Where the memory settles: the first minute from which RSS stays within 5% of its value then
+# to the end (state the attacks leave, bans and departed workers, lasts ten minutes).
+rss = [float(r["rss_mib"]) for r in rows]
+for i, v in enumerate(rss):
+    if max(rss[i:]) <= v * 1.05:
+        print(f"RSS within 5% from minute {rows[i]['minute']} on: {v:.1f}..{max(rss[i:]):.1f} MiB")
+        break
 sys.exit(0 if ok else 1)
 PY
