@@ -3,7 +3,9 @@
 //! of steps against the farm proxy's sans-IO core in aggregated mode ([`Translator`], driven
 //! through [`Mode`] as the shell drives it), over either uplink: the SV2 extended channel
 //! ([`UpstreamChannel`], the translator) or one SV1 connection ([`Sv1Upstream`], the SV1 proxy).
-//! Time is the script's own (a virtual clock from [`T0`]); nothing reads a clock.
+//! Time is the script's own (a virtual clock from [`T0`]); nothing reads a clock. Per-device
+//! mode has a target of its own, [`per_device::translator_per_device`], which shares the
+//! devices' side (the line grammar and every check on what a device is told) through `View`.
 //!
 //! The script starts with two configuration bytes (see `config`): the uplink, the split of the
 //! extranonce (device bytes, least extranonce2), vardiff (pinned at the easiest difficulty,
@@ -103,11 +105,14 @@ use sv2::messages::mining::{
 use sv2::messages::Mining;
 
 use crate::downstream::{reject_code, LineOutcome};
+use crate::extranonce::DeviceExtranonce;
 use crate::shares::UpstreamVerdict;
 use crate::sv1_upstream::Sv1Upstream;
 use crate::uplink::Uplink;
 use crate::upstream::{UpstreamChannel, MAX_FUTURE_JOBS};
 use crate::{DeviceId, Event, Mode, Translator, TranslatorConfig};
+
+pub mod per_device;
 
 /// The virtual clock's start.
 pub const T0: Millis = Millis(1_000_000);
@@ -429,6 +434,151 @@ fn pick_target(b: u8) -> Target {
     }
 }
 
+/// A message the core sends upstream encodes, and decodes back to itself.
+fn encodes_back(m: &Mining) {
+    let mut buf = Vec::new();
+    m.encode(&mut buf)
+        .expect("a message the core sends encodes");
+    let back = Mining::decode(m.msg_type(), &mut buf)
+        .expect("a Mining message")
+        .expect("decodes");
+    assert_eq!(&back, m, "a message the core sends decodes back");
+}
+
+/// The hash the pool computes for an extended share on a channel of `size` bytes to roll
+/// holding `jobs`, once it checked the share's form: a job it sent that became work, the
+/// channel's extranonce size, version bits the job and the mask allow.
+fn submission_hash(
+    s: &SubmitSharesExtended,
+    jobs: &HashMap<u32, PoolJob>,
+    size: usize,
+    config: &TranslatorConfig,
+) -> Hash256 {
+    assert_eq!(s.extranonce.len(), size, "the extranonce size the pool set");
+    let job = jobs.get(&s.job_id).expect("a share on a job the pool sent");
+    let (prev, bits, _) = job.work.expect("a share on work");
+    if !job.rolling {
+        assert_eq!(
+            s.version, job.version,
+            "version rolled on a job that forbids it"
+        );
+    }
+    let rolled = s.version ^ job.version;
+    assert_eq!(
+        rolled & !config.version_mask,
+        0,
+        "version bits outside the mask"
+    );
+    share_hash(
+        job,
+        prev,
+        bits,
+        &job.prefix,
+        &s.extranonce,
+        s.version,
+        s.ntime,
+        s.nonce,
+    )
+}
+
+/// An extended job from the pool (`b` shapes it: merkle branch, rolling) for a channel with
+/// `prefix` and `size` bytes to roll: the message, and the job as the pool keeps it (not yet
+/// work).
+fn extended_job(
+    channel_id: u32,
+    job_id: u32,
+    b: u8,
+    prefix: &[u8],
+    size: usize,
+    min_ntime: Option<u32>,
+) -> (Mining, PoolJob) {
+    let (coinb1, coinb2) = coinbase(job_id, prefix.len() + size);
+    let merkle = merkle(job_id, usize::from(b >> 6));
+    let rolling = b & 0x08 == 0;
+    let m = Mining::NewExtendedMiningJob(NewExtendedMiningJob {
+        channel_id,
+        job_id,
+        min_ntime,
+        version: 0x2000_0000,
+        version_rolling_allowed: rolling,
+        merkle_path: merkle.iter().map(|h| h.0).collect(),
+        coinbase_tx_prefix: coinb1.clone(),
+        coinbase_tx_suffix: coinb2.clone(),
+    });
+    let job = PoolJob {
+        coinb1,
+        coinb2,
+        merkle,
+        version: 0x2000_0000,
+        rolling,
+        prefix: prefix.to_vec(),
+        work: None,
+    };
+    (m, job)
+}
+
+/// The shape of a channel the pool opens, from `b`: bytes to roll and prefix length.
+fn channel_shape(b: u8) -> (usize, usize) {
+    let size = match b >> 4 {
+        0 => 0,
+        1 => 1,
+        2..=9 => 4,
+        10..=13 => 8,
+        14 => 16,
+        _ => 30,
+    };
+    let prefix_len = [4usize, 0, 2, 8][usize::from((b >> 2) & 3)];
+    (size, prefix_len)
+}
+
+/// A verdict applied to the shares in flight on one channel, as the rules give it
+/// (`SubmitShares.Success` accepts the newest `count` of those up to its sequence number, an
+/// error rejects its one): what each share settled gets, in `out`.
+fn apply_verdict(
+    flights: &mut VecDeque<Flight>,
+    v: &Verdict,
+    out: &mut Vec<(u32, DeviceId, UpstreamVerdict)>,
+) {
+    match *v {
+        Verdict::Accepted { last, count } => {
+            let covered = flights
+                .iter()
+                .take_while(|f| last.wrapping_sub(f.seq) < 1 << 31)
+                .count();
+            let n = covered.min(count as usize);
+            for f in flights.drain(covered - n..covered) {
+                out.push((f.seq, f.device, UpstreamVerdict::Accepted));
+            }
+        }
+        Verdict::Rejected { seq } => {
+            if let Some(i) = flights.iter().position(|f| f.seq == seq) {
+                let f = flights.remove(i).expect("found");
+                out.push((f.seq, f.device, UpstreamVerdict::Rejected(String::new())));
+            }
+        }
+    }
+}
+
+/// The upstream verdicts among `events`, rejections' codes left out.
+fn upstream_results<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+) -> Vec<(u32, DeviceId, UpstreamVerdict)> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::UpstreamResult(r) => Some((
+                r.sequence_number,
+                r.device,
+                match &r.verdict {
+                    UpstreamVerdict::Rejected(_) => UpstreamVerdict::Rejected(String::new()),
+                    v => v.clone(),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The SV2 pool: one extended channel per connection.
 #[derive(Default)]
 struct Sv2Pool {
@@ -486,13 +636,7 @@ impl PoolSide for Sv2Pool {
     }
 
     fn sent(&mut self, m: Mining, config: &TranslatorConfig) -> Vec<Submission> {
-        let mut buf = Vec::new();
-        m.encode(&mut buf)
-            .expect("a message the core sends encodes");
-        let back = Mining::decode(m.msg_type(), &mut buf)
-            .expect("a Mining message")
-            .expect("decodes");
-        assert_eq!(back, m, "a message the core sends decodes back");
+        encodes_back(&m);
         match m {
             Mining::OpenExtendedMiningChannel(o) => {
                 assert!(
@@ -517,38 +661,7 @@ impl PoolSide for Sv2Pool {
             Mining::SubmitSharesExtended(s) => {
                 let (id, _, _, size) = self.channel.as_ref().expect("a share on no channel");
                 assert_eq!(s.channel_id, *id, "a share for another channel");
-                assert_eq!(
-                    s.extranonce.len(),
-                    *size,
-                    "the extranonce size the pool set"
-                );
-                let job = self
-                    .jobs
-                    .get(&s.job_id)
-                    .expect("a share on a job the pool sent");
-                let (prev, bits, _) = job.work.expect("a share on work");
-                if !job.rolling {
-                    assert_eq!(
-                        s.version, job.version,
-                        "version rolled on a job that forbids it"
-                    );
-                }
-                let rolled = s.version ^ job.version;
-                assert_eq!(
-                    rolled & !config.version_mask,
-                    0,
-                    "version bits outside the mask"
-                );
-                let hash = share_hash(
-                    job,
-                    prev,
-                    bits,
-                    &job.prefix,
-                    &s.extranonce,
-                    s.version,
-                    s.ntime,
-                    s.nonce,
-                );
+                let hash = submission_hash(&s, &self.jobs, *size, config);
                 vec![Submission {
                     rpc_id: None,
                     hash: Some(hash),
@@ -567,15 +680,7 @@ impl PoolSide for Sv2Pool {
                     (Some(r), 0..=6) => r,
                     (r, _) => r.unwrap_or(0).wrapping_add(1),
                 };
-                let size = match b >> 4 {
-                    0 => 0,
-                    1 => 1,
-                    2..=9 => 4,
-                    10..=13 => 8,
-                    14 => 16,
-                    _ => 30,
-                };
-                let prefix_len = [4usize, 0, 2, 8][usize::from((b >> 2) & 3)];
+                let (size, prefix_len) = channel_shape(b);
                 let tag = self.next_channel;
                 let prefix: Vec<u8> = (0..prefix_len).map(|i| (tag as u8) ^ (i as u8)).collect();
                 let channel_id = self.next_channel;
@@ -605,22 +710,13 @@ impl PoolSide for Sv2Pool {
                 let job_id = self.next_job;
                 self.next_job += 1;
                 let immediate = b % 3 == 0;
-                let (prefix_len, size) = self.channel.as_ref().map_or((4, 4), |c| (c.2.len(), c.3));
-                let (coinb1, coinb2) = coinbase(job_id, prefix_len + size);
-                let merkle = merkle(job_id, usize::from(b >> 6));
-                let rolling = b & 0x08 == 0;
+                let (prefix, size) = self
+                    .channel
+                    .as_ref()
+                    .map_or((vec![0; 4], 4), |c| (c.2.clone(), c.3));
                 let min_ntime = immediate.then(|| NTIME0 + u32::from(input.u8()));
+                let (m, mut job) = extended_job(channel_id, job_id, b, &prefix, size, min_ntime);
                 if ours && self.channel.is_some() {
-                    let prefix = self.channel.as_ref().map_or(Vec::new(), |c| c.2.clone());
-                    let mut job = PoolJob {
-                        coinb1: coinb1.clone(),
-                        coinb2: coinb2.clone(),
-                        merkle: merkle.clone(),
-                        version: 0x2000_0000,
-                        rolling,
-                        prefix,
-                        work: None,
-                    };
                     match (min_ntime, self.prev) {
                         (None, _) => {
                             if self.future.len() == MAX_FUTURE_JOBS {
@@ -635,16 +731,7 @@ impl PoolSide for Sv2Pool {
                     }
                     self.jobs.insert(job_id, job);
                 }
-                Some(Mining::NewExtendedMiningJob(NewExtendedMiningJob {
-                    channel_id,
-                    job_id,
-                    min_ntime,
-                    version: 0x2000_0000,
-                    version_rolling_allowed: rolling,
-                    merkle_path: merkle.iter().map(|h| h.0).collect(),
-                    coinbase_tx_prefix: coinb1,
-                    coinbase_tx_suffix: coinb2,
-                }))
+                Some(m)
             }
             up::PREV_HASH => {
                 // Names the newest held job mostly, an older or a made-up one otherwise.
@@ -1365,6 +1452,499 @@ enum Sent {
     Other,
 }
 
+// ---- Checks on the devices' side, either mode ------------------------------------------------
+
+/// What the checks on a device's side need of the upstream side, whichever mode: the pool's
+/// jobs as the device's channel got them, and what a subscribe answer must say.
+trait View {
+    /// The job whose coinbase starts with `coinb1`, as the pool sent it on `device`'s channel.
+    fn pool_job(&self, device: DeviceId, coinb1: &[u8]) -> Option<&PoolJob>;
+    /// The extranonce1 and extranonce2 size a subscribe answer to `device` must carry, given
+    /// the device's own bytes; panics if no channel could have answered it.
+    fn subscribe_answer(&self, device: DeviceId, e: Option<DeviceExtranonce>) -> (Vec<u8>, usize);
+    /// A subscribe from `device` may be left waiting: no channel is open for it.
+    fn may_wait(&self, device: DeviceId) -> bool;
+}
+
+/// The context of the checks on a device's side.
+struct Cx<'a, V> {
+    now: Millis,
+    config: &'a TranslatorConfig,
+    view: &'a V,
+}
+
+/// A clock step from `x`: `x >> 6` picks the unit (10 ms, 250 ms, 2 s, 1 min), `x & 0x3f`
+/// counts them.
+fn clock_step(x: u8) -> u64 {
+    let n = u64::from(x & 0x3f);
+    match x >> 6 {
+        0 => n * 10,
+        1 => n * 250,
+        2 => n * 2_000,
+        _ => n * 60_000,
+    }
+}
+
+impl Dev {
+    /// The device is sending `sent`: what it now awaits a reply to.
+    fn sending(&mut self, sent: &Sent) {
+        match sent {
+            Sent::Request(rid, method) => {
+                self.awaiting.insert(rid.clone(), (method, None));
+            }
+            Sent::Authorize(rid, worker) => {
+                self.awaiting
+                    .insert(rid.clone(), ("mining.authorize", Some(worker.clone())));
+            }
+            Sent::Submit(s) => {
+                self.awaiting.insert(s.id.clone(), ("mining.submit", None));
+                self.last_submit = Some(s.clone());
+            }
+            Sent::Other => {}
+        }
+    }
+
+    /// The job a share names, as this device got it.
+    fn job_of(&self, s: &SubmitLine) -> Option<&DeviceJob> {
+        let wire = crate::jobs::parse_id(&s.job)?;
+        self.jobs.iter().find(|j| j.wire == wire)
+    }
+
+    /// A share's hash as this device computes it on `job`: its extranonce1 then, its version
+    /// bits within its mask (`None` if they are not).
+    fn device_hash(&self, job: &DeviceJob, s: &SubmitLine) -> Option<Hash256> {
+        let version = match s.bits {
+            Some(b) => primitives::share::rolled_version(job.version, b, self.mask).ok()?,
+            None => job.version,
+        };
+        let pj = PoolJob {
+            coinb1: job.coinb1.clone(),
+            coinb2: job.coinb2.clone(),
+            merkle: job.merkle.clone(),
+            version: job.version,
+            rolling: true,
+            prefix: Vec::new(),
+            work: None,
+        };
+        Some(share_hash(
+            &pj,
+            job.prev_hash,
+            job.nbits,
+            &job.extranonce1,
+            &s.extranonce2,
+            version,
+            s.ntime,
+            s.nonce,
+        ))
+    }
+
+    /// The line's reply and outcome (`events`: this device's this step); the hash of a share
+    /// the core accepted.
+    fn check_line<V: View>(
+        &mut self,
+        cx: &Cx<'_, V>,
+        sent: &Sent,
+        outcome: &LineOutcome,
+        events: &[Event],
+    ) -> Option<Hash256> {
+        let judged: Vec<&Event> = events
+            .iter()
+            .filter(|e| matches!(e, Event::ShareJudged { .. }))
+            .collect();
+        match outcome {
+            LineOutcome::Accepted(share) => {
+                assert_eq!(judged.len(), 1, "one judgement per share");
+                assert!(
+                    matches!(judged[0], Event::ShareJudged { device, wire_id: Some(w), result: Ok(d) }
+                        if *device == self.id && *w == share.wire_id && *d == share.difficulty.as_f64()),
+                    "{:?}",
+                    judged[0]
+                );
+                let Sent::Submit(s) = sent else {
+                    // A raw line that was a valid share: remembered for duplicates.
+                    self.accepted.insert((share.wire_id, share.hash));
+                    return Some(share.hash);
+                };
+                let job = self.job_of(s).expect("accepted on a job the device got");
+                assert_eq!(share.wire_id, job.wire);
+                let hash = self
+                    .device_hash(job, s)
+                    .expect("accepted with bits within the device's mask");
+                assert_eq!(
+                    hash, share.hash,
+                    "the device's view of its share hashes otherwise than the core's"
+                );
+                assert!(
+                    share.difficulty.to_target().is_met_by(&hash.0),
+                    "credited at a difficulty it does not meet"
+                );
+                let wire = job.wire;
+                assert!(
+                    self.accepted.insert((wire, hash)),
+                    "the same share accepted twice on one job"
+                );
+                Some(hash)
+            }
+            LineOutcome::Rejected(r) => {
+                assert_eq!(judged.len(), 1, "one judgement per share");
+                assert!(
+                    matches!(judged[0], Event::ShareJudged { device, wire_id: None, result: Err(x) }
+                        if *device == self.id && x == r),
+                    "{:?}",
+                    judged[0]
+                );
+                if let Sent::Submit(s) = sent {
+                    self.justify(cx, s, *r);
+                }
+                None
+            }
+            LineOutcome::Refused(code) => {
+                assert!(judged.is_empty(), "a refused share judged");
+                if let Sent::Submit(s) = sent {
+                    match code {
+                        ErrorCode::NotSubscribed => {
+                            assert!(!self.subscribed, "refused as not subscribed, though it was")
+                        }
+                        ErrorCode::Unauthorized => assert!(
+                            !self.workers.contains(&s.worker),
+                            "refused as unauthorized, though {} was",
+                            s.worker
+                        ),
+                        ErrorCode::Other => {}
+                        c => panic!("a share refused with {c:?}"),
+                    }
+                }
+                None
+            }
+            LineOutcome::Other => {
+                assert!(
+                    judged.is_empty(),
+                    "a line judged as a share with no outcome"
+                );
+                assert!(!matches!(sent, Sent::Submit(_)), "a submit with no verdict");
+                None
+            }
+        }
+    }
+
+    /// A reject the device's own view justifies.
+    fn justify<V: View>(&self, cx: &Cx<'_, V>, s: &SubmitLine, r: Reject) {
+        let dev = self;
+        let parsed = crate::jobs::parse_id(&s.job);
+        let job = self.job_of(s);
+        match r {
+            Reject::UnknownJob => assert!(
+                parsed.is_none_or(|w| w > dev.highest),
+                "job {} called unknown, though the device got it",
+                s.job
+            ),
+            Reject::Stale => assert!(
+                parsed.is_some_and(|w| w <= dev.highest),
+                "job {} called stale, though the device never got it",
+                s.job
+            ),
+            Reject::ExtranonceSize => assert_ne!(
+                s.extranonce2.len(),
+                dev.extranonce2_size,
+                "extranonce2 of the size the device was told refused"
+            ),
+            Reject::NtimeOutOfRange => {
+                if let Some(j) = job {
+                    let age = (cx.now.since(j.received) / 1000) as u32;
+                    let latest = j
+                        .ntime
+                        .saturating_add(cx.config.max_ntime_ahead)
+                        .saturating_add(age);
+                    assert!(
+                        s.ntime < j.ntime || s.ntime > latest,
+                        "ntime {} within [{}, {latest}] refused",
+                        s.ntime,
+                        j.ntime
+                    );
+                }
+            }
+            Reject::VersionBits => {
+                let outside = s.bits.is_some_and(|b| b & !dev.mask != 0);
+                // A job that forbids rolling (SV2 says so per job; the device cannot know).
+                let forbidden = job
+                    .and_then(|j| cx.view.pool_job(self.id, &j.coinb1))
+                    .is_some_and(|pj| !pj.rolling)
+                    && s.bits.is_some_and(|b| b & dev.mask != 0);
+                assert!(
+                    outside || forbidden || job.is_none(),
+                    "version bits {:?} within the mask {:08x} refused",
+                    s.bits,
+                    dev.mask
+                );
+            }
+            Reject::LowDifficulty => {
+                if let Some(j) = job {
+                    if let (Some(d), Some(hash)) = (j.difficulty, self.device_hash(j, s)) {
+                        assert!(
+                            !Difficulty::saturating(d).to_target().is_met_by(&hash.0),
+                            "a share meeting its job's difficulty {d} called low"
+                        );
+                    }
+                }
+            }
+            Reject::Duplicate => {
+                let j = job.expect("a duplicate on a job the device got");
+                let hash = self.device_hash(j, s).expect("bits within the mask");
+                assert!(
+                    dev.accepted.iter().any(|(_, h)| h.0[..8] == hash.0[..8]),
+                    "a share never accepted called a duplicate"
+                );
+            }
+        }
+    }
+
+    /// This device's output this step (`out`; `extranonce`: its bytes, as the core holds them):
+    /// every line JSON; replies to its requests (`verdict`: what a share sent this step calls
+    /// for); what it was told. Notifies are counted in `got` by SV1 job id.
+    #[allow(clippy::too_many_arguments)]
+    fn read_output<V: View>(
+        &mut self,
+        cx: &Cx<'_, V>,
+        out: Vec<u8>,
+        extranonce: Option<DeviceExtranonce>,
+        echo: usize,
+        sent: Option<&Sent>,
+        verdict: Option<Result<(), i64>>,
+        got: &mut HashMap<u64, usize>,
+    ) {
+        assert!(
+            out.len() <= STEP_OUTPUT + ECHO_FACTOR * echo,
+            "{} bytes to a device in one step",
+            out.len()
+        );
+        assert!(
+            out.is_empty() || out.ends_with(b"\n"),
+            "output ends mid-line"
+        );
+        let mut replies: Vec<(String, Value)> = Vec::new();
+        for l in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
+                panic!(
+                    "a device line that is not JSON ({e}): {}",
+                    String::from_utf8_lossy(l)
+                )
+            });
+            assert!(v.is_object(), "a device line that is not an object");
+            match v.get("method").and_then(Value::as_str) {
+                Some("mining.notify") => self.on_notify(cx, l, got),
+                Some("mining.set_difficulty") => {
+                    let d = v["params"][0].as_f64().expect("a difficulty");
+                    assert!(d.is_finite() && d > 0.0, "difficulty {d}");
+                    self.difficulty = Some(d);
+                }
+                Some("mining.set_version_mask") => {
+                    let m = v["params"][0].as_str().expect("a hex mask");
+                    let m = u32::from_str_radix(m, 16).expect("a hex mask");
+                    let dev = &mut *self;
+                    assert_eq!(
+                        m & !dev.mask,
+                        0,
+                        "a version mask widened by set_version_mask"
+                    );
+                    dev.mask = m;
+                }
+                Some("mining.set_extranonce") => {
+                    let en1 = unhex(v["params"][0].as_str().expect("hex")).expect("hex");
+                    let size = v["params"][1].as_u64().expect("a size") as usize;
+                    let dev = &mut *self;
+                    dev.extranonce1 = Some(en1);
+                    dev.extranonce2_size = size;
+                }
+                Some(m) => panic!("a device was sent {m}"),
+                None => {
+                    // Acted on in order: a subscribe's answer comes before the job it starts.
+                    let rid = serde_json::to_string(&v["id"]).expect("JSON");
+                    self.on_reply(cx, &rid, &v, matches!(sent, Some(Sent::Other)), extranonce);
+                    replies.push((rid, v));
+                }
+            }
+        }
+        // The line's own request: answered now, once; a subscribe maybe later.
+        let count = |rid: &str| replies.iter().filter(|(r, _)| r == rid).count();
+        match sent {
+            Some(Sent::Submit(s)) => {
+                let n = count(&s.id);
+                assert_eq!(n, 1, "a share answered {n} times");
+                let (_, v) = replies.iter().find(|(r, _)| *r == s.id).expect("one");
+                match verdict.expect("a submit's outcome") {
+                    Ok(()) => assert!(
+                        v["result"] == Value::Bool(true) && v["error"].is_null(),
+                        "an accepted share answered {v}"
+                    ),
+                    Err(code) => assert_eq!(
+                        v["error"][0].as_i64(),
+                        Some(code),
+                        "a rejected share answered {v}"
+                    ),
+                }
+            }
+            Some(Sent::Authorize(rid, _)) => {
+                assert_eq!(count(rid), 1, "an authorize answered {} times", count(rid));
+            }
+            Some(Sent::Request(rid, method)) => {
+                let n = count(rid);
+                if *method == "mining.subscribe" && n == 0 {
+                    let open = !cx.view.may_wait(self.id);
+                    let dev = &mut *self;
+                    assert!(
+                        !open || dev.subscribed,
+                        "a subscribe left waiting though the channel is open"
+                    );
+                    if dev.subscribed {
+                        // Subscribed already: answered again only while a channel is open.
+                        dev.awaiting.remove(rid);
+                    }
+                } else {
+                    assert_eq!(n, 1, "{method} answered {n} times");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A reply to this device: to a request that awaits one (or to a raw line); what it tells
+    /// the device (an extranonce, a version mask, a worker).
+    fn on_reply<V: View>(
+        &mut self,
+        cx: &Cx<'_, V>,
+        rid: &str,
+        v: &Value,
+        from_other: bool,
+        extranonce: Option<DeviceExtranonce>,
+    ) {
+        let awaited = self.awaiting.remove(rid);
+        assert!(
+            awaited.is_some() || from_other || !rid.starts_with("\"q"),
+            "a reply to {rid}, which awaits none"
+        );
+        let ok = v["error"].is_null();
+        let result = &v["result"];
+        // A subscribe's answer, by its shape: [[subscriptions], extranonce1, size].
+        let subscribed = result
+            .as_array()
+            .filter(|a| a.len() == 3 && a[0].is_array())
+            .and_then(|a| Some((unhex(a[1].as_str()?)?, a[2].as_u64()? as usize)));
+        if let (true, Some((en1, size))) = (ok, subscribed) {
+            let (mine, mine_size) = cx.view.subscribe_answer(self.id, extranonce);
+            assert_eq!(size, mine_size, "extranonce2 size");
+            assert_eq!(
+                en1, mine,
+                "extranonce1 is the prefix and the device's bytes"
+            );
+            let dev = &mut *self;
+            dev.subscribed = true;
+            dev.extranonce1 = Some(en1);
+            dev.extranonce2_size = size;
+        }
+        // A configure's answer.
+        if let (true, Some(r)) = (ok, result.as_object()) {
+            let dev = &mut *self;
+            match (r.get("version-rolling"), r.get("version-rolling.mask")) {
+                (Some(Value::Bool(true)), Some(Value::String(m))) => {
+                    dev.mask = u32::from_str_radix(m, 16).expect("a hex mask");
+                    assert_eq!(
+                        dev.mask & !cx.config.version_mask,
+                        0,
+                        "a mask beyond the proxy's"
+                    );
+                }
+                (Some(Value::Bool(false)), _) => dev.mask = 0,
+                _ => {}
+            }
+        }
+        if let Some(("mining.authorize", Some(worker))) = &awaited {
+            if ok && *result == Value::Bool(true) {
+                let dev = &mut *self;
+                if !dev.workers.contains(worker) {
+                    dev.workers.push(worker.clone());
+                }
+            }
+        }
+    }
+
+    /// A `mining.notify` to this device: a job the pool sent, under a fresh id.
+    fn on_notify<V: View>(&mut self, cx: &Cx<'_, V>, line: &[u8], got: &mut HashMap<u64, usize>) {
+        let (env, _) = sv1::parse_line(line).expect("a notify line");
+        let n = sv1::Notify::parse(&env).expect("a notify");
+        let wire = crate::jobs::parse_id(n.job_id).expect("our job ids are hex");
+        let dev = &mut *self;
+        assert!(
+            wire > dev.highest,
+            "notify id {wire} not fresh for the device"
+        );
+        dev.highest = wire;
+        *got.entry(wire).or_default() += 1;
+        let job = cx
+            .view
+            .pool_job(dev.id, &n.coinb1)
+            .expect("a job the pool sent")
+            .clone();
+        let (prev, bits, ntime) = job.work.expect("a job that became work");
+        assert_eq!(n.coinb2, job.coinb2);
+        assert_eq!(n.merkle_branch, job.merkle);
+        assert_eq!(n.version, job.version);
+        assert_eq!(n.prev_hash, prev, "the job's prev hash");
+        assert_eq!(n.nbits, bits, "the job's nBits");
+        assert_eq!(n.ntime, ntime, "the job's time");
+        let en1 = dev.extranonce1.clone().unwrap_or_default();
+        dev.jobs.push_back(DeviceJob {
+            wire,
+            wire_text: n.job_id.to_owned(),
+            prev_hash: n.prev_hash,
+            coinb1: n.coinb1,
+            coinb2: n.coinb2,
+            merkle: n.merkle_branch,
+            version: n.version,
+            nbits: n.nbits,
+            ntime: n.ntime,
+            extranonce1: en1,
+            difficulty: dev.difficulty,
+            received: cx.now,
+        });
+        if dev.jobs.len() > 32 {
+            dev.jobs.pop_front();
+        }
+    }
+}
+
+/// Aggregated mode's upstream side: one channel, split among the devices.
+struct Aggregated<'a, P: PoolSide> {
+    pool: &'a P,
+    t: &'a Translator<P::U>,
+}
+
+impl<P: PoolSide> View for Aggregated<'_, P> {
+    fn pool_job(&self, _device: DeviceId, coinb1: &[u8]) -> Option<&PoolJob> {
+        self.pool.job(coinb1)
+    }
+
+    fn subscribe_answer(&self, _device: DeviceId, e: Option<DeviceExtranonce>) -> (Vec<u8>, usize) {
+        let (prefix, channel_size) = self
+            .pool
+            .extranonce()
+            .expect("a subscribe answered with no channel open");
+        let layout = self.t.layout().expect("a layout once open");
+        assert_eq!(
+            layout.device_bytes + layout.extranonce2_size,
+            channel_size,
+            "the channel's size, split"
+        );
+        let e = e.expect("a subscribed device has its bytes");
+        let mut mine = prefix;
+        e.write(&mut mine);
+        (mine, layout.extranonce2_size)
+    }
+
+    fn may_wait(&self, _device: DeviceId) -> bool {
+        !(self.t.upstream().is_open() && self.t.layout().is_some())
+    }
+}
+
 // ---- The world -----------------------------------------------------------------------------
 
 struct World<P: PoolSide> {
@@ -1431,7 +2011,7 @@ impl<P: PoolSide> World<P> {
             }
             op::LINE => {
                 let Some(i) = self.dev_index(b) else { return };
-                let (line, sent) = self.build_line(i, input);
+                let (line, sent) = build_line(&self.devices[i], &mut self.next_request, input);
                 self.send_line(i, &line, sent);
             }
             op::RAW_LINE => {
@@ -1472,14 +2052,7 @@ impl<P: PoolSide> World<P> {
                 self.settle(None, None);
             }
             op::TICK => {
-                let x = input.u8();
-                let dt = match x >> 6 {
-                    0 => u64::from(x & 0x3f) * 10,
-                    1 => u64::from(x & 0x3f) * 250,
-                    2 => u64::from(x & 0x3f) * 2_000,
-                    _ => u64::from(x & 0x3f) * 60_000,
-                };
-                self.now = self.now.plus(dt);
+                self.now = self.now.plus(clock_step(input.u8()));
                 let ticked = Mode::on_tick(&mut self.t, self.now);
                 for id in &ticked {
                     assert!(
@@ -1526,189 +2099,6 @@ impl<P: PoolSide> World<P> {
         assert!(self.flights.is_empty());
     }
 
-    fn request_id(&mut self) -> String {
-        let id = format!("\"q{}\"", self.next_request);
-        self.next_request += 1;
-        id
-    }
-
-    /// A line of the device grammar for device `i`.
-    fn build_line(&mut self, i: usize, input: &mut Input<'_>) -> (Vec<u8>, Sent) {
-        let kind = input.u8();
-        let id = self.request_id();
-        let d = &self.devices[i];
-        let request = |method: &'static str, params: String| {
-            (
-                format!("{{\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}").into_bytes(),
-                Sent::Request(id.clone(), method),
-            )
-        };
-        match (kind & 0x0f) % line::COUNT {
-            line::SUBSCRIBE => match kind >> 4 {
-                0 => request("mining.subscribe", "[]".into()),
-                1 => request("mining.subscribe", "[\"fuzz/1.0\",\"00\"]".into()),
-                _ => request("mining.subscribe", "[\"fuzz/1.0\"]".into()),
-            },
-            line::AUTHORIZE => {
-                let name = match (kind >> 4) % 8 {
-                    6 => "w".repeat(200),
-                    7 => d.workers.first().cloned().unwrap_or_default(),
-                    n => WORKERS[usize::from(n)].to_owned(),
-                };
-                let password = match input.u8() % 4 {
-                    0 => "x",
-                    1 => "d=0.0001",
-                    2 => "x,d=1e300",
-                    _ => "",
-                };
-                let worker = serde_json::to_string(&name).expect("a string");
-                let (line, _) = request("mining.authorize", format!("[{worker},\"{password}\"]"));
-                (line, Sent::Authorize(id.clone(), name))
-            }
-            line::CONFIGURE => {
-                let mut exts = Vec::new();
-                let mut params = Vec::new();
-                if kind & 0x10 != 0 {
-                    exts.push("\"version-rolling\"");
-                    let mask = match input.u8() % 4 {
-                        0 => 0xffff_ffffu32,
-                        1 => 0x1fff_e000,
-                        2 => 0x0000_6000,
-                        _ => input.u32(),
-                    };
-                    params.push(format!("\"version-rolling.mask\":\"{mask:08x}\""));
-                }
-                if kind & 0x20 != 0 {
-                    exts.push("\"minimum-difficulty\"");
-                    params.push("\"minimum-difficulty.value\":0.001".into());
-                }
-                if kind & 0x40 != 0 {
-                    exts.push("\"subscribe-extranonce\"");
-                }
-                if kind & 0x80 != 0 {
-                    exts.push("\"info\"");
-                }
-                request(
-                    "mining.configure",
-                    format!("[[{}],{{{}}}]", exts.join(","), params.join(",")),
-                )
-            }
-            line::SUGGEST_DIFFICULTY => {
-                let v =
-                    ["0.001", "1", "1e-9", "0", "-5", "\"x\"", "1e300"][usize::from(kind >> 4) % 7];
-                if kind & 0x80 != 0 {
-                    (
-                        format!("{{\"id\":null,\"method\":\"mining.suggest_difficulty\",\"params\":[{v}]}}")
-                            .into_bytes(),
-                        Sent::Other,
-                    )
-                } else {
-                    request("mining.suggest_difficulty", format!("[{v}]"))
-                }
-            }
-            line::SUGGEST_TARGET => {
-                let t = match kind >> 5 {
-                    0 => "00000000ffff0000000000000000000000000000000000000000000000000000".into(),
-                    1 => "0".repeat(64),
-                    2 => "ff".repeat(32),
-                    _ => "zz".into(),
-                };
-                request("mining.suggest_target", format!("[\"{t}\"]"))
-            }
-            line::EXTRANONCE_SUBSCRIBE => request("mining.extranonce.subscribe", "[]".into()),
-            line::PING => {
-                if kind & 0x10 != 0 {
-                    request("client.get_version", "[]".into())
-                } else {
-                    request("mining.ping", "[]".into())
-                }
-            }
-            line::OTHER => match kind >> 4 {
-                0 => request("mining.unknown", "[1]".into()),
-                1 => (
-                    b"{\"id\":null,\"method\":\"mining.whatever\",\"params\":[]}".to_vec(),
-                    Sent::Other,
-                ),
-                2 => (
-                    format!("{{\"id\":{id},\"result\":true,\"error\":null}}").into_bytes(),
-                    Sent::Other,
-                ),
-                3 => request("mining.notify", "[]".into()),
-                4 => request("mining.submit", "[\"farm.a\"]".into()),
-                5 => request("mining.authorize", "[]".into()),
-                _ => request("mining.configure", "[\"x\"]".into()),
-            },
-            line::RESUBMIT if d.last_submit.is_some() => {
-                let mut s = d.last_submit.clone().expect("a submit");
-                s.id = id;
-                (submit_line(&s), Sent::Submit(s))
-            }
-            _ => {
-                let s = self.build_submit(i, id, kind, input);
-                (submit_line(&s), Sent::Submit(s))
-            }
-        }
-    }
-
-    /// A `mining.submit` from device `i`, each field right or wrong as the input says.
-    fn build_submit(
-        &mut self,
-        i: usize,
-        id: String,
-        kind: u8,
-        input: &mut Input<'_>,
-    ) -> SubmitLine {
-        let d = &self.devices[i];
-        let choice = input.u8();
-        let job = match (choice % 8, d.jobs.len()) {
-            (_, 0) => None,
-            (0..=4, n) => d.jobs.get(n - 1),
-            (5, n) => d.jobs.get(usize::from(input.u8()) % n),
-            _ => None,
-        };
-        let job_text = match (job, choice % 8) {
-            (Some(j), _) => j.wire_text.clone(),
-            (None, 6) => format!("{:x}", d.highest + 1 + u64::from(input.u8())),
-            (None, 7) => ["", "zz", "12345678901234567", "0"][usize::from(input.u8() % 4)].into(),
-            (None, _) => format!("{:x}", input.u8()),
-        };
-        let size = match kind >> 6 {
-            0 => usize::from(input.u8() % 10),
-            _ => d.extranonce2_size,
-        };
-        let fill = input.u8();
-        let extranonce2: Vec<u8> = (0..size).map(|k| fill.wrapping_add(k as u8)).collect();
-        let base = job.map_or(NTIME0, |j| j.ntime);
-        let ntime = match (kind >> 4) & 3 {
-            0 | 1 => base + u32::from(input.u8() % 4),
-            2 => base.wrapping_sub(1 + u32::from(input.u8())),
-            _ => base.wrapping_add(input.u32() % 20_000),
-        };
-        let nonce = input.u32();
-        let bits = match input.u8() % 4 {
-            0 | 1 => None,
-            2 => Some(input.u32() & d.mask),
-            _ => Some(input.u32()),
-        };
-        let worker = match choice >> 6 {
-            0..=2 => d
-                .workers
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "farm.a".into()),
-            _ => WORKERS[usize::from(input.u8()) % WORKERS.len()].to_owned(),
-        };
-        SubmitLine {
-            id,
-            worker,
-            job: job_text,
-            extranonce2,
-            ntime,
-            nonce,
-            bits,
-        }
-    }
-
     fn send_line(&mut self, i: usize, line: &[u8], sent: Sent) {
         let id = self.devices[i].id;
         if line.len() > LINE_CAP {
@@ -1718,22 +2108,7 @@ impl<P: PoolSide> World<P> {
             self.settle(None, None);
             return;
         }
-        match &sent {
-            Sent::Request(rid, method) => {
-                self.devices[i].awaiting.insert(rid.clone(), (method, None));
-            }
-            Sent::Authorize(rid, worker) => {
-                self.devices[i]
-                    .awaiting
-                    .insert(rid.clone(), ("mining.authorize", Some(worker.clone())));
-            }
-            Sent::Submit(s) => {
-                let dev = &mut self.devices[i];
-                dev.awaiting.insert(s.id.clone(), ("mining.submit", None));
-                dev.last_submit = Some(s.clone());
-            }
-            Sent::Other => {}
-        }
+        self.devices[i].sending(&sent);
         let outcome = Mode::device_line(&mut self.t, id, line, self.now)
             .expect("a connected device's line is handled");
         self.settle(Some((i, sent, line.len())), Some(outcome));
@@ -1772,7 +2147,16 @@ impl<P: PoolSide> World<P> {
             _ => None,
         };
         if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
-            accepted_hash = self.check_line(*i, sent, outcome, &events);
+            let view = Aggregated {
+                pool: &self.pool,
+                t: &self.t,
+            };
+            let cx = Cx {
+                now: self.now,
+                config: &self.config,
+                view: &view,
+            };
+            accepted_hash = self.devices[*i].check_line(&cx, sent, outcome, &events);
         }
 
         // Forwarding, and the verdicts.
@@ -1797,7 +2181,22 @@ impl<P: PoolSide> World<P> {
         for i in 0..self.devices.len() {
             let echo = if line_dev == Some(i) { line_len } else { 0 };
             let sent = line.as_ref().filter(|l| l.0 == i).map(|l| &l.1);
-            self.read_output(i, echo, sent, &mut got);
+            let id = self.devices[i].id;
+            let Some(device) = Mode::device_mut(&mut self.t, id) else {
+                panic!("device {id:?} connected but unknown to the core");
+            };
+            let extranonce = device.extranonce();
+            let out = device.take_output();
+            let view = Aggregated {
+                pool: &self.pool,
+                t: &self.t,
+            };
+            let cx = Cx {
+                now: self.now,
+                config: &self.config,
+                view: &view,
+            };
+            self.devices[i].read_output(&cx, out, extranonce, echo, sent, self.verdict, &mut got);
         }
         for (wire, _clean, devices) in &job_sent {
             assert_eq!(
@@ -1833,201 +2232,6 @@ impl<P: PoolSide> World<P> {
         self.check_state();
         if std::mem::take(&mut self.fail_over) {
             self.lose();
-        }
-    }
-
-    /// The line's reply and outcome; the hash of a share the core accepted.
-    fn check_line(
-        &mut self,
-        i: usize,
-        sent: &Sent,
-        outcome: &LineOutcome,
-        events: &[Event],
-    ) -> Option<Hash256> {
-        let dev = &self.devices[i];
-        let judged: Vec<&Event> = events
-            .iter()
-            .filter(|e| matches!(e, Event::ShareJudged { .. }))
-            .collect();
-        match outcome {
-            LineOutcome::Accepted(share) => {
-                assert_eq!(judged.len(), 1, "one judgement per share");
-                assert!(
-                    matches!(judged[0], Event::ShareJudged { device, wire_id: Some(w), result: Ok(d) }
-                        if *device == dev.id && *w == share.wire_id && *d == share.difficulty.as_f64()),
-                    "{:?}",
-                    judged[0]
-                );
-                let Sent::Submit(s) = sent else {
-                    // A raw line that was a valid share: remembered for duplicates.
-                    self.devices[i].accepted.insert((share.wire_id, share.hash));
-                    return Some(share.hash);
-                };
-                let job = self.job_of(i, s).expect("accepted on a job the device got");
-                assert_eq!(share.wire_id, job.wire);
-                let hash = self
-                    .device_hash(i, job, s)
-                    .expect("accepted with bits within the device's mask");
-                assert_eq!(
-                    hash, share.hash,
-                    "the device's view of its share hashes otherwise than the core's"
-                );
-                assert!(
-                    share.difficulty.to_target().is_met_by(&hash.0),
-                    "credited at a difficulty it does not meet"
-                );
-                let wire = job.wire;
-                assert!(
-                    self.devices[i].accepted.insert((wire, hash)),
-                    "the same share accepted twice on one job"
-                );
-                Some(hash)
-            }
-            LineOutcome::Rejected(r) => {
-                assert_eq!(judged.len(), 1, "one judgement per share");
-                assert!(
-                    matches!(judged[0], Event::ShareJudged { device, wire_id: None, result: Err(x) }
-                        if *device == dev.id && x == r),
-                    "{:?}",
-                    judged[0]
-                );
-                if let Sent::Submit(s) = sent {
-                    self.justify(i, s, *r);
-                }
-                None
-            }
-            LineOutcome::Refused(code) => {
-                assert!(judged.is_empty(), "a refused share judged");
-                if let Sent::Submit(s) = sent {
-                    match code {
-                        ErrorCode::NotSubscribed => {
-                            assert!(!dev.subscribed, "refused as not subscribed, though it was")
-                        }
-                        ErrorCode::Unauthorized => assert!(
-                            !dev.workers.contains(&s.worker),
-                            "refused as unauthorized, though {} was",
-                            s.worker
-                        ),
-                        ErrorCode::Other => {}
-                        c => panic!("a share refused with {c:?}"),
-                    }
-                }
-                None
-            }
-            LineOutcome::Other => {
-                assert!(
-                    judged.is_empty(),
-                    "a line judged as a share with no outcome"
-                );
-                assert!(!matches!(sent, Sent::Submit(_)), "a submit with no verdict");
-                None
-            }
-        }
-    }
-
-    /// The job a share names, as device `i` got it.
-    fn job_of(&self, i: usize, s: &SubmitLine) -> Option<&DeviceJob> {
-        let wire = crate::jobs::parse_id(&s.job)?;
-        self.devices[i].jobs.iter().find(|j| j.wire == wire)
-    }
-
-    /// A share's hash as device `i` computes it on `job`: its extranonce1 then, its version
-    /// bits within its mask (`None` if they are not).
-    fn device_hash(&self, i: usize, job: &DeviceJob, s: &SubmitLine) -> Option<Hash256> {
-        let dev = &self.devices[i];
-        let version = match s.bits {
-            Some(b) => primitives::share::rolled_version(job.version, b, dev.mask).ok()?,
-            None => job.version,
-        };
-        let pj = PoolJob {
-            coinb1: job.coinb1.clone(),
-            coinb2: job.coinb2.clone(),
-            merkle: job.merkle.clone(),
-            version: job.version,
-            rolling: true,
-            prefix: Vec::new(),
-            work: None,
-        };
-        Some(share_hash(
-            &pj,
-            job.prev_hash,
-            job.nbits,
-            &job.extranonce1,
-            &s.extranonce2,
-            version,
-            s.ntime,
-            s.nonce,
-        ))
-    }
-
-    /// A reject the device's own view justifies.
-    fn justify(&self, i: usize, s: &SubmitLine, r: Reject) {
-        let dev = &self.devices[i];
-        let parsed = crate::jobs::parse_id(&s.job);
-        let job = self.job_of(i, s);
-        match r {
-            Reject::UnknownJob => assert!(
-                parsed.is_none_or(|w| w > dev.highest),
-                "job {} called unknown, though the device got it",
-                s.job
-            ),
-            Reject::Stale => assert!(
-                parsed.is_some_and(|w| w <= dev.highest),
-                "job {} called stale, though the device never got it",
-                s.job
-            ),
-            Reject::ExtranonceSize => assert_ne!(
-                s.extranonce2.len(),
-                dev.extranonce2_size,
-                "extranonce2 of the size the device was told refused"
-            ),
-            Reject::NtimeOutOfRange => {
-                if let Some(j) = job {
-                    let age = (self.now.since(j.received) / 1000) as u32;
-                    let latest = j
-                        .ntime
-                        .saturating_add(self.config.max_ntime_ahead)
-                        .saturating_add(age);
-                    assert!(
-                        s.ntime < j.ntime || s.ntime > latest,
-                        "ntime {} within [{}, {latest}] refused",
-                        s.ntime,
-                        j.ntime
-                    );
-                }
-            }
-            Reject::VersionBits => {
-                let outside = s.bits.is_some_and(|b| b & !dev.mask != 0);
-                // A job that forbids rolling (SV2 says so per job; the device cannot know).
-                let forbidden = job
-                    .and_then(|j| self.pool.job(&j.coinb1))
-                    .is_some_and(|pj| !pj.rolling)
-                    && s.bits.is_some_and(|b| b & dev.mask != 0);
-                assert!(
-                    outside || forbidden || job.is_none(),
-                    "version bits {:?} within the mask {:08x} refused",
-                    s.bits,
-                    dev.mask
-                );
-            }
-            Reject::LowDifficulty => {
-                if let Some(j) = job {
-                    if let (Some(d), Some(hash)) = (j.difficulty, self.device_hash(i, j, s)) {
-                        assert!(
-                            !Difficulty::saturating(d).to_target().is_met_by(&hash.0),
-                            "a share meeting its job's difficulty {d} called low"
-                        );
-                    }
-                }
-            }
-            Reject::Duplicate => {
-                let j = job.expect("a duplicate on a job the device got");
-                let hash = self.device_hash(i, j, s).expect("bits within the mask");
-                assert!(
-                    dev.accepted.iter().any(|(_, h)| h.0[..8] == hash.0[..8]),
-                    "a share never accepted called a duplicate"
-                );
-            }
         }
     }
 
@@ -2107,25 +2311,7 @@ impl<P: PoolSide> World<P> {
             expected.push((f.seq, f.device, UpstreamVerdict::Unanswered));
         }
         for v in self.pool.take_verdicts() {
-            match v {
-                Verdict::Accepted { last, count } => {
-                    let covered = self
-                        .flights
-                        .iter()
-                        .take_while(|f| last.wrapping_sub(f.seq) < 1 << 31)
-                        .count();
-                    let n = covered.min(count as usize);
-                    for f in self.flights.drain(covered - n..covered) {
-                        expected.push((f.seq, f.device, UpstreamVerdict::Accepted));
-                    }
-                }
-                Verdict::Rejected { seq } => {
-                    if let Some(i) = self.flights.iter().position(|f| f.seq == seq) {
-                        let f = self.flights.remove(i).expect("found");
-                        expected.push((f.seq, f.device, UpstreamVerdict::Rejected(String::new())));
-                    }
-                }
-            }
+            apply_verdict(&mut self.flights, &v, &mut expected);
         }
         let closed = events.iter().any(|e| matches!(e, Event::ChannelClosed(_)));
         let lost = !self.connected;
@@ -2134,249 +2320,10 @@ impl<P: PoolSide> World<P> {
                 expected.push((f.seq, f.device, UpstreamVerdict::Unanswered));
             }
         }
-        let mut got: Vec<(u32, DeviceId, UpstreamVerdict)> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::UpstreamResult(r) => Some((
-                    r.sequence_number,
-                    r.device,
-                    match &r.verdict {
-                        UpstreamVerdict::Rejected(_) => UpstreamVerdict::Rejected(String::new()),
-                        v => v.clone(),
-                    },
-                )),
-                _ => None,
-            })
-            .collect();
+        let mut got = upstream_results(events);
         expected.sort_by_key(|e| e.0);
         got.sort_by_key(|e| e.0);
         assert_eq!(got, expected, "the upstream verdicts");
-    }
-
-    /// Device `i`'s output this step: every line JSON; replies to its requests; what it was
-    /// told.
-    fn read_output(
-        &mut self,
-        i: usize,
-        echo: usize,
-        sent: Option<&Sent>,
-        got: &mut HashMap<u64, usize>,
-    ) {
-        let id = self.devices[i].id;
-        let Some(device) = Mode::device_mut(&mut self.t, id) else {
-            panic!("device {id:?} connected but unknown to the core");
-        };
-        let extranonce = device.extranonce();
-        let out = device.take_output();
-        assert!(
-            out.len() <= STEP_OUTPUT + ECHO_FACTOR * echo,
-            "{} bytes to a device in one step",
-            out.len()
-        );
-        assert!(
-            out.is_empty() || out.ends_with(b"\n"),
-            "output ends mid-line"
-        );
-        let mut replies: Vec<(String, Value)> = Vec::new();
-        for l in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let v: Value = serde_json::from_slice(l).unwrap_or_else(|e| {
-                panic!(
-                    "a device line that is not JSON ({e}): {}",
-                    String::from_utf8_lossy(l)
-                )
-            });
-            assert!(v.is_object(), "a device line that is not an object");
-            match v.get("method").and_then(Value::as_str) {
-                Some("mining.notify") => self.on_notify(i, l, got),
-                Some("mining.set_difficulty") => {
-                    let d = v["params"][0].as_f64().expect("a difficulty");
-                    assert!(d.is_finite() && d > 0.0, "difficulty {d}");
-                    self.devices[i].difficulty = Some(d);
-                }
-                Some("mining.set_version_mask") => {
-                    let m = v["params"][0].as_str().expect("a hex mask");
-                    let m = u32::from_str_radix(m, 16).expect("a hex mask");
-                    let dev = &mut self.devices[i];
-                    assert_eq!(
-                        m & !dev.mask,
-                        0,
-                        "a version mask widened by set_version_mask"
-                    );
-                    dev.mask = m;
-                }
-                Some("mining.set_extranonce") => {
-                    let en1 = unhex(v["params"][0].as_str().expect("hex")).expect("hex");
-                    let size = v["params"][1].as_u64().expect("a size") as usize;
-                    let dev = &mut self.devices[i];
-                    dev.extranonce1 = Some(en1);
-                    dev.extranonce2_size = size;
-                }
-                Some(m) => panic!("a device was sent {m}"),
-                None => {
-                    // Acted on in order: a subscribe's answer comes before the job it starts.
-                    let rid = serde_json::to_string(&v["id"]).expect("JSON");
-                    self.on_reply(i, &rid, &v, matches!(sent, Some(Sent::Other)), extranonce);
-                    replies.push((rid, v));
-                }
-            }
-        }
-        // The line's own request: answered now, once; a subscribe maybe later.
-        let count = |rid: &str| replies.iter().filter(|(r, _)| r == rid).count();
-        match sent {
-            Some(Sent::Submit(s)) => {
-                let n = count(&s.id);
-                assert_eq!(n, 1, "a share answered {n} times");
-                let (_, v) = replies.iter().find(|(r, _)| *r == s.id).expect("one");
-                match self.verdict.expect("a submit's outcome") {
-                    Ok(()) => assert!(
-                        v["result"] == Value::Bool(true) && v["error"].is_null(),
-                        "an accepted share answered {v}"
-                    ),
-                    Err(code) => assert_eq!(
-                        v["error"][0].as_i64(),
-                        Some(code),
-                        "a rejected share answered {v}"
-                    ),
-                }
-            }
-            Some(Sent::Authorize(rid, _)) => {
-                assert_eq!(count(rid), 1, "an authorize answered {} times", count(rid));
-            }
-            Some(Sent::Request(rid, method)) => {
-                let n = count(rid);
-                if *method == "mining.subscribe" && n == 0 {
-                    let open = self.t.upstream().is_open() && self.t.layout().is_some();
-                    let dev = &mut self.devices[i];
-                    assert!(
-                        !open || dev.subscribed,
-                        "a subscribe left waiting though the channel is open"
-                    );
-                    if dev.subscribed {
-                        // Subscribed already: answered again only while a channel is open.
-                        dev.awaiting.remove(rid);
-                    }
-                } else {
-                    assert_eq!(n, 1, "{method} answered {n} times");
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// A reply to device `i`: to a request that awaits one (or to a raw line); what it tells
-    /// the device (an extranonce, a version mask, a worker).
-    fn on_reply(
-        &mut self,
-        i: usize,
-        rid: &str,
-        v: &Value,
-        from_other: bool,
-        extranonce: Option<crate::extranonce::DeviceExtranonce>,
-    ) {
-        let awaited = self.devices[i].awaiting.remove(rid);
-        assert!(
-            awaited.is_some() || from_other || !rid.starts_with("\"q"),
-            "a reply to {rid}, which awaits none"
-        );
-        let ok = v["error"].is_null();
-        let result = &v["result"];
-        // A subscribe's answer, by its shape: [[subscriptions], extranonce1, size].
-        let subscribed = result
-            .as_array()
-            .filter(|a| a.len() == 3 && a[0].is_array())
-            .and_then(|a| Some((unhex(a[1].as_str()?)?, a[2].as_u64()? as usize)));
-        if let (true, Some((en1, size))) = (ok, subscribed) {
-            let (prefix, channel_size) = self
-                .pool
-                .extranonce()
-                .expect("a subscribe answered with no channel open");
-            let layout = self.t.layout().expect("a layout once open");
-            assert_eq!(size, layout.extranonce2_size, "extranonce2 size");
-            assert_eq!(
-                layout.device_bytes + size,
-                channel_size,
-                "the channel's size, split"
-            );
-            let e = extranonce.expect("a subscribed device has its bytes");
-            let mut mine = prefix.clone();
-            e.write(&mut mine);
-            assert_eq!(
-                en1, mine,
-                "extranonce1 is the prefix and the device's bytes"
-            );
-            let dev = &mut self.devices[i];
-            dev.subscribed = true;
-            dev.extranonce1 = Some(en1);
-            dev.extranonce2_size = size;
-        }
-        // A configure's answer.
-        if let (true, Some(r)) = (ok, result.as_object()) {
-            let dev = &mut self.devices[i];
-            match (r.get("version-rolling"), r.get("version-rolling.mask")) {
-                (Some(Value::Bool(true)), Some(Value::String(m))) => {
-                    dev.mask = u32::from_str_radix(m, 16).expect("a hex mask");
-                    assert_eq!(
-                        dev.mask & !self.config.version_mask,
-                        0,
-                        "a mask beyond the proxy's"
-                    );
-                }
-                (Some(Value::Bool(false)), _) => dev.mask = 0,
-                _ => {}
-            }
-        }
-        if let Some(("mining.authorize", Some(worker))) = &awaited {
-            if ok && *result == Value::Bool(true) {
-                let dev = &mut self.devices[i];
-                if !dev.workers.contains(worker) {
-                    dev.workers.push(worker.clone());
-                }
-            }
-        }
-    }
-
-    /// A `mining.notify` to device `i`: a job the pool sent, under a fresh id.
-    fn on_notify(&mut self, i: usize, line: &[u8], got: &mut HashMap<u64, usize>) {
-        let (env, _) = sv1::parse_line(line).expect("a notify line");
-        let n = sv1::Notify::parse(&env).expect("a notify");
-        let wire = crate::jobs::parse_id(n.job_id).expect("our job ids are hex");
-        let dev = &mut self.devices[i];
-        assert!(
-            wire > dev.highest,
-            "notify id {wire} not fresh for the device"
-        );
-        dev.highest = wire;
-        *got.entry(wire).or_default() += 1;
-        let job = self
-            .pool
-            .job(&n.coinb1)
-            .expect("a job the pool sent")
-            .clone();
-        let (prev, bits, ntime) = job.work.expect("a job that became work");
-        assert_eq!(n.coinb2, job.coinb2);
-        assert_eq!(n.merkle_branch, job.merkle);
-        assert_eq!(n.version, job.version);
-        assert_eq!(n.prev_hash, prev, "the job's prev hash");
-        assert_eq!(n.nbits, bits, "the job's nBits");
-        assert_eq!(n.ntime, ntime, "the job's time");
-        let en1 = dev.extranonce1.clone().unwrap_or_default();
-        dev.jobs.push_back(DeviceJob {
-            wire,
-            wire_text: n.job_id.to_owned(),
-            prev_hash: n.prev_hash,
-            coinb1: n.coinb1,
-            coinb2: n.coinb2,
-            merkle: n.merkle_branch,
-            version: n.version,
-            nbits: n.nbits,
-            ntime: n.ntime,
-            extranonce1: en1,
-            difficulty: dev.difficulty,
-            received: self.now,
-        });
-        if dev.jobs.len() > 32 {
-            dev.jobs.pop_front();
-        }
     }
 
     /// What holds whatever the step.
@@ -2404,6 +2351,177 @@ impl<P: PoolSide> World<P> {
                 );
             }
         }
+    }
+}
+
+/// A line of the device grammar for device `d`; `next_request` numbers its request ids.
+fn build_line(d: &Dev, next_request: &mut u64, input: &mut Input<'_>) -> (Vec<u8>, Sent) {
+    let kind = input.u8();
+    let id = format!("\"q{}\"", *next_request);
+    *next_request += 1;
+    let request = |method: &'static str, params: String| {
+        (
+            format!("{{\"id\":{id},\"method\":\"{method}\",\"params\":{params}}}").into_bytes(),
+            Sent::Request(id.clone(), method),
+        )
+    };
+    match (kind & 0x0f) % line::COUNT {
+        line::SUBSCRIBE => match kind >> 4 {
+            0 => request("mining.subscribe", "[]".into()),
+            1 => request("mining.subscribe", "[\"fuzz/1.0\",\"00\"]".into()),
+            _ => request("mining.subscribe", "[\"fuzz/1.0\"]".into()),
+        },
+        line::AUTHORIZE => {
+            let name = match (kind >> 4) % 8 {
+                6 => "w".repeat(200),
+                7 => d.workers.first().cloned().unwrap_or_default(),
+                n => WORKERS[usize::from(n)].to_owned(),
+            };
+            let password = match input.u8() % 4 {
+                0 => "x",
+                1 => "d=0.0001",
+                2 => "x,d=1e300",
+                _ => "",
+            };
+            let worker = serde_json::to_string(&name).expect("a string");
+            let (line, _) = request("mining.authorize", format!("[{worker},\"{password}\"]"));
+            (line, Sent::Authorize(id.clone(), name))
+        }
+        line::CONFIGURE => {
+            let mut exts = Vec::new();
+            let mut params = Vec::new();
+            if kind & 0x10 != 0 {
+                exts.push("\"version-rolling\"");
+                let mask = match input.u8() % 4 {
+                    0 => 0xffff_ffffu32,
+                    1 => 0x1fff_e000,
+                    2 => 0x0000_6000,
+                    _ => input.u32(),
+                };
+                params.push(format!("\"version-rolling.mask\":\"{mask:08x}\""));
+            }
+            if kind & 0x20 != 0 {
+                exts.push("\"minimum-difficulty\"");
+                params.push("\"minimum-difficulty.value\":0.001".into());
+            }
+            if kind & 0x40 != 0 {
+                exts.push("\"subscribe-extranonce\"");
+            }
+            if kind & 0x80 != 0 {
+                exts.push("\"info\"");
+            }
+            request(
+                "mining.configure",
+                format!("[[{}],{{{}}}]", exts.join(","), params.join(",")),
+            )
+        }
+        line::SUGGEST_DIFFICULTY => {
+            let v = ["0.001", "1", "1e-9", "0", "-5", "\"x\"", "1e300"][usize::from(kind >> 4) % 7];
+            if kind & 0x80 != 0 {
+                (
+                    format!(
+                        "{{\"id\":null,\"method\":\"mining.suggest_difficulty\",\"params\":[{v}]}}"
+                    )
+                    .into_bytes(),
+                    Sent::Other,
+                )
+            } else {
+                request("mining.suggest_difficulty", format!("[{v}]"))
+            }
+        }
+        line::SUGGEST_TARGET => {
+            let t = match kind >> 5 {
+                0 => "00000000ffff0000000000000000000000000000000000000000000000000000".into(),
+                1 => "0".repeat(64),
+                2 => "ff".repeat(32),
+                _ => "zz".into(),
+            };
+            request("mining.suggest_target", format!("[\"{t}\"]"))
+        }
+        line::EXTRANONCE_SUBSCRIBE => request("mining.extranonce.subscribe", "[]".into()),
+        line::PING => {
+            if kind & 0x10 != 0 {
+                request("client.get_version", "[]".into())
+            } else {
+                request("mining.ping", "[]".into())
+            }
+        }
+        line::OTHER => match kind >> 4 {
+            0 => request("mining.unknown", "[1]".into()),
+            1 => (
+                b"{\"id\":null,\"method\":\"mining.whatever\",\"params\":[]}".to_vec(),
+                Sent::Other,
+            ),
+            2 => (
+                format!("{{\"id\":{id},\"result\":true,\"error\":null}}").into_bytes(),
+                Sent::Other,
+            ),
+            3 => request("mining.notify", "[]".into()),
+            4 => request("mining.submit", "[\"farm.a\"]".into()),
+            5 => request("mining.authorize", "[]".into()),
+            _ => request("mining.configure", "[\"x\"]".into()),
+        },
+        line::RESUBMIT if d.last_submit.is_some() => {
+            let mut s = d.last_submit.clone().expect("a submit");
+            s.id = id;
+            (submit_line(&s), Sent::Submit(s))
+        }
+        _ => {
+            let s = build_submit(d, id, kind, input);
+            (submit_line(&s), Sent::Submit(s))
+        }
+    }
+}
+
+/// A `mining.submit` from device `d`, each field right or wrong as the input says.
+fn build_submit(d: &Dev, id: String, kind: u8, input: &mut Input<'_>) -> SubmitLine {
+    let choice = input.u8();
+    let job = match (choice % 8, d.jobs.len()) {
+        (_, 0) => None,
+        (0..=4, n) => d.jobs.get(n - 1),
+        (5, n) => d.jobs.get(usize::from(input.u8()) % n),
+        _ => None,
+    };
+    let job_text = match (job, choice % 8) {
+        (Some(j), _) => j.wire_text.clone(),
+        (None, 6) => format!("{:x}", d.highest + 1 + u64::from(input.u8())),
+        (None, 7) => ["", "zz", "12345678901234567", "0"][usize::from(input.u8() % 4)].into(),
+        (None, _) => format!("{:x}", input.u8()),
+    };
+    let size = match kind >> 6 {
+        0 => usize::from(input.u8() % 10),
+        _ => d.extranonce2_size,
+    };
+    let fill = input.u8();
+    let extranonce2: Vec<u8> = (0..size).map(|k| fill.wrapping_add(k as u8)).collect();
+    let base = job.map_or(NTIME0, |j| j.ntime);
+    let ntime = match (kind >> 4) & 3 {
+        0 | 1 => base + u32::from(input.u8() % 4),
+        2 => base.wrapping_sub(1 + u32::from(input.u8())),
+        _ => base.wrapping_add(input.u32() % 20_000),
+    };
+    let nonce = input.u32();
+    let bits = match input.u8() % 4 {
+        0 | 1 => None,
+        2 => Some(input.u32() & d.mask),
+        _ => Some(input.u32()),
+    };
+    let worker = match choice >> 6 {
+        0..=2 => d
+            .workers
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "farm.a".into()),
+        _ => WORKERS[usize::from(input.u8()) % WORKERS.len()].to_owned(),
+    };
+    SubmitLine {
+        id,
+        worker,
+        job: job_text,
+        extranonce2,
+        ntime,
+        nonce,
+        bits,
     }
 }
 
@@ -2475,6 +2593,15 @@ pub mod script {
             Script {
                 data: vec![(c0 & !1) | u8::from(sv1), c1],
                 sv1,
+            }
+        }
+
+        /// A script for the per-device target: configuration bytes as they are (bit 0 of
+        /// `c0` is the short open timeout there).
+        pub fn per_device(c0: u8, c1: u8) -> Self {
+            Script {
+                data: vec![c0, c1],
+                sv1: false,
             }
         }
 

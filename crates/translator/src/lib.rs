@@ -15,8 +15,9 @@
 //!   extended channel of its own on the one upstream connection.
 //! - [`mode`]: what the shell drives, either mode.
 //! - [`shell`]: the tokio shell that drives it (sockets, tasks, the clock, failover).
-//! - [`fuzz_support`]: what the fuzz target in `crates/translator/fuzz` runs, so that the
-//!   committed corpus replays on stable (`tests/fuzz_corpus.rs`).
+//! - [`fuzz_support`]: what the fuzz targets in `crates/translator/fuzz` run (aggregated mode;
+//!   per-device mode in [`fuzz_support::per_device`]), so that the committed corpora replay on
+//!   stable (`tests/fuzz_corpus.rs`).
 //!
 //! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
 //! reads a clock, opens a socket or spawns a task.

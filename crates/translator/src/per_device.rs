@@ -239,13 +239,12 @@ impl PerDevice {
             match &event {
                 Event::ChannelOpened { channel_id, .. } => {
                     slot.asked_at = None;
-                    // A pool may reuse the id of a channel closed on departure: the old
-                    // one's verdicts can no longer be told apart.
-                    if let Some((old, mut t)) = self.draining.remove(channel_id) {
-                        t.replace_uplink(UpstreamChannel::new(), Millis(0));
-                        let n = drain_results(&mut t, old, Some(*channel_id), &mut self.events);
-                        self.in_flight = self.in_flight.saturating_sub(n);
-                    }
+                    end_reused(
+                        &mut self.draining,
+                        *channel_id,
+                        &mut self.events,
+                        &mut self.in_flight,
+                    );
                     self.channels.insert(*channel_id, id);
                     tracing::debug!(
                         device = id.0,
@@ -272,11 +271,15 @@ impl PerDevice {
                     }
                 }
                 Event::Layout(e) => {
+                    slot.asked_at = None;
+                    // The pool opened the channel (no `ChannelOpened` follows, so it never
+                    // went into `channels`), but the device cannot use it: closed here, or
+                    // the pool would keep it open for as long as the connection lasts.
                     if let Some(c) = channel {
-                        if self.channels.remove(&c).is_some() {
-                            self.to_upstream
-                                .push_back(close_channel(c, REASON_UNUSABLE));
-                        }
+                        end_reused(&mut self.draining, c, &mut self.events, &mut self.in_flight);
+                        self.channels.remove(&c);
+                        self.to_upstream
+                            .push_back(close_channel(c, REASON_UNUSABLE));
                     }
                     if let Some(d) = slot.core.device_mut(id) {
                         d.channel_lost(&e.to_string());
@@ -413,6 +416,22 @@ fn close_channel(channel_id: u32, reason: &str) -> Mining {
         reason_code: reason.to_owned(),
     }
     .into()
+}
+
+/// A channel the pool just opened under the id of one closed on a departure and still
+/// draining: the old one's verdicts can no longer be told apart, so its shares are settled
+/// unanswered.
+fn end_reused(
+    draining: &mut HashMap<u32, (DeviceId, Translator)>,
+    channel_id: u32,
+    events: &mut VecDeque<Tagged>,
+    in_flight: &mut usize,
+) {
+    if let Some((old, mut t)) = draining.remove(&channel_id) {
+        t.replace_uplink(UpstreamChannel::new(), Millis(0));
+        let n = drain_results(&mut t, old, Some(channel_id), events);
+        *in_flight = in_flight.saturating_sub(n);
+    }
 }
 
 /// Moves a core's share verdicts into `events`, tagged as its device's; returns how many.
@@ -652,7 +671,13 @@ impl Mode for PerDevice {
             .values()
             .map(|s| s.core.nominal_hash_rate())
             .sum();
-        sum.max(0.0)
+        // With no devices the sum is -0.0, which `max(0.0)` may keep: pools and the status
+        // page read it as negative.
+        if sum > 0.0 {
+            sum
+        } else {
+            0.0
+        }
     }
 
     fn channels_open(&self) -> usize {

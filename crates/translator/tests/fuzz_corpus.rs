@@ -1,20 +1,24 @@
-//! Replays the committed corpus of `crates/translator/fuzz` through the function the fuzz
-//! target runs (`translator::fuzz_support::translator_session`), on stable: every input that
+//! Replays the committed corpus of `crates/translator/fuzz` through the functions the fuzz
+//! targets run (`translator::fuzz_support::translator_session` and
+//! `translator::fuzz_support::per_device::translator_per_device`), on stable: every input that
 //! once added coverage, and every regression, must still hold the invariants. `write_seeds`
 //! (ignored) writes the seed inputs into the corpus.
 
 use std::path::{Path, PathBuf};
 
+use translator::fuzz_support::per_device::translator_per_device;
 use translator::fuzz_support::script::Script;
 use translator::fuzz_support::{line, translator_session, up};
 
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/translator_session")
+fn corpus_dir(target: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target)
 }
 
-#[test]
-fn every_translator_session_corpus_input_holds_the_invariants() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir())
+/// Every file of `target`'s committed corpus through `run`.
+fn replay(target: &str, run: fn(&[u8])) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(target))
         .expect("the committed corpus")
         .map(|e| e.unwrap().path())
         .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
@@ -24,8 +28,18 @@ fn every_translator_session_corpus_input_holds_the_invariants() {
     for f in &files {
         // A panic names the file through the test's output.
         eprintln!("{}", f.display());
-        translator_session(&std::fs::read(f).unwrap());
+        run(&std::fs::read(f).unwrap());
     }
+}
+
+#[test]
+fn every_translator_session_corpus_input_holds_the_invariants() {
+    replay("translator_session", translator_session);
+}
+
+#[test]
+fn every_translator_per_device_corpus_input_holds_the_invariants() {
+    replay("translator_per_device", translator_per_device);
 }
 
 /// Configuration byte 0: bits 1-2 the device bytes (0, 1, 2, 4), 3-4 vardiff (pinned easiest,
@@ -229,6 +243,225 @@ fn seeds(sv1: bool) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// Per-device configuration byte 0: as [`TWO_BYTES`] without its device bytes (a device takes
+/// its channel's whole extranonce), bit 0 the two-second open timeout.
+const PER_DEVICE: u8 = 0x00;
+const SHORT_TIMEOUT: u8 = 0x01;
+
+/// Per-device: `n` devices, each configured, subscribed (its channel asked for) and
+/// authorized, their channels opened in order (8 bytes to roll, any share forwarded, in no
+/// group), each with work on a block.
+fn channels(c0: u8, c1: u8, n: u8) -> Script {
+    let mut s = Script::per_device(c0, c1);
+    for d in 0..n {
+        s = s.connect().configure(d).subscribe(d).authorize(d, d % 2);
+    }
+    for _ in 0..n {
+        s = s.grant(0);
+    }
+    for k in 0..n {
+        s = s.work_on(Script::chan(k), k + 1);
+    }
+    s
+}
+
+fn per_device_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut add = |n: &str, s: Script| out.push((format!("seed-per-device-{n}"), s.build()));
+    let (c0, c1) = (PER_DEVICE, 0);
+    add(
+        "shares-and-verdicts",
+        channels(c0, c1, 2)
+            .submit(0, 1, 1)
+            .submit(1, 1, 2)
+            .submit(0, 2, 3)
+            .submit_rolled(1, 2, 4, 0x0000_6000)
+            .accept_on(Script::chan(0), 1)
+            .reject_on(Script::chan(0), 0)
+            .resubmit(0)
+            .submit(0, 3, 5)
+            .accept_on(Script::chan(0), 0),
+    );
+    add(
+        "a-refused-channel-ends-its-device-only",
+        Script::per_device(c0, c1)
+            .connect()
+            .subscribe(0)
+            .authorize(0, 0)
+            .connect()
+            .subscribe(1)
+            .authorize(1, 1)
+            .refuse(0)
+            .grant(0)
+            .work_on(Script::chan(0), 2)
+            .submit(0, 1, 1)
+            .connect()
+            .subscribe(1),
+    );
+    add(
+        "a-device-leaves-with-shares-in-flight",
+        channels(c0, c1, 2)
+            .submit(0, 1, 1)
+            .submit(0, 1, 2)
+            .submit(1, 1, 3)
+            .close(0)
+            .accept_on(Script::chan(0), 0)
+            .reject_on(Script::chan(0), 0)
+            .submit(0, 2, 4)
+            .close_on(3),
+    );
+    add(
+        "failover-reopens-every-channel",
+        channels(c0, c1, 2)
+            .submit(0, 1, 1)
+            .submit(1, 1, 2)
+            .lost()
+            .submit(0, 1, 3)
+            .reconnected()
+            .grant(1)
+            .grant(0)
+            .work_on(Script::chan(0), 4)
+            .work_on(Script::chan(1), 5)
+            .submit(0, 2, 6)
+            .submit(1, 2, 7),
+    );
+    let mut group = Script::per_device(c0, c1);
+    for d in 0..3 {
+        group = group.connect().configure(d).subscribe(d).authorize(d, 0);
+    }
+    for _ in 0..3 {
+        group = group.grant_with(0, 0xa0, 0x00, 0);
+    }
+    add(
+        "a-group-of-channels",
+        group
+            .work_on(1, 9)
+            .submit(0, 1, 1)
+            .submit(1, 1, 2)
+            .submit(2, 1, 3)
+            .accept_on(1, 2)
+            .update_on(1)
+            .submit(2, 2, 4)
+            .target_on(1, 4)
+            .submit(1, 2, 5)
+            .close_on(1),
+    );
+    add(
+        "a-request-the-pool-skips",
+        Script::per_device(c0 | SHORT_TIMEOUT, c1)
+            .connect()
+            .subscribe(0)
+            .connect()
+            .subscribe(1)
+            .tick(0x41)
+            .grant(1)
+            .tick(0x82)
+            .tick(0x45)
+            .grant(0)
+            .connect()
+            .subscribe(1)
+            .grant(0),
+    );
+    add(
+        "a-silent-pool",
+        Script::per_device(c0 | SHORT_TIMEOUT, c1)
+            .connect()
+            .subscribe(0)
+            .authorize(0, 0)
+            .tick(0x82)
+            .tick(0x82)
+            .reconnected()
+            .grant(0)
+            .work_on(Script::chan(0), 3)
+            .submit(0, 1, 1)
+            .tick(0xc1),
+    );
+    add(
+        "a-channel-too-small",
+        Script::per_device(c0, c1)
+            .connect()
+            .subscribe(0)
+            .connect()
+            .subscribe(1)
+            .grant_with(0, 0x00, 0x02, 0)
+            .grant_with(0, 0x14, 0x02, 0)
+            .connect()
+            .subscribe(1),
+    );
+    add(
+        "a-channel-id-reused",
+        channels(c0, c1, 2)
+            .submit(0, 1, 1)
+            .submit(0, 1, 2)
+            .close(0)
+            .connect()
+            .subscribe(1)
+            .grant_with(0x80, 0xa0, 0x02, 0)
+            .work_on(Script::chan(1), 6)
+            .submit(1, 1, 3),
+    );
+    add(
+        "the-pool-closes-a-channel",
+        channels(c0, c1, 2)
+            .submit(0, 1, 1)
+            .submit(1, 1, 2)
+            .close_on(Script::chan(0))
+            .submit(0, 1, 3)
+            .accept_on(Script::chan(0), 0),
+    );
+    add(
+        "prefix-targets-and-vardiff",
+        channels(c0 | 0x08, 0x40, 1)
+            .prefix_on(Script::chan(0), 3)
+            .update_on(Script::chan(0))
+            .submit(0, 1, 1)
+            .target_on(Script::chan(0), 4)
+            .submit(0, 1, 2)
+            .tick(0x45)
+            .tick(0x8a)
+            .target_on(Script::chan(0), 0)
+            .submit(0, 2, 3)
+            .tick(0xc2),
+    );
+    add(
+        "a-device-leaves-while-its-channel-is-asked-for",
+        Script::per_device(c0, c1)
+            .connect()
+            .subscribe(0)
+            .close(0)
+            .grant(0)
+            .connect()
+            .subscribe(0)
+            .refuse(0),
+    );
+    add(
+        "a-full-window",
+        channels(c0 | 0x20, c1, 1)
+            .submit(0, 1, 1)
+            .submit(0, 1, 2)
+            .submit(0, 1, 3)
+            .submit(0, 1, 4)
+            .submit(0, 1, 5)
+            .accept_on(Script::chan(0), 1),
+    );
+    add(
+        "upstream-oddities",
+        channels(c0, c1, 1)
+            .upstream(up::OTHER, &[0, 4])
+            .upstream(up::OTHER, &[1, 4])
+            .upstream(up::OTHER, &[2, 4])
+            .upstream(up::OTHER, &[3, 4])
+            .upstream(up::OTHER, &[4, 4])
+            .upstream(up::JOB, &[0x41, 0])
+            .upstream(up::PREV_HASH, &[0x0c, 4, 1, 7, 7])
+            .upstream(up::TARGET, &[1, 2])
+            .upstream(up::OPEN, &[0x07, 0, 0, 0])
+            .upstream_raw(&[0x1a, 4, 1, 0, 0, 0])
+            .submit(0, 1, 1),
+    );
+    out
+}
+
 #[test]
 fn the_seeds_hold_the_invariants() {
     for sv1 in [false, true] {
@@ -237,16 +470,25 @@ fn the_seeds_hold_the_invariants() {
             translator_session(&data);
         }
     }
+    for (name, data) in per_device_seeds() {
+        eprintln!("{name}");
+        translator_per_device(&data);
+    }
 }
 
 #[test]
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
-    let dir = corpus_dir();
+    let dir = corpus_dir("translator_session");
     std::fs::create_dir_all(&dir).unwrap();
     for sv1 in [false, true] {
         for (name, data) in seeds(sv1) {
             std::fs::write(dir.join(name), data).unwrap();
         }
+    }
+    let dir = corpus_dir("translator_per_device");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, data) in per_device_seeds() {
+        std::fs::write(dir.join(name), data).unwrap();
     }
 }

@@ -908,3 +908,50 @@ fn the_census_gives_the_channels_difficulty_range_and_what_drains() {
     assert_eq!(census.difficulty, Some((d, d)));
     let _ = (f.b, f.ch_b, &f.job_a, &f.job_b, &f.mb, &f.pool);
 }
+
+#[test]
+fn a_channel_too_small_for_its_device_is_closed_upstream_and_ends_its_device_only() {
+    let (mut t, mut pool, a, b, reqs) = two_asking();
+    // The pool opens a's channel with no extranonce to roll: no device can mine on it.
+    t.upstream_message(
+        Mining::OpenExtendedMiningChannelSuccess(OpenExtendedMiningChannelSuccess {
+            request_id: reqs[0].request_id,
+            channel_id: 41,
+            target: upstream_target(),
+            extranonce_size: 0,
+            extranonce_prefix: vec![0xee; PREFIX_LEN],
+            group_channel_id: 0,
+        }),
+        Millis(5),
+    );
+    let unusable: Vec<Scope> = events(&mut t)
+        .into_iter()
+        .filter(|e| matches!(e.event, Event::Layout(_)))
+        .map(|e| e.scope)
+        .collect();
+    assert_eq!(unusable, [Scope::Device(a)]);
+    assert_eq!(
+        t.device_mut(a).unwrap().wants_close(),
+        Some(Close::ChannelLost)
+    );
+    assert_eq!(t.device_mut(b).unwrap().wants_close(), None);
+    // The pool opened it: it must be told, or it keeps the channel for the connection's life.
+    pool.read(&mut t);
+    assert_eq!(pool.closed, [41]);
+    t.device_closed(a);
+    pool.read(&mut t);
+    assert_eq!(pool.closed, [41], "closed once");
+    assert_eq!(t.channels_open(), 0);
+    assert_eq!(t.channels().opening, 1, "b's request still waits");
+}
+
+#[test]
+fn with_no_devices_the_nominal_hash_rate_is_zero_not_negative_zero() {
+    let mut t = PerDevice::new(config());
+    t.upstream_connected(Millis(0));
+    let rate = t.nominal_hash_rate();
+    assert!(rate == 0.0 && rate.is_sign_positive(), "{rate}");
+    let a = t.device_connected(Millis(0));
+    t.device_closed(a);
+    assert!(t.nominal_hash_rate().is_sign_positive());
+}
