@@ -820,7 +820,7 @@ fn reconnect_flood(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
                 tries += 1;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
-            if tries % 500 == 0 && tries >= 1500 {
+            if tries.is_multiple_of(500) && tries >= 1500 {
                 let a = admission(t);
                 if count(&a, "refused", "banned") > count(&before, "refused", "banned") {
                     break;
