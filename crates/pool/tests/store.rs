@@ -1174,16 +1174,24 @@ fn worker_names_beyond_the_memory_bound_keep_their_keys() {
     assert_eq!(stored[names.len() + 1].worker, "farm.new");
 }
 
-/// Worker totals carried from earlier runs are kept for the names memory holds only.
+/// Worker totals carried from earlier runs are kept for the names memory holds only: those
+/// with the latest shares, however old their keys.
 #[test]
 fn carried_worker_totals_are_bounded_by_the_worker_cache() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool.db");
     let store = Store::open(config(&path, Durability::Batched, Duration::ZERO)).unwrap();
+    let mut first = None;
     for i in 0..50 {
         let key = store.worker(&format!("w{i}")).unwrap();
+        first.get_or_insert(key);
         wait(&store, store.record_share(share(key, i)).unwrap());
     }
+    // The oldest name mines again last: it is among the most recently used.
+    wait(
+        &store,
+        store.record_share(share(first.unwrap(), 50)).unwrap(),
+    );
     store.close().unwrap();
     let store = Store::open(StoreConfig {
         worker_cache: 10,
@@ -1194,12 +1202,17 @@ fn carried_worker_totals_are_bounded_by_the_worker_cache() {
         .take_worker_totals()
         .into_iter()
         .map(|(name, n, _)| {
-            assert_eq!(n, 1);
+            assert_eq!(n, if &*name == "w0" { 2 } else { 1 });
             name.into()
         })
         .collect();
     totals.sort();
-    let mut newest: Vec<String> = (40..50).map(|i| format!("w{i}")).collect();
-    newest.sort();
-    assert_eq!(totals, newest, "the ten newest names' totals");
+    let mut recent: Vec<String> = std::iter::once(0)
+        .chain(41..50)
+        .map(|i| format!("w{i}"))
+        .collect();
+    recent.sort();
+    assert_eq!(totals, recent, "the ten most recently used names' totals");
+    // w0's key is the oldest; it keeps it.
+    assert_eq!(store.worker("w0").unwrap(), first.unwrap());
 }

@@ -315,6 +315,7 @@ impl Store {
         let next_worker = resume.last_worker + 1;
         progress.set_workers_committed(resume.last_worker);
         let partial = resume.worker_count > resume.workers.len() as u64;
+        let names_reader = schema::open_for_reading(&path)?;
         tracing::info!(
             path = %path.display(),
             durability = %config.durability,
@@ -339,6 +340,7 @@ impl Store {
                     partial,
                     config.worker_cache,
                     next_worker,
+                    names_reader,
                     &path,
                 )),
                 next_worker: AtomicI64::new(next_worker),

@@ -159,7 +159,8 @@ fn read_hash(row: &rusqlite::Row<'_>, column: usize) -> Result<[u8; 32], HashErr
 pub(super) struct Resume {
     /// The highest ticket in the file (0 for a new file): tickets go on from there.
     pub last_ticket: u64,
-    /// The newest worker names interned so far (as many as memory keeps), with their keys.
+    /// The most recently used worker names (as many as memory keeps), with their keys, most
+    /// recent first.
     pub workers: Vec<(Box<str>, i64)>,
     /// Worker names in the file.
     pub worker_count: u64,
@@ -208,16 +209,55 @@ pub(super) fn resume(
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .map_err(setup(what))?;
-    let what = "loading worker names";
+    // The names memory keeps, most recently used first: those with the latest shares, then
+    // (if room is left) the newest names without any. Their totals come in the same pass over
+    // the share table: a few seconds for tens of millions of shares, once per start.
+    let what = "loading the most recently used worker names and their totals";
     let mut st = conn
-        .prepare("SELECT id, name FROM worker ORDER BY id DESC LIMIT ?1")
+        .prepare(
+            "SELECT w.id, w.name, t.n, t.work FROM \
+             (SELECT worker, count(*) AS n, sum(difficulty) AS work, max(seq) AS last \
+              FROM share GROUP BY worker ORDER BY last DESC LIMIT ?1) t \
+             JOIN worker w ON w.id = t.worker ORDER BY t.last DESC",
+        )
         .map_err(setup(what))?;
-    let workers: Vec<(Box<str>, i64)> = st
+    let mut workers: Vec<(Box<str>, i64)> = Vec::new();
+    let mut worker_totals = Vec::new();
+    let rows = st
         .query_map([worker_cache as i64], |row| {
-            Ok((row.get::<_, String>(1)?.into_boxed_str(), row.get(0)?))
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?.into_boxed_str(),
+                row.get::<_, i64>(2)? as u64,
+                row.get::<_, f64>(3)?,
+            ))
         })
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(setup(what))?;
+    for (id, name, n, work) in rows {
+        worker_totals.push((name.clone(), n, work));
+        workers.push((name, id));
+    }
+    if workers.len() < worker_cache {
+        // Room left: the newest names that have no share yet (one walk of the worker table's
+        // key from the top, skipping names already loaded).
+        let what = "loading the newest worker names";
+        let loaded: std::collections::HashSet<i64> = workers.iter().map(|&(_, id)| id).collect();
+        let mut st = conn
+            .prepare("SELECT id, name FROM worker ORDER BY id DESC")
+            .map_err(setup(what))?;
+        let mut rows = st.query([]).map_err(setup(what))?;
+        while workers.len() < worker_cache {
+            let Some(row) = rows.next().map_err(setup(what))? else {
+                break;
+            };
+            let id: i64 = row.get(0).map_err(setup(what))?;
+            if !loaded.contains(&id) {
+                let name: String = row.get(1).map_err(setup(what))?;
+                workers.push((name.into_boxed_str(), id));
+            }
+        }
+    }
 
     let what = "loading blocks awaiting the node's answer";
     let mut st = conn
@@ -271,29 +311,6 @@ pub(super) fn resume(
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(setup(what))?;
 
-    // One pass over the share table: a few seconds for tens of millions of shares, once per
-    // start.
-    let what = "summing each worker's shares";
-    let mut st = conn
-        .prepare(
-            "SELECT w.name, t.n, t.work FROM \
-             (SELECT worker, count(*) AS n, sum(difficulty) AS work FROM share \
-              WHERE worker >= ?1 GROUP BY worker) t \
-             JOIN worker w ON w.id = t.worker",
-        )
-        .map_err(setup(what))?;
-    // Only the loaded names' totals: the rest would be kept for names that may never come.
-    let oldest_loaded = workers.iter().map(|&(_, id)| id).min().unwrap_or(0);
-    let worker_totals = st
-        .query_map([oldest_loaded], |row| {
-            Ok((
-                row.get::<_, String>(0)?.into_boxed_str(),
-                row.get::<_, i64>(1)? as u64,
-                row.get::<_, f64>(2)?,
-            ))
-        })
-        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-        .map_err(setup(what))?;
     Ok(Resume {
         last_ticket: last_ticket.max(0) as u64,
         workers,

@@ -11,14 +11,16 @@
 //!
 //! A name whose key the writer has not committed yet is never dropped: the file could not give
 //! it back, and a second key for the same name would break the name's uniqueness in the file.
-//! It moves to the young generation instead, and leaves with a later turn once committed.
+//! It moves to the young generation instead, and leaves with a later turn once committed. While
+//! half the bound or more are uncommitted (a writer that keeps failing), the generations do not
+//! turn: a turn would only carry them all over again, at a cost that grows with them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{schema, StoreError};
+use super::StoreError;
 
 pub(super) struct WorkerNames {
     young: HashMap<Box<str>, i64>,
@@ -30,19 +32,22 @@ pub(super) struct WorkerNames {
     /// The file holds names that memory does not (some were not loaded at open, or have left
     /// since): a name not in memory must be looked up there before it gets a new key.
     partial: bool,
-    /// Opened at the first lookup in the file.
-    reader: Option<Connection>,
+    /// Opened with the store, so that it reads the file the writer writes even if another
+    /// one is put at its path later.
+    reader: Connection,
     path: PathBuf,
 }
 
 impl WorkerNames {
-    /// `loaded`: the names read at open (at most the bound); `partial`: the file holds more;
-    /// `next`: the key after the highest in the file.
+    /// `loaded`: the names read at open, most recently used first (at most the bound);
+    /// `partial`: the file holds more; `next`: the key after the highest in the file; `reader`:
+    /// a read-only connection to the store's file.
     pub fn new(
         loaded: Vec<(Box<str>, i64)>,
         partial: bool,
         bound: usize,
         next: i64,
+        reader: Connection,
         path: &Path,
     ) -> WorkerNames {
         let half = (bound / 2).max(1);
@@ -52,15 +57,14 @@ impl WorkerNames {
             half,
             next,
             partial,
-            reader: None,
+            reader,
             path: path.to_owned(),
         };
-        // The loaded names are all committed; the newest are kept young.
-        let mut loaded = loaded;
-        loaded.sort_unstable_by_key(|&(_, key)| key);
-        for (name, key) in loaded {
-            names.put(name, key, i64::MAX);
-        }
+        // Every loaded name is committed: the most recently used half young, the rest old.
+        let mut loaded = loaded.into_iter();
+        names.young.extend(loaded.by_ref().take(half));
+        names.old.extend(loaded.by_ref().take(half));
+        names.partial |= loaded.next().is_some();
         names
     }
 
@@ -103,7 +107,9 @@ impl WorkerNames {
 
     fn put(&mut self, name: Box<str>, key: i64, committed: i64) {
         self.young.insert(name, key);
-        if self.young.len() >= self.half {
+        // Keys are handed out in order: those after `committed` are the uncommitted ones.
+        let uncommitted = (self.next - 1).saturating_sub(committed).max(0);
+        if self.young.len() >= self.half && (uncommitted as usize) < self.half {
             self.turn(committed);
         }
     }
@@ -123,11 +129,8 @@ impl WorkerNames {
 
     fn read(&mut self, name: &str) -> Result<Option<i64>, StoreError> {
         let what = "looking a worker name up";
-        let conn = match &mut self.reader {
-            Some(c) => c,
-            None => self.reader.insert(schema::open_for_reading(&self.path)?),
-        };
-        conn.prepare_cached("SELECT id FROM worker WHERE name = ?1")
+        self.reader
+            .prepare_cached("SELECT id FROM worker WHERE name = ?1")
             .and_then(|mut st| st.query_row([name], |row| row.get(0)).optional())
             .map_err(|source| StoreError::Read {
                 path: self.path.clone(),
@@ -141,8 +144,12 @@ impl WorkerNames {
 mod tests {
     use super::*;
 
+    /// Over an empty in-memory database: a lookup in the file would find nothing.
     fn names(bound: usize) -> WorkerNames {
-        WorkerNames::new(Vec::new(), false, bound, 1, Path::new("/nonexistent"))
+        let db = Connection::open_in_memory().unwrap();
+        db.execute_batch("CREATE TABLE worker (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+            .unwrap();
+        WorkerNames::new(Vec::new(), false, bound, 1, db, Path::new(":memory:"))
     }
 
     fn add(w: &mut WorkerNames, name: &str, committed: i64) -> i64 {
@@ -167,9 +174,20 @@ mod tests {
         let kept = add(&mut w, "kept", i64::MAX);
         for i in 0..100 {
             add(&mut w, &format!("w{i}"), i64::MAX);
-            // Found in memory every time (the file does not exist: a lookup there would fail).
+            // Found in memory every time (the file is empty: it could not give it back).
             assert_eq!(w.find("kept", i64::MAX).unwrap(), Some(kept));
         }
+    }
+
+    #[test]
+    fn loaded_names_fill_both_generations_most_recently_used_young() {
+        let db = Connection::open_in_memory().unwrap();
+        let loaded: Vec<(Box<str>, i64)> = (1..=10).map(|k| (format!("w{k}").into(), k)).collect();
+        let mut w = WorkerNames::new(loaded, false, 8, 11, db, Path::new(":memory:"));
+        assert_eq!(w.len(), 8);
+        assert!(w.partial, "two names did not fit");
+        assert!(w.young.contains_key("w1") && w.old.contains_key("w8"));
+        assert_eq!(w.find("w1", i64::MAX).unwrap(), Some(1));
     }
 
     #[test]
@@ -179,7 +197,8 @@ mod tests {
         for i in 0..50 {
             add(&mut w, &format!("w{i}"), 0);
         }
-        // Nothing committed: everything is still here (the file could not give it back).
+        // Nothing committed: everything is still here (the file could not give it back), and
+        // the generations stopped turning once half the bound was uncommitted.
         assert_eq!(w.len(), 51);
         assert_eq!(w.find("first", 0).unwrap(), Some(first));
         // Once committed, the next turns take memory back to the bound.

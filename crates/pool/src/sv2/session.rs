@@ -349,23 +349,28 @@ impl Session {
 
     // ---- Channels ---------------------------------------------------------------------------
 
-    /// What opening needs: a payout for the user and room for a channel; the error code if not.
-    fn admit(&self, user: &str, now: Millis) -> Result<ScriptBuf, &'static str> {
+    /// What opening needs: a payout for the user and room for a channel; the error code if not
+    /// (the allowance of new names is asked last, by `may_add`).
+    fn admit(&self, user: &str) -> Result<ScriptBuf, &'static str> {
         if self.channels.len() >= self.config.max_channels {
             return Err(error_code::CHANNEL_CAPACITY_EXHAUSTED);
         }
         // Solo mode: the identity is the payout address, optionally followed by ".worker".
         let account = user.split('.').next().unwrap_or(user);
-        let payout = self
-            .engine
+        self.engine
             .payout_for(account)
-            .ok_or(error_code::UNKNOWN_USER)?;
-        // A user this address may not add now is refused as a user the pool does not take;
-        // asked last, so that a user refused anyway spends none of the allowance.
-        if !self.engine.may_add_worker(user, self.origin, now) {
-            return Err(error_code::UNKNOWN_USER);
+            .ok_or(error_code::UNKNOWN_USER)
+    }
+
+    /// The last check of an opening: a user this address may not add now is refused as a user
+    /// the pool does not take. Asked after every other check, so that an opening refused anyway
+    /// spends none of the address's allowance of new names.
+    fn may_add(&self, user: &str, now: Millis) -> Result<(), &'static str> {
+        if self.engine.may_add_worker(user, self.origin, now) {
+            Ok(())
+        } else {
+            Err(error_code::UNKNOWN_USER)
         }
-        Ok(payout)
     }
 
     /// The starting difficulty: what makes the nominal hash rate send the vardiff's share rate,
@@ -453,8 +458,9 @@ impl Session {
     }
 
     fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Millis) {
-        let opened = self.admit(&o.user_identity, now).and_then(|payout| {
+        let opened = self.admit(&o.user_identity).and_then(|payout| {
             let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            self.may_add(&o.user_identity, now)?;
             Ok((payout, d))
         });
         let (payout, d) = match opened {
@@ -487,11 +493,12 @@ impl Session {
     }
 
     fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Millis) {
-        let opened = self.admit(&o.user_identity, now).and_then(|payout| {
+        let opened = self.admit(&o.user_identity).and_then(|payout| {
             if usize::from(o.min_extranonce_size) > self.max_rolled() {
                 return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
             }
             let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            self.may_add(&o.user_identity, now)?;
             Ok((payout, d))
         });
         let (payout, d) = match opened {
