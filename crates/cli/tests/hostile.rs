@@ -1272,23 +1272,27 @@ fn print_rows(role: &str) {
 }
 
 fn simnet() -> (Role, String, String) {
-    let s = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--tdp-listen",
-            "127.0.0.1:0",
-            "--block-interval",
-            "0",
-            "--network-difficulty",
-            "100000",
-        ],
-    );
+    simnet_with(&[])
+}
+
+/// simnet with more flags.
+fn simnet_with(extra: &[&str]) -> (Role, String, String) {
+    let mut args = vec![
+        "--rpc-listen",
+        "127.0.0.1:0",
+        "--rpc-user",
+        "u",
+        "--rpc-password",
+        "p",
+        "--tdp-listen",
+        "127.0.0.1:0",
+        "--block-interval",
+        "0",
+        "--network-difficulty",
+        "100000",
+    ];
+    args.extend_from_slice(extra);
+    let s = Role::start("simnet", &args);
     let rpc = s.line("rpc listening on");
     let tdp = s.line("tdp listening on");
     (s, rpc, tdp)
@@ -1601,7 +1605,17 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, rpc, tdp) = simnet();
+    // A tenth of the mainnet-like backlog and no fee-driven template during the cases: a debug
+    // build's JDC takes a second or more to fetch and declare a full template's transactions,
+    // which would stall its devices' verdicts whenever one came.
+    let (sim, rpc, tdp) = simnet_with(&[
+        "--initial-txs",
+        "300",
+        "--tx-rate",
+        "20",
+        "--template-interval",
+        "10m",
+    ]);
     let tdp_key = sim.line("tdp authority public key");
     roles.add("simnet", sim);
     let token_key = dir.path().join("jd.key");
