@@ -240,6 +240,11 @@ fn simnet(roles: &mut Roles) -> (String, String, String) {
                 "0.0005",
                 "--block-interval",
                 "0",
+                // New templates only with new tips: a fee-driven one arriving while its
+                // transactions are still on a slow link would make a block found on it
+                // incomplete (what the kill test must not race into).
+                "--template-interval",
+                "10m",
             ],
         ),
     );
