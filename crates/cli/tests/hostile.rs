@@ -1342,10 +1342,41 @@ fn target(name: &'static str, octet: u8, role: &Role, addr: &str, http: String) 
         octet,
         authority: None,
     };
-    let (p99, report) = honest_run(&t);
-    check_honest(&t, "baseline", &report);
-    t.base_p99 = p99;
+    measure_baseline(&mut t);
     t
+}
+
+/// An SV2 mining listener under test (a pool, or a JDC's device side), honest SV2 devices on it.
+fn sv2_target(
+    name: &'static str,
+    octet: u8,
+    pid: u32,
+    sv2: &str,
+    key: &str,
+    http: String,
+) -> Target {
+    Target {
+        name,
+        addr: sv2.parse().unwrap(),
+        http,
+        pid,
+        honest: Honest::Fleet(
+            ["--pool", sv2, "--protocol", "sv2", "--authority-key", key]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        ),
+        base_p99: 0.0,
+        octet,
+        authority: Some(sv2::keys::parse_public_key(key).unwrap()),
+    }
+}
+
+/// The honest side's p99 without attackers: the bound every case is held to.
+fn measure_baseline(t: &mut Target) {
+    let (p99, report) = honest_run(t);
+    check_honest(t, "baseline", &report);
+    t.base_p99 = p99;
 }
 
 #[test]
@@ -1437,25 +1468,8 @@ fn the_sv2_pool_keeps_serving_honest_miners_under_attack() {
         .1
         .child
         .id();
-    let addr: SocketAddr = sv2.parse().unwrap();
-    let mut t = Target {
-        name: "pool (SV2)",
-        addr,
-        http,
-        pid,
-        honest: Honest::Fleet(
-            ["--pool", &sv2, "--protocol", "sv2", "--authority-key", &key]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
-        ),
-        base_p99: 0.0,
-        octet: 12,
-        authority: Some(sv2::keys::parse_public_key(&key).unwrap()),
-    };
-    let (p99, report) = honest_run(&t);
-    check_honest(&t, "baseline", &report);
-    t.base_p99 = p99;
+    let mut t = sv2_target("pool (SV2)", 12, pid, &sv2, &key, http);
+    measure_baseline(&mut t);
     sv2_cases(&t);
     sv2_mining_cases(&t);
     print_rows(t.name);
@@ -1589,9 +1603,7 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
         octet: 15,
         authority: Some(authority),
     };
-    let (p99, report) = honest_run(&t);
-    check_honest(&t, "baseline", &report);
-    t.base_p99 = p99;
+    measure_baseline(&mut t);
     sv2_cases(&t);
     case(&t, 7, "garbage after the handshake", garbage_after_sv2);
     case(&t, 9, "valid messages at 100x the rate", message_rate_sv2);
@@ -1718,28 +1730,12 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     let key = jdc.line("sv2 authority public key");
     let sv2 = jdc.line("sv2 listening on");
     let http = jdc.line("http listening on");
-    let mut t = Target {
-        name: "jdc",
-        addr: sv2.parse().unwrap(),
-        http,
-        pid: jdc.child.id(),
-        honest: Honest::Fleet(
-            ["--pool", &sv2, "--protocol", "sv2", "--authority-key", &key]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
-        ),
-        base_p99: 0.0,
-        octet: 16,
-        authority: Some(sv2::keys::parse_public_key(&key).unwrap()),
-    };
+    let mut t = sv2_target("jdc", 16, jdc.child.id(), &sv2, &key, http);
     // The first seconds of a JDC's shares wait for its first declared job (a debug build
     // fetches and declares a template's transactions slowly): a warm-up, not the baseline.
     let (warm_up, _) = honest_run(&t);
     eprintln!("jdc: warm-up p99 {warm_up:.1} ms");
-    let (p99, report) = honest_run(&t);
-    check_honest(&t, "baseline", &report);
-    t.base_p99 = p99;
+    measure_baseline(&mut t);
     sv2_cases(&t);
     sv2_mining_cases(&t);
     print_rows(t.name);

@@ -1455,15 +1455,7 @@ mod tests {
 
     #[test]
     fn arbitrary_inputs_hold_the_invariants() {
-        for seed in 0u32..300 {
-            let data: Vec<u8> = (0..200u32)
-                .map(|i| {
-                    (seed
-                        .wrapping_mul(2_654_435_761)
-                        .wrapping_add(i.wrapping_mul(40_503))
-                        >> 7) as u8
-                })
-                .collect();
+        for data in crate::fuzz_support::arbitrary_inputs() {
             translator_per_device(&data);
         }
     }
