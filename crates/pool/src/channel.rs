@@ -217,6 +217,15 @@ impl Channel {
         &self.extranonce_prefix
     }
 
+    /// Gives the channel another extranonce prefix (as long as the old one) and forgets every
+    /// job issued under the old one: their shares could only hash to what the miner did not
+    /// mine, so they are stale from now on (SV2 `SetExtranoncePrefix` applies to later jobs).
+    pub fn set_extranonce_prefix(&mut self, prefix: Vec<u8>) {
+        debug_assert_eq!(prefix.len(), self.extranonce_prefix.len());
+        self.evict_where(|_| true);
+        self.extranonce_prefix = prefix;
+    }
+
     /// Bytes of extranonce the miner fills in.
     pub fn extranonce_len(&self) -> usize {
         self.extranonce_len

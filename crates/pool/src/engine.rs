@@ -128,6 +128,11 @@ pub struct Engine {
     /// costs one atomic load.
     payout_override: RwLock<Option<ScriptBuf>>,
     overridden: AtomicBool,
+    /// Where every SV2 channel's extranonce prefix starts, once moved from the configured
+    /// base (a JDC whose pool gave it a new range on a new channel), and how many moves there
+    /// were: sessions compare the count with the one they last followed (one atomic load).
+    extranonce_base: RwLock<Option<Arc<[u8]>>>,
+    extranonce_base_moves: AtomicU64,
     /// Declared tokens jobs were set under, on any connection (one job each).
     pub used_tokens: crate::jd_token::UsedTokens,
 }
@@ -181,6 +186,8 @@ impl Engine {
             share_tap: std::sync::OnceLock::new(),
             payout_override: RwLock::new(None),
             overridden: AtomicBool::new(false),
+            extranonce_base: RwLock::new(None),
+            extranonce_base_moves: AtomicU64::new(0),
             used_tokens,
         });
         (engine, found)
@@ -195,6 +202,33 @@ impl Engine {
             .unwrap_or_else(|e| e.into_inner());
         self.overridden.store(script.is_some(), Ordering::Release);
         *o = script;
+    }
+
+    /// Moves every SV2 channel's extranonce prefix onto `base`, which must be as long as the
+    /// base it replaces (the coinbase's layout stays): channels opened from now on start with
+    /// it, and open ones are told (`SetExtranoncePrefix`, then a clean job) at their
+    /// connection's next job or tick. A Job Declarator Client calls it when a new channel with
+    /// its pool comes with another prefix: its devices' shares must lie in the new range.
+    pub fn move_extranonce_base(&self, base: Vec<u8>) {
+        *self
+            .extranonce_base
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Arc::from(base));
+        self.extranonce_base_moves.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many times [`Engine::move_extranonce_base`] was called.
+    #[inline]
+    pub fn extranonce_base_moves(&self) -> u64 {
+        self.extranonce_base_moves.load(Ordering::Acquire)
+    }
+
+    /// The base set by [`Engine::move_extranonce_base`], if it was ever called.
+    pub fn moved_extranonce_base(&self) -> Option<Arc<[u8]>> {
+        self.extranonce_base
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What a job for a connection that authorized for `authorized` pays.

@@ -605,3 +605,85 @@ fn a_channel_opened_as_work_changes_leaves_the_other_channels_the_new_work() {
     let latest = s.channel(first.channel_id).unwrap().latest_job().unwrap();
     assert_eq!(latest.job.generation, g.id);
 }
+
+/// A JDC's pool gave it a new range: the engine's extranonce base moves, and every open
+/// channel is told its new prefix and gets a clean job committing to it, between templates;
+/// shares on work under the old prefix are stale, later channels start in the new range.
+#[test]
+fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let config = Sv2Config {
+        extranonce_base: vec![0xaa, 0xbb],
+        ..Sv2Config::default()
+    };
+    let mut s = Session::new(lab.engine.clone(), Arc::new(config));
+    s.on_message(
+        setup(
+            0,
+            mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
+        ),
+        T0,
+    );
+    s.take_output();
+    let mut m = StdMiner::open(&mut s);
+    assert_eq!(&m.prefix[..2], &[0xaa, 0xbb]);
+    let target = m.target;
+    let good = |h: &Hash256| target.is_met_by(&h.0);
+    let (old_nonce, _) = m.grind(good);
+    let old_share = m.share(old_nonce);
+
+    // Nothing moved: a tick sends nothing.
+    s.on_tick(T0);
+    assert!(s.take_output().is_empty());
+
+    lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
+    s.on_tick(T0);
+    let out = s.take_output();
+    let [Message::Mining(Mining::SetExtranoncePrefix(p)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+        &out[..]
+    else {
+        panic!("new prefix, then a clean job: {out:?}");
+    };
+    assert_eq!(p.channel_id, m.channel_id);
+    let mut moved = m.prefix.clone();
+    moved[..2].copy_from_slice(&[0xcc, 0xdd]);
+    assert_eq!(p.extranonce_prefix, moved, "only the base changes");
+    assert_eq!(job.min_ntime, None);
+    assert_eq!(prev.job_id, job.job_id);
+    let issued = s
+        .channel(m.channel_id)
+        .unwrap()
+        .latest_job()
+        .unwrap()
+        .job
+        .clone();
+    let txid = issued.coinbase.txid(&moved).unwrap();
+    assert_eq!(
+        merkle_root_from_branch(txid, &issued.merkle_branch).0,
+        job.merkle_root,
+        "the new job commits to the new prefix"
+    );
+    // Only once.
+    s.on_tick(T0);
+    assert!(s.take_output().is_empty());
+
+    // A share on the old job could only hash to the old coinbase: stale, not invalid.
+    s.on_message(old_share, T0);
+    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
+    // Work under the new prefix is accepted.
+    m.prefix = moved;
+    m.job = job.clone();
+    m.prev = prev.clone();
+    let (n, _) = m.grind(good);
+    let msg = m.share(n);
+    s.on_message(msg, T0);
+    s.flush();
+    assert_eq!(successes(&s.take_output()).len(), 1);
+    // A channel opened now starts in the new range.
+    let later = StdMiner::open(&mut s);
+    assert_eq!(&later.prefix[..2], &[0xcc, 0xdd]);
+    // A session started after the move follows it from the start.
+    let mut fresh = session(&lab);
+    fresh.on_tick(T0);
+    assert!(fresh.take_output().is_empty());
+}

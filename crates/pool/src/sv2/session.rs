@@ -37,8 +37,9 @@ use ::sv2::messages::mining::{
     error_code, CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
     OpenExtendedMiningChannelSuccess, OpenMiningChannelError, OpenStandardMiningChannel,
     OpenStandardMiningChannelSuccess, SetCustomMiningJob, SetCustomMiningJobError,
-    SetCustomMiningJobSuccess, SetNewPrevHash, SetTarget, SubmitSharesError, SubmitSharesExtended,
-    SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel, UpdateChannelError,
+    SetCustomMiningJobSuccess, SetExtranoncePrefix, SetNewPrevHash, SetTarget, SubmitSharesError,
+    SubmitSharesExtended, SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel,
+    UpdateChannelError,
 };
 use ::sv2::messages::{Common, Mining};
 use ::sv2::Message;
@@ -173,6 +174,8 @@ pub struct Session {
     rejected_in_a_row: u32,
     /// The miner's address, for its allowance of new workers (`None`: not limited).
     origin: Option<std::net::IpAddr>,
+    /// The engine's extranonce base moves this session's channels follow.
+    base_moves: u64,
 }
 
 impl Session {
@@ -180,7 +183,6 @@ impl Session {
         let conn = engine.next_conn();
         engine.stats.connection_opened();
         Session {
-            engine,
             config,
             conn,
             setup: None,
@@ -193,6 +195,8 @@ impl Session {
             close: None,
             rejected_in_a_row: 0,
             origin: None,
+            base_moves: engine.extranonce_base_moves(),
+            engine,
         }
     }
 
@@ -416,8 +420,9 @@ impl Session {
         // first bytes are a non-zero id). Extended: the id's low bytes.
         let prefix_len = total - rolled;
         let mut prefix = vec![0u8; prefix_len];
-        let base =
-            &self.config.extranonce_base[..self.config.extranonce_base.len().min(prefix_len)];
+        let moved = self.engine.moved_extranonce_base();
+        let base = moved.as_deref().unwrap_or(&self.config.extranonce_base);
+        let base = &base[..base.len().min(prefix_len)];
         prefix[..base.len()].copy_from_slice(base);
         let id_bytes = id.to_be_bytes();
         let n = (prefix_len - base.len()).min(4);
@@ -747,6 +752,9 @@ impl Session {
             r.flush();
         }
         let Some(g) = g else { return };
+        if self.follow_base(g, now) {
+            return;
+        }
         if self.sent_generation == Some(g.id) {
             return;
         }
@@ -767,6 +775,58 @@ impl Session {
         for id in ids {
             self.send_job(id, g, g.clean, now);
         }
+    }
+
+    /// Moves every channel onto the engine's new extranonce base, if it moved since this
+    /// session last looked: each channel is told its new prefix and gets a clean job of `g`
+    /// (work under the old prefix is stale). Returns whether it did.
+    fn follow_base(&mut self, g: &Arc<Generation>, now: Millis) -> bool {
+        let moves = self.engine.extranonce_base_moves();
+        if moves == self.base_moves {
+            return false;
+        }
+        self.base_moves = moves;
+        let Some(base) = self.engine.moved_extranonce_base() else {
+            return false;
+        };
+        let mut ids: Vec<u32> = self.channels.keys().copied().collect();
+        ids.sort_unstable();
+        for &id in &ids {
+            let c = self.channels.get_mut(&id).expect("listed");
+            let old = c.channel.extranonce_prefix();
+            let n = base.len().min(old.len());
+            let mut prefix = old.to_vec();
+            prefix[..n].copy_from_slice(&base[..n]);
+            if prefix == old {
+                continue;
+            }
+            c.channel.set_extranonce_prefix(prefix.clone());
+            self.out.push(
+                SetExtranoncePrefix {
+                    channel_id: id,
+                    extranonce_prefix: prefix,
+                }
+                .into(),
+            );
+        }
+        tracing::info!(
+            conn = self.conn,
+            channels = ids.len(),
+            "sv2: channels moved to a new extranonce base"
+        );
+        self.sent_generation = Some(g.id);
+        let grouped = !self.requires_standard_jobs();
+        if grouped {
+            for k in 0..self.groups.len() {
+                self.send_group_job(self.groups[k].id, g, true, now);
+            }
+        }
+        for id in ids {
+            if !(grouped && self.channels[&id].kind == Kind::Standard) {
+                self.send_job(id, g, true, now);
+            }
+        }
+        true
     }
 
     fn next_job_id(&mut self) -> u32 {
@@ -965,10 +1025,16 @@ impl Session {
         }
     }
 
-    /// Vardiff for quiet miners.
+    /// Vardiff for quiet miners, and a moved extranonce base (see
+    /// [`Engine::move_extranonce_base`]) followed even between templates.
     pub fn on_tick(&mut self, now: Millis) {
         if let Some(r) = &mut self.records {
             r.flush();
+        }
+        if self.base_moves != self.engine.extranonce_base_moves() {
+            if let Some(g) = self.engine.current() {
+                self.follow_base(&g, now);
+            }
         }
         let ids: Vec<u32> = self.channels.keys().copied().collect();
         for id in ids {
