@@ -19,6 +19,8 @@ struct Stack {
     jdc: String,
     jdc_key: String,
     jdc_http: String,
+    /// The JDS's arguments, to start it again on the same address with the same key.
+    jds_args: Vec<String>,
 }
 
 /// `simnet_events` and `pool_events` are written if given; `jdc_args` are added to the JDC's.
@@ -126,28 +128,35 @@ fn stack_with(
 
     let node_rpc = format!("http://{rpc}");
     let jds_events = dir.join("jds.ev");
+    let jds_listen = format!("127.0.0.1:{}", support::free_port());
+    let jds_key_file = dir.join("jds-authority.key");
+    let jds_args: Vec<String> = [
+        "--listen",
+        &jds_listen,
+        "--authority-key-file",
+        jds_key_file.to_str().unwrap(),
+        "--node-rpc",
+        &node_rpc,
+        "--rpc-user",
+        "lab",
+        "--rpc-password",
+        "lab",
+        "--jd-token-key",
+        key,
+        "--payout-address",
+        PAYOUT,
+        "--events",
+        jds_events.to_str().unwrap(),
+        "--duration",
+        "120s",
+    ]
+    .map(String::from)
+    .to_vec();
     let jds = roles.add(
         "jds",
         Role::start(
             "jds",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &node_rpc,
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                "--jd-token-key",
-                key,
-                "--payout-address",
-                PAYOUT,
-                "--events",
-                jds_events.to_str().unwrap(),
-                "--duration",
-                "120s",
-            ],
+            &jds_args.iter().map(String::as_str).collect::<Vec<_>>(),
         ),
     );
     let jds_key = jds.line("jds authority public key");
@@ -189,6 +198,7 @@ fn stack_with(
         jdc: downstream,
         jdc_key,
         jdc_http,
+        jds_args,
     }
 }
 
@@ -385,6 +395,24 @@ fn coinbase_payee(rpc_addr: &str, hash: &str) -> primitives::bitcoin::ScriptBuf 
     block.txdata[0].output[0].script_pubkey.clone()
 }
 
+/// Who the blocks mined in this run pay, newest first (simnet's chain starts above 900,000).
+fn payees_newest_first(rpc_addr: &str) -> Vec<primitives::bitcoin::ScriptBuf> {
+    let mut hash = rpc(rpc_addr, "getbestblockhash", serde_json::json!([]))
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut payees = Vec::new();
+    for _ in 0..80 {
+        let header = rpc(rpc_addr, "getblockheader", serde_json::json!([hash, true]));
+        if header["height"].as_u64().unwrap() <= 900_000 {
+            break;
+        }
+        payees.push(coinbase_payee(rpc_addr, &hash));
+        hash = header["previousblockhash"].as_str().unwrap().to_owned();
+    }
+    payees
+}
+
 #[test]
 fn when_the_pool_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
     killed_under_the_jdc("pool");
@@ -479,19 +507,7 @@ fn killed_under_the_jdc(role: &'static str) {
         primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
     let pool_script =
         primitives::coinbase::payout_script(PAYOUT, primitives::bitcoin::Network::Regtest).unwrap();
-    let mut hash = rpc(&rpc_addr, "getbestblockhash", serde_json::json!([]))
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut payees = Vec::new();
-    for _ in 0..40 {
-        let header = rpc(&rpc_addr, "getblockheader", serde_json::json!([hash, true]));
-        if header["height"].as_u64().unwrap() <= 900_000 {
-            break;
-        }
-        payees.push(coinbase_payee(&rpc_addr, &hash));
-        hash = header["previousblockhash"].as_str().unwrap().to_owned();
-    }
+    let payees = payees_newest_first(&rpc_addr);
     assert_eq!(payees.first(), Some(&farm), "the tip pays the farm");
     let switched = payees
         .iter()
@@ -504,6 +520,121 @@ fn killed_under_the_jdc(role: &'static str) {
     if role != "jds" {
         roles.stop("jds");
     }
+    roles.stop("simnet");
+}
+
+/// The JDS killed with SIGKILL and started again on its address: the JDC, mining solo for the
+/// farm meanwhile, sets up the JDS and the pool again by itself. The pool's new channel comes
+/// with another extranonce prefix, and the devices move into it without reconnecting: the
+/// pool accepts their shares again, and the blocks after the rejoin pay the pool.
+#[test]
+fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
+    const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
+    let dir = tempfile::tempdir().unwrap();
+    let Stack {
+        mut roles,
+        rpc: rpc_addr,
+        jdc,
+        jdc_key,
+        jdc_http,
+        jds_args,
+        ..
+    } = stack(
+        dir.path(),
+        "0.0001",
+        "1s",
+        None,
+        None,
+        &["--fallback-payout-address", FARM],
+    );
+    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "45s"));
+    let status = |http: &str| http_get_json(http, "/api/status");
+    let wait_for = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = status(&jdc_http);
+            if ok(&s) {
+                return s;
+            }
+            assert!(std::time::Instant::now() < deadline, "{what}: {s}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let before = wait_for("shares accepted before the kill", &|s| {
+        s["jdc"]["shares_accepted"].as_u64().unwrap() > 0
+    })["jdc"]["shares_accepted"]
+        .as_u64()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    roles.kill("jds");
+    wait_for("solo after the kill", &|s| s["jdc"]["solo"] == true);
+    // Down for a while: the JDC's attempts fail meanwhile (and wait longer each time).
+    std::thread::sleep(Duration::from_secs(8));
+    let down = status(&jdc_http);
+    assert!(
+        down["jdc"]["rejoin_failures"].as_u64().unwrap() >= 1,
+        "{down}"
+    );
+    assert_eq!(down["dependencies"]["jds"]["up"], false, "{down}");
+    roles.add(
+        "jds",
+        Role::start(
+            "jds",
+            &jds_args.iter().map(String::as_str).collect::<Vec<_>>(),
+        ),
+    );
+    let back = wait_for("rejoined", &|s| s["jdc"]["rejoined"] == 1);
+    let jdc_now = &back["jdc"];
+    assert_eq!(jdc_now["solo"], false, "{back}");
+    assert!(jdc_now["fallback"].is_null(), "{back}");
+    for d in ["pool", "jds"] {
+        assert_eq!(back["dependencies"][d]["up"], true, "{back}");
+    }
+    let (code, health) = http_get(&jdc_http, "/healthz");
+    assert_eq!(code, 200, "{health}");
+    assert!(!health.contains("failing"), "{health}");
+    let at_rejoin = jdc_now["shares_accepted"].as_u64().unwrap();
+    // The pool accepts the devices' shares again, in the new channel's range.
+    wait_for("shares accepted after the rejoin", &|s| {
+        s["jdc"]["shares_accepted"].as_u64().unwrap() > at_rejoin + 5
+    });
+    let report = fleet.join().unwrap();
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    let summary = jdc_summary(&mut roles);
+    assert_eq!(summary["rejoined"], 1, "{summary}");
+    assert_eq!(summary["solo"], false, "{summary}");
+    assert!(
+        summary["declared"].as_u64().unwrap() > 0 && summary["jobs_set"].as_u64().unwrap() > 0,
+        "{summary}"
+    );
+
+    // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
+    // outage, the pool's before it.
+    let farm =
+        primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
+    let pool_script =
+        primitives::coinbase::payout_script(PAYOUT, primitives::bitcoin::Network::Regtest).unwrap();
+    let payees = payees_newest_first(&rpc_addr);
+    let mut runs: Vec<(bool, usize)> = Vec::new();
+    for p in &payees {
+        assert!(*p == farm || *p == pool_script, "{payees:?}");
+        let is_farm = *p == farm;
+        match runs.last_mut() {
+            Some((f, n)) if *f == is_farm => *n += 1,
+            _ => runs.push((is_farm, 1)),
+        }
+    }
+    eprintln!(
+        "blocks newest first, (paid the farm, how many): {runs:?}; shares the pool accepted from the JDC: {before} before the kill, {at_rejoin} at the rejoin, {} in all; rejoin attempts that failed: {}",
+        summary["shares_accepted"], down["jdc"]["rejoin_failures"]
+    );
+    let kinds: Vec<bool> = runs.iter().map(|(f, _)| *f).collect();
+    assert_eq!(
+        kinds,
+        [false, true, false],
+        "pool after the rejoin, farm during the outage, pool before: {runs:?}"
+    );
+    roles.stop("jds");
     roles.stop("simnet");
 }
 

@@ -128,6 +128,26 @@ pub struct PoolChannelStats {
     pub pool_jobs_ignored: u64,
 }
 
+impl std::ops::Add for PoolChannelStats {
+    type Output = PoolChannelStats;
+
+    /// The counts of two channels in turn (a JDC that rejoined its pool): summed.
+    fn add(self, o: PoolChannelStats) -> PoolChannelStats {
+        PoolChannelStats {
+            jobs_set: self.jobs_set + o.jobs_set,
+            jobs_refused: self.jobs_refused + o.jobs_refused,
+            shares_submitted: self.shares_submitted + o.shares_submitted,
+            shares_accepted: self.shares_accepted + o.shares_accepted,
+            shares_rejected: self.shares_rejected + o.shares_rejected,
+            shares_stale: self.shares_stale + o.shares_stale,
+            below_target: self.below_target + o.below_target,
+            dropped: self.dropped + o.dropped,
+            foreign: self.foreign + o.foreign,
+            pool_jobs_ignored: self.pool_jobs_ignored + o.pool_jobs_ignored,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Phase {
     AwaitSetup,

@@ -17,7 +17,9 @@
 //!
 //! When the JDS or the pool fails (a connection lost, a declaration or a job refused), the
 //! devices keep mining the farm's templates: the embedded pool does not depend on either. The
-//! counters say what the pool did not get.
+//! counters say what the pool did not get. The JDC then sets up both again, with growing
+//! waits, and moves the devices into the new pool channel's extranonce range when it has
+//! another prefix (docs/operations.md, "Recovering").
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -45,7 +47,8 @@ use crate::declarer::{
 };
 use crate::fallback::{Fallback, FallbackConfig, FallbackReason};
 use crate::pool_channel::{
-    CustomJob, PoolChannel, PoolChannelConfig, PoolChannelError, PoolChannelStats, PoolEvent,
+    CustomJob, OpenedChannel, PoolChannel, PoolChannelConfig, PoolChannelError, PoolChannelStats,
+    PoolEvent,
 };
 
 /// Where the JDC's upstreams are.
@@ -118,6 +121,11 @@ pub struct JdcStats {
     pub fallback: Option<String>,
     /// The devices mine for the farm's own address since the fallback.
     pub solo: bool,
+    /// Times the JDC set up its JDS and pool again after leaving them.
+    pub rejoined: u64,
+    /// Rejoin attempts that failed, and why the latest did.
+    pub rejoin_failures: u64,
+    pub rejoin_error: Option<String>,
 }
 
 impl JdcStats {
@@ -141,6 +149,9 @@ impl JdcStats {
             "upstream_lost": self.upstream_lost,
             "fallback": self.fallback,
             "solo": self.solo,
+            "rejoined": self.rejoined,
+            "rejoin_failures": self.rejoin_failures,
+            "rejoin_error": self.rejoin_error,
         })
     }
 }
@@ -216,18 +227,34 @@ async fn send(what: &'static str, conn: &mut NoiseConn, m: &Message) -> Result<(
         .map_err(|source| JdcError::Transport { what, source })
 }
 
-/// Connects to the JDS and the pool, then starts the embedded pool and the task joining them.
-pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
-    if settings.pool.tp.is_none() {
-        return Err(JdcError::NoTemplateProvider);
-    }
-    // The JDS first: its token names the payout.
-    // The JDC's own socket bytes upstream (the embedded pool counts its devices' side):
-    // docs/metrics.md `roles.jdc.net_*_bytes`.
-    let net = [LinkCounter::new("jds"), LinkCounter::new("upstream")];
-    let mut jds = connect("JDS", &settings.jds, settings.connect_timeout).await?;
+/// How the JDC reaches its JDS and its pool: what a first join and every rejoin need.
+#[derive(Clone, Debug)]
+struct JoinSettings {
+    jds: Upstream,
+    upstream: Upstream,
+    declarer: DeclarerConfig,
+    channel: PoolChannelConfig,
+    connect_timeout: Duration,
+}
+
+/// The JDS and the pool, set up: what each said.
+struct Upstreams {
+    jds: NoiseConn,
+    declarer: Declarer,
+    /// Declarer events that came with the setup (tokens beyond the first, say).
+    early: Vec<DeclarerEvent>,
+    /// The pool's payout output, from the JDS's first token.
+    payout: ScriptBuf,
+    up: NoiseConn,
+    channel: PoolChannel,
+    opened: OpenedChannel,
+}
+
+/// Sets up the JDS, then the pool: the JDS first, since its token names the payout.
+async fn join(s: &JoinSettings, net: &[Arc<LinkCounter>; 2]) -> Result<Upstreams, JdcError> {
+    let mut jds = connect("JDS", &s.jds, s.connect_timeout).await?;
     jds.count_into(net[0].clone(), sv2::Side::Client);
-    let mut declarer = Declarer::new(settings.declarer.clone());
+    let mut declarer = Declarer::new(s.declarer.clone());
     send("JDS", &mut jds, &declarer.setup_connection()).await?;
     let mut early = Vec::new();
     while !declarer.is_ready() {
@@ -241,9 +268,9 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     }
     let payout = declarer.pool_payout().expect("ready").clone();
 
-    let mut up = connect("pool", &settings.upstream, settings.connect_timeout).await?;
+    let mut up = connect("pool", &s.upstream, s.connect_timeout).await?;
     up.count_into(net[1].clone(), sv2::Side::Client);
-    let mut channel = PoolChannel::new(settings.channel.clone());
+    let mut channel = PoolChannel::new(s.channel.clone());
     send("pool", &mut up, &channel.setup_connection()).await?;
     let opened = loop {
         let m = read("pool", &mut up).await?;
@@ -272,6 +299,41 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         size = opened.extranonce_size,
         "jdc: pool channel open"
     );
+    Ok(Upstreams {
+        jds,
+        declarer,
+        early,
+        payout,
+        up,
+        channel,
+        opened,
+    })
+}
+
+/// Connects to the JDS and the pool, then starts the embedded pool and the task joining them.
+pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
+    if settings.pool.tp.is_none() {
+        return Err(JdcError::NoTemplateProvider);
+    }
+    let join_settings = JoinSettings {
+        jds: settings.jds.clone(),
+        upstream: settings.upstream.clone(),
+        declarer: settings.declarer.clone(),
+        channel: settings.channel.clone(),
+        connect_timeout: settings.connect_timeout,
+    };
+    // The JDC's own socket bytes upstream (the embedded pool counts its devices' side):
+    // docs/metrics.md `roles.jdc.net_*_bytes`.
+    let net = [LinkCounter::new("jds"), LinkCounter::new("upstream")];
+    let Upstreams {
+        jds,
+        declarer,
+        early,
+        payout,
+        up,
+        channel,
+        opened,
+    } = join(&join_settings, &net).await?;
 
     let mut ps = settings.pool.clone();
     ps.engine.payout = PayoutMode::Pool(payout.clone());
@@ -298,12 +360,17 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         Arc::new(move || shown.lock().unwrap_or_else(|e| e.into_inner()).to_json()),
     );
     let (stop, stop_rx) = watch::channel(false);
+    let (joins_tx, joins_rx) = mpsc::unbounded_channel();
     let joined = Joined {
         jds: Some(jds),
         up: Some(up),
         declarer,
         channel,
+        earlier_channels: PoolChannelStats::default(),
         payout: payout.clone(),
+        first_payout: payout.clone(),
+        base: opened.extranonce_prefix.clone(),
+        extranonce_size: opened.extranonce_size,
         tag,
         extranonce_len,
         recent: VecDeque::new(),
@@ -312,14 +379,18 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         next_fetch: None,
         last_declared: None,
         fallback: Fallback::new(settings.fallback.clone()),
+        fallback_config: settings.fallback.clone(),
         fallback_payout: settings.fallback_payout.clone(),
         engine: running.engine.clone(),
         clock: std::time::Instant::now(),
         accepted_seen: 0,
         net,
         pool_clock: clock,
+        join_settings: Arc::new(join_settings),
+        rejoin: Rejoin::default(),
+        joins: joins_tx,
     };
-    let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, stop_rx));
+    let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, joins_rx, stop_rx));
     Ok(RunningJdc {
         pool: running,
         payout,
@@ -330,6 +401,62 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     })
 }
 
+/// When the JDC tries its JDS and pool again after it left them: one attempt at a time, the
+/// first a second after leaving, each failure doubling the wait up to a minute; the wait
+/// starts over once the pool accepts a share after a rejoin (a pool that refuses the JDC
+/// again at once is tried less and less often).
+#[derive(Debug)]
+struct Rejoin {
+    at: Option<u64>,
+    wait_ms: u64,
+    in_flight: bool,
+    /// Rejoined, and the pool has not accepted a share since.
+    unproven: bool,
+}
+
+const REJOIN_FIRST_MS: u64 = 1_000;
+const REJOIN_MAX_MS: u64 = 60_000;
+
+impl Default for Rejoin {
+    fn default() -> Self {
+        Rejoin {
+            at: None,
+            wait_ms: REJOIN_FIRST_MS,
+            in_flight: false,
+            unproven: false,
+        }
+    }
+}
+
+impl Rejoin {
+    /// Left the upstreams at `now`: the next attempt after the current wait, which doubles.
+    fn schedule(&mut self, now: u64) {
+        if self.at.is_none() && !self.in_flight {
+            self.at = Some(now + self.wait_ms);
+            self.wait_ms = (self.wait_ms * 2).min(REJOIN_MAX_MS);
+        }
+    }
+
+    /// Whether an attempt starts now.
+    fn due(&mut self, now: u64) -> bool {
+        match self.at {
+            Some(t) if now >= t && !self.in_flight => {
+                self.at = None;
+                self.in_flight = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn share_accepted(&mut self) {
+        if self.unproven {
+            self.unproven = false;
+            self.wait_ms = REJOIN_FIRST_MS;
+        }
+    }
+}
+
 /// Generations remembered for declaration and `PushSolution`.
 const RECENT_GENERATIONS: usize = 16;
 
@@ -338,7 +465,17 @@ struct Joined {
     up: Option<NoiseConn>,
     declarer: Declarer,
     channel: PoolChannel,
+    /// The counts of the pool channels before this one (each rejoin opens another).
+    earlier_channels: PoolChannelStats,
+    /// What the coinbase pays: the pool's output from the JDS's latest setup.
     payout: ScriptBuf,
+    /// The embedded pool's configured payout (from the first setup): a rejoin that brings
+    /// another one overrides it.
+    first_payout: ScriptBuf,
+    /// Where the devices' extranonce ranges lie: the pool channel's prefix, and the bytes
+    /// after it that are the JDC's (a new channel must have the same layout).
+    base: Vec<u8>,
+    extranonce_size: usize,
     tag: Vec<u8>,
     extranonce_len: usize,
     recent: VecDeque<(Arc<Generation>, Option<CustomJob>)>,
@@ -353,6 +490,7 @@ struct Joined {
     /// The generation of the JDS's latest `DeclareMiningJob.Success`.
     last_declared: Option<u64>,
     fallback: Fallback,
+    fallback_config: FallbackConfig,
     fallback_payout: Option<ScriptBuf>,
     engine: Arc<pool::engine::Engine>,
     clock: std::time::Instant,
@@ -362,6 +500,10 @@ struct Joined {
     net: [Arc<LinkCounter>; 2],
     /// The embedded pool's clock, for the dependencies reported into its statistics.
     pool_clock: pool::service::Clock,
+    join_settings: Arc<JoinSettings>,
+    rejoin: Rejoin,
+    /// Where a rejoin attempt's outcome comes back.
+    joins: mpsc::UnboundedSender<Result<Upstreams, JdcError>>,
 }
 
 /// Reads from an upstream that may be gone (then never ready).
@@ -379,6 +521,7 @@ impl Joined {
         mut generations: watch::Receiver<Option<Arc<Generation>>>,
         tx_data: mpsc::UnboundedSender<TxDataRequest>,
         mut taps: mpsc::UnboundedReceiver<TappedShare>,
+        mut joins: mpsc::UnboundedReceiver<Result<Upstreams, JdcError>>,
         mut stop: watch::Receiver<bool>,
     ) {
         let (data_tx, mut data_rx) = mpsc::unbounded_channel::<(u64, TxDataReply)>();
@@ -393,6 +536,12 @@ impl Joined {
                     if let Some(r) = self.fallback.on_tick(now) {
                         self.fall_back(r).await;
                     }
+                    if self.rejoin.due(now) {
+                        self.try_rejoin();
+                    }
+                }
+                Some(joined) = joins.recv() => {
+                    self.on_join(joined, &tx_data, &data_tx).await;
                 }
                 changed = generations.changed() => {
                     if changed.is_err() {
@@ -432,11 +581,13 @@ impl Joined {
             if stats.shares_accepted > self.accepted_seen {
                 self.accepted_seen = stats.shares_accepted;
                 self.fallback.share_accepted();
+                self.rejoin.share_accepted();
             }
             if self.declarer.allocating() == 0 {
                 self.fallback.tokens_answered();
             }
-            self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel = stats;
+            self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel =
+                self.earlier_channels + stats;
         }
         if let Some(c) = self.jds.take() {
             c.close(Duration::from_millis(200)).await;
@@ -523,6 +674,116 @@ impl Joined {
             s.fallback = Some(r.to_string());
             s.solo = solo.is_some();
         });
+        let now = self.now_ms();
+        self.rejoin.schedule(now);
+    }
+
+    /// Sets up the JDS and the pool again, off this task (connecting may take seconds, and
+    /// the devices' blocks must not wait): the outcome comes back to [`Joined::on_join`].
+    fn try_rejoin(&mut self) {
+        tracing::info!("jdc: trying the JDS and the pool again");
+        let settings = self.join_settings.clone();
+        let net = self.net.clone();
+        let joins = self.joins.clone();
+        tokio::spawn(async move {
+            let _ = joins.send(join(&settings, &net).await);
+        });
+    }
+
+    /// A rejoin attempt ended: with both upstreams set up, the JDC declares and submits again
+    /// (the devices move into the new channel's extranonce range if it has another prefix,
+    /// and mine for the pool again from their next job); otherwise it waits longer.
+    async fn on_join(
+        &mut self,
+        joined: Result<Upstreams, JdcError>,
+        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
+        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
+    ) {
+        self.rejoin.in_flight = false;
+        let u = match joined {
+            Ok(u)
+                if u.opened.extranonce_prefix.len() == self.base.len()
+                    && u.opened.extranonce_size == self.extranonce_size =>
+            {
+                u
+            }
+            Ok(u) => {
+                let why = format!(
+                    "the pool's new channel has another extranonce layout ({} + {} bytes, the devices' ranges need {} + {})",
+                    u.opened.extranonce_prefix.len(),
+                    u.opened.extranonce_size,
+                    self.base.len(),
+                    self.extranonce_size
+                );
+                u.jds.close(Duration::from_millis(200)).await;
+                u.up.close(Duration::from_millis(200)).await;
+                self.rejoin_failed(why);
+                return;
+            }
+            Err(e) => {
+                self.rejoin_failed(e.to_string());
+                return;
+            }
+        };
+        let Upstreams {
+            jds,
+            declarer,
+            early,
+            payout,
+            up,
+            channel,
+            opened,
+        } = u;
+        if opened.extranonce_prefix != self.base {
+            self.base = opened.extranonce_prefix.clone();
+            self.engine.move_extranonce_base(opened.extranonce_prefix);
+        }
+        self.jds = Some(jds);
+        self.up = Some(up);
+        self.declarer = declarer;
+        self.earlier_channels = self.earlier_channels + self.channel.stats;
+        self.channel = channel;
+        self.accepted_seen = 0;
+        self.fallback = Fallback::new(self.fallback_config.clone());
+        // Jobs from the next template (or the move above) pay the pool again.
+        self.engine
+            .set_payout_override((payout != self.first_payout).then(|| payout.clone()));
+        self.payout = payout;
+        // Declarations and custom jobs belonged to the old connections.
+        self.last_declared = None;
+        for (_, job) in self.recent.iter_mut() {
+            *job = None;
+        }
+        let at = (self.pool_clock)();
+        for d in [Dependency::Jds, Dependency::Pool] {
+            self.engine.stats.set_attached(d, true, at, None);
+        }
+        self.rejoin.unproven = true;
+        self.stat(|s| {
+            s.rejoined += 1;
+            s.fallback = None;
+            s.solo = false;
+        });
+        tracing::info!(payout = %self.payout, "jdc: rejoined the JDS and the pool");
+        self.on_declarer(early).await;
+        // The newest template is declared at once, not at the next one.
+        if let Some((g, _)) = self.recent.back().cloned() {
+            if self.fetching {
+                self.next_fetch = Some(g);
+            } else {
+                self.fetch(g, tx_data, data_tx);
+            }
+        }
+    }
+
+    fn rejoin_failed(&mut self, why: String) {
+        tracing::warn!(error = %why, "jdc: could not rejoin the JDS and the pool; trying later");
+        self.stat(|s| {
+            s.rejoin_failures += 1;
+            s.rejoin_error = Some(why);
+        });
+        let now = self.now_ms();
+        self.rejoin.schedule(now);
     }
 
     fn on_generation(
@@ -757,12 +1018,22 @@ impl Joined {
                     }
                 }
                 PoolEvent::TargetChanged(_) | PoolEvent::Opened(_) => {}
+                PoolEvent::PrefixChanged(p) if p.len() == self.base.len() => {
+                    // The devices' ranges move with it (shares mined before they are told
+                    // are counted foreign).
+                    tracing::info!(
+                        prefix_len = p.len(),
+                        "jdc: the pool moved the channel's extranonce prefix; the devices follow"
+                    );
+                    self.base = p.clone();
+                    self.engine.move_extranonce_base(p);
+                }
                 PoolEvent::PrefixChanged(p) => {
-                    // Downstream channels hold ranges of the old prefix; their shares are
-                    // counted as foreign until they reconnect.
+                    // Another length would change the coinbase's layout under the devices'
+                    // jobs: their shares are counted as foreign until the JDC rejoins.
                     tracing::warn!(
                         prefix_len = p.len(),
-                        "jdc: the pool moved the channel's extranonce prefix"
+                        "jdc: the pool moved the channel's extranonce prefix to another length; the devices cannot follow"
                     );
                 }
             }
