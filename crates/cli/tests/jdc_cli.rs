@@ -529,24 +529,34 @@ fn killed_under_the_jdc(role: &'static str) {
 /// pool accepts their shares again, and the blocks after the rejoin pay the pool.
 #[test]
 fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
+    jds_killed_and_back(true);
+}
+
+/// As above without a fallback address: the devices mine for the pool throughout, and the
+/// blocks they found while the JDS was down (which reached the chain through the farm's node)
+/// are declared again and pushed to the JDS when it is back.
+#[test]
+fn blocks_found_while_the_jds_was_down_are_pushed_to_it_when_it_returns() {
+    jds_killed_and_back(false);
+}
+
+fn jds_killed_and_back(solo: bool) {
     const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
     let dir = tempfile::tempdir().unwrap();
+    let jdc_args: &[&str] = if solo {
+        &["--fallback-payout-address", FARM]
+    } else {
+        &[]
+    };
     let Stack {
         mut roles,
         rpc: rpc_addr,
         jdc,
         jdc_key,
         jdc_http,
-        jds_args,
+        mut jds_args,
         ..
-    } = stack(
-        dir.path(),
-        "0.0001",
-        "1s",
-        None,
-        None,
-        &["--fallback-payout-address", FARM],
-    );
+    } = stack(dir.path(), "0.0001", "1s", None, None, jdc_args);
     let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "45s"));
     let status = |http: &str| http_get_json(http, "/api/status");
     let wait_for = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
@@ -560,22 +570,33 @@ fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
             std::thread::sleep(Duration::from_millis(200));
         }
     };
+    let height = || {
+        rpc(&rpc_addr, "getblockcount", serde_json::json!([]))
+            .as_u64()
+            .unwrap()
+    };
     let before = wait_for("shares accepted before the kill", &|s| {
         s["jdc"]["shares_accepted"].as_u64().unwrap() > 0
     })["jdc"]["shares_accepted"]
         .as_u64()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
+    let killed_at = height();
     roles.kill("jds");
-    wait_for("solo after the kill", &|s| s["jdc"]["solo"] == true);
+    wait_for("left after the kill", &|s| !s["jdc"]["fallback"].is_null());
     // Down for a while: the JDC's attempts fail meanwhile (and wait longer each time).
     std::thread::sleep(Duration::from_secs(8));
     let down = status(&jdc_http);
+    assert_eq!(down["jdc"]["solo"], solo, "{down}");
     assert!(
         down["jdc"]["rejoin_failures"].as_u64().unwrap() >= 1,
         "{down}"
     );
     assert_eq!(down["dependencies"]["jds"]["up"], false, "{down}");
+    // The JDS again, on its address with its key; its events apart from the first run's.
+    let events_again = dir.path().join("jds-again.ev");
+    let at = jds_args.iter().position(|a| a == "--events").unwrap();
+    jds_args[at + 1] = events_again.to_str().unwrap().to_owned();
     roles.add(
         "jds",
         Role::start(
@@ -584,6 +605,7 @@ fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
         ),
     );
     let back = wait_for("rejoined", &|s| s["jdc"]["rejoined"] == 1);
+    let rejoined_at = height();
     let jdc_now = &back["jdc"];
     assert_eq!(jdc_now["solo"], false, "{back}");
     assert!(jdc_now["fallback"].is_null(), "{back}");
@@ -609,7 +631,7 @@ fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
     );
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
-    // outage, the pool's before it.
+    // outage (solo), the pool's before it.
     let farm =
         primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
     let pool_script =
@@ -624,17 +646,68 @@ fn when_the_jds_comes_back_the_jdc_rejoins_it_and_the_pool() {
             _ => runs.push((is_farm, 1)),
         }
     }
-    eprintln!(
-        "blocks newest first, (paid the farm, how many): {runs:?}; shares the pool accepted from the JDC: {before} before the kill, {at_rejoin} at the rejoin, {} in all; rejoin attempts that failed: {}",
-        summary["shares_accepted"], down["jdc"]["rejoin_failures"]
-    );
     let kinds: Vec<bool> = runs.iter().map(|(f, _)| *f).collect();
-    assert_eq!(
-        kinds,
-        [false, true, false],
-        "pool after the rejoin, farm during the outage, pool before: {runs:?}"
-    );
+    let want: &[bool] = if solo {
+        &[false, true, false]
+    } else {
+        &[false]
+    };
+    // The blocks found while the JDS was down, and those the JDS started again got.
+    let outage: Vec<String> = (killed_at + 1..=rejoined_at)
+        .map(|h| {
+            rpc(&rpc_addr, "getblockhash", serde_json::json!([h]))
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
     roles.stop("jds");
+    let again = events::read_file(&events_again).unwrap().events;
+    let pushed: Vec<String> = again
+        .iter()
+        .filter_map(|e| match &e.kind {
+            events::EventKind::BlockFound(b) => Some(b.hash.to_string()),
+            _ => None,
+        })
+        .collect();
+    // The JDS submitted each to its node, which already had it: accepted, on the chain.
+    let accepted: Vec<String> = again
+        .iter()
+        .filter_map(|e| match &e.kind {
+            events::EventKind::BlockResult(r) if r.accepted => Some(r.hash.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        pushed.iter().all(|h| accepted.contains(h)),
+        "pushed {pushed:?}, accepted {accepted:?}"
+    );
+    let late = outage.iter().filter(|h| pushed.contains(h)).count();
+    eprintln!(
+        "blocks newest first, (paid the farm, how many): {runs:?}; found while the JDS was down: {}, of them pushed to it when it was back: {late} (JDC: {} pushed late); shares the pool accepted from the JDC: {before} before the kill, {at_rejoin} at the rejoin, {} in all; rejoin attempts that failed: {}",
+        outage.len(),
+        summary["solutions_pushed_late"],
+        summary["shares_accepted"],
+        down["jdc"]["rejoin_failures"]
+    );
+    assert_eq!(kinds, want, "who the blocks paid, newest first: {runs:?}");
+    if solo {
+        // Blocks that paid the farm are not the pool's to hear of.
+        assert_eq!(summary["solutions_pushed_late"], 0, "{summary}");
+    } else {
+        assert!(!outage.is_empty(), "no block found while the JDS was down");
+        // The JDC counts those, and any found while it was pushing them after the rejoin.
+        assert!(
+            summary["solutions_pushed_late"].as_u64().unwrap() as usize >= late,
+            "{summary}"
+        );
+        // A block on a template whose transactions never came back cannot be declared
+        // again; all but one at most reach the JDS.
+        assert!(
+            late + 1 >= outage.len(),
+            "{late} of {outage:?} pushed: {pushed:?}"
+        );
+    }
     roles.stop("simnet");
 }
 

@@ -115,6 +115,8 @@ pub struct JdcStats {
     pub declarations_refused: u64,
     pub tx_data_failed: u64,
     pub solutions_pushed: u64,
+    /// Of those, blocks found while the JDS was away and pushed when it returned.
+    pub solutions_pushed_late: u64,
     /// Why the JDC stopped talking to an upstream, if it did.
     pub upstream_lost: Option<String>,
     /// Why the JDC left its pool, if it did (spec 6.2).
@@ -146,6 +148,7 @@ impl JdcStats {
             "dropped": c.dropped,
             "foreign": c.foreign,
             "solutions_pushed": self.solutions_pushed,
+            "solutions_pushed_late": self.solutions_pushed_late,
             "upstream_lost": self.upstream_lost,
             "fallback": self.fallback,
             "solo": self.solo,
@@ -361,6 +364,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     );
     let (stop, stop_rx) = watch::channel(false);
     let (joins_tx, joins_rx) = mpsc::unbounded_channel();
+    let (data_tx, data_rx) = mpsc::unbounded_channel();
     let joined = Joined {
         jds: Some(jds),
         up: Some(up),
@@ -389,8 +393,13 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         join_settings: Arc::new(join_settings),
         rejoin: Rejoin::default(),
         joins: joins_tx,
+        tx_data,
+        data_tx,
+        unpushed: VecDeque::new(),
+        pushing: None,
+        push_step_due: false,
     };
-    let task = tokio::spawn(joined.run(early, generations, tx_data, tap_rx, joins_rx, stop_rx));
+    let task = tokio::spawn(joined.run(early, generations, tap_rx, joins_rx, data_rx, stop_rx));
     Ok(RunningJdc {
         pool: running,
         payout,
@@ -460,6 +469,32 @@ impl Rejoin {
 /// Generations remembered for declaration and `PushSolution`.
 const RECENT_GENERATIONS: usize = 16;
 
+/// Of those, how many newest keep their declaration (transactions included) while the JDS is
+/// away, for a block found on one of them to be declared again and pushed when it returns.
+const DECLARATIONS_KEPT: usize = 4;
+
+/// Blocks found while the JDS was away, kept to push when it returns. Each holds its template's
+/// declaration, transactions included (shared with the others on the same template): on
+/// mainnet a farm finds far fewer in any outage; the lab's easy networks find one a second.
+const UNPUSHED_KEPT: usize = 32;
+
+/// A generation of the embedded pool, with what the JDC made of it.
+struct Recent {
+    g: Arc<Generation>,
+    /// Its custom job, once declared (the token names it to the pool).
+    job: Option<CustomJob>,
+    /// Its declaration, kept only while the JDS is away or blocks are being pushed.
+    declaration: Option<Declaration>,
+}
+
+/// A block found while the JDS was away: declared again, then pushed, when it returns.
+struct Unpushed {
+    share: TappedShare,
+    g: Arc<Generation>,
+    /// The template's declaration (`None` while its transactions are still being fetched).
+    declaration: Option<Declaration>,
+}
+
 struct Joined {
     jds: Option<NoiseConn>,
     up: Option<NoiseConn>,
@@ -478,7 +513,7 @@ struct Joined {
     extranonce_size: usize,
     tag: Vec<u8>,
     extranonce_len: usize,
-    recent: VecDeque<(Arc<Generation>, Option<CustomJob>)>,
+    recent: VecDeque<Recent>,
     stats: Arc<Mutex<JdcStats>>,
     /// A transaction-data request is in flight: at most one at a time, since a template's
     /// transactions are megabytes and a provider answers them in order with everything else
@@ -504,6 +539,16 @@ struct Joined {
     rejoin: Rejoin,
     /// Where a rejoin attempt's outcome comes back.
     joins: mpsc::UnboundedSender<Result<Upstreams, JdcError>>,
+    /// Where the farm's provider is asked for a template's transactions, and where the
+    /// answers come back to this task.
+    tx_data: mpsc::UnboundedSender<TxDataRequest>,
+    data_tx: mpsc::UnboundedSender<(u64, TxDataReply)>,
+    /// Blocks found while the JDS was away, oldest first.
+    unpushed: VecDeque<Unpushed>,
+    /// The generation declared again to push a block on it, while the JDS has not answered.
+    pushing: Option<u64>,
+    /// [`Joined::push_step`] is to run after the current event.
+    push_step_due: bool,
 }
 
 /// Reads from an upstream that may be gone (then never ready).
@@ -519,12 +564,11 @@ impl Joined {
         mut self,
         early: Vec<DeclarerEvent>,
         mut generations: watch::Receiver<Option<Arc<Generation>>>,
-        tx_data: mpsc::UnboundedSender<TxDataRequest>,
         mut taps: mpsc::UnboundedReceiver<TappedShare>,
         mut joins: mpsc::UnboundedReceiver<Result<Upstreams, JdcError>>,
+        mut data_rx: mpsc::UnboundedReceiver<(u64, TxDataReply)>,
         mut stop: watch::Receiver<bool>,
     ) {
-        let (data_tx, mut data_rx) = mpsc::unbounded_channel::<(u64, TxDataReply)>();
         self.on_declarer(early).await;
         let mut tick = tokio::time::interval(Duration::from_millis(500));
         loop {
@@ -541,7 +585,7 @@ impl Joined {
                     }
                 }
                 Some(joined) = joins.recv() => {
-                    self.on_join(joined, &tx_data, &data_tx).await;
+                    self.on_join(joined).await;
                 }
                 changed = generations.changed() => {
                     if changed.is_err() {
@@ -549,14 +593,14 @@ impl Joined {
                     }
                     let g = generations.borrow_and_update().clone();
                     if let Some(g) = g {
-                        self.on_generation(g, &tx_data, &data_tx);
+                        self.on_generation(g);
                     }
                 }
                 Some((generation, reply)) = data_rx.recv() => {
                     self.fetching = false;
                     self.on_tx_data(generation, reply).await;
                     if let Some(g) = self.next_fetch.take() {
-                        self.fetch(g, &tx_data, &data_tx);
+                        self.fetch(g);
                     }
                 }
                 Some(share) = taps.recv() => self.on_share(share).await,
@@ -576,6 +620,9 @@ impl Joined {
                     Ok(None) => {}
                     Err(e) => self.lose_pool(e.to_string()),
                 },
+            }
+            if self.push_step_due {
+                self.push_step().await;
             }
             let stats = self.channel.stats;
             if stats.shares_accepted > self.accepted_seen {
@@ -676,6 +723,21 @@ impl Joined {
         });
         let now = self.now_ms();
         self.rejoin.schedule(now);
+        if solo.is_none() {
+            // The newest template was declared while the JDS was there, so its declaration
+            // was not kept: fetched again, for a block found on it meanwhile.
+            let newest = self.recent.back();
+            if let Some(g) = newest
+                .filter(|r| r.declaration.is_none())
+                .map(|r| r.g.clone())
+            {
+                if self.fetching {
+                    self.next_fetch = Some(g);
+                } else {
+                    self.fetch(g);
+                }
+            }
+        }
     }
 
     /// Sets up the JDS and the pool again, off this task (connecting may take seconds, and
@@ -693,12 +755,7 @@ impl Joined {
     /// A rejoin attempt ended: with both upstreams set up, the JDC declares and submits again
     /// (the devices move into the new channel's extranonce range if it has another prefix,
     /// and mine for the pool again from their next job); otherwise it waits longer.
-    async fn on_join(
-        &mut self,
-        joined: Result<Upstreams, JdcError>,
-        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
-        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
-    ) {
+    async fn on_join(&mut self, joined: Result<Upstreams, JdcError>) {
         self.rejoin.in_flight = false;
         let u = match joined {
             Ok(u)
@@ -748,12 +805,17 @@ impl Joined {
         // Jobs from the next template (or the move above) pay the pool again.
         self.engine
             .set_payout_override((payout != self.first_payout).then(|| payout.clone()));
-        self.payout = payout;
-        // Declarations and custom jobs belonged to the old connections.
-        self.last_declared = None;
-        for (_, job) in self.recent.iter_mut() {
-            *job = None;
+        if payout != self.payout {
+            // Coinbases built for the old payout: templates are declared afresh.
+            for r in self.recent.iter_mut() {
+                r.job = None;
+                r.declaration = None;
+            }
         }
+        self.payout = payout;
+        // The JDS acknowledged nothing on this connection yet (each declaration gets the new
+        // connection's token when the JDS accepts it).
+        self.last_declared = None;
         let at = (self.pool_clock)();
         for d in [Dependency::Jds, Dependency::Pool] {
             self.engine.stats.set_attached(d, true, at, None);
@@ -765,15 +827,11 @@ impl Joined {
             s.solo = false;
         });
         tracing::info!(payout = %self.payout, "jdc: rejoined the JDS and the pool");
+        self.pushing = None;
         self.on_declarer(early).await;
-        // The newest template is declared at once, not at the next one.
-        if let Some((g, _)) = self.recent.back().cloned() {
-            if self.fetching {
-                self.next_fetch = Some(g);
-            } else {
-                self.fetch(g, tx_data, data_tx);
-            }
-        }
+        // The blocks found meanwhile go to the JDS first, then the newest template is
+        // declared at once, not at the next one.
+        self.push_step().await;
     }
 
     fn rejoin_failed(&mut self, why: String) {
@@ -786,37 +844,32 @@ impl Joined {
         self.rejoin.schedule(now);
     }
 
-    fn on_generation(
-        &mut self,
-        g: Arc<Generation>,
-        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
-        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
-    ) {
-        if g.tdp.is_none() || self.recent.iter().any(|(r, _)| r.id == g.id) {
+    fn on_generation(&mut self, g: Arc<Generation>) {
+        if g.tdp.is_none() || self.recent.iter().any(|r| r.g.id == g.id) {
             return;
         }
         if self.recent.len() >= RECENT_GENERATIONS {
             self.recent.pop_front();
         }
-        self.recent.push_back((g.clone(), None));
+        self.recent.push_back(Recent {
+            g: g.clone(),
+            job: None,
+            declaration: None,
+        });
         if self.fetching {
             self.next_fetch = Some(g);
             return;
         }
-        self.fetch(g, tx_data, data_tx);
+        self.fetch(g);
     }
 
-    fn fetch(
-        &mut self,
-        g: Arc<Generation>,
-        tx_data: &mpsc::UnboundedSender<TxDataRequest>,
-        data_tx: &mpsc::UnboundedSender<(u64, TxDataReply)>,
-    ) {
+    fn fetch(&mut self, g: Arc<Generation>) {
         let Some(tdp) = g.tdp.clone() else {
             return;
         };
         let (reply, answer) = oneshot::channel();
-        if tx_data
+        if self
+            .tx_data
             .send(TxDataRequest {
                 template_id: tdp.template_id,
                 reply,
@@ -831,7 +884,7 @@ impl Joined {
             template_id = tdp.template_id,
             "jdc: transaction data requested"
         );
-        let data_tx = data_tx.clone();
+        let data_tx = self.data_tx.clone();
         let generation = g.id;
         tokio::spawn(async move {
             let r = answer
@@ -845,8 +898,8 @@ impl Joined {
         let Some(g) = self
             .recent
             .iter()
-            .find(|(g, _)| g.id == generation)
-            .map(|(g, _)| g.clone())
+            .find(|r| r.g.id == generation)
+            .map(|r| r.g.clone())
         else {
             return;
         };
@@ -911,18 +964,108 @@ impl Joined {
             coinbase: custom,
             merkle_path: g.merkle_branch.iter().map(|h| h.0).collect(),
         };
-        if let Some(slot) = self.recent.iter_mut().find(|(r, _)| r.id == generation) {
-            slot.1 = Some(custom_job);
+        if let Some(slot) = self.recent.iter_mut().find(|r| r.g.id == generation) {
+            slot.job = Some(custom_job);
         }
-        tracing::debug!(generation, txs = txs.len(), "jdc: declaring");
-        let events = self.declarer.declare(Declaration {
+        let declaration = Declaration {
             generation,
             version: job.version,
             coinbase_prefix: declared.prefix,
             coinbase_suffix: declared.suffix,
             txs: Arc::from(txs),
-        });
+        };
+        for u in self.unpushed.iter_mut() {
+            if u.g.id == generation && u.declaration.is_none() {
+                u.declaration = Some(declaration.clone());
+            }
+        }
+        if self.jds.is_none() || self.pushing.is_some() {
+            // Kept (the newest few) for a block found on it meanwhile; declared, if still the
+            // newest, once the JDS is back and the blocks found without it are pushed.
+            if let Some(slot) = self.recent.iter_mut().find(|r| r.g.id == generation) {
+                slot.declaration = Some(declaration);
+            }
+            let n = self.recent.len();
+            for r in self
+                .recent
+                .iter_mut()
+                .take(n.saturating_sub(DECLARATIONS_KEPT))
+            {
+                r.declaration = None;
+            }
+            return;
+        }
+        tracing::debug!(generation, txs = declaration.txs.len(), "jdc: declaring");
+        let events = self.declarer.declare(declaration);
         self.on_declarer(events).await;
+    }
+
+    /// One step of pushing the blocks found while the JDS was away, on a JDS that is back:
+    /// the oldest is declared again (the JDS rebuilds a pushed block from the job it
+    /// acknowledged last), and pushed once the JDS accepts the declaration; when none is left,
+    /// the newest template is declared for the pool.
+    async fn push_step(&mut self) {
+        self.push_step_due = false;
+        if self.jds.is_none() || self.pushing.is_some() {
+            return;
+        }
+        while let Some(u) = self.unpushed.front() {
+            let Some(d) = u.declaration.clone() else {
+                tracing::warn!(hash = %u.share.hash, generation = u.g.id, "jdc: a block found while the JDS was away cannot be pushed: its template's transactions never came");
+                self.unpushed.pop_front();
+                continue;
+            };
+            tracing::info!(hash = %u.share.hash, generation = d.generation, "jdc: declaring a block's template again, to push the block the JDS missed");
+            self.pushing = Some(d.generation);
+            let events = self.declarer.declare(d);
+            self.on_declarer(events).await;
+            return;
+        }
+        // Done: the newest template, declared for the pool (its declaration if kept, else
+        // fetched again).
+        let newest = self
+            .recent
+            .back_mut()
+            .map(|r| (r.g.clone(), r.declaration.take()));
+        for r in self.recent.iter_mut() {
+            r.declaration = None;
+        }
+        match newest {
+            Some((_, Some(d))) => {
+                let events = self.declarer.declare(d);
+                self.on_declarer(events).await;
+            }
+            Some((g, None)) => {
+                if self.fetching {
+                    self.next_fetch = Some(g);
+                } else {
+                    self.fetch(g);
+                }
+            }
+            None => {}
+        }
+    }
+
+    /// The JDS answered the declaration of a block's template: push the block if it took it.
+    async fn pushed_declaration_answered(&mut self, generation: u64, declared: bool) {
+        self.pushing = None;
+        self.push_step_due = true;
+        let head = self.unpushed.front();
+        if head
+            .and_then(|u| u.declaration.as_ref())
+            .map(|d| d.generation)
+            != Some(generation)
+        {
+            return;
+        }
+        let u = self.unpushed.pop_front().expect("looked at");
+        if !declared {
+            tracing::warn!(hash = %u.share.hash, generation, "jdc: the JDS refused a block's template declared again; the block reached the network through the farm's node alone");
+            return;
+        }
+        tracing::info!(hash = %u.share.hash, generation, "jdc: block found while the JDS was away, pushed to it now");
+        self.stat(|s| s.solutions_pushed_late += 1);
+        self.send_push(&u.g, &u.share).await;
     }
 
     async fn on_declarer(&mut self, events: Vec<DeclarerEvent>) {
@@ -945,20 +1088,28 @@ impl Joined {
                     }
                 }
                 DeclarerEvent::PoolOutputs(_) => {}
+                DeclarerEvent::Declared { generation, .. } if self.pushing == Some(generation) => {
+                    // Declared again only to push a block on it: not a job for the pool.
+                    self.last_declared = Some(generation);
+                    self.pushed_declaration_answered(generation, true).await;
+                }
+                DeclarerEvent::Refused { generation, .. } if self.pushing == Some(generation) => {
+                    self.pushed_declaration_answered(generation, false).await;
+                }
                 DeclarerEvent::Declared { generation, token } => {
                     self.stat(|s| s.declared += 1);
                     self.last_declared = Some(generation);
                     let Some(mut job) = self
                         .recent
                         .iter()
-                        .find(|(g, _)| g.id == generation)
-                        .and_then(|(_, j)| j.clone())
+                        .find(|r| r.g.id == generation)
+                        .and_then(|r| r.job.clone())
                     else {
                         continue;
                     };
                     job.token = token.clone();
-                    if let Some(slot) = self.recent.iter_mut().find(|(g, _)| g.id == generation) {
-                        slot.1 = Some(job.clone());
+                    if let Some(slot) = self.recent.iter_mut().find(|r| r.g.id == generation) {
+                        slot.job = Some(job.clone());
                     }
                     let events = self.channel.set_custom_job(&job);
                     self.send_pool(events).await;
@@ -1043,10 +1194,40 @@ impl Joined {
 
     async fn on_share(&mut self, share: TappedShare) {
         if share.block {
-            self.push_solution(&share).await;
+            // While the JDS is away, or blocks found then are still being pushed, a block
+            // waits its turn behind them.
+            if self.jds.is_some() && self.pushing.is_none() && self.unpushed.is_empty() {
+                self.push_solution(&share).await;
+            } else {
+                self.keep_unpushed(&share);
+                self.push_step_due = self.jds.is_some();
+            }
         }
         let events = self.channel.share(&share);
         self.send_pool(events).await;
+    }
+
+    /// A block found while the JDS is away: the farm's node has it already; the JDS gets it
+    /// when it returns, unless the devices mine for the farm (then the block is not the
+    /// pool's, and its coinbase is not the one a declaration would pay).
+    fn keep_unpushed(&mut self, share: &TappedShare) {
+        if self.stats.lock().unwrap_or_else(|e| e.into_inner()).solo {
+            return;
+        }
+        let Some(r) = self.recent.iter().find(|r| r.g.id == share.generation) else {
+            tracing::warn!(generation = share.generation, hash = %share.hash, "jdc: block found on a template no longer remembered; the farm's node propagates it alone");
+            return;
+        };
+        if self.unpushed.len() >= UNPUSHED_KEPT {
+            let old = self.unpushed.pop_front().expect("full");
+            tracing::warn!(hash = %old.share.hash, "jdc: too many blocks found while the JDS is away; the oldest will not be pushed to it");
+        }
+        tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found while the JDS is away; pushed to it when it returns");
+        self.unpushed.push_back(Unpushed {
+            share: share.clone(),
+            g: r.g.clone(),
+            declaration: r.declaration.clone(),
+        });
     }
 
     async fn push_solution(&mut self, share: &TappedShare) {
@@ -1055,12 +1236,17 @@ impl Joined {
         let Some(g) = self
             .recent
             .iter()
-            .find(|(g, _)| g.id == share.generation && self.last_declared == Some(g.id))
-            .map(|(g, _)| g.clone())
+            .find(|r| r.g.id == share.generation && self.last_declared == Some(r.g.id))
+            .map(|r| r.g.clone())
         else {
             tracing::info!(generation = share.generation, last_declared = ?self.last_declared, hash = %share.hash, "jdc: block found on a template other than the last declared; the farm's node propagates it alone");
             return;
         };
+        tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found; pushed to the JDS too");
+        self.send_push(&g, share).await;
+    }
+
+    async fn send_push(&mut self, g: &Generation, share: &TappedShare) {
         let m: Message = PushSolution {
             extranonce: share.extranonce.clone(),
             prev_hash: g.template.prev_hash.0,
@@ -1070,7 +1256,6 @@ impl Joined {
             version: share.version,
         }
         .into();
-        tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found; pushed to the JDS too");
         self.stat(|s| s.solutions_pushed += 1);
         if let Some(c) = &mut self.jds {
             if let Err(e) = c.send_message(&m).await {
