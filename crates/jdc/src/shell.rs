@@ -353,6 +353,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
 
     // The JDS and the pool are the JDC's own dependencies: shown beside the embedded pool's.
     let clock = running.clock();
+    running.set_metrics_role("jdc");
     for d in [Dependency::Jds, Dependency::Pool] {
         running.engine.stats.set_attached(d, true, clock(), None);
     }

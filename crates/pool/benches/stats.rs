@@ -35,6 +35,7 @@ fn stats(c: &mut Criterion) {
                 &stats.processing(),
                 &[],
                 None,
+                None,
             )
         })
     });

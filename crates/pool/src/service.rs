@@ -106,6 +106,7 @@ pub struct RunningPool {
     /// The node's feed beside a provider's ([`PoolSettings::node_beside_tp`]).
     backup_feed: Option<TemplateFeed>,
     status_sections: http::StatusSections,
+    metrics_role: Arc<std::sync::OnceLock<&'static str>>,
     clock: Clock,
 }
 
@@ -333,12 +334,14 @@ impl RunningPool {
         }
 
         let status_sections = http::StatusSections::default();
+        let metrics_role: Arc<std::sync::OnceLock<&'static str>> = Arc::default();
         let http_addr = match settings.http_listen {
             Some(addr) => {
                 let listener = bind(addr, "http").await?;
                 let local = listener.local_addr().ok();
                 let mut state = HttpState::new(stats.clone(), workers.clone(), clock.clone());
                 state.sections = status_sections.clone();
+                state.role = metrics_role.clone();
                 let mut stop = shutdown_rx.clone();
                 tasks.spawn(async move {
                     let stopped = async move {
@@ -406,6 +409,7 @@ impl RunningPool {
             feed: Some(feed),
             backup_feed,
             status_sections,
+            metrics_role,
             clock,
         })
     }
@@ -413,6 +417,12 @@ impl RunningPool {
     /// The pool's clock, for a role built around it that reports into its statistics.
     pub fn clock(&self) -> Clock {
         self.clock.clone()
+    }
+
+    /// Names the role built around this pool (`"jdc"`): `/metrics` also gives the dependencies
+    /// under `stratumlab_<role>_`, as every other role names its own. Set once.
+    pub fn set_metrics_role(&self, role: &'static str) {
+        let _ = self.metrics_role.set(role);
     }
 
     /// Adds `section()` to `/api/status` under `name`, from now on.

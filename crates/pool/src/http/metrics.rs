@@ -32,20 +32,33 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 /// Prefix of every metric's name (followed by `_`).
 pub const METRICS_PREFIX: &str = "stratumlab_pool";
 
-/// The pool's metrics as one OpenMetrics text exposition (ending in `# EOF`).
+/// The pool's metrics as one OpenMetrics text exposition (ending in `# EOF`). With `role`
+/// (a role built around the pool: `"jdc"`), the dependencies are also given under
+/// `stratumlab_<role>_`.
 pub fn render_metrics(
     snapshot: &StatusSnapshot,
     processing: &HistogramSnapshot,
     attached: &[Attached],
     admission: Option<&AdmissionSnapshot>,
+    role: Option<&str>,
 ) -> String {
-    let mut registry = Registry::with_prefix(METRICS_PREFIX);
-    registry.register_collector(Box::new(Snapshot {
-        s: *snapshot,
-        processing: *processing,
-        attached: attached.to_vec(),
-        admission: admission.cloned(),
-    }));
+    let mut registry = Registry::default();
+    registry
+        .sub_registry_with_prefix(METRICS_PREFIX)
+        .register_collector(Box::new(Snapshot {
+            s: *snapshot,
+            processing: *processing,
+            attached: attached.to_vec(),
+            admission: admission.cloned(),
+        }));
+    if let Some(role) = role {
+        registry
+            .sub_registry_with_prefix(format!("stratumlab_{role}"))
+            .register_collector(Box::new(RoleDependencies {
+                s: *snapshot,
+                attached: attached.to_vec(),
+            }));
+    }
     let mut out = String::with_capacity(8 * 1024);
     prometheus_client::encoding::text::encode(&mut out, &registry)
         .expect("writing to a String cannot fail");
@@ -396,52 +409,77 @@ impl Collector for Snapshot {
             )?;
         }
 
-        // Dependencies: the template source, and the store when there is one.
-        let source = s.template_source.as_str();
-        // Each dependency's label, whether it is up, and its failures.
-        type Dep<'a> = ([(&'a str, &'a str); 1], bool, u64);
-        let mut deps: Vec<Dep> = vec![(
-            [("dependency", source)],
-            matches!(s.node, NodeStatus::Ok { .. }),
-            s.node_failures,
-        )];
-        if let Some((node, failures)) = s.backup_node {
-            deps.push((
-                [("dependency", Dependency::Node.as_str())],
-                matches!(node, NodeStatus::Ok { .. }),
-                failures,
-            ));
-        }
-        if let Some(st) = s.store {
-            deps.push((
-                [("dependency", Dependency::Store.as_str())],
-                st.failing_since.is_none(),
-                st.failures,
-            ));
-        }
-        for a in &self.attached {
-            deps.push(([("dependency", a.dependency.as_str())], a.up, a.failures));
-        }
-        family(
-            e,
-            "dependency_up",
-            "1 while the dependency works (the template source answers with fresh templates, \
-             the store writes), 0 while it fails.",
-            None,
-            MetricType::Gauge,
-            deps.iter().map(|(labels, up, _)| (&labels[..], flag(*up))),
-        )?;
-        family(
-            e,
-            "dependency_failures",
-            "Times the dependency went from working to failing.",
-            None,
-            MetricType::Counter,
-            deps.iter().map(|(labels, _, n)| (&labels[..], *n)),
-        )?;
+        let deps = dependencies(s, &self.attached);
+        dependency_families(e, &deps)?;
         if let Some(a) = &self.admission {
             admission_families(e, a)?;
         }
         Ok(())
+    }
+}
+
+/// Each dependency's label, whether it is up, and its failures.
+type Dep<'a> = ([(&'a str, &'a str); 1], bool, u64);
+
+/// The dependencies: the template source, the node beside a provider, the store when there is
+/// one, and those a role built around the pool attached.
+fn dependencies<'a>(s: &'a StatusSnapshot, attached: &'a [Attached]) -> Vec<Dep<'a>> {
+    let source = s.template_source.as_str();
+    let mut deps: Vec<Dep> = vec![(
+        [("dependency", source)],
+        matches!(s.node, NodeStatus::Ok { .. }),
+        s.node_failures,
+    )];
+    if let Some((node, failures)) = s.backup_node {
+        deps.push((
+            [("dependency", Dependency::Node.as_str())],
+            matches!(node, NodeStatus::Ok { .. }),
+            failures,
+        ));
+    }
+    if let Some(st) = s.store {
+        deps.push((
+            [("dependency", Dependency::Store.as_str())],
+            st.failing_since.is_none(),
+            st.failures,
+        ));
+    }
+    for a in attached {
+        deps.push(([("dependency", a.dependency.as_str())], a.up, a.failures));
+    }
+    deps
+}
+
+fn dependency_families(e: &mut DescriptorEncoder, deps: &[Dep<'_>]) -> fmt::Result {
+    family(
+        e,
+        "dependency_up",
+        "1 while the dependency works (the template source answers with fresh templates, \
+         the store writes), 0 while it fails.",
+        None,
+        MetricType::Gauge,
+        deps.iter().map(|(labels, up, _)| (&labels[..], flag(*up))),
+    )?;
+    family(
+        e,
+        "dependency_failures",
+        "Times the dependency went from working to failing.",
+        None,
+        MetricType::Counter,
+        deps.iter().map(|(labels, _, n)| (&labels[..], *n)),
+    )
+}
+
+/// The dependencies again under a role's own prefix (`stratumlab_<role>_`), for a role built
+/// around the pool (the JDC), so that every role's dependencies have the same names.
+#[derive(Debug)]
+struct RoleDependencies {
+    s: StatusSnapshot,
+    attached: Vec<Attached>,
+}
+
+impl Collector for RoleDependencies {
+    fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+        dependency_families(&mut e, &dependencies(&self.s, &self.attached))
     }
 }

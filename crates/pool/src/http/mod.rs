@@ -71,6 +71,9 @@ pub struct HttpState {
     pub clock: Clock,
     pub options: HttpOptions,
     pub sections: StatusSections,
+    /// The role built around the pool, whose own prefix `/metrics` also names the dependencies
+    /// under (see [`render_metrics`]).
+    pub role: Arc<std::sync::OnceLock<&'static str>>,
 }
 
 impl HttpState {
@@ -81,6 +84,7 @@ impl HttpState {
             clock,
             options: HttpOptions::default(),
             sections: StatusSections::default(),
+            role: Arc::default(),
         }
     }
 }
@@ -237,6 +241,7 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
                 &state.stats.processing(),
                 &state.stats.attached(),
                 state.stats.admission(now).as_ref(),
+                state.role.get().copied(),
             );
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
