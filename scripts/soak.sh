@@ -14,6 +14,9 @@
 #   SOAK_MINUTES   how long [default: 30]; the first 5 minutes (or a sixth of a shorter run)
 #                  are the warm-up
 #   SOAK_KEEP=1    keep the work directory (logs, samples.csv)
+#   SOAK_POOL_WRAP a command the pool runs under, to attribute its memory, e.g.
+#                  SOAK_POOL_WRAP="heaptrack -o /tmp/pool" (heaptrack_print --print-massif then
+#                  shows what held the heap over time)
 #
 # The pool runs with the hostile suite's small limits (crates/cli/tests/hostile.rs): 40
 # connections per address, so the honest devices are spread over enough loopback addresses
@@ -63,7 +66,8 @@ say "simnet and the pool"
     --network-difficulty 100000 >"$work/simnet.out" 2>"$work/simnet.log" &
 pids+=($!)
 rpc=$(line_of "$work/simnet.out" "rpc listening on")
-"$bin" pool --sv1-listen 127.0.0.1:0 --sv2-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
+# shellcheck disable=SC2086 # the wrapper is a command line
+${SOAK_POOL_WRAP:-} "$bin" pool --sv1-listen 127.0.0.1:0 --sv2-listen 127.0.0.1:0 --http-listen 127.0.0.1:0 \
     --node-rpc "http://$rpc" --rpc-user u --rpc-password p \
     --payout-address bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080 \
     --store "$work/pool.sqlite" --authority-key-file "$work/authority.key" \
@@ -78,6 +82,11 @@ sv1=$(line_of "$work/pool.out" "sv1 listening on")
 sv2=$(line_of "$work/pool.out" "sv2 listening on")
 http=$(line_of "$work/pool.out" "http listening on")
 key=$(line_of "$work/pool.out" "sv2 authority public key")
+if [ -n "${SOAK_POOL_WRAP:-}" ]; then
+    # The wrapper started the pool as its child: measure that process (the newest of ours).
+    pool=$(pgrep -n -f "stratumlab pool --sv1-listen") || { echo "no pool process under the wrapper" >&2; exit 1; }
+    pids+=($pool)
+fi
 
 say "honest fleets: $half SV1 and $half SV2 devices over $addrs addresses each"
 "$bin" fleet --pool "$sv1" --devices "$half" --source-addrs "$addrs" --hash-budget 2MH/s \

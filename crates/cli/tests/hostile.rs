@@ -125,10 +125,15 @@ fn admission(t: &Target) -> Value {
 /// The role's admission counts once a close for `reason` shows in them (a role may count its
 /// close a moment after the peer saw the socket close), or after 2 s.
 fn closed_for(t: &Target, before: &Value, reason: &str) -> Value {
+    closed_for_at_least(t, before, reason, 1)
+}
+
+/// As [`closed_for`], until `n` more are counted.
+fn closed_for_at_least(t: &Target, before: &Value, reason: &str, n: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         let a = admission(t);
-        if count(&a, "closed", reason) > count(before, "closed", reason)
+        if count(&a, "closed", reason) >= count(before, "closed", reason) + n
             || Instant::now() > deadline
         {
             return a;
@@ -424,6 +429,59 @@ fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) 
     );
     format!(
         "20 of 20 closed after {:.1} s (handshake timeout {HANDSHAKE:?})",
+        took.as_secs_f64()
+    )
+}
+
+/// Connections that subscribe and then keep asking to authorize with a name the role refuses
+/// (an empty one): a refused authorize is no handshake, so they are closed at the handshake
+/// timeout all the same.
+fn refused_authorizes(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let limit = HANDSHAKE + SLACK;
+    let (closed, took) = rt().block_on(async {
+        let mut socks = Vec::new();
+        for _ in 0..20 {
+            if let Ok(mut s) = connect_from(ip(0), t.addr).await {
+                if s.write_all(SV1_HELLO).await.is_ok() {
+                    socks.push(s);
+                }
+            }
+        }
+        let start = Instant::now();
+        let mut closed = 0;
+        let mut id = 2;
+        while start.elapsed() < limit && closed < socks.len() {
+            closed = 0;
+            for s in &mut socks {
+                let line = format!(
+                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"\",\"x\"]}}\n"
+                );
+                // `closed_within` reads and drops what the role answered.
+                if s.write_all(line.as_bytes()).await.is_err()
+                    || closed_within(s, Duration::from_millis(1)).await
+                {
+                    closed += 1;
+                }
+            }
+            id += 1;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        (closed, start.elapsed())
+    });
+    assert_eq!(
+        closed, 20,
+        "{}: {closed} of 20 closed within {limit:?}",
+        t.name
+    );
+    // For the handshake timeout, not anything else (a role counts its close a moment after
+    // the peer sees it).
+    let after = closed_for_at_least(t, &before, "handshake timeout", 20);
+    let timed_out = count(&after, "closed", "handshake timeout")
+        - count(&before, "closed", "handshake timeout");
+    assert!(timed_out >= 20, "{}: {after}", t.name);
+    format!(
+        "20 of 20 closed after {:.1} s of refused authorizes (handshake timeout {HANDSHAKE:?})",
         took.as_secs_f64()
     )
 }
@@ -951,6 +1009,43 @@ async fn sv2_closed_within(conn: &mut NoiseConn, within: Duration) -> bool {
     }
 }
 
+/// A handshake and SetupConnection, then no channel: closed when the handshake timeout ends
+/// (not at some later tick), and the address struck for it.
+fn no_channel_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    // Each from its own setup: the timer fires at the timeout, not at a 5 s tick after it.
+    let limit = HANDSHAKE + Duration::from_millis(1500);
+    let slowest = rt().block_on(async {
+        let mut conns = Vec::new();
+        for _ in 0..20 {
+            let c = sv2_attacker(t, ip(0)).await;
+            conns.push((Instant::now(), c));
+        }
+        let mut slowest = Duration::ZERO;
+        for (set_up, c) in &mut conns {
+            let left = (*set_up + limit).saturating_duration_since(Instant::now());
+            assert!(
+                sv2_closed_within(c, left).await,
+                "{}: open {limit:?} after its setup",
+                t.name
+            );
+            slowest = slowest.max(set_up.elapsed());
+        }
+        slowest
+    });
+    let after = closed_for_at_least(t, &before, "timeout", 20);
+    let timed_out = count(&after, "closed", "timeout") - count(&before, "closed", "timeout");
+    assert!(
+        timed_out >= 20,
+        "{}: closed for the timeout: {after}",
+        t.name
+    );
+    format!(
+        "20 of 20 closed within {:.1} s of their setup (handshake timeout {HANDSHAKE:?})",
+        slowest.as_secs_f64()
+    )
+}
+
 /// A handshake and SetupConnection, then frames whose payloads are noise.
 fn garbage_after_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let before = admission(t);
@@ -1218,6 +1313,7 @@ fn sv1_cases(t: &Target) {
     case(t, 11, "thousands of worker names", worker_names);
     case(t, 12, "never reads", never_reads);
     case(t, 13, "reconnect 1000/s", reconnect_flood);
+    case(t, 17, "refused authorizes", refused_authorizes);
 }
 
 /// The transport-level cases against an SV2 listener (before the Noise handshake completes).
@@ -1255,6 +1351,7 @@ fn sv2_mining_cases(t: &Target) {
         "new users across connections",
         users_across_connections_sv2,
     );
+    case(t, 16, "set up, no channel opened", no_channel_sv2);
 }
 
 fn print_rows(role: &str) {

@@ -711,6 +711,7 @@ fn jds_killed_and_back(solo: bool) {
         assert_eq!(summary["solutions_pushed_late"], 0, "{summary}");
     } else {
         assert!(!outage.is_empty(), "no block found while the JDS was down");
+        assert!(late >= 1, "none of {outage:?} pushed: {pushed:?}");
         // The JDC counts those, and any found while it was pushing them after the rejoin.
         assert!(
             summary["solutions_pushed_late"].as_u64().unwrap() as usize >= late,

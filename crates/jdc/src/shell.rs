@@ -105,6 +105,8 @@ pub enum JdcError {
     Extranonce { prefix: usize, size: usize },
     #[error("embedded pool: {0}")]
     Pool(#[from] pool::service::ServiceError),
+    #[error("the JDS and the pool were not both set up within {0:?}")]
+    JoinTimeout(Duration),
 }
 
 /// What the JDC has done, for its status line and summary.
@@ -162,7 +164,8 @@ impl JdcStats {
 /// A started JDC. [`RunningJdc::shutdown`] stops it.
 pub struct RunningJdc {
     pub pool: RunningPool,
-    /// The pool payout script the devices' coinbases pay.
+    /// The pool payout script the devices' coinbases paid at start, and the pool channel's
+    /// extranonce prefix then (a rejoin may bring others: `/api/status` says).
     pub payout: ScriptBuf,
     pub extranonce_prefix: Vec<u8>,
     stats: Arc<Mutex<JdcStats>>,
@@ -380,7 +383,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         extranonce_len,
         recent: VecDeque::new(),
         stats: stats.clone(),
-        fetching: false,
+        fetching: None,
         next_fetch: None,
         last_declared: None,
         fallback: Fallback::new(settings.fallback.clone()),
@@ -394,6 +397,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
         join_settings: Arc::new(join_settings),
         rejoin: Rejoin::default(),
         joins: joins_tx,
+        rejoin_task: None,
         tx_data,
         data_tx,
         unpushed: VecDeque::new(),
@@ -479,6 +483,13 @@ const DECLARATIONS_KEPT: usize = 4;
 /// mainnet a farm finds far fewer in any outage; the lab's easy networks find one a second.
 const UNPUSHED_KEPT: usize = 32;
 
+/// How long the JDS has to accept a block's template declared again before the block is given
+/// up on (declarations for the pool wait meanwhile).
+const PUSH_ANSWER_MS: u64 = 10_000;
+
+/// How long one rejoin attempt (both setups, the first token included) may take.
+const JOIN_WITHIN: Duration = Duration::from_secs(30);
+
 /// A generation of the embedded pool, with what the JDC made of it.
 struct Recent {
     g: Arc<Generation>,
@@ -494,6 +505,9 @@ struct Unpushed {
     g: Arc<Generation>,
     /// The template's declaration (`None` while its transactions are still being fetched).
     declaration: Option<Declaration>,
+    /// Fetches of its transactions asked for since (a provider that no longer answers for the
+    /// template is asked twice).
+    fetches: u8,
 }
 
 struct Joined {
@@ -519,7 +533,7 @@ struct Joined {
     /// A transaction-data request is in flight: at most one at a time, since a template's
     /// transactions are megabytes and a provider answers them in order with everything else
     /// it sends (a queue of them would delay the next tip).
-    fetching: bool,
+    fetching: Option<u64>,
     /// The newest generation whose transactions wait for the request in flight to end; older
     /// ones waiting are skipped (a newer template replaces them anyway).
     next_fetch: Option<Arc<Generation>>,
@@ -538,16 +552,18 @@ struct Joined {
     pool_clock: pool::service::Clock,
     join_settings: Arc<JoinSettings>,
     rejoin: Rejoin,
-    /// Where a rejoin attempt's outcome comes back.
+    /// Where a rejoin attempt's outcome comes back, and its task (ended with the JDC).
     joins: mpsc::UnboundedSender<Result<Upstreams, JdcError>>,
+    rejoin_task: Option<JoinHandle<()>>,
     /// Where the farm's provider is asked for a template's transactions, and where the
     /// answers come back to this task.
     tx_data: mpsc::UnboundedSender<TxDataRequest>,
     data_tx: mpsc::UnboundedSender<(u64, TxDataReply)>,
     /// Blocks found while the JDS was away, oldest first.
     unpushed: VecDeque<Unpushed>,
-    /// The generation declared again to push a block on it, while the JDS has not answered.
-    pushing: Option<u64>,
+    /// The generation declared again to push a block on it, and when (the JDC's clock), while
+    /// the JDS has not answered.
+    pushing: Option<(u64, u64)>,
     /// [`Joined::push_step`] is to run after the current event.
     push_step_due: bool,
 }
@@ -584,6 +600,11 @@ impl Joined {
                     if self.rejoin.due(now) {
                         self.try_rejoin();
                     }
+                    if let Some((generation, since)) = self.pushing {
+                        if now.saturating_sub(since) >= PUSH_ANSWER_MS {
+                            self.pushed_declaration_answered(generation, None).await;
+                        }
+                    }
                 }
                 Some(joined) = joins.recv() => {
                     self.on_join(joined).await;
@@ -598,11 +619,14 @@ impl Joined {
                     }
                 }
                 Some((generation, reply)) = data_rx.recv() => {
-                    self.fetching = false;
+                    self.fetching = None;
                     self.on_tx_data(generation, reply).await;
                     if let Some(g) = self.next_fetch.take() {
                         self.fetch(g);
                     }
+                    // A block waiting to be pushed may have its template now, or its turn to
+                    // be fetched.
+                    self.push_step_due |= !self.unpushed.is_empty();
                 }
                 Some(share) = taps.recv() => self.on_share(share).await,
                 m = next_message(&mut self.jds) => match m {
@@ -636,6 +660,9 @@ impl Joined {
             }
             self.stats.lock().unwrap_or_else(|e| e.into_inner()).channel =
                 self.earlier_channels + stats;
+        }
+        if let Some(t) = self.rejoin_task.take() {
+            t.abort();
         }
         if let Some(c) = self.jds.take() {
             c.close(Duration::from_millis(200)).await;
@@ -732,11 +759,7 @@ impl Joined {
                 .filter(|r| r.declaration.is_none())
                 .map(|r| r.g.clone())
             {
-                if self.fetching {
-                    self.next_fetch = Some(g);
-                } else {
-                    self.fetch(g);
-                }
+                self.fetch_soon(g);
             }
         }
     }
@@ -748,9 +771,13 @@ impl Joined {
         let settings = self.join_settings.clone();
         let net = self.net.clone();
         let joins = self.joins.clone();
-        tokio::spawn(async move {
-            let _ = joins.send(join(&settings, &net).await);
-        });
+        self.rejoin_task = Some(tokio::spawn(async move {
+            let joined = match tokio::time::timeout(JOIN_WITHIN, join(&settings, &net)).await {
+                Ok(r) => r,
+                Err(_) => Err(JdcError::JoinTimeout(JOIN_WITHIN)),
+            };
+            let _ = joins.send(joined);
+        }));
     }
 
     /// A rejoin attempt ended: with both upstreams set up, the JDC declares and submits again
@@ -792,10 +819,13 @@ impl Joined {
             channel,
             opened,
         } = u;
-        if opened.extranonce_prefix != self.base {
-            self.base = opened.extranonce_prefix.clone();
-            self.engine.move_extranonce_base(opened.extranonce_prefix);
-        }
+        // The payout first, then the devices' work: every job they get from the move on pays
+        // the pool again, in the new channel's range; work sent before (paying the farm, or in
+        // the old range) is stale from then on, so no share of it reaches the new channel.
+        self.engine
+            .set_payout_override((payout != self.first_payout).then(|| payout.clone()));
+        self.base = opened.extranonce_prefix.clone();
+        self.engine.move_extranonce_base(opened.extranonce_prefix);
         self.jds = Some(jds);
         self.up = Some(up);
         self.declarer = declarer;
@@ -803,9 +833,6 @@ impl Joined {
         self.channel = channel;
         self.accepted_seen = 0;
         self.fallback = Fallback::new(self.fallback_config.clone());
-        // Jobs from the next template (or the move above) pay the pool again.
-        self.engine
-            .set_payout_override((payout != self.first_payout).then(|| payout.clone()));
         if payout != self.payout {
             // Coinbases built for the old payout: templates are declared afresh.
             for r in self.recent.iter_mut() {
@@ -857,11 +884,18 @@ impl Joined {
             job: None,
             declaration: None,
         });
-        if self.fetching {
-            self.next_fetch = Some(g);
-            return;
+        self.fetch_soon(g);
+    }
+
+    /// Fetches `g`'s transactions now, or once the request in flight ends (replacing any
+    /// other template waiting: a newer one replaces it anyway); nothing if it is the one in
+    /// flight.
+    fn fetch_soon(&mut self, g: Arc<Generation>) {
+        match self.fetching {
+            None => self.fetch(g),
+            Some(id) if id == g.id => {}
+            Some(_) => self.next_fetch = Some(g),
         }
-        self.fetch(g);
     }
 
     fn fetch(&mut self, g: Arc<Generation>) {
@@ -879,7 +913,7 @@ impl Joined {
         {
             return;
         }
-        self.fetching = true;
+        self.fetching = Some(g.id);
         tracing::debug!(
             generation = g.id,
             template_id = tdp.template_id,
@@ -1010,14 +1044,26 @@ impl Joined {
         if self.jds.is_none() || self.pushing.is_some() {
             return;
         }
-        while let Some(u) = self.unpushed.front() {
+        while let Some(u) = self.unpushed.front_mut() {
             let Some(d) = u.declaration.clone() else {
+                // Its template's transactions are being fetched (they fill it in and run this
+                // again), or are fetched now; a template the provider no longer answers for
+                // cannot be declared.
+                if self.fetching == Some(u.g.id) {
+                    return;
+                }
+                if u.fetches < 2 {
+                    u.fetches += 1;
+                    let g = u.g.clone();
+                    self.fetch_soon(g);
+                    return;
+                }
                 tracing::warn!(hash = %u.share.hash, generation = u.g.id, "jdc: a block found while the JDS was away cannot be pushed: its template's transactions never came");
                 self.unpushed.pop_front();
                 continue;
             };
             tracing::info!(hash = %u.share.hash, generation = d.generation, "jdc: declaring a block's template again, to push the block the JDS missed");
-            self.pushing = Some(d.generation);
+            self.pushing = Some((d.generation, self.now_ms()));
             let events = self.declarer.declare(d);
             self.on_declarer(events).await;
             return;
@@ -1037,18 +1083,15 @@ impl Joined {
                 self.on_declarer(events).await;
             }
             Some((g, None)) => {
-                if self.fetching {
-                    self.next_fetch = Some(g);
-                } else {
-                    self.fetch(g);
-                }
+                self.fetch_soon(g);
             }
             None => {}
         }
     }
 
     /// The JDS answered the declaration of a block's template: push the block if it took it.
-    async fn pushed_declaration_answered(&mut self, generation: u64, declared: bool) {
+    /// `declared`: `None` when the JDS did not answer in time.
+    async fn pushed_declaration_answered(&mut self, generation: u64, declared: Option<bool>) {
         self.pushing = None;
         self.push_step_due = true;
         let head = self.unpushed.front();
@@ -1060,13 +1103,24 @@ impl Joined {
             return;
         }
         let u = self.unpushed.pop_front().expect("looked at");
-        if !declared {
-            tracing::warn!(hash = %u.share.hash, generation, "jdc: the JDS refused a block's template declared again; the block reached the network through the farm's node alone");
-            return;
+        match declared {
+            Some(true) => {}
+            Some(false) => {
+                tracing::warn!(hash = %u.share.hash, generation, "jdc: the JDS refused a block's template declared again; the block reached the network through the farm's node alone");
+                return;
+            }
+            None => {
+                tracing::warn!(hash = %u.share.hash, generation, "jdc: the JDS did not answer a block's template declared again in time; the block reached the network through the farm's node alone");
+                return;
+            }
         }
-        tracing::info!(hash = %u.share.hash, generation, "jdc: block found while the JDS was away, pushed to it now");
-        self.stat(|s| s.solutions_pushed_late += 1);
-        self.send_push(&u.g, &u.share).await;
+        if self.send_push(&u.g, &u.share).await {
+            tracing::info!(hash = %u.share.hash, generation, "jdc: block found while the JDS was away, pushed to it now");
+            self.stat(|s| s.solutions_pushed_late += 1);
+        } else {
+            // The JDS went again: the block waits for the next rejoin.
+            self.unpushed.push_front(u);
+        }
     }
 
     async fn on_declarer(&mut self, events: Vec<DeclarerEvent>) {
@@ -1089,13 +1143,19 @@ impl Joined {
                     }
                 }
                 DeclarerEvent::PoolOutputs(_) => {}
-                DeclarerEvent::Declared { generation, .. } if self.pushing == Some(generation) => {
+                DeclarerEvent::Declared { generation, .. }
+                    if self.pushing.map(|p| p.0) == Some(generation) =>
+                {
                     // Declared again only to push a block on it: not a job for the pool.
                     self.last_declared = Some(generation);
-                    self.pushed_declaration_answered(generation, true).await;
+                    self.pushed_declaration_answered(generation, Some(true))
+                        .await;
                 }
-                DeclarerEvent::Refused { generation, .. } if self.pushing == Some(generation) => {
-                    self.pushed_declaration_answered(generation, false).await;
+                DeclarerEvent::Refused { generation, .. }
+                    if self.pushing.map(|p| p.0) == Some(generation) =>
+                {
+                    self.pushed_declaration_answered(generation, Some(false))
+                        .await;
                 }
                 DeclarerEvent::Declared { generation, token } => {
                     self.stat(|s| s.declared += 1);
@@ -1228,6 +1288,7 @@ impl Joined {
             share: share.clone(),
             g: r.g.clone(),
             declaration: r.declaration.clone(),
+            fetches: 0,
         });
     }
 
@@ -1244,10 +1305,13 @@ impl Joined {
             return;
         };
         tracing::info!(generation = share.generation, hash = %share.hash, "jdc: block found; pushed to the JDS too");
-        self.send_push(&g, share).await;
+        if !self.send_push(&g, share).await {
+            self.keep_unpushed(share);
+        }
     }
 
-    async fn send_push(&mut self, g: &Generation, share: &TappedShare) {
+    /// Sends `PushSolution`; whether it went.
+    async fn send_push(&mut self, g: &Generation, share: &TappedShare) -> bool {
         let m: Message = PushSolution {
             extranonce: share.extranonce.clone(),
             prev_hash: g.template.prev_hash.0,
@@ -1257,11 +1321,14 @@ impl Joined {
             version: share.version,
         }
         .into();
-        self.stat(|s| s.solutions_pushed += 1);
-        if let Some(c) = &mut self.jds {
-            if let Err(e) = c.send_message(&m).await {
-                self.lose_jds(e.to_string());
-            }
+        let Some(c) = &mut self.jds else {
+            return false;
+        };
+        if let Err(e) = c.send_message(&m).await {
+            self.lose_jds(e.to_string());
+            return false;
         }
+        self.stat(|s| s.solutions_pushed += 1);
+        true
     }
 }

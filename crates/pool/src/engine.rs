@@ -206,9 +206,11 @@ impl Engine {
 
     /// Moves every SV2 channel's extranonce prefix onto `base`, which must be as long as the
     /// base it replaces (the coinbase's layout stays): channels opened from now on start with
-    /// it, and open ones are told (`SetExtranoncePrefix`, then a clean job) at their
-    /// connection's next job or tick. A Job Declarator Client calls it when a new channel with
-    /// its pool comes with another prefix: its devices' shares must lie in the new range.
+    /// it, and open ones are told (`SetExtranoncePrefix` where their prefix changes) and get a
+    /// clean job at their connection's next job or tick, work sent before it being stale from
+    /// then on, even where the prefix stays. A Job Declarator Client calls it when a new
+    /// channel with its pool comes with another prefix (its devices' shares must lie in the new
+    /// range), and when it rejoins its pool (work paying the farm must end).
     pub fn move_extranonce_base(&self, base: Vec<u8>) {
         *self
             .extranonce_base
@@ -399,6 +401,20 @@ impl Engine {
             name: name.into(),
             stats,
             key,
+        }
+    }
+
+    /// Asks the store again for the key of a worker that authorized without one (the store's
+    /// queue was full, or it was failing): at its next share, so that a moment's trouble does
+    /// not refuse its shares for as long as it stays connected.
+    #[cold]
+    pub fn retry_worker_key(&self, w: &mut Worker) {
+        // Not while the store is failing: its share is refused anyway, and the lookup could
+        // read the file or wait on a full queue on every share.
+        if let (None, Some(s)) = (w.key, &self.store) {
+            if !s.is_failing() {
+                w.key = s.worker(&w.name).ok();
+            }
         }
     }
 

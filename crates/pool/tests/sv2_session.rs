@@ -686,4 +686,26 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     let mut fresh = session(&lab);
     fresh.on_tick(T0);
     assert!(fresh.take_output().is_empty());
+
+    // A move to the same base reissues work (a JDC that rejoined: jobs paying the farm end):
+    // clean jobs, no new prefix, and shares on the work before are stale.
+    let (n, _) = m.grind(good);
+    let before = m.share(n);
+    lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
+    s.on_tick(T0);
+    let out = s.take_output();
+    assert!(
+        out.iter().all(|m| matches!(
+            m,
+            Message::Mining(Mining::NewMiningJob(_) | Mining::SetNewPrevHash(_))
+        )),
+        "{out:?}"
+    );
+    assert_eq!(
+        out.len(),
+        4,
+        "a clean job for each of the two channels: {out:?}"
+    );
+    s.on_message(before, T0);
+    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
 }

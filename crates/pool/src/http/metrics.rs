@@ -51,7 +51,8 @@ pub fn render_metrics(
             attached: attached.to_vec(),
             admission: admission.cloned(),
         }));
-    if let Some(role) = role {
+    // The pool's own prefix already names them.
+    if let Some(role) = role.filter(|r| *r != "pool") {
         registry
             .sub_registry_with_prefix(format!("stratumlab_{role}"))
             .register_collector(Box::new(RoleDependencies {

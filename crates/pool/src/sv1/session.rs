@@ -545,6 +545,9 @@ impl Session {
         let Some(w) = self.workers.iter().position(|w| &*w.name == worker) else {
             return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, nonce, now);
         };
+        if self.workers[w].key.is_none() {
+            self.engine.retry_worker_key(&mut self.workers[w]);
+        }
         let wire_id = wire_job_id(job_id);
         let Some(extranonce) = extranonce else {
             // Unreadable extranonce2: judged after the job, as a malformed parameter.

@@ -234,6 +234,15 @@ impl Sv2Server {
         // on the shutdown signal's list of waiters and take itself off again for every frame.
         let stop = stopped(shutdown);
         tokio::pin!(stop);
+        // One timer for the "a channel opened in time" and idle deadlines, set to the earlier
+        // one still ahead and moved on only when it fires (activity is not a timer update per
+        // frame), so each fires on time rather than at the next tick.
+        let (handshake_ms, idle_ms) = (
+            self.admission().handshake_timeout.as_millis() as u64,
+            self.admission().idle_timeout.as_millis() as u64,
+        );
+        let deadline = tokio::time::sleep(Duration::from_millis(handshake_ms.min(idle_ms)));
+        tokio::pin!(deadline);
         loop {
             let mut ending: Option<&'static str> = None;
             tokio::select! {
@@ -257,6 +266,11 @@ impl Sv2Server {
                             }
                         }
                         session.flush();
+                        // A connection that closed its last channel is held to the time a new
+                        // one has to open one.
+                        if session.channel_count() == 0 && now.since(started) >= handshake_ms {
+                            ending = Some("timeout");
+                        }
                         if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
                             // Banned for it once closed (`connection`), as on the SV1 port.
                             ending = Some("invalid shares");
@@ -271,16 +285,21 @@ impl Sv2Server {
                     let g = work.borrow_and_update().clone();
                     session.on_generation(g.as_ref(), self.now());
                 }
-                _ = tick.tick() => {
+                _ = tick.tick() => session.on_tick(self.now()),
+                _ = &mut deadline => {
                     let now = self.now();
-                    session.on_tick(now);
-                    if session.channel_count() == 0
-                        && now.since(started) > self.admission().handshake_timeout.as_millis() as u64
-                    {
+                    let opening = session.channel_count() == 0;
+                    if opening && now.since(started) >= handshake_ms {
                         ending = Some("timeout");
-                    }
-                    if now.since(last_activity) > self.admission().idle_timeout.as_millis() as u64 {
+                    } else if now.since(last_activity) >= idle_ms {
                         ending = Some("idle");
+                    } else {
+                        let mut due = last_activity.plus(idle_ms);
+                        if opening {
+                            due = due.min(started.plus(handshake_ms));
+                        }
+                        let wait = Duration::from_millis(due.since(now).max(1));
+                        deadline.as_mut().reset(tokio::time::Instant::now() + wait);
                     }
                 }
             }

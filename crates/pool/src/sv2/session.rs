@@ -778,8 +778,8 @@ impl Session {
     }
 
     /// Moves every channel onto the engine's new extranonce base, if it moved since this
-    /// session last looked: each channel is told its new prefix and gets a clean job of `g`
-    /// (work under the old prefix is stale). Returns whether it did.
+    /// session last looked: each channel is told its new prefix (if it changed) and gets a
+    /// clean job of `g` (work sent before is stale). Returns whether it did.
     fn follow_base(&mut self, g: &Arc<Generation>, now: Millis) -> bool {
         let moves = self.engine.extranonce_base_moves();
         if moves == self.base_moves {
@@ -797,17 +797,18 @@ impl Session {
             let n = base.len().min(old.len());
             let mut prefix = old.to_vec();
             prefix[..n].copy_from_slice(&base[..n]);
-            if prefix == old {
-                continue;
-            }
+            let changed = prefix != old;
+            // Work sent before is stale either way (a move to the same base reissues work).
             c.channel.set_extranonce_prefix(prefix.clone());
-            self.out.push(
-                SetExtranoncePrefix {
-                    channel_id: id,
-                    extranonce_prefix: prefix,
-                }
-                .into(),
-            );
+            if changed {
+                self.out.push(
+                    SetExtranoncePrefix {
+                        channel_id: id,
+                        extranonce_prefix: prefix,
+                    }
+                    .into(),
+                );
+            }
         }
         tracing::info!(
             conn = self.conn,
@@ -1145,6 +1146,9 @@ impl Session {
         };
         let engine = &self.engine;
         let conn = self.conn;
+        if c.worker.key.is_none() {
+            engine.retry_worker_key(&mut c.worker);
+        }
         // The version must keep the job's bits outside the rolling mask.
         let mask = c.channel.version_mask();
         let rolled_outside = c

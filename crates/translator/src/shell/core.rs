@@ -2,7 +2,8 @@
 //! one), and where each device's bytes go.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::{
@@ -15,7 +16,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::backoff::Backoff;
 use super::connect::connect_any;
-use super::edge::{stopped, DeviceIn};
+use super::edge::{stopped, DeviceIn, DeviceShared};
 use super::net::Net;
 use super::stats::Stats;
 use super::transport::{Link, Transport};
@@ -286,14 +287,14 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 peer,
                 local,
                 out,
-                why,
+                shared,
             } => {
                 let id = self.translator.device_connected(now);
                 self.devices.insert(
                     id,
                     DeviceLink {
                         out,
-                        why,
+                        shared,
                         ip: peer.ip(),
                         rejected_in_a_row: 0,
                         closing: None,
@@ -385,9 +386,13 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         };
         let pending: usize = device.pending_output().iter().map(|s| s.len()).sum();
         let close = device.wants_close();
+        let authorized = device.worker().is_some();
         let Some(link) = self.devices.get(&id) else {
             return;
         };
+        if authorized {
+            link.shared.authorized.store(true, Ordering::Relaxed);
+        }
         let mut why = close.map(close_reason).or(link.closing);
         if pending > 0 {
             let bytes = device.take_output();
@@ -408,7 +413,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
             }
             // Its task sees the queue end, writes what is in it, and reports Closed with this
             // reason.
-            let _ = link.why.set(why);
+            let _ = link.shared.why.set(why);
             self.devices.remove(&id);
         }
     }
@@ -554,8 +559,9 @@ fn upstream_silent(now: Millis, last_rx: Millis, sent: Millis, keepalive_ms: u64
 struct DeviceLink {
     /// Bytes for the device's task to write; dropped to close the device.
     out: mpsc::Sender<Vec<u8>>,
-    /// Why the core closed the device, set before `out` is dropped: the task's close reason.
-    why: Arc<OnceLock<&'static str>>,
+    /// Why the core closed the device (set before `out` is dropped: the task's close
+    /// reason), and whether it has authorized (its task's handshake timeout ends).
+    shared: Arc<DeviceShared>,
     ip: std::net::IpAddr,
     rejected_in_a_row: u32,
     /// Set to close the device at the next flush, after what it is owed is on its way.

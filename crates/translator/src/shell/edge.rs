@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,16 @@ impl EdgeLimits {
     }
 }
 
+/// What the core tells a device's task besides its bytes.
+#[derive(Default)]
+pub struct DeviceShared {
+    /// Set by the core, before it drops the task's queue, to say why it closed the device.
+    pub why: OnceLock<&'static str>,
+    /// Set by the core once the device has authorized a worker (an authorize it refused does
+    /// not count): the handshake timeout no longer applies.
+    pub authorized: AtomicBool,
+}
+
 /// What device tasks tell the core.
 pub enum DeviceIn {
     Connected {
@@ -43,8 +54,7 @@ pub enum DeviceIn {
         peer: SocketAddr,
         local: SocketAddr,
         out: mpsc::Sender<Vec<u8>>,
-        /// Set by the core, before it drops `out`, to say why it closed the device.
-        why: Arc<OnceLock<&'static str>>,
+        shared: Arc<DeviceShared>,
     },
     Line {
         conn: u64,
@@ -140,7 +150,6 @@ async fn device(
     let opened = millis(d.start);
     let mut budget = MessageBudget::new(a.message_rate, opened);
     let mut last_read = opened;
-    let mut authorized = false;
     let (handshake_ms, idle_ms) = (
         a.handshake_timeout.as_millis() as u64,
         a.idle_timeout.as_millis() as u64,
@@ -153,14 +162,15 @@ async fn device(
     let local = stream.local_addr().unwrap_or(peer);
     let (mut reader, mut writer) = stream.into_split();
     let (tx, mut out) = mpsc::channel::<Vec<u8>>(queue);
-    let why = Arc::new(OnceLock::new());
+    let shared = Arc::new(DeviceShared::default());
+    let authorized = || shared.authorized.load(Ordering::Relaxed);
     if inbox
         .send(DeviceIn::Connected {
             conn,
             peer,
             local,
             out: tx,
-            why: why.clone(),
+            shared: shared.clone(),
         })
         .await
         .is_err()
@@ -184,21 +194,21 @@ async fn device(
                     }
                 }
                 // The core closed us, after what it queued.
-                None => break why.get().copied().unwrap_or("closed by the core"),
+                None => break shared.why.get().copied().unwrap_or("closed by the core"),
             },
             _ = &mut check => {
                 let now = millis(d.start);
                 // Closed, not struck: per-device firmware authorizes only once its subscribe
                 // is answered, which waits for the upstream channel, so an upstream outage
                 // times out honest devices too.
-                if !authorized && now.since(opened) >= handshake_ms {
+                if !authorized() && now.since(opened) >= handshake_ms {
                     break "handshake timeout";
                 }
                 if now.since(last_read) >= idle_ms {
                     break "idle timeout";
                 }
                 let mut due = last_read.plus(idle_ms);
-                if !authorized {
+                if !authorized() {
                     due = due.min(opened.plus(handshake_ms));
                 }
                 let wait = Duration::from_millis(due.since(now).max(1));
@@ -218,13 +228,6 @@ async fn device(
                 let framed = lines.split(&chunk[..n], |line| {
                     if !budget.take(a.message_rate, now) {
                         return ControlFlow::Break(());
-                    }
-                    // Only while waiting for it: a parse of the device's first few lines.
-                    if !authorized
-                        && sv1::json::parse(line).ok().and_then(|e| e.method_str())
-                            == Some("mining.authorize")
-                    {
-                        authorized = true;
                     }
                     got.push(line.to_vec());
                     ControlFlow::Continue(())
