@@ -63,10 +63,12 @@ const MIGRATIONS: &[&str] = &[
 /// to be the file's only writer; readers never block it in WAL mode.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The writer's page cache. With SQLite's default (2 MiB), a busy store read pages of the share
-/// table back from the file on nearly every insert (a `pread` per share: the sv1_share bench's
-/// writer thread took about 1.7 times as long per share as with this much, which keeps them).
-const PAGE_CACHE_KIB: i64 = 16 << 10;
+/// The writer's page cache, which SQLite fills as the file grows and keeps full. The writer's
+/// sustained rate (`cargo bench -p pool --bench store -- store/durable`, files of 5-8 million
+/// shares) per share: 1.59 us with SQLite's default 2 MiB, 1.41 us with 4 MiB, 1.10 us with 8 MiB
+/// and 1.17-1.21 us with 16 MiB; past 8 MiB a larger cache buys nothing but resident memory
+/// that grows for as long as the file does (docs/performance.md, the soak).
+const PAGE_CACHE_KIB: i64 = 8 << 10;
 
 /// The WAL file is truncated back to this size after a checkpoint that could reset it.
 const WAL_SIZE_LIMIT: i64 = 64 << 20;
