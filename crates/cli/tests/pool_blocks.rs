@@ -287,6 +287,18 @@ fn pool_args<'a>(
 /// finds the block in its store and sends it through the node, and it joins the chain.
 #[test]
 fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
+    kill_9_after_a_block(true);
+}
+
+/// As above, restarted with the provider alone (no node to send the block through): the block
+/// stays pending until the provider's chain moves past its height by another block (the
+/// devices mine on), then it is recorded lost (`not-adopted`, an orphan), not left pending.
+#[test]
+fn a_block_a_provider_only_pool_cannot_send_is_lost_once_another_holds_its_height() {
+    kill_9_after_a_block(false);
+}
+
+fn kill_9_after_a_block(restart_with_node: bool) {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
     let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
@@ -382,6 +394,71 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
             b.height
         );
         assert_eq!(b.result, None);
+    }
+
+    if !restart_with_node {
+        // Restarted on the same store, straight to the provider, without the node.
+        let pool = roles.add(
+            "pool",
+            Role::start("pool", &pool_args(&tdp, &tdp_key, None, &sv2, &store_s)),
+        );
+        let key = pool.line("sv2 authority public key");
+        pool.line("sv2 listening on");
+        let http = pool.line("http listening on");
+        let earlier: Vec<[u8; 32]> = blocks.iter().map(|b| b.hash).collect();
+        let n = earlier.len() as u64;
+        let status = http_get_json(&http, "/api/status");
+        assert_eq!(status["blocks"]["pending"].as_u64(), Some(n), "{status}");
+        // The devices mine on: their first block takes the height.
+        let fleet = sv2_fleet(&sv2, &key, "2", "60s");
+        let deadline = Instant::now() + Duration::from_secs(45);
+        let settled = loop {
+            let all = pool::store::StoreReader::open(&store)
+                .unwrap()
+                .blocks()
+                .unwrap();
+            let settled: Vec<_> = all
+                .into_iter()
+                .filter(|b| earlier.contains(&b.hash) && b.result.is_some())
+                .collect();
+            if settled.len() == earlier.len() {
+                break settled;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the earlier run's block was not settled by the provider's tips: {}\n{}",
+                http_get_json(&http, "/api/status"),
+                roles.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        drop(fleet);
+        // Its fate is the chain's: lost to the block that took its height, or (when the
+        // solution had left the slow link just before the kill) accepted, the provider's tip
+        // being on it.
+        let mut lost = 0;
+        for b in &settled {
+            let want = if in_chain(&rpc_addr, &b.hash) {
+                "accepted"
+            } else {
+                lost += 1;
+                "not-adopted"
+            };
+            assert_eq!(b.result.as_deref(), Some(want), "height {}", b.height);
+        }
+        let status = status_when(&http, "no block pending", |s| {
+            s["blocks"]["pending"].as_u64() == Some(0)
+        });
+        assert!(
+            status["blocks"]["orphaned"].as_u64() >= Some(lost),
+            "{status}"
+        );
+        eprintln!(
+            "{n} block(s) found before the kill, never sent by the restarted pool: {lost} recorded not-adopted once another block held the height, {} accepted (on the chain)",
+            n - lost
+        );
+        roles.stop("pool");
+        return;
     }
 
     // Restarted on the same store, straight to the provider, with the node beside it.

@@ -784,10 +784,15 @@ async fn blocks_task(
                     ..
                 } => client.clone(),
                 // A provider's template ids live as long as its connection: only a node can
-                // take the block now. It stays pending, in the store and in the counts.
-                BlockSink::Tp { node: None, .. } => {
+                // take the block now. It stays pending, in the store and in the counts, until
+                // the provider's tips settle it.
+                BlockSink::Tp {
+                    node: None, works, ..
+                } => {
                     tracing::error!(hash = %primitives::Hash256(b.hash), height = b.height,
                         "a block an earlier run found is pending with no way out: restart with --node-rpc to submit it");
+                    let (s, engine, works) = (s.clone(), engine.clone(), works.clone());
+                    tokio::spawn(settle_by_tips(engine, s, b, works));
                     continue;
                 }
             };
@@ -1072,6 +1077,51 @@ async fn submit(
         // The provider's feed ended (the pool is stopping): pending, for a restart.
         (None, None) => {
             tracing::warn!(hash = %b.hash, "no tip from the provider after SubmitSolution: the block stays pending")
+        }
+    }
+}
+
+/// A block an earlier run found and a provider-only pool cannot submit, settled by the
+/// provider's tips: a tip on it is its acceptance (the earlier run's `SubmitSolution` got
+/// there); a tip one above its height on another block means the network holds its height
+/// with another, and it is lost (recorded `not-adopted`, an orphan). A first tip further on says
+/// neither (only a node can tell which block holds the height): it stays pending, for a restart
+/// with `--node-rpc`.
+async fn settle_by_tips(
+    engine: Arc<Engine>,
+    store: Store,
+    b: BlockRecord,
+    mut works: watch::Receiver<Option<TpWork>>,
+) {
+    loop {
+        let tip = works
+            .borrow_and_update()
+            .as_ref()
+            .map(|w| (w.template.height, w.template.prev_hash));
+        if let Some((next, prev)) = tip {
+            let (fate, result) = if prev.0 == b.hash {
+                (BlockFate::Accepted, crate::stats::ACCEPTED)
+            } else if u64::from(next) == u64::from(b.height) + 1 {
+                (BlockFate::Orphaned, crate::stats::NOT_ADOPTED)
+            } else if u64::from(next) > u64::from(b.height) + 1 {
+                tracing::warn!(hash = %primitives::Hash256(b.hash), height = b.height, provider_height = next,
+                    "the provider's chain is past a pending block's height; only a node can tell whether it holds it: pending until a restart with --node-rpc");
+                return;
+            } else {
+                if works.changed().await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            tracing::info!(hash = %primitives::Hash256(b.hash), height = b.height, result, "a block an earlier run found, settled by the provider's tip");
+            engine.stats.block_fate(fate);
+            if let Err(e) = store.record_block_result(b.hash, result, unix_ms()) {
+                tracing::error!(hash = %primitives::Hash256(b.hash), error = %e, "block result not recorded");
+            }
+            return;
+        }
+        if works.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -31,8 +31,11 @@ use crate::{JdsConfig, TokenIssuer, UnixMillis};
 /// How often each connection checks its pending declarations' deadlines.
 const TICK: Duration = Duration::from_millis(500);
 /// Largest frame a JDC may send: `ProvideMissingTransactions.Success` carries whole
-/// transactions, up to a block's worth.
-const MAX_FRAME_BYTES: usize = 1 << 24;
+/// transactions, up to a block's worth. A block is at most 4,000,000 bytes serialized (its
+/// weight is at most 4,000,000 and at least its size), and each transaction adds a 3-byte length
+/// (at most about 66,000 of them in a block): 4 MiB and 256 KiB hold any block's transactions,
+/// where the transport's 16 MiB would let each connection make the JDS buffer four times that.
+const MAX_FRAME_BYTES: usize = (4 << 20) + (256 << 10);
 /// How often the JDCs' socket bytes go to the event log (`LinkBytes` on the `jd` link).
 const NET_REPORT: Duration = Duration::from_secs(1);
 
