@@ -15,7 +15,7 @@
 #                  are the warm-up
 #   SOAK_KEEP=1    keep the work directory (logs, samples.csv)
 #   SOAK_POOL_WRAP a command the pool runs under, to attribute its memory, e.g.
-#                  SOAK_POOL_WRAP="heaptrack -o /tmp/pool" (heaptrack_print --print-massif then
+#                  SOAK_POOL_WRAP="heaptrack -o $(mktemp -d)/pool" (heaptrack_print --print-massif then
 #                  shows what held the heap over time)
 #
 # The pool runs with the hostile suite's small limits (crates/cli/tests/hostile.rs): 40

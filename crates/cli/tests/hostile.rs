@@ -404,23 +404,10 @@ fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) 
                 socks.push(s);
             }
         }
-        let start = Instant::now();
-        let mut closed = 0;
-        let mut i = 0;
-        while start.elapsed() < limit && closed < socks.len() {
-            closed = 0;
-            for s in &mut socks {
-                let b = [hello[i % hello.len()]];
-                if s.write_all(&b).await.is_err()
-                    || closed_within(s, Duration::from_millis(1)).await
-                {
-                    closed += 1;
-                }
-            }
-            i += 1;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        (closed, start.elapsed())
+        writes_until_closed(&mut socks, limit, Duration::from_millis(200), |i| {
+            vec![hello[i % hello.len()]]
+        })
+        .await
     });
     assert_eq!(
         closed, 20,
@@ -431,6 +418,31 @@ fn slowloris(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, hello: &'static [u8]) 
         "20 of 20 closed after {:.1} s (handshake timeout {HANDSHAKE:?})",
         took.as_secs_f64()
     )
+}
+
+/// Writes `bytes(i)` to every socket in round `i`, a round every `every`, until all are closed
+/// or `limit` has passed; returns how many were closed and when it stopped.
+async fn writes_until_closed(
+    socks: &mut [TcpStream],
+    limit: Duration,
+    every: Duration,
+    bytes: impl Fn(usize) -> Vec<u8>,
+) -> (usize, Duration) {
+    let start = Instant::now();
+    let mut closed = 0;
+    let mut i = 0;
+    while start.elapsed() < limit && closed < socks.len() {
+        closed = 0;
+        let b = bytes(i);
+        for s in socks.iter_mut() {
+            if s.write_all(&b).await.is_err() || closed_within(s, Duration::from_millis(1)).await {
+                closed += 1;
+            }
+        }
+        i += 1;
+        tokio::time::sleep(every).await;
+    }
+    (closed, start.elapsed())
 }
 
 /// Connections that subscribe and then keep asking to authorize with a name the role refuses
@@ -448,26 +460,15 @@ fn refused_authorizes(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
                 }
             }
         }
-        let start = Instant::now();
-        let mut closed = 0;
-        let mut id = 2;
-        while start.elapsed() < limit && closed < socks.len() {
-            closed = 0;
-            for s in &mut socks {
-                let line = format!(
-                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"\",\"x\"]}}\n"
-                );
-                // `closed_within` reads and drops what the role answered.
-                if s.write_all(line.as_bytes()).await.is_err()
-                    || closed_within(s, Duration::from_millis(1)).await
-                {
-                    closed += 1;
-                }
-            }
-            id += 1;
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-        (closed, start.elapsed())
+        // `closed_within` reads and drops what the role answered.
+        writes_until_closed(&mut socks, limit, Duration::from_millis(300), |i| {
+            format!(
+                "{{\"id\":{},\"method\":\"mining.authorize\",\"params\":[\"\",\"x\"]}}\n",
+                i + 2
+            )
+            .into_bytes()
+        })
+        .await
     });
     assert_eq!(
         closed, 20,

@@ -395,6 +395,14 @@ fn coinbase_payee(rpc_addr: &str, hash: &str) -> primitives::bitcoin::ScriptBuf 
     block.txdata[0].output[0].script_pubkey.clone()
 }
 
+/// The farm's fallback payout address: a P2WSH whose program is 32 bytes of 0x11, on regtest.
+const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
+
+/// The output script a regtest address pays.
+fn script(address: &str) -> primitives::bitcoin::ScriptBuf {
+    primitives::coinbase::payout_script(address, primitives::bitcoin::Network::Regtest).unwrap()
+}
+
 /// Who the blocks mined in this run pay, newest first (simnet's chain starts above 900,000).
 fn payees_newest_first(rpc_addr: &str) -> Vec<primitives::bitcoin::ScriptBuf> {
     let mut hash = rpc(rpc_addr, "getbestblockhash", serde_json::json!([]))
@@ -429,8 +437,6 @@ fn when_the_jds_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
 /// which finds blocks every two seconds or so: the JDC falls back to solo mining, and every
 /// block after that pays the farm and reaches the chain through the farm's node.
 fn killed_under_the_jdc(role: &'static str) {
-    // A P2WSH whose program is 32 bytes of 0x11, on regtest.
-    const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
     let dir = tempfile::tempdir().unwrap();
     // A block every two seconds or so at the fleet's 200 kH/s.
     let Stack {
@@ -507,10 +513,7 @@ fn killed_under_the_jdc(role: &'static str) {
 
     // The chain, newest first: blocks the farm found after the fallback pay the farm, those
     // before it paid the pool; never the other way round.
-    let farm =
-        primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
-    let pool_script =
-        primitives::coinbase::payout_script(PAYOUT, primitives::bitcoin::Network::Regtest).unwrap();
+    let (farm, pool_script) = (script(FARM), script(PAYOUT));
     let payees = payees_newest_first(&rpc_addr);
     assert_eq!(payees.first(), Some(&farm), "the tip pays the farm");
     let switched = payees
@@ -545,7 +548,6 @@ fn blocks_found_while_the_jds_was_down_are_pushed_to_it_when_it_returns() {
 }
 
 fn jds_killed_and_back(solo: bool) {
-    const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
     let dir = tempfile::tempdir().unwrap();
     let jdc_args: &[&str] = if solo {
         &["--fallback-payout-address", FARM]
@@ -647,10 +649,7 @@ fn jds_killed_and_back(solo: bool) {
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
     // outage (solo), the pool's before it.
-    let farm =
-        primitives::coinbase::payout_script(FARM, primitives::bitcoin::Network::Regtest).unwrap();
-    let pool_script =
-        primitives::coinbase::payout_script(PAYOUT, primitives::bitcoin::Network::Regtest).unwrap();
+    let (farm, pool_script) = (script(FARM), script(PAYOUT));
     let payees = payees_newest_first(&rpc_addr);
     let mut runs: Vec<(bool, usize)> = Vec::new();
     for p in &payees {

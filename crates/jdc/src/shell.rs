@@ -810,37 +810,28 @@ impl Joined {
                 return;
             }
         };
-        let Upstreams {
-            jds,
-            declarer,
-            early,
-            payout,
-            up,
-            channel,
-            opened,
-        } = u;
         // The payout first, then the devices' work: every job they get from the move on pays
         // the pool again, in the new channel's range; work sent before (paying the farm, or in
         // the old range) is stale from then on, so no share of it reaches the new channel.
         self.engine
-            .set_payout_override((payout != self.first_payout).then(|| payout.clone()));
-        self.base = opened.extranonce_prefix.clone();
-        self.engine.move_extranonce_base(opened.extranonce_prefix);
-        self.jds = Some(jds);
-        self.up = Some(up);
-        self.declarer = declarer;
+            .set_payout_override((u.payout != self.first_payout).then(|| u.payout.clone()));
+        self.base = u.opened.extranonce_prefix.clone();
+        self.engine.move_extranonce_base(u.opened.extranonce_prefix);
+        self.jds = Some(u.jds);
+        self.up = Some(u.up);
+        self.declarer = u.declarer;
         self.earlier_channels = self.earlier_channels + self.channel.stats;
-        self.channel = channel;
+        self.channel = u.channel;
         self.accepted_seen = 0;
         self.fallback = Fallback::new(self.fallback_config.clone());
-        if payout != self.payout {
+        if u.payout != self.payout {
             // Coinbases built for the old payout: templates are declared afresh.
             for r in self.recent.iter_mut() {
                 r.job = None;
                 r.declaration = None;
             }
         }
-        self.payout = payout;
+        self.payout = u.payout;
         // The JDS acknowledged nothing on this connection yet (each declaration gets the new
         // connection's token when the JDS accepts it).
         self.last_declared = None;
@@ -856,7 +847,7 @@ impl Joined {
         });
         tracing::info!(payout = %self.payout, "jdc: rejoined the JDS and the pool");
         self.pushing = None;
-        self.on_declarer(early).await;
+        self.on_declarer(u.early).await;
         // The blocks found meanwhile go to the JDS first, then the newest template is
         // declared at once, not at the next one.
         self.push_step().await;

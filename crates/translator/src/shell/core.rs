@@ -390,7 +390,9 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let Some(link) = self.devices.get(&id) else {
             return;
         };
-        if authorized {
+        // Written once: a store at every flush would bounce the line between the core and
+        // the device's task.
+        if authorized && !link.shared.authorized.load(Ordering::Relaxed) {
             link.shared.authorized.store(true, Ordering::Relaxed);
         }
         let mut why = close.map(close_reason).or(link.closing);
