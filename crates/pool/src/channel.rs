@@ -17,7 +17,6 @@ mod seen;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use events::Reason;
 use primitives::hash::sha256d_header;
 use primitives::{Difficulty, Hash256, Target};
 
@@ -25,8 +24,9 @@ use filter::TagFilter;
 use seen::Fingerprints;
 
 use crate::job::{Job, Solution};
-use crate::vardiff::{Vardiff, VardiffConfig};
 use crate::Millis;
+use mining::vardiff::{Vardiff, VardiffConfig};
+use mining::Reject;
 
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
@@ -71,45 +71,6 @@ pub struct Issued {
     pub merkle_root: Option<Hash256>,
     /// The shares accepted on it, which expire with it.
     seen: Fingerprints,
-}
-
-/// Why a share was rejected: each maps onto one docs/metrics.md reason and one protocol error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reject {
-    /// Never issued to this channel.
-    UnknownJob,
-    /// Superseded by a new previous-block hash, or expired.
-    Stale,
-    ExtranonceSize,
-    NtimeOutOfRange,
-    /// Version bits outside the negotiated mask.
-    VersionBits,
-    Duplicate,
-    LowDifficulty,
-}
-
-impl Reject {
-    pub fn reason(self) -> Reason {
-        match self {
-            Reject::UnknownJob => Reason::InvalidJob,
-            Reject::Stale => Reason::Stale,
-            Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => Reason::Other,
-            Reject::Duplicate => Reason::Duplicate,
-            Reject::LowDifficulty => Reason::LowDifficulty,
-        }
-    }
-
-    pub fn message(self) -> &'static str {
-        match self {
-            Reject::UnknownJob => "Job not found",
-            Reject::Stale => "Stale share: job superseded",
-            Reject::ExtranonceSize => "Incorrect extranonce2 size",
-            Reject::NtimeOutOfRange => "Ntime out of range",
-            Reject::VersionBits => "Version bits outside the negotiated mask",
-            Reject::Duplicate => "Duplicate share",
-            Reject::LowDifficulty => "Share above target (low difficulty)",
-        }
-    }
 }
 
 /// What the miner sent, with the extranonce part decoded.

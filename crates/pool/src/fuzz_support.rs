@@ -57,11 +57,12 @@ use crate::engine::{Engine, EngineConfig, FoundBlock, PayoutMode};
 use crate::jd_token::{OutputsDigest, TokenClaims, TokenKey, TokenKind};
 use crate::jobs::{JobBook, JobConfig};
 use crate::stats::{PoolStats, WorkerRegistry};
-use crate::sv1::{LineKind, Sv1Config, POOL_VERSION_MASK};
+use crate::sv1::{LineKind, Sv1Config};
 use crate::sv2::{Kind, Sv2Config};
 use crate::template::{Template, TemplateTx};
-use crate::vardiff::VardiffConfig;
 use crate::Millis;
+use ::sv1::VERSION_ROLLING_MASK;
+use mining::vardiff::VardiffConfig;
 
 /// The virtual clock's start, and the wall clock (Unix milliseconds) the SV2 session is told
 /// at that instant: the session never reads a clock of its own here.
@@ -490,7 +491,11 @@ fn check_block(b: &FoundBlock) {
 pub fn sv1_config(c: u8) -> Sv1Config {
     Sv1Config {
         extranonce2_size: 4,
-        version_mask: if c & 0x10 != 0 { 0 } else { POOL_VERSION_MASK },
+        version_mask: if c & 0x10 != 0 {
+            0
+        } else {
+            VERSION_ROLLING_MASK
+        },
         max_workers: [16, 1, 2, 4][usize::from(c & 3)],
         max_bad_lines: [16, 0, 3, 1][usize::from(c >> 2 & 3)],
         version: "stratumlab-fuzz/1",
@@ -1062,7 +1067,11 @@ pub fn sv2_config(c: u8) -> Sv2Config {
         max_channels: [64, 1, 3, 8][usize::from(c >> 2 & 3)],
         extended_extranonce_size: rolled,
         success_batch: [32, 1, 4, 2][usize::from(c >> 4 & 3)],
-        version_mask: if c & 0x40 != 0 { 0 } else { POOL_VERSION_MASK },
+        version_mask: if c & 0x40 != 0 {
+            0
+        } else {
+            VERSION_ROLLING_MASK
+        },
         jd_token_key: (c & 0x80 != 0).then(|| Arc::new(TokenKey::from_bytes(TOKEN_KEY))),
         extranonce_base: base,
     }

@@ -1,6 +1,6 @@
 //! The pool's share-accounting engine, shared by its Stratum V1 and Stratum V2 front ends.
 //!
-//! Difficulty retargeting ([`vardiff`]) and the engine are sans-IO: callers pass the time in as
+//! Difficulty retargeting (the `mining` crate's vardiff) and the engine are sans-IO: callers pass the time in as
 //! [`Millis`]. Admission control (rates, bans, connection caps) is the `edge` crate's.
 //!
 //! Statistics ([`stats`]: lock-free counters, decayed hash rates, the worker list) are served
@@ -25,7 +25,6 @@ pub mod sv2;
 pub mod template;
 pub mod tips;
 pub mod tp;
-pub mod vardiff;
 
 /// Milliseconds on the caller's monotonic clock (one type for every core: see `primitives::time`).
 pub use primitives::Millis;

@@ -1,7 +1,7 @@
 //! Stratum V1 as miners and pools speak it: line framing ([`line`]), a zero-allocation reader
 //! for its JSON-RPC envelopes ([`json`]), typed messages ([`message`]), writers for every line
 //! either side sends ([`write`]), the hex forms it uses ([`hex`]) and its customary error codes
-//! ([`error`]). No I/O: pools, proxies, the fleet's devices and the tap build on this.
+//! ([`error`]), and the [`outbox`] a server's replies and shared job lines wait in. No I/O: pools, proxies, the fleet's devices and the tap build on this.
 
 pub mod error;
 pub mod fast;
@@ -12,7 +12,12 @@ pub mod hex;
 pub mod json;
 pub mod line;
 pub mod message;
+pub mod outbox;
 pub mod write;
+
+/// The version-rolling mask servers offer (BIP320's general-purpose bits 13 to 28): a miner
+/// that asks for version rolling gets its requested mask AND this.
+pub const VERSION_ROLLING_MASK: u32 = 0x1fff_e000;
 
 pub use error::ErrorCode;
 pub use fast::{parse_submit, FastSubmit};

@@ -34,7 +34,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use pool::vardiff::VardiffConfig;
+use mining::vardiff::VardiffConfig;
 use primitives::bitcoin::{Amount, Network};
 use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
 use primitives::{coinbase_merkle_branch, sha256d, Difficulty, Hash256};

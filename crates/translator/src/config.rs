@@ -1,8 +1,8 @@
 //! The translator's settings.
 
-use pool::sv1::POOL_VERSION_MASK;
-use pool::vardiff::VardiffConfig;
+use mining::vardiff::VardiffConfig;
 use primitives::{Difficulty, Target};
+use sv1::VERSION_ROLLING_MASK;
 
 /// How devices map onto upstream channels.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -93,7 +93,7 @@ impl Default for TranslatorConfig {
             device_hash_rate: 1e12,
             device_extranonce_bytes: 2,
             min_extranonce2_size: 2,
-            version_mask: POOL_VERSION_MASK,
+            version_mask: VERSION_ROLLING_MASK,
             max_workers: 16,
             start_difficulty: Difficulty::ONE,
             vardiff: VardiffConfig::default(),

@@ -14,11 +14,11 @@
 
 use std::sync::Arc;
 
-use pool::channel::Reject;
-use pool::sv1::notify::Outbox;
-use pool::vardiff::Vardiff;
-use pool::Millis;
+use mining::vardiff::Vardiff;
+use mining::Reject;
+use primitives::Millis;
 use primitives::{Difficulty, Target};
+use sv1::outbox::Outbox;
 use sv1::write;
 use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit};
 

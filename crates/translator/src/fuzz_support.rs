@@ -88,10 +88,10 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
-use pool::channel::Reject;
-use pool::vardiff::VardiffConfig;
-use pool::Millis;
+use mining::vardiff::VardiffConfig;
+use mining::Reject;
 use primitives::coinbase::{CoinbaseSpec, Payout};
+use primitives::Millis;
 use primitives::{
     merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, Target,
 };
@@ -280,7 +280,7 @@ fn config(c0: u8, c1: u8) -> TranslatorConfig {
         version_mask: if c0 & 0x80 != 0 {
             0
         } else {
-            pool::sv1::POOL_VERSION_MASK
+            sv1::VERSION_ROLLING_MASK
         },
         max_workers: if c0 & 0x40 != 0 { 1 } else { 4 },
         start_difficulty: start,

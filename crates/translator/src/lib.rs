@@ -40,7 +40,7 @@ pub use config::{ChannelMode, TranslatorConfig};
 pub use downstream::{Close, Device, LineOutcome};
 pub use mode::{Mode, Reach, Scope, Tagged, TICK_ROUNDS};
 pub use per_device::PerDevice;
-pub use pool::Millis;
+pub use primitives::Millis;
 pub use translator::{Event, Translator};
 pub use uplink::Uplink;
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pool::Millis;
+use primitives::Millis;
 use primitives::{Difficulty, Target};
 
 use crate::config::ChannelMode;

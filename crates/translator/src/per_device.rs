@@ -30,7 +30,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use pool::Millis;
+use primitives::Millis;
 use primitives::Target;
 use sv2::messages::mining::CloseChannel;
 use sv2::messages::Mining;

@@ -9,9 +9,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use pool::channel::Reject;
-use pool::Millis;
+use mining::Reject;
 use primitives::share::rolled_version;
+use primitives::Millis;
 use primitives::{Difficulty, Hash256, JobHeader, MinerChoice, Sv1Share, Target};
 
 use crate::extranonce::DeviceExtranonce;

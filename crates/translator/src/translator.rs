@@ -14,8 +14,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use pool::channel::Reject;
-use pool::Millis;
+use mining::Reject;
+use primitives::Millis;
 use primitives::Target;
 
 use crate::config::TranslatorConfig;

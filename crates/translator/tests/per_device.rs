@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use pool::vardiff::VardiffConfig;
+use mining::vardiff::VardiffConfig;
 use primitives::bitcoin::{Amount, Network};
 use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
 use primitives::{

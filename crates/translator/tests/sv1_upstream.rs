@@ -7,18 +7,19 @@
 use std::sync::Arc;
 
 use events::{EventSink, Reason, Verdict};
+use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, PayoutMode};
 use pool::jobs::{JobBook as PoolBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
-use pool::sv1::{LineKind, Session, Sv1Config, POOL_VERSION_MASK};
+use pool::sv1::{LineKind, Session, Sv1Config};
 use pool::template::{Template, TemplateTx};
-use pool::vardiff::VardiffConfig;
 use primitives::bitcoin::{consensus, Amount, Network, ScriptBuf, Transaction};
 use primitives::{
     merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, JobHeader, MinerChoice,
     Sv1Share, Target,
 };
+use sv1::VERSION_ROLLING_MASK;
 use translator::extranonce::{ExtranonceAllocator, Layout};
 use translator::jobs::{hex_id, JobBook};
 use translator::shares::{DeviceJobs, LocalShare, ShareContext, Submitted, UpstreamVerdict};
@@ -283,7 +284,7 @@ fn a_device_mines_through_the_proxy_onto_our_pool() {
         "{ev:?}"
     );
     assert_eq!(t.upstream().target(), pool_difficulty().to_target());
-    assert_eq!(t.upstream().version_mask(), POOL_VERSION_MASK);
+    assert_eq!(t.upstream().version_mask(), VERSION_ROLLING_MASK);
     assert!(
         ev.iter()
             .any(|e| matches!(e, Event::JobSent { clean: true, .. })),
@@ -319,7 +320,7 @@ fn a_device_mines_through_the_proxy_onto_our_pool() {
             dev_notify = Some(line.to_vec());
         }
     }
-    assert_eq!(dev_mask, POOL_VERSION_MASK);
+    assert_eq!(dev_mask, VERSION_ROLLING_MASK);
     assert_eq!(
         &dev_en1[..4],
         &pool_en1[..],

@@ -3,8 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use pool::channel::Reject;
-use pool::vardiff::VardiffConfig;
+use mining::vardiff::VardiffConfig;
+use mining::Reject;
 use primitives::bitcoin::{Amount, Network};
 use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
 use primitives::{

@@ -10,6 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use edge::Admission;
+use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jd_token::TokenKey;
@@ -19,7 +20,6 @@ use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use pool::store::{Durability, StoreConfig};
 use pool::sv1::Sv1Config;
 use pool::tp::TpConfig;
-use pool::vardiff::VardiffConfig;
 use primitives::bitcoin::Network;
 use primitives::Difficulty;
 use simnet::tdp::TdpKeys;

@@ -10,7 +10,7 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 
 use events::EventSink;
-use pool::vardiff::VardiffConfig;
+use mining::vardiff::VardiffConfig;
 use primitives::Difficulty;
 use translator::shell::sv1_conn::Sv1Transport;
 use translator::shell::{self, ShellConfig, UpstreamSpec};

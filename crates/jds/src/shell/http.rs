@@ -1,5 +1,5 @@
-//! The JDS's HTTP status endpoints (`--http-listen ADDR`), served by the pool's HTTP loop
-//! ([`pool::http::serve_with`]):
+//! The JDS's HTTP status endpoints (`--http-listen ADDR`), served by every role's serving loop
+//! ([`status::serve_with`]):
 //!
 //! | path | answer |
 //! |---|---|
@@ -19,16 +19,16 @@ use std::time::Instant;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use pool::http::{
-    counter, family, gauge, json, not_found, refuse_method, reply, serve_with, text, HttpOptions,
-    OPENMETRICS_CONTENT_TYPE,
-};
 use pool::store::Store;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
-use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::{json, Value};
+use status::{
+    admission_families, admission_json, counter, dependency_families, gauge, json, not_found,
+    refuse_method, reply, serve_with, text, DependencyFigure, ServeOptions,
+    OPENMETRICS_CONTENT_TYPE,
+};
 use tokio::net::TcpListener;
 
 use super::server::{JdsStats, StatsSnapshot};
@@ -172,7 +172,7 @@ impl Snapshot {
 /// Serves the endpoints on `listener` until `shutdown` completes.
 pub async fn serve(listener: TcpListener, view: View, shutdown: impl Future) -> io::Result<()> {
     let router = move |req: &Request<Incoming>| respond(&view, req);
-    serve_with(listener, &HttpOptions::default(), router, shutdown).await
+    serve_with(listener, &ServeOptions::default(), router, shutdown).await
 }
 
 fn respond(view: &View, req: &Request<Incoming>) -> Response<Full<Bytes>> {
@@ -245,7 +245,7 @@ fn status(snap: &Snapshot) -> Value {
             "rejected": s.blocks_rejected,
         },
         "dependencies": Value::Object(deps),
-        "admission": pool::http::api::admission(&snap.admission),
+        "admission": admission_json(&snap.admission),
     })
 }
 
@@ -335,26 +335,19 @@ impl Collector for Metrics {
             None,
             s.blocks_pending(),
         )?;
-        let mut deps = vec![([("dependency", "node")], self.node_up, self.node_failures)];
+        let mut deps = vec![DependencyFigure {
+            name: "node",
+            up: self.node_up,
+            failures: self.node_failures,
+        }];
         if let Some((up, failures)) = self.store {
-            deps.push(([("dependency", "store")], up, failures));
+            deps.push(DependencyFigure {
+                name: "store",
+                up,
+                failures,
+            });
         }
-        family(
-            e,
-            "dependency_up",
-            "1 while the dependency works (the node answers, the store writes), 0 while it fails.",
-            None,
-            MetricType::Gauge,
-            deps.iter().map(|(l, up, _)| (&l[..], u64::from(*up))),
-        )?;
-        family(
-            e,
-            "dependency_failures",
-            "Times the dependency went from working to failing.",
-            None,
-            MetricType::Counter,
-            deps.iter().map(|(l, _, n)| (&l[..], *n)),
-        )?;
+        dependency_families(e, &deps)?;
         gauge(
             e,
             "uptime",
@@ -362,7 +355,7 @@ impl Collector for Metrics {
             Some(&Unit::Seconds),
             self.uptime_s,
         )?;
-        pool::http::admission_families(e, &self.admission)?;
+        admission_families(e, &self.admission)?;
         Ok(())
     }
 }

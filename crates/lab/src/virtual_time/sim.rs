@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use events::EventSink;
 use fleet::{CloseReason, Sv1Device, Sv1Shared};
+use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, PayoutMode};
 use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{Close, LineKind, Session};
-use pool::vardiff::VardiffConfig;
 use pool::Millis;
 use primitives::bitcoin::{Network, ScriptBuf};
 use primitives::Difficulty;

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use events::EventSink;
+use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, FoundBlock, PayoutMode};
 use pool::jobs::{JobBook, JobConfig};
@@ -19,7 +20,6 @@ use pool::stats::{PoolStats, WorkerRegistry};
 use pool::store::{Durability, Store, StoreConfig};
 use pool::sv1::session::{Session, Sv1Config};
 use pool::template::Template;
-use pool::vardiff::VardiffConfig;
 use pool::Millis;
 use primitives::bitcoin::{Network, ScriptBuf};
 use primitives::Difficulty;

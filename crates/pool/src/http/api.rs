@@ -89,11 +89,6 @@ fn dependencies(s: &StatusSnapshot, store_error: Option<&str>, attached: &[Attac
     Value::Object(deps)
 }
 
-/// `/api/status`'s `admission`: the miners' edge (refused, closed and banned, by reason).
-pub fn admission(a: &edge::AdmissionSnapshot) -> Value {
-    serde_json::to_value(a).unwrap_or(Value::Null)
-}
-
 /// `/api/status`. `store_error`: the store's error while it cannot write.
 pub(super) fn status(
     s: &StatusSnapshot,

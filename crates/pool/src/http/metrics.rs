@@ -10,24 +10,17 @@
 use std::fmt;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeMetric, NoLabelSet,
-};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 use edge::AdmissionSnapshot;
+use status::{admission_families, counter, dependency_families, family, gauge, DependencyFigure};
 
 use crate::stats::{
     Attached, Dependency, HistogramSnapshot, NodeStatus, NotServing, Serving, StatusSnapshot,
     PROCESSING_BOUNDS_NS,
 };
-
-/// The content type of [`render_metrics`]' text.
-pub const OPENMETRICS_CONTENT_TYPE: &str =
-    "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Prefix of every metric's name (followed by `_`).
 pub const METRICS_PREFIX: &str = "stratumlab_pool";
@@ -72,100 +65,6 @@ struct Snapshot {
     processing: HistogramSnapshot,
     attached: Vec<Attached>,
     admission: Option<AdmissionSnapshot>,
-}
-
-/// One counter, for this collector and other roles' (the translator's).
-pub fn counter(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    value: impl EncodeCounterValue,
-) -> fmt::Result {
-    let c = ConstCounter::new(value);
-    let m = e.encode_descriptor(name, help, None, c.metric_type())?;
-    c.encode(m)
-}
-
-/// One gauge.
-pub fn gauge(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: impl EncodeGaugeValue,
-) -> fmt::Result {
-    let g = ConstGauge::new(value);
-    let m = e.encode_descriptor(name, help, unit, g.metric_type())?;
-    g.encode(m)
-}
-
-/// A family of counters or gauges, one per label set.
-pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
-    e: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    kind: MetricType,
-    members: impl IntoIterator<Item = (&'a [(&'a str, &'a str)], V)>,
-) -> fmt::Result {
-    let mut m = e.encode_descriptor(name, help, unit, kind)?;
-    for (labels, value) in members {
-        let mut member = m.encode_family(&labels)?;
-        match kind {
-            MetricType::Counter => member.encode_counter::<NoLabelSet, V, u64>(&value, None)?,
-            _ => member.encode_gauge(&value)?,
-        }
-    }
-    Ok(())
-}
-
-/// The connection edge's families (`admission_refused`, `admission_closed`, `admission_bans`,
-/// `admission_workers_refused`, `admission_bans_active`), for every role that listens; label values are the edge's and the
-/// role's fixed vocabularies.
-pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> fmt::Result {
-    let by = |m: &std::collections::BTreeMap<&'static str, u64>| -> Vec<([(&'static str, &'static str); 1], u64)> {
-        m.iter().map(|(r, n)| ([("reason", *r)], *n)).collect()
-    };
-    let refused = by(&a.refused);
-    family(
-        e,
-        "admission_refused",
-        "Connections refused at accept, by reason.",
-        None,
-        MetricType::Counter,
-        refused.iter().map(|(l, n)| (&l[..], *n)),
-    )?;
-    let closed = by(&a.closed);
-    family(
-        e,
-        "admission_closed",
-        "Admitted connections closed, by reason.",
-        None,
-        MetricType::Counter,
-        closed.iter().map(|(l, n)| (&l[..], *n)),
-    )?;
-    let bans = by(&a.bans);
-    family(
-        e,
-        "admission_bans",
-        "Source addresses banned since start, by reason.",
-        None,
-        MetricType::Counter,
-        bans.iter().map(|(l, n)| (&l[..], *n)),
-    )?;
-    counter(
-        e,
-        "admission_workers_refused",
-        "Authorizations refused because their address had used up its allowance of new worker names.",
-        a.workers_refused,
-    )?;
-    gauge(
-        e,
-        "admission_bans_active",
-        "Source addresses banned now.",
-        None,
-        a.bans_active as u64,
-    )
 }
 
 fn flag(on: bool) -> u64 {
@@ -419,56 +318,36 @@ impl Collector for Snapshot {
     }
 }
 
-/// Each dependency's label, whether it is up, and its failures.
-type Dep<'a> = ([(&'a str, &'a str); 1], bool, u64);
-
 /// The dependencies: the template source, the node beside a provider, the store when there is
 /// one, and those a role built around the pool attached.
-fn dependencies<'a>(s: &'a StatusSnapshot, attached: &'a [Attached]) -> Vec<Dep<'a>> {
-    let source = s.template_source.as_str();
-    let mut deps: Vec<Dep> = vec![(
-        [("dependency", source)],
-        matches!(s.node, NodeStatus::Ok { .. }),
-        s.node_failures,
-    )];
+fn dependencies<'a>(s: &'a StatusSnapshot, attached: &'a [Attached]) -> Vec<DependencyFigure<'a>> {
+    let mut deps = vec![DependencyFigure {
+        name: s.template_source.as_str(),
+        up: matches!(s.node, NodeStatus::Ok { .. }),
+        failures: s.node_failures,
+    }];
     if let Some((node, failures)) = s.backup_node {
-        deps.push((
-            [("dependency", Dependency::Node.as_str())],
-            matches!(node, NodeStatus::Ok { .. }),
+        deps.push(DependencyFigure {
+            name: Dependency::Node.as_str(),
+            up: matches!(node, NodeStatus::Ok { .. }),
             failures,
-        ));
+        });
     }
     if let Some(st) = s.store {
-        deps.push((
-            [("dependency", Dependency::Store.as_str())],
-            st.failing_since.is_none(),
-            st.failures,
-        ));
+        deps.push(DependencyFigure {
+            name: Dependency::Store.as_str(),
+            up: st.failing_since.is_none(),
+            failures: st.failures,
+        });
     }
     for a in attached {
-        deps.push(([("dependency", a.dependency.as_str())], a.up, a.failures));
+        deps.push(DependencyFigure {
+            name: a.dependency.as_str(),
+            up: a.up,
+            failures: a.failures,
+        });
     }
     deps
-}
-
-fn dependency_families(e: &mut DescriptorEncoder, deps: &[Dep<'_>]) -> fmt::Result {
-    family(
-        e,
-        "dependency_up",
-        "1 while the dependency works (the template source answers with fresh templates, \
-         the store writes), 0 while it fails.",
-        None,
-        MetricType::Gauge,
-        deps.iter().map(|(labels, up, _)| (&labels[..], flag(*up))),
-    )?;
-    family(
-        e,
-        "dependency_failures",
-        "Times the dependency went from working to failing.",
-        None,
-        MetricType::Counter,
-        deps.iter().map(|(labels, _, n)| (&labels[..], *n)),
-    )
 }
 
 /// The dependencies again under a role's own prefix (`stratumlab_<role>_`), for a role built

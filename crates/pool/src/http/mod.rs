@@ -12,18 +12,12 @@
 //! query. Every figure comes from [`PoolStats::snapshot`] and the worker list's pages, so a
 //! request costs O(1) (O(page) for `/api/workers`) however many miners are connected.
 //!
-//! Each connection is its own task; at most [`HttpOptions::max_connections`] are served at
-//! once (further clients wait in the listen backlog). Request heads are bounded
-//! ([`MAX_HEADER_BYTES`]) and must arrive within [`HttpOptions::request_timeout`], which also
-//! closes idle kept-alive connections; request bodies are never read.
-//!
-//! [`serve_with`] is that serving loop over any router, for the other roles' status endpoints
-//! (the translator's); [`serve`] is it over the pool's routes.
+//! Served by the serving loop every role shares ([`status::serve_with`]: a cap on connections
+//! served at once, bounded request heads, timeouts, a graceful stop) over the pool's routes.
 
 pub mod api;
 mod metrics;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
@@ -31,27 +25,15 @@ use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{HeaderValue, ALLOW, CACHE_CONTROL, CONTENT_TYPE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper::{Request, Response, StatusCode};
+use status::{json, not_found, refuse_method, reply, serve_with, text, ServeOptions};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::stats::{PoolStats, WorkerRegistry};
 use crate::Millis;
 
-pub use metrics::{
-    admission_families, counter, family, gauge, render_metrics, METRICS_PREFIX,
-    OPENMETRICS_CONTENT_TYPE,
-};
-
-/// The most bytes a request line and its headers may take (431 beyond).
-pub const MAX_HEADER_BYTES: usize = 8192;
-/// How long open connections get to finish once the server stops.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub use metrics::{render_metrics, METRICS_PREFIX};
+pub use status::OPENMETRICS_CONTENT_TYPE;
 
 /// The caller's monotonic clock, on the same scale as the times given to the statistics.
 pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
@@ -97,6 +79,7 @@ impl std::fmt::Debug for HttpState {
     }
 }
 
+/// The serving loop's bounds and `/api/workers`' page sizes.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
     /// Connections served at once.
@@ -114,12 +97,24 @@ pub struct HttpOptions {
 
 impl Default for HttpOptions {
     fn default() -> Self {
+        let serving = ServeOptions::default();
         HttpOptions {
-            max_connections: 64,
-            request_timeout: Duration::from_secs(10),
-            max_connection_age: Duration::from_secs(300),
+            max_connections: serving.max_connections,
+            request_timeout: serving.request_timeout,
+            max_connection_age: serving.max_connection_age,
             max_page: 1000,
             default_page: 100,
+        }
+    }
+}
+
+impl HttpOptions {
+    /// What bounds the serving loop.
+    pub fn serving(&self) -> ServeOptions {
+        ServeOptions {
+            max_connections: self.max_connections,
+            request_timeout: self.request_timeout,
+            max_connection_age: self.max_connection_age,
         }
     }
 }
@@ -131,7 +126,7 @@ pub async fn serve(
     state: HttpState,
     shutdown: impl Future,
 ) -> io::Result<()> {
-    let options = state.options.clone();
+    let options = state.options.serving();
     serve_with(
         listener,
         &options,
@@ -139,78 +134,6 @@ pub async fn serve(
         shutdown,
     )
     .await
-}
-
-/// The serving loop of [`serve`] (connection cap, bounded request heads, timeouts, graceful
-/// stop) with `router` answering every request. The router is called on the connection's task
-/// and must answer at once: it computes the response, it does not wait for anything.
-pub async fn serve_with<R>(
-    listener: TcpListener,
-    options: &HttpOptions,
-    router: R,
-    shutdown: impl Future,
-) -> io::Result<()>
-where
-    R: Fn(&Request<Incoming>) -> Response<Full<Bytes>> + Send + Sync + 'static,
-{
-    let router = Arc::new(router);
-    let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(options.request_timeout)
-        .max_header_size(MAX_HEADER_BYTES)
-        .keep_alive(true);
-    let local = listener.local_addr()?;
-    tracing::info!(%local, "HTTP status endpoints listening");
-
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
-            _ = &mut shutdown => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of descriptors, or a connection reset before accept: keep serving
-                    // the connections we have and try again shortly.
-                    tracing::warn!(error = %e, "HTTP accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let route = router.clone();
-        let svc = service_fn(move |req| {
-            let response = route(&req);
-            async move { Ok::<_, Infallible>(response) }
-        });
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(stream), svc));
-        let age = options.max_connection_age;
-        tokio::spawn(async move {
-            let _slot = slot;
-            match tokio::time::timeout(age, conn).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::debug!(%peer, error = %e, "HTTP connection closed"),
-                Err(_) => tracing::debug!(%peer, "HTTP connection closed at its age limit"),
-            }
-        });
-    }
-
-    drop(listener);
-    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("HTTP connections still open at shutdown were dropped");
-    }
-    tracing::info!(%local, "HTTP status endpoints stopped");
-    Ok(())
 }
 
 #[derive(Clone, Copy)]
@@ -253,7 +176,7 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
                 &state.stats.attached(),
             );
             if let (Some(map), Some(a)) = (body.as_object_mut(), state.stats.admission(now)) {
-                map.insert("admission".to_owned(), api::admission(&a));
+                map.insert("admission".to_owned(), status::admission_json(&a));
             }
             let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(map) = body.as_object_mut() {
@@ -280,44 +203,4 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
             Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
         },
     }
-}
-
-/// `404 not found`, for a path no route serves.
-pub fn not_found() -> Response<Full<Bytes>> {
-    text(StatusCode::NOT_FOUND, "not found\n".into())
-}
-
-/// The `405` answer (with `Allow`) for a request that is neither a GET nor a HEAD: the
-/// endpoints only read.
-pub fn refuse_method<B>(req: &Request<B>) -> Option<Response<Full<Bytes>>> {
-    if req.method() == Method::GET || req.method() == Method::HEAD {
-        return None;
-    }
-    let mut r = text(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "only GET and HEAD are served\n".into(),
-    );
-    r.headers_mut()
-        .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-    Some(r)
-}
-
-/// A response that is never cached (every answer is the state of the moment).
-pub fn reply(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body));
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-pub fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    reply(status, "text/plain; charset=utf-8", body.into())
-}
-
-pub fn json(status: StatusCode, value: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut body = serde_json::to_vec(value).expect("a JSON value always serializes");
-    body.push(b'\n');
-    reply(status, "application/json", body.into())
 }

@@ -8,4 +8,4 @@ pub mod session;
 mod wakers;
 
 pub use server::Sv1Server;
-pub use session::{Close, LineKind, Session, Sv1Config, POOL_VERSION_MASK};
+pub use session::{Close, LineKind, Session, Sv1Config};

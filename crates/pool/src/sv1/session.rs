@@ -15,15 +15,15 @@ use primitives::{Difficulty, Target};
 use sv1::write;
 use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit, Subscribe};
 
-use crate::channel::{Channel, Reject, Submission};
+use crate::channel::{Channel, Submission};
 use crate::engine::{Engine, NotStored, Worker};
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
-use crate::sv1::notify::{notify_bytes, Outbox};
+use crate::sv1::notify::notify_bytes;
 use crate::Millis;
-
-/// The pool's version-rolling mask (BIP320 bits 13 to 28): miners get their mask AND this.
-pub const POOL_VERSION_MASK: u32 = 0x1fff_e000;
+use ::sv1::outbox::Outbox;
+use ::sv1::VERSION_ROLLING_MASK;
+use mining::Reject;
 
 /// Settings of the SV1 front end.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ impl Default for Sv1Config {
     fn default() -> Self {
         Sv1Config {
             extranonce2_size: 4,
-            version_mask: POOL_VERSION_MASK,
+            version_mask: VERSION_ROLLING_MASK,
             max_workers: 16,
             max_bad_lines: 16,
             version: concat!("stratumlab/", env!("CARGO_PKG_VERSION")),

@@ -47,16 +47,17 @@ use events::{JobActivated, JobId, JobSent, Reason, TargetChanged, Verdict};
 use primitives::bitcoin::ScriptBuf;
 use primitives::{merkle_root_from_branch, Difficulty, Hash256, Target};
 
-use crate::channel::{Channel, HeaderSubmission, Reject, Submission};
+use crate::channel::{Channel, HeaderSubmission, Submission};
 use crate::engine::{unix_ms as wall_clock_ms, Engine, NotStored, ShareJob, Worker};
 use crate::jd_token::TokenKey;
 use crate::job::Job;
 use crate::job::Solution;
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
-use crate::sv1::POOL_VERSION_MASK;
 use crate::sv2::custom_job::{self, Context, Refusal};
 use crate::Millis;
+use ::sv1::VERSION_ROLLING_MASK;
+use mining::Reject;
 
 /// Settings of the SV2 front end.
 #[derive(Clone, Debug)]
@@ -85,7 +86,7 @@ impl Default for Sv2Config {
             max_channels: 64,
             extended_extranonce_size: 4,
             success_batch: 32,
-            version_mask: POOL_VERSION_MASK,
+            version_mask: VERSION_ROLLING_MASK,
             jd_token_key: None,
             extranonce_base: Vec::new(),
         }

@@ -8,13 +8,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, FoundBlock, PayoutMode};
 use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{LineKind, Session, Sv1Config};
 use pool::template::{Template, TemplateTx};
-use pool::vardiff::VardiffConfig;
 use pool::Millis;
 use primitives::bitcoin::absolute::LockTime;
 use primitives::bitcoin::hashes::Hash as _;

@@ -1,6 +1,6 @@
-//! The farm proxy's HTTP status endpoints (`--http-listen ADDR`), served by the pool's HTTP
-//! loop ([`pool::http::serve_with`]: GET and HEAD only, 404 and 405 as the pool answers them,
-//! bounded request heads, a cap on connections served at once):
+//! The farm proxy's HTTP status endpoints (`--http-listen ADDR`), served by every role's
+//! serving loop ([`status::serve_with`]: GET and HEAD only, 404 and 405 as every role answers
+//! them, bounded request heads, a cap on connections served at once):
 //!
 //! | path | answer |
 //! |---|---|
@@ -21,15 +21,16 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
-use pool::http::{
-    admission_families, counter, family, gauge, json, not_found, refuse_method, reply, serve_with,
-    text, HttpOptions, OPENMETRICS_CONTENT_TYPE,
-};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use serde_json::{json, Map, Value};
+use status::{
+    admission_families, admission_json, counter, dependency_families, family, gauge, json,
+    not_found, refuse_method, reply, serve_with, text, DependencyFigure, ServeOptions,
+    OPENMETRICS_CONTENT_TYPE,
+};
 use tokio::net::TcpListener;
 
 use super::stats::{ByReason, Stats, StatsSnapshot, UpstreamState};
@@ -45,7 +46,7 @@ pub async fn serve(
 ) -> io::Result<()> {
     let prefix = format!("stratumlab_{role}");
     let router = move |req: &Request<Incoming>| respond(&stats, role, &prefix, req);
-    serve_with(listener, &HttpOptions::default(), router, shutdown).await
+    serve_with(listener, &ServeOptions::default(), router, shutdown).await
 }
 
 #[derive(Clone, Copy)]
@@ -172,7 +173,7 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
         },
     });
     if let (Some(map), Some(a)) = (v.as_object_mut(), &s.admission) {
-        map.insert("admission".to_owned(), pool::http::api::admission(a));
+        map.insert("admission".to_owned(), admission_json(a));
     }
     v
 }
@@ -442,23 +443,14 @@ impl Collector for Figures {
             "Upstreams lost, each followed by failover.",
             u.upstreams_lost,
         )?;
-        // The names every role uses for its dependencies: the upstream pool here.
-        let pool = [("dependency", "pool")];
-        family(
+        // The one dependency here is the upstream pool.
+        dependency_families(
             e,
-            "dependency_up",
-            "1 while the dependency works (here: an upstream channel is open), 0 while it fails.",
-            None,
-            MetricType::Gauge,
-            [(&pool[..], u64::from(u.state == UpstreamState::Open))],
-        )?;
-        family(
-            e,
-            "dependency_failures",
-            "Times the dependency went from working to failing.",
-            None,
-            MetricType::Counter,
-            [(&pool[..], u.upstreams_lost)],
+            &[DependencyFigure {
+                name: "pool",
+                up: u.state == UpstreamState::Open,
+                failures: u.upstreams_lost,
+            }],
         )?;
         gauge(
             e,

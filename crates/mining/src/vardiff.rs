@@ -10,7 +10,7 @@
 
 use primitives::Difficulty;
 
-use crate::Millis;
+use primitives::Millis;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VardiffConfig {

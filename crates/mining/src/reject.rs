@@ -1,0 +1,44 @@
+//! Why a share is refused, in the terms of the checks every role that judges shares makes (the
+//! pool's channels, the farm proxies' local checks); each front end maps it onto its protocol's
+//! error.
+
+use events::Reason;
+
+/// Why a share was rejected: each maps onto one docs/metrics.md reason and one protocol error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// Never issued to this channel.
+    UnknownJob,
+    /// Superseded by a new previous-block hash, or expired.
+    Stale,
+    ExtranonceSize,
+    NtimeOutOfRange,
+    /// Version bits outside the negotiated mask.
+    VersionBits,
+    Duplicate,
+    LowDifficulty,
+}
+
+impl Reject {
+    pub fn reason(self) -> Reason {
+        match self {
+            Reject::UnknownJob => Reason::InvalidJob,
+            Reject::Stale => Reason::Stale,
+            Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => Reason::Other,
+            Reject::Duplicate => Reason::Duplicate,
+            Reject::LowDifficulty => Reason::LowDifficulty,
+        }
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Reject::UnknownJob => "Job not found",
+            Reject::Stale => "Stale share: job superseded",
+            Reject::ExtranonceSize => "Incorrect extranonce2 size",
+            Reject::NtimeOutOfRange => "Ntime out of range",
+            Reject::VersionBits => "Version bits outside the negotiated mask",
+            Reject::Duplicate => "Duplicate share",
+            Reject::LowDifficulty => "Share above target (low difficulty)",
+        }
+    }
+}

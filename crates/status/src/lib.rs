@@ -1,0 +1,26 @@
+//! The status endpoints every role serves, written once.
+//!
+//! Each role (the pool, the JDS, the translator and the SV1 farm proxy; the JDC through the pool
+//! it embeds) answers `/metrics`, `/api/status` and `/healthz` from its own figures. What they
+//! have in common lives here:
+//!
+//! - [`serve`]: the serving loop (a cap on connections served at once, bounded request heads,
+//!   a request timeout, a connection age limit, a graceful stop) around a router the role
+//!   supplies, which must answer at once from a snapshot of its figures;
+//! - [`response`]: the answers every router gives (`404`, `405` with `Allow`, uncached text
+//!   and JSON);
+//! - [`families`]: the metric families every role names the same way, the connection edge's
+//!   (`admission_*`) and the dependencies' (`dependency_up`, `dependency_failures`).
+//!
+//! docs/operations.md lists each role's endpoints and docs/metrics.md each figure.
+
+pub mod families;
+pub mod response;
+pub mod serve;
+
+pub use families::{
+    admission_families, admission_json, counter, dependency_families, family, gauge,
+    DependencyFigure, OPENMETRICS_CONTENT_TYPE,
+};
+pub use response::{json, not_found, refuse_method, reply, text};
+pub use serve::{serve_with, ServeOptions, MAX_HEADER_BYTES};
