@@ -21,6 +21,8 @@ struct Stack {
     jdc_http: String,
     /// The JDS's arguments, to start it again on the same address with the same key.
     jds_args: Vec<String>,
+    /// The pool's, likewise (its key is kept beside its store).
+    pool_args: Vec<String>,
 }
 
 /// `simnet_events` and `pool_events` are written if given; `jdc_args` are added to the JDC's.
@@ -99,9 +101,11 @@ fn stack_with(
 
     let store = dir.join("pool.sqlite");
     let pool_events = events(pool_events);
+    // On a fixed port, so that a test can start it again where the JDC connects.
+    let pool_listen = format!("127.0.0.1:{}", support::free_port());
     let mut args = vec![
         "--sv2-listen",
-        "127.0.0.1:0",
+        &pool_listen,
         "--tp",
         &tdp,
         "--tp-authority-key",
@@ -121,6 +125,7 @@ fn stack_with(
         "120s",
     ];
     args.extend(pool_events.iter().map(String::as_str));
+    let pool_args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let pool = roles.add("pool", Role::start("pool", &args));
     let pool_key = pool.line("sv2 authority public key");
     let sv2 = pool.line("sv2 listening on");
@@ -199,6 +204,7 @@ fn stack_with(
         jdc_key,
         jdc_http,
         jds_args,
+        pool_args,
     }
 }
 
@@ -728,6 +734,100 @@ fn jds_killed_and_back(solo: bool) {
             "{late} of {outage:?} pushed: {pushed:?}"
         );
     }
+    roles.stop("simnet");
+}
+
+/// The pool killed with SIGKILL and started again on its address with its store (and so its
+/// authority key): the JDC, mining solo for the farm meanwhile, sets up the JDS and the new
+/// pool process again by itself. The devices stay connected throughout, the new pool accepts
+/// their shares, and the blocks after the rejoin pay the pool again.
+#[test]
+fn when_the_pool_comes_back_the_jdc_rejoins_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let Stack {
+        mut roles,
+        rpc: rpc_addr,
+        jdc,
+        jdc_key,
+        jdc_http,
+        pool_args,
+        ..
+    } = stack(
+        dir.path(),
+        "0.0001",
+        "1s",
+        None,
+        None,
+        &["--fallback-payout-address", FARM],
+    );
+    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "45s"));
+    let limit = Duration::from_secs(30);
+    let jdc_when = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| {
+        support::status_within(&jdc_http, what, limit, String::new, ok)
+    };
+    jdc_when("shares accepted before the kill", &|s| {
+        s["jdc"]["shares_accepted"].as_u64() > Some(0)
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    roles.kill("pool");
+    jdc_when("solo after the kill", &|s| s["jdc"]["solo"] == true);
+    // Down for a while: the JDC's attempts to set up the pool again fail meanwhile.
+    std::thread::sleep(Duration::from_secs(6));
+    let down = http_get_json(&jdc_http, "/api/status");
+    assert!(down["jdc"]["rejoin_failures"].as_u64() >= Some(1), "{down}");
+    assert_eq!(down["dependencies"]["pool"]["up"], false, "{down}");
+    let (_, metrics) = http_get(&jdc_http, "/metrics");
+    assert!(
+        metrics.contains("\nstratumlab_jdc_dependency_up{dependency=\"pool\"} 0\n"),
+        "{metrics}"
+    );
+
+    let args: Vec<&str> = pool_args.iter().map(String::as_str).collect();
+    let pool = roles.add("pool", Role::start("pool", &args));
+    let pool_http = pool.line("http listening on");
+    let back = jdc_when("rejoined", &|s| s["jdc"]["rejoined"] == 1);
+    assert_eq!(back["jdc"]["solo"], false, "{back}");
+    for d in ["pool", "jds"] {
+        assert_eq!(back["dependencies"][d]["up"], true, "{back}");
+    }
+    // The new pool process accounts the devices' shares under its new channel.
+    support::status_within(
+        &pool_http,
+        "the restarted pool accepts shares",
+        limit,
+        String::new,
+        |s| s["shares"]["accepted"].as_u64() > Some(0),
+    );
+    let report = fleet.join().unwrap();
+    assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
+    let summary = jdc_summary(&mut roles);
+    assert_eq!(summary["rejoined"], 1, "{summary}");
+    assert_eq!(summary["solo"], false, "{summary}");
+
+    // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
+    // outage, the pool's before it.
+    let (farm, pool_script) = (script(FARM), script(PAYOUT));
+    let payees = payees_newest_first(&rpc_addr);
+    let mut runs: Vec<(bool, usize)> = Vec::new();
+    for p in &payees {
+        assert!(*p == farm || *p == pool_script, "{payees:?}");
+        let is_farm = *p == farm;
+        match runs.last_mut() {
+            Some((f, n)) if *f == is_farm => *n += 1,
+            _ => runs.push((is_farm, 1)),
+        }
+    }
+    eprintln!(
+        "blocks newest first, (paid the farm, how many): {runs:?}; rejoin attempts that failed while the pool was down: {}; shares the JDC had accepted: {}",
+        down["jdc"]["rejoin_failures"], summary["shares_accepted"]
+    );
+    let kinds: Vec<bool> = runs.iter().map(|(f, _)| *f).collect();
+    assert_eq!(
+        kinds,
+        [false, true, false],
+        "who the blocks paid, newest first: {runs:?}"
+    );
+    roles.stop("jds");
     roles.stop("simnet");
 }
 
