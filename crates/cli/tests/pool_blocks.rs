@@ -287,7 +287,7 @@ fn pool_args<'a>(
 /// finds the block in its store and sends it through the node, and it joins the chain.
 #[test]
 fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
-    kill_9_after_a_block(true);
+    block_in_a_slow_link(Then::RestartWithNode);
 }
 
 /// As above, restarted with the provider alone (no node to send the block through): the block
@@ -295,10 +295,30 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
 /// devices mine on), then it is recorded lost (`not-adopted`, an orphan), not left pending.
 #[test]
 fn a_block_a_provider_only_pool_cannot_send_is_lost_once_another_holds_its_height() {
-    kill_9_after_a_block(false);
+    block_in_a_slow_link(Then::RestartProviderOnly);
 }
 
-fn kill_9_after_a_block(restart_with_node: bool) {
+/// The provider's connection dies right after a device found a block, its `SubmitSolution`
+/// still on the slow link (which dies with it): the pool, still running, sends the block
+/// through the node beside the provider, and it joins the chain.
+#[test]
+fn a_block_found_as_the_provider_is_lost_reaches_the_chain_through_the_node() {
+    block_in_a_slow_link(Then::LinkCut);
+}
+
+/// What happens once a block is stored and its solution is on the slow link to the provider.
+#[derive(Clone, Copy, PartialEq)]
+enum Then {
+    /// The pool is SIGKILLed with the link, and started again with the node beside the
+    /// provider.
+    RestartWithNode,
+    /// Likewise, started again with the provider alone.
+    RestartProviderOnly,
+    /// Only the link dies; the pool runs on.
+    LinkCut,
+}
+
+fn block_in_a_slow_link(then: Then) {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
     let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
@@ -369,6 +389,46 @@ fn kill_9_after_a_block(restart_with_node: bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The block is in the store; its solution is still in the slow link.
+    if then == Then::LinkCut {
+        roles.kill("tap");
+        drop(fleet);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let blocks = loop {
+            let blocks = pool::store::StoreReader::open(&store)
+                .unwrap()
+                .blocks()
+                .unwrap();
+            if blocks.iter().all(|b| b.result.is_some()) {
+                break blocks;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the pool did not send the block through the node: {}\n{}",
+                http_get_json(&http, "/api/status"),
+                roles.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        for b in &blocks {
+            assert!(in_chain(&rpc_addr, &b.hash), "height {}", b.height);
+            assert_eq!(b.result.as_deref(), Some("accepted"), "height {}", b.height);
+        }
+        let status = status_when(&http, "no block pending", |s| {
+            s["blocks"]["pending"].as_u64() == Some(0)
+        });
+        assert_eq!(
+            status["blocks"]["accepted"].as_u64(),
+            Some(blocks.len() as u64),
+            "{status}"
+        );
+        assert_eq!(status["dependencies"]["tp"]["up"], false, "{status}");
+        eprintln!(
+            "{} block(s) found as the provider's link died reached the chain through the node",
+            blocks.len()
+        );
+        roles.stop("pool");
+        return;
+    }
     roles.kill("pool");
     roles.kill("tap");
     drop(fleet);
@@ -396,7 +456,7 @@ fn kill_9_after_a_block(restart_with_node: bool) {
         assert_eq!(b.result, None);
     }
 
-    if !restart_with_node {
+    if then == Then::RestartProviderOnly {
         // Restarted on the same store, straight to the provider, without the node.
         let pool = roles.add(
             "pool",
