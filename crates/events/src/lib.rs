@@ -82,6 +82,7 @@
 //! reported with its byte offset.
 
 pub mod clock;
+mod codec;
 pub mod decode;
 pub mod encode;
 pub mod fingerprint;

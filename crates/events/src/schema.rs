@@ -366,8 +366,11 @@ pub struct Mark {
     pub name: ShortStr,
 }
 
+/// Each kind's wire tag, JSON name and fields in wire order, listed once: the encoder and the
+/// decoder both walk the list (through [`crate::codec::Field`]), and the decoder builds the
+/// struct from it, so a field left out fails to compile.
 macro_rules! kinds {
-    ($($name:ident = $tag:literal, $json:literal;)*) => {
+    ($($name:ident = $tag:literal, $json:literal { $($field:ident),* $(,)? };)*) => {
         $(impl From<$name> for EventKind {
             fn from(e: $name) -> Self {
                 EventKind::$name(e)
@@ -391,28 +394,65 @@ macro_rules! kinds {
                     $(EventKind::$name(_) => $json,)*
                 }
             }
+
+            /// Appends the kind's fields in wire order.
+            #[inline]
+            pub(crate) fn put_fields(&self, out: &mut Vec<u8>) {
+                match self {
+                    $(EventKind::$name(e) => {
+                        $(crate::codec::Field::put(&e.$field, out);)*
+                    })*
+                }
+            }
+
+            /// Reads the fields of the kind `tag` in wire order; `None` for a tag no kind has.
+            pub(crate) fn get_fields(
+                tag: u8,
+                d: &mut crate::codec::Dec<'_>,
+            ) -> Option<Result<EventKind, crate::codec::FieldError>> {
+                Some(match tag {
+                    $($tag => (|| -> Result<EventKind, crate::codec::FieldError> {
+                        Ok(EventKind::$name($name {
+                            $($field: d.get()?,)*
+                        }))
+                    })(),)*
+                    _ => return None,
+                })
+            }
         }
     };
 }
 
 kinds! {
-    TemplateCreated = 1, "template_created";
-    TipChanged = 2, "tip_changed";
-    JobSent = 3, "job_sent";
-    JobReceived = 4, "job_received";
-    JobActivated = 5, "job_activated";
-    TargetChanged = 6, "target_changed";
-    ShareSent = 7, "share_sent";
-    ShareResult = 8, "share_result";
-    BlockSubmitted = 9, "block_submitted";
-    BlockResult = 10, "block_result";
-    LinkBytes = 11, "link_bytes";
-    LinkRtt = 12, "link_rtt";
-    ConnectionOpened = 13, "connection_opened";
-    ConnectionClosed = 14, "connection_closed";
-    HashesDone = 15, "hashes_done";
-    Mark = 16, "mark";
-    BlockFound = 17, "block_found";
+    TemplateCreated = 1, "template_created" {
+        node, template_id, height, prev_hash, value_sats, fees_sats, tx_count, fingerprint, future,
+    };
+    TipChanged = 2, "tip_changed" { node, hash, height, prev_hash, source };
+    JobSent = 3, "job_sent" {
+        conn, channel, job_id, template_id, fingerprint, prev_hash, target, clean, future,
+    };
+    JobReceived = 4, "job_received" {
+        device, channel, job_id, fingerprint, prev_hash, target, clean, future,
+    };
+    JobActivated = 5, "job_activated" { conn, channel, job_id, prev_hash, fingerprint };
+    TargetChanged = 6, "target_changed" { conn, channel, target };
+    ShareSent = 7, "share_sent" {
+        device, channel, seq, job_id, nonce, ntime, version, difficulty, hash,
+    };
+    ShareResult = 8, "share_result" {
+        conn, channel, seq, job_id, nonce, difficulty, verdict, perspective,
+    };
+    BlockSubmitted = 9, "block_submitted" { hash, height, template_id, conn };
+    BlockResult = 10, "block_result" { node, hash, height, accepted, reason };
+    LinkBytes = 11, "link_bytes" { link, conn, direction, bytes };
+    LinkRtt = 12, "link_rtt" { link, conn, rtt_ns };
+    ConnectionOpened = 13, "connection_opened" { conn, peer, local, label };
+    ConnectionClosed = 14, "connection_closed" { conn, reason };
+    HashesDone = 15, "hashes_done" { device, hashes };
+    Mark = 16, "mark" { name };
+    BlockFound = 17, "block_found" {
+        node, hash, height, template_id, job_id, conn, stored,
+    };
 }
 
 // The job kinds show their target both as hex and as a difficulty, the unit pools talk in.
