@@ -3,7 +3,8 @@
 
 use common_messages_sv2 as wire_msgs;
 
-use super::wire::{self, read, str0255, string, write};
+use super::wire::message;
+use super::wire::{read, str0255, string, write};
 use super::{protocol_messages, DecodeError, EncodeError, Sv2Message};
 
 /// `SetupConnection.protocol` values.
@@ -136,133 +137,59 @@ pub mod job_declaration_flags {
     pub const DECLARE_TX_DATA: u32 = 1 << 0;
 }
 
-/// Server -> client: the connection is set up.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SetupConnectionSuccess {
-    pub used_version: u16,
-    pub flags: u32,
-}
-
-impl Sv2Message for SetupConnectionSuccess {
-    const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS;
-    const CHANNEL_BIT: bool = false;
-    const NAME: &'static str = "SetupConnection.Success";
-
-    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        write(
-            Self::NAME,
-            wire_msgs::SetupConnectionSuccess {
-                used_version: self.used_version,
-                flags: self.flags,
-            },
-            out,
-        )
-    }
-
-    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
-        let m: wire_msgs::SetupConnectionSuccess = read(Self::MSG_TYPE, Self::NAME, payload)?;
-        Ok(SetupConnectionSuccess {
-            used_version: m.used_version,
-            flags: m.flags,
-        })
+message! {
+    wire_msgs;
+    /// Server -> client: the connection is set up.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct SetupConnectionSuccess(
+        MESSAGE_TYPE_SETUP_CONNECTION_SUCCESS,
+        channel_bit: false,
+        "SetupConnection.Success",
+    ) {
+        pub used_version: u16 => copy,
+        pub flags: u32 => copy,
     }
 }
 
-/// Server -> client: the connection is refused ([`error_code`]); `flags` lists the flags the
-/// server does not support when that is why.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SetupConnectionError {
-    pub flags: u32,
-    pub error_code: String,
-}
-
-impl Sv2Message for SetupConnectionError {
-    const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_SETUP_CONNECTION_ERROR;
-    const CHANNEL_BIT: bool = false;
-    const NAME: &'static str = "SetupConnection.Error";
-
-    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let n = Self::NAME;
-        write(
-            n,
-            wire_msgs::SetupConnectionError {
-                flags: self.flags,
-                error_code: str0255(n, "error_code", &self.error_code)?,
-            },
-            out,
-        )
-    }
-
-    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
-        let (t, n) = (Self::MSG_TYPE, Self::NAME);
-        let m: wire_msgs::SetupConnectionError = read(t, n, payload)?;
-        Ok(SetupConnectionError {
-            flags: m.flags,
-            error_code: string(t, n, "error_code", m.error_code)?,
-        })
+message! {
+    wire_msgs;
+    /// Server -> client: the connection is refused ([`error_code`]); `flags` lists the flags the
+    /// server does not support when that is why.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct SetupConnectionError(
+        MESSAGE_TYPE_SETUP_CONNECTION_ERROR,
+        channel_bit: false,
+        "SetupConnection.Error",
+    ) {
+        pub flags: u32 => copy,
+        pub error_code: String => str,
     }
 }
 
-/// Server -> client: the channel's endpoint changed; the client should reset what it keeps
-/// about the channel.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChannelEndpointChanged {
-    pub channel_id: u32,
-}
-
-impl Sv2Message for ChannelEndpointChanged {
-    const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_CHANNEL_ENDPOINT_CHANGED;
-    const CHANNEL_BIT: bool = true;
-    const NAME: &'static str = "ChannelEndpointChanged";
-
-    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        write(
-            Self::NAME,
-            wire_msgs::ChannelEndpointChanged {
-                channel_id: self.channel_id,
-            },
-            out,
-        )
-    }
-
-    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
-        let m: wire_msgs::ChannelEndpointChanged = read(Self::MSG_TYPE, Self::NAME, payload)?;
-        Ok(ChannelEndpointChanged {
-            channel_id: m.channel_id,
-        })
+message! {
+    wire_msgs;
+    /// Server -> client: the channel's endpoint changed; the client should reset what it keeps
+    /// about the channel.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ChannelEndpointChanged(
+        MESSAGE_TYPE_CHANNEL_ENDPOINT_CHANGED,
+        channel_bit: true,
+        "ChannelEndpointChanged",
+    ) {
+        pub channel_id: u32 => copy,
     }
 }
 
-/// Server -> client: reconnect to another host and port (an empty host means the same host).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reconnect {
-    pub new_host: String,
-    pub new_port: u16,
-}
-
-impl Sv2Message for Reconnect {
-    const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_RECONNECT;
-    const CHANNEL_BIT: bool = false;
-    const NAME: &'static str = "Reconnect";
-
-    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        let n = Self::NAME;
-        write(
-            n,
-            wire_msgs::Reconnect {
-                new_host: wire::str0255(n, "new_host", &self.new_host)?,
-                new_port: self.new_port,
-            },
-            out,
-        )
-    }
-
-    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
-        let (t, n) = (Self::MSG_TYPE, Self::NAME);
-        let m: wire_msgs::Reconnect = read(t, n, payload)?;
-        Ok(Reconnect {
-            new_host: string(t, n, "new_host", m.new_host)?,
-            new_port: m.new_port,
-        })
+message! {
+    wire_msgs;
+    /// Server -> client: reconnect to another host and port (an empty host means the same host).
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Reconnect(
+        MESSAGE_TYPE_RECONNECT,
+        channel_bit: false,
+        "Reconnect",
+    ) {
+        pub new_host: String => str,
+        pub new_port: u16 => copy,
     }
 }

@@ -10,6 +10,11 @@
 //! and copies its fields out. Decoding ignores bytes after the message, as the reference
 //! decoder does, and refuses strings that are not UTF-8.
 //!
+//! Each message is declared once (`message!` in `wire.rs`): its fields, each with the kind of
+//! reference type it crosses to, give both the encoder and the decoder, so the two cannot
+//! disagree. `SetupConnection` alone is written by hand (its protocol number passes through
+//! values the reference enum lacks).
+//!
 //! binary_sv2 allocates while it works (its derived codecs build a field list per message):
 //! encoding a `SubmitSharesStandard` into a reused buffer allocates twice and decoding one
 //! sixteen times (`examples/footprint.rs`); merkle paths add one `Vec` of references per encode.

@@ -163,3 +163,175 @@ pub(crate) fn array(h: U256<'_>) -> [u8; 32] {
 pub(crate) fn hashes(p: Seq0255<'_, U256<'_>>) -> Vec<[u8; 32]> {
     p.iter().map(|h| *h.as_array()).collect()
 }
+
+/// Declares a message once: its struct, and its [`super::Sv2Message`] impl, whose encoder and
+/// decoder both come from the one field list. Each field names how it crosses to its
+/// reference type:
+///
+/// | kind | plain | reference |
+/// |---|---|---|
+/// | `copy` | integers, `bool`, `f32` | the same |
+/// | `str` | `String` | `Str0255` (UTF-8 checked when decoding) |
+/// | `b032`, `b0255`, `b064k` | `Vec<u8>` | `B032`, `B0255`, `B064K` |
+/// | `hash` | `[u8; 32]` | `U256` |
+/// | `target` | [`primitives::Target`] | `U256`, little-endian |
+/// | `option` | `Option<u32>` | `Sv2Option<u32>` |
+/// | `path` | `Vec<[u8; 32]>` | `Seq0255<U256>` |
+/// | `wtxids` | `Vec<[u8; 32]>` | `Seq064K<U256>` |
+/// | `u16s`, `u32s` | `Vec<u16>`, `Vec<u32>` | `Seq064K<u16>`, `Seq064K<u32>` |
+/// | `txs` | `Vec<Vec<u8>>` | `Seq064K<B016M>` |
+///
+/// The reference struct has the message's name in `$wire` and the same field names.
+macro_rules! message {
+    (
+        $wire:ident;
+        $(#[$meta:meta])*
+        pub struct $name:ident(
+            $msg_type:ident,
+            channel_bit: $bit:expr,
+            $spec:literal $(,)?
+        ) {
+            $($(#[$fmeta:meta])* pub $field:ident: $ty:ty => $kind:ident,)*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+
+        impl $crate::messages::Sv2Message for $name {
+            const MSG_TYPE: u8 = $wire::$msg_type;
+            const CHANNEL_BIT: bool = $bit;
+            const NAME: &'static str = $spec;
+
+            #[allow(unused_variables)]
+            fn encode(&self, out: &mut Vec<u8>) -> Result<(), $crate::messages::EncodeError> {
+                let n = Self::NAME;
+                // Values the reference struct borrows from (a target's bytes) live here.
+                $(let $field = $crate::messages::wire::stage!($kind, self.$field);)*
+                $crate::messages::wire::write(
+                    n,
+                    $wire::$name {
+                        $($field: $crate::messages::wire::enc!($kind, $field, n, stringify!($field)),)*
+                    },
+                    out,
+                )
+            }
+
+            #[allow(unused_variables)]
+            fn decode(payload: &mut [u8]) -> Result<Self, $crate::messages::DecodeError> {
+                let (t, n) = (Self::MSG_TYPE, Self::NAME);
+                let m: $wire::$name = $crate::messages::wire::read(t, n, payload)?;
+                Ok($name {
+                    $($field: $crate::messages::wire::dec!($kind, m.$field, t, n, stringify!($field)),)*
+                })
+            }
+        }
+    };
+}
+pub(crate) use message;
+
+/// What a field's reference value is built from when encoding.
+macro_rules! stage {
+    (copy, $v:expr) => {
+        $v
+    };
+    (option, $v:expr) => {
+        $v
+    };
+    (target, $v:expr) => {
+        $v.to_le_bytes()
+    };
+    ($kind:ident, $v:expr) => {
+        &$v
+    };
+}
+pub(crate) use stage;
+
+/// The reference value of a staged field.
+macro_rules! enc {
+    (copy, $v:ident, $n:ident, $f:expr) => {
+        $v
+    };
+    (str, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::str0255($n, $f, $v)?
+    };
+    (b032, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::b032($n, $f, $v)?
+    };
+    (b0255, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::b0255($n, $f, $v)?
+    };
+    (b064k, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::b064k($n, $f, $v)?
+    };
+    (hash, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::u256($v)
+    };
+    (target, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::u256(&$v)
+    };
+    (option, $v:ident, $n:ident, $f:expr) => {
+        binary_sv2::Sv2Option::new($v)
+    };
+    (path, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::path($n, $f, $v)?
+    };
+    (wtxids, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::hash_seq064k($n, $f, $v)?
+    };
+    (u16s, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::u16_seq($n, $f, $v)?
+    };
+    (u32s, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::u32_seq($n, $f, $v)?
+    };
+    (txs, $v:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::b016m_seq($n, $f, $v)?
+    };
+}
+pub(crate) use enc;
+
+/// The plain value of a decoded reference field.
+macro_rules! dec {
+    (copy, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w
+    };
+    (str, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::string($t, $n, $f, $w)?
+    };
+    (b032, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.to_owned_bytes()
+    };
+    (b0255, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.to_owned_bytes()
+    };
+    (b064k, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.to_owned_bytes()
+    };
+    (hash, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::array($w)
+    };
+    (target, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        primitives::Target::from_le_bytes($w.as_array())
+    };
+    (option, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.into_inner()
+    };
+    (path, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $crate::messages::wire::hashes($w)
+    };
+    (wtxids, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.iter().map(|h| *h.as_array()).collect()
+    };
+    (u16s, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.into_inner()
+    };
+    (u32s, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.into_inner()
+    };
+    (txs, $w:expr, $t:ident, $n:ident, $f:expr) => {
+        $w.iter().map(|t| t.as_bytes().to_vec()).collect()
+    };
+}
+pub(crate) use dec;
