@@ -967,7 +967,8 @@ impl Sv1Device {
         j.ntime = ntime;
         j.clean = clean;
         // An nBits that names no target: no hash is a block.
-        j.network_target = Target::from_compact(CompactTarget(nbits)).unwrap_or(Target::ZERO);
+        j.network_target =
+            Target::from_compact(CompactTarget::from_consensus(nbits)).unwrap_or(Target::ZERO);
         Ok(())
     }
 
@@ -1099,7 +1100,7 @@ impl Sv1Device {
             prev_hash: self.job.prev_hash,
             merkle_root: merkle_root_from_branch(sha256d(&coinbase), &self.job.branch),
             time: self.job.ntime,
-            bits: CompactTarget(self.job.nbits),
+            bits: CompactTarget::from_consensus(self.job.nbits),
             nonce,
         })
     }

@@ -1021,7 +1021,8 @@ impl Sv2Device {
             nbits: m.nbits,
             min_ntime: m.min_ntime,
             // An nBits that names no target: no hash is a block.
-            network: Target::from_compact(CompactTarget(m.nbits)).unwrap_or(Target::ZERO),
+            network: Target::from_compact(CompactTarget::from_consensus(m.nbits))
+                .unwrap_or(Target::ZERO),
         };
         self.prev = Some(prev);
         let named = self.future.iter().find(|f| f.id == m.job_id).copied();
@@ -1189,7 +1190,7 @@ impl Sv2Device {
             prev_hash: prev.prev_hash,
             merkle_root: job.merkle_root,
             time: ntime,
-            bits: CompactTarget(prev.nbits),
+            bits: CompactTarget::from_consensus(prev.nbits),
             nonce,
         })
     }

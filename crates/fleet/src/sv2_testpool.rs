@@ -700,7 +700,7 @@ fn judge(conn: &mut Conn, m: &SubmitSharesStandard, s: &Shared) -> Result<bool, 
         job: JobHeader {
             version: job.version,
             prev_hash: conn.tip_hash,
-            bits: CompactTarget(conn.nbits),
+            bits: CompactTarget::from_consensus(conn.nbits),
         },
         merkle_root: job.merkle_root,
         miner: MinerChoice {

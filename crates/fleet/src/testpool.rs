@@ -396,7 +396,7 @@ impl Conn {
             job: JobHeader {
                 version: job.version,
                 prev_hash: job.prev_hash,
-                bits: CompactTarget(job.nbits),
+                bits: CompactTarget::from_consensus(job.nbits),
             },
             coinb1: &job.coinb1,
             extranonce1: &self.en1,

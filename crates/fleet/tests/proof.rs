@@ -233,7 +233,7 @@ impl Run {
             "share misses the target of difficulty {difficulty}: {line}"
         );
         assert_eq!(rec.difficulty, difficulty);
-        let network = Target::from_compact(CompactTarget(job.nbits)).unwrap();
+        let network = Target::from_compact(CompactTarget::from_consensus(job.nbits)).unwrap();
         assert_eq!(rec.block, network.is_met_by(&hash.0));
         self.blocks_checked += rec.block as u64;
         assert!(

@@ -270,7 +270,7 @@ impl Run {
             job: JobHeader {
                 version: w.job.version,
                 prev_hash: w.prev_hash,
-                bits: CompactTarget(w.nbits),
+                bits: CompactTarget::from_consensus(w.nbits),
             },
             merkle_root: Hash256(w.job.merkle_root),
             miner: MinerChoice {

@@ -986,7 +986,7 @@ impl Joined {
             version: job.version,
             prev_hash: job.prev_hash,
             min_ntime: job.ntime,
-            nbits: job.bits.0,
+            nbits: job.bits.to_consensus(),
             coinbase: custom,
             merkle_path: g.merkle_branch.iter().map(|h| h.0).collect(),
         };
@@ -1308,7 +1308,7 @@ impl Joined {
             prev_hash: g.template.prev_hash.0,
             nonce: share.nonce,
             ntime: share.ntime,
-            nbits: g.template.bits.0,
+            nbits: g.template.bits.to_consensus(),
             version: share.version,
         }
         .into();

@@ -118,7 +118,7 @@ fn realistic_template(transactions: usize) -> Arc<Template> {
         )
         .expect("hex"),
         version: 0x2000_0000,
-        bits: CompactTarget(NETWORK_BITS),
+        bits: CompactTarget::from_consensus(NETWORK_BITS),
         curtime: 1_750_000_000,
         mintime: 1_749_998_000,
         coinbase_value: Amount::from_sat(312_500_000 + 1_000 * transactions as u64),

@@ -91,7 +91,7 @@ fn empty_template() -> Arc<Template> {
         prev_hash: Hash256([0x42; 32]),
         version: 0x2000_0000,
         // Mainnet-like: no share is a block.
-        bits: CompactTarget(0x1702_3a04),
+        bits: CompactTarget::from_consensus(0x1702_3a04),
         curtime: 1_750_000_000,
         mintime: 1_749_998_000,
         coinbase_value: Amount::from_sat(312_500_000),
@@ -234,7 +234,7 @@ impl Rig {
         header[4..36].copy_from_slice(&job.prev_hash.0);
         header[36..68].copy_from_slice(&merkle_root);
         header[68..72].copy_from_slice(&job.ntime.to_le_bytes());
-        header[72..76].copy_from_slice(&job.bits.0.to_le_bytes());
+        header[72..76].copy_from_slice(&job.bits.to_consensus().to_le_bytes());
         self.sv2_shares.clear();
         while self.sv2_shares.len() < n {
             let c = self.counter;

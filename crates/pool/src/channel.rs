@@ -499,7 +499,7 @@ impl Channel {
         header[4..36].copy_from_slice(&job.prev_hash.0);
         header[36..68].copy_from_slice(&root.0);
         header[68..72].copy_from_slice(&s.ntime.to_le_bytes());
-        header[72..76].copy_from_slice(&job.bits.0.to_le_bytes());
+        header[72..76].copy_from_slice(&job.bits.to_consensus().to_le_bytes());
         header[76..80].copy_from_slice(&s.nonce.to_le_bytes());
         let hash = sha256d_header(&header);
         self.credit(pos, header, hash, now)
@@ -642,7 +642,7 @@ mod tests {
             prev_hash: Hash256([0x11; 32]),
             version: 0x2000_0000,
             // Mainnet-like: no share is a block.
-            bits: CompactTarget(0x1702_3a04),
+            bits: CompactTarget::from_consensus(0x1702_3a04),
             curtime: 1_750_000_000,
             mintime: 1_749_998_000,
             coinbase_value: Amount::from_sat(coinbase_sat),

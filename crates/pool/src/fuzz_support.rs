@@ -72,8 +72,8 @@ const WALL0_MS: u64 = 1_750_000_000_000;
 const CURTIME: u32 = 1_700_000_000;
 const HEIGHT: u32 = 300;
 /// Regtest's limit: about every second share is a block. And a target no share meets.
-const EASY_BITS: CompactTarget = CompactTarget(0x207f_ffff);
-const HARD_BITS: CompactTarget = CompactTarget(0x1d00_ffff);
+const EASY_BITS: CompactTarget = CompactTarget::from_consensus(0x207f_ffff);
+const HARD_BITS: CompactTarget = CompactTarget::from_consensus(0x1d00_ffff);
 /// Steps per run, whatever the input's length: a run's time stays bounded.
 const MAX_STEPS: usize = 400;
 /// The longest SV1 line the harness hands the session; a longer one is refused as the shell
@@ -734,7 +734,8 @@ impl Sv1Run {
                             && n.coinb1 == j.coinbase.prefix
                             && n.coinb2 == j.coinbase.suffix
                             && n.merkle_branch[..] == j.merkle_branch[..]
-                            && (n.version, n.nbits, n.ntime) == (j.version, j.bits.0, j.ntime),
+                            && (n.version, n.nbits, n.ntime)
+                                == (j.version, j.bits.to_consensus(), j.ntime),
                         "a notify that is not its job: {text}"
                     );
                     assert!(
@@ -1555,7 +1556,11 @@ impl Sv2Run {
                 prev.0
             },
             min_ntime: curtime.wrapping_add_signed(i32::from(t as i8 >> 3) * 600),
-            nbits: if f & 0x40 != 0 { HARD_BITS.0 } else { bits.0 },
+            nbits: if f & 0x40 != 0 {
+                HARD_BITS.to_consensus()
+            } else {
+                bits.to_consensus()
+            },
             coinbase_tx_version: 2,
             coinbase_prefix,
             coinbase_tx_input_n_sequence: u32::MAX,

@@ -178,7 +178,7 @@ impl Job {
         header[0..4].copy_from_slice(&s.version.to_le_bytes());
         header[4..36].copy_from_slice(&self.prev_hash.0);
         header[68..72].copy_from_slice(&s.ntime.to_le_bytes());
-        header[72..76].copy_from_slice(&self.bits.0.to_le_bytes());
+        header[72..76].copy_from_slice(&self.bits.to_consensus().to_le_bytes());
         header[76..80].copy_from_slice(&s.nonce.to_le_bytes());
         // Writes the merkle root into header[36..68].
         let hash = self.coinbase_midstate.share_header_hash(

@@ -1559,7 +1559,7 @@ fn check_block(lab: &mut Lab, m: &Miner, s: &Share, payout: &primitives::bitcoin
     assert_eq!(cb.output[0].script_pubkey, *payout);
     assert_eq!(cb.output[0].value, Amount::from_sat(SUBSIDY_SAT + 600));
     assert_eq!(block.header.prev_blockhash, BlockHash::from(tip(1)));
-    assert_eq!(block.header.bits.to_consensus(), EASY_BITS.0);
+    assert_eq!(block.header.bits.to_consensus(), EASY_BITS.to_consensus());
     assert_eq!(block.header.nonce, s.nonce);
     assert_eq!(block.header.time, s.ntime);
 }

@@ -110,7 +110,7 @@ fn custom_job(
         version: 0x2000_0000,
         prev_hash: prev.0,
         min_ntime: CURTIME,
-        nbits: bits.0,
+        nbits: bits.to_consensus(),
         coinbase_tx_version: 2,
         // BIP34: the height (300) as a two-byte push, then the farm's tag.
         coinbase_prefix: vec![0x02, 0x2c, 0x01, 0x04, b'f', b'a', b'r', b'm'],
@@ -468,7 +468,7 @@ fn declared_jobs_are_refused_for_bad_tokens_outputs_channels_and_fields() {
     let cases: [(Change, &str); 6] = [
         (&|m| m.version = 1, "version"),
         (&|m| m.nbits = 0, "nbits"),
-        (&|m| m.nbits = EASY_BITS.0, "nbits"),
+        (&|m| m.nbits = EASY_BITS.to_consensus(), "nbits"),
         (&|m| m.min_ntime = MINTIME - 1, "min_ntime"),
         (&|m| m.merkle_path = vec![[1; 32]; 16], "merkle_path"),
         (
@@ -890,7 +890,7 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
         2,
         token(TokenKind::Declared, &outputs, unix_ms + 600_000, &key()),
         Hash256([0x99; 32]),
-        CompactTarget(prev.nbits),
+        CompactTarget::from_consensus(prev.nbits),
         &outputs,
     );
     m.min_ntime = prev.min_ntime;
@@ -904,7 +904,7 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
         vec![7; ok.extranonce_size.into()],
     ]
     .concat();
-    let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+    let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
     let (nonce, hash) = (0u32..)
         .find_map(|n| {
             let h = farm_header(&m, &extranonce, n).block_hash().to_byte_array();

@@ -103,7 +103,7 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
     let Message::Mining(Mining::SetNewPrevHash(prev)) = recv(&mut conn).await else {
         panic!("its prev hash");
     };
-    let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+    let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
     let mut header = [0u8; 80];
     header[0..4].copy_from_slice(&job.version.to_le_bytes());
     header[4..36].copy_from_slice(&prev.prev_hash);
@@ -414,7 +414,7 @@ mod groups {
         let mut proxy = connect(&lab, PROXY);
         let a = open(&mut proxy, 1, "alice.rig1");
         let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, EASY_BITS));
-        let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+        let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
         let root = derived_root(&job, &a.extranonce_prefix);
         // The lower (harder) of the two targets: a share and a block.
         let (nonce, header) = grind(&job, &prev, root, net.min(a.target), 0);

@@ -233,7 +233,7 @@ fn standard_channel_jobs_commit_to_the_channels_own_coinbase() {
         a.job.merkle_root
     );
     assert_eq!(a.prev.prev_hash, tip(1).0);
-    assert_eq!(a.prev.nbits, HARD_BITS.0);
+    assert_eq!(a.prev.nbits, HARD_BITS.to_consensus());
     assert_eq!(a.target, Difficulty::from_target(a.target).to_target());
 }
 
@@ -329,7 +329,7 @@ fn a_standard_share_that_meets_the_network_target_is_a_block() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
     let mut s = session(&lab);
     let mut m = StdMiner::open(&mut s);
-    let net = Target::from_compact(CompactTarget(m.prev.nbits)).unwrap();
+    let net = Target::from_compact(CompactTarget::from_consensus(m.prev.nbits)).unwrap();
     let target = m.target;
     let (n, hash) = m.grind(|h| net.is_met_by(&h.0) && target.is_met_by(&h.0));
     let msg = m.share(n);
@@ -412,7 +412,7 @@ fn extended_channels_roll_their_own_extranonce() {
     header[36..68].copy_from_slice(&root.0);
     header[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
     header[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
-    let net = Target::from_compact(CompactTarget(prev.nbits)).unwrap();
+    let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
     let nonce = (0u32..)
         .find(|n| {
             header[76..80].copy_from_slice(&n.to_le_bytes());

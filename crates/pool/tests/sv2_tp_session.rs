@@ -55,7 +55,7 @@ fn prev_hash(id: u64, tip: u8, time: u32) -> Message {
         prev_hash: [tip; 32],
         header_timestamp: time,
         n_bits: 0x207f_ffff,
-        target: Target::from_compact(CompactTarget(0x207f_ffff)).unwrap(),
+        target: Target::from_compact(CompactTarget::from_consensus(0x207f_ffff)).unwrap(),
     }
     .into()
 }
@@ -129,7 +129,10 @@ fn future_templates_wait_for_their_prev_hash_and_others_follow_the_tip() {
     assert_eq!(w[0].tdp.template_id, 3);
     assert_eq!(w[0].template.height, 11);
     assert_eq!(w[0].template.prev_hash.0, [0xaa; 32]);
-    assert_eq!(w[0].template.bits, CompactTarget(0x207f_ffff));
+    assert_eq!(
+        w[0].template.bits,
+        CompactTarget::from_consensus(0x207f_ffff)
+    );
     assert_eq!(w[0].template.curtime, 1_700_000_000);
     assert_eq!(w[0].template.coinbase_value.to_sat(), 312_500_003);
     assert_eq!(w[0].tdp.merkle_path[0].0, [3; 32]);

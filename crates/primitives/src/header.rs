@@ -1,7 +1,7 @@
 //! The 80-byte block header.
 
 use crate::hash::{sha256d_header, Hash256};
-use crate::target::CompactTarget;
+use crate::pow::CompactTarget;
 
 /// A block header in its consensus fields. `version` is the raw 32-bit field (BIP9/BIP320 bits
 /// included), so it is unsigned here.
@@ -24,7 +24,7 @@ impl Header {
         b[4..36].copy_from_slice(&self.prev_hash.0);
         b[36..68].copy_from_slice(&self.merkle_root.0);
         b[68..72].copy_from_slice(&self.time.to_le_bytes());
-        b[72..76].copy_from_slice(&self.bits.0.to_le_bytes());
+        b[72..76].copy_from_slice(&self.bits.to_consensus().to_le_bytes());
         b[76..80].copy_from_slice(&self.nonce.to_le_bytes());
         b
     }
@@ -36,7 +36,7 @@ impl Header {
             prev_hash: Hash256(b[4..36].try_into().expect("32 bytes")),
             merkle_root: Hash256(b[36..68].try_into().expect("32 bytes")),
             time: u32_at(68),
-            bits: CompactTarget(u32_at(72)),
+            bits: CompactTarget::from_consensus(u32_at(72)),
             nonce: u32_at(76),
         }
     }

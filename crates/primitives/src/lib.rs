@@ -7,27 +7,21 @@
 
 pub mod coinbase;
 pub mod compact_size;
-pub mod difficulty;
 pub mod hash;
 pub mod header;
 pub mod hex;
 pub mod merkle;
+pub mod pow;
 pub mod share;
-pub mod target;
 pub mod time;
-pub mod u256;
-pub mod work;
 
 pub use coinbase::{CoinbaseInfo, CoinbaseParts, CoinbaseSpec, Payout};
-pub use difficulty::Difficulty;
 pub use hash::{sha256d, CoinbaseMidstate, Hash256, HeaderMidstate, PrefixMidstate};
 pub use header::Header;
 pub use merkle::{coinbase_merkle_branch, merkle_root, merkle_root_from_branch, merkle_step};
+pub use pow::{CompactTarget, Difficulty, HashRate, Target, Work, U256};
 pub use share::{ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share};
-pub use target::{CompactTarget, Target};
 pub use time::Millis;
-pub use u256::U256;
-pub use work::{HashRate, Work};
 
 /// Re-exported so that every crate uses the one `bitcoin` version the workspace pins.
 pub use bitcoin;

@@ -9,7 +9,7 @@
 use crate::hash::{sha256d_header, sha256d_parts, Hash256};
 use crate::header::Header;
 use crate::merkle::merkle_root_from_branch;
-use crate::target::{CompactError, CompactTarget, Target};
+use crate::pow::{CompactError, CompactTarget, Target};
 
 /// BIP310/BIP320: the version a miner hashed is the job's version with the bits under the
 /// negotiated mask replaced by the miner's.

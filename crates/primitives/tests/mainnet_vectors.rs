@@ -258,7 +258,12 @@ fn header_round_trips_and_hashes_to_the_known_block_hash() {
         assert_eq!(header.prev_hash, display(v.prev_hash), "{}", v.name);
         assert_eq!(header.merkle_root, display(v.merkle_root), "{}", v.name);
         assert_eq!(header.time, v.time, "{}", v.name);
-        assert_eq!(header.bits, CompactTarget(v.bits), "{}", v.name);
+        assert_eq!(
+            header.bits,
+            CompactTarget::from_consensus(v.bits),
+            "{}",
+            v.name
+        );
         assert_eq!(header.nonce, v.nonce, "{}", v.name);
 
         let hash = header.block_hash();
@@ -307,7 +312,7 @@ fn bits_decode_to_a_target_the_block_hash_meets() {
         // bits -> target -> bits.
         assert_eq!(
             target.to_compact_lossy(),
-            CompactTarget(v.bits),
+            CompactTarget::from_consensus(v.bits),
             "{}",
             v.name
         );
@@ -347,7 +352,7 @@ fn network_difficulty_matches_the_known_values() {
     }
     assert_eq!(
         Difficulty::ONE.to_target(),
-        Target::from_compact(CompactTarget(GENESIS.bits)).unwrap()
+        Target::from_compact(CompactTarget::from_consensus(GENESIS.bits)).unwrap()
     );
 }
 

@@ -120,7 +120,7 @@ async fn mine(addr: &str, key: &str) -> Result<String, Error> {
                     prev_hash: Hash256(m.prev_hash),
                     merkle_root: Hash256(job.merkle_root),
                     time: m.min_ntime,
-                    bits: CompactTarget(m.nbits),
+                    bits: CompactTarget::from_consensus(m.nbits),
                     nonce: 0,
                 };
                 let target = Target::from_compact(header.bits).map_err(|e| format!("{e}"))?;

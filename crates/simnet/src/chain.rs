@@ -277,7 +277,7 @@ mod tests {
             prev_hash: prev,
             merkle_root: cb.compute_txid().into(),
             time,
-            bits: CompactTarget(0x207f_ffff),
+            bits: CompactTarget::from_consensus(0x207f_ffff),
             nonce: 0,
         };
         StoredBlock::new(

@@ -328,7 +328,7 @@ fn already_confirmed_transactions_are_spent() {
 fn bad_diffbits() {
     let mut net = fresh(14);
     let mut draft = Draft::from_template(net.template());
-    draft.bits = CompactTarget(0x207f_ffff); // regtest's: easier than the network's
+    draft.bits = CompactTarget::from_consensus(0x207f_ffff); // regtest's: easier than the network's
     expect_rejected(
         &mut net,
         &serialize(&draft.mine()),

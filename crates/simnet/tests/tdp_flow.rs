@@ -38,7 +38,7 @@ async fn a_pool_gets_templates_solves_one_and_the_tip_moves() {
         p.prev_hash.as_bytes(),
         &server.node.read(|n| n.tip().hash.0)
     );
-    assert_eq!(p.n_bits, node_template.bits.0);
+    assert_eq!(p.n_bits, node_template.bits.to_consensus());
     assert_eq!(p.header_timestamp, node_template.curtime);
     assert_eq!(p.target.to_array(), node_template.target.to_le_bytes());
 

@@ -192,7 +192,7 @@ fn main() {
         prev_hash: Hash256([1; 32]),
         merkle_root: Hash256([2; 32]),
         time: 1_700_000_000,
-        bits: CompactTarget(0x207f_ffff),
+        bits: CompactTarget::from_consensus(0x207f_ffff),
         nonce: 0,
     };
     let hashes = 200_000u32;

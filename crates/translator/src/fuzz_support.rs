@@ -406,7 +406,7 @@ fn share_hash(
         prev_hash: prev,
         merkle_root: merkle_root_from_branch(txid, &job.merkle),
         time: ntime,
-        bits: CompactTarget(nbits),
+        bits: CompactTarget::from_consensus(nbits),
         nonce,
     };
     primitives::hash::sha256d_header(&header.to_bytes())
@@ -746,7 +746,7 @@ impl PoolSide for Sv2Pool {
                 let prev = prev_hash(seed);
                 if ours
                     && self.channel.is_some()
-                    && Target::from_compact(CompactTarget(bits)).is_ok()
+                    && Target::from_compact(CompactTarget::from_consensus(bits)).is_ok()
                 {
                     self.prev = Some((prev, bits, min_ntime));
                     if self.future.contains(&job_id) {
@@ -2267,7 +2267,7 @@ impl<P: PoolSide> World<P> {
         };
         let dev = &self.devices[line_dev.expect("a device's line")];
         let pool_open = self.pool.is_open();
-        let block = CompactTarget(share.job.nbits.0);
+        let block = CompactTarget::from_consensus(share.job.nbits.to_consensus());
         let is_block = Target::from_compact(block).is_ok_and(|t| t.is_met_by(&share.hash.0));
         let should = pool_open && (self.pool.target().is_met_by(&share.hash.0) || is_block);
         assert_eq!(

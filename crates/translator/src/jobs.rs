@@ -80,7 +80,7 @@ fn write_line(out: &mut Vec<u8>, job: &Sv1Job, wire_id: u64, clean: bool) {
             coinb2: &up.coinbase_suffix,
             merkle_branch: &up.merkle_path,
             version: up.version,
-            nbits: job.nbits.0,
+            nbits: job.nbits.to_consensus(),
             ntime: job.ntime,
             clean_jobs: clean,
         },
@@ -203,7 +203,7 @@ mod tests {
             prev: PrevHash {
                 prev_hash,
                 min_ntime: 1_700_000_000,
-                nbits: CompactTarget(0x1d00_ffff),
+                nbits: CompactTarget::from_consensus(0x1d00_ffff),
                 epoch: 3,
             },
             ntime: 1_700_000_001,

@@ -211,7 +211,7 @@ impl Sv1Upstream {
         let prev = PrevHash {
             prev_hash: n.prev_hash,
             min_ntime: n.ntime,
-            nbits: CompactTarget(n.nbits),
+            nbits: CompactTarget::from_consensus(n.nbits),
             epoch: self.epochs,
         };
         self.prev = Some(prev);
@@ -560,7 +560,7 @@ mod tests {
         assert_eq!(w.target, half);
         assert_eq!(w.job.coinbase_prefix, [1, 0, 0, 0, 1, 0, 0]);
         assert_eq!(&w.job.extranonce_prefix[..], [0x0a, 0x0b, 0x0c, 0x0d]);
-        assert_eq!(w.prev.nbits, CompactTarget(0x1d00_ffff));
+        assert_eq!(w.prev.nbits, CompactTarget::from_consensus(0x1d00_ffff));
         // Later, a difficulty applies from the next job; the same prev hash is not clean.
         feed(
             &mut up,

@@ -393,12 +393,13 @@ impl UpstreamChannel {
     }
 
     fn on_prev_hash(&mut self, m: SetNewPrevHash) -> Result<UpstreamEvent, UpstreamError> {
-        Target::from_compact(CompactTarget(m.nbits)).map_err(|_| UpstreamError::Bits(m.nbits))?;
+        Target::from_compact(CompactTarget::from_consensus(m.nbits))
+            .map_err(|_| UpstreamError::Bits(m.nbits))?;
         self.epochs += 1;
         let prev = PrevHash {
             prev_hash: Hash256(m.prev_hash),
             min_ntime: m.min_ntime,
-            nbits: CompactTarget(m.nbits),
+            nbits: CompactTarget::from_consensus(m.nbits),
             epoch: self.epochs,
         };
         self.prev = Some(prev);

@@ -170,7 +170,7 @@ impl Pool {
             job: JobHeader {
                 version: job.version,
                 prev_hash: Hash256(p.prev_hash),
-                bits: CompactTarget(p.nbits),
+                bits: CompactTarget::from_consensus(p.nbits),
             },
             coinbase_prefix: &job.coinbase_tx_prefix,
             extranonce_prefix: prefix,
@@ -258,7 +258,7 @@ impl Miner {
                 job: JobHeader {
                     version: n.version,
                     prev_hash: n.prev_hash,
-                    bits: CompactTarget(n.nbits),
+                    bits: CompactTarget::from_consensus(n.nbits),
                 },
                 coinb1: &n.coinb1,
                 extranonce1: &self.extranonce1,

@@ -30,7 +30,7 @@ use translator::{Event, LineOutcome, Millis, Translator, TranslatorConfig, Uplin
 const T0: Millis = Millis(1_000_000);
 const CURTIME: u32 = 1_700_000_000;
 /// Difficulty 1: no share of these tests is a block.
-const HARD_BITS: CompactTarget = CompactTarget(0x1d00_ffff);
+const HARD_BITS: CompactTarget = CompactTarget::from_consensus(0x1d00_ffff);
 const FARM: &str = "farm.proxy1";
 
 fn diff(log2: i32) -> Difficulty {
@@ -179,7 +179,7 @@ fn grind(
             job: JobHeader {
                 version: n.version,
                 prev_hash: n.prev_hash,
-                bits: CompactTarget(n.nbits),
+                bits: CompactTarget::from_consensus(n.nbits),
             },
             coinb1: &n.coinb1,
             extranonce1,

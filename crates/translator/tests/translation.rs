@@ -155,7 +155,7 @@ impl Miner {
                 job: JobHeader {
                     version: n.version,
                     prev_hash: n.prev_hash,
-                    bits: CompactTarget(n.nbits),
+                    bits: CompactTarget::from_consensus(n.nbits),
                 },
                 coinb1: &n.coinb1,
                 extranonce1: &self.extranonce1,
@@ -267,7 +267,7 @@ fn upstream_check_on(
         job: JobHeader {
             version: job.version,
             prev_hash: Hash256(p.prev_hash),
-            bits: CompactTarget(p.nbits),
+            bits: CompactTarget::from_consensus(p.nbits),
         },
         coinbase_prefix: &job.coinbase_tx_prefix,
         extranonce_prefix: prefix,

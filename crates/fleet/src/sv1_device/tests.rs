@@ -220,7 +220,7 @@ impl TestJob {
             job: JobHeader {
                 version: self.version,
                 prev_hash: self.prev_hash,
-                bits: CompactTarget(self.nbits),
+                bits: CompactTarget::from_consensus(self.nbits),
             },
             coinb1: &self.coinb1,
             extranonce1: en1,

@@ -89,7 +89,7 @@ impl PoolJob {
             prev_hash: self.prev_hash,
             merkle_root: merkle_root_from_branch(sha256d(&coinbase), &self.branch),
             time: ntime,
-            bits: CompactTarget(self.nbits),
+            bits: CompactTarget::from_consensus(self.nbits),
             nonce,
         }
     }

@@ -22,7 +22,7 @@ const FIRST_HEIGHT: u32 = 900_000;
 /// The node's clock (`curtime`) at virtual time zero.
 const EPOCH_UNIX: u32 = 1_750_000_000;
 /// Mainnet-like difficulty: no scaled-down share will ever be a block.
-const BITS: CompactTarget = CompactTarget(0x1702_8c61);
+const BITS: CompactTarget = CompactTarget::from_consensus(0x1702_8c61);
 const SUBSIDY_SAT: u64 = 312_500_000;
 /// Transactions per template besides the coinbase (so jobs carry a real merkle branch), picked
 /// in turn from a small mempool built once.

@@ -141,7 +141,7 @@ fn bits_field(obj: &Map<String, Value>) -> Result<CompactTarget, GbtError> {
         return Err(invalid("bits", format!("expected 8 hex digits, got {s:?}")));
     }
     let n = u32::from_str_radix(s, 16).map_err(|_| invalid("bits", format!("not hex: {s:?}")))?;
-    let bits = CompactTarget(n);
+    let bits = CompactTarget::from_consensus(n);
     match Target::from_compact(bits) {
         Ok(t) if !t.is_zero() => Ok(bits),
         Ok(_) => Err(invalid("bits", format!("{s} is a zero target"))),
@@ -251,7 +251,7 @@ mod tests {
         );
         assert_eq!(t.prev_hash.0[31], 0, "internal order: display reversed");
         assert_eq!(t.version, 0x2000_0000);
-        assert_eq!(t.bits, CompactTarget(0x1d00ffff));
+        assert_eq!(t.bits, CompactTarget::from_consensus(0x1d00ffff));
         assert_eq!((t.mintime, t.curtime), (1_750_000_001, 1_750_000_600));
         assert_eq!(t.coinbase_value.to_sat(), 312_501_234);
         assert_eq!(t.witness_commitment, Some(Hash256([0xab; 32])));

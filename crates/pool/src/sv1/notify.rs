@@ -30,7 +30,7 @@ pub fn write_notify(out: &mut Vec<u8>, job: &Job, wire_id: u64, clean: bool) {
             coinb2: &job.coinbase.suffix,
             merkle_branch: &job.merkle_branch,
             version: job.version,
-            nbits: job.bits.0,
+            nbits: job.bits.to_consensus(),
             ntime: job.ntime,
             clean_jobs: clean,
         },

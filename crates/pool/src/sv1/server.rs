@@ -649,7 +649,7 @@ mod tests {
                 height: 1000 + n,
                 prev_hash: Hash256(prev),
                 version: 0x2000_0000,
-                bits: CompactTarget(0x1d00_ffff),
+                bits: CompactTarget::from_consensus(0x1d00_ffff),
                 curtime: 1_750_000_000,
                 mintime: 1_749_999_000,
                 coinbase_value: Amount::from_sat(312_500_000),

@@ -138,7 +138,7 @@ pub fn declared_job(
         ));
     }
 
-    let bits = CompactTarget(m.nbits);
+    let bits = CompactTarget::from_consensus(m.nbits);
     match Target::from_compact(bits) {
         Ok(t) if !t.is_zero() => {}
         _ => {
@@ -153,7 +153,8 @@ pub fn declared_job(
             "nbits",
             format!(
                 "{:#010x} where the block after {prev_hash} needs {:#010x}",
-                m.nbits, t.bits.0
+                m.nbits,
+                t.bits.to_consensus()
             ),
         ));
     }

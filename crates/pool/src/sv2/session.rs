@@ -899,7 +899,7 @@ impl Session {
                     job_id,
                     prev_hash: job.prev_hash.0,
                     min_ntime: job.ntime,
-                    nbits: job.bits.0,
+                    nbits: job.bits.to_consensus(),
                 }
                 .into(),
             );
@@ -1011,7 +1011,7 @@ impl Session {
                     job_id,
                     prev_hash: job.prev_hash.0,
                     min_ntime: job.ntime,
-                    nbits: job.bits.0,
+                    nbits: job.bits.to_consensus(),
                 }
                 .into(),
             );

@@ -189,7 +189,7 @@ impl TpSession {
         let tip = Tip {
             prev_hash: Hash256(p.prev_hash),
             header_timestamp: p.header_timestamp,
-            bits: CompactTarget(p.n_bits),
+            bits: CompactTarget::from_consensus(p.n_bits),
         };
         self.tip = Some(tip);
         let activated = self

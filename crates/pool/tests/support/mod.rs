@@ -35,9 +35,9 @@ pub const MINTIME: u32 = CURTIME - 600;
 pub const HEIGHT: u32 = 300;
 pub const SUBSIDY_SAT: u64 = 5_000_000_000;
 /// Regtest's limit: about every second hash is a block.
-pub const EASY_BITS: CompactTarget = CompactTarget(0x207f_ffff);
+pub const EASY_BITS: CompactTarget = CompactTarget::from_consensus(0x207f_ffff);
 /// Difficulty 1: no test hash will ever meet it.
-pub const HARD_BITS: CompactTarget = CompactTarget(0x1d00_ffff);
+pub const HARD_BITS: CompactTarget = CompactTarget::from_consensus(0x1d00_ffff);
 /// The vardiff bounds of the test pools.
 pub const MIN_LOG2: i32 = -30;
 pub const MAX_DIFF: f64 = 1024.0;

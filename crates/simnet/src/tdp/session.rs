@@ -382,7 +382,7 @@ pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHash {
         // Internal byte order: as the hash appears in the next block's header.
         prev_hash: t.prev_hash.0,
         header_timestamp: t.curtime,
-        n_bits: t.bits.0,
+        n_bits: t.bits.to_consensus(),
         target: t.target,
     }
 }
@@ -567,7 +567,7 @@ mod tests {
         assert_eq!(nt.merkle_path.len(), t.merkle_branch.len());
         assert_eq!(p.prev_hash, t.prev_hash.0);
         assert_eq!(p.target, t.target);
-        assert_eq!(p.n_bits, t.bits.0);
+        assert_eq!(p.n_bits, t.bits.to_consensus());
         assert_eq!(p.header_timestamp, t.curtime);
         // Sending the same template again is a no-op.
         assert!(s.on_template(&t).is_empty());

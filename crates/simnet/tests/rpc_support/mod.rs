@@ -253,7 +253,9 @@ impl Draft {
             prev_hash: gbt["previousblockhash"].as_str().unwrap().parse().unwrap(),
             version: gbt["version"].as_u64().unwrap() as u32,
             time: gbt["curtime"].as_u64().unwrap() as u32,
-            bits: CompactTarget(u32::from_str_radix(gbt["bits"].as_str().unwrap(), 16).unwrap()),
+            bits: CompactTarget::from_consensus(
+                u32::from_str_radix(gbt["bits"].as_str().unwrap(), 16).unwrap(),
+            ),
             merkle_override: None,
         }
     }

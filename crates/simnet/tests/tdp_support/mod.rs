@@ -347,7 +347,7 @@ pub fn solve(t: &NewTemplateOwned, p: &SetNewPrevHashOwned, extranonce: &[u8]) -
         prev_hash: Hash256(p.prev_hash.to_array()),
         merkle_root,
         time: p.header_timestamp,
-        bits: CompactTarget(p.n_bits),
+        bits: CompactTarget::from_consensus(p.n_bits),
         nonce: 0,
     };
     while !target.is_met_by(&header.block_hash().0) {

@@ -559,7 +559,7 @@ impl World {
                 let bits = nbits(input.u8());
                 let min_ntime = NTIME0 + u32::from(seed % 8);
                 let prev = prev_hash(seed);
-                if Target::from_compact(CompactTarget(bits)).is_ok() {
+                if Target::from_compact(CompactTarget::from_consensus(bits)).is_ok() {
                     for id in reached {
                         let c = self.chans.get_mut(&id).expect("reached");
                         if c.state != State::Open {
@@ -1173,7 +1173,7 @@ impl World {
         };
         let dev = self.devices[line_dev.expect("a device's line")].id;
         let chan = self.open_chan_of(dev);
-        let block = CompactTarget(share.job.nbits.0);
+        let block = CompactTarget::from_consensus(share.job.nbits.to_consensus());
         let is_block = Target::from_compact(block).is_ok_and(|t| t.is_met_by(&share.hash.0));
         let should =
             chan.is_some_and(|c| self.chans[&c].target.is_met_by(&share.hash.0) || is_block);

@@ -1,11 +1,7 @@
 //! Pool difficulty: how many times harder than the difficulty-1 target a share target is.
 
 use std::fmt;
-use std::ops::{Shl, Shr};
 use std::str::FromStr;
-
-use crate::target::Target;
-use crate::u256::U256;
 
 /// A share or network difficulty, relative to [`Target::DIFFICULTY_1`].
 ///
@@ -13,7 +9,7 @@ use crate::u256::U256;
 /// difficulties below 1. The smallest is 2^-32, the last whose target still fits 256 bits.
 #[derive(Clone, Copy, PartialEq, PartialOrd, Debug, serde::Serialize)]
 #[serde(transparent)]
-pub struct Difficulty(f64);
+pub struct Difficulty(pub(super) f64);
 
 #[derive(Clone, Copy, PartialEq, Debug, thiserror::Error)]
 pub enum DifficultyError {
@@ -51,60 +47,6 @@ impl Difficulty {
     pub const fn as_f64(self) -> f64 {
         self.0
     }
-
-    /// The target of this difficulty: `floor(DIFFICULTY_1 / d)`, computed exactly from the f64's
-    /// binary value, so the same difficulty always gives the same target on every platform.
-    pub fn to_target(self) -> Target {
-        let d = self.0;
-        if d.is_infinite() {
-            return Target::ZERO;
-        }
-        // d = m * 2^e with m a 53-bit integer.
-        let bits = d.to_bits();
-        let raw_exp = ((bits >> 52) & 0x7ff) as i32;
-        let frac = bits & ((1u64 << 52) - 1);
-        let (mut m, mut e) = if raw_exp == 0 {
-            (frac, -1074)
-        } else {
-            (frac | 1 << 52, raw_exp - 1075)
-        };
-        let tz = m.trailing_zeros();
-        m >>= tz;
-        e += tz as i32;
-        // DIFFICULTY_1 = 0xffff * 2^208, so the target is floor(0xffff * 2^(208 - e) / m).
-        let k = 208 - e;
-        if k < 0 {
-            // floor(floor(a / 2^j) / m) == floor(a / (2^j * m)) for positive integers.
-            return Target::from_u256(U256::from_u64(0xffff).shr((-k) as u32).div_u64(m));
-        }
-        // The numerator 0xffff * 2^k may exceed 256 bits even though the quotient does not (it is
-        // at most DIFFICULTY_1 * 2^32), so divide bit by bit with a remainder below m.
-        let mut q = U256::ZERO;
-        let mut rem: u128 = 0;
-        for i in (0..16 + k as u32).rev() {
-            let bit = if i >= k as u32 {
-                (0xffffu64 >> (i - k as u32)) & 1
-            } else {
-                0
-            };
-            rem = rem << 1 | bit as u128;
-            if q.bits() == 256 {
-                // Below D1 / MAX (just under 2^-32) the quotient no longer fits: every hash meets it.
-                return Target::MAX;
-            }
-            q = q.shl(1);
-            if rem >= m as u128 {
-                rem -= m as u128;
-                q.0[0] |= 1;
-            }
-        }
-        Target::from_u256(q)
-    }
-
-    /// The difficulty of a target (`DIFFICULTY_1 / target`), infinite for the zero target.
-    pub fn from_target(t: Target) -> Self {
-        Difficulty(Target::DIFFICULTY_1.as_u256().to_f64() / t.as_u256().to_f64())
-    }
 }
 
 impl fmt::Display for Difficulty {
@@ -134,6 +76,8 @@ impl<'de> serde::Deserialize<'de> for Difficulty {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pow::{Target, U256};
+    use std::ops::{Shl, Shr};
 
     #[test]
     fn one_is_the_difficulty_1_target() {
@@ -247,7 +191,7 @@ mod tests {
     #[test]
     fn mainnet_network_difficulty_from_bits() {
         // Block 100000: nBits 0x1b04864c, difficulty 14484.162361225399 (as Core reports it).
-        let t = Target::from_compact(crate::CompactTarget(0x1b04864c)).unwrap();
+        let t = Target::from_compact(crate::CompactTarget::from_consensus(0x1b04864c)).unwrap();
         let d = Difficulty::from_target(t).as_f64();
         assert!((d - 14484.162361225399).abs() < 1e-9, "{d}");
     }

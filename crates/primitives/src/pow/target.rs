@@ -3,15 +3,19 @@
 use std::fmt;
 use std::ops::{Shl, Shr};
 
-use crate::u256::U256;
-use crate::work::Work;
+use super::u256::U256;
 
 /// The compact `nBits` encoding of a target, as it appears in block headers and `mining.notify`.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
-pub struct CompactTarget(pub u32);
+pub struct CompactTarget(u32);
 
 impl CompactTarget {
+    /// The bits as a header or `getblocktemplate` carries them.
+    pub const fn from_consensus(bits: u32) -> Self {
+        CompactTarget(bits)
+    }
+
     pub const fn to_consensus(self) -> u32 {
         self.0
     }
@@ -34,7 +38,7 @@ pub enum CompactError {
 
 /// A 256-bit target. A hash meets it when the hash, read as a little-endian number, is `<=` it.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Target(U256);
+pub struct Target(pub(super) U256);
 
 impl Target {
     pub const ZERO: Target = Target(U256::ZERO);
@@ -112,18 +116,13 @@ impl Target {
             compact >>= 8;
             size += 1;
         }
-        CompactTarget(compact | size << 24)
+        CompactTarget::from_consensus(compact | size << 24)
     }
 
     /// Whether a hash in internal byte order (as SHA-256d returns it) meets this target.
     #[inline]
     pub fn is_met_by(&self, hash: &[u8; 32]) -> bool {
         U256::from_le_bytes(hash) <= self.0
-    }
-
-    /// Expected number of hashes to find one that meets this target.
-    pub fn to_work(self) -> Work {
-        Work::from_target(self)
     }
 
     /// The larger (easier) of two targets.
@@ -168,7 +167,7 @@ impl From<CompactTarget> for bitcoin::CompactTarget {
 
 impl From<bitcoin::CompactTarget> for CompactTarget {
     fn from(c: bitcoin::CompactTarget) -> Self {
-        CompactTarget(c.to_consensus())
+        CompactTarget::from_consensus(c.to_consensus())
     }
 }
 
@@ -182,29 +181,39 @@ mod tests {
 
     #[test]
     fn difficulty_one_from_compact() {
-        let t = Target::from_compact(CompactTarget(0x1d00ffff)).unwrap();
+        let t = Target::from_compact(CompactTarget::from_consensus(0x1d00ffff)).unwrap();
         assert_eq!(t, Target::DIFFICULTY_1);
         assert_eq!(
             hex_be(t),
             "00000000ffff0000000000000000000000000000000000000000000000000000"
         );
-        assert_eq!(t.to_compact_lossy(), CompactTarget(0x1d00ffff));
+        assert_eq!(
+            t.to_compact_lossy(),
+            CompactTarget::from_consensus(0x1d00ffff)
+        );
     }
 
     #[test]
     fn regtest_limit_round_trips() {
-        let t = Target::from_compact(CompactTarget(0x207fffff)).unwrap();
+        let t = Target::from_compact(CompactTarget::from_consensus(0x207fffff)).unwrap();
         assert_eq!(t, Target::REGTEST_LIMIT);
-        assert_eq!(t.to_compact_lossy(), CompactTarget(0x207fffff));
+        assert_eq!(
+            t.to_compact_lossy(),
+            CompactTarget::from_consensus(0x207fffff)
+        );
     }
 
     // Cases from Bitcoin Core's arith_uint256 tests (SetCompact / GetCompact).
     #[test]
     fn core_compact_cases() {
         let ok = |bits: u32, value: u128, back: u32| {
-            let t = Target::from_compact(CompactTarget(bits)).unwrap();
+            let t = Target::from_compact(CompactTarget::from_consensus(bits)).unwrap();
             assert_eq!(t.as_u256(), U256::from_u128(value), "{bits:08x}");
-            assert_eq!(t.to_compact_lossy(), CompactTarget(back), "{bits:08x}");
+            assert_eq!(
+                t.to_compact_lossy(),
+                CompactTarget::from_consensus(back),
+                "{bits:08x}"
+            );
         };
         ok(0, 0, 0);
         ok(0x00123456, 0, 0);
@@ -224,20 +233,23 @@ mod tests {
         ok(0x05009234, 0x92340000, 0x05009234);
         // 0x80 in the mantissa's top byte moves into the exponent on encoding.
         ok(0x01800000 | 0x80, 0, 0);
-        let t = Target::from_compact(CompactTarget(0x20123456)).unwrap();
+        let t = Target::from_compact(CompactTarget::from_consensus(0x20123456)).unwrap();
         assert_eq!(
             hex_be(t),
             "1234560000000000000000000000000000000000000000000000000000000000"
         );
-        assert_eq!(t.to_compact_lossy(), CompactTarget(0x20123456));
+        assert_eq!(
+            t.to_compact_lossy(),
+            CompactTarget::from_consensus(0x20123456)
+        );
     }
 
     #[test]
     fn negative_encodings_are_refused() {
         for bits in [0x01fedcba, 0x04923456, 0x01803456 | 0x010000] {
             assert_eq!(
-                Target::from_compact(CompactTarget(bits)),
-                Err(CompactError::Negative(CompactTarget(bits))),
+                Target::from_compact(CompactTarget::from_consensus(bits)),
+                Err(CompactError::Negative(CompactTarget::from_consensus(bits))),
                 "{bits:08x}"
             );
         }
@@ -247,15 +259,15 @@ mod tests {
     fn overflowing_encodings_are_refused() {
         for bits in [0xff123456u32, 0x23000001, 0x22000100, 0x21010000] {
             assert_eq!(
-                Target::from_compact(CompactTarget(bits)),
-                Err(CompactError::Overflow(CompactTarget(bits))),
+                Target::from_compact(CompactTarget::from_consensus(bits)),
+                Err(CompactError::Overflow(CompactTarget::from_consensus(bits))),
                 "{bits:08x}"
             );
         }
         // The largest encodings that still fit.
-        assert!(Target::from_compact(CompactTarget(0x220000ff)).is_ok());
-        assert!(Target::from_compact(CompactTarget(0x2100ffff)).is_ok());
-        assert!(Target::from_compact(CompactTarget(0x207fffff)).is_ok());
+        assert!(Target::from_compact(CompactTarget::from_consensus(0x220000ff)).is_ok());
+        assert!(Target::from_compact(CompactTarget::from_consensus(0x2100ffff)).is_ok());
+        assert!(Target::from_compact(CompactTarget::from_consensus(0x207fffff)).is_ok());
     }
 
     #[test]
@@ -263,10 +275,13 @@ mod tests {
         // A target whose low bytes cannot be kept: the encoding must not describe a larger one.
         let t = Target::from_u256(U256::from_u128(0x1234_5678_9abc));
         let c = t.to_compact_lossy();
-        assert_eq!(c, CompactTarget(0x06123456));
+        assert_eq!(c, CompactTarget::from_consensus(0x06123456));
         assert!(Target::from_compact(c).unwrap() <= t);
         // Maximum target encodes with the exponent past 32 bytes.
-        assert_eq!(Target::MAX.to_compact_lossy(), CompactTarget(0x2100ffff));
+        assert_eq!(
+            Target::MAX.to_compact_lossy(),
+            CompactTarget::from_consensus(0x2100ffff)
+        );
     }
 
     #[test]
@@ -282,7 +297,7 @@ mod tests {
 
     #[test]
     fn bitcoin_crate_interop() {
-        let c = CompactTarget(0x1b0404cb);
+        let c = CompactTarget::from_consensus(0x1b0404cb);
         let ours = Target::from_compact(c).unwrap();
         let theirs = bitcoin::Target::from_compact(c.into());
         assert_eq!(Target::from(theirs), ours);

@@ -2,36 +2,18 @@
 
 use std::fmt;
 use std::ops::Add;
-use std::ops::{Div, Not};
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::difficulty::Difficulty;
-use crate::target::Target;
-use crate::u256::U256;
+use super::u256::U256;
 
 /// The expected number of hashes to find a hash meeting a target, `2^256 / (target + 1)`, as
 /// Bitcoin Core computes chain work.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Debug)]
-pub struct Work(U256);
+pub struct Work(pub(super) U256);
 
 impl Work {
     pub const ZERO: Work = Work(U256::ZERO);
-
-    pub fn from_target(t: Target) -> Self {
-        let t = t.as_u256();
-        if t == U256::MAX {
-            return Work(U256::ONE);
-        }
-        // 2^256 does not fit, but 2^256 / (t+1) == (2^256 - t - 1) / (t+1) + 1 == !t / (t+1) + 1.
-        let t1 = t.checked_add(U256::ONE).expect("t < MAX");
-        // Saturates only for the zero target, whose true work 2^256 does not fit.
-        Work(t.not().div(t1).saturating_add(U256::ONE))
-    }
-
-    pub fn from_difficulty(d: Difficulty) -> Self {
-        Self::from_target(d.to_target())
-    }
 
     pub const fn as_u256(&self) -> U256 {
         self.0
@@ -39,11 +21,6 @@ impl Work {
 
     pub fn to_f64(self) -> f64 {
         self.0.to_f64()
-    }
-
-    /// The work in difficulty-1 units (about `hashes / 2^32`), the unit pools sum shares in.
-    pub fn in_difficulty_units(self) -> f64 {
-        self.to_f64() / Work::from_target(Target::DIFFICULTY_1).to_f64()
     }
 }
 
@@ -59,7 +36,7 @@ impl Add for Work {
     Clone, Copy, PartialEq, PartialOrd, Default, Debug, serde::Serialize, serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct HashRate(f64);
+pub struct HashRate(pub(super) f64);
 
 const UNITS: [(&str, f64); 7] = [
     ("EH/s", 1e18),
@@ -89,17 +66,6 @@ impl HashRate {
             return HashRate::ZERO;
         }
         HashRate(work.to_f64() / s)
-    }
-
-    /// Mean time between hashes meeting `target` at this rate (`None` at rate zero).
-    pub fn mean_interval(self, target: Target) -> Option<Duration> {
-        (self.0 > 0.0).then(|| Duration::from_secs_f64(target.to_work().to_f64() / self.0))
-    }
-
-    /// The difficulty at which this rate finds one share per `interval` on average.
-    pub fn difficulty_for_interval(self, interval: Duration) -> Difficulty {
-        let per_diff1 = Work::from_target(Target::DIFFICULTY_1).to_f64();
-        Difficulty::saturating(self.0 * interval.as_secs_f64() / per_diff1)
     }
 }
 
@@ -148,6 +114,7 @@ impl FromStr for HashRate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pow::{Difficulty, Target, U256};
 
     #[test]
     fn work_of_difficulty_1() {

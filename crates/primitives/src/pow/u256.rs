@@ -7,12 +7,22 @@ use std::cmp::Ordering;
 use std::ops::{Shl, Shr};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
-pub struct U256(pub [u64; 4]);
+pub struct U256(pub(super) [u64; 4]);
 
 impl U256 {
     pub const ZERO: U256 = U256([0; 4]);
     pub const ONE: U256 = U256([1, 0, 0, 0]);
     pub const MAX: U256 = U256([u64::MAX; 4]);
+
+    /// From little-endian 64-bit limbs (`0` least significant).
+    pub const fn from_words(words: [u64; 4]) -> Self {
+        U256(words)
+    }
+
+    /// The little-endian 64-bit limbs.
+    pub const fn to_words(self) -> [u64; 4] {
+        self.0
+    }
 
     pub const fn from_u64(v: u64) -> Self {
         U256([v, 0, 0, 0])
