@@ -121,6 +121,7 @@ fn realistic_template(transactions: usize) -> Arc<Template> {
         bits: CompactTarget::from_consensus(NETWORK_BITS),
         curtime: 1_750_000_000,
         mintime: 1_749_998_000,
+        median_time_past: None,
         coinbase_value: Amount::from_sat(312_500_000 + 1_000 * transactions as u64),
         witness_commitment: Some(Hash256([0x5c; 32])),
         transactions: txs.into(),

@@ -94,6 +94,7 @@ fn empty_template() -> Arc<Template> {
         bits: CompactTarget::from_consensus(0x1702_3a04),
         curtime: 1_750_000_000,
         mintime: 1_749_998_000,
+        median_time_past: None,
         coinbase_value: Amount::from_sat(312_500_000),
         witness_commitment: Some(Hash256([0x5c; 32])),
         transactions: Vec::new().into(),

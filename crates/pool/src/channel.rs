@@ -645,6 +645,7 @@ mod tests {
             bits: CompactTarget::from_consensus(0x1702_3a04),
             curtime: 1_750_000_000,
             mintime: 1_749_998_000,
+            median_time_past: None,
             coinbase_value: Amount::from_sat(coinbase_sat),
             witness_commitment: None,
             transactions: Vec::new().into(),

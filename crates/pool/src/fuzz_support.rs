@@ -227,6 +227,7 @@ fn template(n: u8, bits: CompactTarget, txs: u8, witness: bool, curtime: u32) ->
         bits,
         curtime,
         mintime: curtime - 600,
+        median_time_past: None,
         coinbase_value: Amount::from_sat(5_000_000_000 + fees),
         witness_commitment: witness
             .then(|| primitives::coinbase::witness_commitment(&wtxids, &[0; 32])),

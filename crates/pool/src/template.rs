@@ -23,10 +23,17 @@ pub struct Template {
     pub prev_hash: Hash256,
     pub version: u32,
     pub bits: CompactTarget,
-    /// The node's clock when it made the template (`curtime`), and the earliest valid
-    /// header time (`mintime`, median time past + 1).
+    /// The node's clock when it made the template (`curtime`), and the earliest header time
+    /// the pool's jobs on it allow (`mintime`: a node's median time past + 1, or a provider's
+    /// `header_timestamp`).
     pub curtime: u32,
     pub mintime: u32,
+    /// The median time past of the chain the template builds on, when its source says it (a
+    /// node's `getblocktemplate`, as `mintime - 1`): a block's header time must be later. A
+    /// Template Provider does not say it; its `header_timestamp` is where mining starts, not
+    /// the earliest valid time (the spec says so), so a job declared with an earlier time is
+    /// not refused for it.
+    pub median_time_past: Option<u32>,
     /// Subsidy plus fees: what the coinbase outputs may add up to.
     pub coinbase_value: Amount,
     /// The commitment hash of `default_witness_commitment` (the 32 bytes after the

@@ -486,6 +486,49 @@ fn declared_jobs_are_refused_for_bad_tokens_outputs_channels_and_fields() {
     jdc.accepted(job(declared(&outputs)));
 }
 
+/// A provider's `header_timestamp` is where mining starts, not the earliest valid time: a pool
+/// whose template came from a provider (which does not say the median time past) takes a job
+/// declared with an earlier time, as a farm's JDC declares one on its own, older template of
+/// the same tip (a restarted pool's provider connection sees the tip with a later timestamp).
+#[test]
+fn a_declared_time_before_the_providers_timestamp_is_not_refused() {
+    let mut lab = Lab::new(LabConfig::pool());
+    let mut from_provider = template(tip(1), HARD_BITS);
+    from_provider.curtime = CURTIME + 600;
+    from_provider.mintime = CURTIME + 600;
+    from_provider.median_time_past = None;
+    lab.publish(from_provider, T0);
+    let mut jdc = Jdc::connect(&lab);
+    let outputs = farm_outputs(5_000_000_000);
+    let m = custom_job(
+        jdc.channel_id,
+        1,
+        declared(&outputs),
+        tip(1),
+        HARD_BITS,
+        &outputs,
+    );
+    assert!(m.min_ntime < CURTIME + 600);
+    jdc.accepted(m);
+
+    // From a node, which says it, a time not after the median time past is refused.
+    let mut lab = Lab::new(LabConfig::pool());
+    let from_node = template(tip(1), HARD_BITS);
+    let mtp = from_node.median_time_past.unwrap();
+    lab.publish(from_node, T0);
+    let mut jdc = Jdc::connect(&lab);
+    let mut m = custom_job(
+        jdc.channel_id,
+        1,
+        declared(&outputs),
+        tip(1),
+        HARD_BITS,
+        &outputs,
+    );
+    m.min_ntime = mtp;
+    assert_eq!(jdc.refused(m), "invalid-job-param-value-min_ntime");
+}
+
 #[test]
 fn shares_on_a_declared_job_are_judged_like_any_other() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);

@@ -116,6 +116,7 @@ impl Pool {
             bits: HARD_BITS,
             curtime: CURTIME,
             mintime: CURTIME - 600,
+            median_time_past: None,
             coinbase_value: Amount::from_sat(5_000_000_600),
             witness_commitment: None,
             transactions: transactions.into(),

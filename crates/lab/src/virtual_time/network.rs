@@ -95,6 +95,7 @@ impl Node {
             bits: BITS,
             curtime,
             mintime: curtime - 600,
+            median_time_past: None,
             coinbase_value: Amount::from_sat(SUBSIDY_SAT + fees),
             witness_commitment: None,
             transactions: Arc::from(transactions),

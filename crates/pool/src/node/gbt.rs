@@ -60,6 +60,7 @@ pub fn parse_block_template(result: &Value) -> Result<Template, GbtError> {
         bits,
         curtime,
         mintime,
+        median_time_past: Some(mintime.saturating_sub(1)),
         coinbase_value: Amount::from_sat(coinbase_value),
         witness_commitment,
         transactions,

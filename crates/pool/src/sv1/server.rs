@@ -652,6 +652,7 @@ mod tests {
                 bits: CompactTarget::from_consensus(0x1d00_ffff),
                 curtime: 1_750_000_000,
                 mintime: 1_749_999_000,
+                median_time_past: None,
                 coinbase_value: Amount::from_sat(312_500_000),
                 witness_commitment: None,
                 transactions: Vec::new().into(),

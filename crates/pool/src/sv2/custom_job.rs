@@ -159,13 +159,13 @@ pub fn declared_job(
         ));
     }
 
-    if let Some(t) = same_tip.filter(|t| m.min_ntime < t.mintime) {
+    if let Some(mtp) = same_tip
+        .and_then(|t| t.median_time_past)
+        .filter(|mtp| m.min_ntime <= *mtp)
+    {
         return Err(Refusal::param(
             "min_ntime",
-            format!(
-                "{} before the median time past ({})",
-                m.min_ntime, t.mintime
-            ),
+            format!("{} not after the median time past ({mtp})", m.min_ntime),
         ));
     }
     if let Some(g) = cx.latest {
@@ -216,6 +216,7 @@ pub fn declared_job(
         bits,
         curtime: m.min_ntime,
         mintime: m.min_ntime,
+        median_time_past: None,
         coinbase_value: value,
         witness_commitment: None,
         transactions: Vec::new().into(),

@@ -249,6 +249,7 @@ fn work(t: &NewTemplate, tip: Tip) -> TpWork {
         // The provider's SetNewPrevHash time is the earliest the header may carry.
         curtime: tip.header_timestamp,
         mintime: tip.header_timestamp,
+        median_time_past: None,
         coinbase_value: Amount::from_sat(t.coinbase_tx_value_remaining),
         // The commitment is among the provider's required outputs.
         witness_commitment: None,

@@ -123,6 +123,7 @@ pub fn template_with(
         bits,
         curtime,
         mintime: MINTIME,
+        median_time_past: Some(MINTIME - 1),
         coinbase_value: Amount::from_sat(SUBSIDY_SAT + fees),
         witness_commitment: None,
         transactions: transactions.into(),
