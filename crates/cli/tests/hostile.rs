@@ -1382,61 +1382,45 @@ fn print_rows(role: &str) {
     }
 }
 
-fn simnet() -> (Role, String, String) {
+fn simnet() -> (Role, support::SimnetAddrs) {
     simnet_with(&[])
 }
 
-/// simnet with more flags.
-fn simnet_with(extra: &[&str]) -> (Role, String, String) {
-    let mut args = vec![
-        "--rpc-listen",
-        "127.0.0.1:0",
-        "--rpc-user",
-        "u",
-        "--rpc-password",
-        "p",
-        "--tdp-listen",
-        "127.0.0.1:0",
-        "--block-interval",
-        "0",
-        "--network-difficulty",
-        "100000",
-    ];
-    args.extend_from_slice(extra);
-    let s = Role::start("simnet", &args);
-    let rpc = s.line("rpc listening on");
-    let tdp = s.line("tdp listening on");
-    (s, rpc, tdp)
+/// simnet with more flags (each with its value).
+fn simnet_with(extra: &[(&str, &str)]) -> (Role, support::SimnetAddrs) {
+    let mut s = support::simnet()
+        .rpc()
+        .tdp()
+        .arg("--network-difficulty", "100000");
+    for (flag, value) in extra {
+        s = s.arg(flag, value);
+    }
+    s.start()
 }
 
 fn pool_args(rpc: &str, store: &str) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--sv1-listen",
-        "127.0.0.1:0",
-        "--node-rpc",
-        &format!("http://{rpc}"),
-        "--rpc-user",
-        "u",
-        "--rpc-password",
-        "p",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store,
-        "--start-difficulty",
-        "0.000003",
-        "--min-difficulty",
-        "0.000003",
-        "--shares-per-minute",
-        "1000000",
-        "--duration",
-        "600s",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut a = support::node_args(rpc);
+    a.extend(
+        [
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--payout-address",
+            PAYOUT,
+            "--store",
+            store,
+            "--start-difficulty",
+            "0.000003",
+            "--min-difficulty",
+            "0.000003",
+            "--shares-per-minute",
+            "1000000",
+            "--duration",
+            "600s",
+        ]
+        .map(String::from),
+    );
     a.extend(edge_flags());
     a
 }
@@ -1495,7 +1479,8 @@ fn the_sv1_pool_keeps_serving_honest_miners_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, rpc, _) = simnet();
+    let (sim, at) = simnet();
+    let rpc = at.rpc().to_owned();
     roles.add("simnet", sim);
     let store = dir.path().join("pool.sqlite");
     let args = pool_args(&rpc, store.to_str().unwrap());
@@ -1567,8 +1552,8 @@ fn the_sv2_pool_keeps_serving_honest_miners_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, _, tdp) = simnet();
-    let tdp_key = sim.line("tdp authority public key");
+    let (sim, at) = simnet();
+    let (tdp, tdp_key) = (at.tdp().to_owned(), at.tdp_key().to_owned());
     roles.add("simnet", sim);
     let (sv2, key, http) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, true);
     let pid = roles
@@ -1630,8 +1615,8 @@ fn the_translator_keeps_serving_honest_devices_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, _, tdp) = simnet();
-    let tdp_key = sim.line("tdp authority public key");
+    let (sim, at) = simnet();
+    let (tdp, tdp_key) = (at.tdp().to_owned(), at.tdp_key().to_owned());
     roles.add("simnet", sim);
     let (sv2, key, _) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, false);
     let upstream = ["--upstream", &sv2, "--upstream-authority-key", &key];
@@ -1643,7 +1628,8 @@ fn the_sv1_proxy_keeps_serving_honest_devices_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, rpc, _) = simnet();
+    let (sim, at) = simnet();
+    let rpc = at.rpc().to_owned();
     roles.add("simnet", sim);
     let store = dir.path().join("pool.sqlite");
     let mut pool_args = pool_args(&rpc, store.to_str().unwrap());
@@ -1666,36 +1652,32 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles(Vec::new());
-    let (sim, rpc, _) = simnet();
+    let (sim, at) = simnet();
+    let rpc = at.rpc().to_owned();
     roles.add("simnet", sim);
     let key_file = dir.path().join("jd.key");
     std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).unwrap();
-    let mut args: Vec<String> = [
-        "--listen",
-        "127.0.0.1:0",
-        "--node-rpc",
-        &format!("http://{rpc}"),
-        "--rpc-user",
-        "u",
-        "--rpc-password",
-        "p",
-        "--jd-token-key",
-        key_file.to_str().unwrap(),
-        "--payout-address",
-        PAYOUT,
-        "--authority-key-file",
-        dir.path().join("authority.key").to_str().unwrap(),
-        "--http-listen",
-        "127.0.0.1:0",
-        // The honest client asks 20 times a second.
-        "--allocation-rate",
-        "100",
-        "--duration",
-        "600s",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args = support::node_args(&rpc);
+    args.extend(
+        [
+            "--listen",
+            "127.0.0.1:0",
+            "--jd-token-key",
+            key_file.to_str().unwrap(),
+            "--payout-address",
+            PAYOUT,
+            "--authority-key-file",
+            dir.path().join("authority.key").to_str().unwrap(),
+            "--http-listen",
+            "127.0.0.1:0",
+            // The honest client asks 20 times a second.
+            "--allocation-rate",
+            "100",
+            "--duration",
+            "600s",
+        ]
+        .map(String::from),
+    );
     args.extend(edge_flags());
     // The JDS takes no lines and no shares: its edge flags are the rest.
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1733,15 +1715,12 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     // A tenth of the mainnet-like backlog and no fee-driven template during the cases: a debug
     // build's JDC takes a second or more to fetch and declare a full template's transactions,
     // which would stall its devices' verdicts whenever one came.
-    let (sim, rpc, tdp) = simnet_with(&[
-        "--initial-txs",
-        "300",
-        "--tx-rate",
-        "20",
-        "--template-interval",
-        "10m",
+    let (sim, at) = simnet_with(&[
+        ("--initial-txs", "300"),
+        ("--tx-rate", "20"),
+        ("--template-interval", "10m"),
     ]);
-    let tdp_key = sim.line("tdp authority public key");
+    let (rpc, tdp, tdp_key) = (at.rpc(), at.tdp(), at.tdp_key());
     roles.add("simnet", sim);
     let token_key = dir.path().join("jd.key");
     std::fs::write(&token_key, format!("{}\n", "5a".repeat(32))).unwrap();
@@ -1755,9 +1734,9 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
                 "--sv2-listen",
                 "127.0.0.1:0",
                 "--tp",
-                &tdp,
+                tdp,
                 "--tp-authority-key",
-                &tdp_key,
+                tdp_key,
                 "--payout-address",
                 PAYOUT,
                 "--store",
@@ -1773,31 +1752,22 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     );
     let pool_key = pool.line("sv2 authority public key");
     let upstream = pool.line("sv2 listening on");
-    let node_rpc = format!("http://{rpc}");
-    let jds = roles.add(
-        "jds",
-        Role::start(
-            "jds",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &node_rpc,
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--jd-token-key",
-                token_key,
-                "--payout-address",
-                PAYOUT,
-                "--authority-key-file",
-                dir.path().join("jds-authority.key").to_str().unwrap(),
-                "--duration",
-                "600s",
-            ],
-        ),
-    );
+    let node = support::node_args(rpc);
+    let jds_key_file = dir.path().join("jds-authority.key");
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
+        "--listen",
+        "127.0.0.1:0",
+        "--jd-token-key",
+        token_key,
+        "--payout-address",
+        PAYOUT,
+        "--authority-key-file",
+        jds_key_file.to_str().unwrap(),
+        "--duration",
+        "600s",
+    ]);
+    let jds = roles.add("jds", Role::start("jds", &args));
     let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
     let jdc_store = dir.path().join("jdc.sqlite");
@@ -1806,9 +1776,9 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
         "--sv2-listen",
         "127.0.0.1:0",
         "--tp",
-        &tdp,
+        tdp,
         "--tp-authority-key",
-        &tdp_key,
+        tdp_key,
         "--upstream",
         &upstream,
         "--upstream-authority-key",

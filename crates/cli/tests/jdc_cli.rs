@@ -68,36 +68,22 @@ fn stack_with(
             .unwrap_or_default()
     };
 
-    let simnet_events = events(simnet_events);
-    let mut args = vec![
-        "--tdp-listen",
-        "127.0.0.1:0",
-        "--rpc-listen",
-        "127.0.0.1:0",
-        "--rpc-user",
-        "lab",
-        "--rpc-password",
-        "lab",
-        "--network-difficulty",
-        network_difficulty,
-        "--block-interval",
-        "0",
+    let mut simnet = support::simnet()
+        .tdp()
+        .rpc()
+        .arg("--network-difficulty", network_difficulty)
         // Templates with transactions, so that declarations carry some, but a tenth of the
         // mainnet-like backlog: a debug build's JDC and JDS would take seconds per template.
-        "--initial-txs",
-        "300",
-        "--tx-rate",
-        "20",
-        "--template-interval",
-        template_interval,
-        "--duration",
-        "120s",
-    ];
-    args.extend(simnet_events.iter().map(String::as_str));
-    let simnet = roles.add("simnet", Role::start("simnet", &args));
-    let rpc = simnet.line("rpc listening on");
-    let tdp = simnet.line("tdp listening on");
-    let tdp_key = simnet.line("tdp authority public key");
+        .arg("--initial-txs", "300")
+        .arg("--tx-rate", "20")
+        .arg("--template-interval", template_interval)
+        .arg("--duration", "120s");
+    if let Some(p) = simnet_events {
+        simnet = simnet.arg("--events", p.to_str().unwrap());
+    }
+    let (simnet, at) = simnet.start();
+    roles.add("simnet", simnet);
+    let (rpc, tdp, tdp_key) = (at.rpc().to_owned(), at.tdp(), at.tdp_key());
 
     let store = dir.join("pool.sqlite");
     let pool_events = events(pool_events);
@@ -131,32 +117,27 @@ fn stack_with(
     let sv2 = pool.line("sv2 listening on");
     let pool_http = pool.line("http listening on");
 
-    let node_rpc = format!("http://{rpc}");
     let jds_events = dir.join("jds.ev");
     let jds_listen = format!("127.0.0.1:{}", support::free_port());
     let jds_key_file = dir.join("jds-authority.key");
-    let jds_args: Vec<String> = [
-        "--listen",
-        &jds_listen,
-        "--authority-key-file",
-        jds_key_file.to_str().unwrap(),
-        "--node-rpc",
-        &node_rpc,
-        "--rpc-user",
-        "lab",
-        "--rpc-password",
-        "lab",
-        "--jd-token-key",
-        key,
-        "--payout-address",
-        PAYOUT,
-        "--events",
-        jds_events.to_str().unwrap(),
-        "--duration",
-        "120s",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut jds_args = support::node_args(&rpc);
+    jds_args.extend(
+        [
+            "--listen",
+            &jds_listen,
+            "--authority-key-file",
+            jds_key_file.to_str().unwrap(),
+            "--jd-token-key",
+            key,
+            "--payout-address",
+            PAYOUT,
+            "--events",
+            jds_events.to_str().unwrap(),
+            "--duration",
+            "120s",
+        ]
+        .map(String::from),
+    );
     let jds = roles.add(
         "jds",
         Role::start(
@@ -167,7 +148,7 @@ fn stack_with(
     let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
 
-    let (jdc_tdp, farm_args) = jdc_farm(&mut roles, &tdp, &rpc);
+    let (jdc_tdp, farm_args) = jdc_farm(&mut roles, tdp, &rpc);
     let mut args = vec![
         "--sv2-listen",
         "127.0.0.1:0",
@@ -371,25 +352,9 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
     assert!(bytes(&jdc_events, "sv2", "up") > 0);
 }
 
-/// One JSON-RPC call to simnet (user and password "lab").
+/// One JSON-RPC call to simnet: its result.
 fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-        .to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic bGFiOmxhYg==\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let json = text.split_once("\r\n\r\n").expect("an HTTP response").1;
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"));
-    v["result"].clone()
+    support::rpc_call(addr, method, params)["result"].clone()
 }
 
 /// The script the first output of block `hash`'s coinbase pays.
@@ -853,15 +818,7 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
         &[],
         |roles, tdp, rpc| {
             let tap_addr = support::start_tap(roles, "127.0.0.1:0", tdp);
-            let node = [
-                "--node-rpc".to_owned(),
-                format!("http://{rpc}"),
-                "--rpc-user".into(),
-                "lab".into(),
-                "--rpc-password".into(),
-                "lab".into(),
-            ];
-            (tap_addr, node.to_vec())
+            (tap_addr, support::node_args(rpc))
         },
     );
     let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "30s"));

@@ -29,26 +29,15 @@ use sv2::{Limits, Message, NoiseConn};
 const KEY_HEX: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0";
 const EXTRANONCE: usize = 8;
 
-/// simnet as the pool-side node: RPC (user and password "lab"), blocks easy to find, a
-/// mempool that fills at 50 transactions a second.
-fn simnet() -> Role {
-    Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--network-difficulty",
-            "0.00001",
-            "--block-interval",
-            "0",
-            "--tx-rate",
-            "50",
-        ],
-    )
+/// simnet as the pool-side node: its RPC address, blocks easy to find, a mempool that fills at
+/// 50 transactions a second.
+fn simnet() -> (Role, String) {
+    let (s, at) = support::simnet()
+        .rpc()
+        .arg("--network-difficulty", "0.00001")
+        .arg("--tx-rate", "50")
+        .start();
+    (s, at.rpc().to_owned())
 }
 
 async fn read(conn: &mut NoiseConn) -> Message {
@@ -70,29 +59,22 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let events = dir.path().join("jds.ev");
 
-    let mut simnet = simnet();
-    let rpc = simnet.line("rpc listening on");
-    let jds = Role::start(
-        "jds",
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &format!("http://{rpc}"),
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--jd-token-key",
-            key_file.to_str().unwrap(),
-            "--payout-address",
-            PAYOUT,
-            "--mempool-refresh",
-            "300ms",
-            "--events",
-            events.to_str().unwrap(),
-        ],
-    );
+    let (mut simnet, rpc) = simnet();
+    let node = support::node_args(&rpc);
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
+        "--listen",
+        "127.0.0.1:0",
+        "--jd-token-key",
+        key_file.to_str().unwrap(),
+        "--payout-address",
+        PAYOUT,
+        "--mempool-refresh",
+        "300ms",
+        "--events",
+        events.to_str().unwrap(),
+    ]);
+    let jds = Role::start("jds", &args);
     let key = jds.line("jds authority public key");
     let addr = jds.line("jds listening on");
     let result = std::panic::catch_unwind(|| {
@@ -148,8 +130,8 @@ fn node(rpc: &str) -> NodeClient {
     NodeClient::new(NodeConfig::new(
         format!("http://{rpc}"),
         NodeAuth::UserPass {
-            user: "lab".into(),
-            password: "lab".into(),
+            user: support::RPC_USER.into(),
+            password: support::RPC_PASSWORD.into(),
         },
     ))
     .unwrap()
@@ -370,36 +352,28 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let store = dir.path().join("jds.sqlite");
     let jds_key_file = dir.path().join("jds.key");
-    let mut simnet = simnet();
-    let rpc = simnet.line("rpc listening on");
+    let (mut simnet, rpc) = simnet();
     let simnet_pid = simnet.child.id() as i32;
     let start_jds = || {
-        let url = format!("http://{rpc}");
-        let jds = Role::start(
-            "jds",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &url,
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                "--jd-token-key",
-                key_file.to_str().unwrap(),
-                "--payout-address",
-                PAYOUT,
-                "--mempool-refresh",
-                "300ms",
-                "--store",
-                store.to_str().unwrap(),
-                "--http-listen",
-                "127.0.0.1:0",
-                "--authority-key-file",
-                jds_key_file.to_str().unwrap(),
-            ],
-        );
+        let node = support::node_args(&rpc);
+        let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+        args.extend([
+            "--listen",
+            "127.0.0.1:0",
+            "--jd-token-key",
+            key_file.to_str().unwrap(),
+            "--payout-address",
+            PAYOUT,
+            "--mempool-refresh",
+            "300ms",
+            "--store",
+            store.to_str().unwrap(),
+            "--http-listen",
+            "127.0.0.1:0",
+            "--authority-key-file",
+            jds_key_file.to_str().unwrap(),
+        ]);
+        let jds = Role::start("jds", &args);
         let key = jds.line("jds authority public key");
         let addr = jds.line("jds listening on");
         let http = jds.line("http listening on");

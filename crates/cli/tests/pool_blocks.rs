@@ -10,27 +10,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use support::rpc_call as rpc;
 use support::{free_port, http_get_json, start_tap, status_when, Role, Roles, PAYOUT};
-
-/// One JSON-RPC call to simnet (user u, password p).
-fn rpc(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-        .to_string();
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic dTpw\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let json = text.split_once("\r\n\r\n").expect("an HTTP response").1;
-    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
 
 /// Whether block `hash` (internal byte order) is on simnet's best chain.
 fn in_chain(rpc_addr: &str, hash: &[u8; 32]) -> bool {
@@ -223,36 +204,17 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
 /// simnet with its provider and its RPC, at a network difficulty that the devices meet every
 /// second or so; returns the RPC and provider addresses and the provider's authority key.
 fn simnet(roles: &mut Roles) -> (String, String, String) {
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--rpc-listen",
-                "127.0.0.1:0",
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-                // New templates only with new tips: a fee-driven one arriving while its
-                // transactions are still on a slow link would make a block found on it
-                // incomplete (what the kill test must not race into).
-                "--template-interval",
-                "10m",
-            ],
-        ),
-    );
-    // Printed in this order: the RPC endpoint, then the provider.
-    let rpc_addr = simnet.line("rpc listening on");
-    let tdp = simnet.line("tdp listening on");
-    let tdp_key = simnet.line("tdp authority public key");
-    (rpc_addr, tdp, tdp_key)
+    let (simnet, at) = support::simnet()
+        .tdp()
+        .rpc()
+        .arg("--network-difficulty", "0.0005")
+        // New templates only with new tips: a fee-driven one arriving while its transactions
+        // are still on a slow link would make a block found on it incomplete (what the kill
+        // test must not race into).
+        .arg("--template-interval", "10m")
+        .start();
+    roles.add("simnet", simnet);
+    (at.rpc().into(), at.tdp().into(), at.tdp_key().into())
 }
 
 fn pool_args<'a>(
@@ -277,7 +239,14 @@ fn pool_args<'a>(
         store,
     ];
     if let Some(url) = url {
-        args.extend(["--node-rpc", url, "--rpc-user", "u", "--rpc-password", "p"]);
+        args.extend([
+            "--node-rpc",
+            url,
+            "--rpc-user",
+            support::RPC_USER,
+            "--rpc-password",
+            support::RPC_PASSWORD,
+        ]);
     }
     args
 }

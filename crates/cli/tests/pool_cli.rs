@@ -13,21 +13,8 @@ use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
 use support::{http_get, http_get_json, Role, SmallFs, PAYOUT};
 
 fn simnet() -> (Role, String) {
-    let s = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--block-interval",
-            "0",
-        ],
-    );
-    let rpc = s.line("rpc listening on");
-    (s, rpc)
+    let (s, at) = support::simnet().rpc().start();
+    (s, at.rpc().to_owned())
 }
 
 fn pool(rpc: &str, store: &str, durability: &str) -> (Role, String) {
@@ -35,16 +22,11 @@ fn pool(rpc: &str, store: &str, durability: &str) -> (Role, String) {
 }
 
 fn pool_with(rpc: &str, store: &str, durability: &str, extra: &[&str]) -> (Role, String) {
-    let url = format!("http://{rpc}");
-    let mut args = vec![
+    let node = support::node_args(rpc);
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
         "--sv1-listen",
         "127.0.0.1:0",
-        "--node-rpc",
-        &url,
-        "--rpc-user",
-        "u",
-        "--rpc-password",
-        "p",
         "--payout-address",
         PAYOUT,
         "--start-difficulty",
@@ -57,7 +39,7 @@ fn pool_with(rpc: &str, store: &str, durability: &str, extra: &[&str]) -> (Role,
         store,
         "--durability",
         durability,
-    ];
+    ]);
     args.extend(extra);
     let p = Role::start("pool", &args);
     let sv1 = p.line("sv1 listening on");

@@ -48,41 +48,34 @@ fn start_pool(
     port: u16,
 ) -> (Role, String, Option<String>) {
     let key_file = store.with_extension("key");
-    let url = format!("http://{rpc}");
     let listen = format!("127.0.0.1:{port}");
     let (flag, line) = match front {
         Front::Sv1 => ("--sv1-listen", "sv1 listening on"),
         Front::Sv2 => ("--sv2-listen", "sv2 listening on"),
     };
-    let p = Role::start(
-        "pool",
-        &[
-            flag,
-            &listen,
-            "--http-listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &url,
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--payout-address",
-            PAYOUT,
-            "--start-difficulty",
-            "0.00002",
-            "--min-difficulty",
-            "0.00002",
-            "--shares-per-minute",
-            "600",
-            "--store",
-            store.to_str().unwrap(),
-            "--durability",
-            durability,
-            "--authority-key-file",
-            key_file.to_str().unwrap(),
-        ],
-    );
+    let node = support::node_args(rpc);
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
+        flag,
+        &listen,
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--start-difficulty",
+        "0.00002",
+        "--min-difficulty",
+        "0.00002",
+        "--shares-per-minute",
+        "600",
+        "--store",
+        store.to_str().unwrap(),
+        "--durability",
+        durability,
+        "--authority-key-file",
+        key_file.to_str().unwrap(),
+    ]);
+    let p = Role::start("pool", &args);
     let key = (front == Front::Sv2).then(|| p.line("sv2 authority public key"));
     p.line(line);
     let http = p.line("http listening on");
@@ -190,20 +183,8 @@ fn kill_trial(front: Front, durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
     let events = dir.path().join("fleet.events");
-    let simnet = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--block-interval",
-            "0",
-        ],
-    );
-    let rpc = simnet.line("rpc listening on");
+    let (simnet, at) = support::simnet().rpc().start();
+    let rpc = at.rpc().to_owned();
     let port = free_port();
     let (mut pool, _, key) = start_pool(front, &rpc, &store, durability, port);
     // Long enough for every kill (at most 3 s each, plus a restart) and the last stretch.

@@ -28,58 +28,34 @@ fn clean_jobs(s: &serde_json::Value) -> u64 {
 #[test]
 fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     let mut roles = Roles::default();
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--rpc-listen",
-                "127.0.0.1:0",
-                "--zmq-listen",
-                "127.0.0.1:0",
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--block-interval",
-                "1s",
-                "--duration",
-                "600s",
-            ],
-        ),
-    );
-    let rpc = simnet.line("rpc listening on");
-    let zmq = simnet.line("zmq listening on");
+    let (simnet, at) = support::simnet()
+        .rpc()
+        .zmq()
+        .block_interval("1s")
+        .arg("--duration", "600s")
+        .start();
+    roles.add("simnet", simnet);
+    let (rpc, zmq) = (at.rpc(), at.zmq());
     // On a fixed port, so that it can come back where the pool subscribes.
     let tap_addr = format!("127.0.0.1:{}", free_port());
-    start_tap(&mut roles, &tap_addr, &zmq);
-    let url = format!("http://{rpc}");
+    start_tap(&mut roles, &tap_addr, zmq);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
-    let pool = roles.add(
-        "pool",
-        Role::start(
-            "pool",
-            &[
-                "--sv1-listen",
-                "127.0.0.1:0",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &url,
-                "--rpc-user",
-                "u",
-                "--rpc-password",
-                "p",
-                "--zmq",
-                &tap_addr,
-                "--payout-address",
-                PAYOUT,
-                "--store",
-                store.to_str().unwrap(),
-            ],
-        ),
-    );
+    let node = support::node_args(rpc);
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
+        "--sv1-listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--zmq",
+        &tap_addr,
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store.to_str().unwrap(),
+    ]);
+    let pool = roles.add("pool", Role::start("pool", &args));
     let http = pool.line("http listening on");
 
     let s = wait_status(
@@ -120,7 +96,7 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     assert_eq!(s["dependencies"]["node"]["up"], true, "{s}");
     assert_eq!(s["dependencies"]["node"]["zmq"], "down", "{s}");
 
-    start_tap(&mut roles, &tap_addr, &zmq);
+    start_tap(&mut roles, &tap_addr, zmq);
     // The backoff between attempts is capped at 5 s.
     let back = wait_status(
         &roles,

@@ -9,34 +9,28 @@ use std::time::{Duration, Instant};
 use support::{dump_events, http_get_json, run_fleet, Role, PAYOUT};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
-    Role::start(
-        "pool",
-        &[
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &format!("http://{rpc}"),
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--payout-address",
-            PAYOUT,
-            "--store",
-            store.to_str().unwrap(),
-            "--durability",
-            "strict",
-            // The proxy's one connection carries every device: a share every half second.
-            "--start-difficulty",
-            "0.00001",
-            "--min-difficulty",
-            "0.0000001",
-            "--shares-per-minute",
-            "120",
-        ],
-    )
+    let node = support::node_args(rpc);
+    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
+    args.extend([
+        "--sv1-listen",
+        "127.0.0.1:0",
+        "--http-listen",
+        "127.0.0.1:0",
+        "--payout-address",
+        PAYOUT,
+        "--store",
+        store.to_str().unwrap(),
+        "--durability",
+        "strict",
+        // The proxy's one connection carries every device: a share every half second.
+        "--start-difficulty",
+        "0.00001",
+        "--min-difficulty",
+        "0.0000001",
+        "--shares-per-minute",
+        "120",
+    ]);
+    Role::start("pool", &args)
 }
 
 /// Kills what a failing test leaves running.
@@ -59,23 +53,12 @@ impl Drop for KillOnPanic {
 fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("proxy.ev");
-    let simnet = Role::start(
-        "simnet",
-        &[
-            "--rpc-listen",
-            "127.0.0.1:0",
-            "--rpc-user",
-            "u",
-            "--rpc-password",
-            "p",
-            "--network-difficulty",
-            "1000",
-            "--block-interval",
-            "0",
-        ],
-    );
+    let (simnet, at) = support::simnet()
+        .rpc()
+        .arg("--network-difficulty", "1000")
+        .start();
     let mut guard = KillOnPanic(vec![simnet.child.id()]);
-    let rpc = simnet.line("rpc listening on");
+    let rpc = at.rpc().to_owned();
     let mut pools: Vec<Option<(Role, String, String)>> = (0..2)
         .map(|i| {
             let p = sv1_pool(&rpc, &dir.path().join(format!("pool{i}.sqlite")));

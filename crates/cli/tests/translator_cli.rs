@@ -244,23 +244,13 @@ fn failover(fault: Fault) {
     let t_events = dir.path().join("translator.ev");
     let f_events = dir.path().join("fleet.ev");
     let mut roles = Roles::default();
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                // No block in this test: a new tip would make work change for another reason.
-                "--network-difficulty",
-                "1000",
-                "--block-interval",
-                "0",
-            ],
-        ),
-    );
-    let tdp = simnet.line("tdp listening on");
-    let tdp_key = simnet.line("tdp authority public key");
+    // No block in this test: a new tip would make work change for another reason.
+    let (simnet, at) = support::simnet()
+        .tdp()
+        .arg("--network-difficulty", "1000")
+        .start();
+    roles.add("simnet", simnet);
+    let (tdp, tdp_key) = (at.tdp(), at.tdp_key());
     let mut pools = Vec::new();
     for name in ["pool1", "pool2"] {
         let store = dir.path().join(format!("{name}.sqlite"));
@@ -272,9 +262,9 @@ fn failover(fault: Fault) {
                     "--sv2-listen",
                     "127.0.0.1:0",
                     "--tp",
-                    &tdp,
+                    tdp,
                     "--tp-authority-key",
-                    &tdp_key,
+                    tdp_key,
                     "--http-listen",
                     "127.0.0.1:0",
                     "--payout-address",

@@ -66,6 +66,22 @@ impl Role {
         }
     }
 
+    /// Waits until a stdout line has started with each of `prefixes` (in any order) and
+    /// returns the rest of each line by its prefix.
+    pub fn lines_starting(&self, prefixes: &[&str]) -> std::collections::HashMap<String, String> {
+        let mut got = std::collections::HashMap::new();
+        while got.len() < prefixes.len() {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("the role printed nothing more");
+            if let Some(p) = prefixes.iter().find(|p| l.starts_with(**p)) {
+                got.insert((*p).to_owned(), l[p.len()..].trim().to_owned());
+            }
+        }
+        got
+    }
+
     /// SIGTERM, then waits: the role must exit successfully. Returns what it printed since.
     pub fn stop(mut self) -> Vec<String> {
         // SAFETY: signalling our own child, which has not been waited for yet.
@@ -292,6 +308,169 @@ pub fn link_bytes(events: &std::path::Path, link: &str, direction: &str) -> u64 
 }
 
 /// The payout address of the pools tests start.
+/// The RPC credentials every test's simnet takes and its clients send.
+pub const RPC_USER: &str = "u";
+pub const RPC_PASSWORD: &str = "p";
+
+/// simnet as a test asks for it ([`simnet`]).
+pub struct SimnetStart {
+    rpc: bool,
+    tdp: bool,
+    zmq: bool,
+    block_interval: String,
+    args: Vec<String>,
+}
+
+/// simnet with the endpoints a test asks for, on 127.0.0.1 at port 0, finding no blocks of its
+/// own unless [`SimnetStart::block_interval`] says otherwise.
+pub fn simnet() -> SimnetStart {
+    SimnetStart {
+        rpc: false,
+        tdp: false,
+        zmq: false,
+        block_interval: "0".into(),
+        args: Vec::new(),
+    }
+}
+
+impl SimnetStart {
+    /// JSON-RPC, with [`RPC_USER`] and [`RPC_PASSWORD`].
+    pub fn rpc(mut self) -> Self {
+        self.rpc = true;
+        self
+    }
+
+    /// The Template Provider.
+    pub fn tdp(mut self) -> Self {
+        self.tdp = true;
+        self
+    }
+
+    /// ZMQ block notifications.
+    pub fn zmq(mut self) -> Self {
+        self.zmq = true;
+        self
+    }
+
+    pub fn block_interval(mut self, every: &str) -> Self {
+        self.block_interval = every.into();
+        self
+    }
+
+    /// Any other flag and its value (`--network-difficulty`, `--tx-rate`, ...).
+    pub fn arg(mut self, flag: &str, value: &str) -> Self {
+        self.args.extend([flag.to_owned(), value.to_owned()]);
+        self
+    }
+
+    /// Starts it and waits until every endpoint asked for listens.
+    pub fn start(self) -> (Role, SimnetAddrs) {
+        let mut args: Vec<String> = Vec::new();
+        let mut wanted = Vec::new();
+        if self.rpc {
+            args.extend(
+                ["--rpc-listen", "127.0.0.1:0", "--rpc-user", RPC_USER]
+                    .into_iter()
+                    .chain(["--rpc-password", RPC_PASSWORD])
+                    .map(String::from),
+            );
+            wanted.push("rpc listening on");
+        }
+        if self.tdp {
+            args.extend(["--tdp-listen", "127.0.0.1:0"].map(String::from));
+            wanted.extend(["tdp listening on", "tdp authority public key"]);
+        }
+        if self.zmq {
+            args.extend(["--zmq-listen", "127.0.0.1:0"].map(String::from));
+            wanted.push("zmq listening on");
+        }
+        args.extend(["--block-interval".to_owned(), self.block_interval]);
+        args.extend(self.args);
+        let role = Role::start(
+            "simnet",
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let mut got = role.lines_starting(&wanted);
+        let mut take = |prefix: &str| got.remove(prefix);
+        let addrs = SimnetAddrs {
+            rpc: take("rpc listening on"),
+            tdp: take("tdp listening on"),
+            tdp_key: take("tdp authority public key"),
+            zmq: take("zmq listening on"),
+        };
+        (role, addrs)
+    }
+}
+
+/// Where a started simnet listens; asking for an endpoint it was not started with panics.
+pub struct SimnetAddrs {
+    rpc: Option<String>,
+    tdp: Option<String>,
+    tdp_key: Option<String>,
+    zmq: Option<String>,
+}
+
+impl SimnetAddrs {
+    pub fn rpc(&self) -> &str {
+        self.rpc.as_deref().expect("simnet started without .rpc()")
+    }
+
+    /// The RPC endpoint as a URL (`--node-rpc`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.rpc())
+    }
+
+    pub fn tdp(&self) -> &str {
+        self.tdp.as_deref().expect("simnet started without .tdp()")
+    }
+
+    /// The provider's authority public key (`--tp-authority-key`).
+    pub fn tdp_key(&self) -> &str {
+        self.tdp_key
+            .as_deref()
+            .expect("simnet started without .tdp()")
+    }
+
+    pub fn zmq(&self) -> &str {
+        self.zmq.as_deref().expect("simnet started without .zmq()")
+    }
+}
+
+/// One JSON-RPC call to simnet at `addr` (with [`RPC_USER`] and [`RPC_PASSWORD`]); its
+/// whole answer (`result`, `error`).
+pub fn rpc_call(addr: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
+    // Basic authorization: base64 of "u:p".
+    const CREDENTIALS: &str = "dTpw";
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
+        .to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST / HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {CREDENTIALS}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let json = text.split_once("\r\n\r\n").expect("an HTTP response").1;
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `--node-rpc http://RPC --rpc-user u --rpc-password p`: what a role needs to use simnet's
+/// RPC.
+pub fn node_args(rpc: &str) -> Vec<String> {
+    vec![
+        "--node-rpc".into(),
+        format!("http://{rpc}"),
+        "--rpc-user".into(),
+        RPC_USER.into(),
+        "--rpc-password".into(),
+        RPC_PASSWORD.into(),
+    ]
+}
+
 pub const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
 /// Our SV2 pool on simnet's Template Provider, started as roles "simnet" and "pool".
@@ -310,22 +489,9 @@ pub fn sv2_pool_on_simnet(
     dir: &std::path::Path,
     pool_events: Option<&std::path::Path>,
 ) -> Sv2Pool {
-    let simnet = roles.add(
-        "simnet",
-        Role::start(
-            "simnet",
-            &[
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--network-difficulty",
-                "0.0005",
-                "--block-interval",
-                "0",
-            ],
-        ),
-    );
-    let tdp = simnet.line("tdp listening on");
-    let tdp_key = simnet.line("tdp authority public key");
+    let (simnet, at) = simnet().tdp().arg("--network-difficulty", "0.0005").start();
+    roles.add("simnet", simnet);
+    let (tdp, tdp_key) = (at.tdp(), at.tdp_key());
     let store = dir.join("pool.sqlite");
     let mut args = vec![
         "--sv2-listen",
