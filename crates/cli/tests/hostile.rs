@@ -1752,22 +1752,26 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     );
     let pool_key = pool.line("sv2 authority public key");
     let upstream = pool.line("sv2 listening on");
-    let node = support::node_args(rpc);
     let jds_key_file = dir.path().join("jds-authority.key");
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
-        "--listen",
-        "127.0.0.1:0",
-        "--jd-token-key",
-        token_key,
-        "--payout-address",
-        PAYOUT,
-        "--authority-key-file",
-        jds_key_file.to_str().unwrap(),
-        "--duration",
-        "600s",
-    ]);
-    let jds = roles.add("jds", Role::start("jds", &args));
+    let jds = roles.add(
+        "jds",
+        Role::start_on_node(
+            "jds",
+            rpc,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--jd-token-key",
+                token_key,
+                "--payout-address",
+                PAYOUT,
+                "--authority-key-file",
+                jds_key_file.to_str().unwrap(),
+                "--duration",
+                "600s",
+            ],
+        ),
+    );
     let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
     let jdc_store = dir.path().join("jdc.sqlite");

@@ -374,6 +374,23 @@ fn script(address: &str) -> primitives::bitcoin::ScriptBuf {
     primitives::coinbase::payout_script(address, primitives::bitcoin::Network::Regtest).unwrap()
 }
 
+/// Who the chain's blocks paid, newest first, in runs of (paid the farm, how many); every
+/// block paid either the farm or the pool.
+fn payee_runs(rpc_addr: &str) -> Vec<(bool, usize)> {
+    let (farm, pool_script) = (script(FARM), script(PAYOUT));
+    let payees = payees_newest_first(rpc_addr);
+    let mut runs: Vec<(bool, usize)> = Vec::new();
+    for p in &payees {
+        assert!(*p == farm || *p == pool_script, "{payees:?}");
+        let is_farm = *p == farm;
+        match runs.last_mut() {
+            Some((f, n)) if *f == is_farm => *n += 1,
+            _ => runs.push((is_farm, 1)),
+        }
+    }
+    runs
+}
+
 /// Who the blocks mined in this run pay, newest first (simnet's chain starts above 900,000).
 fn payees_newest_first(rpc_addr: &str) -> Vec<primitives::bitcoin::ScriptBuf> {
     let mut hash = rpc(rpc_addr, "getbestblockhash", serde_json::json!([]))
@@ -620,17 +637,7 @@ fn jds_killed_and_back(solo: bool) {
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
     // outage (solo), the pool's before it.
-    let (farm, pool_script) = (script(FARM), script(PAYOUT));
-    let payees = payees_newest_first(&rpc_addr);
-    let mut runs: Vec<(bool, usize)> = Vec::new();
-    for p in &payees {
-        assert!(*p == farm || *p == pool_script, "{payees:?}");
-        let is_farm = *p == farm;
-        match runs.last_mut() {
-            Some((f, n)) if *f == is_farm => *n += 1,
-            _ => runs.push((is_farm, 1)),
-        }
-    }
+    let runs = payee_runs(&rpc_addr);
     let kinds: Vec<bool> = runs.iter().map(|(f, _)| *f).collect();
     let want: &[bool] = if solo {
         &[false, true, false]
@@ -771,17 +778,7 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
     // outage, the pool's before it.
-    let (farm, pool_script) = (script(FARM), script(PAYOUT));
-    let payees = payees_newest_first(&rpc_addr);
-    let mut runs: Vec<(bool, usize)> = Vec::new();
-    for p in &payees {
-        assert!(*p == farm || *p == pool_script, "{payees:?}");
-        let is_farm = *p == farm;
-        match runs.last_mut() {
-            Some((f, n)) if *f == is_farm => *n += 1,
-            _ => runs.push((is_farm, 1)),
-        }
-    }
+    let runs = payee_runs(&rpc_addr);
     eprintln!(
         "blocks newest first, (paid the farm, how many): {runs:?}; rejoin attempts that failed while the pool was down: {}; shares the JDC had accepted: {}",
         down["jdc"]["rejoin_failures"], summary["shares_accepted"]

@@ -60,21 +60,22 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     let events = dir.path().join("jds.ev");
 
     let (mut simnet, rpc) = simnet();
-    let node = support::node_args(&rpc);
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
-        "--listen",
-        "127.0.0.1:0",
-        "--jd-token-key",
-        key_file.to_str().unwrap(),
-        "--payout-address",
-        PAYOUT,
-        "--mempool-refresh",
-        "300ms",
-        "--events",
-        events.to_str().unwrap(),
-    ]);
-    let jds = Role::start("jds", &args);
+    let jds = Role::start_on_node(
+        "jds",
+        &rpc,
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--jd-token-key",
+            key_file.to_str().unwrap(),
+            "--payout-address",
+            PAYOUT,
+            "--mempool-refresh",
+            "300ms",
+            "--events",
+            events.to_str().unwrap(),
+        ],
+    );
     let key = jds.line("jds authority public key");
     let addr = jds.line("jds listening on");
     let result = std::panic::catch_unwind(|| {
@@ -355,25 +356,26 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     let (mut simnet, rpc) = simnet();
     let simnet_pid = simnet.child.id() as i32;
     let start_jds = || {
-        let node = support::node_args(&rpc);
-        let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-        args.extend([
-            "--listen",
-            "127.0.0.1:0",
-            "--jd-token-key",
-            key_file.to_str().unwrap(),
-            "--payout-address",
-            PAYOUT,
-            "--mempool-refresh",
-            "300ms",
-            "--store",
-            store.to_str().unwrap(),
-            "--http-listen",
-            "127.0.0.1:0",
-            "--authority-key-file",
-            jds_key_file.to_str().unwrap(),
-        ]);
-        let jds = Role::start("jds", &args);
+        let jds = Role::start_on_node(
+            "jds",
+            &rpc,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--jd-token-key",
+                key_file.to_str().unwrap(),
+                "--payout-address",
+                PAYOUT,
+                "--mempool-refresh",
+                "300ms",
+                "--store",
+                store.to_str().unwrap(),
+                "--http-listen",
+                "127.0.0.1:0",
+                "--authority-key-file",
+                jds_key_file.to_str().unwrap(),
+            ],
+        );
         let key = jds.line("jds authority public key");
         let addr = jds.line("jds listening on");
         let http = jds.line("http listening on");

@@ -361,27 +361,12 @@ fn block_in_a_slow_link(then: Then) {
     if then == Then::LinkCut {
         roles.kill("tap");
         drop(fleet);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let blocks = loop {
-            let blocks = pool::store::StoreReader::open(&store)
-                .unwrap()
-                .blocks()
-                .unwrap();
-            if blocks.iter().all(|b| b.result.is_some()) {
-                break blocks;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the pool did not send the block through the node: {}\n{}",
-                http_get_json(&http, "/api/status"),
-                roles.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        for b in &blocks {
-            assert!(in_chain(&rpc_addr, &b.hash), "height {}", b.height);
-            assert_eq!(b.result.as_deref(), Some("accepted"), "height {}", b.height);
-        }
+        let blocks = accepted_on_the_chain(&store, &rpc_addr, &roles, || {
+            format!(
+                "the pool did not send the block through the node: {}",
+                http_get_json(&http, "/api/status")
+            )
+        });
         let status = status_when(&http, "no block pending", |s| {
             s["blocks"]["pending"].as_u64() == Some(0)
         });
@@ -500,31 +485,9 @@ fn block_in_a_slow_link(then: Then) {
     );
     pool.line("sv2 listening on");
     let http = pool.line("http listening on");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let blocks = loop {
-        let blocks = pool::store::StoreReader::open(&store)
-            .unwrap()
-            .blocks()
-            .unwrap();
-        if blocks.iter().all(|b| b.result.is_some()) {
-            break blocks;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the restarted pool did not submit the stored block\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    for b in &blocks {
-        assert!(
-            in_chain(&rpc_addr, &b.hash),
-            "height {}: {:?}, not in the chain",
-            b.height,
-            b.result
-        );
-        assert_eq!(b.result.as_deref(), Some("accepted"));
-    }
+    let blocks = accepted_on_the_chain(&store, &rpc_addr, &roles, || {
+        "the restarted pool did not submit the stored block".into()
+    });
     // The counts run from the store's beginning: the earlier run's blocks are found and
     // accepted in this run's status.
     // No device mines after the restart: the counts are the earlier run's blocks, once each.
@@ -539,6 +502,38 @@ fn block_in_a_slow_link(then: Then) {
         blocks.len()
     );
     roles.stop("pool");
+}
+
+/// The stored blocks once every one has an answer (within 30 s; `why()` and the roles' logs
+/// say what failed otherwise), each recorded accepted and on simnet's chain.
+fn accepted_on_the_chain(
+    store: &std::path::Path,
+    rpc_addr: &str,
+    roles: &Roles,
+    why: impl Fn() -> String,
+) -> Vec<pool::store::StoredBlock> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let blocks = loop {
+        let blocks = pool::store::StoreReader::open(store)
+            .unwrap()
+            .blocks()
+            .unwrap();
+        if blocks.iter().all(|b| b.result.is_some()) {
+            break blocks;
+        }
+        assert!(Instant::now() < deadline, "{}\n{}", why(), roles.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for b in &blocks {
+        assert!(
+            in_chain(rpc_addr, &b.hash),
+            "height {}: {:?}, not in the chain",
+            b.height,
+            b.result
+        );
+        assert_eq!(b.result.as_deref(), Some("accepted"), "height {}", b.height);
+    }
+    blocks
 }
 
 /// SV2 devices on `pool` (checking `key`) at 3 MH/s in all, for `duration`.

@@ -22,9 +22,7 @@ fn pool(rpc: &str, store: &str, durability: &str) -> (Role, String) {
 }
 
 fn pool_with(rpc: &str, store: &str, durability: &str, extra: &[&str]) -> (Role, String) {
-    let node = support::node_args(rpc);
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
+    let mut args = vec![
         "--sv1-listen",
         "127.0.0.1:0",
         "--payout-address",
@@ -39,9 +37,9 @@ fn pool_with(rpc: &str, store: &str, durability: &str, extra: &[&str]) -> (Role,
         store,
         "--durability",
         durability,
-    ]);
+    ];
     args.extend(extra);
-    let p = Role::start("pool", &args);
+    let p = Role::start_on_node("pool", rpc, &args);
     let sv1 = p.line("sv1 listening on");
     (p, sv1)
 }

@@ -53,29 +53,30 @@ fn start_pool(
         Front::Sv1 => ("--sv1-listen", "sv1 listening on"),
         Front::Sv2 => ("--sv2-listen", "sv2 listening on"),
     };
-    let node = support::node_args(rpc);
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
-        flag,
-        &listen,
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--start-difficulty",
-        "0.00002",
-        "--min-difficulty",
-        "0.00002",
-        "--shares-per-minute",
-        "600",
-        "--store",
-        store.to_str().unwrap(),
-        "--durability",
-        durability,
-        "--authority-key-file",
-        key_file.to_str().unwrap(),
-    ]);
-    let p = Role::start("pool", &args);
+    let p = Role::start_on_node(
+        "pool",
+        rpc,
+        &[
+            flag,
+            &listen,
+            "--http-listen",
+            "127.0.0.1:0",
+            "--payout-address",
+            PAYOUT,
+            "--start-difficulty",
+            "0.00002",
+            "--min-difficulty",
+            "0.00002",
+            "--shares-per-minute",
+            "600",
+            "--store",
+            store.to_str().unwrap(),
+            "--durability",
+            durability,
+            "--authority-key-file",
+            key_file.to_str().unwrap(),
+        ],
+    );
     let key = (front == Front::Sv2).then(|| p.line("sv2 authority public key"));
     p.line(line);
     let http = p.line("http listening on");

@@ -41,21 +41,25 @@ fn zmq_dropping_and_returning_leaves_the_pool_following_the_node() {
     start_tap(&mut roles, &tap_addr, zmq);
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("pool.sqlite");
-    let node = support::node_args(rpc);
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
-        "--sv1-listen",
-        "127.0.0.1:0",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--zmq",
-        &tap_addr,
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store.to_str().unwrap(),
-    ]);
-    let pool = roles.add("pool", Role::start("pool", &args));
+    let pool = roles.add(
+        "pool",
+        Role::start_on_node(
+            "pool",
+            rpc,
+            &[
+                "--sv1-listen",
+                "127.0.0.1:0",
+                "--http-listen",
+                "127.0.0.1:0",
+                "--zmq",
+                &tap_addr,
+                "--payout-address",
+                PAYOUT,
+                "--store",
+                store.to_str().unwrap(),
+            ],
+        ),
+    );
     let http = pool.line("http listening on");
 
     let s = wait_status(

@@ -9,28 +9,29 @@ use std::time::{Duration, Instant};
 use support::{dump_events, http_get_json, run_fleet, Role, PAYOUT};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
-    let node = support::node_args(rpc);
-    let mut args: Vec<&str> = node.iter().map(String::as_str).collect();
-    args.extend([
-        "--sv1-listen",
-        "127.0.0.1:0",
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store.to_str().unwrap(),
-        "--durability",
-        "strict",
-        // The proxy's one connection carries every device: a share every half second.
-        "--start-difficulty",
-        "0.00001",
-        "--min-difficulty",
-        "0.0000001",
-        "--shares-per-minute",
-        "120",
-    ]);
-    Role::start("pool", &args)
+    Role::start_on_node(
+        "pool",
+        rpc,
+        &[
+            "--sv1-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+            "--payout-address",
+            PAYOUT,
+            "--store",
+            store.to_str().unwrap(),
+            "--durability",
+            "strict",
+            // The proxy's one connection carries every device: a share every half second.
+            "--start-difficulty",
+            "0.00001",
+            "--min-difficulty",
+            "0.0000001",
+            "--shares-per-minute",
+            "120",
+        ],
+    )
 }
 
 /// Kills what a failing test leaves running.

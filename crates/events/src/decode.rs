@@ -118,7 +118,7 @@ pub fn decode_record(buf: &[u8], file_minor: u16) -> Result<Option<(Record, usiz
     let mut d = Dec::new(&body[9..]);
     let kind = EventKind::get_fields(tag, &mut d)
         // EventKind::ALL and the codec come from one list; a tag in one is in the other.
-        .unwrap_or(Err(bad("event kind", tag)))
+        .unwrap_or_else(|| Err(bad("event kind", tag)))
         .map_err(|e| match e {
             FieldError::Short => DecodeError::ShortRecord { kind: name, len },
             FieldError::Invalid(e) => e,

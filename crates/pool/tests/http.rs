@@ -773,8 +773,11 @@ async fn keep_alive_serves_several_requests_on_one_connection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stalled_clients_do_not_hold_up_others() {
     let options = HttpOptions {
-        max_connections: 8,
-        request_timeout: Duration::from_millis(300),
+        serving: status::ServeOptions {
+            max_connections: 8,
+            request_timeout: Duration::from_millis(300),
+            ..status::ServeOptions::default()
+        },
         ..HttpOptions::default()
     };
     let srv = Server::start_with(options).await;

@@ -19,6 +19,17 @@ impl Role {
         Role::start_with_env(subcommand, args, &[])
     }
 
+    /// As [`Role::start`], for a role on simnet's RPC at `rpc`: [`node_args`], then `args`.
+    pub fn start_on_node(subcommand: &str, rpc: &str, args: &[&str]) -> Role {
+        let node = node_args(rpc);
+        let all: Vec<&str> = node
+            .iter()
+            .map(String::as_str)
+            .chain(args.iter().copied())
+            .collect();
+        Role::start(subcommand, &all)
+    }
+
     /// As [`Role::start`], with these environment variables set.
     pub fn start_with_env(subcommand: &str, args: &[&str], env: &[(&str, &str)]) -> Role {
         let log = tempfile::NamedTempFile::new().unwrap();

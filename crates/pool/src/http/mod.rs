@@ -21,7 +21,6 @@ mod metrics;
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -82,13 +81,7 @@ impl std::fmt::Debug for HttpState {
 /// The serving loop's bounds and `/api/workers`' page sizes.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
-    /// Connections served at once.
-    pub max_connections: usize,
-    /// Time allowed for a request's head to arrive, and for an idle kept-alive connection.
-    pub request_timeout: Duration,
-    /// A connection is closed after this long, whatever it is doing (a client that stops
-    /// reading a large page holds its slot no longer).
-    pub max_connection_age: Duration,
+    pub serving: ServeOptions,
     /// `limit` above this is lowered to it.
     pub max_page: usize,
     /// `limit` when the query has none.
@@ -97,24 +90,10 @@ pub struct HttpOptions {
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        let serving = ServeOptions::default();
         HttpOptions {
-            max_connections: serving.max_connections,
-            request_timeout: serving.request_timeout,
-            max_connection_age: serving.max_connection_age,
+            serving: ServeOptions::default(),
             max_page: 1000,
             default_page: 100,
-        }
-    }
-}
-
-impl HttpOptions {
-    /// What bounds the serving loop.
-    pub fn serving(&self) -> ServeOptions {
-        ServeOptions {
-            max_connections: self.max_connections,
-            request_timeout: self.request_timeout,
-            max_connection_age: self.max_connection_age,
         }
     }
 }
@@ -126,7 +105,7 @@ pub async fn serve(
     state: HttpState,
     shutdown: impl Future,
 ) -> io::Result<()> {
-    let options = state.options.serving();
+    let options = state.options.serving.clone();
     serve_with(
         listener,
         &options,
