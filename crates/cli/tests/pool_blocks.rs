@@ -208,10 +208,10 @@ fn simnet(roles: &mut Roles) -> (String, String, String) {
         .tdp()
         .rpc()
         .arg("--network-difficulty", "0.0005")
-        // New templates only with new tips: a fee-driven one arriving while its transactions
-        // are still on a slow link would make a block found on it incomplete (what the kill
-        // test must not race into).
-        .arg("--template-interval", "10m")
+        // Fee-driven templates every second, faster than their transactions come back over
+        // the slow link: the pool holds each until its transactions are in, so that every
+        // block found on one is whole (which the kill tests need to send it through the node).
+        .arg("--template-interval", "1s")
         .start();
     roles.add("simnet", simnet);
     (at.rpc().into(), at.tdp().into(), at.tdp_key().into())
@@ -357,7 +357,23 @@ fn block_in_a_slow_link(then: Then) {
         );
         std::thread::sleep(Duration::from_millis(10));
     }
-    // The block is in the store; its solution is still in the slow link.
+    // The block is in the store, whole (the pool held fee-driven templates until their
+    // transactions were in); its solution is still in the slow link.
+    for b in pool::store::StoreReader::open(&store)
+        .unwrap()
+        .blocks()
+        .unwrap()
+    {
+        let whole =
+            primitives::bitcoin::consensus::deserialize::<primitives::bitcoin::Block>(&b.block)
+                .is_ok_and(|block| block.check_merkle_root());
+        assert!(
+            whole,
+            "the block at height {} was stored without its template's transactions ({} bytes)",
+            b.height,
+            b.block.len()
+        );
+    }
     if then == Then::LinkCut {
         roles.kill("tap");
         drop(fleet);

@@ -26,7 +26,7 @@ use crate::store::{BlockRecord, Store, StoreConfig, StoreError, WorkerKey};
 use crate::sv1::{Sv1Config, Sv1Server};
 use crate::sv2::{Sv2Config, Sv2Server};
 use crate::template::{TdpTemplate, Template};
-use crate::tp::{TpConfig, TpFeed, TpWork};
+use crate::tp::{KeptTransactions, TpConfig, TpFeed, TpWork};
 use crate::Millis;
 use edge::{Admission, Gate};
 use sv2::keys::AuthorityKeys;
@@ -133,17 +133,11 @@ enum BlockSink {
         health: Arc<NodeHealth>,
         /// The node's RPC beside the provider, and the provider templates' transactions that
         /// let the pool build a whole block for it.
-        node: Option<(NodeClient, TxStore)>,
+        node: Option<(NodeClient, Arc<KeptTransactions>)>,
         /// Where to ask the provider for a template's transactions.
         tx_data: mpsc::UnboundedSender<crate::tp::TxDataRequest>,
     },
 }
-
-/// The transactions of the provider's latest templates, by the provider's template id: what
-/// turns a found block's header and coinbase into a whole block for `submitblock`.
-type TxStore = Arc<Mutex<VecDeque<(u64, Arc<[Vec<u8>]>)>>>;
-/// Templates whose transactions are kept (a template's may be megabytes).
-const TX_DATA_KEPT: usize = 8;
 
 /// The provider templates of the latest generations, by generation id: what a found block's
 /// `SubmitSolution` names.
@@ -240,25 +234,23 @@ impl RunningPool {
         };
         let (feed, templates, sink, backup_feed) = match &settings.tp {
             Some(tp) => {
-                let feed = TpFeed::spawn(tp.clone(), stopped);
+                let mut tp = tp.clone();
+                // With a node beside, every template handed out must be one the pool can build a
+                // whole block from: the feed fetches each template's transactions.
+                tp.session.fetch_transactions |= settings.node_beside_tp;
+                let feed = TpFeed::spawn(tp, stopped);
                 let recent = RecentTdp::default();
-                let backup = if settings.node_beside_tp {
-                    let client = NodeClient::new(settings.node.clone())?;
-                    let mut stop = shutdown_rx.clone();
-                    let node_feed = TemplateFeed::spawn(client.clone(), async move {
-                        let _ = stop.wait_for(|s| *s).await;
-                    });
-                    let txs = TxStore::default();
-                    tasks.spawn(tx_data_task(
-                        feed.works(),
-                        feed.tx_data(),
-                        txs.clone(),
-                        stats.clone(),
-                        shutdown_rx.clone(),
-                    ));
-                    Some((client, txs, node_feed))
-                } else {
-                    None
+                let backup = match feed.kept_transactions() {
+                    Some(kept) if settings.node_beside_tp => {
+                        let client = NodeClient::new(settings.node.clone())?;
+                        let mut stop = shutdown_rx.clone();
+                        let node_feed = TemplateFeed::spawn(client.clone(), async move {
+                            let _ = stop.wait_for(|s| *s).await;
+                        });
+                        stats.show_kept_transactions(kept.clone());
+                        Some((client, kept, node_feed))
+                    }
+                    _ => None,
                 };
                 let sink = BlockSink::Tp {
                     solutions: feed.solutions(),
@@ -664,47 +656,6 @@ fn next_generation(
     Some(book.on_template(t, now))
 }
 
-/// With the node beside a provider: fetches the transactions of the provider's latest template
-/// (`RequestTransactionData`), so that a block found on it can be built whole and sent with
-/// `submitblock` if the provider cannot take it. Templates that came and went while a request
-/// was out are skipped.
-async fn tx_data_task(
-    mut works: watch::Receiver<Option<TpWork>>,
-    requests: mpsc::UnboundedSender<crate::tp::TxDataRequest>,
-    txs: TxStore,
-    stats: Arc<PoolStats>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            r = works.changed() => if r.is_err() { return },
-            _ = shutdown.wait_for(|s| *s) => return,
-        }
-        let Some(id) = works
-            .borrow_and_update()
-            .as_ref()
-            .map(|w| w.tdp.template_id)
-        else {
-            continue;
-        };
-        let answer = tokio::select! {
-            a = fetch_tx_data(&requests, id, Duration::from_secs(10)) => a,
-            _ = shutdown.wait_for(|s| *s) => return,
-        };
-        match answer {
-            Some(data) => {
-                let mut kept = txs.lock().unwrap_or_else(|e| e.into_inner());
-                if kept.len() >= TX_DATA_KEPT {
-                    kept.pop_front();
-                }
-                kept.push_back((id, data));
-                stats.set_templates_with_transactions(kept.len() as u64);
-            }
-            None => tracing::debug!(template_id = id, "tp: no transaction data"),
-        }
-    }
-}
-
 /// The transactions of the provider's template `id`; `None` if the provider has none for it
 /// or does not answer within `limit`.
 async fn fetch_tx_data(
@@ -855,22 +806,21 @@ async fn blocks_task(
             },
         ) = (&tdp, &*sink)
         {
-            // Newest first: a provider that restarted numbers its templates from 1 again (and a
-            // stale match fails the merkle check in `whole_block` anyway).
-            let known = txs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
+            // Whichever connection's template of that number the header commits to (a provider
+            // that restarted numbers its templates from 1 again); `whole_block` checks.
+            let mut whole = txs
+                .numbered(tdp.template_id)
                 .iter()
-                .rev()
-                .find(|(id, _)| *id == tdp.template_id)
-                .map(|(_, d)| d.clone());
-            // Found before the template's transactions arrived: ask for them now, briefly
-            // (a provider on the same machine answers within milliseconds).
-            let data = match known {
-                Some(d) => Some(d),
-                None => fetch_tx_data(tx_data, tdp.template_id, TX_DATA_ON_DEMAND).await,
-            };
-            match data.and_then(|d| whole_block(&b.block, &d)) {
+                .find_map(|d| whole_block(&b.block, &d.transaction_list));
+            if whole.is_none() {
+                // Found before the template's transactions arrived (the first round trip after
+                // a tip change): ask for them now, briefly (a provider on the same machine
+                // answers within milliseconds).
+                whole = fetch_tx_data(tx_data, tdp.template_id, TX_DATA_ON_DEMAND)
+                    .await
+                    .and_then(|d| whole_block(&b.block, &d));
+            }
+            match whole {
                 Some(whole) => header_and_coinbase = Some(std::mem::replace(&mut b.block, whole)),
                 None => {
                     tracing::warn!(hash = %b.hash, template_id = tdp.template_id, "found block's template transactions not known: only the provider can take it")

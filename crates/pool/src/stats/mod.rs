@@ -429,8 +429,9 @@ pub struct PoolStats {
     backup_node: AtomicU64,
     has_backup: AtomicBool,
     backup_failures: AtomicU64,
-    /// Provider templates whose transactions the pool holds (it can build a whole block).
-    templates_with_transactions: AtomicU64,
+    /// Provider templates whose transactions the pool holds (it can build a whole block): the
+    /// provider feed's own list, read when a snapshot is taken.
+    kept_transactions: std::sync::OnceLock<Arc<crate::tp::KeptTransactions>>,
     /// Where the jobs come from now: the node beside the provider (true) or the primary source.
     working_from_backup: AtomicBool,
     /// 0: no ZMQ; 1: connected; 2: down.
@@ -493,7 +494,7 @@ impl PoolStats {
             backup_node: AtomicU64::new(NodeStatus::Unknown.pack()),
             has_backup: AtomicBool::new(false),
             backup_failures: AtomicU64::new(0),
-            templates_with_transactions: AtomicU64::new(0),
+            kept_transactions: std::sync::OnceLock::new(),
             working_from_backup: AtomicBool::new(false),
             zmq: std::sync::atomic::AtomicU8::new(0),
             uses_tp: AtomicBool::new(false),
@@ -687,9 +688,9 @@ impl PoolStats {
         self.working_from_backup.store(backup, Relaxed);
     }
 
-    /// How many of the provider's templates the pool holds the transactions of.
-    pub fn set_templates_with_transactions(&self, n: u64) {
-        self.templates_with_transactions.store(n, Relaxed);
+    /// Where the provider's templates whose transactions the pool holds are counted from.
+    pub fn show_kept_transactions(&self, kept: Arc<crate::tp::KeptTransactions>) {
+        let _ = self.kept_transactions.set(kept);
     }
 
     /// Templates come from a Template Provider (named `tp` among the dependencies) rather
@@ -829,7 +830,7 @@ impl PoolStats {
                 Dependency::Node
             },
             node_failures: self.node_failures.load(Relaxed),
-            templates_with_transactions: self.templates_with_transactions.load(Relaxed),
+            templates_with_transactions: self.kept_transactions.get().map_or(0, |k| k.len() as u64),
             zmq: match self.zmq.load(Relaxed) {
                 0 => None,
                 code => Some(code == 1),

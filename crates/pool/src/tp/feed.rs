@@ -11,15 +11,15 @@ use std::time::{Duration, Instant};
 use std::collections::HashMap;
 
 use noise_sv2::Initiator;
-use sv2::messages::template_distribution::{
-    RequestTransactionData, RequestTransactionDataSuccess, SubmitSolution,
-};
+use primitives::Millis;
+use sv2::messages::template_distribution::{RequestTransactionDataSuccess, SubmitSolution};
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::session::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
+use super::transactions::KeptTransactions;
 use crate::node::{Backoff, NodeHealth};
 
 #[derive(Clone, Debug)]
@@ -82,6 +82,7 @@ pub struct TpFeed {
     health: Arc<NodeHealth>,
     solutions: mpsc::UnboundedSender<SubmitSolution>,
     tx_data: mpsc::UnboundedSender<TxDataRequest>,
+    kept: Option<Arc<KeptTransactions>>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -91,6 +92,10 @@ impl TpFeed {
         let (tx, works) = watch::channel(None);
         let (solutions, solutions_rx) = mpsc::unbounded_channel();
         let (tx_data, tx_data_rx) = mpsc::unbounded_channel();
+        let kept = config
+            .session
+            .fetch_transactions
+            .then(|| Arc::new(KeptTransactions::default()));
         let task = tokio::spawn(run(
             config,
             health.clone(),
@@ -98,6 +103,7 @@ impl TpFeed {
             Requests {
                 solutions: solutions_rx,
                 tx_data: tx_data_rx,
+                kept: kept.clone(),
             },
             shutdown,
         ));
@@ -106,8 +112,15 @@ impl TpFeed {
             health,
             solutions,
             tx_data,
+            kept,
             task: Some(task),
         }
+    }
+
+    /// The transactions of the latest templates, when the session fetches them
+    /// ([`TpSessionConfig::fetch_transactions`]).
+    pub fn kept_transactions(&self) -> Option<Arc<KeptTransactions>> {
+        self.kept.clone()
     }
 
     /// The latest minable template (kept when the provider goes away; whether to serve it is
@@ -152,10 +165,11 @@ impl Drop for TpFeed {
     }
 }
 
-/// What the pool asks of the provider.
+/// What the pool asks of the provider, and where the transactions fetched go.
 struct Requests {
     solutions: mpsc::UnboundedReceiver<SubmitSolution>,
     tx_data: mpsc::UnboundedReceiver<TxDataRequest>,
+    kept: Option<Arc<KeptTransactions>>,
 }
 
 async fn run(
@@ -167,11 +181,13 @@ async fn run(
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
     let mut delays = config.retry.start();
+    let mut connections = 0u64;
     loop {
         let mut served = false;
+        connections += 1;
         let ended = tokio::select! {
             _ = &mut shutdown => return,
-            r = connection(&config, &health, &tx, &mut requests, &mut served) => r,
+            r = connection(&config, &health, &tx, &mut requests, connections, &mut served) => r,
         };
         if served {
             delays.reset();
@@ -203,13 +219,14 @@ async fn run(
     }
 }
 
-/// One connection, until it fails. `Ok` only when the solution channel closed (the pool is
-/// stopping).
+/// One connection (the `number`th), until it fails. `Ok` only when the solution channel closed
+/// (the pool is stopping).
 async fn connection(
     config: &TpConfig,
     health: &NodeHealth,
     tx: &watch::Sender<Option<TpWork>>,
     requests: &mut Requests,
+    number: u64,
     served: &mut bool,
 ) -> Result<(), ConnError> {
     let stream = tokio::time::timeout(config.connect_timeout, TcpStream::connect(config.addr))
@@ -223,50 +240,72 @@ async fn connection(
     let mut conn = NoiseConn::connect(stream, initiator, config.limits).await?;
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
+    let started = tokio::time::Instant::now();
+    let now = || Millis(started.elapsed().as_millis() as u64);
     let mut last_prev = tx.borrow().as_ref().map(|w| w.template.prev_hash);
     // Requests for transaction data in flight on this connection, by template id. Dropped
     // with the connection, which tells their askers.
     let mut waiting: HashMap<u64, Vec<oneshot::Sender<TxDataReply>>> = HashMap::new();
     loop {
-        tokio::select! {
+        let due = session
+            .poll_timeout()
+            .map(|at| started + Duration::from_millis(at.0));
+        let outputs = tokio::select! {
             m = conn.read_message() => {
                 let Some(m) = m? else { continue };
-                for out in session.on_message(m)? {
-                    match out {
-                        Output::Send(m) => conn.send_message(&m).await?,
-                        Output::Work(w) => {
-                            let new_tip = last_prev != Some(w.template.prev_hash);
-                            last_prev = Some(w.template.prev_hash);
-                            health.record_template(Instant::now(), w.template.height, new_tip);
-                            *served = true;
-                            tracing::debug!(template_id = w.tdp.template_id, height = w.template.height, new_tip, "tp: template");
-                            tx.send_replace(Some(w));
-                        }
-                        Output::TxData(answer) => {
-                            let (id, reply) = match answer {
-                                Ok(d) => (d.template_id, Ok(d)),
-                                Err(e) => (e.template_id, Err(e.error_code)),
-                            };
-                            for r in waiting.remove(&id).unwrap_or_default() {
-                                let _ = r.send(reply.clone());
-                            }
-                        }
-                    }
-                }
+                session.on_message(m, now())?
+            }
+            _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                session.handle_timeout(now())
             }
             s = requests.solutions.recv() => {
                 let Some(s) = s else { return Ok(()) };
                 tracing::info!(template_id = s.template_id, "tp: SubmitSolution");
                 conn.send_message(&Message::from(s)).await?;
+                continue;
             }
             Some(r) = requests.tx_data.recv() => {
-                let first = !waiting.contains_key(&r.template_id);
+                let kept = requests.kept.as_ref().and_then(|k| k.on_connection(number, r.template_id));
+                if let Some(d) = kept {
+                    let _ = r.reply.send(Ok((*d).clone()));
+                    continue;
+                }
                 waiting.entry(r.template_id).or_default().push(r.reply);
-                if first {
-                    conn.send_message(&Message::from(RequestTransactionData {
-                        template_id: r.template_id,
-                    }))
-                    .await?;
+                if let Some(m) = session.request_transaction_data(r.template_id) {
+                    conn.send_message(&m).await?;
+                }
+                continue;
+            }
+        };
+        for out in outputs {
+            match out {
+                Output::Send(m) => conn.send_message(&m).await?,
+                Output::Work(w) => {
+                    let new_tip = last_prev != Some(w.template.prev_hash);
+                    last_prev = Some(w.template.prev_hash);
+                    health.record_template(Instant::now(), w.template.height, new_tip);
+                    *served = true;
+                    tracing::debug!(
+                        template_id = w.tdp.template_id,
+                        height = w.template.height,
+                        new_tip,
+                        "tp: template"
+                    );
+                    tx.send_replace(Some(w));
+                }
+                Output::TxData(answer) => {
+                    let (id, reply) = match answer {
+                        Ok(d) => {
+                            if let Some(k) = &requests.kept {
+                                k.keep(number, d.clone());
+                            }
+                            (d.template_id, Ok(d))
+                        }
+                        Err(e) => (e.template_id, Err(e.error_code)),
+                    };
+                    for r in waiting.remove(&id).unwrap_or_default() {
+                        let _ = r.send(reply.clone());
+                    }
                 }
             }
         }

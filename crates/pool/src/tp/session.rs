@@ -3,17 +3,35 @@
 //!
 //! A provider sends a `NewTemplate` marked future ahead of the `SetNewPrevHash` that activates
 //! it, and non-future templates for the tip it already announced. Both become a [`TpWork`] the
-//! moment they are minable: the future one at its `SetNewPrevHash`, the other at once.
+//! moment they are minable: the future one at its `SetNewPrevHash`, the other at once, or,
+//! when the session fetches transactions, once its transactions are in.
+//!
+//! # Transactions
+//!
+//! A pool with a node beside its provider must be able to build a whole block from any template
+//! it hands out, so that a block found as the provider dies can still go out through
+//! `submitblock` (see `docs/operations.md`). With [`TpSessionConfig::fetch_transactions`] the
+//! session asks for every template's transactions the moment its `NewTemplate` arrives (a
+//! future one too, which puts the request ahead of its `SetNewPrevHash`), and holds a template
+//! that only refreshes the current tip until its transactions are in, its provider says it has
+//! none, or [`TpSessionConfig::hold_limit`] has passed: miners keep the previous template of
+//! the same tip meanwhile, which is still valid. Refreshes that come faster than the provider
+//! answers queue up, and each answer hands out its own template (dropping the older ones), so a
+//! provider that refreshes more often than a round trip still moves the miners on. At the limit
+//! the newest is handed out without its transactions. A new tip is handed out at once, since
+//! work on the old one is worthless; only the first round trip after a tip change is
+//! unprotected.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use primitives::bitcoin::Amount;
 use primitives::coinbase::parse_bip34_height;
-use primitives::{CompactTarget, Hash256};
+use primitives::{CompactTarget, Hash256, Millis};
 use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
 use sv2::messages::template_distribution::{
-    CoinbaseOutputConstraints, NewTemplate, RequestTransactionDataError,
+    CoinbaseOutputConstraints, NewTemplate, RequestTransactionData, RequestTransactionDataError,
     RequestTransactionDataSuccess, SetNewPrevHash, SubmitSolution,
 };
 use sv2::messages::{Common, TemplateDistribution};
@@ -31,6 +49,11 @@ pub struct TpSessionConfig {
     pub endpoint_port: u16,
     /// Future templates kept while waiting for their `SetNewPrevHash`.
     pub max_future_templates: usize,
+    /// Ask for every template's transactions as it arrives, and hold a same-tip template until
+    /// they are in (see the module's documentation).
+    pub fetch_transactions: bool,
+    /// The longest a same-tip template is held for its transactions.
+    pub hold_limit: Duration,
 }
 
 impl Default for TpSessionConfig {
@@ -43,6 +66,8 @@ impl Default for TpSessionConfig {
             endpoint_host: String::new(),
             endpoint_port: 0,
             max_future_templates: 16,
+            fetch_transactions: false,
+            hold_limit: Duration::from_secs(5),
         }
     }
 }
@@ -84,11 +109,28 @@ struct Tip {
     bits: CompactTarget,
 }
 
+/// A same-tip template waiting for its transactions.
+#[derive(Debug)]
+struct Held {
+    work: TpWork,
+    until: Millis,
+}
+
+/// Requests for transaction data kept as in flight, at most: a provider that never answers
+/// some must not grow the list.
+const MAX_IN_FLIGHT: usize = 64;
+/// Same-tip templates held at most; a newer one beyond drops the oldest.
+const MAX_HELD: usize = 8;
+
 pub struct TpSession {
     cfg: TpSessionConfig,
     phase: Phase,
     tip: Option<Tip>,
     future: VecDeque<NewTemplate>,
+    /// Template ids whose transactions were asked for and not yet answered, oldest first.
+    in_flight: VecDeque<u64>,
+    /// Same-tip templates waiting for their transactions, oldest first.
+    held: VecDeque<Held>,
 }
 
 impl TpSession {
@@ -98,6 +140,8 @@ impl TpSession {
             phase: Phase::AwaitSetup,
             tip: None,
             future: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            held: VecDeque::new(),
         }
     }
 
@@ -123,7 +167,46 @@ impl TpSession {
         self.phase == Phase::Ready
     }
 
-    pub fn on_message(&mut self, m: Message) -> Result<Vec<Output>, TpSessionError> {
+    /// The `RequestTransactionData` to send for template `template_id`, unless one is in
+    /// flight already (its answer, [`Output::TxData`], serves every asker).
+    pub fn request_transaction_data(&mut self, template_id: u64) -> Option<Message> {
+        if self.in_flight.contains(&template_id) {
+            return None;
+        }
+        if self.in_flight.len() >= MAX_IN_FLIGHT {
+            self.in_flight.pop_front();
+        }
+        self.in_flight.push_back(template_id);
+        Some(RequestTransactionData { template_id }.into())
+    }
+
+    /// When [`TpSession::handle_timeout`] is due: the end of the oldest held template's wait.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.held.front().map(|h| h.until)
+    }
+
+    /// Once the oldest held template has waited its limit, the newest is handed out without
+    /// its transactions (and the rest dropped): work that stays behind would cost more than
+    /// the rare block that needs them.
+    pub fn handle_timeout(&mut self, now: Millis) -> Vec<Output> {
+        if self.held.front().is_none_or(|h| now < h.until) {
+            return Vec::new();
+        }
+        let newest = self.held.pop_back().map(|h| h.work);
+        self.held.clear();
+        newest
+            .map(|w| {
+                tracing::warn!(
+                    template_id = w.tdp.template_id,
+                    "tp: template's transactions did not come in time; handed out without them"
+                );
+                Output::Work(w)
+            })
+            .into_iter()
+            .collect()
+    }
+
+    pub fn on_message(&mut self, m: Message, now: Millis) -> Result<Vec<Output>, TpSessionError> {
         match (self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
                 self.phase = Phase::Ready;
@@ -146,7 +229,7 @@ impl TpSession {
                 "{} before SetupConnection.Success",
                 other.name()
             ))),
-            (Phase::Ready, Message::TemplateDistribution(m)) => Ok(self.on_tdp(m)),
+            (Phase::Ready, Message::TemplateDistribution(m)) => Ok(self.on_tdp(m, now)),
             (Phase::Ready, other) => Err(TpSessionError::Protocol(format!(
                 "unexpected {}",
                 other.name()
@@ -154,35 +237,75 @@ impl TpSession {
         }
     }
 
-    fn on_tdp(&mut self, m: TemplateDistribution) -> Vec<Output> {
+    fn on_tdp(&mut self, m: TemplateDistribution, now: Millis) -> Vec<Output> {
         match m {
-            TemplateDistribution::NewTemplate(t) if t.future_template => {
-                if self.future.len() >= self.cfg.max_future_templates.max(1) {
-                    self.future.pop_front();
-                }
-                self.future.push_back(t);
-                Vec::new()
-            }
-            TemplateDistribution::NewTemplate(t) => match self.tip {
-                Some(tip) => vec![Output::Work(work(&t, tip))],
-                None => {
-                    tracing::warn!(
-                        template_id = t.template_id,
-                        "tp: non-future template before any SetNewPrevHash; ignored"
+            TemplateDistribution::NewTemplate(t) => {
+                let mut out = Vec::new();
+                if self.cfg.fetch_transactions {
+                    out.extend(
+                        self.request_transaction_data(t.template_id)
+                            .map(Output::Send),
                     );
-                    Vec::new()
                 }
-            },
+                out.extend(self.on_template(t, now));
+                out
+            }
             TemplateDistribution::SetNewPrevHash(p) => self.on_prev_hash(p),
-            // Only a client that declares its jobs (a JDC) asks for transaction data.
-            TemplateDistribution::RequestTransactionDataSuccess(d) => vec![Output::TxData(Ok(d))],
-            TemplateDistribution::RequestTransactionDataError(e) => vec![Output::TxData(Err(e))],
+            TemplateDistribution::RequestTransactionDataSuccess(d) => {
+                let id = d.template_id;
+                self.answered(id, Output::TxData(Ok(d)))
+            }
+            TemplateDistribution::RequestTransactionDataError(e) => {
+                let id = e.template_id;
+                self.answered(id, Output::TxData(Err(e)))
+            }
             // Anything else is the client's to send.
             other => {
                 tracing::debug!(message = other.name(), "tp: ignored");
                 Vec::new()
             }
         }
+    }
+
+    fn on_template(&mut self, t: NewTemplate, now: Millis) -> Vec<Output> {
+        if t.future_template {
+            if self.future.len() >= self.cfg.max_future_templates.max(1) {
+                self.future.pop_front();
+            }
+            self.future.push_back(t);
+            return Vec::new();
+        }
+        let Some(tip) = self.tip else {
+            tracing::warn!(
+                template_id = t.template_id,
+                "tp: non-future template before any SetNewPrevHash; ignored"
+            );
+            return Vec::new();
+        };
+        let work = work(&t, tip);
+        if !self.cfg.fetch_transactions || !self.in_flight.contains(&t.template_id) {
+            return vec![Output::Work(work)];
+        }
+        if self.held.len() >= MAX_HELD {
+            self.held.pop_front();
+        }
+        self.held.push_back(Held {
+            work,
+            until: now.plus(self.cfg.hold_limit.as_millis() as u64),
+        });
+        Vec::new()
+    }
+
+    /// The provider answered for `id`: the answer, then the template it held back, if that was
+    /// one (answered with transactions or without, it waits no longer), which supersedes the
+    /// ones held before it.
+    fn answered(&mut self, id: u64, answer: Output) -> Vec<Output> {
+        self.in_flight.retain(|&i| i != id);
+        let mut out = vec![answer];
+        if let Some(at) = self.held.iter().position(|h| h.work.tdp.template_id == id) {
+            out.extend(self.held.drain(..=at).next_back().map(|h| Output::Work(h.work)));
+        }
+        out
     }
 
     fn on_prev_hash(&mut self, p: SetNewPrevHash) -> Vec<Output> {
@@ -192,6 +315,8 @@ impl TpSession {
             bits: CompactTarget::from_consensus(p.n_bits),
         };
         self.tip = Some(tip);
+        // Templates held for their transactions were built on the old tip.
+        self.held.clear();
         let activated = self
             .future
             .iter()
