@@ -353,11 +353,12 @@ fn replies(m: &mut Miner, until: Instant, got: &mut HashMap<u64, Reply>) {
 }
 
 /// The store's file system fills up under a mining pool. The share in flight when a write
-/// fails waits for the store's retry; every share after it is refused with a reason while the
-/// miners stay connected; every endpoint says so within seconds; and once there is room
-/// again the pool acknowledges shares by itself, without a restart, the waiting one included.
-/// Every share it acknowledged, before, during and after, is in the store, and none it
-/// refused.
+/// fails waits for the store's retry, and is answered "not confirmed" once that has failed for
+/// the pool's wait limit (5 s), its miner staying connected; every share after it is refused
+/// with a reason while the miners stay connected; every endpoint says so within seconds; and
+/// once there is room again the pool acknowledges shares by itself, without a restart. Every
+/// share it acknowledged, before, during and after, is in the store; none it refused is; and
+/// the unconfirmed one is, written when the store recovered.
 #[test]
 fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
     let fs = SmallFs::new("2m");
@@ -441,20 +442,33 @@ fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
         "{metrics}"
     );
     assert!(metrics.contains("stratumlab_pool_not_serving{reason=\"store\"} 1"));
+    // The held share is answered once the store has failed for the wait limit: an error that
+    // says it is not confirmed, not an acknowledgement and not a closed connection.
+    while !got.contains_key(&held) && failed_at.elapsed() < Duration::from_secs(15) {
+        replies(
+            &mut a,
+            Instant::now() + Duration::from_millis(200),
+            &mut got,
+        );
+    }
+    match got.get(&held) {
+        Some(Reply::Error(e)) => assert!(e.contains("not confirmed"), "{e}"),
+        other => panic!(
+            "the share in flight when the disk filled, {:?} after: {other:?}; the pool's log:\n{}",
+            failed_at.elapsed(),
+            pool.log_tail()
+        ),
+    }
+    // Its miner is still connected: its next share is refused with the reason.
+    let next = mine(&mut a, 0, 1, 1000, &mut got);
     assert!(
-        failed_at.elapsed() < Duration::from_secs(20),
-        "the test took too long to keep the held share within the pool's wait"
+        matches!(got.get(&next.start), Some(Reply::Error(e)) if e.contains("cannot write")),
+        "miner a after its share went unconfirmed: {:?}",
+        got.get(&next.start)
     );
 
     fs.free(pid);
-    // The writer's next retry succeeds: the held share is acknowledged, and new ones again.
-    replies(&mut a, Instant::now() + Duration::from_secs(10), &mut got);
-    assert!(
-        matches!(got.get(&held), Some(Reply::Ack)),
-        "the share in flight when the disk filled: {:?}; the pool's log:\n{}",
-        got.get(&held),
-        pool.log_tail()
-    );
+    // The writer's next retry succeeds: new shares are acknowledged again.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let ids = mine(&mut b, 1, 5, 300, &mut got);
@@ -497,6 +511,13 @@ fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
                     stored.contains(&hash),
                     "share {id} acknowledged, not stored"
                 );
+            }
+            // Taken before the failure, held by the store's writer, written on recovery.
+            Reply::Error(e) if e.contains("not confirmed") => {
+                assert!(
+                    stored.contains(&hash),
+                    "share {id} unconfirmed, never stored"
+                )
             }
             Reply::Error(_) => {
                 refused += 1;

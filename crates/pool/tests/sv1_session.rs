@@ -2063,3 +2063,44 @@ fn older_esp_miner_reads_the_configure_reply_synchronously_after_subscribe() {
     };
     m.submit_ok("acct.bitaxe", &s, T0);
 }
+
+/// The store could not confirm a read's shares in time: their acknowledgements become errors
+/// that say so, in their place among the other replies, and the replies that are not share
+/// acknowledgements stay as they were.
+#[test]
+fn unconfirmed_acknowledgements_become_errors_in_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = pool::store::Store::open(pool::store::StoreConfig::new(dir.path().join("pool.db")))
+        .unwrap();
+    let mut lab = Lab::with_store(LabConfig::pool(), Some(store));
+    lab.publish(template(tip(1), HARD_BITS), T0);
+    let mut m = lab.miner(T0);
+    m.handshake(ALICE, T0);
+    let job = m.latest_job().id.clone();
+    let a = m.grind(&job, &[1, 0, 0, 0xff], None, meets(diff(-24)));
+    let b = m.grind(&job, &[2, 0, 0, 0xff], None, meets(diff(-24)));
+    // One read: a share, a ping, a share (as the shell feeds a read's lines before writing).
+    let lines = [
+        Miner::submit_line(ALICE, &a, 100),
+        r#"{"id":101,"method":"mining.ping","params":[]}"#.to_owned(),
+        Miner::submit_line(ALICE, &b, 102),
+    ];
+    for l in &lines {
+        m.session.handle_line(l.as_bytes(), T0);
+    }
+    assert!(m.session.take_pending_ticket().is_some());
+    m.session.refuse_unconfirmed();
+    m.collect();
+    let out = m.lines();
+    assert_eq!(out.len(), 3, "{out:?}");
+    assert_error(&out[0], "100", 20);
+    assert!(out[0].contains("not confirmed"), "{}", out[0]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out[1]).unwrap()["result"],
+        "pong"
+    );
+    assert_error(&out[2], "102", 20);
+    // Confirmed in time, the next share is acknowledged as usual.
+    let c = m.grind(&job, &[3, 0, 0, 0xff], None, meets(diff(-24)));
+    m.submit_ok(ALICE, &c, T0);
+}

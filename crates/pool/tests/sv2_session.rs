@@ -709,3 +709,34 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     s.on_message(before, T0);
     assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
 }
+
+/// The store could not confirm a read's shares in time: the batch's `SubmitShares.Success`
+/// becomes a `SubmitShares.Error` (`store-unavailable`) for its last sequence number, and the
+/// errors the engine gave stay as they were.
+#[test]
+fn an_unconfirmed_success_becomes_a_store_unavailable_error() {
+    let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
+    let mut s = session(&lab);
+    let mut m = StdMiner::open(&mut s);
+    let target = m.target;
+    let good = |h: &Hash256| target.is_met_by(&h.0);
+    let (first, _) = m.grind(good);
+    for n in [first, m.grind(good).0] {
+        let msg = m.share(n);
+        s.on_message(msg, T0);
+    }
+    let dup = m.share(first);
+    s.on_message(dup, T0);
+    s.flush();
+    s.refuse_unconfirmed();
+    let out = s.take_output();
+    assert!(successes(&out).is_empty(), "{out:?}");
+    let errs = errors(&out);
+    assert_eq!(errs.len(), 2, "{out:?}");
+    assert_eq!(
+        (errs[0].error_code.as_str(), errs[0].sequence_number),
+        ("store-unavailable", m.seq - 1)
+    );
+    assert_eq!(errs[0].channel_id, m.channel_id);
+    assert_eq!(errs[1].error_code, "duplicate-share");
+}

@@ -29,6 +29,17 @@ impl Outbox {
         }
     }
 
+    /// Replaces `range` of the own bytes (whole lines: the shared line sits between lines,
+    /// never inside the range) with `with`, keeping the shared line where it was among them.
+    pub fn replace_own(&mut self, range: std::ops::Range<usize>, with: &[u8]) {
+        if let Some((at, _)) = &mut self.line {
+            if *at >= range.end {
+                *at = *at - range.len() + with.len();
+            }
+        }
+        self.own.splice(range, with.iter().copied());
+    }
+
     pub fn is_empty(&self) -> bool {
         self.own.is_empty() && self.line.is_none()
     }
@@ -95,6 +106,19 @@ mod tests {
         o.push_shared(line.into());
         o.own().extend_from_slice(after);
         o
+    }
+
+    #[test]
+    fn a_replaced_line_keeps_the_shared_line_in_its_place() {
+        let mut o = outbox(b"a\nbb\n", b"N\n", b"cc\ndd\n");
+        // Before the shared line, longer.
+        o.replace_own(2..5, b"BBBB\n");
+        assert_eq!(pending(&o), b"a\nBBBB\nN\ncc\ndd\n");
+        // After it, shorter.
+        o.replace_own(10..13, b"D\n");
+        assert_eq!(pending(&o), b"a\nBBBB\nN\ncc\nD\n");
+        o.consume(9);
+        assert_eq!(pending(&o), b"cc\nD\n");
     }
 
     fn pending(o: &Outbox) -> Vec<u8> {

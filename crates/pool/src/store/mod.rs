@@ -62,10 +62,11 @@ pub const SCHEMA_VERSION: i64 = schema::VERSION;
 /// that a queue full of shares never refuses a block.
 const CONTROL_RESERVE: usize = 1024;
 
-/// How long a connection's acknowledgements wait for a store that cannot write before the
-/// connection closes (see [`Store::wait_durable_within`]): longer than a brief fault (a
-/// database locked for a moment) lasts, shorter than a miner's patience.
-pub const ACK_WAIT_LIMIT: Duration = Duration::from_secs(30);
+/// How long a connection's acknowledgements wait for a store that cannot write before they are
+/// answered as unconfirmed errors (see [`Store::wait_durable_within`]): long enough for a brief
+/// fault (a database locked for a moment) to pass within the writer's retries, short enough
+/// that the connection's new work, which waits behind them, is not held up for long.
+pub const ACK_WAIT_LIMIT: Duration = Duration::from_secs(5);
 
 /// Worker names kept in memory unless configured otherwise: a few megabytes.
 pub const DEFAULT_WORKER_CACHE: usize = 100_000;
@@ -425,8 +426,8 @@ impl Store {
 
     /// As [`Store::wait_durable`], but gives up (answering [`StoreError::Failing`]) once the
     /// writer has been failing for longer than `limit`: a connection whose acknowledgements
-    /// wait on a store that cannot write closes rather than hang for as long as the fault
-    /// lasts. No timer: the writer wakes waiters at each of its retries.
+    /// wait on a store that cannot write answers them as errors rather than hang for as long
+    /// as the fault lasts. No timer: the writer wakes waiters at each of its retries.
     pub fn wait_durable_within(
         &self,
         ticket: Ticket,

@@ -90,7 +90,6 @@ enum Closed {
     MalformedMessages,
     HandshakeTimeout,
     IdleTimeout,
-    StoreFailed,
     Shutdown,
 }
 
@@ -107,7 +106,6 @@ impl Closed {
             Closed::MalformedMessages => "too many malformed messages",
             Closed::HandshakeTimeout => "handshake timeout",
             Closed::IdleTimeout => "idle timeout",
-            Closed::StoreFailed => "store failed",
             Closed::Shutdown => "pool shutting down",
         }
     }
@@ -310,13 +308,14 @@ impl Sv1Server {
                 if let Some(t) = session.take_pending_ticket() {
                     if let Some(store) = &self.engine.store {
                         if let Err(e) = store.wait_durable_within(t, ACK_WAIT_LIMIT).await {
-                            // Never acknowledge what the store could not make durable.
+                            // Never acknowledge what the store could not make durable: the
+                            // miner is told so, and mines on.
                             tracing::error!(
                                 conn = session.conn(),
                                 error = %e,
-                                "store failed: closing the connection unacknowledged"
+                                "store failed: shares in flight answered unconfirmed"
                             );
-                            break Closed::StoreFailed;
+                            session.refuse_unconfirmed();
                         }
                     }
                 }

@@ -88,7 +88,7 @@ pub struct Session {
     jobs_unwritten: u8,
     /// Accepted shares on their way to the store, from the first one on (a connection that
     /// sends none keeps nothing); never without a store.
-    records: Option<Box<ShareBatch>>,
+    records: Option<Box<Recording>>,
     /// Malformed lines so far (u16, saturating: with the small fields beside it, the origin
     /// fits without growing every connection's task).
     bad_lines: u16,
@@ -96,6 +96,19 @@ pub struct Session {
     /// The miner's address, for its allowance of new workers (`None`: not limited).
     origin: Option<std::net::IpAddr>,
 }
+
+/// A connection's accepted shares on their way to the store, and where their acknowledgements
+/// sit in the output until the store has them: if it cannot write for too long, they become
+/// errors ([`Session::refuse_unconfirmed`]) rather than the connection being cut.
+struct Recording {
+    batch: ShareBatch,
+    /// Where each acknowledgement written since the output was last written starts in the
+    /// session's own bytes.
+    acks: Vec<u32>,
+}
+
+/// What a share whose acknowledgement the store could not confirm in time is told.
+const UNCONFIRMED: &str = "Share not confirmed: the pool's share store cannot write";
 
 impl Session {
     pub fn new(engine: Arc<Engine>, config: Arc<Sv1Config>, now: Millis) -> Self {
@@ -146,6 +159,10 @@ impl Session {
     /// Bytes to write to the miner, the shared notify line copied in; the caller drains it.
     /// (The shell writes [`Session::pending_output`] instead, which copies nothing.)
     pub fn output(&mut self) -> &mut Vec<u8> {
+        // The caller takes everything: the acknowledgements in it were confirmed.
+        if let Some(r) = &mut self.records {
+            r.acks.clear();
+        }
         self.out.flatten()
     }
 
@@ -157,6 +174,37 @@ impl Session {
     /// The first `n` bytes of [`Session::pending_output`] were written.
     pub fn consume_output(&mut self, n: usize) {
         self.out.consume(n);
+        // The acknowledgements that go out were confirmed (or refused) before the write.
+        if let Some(r) = &mut self.records {
+            r.acks.clear();
+        }
+    }
+
+    /// The store could not confirm the shares of [`Session::take_pending_ticket`] in time: the
+    /// acknowledgements waiting in the output become errors that say so, and the connection
+    /// goes on (the store still holds the records and writes them when it can, so a share
+    /// refused here may yet be credited; none is acknowledged unstored).
+    pub fn refuse_unconfirmed(&mut self) {
+        let Some(r) = &mut self.records else { return };
+        let mut line = Vec::new();
+        // From the last: an earlier acknowledgement's place stays where it was.
+        while let Some(at) = r.acks.pop() {
+            let at = at as usize;
+            let own = self.out.own();
+            let Some(len) = own
+                .get(at..)
+                .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+                .map(|n| n + 1)
+            else {
+                continue;
+            };
+            let Some(id) = ack_id(&own[at..at + len]) else {
+                continue;
+            };
+            line.clear();
+            write::reply_error_message(&mut line, id, 20, UNCONFIRMED);
+            self.out.replace_own(at..at + len, &line);
+        }
     }
 
     /// Everything pending was written: the jobs in it are sent (`JobSent`, stamped now), and
@@ -186,13 +234,13 @@ impl Session {
     /// writes them: the session's flush point for its share records (see
     /// [`ShareBatch::take_ticket`]).
     pub fn take_pending_ticket(&mut self) -> Option<Ticket> {
-        self.records.as_mut()?.take_ticket()
+        self.records.as_mut()?.batch.take_ticket()
     }
 
     /// Puts the share records gathered so far on the store's queue (new work, ticks, the end).
     fn flush_records(&mut self) {
         if let Some(r) = &mut self.records {
-            r.flush();
+            r.batch.flush();
         }
     }
 
@@ -586,9 +634,14 @@ impl Session {
                     );
                 }
                 if self.records.is_none() {
-                    self.records = self.engine.share_batch().map(Box::new);
+                    self.records = self.engine.share_batch().map(|batch| {
+                        Box::new(Recording {
+                            batch,
+                            acks: Vec::new(),
+                        })
+                    });
                 }
-                let records = self.records.as_deref_mut();
+                let records = self.records.as_deref_mut().map(|r| &mut r.batch);
                 match self
                     .engine
                     .accepted(self.conn, seq, job_id, worker, &a, nonce, now, records)
@@ -604,6 +657,9 @@ impl Session {
                         write::reply_error_message(self.out.own(), id, 20, message);
                         return Verdict::Rejected(Reason::Other);
                     }
+                }
+                if let Some(r) = &mut self.records {
+                    r.acks.push(self.out.own().len() as u32);
                 }
                 write::reply_bool(self.out.own(), id, true);
                 if a.retarget.is_some() {
@@ -802,6 +858,14 @@ fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, cl
         clean,
         future: false,
     });
+}
+
+/// The id of an acknowledgement line as [`write::reply_bool`] writes it.
+fn ack_id(line: &[u8]) -> Option<&str> {
+    const AFTER_ID: &[u8] = b",\"result\":true,";
+    let rest = line.strip_prefix(b"{\"id\":")?;
+    let end = rest.windows(AFTER_ID.len()).position(|w| w == AFTER_ID)?;
+    std::str::from_utf8(&rest[..end]).ok()
 }
 
 #[cfg(test)]

@@ -307,8 +307,10 @@ impl Sv2Server {
             if let Some(t) = session.take_pending_ticket() {
                 if let Some(store) = &self.engine.store {
                     if let Err(e) = store.wait_durable_within(t, ACK_WAIT_LIMIT).await {
-                        tracing::error!(conn = session.conn(), error = %e, "store failed: closing unacknowledged");
-                        return "store";
+                        // Never acknowledge what the store could not make durable: the miner
+                        // is told so, and mines on.
+                        tracing::error!(conn = session.conn(), error = %e, "store failed: shares in flight answered unconfirmed");
+                        session.refuse_unconfirmed();
                     }
                 }
             }

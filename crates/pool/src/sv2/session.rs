@@ -232,6 +232,24 @@ impl Session {
         std::mem::take(&mut self.out)
     }
 
+    /// The store could not confirm the shares of [`Session::take_pending_ticket`] in time: each
+    /// `SubmitShares.Success` waiting in the output becomes a `SubmitShares.Error`
+    /// (`store-unavailable`) for the batch's last sequence number, and the connection goes on
+    /// (the store still holds the records and writes them when it can, so a share refused
+    /// here may yet be credited; none is acknowledged unstored).
+    pub fn refuse_unconfirmed(&mut self) {
+        for m in &mut self.out {
+            if let Message::Mining(Mining::SubmitSharesSuccess(ok)) = m {
+                *m = SubmitSharesError {
+                    channel_id: ok.channel_id,
+                    sequence_number: ok.last_sequence_number,
+                    error_code: error_code::STORE_UNAVAILABLE.into(),
+                }
+                .into();
+            }
+        }
+    }
+
     /// [`Session::take_output`] keeping the buffer, so that steady traffic allocates nothing.
     pub fn drain_output(&mut self) -> std::vec::Drain<'_, Message> {
         self.out.drain(..)

@@ -303,7 +303,12 @@ impl TpSession {
         self.in_flight.retain(|&i| i != id);
         let mut out = vec![answer];
         if let Some(at) = self.held.iter().position(|h| h.work.tdp.template_id == id) {
-            out.extend(self.held.drain(..=at).next_back().map(|h| Output::Work(h.work)));
+            out.extend(
+                self.held
+                    .drain(..=at)
+                    .next_back()
+                    .map(|h| Output::Work(h.work)),
+            );
         }
         out
     }
