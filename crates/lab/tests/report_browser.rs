@@ -29,7 +29,14 @@ fn browser() -> Option<Chromium> {
 
 /// The fixture's results with report.html written next to them (no PDF).
 fn report() -> (tempfile::TempDir, PathBuf) {
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/two_configs");
+    report_of("two_configs")
+}
+
+/// `tests/data/NAME`'s results with report.html written next to them (no PDF).
+fn report_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
     let dir = tempfile::tempdir().unwrap();
     for entry in fs::read_dir(fixture).unwrap() {
         let p = entry.unwrap().path();
@@ -49,7 +56,7 @@ fn the_report_loads_without_errors_and_every_chart_renders() {
     let (_dir, html) = report();
     let charts = fs::read_to_string(&html)
         .unwrap()
-        .matches("<svg class=\"chart\"")
+        .matches("<svg class=\"chart")
         .count();
     assert!(charts >= 20, "{charts} charts");
 
@@ -77,6 +84,42 @@ fn the_report_loads_without_errors_and_every_chart_renders() {
         "{root}"
     );
     assert!(root.contains("data-charts-check=\"ok\""), "{root}");
+}
+
+/// At 1280 px nothing is wider than the window (no table that needs its own scroll bar, whose
+/// columns a printout would cut), and what the run found comes first, the run's context last.
+#[test]
+fn the_report_fits_1280_px_and_leads_with_the_findings() {
+    let Some(chromium) = browser() else { return };
+    for fixture in ["two_configs", "six_configs"] {
+        let (_dir, html) = report_of(fixture);
+        let out = chromium
+            .dump_dom_at(&html, (1280, 900), BROWSER_TIMEOUT)
+            .unwrap();
+        let root = &out.stdout[out.stdout.find("<html").expect("a DOM on stdout")..];
+        let root = &root[..root.find('>').unwrap()];
+        assert!(root.contains("data-overflow=\"none\""), "{fixture}: {root}");
+        assert!(
+            root.contains("data-first-section=\"findings\""),
+            "{fixture}: {root}"
+        );
+        let page = fs::read_to_string(&html).unwrap();
+        let (findings, context) = (
+            page.find("<section id=\"findings\"").unwrap(),
+            page.find("<section id=\"context\"").unwrap(),
+        );
+        let last = page.rfind("<section id=").unwrap();
+        assert!(
+            findings < context && last == context,
+            "{fixture}: findings first, context last"
+        );
+        // The validity verdict is inside the findings.
+        let validity = page.find("id=\"validity\"").unwrap();
+        assert!(
+            findings < validity
+                && validity < page[findings..].find("</section>").unwrap() + findings
+        );
+    }
 }
 
 #[test]

@@ -4,8 +4,10 @@
 //!
 //! Shares are placed in the second they were sent (like the totals), hashes and bytes in the
 //! second their `HashesDone`/`LinkBytes` was recorded. Rates divide by the part of the second
-//! inside the run (the last row may be short). Merged trials sum counts and row lengths, so a
-//! row is the mean rate over the trials.
+//! inside the run. Merged trials sum counts and row lengths, so a row is the mean rate over the
+//! trials. A last second the run did not fill is not a sample and is not written: the records
+//! stamped at the run's end (a device's last `HashesDone`, covering its whole last report
+//! period) would make its rate several times the real one.
 
 use std::fmt::Write as _;
 
@@ -50,6 +52,14 @@ impl Series {
         if let Some(row) = self.rows.get_mut(second.min(last)) {
             row[column] += n;
         }
+    }
+
+    /// Whether `second` lasted a whole second in every trial merged (only the last may not).
+    pub fn is_full(&self, second: usize) -> bool {
+        let full = self.row_ns.iter().copied().max().unwrap_or(0);
+        self.row_ns
+            .get(second)
+            .is_some_and(|&ns| ns > 0 && ns >= full)
     }
 
     pub fn get(&self, column: usize, second: usize) -> u64 {
@@ -124,6 +134,9 @@ pub fn csv(name: &str, configs: &[(&str, &Series)]) -> String {
     }
     out.push('\n');
     for t in 0..rows {
+        if !configs.iter().any(|(_, s)| s.is_full(t)) {
+            continue;
+        }
         let _ = write!(out, "{t}");
         for (_, s) in configs {
             out.push(',');
@@ -150,4 +163,34 @@ pub(crate) fn push_field(out: &mut String, field: &str) {
 /// Six decimals are below anything measured here and keep the files short.
 pub(crate) fn round6(v: f64) -> f64 {
     (v * 1e6).round() / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_last_second_the_run_did_not_fill_is_not_written() {
+        // 2.25 s: two whole seconds and a quarter.
+        let window = Window {
+            start_ns: 0,
+            warmup_end_ns: 0,
+            drain_start_ns: 2_250_000_000,
+            end_ns: 2_250_000_000,
+        };
+        let mut s = Series::new(&window);
+        assert_eq!(s.len(), 3);
+        s.add(Series::HASHES, 0, 1_000);
+        s.add(Series::HASHES, 1, 1_000);
+        // A device's last report, stamped at the end: a whole period's hashes in a quarter
+        // second would read as 4x the rate.
+        s.add(Series::HASHES, 2, 1_000);
+        assert!(s.is_full(1) && !s.is_full(2));
+        let csv = csv("hashrate_hps", &[("sv1", &s)]);
+        assert_eq!(csv, "t_s,sv1\n0,1000\n1,1000\n");
+        // Merged trials: a row is full only if it was in each.
+        let mut merged = s.clone();
+        merged.merge(&s);
+        assert!(merged.is_full(1) && !merged.is_full(2));
+    }
 }

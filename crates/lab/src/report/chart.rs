@@ -244,8 +244,15 @@ fn span(values: impl Iterator<Item = f64>, with_zero: bool, pad: bool) -> Range<
         hi = hi.max(0.0);
     }
     if hi - lo < f64::EPSILON * hi.abs().max(1.0) {
-        // A flat line: give it a visible band around its value.
-        return (lo - 0.5 * lo.abs().max(1.0))..(hi + 0.5 * hi.abs().max(1.0));
+        // A flat line: give it a visible band around its value, never reaching below zero
+        // for data that does not (no rejections drawn on an axis from -0.4).
+        let band = 0.5 * lo.abs().max(1.0);
+        let low = if lo >= 0.0 && with_zero {
+            0.0
+        } else {
+            lo - band
+        };
+        return low..(hi + band).max(low + 1.0);
     }
     if pad {
         let room = (hi - lo) * 0.08;
@@ -418,6 +425,10 @@ mod tests {
         assert_eq!(span([90.0, 100.0].into_iter(), true, true), 0.0..108.0);
         assert_eq!(span([0.0, 10.0].into_iter(), true, false), 0.0..10.0);
         assert_eq!(span(std::iter::empty(), true, true), 0.0..1.0);
+        // Flat lines: counts of zero on 0..1, not around zero; a flat level keeps a band.
+        assert_eq!(span([0.0, 0.0].into_iter(), true, true), 0.0..1.0);
+        assert_eq!(span([4.0, 4.0].into_iter(), true, true), 0.0..4.32);
+        assert_eq!(span([90.0, 90.0].into_iter(), false, true), 45.0..135.0);
     }
 
     #[test]

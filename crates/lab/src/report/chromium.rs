@@ -134,9 +134,21 @@ impl Chromium {
     /// The page's DOM after its scripts ran (on stdout), with the page's console messages and
     /// the browser's log on stderr.
     pub fn dump_dom(&self, html: &Path, timeout: Duration) -> Result<BrowserOutput, BrowserError> {
+        self.dump_dom_at(html, (1280, 900), timeout)
+    }
+
+    /// [`Chromium::dump_dom`] in a window of `window` CSS pixels (the page's scripts see that
+    /// width).
+    pub fn dump_dom_at(
+        &self,
+        html: &Path,
+        window: (u32, u32),
+        timeout: Duration,
+    ) -> Result<BrowserOutput, BrowserError> {
         self.run(
             vec![
                 "--dump-dom".into(),
+                format!("--window-size={},{}", window.0, window.1).into(),
                 "--enable-logging=stderr".into(),
                 "--v=0".into(),
             ],

@@ -8,9 +8,10 @@
 //!
 //! - [`inputs`]: what the directory holds; [`csv`], [`series`], [`samples`], [`results_json`]
 //!   read it.
-//! - [`page`]: the document, from [`validity`], [`context`], [`summary`], [`explain`] (a
-//!   sentence per configuration on where its time to new job goes) and [`figures`]
-//!   (drawn by [`chart`] in the colours of [`palette`]).
+//! - [`page`]: the document, in this order: [`findings`] (the key figures against the
+//!   baseline, with [`validity`] inside), [`explain`] (a sentence per configuration on where its
+//!   time to new job goes), [`figures`] (drawn by [`chart`] in the colours of [`palette`]),
+//!   [`summary`] (every figure) and [`context`] last.
 //! - [`chromium`]: the headless browser that prints the PDF (and checks the page in tests).
 
 mod chart;
@@ -19,6 +20,7 @@ mod context;
 mod csv;
 mod explain;
 mod figures;
+mod findings;
 mod html;
 mod inputs;
 mod page;

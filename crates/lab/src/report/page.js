@@ -30,3 +30,27 @@
     console.error("charts without size or content: " + broken.join(", "));
   }
 })();
+// Records whether anything is wider than the window (the page itself, or a table that would
+// need its own scroll bar, whose columns a printout cuts) and which section comes first, so
+// that the CI test in a 1280 px headless browser can hold the layout to both.
+(function () {
+  var root = document.documentElement;
+  var wide = [];
+  if (root.scrollWidth > root.clientWidth + 1) {
+    wide.push("page");
+  }
+  var boxes = document.querySelectorAll(".table-wrap, section, figure, .finding");
+  for (var i = 0; i < boxes.length; i++) {
+    var b = boxes[i];
+    if (b.scrollWidth > b.clientWidth + 1) {
+      var section = b.closest("section");
+      wide.push((b.id || b.className || b.tagName) + (section ? " in #" + section.id : ""));
+    }
+  }
+  root.setAttribute("data-overflow", wide.length === 0 ? "none" : wide.join("; "));
+  if (wide.length > 0) {
+    console.error("wider than the window: " + wide.join("; "));
+  }
+  var first = document.querySelector("body section");
+  root.setAttribute("data-first-section", first ? first.id : "");
+})();

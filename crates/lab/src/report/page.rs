@@ -4,12 +4,12 @@
 use super::context;
 use super::explain;
 use super::figures::{self, Section};
+use super::findings;
 use super::html::{escape, push};
 use super::inputs::Inputs;
 use super::palette::Palette;
 use super::results_json::at;
 use super::summary::{self, Summary};
-use super::validity;
 
 const CSS: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
@@ -44,21 +44,20 @@ pub fn render(inputs: &Inputs) -> String {
         ),
     );
     header(&mut out, scenario.as_deref(), inputs, &palette, &sections);
-    validity::render(results, &mut out);
-    context::render(results, &mut out);
+    // What the run found first; then where the time goes, the charts, the full table; the
+    // run's context and host last.
+    findings::render(results, &palette, &mut out);
+    if let Some(r) = results {
+        explain::render(r, &mut out);
+    }
+    figures::render(&sections, &mut out);
 
-    out.push_str("<section id=\"summary\"><h2>Summary</h2>\n");
+    out.push_str("<section id=\"summary\"><h2>Every figure</h2>\n");
     match results {
         Some(r) => summary::render(&Summary::from_results(r), &palette, &mut out),
         None => out.push_str("<p class=\"note\">No results.json: no figures to tabulate.</p>\n"),
     }
     out.push_str("</section>\n");
-    if let Some(r) = results {
-        explain::render(r, &mut out);
-    }
-
-    figures::render(&sections, &mut out);
-
     if !inputs.notes.is_empty() {
         out.push_str("<section id=\"inputs\"><h2>Inputs left out</h2><ul>\n");
         for n in &inputs.notes {
@@ -66,6 +65,7 @@ pub fn render(inputs: &Inputs) -> String {
         }
         out.push_str("</ul></section>\n");
     }
+    context::render(results, &mut out);
     push(
         &mut out,
         format_args!(
@@ -107,15 +107,14 @@ fn header(
             ),
         );
     }
-    out.push_str(
-        "</p>\n<nav><a href=\"#validity\">validity</a><a href=\"#context\">context</a>\
-                  <a href=\"#summary\">summary</a>",
-    );
+    out.push_str("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#explanations\">where time goes</a>");
     for s in sections {
         push(
             out,
             format_args!("<a href=\"#{}\">{}</a>", s.id, s.title.to_lowercase()),
         );
     }
-    out.push_str("</nav></header>\n");
+    out.push_str(
+        "<a href=\"#summary\">every figure</a><a href=\"#context\">context</a></nav></header>\n",
+    );
 }

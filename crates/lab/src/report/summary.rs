@@ -528,14 +528,15 @@ pub fn render(summary: &Summary, palette: &Palette, out: &mut String) {
         out.push_str("<p class=\"note\">results.json names no configurations.</p>\n");
         return;
     };
-    let columns = 2 + configs.len() + 2 * (configs.len() - 1);
+    let columns = 2 + configs.len();
     out.push_str("<div class=\"table-wrap\"><table class=\"summary\">\n<caption>");
     if configs.len() > 1 {
         push(
             out,
             format_args!(
-                "Baseline: <b>{}</b>. Each other configuration's difference from it, absolute and \
-                 relative; green where the change is an improvement, red where it is not.",
+                "Baseline: <b>{}</b>. Under each other configuration's figure, its difference \
+                 from the baseline, absolute and relative; green where the change is an \
+                 improvement, red where it is not.",
                 escape(base)
             ),
         );
@@ -543,27 +544,23 @@ pub fn render(summary: &Summary, palette: &Palette, out: &mut String) {
         out.push_str("One configuration: nothing to compare it with.");
     }
     out.push_str("</caption>\n<thead><tr><th scope=\"col\">figure</th><th scope=\"col\">unit</th>");
-    for c in configs {
+    for (i, c) in configs.iter().enumerate() {
         push(
             out,
             format_args!(
                 "<th scope=\"col\" class=\"config\" data-config=\"{0}\"><span class=\"swatch\" \
-                 style=\"background:{1}\"></span>{0}</th>",
+                 style=\"background:{1}\"></span>{0}",
                 escape(c),
                 palette.colour(c)
             ),
         );
-    }
-    for c in &configs[1..] {
-        push(
-            out,
-            format_args!(
-                "<th scope=\"col\" class=\"delta\">{0} − {1}</th><th scope=\"col\" \
-                 class=\"delta\">{0} vs {1}</th>",
-                escape(c),
-                escape(base)
-            ),
-        );
+        if i > 0 {
+            push(
+                out,
+                format_args!("<small class=\"delta-head\">vs {}</small>", escape(base)),
+            );
+        }
+        out.push_str("</th>");
     }
     out.push_str("</tr></thead>\n");
     for group in &summary.groups {
@@ -582,6 +579,9 @@ pub fn render(summary: &Summary, palette: &Palette, out: &mut String) {
     out.push_str("</table></div>\n");
 }
 
+/// A row: each configuration's cell holds its figure and, after the baseline's, the
+/// difference from the baseline beneath it (one column per configuration keeps the table
+/// within a page's width however many there are).
 fn render_row(row: &Row, configs: &[String], out: &mut String) {
     push(
         out,
@@ -592,12 +592,13 @@ fn render_row(row: &Row, configs: &[String], out: &mut String) {
             row.unit.label()
         ),
     );
-    for (config, cell) in configs.iter().zip(&row.cells) {
+    let base = &row.cells[0];
+    for (i, (config, cell)) in configs.iter().zip(&row.cells).enumerate() {
         match cell {
             Cell::Number(v) => push(
                 out,
                 format_args!(
-                    "<td class=\"num\" data-config=\"{}\" data-value=\"{}\">{}</td>",
+                    "<td class=\"num\" data-config=\"{}\" data-value=\"{}\">{}",
                     escape(config),
                     exact(*v),
                     row.unit.format(*v)
@@ -606,66 +607,74 @@ fn render_row(row: &Row, configs: &[String], out: &mut String) {
             Cell::Text(t) => push(
                 out,
                 format_args!(
-                    "<td class=\"num\" data-config=\"{}\">{}</td>",
+                    "<td class=\"num\" data-config=\"{}\">{}",
                     escape(config),
                     escape(t)
                 ),
             ),
             Cell::Absent { reason } => absent(config, reason.as_deref(), out),
         }
+        if i > 0 {
+            out.push_str("<div class=\"deltas\">");
+            deltas(row, config, base, cell, out);
+            out.push_str("</div>");
+        }
+        out.push_str("</td>");
     }
-    let base = &row.cells[0];
-    for (config, cell) in configs.iter().zip(&row.cells).skip(1) {
-        let Some(d) = delta(base, cell) else {
-            push(
-                out,
-                format_args!(
-                    "<td class=\"delta\" data-config=\"{0}\" data-delta=\"abs\">{MISSING}</td>\
-                     <td class=\"delta\" data-config=\"{0}\" data-delta=\"pct\">{MISSING}</td>",
-                    escape(config)
-                ),
-            );
-            continue;
-        };
-        let verdict = match (row.better, d.abs.partial_cmp(&0.0)) {
-            (Better::Higher, Some(std::cmp::Ordering::Greater))
-            | (Better::Lower, Some(std::cmp::Ordering::Less)) => " better",
-            (Better::Higher, Some(std::cmp::Ordering::Less))
-            | (Better::Lower, Some(std::cmp::Ordering::Greater)) => " worse",
-            _ => "",
-        };
+    out.push_str("</tr>\n");
+}
+
+/// `cell`'s difference from the baseline's, absolute and relative, as two spans.
+fn deltas(row: &Row, config: &str, base: &Cell, cell: &Cell, out: &mut String) {
+    let Some(d) = delta(base, cell) else {
         push(
             out,
             format_args!(
-                "<td class=\"delta{verdict}\" data-config=\"{}\" data-delta=\"abs\" \
-                 data-value=\"{}\">{}</td>",
-                escape(config),
-                exact(d.abs),
-                row.unit.format_delta(d.abs)
+                "<span class=\"delta\" data-config=\"{0}\" data-delta=\"abs\">{MISSING}</span> \
+                 <span class=\"delta\" data-config=\"{0}\" data-delta=\"pct\"></span>",
+                escape(config)
             ),
         );
-        match d.pct {
-            Some(p) => push(
-                out,
-                format_args!(
-                    "<td class=\"delta{verdict}\" data-config=\"{}\" data-delta=\"pct\" \
-                     data-value=\"{}\">{}</td>",
-                    escape(config),
-                    exact(p),
-                    format_pct(p)
-                ),
+        return;
+    };
+    let verdict = match (row.better, d.abs.partial_cmp(&0.0)) {
+        (Better::Higher, Some(std::cmp::Ordering::Greater))
+        | (Better::Lower, Some(std::cmp::Ordering::Less)) => " better",
+        (Better::Higher, Some(std::cmp::Ordering::Less))
+        | (Better::Lower, Some(std::cmp::Ordering::Greater)) => " worse",
+        _ => "",
+    };
+    push(
+        out,
+        format_args!(
+            "<span class=\"delta{verdict}\" data-config=\"{}\" data-delta=\"abs\" \
+             data-value=\"{}\">{}</span>",
+            escape(config),
+            exact(d.abs),
+            row.unit.format_delta(d.abs)
+        ),
+    );
+    out.push(' ');
+    match d.pct {
+        Some(p) => push(
+            out,
+            format_args!(
+                "<span class=\"delta{verdict}\" data-config=\"{}\" data-delta=\"pct\" \
+                 data-value=\"{}\">{}</span>",
+                escape(config),
+                exact(p),
+                format_pct(p)
             ),
-            None => push(
-                out,
-                format_args!(
-                    "<td class=\"delta\" data-config=\"{}\" data-delta=\"pct\" \
-                     title=\"the baseline is zero\">{MISSING}</td>",
-                    escape(config)
-                ),
+        ),
+        None => push(
+            out,
+            format_args!(
+                "<span class=\"delta\" data-config=\"{}\" data-delta=\"pct\" \
+                 title=\"the baseline is zero\"></span>",
+                escape(config)
             ),
-        }
+        ),
     }
-    out.push_str("</tr>\n");
 }
 
 fn absent(config: &str, reason: Option<&str>, out: &mut String) {
@@ -673,7 +682,7 @@ fn absent(config: &str, reason: Option<&str>, out: &mut String) {
         Some(r) => push(
             out,
             format_args!(
-                "<td class=\"absent\" data-config=\"{}\" title=\"{1}\">{MISSING}<small>{1}</small></td>",
+                "<td class=\"absent\" data-config=\"{}\" title=\"{1}\">{MISSING}<small>{1}</small>",
                 escape(config),
                 escape(r)
             ),
@@ -681,7 +690,7 @@ fn absent(config: &str, reason: Option<&str>, out: &mut String) {
         None => push(
             out,
             format_args!(
-                "<td class=\"absent\" data-config=\"{}\">{MISSING}</td>",
+                "<td class=\"absent\" data-config=\"{}\">{MISSING}",
                 escape(config)
             ),
         ),

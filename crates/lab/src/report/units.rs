@@ -52,6 +52,38 @@ impl Unit {
         }
     }
 
+    /// `value` as a sentence gives it: fewer digits than the table (`340 ms`, `4.5 ms`,
+    /// `0.12 %`), bytes scaled as in [`Unit::format`].
+    pub fn prose(self, value: f64) -> String {
+        match self {
+            Unit::Bytes | Unit::BytesPerSec => self.format(value),
+            _ => {
+                let a = value.abs();
+                let decimals = if a >= 10.0 || a == 0.0 {
+                    0
+                } else if a >= 1.0 {
+                    1
+                } else {
+                    // Two significant digits (0.12, 0.012).
+                    (1 - a.log10().floor() as i32).clamp(2, 9) as usize
+                };
+                group(value, decimals)
+            }
+        }
+    }
+
+    /// [`Unit::prose`] of a difference, with its sign.
+    pub fn prose_delta(self, delta: f64) -> String {
+        let sign = if delta > 0.0 {
+            "+"
+        } else if delta < 0.0 {
+            "−"
+        } else {
+            "±"
+        };
+        format!("{sign}{}", self.prose(delta.abs()))
+    }
+
     /// A difference between two figures of this unit, with its sign.
     pub fn format_delta(self, delta: f64) -> String {
         let sign = if delta > 0.0 {

@@ -1,5 +1,5 @@
 //! Whether the run met its own conditions (docs/metrics.md: hash rate, host CPU, unmatched events),
-//! shown first and loudly when it did not.
+//! shown first (inside the findings) and loudly when it did not.
 
 use serde_json::Value;
 
@@ -38,8 +38,8 @@ pub fn render(results: Option<&Results>, out: &mut String) {
     push(
         out,
         format_args!(
-            "<section id=\"validity\" class=\"validity {class}\" data-valid=\"{}\">\
-             <h2>Validity</h2><p class=\"verdict\">{verdict}</p>\n",
+            "<div id=\"validity\" class=\"validity {class}\" data-valid=\"{}\">\
+             <p class=\"verdict\">{verdict}</p>\n",
             valid.map_or("unknown", |v| if v && reasons.is_empty() {
                 "true"
             } else {
@@ -54,7 +54,7 @@ pub fn render(results: Option<&Results>, out: &mut String) {
         }
         out.push_str("</ul>\n");
     }
-    out.push_str("</section>\n");
+    out.push_str("</div>\n");
 }
 
 #[cfg(test)]
