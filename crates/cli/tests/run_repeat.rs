@@ -1,6 +1,6 @@
 //! `stratumlab run --repeat 2` end to end: each trial runs in its own directory with its own
 //! seed, results.json lists the trials in the top level's shape, and the top level aggregates
-//! them (counts add).
+//! them (counts add). And two runs compared with `stratumlab report --compare`.
 
 use std::path::Path;
 use std::process::Command;
@@ -10,18 +10,23 @@ use serde_json::Value;
 const SEED: u64 = 41;
 
 fn run_twice(out: &Path) -> Value {
+    run_with(out, 2, SEED)
+}
+
+/// A short run of sv1 with `repeat` trials from `seed`; its results.json.
+fn run_with(out: &Path, repeat: u32, seed: u64) -> Value {
     let scenario = out.with_extension("toml");
     std::fs::write(
         &scenario,
         "name = \"repeat\"\nconfigs = [\"sv1\"]\nshares_per_minute = 60\ndrain = \"2s\"\n",
     )
     .unwrap();
-    let seed = SEED.to_string();
+    let (seed, repeat) = (seed.to_string(), repeat.to_string());
     let done = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
         .arg("run")
         .arg("--scenario")
         .arg(&scenario)
-        .args(["--repeat", "2", "--seed", &seed, "--duration", "8s"])
+        .args(["--repeat", &repeat, "--seed", &seed, "--duration", "8s"])
         .args(["--devices", "4", "--block-interval", "10s"])
         .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
         .arg("--out")
@@ -123,4 +128,66 @@ fn two_trials_are_listed_and_aggregated() {
         .collect();
     assert_ne!(firsts[0], firsts[1], "both trials drew the same mempool");
     assert!(out.join("report.html").is_file());
+}
+
+/// Two real runs on different seeds, compared: every key figure of sv1 in both, a difference
+/// and a verdict for each, the seed listed as what else differs; and a run measured at another
+/// round trip is refused with the reason.
+#[test]
+fn two_runs_are_compared_figure_by_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    run_with(&a, 1, SEED);
+    run_with(&b, 1, SEED + 1);
+    let compare = |a: &Path, b: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+            .args(["report", "--compare"])
+            .arg(a)
+            .arg(b)
+            .output()
+            .expect("running stratumlab report --compare")
+    };
+    let done = compare(&a, &b);
+    let text =
+        String::from_utf8_lossy(&done.stdout).into_owned() + &String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{text}");
+    assert!(text.contains("comparison.html"), "{text}");
+    let c: Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("comparison.json")).unwrap()).unwrap();
+    assert_eq!(c["differs"]["seed"]["a"], SEED, "{}", c["differs"]);
+    let sv1 = &c["configs"]["sv1"];
+    for figure in ["time_to_job_ms", "bandwidth_farm", "pool_cpu"] {
+        let f = &sv1[figure];
+        let (fa, fb) = (f["a"]["value"].as_f64(), f["b"]["value"].as_f64());
+        assert!(fa.is_some() && fb.is_some(), "{figure}: {f}");
+        assert!((f["diff"].as_f64().unwrap() - (fb.unwrap() - fa.unwrap())).abs() < 1e-6);
+        assert!(
+            ["better", "worse", "no difference"].contains(&f["verdict"].as_str().unwrap()),
+            "{figure}: {f}"
+        );
+    }
+    // Time to job has intervals in both runs, so its difference has one too.
+    assert!(
+        sv1["time_to_job_ms"]["diff_ci95"].is_array(),
+        "{}",
+        sv1["time_to_job_ms"]
+    );
+    let html = std::fs::read_to_string(b.join("comparison.html")).unwrap();
+    assert!(html.contains("data-figure=\"time_to_job_ms\""));
+
+    // Another round trip: refused, nothing written.
+    let mut r: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("results.json")).unwrap()).unwrap();
+    r["context"]["rtt_ms"] = serde_json::json!(20.0);
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("results.json"), r.to_string()).unwrap();
+    let done = compare(&a, &other);
+    let text = String::from_utf8_lossy(&done.stderr);
+    assert!(!done.status.success());
+    assert!(
+        text.contains("different conditions") && text.contains("rtt_ms"),
+        "{text}"
+    );
+    assert!(!other.join("comparison.html").exists());
 }

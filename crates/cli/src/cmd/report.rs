@@ -1,5 +1,6 @@
 //! `stratumlab report DIR`: report.html (and report.pdf) again from a results directory, after
-//! a change to the report or to copy a run's results elsewhere.
+//! a change to the report or to copy a run's results elsewhere; `stratumlab report --compare
+//! DIR_A DIR_B`: run B against run A, as comparison.html and comparison.json in B.
 
 use std::path::PathBuf;
 
@@ -16,8 +17,15 @@ use crate::config::{self, Dur};
 #[derive(Args, Serialize)]
 pub struct ReportArgs {
     /// The results directory.
+    #[arg(required_unless_present = "compare")]
     #[serde(skip)]
-    pub dir: PathBuf,
+    pub dir: Option<PathBuf>,
+    /// Compare run B with run A (their key figures, differences and intervals) and write
+    /// comparison.html and comparison.json into B; runs measured under different conditions
+    /// are refused.
+    #[arg(long, num_args = 2, value_names = ["DIR_A", "DIR_B"], conflicts_with = "dir")]
+    #[serde(skip)]
+    pub compare: Option<Vec<PathBuf>>,
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
     #[serde(skip)]
@@ -55,6 +63,15 @@ impl Default for ReportConfig {
 }
 
 pub fn run(args: ReportArgs) -> Result<()> {
+    if let Some([a, b]) = args.compare.as_deref() {
+        let files = lab::report::write_comparison(a, b)?;
+        println!("{}", files.html.display());
+        println!("{}", files.json.display());
+        return Ok(());
+    }
+    let Some(dir) = args.dir.clone() else {
+        bail!("a results directory, or --compare DIR_A DIR_B");
+    };
     let conf: ReportConfig = config::load(args.config.as_deref(), &args)?;
     if conf.browser_timeout.is_zero() {
         bail!("--browser-timeout must be more than 0");
@@ -64,7 +81,7 @@ pub fn run(args: ReportArgs) -> Result<()> {
         browser: conf.chromium.map(Chromium::at),
         browser_timeout: conf.browser_timeout.0,
     };
-    let files = lab::report::write_report_with(&args.dir, &options)?;
+    let files = lab::report::write_report_with(&dir, &options)?;
     println!("{}", files.html.display());
     match files.pdf {
         PdfOutcome::Written(pdf) => println!("{}", pdf.display()),
@@ -85,7 +102,8 @@ mod tests {
 
     fn args(dir: PathBuf) -> ReportArgs {
         ReportArgs {
-            dir,
+            dir: Some(dir),
+            compare: None,
             config: None,
             no_pdf: true,
             chromium: None,

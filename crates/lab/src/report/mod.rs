@@ -13,9 +13,11 @@
 //!   time to new job goes), [`figures`] (drawn by [`chart`] in the colours of [`palette`]),
 //!   [`summary`] (every figure) and [`context`] last.
 //! - [`chromium`]: the headless browser that prints the PDF (and checks the page in tests).
+//! - [`compare`]: two runs' key figures side by side (comparison.html and comparison.json).
 
 mod chart;
 pub mod chromium;
+mod compare;
 mod context;
 mod csv;
 mod explain;
@@ -23,6 +25,7 @@ mod figures;
 mod findings;
 mod html;
 mod inputs;
+mod key_figures;
 mod page;
 mod palette;
 mod results_json;
@@ -40,6 +43,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use chromium::{BrowserError, BrowserOutput, Chromium};
+pub use compare::{
+    write_comparison, CompareError, ComparisonFiles, COMPARISON_HTML, COMPARISON_JSON,
+};
 
 pub const REPORT_HTML: &str = "report.html";
 pub const REPORT_PDF: &str = "report.pdf";

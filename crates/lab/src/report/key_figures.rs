@@ -1,0 +1,253 @@
+//! The key figures of a run (docs/metrics.md, "The report"): which numbers of results.json
+//! say what a configuration changed, which way is better, and how two of them compare with
+//! their intervals. The findings compare configurations within a run with them, and the
+//! comparison of two runs compares each configuration across the runs.
+//!
+//! The interval of a difference of two means is taken from the two means' own intervals as if
+//! they were independent and normal (half-widths added in quadrature): configurations run on
+//! separate fleets, pools and links, and two runs share nothing.
+
+use serde_json::Value;
+
+use super::results_json::{at, number_at};
+use super::units::Unit;
+
+/// Which way a change is an improvement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Better {
+    Higher,
+    Lower,
+}
+
+/// How a key figure is read from one configuration's results.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Source {
+    /// A distribution's mean and its `ci95`.
+    Mean(&'static str),
+    /// A plain number at a path.
+    Number(&'static [&'static str]),
+    /// `tx_Bps + rx_Bps` of a `bandwidth` entry.
+    Bandwidth(&'static str),
+    /// The sum over the configuration's roles at `site` (`farm` or `pool`) that are part of
+    /// the protocol stack (kind `proxy` or `pool`; not the lab's fleets, taps or simnet).
+    Roles {
+        site: &'static str,
+        field: &'static str,
+    },
+}
+
+/// A key figure of the findings.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Key {
+    pub(super) id: &'static str,
+    pub(super) title: &'static str,
+    /// The figure in words, after a configuration's name ("A: ... 12 ms").
+    pub(super) what: &'static str,
+    pub(super) unit: Unit,
+    pub(super) better: Better,
+    pub(super) source: Source,
+    /// Whether a change relative to the baseline means something (not for a figure that is
+    /// itself a difference and can be negative).
+    pub(super) relative: bool,
+}
+
+/// The key figures, in the order the findings give them.
+pub(super) const KEYS: [Key; 10] = [
+    Key {
+        id: "time_to_job_ms",
+        title: "Time to new job",
+        what: "mean time from a template to the devices' job",
+        unit: Unit::Millis,
+        better: Better::Lower,
+        source: Source::Mean("time_to_job_ms"),
+        relative: true,
+    },
+    Key {
+        id: "time_to_job_prevhash_ms",
+        title: "Time to new job after a new tip",
+        what: "mean time from a new block to the devices' job on it",
+        unit: Unit::Millis,
+        better: Better::Lower,
+        source: Source::Mean("time_to_job_prevhash_ms"),
+        relative: true,
+    },
+    Key {
+        id: "stale_pct_mainnet_equiv",
+        title: "Stale work at mainnet scale",
+        what: "share of work stale, rescaled to 600 s blocks",
+        unit: Unit::Percent,
+        better: Better::Lower,
+        source: Source::Number(&["stale_pct_mainnet_equiv"]),
+        relative: true,
+    },
+    Key {
+        id: "block_propagation_ms",
+        title: "Block propagation",
+        what: "mean time from a found block to the network",
+        unit: Unit::Millis,
+        better: Better::Lower,
+        source: Source::Mean("block_propagation_ms"),
+        relative: true,
+    },
+    Key {
+        id: "template_value_delta_sats",
+        title: "Template value",
+        what: "mean value of the mined templates against the network's best",
+        unit: Unit::Sats,
+        better: Better::Higher,
+        source: Source::Number(&["template_value_delta_sats"]),
+        relative: false,
+    },
+    Key {
+        id: "bandwidth_farm",
+        title: "Farm bandwidth",
+        what: "the farm's WAN traffic, both directions",
+        unit: Unit::BytesPerSec,
+        better: Better::Lower,
+        source: Source::Bandwidth("farm"),
+        relative: true,
+    },
+    Key {
+        id: "bandwidth_pool",
+        title: "Pool bandwidth",
+        what: "the pool's traffic for this farm, both directions",
+        unit: Unit::BytesPerSec,
+        better: Better::Lower,
+        source: Source::Bandwidth("pool"),
+        relative: true,
+    },
+    Key {
+        id: "farm_cpu",
+        title: "Farm CPU",
+        what: "mean CPU of the farm's roles (proxies, JDC)",
+        unit: Unit::CpuPct,
+        better: Better::Lower,
+        source: Source::Roles {
+            site: "farm",
+            field: "cpu_pct_mean",
+        },
+        relative: true,
+    },
+    Key {
+        id: "pool_cpu",
+        title: "Pool CPU",
+        what: "mean CPU of the pool's roles (pool, JDS)",
+        unit: Unit::CpuPct,
+        better: Better::Lower,
+        source: Source::Roles {
+            site: "pool",
+            field: "cpu_pct_mean",
+        },
+        relative: true,
+    },
+    Key {
+        id: "farm_pool_memory",
+        title: "Farm and pool memory",
+        what: "peak memory of the farm's and the pool's roles together",
+        unit: Unit::Bytes,
+        better: Better::Lower,
+        source: Source::Roles {
+            site: "*",
+            field: "rss_bytes_max",
+        },
+        relative: true,
+    },
+];
+
+/// One configuration's value of a key figure, with its 95% interval where the results give one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Value95 {
+    pub(super) value: f64,
+    pub(super) ci: Option<(f64, f64)>,
+}
+
+impl Value95 {
+    fn half_width(&self) -> Option<f64> {
+        self.ci.map(|(lo, hi)| (hi - lo) / 2.0)
+    }
+}
+
+pub(super) fn read(key: &Key, config: &Value) -> Option<Value95> {
+    match key.source {
+        Source::Mean(metric) => {
+            let d = at(config, &[metric])?;
+            let value = number_at(d, &["mean"])?;
+            let ci = at(d, &["ci95"])
+                .and_then(Value::as_array)
+                .and_then(|a| Some((a.first()?.as_f64()?, a.get(1)?.as_f64()?)));
+            Some(Value95 { value, ci })
+        }
+        Source::Number(path) => Some(Value95 {
+            value: number_at(config, path)?,
+            ci: None,
+        }),
+        Source::Bandwidth(side) => Some(Value95 {
+            value: number_at(config, &["bandwidth", side, "tx_Bps"])?
+                + number_at(config, &["bandwidth", side, "rx_Bps"])?,
+            ci: None,
+        }),
+        Source::Roles { site, field } => {
+            let roles = at(config, &["roles"])?.as_object()?;
+            // Results that never measured the field say nothing; a configuration without a
+            // role at the site (sv1 has no farm role) measured zero.
+            if !roles.values().any(|r| number_at(r, &[field]).is_some()) {
+                return None;
+            }
+            let value = roles
+                .values()
+                .filter(|r| {
+                    let kind = r.get("kind").and_then(Value::as_str);
+                    let at_site = r.get("site").and_then(Value::as_str);
+                    matches!(kind, Some("proxy" | "pool")) && (site == "*" || at_site == Some(site))
+                })
+                .filter_map(|r| number_at(r, &[field]))
+                .sum();
+            Some(Value95 { value, ci: None })
+        }
+    }
+}
+
+/// A configuration against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Comparison {
+    pub(super) diff: f64,
+    /// The difference's 95% interval, when both sides have one.
+    pub(super) ci: Option<(f64, f64)>,
+}
+
+pub(super) fn compare(base: Value95, other: Value95) -> Comparison {
+    let diff = other.value - base.value;
+    let ci = match (base.half_width(), other.half_width()) {
+        (Some(b), Some(o)) => {
+            let h = (b * b + o * o).sqrt();
+            Some((diff - h, diff + h))
+        }
+        _ => None,
+    };
+    Comparison { diff, ci }
+}
+
+impl Comparison {
+    /// The interval holds zero: no difference was measured.
+    pub(super) fn inconclusive(&self) -> bool {
+        self.ci.is_some_and(|(lo, hi)| lo <= 0.0 && hi >= 0.0)
+    }
+}
+
+/// A value with its unit (byte figures carry theirs already).
+pub(super) fn show(unit: Unit, v: f64) -> String {
+    with_label(unit, unit.prose(v))
+}
+
+/// A signed difference with its unit.
+pub(super) fn show_delta(unit: Unit, d: f64) -> String {
+    with_label(unit, unit.prose_delta(d))
+}
+
+fn with_label(unit: Unit, number: String) -> String {
+    match unit.label() {
+        "" => number,
+        "%" => format!("{number}%"),
+        label => format!("{number} {label}"),
+    }
+}
