@@ -191,3 +191,98 @@ fn two_runs_are_compared_figure_by_figure() {
     );
     assert!(!other.join("comparison.html").exists());
 }
+
+/// `--sweep rtt=20ms,120ms` for real: a point directory per value, each a whole run at its
+/// round trip; one results.json with the sweep and no top-level configs; a CSV per key figure;
+/// and a report whose findings are curves. sv1's jobs cross the WAN, so its time to new job
+/// grows with the round trip.
+#[test]
+fn a_sweep_runs_every_value_and_reports_curves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        "name = \"sweep\"\nconfigs = [\"sv1\"]\nshares_per_minute = 60\ndrain = \"2s\"\n",
+    )
+    .unwrap();
+    let done = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .arg("run")
+        .arg("--scenario")
+        .arg(&scenario)
+        .args([
+            "--sweep",
+            "rtt=20ms,120ms",
+            "--seed",
+            "7",
+            "--duration",
+            "8s",
+        ])
+        .args(["--devices", "4", "--block-interval", "10s"])
+        .args(["--hash-budget", "200kH/s", "--blocks-per-config", "2"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("running stratumlab run --sweep");
+    let text =
+        String::from_utf8_lossy(&done.stderr).into_owned() + &String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{text}");
+    assert!(
+        text.contains("mean time to new job (ms) against rtt"),
+        "{text}"
+    );
+
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(
+        r.get("configs").is_none(),
+        "a sweep has no top-level configs"
+    );
+    assert_eq!(r["sweep"]["parameter"], "rtt");
+    assert_eq!(r["sweep"]["values"], serde_json::json!(["20ms", "120ms"]));
+    let points = r["sweep"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    let mut ttj = Vec::new();
+    for (p, rtt) in points.iter().zip([20.0, 120.0]) {
+        let point_dir = out.join(p["dir"].as_str().unwrap());
+        let own: Value =
+            serde_json::from_str(&std::fs::read_to_string(point_dir.join("results.json")).unwrap())
+                .unwrap();
+        assert_eq!(own["context"]["rtt_ms"], rtt, "{}", own["context"]);
+        assert_eq!(own["context"]["seed"], 7);
+        assert!(point_dir.join("report.html").is_file());
+        // The sweep holds each point's figures as the point wrote them.
+        assert_eq!(p["configs"]["sv1"], own["configs"]["sv1"]);
+        ttj.push(
+            p["configs"]["sv1"]["time_to_job_ms"]["mean"]
+                .as_f64()
+                .unwrap(),
+        );
+    }
+    assert!(
+        ttj[1] > ttj[0] + 20.0,
+        "time to new job at 120 ms ({:.1} ms) not above 20 ms's ({:.1} ms)",
+        ttj[1],
+        ttj[0]
+    );
+    let csv = std::fs::read_to_string(out.join("sweep_time_to_job_ms.csv")).unwrap();
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "value,sv1,sv1_lo,sv1_hi");
+    assert_eq!(rows.len(), 3, "{csv}");
+    assert!(rows[2].starts_with("120ms,"), "{csv}");
+
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("data-chart=\"sweep-time_to_job_ms\""));
+    assert!(html.contains("href=\"rtt-120ms/report.html\""));
+    // `stratumlab report DIR` renders a sweep directory again.
+    let again = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
+        .args(["report", "--no-pdf"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+}

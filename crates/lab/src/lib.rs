@@ -22,6 +22,7 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 pub mod stop;
+pub mod sweep;
 pub mod third_party;
 pub mod usage;
 pub mod virtual_time;

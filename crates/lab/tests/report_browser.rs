@@ -86,12 +86,12 @@ fn the_report_loads_without_errors_and_every_chart_renders() {
     assert!(root.contains("data-charts-check=\"ok\""), "{root}");
 }
 
-/// At 1280 px nothing is wider than the window (no table that needs its own scroll bar, whose
+/// At 1280 px nothing is wider than the window, for runs and a sweep (no table that needs its own scroll bar, whose
 /// columns a printout would cut), and what the run found comes first, the run's context last.
 #[test]
 fn the_report_fits_1280_px_and_leads_with_the_findings() {
     let Some(chromium) = browser() else { return };
-    for fixture in ["two_configs", "six_configs"] {
+    for fixture in ["two_configs", "six_configs", "sweep_rtt"] {
         let (_dir, html) = report_of(fixture);
         let out = chromium
             .dump_dom_at(&html, (1280, 900), BROWSER_TIMEOUT)
@@ -104,6 +104,11 @@ fn the_report_fits_1280_px_and_leads_with_the_findings() {
             "{fixture}: {root}"
         );
         let page = fs::read_to_string(&html).unwrap();
+        // Every chart drawn, the sweep's curves included.
+        assert!(
+            root.contains("data-charts-check=\"ok\""),
+            "{fixture}: {root}"
+        );
         let (findings, context) = (
             page.find("<section id=\"findings\"").unwrap(),
             page.find("<section id=\"context\"").unwrap(),

@@ -113,6 +113,40 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     #[serde(skip)]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Run every configuration at each value of one parameter, on the same seed
+    /// (`rtt=20ms,145ms,300ms`; also loss, jitter, bandwidth, devices, block-interval,
+    /// template-interval): one directory per point and one results.json and report over them.
+    #[arg(long, value_name = "PARAMETER=VALUES")]
+    #[serde(skip)]
+    pub sweep: Option<String>,
+}
+
+impl Settings {
+    /// Sets the sweep's `parameter` (as its flag is spelled) to `value`, as the flag would.
+    fn set(&mut self, parameter: &str, value: &str) -> Result<()> {
+        let bad = |e: String| anyhow::anyhow!("--sweep {parameter}={value}: {e}");
+        match parameter {
+            "rtt" => self.rtt = value.parse().map_err(bad)?,
+            "jitter" => self.jitter = value.parse().map_err(bad)?,
+            "block-interval" => self.block_interval = value.parse().map_err(bad)?,
+            "template-interval" => self.template_interval = value.parse().map_err(bad)?,
+            "bandwidth" => self.bandwidth = value.parse().map_err(bad)?,
+            "loss" => {
+                self.loss = value
+                    .trim_end_matches('%')
+                    .trim()
+                    .parse()
+                    .map_err(|e: std::num::ParseFloatError| bad(e.to_string()))?
+            }
+            "devices" => {
+                self.devices = value
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| bad(e.to_string()))?
+            }
+            other => bail!("--sweep: {other} is not a parameter a sweep can vary"),
+        }
+        Ok(())
+    }
 }
 
 /// A bandwidth written `10Mbit`, `512kbit`, `1Gbit` or as bits per second.
@@ -289,8 +323,26 @@ pub fn run(args: RunArgs) -> Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let scenario_arg = args.scenario.clone().unwrap_or_else(|| "default".into());
     let file = resolve_scenario(&scenario_arg, &out)?;
-    let settings: Settings = config::load(Some(&file), &args)?;
-    let scenario = settings.scenario()?;
+    let sweep = match &args.sweep {
+        Some(text) => Some(text.parse::<lab::sweep::Sweep>()?),
+        None => None,
+    };
+    // Every point's scenario first: a value that does not parse fails before anything runs.
+    let mut scenarios = Vec::new();
+    match &sweep {
+        Some(sw) => {
+            for value in &sw.values {
+                let mut settings: Settings = config::load(Some(&file), &args)?;
+                settings.set(&sw.parameter, value)?;
+                scenarios.push((Some(value.clone()), settings.scenario()?));
+            }
+        }
+        None => {
+            let settings: Settings = config::load(Some(&file), &args)?;
+            scenarios.push((None, settings.scenario()?));
+        }
+    }
+    let scenario = scenarios[0].1.clone();
     lab::stop::install().context("installing signal handlers")?;
     let exe = std::env::current_exe().context("finding the stratumlab binary")?;
     eprintln!(
@@ -317,6 +369,44 @@ pub fn run(args: RunArgs) -> Result<()> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         commit: env!("STRATUMLAB_COMMIT").to_owned(),
     };
+    if let Some(sw) = &sweep {
+        let mut points = Vec::new();
+        for (i, (value, scenario)) in scenarios.iter().enumerate() {
+            let value = value.clone().unwrap_or_default();
+            let dir = sw.point_dir(&out, &value);
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            eprintln!(
+                "sweep: point {} of {}: {}={value}, into {}",
+                i + 1,
+                scenarios.len(),
+                sw.parameter,
+                dir.display()
+            );
+            match lab::run::run(scenario, &exe, &dir, &build, &progress) {
+                Ok(_) => points.push((value, dir)),
+                Err(lab::run::LabError::Trial {
+                    source: lab::orchestrate::RunError::Interrupted(sig),
+                    ..
+                }) => {
+                    bar.clear();
+                    eprintln!("run: interrupted (signal {sig}); every role was stopped");
+                    std::process::exit(128 + sig);
+                }
+                Err(e) => {
+                    bar.clear();
+                    return Err(anyhow::Error::new(e)
+                        .context(format!("sweep point {}={value}", sw.parameter)));
+                }
+            }
+        }
+        bar.clear();
+        let results = lab::sweep::write(&out, sw, &points)?;
+        let report = lab::report::write_report(&out)?;
+        println!("{}", sweep_summary(&results));
+        println!("results  {}", out.join("results.json").display());
+        println!("report   {}", report.html.display());
+        return Ok(());
+    }
     match lab::run::run(&scenario, &exe, &out, &build, &progress) {
         Ok(output) => {
             bar.clear();
@@ -343,6 +433,30 @@ pub fn run(args: RunArgs) -> Result<()> {
             Err(e.into())
         }
     }
+}
+
+/// A sweep's summary for the terminal: mean time to new job per configuration at each value.
+fn sweep_summary(results: &serde_json::Value) -> String {
+    let configs = lab::sweep::configs(results);
+    let points: Vec<&serde_json::Value> = lab::sweep::points(results).collect();
+    let parameter = results["sweep"]["parameter"].as_str().unwrap_or("?");
+    let mut out = format!(
+        "mean time to new job (ms) against {parameter}\n{:>16}",
+        parameter
+    );
+    for c in &configs {
+        out.push_str(&format!(" {c:>12}"));
+    }
+    for p in &points {
+        out.push_str(&format!("\n{:>16}", p["value"].as_str().unwrap_or("")));
+        for c in &configs {
+            match p["configs"][c]["time_to_job_ms"]["mean"].as_f64() {
+                Some(v) => out.push_str(&format!(" {v:>12.1}")),
+                None => out.push_str(&format!(" {:>12}", "—")),
+            }
+        }
+    }
+    out
 }
 
 /// Progress to two places: the terminal and the live metrics.

@@ -14,14 +14,14 @@ use super::units::Unit;
 
 /// Which way a change is an improvement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Better {
+pub(crate) enum Better {
     Higher,
     Lower,
 }
 
 /// How a key figure is read from one configuration's results.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Source {
+pub(crate) enum Source {
     /// A distribution's mean and its `ci95`.
     Mean(&'static str),
     /// A plain number at a path.
@@ -38,21 +38,21 @@ pub(super) enum Source {
 
 /// A key figure of the findings.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Key {
-    pub(super) id: &'static str,
-    pub(super) title: &'static str,
+pub(crate) struct Key {
+    pub(crate) id: &'static str,
+    pub(crate) title: &'static str,
     /// The figure in words, after a configuration's name ("A: ... 12 ms").
-    pub(super) what: &'static str,
-    pub(super) unit: Unit,
-    pub(super) better: Better,
-    pub(super) source: Source,
+    pub(crate) what: &'static str,
+    pub(crate) unit: Unit,
+    pub(crate) better: Better,
+    pub(crate) source: Source,
     /// Whether a change relative to the baseline means something (not for a figure that is
     /// itself a difference and can be negative).
-    pub(super) relative: bool,
+    pub(crate) relative: bool,
 }
 
 /// The key figures, in the order the findings give them.
-pub(super) const KEYS: [Key; 10] = [
+pub(crate) const KEYS: [Key; 10] = [
     Key {
         id: "time_to_job_ms",
         title: "Time to new job",
@@ -156,9 +156,9 @@ pub(super) const KEYS: [Key; 10] = [
 
 /// One configuration's value of a key figure, with its 95% interval where the results give one.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Value95 {
-    pub(super) value: f64,
-    pub(super) ci: Option<(f64, f64)>,
+pub(crate) struct Value95 {
+    pub(crate) value: f64,
+    pub(crate) ci: Option<(f64, f64)>,
 }
 
 impl Value95 {
@@ -167,7 +167,7 @@ impl Value95 {
     }
 }
 
-pub(super) fn read(key: &Key, config: &Value) -> Option<Value95> {
+pub(crate) fn read(key: &Key, config: &Value) -> Option<Value95> {
     match key.source {
         Source::Mean(metric) => {
             let d = at(config, &[metric])?;
@@ -209,13 +209,13 @@ pub(super) fn read(key: &Key, config: &Value) -> Option<Value95> {
 
 /// A configuration against the baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Comparison {
-    pub(super) diff: f64,
+pub(crate) struct Comparison {
+    pub(crate) diff: f64,
     /// The difference's 95% interval, when both sides have one.
-    pub(super) ci: Option<(f64, f64)>,
+    pub(crate) ci: Option<(f64, f64)>,
 }
 
-pub(super) fn compare(base: Value95, other: Value95) -> Comparison {
+pub(crate) fn compare(base: Value95, other: Value95) -> Comparison {
     let diff = other.value - base.value;
     let ci = match (base.half_width(), other.half_width()) {
         (Some(b), Some(o)) => {
@@ -229,18 +229,18 @@ pub(super) fn compare(base: Value95, other: Value95) -> Comparison {
 
 impl Comparison {
     /// The interval holds zero: no difference was measured.
-    pub(super) fn inconclusive(&self) -> bool {
+    pub(crate) fn inconclusive(&self) -> bool {
         self.ci.is_some_and(|(lo, hi)| lo <= 0.0 && hi >= 0.0)
     }
 }
 
 /// A value with its unit (byte figures carry theirs already).
-pub(super) fn show(unit: Unit, v: f64) -> String {
+pub(crate) fn show(unit: Unit, v: f64) -> String {
     with_label(unit, unit.prose(v))
 }
 
 /// A signed difference with its unit.
-pub(super) fn show_delta(unit: Unit, d: f64) -> String {
+pub(crate) fn show_delta(unit: Unit, d: f64) -> String {
     with_label(unit, unit.prose_delta(d))
 }
 

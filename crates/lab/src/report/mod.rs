@@ -25,13 +25,14 @@ mod figures;
 mod findings;
 mod html;
 mod inputs;
-mod key_figures;
+pub(crate) mod key_figures;
 mod page;
 mod palette;
 mod results_json;
 mod samples;
 mod series;
 mod summary;
+mod sweep_page;
 mod units;
 mod validity;
 

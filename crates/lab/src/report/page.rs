@@ -10,6 +10,7 @@ use super::inputs::Inputs;
 use super::palette::Palette;
 use super::results_json::at;
 use super::summary::{self, Summary};
+use super::sweep_page;
 
 const CSS: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
@@ -18,8 +19,13 @@ const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
 
 pub fn render(inputs: &Inputs) -> String {
-    let palette = Palette::new(&inputs.configs);
     let results = inputs.results.as_ref();
+    // A sweep's results.json holds its points, not configurations of its own.
+    let sweep = results.filter(|r| r.root.get("sweep").is_some());
+    let palette = match sweep {
+        Some(r) => Palette::new(&crate::sweep::configs(&r.root)),
+        None => Palette::new(&inputs.configs),
+    };
     let scenario = results
         .and_then(|r| r.get("context"))
         .and_then(|c| at(c, &["scenario"]))
@@ -43,6 +49,11 @@ pub fn render(inputs: &Inputs) -> String {
                 .unwrap_or_default()
         ),
     );
+    if let Some(r) = sweep {
+        sweep_page::render(r, &palette, &mut out);
+        footer(&mut out);
+        return out;
+    }
     header(&mut out, scenario.as_deref(), inputs, &palette, &sections);
     // What the run found first; then where the time goes, the charts, the full table; the
     // run's context and host last.
@@ -66,8 +77,13 @@ pub fn render(inputs: &Inputs) -> String {
         out.push_str("</ul></section>\n");
     }
     context::render(results, &mut out);
+    footer(&mut out);
+    out
+}
+
+fn footer(out: &mut String) {
     push(
-        &mut out,
+        out,
         format_args!(
             "<footer>Written by stratumlab {} from the results directory's results.json and CSV \
              files; figures are defined in docs/metrics.md.</footer>\n",
@@ -75,10 +91,9 @@ pub fn render(inputs: &Inputs) -> String {
         ),
     );
     push(
-        &mut out,
+        out,
         format_args!("<script>\n{SCRIPT}</script>\n</body>\n</html>\n"),
     );
-    out
 }
 
 fn header(
