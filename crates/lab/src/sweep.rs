@@ -82,6 +82,15 @@ impl std::str::FromStr for Sweep {
         if seen.len() != values.len() {
             return Err(SweepError::Repeated(parameter));
         }
+        // The same point written two ways (`1s`, `1000ms`) is given twice too.
+        let mut at: Vec<f64> = values
+            .iter()
+            .filter_map(|v| axis(&parameter, v).0)
+            .collect();
+        at.sort_by(f64::total_cmp);
+        if at.windows(2).any(|w| w[0] == w[1]) {
+            return Err(SweepError::Repeated(parameter));
+        }
         Ok(Sweep { parameter, values })
     }
 }
@@ -115,17 +124,38 @@ pub fn axis(parameter: &str, value: &str) -> (Option<f64>, &'static str) {
     }
 }
 
+/// A duration as the flags write it (`145ms`, `2s`, `1m30s`, `1h`) in milliseconds; a bare
+/// number is seconds.
 fn duration_ms(v: &str) -> Option<f64> {
-    let split = v.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(v.len());
-    let n: f64 = v[..split].trim().parse().ok()?;
-    let scale = match v[split..].trim() {
-        "ms" => 1.0,
-        "s" | "" => 1000.0,
-        "us" | "µs" => 0.001,
-        "m" | "min" => 60_000.0,
-        _ => return None,
-    };
-    Some(n * scale)
+    if let Ok(secs) = v.parse::<f64>() {
+        return Some(secs * 1000.0);
+    }
+    let mut total = 0.0;
+    let mut rest = v.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|&i| i > 0)?;
+        let n: f64 = rest[..digits].parse().ok()?;
+        let after = &rest[digits..];
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let scale = match after[..unit_len].trim() {
+            "ms" => 1.0,
+            "s" | "sec" => 1000.0,
+            "us" | "µs" => 0.001,
+            "m" | "min" => 60_000.0,
+            "h" => 3_600_000.0,
+            _ => return None,
+        };
+        total += n * scale;
+        rest = after[unit_len..].trim_start();
+    }
+    Some(total)
 }
 
 fn bandwidth_mbit(v: &str) -> Option<f64> {
@@ -321,6 +351,9 @@ mod tests {
         assert_eq!(axis("loss", "1%"), (Some(1.0), "%"));
         assert_eq!(axis("devices", "1000"), (Some(1000.0), ""));
         assert_eq!(axis("rtt", "fast").0, None);
+        assert_eq!(axis("block-interval", "1m30s").0, Some(90_000.0));
+        assert_eq!(axis("block-interval", "1h").0, Some(3_600_000.0));
+        assert_eq!(axis("rtt", "2").0, Some(2_000.0));
     }
 
     #[test]

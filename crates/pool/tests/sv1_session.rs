@@ -2079,27 +2079,38 @@ fn unconfirmed_acknowledgements_become_errors_in_their_place() {
     let job = m.latest_job().id.clone();
     let a = m.grind(&job, &[1, 0, 0, 0xff], None, meets(diff(-24)));
     let b = m.grind(&job, &[2, 0, 0, 0xff], None, meets(diff(-24)));
-    // One read: a share, a ping, a share (as the shell feeds a read's lines before writing).
-    let lines = [
-        Miner::submit_line(ALICE, &a, 100),
+    // One read: a share, a ping, a share (as the shell feeds a read's lines before writing),
+    // with new work (a shared notify line) arriving between the first two.
+    m.session
+        .handle_line(Miner::submit_line(ALICE, &a, 100).as_bytes(), T0);
+    lab.publish(template(tip(1), HARD_BITS), T0);
+    m.session.on_generation(lab.engine.current().as_ref(), T0);
+    for l in [
         r#"{"id":101,"method":"mining.ping","params":[]}"#.to_owned(),
         Miner::submit_line(ALICE, &b, 102),
-    ];
-    for l in &lines {
+    ] {
         m.session.handle_line(l.as_bytes(), T0);
     }
     assert!(m.session.take_pending_ticket().is_some());
-    m.session.refuse_unconfirmed();
-    m.collect();
-    let out = m.lines();
-    assert_eq!(out.len(), 3, "{out:?}");
+    assert!(m.session.refuse_unconfirmed());
+    // Written as the shell writes: the session's own bytes with the shared line in its place.
+    let written = m.session.pending_output().concat();
+    let n = written.len();
+    m.session.consume_output(n);
+    let out: Vec<String> = String::from_utf8(written)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(out.len(), 4, "{out:?}");
     assert_error(&out[0], "100", 20);
     assert!(out[0].contains("not confirmed"), "{}", out[0]);
+    assert_notify(&out[1]);
     assert_eq!(
-        serde_json::from_str::<Value>(&out[1]).unwrap()["result"],
+        serde_json::from_str::<Value>(&out[2]).unwrap()["result"],
         "pong"
     );
-    assert_error(&out[2], "102", 20);
+    assert_error(&out[3], "102", 20);
     // Confirmed in time, the next share is acknowledged as usual.
     let c = m.grind(&job, &[3, 0, 0, 0xff], None, meets(diff(-24)));
     m.submit_ok(ALICE, &c, T0);

@@ -327,3 +327,25 @@ fn a_template_asked_for_twice_is_requested_once() {
         (vec![], vec![2])
     );
 }
+
+#[test]
+fn refreshes_faster_than_any_answer_still_go_out_at_the_first_ones_limit() {
+    let mut s = fetching();
+    s.on_message(template(1, true, 10), Millis(0)).unwrap();
+    s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(0))
+        .unwrap();
+    // Twenty refreshes 400 ms apart, none answered: more than the session holds at once.
+    for i in 0..20u64 {
+        s.on_message(template(2 + i, false, 10), Millis(100 + 400 * i))
+            .unwrap();
+        let now = Millis(100 + 400 * i);
+        if now >= Millis(5_100) {
+            break;
+        }
+    }
+    // The first was held at 100 ms: by 5.1 s the newest goes out, however many were dropped.
+    assert_eq!(s.poll_timeout(), Some(Millis(5_100)));
+    let out = split(s.handle_timeout(Millis(5_100))).1;
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(s.poll_timeout(), None);
+}

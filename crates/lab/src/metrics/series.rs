@@ -54,9 +54,11 @@ impl Series {
         }
     }
 
-    /// Whether `second` lasted a whole second in every trial merged (only the last may not).
+    /// Whether `second` lasted a whole second in every trial merged (only a trial's last may
+    /// not). The first row is the longest: every trial has it, whole unless the trial was
+    /// shorter than a second.
     pub fn is_full(&self, second: usize) -> bool {
-        let full = self.row_ns.iter().copied().max().unwrap_or(0);
+        let full = self.row_ns.first().copied().unwrap_or(0);
         self.row_ns
             .get(second)
             .is_some_and(|&ns| ns > 0 && ns >= full)

@@ -111,6 +111,15 @@ fn comparison(a_dir: &Path, b_dir: &Path) -> Result<Comparison, CompareError> {
         context(&a).unwrap_or_else(|| empty.clone()),
         context(&b).unwrap_or_else(|| empty.clone()),
     );
+    let names = |r: &Results| r.config_names();
+    let (na, nb) = (names(&a), names(&b));
+    let common: Vec<&String> = na.iter().filter(|n| nb.contains(n)).collect();
+    if common.is_empty() {
+        return Err(CompareError::NothingInCommon {
+            a: na.join(", "),
+            b: nb.join(", "),
+        });
+    }
     let mut keys: Vec<&String> = ca.keys().chain(cb.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -125,21 +134,28 @@ fn comparison(a_dir: &Path, b_dir: &Path) -> Result<Comparison, CompareError> {
             continue;
         }
         if CONDITIONS.contains(&k.as_str()) {
-            conditions.push(format!("{k} is {va} in A and {vb} in B"));
+            match (va.as_object(), vb.as_object()) {
+                // Per configuration (devices, profiles, hash budgets): only the configurations
+                // both runs have are compared; one only a run has is listed, not a condition.
+                (Some(ma), Some(mb)) => {
+                    for n in &common {
+                        let (x, y) = (ma.get(*n), mb.get(*n));
+                        if x != y {
+                            conditions.push(format!(
+                                "{k} of {n} is {} in A and {} in B",
+                                x.map_or_else(|| "absent".to_owned(), Value::to_string),
+                                y.map_or_else(|| "absent".to_owned(), Value::to_string)
+                            ));
+                        }
+                    }
+                }
+                _ => conditions.push(format!("{k} is {va} in A and {vb} in B")),
+            }
         }
         differs.push((k.clone(), va, vb));
     }
     if !conditions.is_empty() {
         return Err(CompareError::Conditions(conditions.join("; ")));
-    }
-    let names = |r: &Results| r.config_names();
-    let (na, nb) = (names(&a), names(&b));
-    let common: Vec<&String> = na.iter().filter(|n| nb.contains(n)).collect();
-    if common.is_empty() {
-        return Err(CompareError::NothingInCommon {
-            a: na.join(", "),
-            b: nb.join(", "),
-        });
     }
     let config = |r: &Results, name: &str| {
         r.configs
@@ -427,6 +443,35 @@ mod tests {
         let html = fs::read_to_string(&files.html).unwrap();
         assert!(html.contains("<section data-config=\"D\">"), "{html}");
         assert!(html.contains("−20 ms"), "{html}");
+    }
+
+    #[test]
+    fn configurations_only_one_run_has_are_listed_not_refused() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        run(
+            a.path(),
+            json!({"rtt_ms": 145.0, "devices": {"sv1": 100, "D": 100}}),
+            (80.0, [78.0, 82.0]),
+            1.0,
+        );
+        let with_ref = json!({"context": {"rtt_ms": 145.0,
+                "devices": {"sv1": 100, "D": 100, "D-ref": 100}},
+            "configs": {"sv1": {}, "D": {}, "D-ref": {}}});
+        fs::write(b.path().join("results.json"), with_ref.to_string()).unwrap();
+        let files = write_comparison(a.path(), b.path()).unwrap();
+        let j: Value = serde_json::from_str(&fs::read_to_string(&files.json).unwrap()).unwrap();
+        assert_eq!(j["only_in_b"], json!(["D-ref"]));
+        assert!(j["differs"].get("devices").is_some());
+        // A common configuration with other devices is a condition that differs.
+        let fewer = json!({"context": {"rtt_ms": 145.0, "devices": {"sv1": 100, "D": 10}},
+            "configs": {"sv1": {}, "D": {}}});
+        fs::write(b.path().join("results.json"), fewer.to_string()).unwrap();
+        let e = write_comparison(a.path(), b.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("devices of D is 100 in A and 10 in B"),
+            "{e}"
+        );
     }
 
     #[test]

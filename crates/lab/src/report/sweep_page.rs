@@ -140,13 +140,16 @@ fn curve(
             i as f64
         }
     };
+    // Joined along the axis, whatever order the values were given in.
+    let mut order: Vec<usize> = (0..points.len()).collect();
+    order.sort_by(|&i, &j| x(i).total_cmp(&x(j)));
     let lines: Vec<Line> = configs
         .iter()
         .map(|c| {
             let mut segments = Vec::new();
             let mut run = Vec::new();
-            for (i, p) in points.iter().enumerate() {
-                match at(p, c) {
+            for &i in &order {
+                match at(points[i], c) {
                     Some(v) => {
                         run.push((x(i), v.value));
                         if let Some((lo, hi)) = v.ci {

@@ -90,6 +90,7 @@ enum Closed {
     MalformedMessages,
     HandshakeTimeout,
     IdleTimeout,
+    StoreFailed,
     Shutdown,
 }
 
@@ -105,6 +106,7 @@ impl Closed {
             Closed::InvalidShares => "too many invalid shares",
             Closed::MalformedMessages => "too many malformed messages",
             Closed::HandshakeTimeout => "handshake timeout",
+            Closed::StoreFailed => "store failed",
             Closed::IdleTimeout => "idle timeout",
             Closed::Shutdown => "pool shutting down",
         }
@@ -315,7 +317,11 @@ impl Sv1Server {
                                 error = %e,
                                 "store failed: shares in flight answered unconfirmed"
                             );
-                            session.refuse_unconfirmed();
+                            if !session.refuse_unconfirmed() {
+                                // Fail closed: an acknowledgement that could not be turned
+                                // into an error must not go out.
+                                break Closed::StoreFailed;
+                            }
                         }
                     }
                 }

@@ -183,9 +183,15 @@ impl Session {
     /// The store could not confirm the shares of [`Session::take_pending_ticket`] in time: the
     /// acknowledgements waiting in the output become errors that say so, and the connection
     /// goes on (the store still holds the records and writes them when it can, so a share
-    /// refused here may yet be credited; none is acknowledged unstored).
-    pub fn refuse_unconfirmed(&mut self) {
-        let Some(r) = &mut self.records else { return };
+    /// refused here may yet be credited; none is acknowledged unstored). False if an
+    /// acknowledgement could not be found where it was written: the caller must then not
+    /// write the output at all.
+    #[must_use]
+    pub fn refuse_unconfirmed(&mut self) -> bool {
+        let Some(r) = &mut self.records else {
+            return true;
+        };
+        let mut all = true;
         let mut line = Vec::new();
         // From the last: an earlier acknowledgement's place stays where it was.
         while let Some(at) = r.acks.pop() {
@@ -196,15 +202,19 @@ impl Session {
                 .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
                 .map(|n| n + 1)
             else {
+                all = false;
                 continue;
             };
             let Some(id) = ack_id(&own[at..at + len]) else {
+                all = false;
                 continue;
             };
             line.clear();
             write::reply_error_message(&mut line, id, 20, UNCONFIRMED);
             self.out.replace_own(at..at + len, &line);
         }
+        debug_assert!(all, "an acknowledgement was not where it was written");
+        all
     }
 
     /// Everything pending was written: the jobs in it are sent (`JobSent`, stamped now), and

@@ -234,18 +234,37 @@ impl Session {
 
     /// The store could not confirm the shares of [`Session::take_pending_ticket`] in time: each
     /// `SubmitShares.Success` waiting in the output becomes a `SubmitShares.Error`
-    /// (`store-unavailable`) for the batch's last sequence number, and the connection goes on
-    /// (the store still holds the records and writes them when it can, so a share refused
-    /// here may yet be credited; none is acknowledged unstored).
+    /// (`store-unavailable`) per share it covered, and the connection goes on (the store still
+    /// holds the records and writes them when it can, so a share refused here may yet be
+    /// credited; none is acknowledged unstored). A batch covers consecutive sequence numbers
+    /// ending at its last: a rejection ends the batch before it (see `Pending`), and a client
+    /// numbers its submissions one after another.
     pub fn refuse_unconfirmed(&mut self) {
-        for m in &mut self.out {
-            if let Message::Mining(Mining::SubmitSharesSuccess(ok)) = m {
-                *m = SubmitSharesError {
-                    channel_id: ok.channel_id,
-                    sequence_number: ok.last_sequence_number,
-                    error_code: error_code::STORE_UNAVAILABLE.into(),
+        if !self
+            .out
+            .iter()
+            .any(|m| matches!(m, Message::Mining(Mining::SubmitSharesSuccess(_))))
+        {
+            return;
+        }
+        let out = std::mem::take(&mut self.out);
+        for m in out {
+            match m {
+                Message::Mining(Mining::SubmitSharesSuccess(ok)) => {
+                    let count = ok.new_submits_accepted_count.max(1);
+                    let first = ok.last_sequence_number.wrapping_sub(count - 1);
+                    for i in 0..count {
+                        self.out.push(
+                            SubmitSharesError {
+                                channel_id: ok.channel_id,
+                                sequence_number: first.wrapping_add(i),
+                                error_code: error_code::STORE_UNAVAILABLE.into(),
+                            }
+                            .into(),
+                        );
+                    }
                 }
-                .into();
+                other => self.out.push(other),
             }
         }
     }

@@ -286,13 +286,17 @@ impl TpSession {
         if !self.cfg.fetch_transactions || !self.in_flight.contains(&t.template_id) {
             return vec![Output::Work(work)];
         }
+        let mut until = now.plus(self.cfg.hold_limit.as_millis() as u64);
         if self.held.len() >= MAX_HELD {
-            self.held.pop_front();
+            // The oldest's deadline stays the bound: dropping it must not let the wait slide.
+            if let Some(dropped) = self.held.pop_front() {
+                match self.held.front_mut() {
+                    Some(front) => front.until = front.until.min(dropped.until),
+                    None => until = until.min(dropped.until),
+                }
+            }
         }
-        self.held.push_back(Held {
-            work,
-            until: now.plus(self.cfg.hold_limit.as_millis() as u64),
-        });
+        self.held.push_back(Held { work, until });
         Vec::new()
     }
 
