@@ -382,22 +382,12 @@ pub fn run(args: RunArgs) -> Result<()> {
                 sw.parameter,
                 dir.display()
             );
-            match lab::run::run(scenario, &exe, &dir, &build, &progress) {
-                Ok(_) => points.push((value, dir)),
-                Err(lab::run::LabError::Trial {
-                    source: lab::orchestrate::RunError::Interrupted(sig),
-                    ..
-                }) => {
-                    bar.clear();
-                    eprintln!("run: interrupted (signal {sig}); every role was stopped");
-                    std::process::exit(128 + sig);
-                }
-                Err(e) => {
-                    bar.clear();
-                    return Err(anyhow::Error::new(e)
-                        .context(format!("sweep point {}={value}", sw.parameter)));
-                }
+            if let Err(e) = run_or_exit(scenario, &exe, &dir, &build, &progress, &bar) {
+                return Err(
+                    anyhow::Error::new(e).context(format!("sweep point {}={value}", sw.parameter))
+                );
             }
+            points.push((value, dir));
         }
         bar.clear();
         let results = lab::sweep::write(&out, sw, &points)?;
@@ -407,32 +397,42 @@ pub fn run(args: RunArgs) -> Result<()> {
         println!("report   {}", report.html.display());
         return Ok(());
     }
-    match lab::run::run(&scenario, &exe, &out, &build, &progress) {
-        Ok(output) => {
-            bar.clear();
-            println!("{}", lab::run::summary(&output.results));
-            println!("results  {}", out.join("results.json").display());
-            println!("report   {}", output.report.html.display());
-            match &output.report.pdf {
-                lab::report::PdfOutcome::Written(pdf) => println!("pdf      {}", pdf.display()),
-                lab::report::PdfOutcome::Failed(e) => eprintln!("run: report.pdf failed: {e}"),
-                _ => {}
-            }
-            Ok(())
-        }
-        Err(lab::run::LabError::Trial {
-            source: lab::orchestrate::RunError::Interrupted(sig),
-            ..
-        }) => {
-            bar.clear();
-            eprintln!("run: interrupted (signal {sig}); every role was stopped");
-            std::process::exit(128 + sig);
-        }
-        Err(e) => {
-            bar.clear();
-            Err(e.into())
-        }
+    let output = run_or_exit(&scenario, &exe, &out, &build, &progress, &bar)?;
+    bar.clear();
+    println!("{}", lab::run::summary(&output.results));
+    println!("results  {}", out.join("results.json").display());
+    println!("report   {}", output.report.html.display());
+    match &output.report.pdf {
+        lab::report::PdfOutcome::Written(pdf) => println!("pdf      {}", pdf.display()),
+        lab::report::PdfOutcome::Failed(e) => eprintln!("run: report.pdf failed: {e}"),
+        _ => {}
     }
+    Ok(())
+}
+
+/// One run of `scenario` into `out`. An interrupted run exits the process with the signal's
+/// status (every role was stopped); on any error the progress bar is cleared first.
+fn run_or_exit(
+    scenario: &Scenario,
+    exe: &Path,
+    out: &Path,
+    build: &lab::run::Build,
+    progress: &dyn Progress,
+    bar: &Bar,
+) -> Result<lab::run::RunOutput, lab::run::LabError> {
+    let result = lab::run::run(scenario, exe, out, build, progress);
+    if result.is_err() {
+        bar.clear();
+    }
+    if let Err(lab::run::LabError::Trial {
+        source: lab::orchestrate::RunError::Interrupted(sig),
+        ..
+    }) = result
+    {
+        eprintln!("run: interrupted (signal {sig}); every role was stopped");
+        std::process::exit(128 + sig);
+    }
+    result
 }
 
 /// A sweep's summary for the terminal: mean time to new job per configuration at each value.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::html::{escape, push};
-use super::key_figures::{compare, read, show, show_delta, Better, Value95, KEYS};
+use super::key_figures::{compare, read, show, show_delta, Key, Value95, KEYS};
 use super::results_json::Results;
 
 pub const COMPARISON_HTML: &str = "comparison.html";
@@ -71,8 +71,7 @@ pub struct ComparisonFiles {
 /// One key figure of one configuration in both runs.
 #[derive(Debug, Clone)]
 struct Row {
-    key: &'static str,
-    title: &'static str,
+    key: Key,
     a: Option<Value95>,
     b: Option<Value95>,
     /// B − A and its interval.
@@ -177,15 +176,14 @@ fn comparison(a_dir: &Path, b_dir: &Path) -> Result<Comparison, CompareError> {
                     let verdict = match (c, significant) {
                         (None, _) => "unknown",
                         (Some(_), Some(false)) => "no difference",
-                        (Some(c), _) if c.diff == 0.0 => "no difference",
-                        (Some(c), _) => match (k.better, c.diff < 0.0) {
-                            (Better::Lower, true) | (Better::Higher, false) => "better",
-                            _ => "worse",
+                        (Some(c), _) => match k.better.judge(c.diff) {
+                            Some(true) => "better",
+                            Some(false) => "worse",
+                            None => "no difference",
                         },
                     };
                     Row {
-                        key: k.id,
-                        title: k.title,
+                        key: *k,
                         a: fa,
                         b: fb,
                         diff: c.map(|c| (c.diff, c.ci)),
@@ -245,7 +243,7 @@ fn to_json(c: &Comparison) -> Value {
                 .iter()
                 .map(|r| {
                     (
-                        r.key.to_owned(),
+                        r.key.id.to_owned(),
                         json!({
                             "a": value(&r.a),
                             "b": value(&r.b),
@@ -341,11 +339,7 @@ fn to_html(c: &Comparison) -> String {
             ),
         );
         for r in rows {
-            let unit = KEYS
-                .iter()
-                .find(|k| k.id == r.key)
-                .map(|k| k.unit)
-                .unwrap_or(super::units::Unit::Plain);
+            let unit = r.key.unit;
             let cell =
                 |v: &Option<Value95>| v.map_or_else(|| "—".to_owned(), |v| show(unit, v.value));
             let (diff, ci) = match r.diff {
@@ -363,8 +357,8 @@ fn to_html(c: &Comparison) -> String {
                 format_args!(
                     "<tr data-figure=\"{}\"><th>{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
                      <td class=\"{}\">{}</td></tr>\n",
-                    r.key,
-                    r.title,
+                    r.key.id,
+                    r.key.title,
                     escape(&cell(&r.a)),
                     escape(&cell(&r.b)),
                     escape(&diff),

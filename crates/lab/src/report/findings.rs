@@ -7,7 +7,7 @@
 //! run, a mean CPU load) is compared as measured, and the sentence says so.
 
 use super::html::{escape, push};
-use super::key_figures::{compare, read, show, show_delta, Better, Key, Source, Value95, KEYS};
+use super::key_figures::{compare, read, show, show_delta, Key, Source, Value95, KEYS};
 use super::palette::Palette;
 use super::results_json::Results;
 use super::units::{Unit, MISSING};
@@ -85,9 +85,10 @@ fn against(key: &Key, base_name: &str, b: Value95, name: &str, v: Value95) -> St
     if c.diff == 0.0 {
         return format!("{name}: {value}, the same as {base_name}.");
     }
-    let verdict = match (key.better, c.diff < 0.0) {
-        (Better::Lower, true) | (Better::Higher, false) => "better",
-        _ => "worse",
+    let verdict = if key.better.judge(c.diff) == Some(true) {
+        "better"
+    } else {
+        "worse"
     };
     let direction = match (c.diff < 0.0, unit) {
         (true, Unit::Millis) => "less",

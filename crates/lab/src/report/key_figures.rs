@@ -10,14 +10,8 @@
 use serde_json::Value;
 
 use super::results_json::{at, number_at};
+pub(crate) use super::summary::Better;
 use super::units::Unit;
-
-/// Which way a change is an improvement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Better {
-    Higher,
-    Lower,
-}
 
 /// How a key figure is read from one configuration's results.
 #[derive(Debug, Clone, Copy)]

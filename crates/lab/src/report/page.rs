@@ -111,17 +111,7 @@ fn header(
         out,
         format_args!("{} configurations: ", inputs.configs.len()),
     );
-    for (i, c) in inputs.configs.iter().enumerate() {
-        push(
-            out,
-            format_args!(
-                "{}<span class=\"swatch\" style=\"background:{}\"></span>{}",
-                if i > 0 { ", " } else { "" },
-                palette.colour(c),
-                escape(c)
-            ),
-        );
-    }
+    swatches(out, &inputs.configs, palette);
     out.push_str("</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#explanations\">where time goes</a>");
     for s in sections {
         push(
@@ -132,4 +122,19 @@ fn header(
     out.push_str(
         "<a href=\"#summary\">every figure</a><a href=\"#context\">context</a></nav></header>\n",
     );
+}
+
+/// The configurations, comma-separated, each after its colour's swatch.
+pub(super) fn swatches(out: &mut String, configs: &[String], palette: &Palette) {
+    for (i, c) in configs.iter().enumerate() {
+        push(
+            out,
+            format_args!(
+                "{}<span class=\"swatch\" style=\"background:{}\"></span>{}",
+                if i > 0 { ", " } else { "" },
+                palette.colour(c),
+                escape(c)
+            ),
+        );
+    }
 }

@@ -18,6 +18,20 @@ pub enum Better {
     Neither,
 }
 
+impl Better {
+    /// Whether a change of `diff` is an improvement (`Some(true)`), a worsening
+    /// (`Some(false)`), or neither (no change, or a figure with no better direction).
+    pub fn judge(self, diff: f64) -> Option<bool> {
+        match self {
+            Better::Higher if diff > 0.0 => Some(true),
+            Better::Higher if diff < 0.0 => Some(false),
+            Better::Lower if diff < 0.0 => Some(true),
+            Better::Lower if diff > 0.0 => Some(false),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
     Number(f64),
@@ -637,12 +651,10 @@ fn deltas(row: &Row, config: &str, base: &Cell, cell: &Cell, out: &mut String) {
         );
         return;
     };
-    let verdict = match (row.better, d.abs.partial_cmp(&0.0)) {
-        (Better::Higher, Some(std::cmp::Ordering::Greater))
-        | (Better::Lower, Some(std::cmp::Ordering::Less)) => " better",
-        (Better::Higher, Some(std::cmp::Ordering::Less))
-        | (Better::Lower, Some(std::cmp::Ordering::Greater)) => " worse",
-        _ => "",
+    let verdict = match row.better.judge(d.abs) {
+        Some(true) => " better",
+        Some(false) => " worse",
+        None => "",
     };
     push(
         out,

@@ -42,17 +42,7 @@ pub fn render(results: &Results, palette: &Palette, out: &mut String) {
             escape(&values.join(", "))
         ),
     );
-    for (i, c) in configs.iter().enumerate() {
-        push(
-            out,
-            format_args!(
-                "{}<span class=\"swatch\" style=\"background:{}\"></span>{}",
-                if i > 0 { ", " } else { "" },
-                palette.colour(c),
-                escape(c)
-            ),
-        );
-    }
+    super::page::swatches(out, &configs, palette);
     out.push_str(
         "</p>\n<nav><a href=\"#findings\">findings</a><a href=\"#points\">each point</a>\
          <a href=\"#context\">context</a></nav></header>\n",

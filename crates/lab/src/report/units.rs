@@ -74,25 +74,13 @@ impl Unit {
 
     /// [`Unit::prose`] of a difference, with its sign.
     pub fn prose_delta(self, delta: f64) -> String {
-        let sign = if delta > 0.0 {
-            "+"
-        } else if delta < 0.0 {
-            "−"
-        } else {
-            "±"
-        };
+        let sign = sign(delta);
         format!("{sign}{}", self.prose(delta.abs()))
     }
 
     /// A difference between two figures of this unit, with its sign.
     pub fn format_delta(self, delta: f64) -> String {
-        let sign = if delta > 0.0 {
-            "+"
-        } else if delta < 0.0 {
-            "−"
-        } else {
-            "±"
-        };
+        let sign = sign(delta);
         format!("{sign}{}", self.format(delta.abs()))
     }
 }
@@ -102,14 +90,19 @@ pub const MISSING: &str = "—";
 
 /// A relative change in percent, with its sign.
 pub fn format_pct(pct: f64) -> String {
-    let sign = if pct > 0.0 {
+    let sign = sign(pct);
+    format!("{sign}{}%", decimal(pct.abs()))
+}
+
+/// The sign a difference is written with: the typographic minus, and ± for none.
+fn sign(x: f64) -> &'static str {
+    if x > 0.0 {
         "+"
-    } else if pct < 0.0 {
+    } else if x < 0.0 {
         "−"
     } else {
         "±"
-    };
-    format!("{sign}{}%", decimal(pct.abs()))
+    }
 }
 
 /// A plain number from the results, shortest exact form (as JSON writes it).

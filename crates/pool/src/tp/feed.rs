@@ -294,16 +294,25 @@ async fn connection(
                     tx.send_replace(Some(w));
                 }
                 Output::TxData(answer) => {
-                    let (id, reply) = match answer {
-                        Ok(d) => {
-                            if let Some(k) = &requests.kept {
-                                k.keep(number, d.clone());
-                            }
-                            (d.template_id, Ok(d))
-                        }
-                        Err(e) => (e.template_id, Err(e.error_code)),
+                    let id = match &answer {
+                        Ok(d) => d.template_id,
+                        Err(e) => e.template_id,
                     };
-                    for r in waiting.remove(&id).unwrap_or_default() {
+                    let waiters = waiting.remove(&id).unwrap_or_default();
+                    // Kept as it came (a template's transactions may be megabytes): copied only
+                    // for whoever asked.
+                    let reply: TxDataReply = match (answer, &requests.kept) {
+                        (Ok(d), Some(k)) => {
+                            let kept = k.keep(number, d);
+                            if waiters.is_empty() {
+                                continue;
+                            }
+                            Ok((*kept).clone())
+                        }
+                        (Ok(d), None) => Ok(d),
+                        (Err(e), _) => Err(e.error_code),
+                    };
+                    for r in waiters {
                         let _ = r.send(reply.clone());
                     }
                 }

@@ -25,8 +25,13 @@ pub struct KeptTransactions {
 
 impl KeptTransactions {
     /// Keeps the provider's answer for one of `connection`'s templates, dropping the oldest
-    /// beyond [`KEPT`].
-    pub fn keep(&self, connection: u64, data: RequestTransactionDataSuccess) {
+    /// beyond [`KEPT`]; returns it as kept.
+    pub fn keep(
+        &self,
+        connection: u64,
+        data: RequestTransactionDataSuccess,
+    ) -> Arc<RequestTransactionDataSuccess> {
+        let data = Arc::new(data);
         let mut entries = self.lock();
         entries.retain(|e| !(e.connection == connection && e.data.template_id == data.template_id));
         if entries.len() >= KEPT {
@@ -34,8 +39,9 @@ impl KeptTransactions {
         }
         entries.push_back(Entry {
             connection,
-            data: Arc::new(data),
+            data: data.clone(),
         });
+        data
     }
 
     /// The answer kept for template `template_id` of `connection`.
