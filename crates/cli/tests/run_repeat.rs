@@ -194,8 +194,8 @@ fn two_runs_are_compared_figure_by_figure() {
 
 /// `--sweep rtt=20ms,120ms` for real: a point directory per value, each a whole run at its
 /// round trip; one results.json with the sweep and no top-level configs; a CSV per key figure;
-/// and a report whose findings are curves. sv1's jobs cross the WAN, so its time to new job
-/// grows with the round trip.
+/// and a report whose findings are curves. sv1's shares cross the WAN, so its share latency
+/// grows with the round trip (its time to new job is too noisy in an 8 s run to tell).
 #[test]
 fn a_sweep_runs_every_value_and_reports_curves() {
     let dir = tempfile::tempdir().unwrap();
@@ -242,7 +242,7 @@ fn a_sweep_runs_every_value_and_reports_curves() {
     assert_eq!(r["sweep"]["values"], serde_json::json!(["20ms", "120ms"]));
     let points = r["sweep"]["points"].as_array().unwrap();
     assert_eq!(points.len(), 2);
-    let mut ttj = Vec::new();
+    let mut latency = Vec::new();
     for (p, rtt) in points.iter().zip([20.0, 120.0]) {
         let point_dir = out.join(p["dir"].as_str().unwrap());
         let own: Value =
@@ -253,17 +253,17 @@ fn a_sweep_runs_every_value_and_reports_curves() {
         assert!(point_dir.join("report.html").is_file());
         // The sweep holds each point's figures as the point wrote them.
         assert_eq!(p["configs"]["sv1"], own["configs"]["sv1"]);
-        ttj.push(
-            p["configs"]["sv1"]["time_to_job_ms"]["mean"]
+        latency.push(
+            p["configs"]["sv1"]["share_latency_ms"]["mean"]
                 .as_f64()
                 .unwrap(),
         );
     }
     assert!(
-        ttj[1] > ttj[0] + 20.0,
-        "time to new job at 120 ms ({:.1} ms) not above 20 ms's ({:.1} ms)",
-        ttj[1],
-        ttj[0]
+        latency[1] > latency[0] + 50.0,
+        "share latency at 120 ms ({:.1} ms) not 50 ms above 20 ms's ({:.1} ms)",
+        latency[1],
+        latency[0]
     );
     let csv = std::fs::read_to_string(out.join("sweep_time_to_job_ms.csv")).unwrap();
     let rows: Vec<&str> = csv.lines().collect();
