@@ -172,7 +172,10 @@ for name in agg per; do
 done
 
 # 8. The pool's log (flushed on SIGTERM): one extended channel for the aggregating translator,
-# one per device for the other.
+# one per device for the other. The roles get a moment first: translator_sv2 answers its devices
+# itself, so a share it forwarded last may still have its SubmitShares.Success on the way, and
+# the pool records a share accepted before that goes out.
+sleep 2
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 pids=()
