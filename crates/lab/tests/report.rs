@@ -188,17 +188,18 @@ fn every_chart_is_an_inline_svg_and_the_page_is_self_contained() {
     assert_eq!(html.matches("data-chart=\"role_").count(), 12);
     assert!(!html.contains("class=\"no-chart\""), "a chart is missing");
     // The time-to-job CDF comes from the samples (two curves, one per config, in their colours),
-    // the first-device chart from results.json's percentiles (bars).
+    // the first-device chart from results.json's percentiles (a dashed curve with a dot on
+    // each stored percentile).
     let cdf = chart_svg(&html, "dist-time_to_job_ms");
     assert_eq!(cdf.matches("stroke=\"#0072B2\"").count(), 1, "sv1's curve");
     assert_eq!(cdf.matches("stroke=\"#D55E00\"").count(), 1, "A's curve");
-    let bars = chart_svg(&html, "dist-time_to_job_first_ms");
+    let dots = chart_svg(&html, "dist-time_to_job_first_ms");
     assert_eq!(
-        bars.matches("fill=\"#0072B2\"").count(),
+        dots.matches("fill=\"#0072B2\"").count(),
         4,
         "p50 p95 p99 max"
     );
-    assert_eq!(bars.matches("fill=\"#D55E00\"").count(), 4);
+    assert_eq!(dots.matches("fill=\"#D55E00\"").count(), 4);
     // The same colour for a config everywhere: legend swatches included.
     assert!(html.contains("<span class=\"swatch\" style=\"background:#0072b2\"></span>sv1"));
     assert!(html.contains("<span class=\"swatch\" style=\"background:#d55e00\"></span>A"));

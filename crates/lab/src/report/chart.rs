@@ -54,14 +54,10 @@ pub struct Line {
 #[error("drawing the chart: {0}")]
 pub struct ChartError(String);
 
-/// A line chart of `lines`. The x axis spans the data; `x_max` clips it (points beyond are cut
-/// and the line ends at the clip). The y axis starts at zero unless data goes below it.
-pub fn lines(axes: &Axes<'_>, lines: &[Line], x_max: Option<f64>) -> Result<String, ChartError> {
-    let clipped: Vec<Line> = match x_max {
-        Some(m) => lines.iter().map(|l| clip(l, m)).collect(),
-        None => lines.to_vec(),
-    };
-    let points = || clipped.iter().flat_map(|l| l.segments.iter().flatten());
+/// A line chart of `lines`. The x axis spans the data; the y axis starts at zero unless data
+/// goes below it.
+pub fn lines(axes: &Axes<'_>, lines: &[Line]) -> Result<String, ChartError> {
+    let points = || lines.iter().flat_map(|l| l.segments.iter().flatten());
     let y_axis = YAxis::new(axes, points().map(|p| p.1));
     let x = span(points().map(|p| p.0), true, false);
     let y = if axes.y_ticks == Ticks::Fraction {
@@ -91,7 +87,7 @@ pub fn lines(axes: &Axes<'_>, lines: &[Line], x_max: Option<f64>) -> Result<Stri
             .light_line_style(TRANSPARENT)
             .draw()
             .map_err(err)?;
-        for line in &clipped {
+        for line in lines {
             let style = ShapeStyle::from(colour(line.colour)).stroke_width(2);
             for segment in &line.segments {
                 let scaled = segment.iter().map(|&(x, y)| (x, y / y_axis.scale));
@@ -111,41 +107,102 @@ pub fn lines(axes: &Axes<'_>, lines: &[Line], x_max: Option<f64>) -> Result<Stri
     Ok(svg)
 }
 
-/// Grouped bars: one group per category (`p50`, `p95`, ...), one bar per series in each group.
-/// Missing values leave a gap.
-pub fn bars(
-    axes: &Axes<'_>,
-    categories: &[&str],
-    series: &[(Rgb, Vec<Option<f64>>)],
-) -> Result<String, ChartError> {
-    // x in thousandths of a group: plotters labels integer axes at chosen key points (its f64
-    // axes have no formatter hook for them).
-    const GROUP: i32 = 1000;
-    let n = i32::try_from(categories.len().max(1)).unwrap_or(i32::MAX / GROUP) * GROUP;
-    let centres: Vec<i32> = (0..n / GROUP).map(|i| i * GROUP + GROUP / 2).collect();
-    let values = || series.iter().flat_map(|(_, v)| v.iter().flatten().copied());
-    let y_axis = YAxis::new(axes, values());
-    let y = span(values().map(|v| v / y_axis.scale), axes.y_from_zero, true);
+/// How a CDF chart's value axis runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum XScale {
+    /// From zero to `end`.
+    Linear { end: f64 },
+    /// Logarithmic from `start` to `end` (both positive), for values that differ by orders of
+    /// magnitude.
+    Log { start: f64, end: f64 },
+}
+
+impl XScale {
+    pub fn start(self) -> f64 {
+        match self {
+            XScale::Linear { .. } => 0.0,
+            XScale::Log { start, .. } => start,
+        }
+    }
+
+    pub fn end(self) -> f64 {
+        match self {
+            XScale::Linear { end } | XScale::Log { end, .. } => end,
+        }
+    }
+}
+
+/// One configuration's cumulative distribution: (value, fraction) points within the axis.
+#[derive(Debug, Clone)]
+pub struct CdfLine {
+    pub colour: Rgb,
+    pub points: Vec<(f64, f64)>,
+    /// The few points known of a curve that is not measured whole (stored percentiles), each
+    /// drawn as a dot; the line through them is dashed, since it is only a straight join.
+    pub dots: Vec<(f64, f64)>,
+}
+
+/// Where a CDF chart's fraction axis is labelled.
+const FRACTION_TICKS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+
+/// Cumulative distributions: the fraction of values at or below each value, 0 to 100% up the
+/// side, `x_desc` along the bottom on `scale`. Points are expected within the scale's range.
+pub fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<String, ChartError> {
+    // Both axes are integer units, as the bars' x axis is: plotters writes the labels of an
+    // integer axis at chosen key points (its f64 axes have no formatter hook for them). A log
+    // axis is a linear one over log10 of the values, ticks written as the values: they then fall
+    // on round values (1, 2, 5, 10 ...) wherever the axis starts.
+    const UNITS: f64 = 100_000.0;
+    let (start, end, log) = match scale {
+        XScale::Linear { end } => (0.0, if end > 0.0 { end } else { 1.0 }, false),
+        XScale::Log { start, end } => (start.log10(), end.log10(), true),
+    };
+    let to_x = |v: f64| {
+        let v = if log { v.log10() } else { v };
+        ((v - start) / (end - start) * UNITS).round() as i32
+    };
+    let from_x = |x: i32| {
+        let v = start + f64::from(x) / UNITS * (end - start);
+        if log {
+            10f64.powf(v)
+        } else {
+            v
+        }
+    };
+    let to_y = |f: f64| (f * UNITS).round() as i32;
+    // (position, value): labels are written from the value, not from the rounded position.
+    let x_ticks: Vec<(i32, f64)> = match scale {
+        XScale::Linear { .. } => linear_ticks(end),
+        XScale::Log { start, end } => log_ticks(start, end),
+    }
+    .into_iter()
+    .map(|v| (to_x(v), v))
+    .collect();
+    let y_ticks: Vec<i32> = FRACTION_TICKS.iter().map(|f| to_y(*f)).collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
+        // A little room above 100%, so that a line that has reached it is not drawn on the
+        // chart's top edge.
         let mut chart = frame(&root)
-            .build_cartesian_2d((0..n).with_key_points(centres), y)
+            .build_cartesian_2d(
+                (0..UNITS as i32).with_key_points(x_ticks.iter().map(|t| t.0).collect()),
+                (0..to_y(1.03)).with_key_points(y_ticks),
+            )
             .map_err(err)?;
         let x_fmt = |v: &i32| {
-            let i = usize::try_from(v / GROUP).unwrap_or(usize::MAX);
-            categories
-                .get(i)
-                .map_or_else(String::new, |c| (*c).to_owned())
+            let value = x_ticks
+                .iter()
+                .find(|t| t.0 == *v)
+                .map_or_else(|| from_x(*v), |t| t.1);
+            tick(value, Ticks::Plain)
         };
-        let y_fmt = |v: &f64| tick(*v, y_axis.ticks);
+        let y_fmt = |v: &i32| tick(f64::from(*v) / UNITS, Ticks::Fraction);
         chart
             .configure_mesh()
-            .disable_x_mesh()
-            .x_desc(axes.x_desc)
-            .y_desc(&y_axis.desc)
-            .y_labels(6)
+            .x_desc(x_desc)
+            .y_desc("at or below")
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&y_fmt)
             .label_style((FONT, 14).into_font().color(&AXIS_GREY))
@@ -155,21 +212,69 @@ pub fn bars(
             .light_line_style(TRANSPARENT)
             .draw()
             .map_err(err)?;
-        // Each group leaves 15% of its width free on either side; bars share the rest.
-        let bars = i32::try_from(series.len().max(1)).unwrap_or(1);
-        let width = (GROUP * 7 / 10 / bars).max(1);
-        for (j, (rgb, values)) in (0..).zip(series) {
-            let style = ShapeStyle::from(colour(*rgb)).filled();
-            let rects = (0..).zip(values).filter_map(|(i, v): (i32, _)| {
-                let v = (*v)? / y_axis.scale;
-                let left = i * GROUP + GROUP * 15 / 100 + j * width;
-                Some(Rectangle::new([(left, v), (left + width, 0.0)], style))
-            });
-            chart.draw_series(rects).map_err(err)?;
+        for line in lines {
+            let style = ShapeStyle::from(colour(line.colour)).stroke_width(2);
+            let points = || line.points.iter().map(|&(x, y)| (to_x(x), to_y(y)));
+            if !line.dots.is_empty() {
+                chart
+                    .draw_series(DashedLineSeries::new(points(), 6, 4, style))
+                    .map_err(err)?;
+                let dots = line.dots.iter().map(|&(x, y)| (to_x(x), to_y(y)));
+                chart
+                    .draw_series(dots.map(|p| Circle::new(p, 3, style.filled())))
+                    .map_err(err)?;
+            } else if line.points.len() == 1 {
+                chart
+                    .draw_series(points().map(|p| Circle::new(p, 2, style.filled())))
+                    .map_err(err)?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(points(), style))
+                    .map_err(err)?;
+            }
         }
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// The distance between ticks on a linear axis from zero to `end`: the smallest of 1, 2 or 5
+/// times a power of ten that puts at most eight ticks besides zero on it.
+pub fn linear_step(end: f64) -> f64 {
+    let raw = end / 8.0;
+    let magnitude = 10f64.powi(raw.log10().floor() as i32);
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * magnitude)
+}
+
+/// Ticks for a linear axis from zero to `end`: multiples of 1, 2 or 5 times a power of ten,
+/// at most eight of them besides zero.
+fn linear_ticks(end: f64) -> Vec<f64> {
+    let step = linear_step(end);
+    // Whole multiples of the step, computed from their index so that no rounding error piles up.
+    (0..)
+        .map(|i| f64::from(i) * step)
+        .take_while(|v| *v <= end * (1.0 + 1e-9))
+        .collect()
+}
+
+/// Ticks for a log axis from `start` to `end`: every power of ten between them, and the 2 and 5
+/// times each as well when the axis spans three decades or fewer (more would crowd the labels).
+fn log_ticks(start: f64, end: f64) -> Vec<f64> {
+    let (lo, hi) = (start.log10().floor() as i32, end.log10().ceil() as i32);
+    let multiples: &[f64] = if hi - lo <= 3 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let inside = |v: &f64| *v >= start * (1.0 - 1e-9) && *v <= end * (1.0 + 1e-9);
+    (lo..=hi)
+        .flat_map(|e| multiples.iter().map(move |m| m * 10f64.powi(e)))
+        .filter(inside)
+        .collect()
 }
 
 fn colour(rgb: Rgb) -> RGBColor {
@@ -264,33 +369,6 @@ fn span(values: impl Iterator<Item = f64>, with_zero: bool, pad: bool) -> Range<
     lo..hi
 }
 
-/// The line cut at `x_max`, ending exactly there by interpolation.
-fn clip(line: &Line, x_max: f64) -> Line {
-    let mut segments = Vec::with_capacity(line.segments.len());
-    for seg in &line.segments {
-        let mut out = Vec::with_capacity(seg.len());
-        for (i, &(x, y)) in seg.iter().enumerate() {
-            if x <= x_max {
-                out.push((x, y));
-                continue;
-            }
-            if let Some(&(x0, y0)) = i.checked_sub(1).map(|p| &seg[p]) {
-                if x0 < x_max {
-                    out.push((x_max, y0 + (y - y0) * (x_max - x0) / (x - x0)));
-                }
-            }
-            break;
-        }
-        if !out.is_empty() {
-            segments.push(out);
-        }
-    }
-    Line {
-        colour: line.colour,
-        segments,
-    }
-}
-
 /// An axis tick label.
 fn tick(v: f64, ticks: Ticks) -> String {
     match ticks {
@@ -336,7 +414,7 @@ mod tests {
             colour: Rgb(0x00, 0x72, 0xb2),
             segments: vec![vec![(0.0, 1.0), (1.0, 2.0), (2.0, 1.5)], vec![(4.0, 3.0)]],
         };
-        let svg = lines(&AXES, &[line], None).unwrap();
+        let svg = lines(&AXES, &[line]).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
         assert!(svg.trim_end().ends_with("</svg>"));
         // Axes and ticks are polylines too; the data's are in its colour.
@@ -351,45 +429,80 @@ mod tests {
 
     #[test]
     fn empty_and_flat_data_still_draw() {
-        assert!(lines(&AXES, &[], None).unwrap().contains("</svg>"));
+        assert!(lines(&AXES, &[]).unwrap().contains("</svg>"));
         let flat = Line {
             colour: Rgb(1, 2, 3),
             segments: vec![vec![(0.0, 0.0), (10.0, 0.0)]],
         };
-        assert!(lines(&AXES, &[flat], None)
+        assert!(lines(&AXES, &[flat])
             .unwrap()
             .contains("stroke=\"#010203\""));
     }
 
-    #[test]
-    fn bars_draw_one_rect_per_value() {
-        let svg = bars(
-            &AXES,
-            &["p50", "p95"],
-            &[
-                (Rgb(1, 2, 3), vec![Some(1.0), Some(2.0)]),
-                (Rgb(4, 5, 6), vec![None, Some(3.0)]),
-            ],
-        )
-        .unwrap();
-        assert_eq!(svg.matches("fill=\"#010203\"").count(), 2, "{svg}");
-        assert_eq!(svg.matches("fill=\"#040506\"").count(), 1, "{svg}");
-        assert!(svg.contains("\np95\n"), "{svg}");
+    /// The labels' texts of an SVG chart (plotters writes each on a line of its own).
+    fn labels(svg: &str) -> Vec<&str> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| Some(t.split_once('>')?.1.split_once("</text>")?.0.trim()))
+            .collect()
     }
 
     #[test]
-    fn clipping_interpolates_the_last_point() {
-        let l = Line {
-            colour: Rgb(0, 0, 0),
-            segments: vec![
-                vec![(0.0, 0.0), (10.0, 1.0), (20.0, 2.0)],
-                vec![(30.0, 1.0)],
-            ],
+    fn a_cdf_chart_has_round_ticks_and_marks_stored_percentiles() {
+        let measured = CdfLine {
+            colour: Rgb(1, 2, 3),
+            points: vec![(0.2, 0.0), (0.5, 0.5), (0.9, 1.0), (200.0, 1.0)],
+            dots: Vec::new(),
         };
-        assert_eq!(
-            clip(&l, 15.0).segments,
-            [vec![(0.0, 0.0), (10.0, 1.0), (15.0, 1.5)]]
+        let stored = vec![(50.0, 0.5), (80.0, 0.95), (90.0, 0.99), (120.0, 1.0)];
+        let percentiles = CdfLine {
+            colour: Rgb(4, 5, 6),
+            points: [stored.clone(), vec![(200.0, 1.0)]].concat(),
+            dots: stored,
+        };
+        let lines = [measured, percentiles];
+        let svg = cdf(
+            "ms (log scale)",
+            &lines,
+            XScale::Log {
+                start: 0.1,
+                end: 200.0,
+            },
+        )
+        .unwrap();
+        let text = labels(&svg);
+        // Ticks on round values, written as values (not as their rounded positions: 49.999).
+        for tick in ["0.1", "1", "10", "100", "0%", "50%", "100%"] {
+            assert!(text.contains(&tick), "no tick {tick}: {text:?}");
+        }
+        assert!(!text.iter().any(|t| t.contains("99")), "{text:?}");
+        // The measured curve is one solid line; the stored one dashes, and a dot per percentile
+        // (none where it is carried on to the axis's end).
+        assert_eq!(svg.matches("stroke=\"#010203\"").count(), 1, "{svg}");
+        assert!(
+            svg.matches("stroke=\"#040506\"").count() > 5,
+            "dashes: {svg}"
         );
+        assert_eq!(svg.matches("fill=\"#040506\"").count(), 4, "{svg}");
+
+        let linear = cdf("ms", &lines, XScale::Linear { end: 200.0 }).unwrap();
+        let text = labels(&linear);
+        for tick in ["0", "50", "100", "150", "200"] {
+            assert!(text.contains(&tick), "no tick {tick}: {text:?}");
+        }
+    }
+
+    #[test]
+    fn cdf_axis_ticks() {
+        assert_eq!(linear_step(160.0), 20.0);
+        assert_eq!(linear_step(995.0), 200.0);
+        assert_eq!(linear_ticks(100.0), [0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        assert_eq!(
+            log_ticks(1.0, 200.0),
+            [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0]
+        );
+        // Over more than three decades, powers of ten alone.
+        assert_eq!(log_ticks(0.01, 200.0).len(), 5);
     }
 
     #[test]
@@ -413,7 +526,6 @@ mod tests {
                 colour: Rgb(1, 2, 3),
                 segments: vec![vec![(0.0, 2048.0), (1.0, 4096.0)]],
             }],
-            None,
         )
         .unwrap();
         assert!(svg.contains("sent (KiB/s)"), "{svg}");

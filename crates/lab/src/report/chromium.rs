@@ -157,10 +157,43 @@ impl Chromium {
         )
     }
 
+    /// The DOM of the page at `url` (a live page served over HTTP) once its scripts have run
+    /// for `virtual_time` of the browser's virtual clock: a page that refreshes itself every
+    /// two seconds has refreshed twice within five, and the browser waits for each refresh's
+    /// requests before its clock moves on.
+    pub fn dump_dom_url(
+        &self,
+        url: &str,
+        window: (u32, u32),
+        virtual_time: Duration,
+        timeout: Duration,
+    ) -> Result<BrowserOutput, BrowserError> {
+        self.run_on(
+            vec![
+                "--dump-dom".into(),
+                format!("--window-size={},{}", window.0, window.1).into(),
+                format!("--virtual-time-budget={}", virtual_time.as_millis()).into(),
+                "--enable-logging=stderr".into(),
+                "--v=0".into(),
+            ],
+            url.into(),
+            timeout,
+        )
+    }
+
     fn run(
         &self,
         task: Vec<OsString>,
         html: &Path,
+        timeout: Duration,
+    ) -> Result<BrowserOutput, BrowserError> {
+        self.run_on(task, file_url(&absolute(html)).into(), timeout)
+    }
+
+    fn run_on(
+        &self,
+        task: Vec<OsString>,
+        url: OsString,
         timeout: Duration,
     ) -> Result<BrowserOutput, BrowserError> {
         let scratch = tempfile::Builder::new()
@@ -178,7 +211,7 @@ impl Chromium {
         cmd.args(FLAGS)
             .arg(profile)
             .args(task)
-            .arg(file_url(&absolute(html)))
+            .arg(url)
             .stdin(Stdio::null())
             .stdout(stdout)
             .stderr(stderr)

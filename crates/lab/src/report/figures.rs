@@ -1,13 +1,15 @@
 //! Which charts the report shows, built from the inputs: shares and acceptance over time,
-//! distributions (CDFs from raw samples, else percentile bars from results.json), bandwidth over
-//! time, role CPU and memory over time, and any other series the directory holds.
+//! bandwidth over time, role CPU and memory over time, any other series the directory holds, and
+//! then the distributions (a CDF per configuration, from the raw samples, else from the
+//! percentiles results.json stores; see `cdf`).
 
-use super::chart::{self, Axes, Line, Ticks};
+use super::cdf::{self, Source, CLIP_QUANTILE};
+use super::chart::{self, Axes, Line, Ticks, XScale};
 use super::html::{escape, id, push};
 use super::inputs::Inputs;
 use super::palette::{Palette, Rgb, SHARED};
 use super::results_json::number_at;
-use super::samples::{cdf, quantile};
+use super::samples::MAX_CDF_POINTS;
 use super::series::{split_role, TimeSeries, MAX_POINTS};
 use super::summary::DISTRIBUTIONS;
 use super::units::Unit;
@@ -52,10 +54,11 @@ const BANDWIDTH_SERIES: [(&str, &str); 4] = [
 const ACCEPTANCE_SERIES: &str = "acceptance_pct";
 const ROLE_CPU_SERIES: &str = "role_cpu_pct";
 const ROLE_RSS_SERIES: &str = "role_rss_bytes";
-const PERCENTILES: [&str; 4] = ["p50", "p95", "p99", "max"];
-/// CDFs end at the largest of the configurations' 99.5th percentiles: a single slow outlier
-/// would otherwise squeeze every curve against the left edge (the table keeps the maximum).
-const CDF_CLIP_QUANTILE: f64 = 0.995;
+/// The percentiles results.json stores for a distribution, with the fraction each stands for.
+const STORED_PERCENTILES: [(&str, f64); 4] =
+    [("p50", 0.5), ("p95", 0.95), ("p99", 0.99), ("max", 1.0)];
+/// The distributions the report is read for come first; the rest follow in the table's order.
+const LEADING_DISTRIBUTIONS: [&str; 2] = ["time_to_job_ms", "share_latency_ms"];
 
 pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
     let time = "time (s)";
@@ -110,6 +113,13 @@ pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
             metrics.push((m.clone(), m.clone()));
         }
     }
+    // A stable sort: the leading two in their order, then the rest as they were.
+    metrics.sort_by_key(|(m, _)| {
+        LEADING_DISTRIBUTIONS
+            .iter()
+            .position(|l| l == m)
+            .unwrap_or(LEADING_DISTRIBUTIONS.len())
+    });
     for (metric, title) in &metrics {
         distributions.push(distribution_figure(inputs, palette, metric, title));
     }
@@ -198,11 +208,6 @@ pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
             figures: acceptance,
         },
         Section {
-            id: "distributions",
-            title: "Time to job and other latencies",
-            figures: distributions,
-        },
-        Section {
             id: "bandwidth",
             title: "Bandwidth over time",
             figures: bandwidth,
@@ -216,6 +221,12 @@ pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
             id: "other-series",
             title: "Other series",
             figures: other,
+        },
+        // After everything over time: how each configuration's delays are spread over the run.
+        Section {
+            id: "distributions",
+            title: "Distributions",
+            figures: distributions,
         },
     ];
     out.retain(|s| !s.figures.is_empty());
@@ -280,13 +291,7 @@ fn series_figure(
         });
     }
     let caption = thinned(series);
-    drawn(
-        name,
-        title,
-        caption,
-        legend,
-        chart::lines(&axes, &lines, None),
-    )
+    drawn(name, title, caption, legend, chart::lines(&axes, &lines))
 }
 
 /// One figure per role (columns `<config>.<role>`), a line per configuration.
@@ -344,89 +349,119 @@ fn role_figures(
                 &format!("{what}: {role}"),
                 thinned(series),
                 legend,
-                chart::lines(&axes, &lines, None),
+                chart::lines(&axes, &lines),
             )
         })
         .collect()
 }
 
+/// One configuration's curve per line: from its raw samples in `dist_<metric>.csv`, else from
+/// the percentiles results.json stores for it (drawn dashed, dots on the stored points).
 fn distribution_figure(inputs: &Inputs, palette: &Palette, metric: &str, title: &str) -> Figure {
     let key = format!("dist-{metric}");
-    if let Some(samples) = inputs.samples(metric).filter(|s| !s.is_empty()) {
-        let mut legend = Vec::new();
-        let mut lines = Vec::new();
-        let mut clip = 0.0f64;
-        let mut largest = 0.0f64;
-        for (config, values) in ordered(&samples.per_config, &inputs.configs, |(c, _)| c) {
-            if values.is_empty() {
-                continue;
-            }
-            let colour = palette.colour(config);
-            legend.push((format!("{config} ({} samples)", values.len()), colour));
-            clip = clip.max(quantile(values, CDF_CLIP_QUANTILE).unwrap_or(0.0));
-            largest = largest.max(*values.last().unwrap_or(&0.0));
-            lines.push(Line {
-                colour,
-                segments: vec![cdf(values)],
-            });
-        }
-        let clipped = largest > clip && clip > 0.0;
-        let caption = Some(if clipped {
-            format!(
-                "Share of samples at or below each time. The axis ends at {} ms, the largest \
-                 99.5th percentile; the maximum ({} ms) is in the table.",
-                Unit::Millis.format(clip),
-                Unit::Millis.format(largest)
-            )
-        } else {
-            "Share of samples at or below each time.".to_owned()
-        });
-        let axes = Axes {
-            x_desc: "ms",
-            y_desc: "samples at or below",
-            y_ticks: Ticks::Fraction,
-            y_from_zero: true,
-        };
-        let svg = chart::lines(&axes, &lines, clipped.then_some(clip));
-        return drawn(&key, title, caption, legend, svg);
-    }
-    // No raw samples: the percentiles results.json recorded.
+    let samples = inputs.samples(metric);
     let mut legend = Vec::new();
-    let mut bars = Vec::new();
-    if let Some(results) = &inputs.results {
-        for (config, figures) in &results.configs {
-            let values: Vec<Option<f64>> = PERCENTILES
-                .iter()
-                .map(|p| number_at(figures, &[metric, p]))
-                .collect();
-            if values.iter().any(Option::is_some) {
-                let colour = palette.colour(config);
-                legend.push((config.clone(), colour));
-                bars.push((colour, values));
-            }
+    let mut sources = Vec::new();
+    let mut from_percentiles: Vec<&str> = Vec::new();
+    let mut thinned = false;
+    for config in &inputs.configs {
+        let colour = palette.colour(config);
+        if let Some(values) = samples
+            .and_then(|s| s.get(config))
+            .filter(|v| !v.is_empty())
+        {
+            legend.push((
+                format!(
+                    "{config} ({} samples)",
+                    Unit::Count.format(values.len() as f64)
+                ),
+                colour,
+            ));
+            thinned |= values.len() > MAX_CDF_POINTS;
+            sources.push((colour, Source::Samples(values)));
+            continue;
         }
+        let Some(figures) = inputs
+            .results
+            .as_ref()
+            .and_then(|r| r.configs.iter().find(|(c, _)| c == config).map(|(_, f)| f))
+        else {
+            continue;
+        };
+        let stored: Vec<(f64, f64)> = STORED_PERCENTILES
+            .iter()
+            .filter_map(|(p, q)| number_at(figures, &[metric, p]).map(|v| (*q, v)))
+            .collect();
+        if stored.is_empty() {
+            continue;
+        }
+        let label = match number_at(figures, &[metric, "n"]) {
+            Some(n) => format!("{config} (percentiles of {})", Unit::Count.format(n)),
+            None => format!("{config} (percentiles)"),
+        };
+        legend.push((label, colour));
+        from_percentiles.push(config);
+        sources.push((colour, Source::Percentiles(stored)));
     }
-    if bars.is_empty() {
+    if sources.is_empty() {
         return missing(
             &key,
             title,
             format!("no dist_{metric}.csv and no percentiles in results.json"),
         );
     }
-    let axes = Axes {
-        x_desc: "percentile",
-        y_desc: "ms",
-        y_ticks: Ticks::Plain,
-        y_from_zero: true,
+    let plot = cdf::plot(&sources);
+
+    let mut caption = String::from("Share of each configuration's values at or below each time.");
+    if thinned {
+        caption.push_str(&format!(
+            " Curves of more than {MAX_CDF_POINTS} samples are drawn through {MAX_CDF_POINTS} of \
+             them, the median, 95th and 99th percentiles among them."
+        ));
+    }
+    if !from_percentiles.is_empty() {
+        let (whose, why) = if from_percentiles.len() == sources.len() {
+            (
+                "Every curve is".to_owned(),
+                format!("this directory has no raw samples in dist_{metric}.csv"),
+            )
+        } else {
+            (
+                format!("The dashed curves ({}) are", from_percentiles.join(", ")),
+                format!("dist_{metric}.csv has no samples of theirs"),
+            )
+        };
+        caption.push_str(&format!(
+            " {whose} drawn from the percentiles results.json stores (p50, p95, p99 and the \
+             maximum: the dots) joined by straight dashes: {why}. Below the median nothing is \
+             recorded."
+        ));
+    }
+    if matches!(plot.scale, XScale::Log { .. }) {
+        caption.push_str(
+            " The time axis is logarithmic: the configurations' times differ by orders of \
+             magnitude.",
+        );
+    }
+    if let Some(max) = plot.cut_max {
+        caption.push_str(&format!(
+            " The axis ends at {} ms, past every configuration's {:.1}th percentile; the largest \
+             value ({} ms) is in the table.",
+            Unit::Millis.format(plot.scale.end()),
+            CLIP_QUANTILE * 100.0,
+            Unit::Millis.format(max)
+        ));
+    }
+    let x_desc = match plot.scale {
+        XScale::Linear { .. } => "ms",
+        XScale::Log { .. } => "ms (log scale)",
     };
     drawn(
         &key,
         title,
-        Some(format!(
-            "Percentiles from results.json (no dist_{metric}.csv with raw samples)."
-        )),
+        Some(caption),
         legend,
-        chart::bars(&axes, &PERCENTILES, &bars),
+        chart::cdf(x_desc, &plot.lines, plot.scale),
     )
 }
 

@@ -10,11 +10,13 @@
 //!   read it.
 //! - [`page`]: the document, in this order: [`findings`] (the key figures against the
 //!   baseline, with [`validity`] inside), [`explain`] (a sentence per configuration on where its
-//!   time to new job goes), [`figures`] (drawn by [`chart`] in the colours of [`palette`]),
-//!   [`summary`] (every figure) and [`context`] last.
+//!   time to new job goes), [`figures`] (drawn by [`chart`] in the colours of [`palette`], the
+//!   distributions' curves fitted to their axes by [`cdf`]), [`summary`] (every figure) and
+//!   [`context`] last.
 //! - [`chromium`]: the headless browser that prints the PDF (and checks the page in tests).
 //! - [`compare`]: two runs' key figures side by side (comparison.html and comparison.json).
 
+mod cdf;
 mod chart;
 pub mod chromium;
 mod compare;
@@ -27,7 +29,7 @@ mod html;
 mod inputs;
 pub(crate) mod key_figures;
 mod page;
-mod palette;
+pub(crate) mod palette;
 mod results_json;
 mod samples;
 mod series;

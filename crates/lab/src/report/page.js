@@ -18,7 +18,10 @@
         marks++;
       }
     }
-    if (!(box.width > 0 && box.height > 0) || marks === 0) {
+    var drawn = box.width > 0 && box.height > 0 && marks > 0;
+    // Per chart too, so that a test can ask about one chart rather than the page as a whole.
+    svg.setAttribute("data-drawn", drawn ? "true" : "false");
+    if (!drawn) {
       broken.push(svg.getAttribute("data-chart"));
     }
   }

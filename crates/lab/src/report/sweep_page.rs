@@ -195,7 +195,7 @@ fn curve(
         );
     }
     out.push_str("</span></figcaption>\n");
-    match chart::lines(&axes, &lines, None) {
+    match chart::lines(&axes, &lines) {
         Ok(svg) => {
             let attrs = format!(
                 "<svg class=\"chart\" data-chart=\"sweep-{}\" role=\"img\" aria-label=\"{} against {}\" ",
