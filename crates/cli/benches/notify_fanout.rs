@@ -1,5 +1,5 @@
 //! `notify_fanout`: how long the SV1 pool takes to put a new job on every connected miner's
-//! socket, and how much memory an idle miner connection costs it (issue 4).
+//! socket, and how much memory an idle miner connection costs it.
 //!
 //! Every role is its own process on 127.0.0.1, started from the `stratumlab` binary of this
 //! build: `simnet` (the node: RPC only, no blocks of its own, no fee-driven template updates),

@@ -224,7 +224,7 @@ enum Fault {
 
 const KEEPALIVE: Duration = Duration::from_secs(2);
 
-/// Issue 7's fault test: two pools, the first killed mid-run. Every device has work from the
+/// Failover under fault: two pools, the first killed mid-run. Every device has work from the
 /// second within 2 s, none disconnects, and every share the first pool accepted (as the
 /// translator was told) is in that pool's store.
 #[test]

@@ -1,7 +1,7 @@
 //! `sv1_share/empty_branch`, `sv1_share/branch12`: the whole path of one accepted share on one
-//! core, from the raw `mining.submit` line to the serialized reply bytes, accounting included
-//! (issue 4). `floor/compress256` is measured in the same binary, so the cost is stated as a
-//! multiple of the naive SHA-256 work of the share.
+//! core, from the raw `mining.submit` line to the serialized reply bytes, accounting included.
+//! `floor/compress256` is measured in the same binary, so the cost is stated as a multiple of
+//! the naive SHA-256 work of the share.
 //!
 //! Setup: an [`Engine`] with statistics on, events off and a share store in a temporary
 //! directory with `Durability::Off`; one SV1 [`Session`] that negotiated version rolling,

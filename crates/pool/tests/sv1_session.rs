@@ -1,4 +1,4 @@
-//! The SV1 pool front end, sans IO (issue 4): a `Session` driven line by line, with templates
+//! The SV1 pool front end, sans IO: a `Session` driven line by line, with templates
 //! built by hand and shares ground by an independent miner (see `support`). Every rule is
 //! checked on the exact lines the pool writes, in order.
 
@@ -2022,8 +2022,8 @@ fn bitaxe_handshake() {
 
 #[test]
 fn older_esp_miner_reads_the_configure_reply_synchronously_after_subscribe() {
-    // ESP-Miner issue #190: subscribe (1), then configure (2) read as the next line; issue
-    // #182: suggest_difficulty (3) before authorize (4).
+    // Older ESP-Miner firmware (tests/data/miner_handshakes.md): subscribe (1), then configure
+    // (2) read as the next line; suggest_difficulty (3) before authorize (4).
     let lab = replay_lab();
     let mut m = lab.miner(T0);
     m.send(

@@ -1,4 +1,4 @@
-//! Hostile input on the SV2 pool's port (issue 6): one pool in process against simnet's
+//! Hostile input on the SV2 pool's port: one pool in process against simnet's
 //! Template Provider, and on their own connections, one after the other, peers that send
 //! garbage before and after the Noise handshake, expect another authority, declare frames over
 //! the limit, send unknown message types, skip `SetupConnection`, ask for what the pool does not

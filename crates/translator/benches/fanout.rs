@@ -1,6 +1,6 @@
 //! `translator_fanout`: how long the translator's core takes to turn one upstream job into a
-//! `mining.notify` ready on every one of 10,000 SV1 devices (issue 7, "time to fan a new job out
-//! to 10k devices").
+//! `mining.notify` ready on every one of 10,000 SV1 devices (the time to fan a new job out to
+//! 10k devices).
 //!
 //! Setup: a sans-IO [`Translator`] in aggregated mode with 10,000 devices that subscribed and
 //! authorized, on an extended channel of 8 extranonce bytes (4 of prefix, 2 per device, 2 of

@@ -2,7 +2,7 @@
 //! delivers new work, waits for the store before acknowledging, and says goodbye with
 //! `client.reconnect` on shutdown.
 //!
-//! New work reaches every connection the same way (issue 4's notify fan-out): one herald task
+//! New work reaches every connection the same way (the notify fan-out): one herald task
 //! turns the engine's new generation, the periodic tick and shutdown into counters and wakes
 //! every connection task in one pass (`Wakers`); each task compares the counters with what it
 //! saw, lets its session issue the job and writes the job's shared `mining.notify` line with
