@@ -121,12 +121,13 @@ fn a_short_run_of_sv1_sv1_proxied_d_and_c_writes_sane_results() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
+    let configs = ["sv1", "sv1-proxied", "D", "C"];
     let child = lab_of(
         &out,
-        &["sv1", "sv1-proxied", "D", "C"],
-        &["--duration", "16s"],
+        &configs,
+        &["--duration", "24s", "--metrics-listen", "127.0.0.1:0"],
     );
-    let (status, text) = output(child);
+    let (status, text) = watched(child, &configs, &["pool", "proxy", "translator"], true);
     assert!(status.success(), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
@@ -159,6 +160,162 @@ fn a_short_run_of_sv1_sv1_proxied_d_and_c_writes_sane_results() {
     assert!(out.join("shares_accepted_per_s.csv").is_file());
     assert!(out.join("role_cpu_pct.csv").is_file());
     no_role_left(out.to_str().unwrap());
+}
+
+/// Waits for the lab's end while watching it through `--metrics-listen` ([`watch_live`]); its
+/// exit status and what it printed.
+fn watched(
+    mut child: Child,
+    configs: &[&str],
+    kinds: &[&str],
+    browser: bool,
+) -> (std::process::ExitStatus, String) {
+    let stdout = child.stdout.take().unwrap();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let printed = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut text = String::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap_or_default();
+            if let Some(rest) = line.strip_prefix("metrics listening on ") {
+                let _ = addr_tx.send(rest.split_whitespace().next().unwrap_or("").to_owned());
+            }
+            text += &line;
+            text.push('\n');
+        }
+        text
+    });
+    let live = addr_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the lab prints where its live page is");
+    watch_live(&live, configs, kinds, browser);
+    let (status, stderr) = output(child);
+    (status, stderr + &printed.join().unwrap())
+}
+
+/// The live page and metrics of a running lab, and the status page of each kind of role it
+/// started (found through `/sd`): in a real browser where there is one and `browser` is set,
+/// else over HTTP (the page embeds the role's `/api/status`).
+fn watch_live(live: &str, configs: &[&str], kinds: &[&str], browser: bool) {
+    // Until every configuration's devices have had jobs and verdicts (the warm-up and the
+    // first seconds of the measured run).
+    let mut snapshot = serde_json::Value::Null;
+    wait_for(
+        "live time to job and share latency",
+        Duration::from_secs(60),
+        || {
+            let (code, body) = http_get(live, "/api/live");
+            snapshot = serde_json::from_str(&body).unwrap_or_default();
+            code == 200
+                && snapshot["elapsed_s"].as_f64().unwrap_or(0.0) >= 4.0
+                && snapshot["configs"].as_array().is_some_and(|cs| {
+                    cs.len() == configs.len()
+                        && cs.iter().all(|c| {
+                            c["time_to_job_ms"]["n"].as_u64().unwrap_or(0) > 0
+                                && c["share_latency_ms"]["n"].as_u64().unwrap_or(0) > 0
+                        })
+                })
+        },
+    );
+    for c in snapshot["configs"].as_array().unwrap() {
+        let p50 = c["time_to_job_ms"]["p50"].as_f64().unwrap();
+        // The scenario's WAN round trip is tens of milliseconds; nothing takes seconds here.
+        assert!(p50 > 0.0 && p50 < 2000.0, "{c}");
+        assert!(c["pool"]["accepted"].as_u64().is_some(), "{c}");
+    }
+    let (_, metrics) = http_get(live, "/metrics");
+    for config in configs {
+        for family in ["time_to_job_seconds", "share_latency_seconds"] {
+            let count = format!("stratumlab_run_{family}_count{{config=\"{config}\"}} ");
+            assert!(metrics.contains(&count), "{count} in:\n{metrics}");
+        }
+    }
+    let (code, sd) = http_get(live, "/sd");
+    assert_eq!(code, 200);
+    let targets: Vec<serde_json::Value> = serde_json::from_str(&sd).unwrap();
+    let mut pages = std::collections::BTreeMap::new();
+    for t in &targets {
+        let role = t["labels"]["role"].as_str().unwrap().to_owned();
+        let addr = t["targets"][0].as_str().unwrap().to_owned();
+        pages.entry(role).or_insert(addr);
+    }
+    let found: Vec<&str> = pages.keys().map(String::as_str).collect();
+    assert_eq!(found, kinds, "{sd}");
+    for (role, addr) in &pages {
+        let (code, page) = http_get(addr, "/");
+        assert_eq!(code, 200, "{role}'s page");
+        assert!(
+            page.contains(&format!("<title>stratumlab {role}</title>")),
+            "{role}'s page:\n{page}"
+        );
+        assert!(
+            page.contains("\"uptime_s\""),
+            "{role}'s figures embedded:\n{page}"
+        );
+    }
+    if !browser {
+        return;
+    }
+    let Some(chromium) = lab::report::Chromium::find() else {
+        eprintln!("SKIPPED (the pages in a browser): no Chromium; `apt-get install chromium`");
+        return;
+    };
+    let open = |url: &str| {
+        let out = chromium
+            .dump_dom_url(
+                url,
+                (1280, 900),
+                Duration::from_millis(2500),
+                Duration::from_secs(60),
+            )
+            .unwrap();
+        for line in out.stderr.lines() {
+            assert!(
+                !(line.contains("Uncaught") || line.contains("Content Security Policy")),
+                "{url}: {line}"
+            );
+        }
+        out.stdout
+    };
+    let dom = open(&format!("http://{live}/"));
+    for config in configs {
+        assert!(
+            dom.contains(&format!("</span>{config}</td>")),
+            "{config} on the live page:\n{dom}"
+        );
+    }
+    assert!(dom.contains("data-chart=\"time_to_job\""), "{dom}");
+    assert!(
+        dom.contains("ms</td>"),
+        "percentiles in milliseconds: {dom}"
+    );
+    for (role, addr) in &pages {
+        let dom = open(&format!("http://{addr}/"));
+        assert!(
+            dom.contains(&format!("<title>stratumlab {role}: ok</title>")),
+            "{role}'s page:\n{dom}"
+        );
+        assert!(dom.contains("id=\"dependencies\""), "{role}'s page:\n{dom}");
+    }
+}
+
+/// A GET on loopback: the status code and the body.
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_owned())
 }
 
 /// C-per-device (not in the default run): C with the translator opening a channel per device.
@@ -341,6 +498,8 @@ fn a_and_b_take_their_jobs_from_the_farm_node_not_across_the_wan() {
         &out,
         &["A", "B"],
         &[
+            "--metrics-listen",
+            "127.0.0.1:0",
             "--duration",
             "16s",
             "--rtt",
@@ -355,7 +514,13 @@ fn a_and_b_take_their_jobs_from_the_farm_node_not_across_the_wan() {
             "4",
         ],
     );
-    let (status, text) = output(child);
+    // The roles' pages over HTTP only: a browser's CPU would disturb the timings checked here.
+    let (status, text) = watched(
+        child,
+        &["A", "B"],
+        &["jdc", "jds", "pool", "translator"],
+        false,
+    );
     assert!(status.success(), "{text}");
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();

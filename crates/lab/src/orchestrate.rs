@@ -150,8 +150,22 @@ pub trait Progress {
     fn tick(&self, elapsed: Duration, total: Duration, shares: &BTreeMap<String, ShareCounts>);
     /// The roles' latest CPU (percent of a core) and RSS (bytes).
     fn roles(&self, _latest: &BTreeMap<String, (f64, u64)>) {}
+    /// Every role of the trial is up: their files (whose events can be followed as they are
+    /// written) and the status endpoints of those that serve one.
+    fn started(&self, _roles: &[RoleFile], _endpoints: &[StatusEndpoint]) {}
     /// The trial is over.
     fn done(&self) {}
+}
+
+/// A role's HTTP status endpoints (`/metrics`, `/api/status`, `/healthz`, `/`) in a trial.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusEndpoint {
+    pub config: String,
+    /// `pool`, `jds`, `jdc`, `translator` or `proxy`.
+    pub role: &'static str,
+    /// The role's name in the run ("C.translator0").
+    pub name: String,
+    pub addr: SocketAddr,
 }
 
 /// Shares so far per configuration, as its pool reports them.
@@ -185,9 +199,20 @@ struct Running {
     logs: Vec<RoleFile>,
     /// Pool HTTP status endpoints per configuration.
     status: BTreeMap<String, SocketAddr>,
+    /// Every status endpoint of the trial's own roles.
+    endpoints: Vec<StatusEndpoint>,
 }
 
 impl Running {
+    fn endpoint(&mut self, config: &str, role: &'static str, name: &str, addr: SocketAddr) {
+        self.endpoints.push(StatusEndpoint {
+            config: config.to_owned(),
+            role,
+            name: name.to_owned(),
+            addr,
+        });
+    }
+
     fn add(&mut self, p: RoleProcess, log: RoleFile, sampler: &Sampler) -> &mut RoleProcess {
         sampler.watch(&log.name, p.pid());
         self.logs.push(log);
@@ -240,6 +265,7 @@ impl Trial<'_> {
             roles: Vec::new(),
             logs: Vec::new(),
             status: BTreeMap::new(),
+            endpoints: Vec::new(),
         };
         let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
         // Whatever happened, every role stops; on success they are already stopping in order.
@@ -350,6 +376,7 @@ impl Trial<'_> {
                     let http = pool.wait_listening("http", ready)?;
                     wait_healthy(&name, http, ready)?;
                     running.status.insert(config.to_owned(), http);
+                    running.endpoint(config, "pool", &name, http);
                     miners
                 }
                 PoolImpl::ReferenceSv2 => {
@@ -370,7 +397,11 @@ impl Trial<'_> {
                     let log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
                     let args = self.jds_args(&node, key, events_of(&log));
                     let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                    Some(running.add(p, log, sampler).wait_listening("jds", ready)?)
+                    let jds = running.add(p, log, sampler);
+                    let listening = jds.wait_listening("jds", ready)?;
+                    let http = jds.wait_listening("http", ready)?;
+                    running.endpoint(config, "jds", &name, http);
+                    Some(listening)
                 }
                 _ => None,
             };
@@ -425,7 +456,11 @@ impl Trial<'_> {
                     | ProxyImpl::OursSv1Proxy => {
                         let args = self.proxy_args(proxy, tap, &name, events_of(&log));
                         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                        running.add(p, log, sampler).wait_listening("sv1", ready)?
+                        let role = running.add(p, log, sampler);
+                        let listening = role.wait_listening("sv1", ready)?;
+                        let http = role.wait_listening("http", ready)?;
+                        running.endpoint(config, kind, &name, http);
+                        listening
                     }
                     ProxyImpl::ReferenceTranslator => {
                         log.events = None;
@@ -455,6 +490,7 @@ impl Trial<'_> {
             running.add(p, log, sampler);
             fleets.push(running.roles.len() - 1);
         }
+        self.progress.started(&running.logs, &running.endpoints);
         check_interrupt()?;
 
         lab_events.emit_at(
@@ -600,6 +636,7 @@ impl Trial<'_> {
         let downstream = jdc.wait_listening("sv2", ready)?;
         let http = jdc.wait_listening("http", ready)?;
         wait_healthy(&name, http, ready)?;
+        running.endpoint(config, "jdc", &name, http);
         check_interrupt()?;
 
         self.progress
@@ -640,6 +677,8 @@ impl Trial<'_> {
             &token_key.display().to_string(),
             "--payout-address",
             PAYOUT_ADDRESS,
+            "--http-listen",
+            "127.0.0.1:0",
             "--events",
             &events.display().to_string(),
         ])
@@ -878,6 +917,8 @@ impl Trial<'_> {
             &s.shares_per_minute.to_string(),
             "--device-hash-rate",
             &format!("{}", self.device_hash_rate()),
+            "--http-listen",
+            "127.0.0.1:0",
             "--events",
             &events.display().to_string(),
         ]));

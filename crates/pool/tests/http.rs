@@ -715,8 +715,17 @@ async fn disconnected_workers_leave_the_list_after_retention() {
 #[tokio::test]
 async fn unknown_paths_wrong_methods_and_oversized_heads() {
     let srv = Server::start().await;
+    // `/` is the page for a person (drawn from the same figures), nothing else is.
+    let page = srv.get("/").await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(page
+        .header("content-security-policy")
+        .is_some_and(|p| p.contains("default-src 'none'")));
     for path in [
-        "/",
         "/metrics/",
         "/api",
         "/api/worker",

@@ -9,12 +9,14 @@
 //!   supplies, which must answer at once from a snapshot of its figures;
 //! - [`response`]: the answers every router gives (`404`, `405` with `Allow`, uncached text
 //!   and JSON);
+//! - [`page`]: the page a person opens at `/`, drawn from the same answers;
 //! - [`families`]: the metric families every role names the same way, the connection edge's
 //!   (`admission_*`) and the dependencies' (`dependency_up`, `dependency_failures`).
 //!
 //! docs/operations.md lists each role's endpoints and docs/metrics.md each figure.
 
 pub mod families;
+pub mod page;
 pub mod response;
 pub mod serve;
 
@@ -22,5 +24,6 @@ pub use families::{
     admission_families, admission_json, counter, dependency_families, family, gauge,
     DependencyFigure, OPENMETRICS_CONTENT_TYPE,
 };
+pub use page::{html_page, RolePage};
 pub use response::{json, not_found, refuse_method, reply, text};
 pub use serve::{serve_with, ServeOptions, MAX_HEADER_BYTES};

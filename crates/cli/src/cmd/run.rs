@@ -362,7 +362,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         let bound = live
             .serve(addr)
             .with_context(|| format!("serving live metrics on {addr}"))?;
-        println!("metrics listening on {bound}");
+        println!("metrics listening on {bound} (the live page: http://{bound}/)");
     }
     let progress = Tee(&bar, &*live);
     let build = lab::run::Build {
@@ -474,6 +474,18 @@ impl Progress for Tee<'_> {
     fn roles(&self, latest: &BTreeMap<String, (f64, u64)>) {
         self.0.roles(latest);
         self.1.roles(latest);
+    }
+    fn started(
+        &self,
+        roles: &[lab::orchestrate::RoleFile],
+        endpoints: &[lab::orchestrate::StatusEndpoint],
+    ) {
+        self.0.started(roles, endpoints);
+        self.1.started(roles, endpoints);
+    }
+    fn done(&self) {
+        self.0.done();
+        self.1.done();
     }
 }
 

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `/api/status` | JSON: connections, tokens, declared jobs, blocks (found, pending, accepted, orphaned, rejected), and each dependency (the pool-side node, the store): up, since when, failures, its error |
 //! | `/metrics` | the same figures, OpenMetrics text, prefixed `stratumlab_jds_` |
+//! | `/` | a page for a person: the same figures, blocks and dependencies ([`status::RolePage`]) |
 //! | `/healthz` | `200 ok` while the node answers and the store writes, `503` with the failing dependency otherwise |
 //!
 //! The node counts as up once a mempool refresh succeeded and until one fails.
@@ -177,26 +178,34 @@ pub async fn serve(listener: TcpListener, view: View, shutdown: impl Future) -> 
 
 fn respond(view: &View, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let path = req.uri().path();
-    if !matches!(path, "/api/status" | "/metrics" | "/healthz") {
+    if !matches!(path, "/" | "/api/status" | "/metrics" | "/healthz") {
         return not_found();
     }
     if let Some(r) = refuse_method(req) {
         return r;
     }
     let snap = view.snapshot();
+    let health = || match snap.not_serving() {
+        None => Ok("ok\n".to_owned()),
+        Some((dep, why)) => Err(format!("not serving: {dep} ({why})\n")),
+    };
     match path {
+        "/" => status::RolePage {
+            role: "jds",
+            status: status(&snap),
+            health: health(),
+            workers: None,
+        }
+        .response(),
         "/api/status" => json(StatusCode::OK, &status(&snap)),
         "/metrics" => reply(
             StatusCode::OK,
             OPENMETRICS_CONTENT_TYPE,
             render_metrics(&snap).into(),
         ),
-        _ => match snap.not_serving() {
-            None => text(StatusCode::OK, "ok\n".into()),
-            Some((dep, why)) => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("not serving: {dep} ({why})\n"),
-            ),
+        _ => match health() {
+            Ok(body) => text(StatusCode::OK, body),
+            Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
         },
     }
 }

@@ -7,6 +7,7 @@
 //! | `/api/status` | JSON: hash rate, workers, shares/s, shares, blocks, node, serving |
 //! | `/api/workers?offset=0&limit=100` | JSON: a page of the worker list in name order; `after=NAME` pages by cursor instead of offset; `limit` is capped ([`HttpOptions::max_page`]) |
 //! | `/healthz` | `200 ok` while the pool hands out work, `503` with the reason otherwise |
+//! | `/` | a page for a person: the same figures, workers, shares over time, blocks, dependencies ([`status::RolePage`]) |
 //!
 //! GET and HEAD only (405 otherwise), 404 for any other path, 400 with a JSON message for a bad
 //! query. Every figure comes from [`PoolStats::snapshot`] and the worker list's pages, so a
@@ -117,6 +118,7 @@ pub async fn serve(
 
 #[derive(Clone, Copy)]
 enum Route {
+    Page,
     Metrics,
     Status,
     Workers,
@@ -126,6 +128,7 @@ enum Route {
 /// Routes one request; every answer is computed at once from the statistics.
 fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     let route = match req.uri().path() {
+        "/" => Route::Page,
         "/metrics" => Route::Metrics,
         "/api/status" => Route::Status,
         "/api/workers" => Route::Workers,
@@ -147,39 +150,59 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
             );
             reply(StatusCode::OK, OPENMETRICS_CONTENT_TYPE, body.into())
         }
-        Route::Status => {
-            let store_error = state.stats.store_error();
-            let mut body = api::status(
-                &state.stats.snapshot(now),
-                store_error.as_deref(),
-                &state.stats.attached(),
-            );
-            if let (Some(map), Some(a)) = (body.as_object_mut(), state.stats.admission(now)) {
-                map.insert("admission".to_owned(), status::admission_json(&a));
+        Route::Page => {
+            let q =
+                api::WorkersQuery::parse(None, &state.options).expect("no query is a valid query");
+            status::RolePage {
+                role: state.role.get().copied().unwrap_or("pool"),
+                status: status_json(state, now),
+                health: health(state, now),
+                workers: Some(workers_json(state, &q, now)),
             }
-            let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(map) = body.as_object_mut() {
-                for (name, section) in sections.iter() {
-                    map.insert((*name).to_owned(), section());
-                }
-            }
-            json(StatusCode::OK, &body)
+            .response()
         }
+        Route::Status => json(StatusCode::OK, &status_json(state, now)),
         Route::Workers => match api::WorkersQuery::parse(req.uri().query(), &state.options) {
-            Ok(q) => {
-                state.workers.expire(now);
-                let page = state.workers.page(q.start(), q.limit, now);
-                json(StatusCode::OK, &api::workers(&page, q.limit, now))
-            }
+            Ok(q) => json(StatusCode::OK, &workers_json(state, &q, now)),
             Err(message) => json(StatusCode::BAD_REQUEST, &api::error(&message)),
         },
-        Route::Health => match api::health(
-            &state.stats.snapshot(now),
-            state.stats.store_error().as_deref(),
-            &state.stats.attached(),
-        ) {
+        Route::Health => match health(state, now) {
             Ok(body) => text(StatusCode::OK, body),
             Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, body),
         },
     }
+}
+
+/// `/api/status`: the pool's figures, the edge's, and the sections a role around it adds.
+fn status_json(state: &HttpState, now: Millis) -> serde_json::Value {
+    let store_error = state.stats.store_error();
+    let mut body = api::status(
+        &state.stats.snapshot(now),
+        store_error.as_deref(),
+        &state.stats.attached(),
+    );
+    if let (Some(map), Some(a)) = (body.as_object_mut(), state.stats.admission(now)) {
+        map.insert("admission".to_owned(), status::admission_json(&a));
+    }
+    let sections = state.sections.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(map) = body.as_object_mut() {
+        for (name, section) in sections.iter() {
+            map.insert((*name).to_owned(), section());
+        }
+    }
+    body
+}
+
+fn workers_json(state: &HttpState, q: &api::WorkersQuery, now: Millis) -> serde_json::Value {
+    state.workers.expire(now);
+    let page = state.workers.page(q.start(), q.limit, now);
+    api::workers(&page, q.limit, now)
+}
+
+fn health(state: &HttpState, now: Millis) -> Result<String, String> {
+    api::health(
+        &state.stats.snapshot(now),
+        state.stats.store_error().as_deref(),
+        &state.stats.attached(),
+    )
 }

@@ -7,6 +7,7 @@
 //! | `/api/status` | JSON: the channel mode, devices, jobs, shares from devices and upstream, the upstream in use and its channels (open, opening, draining, given up, refused, closed by the pool, their difficulties), hash rate, uptime ([`status`]) |
 //! | `/metrics` | the same figures, OpenMetrics text, prefixed `stratumlab_<role>_` ([`render_metrics`]) |
 //! | `/healthz` | `200 ok` while an upstream channel is open, `503` with the reason otherwise ([`health`]) |
+//! | `/` | a page for a person: the same figures, shares over time, the upstream and its channels ([`status::RolePage`]) |
 //!
 //! Every answer renders one [`Stats::snapshot`]: atomic loads and one short lock, however many
 //! devices are connected. Ages are given in seconds (`state_for_s`), since the translator's
@@ -51,6 +52,7 @@ pub async fn serve(
 
 #[derive(Clone, Copy)]
 enum Route {
+    Page,
     Status,
     Metrics,
     Health,
@@ -63,6 +65,7 @@ fn respond(
     req: &Request<Incoming>,
 ) -> Response<Full<Bytes>> {
     let route = match req.uri().path() {
+        "/" => Route::Page,
         "/api/status" => Route::Status,
         "/metrics" => Route::Metrics,
         "/healthz" => Route::Health,
@@ -73,6 +76,13 @@ fn respond(
     }
     let s = stats.snapshot();
     match route {
+        Route::Page => status::RolePage {
+            role,
+            status: status(&s, role),
+            health: health(&s),
+            workers: None,
+        }
+        .response(),
         Route::Status => json(StatusCode::OK, &status(&s, role)),
         Route::Metrics => reply(
             StatusCode::OK,
