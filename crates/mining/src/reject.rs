@@ -30,6 +30,17 @@ impl Reject {
         }
     }
 
+    /// The customary Stratum V1 error code: 21 job not found (stale included), 22 duplicate,
+    /// 23 low difficulty, 20 anything else.
+    pub fn sv1_code(self) -> i32 {
+        match self {
+            Reject::UnknownJob | Reject::Stale => 21,
+            Reject::Duplicate => 22,
+            Reject::LowDifficulty => 23,
+            Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => 20,
+        }
+    }
+
     pub fn message(self) -> &'static str {
         match self {
             Reject::UnknownJob => "Job not found",

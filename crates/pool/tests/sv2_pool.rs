@@ -148,6 +148,8 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
     .await
     .expect("the next tip");
     assert!(acked, "the share was acknowledged before the tip moved");
+    // The share was timed, as the SV1 front end times its shares (the processing histogram).
+    assert_eq!(pool.engine.stats.processing().count(), 1);
     assert_eq!(next_prev.prev_hash, hash.0, "our block is the tip");
     assert_eq!(node.read(|n| n.chain().tip_hash()), hash);
     tokio::time::timeout(WAIT, async {

@@ -1,7 +1,8 @@
 //! Stratum V1 as miners and pools speak it: line framing ([`line`]), a zero-allocation reader
 //! for its JSON-RPC envelopes ([`json`]), typed messages ([`message`]), writers for every line
 //! either side sends ([`write`]), the hex forms it uses ([`hex`]) and its customary error codes
-//! ([`error`]), and the [`outbox`] a server's replies and shared job lines wait in. No I/O: pools, proxies, the fleet's devices and the tap build on this.
+//! ([`error`]), the [`outbox`] a server's replies and shared job lines wait in, and the
+//! [`server`] side's reading of requests, which every role that serves miners shares. No I/O: pools, proxies, the fleet's devices and the tap build on this.
 
 pub mod error;
 pub mod fast;
@@ -13,6 +14,7 @@ pub mod json;
 pub mod line;
 pub mod message;
 pub mod outbox;
+pub mod server;
 pub mod write;
 
 /// The version-rolling mask servers offer (BIP320's general-purpose bits 13 to 28): a miner

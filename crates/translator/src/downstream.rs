@@ -20,7 +20,7 @@ use primitives::Millis;
 use primitives::{Difficulty, Target};
 use sv1::outbox::Outbox;
 use sv1::write;
-use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit};
+use sv1::{Authorize, Configure, ErrorCode};
 
 use crate::config::TranslatorConfig;
 use crate::extranonce::{DeviceExtranonce, ExtranonceAllocator, Layout};
@@ -190,110 +190,14 @@ impl Device {
     }
 
     pub fn handle_line(&mut self, line: &[u8], now: Millis, link: &mut Link<'_>) -> LineOutcome {
-        if let Some(s) = sv1::parse_submit(line) {
-            let mut buf = [0u8; sv1::message::MAX_EXTRANONCE2];
-            let Some(en2) = decode_hex(s.extranonce2, &mut buf) else {
-                return self.refuse_submit(s.id, s.worker, Reject::ExtranonceSize);
-            };
-            let sub = Submitted {
-                job_id: s.job_id,
-                extranonce2: en2,
-                ntime: s.ntime,
-                nonce: s.nonce,
-                version_bits: s.version_bits,
-            };
-            return self.submit(s.id, s.worker, &sub, now, link);
-        }
-        let (env, method) = match parse_line(line) {
-            Ok(x) => x,
-            Err(e) => {
-                self.bad_line();
-                let msg = format!("Parse error: {e}");
-                write::reply_error_message(self.out.own(), "null", 20, &msg);
-                return LineOutcome::Other;
-            }
-        };
-        let id = env.id.unwrap_or("null");
-        let Some(method) = method else {
-            // A response to something we sent: nothing to do.
-            return LineOutcome::Other;
-        };
-        let notification = env.id().is_none();
-        match method {
-            Method::Submit => {
-                return match Submit::parse(&env) {
-                    Ok(s) => {
-                        let worker = s.worker.to_cow();
-                        let sub = Submitted {
-                            job_id: s.job_id,
-                            extranonce2: s.extranonce2(),
-                            ntime: s.ntime,
-                            nonce: s.nonce,
-                            version_bits: s.version_bits,
-                        };
-                        self.submit(id, &worker, &sub, now, link)
-                    }
-                    Err(e) => {
-                        self.bad_line();
-                        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
-                        LineOutcome::Refused(ErrorCode::Other)
-                    }
-                };
-            }
-            Method::Subscribe => self.subscribe(id, now, link),
-            Method::Authorize => match Authorize::parse(&env) {
-                Ok(a) => self.authorize(id, &a, now, link),
-                Err(e) => self.param_error(id, e),
+        sv1::server::handle_line(
+            &mut Request {
+                device: self,
+                link,
+                now,
             },
-            Method::Configure => match Configure::parse(&env) {
-                Ok(c) => self.configure(id, &c, now, link),
-                Err(e) => self.param_error(id, e),
-            },
-            Method::SuggestDifficulty => match sv1::message::suggested_difficulty(&env) {
-                Ok(d) => self.suggest(id, notification, Difficulty::saturating(d), now, link),
-                Err(_) if notification => self.bad_line(),
-                Err(e) => self.param_error(id, e),
-            },
-            Method::SuggestTarget => {
-                let target = env
-                    .params
-                    .get(0)
-                    .and_then(|v| v.as_str())
-                    .and_then(|s| primitives::hex::decode(s).ok())
-                    .and_then(|b| <[u8; 32]>::try_from(b).ok())
-                    .map(|b| Target::from_be_bytes(&b));
-                match target {
-                    Some(t) if !t.is_zero() => {
-                        self.suggest(id, notification, Difficulty::from_target(t), now, link)
-                    }
-                    _ if notification => self.bad_line(),
-                    _ => write::reply_error_message(self.out.own(), id, 20, "Bad target"),
-                }
-            }
-            Method::ExtranonceSubscribe => {
-                self.extranonce_subscribed = true;
-                if !notification {
-                    write::reply_bool(self.out.own(), id, true);
-                }
-            }
-            Method::Ping => write::reply_pong(self.out.own(), id),
-            Method::GetVersion => {
-                let v = format!("\"{}\"", link.config.version);
-                write::reply_raw(self.out.own(), id, &v);
-            }
-            Method::Unknown(_)
-            | Method::Notify
-            | Method::SetDifficulty
-            | Method::SetExtranonce
-            | Method::SetVersionMask
-            | Method::Reconnect
-            | Method::ShowMessage => {
-                if !notification {
-                    write::reply_error_message(self.out.own(), id, 20, "Unknown method");
-                }
-            }
-        }
-        LineOutcome::Other
+            line,
+        )
     }
 
     fn bad_line(&mut self) {
@@ -301,11 +205,6 @@ impl Device {
         if self.bad_lines > MAX_BAD_LINES {
             self.close = Some(Close::TooManyBadLines);
         }
-    }
-
-    fn param_error(&mut self, id: &str, e: sv1::ParamError) {
-        self.bad_line();
-        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
     }
 
     fn subscribe(&mut self, id: &str, now: Millis, link: &mut Link<'_>) {
@@ -420,9 +319,7 @@ impl Device {
     fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis, link: &mut Link<'_>) {
         let name: &str = &a.user;
         let known = self.workers.iter().any(|w| w == name);
-        let ok = !name.trim().is_empty()
-            && name.len() <= 128
-            && !name.chars().any(char::is_control)
+        let ok = sv1::server::worker_name_ok(name)
             && (known || self.workers.len() < link.config.max_workers);
         if !ok {
             write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
@@ -440,35 +337,16 @@ impl Device {
         self.start_work(now, link);
     }
 
-    fn configure(&mut self, id: &str, c: &Configure, now: Millis, link: &Link<'_>) {
-        let config = link.config;
-        let offered = config.version_mask & link.upstream_mask;
-        let mut reply = write::ConfigureReply {
-            requested: &c.extensions,
-            ..Default::default()
-        };
-        for ext in &c.extensions {
-            match ext.as_str() {
-                "version-rolling" => {
-                    let mask = c.version_rolling_mask.unwrap_or(0xffff_ffff) & offered;
-                    self.version_mask = mask;
-                    reply.version_rolling = (offered != 0).then_some(mask);
-                }
-                "minimum-difficulty" => {
-                    if let Some(d) = c.minimum_difficulty {
-                        self.vardiff.set_minimum(Difficulty::saturating(d));
-                        reply.minimum_difficulty = true;
-                    }
-                }
-                "subscribe-extranonce" => {
-                    self.extranonce_subscribed = true;
-                    reply.subscribe_extranonce = true;
-                }
-                _ => {}
-            }
+    fn configure(&mut self, id: &str, c: &Configure, link: &Link<'_>) {
+        let offered = link.config.version_mask & link.upstream_mask;
+        let agreed = sv1::server::configure(self.out.own(), id, c, offered);
+        if let Some(mask) = agreed.version_mask {
+            self.version_mask = mask;
         }
-        let _ = now;
-        write::reply_configure(self.out.own(), id, &reply);
+        if let Some(d) = agreed.minimum_difficulty {
+            self.vardiff.set_minimum(d);
+        }
+        self.extranonce_subscribed |= agreed.subscribe_extranonce;
     }
 
     fn suggest(
@@ -591,7 +469,7 @@ impl Device {
                 LineOutcome::Accepted(share)
             }
             Err(r) => {
-                write::reply_error_message(self.out.own(), id, reject_code(r), r.message());
+                write::reply_error_message(self.out.own(), id, r.sv1_code(), r.message());
                 LineOutcome::Rejected(r)
             }
         }
@@ -606,7 +484,7 @@ impl Device {
             write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
             return LineOutcome::Refused(ErrorCode::Unauthorized);
         }
-        write::reply_error_message(self.out.own(), id, reject_code(r), r.message());
+        write::reply_error_message(self.out.own(), id, r.sv1_code(), r.message());
         LineOutcome::Rejected(r)
     }
 
@@ -614,18 +492,6 @@ impl Device {
     pub fn closed(&mut self, alloc: Option<&mut ExtranonceAllocator>) {
         if let (Some(e), Some(a)) = (self.extranonce.take(), alloc) {
             a.release(e);
-        }
-    }
-}
-
-/// The SV1 error code for a local reject (the pool front end's mapping).
-pub fn reject_code(r: Reject) -> i32 {
-    match r {
-        Reject::UnknownJob | Reject::Stale => ErrorCode::JobNotFound.code(),
-        Reject::Duplicate => ErrorCode::Duplicate.code(),
-        Reject::LowDifficulty => ErrorCode::LowDifficulty.code(),
-        Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => {
-            ErrorCode::Other.code()
         }
     }
 }
@@ -646,12 +512,79 @@ fn reply_subscribe(
     write::reply_subscribe(out, id, &sub, &en1[..prefix.len() + n], extranonce2_size);
 }
 
-/// Decodes an even number of hex digits that fits `buf`.
-fn decode_hex<'b>(s: &str, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    if s.len() % 2 != 0 || s.len() / 2 > buf.len() {
-        return None;
+/// One line's request, read by the server side every SV1 role shares
+/// ([`sv1::server::handle_line`]) and answered by this device with the translator's `link`.
+struct Request<'d, 'l, 'a> {
+    device: &'d mut Device,
+    link: &'l mut Link<'a>,
+    now: Millis,
+}
+
+impl sv1::server::Handler for Request<'_, '_, '_> {
+    type Outcome = LineOutcome;
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.device.out.own()
     }
-    let out = &mut buf[..s.len() / 2];
-    primitives::hex::decode_into(s, out).ok()?;
-    Some(out)
+
+    fn bad_line(&mut self) {
+        self.device.bad_line();
+    }
+
+    fn version(&self) -> &str {
+        self.link.config.version
+    }
+
+    fn not_a_share(&self) -> LineOutcome {
+        LineOutcome::Other
+    }
+
+    fn submit(&mut self, s: &sv1::server::Share<'_>) -> LineOutcome {
+        let Some(extranonce2) = s.extranonce2 else {
+            return self
+                .device
+                .refuse_submit(s.id, s.worker, Reject::ExtranonceSize);
+        };
+        let sub = Submitted {
+            job_id: s.job_id,
+            extranonce2,
+            ntime: s.ntime,
+            nonce: s.nonce,
+            version_bits: s.version_bits,
+        };
+        self.device
+            .submit(s.id, s.worker, &sub, self.now, self.link)
+    }
+
+    fn malformed_submit(
+        &mut self,
+        id: &str,
+        _: &sv1::Envelope<'_>,
+        e: sv1::ParamError,
+    ) -> LineOutcome {
+        self.device.bad_line();
+        write::reply_error_message(self.device.out.own(), id, 20, &e.to_string());
+        LineOutcome::Refused(ErrorCode::Other)
+    }
+
+    fn subscribe(&mut self, id: &str, _: &sv1::Subscribe<'_>) {
+        self.device.subscribe(id, self.now, self.link);
+    }
+
+    fn authorize(&mut self, id: &str, a: &Authorize<'_>) {
+        self.device.authorize(id, a, self.now, self.link);
+    }
+
+    fn configure(&mut self, id: &str, c: &Configure) {
+        self.device.configure(id, c, self.link);
+    }
+
+    fn suggest(&mut self, id: &str, notification: bool, d: Difficulty) {
+        self.device
+            .suggest(id, notification, d, self.now, self.link);
+    }
+
+    fn extranonce_subscribe(&mut self) {
+        self.device.extranonce_subscribed = true;
+    }
 }

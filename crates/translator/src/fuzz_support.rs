@@ -104,7 +104,7 @@ use sv2::messages::mining::{
 };
 use sv2::messages::Mining;
 
-use crate::downstream::{reject_code, LineOutcome};
+use crate::downstream::LineOutcome;
 use crate::extranonce::DeviceExtranonce;
 use crate::shares::UpstreamVerdict;
 use crate::sv1_upstream::Sv1Upstream;
@@ -2142,7 +2142,7 @@ impl<P: PoolSide> World<P> {
         let line_dev = line.as_ref().map(|l| l.0);
         self.verdict = match &outcome {
             Some(LineOutcome::Accepted(_)) => Some(Ok(())),
-            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(reject_code(*r)))),
+            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(r.sv1_code()))),
             Some(LineOutcome::Refused(c)) => Some(Err(i64::from(c.code()))),
             _ => None,
         };

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use events::{JobSent, Reason, TargetChanged, Verdict};
 use primitives::bitcoin::ScriptBuf;
-use primitives::{Difficulty, Target};
+use primitives::Difficulty;
 use sv1::write;
-use sv1::{parse_line, Authorize, Configure, ErrorCode, Method, Submit, Subscribe};
+use sv1::{Authorize, Configure, ErrorCode, Subscribe};
 
 use crate::channel::{Channel, Submission};
 use crate::engine::{Engine, NotStored, Worker};
@@ -285,117 +285,7 @@ impl Session {
     }
 
     pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
-        if let Some(s) = sv1::parse_submit(line) {
-            let en2 = &mut [0u8; 32][..];
-            let extranonce = decode_extranonce(s.extranonce2, en2).map(|n| &en2[..n]);
-            return LineKind::Share(self.submit(
-                s.id,
-                s.worker,
-                s.job_id,
-                extranonce,
-                s.ntime,
-                s.nonce,
-                s.version_bits,
-                now,
-            ));
-        }
-        let (env, method) = match parse_line(line) {
-            Ok(x) => x,
-            Err(e) => {
-                self.bad_line();
-                let msg = format!("Parse error: {e}");
-                write::reply_error_message(self.out.own(), "null", 20, &msg);
-                return LineKind::Other;
-            }
-        };
-        let id = env.id.unwrap_or("null");
-        let Some(method) = method else {
-            // A response to something we sent (client.get_version, ping): nothing to do.
-            return LineKind::Other;
-        };
-        let notification = env.id().is_none();
-        match method {
-            Method::Submit => {
-                let verdict = match Submit::parse(&env) {
-                    Ok(s) => {
-                        let worker = s.worker.to_cow();
-                        self.submit(
-                            id,
-                            &worker,
-                            s.job_id,
-                            Some(s.extranonce2()),
-                            s.ntime,
-                            s.nonce,
-                            s.version_bits,
-                            now,
-                        )
-                    }
-                    Err(e) => self.malformed_submit(id, &env, e, now),
-                };
-                return LineKind::Share(verdict);
-            }
-            Method::Subscribe => match Subscribe::parse(&env) {
-                Ok(_) => self.subscribe(id, now),
-                Err(e) => self.param_error(id, e),
-            },
-            Method::Authorize => match Authorize::parse(&env) {
-                Ok(a) => self.authorize(id, &a, now),
-                Err(e) => self.param_error(id, e),
-            },
-            Method::Configure => match Configure::parse(&env) {
-                Ok(c) => self.configure(id, &c, now),
-                Err(e) => self.param_error(id, e),
-            },
-            Method::SuggestDifficulty => match sv1::message::suggested_difficulty(&env) {
-                Ok(d) => self.suggest(id, notification, Difficulty::saturating(d), now),
-                Err(e) if notification => {
-                    let _ = e;
-                    self.bad_line();
-                }
-                Err(e) => self.param_error(id, e),
-            },
-            Method::SuggestTarget => {
-                let target = env
-                    .params
-                    .get(0)
-                    .and_then(|v| v.as_str())
-                    .and_then(|s| primitives::hex::decode(s).ok())
-                    .filter(|b| b.len() == 32)
-                    .map(|b| Target::from_be_bytes(&b.try_into().expect("32 bytes")));
-                match target {
-                    Some(t) if !t.is_zero() => {
-                        self.suggest(id, notification, Difficulty::from_target(t), now)
-                    }
-                    _ if notification => self.bad_line(),
-                    _ => {
-                        write::reply_error_message(self.out.own(), id, 20, "Bad target");
-                    }
-                }
-            }
-            Method::ExtranonceSubscribe => {
-                self.extranonce_subscribed = true;
-                if !notification {
-                    write::reply_bool(self.out.own(), id, true);
-                }
-            }
-            Method::Ping => write::reply_pong(self.out.own(), id),
-            Method::GetVersion => {
-                let v = format!("\"{}\"", self.config.version);
-                write::reply_raw(self.out.own(), id, &v);
-            }
-            Method::Unknown(_)
-            | Method::Notify
-            | Method::SetDifficulty
-            | Method::SetExtranonce
-            | Method::SetVersionMask
-            | Method::Reconnect
-            | Method::ShowMessage => {
-                if !notification {
-                    write::reply_error_message(self.out.own(), id, 20, "Unknown method");
-                }
-            }
-        }
-        LineKind::Other
+        sv1::server::handle_line(&mut Request { session: self, now }, line)
     }
 
     fn bad_line(&mut self) {
@@ -403,11 +293,6 @@ impl Session {
         if u32::from(self.bad_lines) > self.config.max_bad_lines {
             self.close = Some(Close::TooManyBadLines);
         }
-    }
-
-    fn param_error(&mut self, id: &str, e: sv1::ParamError) {
-        self.bad_line();
-        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
     }
 
     fn subscribe(&mut self, id: &str, now: Millis) {
@@ -428,9 +313,7 @@ impl Session {
         let name: &str = &a.user;
         let (account, _) = a.account_and_worker();
         let known = self.workers.iter().any(|w| &*w.name == name);
-        let ok = !name.trim().is_empty()
-            && name.len() <= 128
-            && !name.chars().any(char::is_control)
+        let ok = sv1::server::worker_name_ok(name)
             && (known || self.workers.len() < self.config.max_workers);
         let payout = if ok {
             self.engine.payout_for(account.trim())
@@ -464,32 +347,14 @@ impl Session {
     }
 
     fn configure(&mut self, id: &str, c: &Configure, now: Millis) {
-        let mut reply = write::ConfigureReply {
-            requested: &c.extensions,
-            ..Default::default()
-        };
-        for ext in &c.extensions {
-            match ext.as_str() {
-                "version-rolling" => {
-                    let miner = c.version_rolling_mask.unwrap_or(0xffff_ffff);
-                    let mask = miner & self.config.version_mask;
-                    self.channel.set_version_mask(mask);
-                    reply.version_rolling = Some(mask);
-                }
-                "minimum-difficulty" => {
-                    if let Some(d) = c.minimum_difficulty {
-                        self.channel.set_minimum(Difficulty::saturating(d), now);
-                        reply.minimum_difficulty = true;
-                    }
-                }
-                "subscribe-extranonce" => {
-                    self.extranonce_subscribed = true;
-                    reply.subscribe_extranonce = true;
-                }
-                _ => {}
-            }
+        let agreed = sv1::server::configure(self.out.own(), id, c, self.config.version_mask);
+        if let Some(mask) = agreed.version_mask {
+            self.channel.set_version_mask(mask);
         }
-        write::reply_configure(self.out.own(), id, &reply);
+        if let Some(d) = agreed.minimum_difficulty {
+            self.channel.set_minimum(d, now);
+        }
+        self.extranonce_subscribed |= agreed.subscribe_extranonce;
     }
 
     fn suggest(&mut self, id: &str, notification: bool, d: Difficulty, now: Millis) {
@@ -730,12 +595,6 @@ impl Session {
         nonce: u32,
         now: Millis,
     ) -> Verdict {
-        let code = match r {
-            Reject::UnknownJob | Reject::Stale => 21,
-            Reject::Duplicate => 22,
-            Reject::LowDifficulty => 23,
-            Reject::ExtranonceSize | Reject::NtimeOutOfRange | Reject::VersionBits => 20,
-        };
         self.engine.rejected(
             self.conn,
             seq,
@@ -746,7 +605,7 @@ impl Session {
             self.channel.difficulty().as_f64(),
             now,
         );
-        write::reply_error_message(self.out.own(), id, code, r.message());
+        write::reply_error_message(self.out.own(), id, r.sv1_code(), r.message());
         Verdict::Rejected(r.reason())
     }
 
@@ -789,6 +648,75 @@ impl Session {
     }
 }
 
+/// One line's request, read by the server side every SV1 role shares
+/// ([`sv1::server::handle_line`]) and answered by this session at `now`.
+struct Request<'s> {
+    session: &'s mut Session,
+    now: Millis,
+}
+
+impl sv1::server::Handler for Request<'_> {
+    type Outcome = LineKind;
+
+    fn out(&mut self) -> &mut Vec<u8> {
+        self.session.out.own()
+    }
+
+    fn bad_line(&mut self) {
+        self.session.bad_line();
+    }
+
+    fn version(&self) -> &str {
+        self.session.config.version
+    }
+
+    fn not_a_share(&self) -> LineKind {
+        LineKind::Other
+    }
+
+    fn submit(&mut self, s: &sv1::server::Share<'_>) -> LineKind {
+        LineKind::Share(self.session.submit(
+            s.id,
+            s.worker,
+            s.job_id,
+            s.extranonce2,
+            s.ntime,
+            s.nonce,
+            s.version_bits,
+            self.now,
+        ))
+    }
+
+    fn malformed_submit(
+        &mut self,
+        id: &str,
+        env: &sv1::Envelope<'_>,
+        e: sv1::ParamError,
+    ) -> LineKind {
+        LineKind::Share(self.session.malformed_submit(id, env, e, self.now))
+    }
+
+    fn subscribe(&mut self, id: &str, _: &Subscribe<'_>) {
+        self.session.subscribe(id, self.now);
+    }
+
+    fn authorize(&mut self, id: &str, a: &Authorize<'_>) {
+        self.session.authorize(id, a, self.now);
+    }
+
+    fn configure(&mut self, id: &str, c: &Configure) {
+        self.session.configure(id, c, self.now);
+    }
+
+    fn suggest(&mut self, id: &str, notification: bool, d: Difficulty) {
+        self.session.suggest(id, notification, d, self.now);
+    }
+
+    fn extranonce_subscribe(&mut self) {
+        self.session.extranonce_subscribed = true;
+    }
+}
+
 /// `id.parse::<u64>().unwrap_or(0)`, the usual 1 to 19 digits read directly.
 #[inline]
 fn request_seq(id: &str) -> u64 {
@@ -820,37 +748,6 @@ fn wire_job_id(job_id: &str) -> u64 {
     u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX)
 }
 
-/// Decodes the miner's extranonce2 into `buf`, returning its length; `None` if it is not an
-/// even number of hex digits that fits. (`primitives::hex::decode_into`, without a branch per
-/// digit: every share has one.)
-#[inline]
-fn decode_extranonce(hex: &str, buf: &mut [u8]) -> Option<usize> {
-    let b = hex.as_bytes();
-    let n = b.len() / 2;
-    if b.len() & 1 != 0 || n > buf.len() {
-        return None;
-    }
-    let mut bad = 0u8;
-    for (o, pair) in buf[..n].iter_mut().zip(b.chunks_exact(2)) {
-        let (hi, lo) = (NIBBLE[pair[0] as usize], NIBBLE[pair[1] as usize]);
-        bad |= hi | lo;
-        *o = hi << 4 | lo;
-    }
-    (bad & 0xf0 == 0).then_some(n)
-}
-
-/// Hex digits' values; 0xf0 for anything else.
-const NIBBLE: [u8; 256] = {
-    let mut t = [0xf0u8; 256];
-    let mut i = 0;
-    while i < 16 {
-        t[b"0123456789abcdef"[i] as usize] = i as u8;
-        t[b"0123456789ABCDEF"[i] as usize] = i as u8;
-        i += 1;
-    }
-    t
-};
-
 fn emit_job_sent(engine: &Engine, conn: u64, issued: &crate::channel::Issued, clean: bool) {
     if !engine.events.is_enabled() {
         return;
@@ -880,7 +777,7 @@ fn ack_id(line: &[u8]) -> Option<&str> {
 
 #[cfg(test)]
 mod fast_number_tests {
-    use super::{decode_extranonce, request_seq, wire_job_id};
+    use super::{request_seq, wire_job_id};
 
     #[test]
     fn ids_read_like_the_standard_parsers() {
@@ -922,36 +819,6 @@ mod fast_number_tests {
                 u64::from_str_radix(s, 16).unwrap_or(u64::MAX),
                 "{s}"
             );
-        }
-    }
-
-    #[test]
-    fn extranonces_decode_like_the_standard_decoder() {
-        for s in [
-            "",
-            "00",
-            "0a1B",
-            "deadBEEF",
-            "0011223g",
-            "g0112233",
-            "DEADbeef00112233",
-            "00112233445566:7",
-            "00\u{e9}2233",
-            "0",
-            "abc",
-            "0g",
-            "g0",
-            "zz",
-            "0x12",
-            " 1",
-            "ff\n",
-            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
-            "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff00",
-        ] {
-            let mut got = [0u8; 32];
-            let got = decode_extranonce(s, &mut got).map(|n| got[..n].to_vec());
-            let want = primitives::hex::decode(s).ok().filter(|v| v.len() <= 32);
-            assert_eq!(got, want, "{s:?}");
         }
     }
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use ::sv2::fuzz_support::wire_len;
 use ::sv2::keys::AuthorityKeys;
+use ::sv2::messages::Mining;
 use ::sv2::{Limits, Message, NoiseConn, TransportError};
 use events::{ConnectionClosed, ConnectionOpened, LinkCounter, ShortStr};
 use tokio::net::{TcpListener, TcpStream};
@@ -257,8 +258,25 @@ impl Sv2Server {
                             return "rate";
                         }
                         if frame.extension() == 0 {
+                            // A share is timed from its frame to its verdict, as the SV1 front
+                            // end times one from its line.
+                            let judging = Instant::now();
                             match Message::decode(frame.msg_type(), &mut frame.payload) {
-                                Ok(m) => session.on_message(m, now),
+                                Ok(m) => {
+                                    let share = matches!(
+                                        m,
+                                        Message::Mining(
+                                            Mining::SubmitSharesStandard(_)
+                                                | Mining::SubmitSharesExtended(_)
+                                        )
+                                    );
+                                    session.on_message(m, now);
+                                    if share {
+                                        self.engine
+                                            .stats
+                                            .share_processing(judging.elapsed().as_nanos() as u64);
+                                    }
+                                }
                                 Err(e) => {
                                     tracing::debug!(conn = session.conn(), error = %e, "sv2: undecodable message");
                                     return "protocol";

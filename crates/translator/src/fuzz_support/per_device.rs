@@ -956,7 +956,7 @@ impl World {
         // The line's outcome, the share it judged, and where it went.
         self.verdict = match &outcome {
             Some(LineOutcome::Accepted(_)) => Some(Ok(())),
-            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(reject_code(*r)))),
+            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(r.sv1_code()))),
             Some(LineOutcome::Refused(c)) => Some(Err(i64::from(c.code()))),
             _ => None,
         };
