@@ -299,23 +299,11 @@ fn watch_live(live: &str, configs: &[&str], kinds: &[&str], browser: bool) {
     }
 }
 
-/// A GET on loopback: the status code and the body.
+/// A GET on loopback (the lab's own, as it reads the roles' endpoints): the status code and
+/// the body, or 0 and nothing when nothing answers.
 fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
-        return (0, String::new());
-    };
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_owned())
+    let addr = addr.parse().expect("the lab prints a socket address");
+    lab::orchestrate::http_get(addr, path).unwrap_or_default()
 }
 
 /// C-per-device (not in the default run): C with the translator opening a channel per device.

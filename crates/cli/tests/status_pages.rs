@@ -16,14 +16,7 @@ const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 const VIRTUAL_TIME: Duration = Duration::from_millis(5000);
 
 fn browser() -> Option<Chromium> {
-    let found = Chromium::find();
-    if found.is_none() {
-        eprintln!(
-            "SKIPPED: no Chromium ({} or chromium on PATH); `apt-get install chromium` to run this test",
-            lab::report::chromium::DEBIAN_CHROMIUM
-        );
-    }
-    found
+    Chromium::find_or_skip()
 }
 
 /// The page at `http://ADDR/` after its scripts ran, and the browser's log.

@@ -30,14 +30,7 @@ const A4_LANDSCAPE_PT: (f64, f64) = (841.89, 595.28);
 const MARGIN_PT: f64 = 10.0 / 25.4 * 72.0;
 
 fn browser() -> Option<Chromium> {
-    let found = Chromium::find();
-    if found.is_none() {
-        eprintln!(
-            "SKIPPED: no Chromium ({} or chromium on PATH); `apt-get install chromium` to run this test",
-            lab::report::chromium::DEBIAN_CHROMIUM
-        );
-    }
-    found
+    Chromium::find_or_skip()
 }
 
 /// poppler's `pdfinfo` and `pdftotext`, which read the printed report back.

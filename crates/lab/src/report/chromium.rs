@@ -78,6 +78,18 @@ impl Chromium {
             .map(Chromium::at)
     }
 
+    /// [`Chromium::find`] for a test that needs a browser: where there is none, it says
+    /// `SKIPPED` and why, and the test returns (CI installs one, so there it runs).
+    pub fn find_or_skip() -> Option<Chromium> {
+        let found = Chromium::find();
+        if found.is_none() {
+            eprintln!(
+                "SKIPPED: no Chromium ({DEBIAN_CHROMIUM} or chromium on PATH); `apt-get install chromium` to run this test"
+            );
+        }
+        found
+    }
+
     pub fn at(program: impl Into<PathBuf>) -> Chromium {
         Chromium {
             program: program.into(),
