@@ -197,9 +197,7 @@ pub struct Trial<'a> {
 struct Running {
     roles: Vec<RoleProcess>,
     logs: Vec<RoleFile>,
-    /// Pool HTTP status endpoints per configuration.
-    status: BTreeMap<String, SocketAddr>,
-    /// Every status endpoint of the trial's own roles.
+    /// Every status endpoint of the trial's own roles (each of our pools' among them).
     endpoints: Vec<StatusEndpoint>,
 }
 
@@ -264,7 +262,6 @@ impl Trial<'_> {
         let mut running = Running {
             roles: Vec::new(),
             logs: Vec::new(),
-            status: BTreeMap::new(),
             endpoints: Vec::new(),
         };
         let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
@@ -375,7 +372,6 @@ impl Trial<'_> {
                     let miners = pool.wait_listening(front, ready)?;
                     let http = pool.wait_listening("http", ready)?;
                     wait_healthy(&name, http, ready)?;
-                    running.status.insert(config.to_owned(), http);
                     running.endpoint(config, "pool", &name, http);
                     miners
                 }
@@ -565,9 +561,10 @@ impl Trial<'_> {
             if last_tick.elapsed() >= Duration::from_millis(500) {
                 last_tick = Instant::now();
                 let shares = running
-                    .status
+                    .endpoints
                     .iter()
-                    .map(|(c, a)| (c.clone(), pool_counts(*a).unwrap_or_default()))
+                    .filter(|e| e.role == "pool")
+                    .map(|e| (e.config.clone(), pool_counts(e.addr).unwrap_or_default()))
                     .collect();
                 self.progress.tick(started.elapsed(), s.duration, &shares);
                 self.progress.roles(&sampler.latest());

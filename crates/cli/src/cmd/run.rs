@@ -483,10 +483,6 @@ impl Progress for Tee<'_> {
         self.0.started(roles, endpoints);
         self.1.started(roles, endpoints);
     }
-    fn done(&self) {
-        self.0.done();
-        self.1.done();
-    }
 }
 
 fn timestamp() -> String {

@@ -7,7 +7,7 @@
 //! jobs. The figures that count are computed after the run from the whole logs
 //! (docs/metrics.md); these agree with them in steady state.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use events::{EventKind, Fingerprint, JobId, Perspective, Reason, Verdict};
 
@@ -122,7 +122,6 @@ pub struct Tracker {
     /// When each node template was made.
     templates: Bounded<Fingerprint, u64>,
     configs: HashMap<String, Config>,
-    seen_templates: HashSet<Fingerprint>,
 }
 
 impl Default for Tracker {
@@ -130,7 +129,6 @@ impl Default for Tracker {
         Tracker {
             templates: Bounded::new(MAX_TEMPLATES),
             configs: HashMap::new(),
-            seen_templates: HashSet::new(),
         }
     }
 }
@@ -150,11 +148,8 @@ impl Tracker {
             if let EventKind::TemplateCreated(t) = kind {
                 // A template is made once; the node may announce it again (to another
                 // provider client), which does not make it newer.
-                if !t.future && self.seen_templates.insert(t.fingerprint) {
+                if !t.future && self.templates.get(&t.fingerprint).is_none() {
                     self.templates.insert(t.fingerprint, ts_ns);
-                    if self.seen_templates.len() > 4 * MAX_TEMPLATES {
-                        self.seen_templates.clear();
-                    }
                 }
             }
             return;
