@@ -67,7 +67,10 @@ impl Default for TpSessionConfig {
             endpoint_port: 0,
             max_future_templates: 16,
             fetch_transactions: false,
-            hold_limit: Duration::from_secs(5),
+            // Miners keep the previous template of the tip meanwhile, so a long hold costs only
+            // fresher fees; a short one hands out, under load, refreshes whose transactions were
+            // a second late (a provider sending megabytes of them per template, every second).
+            hold_limit: Duration::from_secs(10),
         }
     }
 }
