@@ -25,8 +25,19 @@ fn in_chain(rpc_addr: &str, hash: &[u8; 32]) -> bool {
     v["result"]["confirmations"].as_i64().unwrap_or(-1) >= 1
 }
 
+/// One test at a time: each runs simnet with fee-driven templates every second (megabytes of
+/// transactions a second to its pool) and real hashing devices, and four at once on CI's two
+/// cores starved their devices and their transaction fetches (no block in 40 s, or a block on
+/// a template handed out without its transactions).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
     let (rpc_addr, tdp, tdp_key) = simnet(&mut roles);
@@ -256,6 +267,7 @@ fn pool_args<'a>(
 /// finds the block in its store and sends it through the node, and it joins the chain.
 #[test]
 fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
+    let _serial = serial();
     block_in_a_slow_link(Then::RestartWithNode);
 }
 
@@ -264,6 +276,7 @@ fn a_block_found_just_before_a_kill_9_reaches_the_chain_after_the_restart() {
 /// devices mine on), then it is recorded lost (`not-adopted`, an orphan), not left pending.
 #[test]
 fn a_block_a_provider_only_pool_cannot_send_is_lost_once_another_holds_its_height() {
+    let _serial = serial();
     block_in_a_slow_link(Then::RestartProviderOnly);
 }
 
@@ -272,6 +285,7 @@ fn a_block_a_provider_only_pool_cannot_send_is_lost_once_another_holds_its_heigh
 /// through the node beside the provider, and it joins the chain.
 #[test]
 fn a_block_found_as_the_provider_is_lost_reaches_the_chain_through_the_node() {
+    let _serial = serial();
     block_in_a_slow_link(Then::LinkCut);
 }
 
