@@ -8,10 +8,12 @@
 //! - [`orchestrate`]: one trial as processes (simnet, pools, taps, fleets), stopped in order.
 //! - [`process`], [`usage`], [`stop`]: a role process, its /proc figures, the lab's signals.
 //! - [`third_party`]: the reference roles a configuration may run (pool_sv2 for D-ref).
+//! - [`external`]: someone else's pool or farm proxy run as a configuration.
 //! - [`live`]: live Prometheus metrics while a run goes on.
 //! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
 //! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
 
+pub mod external;
 pub mod live;
 pub mod metrics;
 pub mod orchestrate;

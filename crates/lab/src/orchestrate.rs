@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use events::EventSink;
 use serde::Serialize;
 
+use crate::external::{self, Values};
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
 use crate::scenario::{
@@ -192,6 +193,9 @@ pub struct Trial<'a> {
     pub pool_sv2: Option<&'a Tool>,
     /// The SV2 reference translator, for configurations that run it.
     pub translator_sv2: Option<&'a Tool>,
+    /// Each external configuration's program, located before the run
+    /// ([`crate::third_party::locate_external`]).
+    pub externals: &'a BTreeMap<String, Tool>,
 }
 
 struct Running {
@@ -345,6 +349,7 @@ impl Trial<'_> {
         } else {
             None
         };
+        let values = self.external_values(&node);
         check_interrupt()?;
 
         // Pools first, then taps, then every fleet back to back: the fleets count their duration
@@ -383,6 +388,10 @@ impl Trial<'_> {
                         .add(p, log, sampler)
                         .wait_log(POOL_SV2_READY, ready)?;
                     miners
+                }
+                PoolImpl::External(_) => {
+                    log.events = None;
+                    self.start_external(running, sampler, log, config, values.clone(), ready)?
                 }
             };
             // Job declaration: the JDS beside the pool, on the pool-side node's RPC.
@@ -437,7 +446,7 @@ impl Trial<'_> {
                     continue;
                 };
                 let kind = match proxy {
-                    ProxyImpl::OursSv1Proxy => "proxy",
+                    ProxyImpl::OursSv1Proxy | ProxyImpl::External => "proxy",
                     ProxyImpl::OursTranslator
                     | ProxyImpl::OursTranslatorPerDevice
                     | ProxyImpl::ReferenceTranslator => "translator",
@@ -467,6 +476,12 @@ impl Trial<'_> {
                             .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), ready)?;
                         listen
                     }
+                    ProxyImpl::External => {
+                        log.events = None;
+                        let mut values = values.clone();
+                        values.set_addr("upstream", "upstream_host", "upstream_port", tap);
+                        self.start_external(running, sampler, log, config, values, ready)?
+                    }
                 };
                 edges.push((spec, i, devices, edge));
                 check_interrupt()?;
@@ -480,7 +495,8 @@ impl Trial<'_> {
         for (spec, i, devices, edge) in edges {
             let name = format!("{}.fleet{i}", spec.name);
             let log = role_log(&name, Some(RoleKind::Fleet), Some(spec.name), Site::Farm);
-            let args = self.fleet_args(spec, edge, devices, first_device, events_of(&log));
+            let args =
+                self.fleet_args(spec, edge, devices, first_device, events_of(&log), &values)?;
             first_device += u64::from(devices);
             let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
             running.add(p, log, sampler);
@@ -1035,10 +1051,24 @@ impl Trial<'_> {
         devices: u32,
         first_device: u64,
         events: &Path,
-    ) -> Vec<OsString> {
+        values: &Values,
+    ) -> Result<Vec<OsString>, RunError> {
         let s = self.scenario;
         let config = spec.name;
         let budget = s.hash_budget.hashes_per_sec() * f64::from(devices) / f64::from(s.devices);
+        let external = s.external_of(config);
+        let bad = |why: String| RunError::Unhealthy {
+            role: format!("{config}.fleet"),
+            why,
+        };
+        // An external role's own worker names (solo pools want an address).
+        let worker = match &external {
+            Some(e) => {
+                let prefix = e.worker.strip_suffix("{device}").unwrap_or(&e.worker);
+                values.fill(prefix).map_err(bad)?
+            }
+            None => format!("lab.{config}."),
+        };
         let mut a = args([
             "fleet",
             "--pool",
@@ -1050,7 +1080,7 @@ impl Trial<'_> {
             "--profile",
             s.profile.as_str(),
             "--worker",
-            &format!("lab.{config}."),
+            &worker,
             "--duration",
             &dur(s.duration),
             "--drain",
@@ -1062,17 +1092,129 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ]);
+        let mut authority = self.authority.public.clone();
+        if let Some(e) = external {
+            // An outside SV1 role cannot be told the devices' hash rate: they suggest the
+            // difficulty the scenario's share rate needs, as firmware that knows its hash rate
+            // does.
+            authority = values.fill(&e.authority_public_key).map_err(bad)?;
+            if spec.devices == DeviceProtocol::Sv1 {
+                a.extend(args([
+                    "--suggest-difficulty",
+                    &format!("{}", s.start_difficulty().as_f64()),
+                ]));
+            }
+        }
         if spec.devices == DeviceProtocol::Sv2 {
             // Each device claims what it really hashes as its nominal hash rate (the fleet's
             // default), so the pool's first target gives the scenario's share rate.
-            a.extend(args([
-                "--protocol",
-                "sv2",
-                "--authority-key",
-                &self.authority.public,
-            ]));
+            a.extend(args(["--protocol", "sv2", "--authority-key", &authority]));
         }
-        a
+        Ok(a)
+    }
+
+    /// What an external configuration's placeholders take in this trial (all but `{dir}`,
+    /// `{listen}` and `{upstream}`, which are per role).
+    fn external_values(&self, node: &NodeEndpoints) -> Values {
+        let s = self.scenario;
+        let mut v = Values::default();
+        v.set_addr("rpc", "rpc_host", "rpc_port", node.rpc);
+        v.set_addr("zmq", "zmq_host", "zmq_port", node.zmq);
+        if let Some(tdp) = node.tdp {
+            v.set_addr("tdp", "tdp_host", "tdp_port", tdp);
+        }
+        v.set("rpc_user", "lab");
+        v.set("rpc_password", "lab");
+        v.set("authority_public_key", self.authority.public.clone());
+        v.set("authority_secret_key", self.authority.secret.clone());
+        v.set("payout_address", PAYOUT_ADDRESS);
+        v.set("chain", "regtest");
+        v.set(
+            "start_difficulty",
+            format!("{}", s.start_difficulty().as_f64()),
+        );
+        v.set("shares_per_minute", format!("{}", s.shares_per_minute));
+        v.set(
+            "share_interval_s",
+            format!("{}", 60.0 / s.shares_per_minute),
+        );
+        v.set(
+            "template_interval_s",
+            format!("{}", s.template_interval.as_secs_f64()),
+        );
+        v.set("device_hash_rate", format!("{}", self.device_hash_rate()));
+        v.set("devices", s.devices.to_string());
+        v
+    }
+
+    /// Starts an external configuration's role (its pool, or one chunk's proxy) in a
+    /// directory of its own with its files written and placeholders filled, and waits until
+    /// it is ready. Returns where it listens for the devices' side.
+    fn start_external(
+        &self,
+        running: &mut Running,
+        sampler: &Sampler,
+        log: RoleFile,
+        config: &str,
+        mut values: Values,
+        ready: Duration,
+    ) -> Result<SocketAddr, RunError> {
+        let e = self
+            .scenario
+            .external_of(config)
+            .expect("an external configuration has a definition");
+        let name = log.name.clone();
+        let bad = |why: String| RunError::Unhealthy {
+            role: name.clone(),
+            why,
+        };
+        let dir = self.dir.join("external").join(&name);
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+        let dir = std::path::absolute(&dir).map_err(io(format!("resolving {}", dir.display())))?;
+        values.set("dir", dir.display().to_string());
+        let port = crate::third_party::free_loopback_port()
+            .map_err(io(format!("finding a port for {name}")))?;
+        values.set_addr("listen", "listen_host", "listen_port", port);
+        let listen_text = values.fill(&e.listen).map_err(bad)?;
+        let listen: SocketAddr = listen_text
+            .parse()
+            .map_err(|_| bad(format!("`listen` = {listen_text:?} is not HOST:PORT")))?;
+        for (file, text) in &e.files {
+            let path = dir.join(file);
+            let text = values.fill(text).map_err(bad)?;
+            std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
+        }
+        let filled = e
+            .command
+            .iter()
+            .map(|a| values.fill(a))
+            .collect::<Result<Vec<String>, String>>()
+            .map_err(bad)?;
+        // A program located before the run (by name, or a pinned tool) is started by its path;
+        // one whose path holds placeholders is known only now.
+        let program = match self.externals.get(config) {
+            Some(tool) => tool.path.clone(),
+            None => PathBuf::from(&filled[0]),
+        };
+        let args: Vec<OsString> = filled[1..].iter().map(OsString::from).collect();
+        let env = e
+            .env
+            .iter()
+            .map(|(k, v)| Ok((k.clone(), values.fill(v)?)))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(bad)?;
+        self.progress.stage(&format!(
+            "starting {name}: {} (external)",
+            external::describe(&program, &args)
+        ));
+        let p = RoleProcess::spawn_external(&name, &program, &args, &log.log, &dir, &env)?;
+        let role = running.add(p, log, sampler);
+        if e.ready_on_port() {
+            role.wait_port(listen, ready)?;
+        } else {
+            role.wait_log(&values.fill(&e.ready).map_err(bad)?, ready)?;
+        }
+        Ok(listen)
     }
 }
 

@@ -64,7 +64,7 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, false)
+        Self::start(name, program, args, log, false, None)
     }
 
     /// Starts a third-party role, which prints its log on stdout (and no `listening on` lines):
@@ -75,7 +75,21 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, true)
+        Self::start(name, program, args, log, true, None)
+    }
+
+    /// A third-party role an external configuration defines: as [`Self::spawn_third_party`],
+    /// run in `dir` (where programs such as ckpool write their own logs and sockets) with `env`
+    /// added to the lab's environment.
+    pub fn spawn_external(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        log: &Path,
+        dir: &Path,
+        env: &[(String, String)],
+    ) -> Result<RoleProcess, ProcessError> {
+        Self::start(name, program, args, log, true, Some((dir, env)))
     }
 
     fn start(
@@ -84,6 +98,7 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
         stdout_to_log: bool,
+        place: Option<(&Path, &[(String, String)])>,
     ) -> Result<RoleProcess, ProcessError> {
         let spawn_err = |source| ProcessError::Spawn {
             role: name.to_owned(),
@@ -102,6 +117,10 @@ impl RoleProcess {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
+        if let Some((dir, env)) = place {
+            cmd.current_dir(dir)
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -199,6 +218,33 @@ impl RoleProcess {
                 return Err(ProcessError::NotReady {
                     role: self.name.clone(),
                     what: needle.to_owned(),
+                    waited: timeout,
+                    log: self.log_tail_suffix(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until `addr` accepts a TCP connection (a third-party role that prints no address
+    /// and no ready line), the role exits, or `timeout`.
+    pub fn wait_port(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), ProcessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if let Some(status) = self.exited() {
+                return Err(ProcessError::DiedEarly {
+                    role: self.name.clone(),
+                    status: describe(status),
+                    log: self.log_tail_suffix(),
+                });
+            }
+            if Instant::now() >= deadline {
+                return Err(ProcessError::NotReady {
+                    role: self.name.clone(),
+                    what: format!("a listener on {addr}"),
                     waited: timeout,
                     log: self.log_tail_suffix(),
                 });
@@ -439,6 +485,56 @@ mod tests {
             .wait_log("never printed", Duration::from_secs(5))
             .unwrap_err();
         assert!(matches!(e, ProcessError::DiedEarly { .. }), "{e}");
+    }
+
+    #[test]
+    fn an_external_role_runs_in_its_directory_and_is_ready_when_its_port_accepts() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let addr = crate::third_party::free_loopback_port().unwrap();
+        // python3 is on every machine CI runs on; it listens a moment after it starts.
+        let script = format!(
+            "import os, socket, time\n\
+             open('cwd.txt', 'w').write(os.getcwd() + ' ' + os.environ['LAB_VALUE'])\n\
+             time.sleep(0.3)\n\
+             s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.bind(('127.0.0.1', {})); s.listen(4); time.sleep(30)\n",
+            addr.port()
+        );
+        let mut p = RoleProcess::spawn_external(
+            "ext",
+            Path::new("python3"),
+            &["-c".into(), script.into()],
+            &dir.path().join("ext.log"),
+            &work,
+            &[("LAB_VALUE".into(), "42".into())],
+        )
+        .unwrap();
+        p.wait_port(addr, Duration::from_secs(20)).unwrap();
+        let seen = std::fs::read_to_string(work.join("cwd.txt")).unwrap();
+        assert_eq!(
+            seen,
+            format!("{} 42", work.canonicalize().unwrap().display())
+        );
+        p.stop(Duration::from_secs(5));
+        let e = p.wait_port(addr, Duration::from_secs(5)).unwrap_err();
+        assert!(matches!(e, ProcessError::DiedEarly { .. }), "{e}");
+        // One that exits without listening is reported with its log.
+        let mut q = RoleProcess::spawn_external(
+            "ext2",
+            Path::new("/bin/sh"),
+            &["-c".into(), "echo 'no config' >&2; exit 2".into()],
+            &dir.path().join("ext2.log"),
+            &work,
+            &[],
+        )
+        .unwrap();
+        let e = q
+            .wait_port(addr, Duration::from_secs(10))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no config"), "{e}");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use crate::results::{Context, Distribution, Results};
 use crate::scenario::{
     ConfigSpec, PoolImpl, ProxyImpl, Scenario, FARM_NODE, POOL_NODE, SINGLE_NODE,
 };
-use crate::third_party::{find_pool_sv2, find_translator_sv2, ThirdPartyError, Tool};
+use crate::third_party::{
+    find_pool_sv2, find_translator_sv2, locate_external, ThirdPartyError, Tool,
+};
 use crate::usage::read_host;
 
 /// Why a run produced no results.
@@ -74,6 +76,14 @@ pub fn run(
         Some(c) => Some(find_translator_sv2(c.name)?),
         None => None,
     };
+    let mut externals = BTreeMap::new();
+    for c in &scenario.configs {
+        if let Some(e) = scenario.external_of(c) {
+            if let Some(tool) = locate_external(c, &e.command[0])? {
+                externals.insert(c.clone(), tool);
+            }
+        }
+    }
     let mut trials = Vec::new();
     let mut host_cpu = Vec::new();
     for i in 0..scenario.repeat {
@@ -96,6 +106,7 @@ pub fn run(
             progress,
             pool_sv2: pool_sv2.as_ref(),
             translator_sv2: translator_sv2.as_ref(),
+            externals: &externals,
         };
         let record = trial.run().map_err(|source| LabError::Trial {
             trial: i + 1,
@@ -116,7 +127,11 @@ pub fn run(
         trials.push(measured);
     }
     let host = read_host(&host_cpu, out);
-    let third_party = [("pool_sv2", &pool_sv2), ("translator_sv2", &translator_sv2)];
+    let mut third_party = vec![
+        ("pool_sv2".to_owned(), pool_sv2),
+        ("translator_sv2".to_owned(), translator_sv2),
+    ];
+    third_party.extend(externals.into_iter().map(|(c, t)| (c, Some(t))));
     let assembled = assemble(context(scenario, build, &third_party), host, trials);
     write_outputs(out, &assembled)?;
     progress.stage("writing the report");
@@ -190,6 +205,11 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
             template_interval: s.template_interval,
             hash_budget_hps: s.hash_budget.hashes_per_sec(),
             usage,
+            unlogged: files
+                .iter()
+                .filter(|f| f.events.is_none())
+                .filter_map(|f| Some((f.name.clone(), (f.kind?, f.site))))
+                .collect(),
         };
         configs.push(measure(&run)?);
     }
@@ -232,7 +252,7 @@ fn pool_shares_of(spec: ConfigSpec) -> PoolShares {
     }
 }
 
-fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -> Context {
+fn context(s: &Scenario, build: &Build, third_party: &[(String, Option<Tool>)]) -> Context {
     let per_config = |v: serde_json::Value| -> BTreeMap<String, serde_json::Value> {
         s.configs.iter().map(|c| (c.clone(), v.clone())).collect()
     };
@@ -251,15 +271,35 @@ fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -
     // pool_shares is `null` both without a proxy and behind a proxy that writes no events.
     let blind: serde_json::Map<String, serde_json::Value> = s
         .specs()
-        .filter(|c| c.proxy == Some(ProxyImpl::ReferenceTranslator))
-        .map(|c| {
-            let why = "translator_sv2 (third-party) writes no events, and its upstream shares \
-                       cross the WAN tap Noise-encrypted: shares upstream of it are not seen";
-            (c.name.to_owned(), why.into())
+        .filter_map(|c| {
+            let why = match c.proxy? {
+                ProxyImpl::ReferenceTranslator => {
+                    "translator_sv2 (third-party) writes no events, and its upstream shares \
+                     cross the WAN tap Noise-encrypted: shares upstream of it are not seen"
+                }
+                ProxyImpl::External => {
+                    "an external proxy writes no events: shares upstream of it are not told \
+                     apart from its own"
+                }
+                _ => return None,
+            };
+            Some((c.name.to_owned(), why.into()))
         })
         .collect();
     if !blind.is_empty() {
         extra.insert("pool_shares_absent_reason".to_owned(), blind.into());
+    }
+    // What each external configuration ran, as the scenario gave it (placeholders unfilled).
+    let externals: serde_json::Map<String, serde_json::Value> = s
+        .configs
+        .iter()
+        .filter_map(|c| {
+            let e = s.external_of(c)?;
+            Some((c.clone(), serde_json::to_value(&e).ok()?))
+        })
+        .collect();
+    if !externals.is_empty() {
+        extra.insert("external".to_owned(), externals.into());
     }
     // The way each configuration's new jobs travel, and the node they start from: what the
     // report explains time-to-job differences with.
@@ -317,7 +357,7 @@ fn context(s: &Scenario, build: &Build, third_party: &[(&str, &Option<Tool>)]) -
         commit: build.commit.clone(),
         third_party: third_party
             .iter()
-            .filter_map(|(name, t)| Some((name.to_string(), t.as_ref()?.version.clone())))
+            .filter_map(|(name, t)| Some((name.clone(), t.as_ref()?.version.clone())))
             .collect(),
         extra,
     }

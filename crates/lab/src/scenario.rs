@@ -3,10 +3,13 @@
 //! (network difficulty, share difficulty, process counts) is computed here, once, so that the
 //! report can state it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use primitives::{Difficulty, HashRate};
 use serde::Serialize;
+
+use crate::external::{self, External, ExternalError};
 
 /// Mainnet's mean block interval: the yardstick of time compression.
 pub const MAINNET_BLOCK_INTERVAL: Duration = Duration::from_secs(600);
@@ -47,6 +50,9 @@ pub enum PoolImpl {
     /// same protocol as `OursSv2` by another implementation, so that protocol effects can be
     /// told apart from implementation effects.
     ReferenceSv2,
+    /// Someone else's pool, speaking this protocol to its miners ([`crate::external`]): the
+    /// scenario's `[external.NAME]`, or a built-in one such as `sv1-para`.
+    External(DeviceProtocol),
 }
 
 /// Who runs the farm proxy the devices connect to, where a configuration has one: it sits at
@@ -64,12 +70,14 @@ pub enum ProxyImpl {
     /// device side with an SV1 uplink), so that what aggregation alone gains is told apart
     /// from what SV2 gains.
     OursSv1Proxy,
+    /// Someone else's farm proxy ([`crate::external`]), in front of our pool.
+    External,
 }
 
 /// The shape of one configuration: which roles it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConfigSpec {
-    pub name: &'static str,
+pub struct ConfigSpec<'a> {
+    pub name: &'a str,
     pub devices: DeviceProtocol,
     pub pool: PoolImpl,
     /// The farm proxy in front of the devices, one per device chunk; `None`: devices reach the
@@ -82,7 +90,7 @@ pub struct ConfigSpec {
     pub job_declaration: bool,
 }
 
-const SPECS: [ConfigSpec; 9] = [
+const SPECS: [ConfigSpec<'static>; 9] = [
     ConfigSpec {
         name: "sv1",
         devices: DeviceProtocol::Sv1,
@@ -185,15 +193,47 @@ impl Hop {
     }
 }
 
-impl ConfigSpec {
-    /// The configuration called `name`, if this build runs it.
-    pub fn named(name: &str) -> Option<ConfigSpec> {
+impl<'a> ConfigSpec<'a> {
+    /// The native configuration called `name`, if this build runs it.
+    pub fn named(name: &str) -> Option<ConfigSpec<'static>> {
         SPECS.iter().find(|s| s.name == name).copied()
     }
 
-    /// Whether the pool takes templates from an SV2 Template Provider.
+    /// The shape of an external configuration called `name`: a pool the devices reach over
+    /// the WAN, or a farm proxy in front of our pool.
+    pub fn external(name: &'a str, e: &External) -> ConfigSpec<'a> {
+        let (pool, proxy) = match e.role {
+            external::Role::Pool => (PoolImpl::External(e.protocol.devices()), None),
+            external::Role::Proxy => {
+                let pool = if e.upstream.as_deref() == Some("sv1") {
+                    PoolImpl::OursSv1
+                } else {
+                    PoolImpl::OursSv2
+                };
+                (pool, Some(ProxyImpl::External))
+            }
+        };
+        ConfigSpec {
+            name,
+            devices: e.protocol.devices(),
+            pool,
+            proxy,
+            job_declaration: false,
+        }
+    }
+
+    /// Whether the pool takes templates from an SV2 Template Provider (an external SV2 pool
+    /// is offered one).
     pub fn needs_template_provider(self) -> bool {
-        matches!(self.pool, PoolImpl::OursSv2 | PoolImpl::ReferenceSv2)
+        matches!(
+            self.pool,
+            PoolImpl::OursSv2 | PoolImpl::ReferenceSv2 | PoolImpl::External(DeviceProtocol::Sv2)
+        )
+    }
+
+    /// Whether the pool writes events (ours do; a third-party or external one does not).
+    pub fn pool_logged(self) -> bool {
+        matches!(self.pool, PoolImpl::OursSv1 | PoolImpl::OursSv2)
     }
 
     /// Whether the farm proxy opens an upstream channel per device: the pool must allow one
@@ -306,6 +346,10 @@ pub struct Scenario {
     /// further from the rest of the network than a pool's well-connected node.
     #[serde(serialize_with = "millis")]
     pub farm_relay_delay: Duration,
+    /// External configurations the scenario defines (`[external.NAME]`), by name; a name in
+    /// `configs` is looked up among the native ones, then here, then among the built-in
+    /// externals ([`external::built_in`]).
+    pub external: BTreeMap<String, External>,
 }
 
 impl Default for Scenario {
@@ -331,6 +375,7 @@ impl Default for Scenario {
             drain: Duration::from_secs(5),
             shares_per_minute: 15.0,
             farm_relay_delay: DEFAULT_FARM_RELAY_DELAY,
+            external: BTreeMap::new(),
         }
     }
 }
@@ -342,8 +387,14 @@ pub const DEFAULT_FARM_RELAY_DELAY: Duration = Duration::from_millis(20);
 /// A scenario that cannot run, with the setting to blame.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScenarioError {
-    #[error("unknown configuration {0:?}: this build runs {KNOWN_CONFIGS:?}")]
+    #[error(
+        "unknown configuration {0:?}: this build runs {KNOWN_CONFIGS:?} and {built_in:?}, and a \
+         scenario may define more as [external.NAME] tables",
+        built_in = external::BUILT_IN
+    )]
     UnknownConfig(String),
+    #[error(transparent)]
+    External(#[from] ExternalError),
     #[error("no configuration to run")]
     NoConfig,
     #[error("configuration {0:?} is listed twice")]
@@ -358,8 +409,27 @@ pub enum ScenarioError {
 
 impl Scenario {
     /// The configurations' shapes, in order (validated names only).
-    pub fn specs(&self) -> impl Iterator<Item = ConfigSpec> + '_ {
-        self.configs.iter().filter_map(|c| ConfigSpec::named(c))
+    pub fn specs(&self) -> impl Iterator<Item = ConfigSpec<'_>> + '_ {
+        self.configs.iter().filter_map(|c| self.spec(c))
+    }
+
+    /// The shape of the configuration called `name`: a native one, else an external one.
+    pub fn spec<'s>(&'s self, name: &'s str) -> Option<ConfigSpec<'s>> {
+        if let Some(spec) = ConfigSpec::named(name) {
+            return Some(spec);
+        }
+        if let Some(e) = self.external.get(name) {
+            return Some(ConfigSpec::external(name, e));
+        }
+        external::built_in(name).map(|e| ConfigSpec::external(name, &e))
+    }
+
+    /// The definition of an external configuration, the scenario's or a built-in one.
+    pub fn external_of(&self, name: &str) -> Option<External> {
+        self.external
+            .get(name)
+            .cloned()
+            .or_else(|| external::built_in(name))
     }
 
     /// Whether simnet presents two nodes ("pool" and "farm"): some configuration runs the
@@ -370,7 +440,7 @@ impl Scenario {
 
     /// The simnet node whose templates a configuration's job source takes and whose block
     /// verdicts end its block propagation, as simnet names it in events.
-    pub fn job_source_node(&self, spec: ConfigSpec) -> &'static str {
+    pub fn job_source_node(&self, spec: ConfigSpec<'_>) -> &'static str {
         if !self.two_nodes() {
             SINGLE_NODE
         } else if spec.needs_farm_node() {
@@ -384,8 +454,18 @@ impl Scenario {
         if self.configs.is_empty() {
             return Err(ScenarioError::NoConfig);
         }
+        for (name, e) in &self.external {
+            if ConfigSpec::named(name).is_some() {
+                return Err(ExternalError::Shadows {
+                    config: name.clone(),
+                    name: name.clone(),
+                }
+                .into());
+            }
+            e.validate(name)?;
+        }
         for (i, c) in self.configs.iter().enumerate() {
-            if ConfigSpec::named(c).is_none() {
+            if self.spec(c).is_none() {
                 return Err(ScenarioError::UnknownConfig(c.clone()));
             }
             if self.configs[..i].contains(c) {

@@ -12,6 +12,9 @@ pub const POOL_SV2_VERSION: &str = "0.7.0";
 /// The reference translator version the lab is written against (docs/architecture.md, "Third-party roles").
 pub const TRANSLATOR_SV2_VERSION: &str = "0.6.0";
 
+/// The para version the lab is written against (`sv1-para`; scripts/tools.sh pins the same).
+pub const PARA_VERSION: &str = "0.6.0";
+
 /// The line pool_sv2 logs once it serves miners (it listens only after its first template and
 /// prev hash).
 pub const POOL_SV2_READY: &str = "ready to accept connections";
@@ -45,6 +48,26 @@ pub enum ThirdPartyError {
         config: String,
         cache: String,
         root: String,
+    },
+    #[error(
+        "configuration {config} needs `para` {PARA_VERSION} (its `para pool`), which was not \
+         found (looked at $STRATUMLAB_PARA, {cache}, and PATH). Install it with `cargo install \
+         --locked para --version ={PARA_VERSION} --root {root}`, or run `bash \
+         scripts/interop-para.sh`, which installs it there"
+    )]
+    ParaMissing {
+        config: String,
+        cache: String,
+        root: String,
+    },
+    #[error(
+        "external configuration {config}: its program {program:?} was not found ({looked}); \
+         install it, or give its full path as the first item of `command`"
+    )]
+    ExternalMissing {
+        config: String,
+        program: String,
+        looked: String,
     },
     #[error("{path}: {why}")]
     Unusable { path: String, why: String },
@@ -102,6 +125,54 @@ pub fn find_translator_sv2(config: &str) -> Result<Tool, ThirdPartyError> {
             root: pin.root().display().to_string(),
         }),
     }
+}
+
+/// Finds para: `$STRATUMLAB_PARA`, then the CI scripts' cache, then PATH.
+pub fn find_para(config: &str) -> Result<Tool, ThirdPartyError> {
+    let pin = Pinned {
+        name: "para",
+        version: PARA_VERSION,
+        env: "STRATUMLAB_PARA",
+    };
+    match pin.locate() {
+        Some(path) => Tool::at(path),
+        None => Err(ThirdPartyError::ParaMissing {
+            config: config.to_owned(),
+            cache: pin.cached().display().to_string(),
+            root: pin.root().display().to_string(),
+        }),
+    }
+}
+
+/// Locates an external configuration's program, `command[0]`, before anything starts: `para`
+/// as the pinned tool; any other name on PATH; a path as given. `None`: its path holds
+/// placeholders, known only when the role starts. Only para is asked its version: another
+/// program may not know `--version` and start serving instead; its version is its path.
+pub fn locate_external(config: &str, program: &str) -> Result<Option<Tool>, ThirdPartyError> {
+    if program.contains('{') {
+        return Ok(None);
+    }
+    if program == "para" {
+        return find_para(config).map(Some);
+    }
+    let missing = |looked: String| ThirdPartyError::ExternalMissing {
+        config: config.to_owned(),
+        program: program.to_owned(),
+        looked,
+    };
+    let path = if program.contains('/') {
+        let p = PathBuf::from(program);
+        if !p.is_file() {
+            return Err(missing("no such file".into()));
+        }
+        p
+    } else {
+        search_path(program).ok_or_else(|| missing("not on PATH".into()))?
+    };
+    Ok(Some(Tool {
+        version: path.display().to_string(),
+        path,
+    }))
 }
 
 impl Tool {

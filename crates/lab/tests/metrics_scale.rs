@@ -137,6 +137,7 @@ fn ten_thousand_devices_for_two_minutes() {
         template_interval: Duration::from_secs(TEMPLATE_EVERY_S),
         hash_budget_hps: 2e6,
         usage: Default::default(),
+        unlogged: Default::default(),
     };
     let started = Instant::now();
     let m = measure(&run).unwrap();

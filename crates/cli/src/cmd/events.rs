@@ -255,6 +255,7 @@ fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
         template_interval: std::time::Duration::ZERO,
         hash_budget_hps: 0.0,
         usage: BTreeMap::new(),
+        unlogged: BTreeMap::new(),
     };
     let results = lab::metrics::measure(&run)
         .with_context(|| "counting shares")?

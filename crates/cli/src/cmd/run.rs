@@ -119,6 +119,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "PARAMETER=VALUES")]
     #[serde(skip)]
     pub sweep: Option<String>,
+    /// A TOML file of `[external.NAME]` tables: pools or farm proxies of other software run as
+    /// configurations NAME (docs/operations.md, "Measuring other pools"), added to the
+    /// scenario's own.
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
+    pub external: Option<PathBuf>,
 }
 
 impl Settings {
@@ -228,6 +234,8 @@ pub struct Settings {
     pub drain: Dur,
     pub shares_per_minute: f64,
     pub farm_relay_delay: Dur,
+    /// External configurations by name (docs/operations.md, "Measuring other pools").
+    pub external: BTreeMap<String, lab::external::External>,
 }
 
 impl Default for Settings {
@@ -255,6 +263,7 @@ impl Default for Settings {
             drain: Dur(s.drain),
             shares_per_minute: s.shares_per_minute,
             farm_relay_delay: Dur(s.farm_relay_delay),
+            external: s.external,
         }
     }
 }
@@ -285,10 +294,37 @@ impl Settings {
             drain: self.drain.0,
             shares_per_minute: self.shares_per_minute,
             farm_relay_delay: self.farm_relay_delay.0,
+            external: self.external.clone(),
         };
         s.validate()?;
         Ok(s)
     }
+}
+
+/// The scenario file with the flags laid over it, and `--external`'s tables added.
+fn load_settings(file: &Path, args: &RunArgs) -> Result<Settings> {
+    let mut settings: Settings = config::load(Some(file), args)?;
+    if let Some(path) = &args.external {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct ExternalFile {
+            external: BTreeMap<String, lab::external::External>,
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --external {}", path.display()))?;
+        let f: ExternalFile = toml::from_str(&text)
+            .with_context(|| format!("parsing --external {}", path.display()))?;
+        for (name, e) in f.external {
+            if settings.external.contains_key(&name) {
+                bail!(
+                    "--external {}: {name} is defined in the scenario too",
+                    path.display()
+                );
+            }
+            settings.external.insert(name, e);
+        }
+    }
+    Ok(settings)
 }
 
 /// Finds a scenario by name or path: an existing path, then `scenarios/NAME.toml` here, then
@@ -332,13 +368,13 @@ pub fn run(args: RunArgs) -> Result<()> {
     match &sweep {
         Some(sw) => {
             for value in &sw.values {
-                let mut settings: Settings = config::load(Some(&file), &args)?;
+                let mut settings = load_settings(&file, &args)?;
                 settings.set(&sw.parameter, value)?;
                 scenarios.push((Some(value.clone()), settings.scenario()?));
             }
         }
         None => {
-            let settings: Settings = config::load(Some(&file), &args)?;
+            let settings = load_settings(&file, &args)?;
             scenarios.push((None, settings.scenario()?));
         }
     }

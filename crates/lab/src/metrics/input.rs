@@ -213,4 +213,7 @@ pub struct ConfigRun {
     pub hash_budget_hps: f64,
     /// Per role name, from the lab's /proc sampling.
     pub usage: BTreeMap<String, ProcessUsage>,
+    /// Roles of the configuration that write no events (third-party and external ones): their
+    /// kind and site, for the roles table beside their /proc figures.
+    pub unlogged: BTreeMap<String, (RoleKind, Site)>,
 }

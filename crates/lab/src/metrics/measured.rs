@@ -95,6 +95,9 @@ pub struct Measured {
     /// SV2 standard jobs that could not be tied to a template because the job source writes
     /// no events (a third-party pool).
     pub untied_standard_jobs: u64,
+    /// Whether the job source (pool, JDC, or proxy) writes events: a third-party or external
+    /// one does not, and what only its events tell is then not measured.
+    pub job_source_logged: bool,
     pub delays: Delays,
     pub traffic: TrafficTally,
     pub rtt_configured: Duration,
@@ -123,6 +126,7 @@ impl Measured {
         self.templates_created += o.templates_created;
         self.templates_reached += o.templates_reached;
         self.untied_standard_jobs += o.untied_standard_jobs;
+        self.job_source_logged &= o.job_source_logged;
         self.delays.merge(&o.delays);
         self.traffic.merge(&o.traffic);
         for (name, r) in &o.roles {
@@ -215,7 +219,12 @@ impl Measured {
             time_to_job_first_ms: summarize(&d.time_to_job_first, self.no_template_reason()),
             time_to_job_at_source_ms: summarize(
                 &d.time_to_job_at_source,
-                "no job source recorded a job of a node template of the measured window",
+                if self.job_source_logged {
+                    "no job source recorded a job of a node template of the measured window"
+                } else {
+                    "not measured: the job source is a third-party or external role, which \
+                     writes no events"
+                },
             ),
             time_to_job_prevhash_ms: summarize(
                 &d.time_to_job_prevhash,

@@ -288,9 +288,13 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         );
     }
     for (name, u) in &run.usage {
+        let (kind, site) = match run.unlogged.get(name) {
+            Some(&(kind, site)) => (kind, Some(site)),
+            None => (RoleKind::Other, None),
+        };
         roles.entry(name.clone()).or_insert_with(|| RoleTally {
-            kind: RoleKind::Other,
-            site: None,
+            kind,
+            site,
             usage: vec![*u],
             bytes: Default::default(),
         });
@@ -324,6 +328,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         templates_created: outcome.templates_created,
         templates_reached: outcome.templates_reached,
         untied_standard_jobs: fleet.untied_standard_jobs,
+        job_source_logged,
         delays: Delays {
             time_to_job: std::mem::take(&mut fleet.time_to_job),
             time_to_job_first: outcome.time_to_job_first,

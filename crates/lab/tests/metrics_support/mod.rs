@@ -261,6 +261,7 @@ impl Lab {
             template_interval: Duration::from_secs(2),
             hash_budget_hps: self.hash_budget_hps,
             usage: self.usage.clone(),
+            unlogged: Default::default(),
         }
     }
 

@@ -1,0 +1,495 @@
+//! External configurations: someone else's pool (or farm proxy) measured as a configuration of
+//! a run (docs/architecture.md, "External configurations"). A scenario gives the command and
+//! config files; the lab fills their placeholders (simnet's endpoints, a port to listen on, a
+//! directory of its own, ...), starts the process, waits until it is ready, and puts it behind
+//! the same WAN tap as its own roles. Everything measured about it comes from what crosses the
+//! taps, what simnet sees, and /proc: it writes no events.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::DeviceProtocol;
+
+/// One external role, as a scenario's `[external.NAME]` table gives it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct External {
+    /// What it speaks to the devices: "sv1" or "sv2".
+    pub protocol: Protocol,
+    /// "pool" (the default) or "proxy" (a farm proxy in front of `upstream`).
+    #[serde(default)]
+    pub role: Role,
+    /// Program and arguments, placeholders filled. A program without a `/` is looked up on
+    /// PATH.
+    pub command: Vec<String>,
+    /// Files written into `{dir}` before the start: name to text, placeholders filled.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Where its devices' side listens (the WAN tap's upstream for a pool, the devices' address
+    /// for a proxy), HOST:PORT after the placeholders are filled.
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// "port" (ready when `listen` accepts a connection) or a line its output prints when it is.
+    #[serde(default = "default_ready")]
+    pub ready: String,
+    /// The name each device authorizes with; `{device}` (the device's number) must end it.
+    /// Solo pools want an address [default: `{payout_address}.{device}`].
+    #[serde(default = "default_worker")]
+    pub worker: String,
+    /// An SV2 pool's authority public key, which devices (or a proxy) check its certificate
+    /// against [default: `{authority_public_key}`, the trial's pair, which the lab offers it].
+    #[serde(default = "default_authority")]
+    pub authority_public_key: String,
+    /// A proxy's upstream: one of the lab's pools, "sv1" (our SV1 pool) or "sv2" (our SV2 pool).
+    #[serde(default)]
+    pub upstream: Option<String>,
+    /// Environment variables set for it, placeholders filled.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    Sv1,
+    Sv2,
+}
+
+impl Protocol {
+    pub fn devices(self) -> DeviceProtocol {
+        match self {
+            Protocol::Sv1 => DeviceProtocol::Sv1,
+            Protocol::Sv2 => DeviceProtocol::Sv2,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    #[default]
+    Pool,
+    Proxy,
+}
+
+fn default_listen() -> String {
+    "{listen}".into()
+}
+fn default_ready() -> String {
+    "port".into()
+}
+fn default_worker() -> String {
+    "{payout_address}.{device}".into()
+}
+fn default_authority() -> String {
+    "{authority_public_key}".into()
+}
+
+/// What the lab fills in. Each endpoint is HOST:PORT without a scheme.
+pub const PLACEHOLDERS: &[(&str, &str)] = &[
+    ("rpc", "simnet's bitcoind-compatible JSON-RPC"),
+    ("rpc_host", "its host"),
+    ("rpc_port", "its port"),
+    ("rpc_user", "the RPC user"),
+    ("rpc_password", "the RPC password"),
+    ("zmq", "simnet's ZMQ publisher (hashblock, rawblock, ...)"),
+    ("zmq_host", "its host"),
+    ("zmq_port", "its port"),
+    ("tdp", "simnet's SV2 Template Provider (SV2 pools)"),
+    ("tdp_host", "its host"),
+    ("tdp_port", "its port"),
+    ("listen", "where it listens for the devices' side (a free loopback port)"),
+    ("listen_host", "its host"),
+    ("listen_port", "its port"),
+    ("upstream", "a proxy's upstream, through the WAN tap"),
+    ("upstream_host", "its host"),
+    ("upstream_port", "its port"),
+    (
+        "authority_public_key",
+        "the trial's SV2 authority public key (base58): the Template Provider's, and our SV2 pool's",
+    ),
+    ("authority_secret_key", "its secret key"),
+    ("payout_address", "the address blocks pay to (regtest)"),
+    ("chain", "the chain simnet claims (regtest)"),
+    ("dir", "a directory of its own, its working directory"),
+    ("start_difficulty", "the share difficulty devices start at"),
+    ("shares_per_minute", "the share rate per device vardiff aims at"),
+    ("share_interval_s", "60 / shares_per_minute: seconds between a device's shares"),
+    ("template_interval_s", "the template refresh, in seconds"),
+    ("device_hash_rate", "what one device hashes, in hashes per second"),
+    ("devices", "devices per configuration"),
+];
+
+/// The device number, in `worker` only.
+pub const DEVICE: &str = "device";
+
+/// Why an external configuration cannot run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ExternalError {
+    #[error("external {config}: `command` is empty")]
+    NoCommand { config: String },
+    #[error(
+        "external {config}: unknown placeholder {{{name}}} in {field} (the lab fills {known})"
+    )]
+    UnknownPlaceholder {
+        config: String,
+        field: String,
+        name: String,
+        known: String,
+    },
+    #[error("external {config}: `worker` = {worker:?} must end with {{device}}")]
+    Worker { config: String, worker: String },
+    #[error("external {config}: a proxy needs `upstream` = \"sv1\" or \"sv2\" (our pool behind it), not {got:?}")]
+    Upstream { config: String, got: Option<String> },
+    #[error("external {config}: `upstream` is for a proxy (role = \"proxy\")")]
+    UpstreamOfPool { config: String },
+    #[error("external {config}: file name {name:?} must be a plain name inside {{dir}}")]
+    FileName { config: String, name: String },
+    #[error("external {config}: {name} is the name of a built-in configuration")]
+    Shadows { config: String, name: String },
+}
+
+impl External {
+    /// Checks what can be checked before anything starts: a command, known placeholders, a
+    /// worker name the fleet can number, a proxy's upstream.
+    pub fn validate(&self, config: &str) -> Result<(), ExternalError> {
+        if self.command.is_empty() || self.command[0].trim().is_empty() {
+            return Err(ExternalError::NoCommand {
+                config: config.into(),
+            });
+        }
+        let mut fields: Vec<(String, &str)> = Vec::new();
+        for (i, a) in self.command.iter().enumerate() {
+            fields.push((format!("command[{i}]"), a));
+        }
+        for (name, text) in &self.files {
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(ExternalError::FileName {
+                    config: config.into(),
+                    name: name.clone(),
+                });
+            }
+            fields.push((format!("files.{name:?}"), text));
+        }
+        for (name, text) in &self.env {
+            fields.push((format!("env.{name}"), text));
+        }
+        fields.push(("listen".into(), &self.listen));
+        fields.push(("authority_public_key".into(), &self.authority_public_key));
+        for (field, text) in fields {
+            for name in placeholders(text) {
+                if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
+                    return Err(unknown(config, &field, name));
+                }
+            }
+        }
+        let Some(prefix) = self.worker.strip_suffix("{device}") else {
+            return Err(ExternalError::Worker {
+                config: config.into(),
+                worker: self.worker.clone(),
+            });
+        };
+        for name in placeholders(prefix) {
+            if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
+                return Err(unknown(config, "worker", name));
+            }
+        }
+        match (self.role, self.upstream.as_deref()) {
+            (Role::Proxy, Some("sv1" | "sv2")) | (Role::Pool, None) => Ok(()),
+            (Role::Proxy, got) => Err(ExternalError::Upstream {
+                config: config.into(),
+                got: got.map(str::to_owned),
+            }),
+            (Role::Pool, Some(_)) => Err(ExternalError::UpstreamOfPool {
+                config: config.into(),
+            }),
+        }
+    }
+
+    /// Whether it is ready once `listen` accepts a connection (else: once its output prints
+    /// `ready`).
+    pub fn ready_on_port(&self) -> bool {
+        self.ready == "port"
+    }
+}
+
+fn unknown(config: &str, field: &str, name: &str) -> ExternalError {
+    ExternalError::UnknownPlaceholder {
+        config: config.into(),
+        field: field.into(),
+        name: name.into(),
+        known: PLACEHOLDERS
+            .iter()
+            .map(|(p, _)| format!("{{{p}}}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The placeholders in `text`: each `{name}` whose name is lower-case letters, digits and
+/// underscores. Other braces (a JSON or TOML config's own) are text.
+fn placeholders(text: &str) -> impl Iterator<Item = &str> {
+    spans(text).map(move |(start, end)| &text[start + 1..end - 1])
+}
+
+/// Byte ranges of the placeholders in `text`, braces included.
+fn spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            if bytes[i] == b'{' {
+                let start = i;
+                let mut j = i + 1;
+                while j < bytes.len()
+                    && (bytes[j].is_ascii_lowercase()
+                        || bytes[j].is_ascii_digit()
+                        || bytes[j] == b'_')
+                {
+                    j += 1;
+                }
+                if j > start + 1 && j < bytes.len() && bytes[j] == b'}' {
+                    i = j + 1;
+                    return Some((start, j + 1));
+                }
+            }
+            i += 1;
+        }
+        None
+    })
+}
+
+/// The values the lab fills in, by placeholder name.
+#[derive(Clone, Debug, Default)]
+pub struct Values(BTreeMap<&'static str, String>);
+
+impl Values {
+    pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
+        debug_assert!(
+            PLACEHOLDERS.iter().any(|(p, _)| *p == name),
+            "{name} is not a documented placeholder"
+        );
+        self.0.insert(name, value.into());
+    }
+
+    /// Sets `name` to HOST:PORT and `name_host`, `name_port` to its parts.
+    pub fn set_addr(
+        &mut self,
+        name: &'static str,
+        host: &'static str,
+        port: &'static str,
+        addr: std::net::SocketAddr,
+    ) {
+        self.set(name, addr.to_string());
+        self.set(host, addr.ip().to_string());
+        self.set(port, addr.port().to_string());
+    }
+
+    /// `text` with every placeholder replaced. A placeholder this run has no value for (`{tdp}`
+    /// where simnet serves no Template Provider) is an error naming it.
+    pub fn fill(&self, text: &str) -> Result<String, String> {
+        let mut out = String::with_capacity(text.len());
+        let mut last = 0;
+        for (start, end) in spans(text) {
+            let name = &text[start + 1..end - 1];
+            let value = self.0.get(name).ok_or_else(|| {
+                format!("{{{name}}} has no value in this run (simnet serves no such endpoint)")
+            })?;
+            out.push_str(&text[last..start]);
+            out.push_str(value);
+            last = end;
+        }
+        out.push_str(&text[last..]);
+        Ok(out)
+    }
+}
+
+/// A command line as a person would type it (arguments with spaces quoted), for progress and
+/// results.json.
+pub fn describe(program: &std::path::Path, args: &[std::ffi::OsString]) -> String {
+    std::iter::once(program.as_os_str())
+        .chain(args.iter().map(|a| a.as_os_str()))
+        .map(|a| {
+            let a = a.to_string_lossy();
+            if a.is_empty() || a.contains(char::is_whitespace) {
+                format!("'{a}'")
+            } else {
+                a.into_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The external configurations this build defines itself, through the same mechanism.
+pub fn built_in(name: &str) -> Option<External> {
+    match name {
+        "sv1-para" => Some(para_pool()),
+        _ => None,
+    }
+}
+
+/// Names of the built-in external configurations.
+pub const BUILT_IN: &[&str] = &["sv1-para"];
+
+/// `para pool` (crates.io `para`, pinned in scripts/tools.sh), a small solo SV1 pool: usernames
+/// are payout addresses; templates by getblocktemplate every `--update-interval` seconds and
+/// on ZMQ `hashblock`; its vardiff aims at one share per `--vardiff-period`.
+fn para_pool() -> External {
+    let command = [
+        "para",
+        "pool",
+        "--address",
+        "{listen_host}",
+        "--port",
+        "{listen_port}",
+        "--chain",
+        "{chain}",
+        "--bitcoin-rpc-port",
+        "{rpc_port}",
+        "--bitcoin-rpc-username",
+        "{rpc_user}",
+        "--bitcoin-rpc-password",
+        "{rpc_password}",
+        "--zmq-block-notifications",
+        "tcp://{zmq}",
+        "--start-diff",
+        "{start_difficulty}",
+        "--vardiff-period",
+        "{share_interval_s}",
+        "--update-interval",
+        "{template_interval_s}",
+        "--data-dir",
+        "{dir}",
+    ];
+    External {
+        protocol: Protocol::Sv1,
+        role: Role::Pool,
+        command: command.iter().map(|s| (*s).to_owned()).collect(),
+        files: BTreeMap::new(),
+        listen: default_listen(),
+        ready: default_ready(),
+        worker: default_worker(),
+        authority_public_key: default_authority(),
+        upstream: None,
+        env: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ckpool() -> External {
+        // The shape docs/architecture.md shows for ckpool.
+        let text = r#"
+            protocol = "sv1"
+            command = ["ckpool", "-B", "-c", "{dir}/ckpool.conf"]
+            files = { "ckpool.conf" = '''{ "btcd": [{"url": "{rpc}", "auth": "{rpc_user}", "pass": "{rpc_password}", "notify": true}], "serverurl": ["{listen}"], "btcaddress": "{payout_address}", "zmqblock": "tcp://{zmq}" }''' }
+        "#;
+        toml::from_str(text).unwrap()
+    }
+
+    fn values() -> Values {
+        let mut v = Values::default();
+        v.set_addr(
+            "rpc",
+            "rpc_host",
+            "rpc_port",
+            "127.0.0.1:18443".parse().unwrap(),
+        );
+        v.set_addr(
+            "zmq",
+            "zmq_host",
+            "zmq_port",
+            "127.0.0.1:28332".parse().unwrap(),
+        );
+        v.set_addr(
+            "listen",
+            "listen_host",
+            "listen_port",
+            "127.0.0.1:3333".parse().unwrap(),
+        );
+        v.set("rpc_user", "lab");
+        v.set("rpc_password", "pw");
+        v.set("payout_address", "bcrt1qexample");
+        v.set("dir", "/tmp/x");
+        v
+    }
+
+    #[test]
+    fn placeholders_are_filled_and_a_configs_own_braces_kept() {
+        let e = ckpool();
+        e.validate("ckpool").unwrap();
+        assert_eq!(e.role, Role::Pool);
+        assert!(e.ready_on_port());
+        let v = values();
+        let conf = v.fill(&e.files["ckpool.conf"]).unwrap();
+        assert_eq!(
+            conf,
+            r#"{ "btcd": [{"url": "127.0.0.1:18443", "auth": "lab", "pass": "pw", "notify": true}], "serverurl": ["127.0.0.1:3333"], "btcaddress": "bcrt1qexample", "zmqblock": "tcp://127.0.0.1:28332" }"#
+        );
+        let json: serde_json::Value = serde_json::from_str(&conf).unwrap();
+        assert_eq!(json["btcd"][0]["url"], "127.0.0.1:18443");
+        assert_eq!(v.fill("{dir}/ckpool.conf").unwrap(), "/tmp/x/ckpool.conf");
+        assert_eq!(v.fill("{}{ x}{A}").unwrap(), "{}{ x}{A}");
+    }
+
+    #[test]
+    fn a_placeholder_without_a_value_is_named() {
+        let err = values().fill("--tp {tdp}").unwrap_err();
+        assert!(err.contains("{tdp}"), "{err}");
+    }
+
+    #[test]
+    fn mistakes_are_refused_before_anything_starts() {
+        let mut e = ckpool();
+        e.command.push("{rpc_url}".into());
+        match e.validate("ckpool").unwrap_err() {
+            ExternalError::UnknownPlaceholder { field, name, .. } => {
+                assert_eq!((field.as_str(), name.as_str()), ("command[4]", "rpc_url"));
+            }
+            other => panic!("{other}"),
+        }
+        let mut e = ckpool();
+        e.worker = "{device}.{payout_address}".into();
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::Worker { .. })
+        ));
+        let mut e = ckpool();
+        e.files.insert("../escape".into(), String::new());
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::FileName { .. })
+        ));
+        let mut e = ckpool();
+        e.role = Role::Proxy;
+        assert!(matches!(
+            e.validate("p"),
+            Err(ExternalError::Upstream { got: None, .. })
+        ));
+        e.upstream = Some("sv2".into());
+        e.validate("p").unwrap();
+        let mut e = ckpool();
+        e.command.clear();
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::NoCommand { .. })
+        ));
+        let unknown_key = toml::from_str::<External>(
+            "protocol = \"sv1\"\ncommand = [\"x\"]\nlisten_adress = \"{listen}\"",
+        );
+        assert!(unknown_key.is_err(), "a misspelt key is an error");
+    }
+
+    #[test]
+    fn the_built_in_para_pool_uses_only_documented_placeholders() {
+        for name in BUILT_IN {
+            built_in(name).unwrap().validate(name).unwrap();
+        }
+        assert_eq!(built_in("sv1-para").unwrap().protocol, Protocol::Sv1);
+        assert!(built_in("sv1").is_none());
+    }
+}
