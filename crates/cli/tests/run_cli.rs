@@ -1402,6 +1402,92 @@ worker = "lab.sv1-ext.{{device}}"
     no_role_left(out.to_str().unwrap());
 }
 
+/// An external SV2 pool (our own, given the trial's key pair through `{authority_public_key}`
+/// and, in its environment, `{authority_secret_key}`) and an external farm proxy (our own
+/// translator, `role = "proxy"`, in front of our SV2 pool through `{upstream}`), beside D.
+#[test]
+fn an_external_sv2_pool_and_an_external_farm_proxy_run_beside_d() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let exe = env!("CARGO_BIN_EXE_stratumlab");
+    let tables = format!(
+        r#"
+[external.D-ext]
+protocol = "sv2"
+command = ["{exe}", "pool", "--sv2-listen", "{{listen}}", "--tp", "{{tdp}}",
+           "--tp-authority-key", "{{authority_public_key}}",
+           "--authority-public-key", "{{authority_public_key}}",
+           "--payout-address", "{{payout_address}}", "--start-difficulty", "{{start_difficulty}}",
+           "--shares-per-minute", "{{shares_per_minute}}", "--store", "{{dir}}/pool.sqlite",
+           "--http-listen", "127.0.0.1:0"]
+env = {{ STRATUMLAB_AUTHORITY_SECRET_KEY = "{{authority_secret_key}}" }}
+
+[external.C-ext]
+protocol = "sv1"
+role = "proxy"
+upstream = "sv2"
+command = ["{exe}", "translator", "--listen", "{{listen}}", "--upstream", "{{upstream}}",
+           "--upstream-authority-key", "{{authority_public_key}}", "--user-identity", "lab.C-ext",
+           "--start-difficulty", "{{start_difficulty}}", "--shares-per-minute", "{{shares_per_minute}}",
+           "--device-hash-rate", "{{device_hash_rate}}", "--http-listen", "127.0.0.1:0"]
+worker = "lab.C-ext.{{device}}"
+"#
+    );
+    let child = lab_with(
+        &out,
+        &["D", "D-ext", "C-ext"],
+        &tables,
+        &["--duration", "20s", "--block-interval", "3s"],
+    );
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let context = &results["context"];
+    let configs = &results["configs"];
+    for c in ["D", "D-ext", "C-ext"] {
+        let shares = &configs[c]["shares"];
+        assert!(shares["accepted"].as_u64().unwrap() > 0, "{c}: {shares}");
+        assert_eq!(configs[c]["unmatched_events"], 0, "{c}");
+    }
+    // The external SV2 pool's standard jobs carry only a merkle root and it writes no events:
+    // time to job from a template is said not to be measured; after a tip it is, and agrees.
+    let d_ext = &configs["D-ext"];
+    assert_eq!(d_ext["time_to_job_ms"]["n"], 0, "{d_ext}");
+    assert!(d_ext["time_to_job_ms"]["absent_reason"].is_string());
+    let p50 = |c: &str, key: &str| configs[c][key]["p50"].as_f64().unwrap_or(f64::NAN);
+    for (key, margin) in [
+        ("time_to_job_prevhash_ms", 60.0),
+        ("share_latency_ms", 40.0),
+    ] {
+        let (a, b) = (p50("D", key), p50("D-ext", key));
+        assert!(a > 72.5 && b > 72.5, "{key}: D {a}, D-ext {b}");
+        assert!((a - b).abs() < margin, "{key}: D {a} against D-ext {b}");
+    }
+    // The external translator answers its devices itself, at the farm; upstream of it nothing
+    // is seen, which is said.
+    let c_ext = &configs["C-ext"];
+    assert!(
+        c_ext["time_to_job_ms"]["n"].as_u64().unwrap() > 0,
+        "{c_ext}"
+    );
+    assert!(p50("C-ext", "share_latency_ms") < 72.5, "{c_ext}");
+    assert!(c_ext["pool_shares"].is_null(), "{c_ext}");
+    let why = context["pool_shares_absent_reason"]["C-ext"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("external proxy"), "{context}");
+    let proxy = &c_ext["roles"]["C-ext.proxy0"];
+    assert_eq!(
+        (proxy["kind"].as_str(), proxy["site"].as_str()),
+        (Some("proxy"), Some("farm")),
+        "{proxy}"
+    );
+    assert!(c_ext["roles"]["C-ext.pool"]["cpu_pct_mean"].is_number());
+    no_role_left(out.to_str().unwrap());
+}
+
 /// A definition that cannot run is refused before any role starts, naming what is wrong.
 #[test]
 fn a_mistaken_external_definition_is_refused_before_anything_starts() {
