@@ -23,7 +23,8 @@ pub struct External {
     /// Program and arguments, placeholders filled. A program without a `/` is looked up on
     /// PATH.
     pub command: Vec<String>,
-    /// Files written into `{dir}` before the start: name to text, placeholders filled.
+    /// Files written into `{dir}` before the start: relative path (`data/config/config.toml`)
+    /// to text, placeholders filled.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
     /// Where its devices' side listens (the WAN tap's upstream for a pool, the devices' address
@@ -144,7 +145,7 @@ pub enum ExternalError {
     Upstream { config: String, got: Option<String> },
     #[error("external {config}: `upstream` is for a proxy (role = \"proxy\")")]
     UpstreamOfPool { config: String },
-    #[error("external {config}: file name {name:?} must be a plain name inside {{dir}}")]
+    #[error("external {config}: file name {name:?} must be a relative path inside {{dir}}")]
     FileName { config: String, name: String },
     #[error("external {config}: {name} is the name of a built-in configuration")]
     Shadows { config: String, name: String },
@@ -164,7 +165,11 @@ impl External {
             fields.push((format!("command[{i}]"), a));
         }
         for (name, text) in &self.files {
-            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            let path = std::path::Path::new(name);
+            let inside = path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if name.is_empty() || !inside {
                 return Err(ExternalError::FileName {
                     config: config.into(),
                     name: name.clone(),
@@ -459,11 +464,17 @@ mod tests {
             Err(ExternalError::Worker { .. })
         ));
         let mut e = ckpool();
-        e.files.insert("../escape".into(), String::new());
-        assert!(matches!(
-            e.validate("ckpool"),
-            Err(ExternalError::FileName { .. })
-        ));
+        e.files
+            .insert("data/config/config.toml".into(), String::new());
+        e.validate("ckpool").unwrap();
+        for escape in ["../escape", "/etc/passwd", "a/../../b", ""] {
+            let mut e = ckpool();
+            e.files.insert(escape.into(), String::new());
+            assert!(
+                matches!(e.validate("ckpool"), Err(ExternalError::FileName { .. })),
+                "{escape}"
+            );
+        }
         let mut e = ckpool();
         e.role = Role::Proxy;
         assert!(matches!(
@@ -482,6 +493,39 @@ mod tests {
             "protocol = \"sv1\"\ncommand = [\"x\"]\nlisten_adress = \"{listen}\"",
         );
         assert!(unknown_key.is_err(), "a misspelt key is an error");
+    }
+
+    /// docs/operations.md's "Measuring other pools": every placeholder is in its table, and
+    /// every example table parses and validates as a scenario would read it.
+    #[test]
+    fn the_documented_examples_are_valid_definitions() {
+        let doc = include_str!("../../../docs/operations.md");
+        let section = doc
+            .split("## Measuring other pools")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("docs/operations.md has the section");
+        for (name, _) in PLACEHOLDERS {
+            assert!(
+                section.contains(&format!("`{{{name}}}`")),
+                "{{{name}}} is not in the placeholder table"
+            );
+        }
+        #[derive(serde::Deserialize)]
+        struct Tables {
+            external: BTreeMap<String, External>,
+        }
+        let mut names = Vec::new();
+        for block in section.split("```toml\n").skip(1) {
+            let text = block.split("```").next().unwrap();
+            let tables: Tables =
+                toml::from_str(text).unwrap_or_else(|e| panic!("{e}\nin:\n{text}"));
+            for (name, e) in tables.external {
+                e.validate(&name).unwrap();
+                names.push(name);
+            }
+        }
+        assert_eq!(names, ["sv1-ext", "ckpool", "gopool", "public-pool"]);
     }
 
     #[test]

@@ -1181,6 +1181,10 @@ impl Trial<'_> {
             .map_err(|_| bad(format!("`listen` = {listen_text:?} is not HOST:PORT")))?;
         for (file, text) in &e.files {
             let path = dir.join(file);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(io(format!("creating {}", parent.display())))?;
+            }
             let text = values.fill(text).map_err(bad)?;
             std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
         }
