@@ -1432,11 +1432,20 @@ command = ["{exe}", "translator", "--listen", "{{listen}}", "--upstream", "{{ups
            "--start-difficulty", "{{start_difficulty}}", "--shares-per-minute", "{{shares_per_minute}}",
            "--device-hash-rate", "{{device_hash_rate}}", "--http-listen", "127.0.0.1:0"]
 worker = "lab.C-ext.{{device}}"
+
+[external.CD-ext]
+protocol = "sv1"
+role = "proxy"
+upstream = "D-ext"
+command = ["{exe}", "translator", "--listen", "{{listen}}", "--upstream", "{{upstream}}",
+           "--upstream-authority-key", "{{authority_public_key}}", "--user-identity", "lab.CD-ext",
+           "--start-difficulty", "{{start_difficulty}}", "--shares-per-minute", "{{shares_per_minute}}",
+           "--device-hash-rate", "{{device_hash_rate}}", "--http-listen", "127.0.0.1:0"]
 "#
     );
     let child = lab_with(
         &out,
-        &["D", "D-ext", "C-ext"],
+        &["D", "D-ext", "C-ext", "CD-ext"],
         &tables,
         &["--duration", "20s", "--block-interval", "3s"],
     );
@@ -1446,7 +1455,7 @@ worker = "lab.C-ext.{{device}}"
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let context = &results["context"];
     let configs = &results["configs"];
-    for c in ["D", "D-ext", "C-ext"] {
+    for c in ["D", "D-ext", "C-ext", "CD-ext"] {
         let shares = &configs[c]["shares"];
         assert!(shares["accepted"].as_u64().unwrap() > 0, "{c}: {shares}");
         assert_eq!(configs[c]["unmatched_events"], 0, "{c}");
@@ -1485,6 +1494,17 @@ worker = "lab.C-ext.{{device}}"
         "{proxy}"
     );
     assert!(c_ext["roles"]["C-ext.pool"]["cpu_pct_mean"].is_number());
+    // A proxy in front of an external pool: both run in the configuration, neither writes
+    // events; the pool is D-ext's definition in a directory of its own.
+    let cd = &configs["CD-ext"];
+    for role in ["CD-ext.pool", "CD-ext.proxy0"] {
+        assert!(
+            cd["roles"][role]["rss_bytes_max"].as_u64().unwrap() > 0,
+            "{role}: {cd}"
+        );
+    }
+    assert!(out.join("external/CD-ext.pool/pool.sqlite").is_file());
+    assert!(p50("CD-ext", "share_latency_ms") < 72.5, "{cd}");
     no_role_left(out.to_str().unwrap());
 }
 

@@ -42,7 +42,8 @@ pub struct External {
     /// against [default: `{authority_public_key}`, the trial's pair, which the lab offers it].
     #[serde(default = "default_authority")]
     pub authority_public_key: String,
-    /// A proxy's upstream: one of the lab's pools, "sv1" (our SV1 pool) or "sv2" (our SV2 pool).
+    /// A proxy's upstream: "sv1" (our SV1 pool), "sv2" (our SV2 pool), or the name of an
+    /// external pool definition, which the configuration then runs behind the proxy.
     #[serde(default)]
     pub upstream: Option<String>,
     /// Environment variables set for it, placeholders filled.
@@ -141,7 +142,10 @@ pub enum ExternalError {
     },
     #[error("external {config}: `worker` = {worker:?} must end with {{device}}")]
     Worker { config: String, worker: String },
-    #[error("external {config}: a proxy needs `upstream` = \"sv1\" or \"sv2\" (our pool behind it), not {got:?}")]
+    #[error(
+        "external {config}: a proxy needs `upstream` = \"sv1\" or \"sv2\" (our pool behind it) \
+         or the name of an external pool, not {got:?}"
+    )]
     Upstream { config: String, got: Option<String> },
     #[error("external {config}: `upstream` is for a proxy (role = \"proxy\")")]
     UpstreamOfPool { config: String },
@@ -201,7 +205,9 @@ impl External {
             }
         }
         match (self.role, self.upstream.as_deref()) {
-            (Role::Proxy, Some("sv1" | "sv2")) | (Role::Pool, None) => Ok(()),
+            // Another definition's name is checked by the scenario, which knows them all.
+            (Role::Proxy, Some(up)) if !up.is_empty() => Ok(()),
+            (Role::Pool, None) => Ok(()),
             (Role::Proxy, got) => Err(ExternalError::Upstream {
                 config: config.into(),
                 got: got.map(str::to_owned),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use events::EventSink;
 use serde::Serialize;
 
-use crate::external::{self, Values};
+use crate::external::{self, External, Values};
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
 use crate::scenario::{
@@ -193,7 +193,7 @@ pub struct Trial<'a> {
     pub pool_sv2: Option<&'a Tool>,
     /// The SV2 reference translator, for configurations that run it.
     pub translator_sv2: Option<&'a Tool>,
-    /// Each external configuration's program, located before the run
+    /// Each external definition's program by the definition's name, located before the run
     /// ([`crate::third_party::locate_external`]).
     pub externals: &'a BTreeMap<String, Tool>,
 }
@@ -391,7 +391,10 @@ impl Trial<'_> {
                 }
                 PoolImpl::External(_) => {
                     log.events = None;
-                    self.start_external(running, sampler, log, config, values.clone(), ready)?
+                    let (def, e) = s
+                        .external_pool_of(config)
+                        .expect("an external pool configuration has its pool's definition");
+                    self.start_external(running, sampler, log, &def, &e, values.clone(), ready)?
                 }
             };
             // Job declaration: the JDS beside the pool, on the pool-side node's RPC.
@@ -480,7 +483,10 @@ impl Trial<'_> {
                         log.events = None;
                         let mut values = values.clone();
                         values.set_addr("upstream", "upstream_host", "upstream_port", tap);
-                        self.start_external(running, sampler, log, config, values, ready)?
+                        let e = s
+                            .external_of(config)
+                            .expect("an external proxy configuration has its definition");
+                        self.start_external(running, sampler, log, config, &e, values, ready)?
                     }
                 };
                 edges.push((spec, i, devices, edge));
@@ -1147,22 +1153,20 @@ impl Trial<'_> {
         v
     }
 
-    /// Starts an external configuration's role (its pool, or one chunk's proxy) in a
-    /// directory of its own with its files written and placeholders filled, and waits until
-    /// it is ready. Returns where it listens for the devices' side.
+    /// Starts an external role, `e` as definition `def` gives it (a configuration's pool, or
+    /// one chunk's proxy), in a directory of its own with its files written and placeholders
+    /// filled, and waits until it is ready. Returns where it listens for the devices' side.
+    #[allow(clippy::too_many_arguments)]
     fn start_external(
         &self,
         running: &mut Running,
         sampler: &Sampler,
         log: RoleFile,
-        config: &str,
+        def: &str,
+        e: &External,
         mut values: Values,
         ready: Duration,
     ) -> Result<SocketAddr, RunError> {
-        let e = self
-            .scenario
-            .external_of(config)
-            .expect("an external configuration has a definition");
         let name = log.name.clone();
         let bad = |why: String| RunError::Unhealthy {
             role: name.clone(),
@@ -1196,7 +1200,7 @@ impl Trial<'_> {
             .map_err(bad)?;
         // A program located before the run (by name, or a pinned tool) is started by its path;
         // one whose path holds placeholders is known only now.
-        let program = match self.externals.get(config) {
+        let program = match self.externals.get(def) {
             Some(tool) => tool.path.clone(),
             None => PathBuf::from(&filled[0]),
         };

@@ -76,11 +76,13 @@ pub fn run(
         Some(c) => Some(find_translator_sv2(c.name)?),
         None => None,
     };
+    // External definitions by name: each configuration's own, and the pool a proxy names.
     let mut externals = BTreeMap::new();
     for c in &scenario.configs {
-        if let Some(e) = scenario.external_of(c) {
-            if let Some(tool) = locate_external(c, &e.command[0])? {
-                externals.insert(c.clone(), tool);
+        let own = scenario.external_of(c).map(|e| (c.clone(), e));
+        for (def, e) in own.into_iter().chain(scenario.external_pool_of(c)) {
+            if let Some(tool) = locate_external(&def, &e.command[0])? {
+                externals.insert(def, tool);
             }
         }
     }
@@ -289,14 +291,16 @@ fn context(s: &Scenario, build: &Build, third_party: &[(String, Option<Tool>)]) 
     if !blind.is_empty() {
         extra.insert("pool_shares_absent_reason".to_owned(), blind.into());
     }
-    // What each external configuration ran, as the scenario gave it (placeholders unfilled).
+    // Each external definition a configuration ran, as the scenario gave it (placeholders
+    // unfilled): its own, and the pool an external proxy names.
     let externals: serde_json::Map<String, serde_json::Value> = s
         .configs
         .iter()
-        .filter_map(|c| {
-            let e = s.external_of(c)?;
-            Some((c.clone(), serde_json::to_value(&e).ok()?))
+        .flat_map(|c| {
+            let own = s.external_of(c).map(|e| (c.clone(), e));
+            own.into_iter().chain(s.external_pool_of(c))
         })
+        .filter_map(|(name, e)| Some((name, serde_json::to_value(&e).ok()?)))
         .collect();
     if !externals.is_empty() {
         extra.insert("external".to_owned(), externals.into());

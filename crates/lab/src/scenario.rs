@@ -200,11 +200,15 @@ impl<'a> ConfigSpec<'a> {
     }
 
     /// The shape of an external configuration called `name`: a pool the devices reach over
-    /// the WAN, or a farm proxy in front of our pool.
-    pub fn external(name: &'a str, e: &External) -> ConfigSpec<'a> {
-        let (pool, proxy) = match e.role {
-            external::Role::Pool => (PoolImpl::External(e.protocol.devices()), None),
-            external::Role::Proxy => {
+    /// the WAN, or a farm proxy in front of our pool or of `upstream`, an external pool.
+    pub fn external(name: &'a str, e: &External, upstream: Option<&External>) -> ConfigSpec<'a> {
+        let (pool, proxy) = match (e.role, upstream) {
+            (external::Role::Pool, _) => (PoolImpl::External(e.protocol.devices()), None),
+            (external::Role::Proxy, Some(up)) => (
+                PoolImpl::External(up.protocol.devices()),
+                Some(ProxyImpl::External),
+            ),
+            (external::Role::Proxy, None) => {
                 let pool = if e.upstream.as_deref() == Some("sv1") {
                     PoolImpl::OursSv1
                 } else {
@@ -418,10 +422,26 @@ impl Scenario {
         if let Some(spec) = ConfigSpec::named(name) {
             return Some(spec);
         }
-        if let Some(e) = self.external.get(name) {
-            return Some(ConfigSpec::external(name, e));
+        let e = self.external_of(name)?;
+        let upstream = self.external_pool_of(name).map(|(_, up)| up);
+        Some(ConfigSpec::external(name, &e, upstream.as_ref()))
+    }
+
+    /// The external pool a configuration runs, by its definition's name: an external pool
+    /// configuration's own, or the pool an external proxy names as its `upstream`.
+    pub fn external_pool_of(&self, config: &str) -> Option<(String, External)> {
+        let e = self.external_of(config)?;
+        match e.role {
+            external::Role::Pool => Some((config.to_owned(), e)),
+            external::Role::Proxy => {
+                let up = e.upstream.as_deref()?;
+                if up == "sv1" || up == "sv2" {
+                    return None;
+                }
+                let pool = self.external_of(up)?;
+                (pool.role == external::Role::Pool).then(|| (up.to_owned(), pool))
+            }
         }
-        external::built_in(name).map(|e| ConfigSpec::external(name, &e))
     }
 
     /// The definition of an external configuration, the scenario's or a built-in one.
@@ -463,6 +483,16 @@ impl Scenario {
                 .into());
             }
             e.validate(name)?;
+            if let (external::Role::Proxy, Some(up)) = (e.role, e.upstream.as_deref()) {
+                let known = up == "sv1" || up == "sv2" || self.external_pool_of(name).is_some();
+                if !known {
+                    return Err(ExternalError::Upstream {
+                        config: name.clone(),
+                        got: Some(up.to_owned()),
+                    }
+                    .into());
+                }
+            }
         }
         for (i, c) in self.configs.iter().enumerate() {
             if self.spec(c).is_none() {
@@ -673,6 +703,63 @@ mod tests {
             (node("sv1"), node("A"), node("B")),
             ("pool", "farm", "farm")
         );
+    }
+
+    #[test]
+    fn an_external_proxy_runs_in_front_of_our_pool_or_an_external_one() {
+        let def = |text: &str| toml::from_str::<External>(text).unwrap();
+        let mut s = Scenario {
+            configs: vec!["pool-x".into(), "proxy-x".into(), "proxy-ours".into()],
+            ..Scenario::default()
+        };
+        s.external.insert(
+            "pool-x".into(),
+            def("protocol = \"sv2\"\ncommand = [\"p\"]"),
+        );
+        s.external.insert(
+            "proxy-x".into(),
+            def("protocol = \"sv1\"\nrole = \"proxy\"\nupstream = \"pool-x\"\ncommand = [\"t\"]"),
+        );
+        s.external.insert(
+            "proxy-ours".into(),
+            def("protocol = \"sv1\"\nrole = \"proxy\"\nupstream = \"sv1\"\ncommand = [\"t\"]"),
+        );
+        s.validate().unwrap();
+        let spec = |n| s.spec(n).unwrap();
+        assert_eq!(spec("pool-x").pool, PoolImpl::External(DeviceProtocol::Sv2));
+        assert!(spec("pool-x").needs_template_provider() && !spec("pool-x").pool_logged());
+        let proxy = spec("proxy-x");
+        assert_eq!(
+            (proxy.devices, proxy.pool, proxy.proxy),
+            (
+                DeviceProtocol::Sv1,
+                PoolImpl::External(DeviceProtocol::Sv2),
+                Some(ProxyImpl::External)
+            )
+        );
+        assert_eq!(s.external_pool_of("proxy-x").unwrap().0, "pool-x");
+        assert_eq!(spec("proxy-ours").pool, PoolImpl::OursSv1);
+        assert!(s.external_pool_of("proxy-ours").is_none());
+        // The built-in one is there without a table.
+        s.configs.push("sv1-para".into());
+        s.validate().unwrap();
+        assert_eq!(
+            s.spec("sv1-para").unwrap().pool,
+            PoolImpl::External(DeviceProtocol::Sv1)
+        );
+        // A proxy in front of nothing known, and a table shadowing a native name, are refused.
+        s.external.get_mut("proxy-x").unwrap().upstream = Some("nope".into());
+        assert!(matches!(
+            s.validate(),
+            Err(ScenarioError::External(ExternalError::Upstream { .. }))
+        ));
+        s.external.get_mut("proxy-x").unwrap().upstream = Some("sv2".into());
+        s.external
+            .insert("sv1".into(), def("protocol = \"sv1\"\ncommand = [\"p\"]"));
+        assert!(matches!(
+            s.validate(),
+            Err(ScenarioError::External(ExternalError::Shadows { .. }))
+        ));
     }
 
     #[test]
