@@ -236,19 +236,23 @@ impl NoiseConn {
         }
         // The keys, the certificate's signature and the handshake's Diffie-Hellmans take
         // milliseconds: on a blocking thread, so that a wave of handshakes never holds up the
-        // runtime's workers and the established connections they serve.
+        // runtime's workers and the established connections they serve. Within the handshake's
+        // deadline all the same: a wave larger than the blocking pool queues there, and a
+        // connection whose turn comes too late is refused as timed out rather than held.
         let keys = *keys;
         let max_frame = limits.max_frame_bytes;
-        let noise = tokio::task::spawn_blocking(move || {
+        let work = tokio::task::spawn_blocking(move || {
             let responder = keys
                 .responder(cert_validity)
                 .map_err(|e| TransportError::Handshake(e.to_string()))?;
             let mut noise = NoiseResponder::from_role(responder, max_frame);
             noise.feed(&hello)?;
             Ok::<_, TransportError>(noise)
-        })
-        .await
-        .map_err(|e| TransportError::Handshake(format!("handshake task: {e}")))??;
+        });
+        let noise = tokio::time::timeout_at(deadline, work)
+            .await
+            .map_err(|_| TransportError::HandshakeTimeout)?
+            .map_err(|e| TransportError::Handshake(format!("handshake task: {e}")))??;
         NoiseConn::accept_from(stream, noise, limits, hello.len() as u64, deadline).await
     }
 

@@ -186,6 +186,45 @@ async fn a_silent_client_times_out_within_the_handshake_limit() {
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
+/// The responder's cryptography runs on the blocking pool; with that pool taken (a wave of
+/// handshakes larger than it), a connection waits there no longer than its handshake deadline.
+#[test]
+fn a_handshake_queued_behind_a_full_blocking_pool_ends_at_its_deadline() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (l, addr) = listener().await;
+        // The pool's one thread is busy for longer than the handshake limit (500 ms).
+        let (busy_tx, busy_rx) = std::sync::mpsc::channel::<()>();
+        let hog = tokio::task::spawn_blocking(move || {
+            let _ = busy_rx.recv_timeout(Duration::from_secs(5));
+        });
+        let srv = server(l, |_| async { Ok(()) });
+        let client = tokio::spawn(async move {
+            let stream = TcpStream::connect(addr).await.unwrap();
+            NoiseConn::connect_to_authority(
+                stream,
+                AuthorityKeys::reference().public_bytes(),
+                limits(),
+            )
+            .await
+        });
+        let started = std::time::Instant::now();
+        let r = tokio::time::timeout(WAIT, srv).await.unwrap().unwrap();
+        let waited = started.elapsed();
+        assert!(matches!(r, Err(TransportError::HandshakeTimeout)), "{r:?}");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        let _ = busy_tx.send(());
+        hog.await.unwrap();
+        // The client is told, not left waiting.
+        let c = tokio::time::timeout(WAIT, client).await.unwrap().unwrap();
+        assert!(c.is_err());
+    });
+}
+
 #[tokio::test]
 async fn oversized_frames_and_unknown_extensions() {
     let (l, addr) = listener().await;
