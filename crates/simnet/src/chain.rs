@@ -1,8 +1,10 @@
 //! The block tree and its best chain: blocks by hash, the main chain by height, the tip.
 //!
-//! History starts at a base block at the configured height; nothing below it exists. Every block
-//! has the same `nBits`, so the chain with the most work is the longest one, and between two of
-//! the same length the first seen stays (as in Core).
+//! History starts at a base block at the configured height. Below it sits a [`History`] of
+//! synthetic coinbase-only blocks that the base builds on, for readers (RPC) that look back a
+//! little: consensus never looks below the base, so those blocks are not in the block tree and
+//! nothing can build on them. Every block has the same `nBits`, so the chain with the most work
+//! is the longest one, and between two of the same length the first seen stays (as in Core).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -129,22 +131,131 @@ impl StoredBlock {
 /// How many blocks the median time past looks back over.
 const MEDIAN_TIME_SPAN: usize = 11;
 
+/// The blocks below the base, oldest first, each building on the one before: the last one is
+/// the base's parent. Made once per network and shared by every participant's chain.
+#[derive(Debug, Default)]
+pub struct History {
+    blocks: Vec<Arc<StoredBlock>>,
+    by_hash: HashMap<Hash256, usize>,
+}
+
+impl History {
+    /// `blocks` oldest first, at consecutive heights, each one's `prev_hash` the hash of the
+    /// one before.
+    pub(crate) fn new(blocks: Vec<Arc<StoredBlock>>) -> History {
+        debug_assert!(blocks
+            .windows(2)
+            .all(|w| w[1].header.prev_hash == w[0].hash && w[1].height == w[0].height + 1));
+        let by_hash = blocks
+            .iter()
+            .enumerate()
+            .map(|(i, b)| (b.hash, i))
+            .collect();
+        History { blocks, by_hash }
+    }
+
+    /// Height of the oldest block, if there is any.
+    pub fn first_height(&self) -> Option<u32> {
+        self.blocks.first().map(|b| b.height)
+    }
+
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    pub fn block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
+        self.by_hash.get(hash).map(|&i| &self.blocks[i])
+    }
+
+    pub fn at(&self, height: u32) -> Option<&Arc<StoredBlock>> {
+        let first = self.first_height()?;
+        self.blocks.get(height.checked_sub(first)? as usize)
+    }
+
+    /// The newest block: the base's parent.
+    pub fn last(&self) -> Option<&Arc<StoredBlock>> {
+        self.blocks.last()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Chain {
     blocks: HashMap<Hash256, Arc<StoredBlock>>,
     /// `main[i]` is the main-chain block at height `base_height + i`.
     main: Vec<Hash256>,
     base_height: u32,
+    history: Arc<History>,
 }
 
 impl Chain {
+    #[cfg(test)]
     pub(crate) fn new(base: StoredBlock) -> Self {
+        Chain::with_history(base, Arc::default())
+    }
+
+    /// A chain from `base`, whose parent is `history`'s last block.
+    pub(crate) fn with_history(base: StoredBlock, history: Arc<History>) -> Self {
+        debug_assert!(history
+            .last()
+            .is_none_or(|p| p.hash == base.header.prev_hash && p.height + 1 == base.height));
         let base = Arc::new(base);
         Chain {
             base_height: base.height,
             main: vec![base.hash],
             blocks: HashMap::from([(base.hash, base)]),
+            history,
         }
+    }
+
+    /// The synthetic blocks below the base.
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Height of the oldest block readers can look up: the oldest synthetic one, else the base.
+    pub fn first_height(&self) -> u32 {
+        self.history.first_height().unwrap_or(self.base_height)
+    }
+
+    /// [`Chain::block`], or a synthetic block below the base.
+    pub fn any_block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
+        self.blocks.get(hash).or_else(|| self.history.block(hash))
+    }
+
+    /// [`Chain::hash_at`], or the synthetic block's below the base.
+    pub fn any_hash_at(&self, height: u32) -> Option<Hash256> {
+        match height.checked_sub(self.base_height) {
+            Some(_) => self.hash_at(height),
+            None => self.history.at(height).map(|b| b.hash),
+        }
+    }
+
+    /// Whether `hash` is on the best chain, synthetic history included.
+    pub fn any_is_main(&self, hash: &Hash256) -> bool {
+        self.is_main(hash) || self.history.block(hash).is_some()
+    }
+
+    /// [`Chain::median_time_past`] looking through the synthetic history too, as a reader of
+    /// headers expects near the base.
+    pub fn any_median_time_past(&self, hash: &Hash256) -> Option<u32> {
+        let mut times = Vec::with_capacity(MEDIAN_TIME_SPAN);
+        let mut cur = self.any_block(hash);
+        while let Some(b) = cur {
+            times.push(b.time());
+            if times.len() == MEDIAN_TIME_SPAN {
+                break;
+            }
+            cur = self.any_block(&b.header.prev_hash);
+        }
+        if times.is_empty() {
+            return None;
+        }
+        times.sort_unstable();
+        Some(times[times.len() / 2])
     }
 
     pub fn tip(&self) -> &Arc<StoredBlock> {

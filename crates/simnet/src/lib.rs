@@ -93,9 +93,9 @@ pub use checks::SubmitError;
 pub use config::{
     ConfigError, MempoolConfig, NodeSpec, SimnetConfig, CHAIN_NAME, DEFAULT_NODE, NETWORK_NAME,
 };
-pub use mempool::{FeeRate, Mempool, TxEntry};
+pub use mempool::{FeeRate, Mempool, MempoolEvent, TxEntry};
 pub use network::{Accepted, Network, NodeId, NodeOutput, Output, SubmitResult};
-pub use node::{Node, NodeStats, Update};
+pub use node::{Node, NodeStats, TxUpdate, Update, ZmqNotification, ZmqRegistration};
 pub use relay::PeerBytes;
 pub use template::Template;
 pub use time::SimTime;

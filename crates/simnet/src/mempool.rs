@@ -100,6 +100,17 @@ pub struct Selection {
     pub weight: u64,
 }
 
+/// A change to the mempool that bitcoind reports on its ZMQ `sequence` topic, with the
+/// mempool sequence number it took. Recorded only while asked for
+/// ([`Mempool::record_events`]).
+#[derive(Clone, Debug)]
+pub enum MempoolEvent {
+    /// Entered the mempool (`A`).
+    Added { entry: Arc<TxEntry>, sequence: u64 },
+    /// Left it for a reason other than a block: evicted when the mempool was full (`R`).
+    Removed { entry: Arc<TxEntry>, sequence: u64 },
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MempoolError {
     #[error("txn-already-in-mempool")]
@@ -119,6 +130,11 @@ pub struct Mempool {
     total_fees: u64,
     next_seq: u64,
     max_vsize: u64,
+    /// Core's mempool sequence: starts at 1, and every entry and every removal (a block's
+    /// included) takes the current value and moves it on (`GetAndIncrementSequence`).
+    sequence: u64,
+    /// What `sequence` reports, while recorded.
+    events: Option<Vec<MempoolEvent>>,
 }
 
 impl Mempool {
@@ -130,6 +146,8 @@ impl Mempool {
             total_fees: 0,
             next_seq: 0,
             max_vsize,
+            sequence: 1,
+            events: None,
         }
     }
 
@@ -145,24 +163,70 @@ impl Mempool {
         self.total_fees += entry.fee;
         self.by_rate
             .insert((entry.fee_rate(), Reverse(seq)), entry.clone());
-        self.by_txid.insert(entry.txid, (entry, seq));
+        self.by_txid.insert(entry.txid, (entry.clone(), seq));
+        let sequence = self.next_sequence();
+        if let Some(events) = &mut self.events {
+            events.push(MempoolEvent::Added { entry, sequence });
+        }
         let mut evicted = Vec::new();
         while self.total_vsize > self.max_vsize {
             let Some((_, lowest)) = self.by_rate.first_key_value() else {
                 break;
             };
             let txid = lowest.txid;
-            evicted.extend(self.remove(&txid));
+            if let Some(entry) = self.take(&txid) {
+                let sequence = self.next_sequence();
+                if let Some(events) = &mut self.events {
+                    events.push(MempoolEvent::Removed {
+                        entry: entry.clone(),
+                        sequence,
+                    });
+                }
+                evicted.push(entry);
+            }
         }
         Ok(evicted)
     }
 
+    /// Removes a transaction a block confirmed (no event: bitcoind reports the block instead).
     pub fn remove(&mut self, txid: &Hash256) -> Option<Arc<TxEntry>> {
+        let entry = self.take(txid)?;
+        self.next_sequence();
+        Some(entry)
+    }
+
+    fn take(&mut self, txid: &Hash256) -> Option<Arc<TxEntry>> {
         let (entry, seq) = self.by_txid.remove(txid)?;
         self.by_rate.remove(&(entry.fee_rate(), Reverse(seq)));
         self.total_vsize -= entry.vsize;
         self.total_fees -= entry.fee;
         Some(entry)
+    }
+
+    fn next_sequence(&mut self) -> u64 {
+        let s = self.sequence;
+        self.sequence += 1;
+        s
+    }
+
+    /// The mempool sequence the next change will take (`getrawmempool`'s `mempool_sequence`).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
+    }
+
+    /// Starts (or stops) recording [`MempoolEvent`]s for [`Mempool::take_events`].
+    pub fn record_events(&mut self, on: bool) {
+        self.events = on.then(Vec::new);
+    }
+
+    /// The events recorded since the last call.
+    pub fn take_events(&mut self) -> Vec<MempoolEvent> {
+        self.events.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Whether events are being recorded and some are waiting.
+    pub fn has_events(&self) -> bool {
+        self.events.as_ref().is_some_and(|e| !e.is_empty())
     }
 
     pub fn get(&self, txid: &Hash256) -> Option<&Arc<TxEntry>> {

@@ -28,17 +28,18 @@ use primitives::bitcoin::Transaction;
 use primitives::coinbase::{witness_commitment, CoinbaseSpec, Payout, WITNESS_RESERVED_VALUE};
 use primitives::{merkle_root, sha256d, CompactTarget, Difficulty, Hash256, Header, Target};
 
-use crate::chain::{block_subsidy, BlockSource, Chain, StoredBlock};
+use crate::chain::{block_subsidy, BlockSource, Chain, History, StoredBlock};
 use crate::checks::{self, CheckedBlock, HeaderContext, SubmitError};
 use crate::config::{ConfigError, NodeSpec, SimnetConfig, CHAIN_NAME};
 use crate::dist::{self, Rng};
 use crate::ledger::{Connected, Ledger};
-use crate::mempool::{Mempool, Selection, TxEntry};
+use crate::mempool::{Mempool, MempoolEvent, Selection, TxEntry};
 use crate::relay::{self, PeerBytes};
 use crate::template::{Template, TemplateBase, TEMPLATE_VERSION};
 use crate::time::SimTime;
 use crate::txgen;
 use crate::view::NodeView;
+use rand_chacha::rand_core::RngCore;
 
 /// What happened inside the network, for the shell to turn into events and notifications.
 #[derive(Clone, Debug)]
@@ -51,6 +52,9 @@ pub enum Output {
         prev_hash: Hash256,
         source: BlockSource,
     },
+    /// A node's mempool changed (only while its events are recorded: see
+    /// [`Network::record_mempool_events`]).
+    Mempool(MempoolEvent),
     /// The answer to a submitted block (`Ok` is bitcoind's `null`).
     BlockVerdict {
         at: SimTime,
@@ -187,7 +191,19 @@ impl Network {
         let label = |l: &str| [&seed.to_le_bytes()[..], l.as_bytes()].concat();
         let network_payout = [&[0x00, 0x14][..], &sha256d(&label("payout")).0[..20]].concat();
 
-        let base = base_block(&config, bits, &network_payout, sha256d(&label("parent")));
+        let history = Arc::new(synthetic_history(
+            &config,
+            bits,
+            &network_payout,
+            sha256d(&label("parent")),
+        ));
+        let parent = history.last().map(|b| b.hash);
+        let base = base_block(
+            &config,
+            bits,
+            &network_payout,
+            parent.unwrap_or_else(|| sha256d(&label("parent"))),
+        );
         let mut mempool = Mempool::new(config.mempool.max_vsize);
         let mut init_rng = dist::stream(seed, "simnet/initial-mempool");
         for _ in 0..config.mempool.initial_txs {
@@ -206,7 +222,7 @@ impl Network {
         let next_block_at = next_block(&mut block_rng, SimTime::ZERO, &config);
 
         // Every node has been in sync with the network for a while when it starts.
-        let chain = Chain::new(base);
+        let chain = Chain::with_history(base, history);
         let placeholder = Arc::new(Template::build(
             TemplateBase {
                 id: 0,
@@ -269,7 +285,36 @@ impl Network {
     /// [`Network::advance`] for every node, and the rest of the network's tip changes.
     pub fn advance_nodes(&mut self, now: SimTime) -> Vec<NodeOutput> {
         self.run_until(now);
+        self.flush_mempool_events();
         std::mem::take(&mut self.outputs)
+    }
+
+    /// Makes node `node`'s mempool changes come out as [`Output::Mempool`] (for ZMQ's
+    /// transaction topics), or stops them. Off by default: most runs have no use for one
+    /// output per transaction.
+    pub fn record_mempool_events(&mut self, node: NodeId, on: bool) {
+        self.nodes[node.index()].ledger.mempool.record_events(on);
+    }
+
+    /// Moves recorded mempool changes into the outputs, so that they come out in order with
+    /// what follows them.
+    fn flush_mempool_events(&mut self) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if n.ledger.mempool.has_events() {
+                let id = NodeId(i as u32);
+                self.outputs
+                    .extend(
+                        n.ledger
+                            .mempool
+                            .take_events()
+                            .into_iter()
+                            .map(|e| NodeOutput {
+                                node: Some(id),
+                                output: Output::Mempool(e),
+                            }),
+                    );
+            }
+        }
     }
 
     /// When the network next has something to do; `None` if nothing will ever happen without
@@ -488,6 +533,7 @@ impl Network {
     }
 
     fn emit(&mut self, node: Option<NodeId>, output: Output) {
+        self.flush_mempool_events();
         self.outputs.push(NodeOutput { node, output });
     }
 
@@ -1001,6 +1047,64 @@ fn base_block(
         BlockSource::Start,
         SimTime::ZERO,
     )
+}
+
+/// How many blocks below the start height exist, as synthetic history: two difficulty periods,
+/// enough for readers that look back over recent blocks (tip ancestors, median time past,
+/// `getnetworkhashps`'s 120 blocks) while costing little to make (each block's hash depends on
+/// every block below it, so they are all made when the network is).
+pub const HISTORY_DEPTH: u32 = 2 * 2016;
+
+/// The blocks below the base, oldest first: coinbase-only blocks paying the network, with the
+/// network's `nBits` and version, times about ten minutes apart (each a random 0-299 s early,
+/// so that they always increase) ending ten minutes before the base's, the oldest one building
+/// on `below`. A function of the configuration alone. Their proof of work is not ground
+/// (nothing checks it below the base).
+fn synthetic_history(
+    config: &SimnetConfig,
+    bits: CompactTarget,
+    payout: &[u8],
+    below: Hash256,
+) -> History {
+    let top = config.start_height;
+    let depth = HISTORY_DEPTH.min(top);
+    let base_time = config.start_unix_time.saturating_sub(600);
+    let mut rng = dist::stream(config.seed, "simnet/history");
+    let mut prev = if depth == top { Hash256::ZERO } else { below };
+    let mut blocks = Vec::with_capacity(depth as usize);
+    for height in top - depth..top {
+        let mut spec = CoinbaseSpec::new(height, 8);
+        spec.tag = b"/simnet/".to_vec();
+        spec.payouts.push(Payout {
+            script_pubkey: payout.to_vec().into(),
+            value: primitives::bitcoin::Amount::from_sat(block_subsidy(height)),
+        });
+        let coinbase = coinbase_tx(&spec, &u64::from(height).to_le_bytes());
+        let early = rng.next_u32() % 300;
+        let time = base_time
+            .saturating_sub(600 * u64::from(top - height))
+            .saturating_sub(u64::from(early));
+        let header = Header {
+            version: TEMPLATE_VERSION,
+            prev_hash: prev,
+            merkle_root: coinbase.compute_txid().into(),
+            time: time as u32,
+            bits,
+            nonce: rng.next_u32(),
+        };
+        let block = StoredBlock::new(
+            header,
+            height,
+            coinbase,
+            Vec::new(),
+            0,
+            BlockSource::Start,
+            SimTime::ZERO,
+        );
+        prev = block.hash;
+        blocks.push(Arc::new(block));
+    }
+    History::new(blocks)
 }
 
 fn coinbase_tx(spec: &CoinbaseSpec, extranonce: &[u8; 8]) -> Transaction {

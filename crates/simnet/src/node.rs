@@ -25,6 +25,7 @@ use crate::chain::BlockSource;
 use crate::checks::SubmitError;
 use crate::config::NETWORK_NAME;
 use crate::link_bytes;
+use crate::mempool::MempoolEvent;
 use crate::network::{Network, NodeId, NodeOutput, Output, SubmitResult};
 use crate::relay::PeerBytes;
 use crate::template::Template;
@@ -48,6 +49,41 @@ pub enum Update {
     },
 }
 
+/// One active ZMQ notification, as `getzmqnotifications` lists it: what a publisher serving
+/// this node told it when it started (see [`Node::register_zmq`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZmqNotification {
+    /// The topic, as bitcoind names the option without its `-zmq` prefix: "pubhashblock".
+    pub kind: String,
+    /// "tcp://HOST:PORT", as the listener is bound.
+    pub address: String,
+    /// The subscriber queue limit (`-zmqpub<topic>hwm`).
+    pub hwm: u64,
+}
+
+/// Keeps a publisher's notifications listed until dropped.
+pub struct ZmqRegistration {
+    shared: Arc<Shared>,
+    node: NodeId,
+    id: u64,
+}
+
+impl Drop for ZmqRegistration {
+    fn drop(&mut self) {
+        let outlet = &self.shared.outlets[self.node.index()];
+        let mut zmq = outlet.zmq.lock().unwrap_or_else(|p| p.into_inner());
+        zmq.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// What a publisher of transactions (ZMQ `hashtx`, `rawtx`, `sequence`) is told: the node's
+/// mempool changes and tip changes, in the order they happened.
+#[derive(Clone, Debug)]
+pub enum TxUpdate {
+    Mempool(MempoolEvent),
+    Tip { hash: Hash256, prev_hash: Hash256 },
+}
+
 /// Counters for the summary a node prints when it stops.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NodeStats {
@@ -61,11 +97,16 @@ pub struct NodeStats {
 struct Outlet {
     name: ShortStr,
     updates: broadcast::Sender<Update>,
+    /// Apart from `updates`, so that one message per transaction never crowds out tips for
+    /// the endpoints that only want those; sent to only while someone listens.
+    txs: broadcast::Sender<TxUpdate>,
     template: watch::Sender<Arc<Template>>,
     stats: Mutex<NodeStats>,
     /// Its modelled peer traffic, reported as `LinkBytes` (up = what the node sent).
     peer: Arc<LinkCounter>,
     peer_counted: Mutex<PeerBytes>,
+    /// The ZMQ notifications publishers serve for this node, by registration.
+    zmq: Mutex<Vec<(u64, Vec<ZmqNotification>)>>,
 }
 
 struct Shared {
@@ -78,6 +119,7 @@ struct Shared {
     several: bool,
     /// Wakes the clock task when a submission moved the network's next deadline.
     kick: tokio::sync::Notify,
+    next_registration: std::sync::atomic::AtomicU64,
 }
 
 /// A cloneable handle to one node of a running network.
@@ -89,6 +131,8 @@ pub struct Node {
 
 /// How many updates a slow subscriber may fall behind before it starts missing them.
 const UPDATE_BACKLOG: usize = 1024;
+/// The same for [`TxUpdate`]s: a reorganisation can put thousands of transactions back at once.
+const TX_BACKLOG: usize = 16 * 1024;
 
 impl Node {
     /// Starts the network's clock now and returns a handle to its first node, called `name`
@@ -130,13 +174,16 @@ impl Node {
             .map(|(id, name)| {
                 let (template, _) = watch::channel(net.node(id).template().clone());
                 let (updates, _) = broadcast::channel(UPDATE_BACKLOG);
+                let (txs, _) = broadcast::channel(TX_BACKLOG);
                 Outlet {
                     name: ShortStr::new(name),
                     updates,
+                    txs,
                     template,
                     stats: Mutex::new(NodeStats::default()),
                     peer: LinkCounter::new(&link_name(several, name, "peer")),
                     peer_counted: Mutex::new(PeerBytes::default()),
+                    zmq: Mutex::new(Vec::new()),
                 }
             })
             .collect();
@@ -148,6 +195,7 @@ impl Node {
             outlets,
             several,
             kick: tokio::sync::Notify::new(),
+            next_registration: std::sync::atomic::AtomicU64::new(0),
         });
         let nodes: Vec<Node> = ids
             .into_iter()
@@ -211,9 +259,46 @@ impl Node {
         hashes
     }
 
+    /// Lists `notifications` in this node's `getzmqnotifications` until the registration is
+    /// dropped: a publisher registers what it serves when it starts serving, so the RPC
+    /// endpoint needs no wiring to know the ZMQ one.
+    pub fn register_zmq(&self, notifications: Vec<ZmqNotification>) -> ZmqRegistration {
+        let id = self
+            .shared
+            .next_registration
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut zmq = self.outlet().zmq.lock().unwrap_or_else(|p| p.into_inner());
+        zmq.push((id, notifications));
+        ZmqRegistration {
+            shared: self.shared.clone(),
+            node: self.id,
+            id,
+        }
+    }
+
+    /// The ZMQ notifications served for this node, grouped by topic in bitcoind's order
+    /// (its notifiers are made from a map sorted by option name), in registration order within
+    /// a topic.
+    pub fn zmq_notifications(&self) -> Vec<ZmqNotification> {
+        let zmq = self.outlet().zmq.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all: Vec<ZmqNotification> =
+            zmq.iter().flat_map(|(_, n)| n.iter().cloned()).collect();
+        all.sort_by(|a, b| a.kind.cmp(&b.kind));
+        all
+    }
+
     /// Every update of this node from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Update> {
         self.outlet().updates.subscribe()
+    }
+
+    /// Every mempool change and tip change of this node from now on. The first call turns
+    /// the node's mempool events on; they stay on.
+    pub fn subscribe_txs(&self) -> broadcast::Receiver<TxUpdate> {
+        // Subscribed first, so that no event recorded from here on is missed.
+        let rx = self.outlet().txs.subscribe();
+        self.lock().record_mempool_events(self.id, true);
+        rx
     }
 
     /// This node's current template, and a way to wait for the next.
@@ -356,8 +441,15 @@ fn tip_source(source: BlockSource) -> events::TipSource {
 impl Outlet {
     fn publish(&self, sink: &EventSink, out: Output) {
         let name = self.name;
+        if let Output::Mempool(e) = out {
+            if self.txs.receiver_count() > 0 {
+                let _ = self.txs.send(TxUpdate::Mempool(e));
+            }
+            return;
+        }
         let mut stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         let update = match out {
+            Output::Mempool(_) => unreachable!("handled above"),
             Output::TemplateCreated(t) => {
                 stats.templates += 1;
                 let fingerprint = events::fingerprint(&t.prev_hash, &t.merkle_branch);
@@ -397,6 +489,9 @@ impl Outlet {
                     prev_hash,
                     source: tip_source,
                 });
+                if self.txs.receiver_count() > 0 {
+                    let _ = self.txs.send(TxUpdate::Tip { hash, prev_hash });
+                }
                 Update::Tip {
                     hash,
                     height,

@@ -86,6 +86,7 @@ fn a_good_block_becomes_the_tip_and_a_new_template_follows() {
                 assert_eq!(t.created_at, at);
                 saw.2 = true;
             }
+            Output::Mempool(e) => panic!("mempool events are off unless asked for: {e:?}"),
         }
     }
     assert_eq!(saw, (true, true, true), "{outs:?}");

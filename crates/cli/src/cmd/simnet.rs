@@ -116,7 +116,7 @@ pub struct SimnetArgs {
     #[arg(long)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub datadir: Option<PathBuf>,
-    /// Publish ZMQ `hashblock` and `rawblock` on this address, as bitcoind's -zmqpub* do (NAME=ADDR for node NAME,
+    /// Publish ZMQ `hashblock`, `rawblock`, `hashtx`, `rawtx` and `sequence` on this address, as bitcoind's -zmqpub* do (NAME=ADDR for node NAME,
     /// repeatable; a bare ADDR is the first node's).
     #[arg(long, value_name = "[NAME=]ADDR")]
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -187,11 +187,23 @@ pub(super) const SPECS: &[Spec] = &[
                 Ty::Bool,
                 "false",
                 "If verbose=false, returns a json object with transaction list and mempool \
-                 sequence number attached (simnet does not track the sequence).",
+                 sequence number attached.",
             ),
         ],
         doc: "Returns all transaction ids in memory pool as a json array of string transaction \
               ids.",
+    },
+    Spec {
+        name: "preciousblock",
+        category: "Blockchain",
+        args: &[req(
+            "blockhash",
+            Ty::StrHex,
+            "the hash of the block to mark as precious",
+        )],
+        doc: "Treats a block as if it were received before others with the same work. (simnet \
+              keeps the first-seen block at equal work: the call checks the block exists and \
+              changes nothing.)",
     },
     // == Control ==
     Spec {
@@ -310,12 +322,33 @@ pub(super) const SPECS: &[Spec] = &[
         doc: "Returns an object containing various state info regarding P2P networking.",
     },
     Spec {
+        name: "getpeerinfo",
+        category: "Network",
+        args: &[],
+        doc: "Returns data about each connected network peer as a json array of objects (the \
+              simulated network's outbound peers).",
+    },
+    Spec {
         name: "ping",
         category: "Network",
         args: &[],
         doc: "Requests that a ping be sent to all other nodes, to measure ping time.",
     },
     // == Rawtransactions ==
+    Spec {
+        name: "decoderawtransaction",
+        category: "Rawtransactions",
+        args: &[
+            req("hexstring", Ty::StrHex, "The transaction hex string"),
+            opt(
+                "iswitness",
+                Ty::Bool,
+                "depends on heuristic tests",
+                "Whether the transaction hex is a serialized witness transaction.",
+            ),
+        ],
+        doc: "Return a JSON object representing the serialized, hex-encoded transaction.",
+    },
     Spec {
         name: "getrawtransaction",
         category: "Rawtransactions",
@@ -362,10 +395,37 @@ pub(super) const SPECS: &[Spec] = &[
     },
     // == Util ==
     Spec {
+        name: "estimatesmartfee",
+        category: "Util",
+        args: &[
+            req(
+                "conf_target",
+                Ty::Num,
+                "Confirmation target in blocks (1 - 1008)",
+            ),
+            opt(
+                "estimate_mode",
+                Ty::Str,
+                "\"economical\"",
+                "The fee estimate mode: \"unset\", \"economical\" or \"conservative\".",
+            ),
+        ],
+        doc: "Estimates the fee per kilobyte needed for a transaction to begin confirmation \
+              within conf_target blocks (simnet reads it off its mempool: the fee rate at the \
+              depth conf_target blocks would take).",
+    },
+    Spec {
         name: "validateaddress",
         category: "Util",
         args: &[req("address", Ty::Str, "The bitcoin address to validate")],
         doc: "Return information about the given bitcoin address.",
+    },
+    // == Zmq ==
+    Spec {
+        name: "getzmqnotifications",
+        category: "Zmq",
+        args: &[],
+        doc: "Returns information about the active ZeroMQ notifications.",
     },
 ];
 

@@ -91,6 +91,10 @@ const READ_ONLY: &[&str] = &[
     "getrawtransaction",
     "sendrawtransaction",
     "validateaddress",
+    "decoderawtransaction",
+    "preciousblock",
+    "estimatesmartfee",
+    "getzmqnotifications",
 ];
 
 /// Methods that may change the node.
@@ -349,8 +353,8 @@ fn method_codes(method: &str) -> &'static [i32] {
         "getblock" | "getblockheader" | "getmempoolentry" | "generatetoaddress" => {
             &[RPC_INVALID_ADDRESS_OR_KEY]
         }
-        "getrawtransaction" => &[RPC_INVALID_ADDRESS_OR_KEY],
-        "getblocktemplate" | "submitblock" => &[RPC_DESERIALIZATION_ERROR],
+        "getrawtransaction" | "preciousblock" => &[RPC_INVALID_ADDRESS_OR_KEY],
+        "getblocktemplate" | "submitblock" | "decoderawtransaction" => &[RPC_DESERIALIZATION_ERROR],
         "sendrawtransaction" => &[
             RPC_DESERIALIZATION_ERROR,
             RPC_VERIFY_ERROR,
@@ -614,6 +618,8 @@ enum Kind {
     TxHex,
     Amount,
     Str,
+    ConfTarget,
+    EstimateMode,
 }
 
 /// Each method's arguments, as the harness builds them (an independent list: a method whose
@@ -634,6 +640,9 @@ fn arguments(method: &str) -> &'static [Kind] {
         "getrawtransaction" => &[AnyTxid, Verbosity, BlockHash],
         "sendrawtransaction" => &[TxHex, Amount, Amount],
         "validateaddress" => &[Address],
+        "decoderawtransaction" => &[TxHex, Bool],
+        "preciousblock" => &[BlockHash],
+        "estimatesmartfee" => &[ConfTarget, EstimateMode],
         _ => &[],
     }
 }
@@ -728,6 +737,13 @@ impl Gen<'_, '_> {
                 _ => json!(0),
             },
             Kind::Str => json!("x"),
+            Kind::ConfTarget => json!(1 + pick * 4),
+            Kind::EstimateMode => match pick % 4 {
+                0 => json!("unset"),
+                1 => json!("ECONOMICAL"),
+                2 => json!("conservative"),
+                _ => json!("economical"),
+            },
         };
         match b % 8 {
             // Mostly what fits.
@@ -768,6 +784,7 @@ impl Gen<'_, '_> {
                     | "sendrawtransaction" => 1,
                     "generatetoaddress" => 2,
                     "getblockhash" | "getmempoolentry" | "validateaddress" => 1,
+                    "decoderawtransaction" | "preciousblock" | "estimatesmartfee" => 1,
                     _ => 0,
                 };
                 params.truncate(required);
@@ -806,8 +823,15 @@ impl Gen<'_, '_> {
         if method == "getblocktemplate" && params.first().is_none_or(Value::is_null) {
             ok = false;
         }
-        // Mempool sequence numbers are not tracked: asking for them fails.
-        if method == "getrawmempool" && params.get(1) == Some(&json!(true)) {
+        // Simulated transactions have witnesses: their legacy serialization does not decode.
+        if method == "decoderawtransaction" && params.get(1) == Some(&json!(false)) {
+            ok = false;
+        }
+        // Verbose answers cannot carry the mempool sequence (Core's rule).
+        if method == "getrawmempool"
+            && params.first() == Some(&json!(true))
+            && params.get(1) == Some(&json!(true))
+        {
             ok = false;
         }
         (params, ok)

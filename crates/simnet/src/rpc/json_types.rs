@@ -114,7 +114,9 @@ pub struct TxJson {
     /// Known for transactions in blocks (Core reads it from undo data).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fee: Option<Btc>,
-    pub hex: String,
+    /// Left out by `decoderawtransaction`, whose caller has the hex already.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hex: Option<String>,
 }
 
 impl TxJson {
@@ -136,7 +138,15 @@ impl TxJson {
                 .map(|(n, o)| vout(n, o))
                 .collect(),
             fee: if tx.is_coinbase() { None } else { fee.map(Btc) },
-            hex: primitives::bitcoin::consensus::encode::serialize_hex(tx),
+            hex: Some(primitives::bitcoin::consensus::encode::serialize_hex(tx)),
+        }
+    }
+
+    /// `decoderawtransaction`'s shape: no fee, no hex.
+    pub fn decoded(tx: &Transaction) -> TxJson {
+        TxJson {
+            hex: None,
+            ..TxJson::new(tx, None)
         }
     }
 }

@@ -110,6 +110,11 @@ fn sync_method(ctx: &Ctx, name: &str, args: &Args) -> RpcResult {
         "getrawtransaction" => getrawtransaction(node, args),
         "sendrawtransaction" => sendrawtransaction(node, args),
         "validateaddress" => validateaddress(args),
+        "decoderawtransaction" => decoderawtransaction(args),
+        "preciousblock" => preciousblock(node, args),
+        "getpeerinfo" => getpeerinfo(node),
+        "estimatesmartfee" => estimatesmartfee(node, args),
+        "getzmqnotifications" => getzmqnotifications(node),
         _ => Err(RpcError::method_not_found()),
     }
 }
@@ -138,18 +143,19 @@ struct HeaderCtx {
     next: Option<Hash256>,
 }
 
+/// The synthetic blocks below the start height count as main-chain blocks like any other.
 fn header_ctx(net: &NodeView<'_>, b: &StoredBlock) -> HeaderCtx {
     let chain = net.chain();
-    let main = chain.is_main(&b.hash);
+    let main = chain.any_is_main(&b.hash);
     HeaderCtx {
         confirmations: if main {
             (chain.tip_height() - b.height) as i64 + 1
         } else {
             -1
         },
-        mediantime: chain.median_time_past(&b.hash).unwrap_or(b.time()),
+        mediantime: chain.any_median_time_past(&b.hash).unwrap_or(b.time()),
         next: if main {
-            chain.hash_at(b.height + 1)
+            chain.any_hash_at(b.height + 1)
         } else {
             None
         },
@@ -175,7 +181,8 @@ fn header_json(b: &StoredBlock, c: &HeaderCtx) -> HeaderJson {
             b.height,
         ),
         nTx: b.tx_count(),
-        previousblockhash: Some(h.prev_hash.to_string()),
+        // Like Core's genesis block, a block at height 0 has no previous block.
+        previousblockhash: (b.height > 0).then(|| h.prev_hash.to_string()),
         nextblockhash: c.next.map(|h| h.to_string()),
     }
 }
@@ -184,17 +191,22 @@ fn block_not_found() -> RpcError {
     RpcError::new(RPC_INVALID_ADDRESS_OR_KEY, "Block not found")
 }
 
+/// A block simnet holds or one of the synthetic history below its start height.
 fn lookup_block(node: &Node, hash: &Hash256) -> Result<(Arc<StoredBlock>, HeaderCtx), RpcError> {
-    node.read(|n| n.block(hash).map(|b| (b.clone(), header_ctx(n, b))))
-        .ok_or_else(block_not_found)
+    node.read(|n| {
+        n.chain()
+            .any_block(hash)
+            .map(|b| (b.clone(), header_ctx(n, b)))
+    })
+    .ok_or_else(block_not_found)
 }
 
 fn getblockhash(node: &Node, args: &Args) -> RpcResult {
     let height = args.int::<i32>(0)?.unwrap_or(-1);
     let hash = u32::try_from(height)
         .ok()
-        .and_then(|h| node.read(|n| n.block_hash(h)));
-    // Heights below the block simnet starts from are not held: out of range too.
+        .and_then(|h| node.read(|n| n.chain().any_hash_at(h)));
+    // Heights below the synthetic history are out of range too.
     let hash =
         hash.ok_or_else(|| RpcError::new(RPC_INVALID_PARAMETER, "Block height out of range"))?;
     to_raw(&hash.to_string())
@@ -290,6 +302,15 @@ fn getblockchaininfo(node: &Node) -> RpcResult {
     to_raw(&info)
 }
 
+/// Core would make the block the tip if it has as much work as the tip; simnet keeps the
+/// first-seen block among equals (what Core does without the call), so only the lookup is
+/// Core's.
+fn preciousblock(node: &Node, args: &Args) -> RpcResult {
+    let hash = parse_hash(args.req_str(0)?, "blockhash")?;
+    lookup_block(node, &hash)?;
+    to_raw(&())
+}
+
 fn mempool_entry_json(e: &TxEntry, unix_time: u64, height: u32) -> MempoolEntryJson {
     MempoolEntryJson {
         vsize: e.vsize,
@@ -347,10 +368,17 @@ fn getrawmempool(node: &Node, args: &Args) -> RpcResult {
         ));
     }
     if sequence {
-        return Err(RpcError::new(
-            RPC_MISC_ERROR,
-            "simnet does not track mempool sequence numbers",
-        ));
+        #[derive(Serialize)]
+        struct WithSequence {
+            txids: Vec<String>,
+            mempool_sequence: u64,
+        }
+        let (txids, mempool_sequence) =
+            node.read(|n| (n.mempool().txids(), n.mempool().sequence()));
+        return to_raw(&WithSequence {
+            txids: txids.iter().map(|t| t.to_string()).collect(),
+            mempool_sequence,
+        });
     }
     if !verbose {
         return to_raw(
@@ -460,14 +488,14 @@ fn getmininginfo(node: &Node) -> RpcResult {
 fn network_hash_ps(n: &NodeView<'_>, lookup: i64, height: Option<u32>) -> Result<f64, RpcError> {
     let chain = n.chain();
     let height = height.unwrap_or(chain.tip_height());
-    let Some(tip) = chain.hash_at(height).and_then(|h| chain.block(&h)) else {
+    let Some(tip) = chain.any_hash_at(height).and_then(|h| chain.any_block(&h)) else {
         return Err(RpcError::new(
             RPC_INVALID_PARAMETER,
             "Invalid height. Must be -1 or a non-negative number within current chain height.",
         ));
     };
-    // Only blocks simnet holds can be looked back over.
-    let held = (tip.height - chain.base_height()) as i64;
+    // Only blocks simnet has, synthetic history included, can be looked back over.
+    let held = (tip.height - chain.first_height()) as i64;
     let lookup = if lookup == -1 {
         (tip.height % 2016) as i64 + 1
     } else {
@@ -476,7 +504,7 @@ fn network_hash_ps(n: &NodeView<'_>, lookup: i64, height: Option<u32>) -> Result
     .min(held);
     let (mut min, mut max) = (tip.time(), tip.time());
     for h in (tip.height - lookup as u32..tip.height).rev() {
-        if let Some(b) = chain.hash_at(h).and_then(|x| chain.block(&x)) {
+        if let Some(b) = chain.any_hash_at(h).and_then(|x| chain.any_block(&x)) {
             min = min.min(b.time());
             max = max.max(b.time());
         }
@@ -798,6 +826,205 @@ fn getnetworkinfo() -> RpcResult {
     })
 }
 
+/// Core 28's `getpeerinfo` entry, members in its order.
+#[derive(Serialize)]
+struct PeerJson {
+    id: u32,
+    addr: String,
+    addrbind: String,
+    network: &'static str,
+    services: &'static str,
+    servicesnames: [&'static str; 4],
+    relaytxes: bool,
+    lastsend: u64,
+    lastrecv: u64,
+    last_transaction: u64,
+    last_block: u64,
+    bytessent: u64,
+    bytesrecv: u64,
+    conntime: u64,
+    timeoffset: i64,
+    pingtime: f64,
+    minping: f64,
+    version: u32,
+    subver: &'static str,
+    inbound: bool,
+    bip152_hb_to: bool,
+    bip152_hb_from: bool,
+    startingheight: u32,
+    presynced_headers: i32,
+    synced_headers: u32,
+    synced_blocks: u32,
+    inflight: [u32; 0],
+    addr_relay_enabled: bool,
+    addr_processed: u64,
+    addr_rate_limited: u64,
+    permissions: [&'static str; 0],
+    minfeefilter: Btc,
+    bytessent_per_msg: Map<String, Value>,
+    bytesrecv_per_msg: Map<String, Value>,
+    connection_type: &'static str,
+    transport_protocol_type: &'static str,
+    session_id: String,
+}
+
+/// The rest of the network as the node's eight outbound full-relay peers (`getconnectioncount`
+/// says eight): addresses from the documentation range (RFC 5737), the node's modelled peer
+/// traffic shared among them, its relay delay as their ping, all synced to its tip. Everything
+/// is a function of the seed and the node's state, so two calls agree.
+fn getpeerinfo(node: &Node) -> RpcResult {
+    let peers = node.read(|n| {
+        let cfg = n.config();
+        let now = n.unix_time(n.now());
+        let tip = n.tip();
+        let bytes = n.peer_bytes();
+        let last_tx = n
+            .mempool()
+            .iter_by_fee_rate()
+            .map(|e| e.time)
+            .max()
+            .map_or(cfg.start_unix_time, |t| n.unix_time(t));
+        let ping = (2.0 * n.relay_delay().as_secs_f64()).max(0.001);
+        let count = CONNECTIONS_OUT as u64;
+        (0..CONNECTIONS_OUT)
+            .map(|i| {
+                let share = |total: u64| total / count + u64::from((i as u64) < total % count);
+                let (sent, recv) = (share(bytes.up), share(bytes.down));
+                let per_msg = |b: u64| {
+                    let mut m = Map::new();
+                    if b > 0 {
+                        // Nearly all of a relaying peer's traffic is announcements and
+                        // transactions; simnet does not model the split.
+                        m.insert("tx".into(), json!(b));
+                    }
+                    m
+                };
+                let seed = primitives::sha256d(
+                    &[&cfg.seed.to_le_bytes()[..], b"peer", &[i as u8]].concat(),
+                );
+                PeerJson {
+                    id: i,
+                    addr: format!("203.0.113.{}:8333", 10 + seed.0[0] % 200),
+                    addrbind: format!(
+                        "192.0.2.1:{}",
+                        40_000 + u16::from_le_bytes([seed.0[1], seed.0[2]]) % 20_000
+                    ),
+                    network: "ipv4",
+                    services: "0000000000000c09",
+                    servicesnames: ["NETWORK", "WITNESS", "NETWORK_LIMITED", "P2P_V2"],
+                    relaytxes: true,
+                    lastsend: now,
+                    lastrecv: now,
+                    last_transaction: last_tx,
+                    last_block: tip.time() as u64,
+                    bytessent: sent,
+                    bytesrecv: recv,
+                    // Connected an hour apart before the network started.
+                    conntime: cfg
+                        .start_unix_time
+                        .saturating_sub(3600 * (u64::from(i) + 1)),
+                    timeoffset: 0,
+                    pingtime: ping,
+                    minping: ping,
+                    version: 70_016,
+                    subver: "/Satoshi:28.0.0/",
+                    inbound: false,
+                    // Core asks up to three peers for high-bandwidth compact blocks.
+                    bip152_hb_to: i < 3,
+                    bip152_hb_from: false,
+                    startingheight: cfg.start_height,
+                    presynced_headers: -1,
+                    synced_headers: tip.height,
+                    synced_blocks: tip.height,
+                    inflight: [],
+                    addr_relay_enabled: true,
+                    addr_processed: 0,
+                    addr_rate_limited: 0,
+                    permissions: [],
+                    minfeefilter: Btc(MIN_RELAY_FEE_SAT_PER_KVB),
+                    bytessent_per_msg: per_msg(sent),
+                    bytesrecv_per_msg: per_msg(recv),
+                    connection_type: "outbound-full-relay",
+                    transport_protocol_type: "v2",
+                    session_id: hex::encode(seed.0),
+                }
+            })
+            .collect::<Vec<_>>()
+    });
+    to_raw(&peers)
+}
+
+/// Core's longest fee estimation horizon.
+const MAX_CONF_TARGET: i64 = 1008;
+
+/// Core's `estimatesmartfee` arguments and answer shape over simnet's fee market: the fee rate
+/// a transaction needs to be among the best `blocks` blocks' worth of the mempool (what the
+/// block assembler would take, block after block, with no new arrivals), never below the
+/// minimum relay fee. Core answers for at least two blocks (a target of one is read as two).
+fn estimatesmartfee(node: &Node, args: &Args) -> RpcResult {
+    #[derive(Serialize)]
+    struct Estimate {
+        feerate: Btc,
+        blocks: u32,
+    }
+    let target = args.int::<i64>(0)?.unwrap_or(0);
+    if !(1..=MAX_CONF_TARGET).contains(&target) {
+        return Err(RpcError::new(
+            RPC_INVALID_PARAMETER,
+            format!("Invalid conf_target, must be between 1 and {MAX_CONF_TARGET}"),
+        ));
+    }
+    if let Some(mode) = args.str(1)? {
+        if !["unset", "economical", "conservative"].contains(&mode.to_ascii_lowercase().as_str()) {
+            return Err(RpcError::new(
+                RPC_INVALID_PARAMETER,
+                "Invalid estimate_mode parameter, must be one of: \"unset\", \"economical\", \"conservative\"",
+            ));
+        }
+    }
+    let blocks = target.max(2) as u32;
+    let sat_per_kvb = node.read(|n| {
+        let cfg = n.config();
+        let per_block = (cfg.block_max_weight - cfg.coinbase_reserved_weight) / 4;
+        let depth = per_block.saturating_mul(u64::from(blocks));
+        let mut filled = 0u64;
+        n.mempool()
+            .iter_by_fee_rate()
+            .find(|e| {
+                filled += e.vsize;
+                filled >= depth
+            })
+            // Fee per 1000 virtual bytes, rounded down as Core's `CFeeRate::GetFeePerK`.
+            .map_or(0, |e| e.fee.saturating_mul(1000) / e.vsize.max(1))
+    });
+    to_raw(&Estimate {
+        feerate: Btc(sat_per_kvb.max(MIN_RELAY_FEE_SAT_PER_KVB)),
+        blocks,
+    })
+}
+
+// ---- Zmq --------------------------------------------------------------------------------
+
+fn getzmqnotifications(node: &Node) -> RpcResult {
+    #[derive(Serialize)]
+    struct Notification {
+        #[serde(rename = "type")]
+        kind: String,
+        address: String,
+        hwm: u64,
+    }
+    let list: Vec<Notification> = node
+        .zmq_notifications()
+        .into_iter()
+        .map(|z| Notification {
+            kind: z.kind,
+            address: z.address,
+            hwm: z.hwm,
+        })
+        .collect();
+    to_raw(&list)
+}
+
 // ---- Raw transactions ---------------------------------------------------------------------
 
 /// Where a transaction was found.
@@ -830,13 +1057,13 @@ fn find_tx(
         let chain = n.chain();
         let tip_height = chain.tip_height();
         if let Some(bh) = in_block {
-            let b = n
-                .block(bh)
+            let b = chain
+                .any_block(bh)
                 .ok_or_else(|| RpcError::new(RPC_INVALID_ADDRESS_OR_KEY, "Block hash not found"))?;
             return Ok(find_in_block(b, txid).map(|(tx, fee)| Found {
                 tx,
                 fee,
-                block: Some((b.hash, b.height, b.time(), chain.is_main(&b.hash))),
+                block: Some((b.hash, b.height, b.time(), chain.any_is_main(&b.hash))),
                 tip_height,
             }));
         }
@@ -933,6 +1160,26 @@ fn sendrawtransaction(node: &Node, args: &Args) -> RpcResult {
     }
     // Nothing outside the simulation has outputs to spend.
     Err(RpcError::new(RPC_VERIFY_ERROR, "Missing inputs"))
+}
+
+/// Core's `DecodeHexTx`: valid hex, one whole transaction and nothing after it. Asked for the
+/// legacy serialization (`iswitness` false), a transaction with witnesses does not decode.
+fn decode_hex_tx(hex_str: &str, iswitness: Option<bool>) -> Option<Transaction> {
+    let raw = hex::decode(hex_str).ok()?;
+    let tx: Transaction = primitives::bitcoin::consensus::deserialize(&raw).ok()?;
+    let has_witness = tx.input.iter().any(|i| !i.witness.is_empty());
+    if iswitness == Some(false) && has_witness {
+        return None;
+    }
+    Some(tx)
+}
+
+fn decoderawtransaction(args: &Args) -> RpcResult {
+    let hex_str = args.req_str(0)?;
+    let iswitness = args.bool(1)?;
+    let tx = decode_hex_tx(hex_str, iswitness)
+        .ok_or_else(|| RpcError::new(RPC_DESERIALIZATION_ERROR, "TX decode failed"))?;
+    to_raw(&TxJson::decoded(&tx))
 }
 
 // ---- Util -------------------------------------------------------------------------------

@@ -25,10 +25,16 @@
 //!
 //! Blockchain: `getbestblockhash`, `getblock`, `getblockchaininfo`, `getblockcount`,
 //! `getblockhash`, `getblockheader`, `getdifficulty`, `getmempoolentry`, `getmempoolinfo`,
-//! `getrawmempool`. Control: `getrpcinfo`, `help`, `uptime`. Generating: `generatetoaddress`.
-//! Mining: `getblocktemplate` (with long polling), `getmininginfo`, `getnetworkhashps`,
-//! `submitblock`. Network: `getconnectioncount`, `getnetworkinfo`, `ping`. Raw transactions:
-//! `getrawtransaction`, `sendrawtransaction`. Util: `validateaddress`.
+//! `getrawmempool`, `preciousblock`. Control: `getrpcinfo`, `help`, `uptime`. Generating:
+//! `generatetoaddress`. Mining: `getblocktemplate` (with long polling), `getmininginfo`,
+//! `getnetworkhashps`, `submitblock`. Network: `getconnectioncount`, `getnetworkinfo`,
+//! `getpeerinfo`, `ping`. Raw transactions: `decoderawtransaction`, `getrawtransaction`,
+//! `sendrawtransaction`. Util: `estimatesmartfee`, `validateaddress`. Zmq:
+//! `getzmqnotifications` (what the ZMQ publishers of the same node serve, see
+//! [`crate::zmq`]). docs/node-interface.md says which pool software needs which.
+//!
+//! Blocks below the start height are the synthetic history of [`crate::chain::History`]: they
+//! answer `getblockhash`, `getblockheader` and `getblock` like any other.
 //!
 //! # Long polling
 //!

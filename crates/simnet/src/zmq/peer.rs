@@ -299,8 +299,9 @@ mod tests {
         let mut s = Subscriptions::default();
         s.subscribe(b"hash".to_vec());
         s.subscribe(b"hash".to_vec());
-        s.subscribe(b"hashtx".to_vec()); // never published: not kept
-        assert!(s.matches(b"hashblock") && !s.matches(b"rawblock"));
+        s.subscribe(b"hashfoo".to_vec()); // never published: not kept
+        assert!(s.matches(b"hashblock") && s.matches(b"hashtx") && !s.matches(b"rawblock"));
+        assert_eq!(s.counts.len(), 1);
         s.cancel(b"hash");
         assert!(s.matches(b"hashblock"));
         s.cancel(b"hash");
