@@ -1340,7 +1340,7 @@ command = ["{exe}", "pool", "--sv1-listen", "{{listen}}", "--node-rpc", "http://
            "--rpc-user", "{{rpc_user}}", "--rpc-password", "{{rpc_password}}", "--zmq", "{{zmq}}",
            "--template-interval", "{{template_interval_s}}s", "--payout-address", "{{payout_address}}",
            "--start-difficulty", "{{start_difficulty}}", "--shares-per-minute", "{{shares_per_minute}}",
-           "--store", "{{dir}}/pool.sqlite", "--http-listen", "127.0.0.1:0"]
+           "--store", "{{dir}}/pool.sqlite", "--durability", "off", "--http-listen", "127.0.0.1:0"]
 worker = "lab.sv1-ext.{{device}}"
 "#
     );
