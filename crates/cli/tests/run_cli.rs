@@ -1560,6 +1560,12 @@ fn sv1_para_runs_para_pool_beside_ours() {
         .as_str()
         .unwrap_or_default();
     assert!(version.contains("0.6.0"), "{context}");
+    // Valid results for both (docs/metrics.md: the fleet hashed its budget, the host was not
+    // saturated, events matched).
+    for config in ["sv1", "sv1-para"] {
+        let c = &results["configs"][config];
+        assert_eq!(c["valid"], true, "{config}: {}", c["invalid_reasons"]);
+    }
     let c = &results["configs"]["sv1-para"];
     assert!(c["shares"]["accepted"].as_u64().unwrap() > 0, "{c}");
     assert_eq!(c["unmatched_events"], 0, "{c}");
