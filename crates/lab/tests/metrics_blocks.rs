@@ -103,12 +103,27 @@ fn no_blocks_leave_propagation_absent() {
 }
 
 #[test]
-fn a_pool_without_events_submitted_the_blocks_a_node_took_from_its_devices() {
+fn a_pool_without_events_submitted_the_blocks_a_node_judged_from_its_devices() {
     let mut lab = chain();
     lab.pool_logged = false;
+    // B4, a share of these devices, was submitted and refused; h(778), another
+    // configuration's, was refused too.
+    let b4 = h(504);
+    lab.fleets[0].push(ev(at(75.0), sent(6, 1, 8.0, Some(b4))));
+    for (hash, t) in [(b4, 75.05), (h(778), 76.0)] {
+        lab.simnet.push(ev(
+            at(t),
+            BlockResult {
+                accepted: false,
+                reason: ShortStr::new("bad-txnmrklroot"),
+                ..accepted("pool", hash, 104)
+            },
+        ));
+    }
+    lab.simnet.sort_by_key(|e| e.ts_ns);
     let r = lab.results();
-    // B1 and B2 were accepted from these devices after the warm-up; B3 was found in the
-    // warm-up; h(777) is another configuration's.
+    // B1 and B2 were accepted from these devices after the warm-up and B4 refused; B3 was
+    // found in the warm-up; h(777) and h(778) are another configuration's.
     assert_eq!(r.blocks.found, 2);
-    assert_eq!(r.blocks.submitted, 2);
+    assert_eq!(r.blocks.submitted, 3);
 }

@@ -5,9 +5,9 @@
 //!   window.
 //! - submitted: distinct blocks the pool (or a proxy) recorded `BlockSubmitted` for, from the
 //!   warm-up's end to the end of the run (a block found just before the drain is submitted
-//!   during it). A third-party pool records nothing: then the blocks a node accepted whose
-//!   header is a share these devices sent from the warm-up's end (a lower bound: its rejected
-//!   submissions are unseen).
+//!   during it). A third-party or external pool records nothing: then the blocks a node judged
+//!   (simnet's `BlockResult`, accepted or rejected) whose header is a share these devices sent
+//!   from the warm-up's end.
 //! - orphaned: found, but not on the final best chain. The final tip is simnet's last
 //!   `TipChanged` of node `network` (else of the job source node); the best chain is that tip and
 //!   its ancestors through the `prev_hash` of every `TipChanged` seen. A found block at a height

@@ -114,6 +114,9 @@ pub(crate) struct FleetPass<'a> {
     pub value: ValueTally,
     /// Accepted blocks whose solving share a device sent: hash -> when.
     pub block_shares: HashMap<Hash256, u64>,
+    /// Blocks a node refused whose share a device sent: hash -> when (what a pool without
+    /// events submitted in vain).
+    pub refused_block_shares: HashMap<Hash256, u64>,
     pub unmatched: Unmatched,
     pub series: Series,
     hashes: Vec<FleetHashes>,
@@ -148,6 +151,7 @@ impl<'a> FleetPass<'a> {
             connections: 0,
             value: ValueTally::default(),
             block_shares: HashMap::new(),
+            refused_block_shares: HashMap::new(),
             unmatched: Unmatched::default(),
             series,
             hashes: Vec::new(),
@@ -204,8 +208,16 @@ impl<'a> FleetPass<'a> {
                 self.shares
                     .sent(d, s.seq, ts, s.difficulty, prev, Some(&mut self.series));
                 if let Some(h) = s.hash {
-                    if self.index.chain.accepted.contains_key(&h) {
-                        let t = self.block_shares.entry(h).or_insert(ts);
+                    let chain = &self.index.chain;
+                    let shares = if chain.accepted.contains_key(&h) {
+                        Some(&mut self.block_shares)
+                    } else if chain.submissions.contains(&h) {
+                        Some(&mut self.refused_block_shares)
+                    } else {
+                        None
+                    };
+                    if let Some(shares) = shares {
+                        let t = shares.entry(h).or_insert(ts);
                         *t = (*t).min(ts);
                     }
                 }

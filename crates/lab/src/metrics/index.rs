@@ -32,6 +32,9 @@ pub(crate) struct Chain {
     first_child_ns: HashMap<Hash256, u64>,
     /// Blocks a node accepted as a new tip.
     pub accepted: HashMap<Hash256, AcceptedBlock>,
+    /// Every block submitted to any node, whatever its verdict: what a pool that writes no
+    /// events submitted is told from here.
+    pub submissions: std::collections::HashSet<Hash256>,
 }
 
 /// A block some node accepted as a new tip (simnet's `BlockResult`).
@@ -273,9 +276,12 @@ impl Index {
             EventKind::TemplateCreated(t) if t.node.as_str() == job_source && !t.future => {
                 self.templates.on_node_template(ts, t)
             }
-            EventKind::BlockResult(b) if b.accepted => {
-                self.chain
-                    .on_block_result(ts, b.node.as_str(), job_source, b)
+            EventKind::BlockResult(b) => {
+                self.chain.submissions.insert(b.hash);
+                if b.accepted {
+                    self.chain
+                        .on_block_result(ts, b.node.as_str(), job_source, b)
+                }
             }
             _ => {}
         }

@@ -250,13 +250,13 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     traffic.finish();
     upstream.finish();
     if !job_source_logged {
-        // A third-party pool records nothing: the blocks it must have submitted are those a
-        // node accepted whose header is a share of these devices (its rejected submissions
-        // stay unseen).
+        // A third-party or external pool records nothing: the blocks it submitted are those a
+        // node judged (accepted or not) whose header is a share of these devices.
         submitted = fleet
             .block_shares
             .iter()
-            .filter(|(h, &sent)| sent >= w.warmup_end_ns && index.chain.accepted.contains_key(*h))
+            .chain(&fleet.refused_block_shares)
+            .filter(|(_, &sent)| sent >= w.warmup_end_ns)
             .map(|(h, _)| *h)
             .collect();
     }
