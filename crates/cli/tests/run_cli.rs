@@ -1356,7 +1356,7 @@ worker = "lab.sv1-ext.{{device}}"
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let context = &results["context"];
-    assert_eq!(context["third_party"]["sv1-ext"], exe, "{context}");
+    assert_eq!(context["third_party"]["external:sv1-ext"], exe, "{context}");
     assert_eq!(
         context["external"]["sv1-ext"]["command"][3], "{listen}",
         "the definition as given: {context}"
@@ -1402,26 +1402,31 @@ worker = "lab.sv1-ext.{{device}}"
     no_role_left(out.to_str().unwrap());
 }
 
-/// An external SV2 pool (our own, given the trial's key pair through `{authority_public_key}`
-/// and, in its environment, `{authority_secret_key}`) and an external farm proxy (our own
-/// translator, `role = "proxy"`, in front of our SV2 pool through `{upstream}`), beside D.
+/// An external SV2 pool (our own, with a key pair of its own, its secret in its environment)
+/// and external farm proxies (our own translator, `role = "proxy"`, through `{upstream}`) in
+/// front of our SV2 pool and in front of that external one, beside D.
 #[test]
 fn an_external_sv2_pool_and_an_external_farm_proxy_run_beside_d() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
     let exe = env!("CARGO_BIN_EXE_stratumlab");
+    // D-ext signs with a pair of its own, not the trial's: its devices and CD-ext's translator
+    // must be given its key (`authority_public_key`, `{upstream_authority_public_key}`).
+    let own = sv2::keys::AuthorityKeys::generate().unwrap();
+    let (public, secret) = (own.public_key(), own.secret_key());
     let tables = format!(
         r#"
 [external.D-ext]
 protocol = "sv2"
 command = ["{exe}", "pool", "--sv2-listen", "{{listen}}", "--tp", "{{tdp}}",
            "--tp-authority-key", "{{authority_public_key}}",
-           "--authority-public-key", "{{authority_public_key}}",
+           "--authority-public-key", "{public}",
            "--payout-address", "{{payout_address}}", "--start-difficulty", "{{start_difficulty}}",
            "--shares-per-minute", "{{shares_per_minute}}", "--store", "{{dir}}/pool.sqlite",
            "--http-listen", "127.0.0.1:0"]
-env = {{ STRATUMLAB_AUTHORITY_SECRET_KEY = "{{authority_secret_key}}" }}
+env = {{ STRATUMLAB_AUTHORITY_SECRET_KEY = "{secret}" }}
+authority_public_key = "{public}"
 
 [external.C-ext]
 protocol = "sv1"
@@ -1438,7 +1443,7 @@ protocol = "sv1"
 role = "proxy"
 upstream = "D-ext"
 command = ["{exe}", "translator", "--listen", "{{listen}}", "--upstream", "{{upstream}}",
-           "--upstream-authority-key", "{{authority_public_key}}", "--user-identity", "lab.CD-ext",
+           "--upstream-authority-key", "{{upstream_authority_public_key}}", "--user-identity", "lab.CD-ext",
            "--start-difficulty", "{{start_difficulty}}", "--shares-per-minute", "{{shares_per_minute}}",
            "--device-hash-rate", "{{device_hash_rate}}", "--http-listen", "127.0.0.1:0"]
 "#
@@ -1556,7 +1561,7 @@ fn sv1_para_runs_para_pool_beside_ours() {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let context = &results["context"];
-    let version = context["third_party"]["sv1-para"]
+    let version = context["third_party"]["external:sv1-para"]
         .as_str()
         .unwrap_or_default();
     assert!(version.contains("0.6.0"), "{context}");

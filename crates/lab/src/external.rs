@@ -119,12 +119,42 @@ pub const PLACEHOLDERS: &[(&str, &str)] = &[
     ("shares_per_minute", "the share rate per device vardiff aims at"),
     ("share_interval_s", "60 / shares_per_minute: seconds between a device's shares"),
     ("template_interval_s", "the template refresh, in seconds"),
+    (
+        "template_interval_whole_s",
+        "the template refresh in whole seconds, rounded up, at least 1 (for programs that take an integer)",
+    ),
+    (
+        "upstream_authority_public_key",
+        "a proxy's pool's authority public key: the external pool's own, else the trial's",
+    ),
     ("device_hash_rate", "what one device hashes, in hashes per second"),
     ("devices", "devices per configuration"),
 ];
 
-/// The device number, in `worker` only.
-pub const DEVICE: &str = "device";
+/// The placeholders that are per role, filled only where the role starts: not in `worker` or
+/// `authority_public_key`, which the lab fills for the devices.
+const PER_ROLE: &[&str] = &[
+    "dir",
+    "listen",
+    "listen_host",
+    "listen_port",
+    "upstream",
+    "upstream_host",
+    "upstream_port",
+    "upstream_authority_public_key",
+];
+
+/// The placeholders only a proxy has values for.
+const PROXY_ONLY: &[&str] = &[
+    "upstream",
+    "upstream_host",
+    "upstream_port",
+    "upstream_authority_public_key",
+];
+
+/// Placeholders whose values are secrets: masked where a command line is shown. (simnet's RPC
+/// password is the lab's own, fixed and short: masking it would mangle every path holding it.)
+pub const SECRETS: &[&str] = &["authority_secret_key"];
 
 /// Why an external configuration cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -140,25 +170,57 @@ pub enum ExternalError {
         name: String,
         known: String,
     },
+    #[error("external {config}: {{{name}}} has no value in {field}: {why}")]
+    Unavailable {
+        config: String,
+        field: String,
+        name: String,
+        why: &'static str,
+    },
+    #[error("external {config}: `ready` must be \"port\" or a line its output prints, not empty")]
+    Ready { config: String },
+    #[error(
+        "external {config}: `listen` = {listen:?} must be a loopback IP:PORT (127.0.0.0/8 or \
+         [::1]), as the lab's own roles listen"
+    )]
+    Listen { config: String, listen: String },
+    #[error(
+        "external {config:?}: a name is letters, digits, '.', '_' and '-' (it names the role's \
+         directory and log)"
+    )]
+    Name { config: String },
     #[error("external {config}: `worker` = {worker:?} must end with {{device}}")]
     Worker { config: String, worker: String },
     #[error(
         "external {config}: a proxy needs `upstream` = \"sv1\" or \"sv2\" (our pool behind it) \
-         or the name of an external pool, not {got:?}"
+         or the name of an external pool table, {got}"
     )]
-    Upstream { config: String, got: Option<String> },
+    Upstream { config: String, got: String },
     #[error("external {config}: `upstream` is for a proxy (role = \"proxy\")")]
     UpstreamOfPool { config: String },
     #[error("external {config}: file name {name:?} must be a relative path inside {{dir}}")]
     FileName { config: String, name: String },
-    #[error("external {config}: {name} is the name of a built-in configuration")]
-    Shadows { config: String, name: String },
+    #[error("external {config}: {config} is the name of a built-in configuration")]
+    Shadows { config: String },
 }
 
 impl External {
     /// Checks what can be checked before anything starts: a command, known placeholders, a
     /// worker name the fleet can number, a proxy's upstream.
     pub fn validate(&self, config: &str) -> Result<(), ExternalError> {
+        let named_well = config
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !named_well || config.is_empty() || config == "." || config == ".." {
+            return Err(ExternalError::Name {
+                config: config.into(),
+            });
+        }
+        if self.ready.trim().is_empty() {
+            return Err(ExternalError::Ready {
+                config: config.into(),
+            });
+        }
         if self.command.is_empty() || self.command[0].trim().is_empty() {
             return Err(ExternalError::NoCommand {
                 config: config.into(),
@@ -185,12 +247,25 @@ impl External {
             fields.push((format!("env.{name}"), text));
         }
         fields.push(("listen".into(), &self.listen));
-        fields.push(("authority_public_key".into(), &self.authority_public_key));
+        fields.push(("ready".into(), &self.ready));
+        let known = |field: &str, name: &str| -> Result<(), ExternalError> {
+            if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
+                return Err(unknown(config, field, name));
+            }
+            let unavailable = |why| ExternalError::Unavailable {
+                config: config.into(),
+                field: field.into(),
+                name: name.into(),
+                why,
+            };
+            if self.role == Role::Pool && PROXY_ONLY.contains(&name) {
+                return Err(unavailable("only a proxy has an upstream"));
+            }
+            Ok(())
+        };
         for (field, text) in fields {
             for name in placeholders(text) {
-                if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
-                    return Err(unknown(config, &field, name));
-                }
+                known(&field, name)?;
             }
         }
         let Some(prefix) = self.worker.strip_suffix("{device}") else {
@@ -199,10 +274,25 @@ impl External {
                 worker: self.worker.clone(),
             });
         };
-        for name in placeholders(prefix) {
-            if !PLACEHOLDERS.iter().any(|(p, _)| *p == name) {
-                return Err(unknown(config, "worker", name));
+        // What the devices are given is filled before any role's own values exist.
+        for (field, text) in [
+            ("worker", prefix),
+            ("authority_public_key", self.authority_public_key.as_str()),
+        ] {
+            for name in placeholders(text) {
+                known(field, name)?;
+                if PER_ROLE.contains(&name) {
+                    return Err(ExternalError::Unavailable {
+                        config: config.into(),
+                        field: field.into(),
+                        name: name.into(),
+                        why: "the devices' settings take only the trial's values",
+                    });
+                }
             }
+        }
+        if !self.listen.contains('{') {
+            check_listen(config, &self.listen)?;
         }
         match (self.role, self.upstream.as_deref()) {
             // Another definition's name is checked by the scenario, which knows them all.
@@ -210,7 +300,10 @@ impl External {
             (Role::Pool, None) => Ok(()),
             (Role::Proxy, got) => Err(ExternalError::Upstream {
                 config: config.into(),
-                got: got.map(str::to_owned),
+                got: match got {
+                    Some(g) => format!("not {g:?}"),
+                    None => "and has none".into(),
+                },
             }),
             (Role::Pool, Some(_)) => Err(ExternalError::UpstreamOfPool {
                 config: config.into(),
@@ -222,6 +315,17 @@ impl External {
     /// `ready`).
     pub fn ready_on_port(&self) -> bool {
         self.ready == "port"
+    }
+}
+
+/// `listen` once filled: a loopback IP:PORT, as every role the lab starts listens.
+pub fn check_listen(config: &str, listen: &str) -> Result<std::net::SocketAddr, ExternalError> {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(a) if a.ip().is_loopback() => Ok(a),
+        _ => Err(ExternalError::Listen {
+            config: config.into(),
+            listen: listen.into(),
+        }),
     }
 }
 
@@ -298,14 +402,19 @@ impl Values {
     }
 
     /// `text` with every placeholder replaced. A placeholder this run has no value for (`{tdp}`
-    /// where simnet serves no Template Provider) is an error naming it.
+    /// where no configuration runs an SV2 pool, so simnet serves no Template Provider) is an
+    /// error naming it.
     pub fn fill(&self, text: &str) -> Result<String, String> {
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
         for (start, end) in spans(text) {
             let name = &text[start + 1..end - 1];
-            let value = self.0.get(name).ok_or_else(|| {
-                format!("{{{name}}} has no value in this run (simnet serves no such endpoint)")
+            let value = self.0.get(name).ok_or_else(|| match name {
+                "tdp" | "tdp_host" | "tdp_port" => format!(
+                    "{{{name}}} has no value: simnet serves a Template Provider only when a \
+                     configuration runs an SV2 pool (protocol = \"sv2\")"
+                ),
+                _ => format!("{{{name}}} has no value here"),
             })?;
             out.push_str(&text[last..start]);
             out.push_str(value);
@@ -316,17 +425,35 @@ impl Values {
     }
 }
 
-/// A command line as a person would type it (arguments with spaces quoted), for progress and
-/// results.json.
-pub fn describe(program: &std::path::Path, args: &[std::ffi::OsString]) -> String {
+impl Values {
+    /// The values of [`SECRETS`] this run has.
+    pub fn secrets(&self) -> Vec<&str> {
+        SECRETS
+            .iter()
+            .filter_map(|s| self.0.get(s).map(String::as_str))
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
+}
+
+/// A command line as a person would type it (arguments with spaces quoted, `secrets` masked),
+/// for the run's progress.
+pub fn describe(
+    program: &std::path::Path,
+    args: &[std::ffi::OsString],
+    secrets: &[&str],
+) -> String {
     std::iter::once(program.as_os_str())
         .chain(args.iter().map(|a| a.as_os_str()))
         .map(|a| {
-            let a = a.to_string_lossy();
+            let mut a = a.to_string_lossy().into_owned();
+            for s in secrets {
+                a = a.replace(s, "***");
+            }
             if a.is_empty() || a.contains(char::is_whitespace) {
                 format!("'{a}'")
             } else {
-                a.into_owned()
+                a
             }
         })
         .collect::<Vec<_>>()
@@ -369,8 +496,9 @@ fn para_pool() -> External {
         "{start_difficulty}",
         "--vardiff-period",
         "{share_interval_s}",
+        // Whole seconds: para reads an integer.
         "--update-interval",
-        "{template_interval_s}",
+        "{template_interval_whole_s}",
         "--data-dir",
         "{dir}",
     ];
@@ -450,7 +578,19 @@ mod tests {
     #[test]
     fn a_placeholder_without_a_value_is_named() {
         let err = values().fill("--tp {tdp}").unwrap_err();
-        assert!(err.contains("{tdp}"), "{err}");
+        assert!(err.contains("{tdp}") && err.contains("SV2 pool"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_masked_where_a_command_is_shown() {
+        let mut v = values();
+        v.set("authority_secret_key", "SeCrEt123");
+        let args: Vec<std::ffi::OsString> = ["--key", "SeCrEt123", "--k2=SeCrEt123", "a b"]
+            .iter()
+            .map(|a| (*a).into())
+            .collect();
+        let shown = describe(std::path::Path::new("/bin/pool"), &args, &v.secrets());
+        assert_eq!(shown, "/bin/pool --key *** --k2=*** 'a b'");
     }
 
     #[test]
@@ -485,7 +625,7 @@ mod tests {
         e.role = Role::Proxy;
         assert!(matches!(
             e.validate("p"),
-            Err(ExternalError::Upstream { got: None, .. })
+            Err(ExternalError::Upstream { .. })
         ));
         e.upstream = Some("sv2".into());
         e.validate("p").unwrap();
@@ -495,6 +635,46 @@ mod tests {
             e.validate("ckpool"),
             Err(ExternalError::NoCommand { .. })
         ));
+        let mut e = ckpool();
+        e.ready = " ".into();
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::Ready { .. })
+        ));
+        e.ready = "listening on {listen_prot}".into();
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::UnknownPlaceholder { .. })
+        ));
+        // A pool has no upstream; the devices' worker name has no role directory yet.
+        let mut e = ckpool();
+        e.command.push("{upstream}".into());
+        assert!(matches!(
+            e.validate("ckpool"),
+            Err(ExternalError::Unavailable { .. })
+        ));
+        let mut e = ckpool();
+        e.worker = "{dir}.{device}".into();
+        let err = e.validate("ckpool").unwrap_err().to_string();
+        assert!(err.contains("{dir}") && err.contains("worker"), "{err}");
+        // Beyond loopback, or a name that would leave the run's directory.
+        for listen in ["0.0.0.0:3333", "192.168.1.2:3333", "localhost:3333"] {
+            let mut e = ckpool();
+            e.listen = listen.into();
+            assert!(
+                matches!(e.validate("ckpool"), Err(ExternalError::Listen { .. })),
+                "{listen}"
+            );
+        }
+        let mut e = ckpool();
+        e.listen = "127.0.0.2:3333".into();
+        e.validate("ckpool").unwrap();
+        for name in ["../../x", "a/b", "..", ""] {
+            assert!(
+                matches!(ckpool().validate(name), Err(ExternalError::Name { .. })),
+                "{name}"
+            );
+        }
         let unknown_key = toml::from_str::<External>(
             "protocol = \"sv1\"\ncommand = [\"x\"]\nlisten_adress = \"{listen}\"",
         );

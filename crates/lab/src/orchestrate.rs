@@ -483,6 +483,19 @@ impl Trial<'_> {
                         log.events = None;
                         let mut values = values.clone();
                         values.set_addr("upstream", "upstream_host", "upstream_port", tap);
+                        // The key the pool behind it signs with: an external pool's own, else
+                        // the trial's (our pools sign with it).
+                        let upstream_key =
+                            match s.external_pool_of(config) {
+                                Some((_, pool)) => values
+                                    .fill(&pool.authority_public_key)
+                                    .map_err(|why| RunError::Unhealthy {
+                                        role: name.clone(),
+                                        why,
+                                    })?,
+                                None => self.authority.public.clone(),
+                            };
+                        values.set("upstream_authority_public_key", upstream_key);
                         let e = s
                             .external_of(config)
                             .expect("an external proxy configuration has its definition");
@@ -1148,6 +1161,14 @@ impl Trial<'_> {
             "template_interval_s",
             format!("{}", s.template_interval.as_secs_f64()),
         );
+        v.set(
+            "template_interval_whole_s",
+            s.template_interval
+                .as_secs_f64()
+                .ceil()
+                .max(1.0)
+                .to_string(),
+        );
         v.set("device_hash_rate", format!("{}", self.device_hash_rate()));
         v.set("devices", s.devices.to_string());
         v
@@ -1172,7 +1193,11 @@ impl Trial<'_> {
             role: name.clone(),
             why,
         };
+        // Afresh: a reused --out must not hand it the last run's store, sockets or logs.
         let dir = self.dir.join("external").join(&name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io(format!("clearing {}", dir.display())))?;
+        }
         std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         let dir = std::path::absolute(&dir).map_err(io(format!("resolving {}", dir.display())))?;
         values.set("dir", dir.display().to_string());
@@ -1180,9 +1205,7 @@ impl Trial<'_> {
             .map_err(io(format!("finding a port for {name}")))?;
         values.set_addr("listen", "listen_host", "listen_port", port);
         let listen_text = values.fill(&e.listen).map_err(bad)?;
-        let listen: SocketAddr = listen_text
-            .parse()
-            .map_err(|_| bad(format!("`listen` = {listen_text:?} is not HOST:PORT")))?;
+        let listen = external::check_listen(def, &listen_text).map_err(|e| bad(e.to_string()))?;
         for (file, text) in &e.files {
             let path = dir.join(file);
             if let Some(parent) = path.parent() {
@@ -1199,10 +1222,13 @@ impl Trial<'_> {
             .collect::<Result<Vec<String>, String>>()
             .map_err(bad)?;
         // A program located before the run (by name, or a pinned tool) is started by its path;
-        // one whose path holds placeholders is known only now.
+        // one whose path holds placeholders is known only now. Absolute either way: the role
+        // runs in its own directory.
         let program = match self.externals.get(def) {
             Some(tool) => tool.path.clone(),
-            None => PathBuf::from(&filled[0]),
+            None => {
+                std::path::absolute(&filled[0]).map_err(io(format!("resolving {}", filled[0])))?
+            }
         };
         let args: Vec<OsString> = filled[1..].iter().map(OsString::from).collect();
         let env = e
@@ -1213,7 +1239,7 @@ impl Trial<'_> {
             .map_err(bad)?;
         self.progress.stage(&format!(
             "starting {name}: {} (external)",
-            external::describe(&program, &args)
+            external::describe(&program, &args, &values.secrets())
         ));
         let p = RoleProcess::spawn_external(&name, &program, &args, &log.log, &dir, &env)?;
         let role = running.add(p, log, sampler);

@@ -79,8 +79,7 @@ pub fn run(
     // External definitions by name: each configuration's own, and the pool a proxy names.
     let mut externals = BTreeMap::new();
     for c in &scenario.configs {
-        let own = scenario.external_of(c).map(|e| (c.clone(), e));
-        for (def, e) in own.into_iter().chain(scenario.external_pool_of(c)) {
+        for (def, e) in scenario.external_definitions(c) {
             if let Some(tool) = locate_external(&def, &e.command[0])? {
                 externals.insert(def, tool);
             }
@@ -133,7 +132,12 @@ pub fn run(
         ("pool_sv2".to_owned(), pool_sv2),
         ("translator_sv2".to_owned(), translator_sv2),
     ];
-    third_party.extend(externals.into_iter().map(|(c, t)| (c, Some(t))));
+    // An external definition's program under `external:NAME`, apart from the pinned tools.
+    third_party.extend(
+        externals
+            .into_iter()
+            .map(|(c, t)| (format!("external:{c}"), Some(t))),
+    );
     let assembled = assemble(context(scenario, build, &third_party), host, trials);
     write_outputs(out, &assembled)?;
     progress.stage("writing the report");
@@ -296,10 +300,7 @@ fn context(s: &Scenario, build: &Build, third_party: &[(String, Option<Tool>)]) 
     let externals: serde_json::Map<String, serde_json::Value> = s
         .configs
         .iter()
-        .flat_map(|c| {
-            let own = s.external_of(c).map(|e| (c.clone(), e));
-            own.into_iter().chain(s.external_pool_of(c))
-        })
+        .flat_map(|c| s.external_definitions(c))
         .filter_map(|(name, e)| Some((name, serde_json::to_value(&e).ok()?)))
         .collect();
     if !externals.is_empty() {

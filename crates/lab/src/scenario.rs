@@ -235,11 +235,6 @@ impl<'a> ConfigSpec<'a> {
         )
     }
 
-    /// Whether the pool writes events (ours do; a third-party or external one does not).
-    pub fn pool_logged(self) -> bool {
-        matches!(self.pool, PoolImpl::OursSv1 | PoolImpl::OursSv2)
-    }
-
     /// Whether the farm proxy opens an upstream channel per device: the pool must allow one
     /// connection that many channels.
     pub fn channel_per_device(self) -> bool {
@@ -427,6 +422,16 @@ impl Scenario {
         Some(ConfigSpec::external(name, &e, upstream.as_ref()))
     }
 
+    /// Every external definition a configuration runs, by name: its own, and the external
+    /// pool its proxy names.
+    pub fn external_definitions(&self, config: &str) -> Vec<(String, External)> {
+        let own = self.external_of(config).map(|e| (config.to_owned(), e));
+        let pool = self
+            .external_pool_of(config)
+            .filter(|(name, _)| name != config);
+        own.into_iter().chain(pool).collect()
+    }
+
     /// The external pool a configuration runs, by its definition's name: an external pool
     /// configuration's own, or the pool an external proxy names as its `upstream`.
     pub fn external_pool_of(&self, config: &str) -> Option<(String, External)> {
@@ -475,10 +480,9 @@ impl Scenario {
             return Err(ScenarioError::NoConfig);
         }
         for (name, e) in &self.external {
-            if ConfigSpec::named(name).is_some() {
+            if ConfigSpec::named(name).is_some() || external::BUILT_IN.contains(&name.as_str()) {
                 return Err(ExternalError::Shadows {
                     config: name.clone(),
-                    name: name.clone(),
                 }
                 .into());
             }
@@ -488,7 +492,7 @@ impl Scenario {
                 if !known {
                     return Err(ExternalError::Upstream {
                         config: name.clone(),
-                        got: Some(up.to_owned()),
+                        got: format!("not {up:?}, which is no external pool's table"),
                     }
                     .into());
                 }
@@ -727,7 +731,7 @@ mod tests {
         s.validate().unwrap();
         let spec = |n| s.spec(n).unwrap();
         assert_eq!(spec("pool-x").pool, PoolImpl::External(DeviceProtocol::Sv2));
-        assert!(spec("pool-x").needs_template_provider() && !spec("pool-x").pool_logged());
+        assert!(spec("pool-x").needs_template_provider());
         let proxy = spec("proxy-x");
         assert_eq!(
             (proxy.devices, proxy.pool, proxy.proxy),
@@ -754,12 +758,23 @@ mod tests {
             Err(ScenarioError::External(ExternalError::Upstream { .. }))
         ));
         s.external.get_mut("proxy-x").unwrap().upstream = Some("sv2".into());
-        s.external
-            .insert("sv1".into(), def("protocol = \"sv1\"\ncommand = [\"p\"]"));
-        assert!(matches!(
-            s.validate(),
-            Err(ScenarioError::External(ExternalError::Shadows { .. }))
-        ));
+        for shadow in ["sv1", "sv1-para"] {
+            let mut s = s.clone();
+            s.external
+                .insert(shadow.into(), def("protocol = \"sv1\"\ncommand = [\"p\"]"));
+            assert!(matches!(
+                s.validate(),
+                Err(ScenarioError::External(ExternalError::Shadows { .. }))
+            ));
+        }
+        assert_eq!(s.external_definitions("proxy-x").len(), 1);
+        assert_eq!(
+            s.external_definitions("sv1-para")
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect::<Vec<_>>(),
+            ["sv1-para"]
+        );
     }
 
     #[test]

@@ -165,7 +165,8 @@ pub fn locate_external(config: &str, program: &str) -> Result<Option<Tool>, Thir
         if !p.is_file() {
             return Err(missing("no such file".into()));
         }
-        p
+        // The role runs in its own directory: a relative path must not be read from there.
+        std::path::absolute(&p).map_err(|e| missing(e.to_string()))?
     } else {
         search_path(program).ok_or_else(|| missing("not on PATH".into()))?
     };
@@ -412,6 +413,37 @@ mod tests {
         assert!(
             !text.contains("0.0.0.0") && !text.contains("192.168"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn an_external_program_is_located_before_anything_starts() {
+        let sh = locate_external("x", "/bin/sh").unwrap().unwrap();
+        assert_eq!(sh.path, PathBuf::from("/bin/sh"));
+        assert_eq!(
+            sh.version, "/bin/sh",
+            "no --version asked of an unknown program"
+        );
+        assert!(locate_external("x", "{dir}/run.sh").unwrap().is_none());
+        for (program, looked) in [
+            ("/no/such/pool-4a1f", "no such file"),
+            ("no-such-pool-4a1f", "not on PATH"),
+        ] {
+            let e = locate_external("ckpool", program).unwrap_err().to_string();
+            assert!(
+                e.contains(program) && e.contains(looked) && e.contains("ckpool"),
+                "{e}"
+            );
+        }
+        let e = ThirdPartyError::ParaMissing {
+            config: "sv1-para".into(),
+            cache: "/c/bin/para".into(),
+            root: "/c".into(),
+        }
+        .to_string();
+        assert!(
+            e.contains("sv1-para") && e.contains("cargo install --locked para --version =0.6.0"),
+            "{e}"
         );
     }
 

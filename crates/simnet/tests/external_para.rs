@@ -4,8 +4,10 @@
 //! (`getzmqnotifications`), takes a template, and serves Stratum: a miner that subscribes and
 //! authorizes gets a `mining.notify`.
 //!
-//! Needs the binary at ~/.cache/stratumlab-ci/para-0.6.0/bin/para (or `PARA_BIN`); prints
-//! SKIPPED and passes without it. Ignored by default: it starts an outside process.
+//! Finds the binary where the lab does (`$STRATUMLAB_PARA`, the CI tool cache under
+//! `$STRATUMLAB_TOOLS_DIR` or `$XDG_CACHE_HOME`/`~/.cache`, `stratumlab-ci/para-0.6.0/bin/para`,
+//! then PATH). Ignored by default, since it starts an outside process; run on purpose (as CI
+//! does, after installing para), it fails without the binary rather than pass unseen.
 
 mod rpc_support;
 
@@ -20,13 +22,21 @@ use serde_json::{json, Value};
 use simnet::zmq::{Publisher, ZmqConfig};
 
 fn para_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("PARA_BIN")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/stratumlab-ci/para-0.6.0/bin/para"))
-        })?;
-    path.is_file().then_some(path)
+    let env = |k: &str| std::env::var_os(k).map(PathBuf::from);
+    let tools = env("STRATUMLAB_TOOLS_DIR").or_else(|| {
+        env("XDG_CACHE_HOME")
+            .or_else(|| env("HOME").map(|h| h.join(".cache")))
+            .map(|c| c.join("stratumlab-ci"))
+    });
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("para"));
+    env("STRATUMLAB_PARA")
+        .into_iter()
+        .chain(tools.map(|t| t.join("para-0.6.0/bin/para")))
+        .chain(on_path)
+        .find(|p| p.is_file())
 }
 
 fn free_port() -> u16 {
@@ -50,10 +60,9 @@ impl Drop for Killed {
 #[test]
 #[ignore = "runs the para binary; cargo test -p simnet --test external_para -- --ignored"]
 fn para_pool_starts_serving_stratum_against_simnet() {
-    let Some(para) = para_binary() else {
-        println!("SKIPPED: no para binary (set PARA_BIN or install it with scripts/tools.sh)");
-        return;
-    };
+    let para = para_binary().expect(
+        "no para binary: set STRATUMLAB_PARA or install it with `bash scripts/interop-para.sh`",
+    );
     let server = Server::start(config(41));
 
     // The ZMQ publisher for the same node, on its own runtime.

@@ -241,7 +241,7 @@ impl NoiseConn {
         // connection whose turn comes too late is refused as timed out rather than held.
         let keys = *keys;
         let max_frame = limits.max_frame_bytes;
-        let work = tokio::task::spawn_blocking(move || {
+        let mut work = tokio::task::spawn_blocking(move || {
             let responder = keys
                 .responder(cert_validity)
                 .map_err(|e| TransportError::Handshake(e.to_string()))?;
@@ -249,10 +249,16 @@ impl NoiseConn {
             noise.feed(&hello)?;
             Ok::<_, TransportError>(noise)
         });
-        let noise = tokio::time::timeout_at(deadline, work)
-            .await
-            .map_err(|_| TransportError::HandshakeTimeout)?
-            .map_err(|e| TransportError::Handshake(format!("handshake task: {e}")))??;
+        let noise = match tokio::time::timeout_at(deadline, &mut work).await {
+            Ok(done) => {
+                done.map_err(|e| TransportError::Handshake(format!("handshake task: {e}")))??
+            }
+            Err(_) => {
+                // Not started yet: it never will be, so that the queue it waited in shrinks.
+                work.abort();
+                return Err(TransportError::HandshakeTimeout);
+            }
+        };
         NoiseConn::accept_from(stream, noise, limits, hello.len() as u64, deadline).await
     }
 
