@@ -65,6 +65,20 @@ fn lab_with(out: &Path, configs: &[&str], tables: &str, extra: &[&str]) -> Child
         .expect("starting stratumlab run")
 }
 
+/// A 20 s run of `configs` (with `tables` in the scenario) with a block every 3 s, for new tips
+/// in a short run (time to job after a tip): it must succeed; its results.json.
+fn short_run(out: &Path, configs: &[&str], tables: &str) -> serde_json::Value {
+    let child = lab_with(
+        out,
+        configs,
+        tables,
+        &["--duration", "20s", "--block-interval", "3s"],
+    );
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
 /// Processes whose command line mentions `marker` (every role's does: its event file is in the
 /// run's directory).
 fn roles_of(marker: &str) -> Vec<(u32, String)> {
@@ -1193,16 +1207,7 @@ fn d_ref_runs_the_reference_pool_beside_ours() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    // Blocks every 3 s: new tips in a short run, for time to job after a tip.
-    let child = lab_of(
-        &out,
-        &["D", "D-ref"],
-        &["--duration", "20s", "--block-interval", "3s"],
-    );
-    let (status, text) = output(child);
-    assert!(status.success(), "{text}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = short_run(&out, &["D", "D-ref"], "");
     let version = results["context"]["third_party"]["pool_sv2"]
         .as_str()
         .unwrap_or_default();
@@ -1269,16 +1274,7 @@ fn c_ref_runs_the_reference_translator_beside_ours() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    // Blocks every 3 s: new tips in a short run, for time to job after a tip.
-    let child = lab_of(
-        &out,
-        &["C", "C-ref"],
-        &["--duration", "20s", "--block-interval", "3s"],
-    );
-    let (status, text) = output(child);
-    assert!(status.success(), "{text}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = short_run(&out, &["C", "C-ref"], "");
     let context = &results["context"];
     for (tool, version) in [("translator_sv2", "0.6.0"), ("pool_sv2", "0.7.0")] {
         let v = context["third_party"][tool].as_str().unwrap_or_default();
@@ -1344,17 +1340,7 @@ command = ["{exe}", "pool", "--sv1-listen", "{{listen}}", "--node-rpc", "http://
 worker = "lab.sv1-ext.{{device}}"
 "#
     );
-    // Blocks every 3 s: new tips in a short run, for time to job after a tip.
-    let child = lab_with(
-        &out,
-        &["sv1", "sv1-ext"],
-        &table,
-        &["--duration", "20s", "--block-interval", "3s"],
-    );
-    let (status, text) = output(child);
-    assert!(status.success(), "{text}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = short_run(&out, &["sv1", "sv1-ext"], &table);
     let context = &results["context"];
     assert_eq!(context["third_party"]["external:sv1-ext"], exe, "{context}");
     assert_eq!(
@@ -1448,16 +1434,7 @@ command = ["{exe}", "translator", "--listen", "{{listen}}", "--upstream", "{{ups
            "--device-hash-rate", "{{device_hash_rate}}", "--http-listen", "127.0.0.1:0"]
 "#
     );
-    let child = lab_with(
-        &out,
-        &["D", "D-ext", "C-ext", "CD-ext"],
-        &tables,
-        &["--duration", "20s", "--block-interval", "3s"],
-    );
-    let (status, text) = output(child);
-    assert!(status.success(), "{text}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = short_run(&out, &["D", "D-ext", "C-ext", "CD-ext"], &tables);
     let context = &results["context"];
     let configs = &results["configs"];
     for c in ["D", "D-ext", "C-ext", "CD-ext"] {
@@ -1551,15 +1528,7 @@ fn sv1_para_runs_para_pool_beside_ours() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
-    let child = lab_of(
-        &out,
-        &["sv1", "sv1-para"],
-        &["--duration", "20s", "--block-interval", "3s"],
-    );
-    let (status, text) = output(child);
-    assert!(status.success(), "{text}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let results = short_run(&out, &["sv1", "sv1-para"], "");
     let context = &results["context"];
     let version = context["third_party"]["external:sv1-para"]
         .as_str()

@@ -201,40 +201,32 @@ impl RoleProcess {
 
     /// Waits until the role's log holds `needle` (a third-party role's "ready" line).
     pub fn wait_log(&mut self, needle: &str, timeout: Duration) -> Result<(), ProcessError> {
-        if needle.is_empty() {
-            return Ok(());
-        }
-        let deadline = Instant::now() + timeout;
-        loop {
-            let text = std::fs::read(&self.log).unwrap_or_default();
-            if text.windows(needle.len()).any(|w| w == needle.as_bytes()) {
-                return Ok(());
-            }
-            if let Some(status) = self.exited() {
-                return Err(ProcessError::DiedEarly {
-                    role: self.name.clone(),
-                    status: describe(status),
-                    log: self.log_tail_suffix(),
-                });
-            }
-            if Instant::now() >= deadline {
-                return Err(ProcessError::NotReady {
-                    role: self.name.clone(),
-                    what: needle.to_owned(),
-                    waited: timeout,
-                    log: self.log_tail_suffix(),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let log = self.log.clone();
+        self.wait_until(needle, timeout, || {
+            let text = std::fs::read(&log).unwrap_or_default();
+            needle.is_empty() || text.windows(needle.len()).any(|w| w == needle.as_bytes())
+        })
     }
 
     /// Waits until `addr` accepts a TCP connection (a third-party role that prints no address
     /// and no ready line), the role exits, or `timeout`.
     pub fn wait_port(&mut self, addr: SocketAddr, timeout: Duration) -> Result<(), ProcessError> {
+        self.wait_until(&format!("a listener on {addr}"), timeout, || {
+            std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        })
+    }
+
+    /// Polls `ready` until it holds, the role exits (an error with its log's end), or `timeout`
+    /// (an error naming `what` it waited for).
+    fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut ready: impl FnMut() -> bool,
+    ) -> Result<(), ProcessError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            if ready() {
                 return Ok(());
             }
             if let Some(status) = self.exited() {
@@ -247,7 +239,7 @@ impl RoleProcess {
             if Instant::now() >= deadline {
                 return Err(ProcessError::NotReady {
                     role: self.name.clone(),
-                    what: format!("a listener on {addr}"),
+                    what: what.to_owned(),
                     waited: timeout,
                     log: self.log_tail_suffix(),
                 });
