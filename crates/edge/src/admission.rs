@@ -29,6 +29,7 @@ pub struct Admission {
     pub write_timeout: Duration,
     /// This many rejected shares in a row (stale ones excepted) bans the source address.
     pub invalid_share_ban_after: u32,
+    /// How long a ban lasts (`--ban-duration`).
     pub ban_duration: Duration,
 }
 

@@ -22,15 +22,20 @@ use crate::limit::{BanList, Decision, FastHash, FastHasher, Rate, RateLimiter};
 /// Why a connection was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
+    /// The address is banned.
     Banned,
+    /// The role holds `--max-connections` already.
     MaxConnections,
+    /// The address holds `--max-connections-per-ip` already.
     MaxConnectionsPerIp,
+    /// The address connects faster than `--connect-rate` (past its burst).
     ConnectRate,
     /// The connect limiter tracks as many addresses as it may, all of them active.
     TableFull,
 }
 
 impl Refusal {
+    /// Every reason, in the order counters are kept.
     pub const ALL: [Refusal; 5] = [
         Refusal::Banned,
         Refusal::MaxConnections,
@@ -56,12 +61,16 @@ impl Refusal {
 pub enum BanReason {
     /// Kept connecting while refused for the connect rate.
     ConnectFlood,
+    /// Sent `--invalid-share-ban-after` rejected shares in a row.
     InvalidShares,
+    /// Sent a burst of messages its role could not read.
     MalformedMessages,
+    /// Failed a burst of handshakes (Noise, or SV1 subscribe and authorize).
     HandshakeFailures,
 }
 
 impl BanReason {
+    /// Every reason, in the order counters are kept.
     pub const ALL: [BanReason; 4] = [
         BanReason::ConnectFlood,
         BanReason::InvalidShares,
@@ -69,6 +78,7 @@ impl BanReason {
         BanReason::HandshakeFailures,
     ];
 
+    /// The label in `/api/status` and `/metrics`.
     pub fn as_str(self) -> &'static str {
         match self {
             BanReason::ConnectFlood => "connect_flood",
@@ -109,6 +119,8 @@ const TRACKED_ADDRESSES: usize = 100_000;
 /// Reported by a slot dropped without [`Slot::close`]: its task panicked or returned early.
 pub const DROPPED: &str = "task ended";
 
+/// One listener's admission state, shared by its accept loop and its connections: the caps,
+/// rates and bans of [`Admission`], and the counts they produced.
 pub struct Gate {
     admission: Admission,
     open: AtomicUsize,
@@ -145,6 +157,7 @@ pub struct AdmissionSnapshot {
 }
 
 impl Gate {
+    /// A gate enforcing `admission`, nothing admitted or refused yet.
     pub fn new(admission: Admission) -> Arc<Gate> {
         Arc::new(Gate {
             connect: RateLimiter::new(admission.connect_rate, TRACKED_ADDRESSES),
@@ -164,6 +177,7 @@ impl Gate {
         })
     }
 
+    /// The limits it enforces.
     pub fn admission(&self) -> &Admission {
         &self.admission
     }
@@ -244,6 +258,7 @@ impl Gate {
         self.banned[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Whether `ip` is banned at `now`.
     pub fn is_banned(&self, ip: IpAddr, now: Millis) -> bool {
         self.bans.is_banned(&ip, now)
     }
@@ -269,6 +284,7 @@ impl Gate {
         allowed
     }
 
+    /// The counts as of `now`, for `/api/status` and `/metrics`.
     pub fn snapshot(&self, now: Millis) -> AdmissionSnapshot {
         let closed = self
             .closed

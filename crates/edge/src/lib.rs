@@ -12,6 +12,9 @@
 //! Sans-IO: every decision takes the time as [`Millis`]; the shells own sockets and timers.
 //! docs/operations.md "The connection edge" describes the flags and what an operator sees.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod admission;
 pub mod budget;
 pub mod gate;

@@ -19,7 +19,9 @@ use primitives::Millis;
 /// A token bucket's settings: `rate` tokens per second, holding at most `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rate {
+    /// Tokens added per second.
     pub per_second: f64,
+    /// Tokens a bucket holds at most (and starts with).
     pub burst: f64,
 }
 
@@ -42,6 +44,7 @@ pub struct RateLimiter<K> {
 /// What the limiter says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
+    /// Within the rate: go ahead.
     Allow,
     /// Over the rate: refuse this one.
     Limit,
@@ -120,6 +123,7 @@ impl<K: Hash + Eq + Copy> RateLimiter<K> {
             .sum()
     }
 
+    /// Whether no key is tracked.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -155,6 +159,7 @@ impl<K: Hash + Eq + Copy> Default for BanList<K> {
 }
 
 impl<K: Hash + Eq + Copy> BanList<K> {
+    /// Bans `key` until `until` (a longer ban already held stands).
     pub fn ban(&self, key: K, until: Millis) {
         let mut m = self.shard(&key);
         let e = m.entry(key).or_insert(until);
@@ -207,6 +212,7 @@ impl BuildHasher for FastHash {
     }
 }
 
+/// The hasher [`FastHash`] builds (why fast rather than keyed: there).
 #[derive(Default)]
 pub struct FastHasher(u64);
 

@@ -4,6 +4,9 @@
 //! Sans-IO and free of I/O dependencies, so that the farm proxies use these without linking
 //! the pool's store, node client or servers. Time comes in as [`primitives::Millis`].
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod reject;
 pub mod vardiff;
 

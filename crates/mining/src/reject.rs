@@ -11,15 +11,21 @@ pub enum Reject {
     UnknownJob,
     /// Superseded by a new previous-block hash, or expired.
     Stale,
+    /// The extranonce the miner chose is not the size its channel was given.
     ExtranonceSize,
+    /// The header time is before the job's minimum or too far ahead of the pool's clock.
     NtimeOutOfRange,
     /// Version bits outside the negotiated mask.
     VersionBits,
+    /// The same header was submitted before on this job.
     Duplicate,
+    /// The header's hash does not meet the channel's share target.
     LowDifficulty,
 }
 
 impl Reject {
+    /// The reason events and statistics count it under: the few the lab tells apart, the
+    /// rest as `Other`.
     pub fn reason(self) -> Reason {
         match self {
             Reject::UnknownJob => Reason::InvalidJob,
@@ -41,6 +47,7 @@ impl Reject {
         }
     }
 
+    /// The text sent to the miner with the rejection (SV1 error message, SV2 error code).
     pub fn message(self) -> &'static str {
         match self {
             Reject::UnknownJob => "Job not found",

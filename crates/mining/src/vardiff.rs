@@ -12,11 +12,14 @@ use primitives::Difficulty;
 
 use primitives::Millis;
 
+/// What vardiff aims for and the bounds it keeps to.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct VardiffConfig {
     /// Shares per minute to aim for.
     pub shares_per_minute: f64,
+    /// The lowest difficulty it sets, whatever the measured rate.
     pub min: Difficulty,
+    /// The highest difficulty it sets.
     pub max: Difficulty,
     /// Least time between two retargets.
     pub retarget_interval_ms: u64,
@@ -61,6 +64,7 @@ pub struct Vardiff {
 const FLOOD_FACTOR: f64 = 4.0;
 
 impl Vardiff {
+    /// Starts at `start` (clamped to the bounds), its first window opening at `now`.
     pub fn new(config: VardiffConfig, start: Difficulty, now: Millis) -> Self {
         let current = clamp(start, &config);
         Vardiff {
@@ -74,6 +78,7 @@ impl Vardiff {
         }
     }
 
+    /// The difficulty the miner is on now.
     pub fn difficulty(&self) -> Difficulty {
         self.current
     }

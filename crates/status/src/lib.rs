@@ -15,6 +15,9 @@
 //!
 //! docs/operations.md lists each role's endpoints and docs/metrics.md each figure.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod families;
 pub mod page;
 pub mod response;

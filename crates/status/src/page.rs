@@ -31,9 +31,11 @@ const POLICY: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 
 pub struct RolePage<'a> {
     /// `pool`, `translator`, `proxy`, `jdc`, `jds`.
     pub role: &'a str,
+    /// `/api/status`'s answer.
     pub status: Value,
     /// `/healthz`'s answer: `Ok(body)` for 200, `Err(body)` for 503.
     pub health: Result<String, String>,
+    /// `/api/workers`' answer where the role has workers (the first page of them).
     pub workers: Option<Value>,
 }
 
