@@ -24,22 +24,43 @@ pub const WITNESS_RESERVED_VALUE: [u8; 32] = [0; 32];
 
 /// Consensus bounds on the coinbase scriptSig size.
 pub const SCRIPT_SIG_MIN: usize = 2;
+/// The largest coinbase scriptSig consensus allows, in bytes.
 pub const SCRIPT_SIG_MAX: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
+/// Why a coinbase cannot be built, filled in or read.
 pub enum CoinbaseError {
+    /// Height, tag and extranonce make a scriptSig of this many bytes, outside
+    /// [`SCRIPT_SIG_MIN`]..=[`SCRIPT_SIG_MAX`] (usually: the pool tag is too long).
     #[error("coinbase scriptSig would be {0} bytes; consensus allows {SCRIPT_SIG_MIN} to {SCRIPT_SIG_MAX}")]
     ScriptSigSize(usize),
+    /// The extranonce length asked for (bytes) does not fit one direct push (at most 75), which the
+    /// scriptSig gives it so that it still parses as a script.
     #[error("extranonce of {0} bytes is longer than one direct push (75 bytes)")]
     ExtranonceTooLong(usize),
+    /// An extranonce put into [`CoinbaseParts`] differs in length from the space reserved for it.
     #[error("extranonce is {got} bytes but the coinbase reserves {want}")]
-    ExtranonceLength { got: usize, want: usize },
+    ExtranonceLength {
+        /// Length of the extranonce given, in bytes.
+        got: usize,
+        /// Length the coinbase was built to reserve ([`CoinbaseParts::extranonce_len`]).
+        want: usize,
+    },
+    /// A payout address does not parse or belongs to another network.
     #[error("payout address {address:?}: {reason}")]
-    Address { address: String, reason: String },
+    Address {
+        /// The address as configured.
+        address: String,
+        /// Why it was refused: the parser's or the network check's message.
+        reason: String,
+    },
+    /// The filled-in coinbase does not decode as a transaction; holds the decoder's message.
     #[error("coinbase does not decode as a transaction: {0}")]
     Decode(String),
+    /// [`CoinbaseInfo::parse`] was given a transaction that is not a coinbase.
     #[error("transaction is not a coinbase (it must have one input spending the null outpoint)")]
     NotCoinbase,
+    /// The outputs' values overflow a u64 of satoshis (only an untrusted transaction can do this).
     #[error("coinbase outputs add up to more than 2^64 - 1 sats")]
     ValueOverflow,
 }
@@ -47,7 +68,9 @@ pub enum CoinbaseError {
 /// One payout output of the coinbase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Payout {
+    /// The output script paid, e.g. from [`payout_script`].
     pub script_pubkey: ScriptBuf,
+    /// The amount this output pays.
     pub value: Amount,
 }
 
@@ -73,11 +96,15 @@ pub struct CoinbaseSpec {
     pub tag: Vec<u8>,
     /// Bytes reserved for the extranonce (SV1: extranonce1 + extranonce2 sizes).
     pub extranonce_len: usize,
+    /// The outputs, in order; the witness commitment output (if any) comes after them.
     pub payouts: Vec<Payout>,
     /// The block's witness commitment, if it has segwit transactions (or always, as Core does).
     pub witness_commitment: Option<Hash256>,
+    /// Transaction version (2 from [`CoinbaseSpec::new`]).
     pub version: i32,
+    /// The coinbase input's nSequence (0xffffffff, final, from [`CoinbaseSpec::new`]).
     pub sequence: u32,
+    /// Transaction nLockTime (0 from [`CoinbaseSpec::new`]).
     pub lock_time: u32,
 }
 
@@ -96,6 +123,8 @@ impl CoinbaseSpec {
         }
     }
 
+    /// Serializes the coinbase (legacy form) split around a blank extranonce of `extranonce_len`
+    /// bytes. The scriptSig is the BIP34 height, the tag, then the extranonce as its own push.
     pub fn build(&self) -> Result<CoinbaseParts, CoinbaseError> {
         if self.extranonce_len > 75 {
             return Err(CoinbaseError::ExtranonceTooLong(self.extranonce_len));
@@ -145,6 +174,7 @@ pub struct CoinbaseParts {
     pub prefix: Vec<u8>,
     /// SV1 `coinb2`, SV2 `coinbase_tx_suffix`.
     pub suffix: Vec<u8>,
+    /// Bytes that go between `prefix` and `suffix`; the other methods refuse any other length.
     pub extranonce_len: usize,
     /// Whether the block commits to witnesses, so the coinbase carries the reserved value.
     pub segwit: bool,
@@ -167,6 +197,8 @@ impl CoinbaseParts {
         Ok([&self.prefix[..], extranonce, &self.suffix[..]].concat())
     }
 
+    /// The txid (internal byte order) with `extranonce` in place, hashed without building the
+    /// serialization.
     pub fn txid(&self, extranonce: &[u8]) -> Result<Hash256, CoinbaseError> {
         self.check_len(extranonce)?;
         Ok(sha256d_parts(&[&self.prefix, extranonce, &self.suffix]))
@@ -279,14 +311,20 @@ pub struct CoinbaseInfo {
     /// it is the height: older coinbases often start with other pushes (genesis and block 100000
     /// push their nBits), which read as a number too.
     pub height: Option<u32>,
+    /// The sum of all output values: subsidy plus fees claimed.
     pub value_out: Amount,
     /// From the last output that carries one, as BIP141 specifies.
     pub witness_commitment: Option<Hash256>,
+    /// The input's witness when it is a single 32-byte item (BIP141's reserved value); `None`
+    /// otherwise, e.g. for a coinbase without witness.
     pub witness_reserved_value: Option<[u8; 32]>,
+    /// The coinbase input's scriptSig bytes as they are.
     pub script_sig: Vec<u8>,
 }
 
 impl CoinbaseInfo {
+    /// Reads height, value, witness commitment and reserved value from a coinbase; refuses a
+    /// transaction that is not one, or whose output values overflow.
     pub fn parse(tx: &Transaction) -> Result<Self, CoinbaseError> {
         if !tx.is_coinbase() {
             return Err(CoinbaseError::NotCoinbase);

@@ -23,12 +23,15 @@ pub(crate) const IV: [u32; 8] = [
 pub struct Hash256(pub [u8; 32]);
 
 impl Hash256 {
+    /// All zeros: the null previous hash, and the coinbase's wtxid in the witness merkle tree.
     pub const ZERO: Hash256 = Hash256([0; 32]);
 
+    /// The bytes in internal order.
     pub const fn to_byte_array(self) -> [u8; 32] {
         self.0
     }
 
+    /// The bytes in internal order, borrowed.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
@@ -47,6 +50,8 @@ impl Hash256 {
         Ok(Hash256(b))
     }
 
+    /// Hex in internal byte order (as the bytes appear in a serialization); `Display` gives the
+    /// reversed form.
     pub fn to_internal_hex(&self) -> String {
         hex::encode(&self.0)
     }
@@ -169,6 +174,7 @@ pub fn sha256d_header(header: &[u8; 80]) -> Hash256 {
 pub struct HeaderMidstate([u32; 8]);
 
 impl HeaderMidstate {
+    /// Compresses the header's first 64 bytes.
     pub fn new(first64: &[u8; 64]) -> Self {
         let mut st = IV;
         compress(&mut st, first64);
@@ -201,6 +207,7 @@ pub struct PrefixMidstate {
 }
 
 impl PrefixMidstate {
+    /// Compresses `prefix`'s whole 64-byte blocks and keeps the rest for later.
     pub fn new(prefix: &[u8]) -> Self {
         let mut state = IV;
         let mut chunks = prefix.chunks_exact(64);
@@ -639,7 +646,11 @@ mod ni {
     impl FixedTail {
         /// None when the gap does not fit in one block after the prefix's last whole one, or is
         /// longer than 16 bytes.
-        pub fn new(mid: &PrefixMidstate, gap_len: usize, suffix: &[u8]) -> Option<FixedTail> {
+        pub(crate) fn new(
+            mid: &PrefixMidstate,
+            gap_len: usize,
+            suffix: &[u8],
+        ) -> Option<FixedTail> {
             let at = mid.tail_len as usize;
             if gap_len > 16 || at + gap_len > 64 {
                 return None;

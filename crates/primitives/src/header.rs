@@ -7,17 +7,25 @@ use crate::pow::CompactTarget;
 /// included), so it is unsigned here.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Header {
+    /// nVersion, including the BIP9 signalling and BIP320 rolled bits.
     pub version: u32,
+    /// The previous block's hash, in internal byte order.
     pub prev_hash: Hash256,
+    /// The merkle root of the block's txids, in internal byte order.
     pub merkle_root: Hash256,
+    /// nTime: Unix time in seconds as the miner set it (SV1 `ntime`).
     pub time: u32,
+    /// nBits: the network target in compact form.
     pub bits: CompactTarget,
+    /// The nonce the miner found.
     pub nonce: u32,
 }
 
 impl Header {
+    /// Serialized length in bytes.
     pub const SIZE: usize = 80;
 
+    /// The consensus serialization: integers little-endian, hashes in internal order.
     pub fn to_bytes(&self) -> [u8; 80] {
         let mut b = [0u8; 80];
         b[0..4].copy_from_slice(&self.version.to_le_bytes());
@@ -29,6 +37,7 @@ impl Header {
         b
     }
 
+    /// Reads the consensus serialization back ([`Header::to_bytes`]'s inverse).
     pub fn from_bytes(b: &[u8; 80]) -> Self {
         let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         Header {

@@ -1,11 +1,19 @@
 //! Hex without allocating on hot paths: decoding into a caller's buffer, encoding onto one.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a string does not decode as hex of the expected length.
 pub enum HexError {
+    /// A character other than 0-9, a-f, A-F.
     #[error("not hex")]
     NotHex,
+    /// The wrong number of digits: not twice the output length, or odd.
     #[error("expected {want} hex digits, got {got}")]
-    Length { want: usize, got: usize },
+    Length {
+        /// Hex digits expected: twice the output length (for [`decode`], the next even count).
+        want: usize,
+        /// Hex digits the string has.
+        got: usize,
+    },
 }
 
 #[inline]
@@ -35,6 +43,7 @@ pub fn decode_into(s: &str, out: &mut [u8]) -> Result<(), HexError> {
     Ok(())
 }
 
+/// Decodes hex of any even length (either case) into a new vector.
 pub fn decode(s: &str) -> Result<Vec<u8>, HexError> {
     if !s.len().is_multiple_of(2) {
         return Err(HexError::Length {
@@ -59,6 +68,7 @@ pub fn encode_into(bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// Lowercase hex of `bytes`, in the order given.
 pub fn encode(bytes: &[u8]) -> String {
     let mut v = Vec::with_capacity(bytes.len() * 2);
     encode_into(bytes, &mut v);

@@ -5,6 +5,9 @@
 //! Byte order convention: hashes are kept in internal order (as SHA-256d outputs them and as
 //! headers contain them); `Display` prints them reversed, as RPC and explorers do.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod coinbase;
 pub mod compact_size;
 pub mod hash;

@@ -16,7 +16,10 @@ use crate::pow::{CompactError, CompactTarget, Target};
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 #[error("version bits {bits:08x} fall outside the negotiated mask {mask:08x}")]
 pub struct VersionBitsError {
+    /// SV1: the submitted `version_bits`; SV2: the bits that differ from the job's version.
+    /// Some of them fall outside `mask`.
     pub bits: u32,
+    /// The version-rolling mask negotiated for the connection.
     pub mask: u32,
 }
 
@@ -55,9 +58,12 @@ pub fn check_full_version(
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+/// Why a share could not be checked at all (as opposed to failing its target).
 pub enum ShareError {
+    /// The miner changed version bits outside its negotiated mask.
     #[error(transparent)]
     VersionBits(#[from] VersionBitsError),
+    /// The job's `nBits` do not decode to a target, so the network target is unknown.
     #[error("job's nBits: {0}")]
     Bits(#[from] CompactError),
 }
@@ -65,8 +71,11 @@ pub enum ShareError {
 /// The outcome of hashing one share.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct ShareCheck {
+    /// The header as the miner hashed it, rebuilt from job and submission.
     pub header: Header,
+    /// The header's SHA-256d (block hash), internal byte order.
     pub hash: Hash256,
+    /// Meets the share target the check was given: the share counts.
     pub meets_share_target: bool,
     /// Meets the job's `nBits`: this share is a block.
     pub meets_network_target: bool,
@@ -89,35 +98,50 @@ impl ShareCheck {
 /// The header fields a job fixes, whatever its form.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct JobHeader {
+    /// The job's block version, before any rolling.
     pub version: u32,
+    /// The previous block's hash, internal byte order.
     pub prev_hash: Hash256,
+    /// The network target's `nBits`.
     pub bits: CompactTarget,
 }
 
 /// What the miner chose: time, nonce and (for version rolling) the version field.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct MinerChoice {
+    /// The header time the miner used, Unix seconds.
     pub ntime: u32,
+    /// The header nonce the miner found.
     pub nonce: u32,
     /// SV1: the submitted `version_bits` (or `None` without version rolling). SV2: the full
     /// submitted version.
     pub version: Option<u32>,
+    /// The version-rolling mask negotiated for the connection: only bits under it may differ
+    /// from the job's version.
     pub version_mask: u32,
 }
 
 /// An SV1 share: `mining.notify` fields plus `mining.submit` fields.
 #[derive(Clone, Copy, Debug)]
 pub struct Sv1Share<'a> {
+    /// The header fields from `mining.notify`.
     pub job: JobHeader,
+    /// `mining.notify` coinb1: the coinbase before the extranonces.
     pub coinb1: &'a [u8],
+    /// The connection's extranonce1, as the pool assigned it in `mining.subscribe`.
     pub extranonce1: &'a [u8],
+    /// `mining.submit` extranonce2, as the miner chose it.
     pub extranonce2: &'a [u8],
+    /// `mining.notify` coinb2: the coinbase after the extranonces.
     pub coinb2: &'a [u8],
+    /// `mining.notify` merkle branch: the coinbase's siblings, bottom up.
     pub merkle_branch: &'a [Hash256],
+    /// `mining.submit` ntime, nonce and version bits.
     pub miner: MinerChoice,
 }
 
 impl Sv1Share<'_> {
+    /// Rebuilds the coinbase, merkle root and header, then hashes and compares.
     pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
         let version = match self.miner.version {
             Some(bits) => rolled_version(self.job.version, bits, self.miner.version_mask)?,
@@ -139,12 +163,16 @@ impl Sv1Share<'_> {
 /// An SV2 standard-channel share: the job carries the merkle root.
 #[derive(Clone, Copy, Debug)]
 pub struct StandardShare {
+    /// The header fields from the job and its `SetNewPrevHash`.
     pub job: JobHeader,
+    /// The merkle root the job fixed, internal byte order.
     pub merkle_root: Hash256,
+    /// The submission's ntime, nonce and full version.
     pub miner: MinerChoice,
 }
 
 impl StandardShare {
+    /// Builds the header around the job's merkle root, then hashes and compares.
     pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
         let version = sv2_version(&self.job, &self.miner)?;
         let header = Header {
@@ -162,16 +190,24 @@ impl StandardShare {
 /// An SV2 extended-channel share.
 #[derive(Clone, Copy, Debug)]
 pub struct ExtendedShare<'a> {
+    /// The header fields from the job and its `SetNewPrevHash`.
     pub job: JobHeader,
+    /// The job's `coinbase_tx_prefix`: the coinbase before the extranonce.
     pub coinbase_prefix: &'a [u8],
+    /// The channel's `extranonce_prefix`, assigned by the pool.
     pub extranonce_prefix: &'a [u8],
+    /// The extranonce the miner submitted, after the channel's prefix.
     pub extranonce: &'a [u8],
+    /// The job's `coinbase_tx_suffix`: the coinbase after the extranonce.
     pub coinbase_suffix: &'a [u8],
+    /// The job's `merkle_path`: the coinbase's siblings, bottom up.
     pub merkle_path: &'a [Hash256],
+    /// The submission's ntime, nonce and full version.
     pub miner: MinerChoice,
 }
 
 impl ExtendedShare<'_> {
+    /// Rebuilds the coinbase, merkle root and header, then hashes and compares.
     pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
         let version = sv2_version(&self.job, &self.miner)?;
         let txid = sha256d_parts(&[

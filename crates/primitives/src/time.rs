@@ -6,10 +6,12 @@
 pub struct Millis(pub u64);
 
 impl Millis {
+    /// Milliseconds from `earlier` to `self`; 0 if `earlier` is later.
     pub fn since(self, earlier: Millis) -> u64 {
         self.0.saturating_sub(earlier.0)
     }
 
+    /// `ms` milliseconds later, saturating at `u64::MAX`.
     pub fn plus(self, ms: u64) -> Millis {
         Millis(self.0.saturating_add(ms))
     }

@@ -1,6 +1,7 @@
 //! The customary Stratum V1 error codes (ckpool, cgminer-era pools), sent as
 //! `"error": [code, "message", null]`.
 
+/// A Stratum V1 error code, with the customary message sent alongside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
     /// 20: anything else, including malformed parameters.
@@ -18,6 +19,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The number sent first in the `error` array.
     pub const fn code(self) -> i32 {
         match self {
             ErrorCode::Other => 20,
@@ -29,6 +31,7 @@ impl ErrorCode {
         }
     }
 
+    /// The customary text sent after the code.
     pub const fn message(self) -> &'static str {
         match self {
             ErrorCode::Other => "Other/Unknown",
@@ -40,6 +43,7 @@ impl ErrorCode {
         }
     }
 
+    /// The code for a number a pool sent; `None` outside 20 to 25.
     pub fn from_code(code: i64) -> Option<ErrorCode> {
         Some(match code {
             20 => ErrorCode::Other,

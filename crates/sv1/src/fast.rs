@@ -19,12 +19,17 @@
 pub struct FastSubmit<'a> {
     /// The id's raw text, to echo verbatim.
     pub id: &'a str,
+    /// `params[0]`: the worker name as sent (no escapes, or the fast path would not take it).
     pub worker: &'a str,
+    /// `params[1]`: the job id from `mining.notify`.
     pub job_id: &'a str,
     /// Hex, not yet decoded: its length is checked against the session's extranonce2 size.
     pub extranonce2: &'a str,
+    /// `params[3]`: the header time in Unix seconds, sent as 8 hex digits (big-endian).
     pub ntime: u32,
+    /// `params[4]`: the header nonce, sent as 8 hex digits (big-endian).
     pub nonce: u32,
+    /// `params[5]`: BIP310 version bits; `None` when the miner does not roll the version.
     pub version_bits: Option<u32>,
 }
 

@@ -14,6 +14,7 @@ pub fn decode_u32(s: &str) -> Result<u32, HexError> {
     Ok(u32::from_be_bytes(b))
 }
 
+/// Appends `v` as 8 hex digits of its big-endian value ([`decode_u32`]'s inverse).
 #[inline]
 pub fn encode_u32_into(v: u32, out: &mut Vec<u8>) {
     encode_into(&v.to_be_bytes(), out);

@@ -15,10 +15,13 @@ use std::borrow::Cow;
 pub const MAX_PARAMS: usize = 12;
 const MAX_DEPTH: usize = 32;
 
+/// Why a line is not a well-formed envelope, and where reading stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("malformed JSON at byte {offset}: {what}")]
 pub struct JsonError {
+    /// Byte offset into the line where the problem was found.
     pub offset: usize,
+    /// What was expected or wrong there.
     pub what: &'static str,
 }
 
@@ -54,10 +57,13 @@ impl<'a> JsonStr<'a> {
 /// One JSON value as it appears in an envelope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Value<'a> {
+    /// JSON `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
     /// A number's text, parsed on demand.
     Num(&'a str),
+    /// A string, escapes still in place.
     Str(JsonStr<'a>),
     /// Raw text of a nested array, brackets included.
     Array(&'a str),
@@ -66,6 +72,7 @@ pub enum Value<'a> {
 }
 
 impl<'a> Value<'a> {
+    /// The string, if this is a string without escapes.
     pub fn as_str(&self) -> Option<&'a str> {
         match self {
             Value::Str(s) => s.as_str(),
@@ -73,6 +80,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The number, if this is one that parses as a u64 (no sign, fraction or exponent).
     pub fn as_u64(&self) -> Option<u64> {
         match self {
             Value::Num(n) => n.parse().ok(),
@@ -89,6 +97,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The boolean, if this is one.
     pub fn as_bool(&self) -> Option<bool> {
         match self {
             Value::Bool(b) => Some(*b),
@@ -96,6 +105,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// Whether this is `null`.
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
@@ -171,14 +181,17 @@ impl<'a> Params<'a> {
         }
     }
 
+    /// How many positional parameters there are.
     pub fn len(&self) -> usize {
         self.len as usize
     }
 
+    /// Whether there are no positional parameters.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Positional parameter `i` (0-based); `None` past the end.
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
         self.spans[..self.len as usize]
             .get(i)
@@ -191,9 +204,14 @@ impl<'a> Params<'a> {
 pub struct Envelope<'a> {
     /// The id's raw text, to echo back verbatim; `None` when absent.
     pub id: Option<&'a str>,
+    /// `method`, for requests and notifications; `None` in responses.
     pub method: Option<JsonStr<'a>>,
+    /// `params`; empty when absent.
     pub params: Params<'a>,
+    /// `result` as sent (`Some(Value::Null)` for `null`); `None` when the key is absent.
     pub result: Option<Value<'a>>,
+    /// `error` as sent, usually `[code, "message", null]` or `null`; `None` when the key is
+    /// absent.
     pub error: Option<Value<'a>>,
 }
 
@@ -203,6 +221,7 @@ impl<'a> Envelope<'a> {
         self.id.filter(|raw| *raw != "null")
     }
 
+    /// The method name, unless it is absent or has escapes.
     pub fn method_str(&self) -> Option<&'a str> {
         self.method.and_then(|m| m.as_str())
     }

@@ -4,6 +4,9 @@
 //! ([`error`]), the [`outbox`] a server's replies and shared job lines wait in, and the
 //! [`server`] side's reading of requests, which every role that serves miners shares. No I/O: pools, proxies, the fleet's devices and the tap build on this.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod error;
 pub mod fast;
 /// The read path under arbitrary bytes, for the fuzz target `line` and its corpus replay test.

@@ -23,6 +23,7 @@ use std::ops::ControlFlow;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("line longer than {limit} bytes")]
 pub struct LineTooLong {
+    /// The buffer's limit: the longest line it frames, in bytes, newline and `\r` excluded.
     pub limit: usize,
 }
 

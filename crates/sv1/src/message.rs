@@ -16,28 +16,43 @@ use crate::json::{self, Envelope, JsonStr, Value};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method<'a> {
     // Miner to pool.
+    /// `mining.subscribe`.
     Subscribe,
     /// `mining.authorize`, or its ckpool alias `mining.auth`.
     Authorize,
+    /// `mining.configure` (BIP310).
     Configure,
+    /// `mining.submit`.
     Submit,
+    /// `mining.suggest_difficulty`.
     SuggestDifficulty,
+    /// `mining.suggest_target`.
     SuggestTarget,
+    /// `mining.extranonce.subscribe`: the miner accepts `mining.set_extranonce`.
     ExtranonceSubscribe,
     // Pool to miner.
+    /// `mining.notify`.
     Notify,
+    /// `mining.set_difficulty`.
     SetDifficulty,
+    /// `mining.set_extranonce`.
     SetExtranonce,
+    /// `mining.set_version_mask`.
     SetVersionMask,
+    /// `client.reconnect`.
     Reconnect,
+    /// `client.show_message`.
     ShowMessage,
+    /// `client.get_version`.
     GetVersion,
     /// `mining.ping` (either direction in practice; answered "pong").
     Ping,
+    /// Any other name (or one with escapes, as its raw text).
     Unknown(&'a str),
 }
 
 impl<'a> Method<'a> {
+    /// The method with this wire name; [`Method::Unknown`] for names not listed.
     pub fn from_name(name: &'a str) -> Method<'a> {
         match name {
             "mining.subscribe" => Method::Subscribe,
@@ -64,8 +79,11 @@ impl<'a> Method<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("parameter {index} ({name}): {problem}")]
 pub struct ParamError {
+    /// Position in `params`, 0-based.
     pub index: usize,
+    /// The parameter's name, as in the method's signature.
     pub name: &'static str,
+    /// What is wrong with it: "missing", "not a string", "not hex", ...
     pub problem: &'static str,
 }
 
@@ -114,17 +132,23 @@ pub const MAX_EXTRANONCE2: usize = 32;
 /// `mining.submit [worker, job_id, extranonce2, ntime, nonce, version_bits?]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Submit<'a> {
+    /// `params[0]`: the worker name as sent, escapes still in place.
     pub worker: JsonStr<'a>,
+    /// `params[1]`: the job id from `mining.notify`.
     pub job_id: &'a str,
     extranonce2: [u8; MAX_EXTRANONCE2],
     extranonce2_len: u8,
+    /// `params[3]`: the header time in Unix seconds, sent as 8 hex digits (big-endian).
     pub ntime: u32,
+    /// `params[4]`: the header nonce, sent as 8 hex digits (big-endian).
     pub nonce: u32,
     /// BIP310 version bits, when the miner rolls the version.
     pub version_bits: Option<u32>,
 }
 
 impl<'a> Submit<'a> {
+    /// Reads the parameters, decoding the hex ones; at most 6, and an extranonce2 of at most
+    /// [`MAX_EXTRANONCE2`] bytes.
     pub fn parse(e: &Envelope<'a>) -> Result<Self, ParamError> {
         if e.params.len() > 6 {
             return Err(ParamError {
@@ -173,6 +197,7 @@ impl<'a> Submit<'a> {
         })
     }
 
+    /// `params[2]`: the extranonce2 the miner chose, decoded from hex.
     pub fn extranonce2(&self) -> &[u8] {
         &self.extranonce2[..self.extranonce2_len as usize]
     }
@@ -181,12 +206,14 @@ impl<'a> Submit<'a> {
 /// `mining.subscribe [user_agent?, session_id?, ...]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Subscribe<'a> {
+    /// `params[0]`: the miner's software and version; `None` when absent or `null`.
     pub user_agent: Option<Cow<'a, str>>,
     /// A previous session's id, for resuming its extranonce1.
     pub session: Option<&'a str>,
 }
 
 impl<'a> Subscribe<'a> {
+    /// Reads the optional parameters; only a user agent that is not a string is an error.
     pub fn parse(e: &Envelope<'a>) -> Result<Self, ParamError> {
         let user_agent = match e.params.get(0) {
             None | Some(Value::Null) => None,
@@ -213,11 +240,16 @@ impl<'a> Subscribe<'a> {
 /// `mining.authorize [user, password?]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Authorize<'a> {
+    /// `params[0]`: the user name, usually `account.worker`
+    /// (see [`Authorize::account_and_worker`]).
     pub user: Cow<'a, str>,
+    /// `params[1]`; `None` when absent or not a string. Pools mostly ignore it, apart from
+    /// difficulty hints.
     pub password: Option<Cow<'a, str>>,
 }
 
 impl<'a> Authorize<'a> {
+    /// Reads the user (required, a string) and the password.
     pub fn parse(e: &Envelope<'a>) -> Result<Self, ParamError> {
         let user = match param(e, 0, "user")? {
             Value::Str(s) => s.to_cow(),
@@ -257,6 +289,7 @@ impl<'a> Authorize<'a> {
 /// `mining.configure [[extension, ...], {extension.param: value, ...}]` (BIP310).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Configure {
+    /// `params[0]`: the extensions the miner asks for, by name (`version-rolling`, ...).
     pub extensions: Vec<String>,
     /// `version-rolling.mask`.
     pub version_rolling_mask: Option<u32>,
@@ -267,6 +300,7 @@ pub struct Configure {
 }
 
 impl Configure {
+    /// Reads the extension list and the extension parameters named here; others are ignored.
     pub fn parse(e: &Envelope<'_>) -> Result<Self, ParamError> {
         let bad = |index, name, problem| ParamError {
             index,
@@ -324,19 +358,28 @@ pub fn suggested_difficulty(e: &Envelope<'_>) -> Result<f64, ParamError> {
 /// clean_jobs]`, as a miner reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notify<'a> {
+    /// `params[0]`: the job id that submits name.
     pub job_id: &'a str,
     /// In internal byte order (the word swap undone).
     pub prev_hash: Hash256,
+    /// `params[2]`, decoded: the coinbase before extranonce1 and extranonce2.
     pub coinb1: Vec<u8>,
+    /// `params[3]`, decoded: the coinbase after the extranonces.
     pub coinb2: Vec<u8>,
+    /// `params[4]`, decoded: the coinbase's merkle siblings, bottom up, in internal byte order.
     pub merkle_branch: Vec<Hash256>,
+    /// `params[5]`: the block version, sent as 8 hex digits (big-endian).
     pub version: u32,
+    /// `params[6]`: the network target's compact `nBits`.
     pub nbits: u32,
+    /// `params[7]`: the job's header time in Unix seconds.
     pub ntime: u32,
+    /// `params[8]`: earlier jobs are void; the miner should switch to this one at once.
     pub clean_jobs: bool,
 }
 
 impl<'a> Notify<'a> {
+    /// Reads all nine parameters, decoding the hex ones.
     pub fn parse(e: &Envelope<'a>) -> Result<Self, ParamError> {
         let bad = |index, name, problem| ParamError {
             index,

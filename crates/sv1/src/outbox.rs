@@ -40,6 +40,7 @@ impl Outbox {
         self.own.splice(range, with.iter().copied());
     }
 
+    /// Whether nothing is waiting to be written.
     pub fn is_empty(&self) -> bool {
         self.own.is_empty() && self.line.is_none()
     }

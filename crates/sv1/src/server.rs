@@ -19,13 +19,17 @@ use crate::{Submit, Subscribe};
 pub struct Share<'a> {
     /// The request id's raw text, to echo verbatim.
     pub id: &'a str,
+    /// The worker name as sent (escapes resolved when the general reader read it).
     pub worker: &'a str,
+    /// The job id from `mining.notify`.
     pub job_id: &'a str,
     /// `None` when the miner's extranonce2 is not an even number of hex digits that fits
     /// [`MAX_EXTRANONCE2`] bytes: a share with a malformed parameter, which the handler judges
     /// in its customary order.
     pub extranonce2: Option<&'a [u8]>,
+    /// The header time the miner used, Unix seconds.
     pub ntime: u32,
+    /// The header nonce the miner found.
     pub nonce: u32,
     /// BIP310 version bits, when the miner rolls the version.
     pub version_bits: Option<u32>,
@@ -45,11 +49,16 @@ pub trait Handler {
     /// The outcome of a line that was not a share.
     fn not_a_share(&self) -> Self::Outcome;
 
+    /// A share whose parameters parsed (its extranonce2 may still be malformed).
     fn submit(&mut self, share: &Share<'_>) -> Self::Outcome;
     /// A submit whose parameters did not parse (`e` says which).
     fn malformed_submit(&mut self, id: &str, env: &Envelope<'_>, e: ParamError) -> Self::Outcome;
+    /// `mining.subscribe` with its parameters read; the handler writes the reply.
     fn subscribe(&mut self, id: &str, s: &Subscribe<'_>);
+    /// `mining.authorize` with its parameters read; the handler writes the reply.
     fn authorize(&mut self, id: &str, a: &Authorize<'_>);
+    /// `mining.configure` with its parameters read; the handler writes the reply (see
+    /// [`configure`]).
     fn configure(&mut self, id: &str, c: &Configure);
     /// `mining.suggest_difficulty`, or `mining.suggest_target` as a difficulty; a notification
     /// (no id) is answered with nothing.
@@ -171,7 +180,9 @@ pub struct Negotiated {
     /// The version-rolling mask granted: the miner's (all bits when it names none) AND what
     /// the server offers; `None` when not asked for, or when the server offers no bits.
     pub version_mask: Option<u32>,
+    /// The floor the miner asked for with `minimum-difficulty`; `None` when not asked for.
     pub minimum_difficulty: Option<Difficulty>,
+    /// Whether the miner asked for `subscribe-extranonce`, so accepts `mining.set_extranonce`.
     pub subscribe_extranonce: bool,
 }
 

@@ -76,12 +76,16 @@ pub fn reply_subscribe(
 pub struct ConfigureReply<'a> {
     /// `Some(mask)` grants version rolling with that mask; `None` refuses it (if requested).
     pub version_rolling: Option<u32>,
+    /// Whether `minimum-difficulty` is granted.
     pub minimum_difficulty: bool,
+    /// Whether `subscribe-extranonce` is granted.
     pub subscribe_extranonce: bool,
     /// The extensions the miner asked for, in its order.
     pub requested: &'a [String],
 }
 
+/// The `mining.configure` result: each requested extension true or false, and the mask when
+/// version rolling is granted.
 pub fn reply_configure(out: &mut Vec<u8>, id: &str, r: &ConfigureReply<'_>) {
     head(out, id);
     out.extend_from_slice(b",\"result\":{");
@@ -129,17 +133,28 @@ pub fn set_difficulty(out: &mut Vec<u8>, difficulty: f64) {
 /// The fields of a `mining.notify`.
 #[derive(Clone, Copy, Debug)]
 pub struct NotifyFields<'a> {
+    /// `params[0]`: the id submits will name.
     pub job_id: &'a str,
+    /// The previous block hash in internal byte order; written word-swapped, as miners expect.
     pub prev_hash: &'a Hash256,
+    /// The coinbase before the extranonces (written as hex).
     pub coinb1: &'a [u8],
+    /// The coinbase after the extranonces (written as hex).
     pub coinb2: &'a [u8],
+    /// The coinbase's merkle siblings, bottom up; written in internal byte order.
     pub merkle_branch: &'a [Hash256],
+    /// The block version, written as 8 hex digits (big-endian).
     pub version: u32,
+    /// The network target's compact `nBits`.
     pub nbits: u32,
+    /// The job's header time in Unix seconds.
     pub ntime: u32,
+    /// Whether earlier jobs are void, so the miner switches to this one at once.
     pub clean_jobs: bool,
 }
 
+/// `mining.notify [job_id, prevhash, coinb1, coinb2, merkle_branch, version, nbits, ntime,
+/// clean_jobs]` as a notification (`id` null).
 pub fn notify(out: &mut Vec<u8>, n: &NotifyFields<'_>) {
     out.extend_from_slice(b"{\"id\":null,\"method\":\"mining.notify\",\"params\":[");
     json_string(out, n.job_id);

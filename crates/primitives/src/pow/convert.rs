@@ -74,6 +74,8 @@ impl Target {
 }
 
 impl Work {
+    /// The expected hashes for `t`: `2^256 / (t + 1)`, saturating at `U256::MAX` for the zero
+    /// target.
     pub fn from_target(t: Target) -> Self {
         let t = t.as_u256();
         if t == U256::MAX {
@@ -85,6 +87,7 @@ impl Work {
         Work(t.not().div(t1).saturating_add(U256::ONE))
     }
 
+    /// The expected hashes for a share at difficulty `d` (through its target).
     pub fn from_difficulty(d: Difficulty) -> Self {
         Self::from_target(d.to_target())
     }

@@ -12,9 +12,12 @@ use std::str::FromStr;
 pub struct Difficulty(pub(super) f64);
 
 #[derive(Clone, Copy, PartialEq, Debug, thiserror::Error)]
+/// Why a number is not a usable [`Difficulty`].
 pub enum DifficultyError {
+    /// Zero, negative, infinite or NaN.
     #[error("difficulty {0} is not a finite positive number")]
     NotPositive(f64),
+    /// Below [`Difficulty::MIN`].
     #[error("difficulty {0} is below the minimum 2^-32 (its target would not fit 256 bits)")]
     BelowMinimum(f64),
 }
@@ -23,8 +26,10 @@ impl Difficulty {
     /// 2^-32: `DIFFICULTY_1 * 2^32` is the largest multiple of the difficulty-1 target by a power
     /// of two that fits 256 bits.
     pub const MIN: Difficulty = Difficulty(1.0 / 4_294_967_296.0);
+    /// Difficulty 1: the [`Target::DIFFICULTY_1`](crate::Target::DIFFICULTY_1) target itself.
     pub const ONE: Difficulty = Difficulty(1.0);
 
+    /// Checks `d` is finite and at least [`Difficulty::MIN`].
     pub fn new(d: f64) -> Result<Self, DifficultyError> {
         if !d.is_finite() || d <= 0.0 {
             return Err(DifficultyError::NotPositive(d));
@@ -44,6 +49,7 @@ impl Difficulty {
         }
     }
 
+    /// The difficulty as a number.
     pub const fn as_f64(self) -> f64 {
         self.0
     }

@@ -16,6 +16,7 @@ impl CompactTarget {
         CompactTarget(bits)
     }
 
+    /// The bits as a header carries them.
     pub const fn to_consensus(self) -> u32 {
         self.0
     }
@@ -30,8 +31,10 @@ impl fmt::Display for CompactTarget {
 /// Why a compact encoding does not name a usable target (Bitcoin Core's `SetCompact` flags).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum CompactError {
+    /// The sign bit (0x00800000) is set with a non-zero mantissa.
     #[error("compact target {0} has the sign bit set (negative)")]
     Negative(CompactTarget),
+    /// The exponent shifts the mantissa past 256 bits.
     #[error("compact target {0} overflows 256 bits")]
     Overflow(CompactTarget),
 }
@@ -41,17 +44,21 @@ pub enum CompactError {
 pub struct Target(pub(super) U256);
 
 impl Target {
+    /// Met by no hash but zero.
     pub const ZERO: Target = Target(U256::ZERO);
+    /// Met by every hash.
     pub const MAX: Target = Target(U256::MAX);
     /// The difficulty-1 target, `0x00000000FFFF0000...`: pool difficulty is measured against it.
     pub const DIFFICULTY_1: Target = Target(U256([0, 0, 0, 0x0000_0000_ffff_0000]));
     /// Regtest's proof-of-work limit (`nBits` 0x207fffff).
     pub const REGTEST_LIMIT: Target = Target(U256([0, 0, 0, 0x7fff_ff00_0000_0000]));
 
+    /// The target with this numeric value.
     pub const fn from_u256(v: U256) -> Self {
         Target(v)
     }
 
+    /// The target's numeric value.
     pub const fn as_u256(&self) -> U256 {
         self.0
     }
@@ -61,6 +68,7 @@ impl Target {
         Target(U256::from_le_bytes(b))
     }
 
+    /// To bytes in hash order (little-endian), the form SV2 messages carry targets in.
     pub fn to_le_bytes(self) -> [u8; 32] {
         self.0.to_le_bytes()
     }
@@ -70,10 +78,12 @@ impl Target {
         Target(U256::from_be_bytes(b))
     }
 
+    /// To bytes in display order (big-endian), the form RPC `target` fields use.
     pub fn to_be_bytes(self) -> [u8; 32] {
         self.0.to_be_bytes()
     }
 
+    /// Whether this is [`Target::ZERO`].
     pub fn is_zero(&self) -> bool {
         self.0.is_zero()
     }

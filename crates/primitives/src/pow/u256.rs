@@ -7,11 +7,15 @@ use std::cmp::Ordering;
 use std::ops::{Shl, Shr};
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+/// An unsigned 256-bit integer as four little-endian 64-bit limbs.
 pub struct U256(pub(super) [u64; 4]);
 
 impl U256 {
+    /// Zero.
     pub const ZERO: U256 = U256([0; 4]);
+    /// One.
     pub const ONE: U256 = U256([1, 0, 0, 0]);
+    /// `2^256 - 1`.
     pub const MAX: U256 = U256([u64::MAX; 4]);
 
     /// From little-endian 64-bit limbs (`0` least significant).
@@ -24,10 +28,12 @@ impl U256 {
         self.0
     }
 
+    /// Widens a u64.
     pub const fn from_u64(v: u64) -> Self {
         U256([v, 0, 0, 0])
     }
 
+    /// Widens a u128.
     pub const fn from_u128(v: u128) -> Self {
         U256([v as u64, (v >> 64) as u64, 0, 0])
     }
@@ -41,6 +47,7 @@ impl U256 {
         U256(l)
     }
 
+    /// 32 bytes, least significant first (hash order).
     pub fn to_le_bytes(self) -> [u8; 32] {
         let mut b = [0u8; 32];
         for (i, limb) in self.0.iter().enumerate() {
@@ -49,18 +56,21 @@ impl U256 {
         b
     }
 
+    /// Interprets 32 bytes as a big-endian number (display order, as RPC prints targets).
     pub fn from_be_bytes(b: &[u8; 32]) -> Self {
         let mut le = *b;
         le.reverse();
         Self::from_le_bytes(&le)
     }
 
+    /// 32 bytes, most significant first (display order).
     pub fn to_be_bytes(self) -> [u8; 32] {
         let mut b = self.to_le_bytes();
         b.reverse();
         b
     }
 
+    /// Whether the value is zero.
     pub fn is_zero(&self) -> bool {
         self.0 == [0; 4]
     }
@@ -75,10 +85,12 @@ impl U256 {
         0
     }
 
+    /// The low 64 bits; higher bits are dropped.
     pub fn low_u64(&self) -> u64 {
         self.0[0]
     }
 
+    /// The low 128 bits; higher bits are dropped.
     pub fn low_u128(&self) -> u128 {
         self.0[0] as u128 | (self.0[1] as u128) << 64
     }
@@ -116,6 +128,7 @@ impl U256 {
         U256(r)
     }
 
+    /// Addition; `None` on overflow.
     pub fn checked_add(self, o: Self) -> Option<Self> {
         let mut r = [0u64; 4];
         let mut carry = false;
@@ -128,10 +141,12 @@ impl U256 {
         (!carry).then_some(U256(r))
     }
 
+    /// Addition, clamped to [`U256::MAX`].
     pub fn saturating_add(self, o: Self) -> Self {
         self.checked_add(o).unwrap_or(Self::MAX)
     }
 
+    /// Subtraction modulo 2^256.
     pub fn wrapping_sub(self, o: Self) -> Self {
         let mut r = [0u64; 4];
         let mut borrow = false;

@@ -13,12 +13,15 @@ use super::u256::U256;
 pub struct Work(pub(super) U256);
 
 impl Work {
+    /// No work: the start of a sum.
     pub const ZERO: Work = Work(U256::ZERO);
 
+    /// The expected hashes as an exact integer.
     pub const fn as_u256(&self) -> U256 {
         self.0
     }
 
+    /// The expected hashes, rounded to the nearest f64.
     pub fn to_f64(self) -> f64 {
         self.0.to_f64()
     }
@@ -49,12 +52,15 @@ const UNITS: [(&str, f64); 7] = [
 ];
 
 impl HashRate {
+    /// No hashing.
     pub const ZERO: HashRate = HashRate(0.0);
 
+    /// From hashes per second; negative values become zero.
     pub fn from_hashes_per_sec(h: f64) -> Self {
         HashRate(h.max(0.0))
     }
 
+    /// The rate in hashes per second.
     pub const fn hashes_per_sec(self) -> f64 {
         self.0
     }
