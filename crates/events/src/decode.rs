@@ -11,30 +11,60 @@ use crate::short_str::ShortStr;
 /// Why bytes are not a valid events file. Offsets are added by the reader.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
+    /// The file does not start with the events magic; holds the bytes seen (up to 8).
     #[error("bad magic {0:02x?}: not a stratumlab events file")]
     BadMagic(Vec<u8>),
     #[error(
         "schema {major}.{minor} cannot be read by this build (schema {SCHEMA_MAJOR}.{SCHEMA_MINOR})"
     )]
-    UnsupportedSchema { major: u16, minor: u16 },
+    /// The file's schema version is one this build cannot read (another major, or a newer minor
+    /// without the reader's skip rules).
+    UnsupportedSchema {
+        /// The file's schema major.
+        major: u16,
+        /// The file's schema minor.
+        minor: u16,
+    },
+    /// The header body length in the preamble exceeds [`MAX_HEADER_BODY_LEN`]; holds it.
     #[error("header body of {0} bytes exceeds the format's limit of {MAX_HEADER_BODY_LEN}")]
     HeaderTooLong(u32),
+    /// The header body (this many bytes) ends before its fields do.
     #[error("header body of {0} bytes ends before its fields do")]
     ShortHeader(usize),
+    /// A record's length prefix is outside the format's bounds; holds it.
     #[error("record length {0} is outside {MIN_RECORD_LEN}..={MAX_RECORD_LEN}")]
     BadRecordLength(usize),
+    /// A record of a known kind ends before its fields do.
     #[error("{kind} record of {len} bytes ends before its fields do")]
-    ShortRecord { kind: &'static str, len: usize },
+    ShortRecord {
+        /// The kind's JSON name.
+        kind: &'static str,
+        /// The record body's length, in bytes.
+        len: usize,
+    },
+    /// A record of a known kind has bytes after its fields that this schema version does not allow.
     #[error("{kind} record of {len} bytes has {extra} bytes after its fields")]
     TrailingBytes {
+        /// The kind's JSON name.
         kind: &'static str,
+        /// The record body's length, in bytes.
         len: usize,
+        /// Bytes left over after the last field.
         extra: usize,
     },
+    /// An enum field (direction, verdict, address family, ...) holds a code this build does not
+    /// know.
     #[error("invalid {what} code {code}")]
-    BadCode { what: &'static str, code: u8 },
+    BadCode {
+        /// Which field's codes ("direction", "verdict", ...).
+        what: &'static str,
+        /// The code found.
+        code: u8,
+    },
+    /// A string's length byte exceeds [`ShortStr::CAPACITY`]; holds it.
     #[error("string length {0} exceeds {cap}", cap = ShortStr::CAPACITY)]
     StringTooLong(u8),
+    /// A string's bytes are not UTF-8.
     #[error("string is not valid UTF-8")]
     BadUtf8,
 }
@@ -42,10 +72,13 @@ pub enum DecodeError {
 /// A decoded record.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub enum Record {
+    /// A known event.
     Event(Event),
     /// A kind this build does not know (written by a newer minor version): skipped.
     Unknown {
+        /// The record's kind tag.
         tag: u8,
+        /// The record's timestamp, CLOCK_MONOTONIC nanoseconds.
         ts_ns: u64,
     },
 }

@@ -24,4 +24,5 @@ pub const VERDICT_ACCEPTED: u8 = 0;
 
 /// Wire codes of socket addresses.
 pub const ADDR_V4: u8 = 4;
+/// Wire code of an IPv6 socket address (IPv4 is [`ADDR_V4`]).
 pub const ADDR_V6: u8 = 6;

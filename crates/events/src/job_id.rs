@@ -12,7 +12,9 @@ use crate::short_str::ShortStr;
 /// use far shorter ids.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum JobId {
+    /// An SV2 job id (a `u32` on the wire).
     Num(u64),
+    /// An SV1 job id, the string as it appeared on the wire.
     Text(ShortStr),
 }
 
@@ -22,6 +24,7 @@ impl JobId {
         JobId::Text(ShortStr::new(s))
     }
 
+    /// The number, for a [`JobId::Num`].
     pub fn as_num(&self) -> Option<u64> {
         match self {
             JobId::Num(n) => Some(*n),
@@ -29,6 +32,7 @@ impl JobId {
         }
     }
 
+    /// The text, for a [`JobId::Text`].
     pub fn as_text(&self) -> Option<&str> {
         match self {
             JobId::Num(_) => None,

@@ -81,6 +81,9 @@
 //! an unknown major, a length outside the bounds, an invalid code inside a record) is corruption,
 //! reported with its byte offset.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod clock;
 mod codec;
 pub mod decode;

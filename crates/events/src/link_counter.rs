@@ -27,6 +27,8 @@ pub struct LinkCounter {
 }
 
 impl LinkCounter {
+    /// A counter for the link named `link` (as in [`LinkBytes::link`]), shared by the endpoint's
+    /// connections.
     pub fn new(link: &str) -> Arc<LinkCounter> {
         Arc::new(LinkCounter {
             link: ShortStr::new(link),
@@ -36,6 +38,7 @@ impl LinkCounter {
         })
     }
 
+    /// The link's name.
     pub fn link(&self) -> &str {
         self.link.as_str()
     }

@@ -24,11 +24,14 @@ pub struct Merge<R = std::fs::File> {
 #[derive(Debug, thiserror::Error)]
 #[error("events source #{source_index}: {error}")]
 pub struct MergeError {
+    /// Index of the failing reader in the vector given to [`merge`].
     pub source_index: usize,
+    /// What that reader failed with.
     #[source]
     pub error: ReadError,
 }
 
+/// Merges `readers` into one time line (see [`Merge`]).
 pub fn merge<R: Read>(readers: Vec<EventReader<R>>) -> Merge<R> {
     let mut m = Merge {
         heads: vec![None; readers.len()],

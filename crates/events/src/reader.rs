@@ -17,14 +17,36 @@ use crate::short_str::ShortStr;
 /// Why a file cannot be read. Offsets are bytes from the start of the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
+    /// The file cannot be opened.
     #[error("cannot open events file {path}: {source}")]
-    Open { path: PathBuf, source: io::Error },
+    Open {
+        /// The path given.
+        path: PathBuf,
+        /// Why opening failed.
+        source: io::Error,
+    },
+    /// Reading failed at this file offset.
     #[error("reading events at byte {offset}: {source}")]
-    Io { offset: u64, source: io::Error },
+    Io {
+        /// Bytes from the start of the file where the failed read began.
+        offset: u64,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The file ends before its preamble and header do.
     #[error("events file ends inside its header, after {len} bytes")]
-    TruncatedHeader { len: u64 },
+    TruncatedHeader {
+        /// The file's length, in bytes.
+        len: u64,
+    },
+    /// The bytes at this file offset do not decode.
     #[error("corrupt events data at byte {offset}: {source}")]
-    Corrupt { offset: u64, source: DecodeError },
+    Corrupt {
+        /// Bytes from the start of the file to the bad preamble, header or record.
+        offset: u64,
+        /// What is wrong with it.
+        source: DecodeError,
+    },
 }
 
 /// Reads one events file. Iterates `Result<Event, ReadError>`; after an error it yields nothing
@@ -48,6 +70,7 @@ const _: () = assert!(BUF_LEN >= PREAMBLE_LEN + MAX_HEADER_BODY_LEN);
 const _: () = assert!(BUF_LEN >= 2 * (RECORD_PREFIX_LEN + MAX_RECORD_LEN));
 
 impl EventReader<File> {
+    /// Opens `path` and reads its header.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ReadError> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|source| ReadError::Open {
@@ -99,6 +122,7 @@ impl<R: Read> EventReader<R> {
         }
     }
 
+    /// The file's header.
     pub fn header(&self) -> &Header {
         &self.header
     }
@@ -212,7 +236,9 @@ impl<R: Read> Iterator for EventReader<R> {
 /// A whole file in memory.
 #[derive(Clone, Debug)]
 pub struct EventLog {
+    /// What the file says about its writer.
     pub header: Header,
+    /// The file's events, in file order.
     pub events: Vec<Event>,
     /// The file ended in part of a record (its writer crashed).
     pub truncated: bool,

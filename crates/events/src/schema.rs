@@ -28,6 +28,7 @@ pub const SCHEMA_MINOR: u16 = 1;
 pub struct Event {
     /// CLOCK_MONOTONIC nanoseconds ([`crate::now_ns`]).
     pub ts_ns: u64,
+    /// What happened.
     #[serde(flatten)]
     pub kind: EventKind,
 }
@@ -35,15 +36,20 @@ pub struct Event {
 /// What a file says about the process that wrote it.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct Header {
+    /// [`SCHEMA_MAJOR`] of the writer.
     pub schema_major: u16,
+    /// [`SCHEMA_MINOR`] of the writer.
     pub schema_minor: u16,
     /// The emitting role: "simnet", "pool", "fleet", "tap", "translator", "jdc", ...
     pub role: ShortStr,
     /// The lab configuration the process serves ("sv1", "D", ...); empty outside the lab.
     pub config: ShortStr,
+    /// The emitting process's id.
     pub pid: u32,
     /// Wall clock (ns since the Unix epoch) at the instant `monotonic_ns` was read.
     pub realtime_ns: u64,
+    /// CLOCK_MONOTONIC (ns) read together with `realtime_ns`: the anchor that maps `ts_ns` to wall
+    /// time.
     pub monotonic_ns: u64,
 }
 
@@ -74,22 +80,39 @@ impl Header {
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
+    /// A [`TemplateCreated`] event.
     TemplateCreated(TemplateCreated),
+    /// A [`TipChanged`] event.
     TipChanged(TipChanged),
+    /// A [`JobSent`] event.
     JobSent(JobSent),
+    /// A [`JobReceived`] event.
     JobReceived(JobReceived),
+    /// A [`JobActivated`] event.
     JobActivated(JobActivated),
+    /// A [`TargetChanged`] event.
     TargetChanged(TargetChanged),
+    /// A [`ShareSent`] event.
     ShareSent(ShareSent),
+    /// A [`ShareResult`] event.
     ShareResult(ShareResult),
+    /// A [`BlockSubmitted`] event.
     BlockSubmitted(BlockSubmitted),
+    /// A [`BlockResult`] event.
     BlockResult(BlockResult),
+    /// A [`LinkBytes`] event.
     LinkBytes(LinkBytes),
+    /// A [`LinkRtt`] event.
     LinkRtt(LinkRtt),
+    /// A [`ConnectionOpened`] event.
     ConnectionOpened(ConnectionOpened),
+    /// A [`ConnectionClosed`] event.
     ConnectionClosed(ConnectionClosed),
+    /// A [`HashesDone`] event.
     HashesDone(HashesDone),
+    /// A [`Mark`] event.
     Mark(Mark),
+    /// A [`BlockFound`] event.
     BlockFound(BlockFound),
 }
 
@@ -100,15 +123,20 @@ pub enum EventKind {
 pub struct TemplateCreated {
     /// Short name of the node or role that made it ("pool", "farm", ...).
     pub node: ShortStr,
+    /// The template's id in the emitter's numbering (the node's or job source's).
     pub template_id: u64,
+    /// Height of the block the template builds.
     pub height: u32,
+    /// The tip the template builds on, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub prev_hash: Hash256,
     /// Subsidy plus fees: what the coinbase may pay out.
     pub value_sats: u64,
+    /// Fees of the included transactions, in satoshis.
     pub fees_sats: u64,
     /// Transactions other than the coinbase.
     pub tx_count: u32,
+    /// The template's [`Fingerprint`]: its merkle path and prev hash, hashed.
     pub fingerprint: Fingerprint,
     /// An SV2 future template, announced before its prev hash is the tip.
     pub future: bool,
@@ -128,12 +156,17 @@ pub enum TipSource {
 /// when each node endpoint learns it, so relay delay between nodes is visible.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct TipChanged {
+    /// The node that changed tip ("network" for the network itself).
     pub node: ShortStr,
+    /// The new tip's block hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub hash: Hash256,
+    /// The new tip's height.
     pub height: u32,
+    /// The new tip's parent hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub prev_hash: Hash256,
+    /// Where the block came from.
     pub source: TipSource,
 }
 
@@ -141,9 +174,11 @@ pub struct TipChanged {
 /// `NewExtendedMiningJob`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct JobSent {
+    /// The emitter's id of the connection the job went out on.
     pub conn: u64,
     /// SV2 channel id; `None` for SV1.
     pub channel: Option<u32>,
+    /// The job id as sent on the wire.
     pub job_id: JobId,
     /// The sender's template id, when it built the job from a template it knows.
     pub template_id: Option<u64>,
@@ -173,18 +208,26 @@ impl JobSent {
 pub struct JobReceived {
     /// The fleet's device id, or for a proxy the id of its upstream connection.
     pub device: u64,
+    /// SV2 channel id; `None` for SV1.
     pub channel: Option<u32>,
+    /// The job id as received on the wire.
     pub job_id: JobId,
     /// Computable from an SV1 notify or an SV2 extended job; `None` for SV2 standard jobs (they
     /// carry only a merkle root) and future jobs.
     pub fingerprint: Option<Fingerprint>,
+    /// `None` for an SV2 future job until its `SetNewPrevHash` ([`JobActivated`]).
     pub prev_hash: Option<Hash256>,
+    /// The share target in force for the job.
     pub target: Target,
+    /// The receiver must drop earlier jobs (SV1 `clean_jobs`; for SV2, a job following a new prev
+    /// hash).
     pub clean: bool,
+    /// An SV2 future job: not workable until its `SetNewPrevHash`.
     pub future: bool,
 }
 
 impl JobReceived {
+    /// The share difficulty of `target`.
     pub fn difficulty(&self) -> f64 {
         Difficulty::from_target(self.target).as_f64()
     }
@@ -195,9 +238,13 @@ impl JobReceived {
 /// its `JobSent`/`JobReceived`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct JobActivated {
+    /// The pool's connection id (sent) or the device id (received).
     pub conn: u64,
+    /// SV2 channel id; `None` for SV1.
     pub channel: Option<u32>,
+    /// The job the prev hash activates.
     pub job_id: JobId,
+    /// The new prev hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub prev_hash: Hash256,
     /// Now computable for extended jobs, whose merkle path the receiver holds.
@@ -208,12 +255,16 @@ pub struct JobActivated {
 /// `mining.set_difficulty` taking effect, SV2 `SetTarget`). Sent or received: the role tells.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct TargetChanged {
+    /// The connection (or device) whose target changed.
     pub conn: u64,
+    /// SV2 channel id; `None` for SV1 (the whole connection).
     pub channel: Option<u32>,
+    /// The new share target.
     pub target: Target,
 }
 
 impl TargetChanged {
+    /// The share difficulty of `target`.
     pub fn difficulty(&self) -> f64 {
         Difficulty::from_target(self.target).as_f64()
     }
@@ -224,12 +275,17 @@ impl TargetChanged {
 pub struct ShareSent {
     /// The fleet's device id, or for a proxy the id of its upstream connection.
     pub device: u64,
+    /// SV2 channel id; `None` for SV1.
     pub channel: Option<u32>,
     /// SV1 JSON-RPC request id, SV2 sequence number: what the verdict echoes.
     pub seq: u64,
+    /// The job the share was found on, as sent on the wire.
     pub job_id: JobId,
+    /// The header nonce.
     pub nonce: u32,
+    /// The header nTime (Unix seconds) the share used.
     pub ntime: u32,
+    /// The header version, with any rolled bits.
     pub version: u32,
     /// The difficulty of the target the share was sent against (difficulty-1 units).
     pub difficulty: f64,
@@ -253,21 +309,31 @@ pub enum Perspective {
 pub struct ShareResult {
     /// The pool's connection id (given) or the device / upstream connection id (received).
     pub conn: u64,
+    /// SV2 channel id; `None` for SV1.
     pub channel: Option<u32>,
+    /// SV1 JSON-RPC request id or SV2 sequence number, as in [`ShareSent::seq`].
     pub seq: u64,
+    /// The job the share was found on.
     pub job_id: JobId,
+    /// The header nonce, to tie the verdict to its share.
     pub nonce: u32,
+    /// The difficulty of the target the share was judged against (difficulty-1 units).
     pub difficulty: f64,
+    /// Accepted, or why it was rejected.
     pub verdict: Verdict,
+    /// Whether the emitter gave the verdict or received it.
     pub perspective: Perspective,
 }
 
 /// A role submitted a block to its node (`submitblock`, `SubmitSolution`, `PushSolution`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct BlockSubmitted {
+    /// The block's header hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub hash: Hash256,
+    /// The block's height.
     pub height: u32,
+    /// The template it was built on, when the submitter knows it.
     pub template_id: Option<u64>,
     /// The connection whose share found it.
     pub conn: Option<u64>,
@@ -279,8 +345,10 @@ pub struct BlockSubmitted {
 pub struct BlockFound {
     /// The role that found it ("pool", "jds", ...).
     pub node: ShortStr,
+    /// The block's header hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub hash: Hash256,
+    /// The block's height.
     pub height: u32,
     /// The template it was built on, when the role's own.
     pub template_id: Option<u64>,
@@ -296,9 +364,12 @@ pub struct BlockFound {
 /// A node's answer to a submitted block: recorded by the node (simnet) and by the submitter.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct BlockResult {
+    /// The node that answered ("network" in simnet, or the node's short name).
     pub node: ShortStr,
+    /// The submitted block's header hash, in internal byte order.
     #[serde(serialize_with = "json::hash")]
     pub hash: Hash256,
+    /// The submitted block's height.
     pub height: u32,
     /// Accepted as a new tip.
     pub accepted: bool,
@@ -320,32 +391,44 @@ pub enum Direction {
 /// `direction` (a delta, so that a reader sums them).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct LinkBytes {
+    /// The link's name (the tap's configured name, or "devices" for the fleet's own).
     pub link: ShortStr,
+    /// The emitter's id of the connection the bytes moved on.
     pub conn: u64,
+    /// Which way they moved.
     pub direction: Direction,
+    /// Bytes moved since the previous `LinkBytes` for this `conn` and `direction`.
     pub bytes: u64,
 }
 
 /// A round-trip time measured through a link.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct LinkRtt {
+    /// The link's name, as in [`LinkBytes::link`].
     pub link: ShortStr,
+    /// The emitter's id of the connection measured through.
     pub conn: u64,
+    /// The round trip, in nanoseconds.
     pub rtt_ns: u64,
 }
 
 /// A TCP connection was established (`conn` is the emitter's id for it; a device uses its id).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct ConnectionOpened {
+    /// The emitter's id for the connection.
     pub conn: u64,
+    /// The remote socket address.
     pub peer: SocketAddr,
+    /// The local socket address.
     pub local: SocketAddr,
     /// Worker or device name, when known; may be empty.
     pub label: ShortStr,
 }
 
+/// A TCP connection ended (`conn` as in its [`ConnectionOpened`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct ConnectionClosed {
+    /// The emitter's id for the connection, as in its [`ConnectionOpened`].
     pub conn: u64,
     /// Short reason ("eof", "reset", "timeout", "protocol", ...).
     pub reason: ShortStr,
@@ -355,7 +438,9 @@ pub struct ConnectionClosed {
 /// `HashesDone`: a delta, so the achieved hash rate is their sum over time.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct HashesDone {
+    /// The device; `None` for the whole process.
     pub device: Option<u64>,
+    /// Hashes computed since the previous `HashesDone` for this `device` (a delta).
     pub hashes: u64,
 }
 
@@ -363,6 +448,7 @@ pub struct HashesDone {
 /// wants on the same time line as the events.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct Mark {
+    /// The mark's name.
     pub name: ShortStr,
 }
 

@@ -23,6 +23,7 @@ impl ShortStr {
     /// miners commonly use.
     pub const CAPACITY: usize = 64;
 
+    /// The empty string.
     pub const EMPTY: ShortStr = ShortStr {
         len: 0,
         bytes: [0; ShortStr::CAPACITY],
@@ -47,20 +48,24 @@ impl ShortStr {
         s.len() <= Self::CAPACITY
     }
 
+    /// The text.
     pub fn as_str(&self) -> &str {
         // Construction only ever copies whole chars of a `str`, so this cannot fail; the fallback
         // keeps the type free of `unsafe` at the cost of a short validation.
         std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 
+    /// The UTF-8 bytes, without padding.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
     }
 
+    /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len as usize
     }
 
+    /// Whether the string is empty.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

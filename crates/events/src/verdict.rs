@@ -10,15 +10,22 @@ use std::str::FromStr;
 pub enum Reason {
     /// The job was superseded (a new prevhash, or it expired). Nothing else is stale.
     Stale,
+    /// The pool has already counted this share.
     Duplicate,
+    /// The share's hash does not meet the target in force.
     LowDifficulty,
+    /// The job is unknown to the pool (never sent, or forgotten), not merely superseded.
     InvalidJob,
+    /// The SV2 channel is unknown or closed.
     InvalidChannel,
+    /// The worker is not authorized (SV1 `mining.authorize` refused or missing).
     Unauthorized,
+    /// Any other rejection, including unmapped protocol errors.
     Other,
 }
 
 impl Reason {
+    /// Every reason, in wire-code order (see `format::VERDICT_ACCEPTED`).
     pub const ALL: [Reason; 7] = [
         Reason::Stale,
         Reason::Duplicate,
@@ -87,6 +94,7 @@ impl fmt::Display for Reason {
     }
 }
 
+/// A string that names no [`Reason`]; holds the string.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown rejection reason {0:?} (expected one of stale, duplicate, low_difficulty, invalid_job, invalid_channel, unauthorized, other)")]
 pub struct UnknownReason(pub String);
@@ -105,15 +113,19 @@ impl FromStr for Reason {
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
+    /// The share counts.
     Accepted,
+    /// The share was rejected, for this reason.
     Rejected(Reason),
 }
 
 impl Verdict {
+    /// Whether the share was accepted.
     pub fn is_accepted(self) -> bool {
         self == Verdict::Accepted
     }
 
+    /// The reason, for a rejected share; `None` when accepted.
     pub fn reason(self) -> Option<Reason> {
         match self {
             Verdict::Accepted => None,

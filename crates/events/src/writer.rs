@@ -91,6 +91,7 @@ impl EventSink {
         Self::create_with(path, role, config, SinkOptions::default())
     }
 
+    /// [`EventSink::create`] with explicit buffering.
     pub fn create_with(
         path: impl AsRef<Path>,
         role: &str,

@@ -24,14 +24,29 @@ pub const REFERENCE_AUTHORITY_PUBLIC_KEY: &str =
 pub const REFERENCE_AUTHORITY_SECRET_KEY: &str =
     "mkDLTBBRxdBv998612qipDYoTK3YUrqLe8uWw7gu3iXbSrn2n";
 
+/// Why an authority key or key pair is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error("authority public key {key:?} does not parse: {reason}")]
-    Public { key: String, reason: String },
+    /// The public key is not a base58check x-only key.
+    Public {
+        /// The key as given.
+        key: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The secret key does not parse; holds the parser's message (never the key).
     #[error("authority secret key does not parse: {0}")]
     Secret(String),
     #[error("authority public key {public} is not the public half of the secret key (that is {derived})")]
-    Mismatch { public: String, derived: String },
+    /// The public key is not the secret key's.
+    Mismatch {
+        /// The public key as given.
+        public: String,
+        /// The public key the secret key has, base58check.
+        derived: String,
+    },
+    /// The Noise responder refused the keys; holds its message.
     #[error("noise responder could not be built from the authority keys: {0}")]
     Responder(String),
 }
@@ -145,17 +160,31 @@ impl fmt::Debug for AuthorityKeys {
 /// directory.
 pub const DEFAULT_KEY_FILE: &str = "stratumlab-authority.key";
 
+/// Why an authority key file cannot be read or created.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyFileError {
     #[error("authority key file {path}: {source}")]
+    /// Reading or writing the file failed.
     Io {
+        /// The key file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
     #[error("authority key file {path}: no `authority_secret_key = \"...\"` line")]
-    NoSecret { path: PathBuf },
+    /// The file has no `authority_secret_key` line.
+    NoSecret {
+        /// The key file.
+        path: PathBuf,
+    },
     #[error("authority key file {path}: {source}")]
-    Key { path: PathBuf, source: KeyError },
+    /// The file's keys are refused.
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        source: KeyError,
+    },
 }
 
 /// The server's authority key pair from `path`, created there (mode 0600, the secret and the

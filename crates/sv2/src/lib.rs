@@ -19,6 +19,9 @@
 //! - [`fuzz_support`]: what the fuzz targets in `crates/sv2/fuzz` run, so that the committed
 //!   corpus replays on stable.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod fuzz_support;
 pub mod keys;
 pub mod messages;

@@ -37,22 +37,35 @@ const RETAINED_OUT: usize = 64 * 1024;
 /// Why a connection ended; `reason()` is the short word events carry.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
+    /// The peer closed the connection.
     #[error("peer closed the connection")]
     Closed,
+    /// Reading or writing the socket failed.
     #[error("socket error: {0}")]
     Io(#[from] io::Error),
+    /// The handshake did not finish within [`Limits::handshake_timeout`].
     #[error("noise handshake timed out")]
     HandshakeTimeout,
+    /// The handshake failed; holds the [`NoiseError`]'s text.
     #[error("noise handshake failed: {0}")]
     Handshake(String),
+    /// A frame does not decrypt, or its message does not decode; holds the error's text.
     #[error("frame does not decrypt or decode: {0}")]
     Codec(String),
     #[error("frame exceeds {limit} bytes")]
-    FrameTooLarge { limit: usize },
+    /// An incoming frame exceeds [`Limits::max_frame_bytes`].
+    FrameTooLarge {
+        /// The limit, in bytes on the wire.
+        limit: usize,
+    },
+    /// An outgoing message or frame could not be encoded; holds the error's text.
     #[error("frame could not be encoded: {0}")]
     Encode(String),
+    /// A write did not complete within [`Limits::write_timeout`] (held here): the peer stopped
+    /// reading.
     #[error("peer did not take our bytes within {0:?}")]
     WriteTimeout(Duration),
+    /// The role is shutting down.
     #[error("the server is shutting down")]
     Shutdown,
 }

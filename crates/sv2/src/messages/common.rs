@@ -9,8 +9,11 @@ use super::{protocol_messages, DecodeError, EncodeError, Sv2Message};
 
 /// `SetupConnection.protocol` values.
 pub mod protocol {
+    /// The Mining Protocol.
     pub const MINING: u8 = 0;
+    /// The Job Declaration Protocol.
     pub const JOB_DECLARATION: u8 = 1;
+    /// The Template Distribution Protocol.
     pub const TEMPLATE_DISTRIBUTION: u8 = 2;
 }
 
@@ -19,8 +22,11 @@ pub const PROTOCOL_VERSION: u16 = 2;
 
 /// `SetupConnection.Error` codes of the spec.
 pub mod error_code {
+    /// The server requires features the client's flags lack (`flags` lists them).
     pub const UNSUPPORTED_FEATURE_FLAGS: &str = "unsupported-feature-flags";
+    /// The server does not serve the `protocol` asked for.
     pub const UNSUPPORTED_PROTOCOL: &str = "unsupported-protocol";
+    /// No version in `min_version..=max_version` is one the server speaks.
     pub const PROTOCOL_VERSION_MISMATCH: &str = "protocol-version-mismatch";
     /// A Job Declaration connection without [`super::job_declaration_flags::DECLARE_TX_DATA`]
     /// (the reference JDS's code: it only runs Full-Template mode).
@@ -42,14 +48,23 @@ pub struct SetupConnection {
     /// The protocol discriminant as sent ([`protocol`]); values the reference enum does not
     /// know pass through both ways, so that a server can answer `unsupported-protocol`.
     pub protocol: u8,
+    /// The lowest protocol version the client supports ([`PROTOCOL_VERSION`]).
     pub min_version: u16,
+    /// The highest protocol version the client supports ([`PROTOCOL_VERSION`]).
     pub max_version: u16,
+    /// Optional features the client supports (flag meanings are per protocol).
     pub flags: u32,
+    /// The host name or IP address the client connected to, as it knows it (for proxies' routing).
     pub endpoint_host: String,
+    /// The port the client connected to.
     pub endpoint_port: u16,
+    /// The device's vendor; at most 255 bytes, as are the other device strings.
     pub vendor: String,
+    /// The device's hardware version.
     pub hardware_version: String,
+    /// The device's firmware.
     pub firmware: String,
+    /// The device's id, unique to the user's devices.
     pub device_id: String,
 }
 
@@ -146,7 +161,9 @@ message! {
         channel_bit: false,
         "SetupConnection.Success",
     ) {
+        /// The protocol version the server chose.
         pub used_version: u16 => copy,
+        /// Optional features the server supports (flag meanings are per protocol).
         pub flags: u32 => copy,
     }
 }
@@ -161,7 +178,9 @@ message! {
         channel_bit: false,
         "SetupConnection.Error",
     ) {
+        /// With `unsupported-feature-flags`: the flags the server does not support.
         pub flags: u32 => copy,
+        /// Why, as one of [`error_code`].
         pub error_code: String => str,
     }
 }
@@ -176,6 +195,7 @@ message! {
         channel_bit: true,
         "ChannelEndpointChanged",
     ) {
+        /// The channel whose endpoint changed.
         pub channel_id: u32 => copy,
     }
 }
@@ -189,7 +209,9 @@ message! {
         channel_bit: false,
         "Reconnect",
     ) {
+        /// The host to reconnect to; empty: the same host.
         pub new_host: String => str,
+        /// The port to reconnect to; 0: the same port.
         pub new_port: u16 => copy,
     }
 }

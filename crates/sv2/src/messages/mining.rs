@@ -11,26 +11,42 @@ use super::wire::message;
 /// reference pool's, which its clients know).
 pub mod error_code {
     // SubmitShares.Error
+    /// The share's channel is not open on this connection.
     pub const INVALID_CHANNEL_ID: &str = "invalid-channel-id";
+    /// The share's job was superseded (a new prev hash) or has expired.
     pub const STALE_SHARE: &str = "stale-share";
+    /// The share's hash does not meet the channel's target.
     pub const DIFFICULTY_TOO_LOW: &str = "difficulty-too-low";
+    /// The share's job is unknown on its channel.
     pub const INVALID_JOB_ID: &str = "invalid-job-id";
+    /// The same share (job, nonce, ntime, version, extranonce) was already submitted.
     pub const DUPLICATE_SHARE: &str = "duplicate-share";
+    /// The share is not taken for another reason: its ntime is out of range, or the pool is
+    /// overloaded.
     pub const INVALID_SHARE: &str = "invalid-share";
     /// stratumlab's: the pool could not record the share (its store cannot write) and does
     /// not acknowledge it; the channel stays open.
     pub const STORE_UNAVAILABLE: &str = "store-unavailable";
+    /// An extended share's extranonce is not the channel's `extranonce_size`.
     pub const BAD_EXTRANONCE_SIZE: &str = "bad-extranonce-size";
+    /// The share rolls version bits the job does not allow.
     pub const VERSION_ROLLING_NOT_ALLOWED: &str = "version-rolling-not-allowed";
     // OpenMiningChannel.Error and UpdateChannel.Error
+    /// The pool does not take this `user_identity` (unknown, or not allowed now).
     pub const UNKNOWN_USER: &str = "unknown-user";
+    /// The client's maximum target is one the pool cannot serve (a zero target).
     pub const MAX_TARGET_OUT_OF_RANGE: &str = "max-target-out-of-range";
+    /// The nominal hash rate is negative or not finite.
     pub const INVALID_NOMINAL_HASHRATE: &str = "invalid-nominal-hashrate";
+    /// The pool cannot give the channel that many extranonce bytes.
     pub const UNSUPPORTED_MIN_EXTRANONCE_SIZE: &str = "unsupported-min-extranonce-size";
+    /// The connection has as many channels as the pool allows.
     pub const CHANNEL_CAPACITY_EXHAUSTED: &str = "channel-capacity-exhausted";
+    /// `SetCustomMiningJob` on a standard channel: custom jobs need an extended one.
     pub const STANDARD_CHANNELS_NOT_SUPPORTED_FOR_CUSTOM_WORK: &str =
         "standard-channels-not-supported-for-custom-work";
     // SetCustomMiningJob.Error
+    /// The `SetCustomMiningJob` token is not one the pool accepts for this job.
     pub const INVALID_MINING_JOB_TOKEN: &str = "invalid-mining-job-token";
 }
 
@@ -68,10 +84,13 @@ message! {
         channel_bit: false,
         "OpenStandardMiningChannel",
     ) {
+        /// Chosen by the client; echoed in the answer to match it to this request.
         pub request_id: u32 => copy,
+        /// The user (and worker) the channel mines for, as the pool authorizes it.
         pub user_identity: String => str,
         /// Hashes per second.
         pub nominal_hash_rate: f32 => copy,
+        /// The easiest share target the client accepts (little-endian on the wire).
         pub max_target: Target => target,
     }
 }
@@ -85,11 +104,15 @@ message! {
         channel_bit: false,
         "OpenStandardMiningChannel.Success",
     ) {
+        /// The `request_id` of the `OpenStandardMiningChannel` answered.
         pub request_id: u32 => copy,
+        /// The new channel's id.
         pub channel_id: u32 => copy,
+        /// The channel's initial share target.
         pub target: Target => target,
         /// At most 32 bytes.
         pub extranonce_prefix: Vec<u8> => b032,
+        /// The group channel this channel belongs to.
         pub group_channel_id: u32 => copy,
     }
 }
@@ -103,7 +126,9 @@ message! {
         channel_bit: false,
         "OpenMiningChannel.Error",
     ) {
+        /// The `request_id` of the channel opening refused.
         pub request_id: u32 => copy,
+        /// Why, as one of [`error_code`].
         pub error_code: String => str,
     }
 }
@@ -117,10 +142,15 @@ message! {
         channel_bit: false,
         "OpenExtendedMiningChannel",
     ) {
+        /// Chosen by the client; echoed in the answer to match it to this request.
         pub request_id: u32 => copy,
+        /// The user (and worker) the channel mines for, as the pool authorizes it.
         pub user_identity: String => str,
+        /// Hashes per second.
         pub nominal_hash_rate: f32 => copy,
+        /// The easiest share target the client accepts (little-endian on the wire).
         pub max_target: Target => target,
+        /// The fewest extranonce bytes the client needs to roll.
         pub min_extranonce_size: u16 => copy,
     }
 }
@@ -134,13 +164,17 @@ message! {
         channel_bit: false,
         "OpenExtendedMiningChannel.Success",
     ) {
+        /// The `request_id` of the `OpenExtendedMiningChannel` answered.
         pub request_id: u32 => copy,
+        /// The new channel's id.
         pub channel_id: u32 => copy,
+        /// The channel's initial share target.
         pub target: Target => target,
         /// Bytes of extranonce the client rolls, after the prefix.
         pub extranonce_size: u16 => copy,
         /// At most 32 bytes.
         pub extranonce_prefix: Vec<u8> => b032,
+        /// The group channel this channel belongs to.
         pub group_channel_id: u32 => copy,
     }
 }
@@ -155,10 +189,15 @@ message! {
         channel_bit: false,
         "NewMiningJob",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The job's id, unique within the channel.
         pub job_id: u32 => copy,
+        /// The smallest nTime (Unix seconds) shares may use; `None` for a future job.
         pub min_ntime: Option<u32> => option,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
+        /// The header's merkle root, coinbase included, in header byte order.
         pub merkle_root: [u8; 32] => hash,
     }
 }
@@ -172,8 +211,11 @@ message! {
         channel_bit: true,
         "UpdateChannel",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// Hashes per second.
         pub nominal_hash_rate: f32 => copy,
+        /// The easiest share target the client now accepts (little-endian on the wire).
         pub maximum_target: Target => target,
     }
 }
@@ -187,7 +229,9 @@ message! {
         channel_bit: true,
         "UpdateChannel.Error",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// Why, as one of [`error_code`] (the `OpenMiningChannel.Error` codes).
         pub error_code: String => str,
     }
 }
@@ -201,7 +245,9 @@ message! {
         channel_bit: true,
         "CloseChannel",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// Why the channel is closed (free text from the closing side).
         pub reason_code: String => str,
     }
 }
@@ -215,6 +261,7 @@ message! {
         channel_bit: true,
         "SetExtranoncePrefix",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
         /// At most 32 bytes.
         pub extranonce_prefix: Vec<u8> => b032,
@@ -230,11 +277,17 @@ message! {
         channel_bit: true,
         "SubmitSharesStandard",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The client's running share counter, echoed by `SubmitShares.Success` / `.Error`.
         pub sequence_number: u32 => copy,
+        /// The job the share was found on.
         pub job_id: u32 => copy,
+        /// The header nonce.
         pub nonce: u32 => copy,
+        /// The header nTime, Unix seconds.
         pub ntime: u32 => copy,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
     }
 }
@@ -248,11 +301,17 @@ message! {
         channel_bit: true,
         "SubmitSharesExtended",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The client's running share counter, echoed by `SubmitShares.Success` / `.Error`.
         pub sequence_number: u32 => copy,
+        /// The job the share was found on.
         pub job_id: u32 => copy,
+        /// The header nonce.
         pub nonce: u32 => copy,
+        /// The header nTime, Unix seconds.
         pub ntime: u32 => copy,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
         /// At most 32 bytes; the channel's negotiated extranonce size.
         pub extranonce: Vec<u8> => b032,
@@ -268,8 +327,11 @@ message! {
         channel_bit: true,
         "SubmitShares.Success",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The most recent `sequence_number` this acknowledges.
         pub last_sequence_number: u32 => copy,
+        /// Shares accepted since the previous `SubmitShares.Success`.
         pub new_submits_accepted_count: u32 => copy,
         /// Sum of the difficulty of the shares acknowledged in this batch.
         pub new_shares_sum: u64 => copy,
@@ -285,8 +347,11 @@ message! {
         channel_bit: true,
         "SubmitShares.Error",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The rejected share's `sequence_number`.
         pub sequence_number: u32 => copy,
+        /// Why, as one of [`error_code`].
         pub error_code: String => str,
     }
 }
@@ -301,13 +366,21 @@ message! {
         channel_bit: true,
         "NewExtendedMiningJob",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The job's id, unique within the channel.
         pub job_id: u32 => copy,
+        /// The smallest nTime (Unix seconds) shares may use; `None` for a future job.
         pub min_ntime: Option<u32> => option,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
+        /// Whether the client may roll the header version bits (BIP320).
         pub version_rolling_allowed: bool => copy,
+        /// The coinbase's merkle path, deepest first, hashes in wire byte order.
         pub merkle_path: Vec<[u8; 32]> => path,
+        /// The coinbase serialization before the extranonce (as for SV1 `coinb1`).
         pub coinbase_tx_prefix: Vec<u8> => b064k,
+        /// The coinbase serialization after the extranonce (as for SV1 `coinb2`).
         pub coinbase_tx_suffix: Vec<u8> => b064k,
     }
 }
@@ -321,10 +394,15 @@ message! {
         channel_bit: true,
         "SetNewPrevHash",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The future job this prev hash activates.
         pub job_id: u32 => copy,
+        /// The previous block's hash, in header byte order.
         pub prev_hash: [u8; 32] => hash,
+        /// The smallest nTime (Unix seconds) shares may use from now on.
         pub min_ntime: u32 => copy,
+        /// The network target in compact form (nBits).
         pub nbits: u32 => copy,
     }
 }
@@ -338,7 +416,9 @@ message! {
         channel_bit: true,
         "SetTarget",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The new share target (little-endian on the wire).
         pub maximum_target: Target => target,
     }
 }
@@ -352,20 +432,31 @@ message! {
         channel_bit: false,
         "SetCustomMiningJob",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// Chosen by the client; echoed in the answer to match it to this request.
         pub request_id: u32 => copy,
         /// The spec's `mining_job_token`, from the Job Declarator Server; at most 255 bytes.
         pub token: Vec<u8> => b0255,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
+        /// The previous block's hash, in header byte order.
         pub prev_hash: [u8; 32] => hash,
+        /// The smallest nTime (Unix seconds) shares may use.
         pub min_ntime: u32 => copy,
+        /// The network target in compact form (nBits).
         pub nbits: u32 => copy,
+        /// The coinbase transaction's version.
         pub coinbase_tx_version: u32 => copy,
         /// At most 255 bytes.
         pub coinbase_prefix: Vec<u8> => b0255,
+        /// The coinbase input's nSequence.
         pub coinbase_tx_input_n_sequence: u32 => copy,
+        /// The coinbase's outputs, serialized back to back without a count.
         pub coinbase_tx_outputs: Vec<u8> => b064k,
+        /// The coinbase transaction's nLockTime.
         pub coinbase_tx_locktime: u32 => copy,
+        /// The coinbase's merkle path, deepest first, hashes in wire byte order.
         pub merkle_path: Vec<[u8; 32]> => path,
     }
 }
@@ -379,8 +470,11 @@ message! {
         channel_bit: false,
         "SetCustomMiningJob.Success",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The `request_id` of the `SetCustomMiningJob` answered.
         pub request_id: u32 => copy,
+        /// The job id the custom job has on the channel.
         pub job_id: u32 => copy,
     }
 }
@@ -394,8 +488,11 @@ message! {
         channel_bit: false,
         "SetCustomMiningJob.Error",
     ) {
+        /// The channel this message is about.
         pub channel_id: u32 => copy,
+        /// The `request_id` of the `SetCustomMiningJob` refused.
         pub request_id: u32 => copy,
+        /// Why, as one of [`error_code`].
         pub error_code: String => str,
     }
 }
@@ -409,7 +506,9 @@ message! {
         channel_bit: false,
         "SetGroupChannel",
     ) {
+        /// The group channel the listed channels now belong to.
         pub group_channel_id: u32 => copy,
+        /// The channels now in the group.
         pub channel_ids: Vec<u32> => u32s,
     }
 }

@@ -43,6 +43,7 @@ use crate::noise::extension_type;
 
 /// A message with its spec constants, encoded and decoded through its reference struct.
 pub trait Sv2Message: Sized {
+    /// The spec's message type, the frame header's `msg_type`.
     const MSG_TYPE: u8;
     /// Whether the frame's `channel_msg` bit is set: the payload starts with a `channel_id`.
     const CHANNEL_BIT: bool;
@@ -56,27 +57,38 @@ pub trait Sv2Message: Sized {
     fn decode(payload: &mut [u8]) -> Result<Self, DecodeError>;
 }
 
+/// Why a frame payload is not a message this crate knows.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     #[error(
         "message type {0:#04x} is not a Common, Mining, Job Declaration or Template Distribution message"
     )]
+    /// The message type (held) belongs to no protocol this crate knows.
     UnknownType(u8),
     #[error("{name} (type {msg_type:#04x}) does not decode: {reason}")]
+    /// binary_sv2 refused the payload (too short, a length out of range, ...).
     Malformed {
+        /// The frame's message type.
         msg_type: u8,
+        /// The message's spec name.
         name: &'static str,
+        /// binary_sv2's error, as debug text.
         reason: String,
     },
     #[error("{name} (type {msg_type:#04x}): {field} is not UTF-8")]
+    /// A string field is not UTF-8.
     NotUtf8 {
+        /// The frame's message type.
         msg_type: u8,
+        /// The message's spec name.
         name: &'static str,
+        /// The field's name.
         field: &'static str,
     },
 }
 
 impl DecodeError {
+    /// The message type of the frame that failed.
     pub fn msg_type(&self) -> u8 {
         match self {
             DecodeError::UnknownType(t) => *t,
@@ -87,26 +99,42 @@ impl DecodeError {
     }
 }
 
+/// Why a message cannot be serialized.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
     #[error("{name}.{field} has {len} elements or bytes, more than its type allows ({max})")]
+    /// A field is longer than its wire type can hold.
     FieldTooLong {
+        /// The message's spec name.
         name: &'static str,
+        /// The field's name.
         field: &'static str,
+        /// The field's length: bytes, or elements for a sequence.
         len: usize,
+        /// The most its wire type allows.
         max: usize,
     },
     #[error("{name} could not be serialized: {reason}")]
-    Serialize { name: &'static str, reason: String },
+    /// binary_sv2 failed to serialize the message.
+    Serialize {
+        /// The message's spec name.
+        name: &'static str,
+        /// binary_sv2's error, as debug text.
+        reason: String,
+    },
 }
 
 /// Declares one protocol's enum over its message structs, with dispatch by message type and
 /// `From` conversions into it and into [`Message`].
 macro_rules! protocol_messages {
     ($protocol:ident: $($variant:ident($ty:ty)),* $(,)?) => {
+        #[doc = concat!("Any message of the ", stringify!($protocol), " protocol.")]
         #[derive(Clone, Debug, PartialEq)]
         pub enum $protocol {
-            $($variant($ty),)*
+            $(
+                #[doc = concat!("A [`", stringify!($ty), "`].")]
+                $variant($ty),
+            )*
         }
 
         impl $protocol {
@@ -117,31 +145,37 @@ macro_rules! protocol_messages {
                    <$ty as $crate::messages::Sv2Message>::NAME),)*
             ];
 
+            /// The message's type
+            /// ([`Sv2Message::MSG_TYPE`](crate::messages::Sv2Message::MSG_TYPE)).
             pub fn msg_type(&self) -> u8 {
                 match self {
                     $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::MSG_TYPE,)*
                 }
             }
 
+            /// Whether the message's frame has the `channel_msg` bit set.
             pub fn channel_bit(&self) -> bool {
                 match self {
                     $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::CHANNEL_BIT,)*
                 }
             }
 
+            /// The message's spec name.
             pub fn name(&self) -> &'static str {
                 match self {
                     $($protocol::$variant(_) => <$ty as $crate::messages::Sv2Message>::NAME,)*
                 }
             }
 
+            /// Appends the serialized message to `out`.
             pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), $crate::messages::EncodeError> {
                 match self {
                     $($protocol::$variant(m) => $crate::messages::Sv2Message::encode(m, out),)*
                 }
             }
 
-            /// `None` when the type is not one of this protocol's.
+            /// Decodes a payload of message type `msg_type`; `None` when the type is not one of
+            /// this protocol's.
             pub fn decode(
                 msg_type: u8,
                 payload: &mut [u8],
@@ -178,9 +212,13 @@ pub(crate) use protocol_messages;
 /// Any message this crate knows, by protocol.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
+    /// A Common message (connection setup, reconnection).
     Common(Common),
+    /// A Mining Protocol message.
     Mining(Mining),
+    /// A Job Declaration Protocol message.
     JobDeclaration(JobDeclaration),
+    /// A Template Distribution Protocol message.
     TemplateDistribution(TemplateDistribution),
 }
 
@@ -213,6 +251,7 @@ impl Message {
         Ok(self.msg_type())
     }
 
+    /// The message's type, for the frame header.
     pub fn msg_type(&self) -> u8 {
         match self {
             Message::Common(m) => m.msg_type(),
@@ -222,6 +261,7 @@ impl Message {
         }
     }
 
+    /// Whether the message's frame has the `channel_msg` bit set.
     pub fn channel_bit(&self) -> bool {
         match self {
             Message::Common(m) => m.channel_bit(),
@@ -236,6 +276,7 @@ impl Message {
         extension_type(0, self.channel_bit())
     }
 
+    /// The message's spec name, such as `SubmitShares.Success`.
     pub fn name(&self) -> &'static str {
         match self {
             Message::Common(m) => m.name(),

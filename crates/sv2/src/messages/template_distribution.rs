@@ -9,7 +9,9 @@ use super::wire::message;
 
 /// `RequestTransactionData.Error` codes of the spec.
 pub mod error_code {
+    /// The provider never sent a template with that id.
     pub const TEMPLATE_ID_NOT_FOUND: &str = "template-id-not-found";
+    /// The template is no longer current (its prev hash is not the tip), so its data is gone.
     pub const STALE_TEMPLATE_ID: &str = "stale-template-id";
 }
 
@@ -33,7 +35,9 @@ message! {
         channel_bit: false,
         "CoinbaseOutputConstraints",
     ) {
+        /// Bytes the client's own coinbase outputs may add.
         pub coinbase_output_max_additional_size: u32 => copy,
+        /// Signature operations the client's own coinbase outputs may add.
         pub coinbase_output_max_additional_sigops: u16 => copy,
     }
 }
@@ -48,18 +52,28 @@ message! {
         channel_bit: false,
         "NewTemplate",
     ) {
+        /// The Template Provider's id for the template.
         pub template_id: u64 => copy,
+        /// Whether the template waits for a `SetNewPrevHash` naming it.
         pub future_template: bool => copy,
+        /// The block header version (nVersion), before any rolling.
         pub version: u32 => copy,
+        /// The coinbase transaction's version.
         pub coinbase_tx_version: u32 => copy,
         /// The start of the coinbase scriptSig (the BIP34 height); at most 255 bytes.
         pub coinbase_prefix: Vec<u8> => b0255,
+        /// The coinbase input's nSequence.
         pub coinbase_tx_input_sequence: u32 => copy,
+        /// Satoshis the client's coinbase outputs may claim (subsidy plus fees, less the required
+        /// outputs).
         pub coinbase_tx_value_remaining: u64 => copy,
+        /// How many outputs `coinbase_tx_outputs` holds.
         pub coinbase_tx_outputs_count: u32 => copy,
         /// The outputs the coinbase must carry, serialized back to back without a count.
         pub coinbase_tx_outputs: Vec<u8> => b064k,
+        /// The coinbase transaction's nLockTime.
         pub coinbase_tx_locktime: u32 => copy,
+        /// The coinbase's merkle path, deepest first, hashes in wire byte order.
         pub merkle_path: Vec<[u8; 32]> => path,
     }
 }
@@ -73,9 +87,13 @@ message! {
         channel_bit: false,
         "SetNewPrevHash",
     ) {
+        /// The (future) template this prev hash activates.
         pub template_id: u64 => copy,
+        /// The previous block's hash, in header byte order.
         pub prev_hash: [u8; 32] => hash,
+        /// The header nTime, Unix seconds.
         pub header_timestamp: u32 => copy,
+        /// The network target in compact form (nBits).
         pub n_bits: u32 => copy,
         /// The network target.
         pub target: Target => target,
@@ -91,6 +109,7 @@ message! {
         channel_bit: false,
         "RequestTransactionData",
     ) {
+        /// The template whose transactions are wanted.
         pub template_id: u64 => copy,
     }
 }
@@ -105,8 +124,12 @@ message! {
         channel_bit: false,
         "RequestTransactionData.Success",
     ) {
+        /// The Template Provider's id for the template.
         pub template_id: u64 => copy,
+        /// Extra data for validating the work: the coinbase witness reserved value, as Core's
+        /// provider sends it.
         pub excess_data: Vec<u8> => b064k,
+        /// The template's transactions, serialized, in block order, coinbase excluded.
         pub transaction_list: Vec<Vec<u8>> => txs,
     }
 }
@@ -120,7 +143,9 @@ message! {
         channel_bit: false,
         "RequestTransactionData.Error",
     ) {
+        /// The Template Provider's id for the template.
         pub template_id: u64 => copy,
+        /// Why, as one of [`error_code`].
         pub error_code: String => str,
     }
 }
@@ -135,9 +160,13 @@ message! {
         channel_bit: false,
         "SubmitSolution",
     ) {
+        /// The template the block was built on.
         pub template_id: u64 => copy,
+        /// The block header version (nVersion).
         pub version: u32 => copy,
+        /// The header nTime, Unix seconds.
         pub header_timestamp: u32 => copy,
+        /// The header nonce.
         pub header_nonce: u32 => copy,
         /// The serialized coinbase, witness included when it has one; at most 64 KiB.
         pub coinbase_tx: Vec<u8> => b064k,

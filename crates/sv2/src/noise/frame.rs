@@ -19,11 +19,14 @@ pub const MAX_PAYLOAD_LEN: usize = (1 << 24) - 1;
 /// One decrypted frame: its header and its payload.
 #[derive(Clone, Debug)]
 pub struct Frame {
+    /// The frame header: extension type, message type, payload length.
     pub header: Header,
+    /// The decrypted payload (the message, `channel_id` first when the `channel_msg` bit is set).
     pub payload: Vec<u8>,
 }
 
 impl Frame {
+    /// The header's message type.
     pub fn msg_type(&self) -> u8 {
         self.header.msg_type()
     }

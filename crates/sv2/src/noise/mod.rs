@@ -66,20 +66,36 @@ pub enum NoiseError {
     /// outside its validity (the spec allows 10 s of clock drift either way).
     #[error("server certificate refused: {0}")]
     Certificate(CertificateProblem),
+    /// The handshake bytes are malformed or do not verify; holds noise_sv2's message.
     #[error("noise handshake failed: {0}")]
     Handshake(String),
+    /// The authority public key given to the initiator is not a valid x-only key.
     #[error("authority public key is not a valid x-only key")]
     InvalidAuthorityKey,
+    /// A frame's AEAD check failed, or its header is malformed; holds the codec's message.
     #[error("frame does not decrypt: {0}")]
     Decrypt(String),
     #[error("frame exceeds {limit} bytes on the wire")]
-    FrameTooLarge { limit: usize },
+    /// An incoming frame declares more than the connection's limit.
+    FrameTooLarge {
+        /// The limit, in bytes on the wire (encrypted, MACs included).
+        limit: usize,
+    },
     #[error("payload of {len} bytes does not fit a frame (at most {max})")]
-    PayloadTooLarge { len: usize, max: usize },
+    /// An outgoing payload is longer than a frame can declare.
+    PayloadTooLarge {
+        /// The payload's length, in bytes.
+        len: usize,
+        /// [`MAX_PAYLOAD_LEN`].
+        max: usize,
+    },
+    /// Encrypting an outgoing frame failed; holds the codec's message.
     #[error("frame could not be encrypted: {0}")]
     Encrypt(String),
+    /// Frames were sent or read before the handshake finished.
     #[error("the noise handshake has not finished")]
     HandshakeIncomplete,
+    /// An earlier error left the connection unusable; nothing more goes through it.
     #[error("the connection failed earlier")]
     Failed,
 }
@@ -88,9 +104,22 @@ pub enum NoiseError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CertificateProblem {
     #[error("expired at {not_valid_after} (unix time), checked at {now}")]
-    Expired { not_valid_after: u32, now: u32 },
+    /// The certificate's validity ended.
+    Expired {
+        /// The certificate's `not_valid_after`, Unix seconds.
+        not_valid_after: u32,
+        /// The time it was checked at, Unix seconds.
+        now: u32,
+    },
     #[error("valid only from {valid_from} (unix time), checked at {now}")]
-    NotYetValid { valid_from: u32, now: u32 },
+    /// The certificate's validity has not begun.
+    NotYetValid {
+        /// The certificate's `valid_from`, Unix seconds.
+        valid_from: u32,
+        /// The time it was checked at, Unix seconds.
+        now: u32,
+    },
+    /// The signature does not verify against the authority key, or the version is unknown.
     #[error("not signed by the authority key (or an unsupported certificate version)")]
     Signature,
 }
