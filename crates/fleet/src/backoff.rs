@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::device::Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How long a device waits before reconnecting: capped exponential backoff with equal jitter.
 pub struct Backoff {
     /// The ceiling of the first delay.
     pub base: Duration,

@@ -76,16 +76,23 @@ pub struct HashOutcome {
 /// A job as a device received it.
 #[derive(Clone, Copy, Debug)]
 pub struct JobView<'a> {
+    /// The pool's job id (`mining.notify`'s first parameter).
     pub job_id: &'a str,
     /// Internal byte order (SV1's word swap undone).
     pub prev_hash: &'a Hash256,
+    /// The merkle branch from the coinbase to the root, internal byte order.
     pub merkle_branch: &'a [Hash256],
+    /// The header version the job gives.
     pub version: u32,
+    /// The network target in compact form.
     pub nbits: u32,
+    /// The job's header time, Unix seconds.
     pub ntime: u32,
+    /// `clean_jobs`: earlier jobs are no longer worth submitting on.
     pub clean: bool,
     /// The share target in force when the job arrived.
     pub target: &'a Target,
+    /// The difficulty of `target`.
     pub difficulty: f64,
 }
 
@@ -94,9 +101,13 @@ pub struct JobView<'a> {
 pub struct SentShare<'a> {
     /// The request id its verdict will echo.
     pub seq: u64,
+    /// The job the share is for.
     pub job_id: &'a str,
+    /// The extranonce2 the device rolled into the coinbase.
     pub extranonce2: &'a [u8],
+    /// The header time hashed, Unix seconds.
     pub ntime: u32,
+    /// The header nonce.
     pub nonce: u32,
     /// The full header version hashed (job version with the rolled bits in place).
     pub version: u32,
@@ -104,6 +115,7 @@ pub struct SentShare<'a> {
     pub version_bits: Option<u32>,
     /// The difficulty of the target the share was found against.
     pub difficulty: f64,
+    /// The header's SHA-256d, internal byte order.
     pub hash: &'a Hash256,
     /// The hash also meets the job's network target.
     pub block: bool,
@@ -112,6 +124,7 @@ pub struct SentShare<'a> {
 /// A pool's answer to a share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShareVerdict {
+    /// The pool accepted the share.
     Accepted,
     /// Rejected with the SV1 error code, or with `None` for `"result": false` and no error.
     Rejected(Option<i64>),
@@ -131,12 +144,17 @@ impl ShareVerdict {
 /// A verdict as a device received it.
 #[derive(Clone, Copy, Debug)]
 pub struct ShareReply<'a> {
+    /// The sequence number of the share answered ([`SentShare::seq`]).
     pub seq: u64,
+    /// The job the share was for.
     pub job_id: &'a str,
+    /// The share's nonce.
     pub nonce: u32,
+    /// The difficulty the share was found against.
     pub difficulty: f64,
     /// From the share leaving the device to its verdict arriving.
     pub latency_ns: u64,
+    /// What the pool said.
     pub verdict: ShareVerdict,
 }
 
@@ -144,13 +162,17 @@ pub struct ShareReply<'a> {
 /// the merkle root, the device picks version bits, time and nonce.
 #[derive(Clone, Copy, Debug)]
 pub struct StandardJobView<'a> {
+    /// The channel id the job is for.
     pub channel: u32,
+    /// `NewMiningJob.job_id`.
     pub job_id: u32,
+    /// The header version the job gives.
     pub version: u32,
     /// As it goes into the header.
     pub merkle_root: &'a Hash256,
     /// As it goes into the header; `None` for a future job until its `SetNewPrevHash`.
     pub prev_hash: Option<&'a Hash256>,
+    /// The network target in compact form; `None` for a future job until its `SetNewPrevHash`.
     pub nbits: Option<u32>,
     /// The time hashing starts from (the job's or the prev hash's `min_ntime`).
     pub ntime: Option<u32>,
@@ -160,21 +182,28 @@ pub struct StandardJobView<'a> {
     /// workable (a later `SetTarget` does not change it, as the spec says), or for a future job
     /// not yet activated the channel's target at receipt.
     pub target: &'a Target,
+    /// The difficulty of `target`.
     pub difficulty: f64,
 }
 
 /// A share on an SV2 standard channel as a device sent it.
 #[derive(Clone, Copy, Debug)]
 pub struct StandardShareView<'a> {
+    /// The channel id the share was sent on.
     pub channel: u32,
+    /// `SubmitSharesStandard.sequence_number`.
     pub sequence_number: u32,
+    /// The job the share is for.
     pub job_id: u32,
+    /// The header time hashed, Unix seconds.
     pub ntime: u32,
+    /// The header nonce.
     pub nonce: u32,
     /// The full header version (job version with the rolled bits in place).
     pub version: u32,
     /// The difficulty of the job's target.
     pub difficulty: f64,
+    /// The header's SHA-256d, internal byte order.
     pub hash: &'a Hash256,
     /// The hash also meets the network target.
     pub block: bool,
@@ -184,13 +213,19 @@ pub struct StandardShareView<'a> {
 /// shares in batches, `SubmitShares.Error` one share with an error code.
 #[derive(Clone, Copy, Debug)]
 pub struct StandardShareReply<'a> {
+    /// The channel id.
     pub channel: u32,
+    /// The settled share's sequence number.
     pub sequence_number: u32,
+    /// The job the share was for.
     pub job_id: u32,
+    /// The share's nonce.
     pub nonce: u32,
+    /// The difficulty of the job's target.
     pub difficulty: f64,
     /// From the share leaving the device to the message that settled it arriving.
     pub latency_ns: u64,
+    /// Accepted, or rejected with the shared reason.
     pub verdict: events::Verdict,
     /// The pool's error code, for a rejection.
     pub error_code: Option<&'a str>,
@@ -200,11 +235,15 @@ pub struct StandardShareReply<'a> {
 /// only what it counts; `()` observes nothing.
 #[allow(unused_variables)]
 pub trait Observer {
+    /// An SV1 job arrived (`mining.notify`).
     fn job_received(&mut self, device: u64, now: Nanos, job: &JobView<'_>) {}
+    /// An SV1 device's share target changed (`mining.set_difficulty` taking effect).
     fn target_changed(&mut self, device: u64, now: Nanos, difficulty: f64, target: &Target) {}
     /// A hash met the share target: the share is queued, and will be sent or dropped.
     fn share_found(&mut self, device: u64, now: Nanos) {}
+    /// An SV1 share went out (`mining.submit`).
     fn share_sent(&mut self, device: u64, now: Nanos, share: &SentShare<'_>) {}
+    /// An SV1 share got its verdict.
     fn share_result(&mut self, device: u64, now: Nanos, reply: &ShareReply<'_>) {}
     /// A share that got no verdict: it timed out, or its connection closed first.
     fn share_unanswered(&mut self, device: u64, now: Nanos, seq: u64) {}
@@ -230,7 +269,9 @@ pub trait Observer {
         target: &Target,
     ) {
     }
+    /// An SV2 share went out (`SubmitSharesStandard`).
     fn standard_share_sent(&mut self, device: u64, now: Nanos, share: &StandardShareView<'_>) {}
+    /// An SV2 share was settled (acknowledged in a batch, or refused).
     fn standard_share_result(&mut self, device: u64, now: Nanos, reply: &StandardShareReply<'_>) {}
 }
 
@@ -246,20 +287,33 @@ pub trait Device: Send + 'static {
     /// partial frames itself).
     type Receive: Default + Send;
 
+    /// The device's id in events, unique within the run.
     fn id(&self) -> u64;
+    /// The device's position in the fleet, from 0.
     fn index(&self) -> u32;
     /// How the device names itself to the pool (SV1 worker, SV2 user identity).
     fn worker_name(&self) -> String;
+    /// Whether the device wants a connection at `now` (none open, its backoff delay over).
     fn wants_connect(&self, now: Nanos) -> bool;
+    /// When [`Device::on_timeout`] next has something to do; `None`: nothing pending.
     fn next_deadline(&self) -> Option<Nanos>;
+    /// The TCP connection opened at `now`: the handshake starts.
     fn on_connected(&mut self, now: Nanos);
+    /// Connecting failed at `now`: the backoff grows.
     fn on_connect_failed(&mut self, now: Nanos);
+    /// The connection closed for `reason`: shares in flight go unanswered, reconnect is scheduled.
     fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O);
+    /// Why the device wants its connection closed, if it does.
     fn close_requested(&self) -> Option<CloseReason>;
+    /// Whether the handshake finished (SV1: subscribed and authorized; SV2: channel open).
     fn is_ready(&self) -> bool;
+    /// Whether the device has a job it can hash on now.
     fn can_hash(&self) -> bool;
+    /// Deadlines reached by `now` (handshake, share timeouts, reconnect).
     fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O);
+    /// Hashes at most `max_hashes` nonces on the current job, queueing the shares found.
     fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome;
+    /// Appends what the device has to send to `out`; returns the bytes appended.
     fn poll_transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Nanos, obs: &mut O) -> usize;
     /// Bytes read from the socket at `now`; `max_message` bounds one SV1 line. An error closes
     /// the connection with that reason.
@@ -276,16 +330,22 @@ pub trait Device: Send + 'static {
 /// A job id as the pool spelled it, inline when short (as pools' ids are).
 #[derive(Clone, PartialEq, Eq)]
 pub enum JobIdBuf {
+    /// Ids of at most [`JobIdBuf::INLINE`] bytes, kept in place.
     Inline {
+        /// Bytes of `bytes` in use.
         len: u8,
+        /// The id's bytes, zero-padded.
         bytes: [u8; JobIdBuf::INLINE],
     },
+    /// Longer ids.
     Heap(Box<str>),
 }
 
 impl JobIdBuf {
+    /// The longest id kept inline, bytes (the enum stays 32 bytes).
     pub const INLINE: usize = 30;
 
+    /// Copies `s`, inline when it fits.
     pub fn new(s: &str) -> Self {
         if s.len() <= Self::INLINE {
             let mut bytes = [0; Self::INLINE];
@@ -299,6 +359,7 @@ impl JobIdBuf {
         }
     }
 
+    /// The id as the pool spelled it.
     pub fn as_str(&self) -> &str {
         match self {
             // Only ever filled from a &str, whole.
@@ -328,10 +389,12 @@ impl fmt::Debug for JobIdBuf {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed`: the same seed gives the same sequence.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 uniform bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

@@ -12,7 +12,7 @@ pub(crate) struct ShareTarget {
 }
 
 impl ShareTarget {
-    pub fn new(target: Target) -> Self {
+    pub(crate) fn new(target: Target) -> Self {
         ShareTarget {
             target,
             top: top_u64(&target),
@@ -20,7 +20,7 @@ impl ShareTarget {
     }
 
     #[inline]
-    pub fn is_met_by(&self, h: &Hash256) -> bool {
+    pub(crate) fn is_met_by(&self, h: &Hash256) -> bool {
         let top = u64::from_le_bytes(h.0[24..].try_into().expect("8 bytes"));
         match top.cmp(&self.top) {
             std::cmp::Ordering::Greater => false,

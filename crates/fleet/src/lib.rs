@@ -17,6 +17,9 @@
 //! - [`testpool`], [`sv2_testpool`]: minimal SV1 and SV2 pools that validate every share, for
 //!   tests and benches.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod backoff;
 pub mod device;
 mod grind;

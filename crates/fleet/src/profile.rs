@@ -30,6 +30,7 @@ pub enum Profile {
 pub const BIP320_MASK: u32 = 0x1fff_e000;
 
 impl Profile {
+    /// The profile's name as configs and `--profile` spell it.
     pub const fn as_str(self) -> &'static str {
         match self {
             Profile::Asic => "asic",

@@ -10,10 +10,15 @@ use serde::Serialize;
 /// A latency distribution in milliseconds. With no samples, `n` is 0 and the figures are null.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LatencyMs {
+    /// Samples.
     pub n: u64,
+    /// The mean; `None` with no samples.
     pub mean: Option<f64>,
+    /// The median.
     pub p50: Option<f64>,
+    /// The 99th percentile.
     pub p99: Option<f64>,
+    /// The slowest.
     pub max: Option<f64>,
 }
 
@@ -35,9 +40,13 @@ impl LatencyMs {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// What happened to the shares the devices found.
 pub struct ShareCounts {
+    /// Shares sent to the pool.
     pub sent: u64,
+    /// Of those, accepted.
     pub accepted: u64,
+    /// Of those, rejected.
     pub rejected: u64,
     /// By SV1 error code ("21", ...; "false" for `"result": false` without an error) or SV2
     /// error code ("stale-share", ...).
@@ -53,48 +62,67 @@ pub struct ShareCounts {
 /// CPU a process used over the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CpuUse {
+    /// The process id.
     pub pid: u32,
+    /// CPU seconds, user and system, over the run.
     pub cpu_s: f64,
     /// 100 = one core busy for the whole run.
     pub cpu_pct: f64,
+    /// Resident memory at the end of the run; `None` where it could not be read.
     pub rss_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+/// The summary of one fleet run (printed, and written as JSON).
 pub struct FleetReport {
+    /// The pool's address.
     pub pool: String,
     /// `sv1` or `sv2`.
     pub protocol: String,
+    /// The devices' [`crate::Profile`].
     pub profile: String,
     /// The measured time: from the start until the drain ended.
     pub duration_s: f64,
+    /// Devices in the fleet.
     pub devices: u64,
     /// Connections open when the run ended (before the fleet closed them).
     pub connected: u64,
     /// Devices subscribed and authorized when the run ended.
     pub ready: u64,
+    /// TCP connections opened, reconnects included.
     pub connects: u64,
+    /// Connection attempts that failed.
     pub connect_failures: u64,
+    /// Connections that closed, whichever side closed them.
     pub disconnects: u64,
+    /// Jobs the devices received, all devices together.
     pub jobs_received: u64,
+    /// The shares' fates.
     pub shares: ShareCounts,
     /// Validated shares per second: accepted shares over the measured time.
     pub accepted_per_s: f64,
     /// From a share leaving a device until its verdict arrived.
     pub share_latency_ms: LatencyMs,
+    /// Shares that also met the network target.
     pub blocks_found: u64,
+    /// Header hashes computed, all devices together.
     pub hashes: u64,
     /// Hashes per second achieved, and the budget they were capped at.
     pub hash_rate: f64,
+    /// The hash budget, hashes per second (0: none).
     pub hash_budget: f64,
+    /// CPU seconds the fleet process used over the run.
     pub fleet_cpu_s: f64,
+    /// The same as a percentage of one core.
     pub fleet_cpu_pct: f64,
+    /// The fleet process's resident memory at the end, bytes.
     pub fleet_rss_bytes: u64,
     /// Resident memory the devices added, per device (RSS growth from before the first device
     /// to the end of the run, divided by the device count).
     pub rss_per_device_bytes: f64,
     /// The pool process's CPU over the same time, when its pid was given.
     pub pool_process: Option<CpuUse>,
+    /// Lines or frames from the pool the devices could not use.
     pub protocol_errors: u64,
 }
 

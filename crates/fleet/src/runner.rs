@@ -43,11 +43,14 @@ use crate::{net, proc_stat, sv1_device, sv2_device};
 #[serde(rename_all = "snake_case")]
 pub enum Protocol {
     #[default]
+    /// Stratum V1 ([`crate::Sv1Device`]).
     Sv1,
+    /// Stratum V2 on standard channels ([`crate::Sv2Device`]).
     Sv2,
 }
 
 impl Protocol {
+    /// The name configs and `--protocol` use.
     pub const fn as_str(self) -> &'static str {
         match self {
             Protocol::Sv1 => "sv1",
@@ -77,8 +80,10 @@ impl std::fmt::Display for Protocol {
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     #[error(transparent)]
+    /// The SV1 device settings are invalid.
     Sv1(#[from] sv1_device::ConfigError),
     #[error(transparent)]
+    /// The SV2 device settings are invalid.
     Sv2(#[from] sv2_device::ConfigError),
 }
 
@@ -87,7 +92,9 @@ pub enum SetupError {
 pub struct FleetConfig {
     /// The pool's address (Stratum V1 or V2, as `protocol` says).
     pub pool: SocketAddr,
+    /// What every device speaks.
     pub protocol: Protocol,
+    /// Devices to run.
     pub devices: u32,
     /// Hashes per second for all devices together, split evenly; 0: devices only hold their
     /// connections and read jobs.
@@ -111,15 +118,18 @@ pub struct FleetConfig {
     pub first_device_id: u64,
     /// The pool's process, whose CPU use over the run is reported.
     pub pool_pid: Option<u32>,
+    /// Where device events go (disabled: none are built).
     pub events: EventSink,
     /// Longest SV1 line accepted from the pool (an SV2 frame's bound is `sv2.max_frame_bytes`).
     pub max_line: usize,
     /// Hashes a device computes per slice (the scheduling quantum).
     pub slice_hashes: u64,
+    /// How long one TCP connect may take before it counts as failed.
     pub connect_timeout: Duration,
 }
 
 impl FleetConfig {
+    /// One SV1 device against `pool`, no hashing, until stopped; set the rest as needed.
     pub fn new(pool: SocketAddr) -> Self {
         FleetConfig {
             pool,
@@ -165,6 +175,7 @@ pub struct Fleet {
 }
 
 impl Fleet {
+    /// Checks the device settings and builds what the devices share.
     pub fn new(mut config: FleetConfig) -> Result<Self, SetupError> {
         let kind = match config.protocol {
             Protocol::Sv1 => Kind::Sv1(Sv1Shared::new(config.device.clone())?),

@@ -38,31 +38,45 @@ pub struct LiveStats {
     pub connected: AtomicI64,
     /// Devices subscribed and authorized now.
     pub ready: AtomicI64,
+    /// TCP connections opened.
     pub connects: AtomicU64,
+    /// Connection attempts that failed.
     pub connect_failures: AtomicU64,
+    /// Connections closed.
     pub disconnects: AtomicU64,
+    /// Jobs received.
     pub jobs: AtomicU64,
+    /// Shares sent.
     pub shares_sent: AtomicU64,
+    /// Shares accepted.
     pub accepted: AtomicU64,
+    /// Shares rejected.
     pub rejected: AtomicU64,
+    /// SV1 rejections by code slot ([`reject_slot_name`] names them).
     pub rejected_by_code: [AtomicU64; REJECT_SLOTS],
     /// Rejections in docs/metrics.md's vocabulary, in the order of `Reason::ALL`.
     rejected_by_reason: [AtomicU64; Reason::ALL.len()],
     /// SV2 rejections by the pool's error code (at most [`MAX_ERROR_CODES`] codes, the rest
     /// under "other").
     rejected_by_error_code: Mutex<BTreeMap<String, u64>>,
+    /// Shares sent that got no verdict.
     pub unanswered: AtomicU64,
+    /// Shares found and never sent.
     pub dropped: AtomicU64,
     /// Shares found and not yet settled: waiting to be written, or for their verdict. The drain
     /// at the end of a run waits for this to reach zero, so that a share found just before the
     /// run stops is sent and answered rather than counted as dropped or unanswered.
     pub in_flight: AtomicI64,
+    /// Shares that also met the network target.
     pub blocks: AtomicU64,
+    /// Header hashes computed.
     pub hashes: AtomicU64,
     /// Bytes the devices' sockets read and wrote: the fleet counts its own traffic
     /// (docs/metrics.md `roles.<name>.net_*_bytes`), reported as `LinkBytes` once a second.
     pub net_rx: AtomicU64,
+    /// Bytes the devices' sockets wrote.
     pub net_tx: AtomicU64,
+    /// Lines or frames from the pool the devices could not use.
     pub protocol_errors: AtomicU64,
     /// Submit-to-reply latency in microseconds.
     latency_us: Mutex<Histogram<u64>>,
@@ -148,6 +162,7 @@ impl LiveStats {
             .clone()
     }
 
+    /// Records one submit-to-reply latency, nanoseconds (kept in microseconds).
     pub fn record_latency(&self, latency_ns: u64) {
         let us = (latency_ns / 1000).max(1);
         if let Ok(mut h) = self.latency_us.lock() {
@@ -163,6 +178,7 @@ impl LiveStats {
             .unwrap_or_else(|e| e.into_inner().clone())
     }
 
+    /// Reads a counter (relaxed).
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Relaxed)
     }
@@ -187,7 +203,9 @@ impl LiveStats {
 /// `ShareSent` without its `ShareResult` as unanswered. With the sink disabled nothing is built:
 /// every event sits behind [`EventSink::is_enabled`].
 pub struct Tally<'a> {
+    /// The counters to update.
     pub stats: &'a LiveStats,
+    /// Where events go.
     pub events: &'a EventSink,
 }
 

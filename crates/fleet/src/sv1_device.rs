@@ -46,10 +46,12 @@ pub use crate::profile::Profile;
 /// Settings every device of one kind shares.
 #[derive(Clone, Debug)]
 pub struct Sv1Config {
+    /// The firmware the devices behave like.
     pub profile: Profile,
     /// The authorize user is this prefix followed by the device's index (`addr.rig` gives
     /// `addr.rig0`, `addr.rig1`, ...).
     pub worker_prefix: String,
+    /// The `mining.authorize` password.
     pub password: String,
     /// Sent as `mining.suggest_difficulty` after the authorize result.
     pub suggest_difficulty: Option<f64>,
@@ -67,9 +69,11 @@ pub struct Sv1Config {
     pub reply_timeout: Duration,
     /// Close when the pool sends nothing for this long (ZERO: never).
     pub silence_timeout: Duration,
+    /// Reconnect delays after a connection fails or closes.
     pub backoff: Backoff,
     /// Shares awaiting a verdict at most; beyond it the oldest counts as unanswered.
     pub max_in_flight: usize,
+    /// The `mining.subscribe` user agent.
     pub user_agent: String,
 }
 
@@ -94,15 +98,20 @@ impl Default for Sv1Config {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// SV1 device settings [`Sv1Shared::new`] refuses.
 pub enum ConfigError {
     #[error("worker prefix is {0} bytes; at most {MAX_WORKER_PREFIX}")]
+    /// The worker prefix (bytes given) is longer than [`MAX_WORKER_PREFIX`].
     WorkerPrefixTooLong(usize),
     #[error("suggested difficulty {0} is not a positive number")]
+    /// The suggested difficulty is zero, negative or not a number.
     SuggestDifficulty(f64),
     #[error("nonces per midstate must be 1 to 2^32, not {0}")]
+    /// The nonces per midstate are outside 1 to 2^32.
     NoncesPerMidstate(u64),
 }
 
+/// Longest worker prefix accepted, in bytes.
 pub const MAX_WORKER_PREFIX: usize = 128;
 
 /// The shared part of every device of one kind: settings plus the handshake lines.
@@ -114,6 +123,7 @@ pub const MAX_WORKER_PREFIX: usize = 128;
 /// (`tests/alloc.rs` checks it).
 #[derive(Debug)]
 pub struct Sv1Shared {
+    /// The settings the lines were built from.
     pub config: Sv1Config,
     mask: u32,
     configure_line: Vec<u8>,
@@ -146,6 +156,7 @@ pub const MAX_EXTRANONCE: usize = 32;
 const MAX_PENDING: usize = 64;
 
 impl Sv1Shared {
+    /// Checks `config` and serializes the handshake lines once.
     pub fn new(config: Sv1Config) -> Result<Arc<Self>, ConfigError> {
         if config.worker_prefix.len() > MAX_WORKER_PREFIX {
             return Err(ConfigError::WorkerPrefixTooLong(config.worker_prefix.len()));
@@ -396,14 +407,17 @@ impl Sv1Device {
         }
     }
 
+    /// The device's id in events.
     pub fn id(&self) -> u64 {
         self.id
     }
 
+    /// The device's position in the fleet, from 0.
     pub fn index(&self) -> u32 {
         self.index
     }
 
+    /// Whether a TCP connection is open.
     pub fn is_connected(&self) -> bool {
         self.phase == Phase::Connected
     }
@@ -418,10 +432,12 @@ impl Sv1Device {
         self.is_connected() && self.ready && self.has_job && self.close.is_none()
     }
 
+    /// The share difficulty in force (`mining.set_difficulty`).
     pub fn difficulty(&self) -> f64 {
         self.difficulty
     }
 
+    /// The share target in force.
     pub fn target(&self) -> Target {
         self.target
     }
@@ -431,14 +447,17 @@ impl Sv1Device {
         self.mask
     }
 
+    /// The pool's extranonce1 from the subscribe reply (empty before).
     pub fn extranonce1(&self) -> &[u8] {
         &self.extranonce1[..self.extranonce1_len as usize]
     }
 
+    /// The extranonce2 length the pool set, bytes.
     pub fn extranonce2_size(&self) -> usize {
         self.extranonce2_size as usize
     }
 
+    /// The current job's id; `None` before the first job.
     pub fn job_id(&self) -> Option<&str> {
         self.has_job.then(|| self.job.id.as_str())
     }

@@ -60,6 +60,7 @@ use crate::profile::{Profile, BIP320_MASK};
 /// Settings every SV2 device of one kind shares.
 #[derive(Clone, Debug)]
 pub struct Sv2Config {
+    /// The firmware the devices behave like.
     pub profile: Profile,
     /// The user identity is this prefix followed by the device's index; `None`: the profile's
     /// ([`Profile::sv2_user_prefix`]).
@@ -83,6 +84,7 @@ pub struct Sv2Config {
     pub reply_timeout: Duration,
     /// Close when the pool sends nothing for this long (ZERO: never).
     pub silence_timeout: Duration,
+    /// Reconnect delays after a connection fails or closes.
     pub backoff: Backoff,
     /// Shares awaiting a verdict at most; beyond it the oldest counts as unanswered.
     pub max_in_flight: usize,
@@ -115,20 +117,28 @@ impl Default for Sv2Config {
 }
 
 #[derive(Debug, thiserror::Error)]
+/// SV2 device settings [`Sv2Shared::new`] refuses.
 pub enum ConfigError {
     #[error("worker prefix is {0} bytes; at most {MAX_WORKER_PREFIX} (the user identity is at most 255 with the index)")]
+    /// The worker prefix (bytes given) is longer than [`MAX_WORKER_PREFIX`].
     WorkerPrefixTooLong(usize),
     #[error("nonces per midstate must be 1 to 2^32, not {0}")]
+    /// The nonces per midstate are outside 1 to 2^32.
     NoncesPerMidstate(u64),
     #[error("nominal hash rate {0} is not a non-negative number")]
+    /// The nominal hash rate is negative or not a number.
     NominalHashRate(f64),
     #[error("the maximum target is zero: no hash could meet it")]
+    /// The maximum target is zero.
     MaxTarget,
     #[error("authority public key: {0}")]
+    /// The authority public key is not a valid key.
     AuthorityKey(NoiseError),
     #[error(transparent)]
+    /// The authority public key's text does not decode.
     AuthorityKeyText(#[from] sv2::KeyError),
     #[error("setup message: {0}")]
+    /// A setup message does not encode (a field too long).
     Encode(#[from] EncodeError),
 }
 
@@ -159,6 +169,7 @@ const TX_OPEN: u8 = 2;
 /// message; only Noise encrypts per connection.
 #[derive(Debug)]
 pub struct Sv2Shared {
+    /// The settings the messages were built from.
     pub config: Sv2Config,
     prefix: String,
     flags: u32,
@@ -170,6 +181,7 @@ pub struct Sv2Shared {
 }
 
 impl Sv2Shared {
+    /// Checks `config` and encodes the setup messages once.
     pub fn new(config: Sv2Config) -> Result<Arc<Self>, ConfigError> {
         let prefix = config
             .worker_prefix
@@ -450,14 +462,17 @@ impl Sv2Device {
         }
     }
 
+    /// The device's id in events.
     pub fn id(&self) -> u64 {
         self.id
     }
 
+    /// The device's position in the fleet, from 0.
     pub fn index(&self) -> u32 {
         self.index
     }
 
+    /// Whether a TCP connection is open.
     pub fn is_connected(&self) -> bool {
         self.phase == Phase::Connected
     }
@@ -479,6 +494,7 @@ impl Sv2Device {
             .is_some_and(NoiseInitiator::handshake_done)
     }
 
+    /// The open channel's id; `None` until `OpenStandardMiningChannel.Success`.
     pub fn channel_id(&self) -> Option<u32> {
         self.channel
     }
@@ -488,6 +504,7 @@ impl Sv2Device {
         self.target.target
     }
 
+    /// The difficulty of the channel's current target.
     pub fn difficulty(&self) -> f64 {
         self.difficulty
     }

@@ -40,10 +40,13 @@ use tokio::sync::{broadcast, mpsc};
 use crate::profile::BIP320_MASK;
 
 #[derive(Clone, Debug)]
+/// How the SV2 test pool behaves.
 pub struct Sv2TestPoolConfig {
+    /// The authority keys its Noise certificates are signed with.
     pub keys: AuthorityKeys,
     /// Every channel's target (or the device's maximum target, when that is lower).
     pub target: Target,
+    /// Network target of the jobs, compact form.
     pub nbits: u32,
     /// Accepted shares acknowledged per `SubmitShares.Success` (1: each one).
     pub batch_size: u32,
@@ -69,16 +72,25 @@ impl Default for Sv2TestPoolConfig {
 /// What the pool saw.
 #[derive(Default, Debug)]
 pub struct Sv2TestPoolStats {
+    /// TCP connections accepted.
     pub connections: AtomicU64,
+    /// Standard channels opened.
     pub channels: AtomicU64,
+    /// Shares accepted.
     pub valid: AtomicU64,
+    /// Of the accepted, blocks (they met `nbits`).
     pub blocks: AtomicU64,
+    /// Rejected `stale-share`: on a job of an earlier tip.
     pub stale: AtomicU64,
+    /// Rejected `duplicate-share`.
     pub duplicate: AtomicU64,
+    /// Rejected `difficulty-too-low`.
     pub low_difficulty: AtomicU64,
+    /// Rejected `invalid-job-id`.
     pub invalid_job: AtomicU64,
     /// Version bits outside what the pool allowed, or a time before the job's.
     pub invalid: AtomicU64,
+    /// Frames or messages that did not decode.
     pub malformed: AtomicU64,
     /// Valid shares whose version differs from their job's.
     pub rolled: AtomicU64,
@@ -237,12 +249,14 @@ pub struct Sv2TestPoolCore {
 pub struct Sv2TestConn(Conn);
 
 impl Sv2TestPoolCore {
+    /// A pool with no connections; the caller feeds it their bytes.
     pub fn new(config: Sv2TestPoolConfig) -> Sv2TestPoolCore {
         Sv2TestPoolCore {
             shared: Shared::new(config),
         }
     }
 
+    /// What it saw so far.
     pub fn stats(&self) -> &Sv2TestPoolStats {
         &self.shared.stats
     }
@@ -296,10 +310,12 @@ impl Sv2TestPool {
         Ok(Sv2TestPool { addr, shared, task })
     }
 
+    /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// What it saw so far.
     pub fn stats(&self) -> &Sv2TestPoolStats {
         &self.shared.stats
     }

@@ -22,9 +22,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
 #[derive(Clone, Debug)]
+/// How the SV1 test pool behaves.
 pub struct TestPoolConfig {
     /// Share difficulty sent after authorize.
     pub difficulty: f64,
+    /// Extranonce2 bytes each device rolls.
     pub extranonce2_size: usize,
     /// The pool's version-rolling mask (granted: miner's mask AND this).
     pub version_mask: u32,
@@ -52,11 +54,17 @@ impl Default for TestPoolConfig {
 /// What the pool saw.
 #[derive(Default, Debug)]
 pub struct TestPoolStats {
+    /// TCP connections accepted.
     pub connections: AtomicU64,
+    /// Shares accepted.
     pub valid: AtomicU64,
+    /// Rejected low difficulty (23).
     pub low_difficulty: AtomicU64,
+    /// Rejected for an unknown job (21).
     pub stale: AtomicU64,
+    /// Rejected as duplicates (22).
     pub duplicate: AtomicU64,
+    /// Lines or submits that did not parse.
     pub malformed: AtomicU64,
     /// Valid shares whose version bits were non-zero.
     pub rolled: AtomicU64,
@@ -135,10 +143,12 @@ impl TestPool {
         Ok(TestPool { addr, shared, task })
     }
 
+    /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
 
+    /// What it saw so far.
     pub fn stats(&self) -> &TestPoolStats {
         &self.shared.stats
     }

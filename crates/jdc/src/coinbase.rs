@@ -18,12 +18,16 @@ const WITNESS: [u8; 34] = {
     w
 };
 
+/// Why a template's coinbase could not be built in the JDS's or the pool's shape.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CoinbaseError {
+    /// The template's `coinbase_tx_outputs` are not consensus-serialized outputs.
     #[error("the provider's coinbase outputs do not decode: {0}")]
     ProviderOutputs(String),
+    /// The extranonce (bytes given) is longer than one direct push (75 bytes) can carry.
     #[error("extranonce of {0} bytes does not fit a direct push")]
     ExtranonceTooLong(usize),
+    /// The scriptSig (bytes given) is outside what consensus allows a coinbase.
     #[error("scriptSig of {0} bytes is outside 2..=100")]
     ScriptSigSize(usize),
 }
@@ -31,12 +35,15 @@ pub enum CoinbaseError {
 /// The coinbase as `SetCustomMiningJob` carries it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CustomCoinbase {
+    /// `coinbase_tx_version`: the transaction's version.
     pub tx_version: u32,
     /// The scriptSig up to the extranonce (the pool appends its channel's full extranonce).
     pub script_prefix: Vec<u8>,
+    /// `coinbase_tx_input_nSequence`: the coinbase input's sequence.
     pub sequence: u32,
     /// CompactSize-prefixed, consensus-serialized outputs (what the reference pool decodes).
     pub outputs: Vec<u8>,
+    /// `coinbase_tx_locktime`.
     pub locktime: u32,
     /// The decoded outputs, for the token's digest.
     pub outputs_list: Vec<TxOut>,
@@ -46,8 +53,11 @@ pub struct CustomCoinbase {
 /// (marker, flag, witness) in place when the block commits to witnesses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeclaredCoinbase {
+    /// `coinbase_tx_prefix`: the serialized transaction up to the extranonce.
     pub prefix: Vec<u8>,
+    /// `coinbase_tx_suffix`: the serialized transaction after the extranonce.
     pub suffix: Vec<u8>,
+    /// Marker, flag and witness are in `prefix` and `suffix` (the block commits to witnesses).
     pub segwit: bool,
 }
 

@@ -22,6 +22,7 @@ use sv2::messages::{JobDeclaration, Message};
 /// A transaction of a declared template.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxData {
+    /// The transaction's wtxid, internal byte order (what `wtxid_list` carries).
     pub wtxid: [u8; 32],
     /// Serialized with witness data.
     pub data: Vec<u8>,
@@ -32,19 +33,26 @@ pub struct TxData {
 pub struct Declaration {
     /// The embedded engine's generation the template opened: what answers name.
     pub generation: u64,
+    /// The block header version the template asks for.
     pub version: u32,
+    /// `DeclareMiningJob.coinbase_tx_prefix` ([`crate::coinbase::DeclaredCoinbase::prefix`]).
     pub coinbase_prefix: Vec<u8>,
+    /// `DeclareMiningJob.coinbase_tx_suffix`.
     pub coinbase_suffix: Vec<u8>,
+    /// The template's transactions in block order, coinbase excluded.
     pub txs: Arc<[TxData]>,
 }
 
+/// How the [`Declarer`] talks to the JDS.
 #[derive(Clone, Debug)]
 pub struct DeclarerConfig {
     /// `AllocateMiningJobToken.user_identifier`.
     pub user_identifier: String,
     /// Tokens kept in hand beyond the one being used.
     pub spare_tokens: usize,
+    /// `SetupConnection.endpoint_host`: the JDS's address as the JDC dialled it.
     pub endpoint_host: String,
+    /// `SetupConnection.endpoint_port`.
     pub endpoint_port: u16,
 }
 
@@ -59,38 +67,53 @@ impl Default for DeclarerConfig {
     }
 }
 
+/// What the [`Declarer`] asks of its shell, or tells it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum DeclarerEvent {
+    /// A message for the JDS.
     Send(Message),
     /// The JDS's first token came with the pool's outputs; the first is the pool payout.
     PoolOutputs(Vec<TxOut>),
     /// The JDS accepted the declaration: this token makes the job the pool's.
     Declared {
+        /// The declared template's generation ([`Declaration::generation`]).
         generation: u64,
+        /// `DeclareMiningJob.Success.new_mining_job_token`, for `SetCustomMiningJob`.
         token: Vec<u8>,
     },
     /// The JDS refused it (a reason to fall back, spec 6.2).
     Refused {
+        /// The refused template's generation.
         generation: u64,
+        /// `DeclareMiningJob.Error.error_code`.
         code: String,
+        /// `error_details`, lossily decoded as text.
         details: String,
     },
 }
 
+/// Why the JDS connection cannot go on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DeclarerError {
+    /// `SetupConnection.Error`, with its error code.
     #[error("JDS refused SetupConnection: {0}")]
     SetupRefused(String),
+    /// A Job Declaration message (named) came before the connection was set up.
     #[error("{0} before SetupConnection.Success")]
     BeforeSetup(&'static str),
+    /// `AllocateMiningJobToken.Success.coinbase_outputs` are not serialized outputs.
     #[error("the JDS's coinbase outputs do not decode: {0}")]
     Outputs(String),
+    /// The JDS's outputs are empty: no pool payout to pay.
     #[error("the JDS's coinbase outputs name no pool payout output")]
     NoPayout,
+    /// A message (named) only a JDS receives, or of another protocol.
     #[error("JDS sent {0}, which a client never receives")]
     Unexpected(&'static str),
 }
 
+/// The Job Declaration client's state: setup, tokens in hand and asked for, declarations in
+/// flight. Feed it the JDS's messages and the templates; send what its events say.
 pub struct Declarer {
     cfg: DeclarerConfig,
     ready: bool,
@@ -106,6 +129,7 @@ pub struct Declarer {
 }
 
 impl Declarer {
+    /// A client not set up yet; send [`Declarer::setup_connection`] first.
     pub fn new(cfg: DeclarerConfig) -> Declarer {
         Declarer {
             cfg,
@@ -137,6 +161,7 @@ impl Declarer {
         .into()
     }
 
+    /// Set up, and the pool's outputs known: declarations can go out.
     pub fn is_ready(&self) -> bool {
         self.ready && self.pool_outputs.is_some()
     }
@@ -154,6 +179,7 @@ impl Declarer {
         self.allocating
     }
 
+    /// Declarations sent and not answered yet.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
@@ -213,6 +239,7 @@ impl Declarer {
         self.in_flight.insert(request_id, d);
     }
 
+    /// One message from the JDS; an error means the connection cannot go on.
     pub fn on_message(&mut self, m: Message) -> Result<Vec<DeclarerEvent>, DeclarerError> {
         let mut out = Vec::new();
         match m {

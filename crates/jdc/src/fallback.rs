@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+/// When the [`Fallback`] policy gives up on the pool.
 #[derive(Clone, Debug)]
 pub struct FallbackConfig {
     /// Non-stale rejections of shares on accepted jobs, in a row, that make the pool dishonest.
@@ -32,11 +33,22 @@ impl Default for FallbackConfig {
 /// Why the JDC left its pool.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FallbackReason {
+    /// The JDS refused a `DeclareMiningJob` (its error code).
     DeclarationRefused(String),
+    /// The pool refused a `SetCustomMiningJob` (its error code).
     JobRefused(String),
-    SharesRejected { code: String, in_a_row: u32 },
+    /// The pool rejected non-stale shares on accepted jobs, too many in a row.
+    SharesRejected {
+        /// The last rejection's error code.
+        code: String,
+        /// How many in a row.
+        in_a_row: u32,
+    },
+    /// The JDS did not answer a token request within [`FallbackConfig::token_timeout`].
     TokenTimeout,
+    /// The JDS connection failed (why).
     JdsLost(String),
+    /// The pool connection failed (why).
     PoolLost(String),
 }
 
@@ -71,6 +83,7 @@ pub struct Fallback {
 }
 
 impl Fallback {
+    /// A policy that has not decided.
     pub fn new(cfg: FallbackConfig) -> Fallback {
         Fallback {
             cfg,
@@ -93,18 +106,22 @@ impl Fallback {
         Some(r)
     }
 
+    /// The JDS refused a declaration: always a reason to leave.
     pub fn declaration_refused(&mut self, code: &str) -> Option<FallbackReason> {
         self.decide(FallbackReason::DeclarationRefused(code.to_owned()))
     }
 
+    /// The pool refused a declared job: always a reason to leave.
     pub fn job_refused(&mut self, code: &str) -> Option<FallbackReason> {
         self.decide(FallbackReason::JobRefused(code.to_owned()))
     }
 
+    /// The pool accepted a share: the run of rejections starts over.
     pub fn share_accepted(&mut self) {
         self.rejected_in_a_row = 0;
     }
 
+    /// The pool rejected a share; `stale` ones (the tip moved) never count.
     pub fn share_rejected(&mut self, code: &str, stale: bool) -> Option<FallbackReason> {
         if stale {
             return None;
@@ -136,6 +153,7 @@ impl Fallback {
             .filter(|_| self.decided.is_none())
     }
 
+    /// Checks the token deadline at `now_ms` (the same clock as [`Fallback::token_asked`]).
     pub fn on_tick(&mut self, now_ms: u64) -> Option<FallbackReason> {
         match self.next_deadline() {
             Some(d) if now_ms >= d => self.decide(FallbackReason::TokenTimeout),
@@ -143,10 +161,12 @@ impl Fallback {
         }
     }
 
+    /// The JDS connection failed.
     pub fn jds_lost(&mut self, why: &str) -> Option<FallbackReason> {
         self.decide(FallbackReason::JdsLost(why.to_owned()))
     }
 
+    /// The pool connection failed.
     pub fn pool_lost(&mut self, why: &str) -> Option<FallbackReason> {
         self.decide(FallbackReason::PoolLost(why.to_owned()))
     }

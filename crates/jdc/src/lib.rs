@@ -14,6 +14,9 @@
 //!
 //! The sans-IO parts take messages in and give messages out; the shell owns the sockets.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod coinbase;
 pub mod declarer;
 pub mod fallback;

@@ -18,14 +18,18 @@ use sv2::messages::{Message, Mining};
 
 use crate::coinbase::CustomCoinbase;
 
+/// How the [`PoolChannel`] sets up its connection and channel, and how much it holds.
 #[derive(Clone, Debug)]
 pub struct PoolChannelConfig {
+    /// `OpenExtendedMiningChannel.user_identity`: the account the pool credits.
     pub user_identity: String,
     /// What the devices behind the JDC hash, per second.
     pub nominal_hash_rate: f32,
     /// Extranonce bytes the JDC needs to give every downstream channel its own range.
     pub min_extranonce_size: u16,
+    /// `SetupConnection.endpoint_host`: the pool's address as the JDC dialled it.
     pub endpoint_host: String,
+    /// `SetupConnection.endpoint_port`.
     pub endpoint_port: u16,
     /// Shares held for jobs the pool has not confirmed yet, at most.
     pub max_held_shares: usize,
@@ -50,60 +54,87 @@ impl Default for PoolChannelConfig {
 /// A declared job, ready for `SetCustomMiningJob`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CustomJob {
+    /// The embedded engine's generation the template opened.
     pub generation: u64,
     /// From `DeclareMiningJob.Success`.
     pub token: Vec<u8>,
+    /// The block header version.
     pub version: u32,
+    /// The previous block's hash (internal byte order).
     pub prev_hash: Hash256,
+    /// `SetCustomMiningJob.min_ntime`: the earliest header time, Unix seconds.
     pub min_ntime: u32,
+    /// The header's compact target.
     pub nbits: u32,
+    /// The coinbase's fields as `SetCustomMiningJob` carries them.
     pub coinbase: CustomCoinbase,
+    /// The merkle branch from the coinbase to the root (internal byte order).
     pub merkle_path: Vec<[u8; 32]>,
 }
 
 /// The pool's answer to the channel request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OpenedChannel {
+    /// The channel's id, in every message on it.
     pub channel_id: u32,
+    /// The pool's part of the extranonce; every share's extranonce starts with it.
     pub extranonce_prefix: Vec<u8>,
     /// Bytes after the prefix that are the JDC's to fill.
     pub extranonce_size: usize,
+    /// The share target the pool set for the channel.
     pub target: Target,
 }
 
+/// What the [`PoolChannel`] asks of its shell, or tells it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PoolEvent {
+    /// A message for the pool.
     Send(Message),
+    /// The pool opened the channel.
     Opened(OpenedChannel),
+    /// The pool accepted a declared job (`SetCustomMiningJob.Success`).
     JobSet {
+        /// The template's generation.
         generation: u64,
+        /// The pool's job id for it, which shares are submitted under.
         job_id: u32,
     },
     /// The pool refused a declared job (a reason to fall back, spec 6.2).
     JobRefused {
+        /// The template's generation.
         generation: u64,
+        /// `SetCustomMiningJob.Error.error_code`.
         code: String,
     },
     /// The pool rejected a share the devices found on a job it had accepted.
     ShareRejected {
+        /// The generation the share was mined on.
         generation: u64,
+        /// `SubmitShares.Error.error_code`.
         code: String,
     },
+    /// The pool set a new share target for the channel (`SetTarget`).
     TargetChanged(Target),
     /// Jobs set from now on get this prefix; downstream extranonce ranges move with it.
     PrefixChanged(Vec<u8>),
 }
 
+/// Why the pool connection cannot go on.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PoolChannelError {
+    /// `SetupConnection.Error`, with its error code.
     #[error("pool refused SetupConnection: {0}")]
     SetupRefused(String),
+    /// `OpenMiningChannel.Error`, with its error code.
     #[error("pool refused the channel: {0}")]
     OpenRefused(String),
+    /// A channel message (named) came before the channel was open.
     #[error("{0} before the channel is open")]
     NotOpen(&'static str),
+    /// `CloseChannel`, with its reason code.
     #[error("pool closed the channel: {0}")]
     Closed(String),
+    /// A message (named) only a pool receives, or of another protocol.
     #[error("pool sent {0}, which a client never receives")]
     Unexpected(&'static str),
 }
@@ -111,10 +142,15 @@ pub enum PoolChannelError {
 /// Counters for the status page and the summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PoolChannelStats {
+    /// Declared jobs the pool accepted.
     pub jobs_set: u64,
+    /// Declared jobs the pool refused.
     pub jobs_refused: u64,
+    /// Shares submitted to the pool.
     pub shares_submitted: u64,
+    /// Of those, accepted.
     pub shares_accepted: u64,
+    /// Of those, rejected (stale ones included).
     pub shares_rejected: u64,
     /// Of the rejected: on a job the pool no longer took (a block moved the tip in between).
     pub shares_stale: u64,
@@ -157,6 +193,9 @@ enum Phase {
 
 const OPEN_REQUEST: u32 = 1;
 
+/// The JDC's extended channel to the pool: setup, the declared jobs set on it, the devices'
+/// shares held and submitted. Feed it the pool's messages, jobs and shares; send what its
+/// events say.
 pub struct PoolChannel {
     cfg: PoolChannelConfig,
     phase: Phase,
@@ -169,10 +208,12 @@ pub struct PoolChannel {
     next_seq: u32,
     /// Submitted shares awaiting a verdict, oldest first: sequence number, generation.
     in_flight: VecDeque<(u32, u64)>,
+    /// What the channel did so far.
     pub stats: PoolChannelStats,
 }
 
 impl PoolChannel {
+    /// A channel not set up yet; send [`PoolChannel::setup_connection`] first.
     pub fn new(cfg: PoolChannelConfig) -> PoolChannel {
         PoolChannel {
             cfg,
@@ -204,6 +245,7 @@ impl PoolChannel {
         .into()
     }
 
+    /// The channel as the pool opened it; `None` until then.
     pub fn opened(&self) -> Option<&OpenedChannel> {
         match &self.phase {
             Phase::Open(o) => Some(o),
@@ -211,6 +253,7 @@ impl PoolChannel {
         }
     }
 
+    /// Shares held for jobs the pool has not confirmed yet.
     pub fn held(&self) -> usize {
         self.held.len()
     }
@@ -224,6 +267,7 @@ impl PoolChannel {
             .map(|(_, j)| *j)
     }
 
+    /// One message from the pool; an error means the connection cannot go on.
     pub fn on_message(&mut self, m: Message) -> Result<Vec<PoolEvent>, PoolChannelError> {
         let mut out = Vec::new();
         match (&self.phase, m) {

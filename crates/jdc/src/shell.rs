@@ -54,22 +54,30 @@ use crate::pool_channel::{
 /// Where the JDC's upstreams are.
 #[derive(Clone, Debug)]
 pub struct Upstream {
+    /// The server's address.
     pub addr: SocketAddr,
     /// The authority key the server's certificate must be signed with; `None` accepts any.
     pub authority: Option<[u8; 32]>,
 }
 
+/// Everything a JDC needs to start.
 #[derive(Clone, Debug)]
 pub struct JdcSettings {
     /// The embedded pool: its template provider (`tp`) must be the farm's node, its SV2 listen
     /// address is where the devices (or the translator) connect. Its payout and extranonce
     /// layout are set by the JDC from what the JDS and the pool say.
     pub pool: PoolSettings,
+    /// The pool's Job Declarator Server.
     pub jds: Upstream,
+    /// The pool's SV2 mining endpoint, where the JDC opens its channel.
     pub upstream: Upstream,
+    /// How declarations are made.
     pub declarer: DeclarerConfig,
+    /// The channel to the pool.
     pub channel: PoolChannelConfig,
+    /// How long each connection (TCP and Noise handshake) may take.
     pub connect_timeout: Duration,
+    /// When the JDC leaves its pool.
     pub fallback: FallbackConfig,
     /// Where the coinbase pays once the JDC has left its pool (solo mining on the farm's own
     /// templates); without it the devices keep mining jobs that pay the pool, which nobody
@@ -77,34 +85,56 @@ pub struct JdcSettings {
     pub fallback_payout: Option<ScriptBuf>,
 }
 
+/// Why the JDC could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum JdcError {
+    /// The TCP connection to an upstream failed.
     #[error("{what} {addr}: {source}")]
     Connect {
+        /// Which upstream ("JDS" or "pool").
         what: &'static str,
+        /// Its address.
         addr: SocketAddr,
+        /// The socket's error.
         source: std::io::Error,
     },
+    /// The connection to an upstream took longer than [`JdcSettings::connect_timeout`].
     #[error("{what} {addr}: connect timed out")]
     ConnectTimeout {
+        /// Which upstream.
         what: &'static str,
+        /// Its address.
         addr: SocketAddr,
     },
+    /// The Noise handshake or framing with an upstream failed.
     #[error("{what}: {source}")]
     Transport {
+        /// Which upstream.
         what: &'static str,
+        /// The transport's error.
         source: TransportError,
     },
+    /// The JDS broke the protocol or refused the setup.
     #[error("JDS: {0}")]
     Declarer(#[from] DeclarerError),
+    /// The pool broke the protocol, or refused the setup or the channel.
     #[error("pool: {0}")]
     Channel(#[from] PoolChannelError),
+    /// [`JdcSettings::pool`] names no template provider.
     #[error("the embedded pool needs a Template Provider (the farm's node)")]
     NoTemplateProvider,
     #[error("the pool's extranonce prefix ({prefix} bytes) leaves {size} bytes; the JDC needs at least 5 for its own channels")]
-    Extranonce { prefix: usize, size: usize },
+    /// The pool's channel leaves too little extranonce for the JDC's own channels.
+    Extranonce {
+        /// The pool's prefix, bytes.
+        prefix: usize,
+        /// The bytes after it, the JDC's to fill.
+        size: usize,
+    },
+    /// The embedded pool failed to start or stop.
     #[error("embedded pool: {0}")]
     Pool(#[from] pool::service::ServiceError),
+    /// Start-up did not finish in time (the limit given).
     #[error("the JDS and the pool were not both set up within {0:?}")]
     JoinTimeout(Duration),
 }
@@ -112,10 +142,16 @@ pub enum JdcError {
 /// What the JDC has done, for its status line and summary.
 #[derive(Clone, Debug, Default)]
 pub struct JdcStats {
+    /// The pool channels' counts, summed over rejoins.
     pub channel: PoolChannelStats,
+    /// Templates the JDS accepted as declared.
     pub declared: u64,
+    /// Declarations the JDS refused.
     pub declarations_refused: u64,
+    /// Templates never declared because the node's transaction data did not come or did not
+    /// decode.
     pub tx_data_failed: u64,
+    /// Blocks sent to the JDS as `PushSolution`.
     pub solutions_pushed: u64,
     /// Of those, blocks found while the JDS was away and pushed when it returned.
     pub solutions_pushed_late: u64,
@@ -129,6 +165,7 @@ pub struct JdcStats {
     pub rejoined: u64,
     /// Rejoin attempts that failed, and why the latest did.
     pub rejoin_failures: u64,
+    /// Why the latest rejoin attempt failed; `None` if none did.
     pub rejoin_error: Option<String>,
 }
 
@@ -163,10 +200,12 @@ impl JdcStats {
 
 /// A started JDC. [`RunningJdc::shutdown`] stops it.
 pub struct RunningJdc {
+    /// The embedded pool the devices connect to.
     pub pool: RunningPool,
     /// The pool payout script the devices' coinbases paid at start, and the pool channel's
     /// extranonce prefix then (a rejoin may bring others: `/api/status` says).
     pub payout: ScriptBuf,
+    /// The pool channel's extranonce prefix at start.
     pub extranonce_prefix: Vec<u8>,
     stats: Arc<Mutex<JdcStats>>,
     stop: watch::Sender<bool>,
@@ -174,10 +213,12 @@ pub struct RunningJdc {
 }
 
 impl RunningJdc {
+    /// What the JDC has done so far.
     pub fn stats(&self) -> JdcStats {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Stops the JDC's task, then the embedded pool.
     pub async fn shutdown(self) -> Result<(), JdcError> {
         let _ = self.stop.send(true);
         let _ = self.task.await;

@@ -16,7 +16,9 @@ use crate::mempool::txid;
 /// A job the JDS vouched for: what a solution needs to become a block.
 #[derive(Clone, Debug)]
 pub struct DeclaredJob {
+    /// `DeclareMiningJob.request_id` of the declaration.
     pub request_id: u32,
+    /// The declared coinbase, parsed.
     pub coinbase: DeclaredCoinbase,
     /// The block's transactions after the coinbase, in order.
     pub txs: Vec<Arc<Transaction>>,
@@ -27,14 +29,18 @@ pub struct DeclaredJob {
 /// A block ready for `submitblock`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FoundBlock {
+    /// The block hash, internal byte order.
     pub hash: Hash256,
+    /// The BIP34 height read from the coinbase's scriptSig; `None` when it holds none.
     pub height: Option<u32>,
     /// The header's hash meets the header's own nBits.
     pub meets_target: bool,
+    /// The block consensus-serialized (`submitblock` sends it hex-encoded).
     pub bytes: Vec<u8>,
 }
 
 impl DeclaredJob {
+    /// The job declared by `request_id`, its txids computed from `txs`.
     pub fn new(
         request_id: u32,
         coinbase: DeclaredCoinbase,

@@ -17,38 +17,58 @@ pub const MAX_EXTRANONCE: usize = 32;
 /// code, the `Display` text its details.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CoinbaseError {
+    /// The prefix ends before the named field.
     #[error("coinbase prefix is cut short before {0}")]
     PrefixTooShort(&'static str),
+    /// More or fewer than one input.
     #[error("coinbase has {0} inputs, a coinbase has one")]
     InputCount(u64),
+    /// The prefix holds more scriptSig bytes than the scriptSig's declared length.
     #[error("coinbase prefix holds {in_prefix} scriptSig bytes of the {declared} it declares")]
-    ScriptSigOverrun { declared: u64, in_prefix: usize },
+    ScriptSigOverrun {
+        /// The scriptSig length the prefix declares.
+        declared: u64,
+        /// The scriptSig bytes the prefix holds.
+        in_prefix: usize,
+    },
+    /// The implied extranonce is longer than [`MAX_EXTRANONCE`].
     #[error(
         "implied extranonce is {0} bytes, more than the {MAX_EXTRANONCE} PushSolution carries"
     )]
     ExtranonceTooLong(usize),
+    /// The bytes around the extranonce are not one transaction.
     #[error("coinbase does not parse: {0}")]
     Parse(String),
+    /// The input does not spend the null outpoint.
     #[error("the input does not spend the null outpoint: not a coinbase")]
     NotCoinbase,
+    /// The outputs' values overflow a u64 of satoshis.
     #[error("coinbase outputs add up to more than 2^64 - 1 sats")]
     ValueOverflow,
+    /// The scriptSig is outside consensus's 2 to 100 bytes.
     #[error("coinbase scriptSig is {0} bytes; consensus allows 2 to 100")]
     ScriptSigLength(usize),
+    /// A witness commitment without the witness reserved value (BIP141).
     #[error("coinbase commits to witnesses but its input has no 32-byte witness reserved value")]
     NoReservedValue,
+    /// Witness data on the input without a witness commitment (BIP141).
     #[error("coinbase input has witness data but the coinbase commits to no witnesses")]
     UnexpectedWitness,
+    /// The witness commitment is not the one the declared wtxids give.
     #[error("witness commitment {declared} does not match the declared wtxids ({expected})")]
     CommitmentMismatch {
+        /// The commitment the coinbase carries.
         declared: Hash256,
+        /// The commitment computed from `DeclareMiningJob.wtxid_list`.
         expected: Hash256,
     },
+    /// No output pays the pool's payout script more than zero.
     #[error("no output pays the pool payout script with a value above zero")]
     NoPoolPayout,
 }
 
 impl CoinbaseError {
+    /// The `DeclareMiningJob.Error` code this refusal is sent with.
     pub fn code(&self) -> &'static str {
         use crate::session::error_code;
         match self {
@@ -65,11 +85,15 @@ impl CoinbaseError {
 /// A declared coinbase that parsed and is a coinbase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeclaredCoinbase {
+    /// `coinbase_tx_prefix` as declared.
     pub prefix: Vec<u8>,
+    /// `coinbase_tx_suffix` as declared.
     pub suffix: Vec<u8>,
+    /// The implied extranonce's length in bytes (at most [`MAX_EXTRANONCE`]).
     pub extranonce_len: usize,
     /// The transaction with an all-zero extranonce (its outputs are what the job pays).
     pub tx: Transaction,
+    /// What the coinbase says: height, outputs' value, witness commitment.
     pub info: CoinbaseInfo,
 }
 
@@ -111,6 +135,7 @@ impl DeclaredCoinbase {
         })
     }
 
+    /// The coinbase's outputs.
     pub fn outputs(&self) -> &[TxOut] {
         &self.tx.output
     }

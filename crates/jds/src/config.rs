@@ -17,6 +17,7 @@ pub struct JdsConfig {
     /// `allocation_burst`; a connection asking faster is closed. A JDC allocates about one token
     /// per template, so the default (10/s after 50) only stops a runaway client.
     pub allocations_per_second: f64,
+    /// Token allocations a connection may make at once before the rate applies.
     pub allocation_burst: f64,
     /// How long a declaration may wait for `ProvideMissingTransactions.Success` before it is
     /// refused with `missing-txs`.
@@ -26,6 +27,7 @@ pub struct JdsConfig {
 }
 
 impl JdsConfig {
+    /// The defaults, paying into `payout_script`.
     pub fn new(payout_script: ScriptBuf) -> JdsConfig {
         JdsConfig {
             payout_script,

@@ -130,21 +130,21 @@ const SCRIPT_SIG_MAX: usize = 100;
 
 /// Operation bytes of [`jds_session`] (the low four bits; bit 7 picks the connection).
 mod op {
-    pub const RAW: u8 = 0;
-    pub const SETUP: u8 = 1;
-    pub const ALLOCATE: u8 = 2;
-    pub const DECLARE: u8 = 3;
-    pub const PROVIDE: u8 = 6;
-    pub const PUSH: u8 = 8;
-    pub const UNEXPECTED: u8 = 9;
-    pub const CLOCK: u8 = 10;
-    pub const MEMPOOL: u8 = 12;
-    pub const HANG_UP: u8 = 14;
-    pub const END: u8 = 15;
+    pub(crate) const RAW: u8 = 0;
+    pub(crate) const SETUP: u8 = 1;
+    pub(crate) const ALLOCATE: u8 = 2;
+    pub(crate) const DECLARE: u8 = 3;
+    pub(crate) const PROVIDE: u8 = 6;
+    pub(crate) const PUSH: u8 = 8;
+    pub(crate) const UNEXPECTED: u8 = 9;
+    pub(crate) const CLOCK: u8 = 10;
+    pub(crate) const MEMPOOL: u8 = 12;
+    pub(crate) const HANG_UP: u8 = 14;
+    pub(crate) const END: u8 = 15;
     /// With [`CLOCK`]: the clock steps back.
-    pub const BACK: u8 = 0x10;
+    pub(crate) const BACK: u8 = 0x10;
     /// The second connection.
-    pub const CONN1: u8 = 0x80;
+    pub(crate) const CONN1: u8 = 0x80;
 }
 
 /// The input, read front to back; past its end every read is zero.
@@ -1704,6 +1704,7 @@ pub mod script {
             }
         }
 
+        /// The script's bytes, the input [`super::jds_session`] takes.
         pub fn build(self) -> Vec<u8> {
             self.bytes
         }
@@ -1741,6 +1742,7 @@ pub mod script {
             self.op(op::SETUP, &[sel])
         }
 
+        /// `AllocateMiningJobToken` with request id `request_id`.
         pub fn allocate(self, request_id: u8) -> Self {
             self.op(op::ALLOCATE, &[request_id, 0])
         }
@@ -1773,6 +1775,7 @@ pub mod script {
             self.op(op::PUSH, &args)
         }
 
+        /// A message a JDS never receives, picked by `which`.
         pub fn unexpected(self, which: u8) -> Self {
             self.op(op::UNEXPECTED, &[which])
         }
@@ -1797,10 +1800,12 @@ pub mod script {
             self.op(op::MEMPOOL, &[tx & 15 | if remove { 0x80 } else { 0 }])
         }
 
+        /// The connection closes.
         pub fn hang_up(self) -> Self {
             self.op(op::HANG_UP, &[])
         }
 
+        /// The script ends here; the bytes after are not read.
         pub fn end(self) -> Self {
             self.op(op::END, &[])
         }

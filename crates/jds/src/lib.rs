@@ -21,6 +21,9 @@
 //! - [`shell`]: the tokio server (Noise NX responder, one task per connection) and the node
 //!   side (mempool refresh over JSON-RPC, `submitblock`).
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod block;
 pub mod coinbase;
 pub mod config;
@@ -41,6 +44,7 @@ pub use tokens::TokenIssuer;
 pub struct UnixMillis(pub u64);
 
 impl UnixMillis {
+    /// The system clock now.
     pub fn now() -> UnixMillis {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -48,6 +52,7 @@ impl UnixMillis {
         UnixMillis(d.as_millis() as u64)
     }
 
+    /// `d` later (whole milliseconds, saturating).
     pub fn plus(self, d: std::time::Duration) -> UnixMillis {
         UnixMillis(self.0.saturating_add(d.as_millis() as u64))
     }

@@ -12,6 +12,7 @@ use primitives::Hash256;
 
 /// Transactions by wtxid (internal byte order, as `DeclareMiningJob.wtxid_list` carries them).
 pub trait Mempool {
+    /// The transaction with this wtxid; `None` when the mempool lacks it.
     fn get(&self, wtxid: &Hash256) -> Option<Arc<Transaction>>;
 }
 

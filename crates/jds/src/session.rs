@@ -51,12 +51,14 @@ use crate::UnixMillis;
 /// outputs travel in `coinbase_tx_suffix`).
 pub mod error_code {
     pub use sv2::messages::job_declaration::error_code::*;
+    /// The code for a coinbase that pays the pool's payout script nothing.
     pub const INVALID_COINBASE_OUTPUTS: &str = "invalid-job-param-value-coinbase-tx-suffix";
 }
 
 /// What the shell does for the session.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Output {
+    /// Send this message to the JDC.
     Send(Message),
     /// Submit to the pool-side node (`submitblock`).
     SubmitBlock(FoundBlock),
@@ -69,6 +71,7 @@ pub enum Close {
     Setup(&'static str),
     /// Token allocations faster than allowed.
     Rate,
+    /// A message out of place or malformed; the text says which.
     Protocol(String),
 }
 
@@ -86,10 +89,15 @@ impl Close {
 /// What a session did, for the role's summary.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SessionStats {
+    /// `AllocateMiningJobToken.Success`es sent.
     pub tokens_allocated: u64,
+    /// Declarations vouched for (`DeclareMiningJob.Success`).
     pub jobs_declared: u64,
+    /// Declarations refused (`DeclareMiningJob.Error`).
     pub jobs_refused: u64,
+    /// Transactions asked for in `ProvideMissingTransactions`.
     pub txs_requested: u64,
+    /// `PushSolution`s received.
     pub solutions: u64,
     /// Solutions that could not become a block: no declared job, wrong extranonce length,
     /// a hash above the target.
@@ -135,6 +143,7 @@ struct Bucket {
     last: UnixMillis,
 }
 
+/// One JDC connection, sans-IO: feed it messages and ticks, drain what it wants sent and submitted.
 pub struct Session {
     conn: u64,
     cfg: Arc<JdsConfig>,
@@ -149,6 +158,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session for connection `conn`, before `SetupConnection`.
     pub fn new(conn: u64, cfg: Arc<JdsConfig>, tokens: Arc<TokenIssuer>) -> Session {
         Session {
             conn,
@@ -167,18 +177,22 @@ impl Session {
         }
     }
 
+    /// The connection id it was made with.
     pub fn conn(&self) -> u64 {
         self.conn
     }
 
+    /// Its counters so far.
     pub fn stats(&self) -> SessionStats {
         self.stats
     }
 
+    /// Why the connection should be closed; `None` while it may stay open.
     pub fn wants_close(&self) -> Option<&Close> {
         self.close.as_ref()
     }
 
+    /// Takes what the session has produced since the last call, in order.
     pub fn drain_output(&mut self) -> Vec<Output> {
         std::mem::take(&mut self.out)
     }
@@ -202,6 +216,7 @@ impl Session {
         self.close = Some(Close::Protocol(why));
     }
 
+    /// Handles one message from the JDC at `now`, looking transactions up in `mempool`.
     pub fn on_message(&mut self, m: Message, now: UnixMillis, mempool: &dyn Mempool) {
         if self.close.is_some() {
             return;

@@ -18,8 +18,10 @@ use crate::UnixMillis;
 /// Why an allocated token cannot be redeemed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RedeemError {
+    /// The token itself does not check out (see [`TokenError`]).
     #[error("{0}")]
     Invalid(#[from] TokenError),
+    /// The token was already redeemed by a declaration.
     #[error("token was already used for a declaration")]
     Reused,
 }
@@ -54,6 +56,7 @@ impl TokenIssuer {
         }
     }
 
+    /// How long issued tokens stay valid.
     pub fn lifetime(&self) -> Duration {
         self.lifetime
     }

@@ -8,6 +8,7 @@ pub struct ByteCounter {
 }
 
 impl ByteCounter {
+    /// Counts `bytes` more.
     pub fn add(&mut self, bytes: usize) {
         self.total += bytes as u64;
     }

@@ -38,6 +38,9 @@
 //! # }
 //! ```
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod config;
 pub mod counter;
 pub mod link;

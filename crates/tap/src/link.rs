@@ -52,6 +52,7 @@ impl LinkConfig {
         }
     }
 
+    /// The one-way delay in direction `dir`.
     pub fn delay(&self, dir: Direction) -> Duration {
         match dir {
             Direction::Up => self.delay_up,

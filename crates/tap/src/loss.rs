@@ -37,21 +37,29 @@ pub const MAX_BACKOFFS: u32 = 6;
 /// The loss of one chunk (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// No segment of the chunk was lost.
     Delivered,
     /// A segment before the chunk's last was lost and recovered by the segments after it.
     Recovered {
+        /// Nanoseconds added to the chunk's release: one RTT plus RACK's reordering window,
+        /// plus the timer's backoff if the retransmission was lost too.
         penalty_ns: u64,
     },
     /// The chunk's last segment was lost. `penalty_ns` assumes nothing follows (the
     /// retransmission timer); `backoff_ns` is what repeated losses of the retransmission add
     /// on top, already included in `penalty_ns`.
     Tail {
+        /// Nanoseconds added to the chunk's release if nothing follows it: the RTO plus
+        /// `backoff_ns`.
         penalty_ns: u64,
+        /// The share of `penalty_ns` due to retransmissions lost again (doubling RTOs); zero if
+        /// the first one arrived.
         backoff_ns: u64,
     },
 }
 
 impl Outcome {
+    /// Nanoseconds the loss adds to the chunk's release; zero when delivered.
     pub fn penalty_ns(&self) -> u64 {
         match *self {
             Outcome::Delivered => 0,
@@ -60,6 +68,7 @@ impl Outcome {
     }
 }
 
+/// Draws the loss of each chunk for a link of given segment-loss probability and RTT.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LossModel {
     p: f64,
@@ -75,6 +84,7 @@ impl LossModel {
         }
     }
 
+    /// Whether the loss probability is zero (every chunk is delivered without a draw).
     pub fn is_lossless(&self) -> bool {
         self.p == 0.0
     }

@@ -164,6 +164,7 @@ const MAX_STAMP_AGE_NS: u64 = 10_000_000_000;
 pub struct Reserve(Option<File>);
 
 impl Reserve {
+    /// Takes the reserve descriptor (`/dev/null`); none held if it cannot be opened.
     pub fn new() -> Self {
         Reserve(File::open("/dev/null").ok())
     }

@@ -31,6 +31,7 @@ pub struct Pipe {
 }
 
 impl Pipe {
+    /// An idle pipe of capacity `bandwidth`.
     pub fn new(bandwidth: Bandwidth) -> Self {
         Pipe {
             bandwidth,
@@ -39,6 +40,7 @@ impl Pipe {
         }
     }
 
+    /// The pipe's capacity.
     pub fn bandwidth(&self) -> Bandwidth {
         self.bandwidth
     }

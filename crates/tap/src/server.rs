@@ -25,10 +25,18 @@ const OTHER_DESCRIPTORS: u64 = 64;
 /// How long connections get to close at shutdown before their tasks are dropped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+/// Why a tap could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum TapError {
+    /// The listening socket could not be bound.
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: io::Error },
+    Bind {
+        /// The configured `listen` address.
+        addr: SocketAddr,
+        /// What the bind returned.
+        source: io::Error,
+    },
+    /// The release timer's thread could not be spawned.
     #[error("cannot start the timer thread: {0}")]
     Timer(io::Error),
 }
@@ -96,6 +104,7 @@ impl Tap {
         self.local_addr
     }
 
+    /// Connections held at once: the configured limit, or what the descriptor limit allows.
     pub fn max_connections(&self) -> usize {
         self.max_connections
     }

@@ -17,18 +17,22 @@ use crate::timer::TimerStats;
 
 /// Live counters of one tap, shared by its connections.
 pub struct TapStats {
+    /// Client connections accepted, those then refused over the connection limit included.
     pub accepted: AtomicU64,
     /// Closed at once: over the connection limit or out of descriptors.
     pub refused: AtomicU64,
     /// The upstream could not be reached.
     pub upstream_failed: AtomicU64,
+    /// Connections open now.
     pub open: AtomicU64,
     /// Connections read as Stratum V1, and of those, how many stopped on an overlong line.
     pub sv1_connections: AtomicU64,
+    /// Of `sv1_connections`, those whose reading stopped on a line over `max_line`.
     pub sv1_overflows: AtomicU64,
     /// Connections whose SV2 Noise the tap terminated (`--sv2-terminate`), and of those, how
     /// many failed a handshake or a frame.
     pub sv2_connections: AtomicU64,
+    /// Of `sv2_connections`, those that failed a handshake or a frame.
     pub sv2_failures: AtomicU64,
     bytes: [AtomicU64; 2],
     /// With SV2 terminated, the upstream leg's wire bytes (`bytes` are the client leg's).
@@ -87,18 +91,22 @@ impl TapStats {
         self.delays.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Counts `n` bytes relayed in direction `dir` (under SV2, the client leg's).
     pub fn add_bytes(&self, dir: Direction, n: u64) {
         self.bytes[lane(dir)].fetch_add(n, Relaxed);
     }
 
+    /// Bytes counted by [`TapStats::add_bytes`] in direction `dir`.
     pub fn bytes(&self, dir: Direction) -> u64 {
         self.bytes[lane(dir)].load(Relaxed)
     }
 
+    /// Counts `n` wire bytes of the upstream leg in direction `dir` (SV2 terminated only).
     pub fn add_upstream_bytes(&self, dir: Direction, n: u64) {
         self.upstream_bytes[lane(dir)].fetch_add(n, Relaxed);
     }
 
+    /// Counts `n` more chunks that paid a loss penalty in direction `dir`.
     pub fn add_lost(&self, dir: Direction, n: u64) {
         self.lost_chunks[lane(dir)].fetch_add(n, Relaxed);
     }
@@ -115,14 +123,17 @@ impl TapStats {
         let _ = self.delays().rtt.record(ns.max(1));
     }
 
+    /// Adds one connection's SV1 message counts in direction `dir`.
     pub fn add_sv1(&self, dir: Direction, c: &Sv1Counts) {
         self.sv1.lock().unwrap_or_else(|e| e.into_inner())[lane(dir)].add(c);
     }
 
+    /// Adds one connection's SV2 frame and message counts in direction `dir`.
     pub fn add_sv2(&self, dir: Direction, c: &Sv2Counts) {
         self.sv2.lock().unwrap_or_else(|e| e.into_inner())[lane(dir)].add(c);
     }
 
+    /// The report so far, for a run of `elapsed` on `link`, with the release timer's `timer` stats.
     pub fn summary(&self, link: &LinkConfig, elapsed: Duration, timer: TimerStats) -> Summary {
         let sv1 = *self.sv1.lock().unwrap_or_else(|e| e.into_inner());
         let sv2 = *self.sv2.lock().unwrap_or_else(|e| e.into_inner());
@@ -163,14 +174,20 @@ impl TapStats {
 /// Percentiles of a histogram of nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Distribution {
+    /// Samples recorded.
     pub n: u64,
+    /// Smallest sample, in nanoseconds.
     pub min_ns: u64,
+    /// Median, in nanoseconds.
     pub p50_ns: u64,
+    /// 99th percentile, in nanoseconds.
     pub p99_ns: u64,
+    /// Largest sample, in nanoseconds.
     pub max_ns: u64,
 }
 
 impl Distribution {
+    /// The percentiles of `h`; all zero when it is empty.
     pub fn of(h: &Histogram<u64>) -> Distribution {
         if h.is_empty() {
             return Distribution::default();
@@ -205,21 +222,31 @@ impl fmt::Display for Distribution {
 /// The end-of-run report of a tap.
 #[derive(Clone, Debug)]
 pub struct Summary {
+    /// The link the tap emulated.
     pub link: LinkConfig,
+    /// How long the tap ran.
     pub elapsed: Duration,
+    /// Client connections accepted, those then refused over the connection limit included.
     pub accepted: u64,
+    /// Connections closed at once: over the connection limit or out of descriptors.
     pub refused: u64,
+    /// Connections whose upstream could not be reached.
     pub upstream_failed: u64,
     /// Still open when the summary was taken.
     pub open: u64,
     /// Application bytes relayed up and down.
     pub bytes: [u64; 2],
+    /// Chunks that paid a loss penalty, up and down.
     pub lost_chunks: [u64; 2],
+    /// Connections read as Stratum V1.
     pub sv1_connections: u64,
+    /// Of those, how many stopped reading on an overlong line.
     pub sv1_overflows: u64,
     /// SV1 messages seen going up and down.
     pub sv1: [Sv1Counts; 2],
+    /// Connections whose SV2 Noise the tap terminated.
     pub sv2_connections: u64,
+    /// Of those, how many failed a handshake or a frame.
     pub sv2_failures: u64,
     /// With SV2 terminated: the upstream leg's wire bytes up and down (`bytes` are the
     /// client leg's).
@@ -237,22 +264,27 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Application bytes relayed in direction `dir`.
     pub fn bytes(&self, dir: Direction) -> u64 {
         self.bytes[lane(dir)]
     }
 
+    /// SV1 messages seen in direction `dir`.
     pub fn sv1(&self, dir: Direction) -> &Sv1Counts {
         &self.sv1[lane(dir)]
     }
 
+    /// SV2 frames and messages seen in direction `dir`.
     pub fn sv2(&self, dir: Direction) -> &Sv2Counts {
         &self.sv2[lane(dir)]
     }
 
+    /// The upstream leg's wire bytes in direction `dir` (SV2 terminated only; zero otherwise).
     pub fn upstream_bytes(&self, dir: Direction) -> u64 {
         self.upstream_bytes[lane(dir)]
     }
 
+    /// Delay applied in direction `dir`.
     pub fn applied(&self, dir: Direction) -> &Distribution {
         &self.applied[lane(dir)]
     }

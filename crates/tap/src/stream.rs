@@ -58,6 +58,7 @@ struct Chunk {
 /// A chunk whose time has come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Released {
+    /// When it arrived at the tap (the kernel's receive stamp), CLOCK_MONOTONIC nanoseconds.
     pub arrival_ns: u64,
     /// When the link could start carrying it: after `arrival_ns` only while the connection's
     /// emulated handshake held it. The delay the link applied is measured from here.
@@ -75,7 +76,9 @@ pub struct Released {
 /// Counters of one stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StreamStats {
+    /// Chunks queued, the end of the stream included.
     pub chunks: u64,
+    /// Application bytes queued.
     pub bytes: u64,
     /// Chunks that paid a loss penalty.
     pub lost: u64,
@@ -83,6 +86,8 @@ pub struct StreamStats {
     pub revealed: u64,
 }
 
+/// One direction of one connection: chunks in with their arrival times, release times out
+/// (see the module documentation).
 pub struct Stream {
     delay_ns: u64,
     jitter_ns: u64,
@@ -99,6 +104,8 @@ pub struct Stream {
 }
 
 impl Stream {
+    /// An empty stream for direction `dir` of `link`, drawing jitter and loss from `seed`
+    /// ([`stream_seed`]).
     pub fn new(link: &LinkConfig, dir: Direction, seed: u64) -> Self {
         Stream {
             delay_ns: ns(link.delay(dir)),
@@ -212,6 +219,7 @@ impl Stream {
         })
     }
 
+    /// Whether no chunk is waiting.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
@@ -221,6 +229,7 @@ impl Stream {
         self.queue.len()
     }
 
+    /// The stream's counters so far.
     pub fn stats(&self) -> StreamStats {
         self.stats
     }

@@ -31,6 +31,7 @@ pub enum Protocol {
     /// binary and encrypted).
     #[default]
     Auto,
+    /// Read as Stratum V1 from the first byte.
     Sv1,
     /// Relay and count bytes only.
     Raw,
@@ -72,8 +73,11 @@ const BIP320_MASK: u32 = 0x1fff_e000;
 /// What one direction of a connection carried.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sv1Counts {
+    /// Lines read.
     pub lines: u64,
+    /// `mining.notify` lines.
     pub jobs: u64,
+    /// `mining.submit` requests.
     pub submits: u64,
     /// Replies to submits: `"result": true`.
     pub accepted: u64,
@@ -86,6 +90,7 @@ pub struct Sv1Counts {
 }
 
 impl Sv1Counts {
+    /// Adds `o`'s counts to these.
     pub fn add(&mut self, o: &Sv1Counts) {
         self.lines += o.lines;
         self.jobs += o.jobs;
@@ -98,6 +103,7 @@ impl Sv1Counts {
         self.unparsed += o.unparsed;
     }
 
+    /// Replies to submits with an error, whatever the code.
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().sum()
     }
@@ -181,6 +187,7 @@ fn opposite(dir: Direction) -> Direction {
 }
 
 impl Sv1Watch {
+    /// A watch that reads per `protocol`, stopping on a line longer than `max_line` bytes.
     pub fn new(protocol: Protocol, max_line: usize) -> Self {
         let mut w = Sv1Watch {
             state: State::Sniffing,
@@ -213,6 +220,7 @@ impl Sv1Watch {
         self.overflowed
     }
 
+    /// The SV1 messages seen in direction `dir`.
     pub fn counts(&self, dir: Direction) -> &Sv1Counts {
         &self.session.counts[index(dir)]
     }

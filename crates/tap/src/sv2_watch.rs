@@ -37,10 +37,15 @@ const PENDING_SHARES: usize = 1024;
 /// What one direction of a connection carried.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sv2Counts {
+    /// Frames read.
     pub frames: u64,
+    /// Jobs: `NewMiningJob` and `NewExtendedMiningJob`.
     pub jobs: u64,
+    /// `SetNewPrevHash` messages.
     pub prev_hashes: u64,
+    /// `SetTarget` messages.
     pub targets: u64,
+    /// Shares: `SubmitSharesStandard` and `SubmitSharesExtended`.
     pub submits: u64,
     /// Shares acknowledged by `SubmitShares.Success`.
     pub accepted: u64,
@@ -53,6 +58,7 @@ pub struct Sv2Counts {
 }
 
 impl Sv2Counts {
+    /// Adds `o`'s counts to these.
     pub fn add(&mut self, o: &Sv2Counts) {
         self.frames += o.frames;
         self.jobs += o.jobs;
@@ -133,10 +139,12 @@ fn seq_le(a: u32, b: u32) -> bool {
 }
 
 impl Sv2Watch {
+    /// A watch with no channels yet.
     pub fn new() -> Self {
         Sv2Watch::default()
     }
 
+    /// The SV2 frames and messages seen in direction `dir`.
     pub fn counts(&self, dir: Direction) -> &Sv2Counts {
         &self.counts[index(dir)]
     }

@@ -44,10 +44,12 @@ pub struct TimerStats {
     pub fired: u64,
     /// Sum and maximum of how late the thread noticed them.
     pub late_sum_ns: u64,
+    /// The latest the thread noticed one, in nanoseconds.
     pub late_max_ns: u64,
 }
 
 impl TimerStats {
+    /// Mean lateness in nanoseconds; zero before any deadline fired.
     pub fn late_mean_ns(&self) -> u64 {
         self.late_sum_ns.checked_div(self.fired).unwrap_or(0)
     }
@@ -131,12 +133,14 @@ impl PreciseTimer {
         })
     }
 
+    /// A handle for making sleeps on this timer's thread.
     pub fn handle(&self) -> TimerHandle {
         TimerHandle {
             shared: Arc::clone(&self.shared),
         }
     }
 
+    /// How punctual the thread has been so far.
     pub fn stats(&self) -> TimerStats {
         self.shared.lock().stats
     }
@@ -170,6 +174,7 @@ impl TimerHandle {
         s
     }
 
+    /// How punctual the thread has been so far.
     pub fn stats(&self) -> TimerStats {
         self.shared.lock().stats
     }
@@ -272,6 +277,7 @@ pub struct Sleep {
 }
 
 impl Sleep {
+    /// Sets the deadline to `deadline_ns` (CLOCK_MONOTONIC nanoseconds); poll again afterwards.
     pub fn reset(&mut self, deadline_ns: u64) {
         self.deadline_ns = Some(deadline_ns);
     }
@@ -281,6 +287,7 @@ impl Sleep {
         self.deadline_ns = None;
     }
 
+    /// The deadline, CLOCK_MONOTONIC nanoseconds; `None` when there is none.
     pub fn deadline_ns(&self) -> Option<u64> {
         self.deadline_ns
     }

@@ -9,8 +9,10 @@ use std::str::FromStr;
 pub struct Bandwidth(u64);
 
 impl Bandwidth {
+    /// No cap (zero bits per second).
     pub const UNLIMITED: Bandwidth = Bandwidth(0);
 
+    /// A capacity of `bps` bits per second; zero means unlimited.
     pub const fn from_bits_per_sec(bps: u64) -> Self {
         Bandwidth(bps)
     }
@@ -20,6 +22,7 @@ impl Bandwidth {
         self.0
     }
 
+    /// Whether the link has no cap.
     pub const fn is_unlimited(self) -> bool {
         self.0 == 0
     }
@@ -35,6 +38,7 @@ impl Bandwidth {
     }
 }
 
+/// A bandwidth that does not parse; holds the text given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "bandwidth {0:?}: expected bits per second such as 10Mbit, 1.5Gbit, 64kbit or 0 (unlimited)"
@@ -126,6 +130,7 @@ impl<'de> serde::Deserialize<'de> for Bandwidth {
 pub struct LossRate(f64);
 
 impl LossRate {
+    /// No loss.
     pub const NONE: LossRate = LossRate(0.0);
 
     /// `pct` in 0..=100.
@@ -142,15 +147,18 @@ impl LossRate {
         self.0
     }
 
+    /// As a percentage in 0..=100.
     pub fn percent(self) -> f64 {
         self.0 * 100.0
     }
 
+    /// Whether no segment is ever lost.
     pub fn is_zero(self) -> bool {
         self.0 == 0.0
     }
 }
 
+/// A loss rate that is not a number from 0 to 100; holds the text given.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("loss {0:?}: expected a percentage from 0 to 100, such as 1 or 0.5%")]
 pub struct LossRateError(String);

@@ -35,7 +35,7 @@ use tokio::net::TcpListener;
 use super::server::{JdsStats, StatsSnapshot};
 
 /// What the endpoints read.
-pub struct View {
+pub(crate) struct View {
     pub stats: Arc<JdsStats>,
     pub node: Arc<NodeWatch>,
     pub store: Option<Store>,
@@ -46,7 +46,7 @@ pub struct View {
 
 /// The pool-side node's state as the mempool refreshes find it.
 #[derive(Debug)]
-pub struct NodeWatch {
+pub(crate) struct NodeWatch {
     epoch: Instant,
     /// 0: not heard from yet; 1: the last refresh succeeded; 2: it failed.
     state: AtomicU8,
@@ -70,7 +70,7 @@ impl Default for NodeWatch {
 
 impl NodeWatch {
     /// A refresh's outcome.
-    pub fn record(&self, outcome: Result<(), String>) {
+    pub(crate) fn record(&self, outcome: Result<(), String>) {
         let state = if outcome.is_ok() { 1 } else { 2 };
         let was = self.state.swap(state, Relaxed);
         if was != state {
@@ -171,7 +171,11 @@ impl Snapshot {
 }
 
 /// Serves the endpoints on `listener` until `shutdown` completes.
-pub async fn serve(listener: TcpListener, view: View, shutdown: impl Future) -> io::Result<()> {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    view: View,
+    shutdown: impl Future,
+) -> io::Result<()> {
     let router = move |req: &Request<Incoming>| respond(&view, req);
     serve_with(listener, &ServeOptions::default(), router, shutdown).await
 }

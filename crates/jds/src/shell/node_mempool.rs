@@ -28,6 +28,7 @@ struct View {
     txs: HashMap<Hash256, Arc<Transaction>>,
 }
 
+/// The pool-side node's mempool by wtxid, refreshed over JSON-RPC (see the module documentation).
 pub struct NodeMempool {
     node: NodeClient,
     view: RwLock<View>,
@@ -36,6 +37,7 @@ pub struct NodeMempool {
 }
 
 impl NodeMempool {
+    /// An empty view over `node`; nothing is fetched before [`NodeMempool::refresh`].
     pub fn new(node: NodeClient) -> NodeMempool {
         NodeMempool {
             node,
@@ -44,6 +46,7 @@ impl NodeMempool {
         }
     }
 
+    /// The node's RPC client (also used for `submitblock`).
     pub fn node(&self) -> &NodeClient {
         &self.node
     }
@@ -58,6 +61,7 @@ impl NodeMempool {
         self.read().0.txs.len()
     }
 
+    /// Whether no transaction has been fetched.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

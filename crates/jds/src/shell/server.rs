@@ -41,10 +41,15 @@ const NET_REPORT: Duration = Duration::from_secs(1);
 
 /// Everything the server needs.
 pub struct JdsSettings {
+    /// Where JDCs connect.
     pub listen: SocketAddr,
+    /// Payout script, token lifetime and the per-connection limits.
     pub config: JdsConfig,
+    /// The key shared with the pool, which tokens are issued under.
     pub token_key: TokenKey,
+    /// The authority keys the Noise NX responder's certificate is signed with.
     pub keys: AuthorityKeys,
+    /// How long each certificate issued in the handshake is valid.
     pub cert_validity: Duration,
     /// The pool-side node (its mempool, and `submitblock`).
     pub node: NodeConfig,
@@ -54,6 +59,7 @@ pub struct JdsSettings {
     pub node_name: String,
     /// The JDC side's connection limits (the edge every listening role shares).
     pub admission: edge::Admission,
+    /// Where `ConnectionOpened`, `BlockFound`, `BlockSubmitted` and the other events go.
     pub events: EventSink,
     /// Where each pushed block is kept before it is submitted, and its answer after: a block
     /// the node has not answered for is submitted again at the next start.
@@ -62,20 +68,29 @@ pub struct JdsSettings {
     pub http_listen: Option<SocketAddr>,
 }
 
+/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The JDC listener could not be bound or read back.
     #[error("listening on {addr}: {source}")]
     Listen {
+        /// The configured `listen` address.
         addr: SocketAddr,
+        /// The socket error.
         source: std::io::Error,
     },
+    /// The node client could not be set up.
     #[error("node client: {0}")]
     Node(#[from] NodeError),
+    /// The block store could not be opened.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// The HTTP status listener could not be bound.
     #[error("listening on {addr} (http): {source}")]
     Http {
+        /// The configured `http_listen` address.
         addr: SocketAddr,
+        /// The socket error.
         source: std::io::Error,
     },
 }
@@ -83,14 +98,23 @@ pub enum StartError {
 /// Counters over every connection.
 #[derive(Debug, Default)]
 pub struct JdsStats {
+    /// JDC connections accepted since start.
     pub connections: AtomicU64,
+    /// JDC connections open now.
     pub open: AtomicU64,
+    /// `AllocateMiningJobToken.Success`es sent.
     pub tokens_allocated: AtomicU64,
+    /// Declarations vouched for (`DeclareMiningJob.Success`).
     pub jobs_declared: AtomicU64,
+    /// Declarations refused (`DeclareMiningJob.Error`).
     pub jobs_refused: AtomicU64,
+    /// Transactions asked for in `ProvideMissingTransactions`.
     pub txs_requested: AtomicU64,
+    /// `PushSolution`s received.
     pub solutions: AtomicU64,
+    /// Blocks sent to the node with `submitblock`, stored ones resubmitted at start included.
     pub blocks_submitted: AtomicU64,
+    /// Blocks the node accepted.
     pub blocks_accepted: AtomicU64,
     /// Refused by the node (its reason in the store and the events).
     pub blocks_rejected: AtomicU64,
@@ -98,18 +122,30 @@ pub struct JdsStats {
     pub blocks_orphaned: AtomicU64,
 }
 
+/// [`JdsStats`] read at one moment; the fields mean the same.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
+    /// JDC connections accepted since start.
     pub connections: u64,
+    /// JDC connections open now.
     pub open: u64,
+    /// `AllocateMiningJobToken.Success`es sent.
     pub tokens_allocated: u64,
+    /// Declarations vouched for.
     pub jobs_declared: u64,
+    /// Declarations refused.
     pub jobs_refused: u64,
+    /// Transactions asked for in `ProvideMissingTransactions`.
     pub txs_requested: u64,
+    /// `PushSolution`s received.
     pub solutions: u64,
+    /// Blocks sent with `submitblock`.
     pub blocks_submitted: u64,
+    /// Blocks the node accepted.
     pub blocks_accepted: u64,
+    /// Blocks the node refused.
     pub blocks_rejected: u64,
+    /// Valid blocks another block at their height beat.
     pub blocks_orphaned: u64,
 }
 
@@ -122,6 +158,7 @@ impl StatsSnapshot {
 }
 
 impl JdsStats {
+    /// The counters now.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             connections: self.connections.load(Relaxed),
@@ -179,10 +216,15 @@ struct Shared {
 
 /// A started server.
 pub struct RunningJds {
+    /// The JDC listener's bound address.
     pub addr: SocketAddr,
+    /// The HTTP status listener's bound address, when one was asked for.
     pub http_addr: Option<SocketAddr>,
+    /// The block store, when one was configured.
     pub store: Option<Store>,
+    /// Live counters.
     pub stats: Arc<JdsStats>,
+    /// The pool-side node's mempool view.
     pub mempool: Arc<NodeMempool>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,
