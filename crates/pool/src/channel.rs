@@ -28,6 +28,7 @@ use crate::Millis;
 use mining::vardiff::{Vardiff, VardiffConfig};
 use mining::Reject;
 
+/// Settings every channel shares: job memory, duplicate detection, vardiff.
 #[derive(Clone, Debug)]
 pub struct ChannelConfig {
     /// Jobs a channel remembers; a share on an older one is stale (expired).
@@ -42,6 +43,7 @@ pub struct ChannelConfig {
     pub grace_ms: u64,
     /// How far past the job's time (plus the job's age) a share's ntime may be, in seconds.
     pub max_ntime_ahead: u32,
+    /// How the share difficulty is retargeted.
     pub vardiff: VardiffConfig,
 }
 
@@ -62,9 +64,13 @@ impl Default for ChannelConfig {
 pub struct Issued {
     /// The id the miner knows the job by (a re-sent job gets a new one).
     pub wire_id: u64,
+    /// The job.
     pub job: Arc<Job>,
+    /// The share difficulty in force when it was sent.
     pub difficulty: Difficulty,
+    /// The share target matching `difficulty`.
     pub target: Target,
+    /// When it was sent.
     pub issued_at: Millis,
     /// The merkle root a standard (header-only) channel was sent for this job: its shares are
     /// checked by hashing the header alone.
@@ -76,9 +82,13 @@ pub struct Issued {
 /// What the miner sent, with the extranonce part decoded.
 #[derive(Clone, Copy, Debug)]
 pub struct Submission<'a> {
+    /// The job id the miner sent.
     pub wire_id: u64,
+    /// The miner's part of the extranonce (extranonce2 in SV1).
     pub extranonce: &'a [u8],
+    /// The header's time (Unix seconds).
     pub ntime: u32,
+    /// The header's nonce.
     pub nonce: u32,
     /// SV1 `version_bits` (BIP310); `None` without version rolling.
     pub version_bits: Option<u32>,
@@ -88,8 +98,11 @@ pub struct Submission<'a> {
 /// the job fixed.
 #[derive(Clone, Copy, Debug)]
 pub struct HeaderSubmission {
+    /// The job id the miner sent.
     pub wire_id: u64,
+    /// The header's time (Unix seconds).
     pub ntime: u32,
+    /// The header's nonce.
     pub nonce: u32,
     /// The rolled version bits; `None` without version rolling.
     pub version_bits: Option<u32>,
@@ -98,10 +111,13 @@ pub struct HeaderSubmission {
 /// An accepted share, borrowing from its channel (no reference count is touched per share).
 #[derive(Clone, Debug)]
 pub struct Accepted<'a> {
+    /// The job the share was on.
     pub job: &'a Arc<Job>,
     /// The channel's part of the extranonce, for assembling a block.
     pub extranonce_prefix: &'a [u8],
+    /// The header's hash.
     pub hash: Hash256,
+    /// The serialized 80-byte header.
     pub header: [u8; 80],
     /// The difficulty credited: the job's, or during a grace period the lower one it met.
     pub credited: Difficulty,
@@ -111,6 +127,8 @@ pub struct Accepted<'a> {
     pub retarget: Option<Difficulty>,
 }
 
+/// One mining channel (an SV1 connection, or an SV2 channel): its jobs, difficulty, vardiff
+/// and the shares it accepted, checked for duplicates.
 pub struct Channel {
     config: Arc<ChannelConfig>,
     extranonce_prefix: Vec<u8>,
@@ -145,6 +163,7 @@ pub struct Channel {
 }
 
 impl Channel {
+    /// A channel with no jobs yet, starting at difficulty `start`.
     pub fn new(
         config: Arc<ChannelConfig>,
         extranonce_prefix: Vec<u8>,
@@ -174,6 +193,7 @@ impl Channel {
         }
     }
 
+    /// The channel's part of the extranonce, before the miner's.
     pub fn extranonce_prefix(&self) -> &[u8] {
         &self.extranonce_prefix
     }
@@ -192,26 +212,32 @@ impl Channel {
         self.extranonce_len
     }
 
+    /// Sets the header version bits the miner may roll (BIP310).
     pub fn set_version_mask(&mut self, mask: u32) {
         self.version_mask = mask;
     }
 
+    /// The header version bits the miner may roll; 0 without version rolling.
     pub fn version_mask(&self) -> u32 {
         self.version_mask
     }
 
+    /// The current share difficulty.
     pub fn difficulty(&self) -> Difficulty {
         self.difficulty
     }
 
+    /// The current share target.
     pub fn target(&self) -> Target {
         self.target
     }
 
+    /// The remembered jobs, oldest first.
     pub fn jobs(&self) -> impl Iterator<Item = &Issued> {
         self.jobs.iter()
     }
 
+    /// The newest job; `None` before the first.
     pub fn latest_job(&self) -> Option<&Issued> {
         self.jobs.back()
     }

@@ -27,27 +27,39 @@ pub enum PayoutMode {
     Solo,
 }
 
+/// What the engine is started with (from the pool's configuration).
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
+    /// How jobs are built from templates (coinbase tag, extranonce size).
     pub jobs: JobConfig,
+    /// Per-channel settings: vardiff and share checks.
     pub channel: ChannelConfig,
+    /// Who the coinbase pays.
     pub payout: PayoutMode,
     /// The network payout addresses must belong to.
     pub network: Network,
+    /// The share difficulty a new channel starts at, before vardiff moves it.
     pub start_difficulty: Difficulty,
 }
 
 /// A block a share found, persisted and submitted by the block task.
 #[derive(Clone, Debug)]
 pub struct FoundBlock {
+    /// The block hash.
     pub hash: Hash256,
+    /// The block height.
     pub height: u32,
+    /// The engine's id of the job the share was on.
     pub job_id: u64,
+    /// The id of the template the job was built from.
     pub template_id: u64,
+    /// The connection that found it.
     pub conn: u64,
+    /// The worker's store key; `None` without a store, or when the store gave none.
     pub worker: Option<WorkerKey>,
     /// The serialized block; for a declared job, header and coinbase only (see `declared`).
     pub block: Vec<u8>,
+    /// When the share arrived.
     pub found_at: Millis,
     /// Found on a farm's declared job: the pool lacks its transactions and does not submit it;
     /// the farm's Job Declarator Client and the Job Declarator Server propagate it.
@@ -69,11 +81,19 @@ pub enum NotStored {
 /// channel and its numeric job id. Events carry it as the miner sent it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShareJob<'a> {
+    /// SV1 `mining.submit`'s job id string.
     Sv1(&'a str),
-    Sv2 { channel: u32, job_id: u32 },
+    /// SV2 `SubmitShares*`: the channel id and the job id on it.
+    Sv2 {
+        /// The SV2 channel id.
+        channel: u32,
+        /// The job id, as sent in `NewMiningJob` / `NewExtendedMiningJob`.
+        job_id: u32,
+    },
 }
 
 impl ShareJob<'_> {
+    /// The SV2 channel id; `None` for SV1.
     pub fn channel(self) -> Option<u32> {
         match self {
             ShareJob::Sv1(_) => None,
@@ -98,17 +118,29 @@ impl<'a> From<&'a str> for ShareJob<'a> {
 /// A miner name accepted by `authorize`, with its statistics and store key.
 #[derive(Clone, Debug)]
 pub struct Worker {
+    /// The name as the miner sent it (`account.worker`).
     pub name: Box<str>,
+    /// Its counters in the worker list.
     pub stats: Arc<WorkerStats>,
+    /// Its store key; `None` without a store, or while the store could not give one (see
+    /// [`Engine::retry_worker_key`]).
     pub key: Option<WorkerKey>,
 }
 
+/// The share-accounting engine shared by the SV1 and SV2 front ends: current jobs, share checks,
+/// statistics, the store and the blocks found.
 pub struct Engine {
+    /// What it was started with.
     pub config: EngineConfig,
+    /// `config.channel`, shared with every channel.
     pub channel_config: Arc<ChannelConfig>,
+    /// Pool-wide counters, served over HTTP.
     pub stats: Arc<PoolStats>,
+    /// The worker list.
     pub workers: Arc<WorkerRegistry>,
+    /// The share store; `None` when the pool keeps none.
     pub store: Option<Store>,
+    /// Where share, block and connection events go.
     pub events: EventSink,
     generation: RwLock<Option<Arc<Generation>>>,
     generations: watch::Sender<Option<Arc<Generation>>>,
@@ -141,19 +173,26 @@ pub struct Engine {
 /// another channel's job (the full extranonce), or to push it as a block.
 #[derive(Clone, Debug)]
 pub struct TappedShare {
+    /// The generation (template) the job belongs to.
     pub generation: u64,
+    /// The engine's job id within that generation.
     pub job_id: u64,
     /// The whole coinbase extranonce: the channel's prefix and the miner's part.
     pub extranonce: Vec<u8>,
+    /// The block header's version, rolled bits included.
     pub version: u32,
+    /// The header's time (Unix seconds).
     pub ntime: u32,
+    /// The header's nonce.
     pub nonce: u32,
+    /// The header's hash.
     pub hash: Hash256,
     /// It meets the network target.
     pub block: bool,
 }
 
 impl Engine {
+    /// An engine with no work yet, and the receiver of the blocks its shares find.
     pub fn new(
         config: EngineConfig,
         stats: Arc<PoolStats>,
@@ -355,6 +394,7 @@ impl Engine {
         }
     }
 
+    /// Whether work is being handed out (see [`Engine::stop_work`]).
     pub fn is_serving(&self) -> bool {
         self.serving.load(Ordering::Acquire)
     }
@@ -370,7 +410,6 @@ impl Engine {
         }
     }
 
-    /// Attaches a worker name (at authorize).
     /// May a connection from `origin` name worker `name`? A name the worker list holds is
     /// always fine; a new one counts against its address's allowance of new workers (the
     /// miners' edge: `edge::Gate::new_worker`), so that one address cannot make the pool keep
@@ -388,6 +427,8 @@ impl Engine {
         self.workers.get(name).is_some() || gate.new_worker(ip, now)
     }
 
+    /// Attaches a worker name (at authorize): its statistics, and its store key when the store can
+    /// give one.
     pub fn attach_worker(&self, name: &str, now: Millis) -> Worker {
         let stats = self.workers.attach(name, now);
         let key = self.store.as_ref().and_then(|s| match s.worker(name) {
@@ -418,6 +459,7 @@ impl Engine {
         }
     }
 
+    /// Detaches a worker whose connection or SV2 channel closed.
     pub fn detach_worker(&self, w: &Worker, now: Millis) {
         self.workers.detach(&w.stats, now);
     }

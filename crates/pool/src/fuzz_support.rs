@@ -94,17 +94,17 @@ const TOKEN_KEY: [u8; 32] = [0x4a; 32];
 
 /// Operation bytes (the low four bits; see the targets' step loops).
 mod op {
-    pub const SV1_LINE: u8 = 0;
-    pub const SV1_REQUEST: u8 = 4;
-    pub const SV1_TICK: u8 = 9;
-    pub const SV1_WORK: u8 = 11;
-    pub const SV1_WRITE: u8 = 13;
-    pub const SV2_RAW: u8 = 0;
-    pub const SV2_MESSAGE: u8 = 4;
-    pub const SV2_MESSAGE_UNFLUSHED: u8 = 10;
-    pub const SV2_TICK: u8 = 11;
-    pub const SV2_WORK: u8 = 13;
-    pub const CLOSE: u8 = 15;
+    pub(crate) const SV1_LINE: u8 = 0;
+    pub(crate) const SV1_REQUEST: u8 = 4;
+    pub(crate) const SV1_TICK: u8 = 9;
+    pub(crate) const SV1_WORK: u8 = 11;
+    pub(crate) const SV1_WRITE: u8 = 13;
+    pub(crate) const SV2_RAW: u8 = 0;
+    pub(crate) const SV2_MESSAGE: u8 = 4;
+    pub(crate) const SV2_MESSAGE_UNFLUSHED: u8 = 10;
+    pub(crate) const SV2_TICK: u8 = 11;
+    pub(crate) const SV2_WORK: u8 = 13;
+    pub(crate) const CLOSE: u8 = 15;
 }
 
 /// The input, read front to back; past its end every read is zero.
@@ -2036,6 +2036,7 @@ pub mod script {
             Sv1Script(vec![engine, sv1])
         }
 
+        /// The input bytes.
         pub fn build(self) -> Vec<u8> {
             self.0
         }
@@ -2056,6 +2057,7 @@ pub mod script {
             self
         }
 
+        /// `mining.subscribe` with id selector `id`.
         pub fn subscribe(self, id: u8) -> Self {
             self.request(0, id, &[1])
         }
@@ -2075,6 +2077,7 @@ pub mod script {
             self.request(2, id, &args)
         }
 
+        /// `mining.suggest_difficulty` with difficulty selector `d`.
         pub fn suggest_difficulty(self, id: u8, d: u8) -> Self {
             self.request(3, id, &[d])
         }
@@ -2130,6 +2133,7 @@ pub mod script {
             self
         }
 
+        /// The connection closes.
         pub fn close(mut self) -> Self {
             self.0.push(op::CLOSE);
             self
@@ -2154,6 +2158,7 @@ pub mod script {
             self
         }
 
+        /// The input bytes.
         pub fn build(self) -> Vec<u8> {
             self.0
         }
@@ -2225,10 +2230,12 @@ pub mod script {
             self.message(6, &args)
         }
 
+        /// `UpdateChannel` on channel selector `chan`, with hash rate and maximum target selectors.
         pub fn update(self, chan: u8, rate: u8, target: u8) -> Self {
             self.message(8, &[chan, rate, target])
         }
 
+        /// `CloseChannel` on channel selector `chan`.
         pub fn close_channel(self, chan: u8) -> Self {
             self.message(9, &[chan])
         }
@@ -2244,12 +2251,14 @@ pub mod script {
             self.message(11, &[which])
         }
 
+        /// A clock step: `ms` milliseconds (at most 32767), then a tick.
         pub fn tick_ms(mut self, ms: u16) -> Self {
             self.0.push(op::SV2_TICK);
             self.0.extend_from_slice(&(ms & 0x7fff).to_le_bytes());
             self
         }
 
+        /// A clock step of `s` seconds (at most 32767), then a tick.
         pub fn tick_s(mut self, s: u16) -> Self {
             self.0.push(op::SV2_TICK);
             self.0
@@ -2263,6 +2272,7 @@ pub mod script {
             self
         }
 
+        /// The connection closes.
         pub fn close(mut self) -> Self {
             self.0.push(op::CLOSE);
             self

@@ -73,6 +73,7 @@ impl OutputsDigest {
 /// What a token says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TokenClaims {
+    /// Allocated (from `AllocateMiningJobToken`) or declared (vouching for a job).
     pub kind: TokenKind,
     /// Unique per issuing JDS run (with the key, unique per deployment).
     pub id: u64,
@@ -82,27 +83,43 @@ pub struct TokenClaims {
     pub outputs: OutputsDigest,
 }
 
+/// Why a token is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
+    /// Not [`TOKEN_LEN`] bytes long (the length given).
     #[error("token is {0} bytes, expected {TOKEN_LEN}")]
     Length(usize),
+    /// Its kind byte names no kind.
     #[error("token kind {0} is unknown")]
     Kind(u8),
+    /// Its MAC does not verify: forged, altered, or issued under another key.
     #[error("token was not issued under this key")]
     Mac,
+    /// Past its expiry, by this many milliseconds.
     #[error("token expired {0} ms ago")]
     Expired(u64),
+    /// The wrong kind for the message (an allocated token where a declared one is needed, say).
     #[error("token is an {got:?} one where a {want:?} one is needed")]
-    WrongKind { got: TokenKind, want: TokenKind },
+    WrongKind {
+        /// The token's kind.
+        got: TokenKind,
+        /// The kind the message needs.
+        want: TokenKind,
+    },
 }
 
+/// Why the token key could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
+    /// The key file could not be read.
     #[error("reading the job token key {path}: {source}")]
     Read {
+        /// The key file.
         path: String,
+        /// The OS's error.
         source: std::io::Error,
     },
+    /// Not 64 hex digits (how many characters there were).
     #[error("the job token key must be 64 hex digits (32 bytes), got {0} characters")]
     Format(usize),
 }
@@ -118,6 +135,7 @@ impl fmt::Debug for TokenKey {
 }
 
 impl TokenKey {
+    /// The key with these 32 bytes.
     pub fn from_bytes(b: [u8; 32]) -> TokenKey {
         TokenKey(b)
     }
@@ -145,6 +163,7 @@ impl TokenKey {
         TokenKey::from_hex(&s)
     }
 
+    /// The key as 64 lowercase hex digits (the key file's format).
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
@@ -158,6 +177,7 @@ impl TokenKey {
         m
     }
 
+    /// A token carrying `c`, MACed under this key ([`TOKEN_LEN`] bytes).
     pub fn issue(&self, c: &TokenClaims) -> Vec<u8> {
         let mut t = Vec::with_capacity(TOKEN_LEN);
         t.push(c.kind.byte());

@@ -29,6 +29,7 @@ pub enum Origin {
     Declared {
         /// The id in the Job Declarator's token it was accepted under.
         token_id: u64,
+        /// The pool's view of chain tips, to tell whether the job's previous block is stale.
         tips: Arc<Tips>,
     },
 }
@@ -42,10 +43,14 @@ pub struct Solution<'a> {
     pub extranonce: &'a [u8],
     /// The full header version, after any version rolling.
     pub version: u32,
+    /// The header's time (Unix seconds).
     pub ntime: u32,
+    /// The header's nonce.
     pub nonce: u32,
 }
 
+/// Work for miners: a template and a coinbase paying one payout script, split where the
+/// extranonce goes (or a farm's declared job: see [`Origin`]).
 #[derive(Debug)]
 pub struct Job {
     /// Unique for the pool's lifetime; SV1 sends it as lowercase hex.
@@ -54,21 +59,32 @@ pub struct Job {
     pub generation: u64,
     /// Increments with every new previous-block hash: a job of an older epoch is stale.
     pub epoch: u64,
+    /// The template it was built from.
     pub template: Arc<Template>,
+    /// The header version, before any rolling.
     pub version: u32,
+    /// The previous block's hash.
     pub prev_hash: Hash256,
+    /// The network target, compact (`nBits`).
     pub bits: CompactTarget,
+    /// The network target: a share meeting it is a block.
     pub network_target: Target,
     /// The header time the job suggests, and the earliest a share may use.
     pub ntime: u32,
+    /// The earliest header time a share may use.
     pub min_ntime: u32,
+    /// The coinbase before and after the extranonce.
     pub coinbase: CoinbaseParts,
     coinbase_midstate: CoinbaseMidstate,
+    /// The merkle branch the coinbase txid climbs to the root.
     pub merkle_branch: Arc<[Hash256]>,
+    /// The template's fingerprint, as events name it.
     pub fingerprint: Fingerprint,
     /// Miners must drop earlier jobs: it follows a new previous-block hash.
     pub clean: bool,
+    /// When it was built.
     pub created: Millis,
+    /// Whose transactions it carries.
     pub origin: Origin,
     /// The SV1 `mining.notify` line under the job's own id, written once (see
     /// [`crate::sv1::notify`]).
@@ -144,6 +160,7 @@ impl Job {
         Ok(job)
     }
 
+    /// Whether it is a farm's declared job (see [`Origin::Declared`]).
     pub fn is_declared(&self) -> bool {
         matches!(self.origin, Origin::Declared { .. })
     }

@@ -42,6 +42,7 @@ pub struct JobBook {
 }
 
 impl JobBook {
+    /// A book with no template yet.
     pub fn new(config: JobConfig) -> Self {
         JobBook {
             config: Arc::new(config),
@@ -52,6 +53,7 @@ impl JobBook {
         }
     }
 
+    /// The latest generation; `None` before the first template.
     pub fn current(&self) -> Option<&Arc<Generation>> {
         self.current.as_ref()
     }
@@ -114,15 +116,21 @@ impl JobBook {
 /// One adopted template and the jobs built from it.
 #[derive(Debug)]
 pub struct Generation {
+    /// Increments with every template adopted.
     pub id: u64,
+    /// Increments with every new previous-block hash.
     pub epoch: u64,
     /// The template has a new previous-block hash: its jobs are clean.
     pub clean: bool,
+    /// The template.
     pub template: Arc<Template>,
     /// Set when the template came from a Template Provider.
     pub tdp: Option<Arc<TdpTemplate>>,
+    /// The merkle branch every coinbase txid of its jobs climbs.
     pub merkle_branch: Arc<[Hash256]>,
+    /// The template's fingerprint, as events name it.
     pub fingerprint: Fingerprint,
+    /// When the template was adopted.
     pub created: Millis,
     config: Arc<JobConfig>,
     ids: Arc<AtomicU64>,

@@ -9,6 +9,9 @@
 //! [`fuzz_support`]: what the fuzz targets in `crates/pool/fuzz` run, so that the committed
 //! corpus replays on stable.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod channel;
 pub mod engine;
 pub mod fuzz_support;

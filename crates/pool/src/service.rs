@@ -31,9 +31,12 @@ use crate::Millis;
 use edge::{Admission, Gate};
 use sv2::keys::AuthorityKeys;
 
+/// Everything a pool is started with (see [`RunningPool`]).
 #[derive(Clone, Debug)]
 pub struct PoolSettings {
+    /// The share-accounting engine's settings.
     pub engine: EngineConfig,
+    /// The node's RPC: templates (unless `tp`) and block submission.
     pub node: NodeConfig,
     /// Templates from this SV2 Template Provider instead of the node's `getblocktemplate`.
     pub tp: Option<TpConfig>,
@@ -41,25 +44,34 @@ pub struct PoolSettings {
     /// the provider cannot take, or does not answer for, goes out through `submitblock`) and a
     /// second source of work while the provider is unreachable.
     pub node_beside_tp: bool,
+    /// Serve Stratum V1 miners on this address; `None`: no SV1.
     pub sv1_listen: Option<SocketAddr>,
+    /// Serve `/metrics`, `/api/*` and `/healthz` on this address; `None`: no HTTP.
     pub http_listen: Option<SocketAddr>,
+    /// The share store; `None` keeps no shares.
     pub store: Option<StoreConfig>,
+    /// Write the event log to this file; `None`: no event log.
     pub events: Option<PathBuf>,
     /// The configuration name written in the event log's header.
     pub events_config: String,
+    /// The SV1 front end's settings.
     pub sv1: Sv1Config,
+    /// Admission control for miners (rates, bans, connection caps).
     pub admission: Admission,
     /// Serve Stratum V2 miners on this address.
     pub sv2_listen: Option<SocketAddr>,
+    /// The SV2 front end's settings.
     pub sv2: Sv2Settings,
 }
 
 /// The SV2 front end's settings: the Mining Protocol's and the Noise responder's.
 #[derive(Clone, Debug)]
 pub struct Sv2Settings {
+    /// The Mining Protocol side.
     pub config: Sv2Config,
     /// Signs each connection's Noise certificate; miners are configured with its public half.
     pub keys: AuthorityKeys,
+    /// How long each Noise certificate is valid from the handshake.
     pub cert_validity: Duration,
 }
 
@@ -74,31 +86,46 @@ impl Default for Sv2Settings {
     }
 }
 
+/// Why a pool could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
+    /// The node client could not be set up.
     #[error("node client: {0}")]
     Node(#[from] NodeError),
+    /// The share store could not be opened.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A listener could not bind.
     #[error("cannot listen on {addr} ({what}): {source}")]
     Listen {
+        /// Which listener: `sv1`, `sv2` or `http`.
         what: &'static str,
+        /// The address it was to bind.
         addr: SocketAddr,
+        /// The OS's error.
         source: std::io::Error,
     },
+    /// The event log could not be opened.
     #[error("event log {path}: {source}")]
     Events {
+        /// The event log file.
         path: PathBuf,
+        /// The OS's error.
         source: std::io::Error,
     },
 }
 
 /// A started pool. [`RunningPool::shutdown`] stops it.
 pub struct RunningPool {
+    /// The share-accounting engine.
     pub engine: Arc<Engine>,
+    /// Where SV1 miners connect (the bound address); `None` without SV1.
     pub sv1_addr: Option<SocketAddr>,
+    /// Where SV2 miners connect; `None` without SV2.
     pub sv2_addr: Option<SocketAddr>,
+    /// Where the HTTP endpoints are served; `None` without HTTP.
     pub http_addr: Option<SocketAddr>,
+    /// The template source's health.
     pub health: Arc<NodeHealth>,
     shutdown: watch::Sender<bool>,
     tasks: JoinSet<()>,

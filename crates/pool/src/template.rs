@@ -11,22 +11,31 @@ use primitives::{CompactTarget, Hash256};
 pub struct TemplateTx {
     /// Serialized as it goes into the block (with witness data, if any).
     pub data: Vec<u8>,
+    /// Its txid.
     pub txid: Hash256,
+    /// The fee it pays.
     pub fee: Amount,
+    /// Its weight (weight units).
     pub weight: u32,
 }
 
+/// A block template from the node (`getblocktemplate`) or a Template Provider, without the
+/// coinbase.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
     /// Height of the block this template builds.
     pub height: u32,
+    /// The previous block's hash.
     pub prev_hash: Hash256,
+    /// The header version.
     pub version: u32,
+    /// The network target, compact (`nBits`).
     pub bits: CompactTarget,
     /// The node's clock when it made the template (`curtime`), and the earliest header time
     /// the pool's jobs on it allow (`mintime`: a node's median time past + 1, or a provider's
     /// `header_timestamp`).
     pub curtime: u32,
+    /// See `curtime`.
     pub mintime: u32,
     /// The median time past of the chain the template builds on, when its source says it (a
     /// node's `getblocktemplate`, as `mintime - 1`): a block's header time must be later. A
@@ -39,16 +48,19 @@ pub struct Template {
     /// The commitment hash of `default_witness_commitment` (the 32 bytes after the
     /// `6a24aa21a9ed` header); `None` when no transaction has witness data.
     pub witness_commitment: Option<Hash256>,
+    /// Its transactions, in block order; empty for a provider's (it holds them).
     pub transactions: Arc<[TemplateTx]>,
     /// Opaque id to long-poll on for the next template (`longpollid`), where the source has one.
     pub longpoll_id: Option<String>,
 }
 
 impl Template {
+    /// The transactions' txids, in block order.
     pub fn txids(&self) -> impl Iterator<Item = Hash256> + '_ {
         self.transactions.iter().map(|t| t.txid)
     }
 
+    /// The transactions' fees, summed.
     pub fn fees(&self) -> Amount {
         self.transactions.iter().map(|t| t.fee).sum()
     }
@@ -60,17 +72,23 @@ impl Template {
 /// `template_id`, the provider's id (the provider holds the transactions).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TdpTemplate {
+    /// The provider's template id.
     pub template_id: u64,
+    /// The coinbase transaction's version.
     pub coinbase_tx_version: u32,
     /// The start of the coinbase scriptSig (the BIP34 height push).
     pub coinbase_prefix: Vec<u8>,
+    /// The coinbase input's `nSequence`.
     pub coinbase_tx_input_sequence: u32,
     /// What the pool's outputs may add up to.
     pub coinbase_tx_value_remaining: u64,
+    /// How many outputs `coinbase_tx_outputs` holds.
     pub coinbase_tx_outputs_count: u32,
     /// The outputs the provider requires (the witness commitment), serialized back to back.
     pub coinbase_tx_outputs: Vec<u8>,
+    /// The coinbase's `nLockTime`.
     pub coinbase_tx_locktime: u32,
+    /// The merkle path the coinbase txid climbs to the root.
     pub merkle_path: Arc<[Hash256]>,
 }
 

@@ -12,6 +12,7 @@ use primitives::Hash256;
 /// within seconds of the pool), few enough to scan on every share of a declared job.
 pub const RECENT_TIPS: usize = 16;
 
+/// The recent previous-block hashes, newest last (at most [`RECENT_TIPS`]).
 #[derive(Debug, Default)]
 pub struct Tips {
     recent: RwLock<VecDeque<Hash256>>,

@@ -41,17 +41,24 @@ pub enum BlockSource {
 /// the mempool entries they came from.
 #[derive(Clone, Debug)]
 pub struct StoredBlock {
+    /// Block hash (the header's double SHA-256).
     pub hash: Hash256,
+    /// Height in the chain.
     pub height: u32,
+    /// The 80-byte header.
     pub header: Header,
+    /// The coinbase transaction, kept apart from `txs`.
     pub coinbase: Transaction,
+    /// The other transactions in block order, shared with the mempool entries they came from.
     pub txs: Vec<Arc<TxEntry>>,
     /// Fees of `txs` as recorded in the mempool (zero for a side-chain block whose
     /// transactions were never checked against it).
     pub fees: u64,
     /// Serialized size with witnesses, and weight.
     pub size: usize,
+    /// Weight in weight units (BIP141).
     pub weight: u64,
+    /// Where it came from: the start, the rest of the network, or a submission.
     pub source: BlockSource,
     /// When the network got it.
     pub received: SimTime,
@@ -90,10 +97,12 @@ impl StoredBlock {
         }
     }
 
+    /// The header's timestamp (Unix seconds).
     pub fn time(&self) -> u32 {
         self.header.time
     }
 
+    /// Transactions in the block, coinbase included.
     pub fn tx_count(&self) -> usize {
         1 + self.txs.len()
     }
@@ -159,18 +168,22 @@ impl History {
         self.blocks.first().map(|b| b.height)
     }
 
+    /// Blocks held in the history.
     pub fn len(&self) -> usize {
         self.blocks.len()
     }
 
+    /// Whether no block is held.
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty()
     }
 
+    /// The block with this hash, if held.
     pub fn block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
         self.by_hash.get(hash).map(|&i| &self.blocks[i])
     }
 
+    /// The block at `height`, if held.
     pub fn at(&self, height: u32) -> Option<&Arc<StoredBlock>> {
         let first = self.first_height()?;
         self.blocks.get(height.checked_sub(first)? as usize)
@@ -183,6 +196,8 @@ impl History {
 }
 
 #[derive(Clone, Debug)]
+/// The block tree from the base block: the main chain and any side branches, indexed by hash
+/// and main-chain height, with the history before the base.
 pub struct Chain {
     blocks: HashMap<Hash256, Arc<StoredBlock>>,
     /// `main[i]` is the main-chain block at height `base_height + i`.
@@ -258,10 +273,12 @@ impl Chain {
         Some(times[times.len() / 2])
     }
 
+    /// The main-chain tip.
     pub fn tip(&self) -> &Arc<StoredBlock> {
         &self.blocks[self.main.last().expect("the base block is never removed")]
     }
 
+    /// Hash of the main-chain tip (`getbestblockhash`).
     pub fn tip_hash(&self) -> Hash256 {
         self.tip().hash
     }
@@ -281,6 +298,7 @@ impl Chain {
         self.main.len()
     }
 
+    /// Whether no main-chain block is held (never, once built from a base block).
     pub fn is_empty(&self) -> bool {
         false
     }
@@ -290,10 +308,12 @@ impl Chain {
         self.blocks.len()
     }
 
+    /// The block with this hash, main chain or side branch.
     pub fn block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
         self.blocks.get(hash)
     }
 
+    /// Whether a block with this hash is known, on any branch.
     pub fn contains(&self, hash: &Hash256) -> bool {
         self.blocks.contains_key(hash)
     }
@@ -304,6 +324,7 @@ impl Chain {
         self.main.get(i).copied()
     }
 
+    /// Whether the block with this hash is on the main chain.
     pub fn is_main(&self, hash: &Hash256) -> bool {
         self.blocks
             .get(hash)

@@ -44,38 +44,53 @@ pub enum SubmitError {
     #[error("Block does not start with a coinbase")]
     NoCoinbase,
     #[error("high-hash")]
+    /// The header hash is above the target its `nBits` encode.
     HighHash,
     #[error("bad-txnmrklroot")]
+    /// The header's merkle root is not that of the block's transactions.
     BadMerkleRoot,
     /// The merkle tree is mutated (CVE-2012-2459: a repeated pair of txids).
     #[error("bad-txns-duplicate")]
     MutatedMerkle,
     #[error("bad-blk-length")]
+    /// More transactions, or a larger size stripped of witnesses, than a quarter of the block weight
+    /// limit allows.
     BadLength,
     #[error("bad-cb-multiple")]
+    /// A transaction after the first is a coinbase.
     MultipleCoinbase,
     #[error("bad-cb-length")]
+    /// The coinbase scriptSig is not 2 to 100 bytes long.
     BadCoinbaseLength,
     #[error("bad-txns-vin-empty")]
+    /// A transaction has no inputs.
     TxNoInputs,
     #[error("bad-txns-vout-empty")]
+    /// A transaction has no outputs.
     TxNoOutputs,
     #[error("bad-txns-oversize")]
+    /// A transaction's size stripped of witnesses, times four, is over the block weight limit.
     TxOversize,
     #[error("bad-txns-vout-negative")]
+    /// An output value is negative when read as Core reads amounts (signed 64-bit).
     TxOutputNegative,
     #[error("bad-txns-vout-toolarge")]
+    /// An output value is above 21 million BTC.
     TxOutputTooLarge,
     #[error("bad-txns-txouttotal-toolarge")]
+    /// A transaction's outputs add up to more than 21 million BTC.
     TxOutputTotalTooLarge,
     #[error("bad-txns-inputs-duplicate")]
+    /// A transaction spends the same outpoint twice.
     TxDuplicateInputs,
     #[error("bad-txns-prevout-null")]
+    /// A non-coinbase transaction spends the null outpoint.
     TxNullPrevout,
     /// We have this block already.
     #[error("duplicate")]
     Duplicate,
     #[error("prev-blk-not-found")]
+    /// The parent block is unknown.
     PrevNotFound,
     /// `nBits` is not the network's.
     #[error("bad-diffbits")]
@@ -87,19 +102,25 @@ pub enum SubmitError {
     #[error("time-too-new")]
     TimeTooNew,
     #[error("bad-version(0x{0:08x})")]
+    /// The header version is one Core rejects as outdated (below 4 since BIP65).
     BadVersion(u32),
     #[error("bad-txns-nonfinal")]
+    /// A transaction is not final at the block's height and median time past.
     NonFinalTx,
     /// The coinbase scriptSig does not start with the BIP34 push of the block's height.
     #[error("bad-cb-height")]
     BadCoinbaseHeight,
     #[error("bad-witness-nonce-size")]
+    /// The coinbase witness is not a single 32-byte witness reserved value.
     BadWitnessNonceSize,
     #[error("bad-witness-merkle-match")]
+    /// The witness commitment in the coinbase does not match the block's wtxids.
     BadWitnessMerkle,
     #[error("unexpected-witness")]
+    /// A transaction carries a witness but the coinbase has no witness commitment.
     UnexpectedWitness,
     #[error("bad-blk-weight")]
+    /// The block weight is over 4,000,000 WU.
     BadWeight,
     /// A transaction we do not have (every non-coinbase transaction must come from the
     /// mempool), or one already spent (in an earlier block, or earlier in this one).
@@ -135,8 +156,11 @@ pub fn decode(raw: &[u8]) -> Result<Block, SubmitError> {
 /// A block that passed the context-free checks, with what they computed.
 #[derive(Clone, Debug)]
 pub struct CheckedBlock {
+    /// The decoded block.
     pub block: Block,
+    /// Its header hash.
     pub hash: Hash256,
+    /// Its header.
     pub header: Header,
     /// Txids in block order, coinbase first.
     pub txids: Vec<Hash256>,
@@ -254,6 +278,7 @@ fn merkle_root_checked(leaves: &[Hash256]) -> (Hash256, bool) {
 
 /// What the header is judged against: the chain at its parent and the network's clock.
 pub struct HeaderContext {
+    /// The `nBits` the network expects at this height.
     pub bits: CompactTarget,
     /// Median time past of the parent.
     pub prev_median_time: u32,

@@ -18,6 +18,8 @@ pub const MAX_BLOCK_WEIGHT: u64 = 4_000_000;
 pub const COINBASE_RESERVED_WEIGHT: u64 = 4_000;
 
 #[derive(Clone, Debug, PartialEq)]
+/// Everything that shapes a simulated network; defaults describe mainnet (see the crate docs
+/// for where each comes from). Check with [`SimnetConfig::validate`].
 pub struct SimnetConfig {
     /// Seeds every random stream: the same seed and the same call timing give the same network.
     pub seed: u64,
@@ -45,6 +47,7 @@ pub struct SimnetConfig {
     /// (a fixed grid standing for Bitcoin Core's 2 s average trickle to outbound peers); zero
     /// announces each one as it appears. See [`crate::relay`].
     pub tx_announce_interval: Duration,
+    /// Transaction arrivals and the mempool's size.
     pub mempool: MempoolConfig,
 }
 
@@ -75,6 +78,7 @@ pub const DEFAULT_NODE: &str = "node";
 /// of the network.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeSpec {
+    /// The node's name, unique in the network; it labels its events and logs.
     pub name: String,
     /// How long the network's transactions and blocks take to reach it, and its blocks to reach
     /// the network.
@@ -88,6 +92,7 @@ impl Default for NodeSpec {
 }
 
 impl NodeSpec {
+    /// A node called `name`, `relay_delay` from the rest of the network.
     pub fn new(name: &str, relay_delay: Duration) -> NodeSpec {
         NodeSpec {
             name: name.to_owned(),
@@ -123,7 +128,9 @@ pub struct MempoolConfig {
     pub arrival_rate: f64,
     /// Transactions already waiting when the network starts (drawn from the same model).
     pub initial_txs: usize,
+    /// How arrivals' virtual sizes are drawn.
     pub vsize: VsizeModel,
+    /// How arrivals' fee rates are drawn.
     pub fee_rate: FeeRateModel,
     /// Total virtual size the mempool holds; past it the lowest fee rates are evicted.
     pub max_vsize: u64,
@@ -142,30 +149,59 @@ impl Default for MempoolConfig {
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
+/// Why a [`SimnetConfig`] was refused.
 pub enum ConfigError {
     #[error("{0} must be a finite number >= 0, got {1}")]
+    /// The named number is negative or not finite.
     NotNonNegative(&'static str, f64),
     #[error("{0} must be a finite number > 0, got {1}")]
+    /// The named number is zero, negative or not finite.
     NotPositive(&'static str, f64),
     #[error("vsize model: need {MIN_VSIZE} <= min < median and min <= max <= {MAX_VSIZE} (min {min}, median {median}, max {max})")]
-    Vsize { min: u32, median: f64, max: u32 },
+    /// The virtual size model's bounds are out of order or out of range.
+    Vsize {
+        /// Smallest size drawn (vB).
+        min: u32,
+        /// Median of the drawn sizes (vB).
+        median: f64,
+        /// Cap on the drawn sizes (vB).
+        max: u32,
+    },
     #[error("fee rate model: need 0 < floor <= max (floor {floor}, max {max})")]
-    FeeRate { floor: f64, max: f64 },
+    /// The fee rate model's clamp is empty or not positive.
+    FeeRate {
+        /// Lowest fee rate drawn (sat/vB).
+        floor: f64,
+        /// Highest fee rate drawn (sat/vB).
+        max: f64,
+    },
     #[error("block_max_weight {max} must be at most {MAX_BLOCK_WEIGHT} and above the coinbase reserve {reserved}")]
-    BlockWeight { max: u64, reserved: u64 },
+    /// The block weight limit is over BIP141's or leaves nothing after the coinbase reserve.
+    BlockWeight {
+        /// The configured `block_max_weight` (WU).
+        max: u64,
+        /// The configured `coinbase_reserved_weight` (WU).
+        reserved: u64,
+    },
     #[error("start_height {0} leaves no room for further blocks")]
+    /// The start height is so high that the next block's height would overflow.
     StartHeight(u32),
     #[error("start_unix_time {0} does not fit a header's 32-bit time")]
+    /// The start time does not fit a header's 32-bit `nTime`.
     StartTime(u64),
     #[error("a network needs at least one node")]
+    /// No node is configured.
     NoNodes,
     #[error("node name {0:?} is empty or reserved")]
+    /// A node name is empty or one that is reserved.
     NodeName(String),
     #[error("node {0:?} is given twice")]
+    /// Two nodes have the same name.
     DuplicateNode(String),
 }
 
 impl SimnetConfig {
+    /// Checks that the numbers make sense together, before a [`crate::Network`] is built from them.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let m = &self.mempool;
         if !(m.arrival_rate.is_finite() && m.arrival_rate >= 0.0) {

@@ -38,7 +38,7 @@ pub(crate) enum Connected {
 }
 
 impl Ledger {
-    pub fn new(chain: Chain, mempool: Mempool) -> Ledger {
+    pub(crate) fn new(chain: Chain, mempool: Mempool) -> Ledger {
         let seen = mempool.iter_by_fee_rate().map(|e| e.txid).collect();
         Ledger {
             chain,
@@ -49,7 +49,7 @@ impl Ledger {
 
     /// A transaction the network relayed: into the mempool unless seen before (then it is in
     /// the mempool already, or confirmed). Returns whether it was new.
-    pub fn receive_tx(&mut self, entry: Arc<TxEntry>) -> bool {
+    pub(crate) fn receive_tx(&mut self, entry: Arc<TxEntry>) -> bool {
         if !self.seen.insert(entry.txid) {
             return false;
         }
@@ -60,7 +60,7 @@ impl Ledger {
 
     /// Adds a block that was checked where it entered the network. `received` and `source` are
     /// this participant's: when it got the block and where from.
-    pub fn connect_relayed(
+    pub(crate) fn connect_relayed(
         &mut self,
         block: &StoredBlock,
         received: SimTime,

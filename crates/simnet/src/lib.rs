@@ -70,6 +70,9 @@
 //! the drawn size. Scripts do not verify; the fee is a recorded number kept in the mempool
 //! entry. None has an ancestor in the mempool, so fee rate and ancestor fee rate coincide.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod chain;
 pub mod checks;
 pub mod config;

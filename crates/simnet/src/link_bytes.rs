@@ -42,6 +42,7 @@ pub struct Counted<S> {
 }
 
 impl<S> Counted<S> {
+    /// Wraps `inner`, adding the bytes it reads and writes to `counter`.
     pub fn new(inner: S, counter: Arc<LinkCounter>) -> Counted<S> {
         Counted { inner, counter }
     }

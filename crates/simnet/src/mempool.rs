@@ -18,20 +18,27 @@ use crate::time::SimTime;
 /// A transaction with what every reader of it needs, computed once: ids, raw bytes, weight.
 #[derive(Clone, Debug)]
 pub struct TxEntry {
+    /// The transaction.
     pub tx: Transaction,
     /// Consensus serialization with witness (what `getrawtransaction` and templates hand out).
     pub raw: Box<[u8]>,
+    /// Transaction id (no witness).
     pub txid: Hash256,
+    /// Witness transaction id.
     pub wtxid: Hash256,
     /// The fee it pays, in sats. Simulated inputs have no real value, so this is a record.
     pub fee: u64,
+    /// Weight in weight units (BIP141).
     pub weight: u64,
+    /// Virtual size: weight / 4, rounded up.
     pub vsize: u64,
     /// When it entered the mempool.
     pub time: SimTime,
 }
 
 impl TxEntry {
+    /// Computes ids, serialization, weight and virtual size for `tx`, which pays `fee` sats and
+    /// entered the mempool at `time`.
     pub fn new(tx: Transaction, fee: u64, time: SimTime) -> Self {
         let weight = tx.weight().to_wu();
         TxEntry {
@@ -46,6 +53,7 @@ impl TxEntry {
         }
     }
 
+    /// Its fee over its virtual size.
     pub fn fee_rate(&self) -> FeeRate {
         FeeRate {
             fee: self.fee,
@@ -58,11 +66,14 @@ impl TxEntry {
 /// compares fee rates, so equal rates are equal whatever their sizes.
 #[derive(Clone, Copy, Debug)]
 pub struct FeeRate {
+    /// Fee in sats.
     pub fee: u64,
+    /// Virtual size in vbytes.
     pub vsize: u64,
 }
 
 impl FeeRate {
+    /// The rate in sat/vB as a float, for display (a zero size counts as one).
     pub fn sat_per_vb(&self) -> f64 {
         self.fee as f64 / self.vsize.max(1) as f64
     }
@@ -95,8 +106,11 @@ type RateKey = (FeeRate, Reverse<u64>);
 /// What a walk chose.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
+    /// Chosen transactions, in the order chosen (best fee rate first).
     pub txs: Vec<Arc<TxEntry>>,
+    /// Their fees in sats.
     pub fees: u64,
+    /// Their weight in WU.
     pub weight: u64,
 }
 
@@ -106,14 +120,26 @@ pub struct Selection {
 #[derive(Clone, Debug)]
 pub enum MempoolEvent {
     /// Entered the mempool (`A`).
-    Added { entry: Arc<TxEntry>, sequence: u64 },
+    Added {
+        /// The transaction.
+        entry: Arc<TxEntry>,
+        /// The mempool sequence number it took.
+        sequence: u64,
+    },
     /// Left it for a reason other than a block: evicted when the mempool was full (`R`).
-    Removed { entry: Arc<TxEntry>, sequence: u64 },
+    Removed {
+        /// The transaction.
+        entry: Arc<TxEntry>,
+        /// The mempool sequence number it took.
+        sequence: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a transaction was not accepted into the mempool.
 pub enum MempoolError {
     #[error("txn-already-in-mempool")]
+    /// A transaction with that txid is already waiting.
     AlreadyHave,
 }
 
@@ -123,6 +149,8 @@ const MAX_CONSECUTIVE_FAILURES: u32 = 1000;
 const FULL_ENOUGH_WEIGHT_DELTA: u64 = 4000;
 
 #[derive(Clone, Debug)]
+/// Waiting transactions kept in fee-rate order, so that choosing a block's transactions is a
+/// walk; the lowest rates are evicted past `max_vsize`.
 pub struct Mempool {
     by_txid: HashMap<Hash256, (Arc<TxEntry>, u64)>,
     by_rate: BTreeMap<RateKey, Arc<TxEntry>>,
@@ -138,6 +166,7 @@ pub struct Mempool {
 }
 
 impl Mempool {
+    /// An empty mempool holding at most `max_vsize` vbytes.
     pub fn new(max_vsize: u64) -> Self {
         Mempool {
             by_txid: HashMap::new(),
@@ -229,18 +258,22 @@ impl Mempool {
         self.events.as_ref().is_some_and(|e| !e.is_empty())
     }
 
+    /// The waiting transaction with this txid.
     pub fn get(&self, txid: &Hash256) -> Option<&Arc<TxEntry>> {
         self.by_txid.get(txid).map(|(e, _)| e)
     }
 
+    /// Whether a transaction with this txid is waiting.
     pub fn contains(&self, txid: &Hash256) -> bool {
         self.by_txid.contains_key(txid)
     }
 
+    /// Waiting transactions.
     pub fn len(&self) -> usize {
         self.by_txid.len()
     }
 
+    /// Whether no transaction is waiting.
     pub fn is_empty(&self) -> bool {
         self.by_txid.is_empty()
     }
@@ -250,6 +283,7 @@ impl Mempool {
         self.total_vsize
     }
 
+    /// Sum of the fees of all waiting transactions, in sats.
     pub fn total_fees(&self) -> u64 {
         self.total_fees
     }

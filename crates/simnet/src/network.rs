@@ -44,12 +44,19 @@ use rand_chacha::rand_core::RngCore;
 /// What happened inside the network, for the shell to turn into events and notifications.
 #[derive(Clone, Debug)]
 pub enum Output {
+    /// A node made a new template.
     TemplateCreated(Arc<Template>),
+    /// A node's tip (or, for no node, the rest of the network's) moved.
     TipChanged {
+        /// When, in simulated time.
         at: SimTime,
+        /// Hash of the new tip.
         hash: Hash256,
+        /// Height of the new tip.
         height: u32,
+        /// Hash of its parent; not the old tip when it was a reorganisation.
         prev_hash: Hash256,
+        /// Where the block came from.
         source: BlockSource,
     },
     /// A node's mempool changed (only while its events are recorded: see
@@ -57,11 +64,13 @@ pub enum Output {
     Mempool(MempoolEvent),
     /// The answer to a submitted block (`Ok` is bitcoind's `null`).
     BlockVerdict {
+        /// When the verdict was reached, in simulated time.
         at: SimTime,
         /// None when the bytes did not decode.
         hash: Option<Hash256>,
         /// None when the parent is unknown or the bytes did not decode.
         height: Option<u32>,
+        /// `Ok` when accepted, else Core's reject reason.
         result: Result<(), SubmitError>,
     },
 }
@@ -71,6 +80,7 @@ pub enum Output {
 pub struct NodeOutput {
     /// The node it happened at; `None` for the rest of the network (its tip changes only).
     pub node: Option<NodeId>,
+    /// What happened.
     pub output: Output,
 }
 
@@ -82,6 +92,7 @@ impl NodeId {
     /// The first node: the one the accessors without a node argument read.
     pub const FIRST: NodeId = NodeId(0);
 
+    /// Position in the node list, from 0.
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -90,10 +101,13 @@ impl NodeId {
 /// A submitted block that became the tip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Accepted {
+    /// Hash of the accepted block.
     pub hash: Hash256,
+    /// Its height.
     pub height: u32,
 }
 
+/// What a block submission gives back: the block that became the tip, or Core's reject reason.
 pub type SubmitResult = Result<Accepted, SubmitError>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -137,6 +151,8 @@ pub(crate) struct NodeState {
     pub peer: PeerBytes,
 }
 
+/// The simulated network: the rest of the network's chain and mempool, and every node's own
+/// view; a sans-IO state machine driven by [`Network::advance`] (see the crate docs).
 pub struct Network {
     config: SimnetConfig,
     bits: CompactTarget,
@@ -418,10 +434,12 @@ impl Network {
 
     // Accessors for the endpoints: the first node's view.
 
+    /// The configuration it was built from.
     pub fn config(&self) -> &SimnetConfig {
         &self.config
     }
 
+    /// The chain name it reports (`getblockchaininfo`'s `chain`).
     pub fn chain_name(&self) -> &'static str {
         CHAIN_NAME
     }
@@ -431,30 +449,37 @@ impl Network {
         &self.nodes[0].template
     }
 
+    /// The first node's chain.
     pub fn chain(&self) -> &Chain {
         &self.nodes[0].ledger.chain
     }
 
+    /// The first node's mempool.
     pub fn mempool(&self) -> &Mempool {
         &self.nodes[0].ledger.mempool
     }
 
+    /// The first node's tip.
     pub fn tip(&self) -> &Arc<StoredBlock> {
         self.chain().tip()
     }
 
+    /// Height of the first node's tip (`getblockcount`).
     pub fn height(&self) -> u32 {
         self.chain().tip_height()
     }
 
+    /// A block the first node knows, main chain or side branch.
     pub fn block(&self, hash: &Hash256) -> Option<&Arc<StoredBlock>> {
         self.chain().block(hash)
     }
 
+    /// The first node's main-chain block hash at `height` (`getblockhash`).
     pub fn block_hash(&self, height: u32) -> Option<Hash256> {
         self.chain().hash_at(height)
     }
 
+    /// A transaction waiting in the first node's mempool.
     pub fn mempool_entry(&self, txid: &Hash256) -> Option<&Arc<TxEntry>> {
         self.mempool().get(txid)
     }
@@ -471,6 +496,7 @@ impl Network {
             .unwrap_or(0)
     }
 
+    /// The `nBits` every block carries (the difficulty is fixed).
     pub fn bits(&self) -> CompactTarget {
         self.bits
     }

@@ -35,16 +35,26 @@ use crate::view::NodeView;
 /// What endpoints are told about, in the order it happened.
 #[derive(Clone, Debug)]
 pub enum Update {
+    /// A new template.
     Template(Arc<Template>),
+    /// The node's tip moved.
     Tip {
+        /// Hash of the new tip.
         hash: Hash256,
+        /// Height of the new tip.
         height: u32,
+        /// Hash of its parent.
         prev_hash: Hash256,
+        /// Where the block came from.
         source: BlockSource,
     },
+    /// The verdict on a submitted block (`Ok` is bitcoind's `null`).
     BlockVerdict {
+        /// None when the bytes did not decode.
         hash: Option<Hash256>,
+        /// None when the parent is unknown or the bytes did not decode.
         height: Option<u32>,
+        /// `Ok` when accepted, else Core's reject reason.
         result: Result<(), SubmitError>,
     },
 }
@@ -80,16 +90,27 @@ impl Drop for ZmqRegistration {
 /// mempool changes and tip changes, in the order they happened.
 #[derive(Clone, Debug)]
 pub enum TxUpdate {
+    /// A mempool entry or eviction.
     Mempool(MempoolEvent),
-    Tip { hash: Hash256, prev_hash: Hash256 },
+    /// The node's tip moved: the transactions in the block left the mempool.
+    Tip {
+        /// Hash of the new tip.
+        hash: Hash256,
+        /// Hash of its parent.
+        prev_hash: Hash256,
+    },
 }
 
 /// Counters for the summary a node prints when it stops.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NodeStats {
+    /// Templates made.
     pub templates: u64,
+    /// Tip changes to blocks found by the rest of the network.
     pub network_blocks: u64,
+    /// Tip changes to submitted blocks.
     pub submitted_blocks: u64,
+    /// Submitted blocks rejected.
     pub rejected_blocks: u64,
 }
 
@@ -306,6 +327,7 @@ impl Node {
         self.outlet().template.subscribe()
     }
 
+    /// The counters so far.
     pub fn stats(&self) -> NodeStats {
         *self
             .outlet()
@@ -314,10 +336,12 @@ impl Node {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Its place in the network's node list.
     pub fn id(&self) -> NodeId {
         self.id
     }
 
+    /// Its configured name.
     pub fn name(&self) -> &str {
         self.outlet().name.as_str()
     }

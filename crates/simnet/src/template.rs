@@ -21,13 +21,20 @@ use crate::time::SimTime;
 pub const TEMPLATE_VERSION: u32 = 0x2000_0000;
 
 #[derive(Clone, Debug)]
+/// A block template for one node: what `getblocktemplate` and the Template Provider's
+/// `NewTemplate` describe.
 pub struct Template {
     /// Increases by one with every template the network makes.
     pub id: u64,
+    /// When the network made it.
     pub created_at: SimTime,
+    /// Hash of the tip it builds on.
     pub prev_hash: Hash256,
+    /// Height of the block it makes.
     pub height: u32,
+    /// Header `nVersion` to use ([`TEMPLATE_VERSION`]).
     pub version: u32,
+    /// Header `nBits`.
     pub bits: CompactTarget,
     /// The target `bits` decodes to (what a block's hash must meet).
     pub target: Target,
@@ -37,11 +44,15 @@ pub struct Template {
     pub mintime: u32,
     /// The chosen transactions in block order (after the coinbase).
     pub transactions: Vec<Arc<TxEntry>>,
+    /// Txids of `transactions`, in the same order.
     pub txids: Vec<Hash256>,
+    /// Wtxids of `transactions`, in the same order.
     pub wtxids: Vec<Hash256>,
     /// The coinbase's merkle branch over `txids`.
     pub merkle_branch: Vec<Hash256>,
+    /// Block subsidy at `height`, in sats.
     pub subsidy: u64,
+    /// Fees of `transactions`, in sats.
     pub total_fees: u64,
     /// What the coinbase may pay out: subsidy + fees.
     pub coinbase_value: u64,

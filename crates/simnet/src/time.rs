@@ -13,14 +13,17 @@ use std::time::Duration;
 pub struct SimTime(u64);
 
 impl SimTime {
+    /// The network's start.
     pub const ZERO: SimTime = SimTime(0);
     /// Never: used for events that are switched off.
     pub const NEVER: SimTime = SimTime(u64::MAX);
 
+    /// `ns` nanoseconds after the start.
     pub const fn from_nanos(ns: u64) -> Self {
         SimTime(ns)
     }
 
+    /// `s` seconds after the start (saturating).
     pub const fn from_secs(s: u64) -> Self {
         SimTime(s.saturating_mul(1_000_000_000))
     }
@@ -30,6 +33,7 @@ impl SimTime {
         SimTime(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
     }
 
+    /// Nanoseconds since the start.
     pub const fn as_nanos(self) -> u64 {
         self.0
     }
@@ -39,10 +43,12 @@ impl SimTime {
         self.0 / 1_000_000_000
     }
 
+    /// Seconds since the start, with fractions.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
 
+    /// Time since the start.
     pub const fn as_duration(self) -> Duration {
         Duration::from_nanos(self.0)
     }
@@ -52,6 +58,7 @@ impl SimTime {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// `d` later, saturating at [`SimTime::NEVER`].
     pub fn saturating_add(self, d: Duration) -> SimTime {
         SimTime(
             self.0

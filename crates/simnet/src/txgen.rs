@@ -56,6 +56,7 @@ impl VsizeModel {
         self.median - self.min as f64
     }
 
+    /// Draws a virtual size in vbytes.
     pub fn sample(&self, rng: &mut impl RngCore) -> u32 {
         let x = dist::log_normal(rng, self.excess_median(), self.sigma);
         let v = self.min as f64 + x.round();
@@ -85,9 +86,11 @@ impl VsizeModel {
 /// log-normal puts below it lands on it, as the many transactions paying exactly the minimum do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeeRateModel {
+    /// Lowest rate drawn (sat/vB): the relay floor the mass below it lands on.
     pub floor: f64,
     /// Median of the log-normal (and of the clamped distribution, when above the floor).
     pub median: f64,
+    /// Shape of the log-normal: the standard deviation of the rate's natural log.
     pub sigma: f64,
     /// Cap against absurd draws far in the tail.
     pub max: f64,
@@ -105,6 +108,7 @@ impl Default for FeeRateModel {
 }
 
 impl FeeRateModel {
+    /// Draws a fee rate in sat/vB.
     pub fn sample(&self, rng: &mut impl RngCore) -> f64 {
         dist::log_normal(rng, self.median, self.sigma).clamp(self.floor, self.max)
     }
@@ -124,10 +128,13 @@ impl FeeRateModel {
 /// One arrival: the transaction and what was drawn for it.
 #[derive(Clone, Debug)]
 pub struct GeneratedTx {
+    /// The transaction.
     pub tx: Transaction,
+    /// The virtual size drawn; the transaction's vsize is exactly this.
     pub drawn_vsize: u32,
     /// sat/vB as drawn; the recorded fee rate `fee / vsize` is this rounded up to a whole sat.
     pub drawn_fee_rate: f64,
+    /// Fee in sats.
     pub fee: u64,
 }
 

@@ -29,14 +29,17 @@ impl<'a> NodeView<'a> {
         NodeView { net, node, id }
     }
 
+    /// Its place in the network's node list.
     pub fn id(&self) -> NodeId {
         self.id
     }
 
+    /// Its configured name.
     pub fn name(&self) -> &'a str {
         &self.node.spec.name
     }
 
+    /// How far it is from the rest of the network.
     pub fn relay_delay(&self) -> Duration {
         self.node.spec.relay_delay
     }
@@ -51,10 +54,12 @@ impl<'a> NodeView<'a> {
         self.net
     }
 
+    /// The network's configuration.
     pub fn config(&self) -> &'a SimnetConfig {
         self.net.config()
     }
 
+    /// The chain name it reports (`getblockchaininfo`'s `chain`).
     pub fn chain_name(&self) -> &'static str {
         self.net.chain_name()
     }
@@ -69,30 +74,37 @@ impl<'a> NodeView<'a> {
         self.net.preview_template_at(self.id, now)
     }
 
+    /// The node's chain.
     pub fn chain(&self) -> &'a Chain {
         &self.node.ledger.chain
     }
 
+    /// The node's mempool.
     pub fn mempool(&self) -> &'a Mempool {
         &self.node.ledger.mempool
     }
 
+    /// The node's tip.
     pub fn tip(&self) -> &'a Arc<StoredBlock> {
         self.chain().tip()
     }
 
+    /// Height of the node's tip (`getblockcount`).
     pub fn height(&self) -> u32 {
         self.chain().tip_height()
     }
 
+    /// A block the node knows, main chain or side branch.
     pub fn block(&self, hash: &Hash256) -> Option<&'a Arc<StoredBlock>> {
         self.chain().block(hash)
     }
 
+    /// The node's main-chain block hash at `height` (`getblockhash`).
     pub fn block_hash(&self, height: u32) -> Option<Hash256> {
         self.chain().hash_at(height)
     }
 
+    /// A transaction waiting in the node's mempool.
     pub fn mempool_entry(&self, txid: &Hash256) -> Option<&'a Arc<TxEntry>> {
         self.mempool().get(txid)
     }
@@ -108,22 +120,27 @@ impl<'a> NodeView<'a> {
         chain.median_time_past(&chain.tip_hash()).unwrap_or(0)
     }
 
+    /// The `nBits` every block carries (the difficulty is fixed).
     pub fn bits(&self) -> CompactTarget {
         self.net.bits()
     }
 
+    /// The target `bits` decodes to.
     pub fn target(&self) -> Target {
         self.net.target()
     }
 
+    /// The network difficulty (`getdifficulty`).
     pub fn difficulty(&self) -> Difficulty {
         self.net.difficulty()
     }
 
+    /// The network's current simulated time.
     pub fn now(&self) -> SimTime {
         self.net.now()
     }
 
+    /// Unix time (seconds) of the simulated instant `t`.
     pub fn unix_time(&self, t: SimTime) -> u64 {
         self.net.unix_time(t)
     }

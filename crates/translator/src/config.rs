@@ -15,6 +15,7 @@ pub enum ChannelMode {
 }
 
 impl ChannelMode {
+    /// The mode's name in configuration and on the command line (`aggregated`, `per-device`).
     pub const fn as_str(self) -> &'static str {
         match self {
             ChannelMode::Aggregated => "aggregated",
@@ -29,6 +30,7 @@ impl std::fmt::Display for ChannelMode {
     }
 }
 
+/// A channel mode name that is neither `aggregated` nor `per-device` (the name given).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown channel mode {0:?} (expected aggregated or per-device)")]
 pub struct UnknownChannelMode(pub String);
@@ -45,6 +47,7 @@ impl std::str::FromStr for ChannelMode {
     }
 }
 
+/// The translator's settings: the upstream channel, devices' extranonce and difficulty, and limits.
 #[derive(Clone, Debug)]
 pub struct TranslatorConfig {
     /// One channel for every device, or one per device.
@@ -66,7 +69,9 @@ pub struct TranslatorConfig {
     pub version_mask: u32,
     /// Names one device connection may authorize.
     pub max_workers: usize,
+    /// The difficulty a device starts at, before vardiff has measured it.
     pub start_difficulty: Difficulty,
+    /// How each device's difficulty follows its share rate.
     pub vardiff: VardiffConfig,
     /// After a device's difficulty changes, shares meeting the old one are taken this long.
     pub grace_ms: u64,

@@ -33,7 +33,9 @@ pub const MAX_BAD_LINES: u32 = 16;
 
 /// What the device needs from the translator while it handles something.
 pub struct Link<'a> {
+    /// The translator's settings.
     pub config: &'a TranslatorConfig,
+    /// The SV1 jobs, shared by every device.
     pub book: &'a mut JobBook,
     /// The channel's prefix and the device values, once the channel is open.
     pub extranonce: Option<(&'a [u8], &'a mut ExtranonceAllocator)>,
@@ -49,17 +51,21 @@ pub struct Link<'a> {
 pub enum LineOutcome {
     /// A share the device accepted: the translator decides whether it goes upstream.
     Accepted(LocalShare),
+    /// A share the device refused (stale, duplicate, low difficulty, ...), answered as such.
     Rejected(Reject),
     /// A share refused before its job was looked at (not subscribed, unknown worker,
     /// unreadable).
     Refused(ErrorCode),
+    /// Anything but a share (subscribe, authorize, configure, a malformed line, ...).
     Other,
 }
 
 /// Why the device wants its connection closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Close {
+    /// More than [`MAX_BAD_LINES`] malformed lines.
     TooManyBadLines,
+    /// A line longer than the limit.
     LineTooLong,
     /// Every device value of the channel is taken.
     Full,
@@ -69,6 +75,8 @@ pub enum Close {
     ChannelLost,
 }
 
+/// One SV1 device's session: subscription, workers, vardiff, its jobs and the lines to
+/// write to it.
 pub struct Device {
     id: DeviceId,
     extranonce: Option<DeviceExtranonce>,
@@ -90,6 +98,7 @@ pub struct Device {
 }
 
 impl Device {
+    /// A device just connected, at the starting difficulty, not yet subscribed.
     pub fn new(id: DeviceId, config: &TranslatorConfig, now: Millis) -> Self {
         Device {
             id,
@@ -109,18 +118,22 @@ impl Device {
         }
     }
 
+    /// The device's id.
     pub fn id(&self) -> DeviceId {
         self.id
     }
 
+    /// Its value of the channel's extranonce, once given one.
     pub fn extranonce(&self) -> Option<DeviceExtranonce> {
         self.extranonce
     }
 
+    /// Its current share difficulty (vardiff's).
     pub fn difficulty(&self) -> Difficulty {
         self.vardiff.difficulty()
     }
 
+    /// Its current share target.
     pub fn target(&self) -> Target {
         self.vardiff.difficulty().to_target()
     }
@@ -130,6 +143,7 @@ impl Device {
         self.vardiff.rate_per_second().map(|r| r * 4_294_967_296.0)
     }
 
+    /// Whether it has a job to work on.
     pub fn is_working(&self) -> bool {
         !self.jobs.is_empty()
     }
@@ -156,6 +170,7 @@ impl Device {
         self.close = Some(Close::ChannelLost);
     }
 
+    /// Why it wants its connection closed; `None` while it does not.
     pub fn wants_close(&self) -> Option<Close> {
         self.close
     }
@@ -189,6 +204,7 @@ impl Device {
         self.close = Some(Close::LineTooLong);
     }
 
+    /// Handles one line from the device (without its newline): what it was.
     pub fn handle_line(&mut self, line: &[u8], now: Millis, link: &mut Link<'_>) -> LineOutcome {
         sv1::server::handle_line(
             &mut Request {

@@ -12,11 +12,15 @@
 
 use std::collections::VecDeque;
 
+/// The channel's extranonce cannot be split among devices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
+    /// The channel rolls too few bytes to give devices the least extranonce2 configured.
     #[error("the channel rolls {channel} extranonce bytes; devices need at least {min_extranonce2} of their own")]
     TooSmall {
+        /// Bytes the channel rolls (its extranonce size).
         channel: usize,
+        /// The least extranonce2 a device must be left (`min_extranonce2_size`).
         min_extranonce2: usize,
     },
 }
@@ -67,6 +71,7 @@ pub struct DeviceExtranonce {
 }
 
 impl DeviceExtranonce {
+    /// The value big-endian in a 4-byte array, and how many of its last bytes are the device's.
     pub fn bytes(&self) -> ([u8; 4], usize) {
         (self.value.to_be_bytes(), self.len as usize)
     }
@@ -77,6 +82,7 @@ impl DeviceExtranonce {
         out.extend_from_slice(&b[4 - n..]);
     }
 
+    /// The value as a number.
     pub fn value(&self) -> u32 {
         self.value
     }
@@ -93,6 +99,7 @@ pub struct ExtranonceAllocator {
 }
 
 impl ExtranonceAllocator {
+    /// An allocator with nothing handed out, over `layout`.
     pub fn new(layout: Layout) -> Self {
         ExtranonceAllocator {
             layout,
@@ -102,10 +109,12 @@ impl ExtranonceAllocator {
         }
     }
 
+    /// The split the values are handed out under.
     pub fn layout(&self) -> Layout {
         self.layout
     }
 
+    /// How many values are handed out and not yet freed.
     pub fn held(&self) -> usize {
         self.held
     }

@@ -139,32 +139,54 @@ const HARD_BITS: u32 = 0x1d00_ffff;
 
 /// Operation codes (the low nibble of an operation byte, modulo [`op::COUNT`]).
 pub mod op {
+    /// A device connects (up to the devices' limit).
     pub const CONNECT: u8 = 0;
+    /// Device `n` (the high nibble) sends a generated line ([`super::line`]).
     pub const LINE: u8 = 1;
+    /// Device `n` sends raw bytes: a length byte, then the bytes.
     pub const RAW_LINE: u8 = 2;
+    /// Device `n` disconnects.
     pub const CLOSE: u8 = 3;
+    /// The upstream sends a generated message ([`super::up`]), while connected.
     pub const UPSTREAM: u8 = 4;
+    /// The upstream sends a message built from raw bytes, while connected.
     pub const UPSTREAM_RAW: u8 = 5;
+    /// The clock steps (one byte: unit and count) and the core ticks.
     pub const TICK: u8 = 6;
+    /// The upstream connection is lost.
     pub const LOST: u8 = 7;
+    /// A new upstream connection is ready (after [`LOST`]).
     pub const CONNECTED: u8 = 8;
+    /// Device `n` sends a line longer than the limit.
     pub const LONG_LINE: u8 = 9;
+    /// The number of operation codes.
     pub const COUNT: u8 = 10;
 }
 
 /// Device line kinds (the low nibble of the first argument of [`op::LINE`], modulo
 /// [`line::COUNT`]; the high nibble varies the line).
 pub mod line {
+    /// `mining.subscribe`, with or without a user agent and session id.
     pub const SUBSCRIBE: u8 = 0;
+    /// `mining.authorize`, under various names.
     pub const AUTHORIZE: u8 = 1;
+    /// `mining.configure`, with various extensions and masks.
     pub const CONFIGURE: u8 = 2;
+    /// `mining.submit` (kinds not listed here are submits too).
     pub const SUBMIT: u8 = 3;
+    /// `mining.suggest_difficulty`, sane or not.
     pub const SUGGEST_DIFFICULTY: u8 = 6;
+    /// `mining.suggest_target`, sane or not.
     pub const SUGGEST_TARGET: u8 = 7;
+    /// `mining.extranonce.subscribe`.
     pub const EXTRANONCE_SUBSCRIBE: u8 = 8;
+    /// `client.get_version` or a ping.
     pub const PING: u8 = 9;
+    /// Unknown methods and malformed requests.
     pub const OTHER: u8 = 10;
+    /// The device's last submit again (a duplicate), once it has one.
     pub const RESUBMIT: u8 = 11;
+    /// The number of line kinds.
     pub const COUNT: u8 = 12;
 }
 
@@ -188,6 +210,7 @@ pub mod up {
     pub const CLOSE: u8 = 7;
     /// Anything else: messages for other channels, ones a client never gets, unknown replies.
     pub const OTHER: u8 = 8;
+    /// The number of upstream message kinds.
     pub const COUNT: u8 = 9;
 }
 
@@ -2610,6 +2633,7 @@ pub mod script {
             self
         }
 
+        /// A device connects.
         pub fn connect(self) -> Self {
             self.push(&[op::CONNECT])
         }
@@ -2619,6 +2643,7 @@ pub mod script {
             self.push(&[(device << 4) | op::LINE, kind]).push(args)
         }
 
+        /// Device `device` subscribes.
         pub fn subscribe(self, device: u8) -> Self {
             self.line(device, line::SUBSCRIBE | 0x20, &[])
         }
@@ -2661,10 +2686,12 @@ pub mod script {
                 .push(bytes)
         }
 
+        /// Device `device` disconnects.
         pub fn close(self, device: u8) -> Self {
             self.push(&[(device << 4) | op::CLOSE])
         }
 
+        /// Device `device` sends a line longer than the limit.
         pub fn long_line(self, device: u8) -> Self {
             self.push(&[(device << 4) | op::LONG_LINE])
         }
@@ -2765,14 +2792,17 @@ pub mod script {
             self.push(&[op::TICK, b])
         }
 
+        /// The upstream connection is lost.
         pub fn lost(self) -> Self {
             self.push(&[op::LOST])
         }
 
+        /// A new upstream connection is ready.
         pub fn reconnected(self) -> Self {
             self.push(&[op::CONNECTED])
         }
 
+        /// The script's bytes, the fuzz target's input.
         pub fn build(self) -> Vec<u8> {
             self.data
         }

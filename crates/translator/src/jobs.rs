@@ -20,19 +20,26 @@ use crate::upstream::{ExtendedJob, Work};
 pub struct Sv1Job {
     /// The SV1 job id as a number; on the wire in lowercase hex.
     pub id: u64,
+    /// The upstream job this SV1 job stands for.
     pub upstream: Arc<ExtendedJob>,
+    /// The previous block hash the job builds on.
     pub prev_hash: Hash256,
+    /// The job's `nbits` (the network target).
     pub nbits: CompactTarget,
+    /// The job's `ntime`, in seconds since the epoch.
     pub ntime: u32,
     /// Counts prev hashes (the book's count, across upstreams): a job of an earlier epoch is
     /// stale.
     pub epoch: u64,
+    /// Whether devices drop earlier jobs for this one (`clean_jobs` of `mining.notify`).
     pub clean: bool,
     /// The `mining.notify` line under `id`, newline included.
     pub notify: Arc<[u8]>,
 }
 
 impl Sv1Job {
+    /// The upstream's extranonce prefix the job came with; the device's value and its extranonce2
+    /// follow it.
     pub fn extranonce_prefix(&self) -> &[u8] {
         &self.upstream.extranonce_prefix
     }
@@ -104,6 +111,7 @@ impl Default for JobBook {
 }
 
 impl JobBook {
+    /// An empty book.
     pub fn new() -> Self {
         JobBook {
             next_id: 1,

@@ -22,6 +22,9 @@
 //! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
 //! reads a clock, opens a socket or spawns a task.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod config;
 pub mod downstream;
 pub mod extranonce;

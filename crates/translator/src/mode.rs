@@ -26,19 +26,24 @@ pub enum Scope {
 /// An event with the channel it happened on, as it stood then.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tagged {
+    /// What happened.
     pub event: Event,
     /// The channel's id, where there is one (events name it).
     pub channel: Option<u32>,
     /// The channel's share target (what forwarded shares were sent against).
     pub target: Target,
+    /// Whether the event concerns the whole connection or one device's channel.
     pub scope: Scope,
 }
 
 /// Which devices may have something to write after an upstream message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reach {
+    /// No device.
     Nobody,
+    /// This device only.
     Device(DeviceId),
+    /// Every device (new work, a new target).
     Everyone,
 }
 
@@ -67,6 +72,7 @@ impl TickRounds {
 /// and the spread of the channels' share targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ChannelCensus {
+    /// Channels open now.
     pub open: usize,
     /// Asked for on the connection in use, not answered yet.
     pub opening: usize,
@@ -101,6 +107,7 @@ pub trait Mode {
     /// A message from the upstream.
     type In;
 
+    /// Aggregated or per-device.
     fn channel_mode(&self) -> ChannelMode;
 
     /// A fresh upstream connection is ready (past SetupConnection): ask for the channel(s).
@@ -114,22 +121,29 @@ pub trait Mode {
     /// where channels come and go with devices).
     fn is_ready(&self) -> bool;
 
+    /// Takes one message from the upstream; which devices may have something to write.
     fn upstream_message(&mut self, m: Self::In, now: Millis) -> Reach;
 
+    /// A device connected; the id it is known by from now on.
     fn device_connected(&mut self, now: Millis) -> DeviceId;
 
+    /// Device `id`'s connection is gone.
     fn device_closed(&mut self, id: DeviceId);
 
+    /// Device `id`, while connected.
     fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device>;
 
+    /// Takes one line from device `id`; `None` if no such device.
     fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome>;
 
     /// One clock tick, walking one round of the devices ([`TICK_ROUNDS`]); the devices it may
     /// have given something to write.
     fn on_tick(&mut self, now: Millis) -> Vec<DeviceId>;
 
+    /// The next message to send upstream, if any.
     fn poll_upstream(&mut self) -> Option<Self::Out>;
 
+    /// The next event to report, if any.
     fn poll_event(&mut self) -> Option<Tagged>;
 
     /// Forwarded shares awaiting a verdict.

@@ -128,6 +128,7 @@ pub struct PerDevice {
 }
 
 impl PerDevice {
+    /// Per-device mode with no devices and no upstream connection yet.
     pub fn new(config: TranslatorConfig) -> Self {
         PerDevice {
             config,
@@ -152,6 +153,7 @@ impl PerDevice {
         }
     }
 
+    /// The settings it runs under.
     pub fn config(&self) -> &TranslatorConfig {
         &self.config
     }
@@ -169,10 +171,12 @@ impl PerDevice {
             .filter(|u| u.is_open())
     }
 
+    /// Device `id`, while connected.
     pub fn device(&self, id: DeviceId) -> Option<&Device> {
         self.slots.get(&id)?.core.device(id)
     }
 
+    /// Every connected device.
     pub fn devices(&self) -> impl Iterator<Item = &Device> {
         self.slots.values().flat_map(|s| s.core.devices())
     }

@@ -22,35 +22,49 @@ use crate::DeviceId;
 /// What a device submitted, its hex fields decoded.
 #[derive(Clone, Copy, Debug)]
 pub struct Submitted<'a> {
+    /// The SV1 job id, as the device sent it.
     pub job_id: &'a str,
+    /// The device's extranonce2.
     pub extranonce2: &'a [u8],
+    /// The header's `ntime`, in seconds since the epoch.
     pub ntime: u32,
+    /// The header nonce.
     pub nonce: u32,
+    /// The version bits the device rolled, if it rolls any.
     pub version_bits: Option<u32>,
 }
 
 /// The device's side of the checks: its extranonce bytes, what it rolls, and the clock.
 #[derive(Clone, Copy, Debug)]
 pub struct ShareContext {
+    /// The device's value of the channel's extranonce.
     pub extranonce: DeviceExtranonce,
+    /// The extranonce2 length the device was given, in bytes.
     pub extranonce2_size: usize,
+    /// The version bits the device may roll.
     pub version_mask: u32,
     /// The current prev hash's epoch.
     pub epoch: u64,
     /// How far past the job's time (plus the job's age) a share's ntime may be, in seconds.
     pub max_ntime_ahead: u32,
+    /// The time the share arrived.
     pub now: Millis,
 }
 
 /// A share the device had accepted.
 #[derive(Clone, Debug)]
 pub struct LocalShare {
+    /// The job the share was found on.
     pub job: Arc<Sv1Job>,
+    /// The SV1 job id the device submitted on.
     pub wire_id: u64,
+    /// The header's hash.
     pub hash: Hash256,
     /// The full header version the device hashed.
     pub version: u32,
+    /// The header's `ntime`, in seconds since the epoch.
     pub ntime: u32,
+    /// The header nonce.
     pub nonce: u32,
     /// The difficulty credited to the device.
     pub difficulty: Difficulty,
@@ -62,6 +76,7 @@ pub struct LocalShare {
 }
 
 impl LocalShare {
+    /// The SV2 extranonce: the device's bytes, then its extranonce2.
     pub fn extranonce(&self) -> &[u8] {
         &self.extranonce[..self.extranonce_len as usize]
     }
@@ -101,6 +116,7 @@ pub struct DeviceJobs {
 }
 
 impl DeviceJobs {
+    /// No job issued yet; at most `max_jobs` (at least 1) remembered.
     pub fn new(max_jobs: usize) -> Self {
         DeviceJobs {
             issued: VecDeque::new(),
@@ -110,6 +126,8 @@ impl DeviceJobs {
         }
     }
 
+    /// Remembers job `job`, sent to the device as `wire_id` at `difficulty`, forgetting the oldest
+    /// past `max_jobs`.
     pub fn issue(&mut self, wire_id: u64, job: Arc<Sv1Job>, difficulty: Difficulty, now: Millis) {
         if self.issued.len() == self.max_jobs {
             self.issued.pop_front();
@@ -136,10 +154,12 @@ impl DeviceJobs {
         self.issued.back().map(|i| (i.wire_id, &i.job))
     }
 
+    /// Jobs remembered.
     pub fn len(&self) -> usize {
         self.issued.len()
     }
 
+    /// Whether no job is remembered.
     pub fn is_empty(&self) -> bool {
         self.issued.is_empty()
     }
@@ -261,7 +281,9 @@ fn fingerprint(hash: &Hash256) -> u64 {
 /// What the upstream said about a forwarded share, or that it never said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UpstreamVerdict {
+    /// The upstream accepted it (`SubmitSharesSuccess`).
     Accepted,
+    /// The upstream rejected it (`SubmitSharesError`), with its error code.
     Rejected(String),
     /// Pushed out of the in-flight window, or the channel closed, before any verdict.
     Unanswered,
@@ -270,13 +292,19 @@ pub enum UpstreamVerdict {
 /// A forwarded share's outcome, for the device it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ShareResult {
+    /// The device that found the share.
     pub device: DeviceId,
+    /// The share's sequence number on the channel.
     pub sequence_number: u32,
     /// The SV1 job id the device submitted on.
     pub wire_id: u64,
+    /// The upstream job the share was sent on.
     pub upstream_job_id: u32,
+    /// The header nonce.
     pub nonce: u32,
+    /// What the upstream said.
     pub verdict: UpstreamVerdict,
+    /// Milliseconds from forwarding to the verdict (or to giving up on one).
     pub latency_ms: u64,
 }
 
@@ -304,6 +332,7 @@ pub struct InFlight {
 }
 
 impl InFlight {
+    /// Nothing in flight; at most `max` (at least 1) shares awaited.
     pub fn new(max: usize) -> Self {
         InFlight {
             next_seq: 0,
@@ -312,10 +341,12 @@ impl InFlight {
         }
     }
 
+    /// Shares awaiting a verdict.
     pub fn len(&self) -> usize {
         self.queue.len()
     }
 
+    /// Whether no share awaits a verdict.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }

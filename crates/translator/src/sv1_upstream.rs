@@ -47,6 +47,8 @@ enum State {
     Closed,
 }
 
+/// The upstream as one SV1 connection (the aggregating SV1 proxy): subscribe, authorize,
+/// `mining.notify` as work, devices' shares as `mining.submit`.
 #[derive(Debug)]
 pub struct Sv1Upstream {
     state: State,
@@ -76,6 +78,7 @@ impl Default for Sv1Upstream {
 }
 
 impl Sv1Upstream {
+    /// A connection not yet subscribed.
     pub fn new() -> Self {
         Sv1Upstream {
             state: State::Idle,

@@ -31,33 +31,50 @@ use crate::DeviceId;
 /// What happened, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
+    /// The channel opened and its extranonce was split among devices.
     ChannelOpened {
+        /// The channel's id.
         channel_id: u32,
+        /// The upstream's fixed extranonce bytes.
         extranonce_prefix: Vec<u8>,
+        /// How the rest is split between device bytes and extranonce2.
         layout: Layout,
+        /// The channel's share target.
         target: Target,
     },
+    /// The upstream refused the channel: its error code (SV1: which request was refused).
     ChannelOpenFailed(String),
     /// The channel's extranonce cannot be split for devices.
     Layout(LayoutError),
+    /// The upstream closed the channel: its reason code (SV1: why the connection ends).
     ChannelClosed(String),
     /// A job went to `devices` devices (its notify line serialized once).
     JobSent {
+        /// The SV1 job id.
         wire_id: u64,
+        /// The upstream job it stands for.
         upstream_job_id: u32,
+        /// Whether devices were told to drop earlier jobs.
         clean: bool,
+        /// Devices it went to.
         devices: usize,
     },
+    /// The channel's share target changed.
     TargetChanged(Target),
     /// A device's share judged locally.
     ShareJudged {
+        /// The device that sent it.
         device: DeviceId,
+        /// The SV1 job id it named, if it could be read.
         wire_id: Option<u64>,
+        /// The difficulty credited, or why the share was refused.
         result: Result<f64, Reject>,
     },
     /// It also met the upstream target and went upstream under this sequence number.
     ShareForwarded {
+        /// The device that found it.
         device: DeviceId,
+        /// The share's sequence number on the channel.
         sequence_number: u32,
     },
     /// The upstream's verdict on a forwarded share.
@@ -116,6 +133,7 @@ fn link<'a, U: Uplink>(
 }
 
 impl Translator<UpstreamChannel> {
+    /// A translator on an SV2 extended channel, not yet open.
     pub fn new(config: TranslatorConfig, now: Millis) -> Self {
         Translator::with_uplink(config, UpstreamChannel::new(), now)
     }
@@ -154,10 +172,12 @@ impl<U: Uplink> Translator<U> {
         }
     }
 
+    /// The settings it runs under.
     pub fn config(&self) -> &TranslatorConfig {
         &self.config
     }
 
+    /// The uplink.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }
@@ -166,14 +186,17 @@ impl<U: Uplink> Translator<U> {
         &mut self.upstream
     }
 
+    /// The SV1 jobs sent to devices.
     pub fn jobs(&self) -> &JobBook {
         &self.book
     }
 
+    /// How the channel's extranonce is split among devices, once open.
     pub fn layout(&self) -> Option<Layout> {
         self.allocator.as_ref().map(|a| a.layout())
     }
 
+    /// Forwarded shares awaiting a verdict.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
     }
@@ -205,6 +228,7 @@ impl<U: Uplink> Translator<U> {
         self.to_upstream.pop_front()
     }
 
+    /// The next event to report, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
@@ -228,6 +252,7 @@ impl<U: Uplink> Translator<U> {
         }
     }
 
+    /// A device connected; the id it is known by from now on.
     pub fn device_connected(&mut self, now: Millis) -> DeviceId {
         let id = DeviceId(self.next_device);
         self.device_connected_as(id, now);
@@ -240,18 +265,22 @@ impl<U: Uplink> Translator<U> {
         self.devices.insert(id, Device::new(id, &self.config, now));
     }
 
+    /// Device `id`, while connected.
     pub fn device(&self, id: DeviceId) -> Option<&Device> {
         self.devices.get(&id)
     }
 
+    /// Device `id`, while connected.
     pub fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device> {
         self.devices.get_mut(&id)
     }
 
+    /// Every connected device.
     pub fn devices(&self) -> impl Iterator<Item = &Device> {
         self.devices.values()
     }
 
+    /// Device `id`'s connection is gone: its extranonce value is freed.
     pub fn device_closed(&mut self, id: DeviceId) {
         if let Some(mut d) = self.devices.remove(&id) {
             d.closed(self.allocator.as_mut());
@@ -297,6 +326,8 @@ impl<U: Uplink> Translator<U> {
         Some(outcome)
     }
 
+    /// Takes one message from the upstream; a protocol breach is reported as
+    /// [`Event::ProtocolError`] and the message ignored.
     pub fn upstream_message(&mut self, m: U::In, now: Millis) {
         let ev = match self.upstream.on_message(m) {
             Ok(ev) => ev,

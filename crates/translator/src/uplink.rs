@@ -15,6 +15,8 @@ use primitives::Target;
 use crate::shares::LocalShare;
 use crate::upstream::{ChannelRequest, UpstreamError, UpstreamEvent, Work};
 
+/// The upstream as the aggregated translator sees it: an SV2 extended channel
+/// ([`crate::upstream`]) or one SV1 connection ([`crate::sv1_upstream`]).
 pub trait Uplink {
     /// A message to the upstream.
     type Out;

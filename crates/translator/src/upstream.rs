@@ -29,26 +29,44 @@ pub const MAX_FUTURE_JOBS: usize = 8;
 /// The largest extranonce an SV2 message carries (`B0_32`).
 pub const MAX_EXTRANONCE: usize = 32;
 
+/// A message from upstream that breaks the protocol (the translator reports it and ignores
+/// the message).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
+    /// A channel message (named) arrived before the channel opened.
     #[error("{0} before the channel is open")]
     NotOpen(&'static str),
+    /// A message for a channel other than ours.
     #[error("{what} for channel {got}, ours is {ours}")]
     OtherChannel {
+        /// The message's name.
         what: &'static str,
+        /// The channel id it named.
         got: u32,
+        /// Our channel's id.
         ours: u32,
     },
+    /// An answer (named) to a request we did not make.
     #[error("{0} answers no request of ours")]
     Unrequested(&'static str),
+    /// The extranonce prefix plus the size to roll exceed [`MAX_EXTRANONCE`] bytes.
     #[error("extranonce prefix of {prefix} bytes plus {size} to roll exceeds {MAX_EXTRANONCE}")]
-    ExtranonceTooLong { prefix: usize, size: usize },
+    ExtranonceTooLong {
+        /// The prefix's length, in bytes.
+        prefix: usize,
+        /// The extranonce size to roll, in bytes.
+        size: usize,
+    },
+    /// A non-future job (this id) arrived before any `SetNewPrevHash`.
     #[error("job {0} has min_ntime but no SetNewPrevHash came before it")]
     JobBeforePrevHash(u32),
+    /// `SetNewPrevHash` named this job id, which is not a held future job.
     #[error("SetNewPrevHash names job {0}, which is not a held future job")]
     PrevHashNamesNoJob(u32),
+    /// `SetNewPrevHash` carried these `nbits`, which name no target.
     #[error("nBits {0:#010x} names no target")]
     Bits(u32),
+    /// A message (named) that only a server receives.
     #[error("upstream sent {0}, which a client never receives")]
     Unexpected(&'static str),
 }
@@ -56,9 +74,11 @@ pub enum UpstreamError {
 /// What the channel asks for when it opens.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChannelRequest {
+    /// `OpenExtendedMiningChannel.user_identity`: the account at the pool.
     pub user_identity: String,
     /// Hashes per second of every device behind the channel (0 while there are none).
     pub nominal_hash_rate: f32,
+    /// The largest share target the channel may be given.
     pub max_target: Target,
     /// Bytes of extranonce the translator needs: its device bytes plus the devices'
     /// extranonce2.
@@ -68,8 +88,11 @@ pub struct ChannelRequest {
 /// The previous block and the header fields that come with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PrevHash {
+    /// The previous block's hash.
     pub prev_hash: Hash256,
+    /// The least header time jobs on it may use, in seconds since the epoch.
     pub min_ntime: u32,
+    /// The network target, as `nbits`.
     pub nbits: CompactTarget,
     /// Counts `SetNewPrevHash` messages: a job from an earlier one is stale.
     pub epoch: u64,
@@ -78,12 +101,19 @@ pub struct PrevHash {
 /// A job as the upstream sent it, with the extranonce prefix in force when it arrived.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExtendedJob {
+    /// The job's id on the channel.
     pub job_id: u32,
+    /// The header version.
     pub version: u32,
+    /// Whether devices may roll the version bits.
     pub version_rolling_allowed: bool,
+    /// The merkle path from the coinbase to the root.
     pub merkle_path: Vec<Hash256>,
+    /// The coinbase transaction's bytes before the extranonce.
     pub coinbase_prefix: Vec<u8>,
+    /// The coinbase transaction's bytes after the extranonce.
     pub coinbase_suffix: Vec<u8>,
+    /// The channel's extranonce prefix when the job arrived.
     pub extranonce_prefix: Arc<[u8]>,
 }
 
@@ -104,7 +134,9 @@ impl ExtendedJob {
 /// A job to mine now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Work {
+    /// The job.
     pub job: Arc<ExtendedJob>,
+    /// The previous block it builds on.
     pub prev: PrevHash,
     /// The header time to start from.
     pub ntime: u32,
@@ -117,22 +149,36 @@ pub struct Work {
 /// What a message from upstream changed.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UpstreamEvent {
+    /// The channel opened (`OpenExtendedMiningChannelSuccess`).
     Opened,
+    /// The pool refused the channel: its error code (SV1: which request was refused).
     OpenFailed(String),
     /// A future job was stored; nothing to send downstream yet.
     FutureJob(u32),
+    /// A job to mine now.
     Work(Work),
+    /// The channel's share target changed (`SetTarget`).
     TargetChanged(Target),
+    /// The channel's extranonce prefix changed (`SetExtranoncePrefix`).
     ExtranoncePrefixChanged,
+    /// `SubmitSharesSuccess`: shares up to a sequence number accepted.
     SharesAccepted {
+        /// The last sequence number it covers.
         last_sequence_number: u32,
+        /// How many shares it accepts.
         count: u32,
+        /// The sum of the accepted shares' difficulties.
         shares_sum: u64,
     },
+    /// `SubmitSharesError`: one share rejected.
     ShareRejected {
+        /// The rejected share's sequence number.
         sequence_number: u32,
+        /// The pool's error code (`stale-share`, `difficulty-too-low`, ...).
         error_code: String,
     },
+    /// The pool closed the channel (`CloseChannel`): its reason code (SV1: why the connection
+    /// ends).
     Closed(String),
     /// Something the translator neither needs nor minds (UpdateChannel.Error, group changes).
     Ignored(&'static str),
@@ -166,6 +212,7 @@ impl Default for UpstreamChannel {
 }
 
 impl UpstreamChannel {
+    /// A channel not yet opened.
     pub fn new() -> Self {
         UpstreamChannel {
             state: State::Idle,
@@ -195,6 +242,7 @@ impl UpstreamChannel {
         }
     }
 
+    /// The channel's id, once open.
     pub fn channel_id(&self) -> Option<u32> {
         match self.state {
             State::Open { channel_id, .. } => Some(channel_id),
@@ -216,6 +264,7 @@ impl UpstreamChannel {
         self.next_request_id = request_id;
     }
 
+    /// Whether the channel is open.
     pub fn is_open(&self) -> bool {
         self.channel_id().is_some()
     }
@@ -230,18 +279,22 @@ impl UpstreamChannel {
         self.extranonce_size
     }
 
+    /// The channel's current share target.
     pub fn target(&self) -> Target {
         self.target
     }
 
+    /// The current previous block, once a `SetNewPrevHash` came.
     pub fn prev_hash(&self) -> Option<&PrevHash> {
         self.prev.as_ref()
     }
 
+    /// Future jobs held until their `SetNewPrevHash`.
     pub fn future_jobs(&self) -> usize {
         self.future.len()
     }
 
+    /// Takes one message from the upstream: what it changed, or how it broke the protocol.
     pub fn on_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
         let name = m.name();
         match m {

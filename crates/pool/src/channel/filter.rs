@@ -49,18 +49,18 @@ fn has(bucket: u64, tag: u16) -> bool {
 
 impl TagFilter {
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Buckets allocated (8 bytes each).
-    pub fn buckets(&self) -> usize {
+    pub(crate) fn buckets(&self) -> usize {
         self.buckets.len()
     }
 
     /// False: `f` was never inserted (or was removed). True: it may have been.
     #[inline]
-    pub fn may_contain(&self, f: u64) -> bool {
+    pub(crate) fn may_contain(&self, f: u64) -> bool {
         if self.buckets.is_empty() {
             return false;
         }
@@ -71,14 +71,14 @@ impl TagFilter {
 
     /// Whether one more tag keeps the table within its load limit.
     #[inline]
-    pub fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         (self.len + 1) * 100 <= self.buckets.len() * LANES * MAX_LOAD_PERCENT
     }
 
     /// Adds `f`'s tag. False if no room was found: then the filter is missing some tag and must
     /// be rebuilt ([`TagFilter::rebuild`]) before it is used again.
     #[inline]
-    pub fn insert(&mut self, f: u64) -> bool {
+    pub(crate) fn insert(&mut self, f: u64) -> bool {
         if self.buckets.is_empty() {
             return false;
         }
@@ -122,7 +122,7 @@ impl TagFilter {
     }
 
     /// Takes out one tag of `f`, which was inserted.
-    pub fn remove(&mut self, f: u64) {
+    pub(crate) fn remove(&mut self, f: u64) {
         if self.buckets.is_empty() {
             return;
         }
@@ -145,7 +145,7 @@ impl TagFilter {
     /// Empties the table and fills it with `all` (`n` fingerprints), in the smallest table of
     /// at least `min_buckets` with room for one more within the load limit (doubled until every
     /// one fits).
-    pub fn rebuild(
+    pub(crate) fn rebuild(
         &mut self,
         n: usize,
         min_buckets: usize,

@@ -30,20 +30,20 @@ pub(super) fn fingerprint(hash: &[u8; 32]) -> u64 {
 
 impl Fingerprints {
     /// Fingerprints held.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     /// Slots allocated (8 bytes each).
-    pub fn slots(&self) -> usize {
+    pub(crate) fn slots(&self) -> usize {
         self.slots.len()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = u64> + Clone + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = u64> + Clone + '_ {
         self.slots.iter().copied().filter(|&f| f != 0)
     }
 
-    pub fn contains(&self, f: u64) -> bool {
+    pub(crate) fn contains(&self, f: u64) -> bool {
         if self.slots.is_empty() {
             return false;
         }
@@ -65,7 +65,7 @@ impl Fingerprints {
     /// of two), or twice its size, when it would be more than half full. Returns the slots it
     /// grew by.
     #[inline]
-    pub fn insert(&mut self, f: u64, at_least: usize) -> usize {
+    pub(crate) fn insert(&mut self, f: u64, at_least: usize) -> usize {
         let mut grown = 0;
         if (self.len + 1) * 2 > self.slots.len() {
             grown = self.grow(at_least);
@@ -99,7 +99,7 @@ impl Fingerprints {
     }
 
     /// Forgets every fingerprint, keeping the memory for the next job.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         if self.len > 0 {
             self.slots.fill(0);
             self.len = 0;

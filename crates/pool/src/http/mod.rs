@@ -48,10 +48,15 @@ pub type StatusSections = Arc<std::sync::Mutex<Vec<(&'static str, StatusSection)
 /// What the endpoints serve from.
 #[derive(Clone)]
 pub struct HttpState {
+    /// Pool-wide counters.
     pub stats: Arc<PoolStats>,
+    /// The worker list (`/api/workers`).
     pub workers: Arc<WorkerRegistry>,
+    /// The clock the statistics are read at.
     pub clock: Clock,
+    /// Serving bounds and page sizes.
     pub options: HttpOptions,
+    /// Sections other roles add to `/api/status`.
     pub sections: StatusSections,
     /// The role built around the pool, whose own prefix `/metrics` also names the dependencies
     /// under (see [`render_metrics`]).
@@ -59,6 +64,7 @@ pub struct HttpState {
 }
 
 impl HttpState {
+    /// A state with default options and no added sections.
     pub fn new(stats: Arc<PoolStats>, workers: Arc<WorkerRegistry>, clock: Clock) -> HttpState {
         HttpState {
             stats,
@@ -82,6 +88,7 @@ impl std::fmt::Debug for HttpState {
 /// The serving loop's bounds and `/api/workers`' page sizes.
 #[derive(Clone, Debug)]
 pub struct HttpOptions {
+    /// The serving loop's bounds (connections, timeouts).
     pub serving: ServeOptions,
     /// `limit` above this is lowered to it.
     pub max_page: usize,

@@ -6,7 +6,9 @@ use std::time::Duration;
 /// Waits `initial`, then twice as long after each further failure, never more than `max`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {
+    /// The first wait.
     pub initial: Duration,
+    /// The longest wait.
     pub max: Duration,
 }
 

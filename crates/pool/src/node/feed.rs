@@ -79,6 +79,7 @@ impl TemplateFeed {
         self.templates.clone()
     }
 
+    /// The node's health: reachable, and templates fresh.
     pub fn health(&self) -> Arc<NodeHealth> {
         self.health.clone()
     }

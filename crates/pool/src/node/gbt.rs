@@ -15,12 +15,20 @@ use crate::template::{Template, TemplateTx};
 /// Why an answer is not a usable template.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GbtError {
+    /// The result is not a JSON object (what it is instead).
     #[error("the result is not a JSON object but {0}")]
     NotAnObject(&'static str),
+    /// A required field is missing (its name).
     #[error("missing field `{0}`")]
     Missing(String),
+    /// A field's value is unusable.
     #[error("field `{field}`: {reason}")]
-    Invalid { field: String, reason: String },
+    Invalid {
+        /// The field's name.
+        field: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
 }
 
 /// Bitcoin's 21 million coins in satoshis (Core's `MAX_MONEY`): no coinbase pays more.

@@ -17,13 +17,22 @@ pub enum NodeState {
     /// A fresh template: serve work.
     Ok,
     /// The last request got no HTTP answer (refused, reset, timed out) since `since`.
-    Unreachable { since: Instant },
+    Unreachable {
+        /// When the node stopped answering.
+        since: Instant,
+    },
     /// The node answers, but not with a template (credentials refused, an RPC error such as
     /// Core's warm-up or initial block download, a malformed template) since `since`.
-    Failing { since: Instant },
+    Failing {
+        /// When the node's answers stopped being templates.
+        since: Instant,
+    },
     /// No successful `getblocktemplate` for `age` (more than `stale_after`): a node that stopped
     /// answering without closing the connection looks like this until the request times out.
-    Stale { age: Duration },
+    Stale {
+        /// Time since the last successful `getblocktemplate`.
+        age: Duration,
+    },
 }
 
 impl NodeState {
@@ -128,6 +137,7 @@ impl NodeHealth {
 
     // ---- Reads -----------------------------------------------------------------------------
 
+    /// The state at `now`: whether work may be served, and if not why.
     pub fn state(&self, now: Instant) -> NodeState {
         if self.consecutive_failures.load(Relaxed) > 0 {
             let since = self
@@ -167,6 +177,7 @@ impl NodeHealth {
         self.instant(self.last_new_tip.load(Relaxed))
     }
 
+    /// Failed requests since the last success.
     pub fn consecutive_failures(&self) -> u32 {
         self.consecutive_failures.load(Relaxed)
     }
@@ -204,6 +215,7 @@ impl NodeHealth {
         self.hashblocks.load(Relaxed)
     }
 
+    /// How long without a template makes the templates stale; zero: never.
     pub fn stale_after(&self) -> Duration {
         self.stale_after
     }

@@ -60,7 +60,12 @@ pub use submit::{submit_until_answered, SubmitAnswer, SubmitOutcome};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NodeAuth {
     /// `--rpc-user` / `--rpc-password` (bitcoind's `-rpcuser`/`-rpcpassword` or `-rpcauth`).
-    UserPass { user: String, password: String },
+    UserPass {
+        /// The RPC user name.
+        user: String,
+        /// Its password.
+        password: String,
+    },
     /// `--rpc-cookie PATH`: the node's `.cookie` file (`__cookie__:<hex>`), read at the first
     /// call and reread whenever the node answers 401.
     Cookie(PathBuf),
@@ -87,6 +92,7 @@ pub struct NodeConfig {
     /// supported). Credentials in the URL are used when `auth` is [`NodeAuth::None`] and never
     /// shown in errors or logs.
     pub rpc_url: String,
+    /// `--rpc-user`/`--rpc-password` or `--rpc-cookie`: how the client authenticates.
     pub auth: NodeAuth,
     /// `--zmq`: the node's `-zmqpubhashblock` endpoint, `tcp://127.0.0.1:28332` or
     /// `127.0.0.1:28332`. `None`: follow the node by long polling.
@@ -104,6 +110,7 @@ pub struct NodeConfig {
     pub longpoll_timeout: Duration,
     /// The `rules` sent with `getblocktemplate`. Core requires `segwit`.
     pub rules: Vec<String>,
+    /// The JSON-RPC dialect requests are sent in.
     pub jsonrpc: JsonRpcVersion,
     /// Retries of a failed `getblocktemplate`, of a lost long poll and of the ZMQ connection.
     pub retry: Backoff,
@@ -153,6 +160,7 @@ impl NodeConfig {
         self
     }
 
+    /// Follows the node's blocks over ZMQ at `endpoint` (its `-zmqpubhashblock`).
     pub fn with_zmq(mut self, endpoint: impl Into<String>) -> NodeConfig {
         self.zmq = Some(endpoint.into());
         self

@@ -112,6 +112,7 @@ impl NodeClient {
         })
     }
 
+    /// The configuration it was made with.
     pub fn config(&self) -> &NodeConfig {
         &self.inner.config
     }

@@ -25,6 +25,7 @@ pub enum SubmitAnswer {
 }
 
 impl SubmitAnswer {
+    /// Whether the node took the block.
     pub fn is_accepted(&self) -> bool {
         matches!(self, SubmitAnswer::Accepted)
     }
@@ -41,6 +42,7 @@ impl SubmitAnswer {
 /// How a submission ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubmitOutcome {
+    /// The node's answer.
     pub answer: SubmitAnswer,
     /// Requests sent, the answered one included.
     pub attempts: u32,

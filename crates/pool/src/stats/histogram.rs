@@ -52,10 +52,12 @@ pub struct HistogramSnapshot {
     /// Per bucket (not cumulative); `counts[i]` pairs with `PROCESSING_BOUNDS_NS[i]`, and the
     /// last one counts samples above every bound.
     pub counts: [u64; BUCKETS],
+    /// Sum of all samples, in nanoseconds.
     pub sum_ns: u64,
 }
 
 impl HistogramSnapshot {
+    /// Samples in all.
     pub fn count(&self) -> u64 {
         self.counts.iter().sum()
     }

@@ -49,7 +49,9 @@ pub const TAU_10M_MS: u64 = 600_000;
 /// Whether the pool is handing out work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Serving {
+    /// Handing out work.
     Yes,
+    /// Not handing out work, and why.
     No(NotServing),
 }
 
@@ -62,6 +64,7 @@ pub enum NotServing {
     NodeUnreachable,
     /// The node answers, but its templates are too old to mine on.
     TemplatesStale,
+    /// The pool is shutting down.
     ShuttingDown,
     /// The share store cannot write: shares are refused (with a reason) until it can again.
     /// Work goes on, and so does a found block's submission.
@@ -69,6 +72,7 @@ pub enum NotServing {
 }
 
 impl NotServing {
+    /// Every reason, in the order `/metrics` lists them.
     pub const ALL: [NotServing; 5] = [
         NotServing::NoTemplateYet,
         NotServing::NodeUnreachable,
@@ -77,6 +81,7 @@ impl NotServing {
         NotServing::Store,
     ];
 
+    /// The reason's name in `/metrics` and `/api/status` (`no_template_yet`, ...).
     pub const fn as_str(self) -> &'static str {
         match self {
             NotServing::NoTemplateYet => "no_template_yet",
@@ -111,6 +116,7 @@ impl Serving {
         }
     }
 
+    /// Whether this is [`Serving::Yes`].
     pub fn is_serving(self) -> bool {
         self == Serving::Yes
     }
@@ -122,11 +128,20 @@ pub enum NodeStatus {
     /// Not heard from yet.
     Unknown,
     /// Answering, with fresh templates.
-    Ok { since: Millis },
+    Ok {
+        /// When it entered this state.
+        since: Millis,
+    },
     /// Not answering since `since`.
-    Unreachable { since: Millis },
+    Unreachable {
+        /// When it entered this state.
+        since: Millis,
+    },
     /// Answering, but the templates have been too old since `since`.
-    Stale { since: Millis },
+    Stale {
+        /// When it entered this state.
+        since: Millis,
+    },
 }
 
 const NODE_SINCE_MASK: u64 = (1 << 56) - 1;
@@ -142,6 +157,7 @@ impl NodeStatus {
         }
     }
 
+    /// Every name [`NodeStatus::state`] returns.
     pub const STATES: [&'static str; 4] = ["unknown", "ok", "unreachable", "stale"];
 
     /// Unreachable or stale.
@@ -152,6 +168,7 @@ impl NodeStatus {
         )
     }
 
+    /// When the current state began; `None` while unknown.
     pub const fn since(self) -> Option<Millis> {
         match self {
             NodeStatus::Unknown => None,
@@ -220,6 +237,7 @@ pub enum Dependency {
 }
 
 impl Dependency {
+    /// The dependency's name in `/metrics` and `/api/status` (`node`, `tp`, ...).
     pub const fn as_str(self) -> &'static str {
         match self {
             Dependency::Node => "node",
@@ -235,7 +253,9 @@ impl Dependency {
 /// reports it: shown beside the pool's own in `/api/status`, `/metrics` and `/healthz`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Attached {
+    /// Which dependency.
     pub dependency: Dependency,
+    /// Whether it is working.
     pub up: bool,
     /// When it entered its current state.
     pub since: Millis,
@@ -250,10 +270,12 @@ pub struct Attached {
 pub struct RejectedCounts([u64; 7]);
 
 impl RejectedCounts {
+    /// Rejected shares for `reason`.
     pub fn get(&self, reason: Reason) -> u64 {
         self.0[reason_index(reason)]
     }
 
+    /// Rejected shares, all reasons.
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
@@ -264,19 +286,23 @@ impl RejectedCounts {
     }
 }
 
+/// Jobs made since start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JobCounts {
+    /// Jobs created.
     pub created: u64,
     /// Of those, jobs that told miners to drop their current work (clean jobs / new prevhash).
     pub clean: u64,
 }
 
+/// Blocks found since start, and what became of them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BlockCounts {
     /// Shares that met the network target: blocks sent to the node.
     pub submitted: u64,
     /// The node's verdicts on them.
     pub accepted: u64,
+    /// Blocks the node refused.
     pub rejected: u64,
     /// Valid, but the network moved past their height with another block first.
     pub orphaned: u64,
@@ -328,7 +354,9 @@ pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
 /// reason), so taking a snapshot costs the same with ten workers or a hundred thousand.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StatusSnapshot {
+    /// When the snapshot was taken.
     pub now: Millis,
+    /// Milliseconds since the pool started.
     pub uptime_ms: u64,
     /// Hashes per second, one-minute average.
     pub hashrate_1m: f64,
@@ -336,19 +364,27 @@ pub struct StatusSnapshot {
     pub hashrate_10m: f64,
     /// Shares submitted per second (any verdict), one-minute average.
     pub shares_per_second: f64,
+    /// Accepted shares since start.
     pub accepted: u64,
     /// Sum of accepted shares' difficulties (difficulty-1 units).
     pub accepted_work: f64,
+    /// Rejected shares since start, per reason.
     pub rejected: RejectedCounts,
     /// Workers with at least one connection.
     pub workers: u64,
     /// Workers in the list: connected ones plus disconnected ones still retained.
     pub workers_listed: u64,
+    /// Open miner connections.
     pub connections: u64,
+    /// Miner connections opened since start.
     pub connections_opened: u64,
+    /// Difficulty changes sent to miners since start.
     pub vardiff_changes: u64,
+    /// Jobs made.
     pub jobs: JobCounts,
+    /// Blocks found.
     pub blocks: BlockCounts,
+    /// The template source's state.
     pub node: NodeStatus,
     /// Where templates come from: [`Dependency::Node`] or [`Dependency::Tp`].
     pub template_source: Dependency,
@@ -513,10 +549,12 @@ impl PoolStats {
         })
     }
 
+    /// When the pool started (the caller's clock).
     pub fn start(&self) -> Millis {
         self.start
     }
 
+    /// Counts a new miner connection.
     pub fn connection_opened(&self) {
         self.connections.fetch_add(1, Relaxed);
         self.connections_opened.fetch_add(1, Relaxed);
@@ -578,6 +616,7 @@ impl PoolStats {
         self.processing.record(ns);
     }
 
+    /// Counts a difficulty change sent to a miner.
     pub fn vardiff_changed(&self) {
         self.vardiff_changes.fetch_add(1, Relaxed);
     }
@@ -634,6 +673,7 @@ impl PoolStats {
         }
     }
 
+    /// Records whether the pool hands out work, and why not.
     pub fn set_serving(&self, serving: Serving) {
         self.serving.store(serving.code(), Relaxed);
     }
@@ -659,6 +699,7 @@ impl PoolStats {
         }
     }
 
+    /// The template source's state.
     pub fn node(&self) -> NodeStatus {
         NodeStatus::unpack(self.node.load(Relaxed))
     }
@@ -788,6 +829,7 @@ impl PoolStats {
         self.processing.snapshot()
     }
 
+    /// Every figure at `now`.
     pub fn snapshot(&self, now: Millis) -> StatusSnapshot {
         let age = now.since(self.start);
         let tau_1m = self.decay_1m.tau_ms();

@@ -60,11 +60,15 @@ impl std::fmt::Debug for WorkerStats {
 /// A worker's figures at one moment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerView {
+    /// The worker name (`account.worker`).
     pub name: Arc<str>,
+    /// Open connections authorized as it.
     pub connections: u32,
+    /// Accepted shares.
     pub accepted: u64,
     /// Sum of accepted shares' difficulties (difficulty-1 units).
     pub accepted_work: f64,
+    /// Rejected shares.
     pub rejected: u64,
     /// The last share, of any verdict.
     pub last_share: Option<Millis>,
@@ -92,26 +96,32 @@ impl WorkerStats {
         }
     }
 
+    /// The worker name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// Open connections authorized as it.
     pub fn connections(&self) -> u32 {
         self.connections.load(Relaxed)
     }
 
+    /// Accepted shares.
     pub fn accepted(&self) -> u64 {
         self.accepted.load(Relaxed)
     }
 
+    /// Rejected shares.
     pub fn rejected(&self) -> u64 {
         self.rejected.load(Relaxed)
     }
 
+    /// Sum of accepted shares' difficulties (difficulty-1 units).
     pub fn accepted_work(&self) -> f64 {
         self.accepted_work.load()
     }
 
+    /// When its last share (any verdict) arrived; `None` before the first.
     pub fn last_share(&self) -> Option<Millis> {
         match self.last_share.load(Relaxed) {
             0 => None,
@@ -119,6 +129,7 @@ impl WorkerStats {
         }
     }
 
+    /// When the worker joined the list.
     pub fn first_seen(&self) -> Millis {
         self.first_seen
     }
@@ -143,6 +154,7 @@ impl WorkerStats {
         std::array::from_fn(|i| rate_per_second(sums[i], taus[i], age) * HASHES_PER_SHARE)
     }
 
+    /// Its figures at `now`.
     pub fn view(&self, now: Millis) -> WorkerView {
         let [hashrate_1m, hashrate_10m] = self.hashrates(now);
         WorkerView {
@@ -198,6 +210,7 @@ pub struct WorkersPage {
     pub total: usize,
     /// The first worker's position, when the page was asked for by offset.
     pub offset: Option<usize>,
+    /// The workers on this page, in name order.
     pub workers: Vec<WorkerView>,
     /// Whether more workers follow this page.
     pub more: bool,
@@ -226,6 +239,7 @@ impl WorkersPage {
 /// it connects again.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CarriedOver {
+    /// The worker name.
     pub name: Box<str>,
     /// Accepted shares.
     pub accepted: u64,
@@ -423,6 +437,7 @@ impl WorkerRegistry {
         self.len.load(Relaxed)
     }
 
+    /// Whether no worker is listed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -47,6 +47,7 @@ pub struct ShareBatch {
 }
 
 impl ShareBatch {
+    /// An empty batch recording into `store`.
     pub fn new(store: Store) -> ShareBatch {
         let window_ms = store.inner.progress.batch_window.as_millis() as u64;
         ShareBatch {
@@ -67,6 +68,7 @@ impl ShareBatch {
         self.records.len()
     }
 
+    /// Whether no record is waiting.
     pub fn is_empty(&self) -> bool {
         self.records.is_empty()
     }

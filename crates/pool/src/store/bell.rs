@@ -17,14 +17,14 @@ pub(super) struct Bell {
 }
 
 impl Bell {
-    pub fn ring(&self) {
+    pub(crate) fn ring(&self) {
         *self.lock() = true;
         self.cv.notify_one();
     }
 
     /// Waits until the bell rings or `deadline` passes; true if it rang (since the last wait
     /// that returned true).
-    pub fn wait_until(&self, deadline: Instant) -> bool {
+    pub(crate) fn wait_until(&self, deadline: Instant) -> bool {
         let mut rung = self.lock();
         loop {
             if std::mem::take(&mut *rung) {

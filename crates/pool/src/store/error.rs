@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// A share-store failure: opening, writing or reading the SQLite file.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The configuration cannot work (a zero-sized queue, say).
@@ -14,15 +15,20 @@ pub enum StoreError {
         "opening the share store {path}: {source} (is its directory there and writable by this user?)"
     )]
     Open {
+        /// The store's file.
         path: PathBuf,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
     /// A step of preparing an opened file failed: a pragma, the schema, the resume state.
     #[error("preparing the share store {path}: {what}: {source}")]
     Setup {
+        /// The store's file.
         path: PathBuf,
+        /// The step that failed.
         what: &'static str,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
@@ -32,8 +38,11 @@ pub enum StoreError {
          use a newer stratumlab or another file"
     )]
     SchemaTooNew {
+        /// The store's file.
         path: PathBuf,
+        /// The file's schema version.
         found: i64,
+        /// The newest schema version this build knows.
         known: i64,
     },
     /// SQLite refused write-ahead logging (some network file systems cannot share memory).
@@ -41,7 +50,13 @@ pub enum StoreError {
         "the share store {path} stayed in journal mode {mode:?} instead of WAL: put it on a local \
          file system"
     )]
-    NotWal { path: PathBuf, mode: String },
+    NotWal {
+        /// The store's file.
+        path: PathBuf,
+        /// The journal mode SQLite reported instead.
+        mode: String,
+    },
+    /// The OS refused to start the writer thread.
     #[error("starting the share store's writer thread: {0}")]
     Spawn(#[source] std::io::Error),
     /// The writer is behind and the queue holds `queue_capacity` records: back off and retry
@@ -66,14 +81,22 @@ pub enum StoreError {
     /// A query of [`super::StoreReader`] failed.
     #[error("reading the share store {path}: {what}: {source}")]
     Read {
+        /// The store's file.
         path: PathBuf,
+        /// The step that failed.
         what: &'static str,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },
     /// A stored value is not what this build writes (a hash that is not 32 bytes, say).
     #[error("reading the share store {path}: {what}")]
-    Corrupt { path: PathBuf, what: String },
+    Corrupt {
+        /// The store's file.
+        path: PathBuf,
+        /// Which value, and what is wrong with it.
+        what: String,
+    },
 }
 
 /// An error of the writer thread.
@@ -82,7 +105,9 @@ pub(super) enum WriteError {
     /// The step, and SQLite's complaint.
     #[error("{what}: {source}")]
     Sql {
+        /// The step that failed.
         what: &'static str,
+        /// SQLite's error.
         #[source]
         source: rusqlite::Error,
     },

@@ -80,13 +80,17 @@ const MAX_BATCH_WINDOW: Duration = Duration::from_secs(10);
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Durability {
+    /// Each share its own synced transaction; its ticket completes when it is on disk.
     Strict,
+    /// Shares grouped for up to the batch window and committed in one synced transaction.
     #[default]
     Batched,
+    /// Tickets complete at once; commits are unsynced (a crash loses shares).
     Off,
 }
 
 impl Durability {
+    /// The mode's name in configuration and metrics: `strict`, `batched` or `off`.
     pub fn as_str(self) -> &'static str {
         match self {
             Durability::Strict => "strict",
@@ -102,6 +106,7 @@ impl fmt::Display for Durability {
     }
 }
 
+/// A durability name that is not `strict`, `batched` or `off` (the string given).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("unknown durability {0:?}: expected strict, batched or off")]
 pub struct ParseDurabilityError(pub String);
@@ -119,10 +124,12 @@ impl FromStr for Durability {
     }
 }
 
+/// How the share store is opened.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreConfig {
     /// The SQLite file, created if missing (its directory must exist).
     pub path: PathBuf,
+    /// When a share counts as stored.
     pub durability: Durability,
     /// Batched and off modes: how long the writer gathers records after the first one of a
     /// batch before committing them together, and while records keep coming, the time between
@@ -171,8 +178,11 @@ impl Ticket {
 /// An accepted share: fixed size, copied onto the queue as it is.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ShareRecord {
+    /// The worker that submitted it.
     pub worker: WorkerKey,
+    /// The difficulty credited.
     pub difficulty: f64,
+    /// The engine's job id.
     pub job_id: u64,
     /// Unix milliseconds.
     pub time_ms: u64,
@@ -196,8 +206,11 @@ impl ShareRecord {
 pub struct BlockRecord {
     /// The block hash, internal byte order.
     pub hash: [u8; 32],
+    /// The block height.
     pub height: u32,
+    /// The worker that found it.
     pub worker: WorkerKey,
+    /// The engine's job id.
     pub job_id: u64,
     /// Unix milliseconds.
     pub time_ms: u64,
@@ -209,6 +222,7 @@ pub struct BlockRecord {
 /// restart with their JDS), and when it was used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UsedToken {
+    /// The token's id, as its JDS issued it.
     pub id: u64,
     /// Unix milliseconds.
     pub expires_ms: u64,
@@ -219,22 +233,30 @@ pub struct UsedToken {
 /// The store's figures, read in O(1) for metrics.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoreStats {
+    /// The durability mode.
     pub durability: Durability,
+    /// The configured batch window.
     pub batch_window: Duration,
     /// Shares, blocks and block results committed by this store (since it opened).
     pub records_written: u64,
+    /// Shares committed.
     pub shares_written: u64,
+    /// Blocks committed.
     pub blocks_written: u64,
+    /// Node answers to block submissions committed.
     pub block_results_written: u64,
     /// Transactions committed.
     pub commits: u64,
     /// How long the last, the average and the longest COMMIT took (the sync, in synced modes).
     pub last_commit: Duration,
+    /// Average COMMIT time.
     pub avg_commit: Duration,
+    /// Longest COMMIT time.
     pub max_commit: Duration,
     /// Records waiting on the queue (and places on it that connections' batches reserved for
     /// their next records), and how many shares it holds at most.
     pub queue_len: usize,
+    /// Shares the queue holds at most.
     pub queue_capacity: usize,
     /// Shares refused with [`StoreError::QueueFull`].
     pub queue_full: u64,
@@ -547,6 +569,7 @@ impl Store {
         &self.inner.answered
     }
 
+    /// The store's figures, for metrics.
     pub fn stats(&self) -> StoreStats {
         self.inner.progress.stats()
     }
@@ -563,10 +586,12 @@ impl Store {
         self.inner.progress.is_failing()
     }
 
+    /// The durability mode it was opened with.
     pub fn durability(&self) -> Durability {
         self.inner.progress.durability
     }
 
+    /// The SQLite file.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }

@@ -71,7 +71,7 @@ pub(super) struct Counters {
 
 impl Progress {
     /// `last_ticket`: the highest ticket already in the file (0 for a new file).
-    pub fn new(
+    pub(crate) fn new(
         durability: Durability,
         batch_window: Duration,
         queue_capacity: usize,
@@ -99,12 +99,12 @@ impl Progress {
         }
     }
 
-    pub fn counters(&self) -> &Counters {
+    pub(crate) fn counters(&self) -> &Counters {
         &self.counters
     }
 
     /// The issuing lock. Poisoning cannot leave it inconsistent (it guards plain numbers).
-    pub fn issue(&self) -> MutexGuard<'_, Issue> {
+    pub(crate) fn issue(&self) -> MutexGuard<'_, Issue> {
         self.issue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -112,7 +112,7 @@ impl Progress {
 
     /// Records that `ticket`, a block or block result, has just been queued. Called with the
     /// issuing lock held, so no share ticket is handed out between the two.
-    pub fn note_forced(&self, issue: &mut Issue, ticket: u64) {
+    pub(crate) fn note_forced(&self, issue: &mut Issue, ticket: u64) {
         if self.durability != Durability::Off {
             return; // there, every ticket waits for its commit anyway
         }
@@ -123,7 +123,7 @@ impl Progress {
     }
 
     /// Undoes [`Progress::note_forced`] for a ticket that could not be queued after all.
-    pub fn unnote_forced(&self, issue: &mut Issue, ticket: u64) {
+    pub(crate) fn unnote_forced(&self, issue: &mut Issue, ticket: u64) {
         if self.durability != Durability::Off {
             return;
         }
@@ -137,18 +137,18 @@ impl Progress {
     /// Off mode: a block or block result is queued and not yet committed, so tickets handed out
     /// now wait for it.
     #[inline]
-    pub fn block_pending(&self) -> bool {
+    pub(crate) fn block_pending(&self) -> bool {
         self.fence.load(Ordering::Acquire) != u64::MAX
     }
 
     #[inline]
-    pub fn is_durable(&self, ticket: u64) -> bool {
+    pub(crate) fn is_durable(&self, ticket: u64) -> bool {
         ticket <= self.committed.load(Ordering::Acquire)
             || (self.durability == Durability::Off && ticket < self.fence.load(Ordering::Acquire))
     }
 
     /// The writer has committed every ticket up to `ticket`.
-    pub fn publish(&self, ticket: u64) {
+    pub(crate) fn publish(&self, ticket: u64) {
         self.committed.store(ticket, Ordering::Release);
         if self.fence.load(Ordering::Acquire) <= ticket {
             let mut issue = self.issue();
@@ -162,36 +162,36 @@ impl Progress {
     }
 
     /// The writer has committed every worker key up to `key` (at open: the file's last).
-    pub fn set_workers_committed(&self, key: i64) {
+    pub(crate) fn set_workers_committed(&self, key: i64) {
         self.workers_committed.fetch_max(key, Ordering::Release);
     }
 
-    pub fn workers_committed(&self) -> i64 {
+    pub(crate) fn workers_committed(&self) -> i64 {
         self.workers_committed.load(Ordering::Acquire)
     }
 
-    pub fn committed(&self) -> u64 {
+    pub(crate) fn committed(&self) -> u64 {
         self.committed.load(Ordering::Acquire)
     }
 
-    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.wake.subscribe()
     }
 
     /// Stops taking records. Call with the issuing lock held, so that no record is queued after
     /// the writer's last one.
-    pub fn close(&self, _issue: &mut Issue) {
+    pub(crate) fn close(&self, _issue: &mut Issue) {
         self.closed.store(true, Ordering::Release);
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// The writer could not write (`reason`) and retries: new shares are refused until it
     /// writes again. The first call of a spell counts a failure and sets its start; later ones
     /// only update the reason. Wakes waiters, who may be watching for it.
-    pub fn degrade(&self, reason: Arc<str>) {
+    pub(crate) fn degrade(&self, reason: Arc<str>) {
         let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
         let (since, began) = match trouble.take() {
             Some((_, since, began)) => (since, began),
@@ -207,19 +207,19 @@ impl Progress {
     }
 
     /// The writer wrote again after [`Progress::degrade`].
-    pub fn recovered(&self) {
+    pub(crate) fn recovered(&self) {
         let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
         *trouble = None;
         self.failing.store(false, Ordering::Release);
     }
 
     #[inline]
-    pub fn is_failing(&self) -> bool {
+    pub(crate) fn is_failing(&self) -> bool {
         self.failing.load(Ordering::Acquire)
     }
 
     /// While failing: for how long.
-    pub fn failing_for(&self) -> Option<Duration> {
+    pub(crate) fn failing_for(&self) -> Option<Duration> {
         if !self.is_failing() {
             return None;
         }
@@ -228,7 +228,7 @@ impl Progress {
     }
 
     /// While failing: why, and since when.
-    pub fn trouble(&self) -> Option<(Arc<str>, SystemTime)> {
+    pub(crate) fn trouble(&self) -> Option<(Arc<str>, SystemTime)> {
         self.trouble
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -237,30 +237,30 @@ impl Progress {
     }
 
     /// The writer met `reason` and stops: records are refused from now on.
-    pub fn fail(&self, reason: Arc<str>) {
+    pub(crate) fn fail(&self, reason: Arc<str>) {
         let _ = self.failure.set(reason);
         self.closed.store(true, Ordering::Release);
         // No longer retrying: refusals say the writer stopped.
         self.failing.store(false, Ordering::Release);
     }
 
-    pub fn failure(&self) -> Option<&Arc<str>> {
+    pub(crate) fn failure(&self) -> Option<&Arc<str>> {
         self.failure.get()
     }
 
     /// The writer thread has exited (after its last commit, or its failure).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.done.store(true, Ordering::Release);
         let committed = self.committed();
         self.wake.send_replace(committed);
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 
     /// Why a record is refused once the store is closed.
-    pub fn refusal(&self) -> StoreError {
+    pub(crate) fn refusal(&self) -> StoreError {
         match self.failure() {
             Some(reason) => StoreError::WriterFailed(reason.clone()),
             None => StoreError::Closed,
@@ -269,7 +269,7 @@ impl Progress {
 
     /// Why a new share is refused while the writer is failing.
     #[cold]
-    pub fn failing_refusal(&self) -> StoreError {
+    pub(crate) fn failing_refusal(&self) -> StoreError {
         let reason = self
             .trouble()
             .map(|(r, _)| r)
@@ -277,7 +277,7 @@ impl Progress {
         StoreError::Failing(reason)
     }
 
-    pub fn note_commit(&self, took: Duration, shares: u64, blocks: u64, block_results: u64) {
+    pub(crate) fn note_commit(&self, took: Duration, shares: u64, blocks: u64, block_results: u64) {
         let c = &self.counters;
         let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         c.shares_written.fetch_add(shares, Ordering::Relaxed);
@@ -290,7 +290,7 @@ impl Progress {
         c.commits.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn stats(&self) -> StoreStats {
+    pub(crate) fn stats(&self) -> StoreStats {
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let commits = load(&c.commits);

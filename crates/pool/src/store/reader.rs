@@ -12,26 +12,38 @@ use super::{schema, BlockRecord, StoreError, Ticket, UsedToken, WorkerKey};
 pub struct StoredShare {
     /// The ticket [`super::Store::record_share`] returned for it.
     pub ticket: Ticket,
+    /// The worker name.
     pub worker: String,
+    /// The difficulty credited.
     pub difficulty: f64,
+    /// The engine's job id.
     pub job_id: u64,
+    /// When it was accepted (Unix milliseconds).
     pub time_ms: u64,
+    /// The share's block-header hash, internal byte order.
     pub hash: [u8; 32],
 }
 
 /// A found block as stored, with the node's last answer to its submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredBlock {
+    /// Its ticket.
     pub ticket: Ticket,
+    /// The block hash, internal byte order.
     pub hash: [u8; 32],
+    /// The block height.
     pub height: u32,
+    /// The worker that found it.
     pub worker: String,
+    /// The engine's job id.
     pub job_id: u64,
+    /// When it was found (Unix milliseconds).
     pub time_ms: u64,
     /// `"accepted"` or the node's reject reason; `None` while the node has not answered.
     pub result: Option<String>,
     /// When the last answer was recorded (unix ms).
     pub result_time_ms: Option<u64>,
+    /// The serialized block, as submitted.
     pub block: Vec<u8>,
 }
 
@@ -43,6 +55,7 @@ pub struct StoreReader {
 }
 
 impl StoreReader {
+    /// Opens the store file at `path` read-only (it must exist).
     pub fn open(path: impl AsRef<Path>) -> Result<StoreReader, StoreError> {
         let path = path.as_ref();
         Ok(StoreReader {
@@ -77,6 +90,7 @@ impl StoreReader {
         Ok(out)
     }
 
+    /// Shares stored.
     pub fn share_count(&self) -> Result<u64, StoreError> {
         self.conn
             .query_row("SELECT count(*) FROM share", [], |row| row.get::<_, i64>(0))

@@ -12,7 +12,7 @@ use rusqlite::{Connection, OpenFlags};
 use super::{Durability, StoreError};
 
 /// The schema version this build writes and reads.
-pub const VERSION: i64 = 2;
+pub(crate) const VERSION: i64 = 2;
 
 const MIGRATIONS: &[&str] = &[
     // 0 -> 1: workers, shares, blocks and the node's answers.

@@ -42,7 +42,7 @@ impl WorkerNames {
     /// `loaded`: the names read at open, most recently used first (at most the bound);
     /// `partial`: the file holds more; `next`: the key after the highest in the file; `reader`:
     /// a read-only connection to the store's file.
-    pub fn new(
+    pub(crate) fn new(
         loaded: Vec<(Box<str>, i64)>,
         partial: bool,
         bound: usize,
@@ -70,7 +70,7 @@ impl WorkerNames {
 
     /// The key of `name` if it has one, from memory or else the file; `committed`: every key
     /// up to this one is in the file.
-    pub fn find(&mut self, name: &str, committed: i64) -> Result<Option<i64>, StoreError> {
+    pub(crate) fn find(&mut self, name: &str, committed: i64) -> Result<Option<i64>, StoreError> {
         if let Some(&key) = self.young.get(name) {
             return Ok(Some(key));
         }
@@ -89,19 +89,19 @@ impl WorkerNames {
     }
 
     /// The key a new name gets; call [`WorkerNames::insert`] once it is queued.
-    pub fn next_key(&self) -> i64 {
+    pub(crate) fn next_key(&self) -> i64 {
         self.next
     }
 
     /// Keeps a new name under the key [`WorkerNames::next_key`] gave.
-    pub fn insert(&mut self, name: &str, key: i64, committed: i64) {
+    pub(crate) fn insert(&mut self, name: &str, key: i64, committed: i64) {
         debug_assert_eq!(key, self.next);
         self.next = key + 1;
         self.put(name.into(), key, committed);
     }
 
     /// Names in memory.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.young.len() + self.old.len()
     }
 

@@ -149,7 +149,7 @@ pub(super) struct PackPool {
 const MAX_PACKS: usize = 256;
 
 impl PackPool {
-    pub fn new(queue_capacity: usize) -> PackPool {
+    pub(crate) fn new(queue_capacity: usize) -> PackPool {
         let n = (queue_capacity / BATCH).clamp(1, MAX_PACKS);
         let packs = (0..n)
             .map(|_| {
@@ -165,11 +165,11 @@ impl PackPool {
     }
 
     /// A pack to fill, unless all are on the queue.
-    pub fn take(&self) -> Option<Box<SharePack>> {
+    pub(crate) fn take(&self) -> Option<Box<SharePack>> {
         self.free.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    pub fn give_back(&self, pack: Box<SharePack>) {
+    pub(crate) fn give_back(&self, pack: Box<SharePack>) {
         self.free
             .lock()
             .unwrap_or_else(|e| e.into_inner())

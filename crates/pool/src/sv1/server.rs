@@ -39,7 +39,9 @@ const TICK: Duration = Duration::from_secs(5);
 
 /// Everything the connection tasks share.
 pub struct Sv1Server {
+    /// The share-accounting engine.
     pub engine: Arc<Engine>,
+    /// The SV1 front end's settings.
     pub config: Arc<Sv1Config>,
     /// Admission: caps, rates, bans and the slot each connection holds (shared with the SV2
     /// front end, so the caps are the pool's).
@@ -114,6 +116,7 @@ impl Closed {
 }
 
 impl Sv1Server {
+    /// A server with no connections yet; its clock starts now.
     pub fn new(engine: Arc<Engine>, config: Sv1Config, gate: Arc<Gate>) -> Arc<Self> {
         Arc::new(Sv1Server {
             engine,
@@ -129,6 +132,7 @@ impl Sv1Server {
         })
     }
 
+    /// Milliseconds since the server was made (the sessions' clock).
     pub fn now(&self) -> Millis {
         Millis(self.start.elapsed().as_millis() as u64)
     }

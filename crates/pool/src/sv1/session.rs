@@ -30,6 +30,7 @@ use mining::Reject;
 pub struct Sv1Config {
     /// Bytes of extranonce the miner rolls (the rest of the coinbase's extranonce is ours).
     pub extranonce2_size: usize,
+    /// Header version bits miners may roll (BIP310), offered in `mining.configure`.
     pub version_mask: u32,
     /// Names a connection may authorize (several workers over one connection).
     pub max_workers: usize,
@@ -58,17 +59,22 @@ const REPLY_BUFFER: usize = 256;
 /// What a line was, for the shell's bookkeeping (it times shares).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LineKind {
+    /// A `mining.submit`, and its verdict.
     Share(Verdict),
+    /// Anything else.
     Other,
 }
 
 /// Why the session wants its connection closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Close {
+    /// More malformed lines than `max_bad_lines`.
     TooManyBadLines,
+    /// A line longer than the limit.
     LineTooLong,
 }
 
+/// One SV1 connection, sans IO: lines in, bytes to write out.
 pub struct Session {
     engine: Arc<Engine>,
     config: Arc<Sv1Config>,
@@ -111,6 +117,7 @@ struct Recording {
 const UNCONFIRMED: &str = "Share not confirmed: the pool's share store cannot write";
 
 impl Session {
+    /// A session for a new connection, with its own connection id and extranonce1.
     pub fn new(engine: Arc<Engine>, config: Arc<Sv1Config>, now: Millis) -> Self {
         let conn = engine.next_conn();
         let prefix_len = engine
@@ -148,10 +155,12 @@ impl Session {
         }
     }
 
+    /// The connection id (unique for the pool's lifetime).
     pub fn conn(&self) -> u64 {
         self.conn
     }
 
+    /// The connection's channel: jobs, difficulty, accepted shares.
     pub fn channel(&self) -> &Channel {
         &self.channel
     }
@@ -254,10 +263,12 @@ impl Session {
         }
     }
 
+    /// Why the connection should be closed; `None` while it should not.
     pub fn wants_close(&self) -> Option<Close> {
         self.close
     }
 
+    /// Whether the miner has been sent a job.
     pub fn is_working(&self) -> bool {
         self.sent_generation.is_some()
     }
@@ -284,6 +295,7 @@ impl Session {
         self.origin = Some(ip);
     }
 
+    /// Handles one line from the miner; replies go to the output.
     pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
         sv1::server::handle_line(&mut Request { session: self, now }, line)
     }

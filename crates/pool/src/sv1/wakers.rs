@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::Waker;
 
 #[derive(Default)]
-pub struct Wakers {
+pub(crate) struct Wakers {
     slots: Mutex<Slots>,
 }
 
@@ -23,7 +23,7 @@ struct Slots {
 
 impl Wakers {
     /// A slot for one connection, empty until [`Slot::set`]; freed when dropped.
-    pub fn slot(&self) -> Slot<'_> {
+    pub(crate) fn slot(&self) -> Slot<'_> {
         let mut s = self.lock();
         let index = match s.free.pop() {
             Some(i) => i,
@@ -40,7 +40,7 @@ impl Wakers {
     }
 
     /// Wakes every registered task; returns how many.
-    pub fn wake_all(&self) -> usize {
+    pub(crate) fn wake_all(&self) -> usize {
         let s = self.lock();
         let mut n = 0;
         for w in s.wakers.iter().flatten() {
@@ -56,7 +56,7 @@ impl Wakers {
 }
 
 /// A connection's place in [`Wakers`].
-pub struct Slot<'a> {
+pub(crate) struct Slot<'a> {
     wakers: &'a Wakers,
     index: usize,
     /// The waker in the slot, kept here too so that an unchanged one costs no lock.
@@ -66,7 +66,7 @@ pub struct Slot<'a> {
 impl Slot<'_> {
     /// Makes `waker` the one [`Wakers::wake_all`] wakes. A task's waker stays the same from
     /// poll to poll, so only the first call takes the lock.
-    pub fn set(&mut self, waker: &Waker) {
+    pub(crate) fn set(&mut self, waker: &Waker) {
         if self.registered.as_ref().is_some_and(|w| w.will_wake(waker)) {
             return;
         }

@@ -52,7 +52,9 @@ const WITNESS_COMMITMENT_HEADER: [u8; 6] = [0x6a, 0x24, 0xaa, 0x21, 0xa9, 0xed];
 /// log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
+    /// The `SetCustomMiningJob.Error` error code.
     pub code: String,
+    /// What was wrong, for the log.
     pub why: String,
 }
 
@@ -71,11 +73,13 @@ impl Refusal {
 
 /// What the checks compare a declared job against.
 pub struct Context<'a> {
+    /// The key the JDS's declared tokens are checked under.
     pub key: &'a TokenKey,
     /// Wall-clock Unix milliseconds (token expiry).
     pub unix_ms: u64,
     /// The pool's latest generation: its tip, height, nBits and node clock.
     pub latest: Option<&'a Generation>,
+    /// The previous-block hashes the pool has worked on (to refuse a job on a stale one).
     pub tips: &'a Arc<Tips>,
     /// Bytes of the channel's whole extranonce (its prefix and the miner's part).
     pub extranonce_len: usize,

@@ -54,8 +54,11 @@ fn next_on_grid(
 /// or `SetupConnection` with strings of at most 255 bytes each.
 const MAX_FRAME_BYTES: usize = 8 * 1024;
 
+/// Everything the SV2 connection tasks share.
 pub struct Sv2Server {
+    /// The share-accounting engine.
     pub engine: Arc<Engine>,
+    /// The Mining Protocol settings.
     pub config: Arc<Sv2Config>,
     /// Admission, shared with the SV1 front end (the caps are the pool's).
     gate: Arc<Gate>,
@@ -67,6 +70,8 @@ pub struct Sv2Server {
 }
 
 impl Sv2Server {
+    /// A server with no connections yet; its clock starts now. `keys` sign each connection's
+    /// Noise certificate, valid for `cert_validity`.
     pub fn new(
         engine: Arc<Engine>,
         config: Sv2Config,
@@ -85,6 +90,7 @@ impl Sv2Server {
         })
     }
 
+    /// Milliseconds since the server was made (the sessions' clock).
     pub fn now(&self) -> Millis {
         Millis(self.start.elapsed().as_millis() as u64)
     }

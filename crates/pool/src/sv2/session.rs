@@ -103,6 +103,7 @@ pub enum Close {
 }
 
 impl Close {
+    /// The reason's name in logs and metrics: `setup` or `protocol`.
     pub fn reason(&self) -> &'static str {
         match self {
             Close::Setup(_) => "setup",
@@ -111,9 +112,12 @@ impl Close {
     }
 }
 
+/// An SV2 channel's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
+    /// Header-only: the pool fixes the merkle root (`OpenStandardMiningChannel`).
     Standard,
+    /// The miner rolls part of the extranonce (`OpenExtendedMiningChannel`).
     Extended,
 }
 
@@ -157,6 +161,7 @@ struct Sv2Channel {
     pending: Pending,
 }
 
+/// One SV2 Mining Protocol connection, sans IO: messages in, messages out.
 pub struct Session {
     engine: Arc<Engine>,
     config: Arc<Sv2Config>,
@@ -180,6 +185,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session for a new connection, awaiting its `SetupConnection`.
     pub fn new(engine: Arc<Engine>, config: Arc<Sv2Config>) -> Session {
         let conn = engine.next_conn();
         engine.stats.connection_opened();
@@ -201,10 +207,12 @@ impl Session {
         }
     }
 
+    /// The connection id (unique for the pool's lifetime).
     pub fn conn(&self) -> u64 {
         self.conn
     }
 
+    /// Why the connection should be closed; `None` while it should not.
     pub fn wants_close(&self) -> Option<&Close> {
         self.close.as_ref()
     }
@@ -214,10 +222,12 @@ impl Session {
         self.origin = Some(ip);
     }
 
+    /// Rejected shares since the last accepted one, stale ones excepted (for admission bans).
     pub fn rejected_in_a_row(&self) -> u32 {
         self.rejected_in_a_row
     }
 
+    /// Open channels on the connection.
     pub fn channel_count(&self) -> usize {
         self.channels.len()
     }
@@ -1387,6 +1397,7 @@ fn records<'a>(records: &'a mut Option<ShareBatch>, engine: &Engine) -> Option<&
     records.as_mut()
 }
 
+/// The `SubmitShares.Error` code for a rejected share.
 pub fn reject_code(r: Reject) -> &'static str {
     match r {
         Reject::UnknownJob => error_code::INVALID_JOB_ID,

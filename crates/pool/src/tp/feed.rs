@@ -22,22 +22,29 @@ use super::session::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork}
 use super::transactions::KeptTransactions;
 use crate::node::{Backoff, NodeHealth};
 
+/// Where the Template Provider is and how the client talks to it.
 #[derive(Clone, Debug)]
 pub struct TpConfig {
+    /// The provider's address.
     pub addr: SocketAddr,
     /// The provider's authority public key its certificate must be signed with; `None`
     /// accepts any (as the reference roles do without `tp_authority_public_key`).
     pub authority: Option<[u8; 32]>,
+    /// What the session tells the provider.
     pub session: TpSessionConfig,
+    /// How long to wait between reconnection attempts.
     pub retry: Backoff,
+    /// How long the TCP connect may take.
     pub connect_timeout: Duration,
     /// No template for this long (while connected) makes the provider stale; zero: never.
     /// A provider sends templates only when they change, so this is off by default.
     pub stale_after: Duration,
+    /// Handshake and write timeouts, and the largest frame accepted from the provider.
     pub limits: Limits,
 }
 
 impl TpConfig {
+    /// The defaults for the provider at `addr`.
     pub fn new(addr: SocketAddr) -> TpConfig {
         TpConfig {
             addr,
@@ -72,7 +79,9 @@ pub type TxDataReply = Result<RequestTransactionDataSuccess, String>;
 /// A request for a template's transactions (`RequestTransactionData`), answered on `reply`.
 #[derive(Debug)]
 pub struct TxDataRequest {
+    /// The provider's template id.
     pub template_id: u64,
+    /// Where the answer goes.
     pub reply: oneshot::Sender<TxDataReply>,
 }
 
@@ -87,6 +96,7 @@ pub struct TpFeed {
 }
 
 impl TpFeed {
+    /// Starts the client task; it runs until `shutdown` completes or the feed is dropped.
     pub fn spawn(config: TpConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> TpFeed {
         let health = Arc::new(NodeHealth::new(config.stale_after));
         let (tx, works) = watch::channel(None);
@@ -129,6 +139,7 @@ impl TpFeed {
         self.works.clone()
     }
 
+    /// The provider's health: reachable, and templates fresh.
     pub fn health(&self) -> Arc<NodeHealth> {
         self.health.clone()
     }

@@ -39,13 +39,16 @@ use sv2::Message;
 
 use crate::template::{TdpTemplate, Template};
 
+/// What the pool tells a Template Provider, and how it treats its templates.
 #[derive(Clone, Debug)]
 pub struct TpSessionConfig {
     /// Room our coinbase outputs need beyond the provider's: the payout output.
     pub coinbase_output_max_additional_size: u32,
+    /// Sigops our coinbase outputs add (`CoinbaseOutputConstraints`).
     pub coinbase_output_max_additional_sigops: u16,
     /// Sent in `SetupConnection`.
     pub endpoint_host: String,
+    /// Sent in `SetupConnection`.
     pub endpoint_port: u16,
     /// Future templates kept while waiting for their `SetNewPrevHash`.
     pub max_future_templates: usize,
@@ -78,22 +81,30 @@ impl Default for TpSessionConfig {
 /// A minable template from the provider.
 #[derive(Clone, Debug)]
 pub struct TpWork {
+    /// The template, as the pool's jobs read it.
     pub template: Arc<Template>,
+    /// The provider's coinbase parts and merkle path for it.
     pub tdp: Arc<TdpTemplate>,
 }
 
+/// What the session asks of its caller after a message.
 #[derive(Debug)]
 pub enum Output {
+    /// Send this message to the provider.
     Send(Message),
+    /// A new minable template.
     Work(TpWork),
     /// The provider's answer to a `RequestTransactionData` the client sent.
     TxData(Result<RequestTransactionDataSuccess, RequestTransactionDataError>),
 }
 
+/// Why the session with the provider cannot go on.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TpSessionError {
+    /// The provider answered `SetupConnection.Error` (with this code).
     #[error("provider refused SetupConnection: {0}")]
     SetupRefused(String),
+    /// The provider sent something the protocol does not allow here.
     #[error("protocol: {0}")]
     Protocol(String),
 }
@@ -125,6 +136,8 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Same-tip templates held at most; a newer one beyond drops the oldest.
 const MAX_HELD: usize = 8;
 
+/// The client side of a Template Distribution connection, sans IO: messages in, messages and
+/// templates out.
 pub struct TpSession {
     cfg: TpSessionConfig,
     phase: Phase,
@@ -137,6 +150,7 @@ pub struct TpSession {
 }
 
 impl TpSession {
+    /// A session waiting for its `SetupConnection.Success`.
     pub fn new(cfg: TpSessionConfig) -> TpSession {
         TpSession {
             cfg,
@@ -166,6 +180,7 @@ impl TpSession {
         .into()
     }
 
+    /// Whether the provider accepted the setup.
     pub fn is_ready(&self) -> bool {
         self.phase == Phase::Ready
     }
@@ -209,6 +224,7 @@ impl TpSession {
             .collect()
     }
 
+    /// Handles one message from the provider: what to send back, and the templates now minable.
     pub fn on_message(&mut self, m: Message, now: Millis) -> Result<Vec<Output>, TpSessionError> {
         match (self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {

@@ -17,6 +17,8 @@ struct Entry {
     data: Arc<RequestTransactionDataSuccess>,
 }
 
+/// The transactions of the provider's latest templates (`RequestTransactionData` answers), so
+/// that a block found on one can be built whole.
 #[derive(Default)]
 pub struct KeptTransactions {
     /// Oldest first.
@@ -74,6 +76,7 @@ impl KeptTransactions {
         self.lock().len()
     }
 
+    /// Whether none are kept.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

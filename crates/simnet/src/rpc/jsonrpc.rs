@@ -25,28 +25,43 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 // Bitcoin Core's error codes (src/rpc/protocol.h) that this endpoint uses.
+/// -1: an error with no more specific code.
 pub const RPC_MISC_ERROR: i32 = -1;
+/// -3: a parameter of the wrong JSON type.
 pub const RPC_TYPE_ERROR: i32 = -3;
+/// -5: no such block or transaction.
 pub const RPC_INVALID_ADDRESS_OR_KEY: i32 = -5;
+/// -8: a parameter with an invalid value.
 pub const RPC_INVALID_PARAMETER: i32 = -8;
+/// -22: the submitted bytes do not decode.
 pub const RPC_DESERIALIZATION_ERROR: i32 = -22;
+/// -25: the submission failed verification.
 pub const RPC_VERIFY_ERROR: i32 = -25;
+/// -27: the transaction or block is already in the chain.
 pub const RPC_VERIFY_ALREADY_IN_CHAIN: i32 = -27;
+/// -9: Core's "not connected"; here the answer to a long poll cut short by shutdown.
 pub const RPC_CLIENT_NOT_CONNECTED: i32 = -9;
+/// -32600: the JSON is not a valid request object (JSON-RPC 2.0).
 pub const RPC_INVALID_REQUEST: i32 = -32600;
+/// -32601: no method by that name (JSON-RPC 2.0).
 pub const RPC_METHOD_NOT_FOUND: i32 = -32601;
+/// -32603: an internal error (JSON-RPC 2.0).
 pub const RPC_INTERNAL_ERROR: i32 = -32603;
+/// -32700: the body is not JSON (JSON-RPC 2.0).
 pub const RPC_PARSE_ERROR: i32 = -32700;
 
 /// A JSON-RPC error object: `{"code": .., "message": ..}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{message} ({code})")]
 pub struct RpcError {
+    /// One of the `RPC_*` codes.
     pub code: i32,
+    /// Human-readable text, as Core words it.
     pub message: String,
 }
 
 impl RpcError {
+    /// An error with this code and message.
     pub fn new(code: i32, message: impl Into<String>) -> Self {
         RpcError {
             code,
@@ -54,6 +69,7 @@ impl RpcError {
         }
     }
 
+    /// -32601 "Method not found".
     pub fn method_not_found() -> Self {
         RpcError::new(RPC_METHOD_NOT_FOUND, "Method not found")
     }
@@ -64,13 +80,16 @@ impl RpcError {
 pub enum Version {
     /// No `jsonrpc` member, or `"1.0"`.
     Legacy,
+    /// `"jsonrpc": "2.0"`.
     V2,
 }
 
 /// Positional or named parameters, as the request carried them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Params {
+    /// A JSON array of parameters (or none).
     Positional(Vec<Value>),
+    /// A JSON object of parameters by name.
     Named(Map<String, Value>),
 }
 
@@ -79,8 +98,11 @@ pub enum Params {
 pub struct Call {
     /// `None` when the request had no `id` member (`Some(Null)` for `"id": null`).
     pub id: Option<Value>,
+    /// The reply shape it asked for.
     pub version: Version,
+    /// The method name.
     pub method: String,
+    /// Its parameters.
     pub params: Params,
 }
 
@@ -96,8 +118,11 @@ impl Call {
 /// Core answers with that id and in that dialect.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BadCall {
+    /// The request's id, if it was read before the failure.
     pub id: Option<Value>,
+    /// The dialect to answer in.
     pub version: Version,
+    /// What was wrong with it.
     pub error: RpcError,
 }
 
@@ -148,7 +173,9 @@ pub fn parse_call(v: &Value) -> Result<Call, BadCall> {
 /// A request body: one request object (or any other JSON value), or a batch.
 #[derive(Debug)]
 pub enum Body {
+    /// One JSON value that is not an array.
     Single(Value),
+    /// A JSON array of request objects.
     Batch(Vec<Value>),
 }
 
@@ -213,6 +240,7 @@ pub fn legacy_error_status(code: i32) -> u16 {
 /// What to send back over HTTP.
 #[derive(Debug, PartialEq, Eq)]
 pub struct HttpReply {
+    /// HTTP status code.
     pub status: u16,
     /// `None`: no body at all (204).
     pub body: Option<String>,

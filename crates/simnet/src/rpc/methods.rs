@@ -40,7 +40,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(node: Node, longpoll_timeout: Duration, shutdown: watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        node: Node,
+        longpoll_timeout: Duration,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
         Ctx {
             node,
             longpoll_timeout,

@@ -4,7 +4,7 @@ use primitives::bitcoin::{Address, Network, Script};
 
 /// Core's `ScriptToAsmStr` without signature-hash decoding: pushes of up to four bytes as script
 /// numbers, longer pushes as hex, opcodes by name, `[error]` where the script stops parsing.
-pub fn asm(script: &[u8]) -> String {
+pub(crate) fn asm(script: &[u8]) -> String {
     let mut out = String::new();
     let mut i = 0;
     while i < script.len() {
@@ -185,7 +185,7 @@ fn op_name(op: u8) -> &'static str {
 
 /// Core's output type names (`GetTxnOutputType`) for the templates its `Solver` recognises
 /// (bare multisig is reported as `nonstandard`: simnet never makes one).
-pub fn output_type(spk: &[u8]) -> &'static str {
+pub(crate) fn output_type(spk: &[u8]) -> &'static str {
     let s = Script::from_bytes(spk);
     if s.is_p2pkh() {
         "pubkeyhash"
@@ -225,7 +225,7 @@ pub fn output_type(spk: &[u8]) -> &'static str {
 }
 
 /// The regtest address paying to this script, if it has one.
-pub fn address(spk: &[u8]) -> Option<String> {
+pub(crate) fn address(spk: &[u8]) -> Option<String> {
     Address::from_script(Script::from_bytes(spk), Network::Regtest)
         .ok()
         .map(|a| a.to_string())
@@ -233,7 +233,7 @@ pub fn address(spk: &[u8]) -> Option<String> {
 
 /// The descriptor Core infers for an output without wallet knowledge: `addr(..)` where the
 /// script has an address, `raw(..)` otherwise, with its checksum.
-pub fn descriptor(spk: &[u8]) -> String {
+pub(crate) fn descriptor(spk: &[u8]) -> String {
     let body = match address(spk) {
         Some(a) => format!("addr({a})"),
         None => format!("raw({})", hex::encode(spk)),
@@ -243,7 +243,7 @@ pub fn descriptor(spk: &[u8]) -> String {
 }
 
 /// The eight-character checksum of BIP380 (output script descriptors).
-pub fn descriptor_checksum(desc: &str) -> Option<String> {
+pub(crate) fn descriptor_checksum(desc: &str) -> Option<String> {
     const INPUT_CHARSET: &str = "0123456789()[],'/*abcdefgh@:$%{}\
         IJKLMNOPQRSTUVWXYZ&+-.;<=>?!^_|~\
         ijklmnopqrstuvwxyzABCDEFGH`#\"\\ ";

@@ -9,19 +9,26 @@ use primitives::{Hash256, Header};
 use crate::template::Template;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Why a `SubmitSolution` could not be turned into a block.
 pub enum SolutionError {
     #[error("coinbase_tx does not decode as one transaction: {0}")]
+    /// `coinbase_tx` is not one serialized transaction.
     CoinbaseDecode(String),
     #[error("coinbase_tx is not a coinbase (one input spending the null outpoint)")]
+    /// `coinbase_tx` decodes but is not a coinbase.
     NotCoinbase,
 }
 
 /// A serialized block ready for the node, with what logs and events say about it.
 #[derive(Clone, Debug)]
 pub struct SolutionBlock {
+    /// The serialized block.
     pub raw: Vec<u8>,
+    /// Its header hash.
     pub hash: Hash256,
+    /// Its height (the template's).
     pub height: u32,
+    /// The template it was built on.
     pub template_id: u64,
 }
 

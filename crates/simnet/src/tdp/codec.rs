@@ -17,46 +17,70 @@ use sv2::{NoiseConn, TransportError};
 /// What a client sent, in the fields the session uses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ClientMessage {
+    /// `SetupConnection`.
     SetupConnection(Setup),
     /// `CoinbaseOutputConstraints`, or its predecessor `CoinbaseOutputDataSize` (same message
     /// type, only the size: `max_additional_sigops` is then `None`).
     CoinbaseOutputConstraints {
+        /// Bytes the client will add to the coinbase outputs, which the template must leave room for.
         max_additional_size: u32,
+        /// Sigops those outputs add; `None` from `CoinbaseOutputDataSize`.
         max_additional_sigops: Option<u16>,
     },
+    /// `RequestTransactionData`: the transactions of a template.
     RequestTransactionData {
+        /// The template asked about.
         template_id: u64,
     },
+    /// `SubmitSolution`: a block found on a template.
     SubmitSolution(Solution),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// The `SetupConnection` fields the session checks.
 pub struct Setup {
     /// The protocol discriminant as sent (2 is Template Distribution), kept raw so that values
     /// the reference enum does not know still get `unsupported-protocol` rather than a close.
     pub protocol: u8,
+    /// Lowest protocol version the client speaks.
     pub min_version: u16,
+    /// Highest protocol version the client speaks.
     pub max_version: u16,
+    /// The client's feature flags.
     pub flags: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
+/// A `SubmitSolution`: the header fields and coinbase that, with a template, make a block.
 pub struct Solution {
+    /// The template it solves.
     pub template_id: u64,
+    /// Header `nVersion`, version-rolling bits included.
     pub version: u32,
+    /// Header `nTime`.
     pub header_timestamp: u32,
+    /// Header `nNonce`.
     pub header_nonce: u32,
     /// The full serialized coinbase, witness included when it has one.
     pub coinbase_tx: Vec<u8>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+/// Why a client frame was refused.
 pub enum DecodeError {
     #[error("message type {msg_type:#04x} does not decode: {reason}")]
-    Malformed { msg_type: u8, reason: String },
+    /// The payload does not decode as its message type.
+    Malformed {
+        /// The frame's message type.
+        msg_type: u8,
+        /// What the decoder said.
+        reason: String,
+    },
     #[error("message type {0:#04x} is sent by servers, not clients")]
+    /// A message type only servers send.
     WrongDirection(u8),
     #[error("message type {0:#04x} is not a Template Distribution or common message")]
+    /// A message type outside Template Distribution and the common messages.
     Unknown(u8),
 }
 
@@ -138,15 +162,22 @@ const RETAINED_PAYLOAD: usize = 64 * 1024;
 /// What the server sends.
 #[derive(Clone, Debug)]
 pub enum ServerMessage {
+    /// Accepts the connection.
     SetupConnectionSuccess(SetupConnectionSuccess),
+    /// Refuses the connection, with a reason code.
     SetupConnectionError(SetupConnectionError),
+    /// A template to mine on (future, or for the current tip).
     NewTemplate(NewTemplate),
+    /// The new tip, activating a future template.
     SetNewPrevHash(SetNewPrevHash),
+    /// A template's transactions and coinbase witness reserved value.
     RequestTransactionDataSuccess(RequestTransactionDataSuccess),
+    /// No data for that template (unknown or stale).
     RequestTransactionDataError(RequestTransactionDataError),
 }
 
 impl ServerMessage {
+    /// The message's name as the SV2 spec spells it, for logs.
     pub fn name(&self) -> &'static str {
         match self {
             ServerMessage::SetupConnectionSuccess(_) => SetupConnectionSuccess::NAME,
@@ -158,6 +189,7 @@ impl ServerMessage {
         }
     }
 
+    /// The message as the SV2 crate frames it.
     pub fn into_message(self) -> Message {
         match self {
             ServerMessage::SetupConnectionSuccess(m) => m.into(),

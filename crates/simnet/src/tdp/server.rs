@@ -62,6 +62,7 @@ pub struct TdpConfig {
 }
 
 impl TdpConfig {
+    /// A configuration with these keys and the defaults for the rest.
     pub fn new(keys: TdpKeys) -> TdpConfig {
         TdpConfig {
             keys,

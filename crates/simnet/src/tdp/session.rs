@@ -56,12 +56,15 @@ pub const PROTOCOL_VERSION: u16 = common::PROTOCOL_VERSION;
 /// The coinbase fields templates ask for, as in simnet's own coinbases (`CoinbaseSpec::new`):
 /// version 2, final input sequence, no lock time.
 pub const COINBASE_TX_VERSION: u32 = 2;
+/// `coinbase_tx_input_sequence`: final.
 pub const COINBASE_TX_INPUT_SEQUENCE: u32 = u32::MAX;
+/// `coinbase_tx_locktime`: none.
 pub const COINBASE_TX_LOCKTIME: u32 = 0;
 
 /// The spec's fixed reservation for a segwit block's header, counts and coinbase without the
 /// client's outputs, and Bitcoin Core's floor under the total.
 pub const FIXED_RESERVED_WEIGHT: u64 = 1168;
+/// Bitcoin Core's floor under the total reserved weight.
 pub const MIN_RESERVED_WEIGHT: u64 = 2000;
 
 /// What `RequestTransactionData.Success` carries as `excess_data`: the coinbase witness
@@ -69,7 +72,9 @@ pub const MIN_RESERVED_WEIGHT: u64 = 2000;
 pub const EXCESS_DATA: [u8; 32] = primitives::coinbase::WITNESS_RESERVED_VALUE;
 
 #[derive(Clone, Copy, Debug)]
+/// What a session needs from the network's configuration and its own limits.
 pub struct SessionConfig {
+    /// Block weight limit (WU), as the network's templates use it.
     pub block_max_weight: u64,
     /// Weight the node's templates already leave free for the coinbase.
     pub coinbase_reserved_weight: u64,
@@ -80,6 +85,8 @@ pub struct SessionConfig {
 }
 
 impl SessionConfig {
+    /// The network's block limits, with the default retention: the last 3 tips' templates, 64
+    /// at most.
     pub fn from_network(config: &SimnetConfig) -> SessionConfig {
         SessionConfig {
             block_max_weight: config.block_max_weight,
@@ -93,18 +100,23 @@ impl SessionConfig {
 /// What the shell must do, in order.
 #[derive(Debug)]
 pub enum Action {
+    /// Send this message.
     Send(ServerMessage),
     /// Hand the block to the node.
     Submit(SolutionBlock),
     /// A solution that names no template we hold or does not make a block; the protocol has no
     /// answer for it, so the shell logs it.
     DropSolution {
+        /// The id the solution named.
         template_id: u64,
+        /// Why it was dropped, for the log.
         reason: String,
     },
     /// Close the connection after sending what came before.
     Close {
+        /// Why, for logs and the `ConnectionClosed` event.
         reason: &'static str,
+        /// The details behind it.
         detail: String,
     },
 }
@@ -116,6 +128,8 @@ enum Phase {
     Serving,
 }
 
+/// One Template Distribution connection as a sans-IO machine: client messages and new
+/// templates in, [`Action`]s out.
 pub struct Session {
     cfg: SessionConfig,
     phase: Phase,
@@ -129,6 +143,7 @@ pub struct Session {
 }
 
 impl Session {
+    /// A session awaiting `SetupConnection`.
     pub fn new(cfg: SessionConfig) -> Session {
         Session {
             tx_limit: cfg
@@ -376,6 +391,7 @@ pub fn new_template_message(t: &Template, future: bool) -> NewTemplate {
     }
 }
 
+/// The `SetNewPrevHash` that makes template `t` current.
 pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHash {
     SetNewPrevHash {
         template_id: t.id,
@@ -387,6 +403,8 @@ pub fn set_new_prev_hash_message(t: &Template) -> SetNewPrevHash {
     }
 }
 
+/// The `RequestTransactionData.Success` answer for `t`: its transactions and the coinbase
+/// witness reserved value.
 pub fn transaction_data_message(t: &Template) -> RequestTransactionDataSuccess {
     RequestTransactionDataSuccess {
         template_id: t.id,

@@ -89,10 +89,17 @@ pub const TOPICS: [&[u8]; 5] = [
 /// One of bitcoind's ZMQ topics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Topic {
+    /// `hashblock`: the tip's hash on every tip change.
     HashBlock,
+    /// `hashtx`: the txid of every transaction entering the mempool, and of those in every block
+    /// connected or disconnected.
     HashTx,
+    /// `rawblock`: the serialized tip block on every tip change.
     RawBlock,
+    /// `rawtx`: the serialized transaction, whenever `hashtx` sends its txid.
     RawTx,
+    /// `sequence`: block connections and disconnections, mempool entries and removals, with
+    /// mempool sequence numbers.
     Sequence,
 }
 
@@ -282,6 +289,7 @@ impl Publisher {
         }
     }
 
+    /// What it has sent so far.
     pub fn stats(&self) -> ZmqStats {
         self.stats.clone()
     }

@@ -21,10 +21,13 @@ use crate::link_bytes::{Counted, LinkCounter};
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
     #[error(transparent)]
+    /// Reading or writing the socket failed.
     Io(#[from] io::Error),
     #[error(transparent)]
+    /// The peer broke ZMTP.
     Protocol(#[from] ZmtpError),
     #[error("no ZMTP handshake within {0:?}")]
+    /// The peer did not finish the handshake in time.
     HandshakeTimeout(std::time::Duration),
 }
 

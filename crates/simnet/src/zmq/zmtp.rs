@@ -46,26 +46,37 @@ const MAX_PING_CONTEXT: usize = 16;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ZmtpError {
     #[error("not a ZMTP 3 greeting (bad signature)")]
+    /// The greeting does not start with ZMTP's signature.
     BadSignature,
     #[error("unsupported ZMTP version {0}.{1} (need 3.x)")]
+    /// The greeting's major version is not 3 (major, minor).
     UnsupportedVersion(u8, u8),
     #[error("unsupported security mechanism {0:?} (only NULL)")]
+    /// A security mechanism other than NULL.
     UnsupportedMechanism(String),
     #[error("reserved frame flag bits set (flags 0x{0:02x})")]
+    /// A frame's flag byte sets reserved bits.
     ReservedFlags(u8),
     #[error("command frame with the MORE flag")]
+    /// A command frame with the MORE flag.
     CommandWithMore,
     #[error("command of {0} bytes exceeds the {MAX_COMMAND}-byte limit")]
+    /// A command longer than this decoder accepts (bytes).
     CommandTooLarge(u64),
     #[error("malformed {0} command")]
+    /// A command that does not parse (its name).
     MalformedCommand(&'static str),
     #[error("expected READY during the handshake, got {0}")]
+    /// Something other than READY before the handshake finished (what came).
     UnexpectedDuringHandshake(String),
     #[error("peer sent ERROR: {0}")]
+    /// The peer sent ERROR (its reason).
     PeerError(String),
     #[error("READY without a Socket-Type property")]
+    /// READY without a `Socket-Type` property.
     MissingSocketType,
     #[error("socket type {0:?} cannot subscribe to a PUB socket")]
+    /// A socket type that cannot talk to a PUB socket.
     IncompatibleSocketType(String),
 }
 
@@ -76,7 +87,9 @@ pub enum Event {
     Greeting,
     /// The peer's READY checked out (a SUB or XSUB socket): traffic may flow.
     Ready,
+    /// SUBSCRIBE to topics starting with this prefix.
     Subscribe(Vec<u8>),
+    /// CANCEL a subscription to this prefix.
     Cancel(Vec<u8>),
     /// A heartbeat: answer with PONG carrying this context.
     Ping(Vec<u8>),
@@ -119,6 +132,7 @@ impl Default for Decoder {
 }
 
 impl Decoder {
+    /// A decoder awaiting the peer's greeting.
     pub fn new() -> Self {
         Decoder {
             stage: Stage::Greeting,

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+/// The wait before each round of upstream attempts: from `min`, doubling each round up to
+/// `max`, each wait jittered down to as little as half.
 #[derive(Clone, Debug)]
 pub struct Backoff {
     min: Duration,

@@ -13,6 +13,7 @@ use super::transport::{Link, Transport};
 /// One pool the farm proxy may work for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamSpec {
+    /// The pool's address.
     pub addr: SocketAddr,
     /// The authority key the pool's Noise certificate must be signed with (SV2 only).
     pub authority_key: Option<[u8; 32]>,
@@ -21,7 +22,7 @@ pub struct UpstreamSpec {
 /// Tries every upstream once, in order from `first`, each within `timeout`; after a round
 /// that reached none, waits as `backoff` says and goes round again. Ends only with a
 /// connection and the index of its upstream (the caller drops the task to stop it).
-pub async fn connect_any<T: Transport>(
+pub(crate) async fn connect_any<T: Transport>(
     upstreams: &[UpstreamSpec],
     first: usize,
     timeout: Duration,

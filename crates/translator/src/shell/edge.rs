@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 /// Bounds on the device side.
 #[derive(Clone)]
 pub struct EdgeLimits {
+    /// Admission: connection limits, rates and bans.
     pub gate: Arc<Gate>,
     /// The role's clock: bans and the status figures share it.
     pub start: Instant,
@@ -49,22 +50,36 @@ pub struct DeviceShared {
 
 /// What device tasks tell the core.
 pub enum DeviceIn {
+    /// A device connected; the core may write to it through `out`.
     Connected {
+        /// The connection's number, from 1.
         conn: u64,
+        /// The device's address.
         peer: SocketAddr,
+        /// The local address it connected to.
         local: SocketAddr,
+        /// Bytes for the device's socket.
         out: mpsc::Sender<Vec<u8>>,
+        /// What the core tells the task besides bytes.
         shared: Arc<DeviceShared>,
     },
+    /// A line from the device, without its newline.
     Line {
+        /// The connection's number.
         conn: u64,
+        /// The line.
         line: Vec<u8>,
     },
+    /// The device sent a line longer than the limit.
     LineTooLong {
+        /// The connection's number.
         conn: u64,
     },
+    /// The connection ended.
     Closed {
+        /// The connection's number.
         conn: u64,
+        /// Why (`eof`, `reset`, `idle timeout`, `write timeout`, `shutdown`, ...).
         reason: &'static str,
     },
 }

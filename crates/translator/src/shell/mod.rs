@@ -61,6 +61,7 @@ pub struct ShellConfig {
     /// The SV2 pools, in order of preference: the first that opens a channel is used, the
     /// others are failovers.
     pub upstreams: Vec<UpstreamSpec>,
+    /// The core's settings (channel mode, extranonce split, vardiff, limits).
     pub translator: TranslatorConfig,
     /// How long connecting, the Noise handshake, SetupConnection and the channel's opening may
     /// take together, per upstream attempt.
@@ -70,6 +71,7 @@ pub struct ShellConfig {
     pub keepalive: Duration,
     /// The first wait between rounds of failed attempts, and the most it grows to.
     pub backoff_min: Duration,
+    /// The most the wait between rounds grows to.
     pub backoff_max: Duration,
     /// The device side's limits (`--max-devices` is `max_connections`); its gate is made at
     /// start and shown in `/api/status` and `/metrics`.
@@ -80,6 +82,7 @@ pub struct ShellConfig {
     pub device_queue: usize,
     /// How often vardiff looks at quiet devices and the channel's hash rate is re-announced.
     pub tick: Duration,
+    /// Where the translator's events go; disabled by default.
     pub events: EventSink,
     /// Where the HTTP status endpoints listen, if anywhere.
     pub http_listen: Option<SocketAddr>,
@@ -89,6 +92,8 @@ pub struct ShellConfig {
 }
 
 impl ShellConfig {
+    /// Defaults around `listen` and `upstreams`: 10,000 devices, a 1 s tick, backoff from
+    /// 250 ms to 30 s, a 30 s keepalive, no HTTP endpoints.
     pub fn new(listen: SocketAddr, upstreams: Vec<UpstreamSpec>) -> Self {
         ShellConfig {
             listen,
@@ -121,28 +126,50 @@ impl ShellConfig {
     }
 }
 
+/// Why the shell could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ShellError {
+    /// The device listener could not bind `addr`.
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: io::Error },
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why it could not.
+        source: io::Error,
+    },
+    /// The upstream at `addr` could not be reached.
     #[error("cannot connect to the upstream {addr}: {source}")]
-    Connect { addr: SocketAddr, source: io::Error },
+    Connect {
+        /// The upstream's address.
+        addr: SocketAddr,
+        /// Why it could not be reached.
+        source: io::Error,
+    },
+    /// The upstream connection failed (Noise, framing, I/O).
     #[error("upstream: {0}")]
     Transport(#[from] TransportError),
+    /// The upstream refused `SetupConnection`, with its error code.
     #[error("upstream refused SetupConnection: {0}")]
     Setup(String),
+    /// The upstream refused the channel, with its error code.
     #[error("upstream refused the channel: {0}")]
     ChannelRefused(String),
+    /// The upstream took longer than this to open the channel.
     #[error("upstream took longer than {0:?} to open the channel")]
     OpenTimeout(Duration),
+    /// The upstream connection was lost, with why.
     #[error("upstream lost: {0}")]
     UpstreamLost(String),
+    /// The configuration names no upstream.
     #[error("no upstream configured")]
     NoUpstream,
+    /// Every upstream failed to open a channel: each one's failure, joined by `; `.
     #[error("no upstream opened a channel: {0}")]
     AllUpstreamsFailed(String),
+    /// An SV2 upstream at this address has no authority key to check its certificate against.
     #[error("no authority key for the SV2 upstream {0}")]
     NoAuthorityKey(SocketAddr),
+    /// Per-device mode was asked for with an SV1 upstream.
     #[error("per-device channels need an SV2 upstream (an SV1 pool gives one subscription per connection)")]
     PerDeviceNeedsSv2,
 }
@@ -150,14 +177,23 @@ pub enum ShellError {
 /// What the shell did, for the closing summary ([`Stats::summary`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// Device connections accepted.
     pub devices_connected: u64,
+    /// Devices dropped for not reading their writes.
     pub devices_dropped_slow: u64,
+    /// Jobs sent to devices (each counted once, whatever the devices).
     pub jobs: u64,
+    /// Device shares accepted locally.
     pub shares_accepted: u64,
+    /// Device shares rejected locally.
     pub shares_rejected: u64,
+    /// Shares forwarded upstream.
     pub shares_forwarded: u64,
+    /// Forwarded shares the upstream accepted.
     pub upstream_accepted: u64,
+    /// Forwarded shares the upstream rejected.
     pub upstream_rejected: u64,
+    /// Forwarded shares that got no verdict.
     pub upstream_unanswered: u64,
     /// Upstream connections that got as far as an open channel.
     pub channels_opened: u64,
@@ -187,10 +223,12 @@ impl std::fmt::Display for Summary {
 
 /// A running translator: its first channel is open and devices are being accepted.
 pub struct Running {
+    /// Where SV1 devices connect (the bound address).
     pub sv1_addr: SocketAddr,
     /// The first channel's id (aggregated mode; 0 in per-device mode, where channels open
     /// with devices).
     pub channel_id: u32,
+    /// Aggregated or per-device.
     pub channels: ChannelMode,
     /// The upstream the first channel opened on.
     pub upstream: SocketAddr,

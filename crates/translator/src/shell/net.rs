@@ -7,7 +7,7 @@ use std::sync::Arc;
 use events::{EventSink, LinkCounter};
 
 #[derive(Debug)]
-pub struct Net {
+pub(crate) struct Net {
     /// Every device connection: what devices send goes up.
     pub devices: Arc<LinkCounter>,
     /// Every upstream connection in turn: what the proxy sends goes up.
@@ -15,7 +15,7 @@ pub struct Net {
 }
 
 impl Net {
-    pub fn new() -> Arc<Net> {
+    pub(crate) fn new() -> Arc<Net> {
         Arc::new(Net {
             devices: LinkCounter::new("sv1"),
             upstream: LinkCounter::new("upstream"),
@@ -23,7 +23,7 @@ impl Net {
     }
 
     /// Emits what was counted since the last report.
-    pub fn report(&self, events: &EventSink) {
+    pub(crate) fn report(&self, events: &EventSink) {
         self.devices.report(events);
         self.upstream.report(events);
     }

@@ -25,10 +25,12 @@ use crate::shares::UpstreamVerdict;
 pub struct ByReason(pub [u64; 7]);
 
 impl ByReason {
+    /// The count for `reason`.
     pub fn get(&self, reason: Reason) -> u64 {
         self.0[reason_index(reason)]
     }
 
+    /// The count over every reason.
     pub fn total(&self) -> u64 {
         self.0.iter().sum()
     }
@@ -58,6 +60,7 @@ pub enum UpstreamState {
 }
 
 impl UpstreamState {
+    /// The state's name in `/api/status` and the metrics (`open`, `opening`, `failing_over`).
     pub const fn as_str(self) -> &'static str {
         match self {
             UpstreamState::Open => "open",
@@ -70,18 +73,24 @@ impl UpstreamState {
 /// The last upstream lost, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loss {
+    /// Its place in the configured list of upstreams.
     pub index: usize,
+    /// Its address.
     pub address: SocketAddr,
+    /// Why it was lost.
     pub reason: String,
+    /// How long ago.
     pub ago: Duration,
 }
 
 /// The upstream at one moment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct UpstreamSnapshot {
+    /// Open, opening or failing over.
     pub state: UpstreamState,
     /// The upstream in use (while failing over: the one lost), as an index into the list.
     pub index: usize,
+    /// Its address.
     pub address: SocketAddr,
     /// The open channel's id, where the protocol has one.
     pub channel_id: Option<u32>,
@@ -91,13 +100,16 @@ pub struct UpstreamSnapshot {
     pub for_: Duration,
     /// When it entered `state`, as wall-clock milliseconds since the Unix epoch.
     pub since_unix_ms: u64,
+    /// Channels opened since start, over every upstream.
     pub channels_opened: u64,
     /// Channels open now: 1 or 0 in aggregated mode, one per device with a channel in
     /// per-device mode.
     pub channels_open: u64,
     /// The channels in detail, as of the core's last tick.
     pub channels: ChannelsSnapshot,
+    /// Upstream connections lost since start.
     pub upstreams_lost: u64,
+    /// The last upstream lost, if any.
     pub last_lost: Option<Loss>,
 }
 
@@ -118,30 +130,45 @@ pub struct ChannelsSnapshot {
     /// The easiest and hardest share target over the open channels, as difficulties (0 and 0
     /// while none is open).
     pub difficulty_min: f64,
+    /// The hardest share target over the open channels, as a difficulty (0 while none is open).
     pub difficulty_max: f64,
 }
 
 /// Every figure at one moment, for the endpoints to render.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StatsSnapshot {
+    /// Aggregated or per-device.
     pub mode: ChannelMode,
+    /// Time since the shell started.
     pub uptime: Duration,
+    /// Devices connected now.
     pub devices_connected: u64,
+    /// Device connections accepted since start.
     pub devices_opened: u64,
+    /// Devices dropped for not reading their writes, since start.
     pub devices_dropped_slow: u64,
+    /// Jobs sent to devices (each counted once, whatever the devices).
     pub jobs_sent: u64,
+    /// Device shares accepted locally.
     pub accepted: u64,
+    /// Device shares rejected locally, by reason.
     pub rejected: ByReason,
     /// Sum of accepted shares' difficulties, in difficulty-1 units.
     pub accepted_work: f64,
+    /// Shares forwarded upstream.
     pub forwarded: u64,
+    /// Forwarded shares the upstream accepted.
     pub upstream_accepted: u64,
+    /// Forwarded shares the upstream rejected, by reason (its error code read as one).
     pub upstream_rejected: ByReason,
+    /// Forwarded shares that got no verdict.
     pub upstream_unanswered: u64,
+    /// Forwarded shares awaiting a verdict now.
     pub in_flight: u64,
     /// The devices' hash rate: vardiff's measurement of each, or the configured rate until it
     /// has one ([`crate::Translator::nominal_hash_rate`]), in hashes per second.
     pub hash_rate: f64,
+    /// Where the upstream stands.
     pub upstream: UpstreamSnapshot,
     /// The device side's edge: refused, closed and banned, by reason.
     pub admission: Option<edge::AdmissionSnapshot>,
@@ -272,19 +299,23 @@ impl Stats {
         self.upstream.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A device connected; `connected_now` are connected with it.
     pub fn device_opened(&self, connected_now: usize) {
         self.devices_opened.fetch_add(1, Relaxed);
         self.devices_connected.store(connected_now as u64, Relaxed);
     }
 
+    /// A device left; `connected_now` remain.
     pub fn device_closed(&self, connected_now: usize) {
         self.devices_connected.store(connected_now as u64, Relaxed);
     }
 
+    /// A device was dropped for not reading its writes.
     pub fn device_dropped_slow(&self) {
         self.devices_dropped_slow.fetch_add(1, Relaxed);
     }
 
+    /// A job went to the devices.
     pub fn job_sent(&self) {
         self.jobs_sent.fetch_add(1, Relaxed);
     }
@@ -299,14 +330,17 @@ impl Stats {
         }
     }
 
+    /// A device's share rejected locally, for `reason`.
     pub fn share_rejected(&self, reason: Reason) {
         self.rejected[reason_index(reason)].fetch_add(1, Relaxed);
     }
 
+    /// A share went upstream.
     pub fn share_forwarded(&self) {
         self.forwarded.fetch_add(1, Relaxed);
     }
 
+    /// The upstream's verdict on a forwarded share (or its absence).
     pub fn upstream_verdict(&self, verdict: &UpstreamVerdict) {
         match verdict {
             UpstreamVerdict::Accepted => self.upstream_accepted.fetch_add(1, Relaxed),
@@ -317,10 +351,12 @@ impl Stats {
         };
     }
 
+    /// Forwarded shares awaiting a verdict now.
     pub fn set_in_flight(&self, n: usize) {
         self.in_flight.store(n as u64, Relaxed);
     }
 
+    /// The devices' hash rate, in hashes per second.
     pub fn set_hash_rate(&self, hashes_per_second: f64) {
         self.hash_rate.store(hashes_per_second.to_bits(), Relaxed);
     }
@@ -362,6 +398,7 @@ impl Stats {
         self.channels_opened.fetch_add(1, Relaxed);
     }
 
+    /// Channels open now.
     pub fn set_channels_open(&self, n: usize) {
         self.channels_open.store(n as u64, Relaxed);
     }
@@ -391,14 +428,17 @@ impl Stats {
         u.since_wall = SystemTime::now();
     }
 
+    /// The channel's share target changed, as a difficulty.
     pub fn target_changed(&self, difficulty: f64) {
         self.upstream().difficulty = difficulty;
     }
 
+    /// Whether the upstream's channel is open (per-device mode: its connection is ready).
     pub fn is_open(&self) -> bool {
         self.upstream().state == UpstreamState::Open
     }
 
+    /// Every figure now, copied.
     pub fn snapshot(&self) -> StatsSnapshot {
         let now = Instant::now();
         let load = |a: &AtomicU64| a.load(Relaxed);

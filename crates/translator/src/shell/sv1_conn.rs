@@ -23,6 +23,7 @@ pub const MAX_UPSTREAM_LINE: usize = 64 * 1024;
 /// How long one write to the upstream may take.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// SV1 over TCP: the SV1 proxy's upstream.
 pub struct Sv1Transport {
     reader: OwnedReadHalf,
     writer: OwnedWriteHalf,

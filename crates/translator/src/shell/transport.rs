@@ -22,8 +22,11 @@ use crate::Uplink;
 
 /// An upstream connection of one protocol.
 pub trait Transport: Sized + Send + 'static {
+    /// The uplink that speaks this protocol to the core.
     type Uplink: Uplink<In = Self::In, Out = Self::Out> + Send + 'static;
+    /// A message from the upstream.
     type In: Send + 'static;
+    /// A message to the upstream.
     type Out: Send + 'static;
 
     /// A fresh uplink, for a new connection.
@@ -40,6 +43,7 @@ pub trait Transport: Sized + Send + 'static {
     /// The next message; cancellation safe (a `select!` may drop it between messages).
     fn read(&mut self) -> impl Future<Output = Result<Self::In, ShellError>> + Send;
 
+    /// Sends one message.
     fn send(&mut self, m: Self::Out) -> impl Future<Output = Result<(), ShellError>> + Send;
 
     /// Ends the connection politely, waiting at most `linger`.
@@ -52,7 +56,9 @@ pub trait Transport: Sized + Send + 'static {
 
 /// A connection ready for the channel to be asked for.
 pub struct Link<T> {
+    /// The connection.
     pub conn: T,
+    /// The local address of the connection.
     pub local: SocketAddr,
     /// The pool checks the version as sent: devices must not roll it.
     pub fixed_version: bool,

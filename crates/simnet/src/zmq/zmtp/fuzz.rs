@@ -27,13 +27,13 @@ use super::*;
 /// Input flag bits (the first byte).
 mod flag {
     /// Put a well-formed greeting before the stream.
-    pub const GREETING: u8 = 0x01;
+    pub(super) const GREETING: u8 = 0x01;
     /// And a well-formed READY (`Socket-Type: SUB`) after it.
-    pub const READY: u8 = 0x02;
+    pub(super) const READY: u8 = 0x02;
     /// The handshake announces ZMTP 3.0 rather than 3.1.
-    pub const V30: u8 = 0x04;
+    pub(super) const V30: u8 = 0x04;
     /// The READY says XSUB.
-    pub const XSUB: u8 = 0x08;
+    pub(super) const XSUB: u8 = 0x08;
 }
 
 /// Most read lengths an input gives; they are used in turn, over again.
