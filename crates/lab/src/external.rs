@@ -51,14 +51,18 @@ pub struct External {
     pub env: BTreeMap<String, String>,
 }
 
+/// The protocol the external role speaks to devices (or, for a proxy, downstream).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
+    /// Stratum V1.
     Sv1,
+    /// Stratum V2.
     Sv2,
 }
 
 impl Protocol {
+    /// The device protocol the fleet uses against it.
     pub fn devices(self) -> DeviceProtocol {
         match self {
             Protocol::Sv1 => DeviceProtocol::Sv1,
@@ -67,11 +71,14 @@ impl Protocol {
     }
 }
 
+/// Whether the external program is the pool or a proxy in front of one.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// A pool: devices (or a proxy) connect to it.
     #[default]
     Pool,
+    /// A proxy between devices and a pool.
     Proxy,
 }
 
@@ -159,49 +166,103 @@ pub const SECRETS: &[&str] = &["authority_secret_key"];
 /// Why an external configuration cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExternalError {
+    /// The command line is empty.
     #[error("external {config}: `command` is empty")]
-    NoCommand { config: String },
+    NoCommand {
+        /// The configuration's name.
+        config: String,
+    },
+    /// A placeholder the lab does not fill.
     #[error(
         "external {config}: unknown placeholder {{{name}}} in {field} (the lab fills {known})"
     )]
     UnknownPlaceholder {
+        /// The configuration's name.
         config: String,
+        /// The setting it is in.
         field: String,
+        /// The placeholder.
         name: String,
+        /// The placeholders the lab fills.
         known: String,
     },
+    /// A placeholder with no value for this configuration.
     #[error("external {config}: {{{name}}} has no value in {field}: {why}")]
     Unavailable {
+        /// The configuration's name.
         config: String,
+        /// The setting it is in.
         field: String,
+        /// The placeholder.
         name: String,
+        /// Why it has no value.
         why: &'static str,
     },
+    /// `ready` is empty.
     #[error("external {config}: `ready` must be \"port\" or a line its output prints, not empty")]
-    Ready { config: String },
+    Ready {
+        /// The configuration's name.
+        config: String,
+    },
+    /// `listen` is not a loopback IP:PORT.
     #[error(
         "external {config}: `listen` = {listen:?} must be a loopback IP:PORT (127.0.0.0/8 or \
          [::1]), as the lab's own roles listen"
     )]
-    Listen { config: String, listen: String },
+    Listen {
+        /// The configuration's name.
+        config: String,
+        /// The `listen` given.
+        listen: String,
+    },
+    /// The name has characters other than letters, digits, '.', '_' and '-'.
     #[error(
         "external {config:?}: a name is letters, digits, '.', '_' and '-' (it names the role's \
          directory and log)"
     )]
-    Name { config: String },
+    Name {
+        /// The configuration's name.
+        config: String,
+    },
+    /// `worker` does not end with `{device}`.
     #[error("external {config}: `worker` = {worker:?} must end with {{device}}")]
-    Worker { config: String, worker: String },
+    Worker {
+        /// The configuration's name.
+        config: String,
+        /// The `worker` given.
+        worker: String,
+    },
+    /// A proxy's `upstream` is missing or names no pool.
     #[error(
         "external {config}: a proxy needs `upstream` = \"sv1\" or \"sv2\" (our pool behind it) \
          or the name of an external pool table, {got}"
     )]
-    Upstream { config: String, got: String },
+    Upstream {
+        /// The configuration's name.
+        config: String,
+        /// What was given, as the message shows it.
+        got: String,
+    },
+    /// `upstream` given for a pool.
     #[error("external {config}: `upstream` is for a proxy (role = \"proxy\")")]
-    UpstreamOfPool { config: String },
+    UpstreamOfPool {
+        /// The configuration's name.
+        config: String,
+    },
+    /// A file name that is not a relative path inside `{dir}`.
     #[error("external {config}: file name {name:?} must be a relative path inside {{dir}}")]
-    FileName { config: String, name: String },
+    FileName {
+        /// The configuration's name.
+        config: String,
+        /// The file name given.
+        name: String,
+    },
+    /// The name is a built-in configuration's.
     #[error("external {config}: {config} is the name of a built-in configuration")]
-    Shadows { config: String },
+    Shadows {
+        /// The configuration's name.
+        config: String,
+    },
 }
 
 impl External {
@@ -380,6 +441,7 @@ fn spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
 pub struct Values(BTreeMap<&'static str, String>);
 
 impl Values {
+    /// Sets placeholder `name` to `value`.
     pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
         debug_assert!(
             PLACEHOLDERS.iter().any(|(p, _)| *p == name),

@@ -13,6 +13,9 @@
 //! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
 //! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
 
+// Every public item says what it is for, and nothing is public that no other crate can reach.
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod external;
 pub mod live;
 pub mod metrics;

@@ -41,31 +41,52 @@ pub const PAYOUT_ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 /// What went wrong in a trial, naming the role to blame.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// A role could not be started or did not become ready.
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// A role exited while the trial was running.
     #[error(
         "{role} exited unexpectedly ({status}) during the run; the end of its log ({log}):\n{tail}"
     )]
     RoleDied {
+        /// The role's name.
         role: String,
+        /// Its exit status.
         status: String,
+        /// Its log file.
         log: String,
+        /// The end of its log.
         tail: String,
     },
+    /// A role exited with a failure when it was stopped.
     #[error("{role} did not exit cleanly ({status}); the end of its log ({log}):\n{tail}")]
     RoleFailed {
+        /// The role's name.
         role: String,
+        /// Its exit status.
         status: String,
+        /// Its log file.
         log: String,
+        /// The end of its log.
         tail: String,
     },
+    /// A role's health check never passed.
     #[error("{role} never became healthy: {why}")]
-    Unhealthy { role: String, why: String },
+    Unhealthy {
+        /// The role's name.
+        role: String,
+        /// The last check's failure.
+        why: String,
+    },
+    /// A signal (its number) stopped the trial.
     #[error("interrupted by signal {0}: every role was stopped")]
     Interrupted(i32),
+    /// A file or directory operation failed.
     #[error("{what}: {source}")]
     Io {
+        /// What was being done.
         what: String,
+        /// The error.
         source: std::io::Error,
     },
 }
@@ -80,7 +101,9 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
 /// signs with it, and every client checks certificates against its public key. Fresh for each
 /// run: no role runs on the published reference pair.
 pub struct AuthorityFile {
+    /// The key pair's file.
     pub path: PathBuf,
+    /// The public key, as roles are given it.
     pub public: String,
     secret: String,
 }
@@ -117,19 +140,25 @@ pub struct RoleFile {
     pub kind: Option<RoleKind>,
     /// The configuration it serves (`None` for simnet).
     pub config: Option<String>,
+    /// The site it runs at.
     pub site: Site,
     /// `None` for a third-party role, which writes no events (its peers' events and the taps
     /// around it tell its story).
     pub events: Option<PathBuf>,
+    /// Its log file.
     pub log: PathBuf,
 }
 
 /// What a finished trial leaves for the metric engine.
 #[derive(Debug)]
 pub struct TrialRecord {
+    /// The trial's index.
     pub index: u32,
+    /// The trial's seed.
     pub seed: u64,
+    /// The trial's warm-up, measured window and drain.
     pub window: Window,
+    /// Every role the trial started.
     pub roles: Vec<RoleFile>,
     /// Per role name, over the measured window.
     pub usage: BTreeMap<String, RoleUsage>,
@@ -161,33 +190,42 @@ pub trait Progress {
 /// A role's HTTP status endpoints (`/metrics`, `/api/status`, `/healthz`, `/`) in a trial.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StatusEndpoint {
+    /// The configuration it serves.
     pub config: String,
     /// `pool`, `jds`, `jdc`, `translator` or `proxy`.
     pub role: &'static str,
     /// The role's name in the run ("C.translator0").
     pub name: String,
+    /// Where it serves HTTP.
     pub addr: SocketAddr,
 }
 
 /// Shares so far per configuration, as its pool reports them.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct ShareCounts {
+    /// Shares the pool accepted.
     pub accepted: u64,
+    /// Shares the pool rejected.
     pub rejected: u64,
+    /// Blocks the pool found.
     pub blocks: u64,
 }
 
 /// Runs one trial.
 pub struct Trial<'a> {
+    /// What the run was told.
     pub scenario: &'a Scenario,
     /// The trial's authority key pair, which every SV2 server of the trial signs with.
     pub authority: &'a AuthorityFile,
+    /// The trial's index.
     pub index: u32,
+    /// The trial's seed.
     pub seed: u64,
     /// The stratumlab binary to start roles from.
     pub exe: &'a Path,
     /// Directory for this trial's events, logs and stores.
     pub dir: &'a Path,
+    /// Where the trial reports its stages.
     pub progress: &'a dyn Progress,
     /// The SV2 reference pool, for configurations that run it.
     pub pool_sv2: Option<&'a Tool>,
@@ -253,6 +291,7 @@ struct Stopped {
 }
 
 impl Trial<'_> {
+    /// Starts every role, runs the trial to the end of its drain and stops them.
     pub fn run(&self) -> Result<TrialRecord, RunError> {
         let s = self.scenario;
         let events_dir = self.dir.join("events");

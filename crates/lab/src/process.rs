@@ -14,22 +14,34 @@ use std::time::{Duration, Instant};
 /// Why a role could not be started or did not become ready.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
+    /// The program could not be started.
     #[error("starting {role}: {source}")]
     Spawn {
+        /// The role's name.
         role: String,
+        /// The error.
         source: std::io::Error,
     },
+    /// The role did not print its ready line in time.
     #[error("{role} did not print `{what}` within {waited:?}{log}")]
     NotReady {
+        /// The role's name.
         role: String,
+        /// The line awaited.
         what: String,
+        /// How long it was awaited.
         waited: Duration,
+        /// The end of its log, as the message shows it.
         log: String,
     },
+    /// The role exited before it was ready.
     #[error("{role} exited ({status}) before it was ready{log}")]
     DiedEarly {
+        /// The role's name.
         role: String,
+        /// Its exit status.
         status: String,
+        /// The end of its log, as the message shows it.
         log: String,
     },
 }
@@ -171,10 +183,12 @@ impl RoleProcess {
         })
     }
 
+    /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// The role's log file.
     pub fn log_path(&self) -> &Path {
         &self.log
     }

@@ -26,14 +26,18 @@ pub const SCHEMA: u32 = 1;
 /// results.json.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Results {
+    /// The results.json format version ([`SCHEMA`]).
     pub schema: u32,
     /// False when any configuration or the host broke the run's own conditions (docs/metrics.md,
     /// "Run context").
     pub valid: bool,
+    /// Why the run is invalid, one line each; empty when `valid`.
     pub invalid_reasons: Vec<String>,
+    /// The run's conditions.
     pub context: Context,
     /// One entry per configuration, in the run's order. With `--repeat`, aggregated over trials.
     pub configs: OrderedMap<ConfigResults>,
+    /// The machine the run was on.
     pub host: Host,
     /// With `--repeat N`: each trial on its own, same shape as the top level's `configs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,8 +63,11 @@ impl Default for Results {
 pub struct Trial {
     /// 1-based.
     pub trial: u32,
+    /// False when this trial broke the run's conditions.
     pub valid: bool,
+    /// Why this trial is invalid; empty when `valid`.
     pub invalid_reasons: Vec<String>,
+    /// This trial's figures per configuration, in the run's order.
     pub configs: OrderedMap<ConfigResults>,
 }
 
@@ -69,21 +76,34 @@ pub struct Trial {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Context {
+    /// The scenario's name.
     pub scenario: String,
+    /// The configurations run, in order (the first is the baseline).
     pub configurations: Vec<String>,
+    /// The run before the drain (warm-up plus measured window), in seconds.
     pub duration_s: f64,
+    /// The warm-up, whose events are not counted, in seconds.
     pub warmup_s: f64,
+    /// The drain at the end (no new shares; replies awaited), in seconds.
     pub drain_s: f64,
+    /// Trials run (`--repeat`).
     pub repeat: u32,
+    /// The run's random seed.
     pub seed: u64,
+    /// The WAN link's configured round trip (`--rtt`), in ms: half each way.
     pub rtt_ms: f64,
+    /// Delay jitter on the WAN link, in ms.
     pub jitter_ms: f64,
+    /// Percent of segments lost on the WAN link.
     pub loss_pct: f64,
     /// Bytes per second each way; `null` without a cap.
     #[serde(rename = "bandwidth_cap_Bps")]
     pub bandwidth_cap_bps: Option<f64>,
+    /// Round trip of the links inside a site (`--lan-rtt`), in ms.
     pub lan_rtt_ms: f64,
+    /// Mean time between network blocks in simnet, in seconds.
     pub block_interval_s: f64,
+    /// Template refresh interval (the SV1 pool's and the Template Provider's), in seconds.
     pub template_interval_s: f64,
     /// 600 s divided by the block interval.
     pub time_compression: f64,
@@ -93,10 +113,13 @@ pub struct Context {
     pub profiles: BTreeMap<String, String>,
     /// The fleet's hash budget per configuration (hashes per second).
     pub hash_budget_hps: BTreeMap<String, f64>,
+    /// The lab's version.
     pub version: String,
+    /// The source commit the lab was built from.
     pub commit: String,
     /// Third-party roles and their versions.
     pub third_party: BTreeMap<String, String>,
+    /// Keys beyond these, kept as they came.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
@@ -105,17 +128,25 @@ pub struct Context {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Host {
+    /// CPU cores.
     pub cores: u64,
+    /// The CPU's model name.
     pub cpu_model: String,
+    /// Total memory, in bytes.
     pub memory_bytes: u64,
     /// Percent of all cores (100 = every core busy), over the run.
     pub cpu_pct_mean: Option<f64>,
+    /// The highest CPU sample, in percent of all cores.
     pub cpu_pct_max: Option<f64>,
     /// Fraction (0..=1) of the run's CPU samples above 85%: above 0.1 the run is invalid.
     pub cpu_busy_fraction: Option<f64>,
+    /// The host's uptime, in seconds.
     pub uptime_s: f64,
+    /// Percent of the filesystem in use; `null` when unknown.
     pub fs_used_pct: Option<f64>,
+    /// The kernel release.
     pub kernel: String,
+    /// Keys beyond these, kept as they came.
     #[serde(flatten)]
     pub extra: BTreeMap<String, serde_json::Value>,
 }
@@ -125,10 +156,13 @@ pub struct Host {
 pub struct ConfigResults {
     /// This configuration's share of the run's validity (the top level gathers them).
     pub valid: bool,
+    /// Why this configuration is invalid; empty when `valid`.
     pub invalid_reasons: Vec<String>,
+    /// Share counts at the farm edge.
     pub shares: Shares,
     /// Upstream of an aggregating proxy or translator; `null` when there is none.
     pub pool_shares: Option<Shares>,
+    /// Share work at the farm edge.
     pub work: Work,
     /// `work` upstream of the proxy, alongside `pool_shares`.
     #[serde(default)]
@@ -138,30 +172,47 @@ pub struct ConfigResults {
     /// How `stale_pct_mainnet_equiv` was scaled.
     #[serde(default)]
     pub stale_rescale: StaleRescale,
+    /// Blocks found, submitted and orphaned.
     pub blocks: Blocks,
+    /// Time-weighted mean value (subsidy + fees) of the templates the devices worked on, in sats.
     pub template_value_sats: Option<f64>,
+    /// The same for the best template the node could offer at the same instants, in sats.
     pub network_template_value_sats: Option<f64>,
     /// `template_value_sats - network_template_value_sats`: negative when devices worked on
     /// templates worth less than the best the node offered.
     pub template_value_delta_sats: Option<f64>,
+    /// How many of the node's templates reached a device.
     #[serde(default)]
     pub templates: Templates,
+    /// From the node making a template available until a device can hash on a job built from
+    /// it; one sample per (template, device) (docs/metrics.md, "Time to new job").
     pub time_to_job_ms: Distribution,
+    /// As `time_to_job_ms`, first device per template only.
     pub time_to_job_first_ms: Distribution,
     /// From the node's template to the job source (pool, JDC) sending its first job built
     /// from it: the part of time to job spent before any link.
     #[serde(default)]
     pub time_to_job_at_source_ms: Distribution,
+    /// From the network's new tip existing in simnet until a device can hash on a job with
+    /// the new prevhash.
     pub time_to_job_prevhash_ms: Distribution,
+    /// As `time_to_job_prevhash_ms`, first device per tip only.
     pub time_to_job_prevhash_first_ms: Distribution,
+    /// From a device's TCP connect to its first job (handshakes included).
     pub time_to_first_job_ms: Distribution,
+    /// From a device sending a share to it receiving the verdict.
     pub share_latency_ms: Distribution,
+    /// From the device sending the block-solving share until the node accepts the block.
     pub block_propagation_ms: Distribution,
+    /// Application bytes per site.
     pub bandwidth: Bandwidth,
     /// Per link name, over the measured window.
     pub links: BTreeMap<String, LinkFigures>,
+    /// The WAN link's round trip, configured and measured, in ms.
     pub rtt_ms: Rtt,
+    /// Per role process: CPU, memory and socket bytes.
     pub roles: BTreeMap<String, RoleFigures>,
+    /// The fleet's achieved hash rate against its budget.
     #[serde(default)]
     pub hashrate: Hashrate,
     /// Events that could not be tied to their counterpart (never guessed).
@@ -177,7 +228,9 @@ pub struct ConfigResults {
 /// Share counts at one edge. `submitted = accepted + stale + rejected + unanswered`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Shares {
+    /// Shares the devices sent.
     pub submitted: u64,
+    /// Shares the pool accepted.
     pub accepted: u64,
     /// Rejected because the job was superseded (docs/metrics.md's only meaning of stale).
     pub stale: u64,
@@ -185,6 +238,7 @@ pub struct Shares {
     pub rejected: u64,
     /// No verdict by the end of the run (drain included).
     pub unanswered: u64,
+    /// `accepted / submitted x 100`; `null` with nothing submitted.
     pub acceptance_pct: Option<f64>,
     /// `stale / submitted x 100`, by count.
     #[serde(default)]
@@ -202,10 +256,14 @@ pub struct Shares {
 /// Work in difficulty-1 units, so that per-device SV1 shares and aggregated SV2 shares compare.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Work {
+    /// Sum of the submitted shares' difficulties.
     pub submitted: f64,
+    /// Sum of the accepted shares' difficulties.
     pub accepted: f64,
+    /// Sum of the stale shares' difficulties.
     #[serde(default)]
     pub stale: f64,
+    /// `stale / submitted x 100`, by work; `null` with nothing submitted.
     pub stale_pct: Option<f64>,
 }
 
@@ -214,6 +272,7 @@ pub struct Work {
 pub struct StaleRescale {
     /// New network tips whose existence fell in the measured window.
     pub tips: u64,
+    /// The measured window, in seconds.
     pub measured_s: f64,
     /// Tips per second the factor is based on: measured when `tips > 0`, else the configured
     /// block interval's.
@@ -222,6 +281,7 @@ pub struct StaleRescale {
     pub factor: Option<f64>,
 }
 
+/// Blocks of one configuration.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Blocks {
     /// Solutions of this configuration's devices that a node accepted as a new tip.
@@ -247,11 +307,17 @@ pub struct Templates {
 /// A distribution in milliseconds (docs/metrics.md, "Statistics").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
+    /// Samples.
     pub n: u64,
+    /// Mean, in ms; `null` with no samples.
     pub mean: Option<f64>,
+    /// Median, in ms.
     pub p50: Option<f64>,
+    /// 95th percentile, in ms.
     pub p95: Option<f64>,
+    /// 99th percentile, in ms.
     pub p99: Option<f64>,
+    /// Largest sample, in ms.
     pub max: Option<f64>,
     /// 95% confidence interval of the mean, treating each cluster as one sample; `null` with
     /// fewer than two clusters.
@@ -259,43 +325,58 @@ pub struct Distribution {
     /// Independent units behind the samples (templates, tips, shares, ...).
     #[serde(default)]
     pub clusters: u64,
+    /// With no samples, why; omitted otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub absent_reason: Option<String>,
 }
 
+/// Bytes per second and in total at each site (docs/metrics.md, "Bandwidth").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bandwidth {
+    /// The farm site: the WAN link plus the farm-side node's peer traffic.
     pub farm: SiteBandwidth,
+    /// The pool site's WAN-facing roles (not the pool's traffic with its own node).
     pub pool: SiteBandwidth,
 }
 
 /// Application bytes leaving (tx) and entering (rx) a site, over the measured window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SiteBandwidth {
+    /// Bytes per second leaving the site (`tx_Bps`).
     #[serde(rename = "tx_Bps")]
     pub tx_bps: f64,
+    /// Bytes per second entering the site (`rx_Bps`).
     #[serde(rename = "rx_Bps")]
     pub rx_bps: f64,
+    /// Bytes leaving the site.
     pub tx_bytes: u64,
+    /// Bytes entering the site.
     pub rx_bytes: u64,
 }
 
 /// One link's bytes over the measured window: up is the way shares travel, down the way jobs do.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LinkFigures {
+    /// Bytes sent up (towards the pool).
     pub up_bytes: u64,
+    /// Bytes sent down (towards the devices).
     pub down_bytes: u64,
+    /// Bytes per second up (`up_Bps`).
     #[serde(rename = "up_Bps")]
     pub up_bps: f64,
+    /// Bytes per second down (`down_Bps`).
     #[serde(rename = "down_Bps")]
     pub down_bps: f64,
 }
 
+/// The WAN link's round trip, in ms.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Rtt {
+    /// The configured round trip, in ms; `null` when there is none.
     pub configured: Option<f64>,
     /// Mean of the WAN link's measured round trips.
     pub measured: Option<f64>,
+    /// Round trips behind `measured`.
     #[serde(default)]
     pub measured_n: u64,
 }
@@ -309,10 +390,15 @@ pub struct RoleFigures {
     /// `farm` or `pool`.
     #[serde(default)]
     pub site: String,
+    /// Mean CPU, in percent (100 = one core busy).
     pub cpu_pct_mean: Option<f64>,
+    /// Highest CPU sample, in percent (100 = one core busy).
     pub cpu_pct_max: Option<f64>,
+    /// Peak resident memory, in bytes.
     pub rss_bytes_max: Option<u64>,
+    /// Socket bytes the role sent, by its own count.
     pub net_tx_bytes: u64,
+    /// Socket bytes the role received, by its own count.
     pub net_rx_bytes: u64,
     /// False when the role emitted no `LinkBytes`: its net bytes are 0 for want of a count,
     /// not measured as 0.
@@ -323,6 +409,7 @@ pub struct RoleFigures {
 /// The fleet's hash rate against its budget (the 5% validity rule).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hashrate {
+    /// The fleet's configured hash budget, in hashes per second.
     pub budget_hps: Option<f64>,
     /// Over the measured window, from `HashesDone`.
     pub achieved_hps: Option<f64>,
@@ -339,6 +426,7 @@ impl<V> Default for OrderedMap<V> {
 }
 
 impl<V> OrderedMap<V> {
+    /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&V> {
         self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
@@ -352,18 +440,22 @@ impl<V> OrderedMap<V> {
         }
     }
 
+    /// The keys, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|(k, _)| k.as_str())
     }
 
+    /// The entries, in order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
     }
 
+    /// Entries.
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    /// Whether there are no entries.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -26,33 +26,55 @@ use crate::usage::read_host;
 /// Why a run produced no results.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
+    /// A third-party program is missing or unusable.
     #[error(transparent)]
     ThirdParty(#[from] ThirdPartyError),
+    /// A trial failed.
     #[error("trial {trial}: {source}")]
-    Trial { trial: u32, source: RunError },
+    Trial {
+        /// The trial (1-based).
+        trial: u32,
+        /// What went wrong.
+        source: RunError,
+    },
+    /// A trial's events could not be measured.
     #[error("measuring trial {trial}: {source}")]
-    Metrics { trial: u32, source: MetricsError },
+    Metrics {
+        /// The trial (1-based).
+        trial: u32,
+        /// What went wrong.
+        source: MetricsError,
+    },
+    /// results.json could not be written.
     #[error("writing results: {0}")]
     Write(#[from] MetricsError),
+    /// The report could not be written.
     #[error("writing the report: {0}")]
     Report(#[from] ReportError),
+    /// A file could not be written.
     #[error("writing {path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         source: std::io::Error,
     },
 }
 
 /// What a finished run wrote.
 pub struct RunOutput {
+    /// The figures, as results.json holds them.
     pub results: Results,
+    /// The report files written.
     pub report: ReportFiles,
 }
 
 /// Versions the run records about itself.
 #[derive(Clone, Debug, Default)]
 pub struct Build {
+    /// The lab's version.
     pub version: String,
+    /// The source commit the lab was built from.
     pub commit: String,
 }
 

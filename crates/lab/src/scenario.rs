@@ -35,7 +35,9 @@ pub const KNOWN_CONFIGS: &[&str] = &[
 /// What a configuration's devices speak to the first role they meet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceProtocol {
+    /// Stratum V1.
     Sv1,
+    /// Stratum V2.
     Sv2,
 }
 
@@ -77,8 +79,11 @@ pub enum ProxyImpl {
 /// The shape of one configuration: which roles it starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConfigSpec<'a> {
+    /// The configuration's name.
     pub name: &'a str,
+    /// What the devices speak.
     pub devices: DeviceProtocol,
+    /// Which pool runs.
     pub pool: PoolImpl,
     /// The farm proxy in front of the devices, one per device chunk; `None`: devices reach the
     /// pool (or the JDC) themselves.
@@ -174,6 +179,7 @@ pub enum Hop {
     Lan,
     /// A farm proxy (translator, aggregating SV1 proxy) rewrites the job for the devices.
     Proxy,
+    /// The devices themselves.
     Devices,
 }
 
@@ -272,12 +278,16 @@ pub const FARM_NODE: &str = "farm";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
+    /// An ASIC miner's firmware.
     Asic,
+    /// A Bitaxe's firmware.
     Bitaxe,
+    /// A CPU miner.
     Cpu,
 }
 
 impl Profile {
+    /// The name `--profile` takes.
     pub fn as_str(self) -> &'static str {
         match self {
             Profile::Asic => "asic",
@@ -302,19 +312,24 @@ impl std::str::FromStr for Profile {
 /// Everything a run is told.
 #[derive(Clone, Debug, Serialize)]
 pub struct Scenario {
+    /// The scenario's name.
     pub name: String,
     /// Configurations compared side by side on one network (the first is the baseline).
     pub configs: Vec<String>,
+    /// The run before the drain: warm-up plus measured window.
     #[serde(serialize_with = "secs")]
     pub duration: Duration,
     /// Devices per configuration.
     pub devices: u32,
+    /// The devices' firmware profile.
     pub profile: Profile,
     /// WAN round trip: half of it is applied in each direction.
     #[serde(serialize_with = "millis")]
     pub rtt: Duration,
+    /// Round trip of the links inside a site.
     #[serde(serialize_with = "millis")]
     pub lan_rtt: Duration,
+    /// Delay jitter on the WAN link.
     #[serde(serialize_with = "millis")]
     pub jitter: Duration,
     /// Percent of segments lost on the WAN link (paid as retransmission delay).
@@ -327,7 +342,9 @@ pub struct Scenario {
     /// Template refresh: the SV1 pool's and the Template Provider's alike.
     #[serde(serialize_with = "secs")]
     pub template_interval: Duration,
+    /// The run's random seed.
     pub seed: u64,
+    /// Trials to run.
     pub repeat: u32,
     /// Real hashes per second each configuration's fleet may spend.
     pub hash_budget: HashRate,
@@ -386,22 +403,29 @@ pub const DEFAULT_FARM_RELAY_DELAY: Duration = Duration::from_millis(20);
 /// A scenario that cannot run, with the setting to blame.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ScenarioError {
+    /// A configuration this build does not know.
     #[error(
         "unknown configuration {0:?}: this build runs {KNOWN_CONFIGS:?} and {built_in:?}, and a \
          scenario may define more as [external.NAME] tables",
         built_in = external::BUILT_IN
     )]
     UnknownConfig(String),
+    /// An external configuration is malformed.
     #[error(transparent)]
     External(#[from] ExternalError),
+    /// No configuration was given.
     #[error("no configuration to run")]
     NoConfig,
+    /// A configuration is listed twice.
     #[error("configuration {0:?} is listed twice")]
     DuplicateConfig(String),
+    /// A setting (named) that must be positive is not.
     #[error("{0} must be positive")]
     NotPositive(&'static str),
+    /// `--loss` outside 0..100.
     #[error("--loss must be within 0..100 percent, not {0}")]
     Loss(f64),
+    /// The warm-up fraction outside 0..0.9.
     #[error("the warm-up fraction must be within 0..0.9, not {0}")]
     Warmup(f64),
 }
@@ -475,6 +499,7 @@ impl Scenario {
         }
     }
 
+    /// Checks the scenario's settings.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if self.configs.is_empty() {
             return Err(ScenarioError::NoConfig);

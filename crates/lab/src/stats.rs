@@ -33,6 +33,7 @@ pub struct Samples {
 }
 
 impl Samples {
+    /// No samples.
     pub fn new() -> Self {
         Samples::default()
     }
@@ -54,14 +55,17 @@ impl Samples {
         self.span = offset.saturating_add(other.span);
     }
 
+    /// Samples held.
     pub fn len(&self) -> usize {
         self.values_ns.len()
     }
 
+    /// Whether there are no samples.
     pub fn is_empty(&self) -> bool {
         self.values_ns.is_empty()
     }
 
+    /// The samples, in ns, in the order they were added.
     pub fn values_ns(&self) -> &[u64] {
         &self.values_ns
     }

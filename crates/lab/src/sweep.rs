@@ -24,25 +24,39 @@ pub const PARAMETERS: [&str; 7] = [
     "template-interval",
 ];
 
+/// Why a sweep could not be set up or gathered.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
+    /// `--sweep` (as given) is not `PARAMETER=VALUE,VALUE,...`.
     #[error("--sweep {0:?}: write PARAMETER=VALUE,VALUE,... with PARAMETER one of {PARAMETERS:?}")]
     Syntax(String),
+    /// The parameter is not one a sweep can vary.
     #[error("--sweep {parameter}: {parameter} is not a parameter a sweep can vary (one of {PARAMETERS:?})")]
-    Parameter { parameter: String },
+    Parameter {
+        /// The parameter given.
+        parameter: String,
+    },
+    /// Fewer than two values for the parameter (named).
     #[error("--sweep {0}: give at least two values")]
     TooFew(String),
+    /// A value is given twice for the parameter (named).
     #[error("--sweep {0}: a value is given twice")]
     Repeated(String),
+    /// A file could not be read.
     #[error("reading {}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// A file did not parse.
     #[error("{}: {source}", path.display())]
     Json {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: serde_json::Error,
     },

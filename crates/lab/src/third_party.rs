@@ -23,8 +23,10 @@ pub const POOL_SV2_READY: &str = "ready to accept connections";
 /// upstream channel is open).
 pub const TRANSLATOR_SV2_READY: &str = "Translator Proxy: listening on ";
 
+/// A third-party program a configuration needs is missing or unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ThirdPartyError {
+    /// The SV2 reference pool `pool_sv2` was not found.
     #[error(
         "configuration {config} needs the SV2 reference pool `pool_sv2` {POOL_SV2_VERSION}, which \
          was not found (looked at $STRATUMLAB_POOL_SV2, {cache}, and PATH). Install it with \
@@ -33,10 +35,14 @@ pub enum ThirdPartyError {
          installs it there"
     )]
     PoolSv2Missing {
+        /// The configuration that needs it.
         config: String,
+        /// The cache directory looked in.
         cache: String,
+        /// Where `cargo install --root` would put it.
         root: String,
     },
+    /// The SV2 reference translator `translator_sv2` was not found.
     #[error(
         "configuration {config} needs the SV2 reference translator `translator_sv2` \
          {TRANSLATOR_SV2_VERSION}, which was not found (looked at $STRATUMLAB_TRANSLATOR_SV2, \
@@ -45,10 +51,14 @@ pub enum ThirdPartyError {
          scripts/interop-translator-sv2.sh`, which installs it there"
     )]
     TranslatorSv2Missing {
+        /// The configuration that needs it.
         config: String,
+        /// The cache directory looked in.
         cache: String,
+        /// Where `cargo install --root` would put it.
         root: String,
     },
+    /// `para` was not found.
     #[error(
         "configuration {config} needs `para` {PARA_VERSION} (its `para pool`), which was not \
          found (looked at $STRATUMLAB_PARA, {cache}, and PATH). Install it with `cargo install \
@@ -56,26 +66,40 @@ pub enum ThirdPartyError {
          scripts/interop-para.sh`, which installs it there"
     )]
     ParaMissing {
+        /// The configuration that needs it.
         config: String,
+        /// The cache directory looked in.
         cache: String,
+        /// Where `cargo install --root` would put it.
         root: String,
     },
+    /// An external configuration's program was not found.
     #[error(
         "external configuration {config}: its program {program:?} was not found ({looked}); \
          install it, or give its full path as the first item of `command`"
     )]
     ExternalMissing {
+        /// The configuration's name.
         config: String,
+        /// The program, as `command` names it.
         program: String,
+        /// Where it was looked for.
         looked: String,
     },
+    /// The binary was found but cannot be used.
     #[error("{path}: {why}")]
-    Unusable { path: String, why: String },
+    Unusable {
+        /// The binary's path.
+        path: String,
+        /// Why it cannot be used.
+        why: String,
+    },
 }
 
 /// A third-party binary the run will start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tool {
+    /// The binary.
     pub path: PathBuf,
     /// What `--version` printed (first line).
     pub version: String,
@@ -237,13 +261,18 @@ fn version_of(path: &Path) -> Result<String, ThirdPartyError> {
 
 /// What the lab sets in pool_sv2's config.
 pub struct PoolSv2Config<'a> {
+    /// Where miners connect.
     pub listen: std::net::SocketAddr,
     /// The pair it signs its certificates with (the trial's); the Template Provider's
     /// certificate is checked against the same public key.
     pub authority_public_key: &'a str,
+    /// The secret half of `authority_public_key`.
     pub authority_secret_key: &'a str,
+    /// The Template Provider (the node) it gets templates from.
     pub template_provider: std::net::SocketAddr,
+    /// The address block rewards are paid to.
     pub payout_address: &'a str,
+    /// The share rate per channel it sets difficulty for.
     pub shares_per_minute: f64,
 }
 
@@ -286,9 +315,11 @@ pub struct TranslatorSv2Config<'a> {
     pub upstream: std::net::SocketAddr,
     /// The pool's authority public key.
     pub authority_public_key: &'a str,
+    /// The user identity it opens its upstream channel with.
     pub user_identity: &'a str,
     /// Hash rate of one device: with `shares_per_minute`, what sets a new device's difficulty.
     pub device_hash_rate: f64,
+    /// The share rate it sets device difficulty for.
     pub shares_per_minute: f64,
 }
 

@@ -15,8 +15,11 @@ use crate::results::Host;
 /// One role's usage over a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RoleUsage {
+    /// Mean CPU over the run, in percent (100 = one core busy).
     pub cpu_pct_mean: f64,
+    /// Highest CPU sample, in percent (100 = one core busy).
     pub cpu_pct_max: f64,
+    /// Peak resident memory, in bytes.
     pub rss_bytes_max: u64,
 }
 
@@ -46,6 +49,7 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// Starts sampling every `interval` on a thread of its own.
     pub fn start(interval: Duration) -> Sampler {
         let pids: Arc<Mutex<Vec<(String, u32)>>> = Arc::default();
         let series: Arc<Mutex<Series>> = Arc::default();

@@ -106,6 +106,7 @@ impl Default for LiveMetrics {
 }
 
 impl LiveMetrics {
+    /// The run's gauges and histograms, registered and empty.
     pub fn new() -> LiveMetrics {
         let mut r = Registry::with_prefix("stratumlab_run");
         let m = LiveMetrics {

@@ -28,6 +28,7 @@ pub struct Tail {
 }
 
 impl Tail {
+    /// Follows `files`, opening each once it exists.
     pub fn new(files: impl IntoIterator<Item = (LogRole, PathBuf)>) -> Tail {
         Tail {
             files: files

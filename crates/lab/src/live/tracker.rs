@@ -28,7 +28,9 @@ const DEVICE_MEMORY: usize = 8;
 pub struct LogRole {
     /// `None` for simnet, which serves every configuration.
     pub config: Option<String>,
+    /// What the role is; `None` for simnet.
     pub kind: Option<RoleKind>,
+    /// The site it runs at.
     pub site: Site,
 }
 
@@ -36,17 +38,36 @@ pub struct LogRole {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Observation {
     /// A device could hash on a template this long after the node made it.
-    TimeToJob { config: String, seconds: f64 },
+    TimeToJob {
+        /// The configuration.
+        config: String,
+        /// The delay, in seconds.
+        seconds: f64,
+    },
     /// A share's verdict reached its device this long after it was sent.
-    ShareLatency { config: String, seconds: f64 },
+    ShareLatency {
+        /// The configuration.
+        config: String,
+        /// The delay, in seconds.
+        seconds: f64,
+    },
     /// A device's share was answered.
-    Verdict { config: String, outcome: Outcome },
+    Verdict {
+        /// The configuration.
+        config: String,
+        /// The verdict.
+        outcome: Outcome,
+    },
 }
 
+/// A share's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Accepted.
     Accepted,
+    /// Rejected as stale (job superseded).
     Stale,
+    /// Rejected for another reason.
     Rejected,
 }
 

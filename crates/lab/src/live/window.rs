@@ -16,13 +16,18 @@ pub struct Rolling {
 /// Percentiles of a window, `None` when it is empty.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Percentiles {
+    /// Samples in the window.
     pub n: usize,
+    /// Median.
     pub p50: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// 99th percentile.
     pub p99: f64,
 }
 
 impl Rolling {
+    /// Adds a sample taken at `at_ns` (the oldest is dropped when full).
     pub fn push(&mut self, at_ns: u64, value: f64) {
         if self.samples.len() == MAX_SAMPLES {
             self.samples.pop_front();
@@ -63,10 +68,12 @@ impl Rolling {
         Some(self.samples.iter().map(|(_, x)| x).sum::<f64>() / self.samples.len() as f64)
     }
 
+    /// Samples held.
     pub fn len(&self) -> usize {
         self.samples.len()
     }
 
+    /// Whether no sample is held.
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }

@@ -133,7 +133,12 @@ fn pair(a: u32, b: u32) -> u64 {
 
 impl<'a> FleetPass<'a> {
     /// `series` already holds what other logs added (bytes); the fleet adds shares and hashes.
-    pub fn new(index: &'a Index, window: Window, series: Series, job_source_logged: bool) -> Self {
+    pub(crate) fn new(
+        index: &'a Index,
+        window: Window,
+        series: Series,
+        job_source_logged: bool,
+    ) -> Self {
         FleetPass {
             index,
             window,
@@ -170,7 +175,7 @@ impl<'a> FleetPass<'a> {
     }
 
     /// Feeds one event of fleet log number `log`.
-    pub fn on_event(&mut self, log: u32, ts: u64, kind: &EventKind) {
+    pub(crate) fn on_event(&mut self, log: u32, ts: u64, kind: &EventKind) {
         match kind {
             EventKind::JobReceived(j) => {
                 let d = self.device(log, j.device);
@@ -366,7 +371,7 @@ impl<'a> FleetPass<'a> {
     }
 
     /// Closes what is still open at the end of the run.
-    pub fn finish(&mut self) -> FleetOutcome {
+    pub(crate) fn finish(&mut self) -> FleetOutcome {
         for d in 0..self.devices.len() as u32 {
             self.stop_work(d, self.window.drain_start_ns);
         }

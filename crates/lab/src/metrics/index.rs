@@ -46,7 +46,7 @@ pub(crate) struct AcceptedBlock {
 }
 
 impl Chain {
-    pub fn on_tip(&mut self, ts: u64, node: &str, job_source: &str, t: &events::TipChanged) {
+    pub(crate) fn on_tip(&mut self, ts: u64, node: &str, job_source: &str, t: &events::TipChanged) {
         let child = self.first_child_ns.entry(t.prev_hash).or_insert(ts);
         *child = (*child).min(ts);
         match self.by_hash.get(&t.hash) {
@@ -75,7 +75,13 @@ impl Chain {
         }
     }
 
-    pub fn on_block_result(&mut self, ts: u64, node: &str, job_source: &str, b: &BlockResult) {
+    pub(crate) fn on_block_result(
+        &mut self,
+        ts: u64,
+        node: &str,
+        job_source: &str,
+        b: &BlockResult,
+    ) {
         let e = self.accepted.entry(b.hash).or_insert(AcceptedBlock {
             height: b.height,
             by_job_source_ns: None,
@@ -87,25 +93,25 @@ impl Chain {
 
     /// Whether a block on top of `prev_hash` existed at `ts` (on any node): a job on
     /// `prev_hash` was then superseded for the network.
-    pub fn superseded(&self, prev_hash: &Hash256, ts: u64) -> bool {
+    pub(crate) fn superseded(&self, prev_hash: &Hash256, ts: u64) -> bool {
         self.first_child_ns.get(prev_hash).is_some_and(|&t| t <= ts)
     }
 
-    pub fn tip_index(&self, hash: &Hash256) -> Option<u32> {
+    pub(crate) fn tip_index(&self, hash: &Hash256) -> Option<u32> {
         self.by_hash.get(hash).copied()
     }
 
-    pub fn tip(&self, i: u32) -> &Tip {
+    pub(crate) fn tip(&self, i: u32) -> &Tip {
         &self.tips[i as usize]
     }
 
-    pub fn tips(&self) -> impl Iterator<Item = &Tip> {
+    pub(crate) fn tips(&self) -> impl Iterator<Item = &Tip> {
         self.tips.iter()
     }
 
     /// The final best chain, tip first, as far back as the events know it, and the height
     /// below which it is unknown (blocks there can be neither confirmed nor orphaned).
-    pub fn best_chain(&self) -> (Vec<Hash256>, u32) {
+    pub(crate) fn best_chain(&self) -> (Vec<Hash256>, u32) {
         let Some((_, mut hash)) = self.network_final.or(self.node_final) else {
             return (Vec::new(), u32::MAX);
         };
@@ -152,12 +158,12 @@ pub(crate) struct TemplateBook {
 }
 
 impl TemplateBook {
-    pub fn on_node_template(&mut self, ts: u64, t: &events::TemplateCreated) {
+    pub(crate) fn on_node_template(&mut self, ts: u64, t: &events::TemplateCreated) {
         self.node_timeline.push((ts, t.value_sats));
         self.add(ts, t, true);
     }
 
-    pub fn on_role_template(&mut self, role: usize, ts: u64, t: &events::TemplateCreated) {
+    pub(crate) fn on_role_template(&mut self, role: usize, ts: u64, t: &events::TemplateCreated) {
         let i = self.add(ts, t, false);
         self.by_role_id.insert((role, t.template_id), i);
     }
@@ -190,20 +196,20 @@ impl TemplateBook {
         i
     }
 
-    pub fn by_fingerprint(&self, fp: Fingerprint) -> Option<u32> {
+    pub(crate) fn by_fingerprint(&self, fp: Fingerprint) -> Option<u32> {
         self.by_fingerprint.get(&fp).copied()
     }
 
-    pub fn by_role_id(&self, role: usize, template_id: u64) -> Option<u32> {
+    pub(crate) fn by_role_id(&self, role: usize, template_id: u64) -> Option<u32> {
         self.by_role_id.get(&(role, template_id)).copied()
     }
 
-    pub fn get(&self, i: u32) -> &Template {
+    pub(crate) fn get(&self, i: u32) -> &Template {
         &self.templates[i as usize]
     }
 
     /// Sorts the node's timeline (files may interleave slightly) once all are read.
-    pub fn seal(&mut self) {
+    pub(crate) fn seal(&mut self) {
         self.node_timeline.sort_by_key(|&(ts, _)| ts);
     }
 }
@@ -227,7 +233,7 @@ pub(crate) struct JobJoin {
 }
 
 impl JobJoin {
-    pub fn on_job_sent(&mut self, role: usize, site: Site, j: &events::JobSent) {
+    pub(crate) fn on_job_sent(&mut self, role: usize, site: Site, j: &events::JobSent) {
         let Some(channel) = j.channel else {
             return; // SV1 jobs carry their own fingerprint to the device.
         };
@@ -239,7 +245,7 @@ impl JobJoin {
         }
     }
 
-    pub fn on_job_activated(&mut self, site: Site, a: &events::JobActivated) {
+    pub(crate) fn on_job_activated(&mut self, site: Site, a: &events::JobActivated) {
         let Some(channel) = a.channel else { return };
         let e = self.sent.entry((site, channel, a.job_id)).or_default();
         e.fingerprint = e.fingerprint.or(a.fingerprint);
@@ -247,7 +253,7 @@ impl JobJoin {
 
     /// The template of a device job known only by channel and id: from the farm site's job
     /// source where there is one, else from the pool site's.
-    pub fn template(&self, book: &TemplateBook, channel: u32, job: JobId) -> Option<u32> {
+    pub(crate) fn template(&self, book: &TemplateBook, channel: u32, job: JobId) -> Option<u32> {
         let site = if self.farm_sends {
             Site::Farm
         } else {
@@ -270,7 +276,7 @@ pub(crate) struct Index {
 
 impl Index {
     /// Feeds one simnet event.
-    pub fn on_simnet(&mut self, ts: u64, kind: &EventKind, job_source: &str) {
+    pub(crate) fn on_simnet(&mut self, ts: u64, kind: &EventKind, job_source: &str) {
         match kind {
             EventKind::TipChanged(t) => self.chain.on_tip(ts, t.node.as_str(), job_source, t),
             EventKind::TemplateCreated(t) if t.node.as_str() == job_source && !t.future => {
@@ -289,7 +295,7 @@ impl Index {
 
     /// Feeds one event of a non-fleet, non-tap role (`role` is its log's index, `site` where
     /// it runs).
-    pub fn on_role(&mut self, role: usize, site: Site, ts: u64, kind: &EventKind) {
+    pub(crate) fn on_role(&mut self, role: usize, site: Site, ts: u64, kind: &EventKind) {
         match kind {
             EventKind::TemplateCreated(t) if !t.future => {
                 self.templates.on_role_template(role, ts, t)

@@ -25,6 +25,7 @@ pub enum RoleKind {
 }
 
 impl RoleKind {
+    /// The name results.json uses for it.
     pub fn as_str(self) -> &'static str {
         match self {
             RoleKind::Pool => "pool",
@@ -39,11 +40,14 @@ impl RoleKind {
 /// Which side of the WAN link a role runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Site {
+    /// The farm side: devices and farm proxies.
     Farm,
+    /// The pool side.
     Pool,
 }
 
 impl Site {
+    /// The name results.json uses for it (`farm`, `pool`).
     pub fn as_str(self) -> &'static str {
         match self {
             Site::Farm => "farm",
@@ -56,7 +60,9 @@ impl Site {
 /// already in memory (tests, or a log shared by several configurations).
 #[derive(Clone, Debug)]
 pub enum LogSource {
+    /// A log file.
     File(PathBuf),
+    /// Events already in memory.
     Memory(Arc<EventLog>),
 }
 
@@ -100,8 +106,11 @@ impl LogSource {
 pub struct RoleLog {
     /// The role's name in the run ("sv1.pool", "sv1.fleet0", ...): the key in `roles`.
     pub name: String,
+    /// What the role is.
     pub kind: RoleKind,
+    /// The site it runs at.
     pub site: Site,
+    /// Where its events are.
     pub source: LogSource,
 }
 
@@ -109,9 +118,13 @@ pub struct RoleLog {
 /// warmup_end)`, measured window `[warmup_end, drain_start)`, drain `[drain_start, end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Window {
+    /// When the run started.
     pub start_ns: u64,
+    /// When the warm-up ended and the measured window began.
     pub warmup_end_ns: u64,
+    /// When the measured window ended and the drain began.
     pub drain_start_ns: u64,
+    /// When the drain ended.
     pub end_ns: u64,
 }
 
@@ -134,6 +147,7 @@ impl Window {
         ts_ns >= self.warmup_end_ns && ts_ns < self.drain_start_ns
     }
 
+    /// The measured window's length, in ns.
     pub fn measured_ns(&self) -> u64 {
         self.drain_start_ns.saturating_sub(self.warmup_end_ns)
     }
@@ -153,8 +167,11 @@ impl Window {
 /// CPU and memory of one role process as the lab sampled them from /proc: passed through.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProcessUsage {
+    /// Mean CPU, in percent (100 = one core busy).
     pub cpu_pct_mean: Option<f64>,
+    /// Highest CPU sample, in percent (100 = one core busy).
     pub cpu_pct_max: Option<f64>,
+    /// Peak resident memory, in bytes.
     pub rss_bytes_max: Option<u64>,
 }
 
@@ -165,6 +182,7 @@ pub struct LinkSetup {
     pub wan: String,
     /// The WAN RTT the tap was told to emulate.
     pub rtt: Duration,
+    /// The round trip of the links inside a site.
     pub lan_rtt: Duration,
     /// The farm-side node's peer link in simnet's `LinkBytes`, where the configuration has one
     /// (A, B): its bytes count in the farm site's totals (sent = up = tx).
@@ -195,7 +213,9 @@ pub enum PoolShares {
 /// Everything about one configuration in one trial.
 #[derive(Clone, Debug)]
 pub struct ConfigRun {
+    /// The configuration's name.
     pub name: String,
+    /// The configuration's own roles' logs.
     pub logs: Vec<RoleLog>,
     /// The shared simnet log: templates, tips and block verdicts of every node.
     pub simnet: LogSource,
@@ -204,10 +224,15 @@ pub struct ConfigRun {
     /// calls its node "node"): whose templates time-to-job counts from and whose block
     /// verdicts block propagation ends at.
     pub job_source_node: String,
+    /// The run's warm-up, measured window and drain.
     pub window: Window,
+    /// The configuration's links.
     pub links: LinkSetup,
+    /// Where `pool_shares` are counted.
     pub pool_shares: PoolShares,
+    /// The network's configured mean block interval.
     pub block_interval: Duration,
+    /// The configured template refresh interval.
     pub template_interval: Duration,
     /// The fleet's total hash budget over all its processes (hashes per second).
     pub hash_budget_hps: f64,

@@ -23,25 +23,34 @@ const MAINNET_BLOCK_INTERVAL_S: f64 = 600.0;
 /// One role over one or more trials.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RoleTally {
+    /// What the role is.
     pub kind: RoleKind,
     /// `None` for a role the lab sampled but that wrote no log here (simnet, shared).
     pub site: Option<Site>,
     /// Per trial that sampled it.
     pub usage: Vec<ProcessUsage>,
+    /// Its own socket bytes.
     pub bytes: RoleBytes,
 }
 
 /// The delay distributions, raw.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Delays {
+    /// Samples of `time_to_job_ms`, in ns.
     pub time_to_job: Samples,
+    /// Samples of `time_to_job_first_ms`, in ns.
     pub time_to_job_first: Samples,
     /// From the node's template to the job source's first job built from it.
     pub time_to_job_at_source: Samples,
+    /// Samples of `time_to_job_prevhash_ms`, in ns.
     pub time_to_job_prevhash: Samples,
+    /// Samples of `time_to_job_prevhash_first_ms`, in ns.
     pub time_to_job_prevhash_first: Samples,
+    /// Samples of `time_to_first_job_ms`, in ns.
     pub time_to_first_job: Samples,
+    /// Samples of `share_latency_ms`, in ns.
     pub share_latency: Samples,
+    /// Samples of `block_propagation_ms`, in ns.
     pub block_propagation: Samples,
 }
 
@@ -79,18 +88,27 @@ impl Delays {
 /// One configuration's raw measurements (one trial, or several merged).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
+    /// The configuration's name.
     pub name: String,
+    /// Trials merged.
     pub trials: u32,
+    /// Shares at the farm edge.
     pub shares: ShareTally,
     /// Upstream of a proxy, when the configuration has one.
     pub pool_shares: Option<ShareTally>,
     /// New network tips in the measured window, and the window's length.
     pub tips: u64,
+    /// The measured window's length, summed over trials, in ns.
     pub measured_ns: u64,
+    /// The configured block interval.
     pub block_interval: Duration,
+    /// Blocks found, submitted and orphaned.
     pub blocks: BlockTally,
+    /// Template value, against the network's best.
     pub value: ValueTally,
+    /// Templates the node made in the measured window.
     pub templates_created: u64,
+    /// Of those, templates that reached a device.
     pub templates_reached: u64,
     /// SV2 standard jobs that could not be tied to a template because the job source writes
     /// no events (a third-party pool).
@@ -98,14 +116,21 @@ pub struct Measured {
     /// Whether the job source (pool, JDC, or proxy) writes events: a third-party or external
     /// one does not, and what only its events tell is then not measured.
     pub job_source_logged: bool,
+    /// The delay distributions.
     pub delays: Delays,
+    /// Bytes per site and link, and WAN round trips.
     pub traffic: TrafficTally,
+    /// The WAN round trip the link was told to emulate.
     pub rtt_configured: Duration,
+    /// Per role name.
     pub roles: BTreeMap<String, RoleTally>,
+    /// The fleet's hash budget, in hashes per second.
     pub hash_budget_hps: f64,
     /// Achieved hash rate per trial (None where a trial had no `HashesDone`).
     pub achieved_hps: Vec<Option<f64>>,
+    /// Events that could not be tied to their counterpart.
     pub unmatched: Unmatched,
+    /// Counts per second.
     pub series: Series,
 }
 

@@ -105,17 +105,24 @@ use shares::{Matched, ShareBook};
 use traffic::Traffic;
 use unmatched::Unmatched;
 
+/// Why a trial's events could not be measured or results.json written.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
+    /// A role's events could not be read.
     #[error("reading the events of {role}: {source}")]
     Read {
+        /// The role's name.
         role: String,
+        /// The error.
         #[source]
         source: ReadError,
     },
+    /// A file could not be written.
     #[error("writing {path}: {source}")]
     Write {
+        /// The file.
         path: std::path::PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },

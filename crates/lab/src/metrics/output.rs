@@ -16,6 +16,7 @@ pub const MAX_DIST_ROWS: usize = 100_000;
 /// One trial: every configuration's measurements and the host's busy fraction over it.
 #[derive(Clone, Debug)]
 pub struct TrialMeasurement {
+    /// Each configuration's measurements, in the run's order.
     pub configs: Vec<Measured>,
     /// [`super::host_busy_fraction`] over the trial.
     pub host_busy_fraction: Option<f64>,
@@ -24,6 +25,7 @@ pub struct TrialMeasurement {
 /// results.json and the merged measurements the CSV files are written from.
 #[derive(Clone, Debug)]
 pub struct Assembled {
+    /// results.json.
     pub results: Results,
     /// One per configuration, every trial merged, in the first trial's order.
     pub merged: Vec<Measured>,

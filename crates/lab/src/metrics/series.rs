@@ -23,17 +23,27 @@ pub struct Series {
 }
 
 impl Series {
+    /// Column: shares sent.
     pub const SHARES_SENT: usize = 0;
+    /// Column: shares accepted.
     pub const SHARES_ACCEPTED: usize = 1;
+    /// Column: shares rejected as stale.
     pub const SHARES_STALE: usize = 2;
+    /// Column: shares rejected for another reason.
     pub const SHARES_REJECTED: usize = 3;
+    /// Column: hashes done.
     pub const HASHES: usize = 4;
+    /// Column: bytes leaving the farm site.
     pub const FARM_TX: usize = 5;
+    /// Column: bytes entering the farm site.
     pub const FARM_RX: usize = 6;
+    /// Column: bytes leaving the pool site.
     pub const POOL_TX: usize = 7;
+    /// Column: bytes entering the pool site.
     pub const POOL_RX: usize = 8;
     const COLUMNS: usize = 9;
 
+    /// Zeroed rows, one per second of `window` (warm-up to drain end).
     pub fn new(window: &Window) -> Self {
         let n = window.seconds();
         let total = window.end_ns.saturating_sub(window.start_ns);
@@ -46,6 +56,7 @@ impl Series {
         }
     }
 
+    /// Adds `n` to `column` in row `second` (past the end: the last row).
     pub fn add(&mut self, column: usize, second: usize, n: u64) {
         // A record stamped exactly at the run's end belongs to its last second.
         let last = self.rows.len().saturating_sub(1);
@@ -64,18 +75,22 @@ impl Series {
             .is_some_and(|&ns| ns > 0 && ns >= full)
     }
 
+    /// The count in `column` at `second`; 0 past the end.
     pub fn get(&self, column: usize, second: usize) -> u64 {
         self.rows.get(second).map_or(0, |r| r[column])
     }
 
+    /// Rows (seconds).
     pub fn len(&self) -> usize {
         self.rows.len()
     }
 
+    /// Whether there are no rows.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
+    /// Adds `o`'s counts row by row (a trial merged in).
     pub fn merge(&mut self, o: &Series) {
         if o.rows.len() > self.rows.len() {
             self.rows.resize(o.rows.len(), [0; Series::COLUMNS]);

@@ -19,21 +19,30 @@ use crate::stats::Samples;
 /// Share counts and work, mergeable across fleets and trials.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ShareTally {
+    /// Shares the devices sent.
     pub submitted: u64,
+    /// Shares accepted.
     pub accepted: u64,
+    /// Shares rejected as stale (job superseded).
     pub stale: u64,
+    /// Shares rejected for another reason.
     pub rejected: u64,
+    /// Shares with no verdict by the end of the run.
     pub unanswered: u64,
     /// Indexed like [`Reason::ALL`], stale included: the lab's reasons.
     pub by_reason: [u64; 7],
     /// The same rejections by the reason the pool gave.
     pub by_pool_reason: [u64; 7],
+    /// Submitted work, in difficulty-1 units.
     pub work_submitted: f64,
+    /// Accepted work, in difficulty-1 units.
     pub work_accepted: f64,
+    /// Stale work, in difficulty-1 units.
     pub work_stale: f64,
 }
 
 impl ShareTally {
+    /// Adds `o`'s counts.
     pub fn merge(&mut self, o: &ShareTally) {
         self.submitted += o.submitted;
         self.accepted += o.accepted;
@@ -51,6 +60,7 @@ impl ShareTally {
         self.work_stale += o.work_stale;
     }
 
+    /// The counts as results.json's `shares`.
     pub fn shares(&self) -> Shares {
         Shares {
             submitted: self.submitted,
@@ -65,6 +75,7 @@ impl ShareTally {
         }
     }
 
+    /// The work as results.json's `work`.
     pub fn work(&self) -> Work {
         Work {
             submitted: self.work_submitted,
@@ -74,6 +85,7 @@ impl ShareTally {
         }
     }
 
+    /// Stale work in percent of submitted work; `None` with none submitted.
     pub fn work_stale_pct(&self) -> Option<f64> {
         pct(self.work_stale, self.work_submitted)
     }
@@ -141,7 +153,7 @@ pub(crate) struct ShareBook {
 }
 
 impl ShareBook {
-    pub fn new(window: Window) -> Self {
+    pub(crate) fn new(window: Window) -> Self {
         ShareBook {
             window,
             pending: HashMap::new(),
@@ -153,7 +165,7 @@ impl ShareBook {
 
     /// A share sent by `sender` (a dense index the caller assigns) with sequence `seq`, on a job
     /// whose prev hash is `prev_hash` when the caller knows it.
-    pub fn sent(
+    pub(crate) fn sent(
         &mut self,
         sender: u32,
         seq: u64,
@@ -184,7 +196,7 @@ impl ShareBook {
     /// The verdict the sender received at `ts` for its share `seq`. `superseded(prev_hash, ts)`
     /// tells whether a job on `prev_hash` had been superseded by `ts` (see [`lab_reason`]); it
     /// is asked only for a rejection whose share's prev hash is known.
-    pub fn verdict(
+    pub(crate) fn verdict(
         &mut self,
         sender: u32,
         seq: u64,
@@ -246,7 +258,7 @@ impl ShareBook {
     }
 
     /// Shares still without a verdict at the end are unanswered.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let pending: Vec<Sent> = self.pending.drain().map(|(_, s)| s).collect();
         for s in pending {
             self.settle_unanswered(s);

@@ -24,19 +24,26 @@ use crate::results::{LinkFigures, SiteBandwidth};
 /// Mergeable traffic figures of one configuration.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TrafficTally {
+    /// Bytes leaving the farm site.
     pub farm_tx: u64,
+    /// Bytes entering the farm site.
     pub farm_rx: u64,
+    /// Bytes leaving the pool site.
     pub pool_tx: u64,
+    /// Bytes entering the pool site.
     pub pool_rx: u64,
     /// Length of the measured window(s) the bytes were counted over.
     pub measured_ns: u64,
     /// Per link: (up, down) bytes in the measured window.
     pub links: BTreeMap<String, (u64, u64)>,
+    /// Sum of the WAN link's measured round trips, in ns.
     pub rtt_sum_ns: u128,
+    /// Round trips measured.
     pub rtt_n: u64,
 }
 
 impl TrafficTally {
+    /// Adds `o`'s counts.
     pub fn merge(&mut self, o: &TrafficTally) {
         self.farm_tx += o.farm_tx;
         self.farm_rx += o.farm_rx;
@@ -60,6 +67,7 @@ impl TrafficTally {
         }
     }
 
+    /// A site's bytes and bytes per second over the measured window.
     pub fn site(&self, site: Site) -> SiteBandwidth {
         let (tx, rx) = match site {
             Site::Farm => (self.farm_tx, self.farm_rx),
@@ -73,6 +81,7 @@ impl TrafficTally {
         }
     }
 
+    /// Per link: bytes and bytes per second over the measured window.
     pub fn links(&self) -> BTreeMap<String, LinkFigures> {
         self.links
             .iter()
@@ -88,6 +97,7 @@ impl TrafficTally {
             .collect()
     }
 
+    /// Mean measured WAN round trip, in ms; `None` with none measured.
     pub fn rtt_measured_ms(&self) -> Option<f64> {
         (self.rtt_n > 0).then(|| self.rtt_sum_ns as f64 / self.rtt_n as f64 / 1e6)
     }
@@ -96,8 +106,11 @@ impl TrafficTally {
 /// A role's own socket bytes over the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RoleBytes {
+    /// Bytes the role sent.
     pub up: u64,
+    /// Bytes the role received.
     pub down: u64,
+    /// Whether the role emitted `LinkBytes` at all (else its bytes are 0 for want of a count).
     pub reported: bool,
 }
 
@@ -127,7 +140,7 @@ pub(crate) struct Traffic {
 }
 
 impl Traffic {
-    pub fn new(window: Window, links: &LinkSetup, roles: usize) -> Self {
+    pub(crate) fn new(window: Window, links: &LinkSetup, roles: usize) -> Self {
         Traffic {
             window,
             wan: links.wan.clone(),
@@ -145,7 +158,7 @@ impl Traffic {
     }
 
     /// An event of role log `role`.
-    pub fn on_role(
+    pub(crate) fn on_role(
         &mut self,
         role: usize,
         kind: RoleKind,
@@ -186,7 +199,7 @@ impl Traffic {
     }
 
     /// An event of the simnet log (node peer traffic).
-    pub fn on_simnet(&mut self, ts: u64, ev: &EventKind, series: &mut Series) {
+    pub(crate) fn on_simnet(&mut self, ts: u64, ev: &EventKind, series: &mut Series) {
         let EventKind::LinkBytes(b) = ev else { return };
         let link = b.link.as_str();
         let peer = self.peer.as_deref() == Some(link);
@@ -250,7 +263,7 @@ impl Traffic {
     }
 
     /// Settles `links`: taps' figures where a tap reports the link.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         let mut links = std::mem::take(&mut self.from_others);
         for (k, v) in std::mem::take(&mut self.from_taps) {
             links.insert(k, v);

@@ -3,22 +3,27 @@
 
 use std::collections::BTreeMap;
 
+/// Unmatched events by what was missing, and the events that could have been.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Unmatched {
+    /// Unmatched events per kind of missing counterpart.
     pub by_kind: BTreeMap<&'static str, u64>,
     /// Events that needed a counterpart (workable jobs, activations, received verdicts).
     pub matchable: u64,
 }
 
 impl Unmatched {
+    /// Counts one unmatched event of `kind`.
     pub fn add(&mut self, kind: &'static str) {
         *self.by_kind.entry(kind).or_insert(0) += 1;
     }
 
+    /// Unmatched events of every kind.
     pub fn total(&self) -> u64 {
         self.by_kind.values().sum()
     }
 
+    /// Adds `o`'s counts.
     pub fn merge(&mut self, o: &Unmatched) {
         for (k, n) in &o.by_kind {
             *self.by_kind.entry(k).or_insert(0) += n;

@@ -11,13 +11,18 @@
 /// Integrals in sats x ns, mergeable.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ValueTally {
+    /// Template value the devices worked on, integrated over time (sats x ns).
     pub device_value: u128,
+    /// Time covered by `device_value`, in ns.
     pub device_ns: u128,
+    /// The node's best template value, integrated over time (sats x ns).
     pub network_value: u128,
+    /// Time covered by `network_value`, in ns.
     pub network_ns: u128,
 }
 
 impl ValueTally {
+    /// Adds `o`'s integrals.
     pub fn merge(&mut self, o: &ValueTally) {
         self.device_value += o.device_value;
         self.device_ns += o.device_ns;
@@ -25,10 +30,12 @@ impl ValueTally {
         self.network_ns += o.network_ns;
     }
 
+    /// Time-weighted mean value of the devices' templates, in sats; `None` over no time.
     pub fn device_mean(&self) -> Option<f64> {
         (self.device_ns > 0).then(|| self.device_value as f64 / self.device_ns as f64)
     }
 
+    /// Time-weighted mean of the node's best template value, in sats; `None` over no time.
     pub fn network_mean(&self) -> Option<f64> {
         (self.network_ns > 0).then(|| self.network_value as f64 / self.network_ns as f64)
     }
@@ -44,7 +51,7 @@ pub(crate) struct NetworkValue {
 
 impl NetworkValue {
     /// `timeline`: (time, value) of each template the node made, sorted by time.
-    pub fn new(timeline: &[(u64, u64)]) -> Self {
+    pub(crate) fn new(timeline: &[(u64, u64)]) -> Self {
         let mut prefix = Vec::with_capacity(timeline.len());
         let mut acc = 0u128;
         for (i, &(t, _)) in timeline.iter().enumerate() {
@@ -73,7 +80,7 @@ impl NetworkValue {
     }
 
     /// (integral of the value, time it was defined) over `[a, b)`.
-    pub fn over(&self, a: u64, b: u64) -> (u128, u128) {
+    pub(crate) fn over(&self, a: u64, b: u64) -> (u128, u128) {
         let (va, da) = self.upto(a);
         let (vb, db) = self.upto(b);
         (vb - va, db - da)

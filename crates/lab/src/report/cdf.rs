@@ -9,7 +9,7 @@ use super::samples::{cdf, cdf_from_percentiles, quantile};
 
 /// The axis ends at the largest of the configurations' 99.5th percentiles: a single slow outlier
 /// would otherwise squeeze every curve against the left edge (the table keeps the maximum).
-pub const CLIP_QUANTILE: f64 = 0.995;
+pub(crate) const CLIP_QUANTILE: f64 = 0.995;
 /// On a log axis, the start is the decade below the smallest of the configurations' 0.5th
 /// percentiles, for the same reason at the other end.
 const LOW_QUANTILE: f64 = 0.005;
@@ -22,7 +22,7 @@ const LOG_FLOOR: f64 = 0.001;
 
 /// Where one configuration's curve comes from.
 #[derive(Debug, Clone)]
-pub enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// Raw samples, sorted ascending.
     Samples(&'a [f64]),
     /// Stored percentiles as (fraction, value): `(0.5, p50)` ... `(1.0, max)`.
@@ -31,7 +31,7 @@ pub enum Source<'a> {
 
 /// The curves fitted to their axis, ready to draw.
 #[derive(Debug, Clone)]
-pub struct Plot {
+pub(crate) struct Plot {
     pub lines: Vec<CdfLine>,
     pub scale: XScale,
     /// The largest value, where the axis ends before it.
@@ -49,7 +49,7 @@ struct Extent {
 }
 
 /// The curves of `sources` (each in its colour) and the axis they are drawn on.
-pub fn plot(sources: &[(Rgb, Source<'_>)]) -> Plot {
+pub(crate) fn plot(sources: &[(Rgb, Source<'_>)]) -> Plot {
     let mut curves = Vec::with_capacity(sources.len());
     for (colour, source) in sources {
         let (points, extent, sparse) = match source {

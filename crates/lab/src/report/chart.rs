@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use super::palette::Rgb;
 
 /// Width and height of one chart in CSS pixels (it scales down with the page).
-pub const SIZE: (u32, u32) = (640, 300);
+pub(crate) const SIZE: (u32, u32) = (640, 300);
 
 const FONT: &str = "sans-serif";
 const AXIS_GREY: RGBColor = RGBColor(0x55, 0x55, 0x55);
@@ -19,7 +19,7 @@ const GRID_GREY: RGBColor = RGBColor(0xe4, 0xe4, 0xe4);
 
 /// How a chart's axes are labelled.
 #[derive(Debug, Clone, Copy)]
-pub struct Axes<'a> {
+pub(crate) struct Axes<'a> {
     pub x_desc: &'a str,
     pub y_desc: &'a str,
     pub y_ticks: Ticks,
@@ -30,7 +30,7 @@ pub struct Axes<'a> {
 
 /// How tick values on an axis are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ticks {
+pub(crate) enum Ticks {
     /// Plain numbers, large ones with SI prefixes (`1.5k`, `2G`).
     Plain,
     /// Bytes: the axis is drawn in the binary multiple that suits its largest value (KiB, MiB),
@@ -44,7 +44,7 @@ pub enum Ticks {
 
 /// One configuration's line: its colour and its points, split where data is missing.
 #[derive(Debug, Clone)]
-pub struct Line {
+pub(crate) struct Line {
     pub colour: Rgb,
     pub segments: Vec<Vec<(f64, f64)>>,
 }
@@ -52,11 +52,11 @@ pub struct Line {
 /// A chart's drawing failed (plotters reports layout problems as errors).
 #[derive(Debug, thiserror::Error)]
 #[error("drawing the chart: {0}")]
-pub struct ChartError(String);
+pub(crate) struct ChartError(String);
 
 /// A line chart of `lines`. The x axis spans the data; the y axis starts at zero unless data
 /// goes below it.
-pub fn lines(axes: &Axes<'_>, lines: &[Line]) -> Result<String, ChartError> {
+pub(crate) fn lines(axes: &Axes<'_>, lines: &[Line]) -> Result<String, ChartError> {
     let points = || lines.iter().flat_map(|l| l.segments.iter().flatten());
     let y_axis = YAxis::new(axes, points().map(|p| p.1));
     let x = span(points().map(|p| p.0), true, false);
@@ -109,7 +109,7 @@ pub fn lines(axes: &Axes<'_>, lines: &[Line]) -> Result<String, ChartError> {
 
 /// How a CDF chart's value axis runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum XScale {
+pub(crate) enum XScale {
     /// From zero to `end`.
     Linear { end: f64 },
     /// Logarithmic from `start` to `end` (both positive), for values that differ by orders of
@@ -118,14 +118,14 @@ pub enum XScale {
 }
 
 impl XScale {
-    pub fn start(self) -> f64 {
+    pub(crate) fn start(self) -> f64 {
         match self {
             XScale::Linear { .. } => 0.0,
             XScale::Log { start, .. } => start,
         }
     }
 
-    pub fn end(self) -> f64 {
+    pub(crate) fn end(self) -> f64 {
         match self {
             XScale::Linear { end } | XScale::Log { end, .. } => end,
         }
@@ -134,7 +134,7 @@ impl XScale {
 
 /// One configuration's cumulative distribution: (value, fraction) points within the axis.
 #[derive(Debug, Clone)]
-pub struct CdfLine {
+pub(crate) struct CdfLine {
     pub colour: Rgb,
     pub points: Vec<(f64, f64)>,
     /// The few points known of a curve that is not measured whole (stored percentiles), each
@@ -147,7 +147,7 @@ const FRACTION_TICKS: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
 /// Cumulative distributions: the fraction of values at or below each value, 0 to 100% up the
 /// side, `x_desc` along the bottom on `scale`. Points are expected within the scale's range.
-pub fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<String, ChartError> {
+pub(crate) fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<String, ChartError> {
     // Both axes are integer units, as the bars' x axis is: plotters writes the labels of an
     // integer axis at chosen key points (its f64 axes have no formatter hook for them). A log
     // axis is a linear one over log10 of the values, ticks written as the values: they then fall
@@ -240,7 +240,7 @@ pub fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<String, Cha
 
 /// The distance between ticks on a linear axis from zero to `end`: the smallest of 1, 2 or 5
 /// times a power of ten that puts at most eight ticks besides zero on it.
-pub fn linear_step(end: f64) -> f64 {
+pub(crate) fn linear_step(end: f64) -> f64 {
     let raw = end / 8.0;
     let magnitude = 10f64.powi(raw.log10().floor() as i32);
     [1.0, 2.0, 5.0, 10.0]

@@ -26,6 +26,7 @@ pub const FLAGS: [&str; 8] = [
     "--disable-sync",
 ];
 
+/// A Chromium (or Chrome) binary that prints HTML to PDF headless.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chromium {
     program: PathBuf,
@@ -34,32 +35,53 @@ pub struct Chromium {
 /// What the browser printed.
 #[derive(Debug, Clone, Default)]
 pub struct BrowserOutput {
+    /// Its standard output.
     pub stdout: String,
+    /// Its standard error.
     pub stderr: String,
 }
 
+/// Why the browser did not print the report.
 #[derive(Debug, Error)]
 pub enum BrowserError {
+    /// The browser could not be started.
     #[error("starting {program}: {source}")]
     Spawn {
+        /// The browser binary.
         program: PathBuf,
+        /// The error.
         #[source]
         source: io::Error,
     },
+    /// The browser ran past its time and was stopped.
     #[error("{program} did not finish within {timeout:?} and was stopped")]
-    TimedOut { program: PathBuf, timeout: Duration },
+    TimedOut {
+        /// The browser binary.
+        program: PathBuf,
+        /// The time it was given.
+        timeout: Duration,
+    },
+    /// The browser exited with a failure.
     #[error("{program} failed ({status}): {stderr_tail}")]
     Failed {
+        /// The browser binary.
         program: PathBuf,
+        /// Its exit status.
         status: ExitStatus,
+        /// The end of its standard error.
         stderr_tail: String,
     },
+    /// The browser exited without writing the PDF.
     #[error("{program} finished without writing {path}: {stderr_tail}")]
     NoOutput {
+        /// The browser binary.
         program: PathBuf,
+        /// The PDF it should have written.
         path: PathBuf,
+        /// The end of its standard error.
         stderr_tail: String,
     },
+    /// Its scratch directory could not be made.
     #[error("the browser's scratch directory: {0}")]
     Scratch(#[source] io::Error),
 }
@@ -90,12 +112,14 @@ impl Chromium {
         found
     }
 
+    /// The browser at `program`, unchecked.
     pub fn at(program: impl Into<PathBuf>) -> Chromium {
         Chromium {
             program: program.into(),
         }
     }
 
+    /// The browser binary.
     pub fn program(&self) -> &Path {
         &self.program
     }

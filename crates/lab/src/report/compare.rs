@@ -17,7 +17,9 @@ use super::html::{escape, push};
 use super::key_figures::{compare, read, show, show_delta, Key, Value95, KEYS};
 use super::results_json::Results;
 
+/// The comparison page's file name, written into run B's directory.
 pub const COMPARISON_HTML: &str = "comparison.html";
+/// The comparison's figures' file name, written into run B's directory.
 pub const COMPARISON_JSON: &str = "comparison.json";
 
 /// The context keys that set the conditions a run measures under: runs that differ in one of
@@ -38,33 +40,49 @@ const CONDITIONS: [&str; 13] = [
     "time_compression",
 ];
 
+/// Why two runs could not be compared.
 #[derive(Debug, thiserror::Error)]
 pub enum CompareError {
+    /// A file could not be read or written.
     #[error("reading {}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: std::io::Error,
     },
+    /// A results.json did not parse.
     #[error("{}: not a results directory's results.json: {source}", path.display())]
     NotResults {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: serde_json::Error,
     },
+    /// The runs' conditions differ (which, and how).
     #[error(
         "the runs were measured under different conditions, so their figures cannot be compared: \
          {0}"
     )]
     Conditions(String),
+    /// The runs share no configuration.
     #[error("the runs have no configuration in common (A: {a}; B: {b})")]
-    NothingInCommon { a: String, b: String },
+    NothingInCommon {
+        /// Run A's configurations.
+        a: String,
+        /// Run B's configurations.
+        b: String,
+    },
 }
 
 /// The files written into B.
 #[derive(Debug)]
 pub struct ComparisonFiles {
+    /// comparison.html.
     pub html: PathBuf,
+    /// comparison.json.
     pub json: PathBuf,
 }
 

@@ -12,7 +12,7 @@ const MAINNET_BLOCK_INTERVAL_S: f64 = 600.0;
 
 /// How much faster than mainnet the run's clock of blocks ran, as a sentence; `None` when the
 /// results record neither the compression factor nor the block interval.
-pub fn compression_statement(context: &Value) -> Option<String> {
+pub(crate) fn compression_statement(context: &Value) -> Option<String> {
     let interval = number_at(context, &["block_interval_s"]).filter(|v| *v > 0.0);
     let factor = number_at(context, &["time_compression"])
         .filter(|v| *v > 0.0)
@@ -55,7 +55,7 @@ fn round3(v: f64) -> f64 {
 }
 
 /// The context section: the statement, the context table, trials, the host.
-pub fn render(results: Option<&Results>, out: &mut String) {
+pub(crate) fn render(results: Option<&Results>, out: &mut String) {
     out.push_str("<section id=\"context\"><h2>Run context</h2>\n");
     let Some(results) = results else {
         out.push_str(

@@ -5,14 +5,14 @@ use thiserror::Error;
 
 /// A CSV file's header and records, as text.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Table {
+pub(crate) struct Table {
     pub header: Vec<String>,
     /// Every record has exactly `header.len()` fields; short records are padded with "".
     pub records: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Error, PartialEq)]
-pub enum CsvError {
+pub(crate) enum CsvError {
     #[error("the file is empty (no header line)")]
     Empty,
     #[error("line {line}: {what}")]
@@ -20,7 +20,7 @@ pub enum CsvError {
 }
 
 impl Table {
-    pub fn parse(text: &str) -> Result<Table, CsvError> {
+    pub(crate) fn parse(text: &str) -> Result<Table, CsvError> {
         let mut lines = text
             .lines()
             .enumerate()
@@ -47,13 +47,13 @@ impl Table {
     }
 
     /// The index of the column named `name`.
-    pub fn column(&self, name: &str) -> Option<usize> {
+    pub(crate) fn column(&self, name: &str) -> Option<usize> {
         self.header.iter().position(|h| h == name)
     }
 }
 
 /// A field as a number: empty, `nan` and `null` are absent.
-pub fn number(field: &str) -> Option<f64> {
+pub(crate) fn number(field: &str) -> Option<f64> {
     let f = field.trim();
     match f.parse::<f64>() {
         Ok(v) if v.is_finite() => Some(v),

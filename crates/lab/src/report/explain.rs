@@ -11,7 +11,7 @@ use super::results_json::{at, number_at, Results};
 
 /// A configuration's sentence against the baseline.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Explanation {
+pub(crate) struct Explanation {
     pub config: String,
     pub text: String,
 }
@@ -71,7 +71,7 @@ fn signed_ms(v: f64) -> String {
 }
 
 /// Every configuration after the first against the first.
-pub fn explanations(results: &Results) -> Vec<Explanation> {
+pub(crate) fn explanations(results: &Results) -> Vec<Explanation> {
     let Some(((base, base_v), rest)) = results.configs.split_first() else {
         return Vec::new();
     };
@@ -229,7 +229,7 @@ fn sentence(
 }
 
 /// The section, when there is anything to say.
-pub fn render(results: &Results, out: &mut String) {
+pub(crate) fn render(results: &Results, out: &mut String) {
     let all = explanations(results);
     if all.is_empty() {
         return;

@@ -16,13 +16,13 @@ use super::units::Unit;
 
 /// A chart, or why there is none.
 #[derive(Debug, Clone)]
-pub enum Body {
+pub(crate) enum Body {
     Svg(String),
     Missing(String),
 }
 
 #[derive(Debug, Clone)]
-pub struct Figure {
+pub(crate) struct Figure {
     pub key: String,
     pub title: String,
     pub caption: Option<String>,
@@ -31,7 +31,7 @@ pub struct Figure {
 }
 
 #[derive(Debug, Clone)]
-pub struct Section {
+pub(crate) struct Section {
     pub id: &'static str,
     pub title: &'static str,
     pub figures: Vec<Figure>,
@@ -60,7 +60,7 @@ const STORED_PERCENTILES: [(&str, f64); 4] =
 /// The distributions the report is read for come first; the rest follow in the table's order.
 const LEADING_DISTRIBUTIONS: [&str; 2] = ["time_to_job_ms", "share_latency_ms"];
 
-pub fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
+pub(crate) fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
     let time = "time (s)";
     let mut shares = Vec::new();
     for (name, title, unit) in SHARE_SERIES {
@@ -485,7 +485,7 @@ fn thinned(series: &TimeSeries) -> Option<String> {
     })
 }
 
-pub fn render(sections: &[Section], out: &mut String) {
+pub(crate) fn render(sections: &[Section], out: &mut String) {
     let mut n = 0;
     for section in sections {
         push(

@@ -122,7 +122,7 @@ fn against(key: &Key, base_name: &str, b: Value95, name: &str, v: Value95) -> St
 }
 
 /// The findings section, with the run's validity inside it: `<section id="findings">`.
-pub fn render(results: Option<&Results>, palette: &Palette, out: &mut String) {
+pub(crate) fn render(results: Option<&Results>, palette: &Palette, out: &mut String) {
     out.push_str("<section id=\"findings\"><h2>Findings</h2>\n");
     super::validity::render(results, out);
     let Some(results) = results else {

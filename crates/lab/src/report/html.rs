@@ -6,12 +6,12 @@
 use std::fmt::{self, Write};
 
 /// `text` with the five characters that matter in HTML text and quoted attributes replaced.
-pub fn escape(text: &str) -> Escaped<'_> {
+pub(crate) fn escape(text: &str) -> Escaped<'_> {
     Escaped(text)
 }
 
 /// A string displayed HTML-escaped.
-pub struct Escaped<'a>(&'a str);
+pub(crate) struct Escaped<'a>(&'a str);
 
 impl fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -32,7 +32,7 @@ impl fmt::Display for Escaped<'_> {
 }
 
 /// A fragment id made from arbitrary text: ASCII letters and digits kept, the rest `-`.
-pub fn id(prefix: &str, text: &str) -> String {
+pub(crate) fn id(prefix: &str, text: &str) -> String {
     let mut out = String::with_capacity(prefix.len() + text.len() + 1);
     out.push_str(prefix);
     out.push('-');
@@ -43,7 +43,7 @@ pub fn id(prefix: &str, text: &str) -> String {
 }
 
 /// Appends formatted markup; writing to a `String` cannot fail.
-pub fn push(out: &mut String, args: fmt::Arguments<'_>) {
+pub(crate) fn push(out: &mut String, args: fmt::Arguments<'_>) {
     let _ = out.write_fmt(args);
 }
 

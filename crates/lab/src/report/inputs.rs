@@ -11,14 +11,14 @@ use super::samples::Samples;
 use super::series::TimeSeries;
 use super::ReportError;
 
-pub const RESULTS_JSON: &str = "results.json";
+pub(crate) const RESULTS_JSON: &str = "results.json";
 /// Distribution samples are `dist_<metric>.csv`.
 const DIST_PREFIX: &str = "dist_";
 /// Role usage series name their columns `<config>.<role>`.
 const ROLE_PREFIX: &str = "role_";
 
 #[derive(Debug, Clone, Default)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     pub dir: PathBuf,
     pub results: Option<Results>,
     /// Time series by file stem (`shares_accepted_per_s`), in name order.
@@ -32,7 +32,7 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    pub fn load(dir: &Path) -> Result<Inputs, ReportError> {
+    pub(crate) fn load(dir: &Path) -> Result<Inputs, ReportError> {
         let io = |source| ReportError::Io {
             path: dir.to_owned(),
             source,
@@ -101,11 +101,11 @@ impl Inputs {
         Ok(inputs)
     }
 
-    pub fn series(&self, name: &str) -> Option<&TimeSeries> {
+    pub(crate) fn series(&self, name: &str) -> Option<&TimeSeries> {
         self.series.iter().find(|(n, _)| n == name).map(|(_, s)| s)
     }
 
-    pub fn samples(&self, metric: &str) -> Option<&Samples> {
+    pub(crate) fn samples(&self, metric: &str) -> Option<&Samples> {
         self.samples
             .iter()
             .find(|(m, _)| m == metric)
@@ -113,7 +113,7 @@ impl Inputs {
     }
 
     /// Whether `name` is a role usage series (`role_cpu_pct`), whose columns are per role.
-    pub fn is_role_series(name: &str) -> bool {
+    pub(crate) fn is_role_series(name: &str) -> bool {
         name.starts_with(ROLE_PREFIX)
     }
 

@@ -50,17 +50,24 @@ pub use compare::{
     write_comparison, CompareError, ComparisonFiles, COMPARISON_HTML, COMPARISON_JSON,
 };
 
+/// The report's file name in a results directory.
 pub const REPORT_HTML: &str = "report.html";
+/// The printed report's file name in a results directory.
 pub const REPORT_PDF: &str = "report.pdf";
 
+/// Why the report could not be written.
 #[derive(Debug, Error)]
 pub enum ReportError {
+    /// A file could not be read or written.
     #[error("reading {}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The error.
         #[source]
         source: io::Error,
     },
+    /// The directory holds no results.
     #[error("{}: no results.json and no CSV series: not a results directory", .0.display())]
     NoResults(PathBuf),
 }
@@ -89,6 +96,7 @@ impl Default for ReportOptions {
 /// What became of report.pdf.
 #[derive(Debug)]
 pub enum PdfOutcome {
+    /// Printed to this path.
     Written(PathBuf),
     /// Not asked for.
     Disabled,
@@ -101,7 +109,9 @@ pub enum PdfOutcome {
 /// The files written.
 #[derive(Debug)]
 pub struct ReportFiles {
+    /// report.html.
     pub html: PathBuf,
+    /// What became of report.pdf.
     pub pdf: PdfOutcome,
 }
 
@@ -111,6 +121,7 @@ pub fn write_report(dir: &Path) -> Result<ReportFiles, ReportError> {
     write_report_with(dir, &ReportOptions::default())
 }
 
+/// [`write_report`] with `options`.
 pub fn write_report_with(dir: &Path, options: &ReportOptions) -> Result<ReportFiles, ReportError> {
     let html = render_html(dir)?;
     let html_path = dir.join(REPORT_HTML);

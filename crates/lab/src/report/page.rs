@@ -18,7 +18,7 @@ const SCRIPT: &str = include_str!("page.js");
 const CSP: &str =
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:";
 
-pub fn render(inputs: &Inputs) -> String {
+pub(crate) fn render(inputs: &Inputs) -> String {
     let results = inputs.results.as_ref();
     // A sweep's results.json holds its points, not configurations of its own.
     let sweep = results.filter(|r| r.root.get("sweep").is_some());

@@ -4,7 +4,7 @@ use std::fmt;
 
 /// An sRGB colour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rgb(pub u8, pub u8, pub u8);
+pub(crate) struct Rgb(pub u8, pub u8, pub u8);
 
 impl fmt::Display for Rgb {
     /// CSS hex notation (`#0072b2`).
@@ -14,7 +14,7 @@ impl fmt::Display for Rgb {
 }
 
 /// Roles shared by every configuration (`simnet`) and anything not tied to one.
-pub const SHARED: Rgb = Rgb(0x77, 0x77, 0x77);
+pub(crate) const SHARED: Rgb = Rgb(0x77, 0x77, 0x77);
 
 /// The Okabe–Ito colours (told apart with the common colour-vision deficiencies), without the
 /// yellow that vanishes on white.
@@ -30,18 +30,18 @@ const BASE: [Rgb; 7] = [
 
 /// Colours by position in the report's configuration order.
 #[derive(Debug, Clone)]
-pub struct Palette {
+pub(crate) struct Palette {
     configs: Vec<String>,
 }
 
 impl Palette {
-    pub fn new(configs: &[String]) -> Palette {
+    pub(crate) fn new(configs: &[String]) -> Palette {
         Palette {
             configs: configs.to_vec(),
         }
     }
 
-    pub fn colour(&self, config: &str) -> Rgb {
+    pub(crate) fn colour(&self, config: &str) -> Rgb {
         match self.configs.iter().position(|c| c == config) {
             Some(i) => nth(i),
             None => SHARED,
@@ -50,7 +50,7 @@ impl Palette {
 }
 
 /// The `i`th configuration's colour: the fixed set first, then hues a golden angle apart.
-pub fn nth(i: usize) -> Rgb {
+pub(crate) fn nth(i: usize) -> Rgb {
     if let Some(c) = BASE.get(i) {
         return *c;
     }

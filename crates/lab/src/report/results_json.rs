@@ -9,14 +9,14 @@ use serde_json::Value;
 
 /// A parsed results.json.
 #[derive(Debug, Clone)]
-pub struct Results {
+pub(crate) struct Results {
     pub root: Value,
     /// `configs` in the file's order: the first is the baseline of every comparison.
     pub configs: Vec<(String, Value)>,
 }
 
 impl Results {
-    pub fn parse(text: &str) -> Result<Results, serde_json::Error> {
+    pub(crate) fn parse(text: &str) -> Result<Results, serde_json::Error> {
         let root: Value = serde_json::from_str(text)?;
         // serde_json's Value sorts object keys, which would make `A` the baseline ahead of `sv1`;
         // the file's order is read separately.
@@ -30,17 +30,17 @@ impl Results {
         Ok(Results { root, configs })
     }
 
-    pub fn config_names(&self) -> Vec<String> {
+    pub(crate) fn config_names(&self) -> Vec<String> {
         self.configs.iter().map(|(n, _)| n.clone()).collect()
     }
 
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, key: &str) -> Option<&Value> {
         self.root.get(key).filter(|v| !v.is_null())
     }
 }
 
 /// The value at `path` below `v`, `None` when any step is missing or null.
-pub fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     let mut cur = v;
     for key in path {
         cur = cur.get(key)?;
@@ -49,7 +49,7 @@ pub fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 }
 
 /// The number at `path` (JSON numbers, and booleans as 0/1 are not numbers here).
-pub fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
+pub(crate) fn number_at(v: &Value, path: &[&str]) -> Option<f64> {
     at(v, path)
         .and_then(Value::as_f64)
         .filter(|x| x.is_finite())

@@ -4,16 +4,16 @@
 use super::csv::{number, Table};
 
 /// At most this many points per CDF line; the quantiles in between are not visible anyway.
-pub const MAX_CDF_POINTS: usize = 400;
+pub(crate) const MAX_CDF_POINTS: usize = 400;
 
 /// Samples per configuration, sorted ascending, configurations in order of first appearance.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Samples {
+pub(crate) struct Samples {
     pub per_config: Vec<(String, Vec<f64>)>,
 }
 
 impl Samples {
-    pub fn from_table(table: &Table) -> Result<Samples, &'static str> {
+    pub(crate) fn from_table(table: &Table) -> Result<Samples, &'static str> {
         let config = table.column("config").ok_or("no `config` column")?;
         let value = table
             .column("value_ms")
@@ -36,7 +36,7 @@ impl Samples {
         Ok(out)
     }
 
-    pub fn get(&self, config: &str) -> Option<&[f64]> {
+    pub(crate) fn get(&self, config: &str) -> Option<&[f64]> {
         self.per_config
             .iter()
             .find(|(c, _)| c == config)
@@ -45,7 +45,7 @@ impl Samples {
 }
 
 /// The value below which a fraction `q` of the sorted samples lie (nearest rank).
-pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }
@@ -55,12 +55,12 @@ pub fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
 /// Fractions whose points a thinned CDF always keeps, the percentiles results.json stores below
 /// the maximum: read off the curve, the median or the 99th percentile is the sample itself, not
 /// a neighbour a few hundred ranks away.
-pub const KEPT_QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
+pub(crate) const KEPT_QUANTILES: [f64; 3] = [0.5, 0.95, 0.99];
 
 /// The empirical CDF of `sorted` as (value, fraction of samples at or below it) points, starting
 /// at fraction 0 at the smallest sample and ending at 1 at the largest, thinned to at most
 /// [`MAX_CDF_POINTS`]: evenly spaced ranks, plus the ranks of [`KEPT_QUANTILES`] and the last.
-pub fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
+pub(crate) fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
     let n = sorted.len();
     if n == 0 {
         return Vec::new();
@@ -86,7 +86,7 @@ pub fn cdf(sorted: &[f64]) -> Vec<(f64, f64)> {
 /// A CDF from stored percentiles (`(fraction, value)`, e.g. `(0.5, p50)`, `(1.0, max)`) as
 /// (value, fraction) points in order of fraction. A value below an earlier one (percentiles
 /// rounded differently) is raised to it, so the curve never runs backwards.
-pub fn cdf_from_percentiles(percentiles: &[(f64, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn cdf_from_percentiles(percentiles: &[(f64, f64)]) -> Vec<(f64, f64)> {
     let mut sorted: Vec<(f64, f64)> = percentiles
         .iter()
         .copied()

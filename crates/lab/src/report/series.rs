@@ -5,17 +5,17 @@ use super::csv::{number, Table};
 
 /// At most this many points per line: a chart is about 600 pixels wide, and an hour-long run at
 /// one row per second would otherwise put 3,600 points per line into the page.
-pub const MAX_POINTS: usize = 600;
+pub(crate) const MAX_POINTS: usize = 600;
 
 /// One CSV time series: the time column and every other column.
 #[derive(Debug, Clone, PartialEq)]
-pub struct TimeSeries {
+pub(crate) struct TimeSeries {
     pub t_s: Vec<f64>,
     pub columns: Vec<Column>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Column {
+pub(crate) struct Column {
     pub name: String,
     /// One value per time; `None` where the cell is empty or not a number.
     pub values: Vec<Option<f64>>,
@@ -23,7 +23,7 @@ pub struct Column {
 
 impl TimeSeries {
     /// The first column is time in seconds; rows without a numeric time are left out.
-    pub fn from_table(table: &Table) -> Result<TimeSeries, &'static str> {
+    pub(crate) fn from_table(table: &Table) -> Result<TimeSeries, &'static str> {
         if table.header.len() < 2 {
             return Err("no column besides the time");
         }
@@ -48,14 +48,14 @@ impl TimeSeries {
     }
 
     #[cfg(test)]
-    pub fn column(&self, name: &str) -> Option<&Column> {
+    pub(crate) fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|c| c.name == name)
     }
 
     /// The column's points as (t, value) segments, split where values are missing, averaged over
     /// equal buckets of rows when there are more than [`MAX_POINTS`] rows (a bucket's mean of a
     /// per-second rate is still a rate).
-    pub fn segments(&self, column: &Column) -> Vec<Vec<(f64, f64)>> {
+    pub(crate) fn segments(&self, column: &Column) -> Vec<Vec<(f64, f64)>> {
         let rows = self.t_s.len().min(column.values.len());
         let bucket = rows.div_ceil(MAX_POINTS).max(1);
         let mut segments = Vec::new();
@@ -87,7 +87,7 @@ impl TimeSeries {
 
 /// Splits a role-usage column name (`<config>.<role>`) into its config and role; names without a
 /// known config prefix are shared roles (`simnet`).
-pub fn split_role<'a>(name: &'a str, configs: &[String]) -> (Option<&'a str>, &'a str) {
+pub(crate) fn split_role<'a>(name: &'a str, configs: &[String]) -> (Option<&'a str>, &'a str) {
     // The longest matching config wins, so that `sv1-proxied.pool` is not read as config `sv1`.
     let mut best: Option<(&str, &str)> = None;
     for c in configs {

@@ -12,7 +12,7 @@ use super::units::{exact, format_pct, Unit, MISSING};
 
 /// Which direction of change is an improvement, for colouring deltas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Better {
+pub(crate) enum Better {
     Higher,
     Lower,
     Neither,
@@ -21,7 +21,7 @@ pub enum Better {
 impl Better {
     /// Whether a change of `diff` is an improvement (`Some(true)`), a worsening
     /// (`Some(false)`), or neither (no change, or a figure with no better direction).
-    pub fn judge(self, diff: f64) -> Option<bool> {
+    pub(crate) fn judge(self, diff: f64) -> Option<bool> {
         match self {
             Better::Higher if diff > 0.0 => Some(true),
             Better::Higher if diff < 0.0 => Some(false),
@@ -33,7 +33,7 @@ impl Better {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
+pub(crate) enum Cell {
     Number(f64),
     Text(String),
     /// Not in the results; a distribution without samples says why.
@@ -43,7 +43,7 @@ pub enum Cell {
 }
 
 #[derive(Debug, Clone)]
-pub struct Row {
+pub(crate) struct Row {
     /// The figure's path in a configuration's object, dotted (`shares.accepted`).
     pub key: String,
     pub label: String,
@@ -54,26 +54,26 @@ pub struct Row {
 }
 
 #[derive(Debug, Clone)]
-pub struct Group {
+pub(crate) struct Group {
     pub title: String,
     pub rows: Vec<Row>,
 }
 
 #[derive(Debug, Clone)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub configs: Vec<String>,
     pub groups: Vec<Group>,
 }
 
 /// A configuration's figure minus the baseline's, and that difference relative to the baseline.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Delta {
+pub(crate) struct Delta {
     pub abs: f64,
     /// `None` when the baseline is zero and the figures differ.
     pub pct: Option<f64>,
 }
 
-pub fn delta(base: &Cell, other: &Cell) -> Option<Delta> {
+pub(crate) fn delta(base: &Cell, other: &Cell) -> Option<Delta> {
     let (Cell::Number(b), Cell::Number(o)) = (base, other) else {
         return None;
     };
@@ -89,7 +89,7 @@ pub fn delta(base: &Cell, other: &Cell) -> Option<Delta> {
 }
 
 /// Distributions in the order the report discusses them (docs/metrics.md).
-pub const DISTRIBUTIONS: [(&str, &str); 8] = [
+pub(crate) const DISTRIBUTIONS: [(&str, &str); 8] = [
     ("time_to_job_ms", "Time to job: per template and device"),
     (
         "time_to_job_first_ms",
@@ -138,7 +138,7 @@ const ROLE_ROWS: [(&str, &str, Unit); 5] = [
 ];
 
 impl Summary {
-    pub fn from_results(results: &Results) -> Summary {
+    pub(crate) fn from_results(results: &Results) -> Summary {
         let mut b = Builder {
             configs: &results.configs,
             used: HashSet::new(),
@@ -276,7 +276,7 @@ impl Summary {
     }
 
     #[cfg(test)]
-    pub fn row(&self, key: &str) -> Option<&Row> {
+    pub(crate) fn row(&self, key: &str) -> Option<&Row> {
         self.groups
             .iter()
             .flat_map(|g| &g.rows)
@@ -536,7 +536,7 @@ fn unit_by_name(key: &str) -> Unit {
 }
 
 /// Writes the summary as an HTML table.
-pub fn render(summary: &Summary, palette: &Palette, out: &mut String) {
+pub(crate) fn render(summary: &Summary, palette: &Palette, out: &mut String) {
     let configs = &summary.configs;
     let Some(base) = configs.first() else {
         out.push_str("<p class=\"note\">results.json names no configurations.</p>\n");

@@ -16,7 +16,7 @@ use super::validity;
 use crate::sweep;
 
 /// The sweep's page body, from its results.json.
-pub fn render(results: &Results, palette: &Palette, out: &mut String) {
+pub(crate) fn render(results: &Results, palette: &Palette, out: &mut String) {
     let root = &results.root;
     let Some(s) = root.get("sweep") else {
         return;

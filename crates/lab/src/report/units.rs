@@ -5,7 +5,7 @@
 
 /// The unit of a figure in the summary table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Shares, blocks, samples, events.
     Count,
     /// Percent (0 to 100).
@@ -28,7 +28,7 @@ pub enum Unit {
 
 impl Unit {
     /// The unit as written in the table's unit column.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             Unit::Count => "",
             Unit::Percent => "%",
@@ -43,7 +43,7 @@ impl Unit {
     }
 
     /// `value` for a reader: grouped digits, precision by magnitude, bytes scaled to KiB/MiB/GiB.
-    pub fn format(self, value: f64) -> String {
+    pub(crate) fn format(self, value: f64) -> String {
         match self {
             Unit::Count if value.fract() == 0.0 => group(value, 0),
             Unit::Bytes => binary(value, "B"),
@@ -54,7 +54,7 @@ impl Unit {
 
     /// `value` as a sentence gives it: fewer digits than the table (`340 ms`, `4.5 ms`,
     /// `0.12 %`), bytes scaled as in [`Unit::format`].
-    pub fn prose(self, value: f64) -> String {
+    pub(crate) fn prose(self, value: f64) -> String {
         match self {
             Unit::Bytes | Unit::BytesPerSec => self.format(value),
             _ => {
@@ -73,23 +73,23 @@ impl Unit {
     }
 
     /// [`Unit::prose`] of a difference, with its sign.
-    pub fn prose_delta(self, delta: f64) -> String {
+    pub(crate) fn prose_delta(self, delta: f64) -> String {
         let sign = sign(delta);
         format!("{sign}{}", self.prose(delta.abs()))
     }
 
     /// A difference between two figures of this unit, with its sign.
-    pub fn format_delta(self, delta: f64) -> String {
+    pub(crate) fn format_delta(self, delta: f64) -> String {
         let sign = sign(delta);
         format!("{sign}{}", self.format(delta.abs()))
     }
 }
 
 /// What a missing figure shows.
-pub const MISSING: &str = "—";
+pub(crate) const MISSING: &str = "—";
 
 /// A relative change in percent, with its sign.
-pub fn format_pct(pct: f64) -> String {
+pub(crate) fn format_pct(pct: f64) -> String {
     let sign = sign(pct);
     format!("{sign}{}%", decimal(pct.abs()))
 }
@@ -106,7 +106,7 @@ fn sign(x: f64) -> &'static str {
 }
 
 /// A plain number from the results, shortest exact form (as JSON writes it).
-pub fn exact(value: f64) -> String {
+pub(crate) fn exact(value: f64) -> String {
     if value.fract() == 0.0 && value.abs() < 1e15 {
         format!("{value:.0}")
     } else {

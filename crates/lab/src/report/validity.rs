@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::html::{escape, push};
 use super::results_json::Results;
 
-pub fn render(results: Option<&Results>, out: &mut String) {
+pub(crate) fn render(results: Option<&Results>, out: &mut String) {
     let valid = results
         .and_then(|r| r.get("valid"))
         .and_then(Value::as_bool);

@@ -12,12 +12,15 @@ use std::time::Duration;
 pub struct SimTime(pub u64);
 
 impl SimTime {
+    /// The run's start.
     pub const ZERO: SimTime = SimTime(0);
 
+    /// This instant plus `d` (saturating).
     pub fn plus(self, d: Duration) -> SimTime {
         SimTime(self.0.saturating_add(nanos(d)))
     }
 
+    /// Time from `earlier` to this instant; zero if `earlier` is later.
     pub fn since(self, earlier: SimTime) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
@@ -32,6 +35,7 @@ impl SimTime {
         self.0
     }
 
+    /// Seconds since the run started.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1e9
     }
@@ -90,6 +94,7 @@ impl<E> Default for EventQueue<E> {
 }
 
 impl<E> EventQueue<E> {
+    /// An empty queue.
     pub fn new() -> Self {
         Self::default()
     }
@@ -128,6 +133,7 @@ impl<E> EventQueue<E> {
         Some((s.at, s.event))
     }
 
+    /// Whether no event is queued.
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }

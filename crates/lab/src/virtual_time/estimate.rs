@@ -16,7 +16,9 @@ use serde::Serialize;
 /// A fraction and its 95% confidence interval.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Estimate {
+    /// The fraction.
     pub value: f64,
+    /// Its 95% confidence interval, `[low, high]`.
     pub ci95: [f64; 2],
     /// Independent units (tips) behind it.
     pub clusters: u32,
@@ -50,6 +52,7 @@ impl Estimate {
         })
     }
 
+    /// Whether `x` lies within the 95% interval.
     pub fn contains(&self, x: f64) -> bool {
         self.ci95[0] <= x && x <= self.ci95[1]
     }
@@ -59,6 +62,7 @@ impl Estimate {
         self.ci95[0] <= other.ci95[1] && other.ci95[0] <= self.ci95[1]
     }
 
+    /// Half the 95% interval's width.
     pub fn half_width(&self) -> f64 {
         (self.ci95[1] - self.ci95[0]) / 2.0
     }

@@ -15,13 +15,16 @@ use super::clock::SimTime;
 /// Shares of one tip's job, by the pool's verdict.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TipShares {
+    /// Shares accepted.
     pub accepted: u64,
+    /// Shares rejected as stale.
     pub stale: u64,
     /// Any other rejection (none is expected: it would be a bug in a core, not latency).
     pub other: u64,
 }
 
 impl TipShares {
+    /// Shares with a verdict.
     pub fn judged(&self) -> u64 {
         self.accepted + self.stale + self.other
     }
@@ -30,11 +33,15 @@ impl TipShares {
 /// Share counts as the devices saw them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DeviceShares {
+    /// Shares the devices sent.
     pub sent: u64,
+    /// Accepted.
     pub accepted: u64,
     /// Rejected with code 21 (job not found: superseded).
     pub stale: u64,
+    /// Rejected for any other reason.
     pub other: u64,
+    /// Sent but never answered.
     pub unanswered: u64,
     /// Found but never sent (too many pending).
     pub dropped: u64,
@@ -49,6 +56,7 @@ pub struct Ledger {
     in_flight: HashMap<(u64, u64), u32>,
     /// Tips whose jobs are counted: `measured.0 ..= measured.1`.
     measured: (u32, u32),
+    /// Pool verdicts per tip, indexed by tip.
     pub by_tip: Vec<TipShares>,
     /// Pool verdicts on shares of jobs outside the measured tips (warm-up).
     pub unmeasured: TipShares,
@@ -56,10 +64,12 @@ pub struct Ledger {
     pub devices: DeviceShares,
     /// From a tip to its job reaching a device, over measured tips and all devices.
     pub job_delay: Option<(Duration, Duration)>,
+    /// Protocol errors the devices hit, as messages.
     pub protocol_errors: Vec<String>,
 }
 
 impl Ledger {
+    /// A ledger for tips created at `tip_times`, counting tips `measured.0 ..= measured.1`.
     pub fn new(tip_times: Vec<SimTime>, measured: (u32, u32)) -> Self {
         let tips = tip_times.len();
         Ledger {
@@ -75,6 +85,7 @@ impl Ledger {
         }
     }
 
+    /// When tip `k` was created.
     pub fn tip_time(&self, k: u32) -> SimTime {
         self.tip_times[k as usize]
     }
@@ -113,6 +124,7 @@ impl Ledger {
         &self.by_tip[self.measured.0 as usize..=self.measured.1 as usize]
     }
 
+    /// Shares awaiting their verdict at the device.
     pub fn shares_in_flight(&self) -> usize {
         self.in_flight.len()
     }

@@ -78,6 +78,7 @@ pub use sim::SimError;
 /// What a stale-model run found, beside what the model predicts.
 #[derive(Clone, Debug)]
 pub struct StaleModelResult {
+    /// The parameters the run was given.
     pub params: StaleModelParams,
     /// Stale shares over judged shares on the measured tips' jobs, by the pool's verdicts,
     /// with the 95% interval of tips as samples.
@@ -130,15 +131,25 @@ impl StaleModelResult {
 /// [`StaleModelResult`] in a few numbers (serializable, for logs and reports).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
+    /// The round trip between devices and pool, in ms.
     pub rtt_ms: f64,
+    /// The pool's processing delay, in ms.
     pub processing_ms: f64,
+    /// The mean block interval, in seconds.
     pub block_interval_s: f64,
+    /// Measured tips.
     pub tips: u32,
+    /// Shares the pool judged on the measured tips' jobs.
     pub shares: u64,
+    /// Of those, stale.
     pub stale: u64,
+    /// `stale / shares`.
     pub stale_fraction: f64,
+    /// 95% confidence interval of `stale_fraction`.
     pub ci95: [f64; 2],
+    /// The model's stale fraction, `1 − e^(−(r + processing)/B)`.
     pub expected: f64,
+    /// Its first-order form, `(r + processing)/B`.
     pub linear: f64,
 }
 

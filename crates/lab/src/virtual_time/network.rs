@@ -71,6 +71,7 @@ pub struct Node {
 }
 
 impl Node {
+    /// A node whose mempool follows from `seed`.
     pub fn new(seed: u64) -> Self {
         let tag = sha256d(&[&seed.to_le_bytes()[..], b"mempool"].concat());
         Node {

@@ -13,14 +13,19 @@ pub enum Hashing {
     /// the pool). Hashing at a constant rate with a tiny success chance per hash is such a
     /// process; drawing its times directly costs a few hashes per share instead of the hash
     /// rate that would resolve the stale window, so thousands of tips run in seconds.
-    Poisson { shares_per_second: f64 },
+    Poisson {
+        /// Shares per second per device.
+        shares_per_second: f64,
+    },
     /// Each device hashes at `hash_rate` in slices of `slice` of virtual time, as the fleet's
     /// runner does: at each slice's end it hashes the slice's allowance on the job it holds
     /// then, and sends what it found. The slices' phase is random per device. A job reaches
     /// the hashing only at the first slice after its notify, but so does the stale window's
     /// start, so on average slices neither widen nor narrow the window (see [`super`]).
     Sliced {
+        /// Each device's hash rate.
         hash_rate: HashRate,
+        /// The virtual time between hashing rounds.
         slice: Duration,
     },
 }
@@ -45,6 +50,7 @@ impl Hashing {
     }
 }
 
+/// What a stale-model run simulates.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StaleModelParams {
     /// Network block interval `B`: new tips arrive as a Poisson process with this mean gap.
@@ -58,9 +64,11 @@ pub struct StaleModelParams {
     /// Tips measured. Two more are simulated: the one the devices start on, and the one that
     /// ends the last measured tip's job.
     pub tips: u32,
+    /// Devices, each on its own connection.
     pub devices: u32,
     /// The share difficulty the pool sets (pinned: vardiff never moves it).
     pub share_difficulty: Difficulty,
+    /// How the devices find shares.
     pub hashing: Hashing,
     /// The firmware the devices imitate (handshake, version rolling).
     pub profile: Profile,
@@ -88,23 +96,32 @@ impl Default for StaleModelParams {
     }
 }
 
+/// Why stale-model parameters cannot run.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ParamsError {
+    /// The block interval is zero.
     #[error("block interval must be positive")]
     BlockInterval,
+    /// Fewer than 2 tips (the number given).
     #[error("at least 2 tips are needed for an interval, got {0}")]
     Tips(u32),
+    /// No device.
     #[error("at least one device is needed")]
     Devices,
+    /// The share rate (given) is not a positive number.
     #[error("share rate must be a positive number, got {0}")]
     ShareRate(f64),
+    /// A zero slice or a zero hash rate.
     #[error("slice must be positive and hash rate above zero")]
     Slice,
+    /// Shares expected in one job's stint on one device, more than the pool's duplicate table
+    /// holds (its capacity is the second number).
     #[error("{0} shares expected in one job's stint on one device; the pool's duplicate table holds {1}")]
     TooManySharesPerJob(f64, usize),
 }
 
 impl StaleModelParams {
+    /// Checks the parameters before a run.
     pub fn validate(&self) -> Result<(), ParamsError> {
         if self.block_interval.is_zero() {
             return Err(ParamsError::BlockInterval);

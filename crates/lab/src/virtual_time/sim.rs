@@ -28,22 +28,46 @@ use super::params::{Hashing, ParamsError, StaleModelParams};
 /// Shares a pool channel remembers for duplicate detection (see [`StaleModelParams::validate`]).
 pub(crate) const DEDUP_CAPACITY: usize = 1 << 16;
 
+/// Why a stale-model run stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The parameters cannot run.
     #[error(transparent)]
     Params(#[from] ParamsError),
+    /// The device settings are invalid.
     #[error("device settings: {0}")]
     Device(#[from] fleet::sv1_device::ConfigError),
+    /// The pool could not build a job.
     #[error("the pool cannot build a job: {0}")]
     Job(String),
+    /// A device closed its connection.
     #[error("device {device} closed its connection: {reason}")]
-    DeviceClosed { device: usize, reason: CloseReason },
+    DeviceClosed {
+        /// The device's index.
+        device: usize,
+        /// Why it closed.
+        reason: CloseReason,
+    },
+    /// The pool closed a device's connection.
     #[error("the pool closed device {device}'s connection: {reason:?}")]
-    PoolClosed { device: usize, reason: Close },
+    PoolClosed {
+        /// The device's index.
+        device: usize,
+        /// Why it closed.
+        reason: Close,
+    },
+    /// A device hit a protocol error.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A device found no share in its allowance of hashes.
     #[error("device {device} found no share in {hashes} hashes")]
-    NoShare { device: usize, hashes: u64 },
+    NoShare {
+        /// The device's index.
+        device: usize,
+        /// Hashes it tried.
+        hashes: u64,
+    },
+    /// Shares of measured tips (this many) never got a verdict.
     #[error("{0} shares of measured tips never got a verdict")]
     Unanswered(usize),
 }
@@ -83,12 +107,17 @@ struct Rig {
 
 /// What a finished run counted (assembled into a `StaleModelResult` by the caller).
 pub struct Outcome {
+    /// Share verdicts, by tip and as the devices saw them.
     pub ledger: Ledger,
+    /// Header hashes the devices computed.
     pub hashes: u64,
+    /// Events processed.
     pub events: u64,
+    /// Virtual time at the end.
     pub end: SimTime,
 }
 
+/// The stale-model simulator: devices, pool and network in virtual time.
 pub struct Sim {
     params: StaleModelParams,
     one_way: Duration,
@@ -106,6 +135,7 @@ pub struct Sim {
 }
 
 impl Sim {
+    /// A simulator for `params`, its tip times drawn from the seed.
     pub fn new(params: StaleModelParams) -> Result<Sim, SimError> {
         params.validate()?;
         let p = &params;
