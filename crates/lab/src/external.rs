@@ -615,7 +615,7 @@ mod tests {
         v.set("rpc_user", "lab");
         v.set("rpc_password", "pw");
         v.set("payout_address", "bcrt1qexample");
-        v.set("dir", "/tmp/x");
+        v.set("dir", "run/ckpool.pool");
         v
     }
 
@@ -633,7 +633,10 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(&conf).unwrap();
         assert_eq!(json["btcd"][0]["url"], "127.0.0.1:18443");
-        assert_eq!(v.fill("{dir}/ckpool.conf").unwrap(), "/tmp/x/ckpool.conf");
+        assert_eq!(
+            v.fill("{dir}/ckpool.conf").unwrap(),
+            "run/ckpool.pool/ckpool.conf"
+        );
         assert_eq!(v.fill("{}{ x}{A}").unwrap(), "{}{ x}{A}");
     }
 

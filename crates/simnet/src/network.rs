@@ -1048,21 +1048,48 @@ fn base_block(
     parent: Hash256,
 ) -> StoredBlock {
     let height = config.start_height;
+    let time = config.start_unix_time.saturating_sub(600) as u32;
+    let coinbase = network_coinbase(height, payout, &config.seed.to_le_bytes(), true);
+    coinbase_only_block(height, coinbase, parent, time, bits, 0)
+}
+
+/// The network's coinbase at `height`: the subsidy to `payout`, with a witness commitment
+/// where the block must have one (the base; the history below it has no witness data).
+fn network_coinbase(
+    height: u32,
+    payout: &[u8],
+    extranonce: &[u8; 8],
+    witness: bool,
+) -> Transaction {
     let mut spec = CoinbaseSpec::new(height, 8);
     spec.tag = b"/simnet/".to_vec();
     spec.payouts.push(Payout {
         script_pubkey: payout.to_vec().into(),
         value: primitives::bitcoin::Amount::from_sat(block_subsidy(height)),
     });
-    spec.witness_commitment = Some(witness_commitment(&[], &WITNESS_RESERVED_VALUE));
-    let coinbase = coinbase_tx(&spec, &config.seed.to_le_bytes());
+    if witness {
+        spec.witness_commitment = Some(witness_commitment(&[], &WITNESS_RESERVED_VALUE));
+    }
+    coinbase_tx(&spec, extranonce)
+}
+
+/// A block of the network from before the start (the base, its history): `coinbase` alone on
+/// `prev`.
+fn coinbase_only_block(
+    height: u32,
+    coinbase: Transaction,
+    prev: Hash256,
+    time: u32,
+    bits: CompactTarget,
+    nonce: u32,
+) -> StoredBlock {
     let header = Header {
         version: TEMPLATE_VERSION,
-        prev_hash: parent,
+        prev_hash: prev,
         merkle_root: coinbase.compute_txid().into(),
-        time: config.start_unix_time.saturating_sub(600) as u32,
+        time,
         bits,
-        nonce: 0,
+        nonce,
     };
     StoredBlock::new(
         header,
@@ -1099,34 +1126,12 @@ fn synthetic_history(
     let mut prev = if depth == top { Hash256::ZERO } else { below };
     let mut blocks = Vec::with_capacity(depth as usize);
     for height in top - depth..top {
-        let mut spec = CoinbaseSpec::new(height, 8);
-        spec.tag = b"/simnet/".to_vec();
-        spec.payouts.push(Payout {
-            script_pubkey: payout.to_vec().into(),
-            value: primitives::bitcoin::Amount::from_sat(block_subsidy(height)),
-        });
-        let coinbase = coinbase_tx(&spec, &u64::from(height).to_le_bytes());
+        let coinbase = network_coinbase(height, payout, &u64::from(height).to_le_bytes(), false);
         let early = rng.next_u32() % 300;
         let time = base_time
             .saturating_sub(600 * u64::from(top - height))
             .saturating_sub(u64::from(early));
-        let header = Header {
-            version: TEMPLATE_VERSION,
-            prev_hash: prev,
-            merkle_root: coinbase.compute_txid().into(),
-            time: time as u32,
-            bits,
-            nonce: rng.next_u32(),
-        };
-        let block = StoredBlock::new(
-            header,
-            height,
-            coinbase,
-            Vec::new(),
-            0,
-            BlockSource::Start,
-            SimTime::ZERO,
-        );
+        let block = coinbase_only_block(height, coinbase, prev, time as u32, bits, rng.next_u32());
         prev = block.hash;
         blocks.push(Arc::new(block));
     }

@@ -4,8 +4,11 @@
 
 mod common;
 
+mod zmq_support;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use zmq_support::{display, seq};
 
 use common::{payout_script, Draft};
 use events::EventSink;
@@ -143,16 +146,6 @@ fn blocks_only() -> ZmqConfig {
         topics: vec![Topic::HashBlock, Topic::RawBlock],
         ..ZmqConfig::default()
     }
-}
-
-fn display(hash: Hash256) -> Vec<u8> {
-    let mut b = hash.to_byte_array();
-    b.reverse();
-    b.to_vec()
-}
-
-fn seq(frame: &[u8]) -> u32 {
-    u32::from_le_bytes(frame.try_into().expect("a 4-byte sequence number"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,10 @@
 #[path = "common/mod.rs"]
 mod common;
 
+mod zmq_support;
+
 use std::time::Duration;
+use zmq_support::{display, seq};
 
 use events::EventSink;
 use primitives::bitcoin::consensus::deserialize;
@@ -25,16 +28,6 @@ async fn recv(s: &mut SubSocket) -> Vec<Vec<u8>> {
         .expect("a message in time")
         .unwrap();
     m.into_vec().into_iter().map(|b| b.to_vec()).collect()
-}
-
-fn display(hash: Hash256) -> Vec<u8> {
-    let mut b = hash.to_byte_array();
-    b.reverse();
-    b.to_vec()
-}
-
-fn seq(frame: &[u8]) -> u32 {
-    u32::from_le_bytes(frame.try_into().expect("a 4-byte sequence number"))
 }
 
 /// Checks that each topic's sequence numbers go up by one from the first one seen.
