@@ -1,58 +1,111 @@
 //! Settings come from an optional TOML file (`--config`) overlaid with command-line flags.
 //!
-//! Each subcommand has one `Args` struct (clap: every flag optional) and one `Config` struct
-//! (serde: defaults filled in). Rather than merging field by field, flags that were given are
-//! serialized to a TOML table and laid over the file's table, and the result is deserialized into
-//! the config. A flag therefore always wins over the file, the file's keys are the flags' names in
-//! snake_case, and a misspelt key in the file is an error instead of being ignored.
+//! Each role declares its settings once, as one struct that clap reads flags into (every flag
+//! with its default) and serde reads a config file into ([`RoleSettings`]). The struct as the
+//! flags left it is serialized to a TOML table; the file's keys replace the values of the flags
+//! that were not given (on the command line or through their environment variable), and the
+//! table is read back into the struct. A flag therefore always wins over the file, the file's
+//! keys are the flags' names in snake_case, and a misspelt key in the file is an error instead
+//! of being ignored. The defaults are the flags' defaults, wherever the settings are read from.
+//!
+//! Subcommands that are not roles (`run`, `report`, `events`) still keep a struct of optional
+//! flags beside the settings they fill ([`load`]).
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, FromArgMatches};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::cmd::edge::EdgeArgs;
+/// A role's settings, declared once: its flags (clap) are its config file's keys (serde).
+///
+/// Every field is a flag of the same name (a flattened group's fields too), so that the
+/// file's keys can be checked against the flags; `config` itself is `#[serde(skip)]`.
+pub trait RoleSettings: Args + FromArgMatches + Serialize + DeserializeOwned {
+    /// The `--config` field: the file the settings were read from, if any.
+    fn config_mut(&mut self) -> &mut Option<PathBuf>;
+}
+
+/// Makes a struct of flags a role's settings: [`RoleSettings`] through its `config` field, and
+/// `Default` as the flags' defaults.
+macro_rules! role_settings {
+    ($t:ty) => {
+        impl Default for $t {
+            fn default() -> Self {
+                $crate::config::defaults()
+            }
+        }
+
+        impl $crate::config::RoleSettings for $t {
+            fn config_mut(&mut self) -> &mut Option<std::path::PathBuf> {
+                &mut self.config
+            }
+        }
+    };
+}
+pub(crate) use role_settings;
+
+/// The settings of a role whose flags `matches` holds: the flags over the file over the
+/// defaults.
+pub fn resolve<S: RoleSettings>(matches: &ArgMatches) -> Result<S> {
+    let mut flags = S::from_arg_matches(matches).context("reading the flags")?;
+    let Some(path) = flags.config_mut().clone() else {
+        return Ok(flags);
+    };
+    let file = read_table(&path)?;
+    let keys: BTreeSet<String> = S::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .map(|a| a.get_id().to_string())
+        .filter(|id| id != "config")
+        .collect();
+    let mut table = toml::Table::try_from(&flags).context("serializing command-line flags")?;
+    let what = path.display();
+    for (key, value) in file {
+        if !keys.contains(&key) {
+            bail!(
+                "invalid settings in {what}: unknown field `{key}` (the keys are the flags' \
+                 names in snake_case)"
+            );
+        }
+        let given = matches!(
+            matches.value_source(&key),
+            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+        );
+        if !given {
+            table.insert(key, value);
+        }
+    }
+    let mut settings = S::deserialize(toml::Value::Table(table))
+        .with_context(|| format!("invalid settings in {what} and flags"))?;
+    // `config` is not a key (serde skips it): put back the file it named.
+    *settings.config_mut() = Some(path);
+    Ok(settings)
+}
+
+/// The settings with every flag at its default (what a command line without flags gives).
+pub fn defaults<S: RoleSettings>() -> S {
+    parse::<S>(&[]).expect("the defaults are valid settings")
+}
+
+/// The settings a command line gives (`args` without the program and subcommand name), with
+/// the file it names.
+pub fn parse<S: RoleSettings>(args: &[&str]) -> Result<S> {
+    let matches = S::augment_args(clap::Command::new("settings").no_binary_name(true))
+        .try_get_matches_from(args)?;
+    resolve(&matches)
+}
 
 /// Reads `path` (if given) and applies `overrides` (the subcommand's flags; `None`s must be
 /// skipped when serializing) on top.
 pub fn load<C: DeserializeOwned>(path: Option<&Path>, overrides: &impl Serialize) -> Result<C> {
-    let (table, what) = merged(path, overrides)?;
-    C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
-}
-
-/// [`load`] for a role that listens: the connection edge's keys (`crate::cmd::edge::KEYS`,
-/// flattened into the role's flags) are taken out and read as [`EdgeArgs`], the rest as `C`.
-pub fn load_with_edge<C: DeserializeOwned>(
-    path: Option<&Path>,
-    overrides: &impl Serialize,
-) -> Result<(C, EdgeArgs)> {
-    let (mut table, what) = merged(path, overrides)?;
-    let mut edge = toml::Table::new();
-    for key in crate::cmd::edge::KEYS {
-        if let Some(v) = table.remove(*key) {
-            edge.insert((*key).to_owned(), v);
-        }
-    }
-    let edge = EdgeArgs::deserialize(toml::Value::Table(edge))
-        .with_context(|| format!("invalid connection limits in {what}"))?;
-    let c = C::deserialize(toml::Value::Table(table))
-        .with_context(|| format!("invalid settings in {what}"))?;
-    Ok((c, edge))
-}
-
-/// The file's table with the given flags laid over it, and what it was read from.
-fn merged(path: Option<&Path>, overrides: &impl Serialize) -> Result<(toml::Table, String)> {
     let mut table = match path {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("reading config file {}", p.display()))?;
-            toml::from_str::<toml::Table>(&text)
-                .with_context(|| format!("parsing config file {}", p.display()))?
-        }
+        Some(p) => read_table(p)?,
         None => toml::Table::new(),
     };
     let flags = toml::Table::try_from(overrides).context("serializing command-line flags")?;
@@ -63,7 +116,15 @@ fn merged(path: Option<&Path>, overrides: &impl Serialize) -> Result<(toml::Tabl
         || "flags".to_owned(),
         |p| format!("{} and flags", p.display()),
     );
-    Ok((table, what))
+    C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
+}
+
+/// A config file's table.
+fn read_table(p: &Path) -> Result<toml::Table> {
+    let text = std::fs::read_to_string(p)
+        .with_context(|| format!("reading config file {}", p.display()))?;
+    toml::from_str::<toml::Table>(&text)
+        .with_context(|| format!("parsing config file {}", p.display()))
 }
 
 /// A setting that takes one value or a list (`upstream = "a"` or `upstream = ["a", "b"]`): a
@@ -214,6 +275,93 @@ mod tests {
         };
         let c: Conf = load(Some(f.path()), &flags).unwrap();
         assert_eq!(c.interval, Dur::ZERO);
+    }
+
+    /// A role's settings as the roles declare theirs: one struct, flags with defaults.
+    #[derive(clap::Args, Serialize, Deserialize, Debug)]
+    struct Role {
+        #[arg(long)]
+        #[serde(skip)]
+        config: Option<PathBuf>,
+        #[arg(long, default_value = "10s")]
+        interval: Dur,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long)]
+        solo: bool,
+        #[arg(long, env = "STRATUMLAB_CONFIG_TEST_SECRET")]
+        secret: Option<String>,
+        #[arg(long)]
+        #[serde(deserialize_with = "one_or_many")]
+        upstream: Vec<String>,
+    }
+
+    impl RoleSettings for Role {
+        fn config_mut(&mut self) -> &mut Option<PathBuf> {
+            &mut self.config
+        }
+    }
+
+    #[test]
+    fn a_role_reads_defaults_then_its_file_then_its_flags() {
+        let r: Role = defaults();
+        assert_eq!((r.interval, r.seed, r.solo), (Dur::from_secs(10), 1, false));
+        assert!(r.name.is_none() && r.upstream.is_empty() && r.config.is_none());
+        let f =
+            file("seed = 7\ninterval = \"145ms\"\nname = \"lab\"\nsolo = true\nupstream = \"a\"\n");
+        let path = f.path().to_str().unwrap();
+        let r: Role = parse(&["--config", path]).unwrap();
+        assert_eq!(
+            (r.interval, r.seed, r.solo),
+            (Dur::from_millis(145), 7, true)
+        );
+        assert_eq!(
+            (r.name.as_deref(), r.upstream.as_slice()),
+            (Some("lab"), &["a".to_owned()][..])
+        );
+        assert_eq!(
+            r.config.as_deref(),
+            Some(f.path()),
+            "the file it was read from"
+        );
+        // A flag given wins, even when it says what the default says; the rest stays the file's.
+        let r: Role = parse(&[
+            "--config",
+            path,
+            "--seed",
+            "1",
+            "--upstream",
+            "b",
+            "--upstream",
+            "c",
+        ])
+        .unwrap();
+        assert_eq!((r.seed, r.interval), (1, Dur::from_millis(145)));
+        assert_eq!(r.upstream, ["b", "c"]);
+        // Misspelt keys, and keys no flag has, are errors that name the key.
+        let f = file("sed = 7\n");
+        let e = parse::<Role>(&["--config", f.path().to_str().unwrap()]).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown field `sed`"), "{e:#}");
+        let f = file("config = \"other.toml\"\n");
+        assert!(parse::<Role>(&["--config", f.path().to_str().unwrap()]).is_err());
+        let f = file("interval = \"10\"\n");
+        let e = parse::<Role>(&["--config", f.path().to_str().unwrap()]).unwrap_err();
+        assert!(format!("{e:#}").contains("unit"), "{e:#}");
+    }
+
+    #[test]
+    fn an_environment_variable_counts_as_a_flag() {
+        let f = file("secret = \"from-file\"\n");
+        let path = f.path().to_str().unwrap();
+        let r: Role = parse(&["--config", path]).unwrap();
+        assert_eq!(r.secret.as_deref(), Some("from-file"));
+        // SAFETY: this test alone reads or writes this variable.
+        unsafe { std::env::set_var("STRATUMLAB_CONFIG_TEST_SECRET", "from-env") };
+        let r: Role = parse(&["--config", path]).unwrap();
+        unsafe { std::env::remove_var("STRATUMLAB_CONFIG_TEST_SECRET") };
+        assert_eq!(r.secret.as_deref(), Some("from-env"));
     }
 
     #[test]

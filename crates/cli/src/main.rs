@@ -4,7 +4,7 @@ mod cmd;
 mod config;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Runs Bitcoin mining protocols (Stratum V1 and V2) for real, on one machine, and measures them.
 #[derive(Parser)]
@@ -37,7 +37,11 @@ enum Command {
 }
 
 fn main() -> Result<()> {
-    let cli = Cli::parse();
+    // The matches as well as the parsed flags: a role's settings tell a flag that was given
+    // from one left at its default, so that a config file can set what no flag did.
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let (_, flags) = matches.subcommand().expect("clap requires a subcommand");
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -50,14 +54,17 @@ fn main() -> Result<()> {
         .log_internal_errors(false)
         .init();
     match cli.command {
-        Command::Simnet(args) => cmd::simnet::run(*args),
-        Command::Pool(args) => cmd::pool::run(*args),
-        Command::Fleet(args) => cmd::fleet::run(*args),
-        Command::Tap(args) => cmd::tap::run(*args),
-        Command::Translator(args) => cmd::translator::run(*args),
-        Command::Proxy(args) => cmd::translator::run_proxy(*args),
-        Command::Jdc(args) => cmd::jdc::run(*args),
-        Command::Jds(args) => cmd::jds::run(*args),
+        Command::Simnet(_) => cmd::simnet::run(config::resolve(flags)?),
+        Command::Pool(_) => cmd::pool::run(config::resolve(flags)?),
+        Command::Fleet(_) => cmd::fleet::run(config::resolve(flags)?),
+        Command::Tap(_) => cmd::tap::run(config::resolve(flags)?),
+        Command::Translator(_) => cmd::translator::run(config::resolve(flags)?),
+        Command::Proxy(_) => cmd::translator::run_proxy(config::resolve(flags)?),
+        Command::Jdc(mut args) => {
+            args.pool = config::resolve(flags)?;
+            cmd::jdc::run(*args)
+        }
+        Command::Jds(_) => cmd::jds::run(config::resolve(flags)?),
         Command::Run(args) => cmd::run::run(*args),
         Command::Report(args) => cmd::report::run(args),
         Command::Events(c) => cmd::events::run(c),
@@ -67,11 +74,22 @@ fn main() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_role_reads_its_defaults_from_an_empty_command_line() {
+        // Each default is written as a flag's text and read back as the flag is: one that does
+        // not read back (a unit without a parser) would make every start fail.
+        let _ = cmd::simnet::SimnetArgs::default();
+        let _ = cmd::pool::PoolArgs::default();
+        let _ = cmd::fleet::FleetArgs::default();
+        let _ = cmd::tap::TapArgs::default();
+        let _ = cmd::translator::TranslatorArgs::default();
+        let _ = cmd::jds::JdsArgs::default();
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::config::{self, Dur};
 
 /// Run simulated SV1 or SV2 mining devices against a pool: real proof of work at the pool's
 /// targets, shares, verdicts and their latency.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct FleetArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
@@ -38,180 +38,94 @@ pub struct FleetArgs {
     pub config: Option<PathBuf>,
     /// The pool's address (Stratum V1, or V2 with `--protocol sv2`).
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pool: Option<SocketAddr>,
-    /// The devices' protocol: sv1, or sv2 (a standard channel each, header-only mining)
-    /// [default: sv1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<Protocol>,
+    /// The devices' protocol: sv1, or sv2 (a standard channel each, header-only mining).
+    #[arg(long, default_value = "sv1")]
+    pub protocol: Protocol,
     /// SV2: the pool's authority public key (base58check, as the pool prints it and pool_sv2
     /// configs write it); the devices refuse a pool whose Noise certificate it did not sign.
     /// Required with --protocol sv2.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key: Option<String>,
     /// SV2: the hash rate each device claims when opening its channel (`100TH/s`), from which
     /// a pool may set its target [default: its share of --hash-budget, or with no budget the
     /// profile's: asic 110TH/s, bitaxe 1.2TH/s, cpu 10MH/s].
     #[arg(long, value_name = "RATE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub nominal_hash_rate: Option<Budget>,
-    /// Number of devices [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub devices: Option<u32>,
+    /// Number of devices.
+    #[arg(long, default_value = "1")]
+    pub devices: u32,
     /// Hashes per second for the whole fleet, split evenly among devices (`2MH/s`, `500kH/s`,
-    /// `1e6`); 0: devices only hold connections and read jobs [default: 1MH/s].
-    #[arg(long, value_name = "RATE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hash_budget: Option<Budget>,
+    /// `1e6`); 0: devices only hold connections and read jobs.
+    #[arg(long, value_name = "RATE", default_value = "1MH/s")]
+    pub hash_budget: Budget,
     /// Spread connections over this many loopback source addresses (127.0.0.1, .2, ...),
-    /// about 28,000 connections each [default: 1].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source_addrs: Option<u32>,
+    /// about 28,000 connections each.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub source_addrs: u32,
     /// Connection attempts per second across the fleet (`500/s`), reconnects included; 0: no
-    /// pacing [default: 1000/s].
-    #[arg(long, value_name = "N/s")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub connect_rate: Option<Rate>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
-    /// At the end, how long to wait for the verdicts of shares in flight [default: 2s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drain: Option<Dur>,
+    /// pacing.
+    #[arg(long, value_name = "N/s", default_value = "1000/s")]
+    pub connect_rate: Rate,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
+    /// At the end, how long to wait for the verdicts of shares in flight.
+    #[arg(long, default_value = "2s")]
+    pub drain: Dur,
     /// Device firmware: asic (S19-like: cgminer-class over SV1; requires version rolling over
-    /// SV2), bitaxe (ESP-Miner) or cpu (cpuminer; no version rolling) [default: asic].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<Profile>,
+    /// SV2), bitaxe (ESP-Miner) or cpu (cpuminer; no version rolling).
+    #[arg(long, default_value_t = Sv1Config::default().profile)]
+    pub profile: Profile,
     /// Worker name prefix: device N authorizes (SV2: opens its channel) as PREFIX followed by
     /// N (`bc1q...xyz.rig` gives `bc1q...xyz.rig0`, `bc1q...xyz.rig1`, ...) [default:
     /// stratumlab.worker; over SV2 the profile's, such as stratumlab.s19-].
     #[arg(long, value_name = "PREFIX")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<String>,
-    /// SV1: password sent with mining.authorize [default: x].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub password: Option<String>,
+    /// SV1: password sent with mining.authorize.
+    #[arg(long, default_value_t = Sv1Config::default().password)]
+    pub password: String,
     /// SV1: send mining.suggest_difficulty with this difficulty after authorizing.
     #[arg(long, value_name = "D")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub suggest_difficulty: Option<f64>,
     /// SV1: opt into extranonce changes (`mining.extranonce.subscribe` right after
     /// subscribing, as NiceHash-aware firmware does), so that a pool or proxy may send
     /// `mining.set_extranonce` instead of dropping the device.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub extranonce_subscribe: bool,
     /// The pool's process id: its CPU use over the run is reported.
     #[arg(long, value_name = "PID")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub pool_pid: Option<u32>,
     /// Print the report as JSON (instead of the readable summary).
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub json: bool,
     /// Write events (jobs received, targets, shares sent, verdicts, connections) to this file;
     /// a share sent without a verdict in the file went unanswered.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// Worker threads of the fleet's runtime [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub threads: Option<usize>,
-    /// Seed of the devices' reconnect jitter and nonce starts [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Id of the first device in events, so that several fleet processes use distinct ids
-    /// [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_device_id: Option<u64>,
-    /// First reconnect delay ceiling; doubles per failure, with jitter [default: 1s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reconnect_base: Option<Dur>,
-    /// Longest reconnect delay [default: 60s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reconnect_max: Option<Dur>,
-    /// A share without a verdict after this long counts as unanswered [default: 60s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reply_timeout: Option<Dur>,
-}
-
-/// The settings after the file and the flags are combined.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub pool: Option<SocketAddr>,
-    pub protocol: Protocol,
-    pub authority_key: Option<String>,
-    pub nominal_hash_rate: Option<Budget>,
-    pub devices: u32,
-    pub hash_budget: Budget,
-    pub source_addrs: u32,
-    pub connect_rate: Rate,
-    pub duration: Dur,
-    pub drain: Dur,
-    pub profile: Profile,
-    pub worker: Option<String>,
-    pub password: String,
-    pub suggest_difficulty: Option<f64>,
-    pub extranonce_subscribe: bool,
-    pub pool_pid: Option<u32>,
-    pub json: bool,
-    pub events: Option<PathBuf>,
+    /// Worker threads of the fleet's runtime.
+    #[arg(long, default_value = "1")]
     pub threads: usize,
+    /// Seed of the devices' reconnect jitter and nonce starts.
+    #[arg(long, default_value = "1")]
     pub seed: u64,
+    /// Id of the first device in events, so that several fleet processes use distinct ids.
+    #[arg(long, default_value = "0")]
     pub first_device_id: u64,
+    /// First reconnect delay ceiling; doubles per failure, with jitter.
+    #[arg(long, default_value_t = Dur(Sv1Config::default().backoff.base))]
     pub reconnect_base: Dur,
+    /// Longest reconnect delay.
+    #[arg(long, default_value_t = Dur(Sv1Config::default().backoff.max))]
     pub reconnect_max: Dur,
+    /// A share without a verdict after this long counts as unanswered.
+    #[arg(long, default_value_t = Dur(Sv1Config::default().reply_timeout))]
     pub reply_timeout: Dur,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let device = Sv1Config::default();
-        Settings {
-            pool: None,
-            protocol: Protocol::Sv1,
-            authority_key: None,
-            nominal_hash_rate: None,
-            devices: 1,
-            hash_budget: Budget(HashRate::from_hashes_per_sec(1e6)),
-            source_addrs: 1,
-            connect_rate: Rate(1000.0),
-            duration: Dur::ZERO,
-            drain: Dur(Duration::from_secs(2)),
-            profile: device.profile,
-            worker: None,
-            password: device.password,
-            suggest_difficulty: None,
-            extranonce_subscribe: false,
-            pool_pid: None,
-            json: false,
-            events: None,
-            threads: 1,
-            seed: 1,
-            first_device_id: 0,
-            reconnect_base: Dur(device.backoff.base),
-            reconnect_max: Dur(device.backoff.max),
-            reply_timeout: Dur(device.reply_timeout),
-        }
-    }
-}
+config::role_settings!(FleetArgs);
 
-impl Settings {
+impl FleetArgs {
     /// The fleet's configuration (events are attached by the caller).
     pub fn fleet_config(&self) -> Result<FleetConfig> {
         let pool = self
@@ -338,8 +252,7 @@ enum NumOrText {
     Text(String),
 }
 
-pub fn run(args: FleetArgs) -> Result<()> {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+pub fn run(settings: FleetArgs) -> Result<()> {
     let mut fc = settings.fleet_config()?;
     let sink = match &settings.events {
         Some(p) => EventSink::create(p, "fleet", "")?,
@@ -489,12 +402,9 @@ mod tests {
             "pool = \"127.0.0.1:3333\"\ndevices = 500\nhash_budget = \"2MH/s\"\nconnect_rate = \"250/s\"\nprofile = \"bitaxe\"\n",
         )
         .unwrap();
-        let args = FleetArgs {
-            devices: Some(10_000),
-            duration: Some(Dur::from_secs(60)),
-            ..FleetArgs::default()
-        };
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: FleetArgs =
+            config::parse(&["--config", file, "--devices", "10000", "--duration", "60s"]).unwrap();
         assert_eq!(s.devices, 10_000, "flag wins");
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 2e6);
         assert_eq!(s.connect_rate, Rate(250.0));
@@ -509,22 +419,25 @@ mod tests {
         assert_eq!(c.hash_budget, 2e6);
         assert_eq!(c.device.profile, Profile::Bitaxe);
         // A budget given as a number of hashes per second, and a flag given as text.
-        let args = FleetArgs {
-            hash_budget: Some("500kH/s".parse().unwrap()),
-            connect_rate: Some("0".parse().unwrap()),
-            ..FleetArgs::default()
-        };
+        let args = [
+            "--config",
+            file,
+            "--hash-budget",
+            "500kH/s",
+            "--connect-rate",
+            "0",
+        ];
         std::fs::write(f.path(), "pool = \"127.0.0.1:1\"\nhash_budget = 1500\n").unwrap();
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let s: FleetArgs = config::parse(&args).unwrap();
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 5e5);
         assert_eq!(s.connect_rate, Rate(0.0));
-        let s: Settings = config::load(Some(f.path()), &FleetArgs::default()).unwrap();
+        let s: FleetArgs = config::parse(&["--config", file]).unwrap();
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 1500.0);
     }
 
     #[test]
     fn a_pool_address_is_required_and_bad_values_are_refused() {
-        let s: Settings = config::load(None, &FleetArgs::default()).unwrap();
+        let s = FleetArgs::default();
         let Err(e) = s.fleet_config() else {
             panic!("no pool address, yet a configuration");
         };
@@ -533,10 +446,11 @@ mod tests {
         assert!("-1/s".parse::<Rate>().is_err());
         assert!("1 XH/s".parse::<Budget>().is_err());
         let f = tempfile::NamedTempFile::new().unwrap();
+        let with_file = ["--config", f.path().to_str().unwrap()];
         std::fs::write(f.path(), "profile = \"gpu\"\n").unwrap();
-        assert!(config::load::<Settings>(Some(f.path()), &FleetArgs::default()).is_err());
+        assert!(config::parse::<FleetArgs>(&with_file).is_err());
         std::fs::write(f.path(), "devices = 3\nbogus = 1\n").unwrap();
-        let e = config::load::<Settings>(Some(f.path()), &FleetArgs::default()).unwrap_err();
+        let e = config::parse::<FleetArgs>(&with_file).unwrap_err();
         assert!(format!("{e:#}").contains("bogus"), "{e:#}");
     }
 
@@ -549,14 +463,17 @@ mod tests {
         )
         .unwrap();
         // SV2 devices without the pool's key: refused, saying what to give.
-        let s: Settings = config::load(Some(f.path()), &FleetArgs::default()).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: FleetArgs = config::parse(&["--config", file]).unwrap();
         let e = s.fleet_config().err().expect("no key, yet a configuration");
         assert!(format!("{e:#}").contains("--authority-key"), "{e:#}");
-        let keyed = FleetArgs {
-            authority_key: Some(fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY.into()),
-            ..FleetArgs::default()
-        };
-        let s: Settings = config::load(Some(f.path()), &keyed).unwrap();
+        let keyed = [
+            "--config",
+            file,
+            "--authority-key",
+            fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY,
+        ];
+        let s: FleetArgs = config::parse(&keyed).unwrap();
         assert_eq!(s.protocol, Protocol::Sv2);
         let c = s.fleet_config().unwrap();
         assert_eq!(c.protocol, Protocol::Sv2);
@@ -570,21 +487,18 @@ mod tests {
             c.sv2.authority_key,
             parse_authority_key(fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap()
         );
-        let args = FleetArgs {
-            authority_key: Some("not-a-key".into()),
-            ..FleetArgs::default()
-        };
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let s: FleetArgs =
+            config::parse(&["--config", file, "--authority-key", "not-a-key"]).unwrap();
         let Err(e) = s.fleet_config() else {
             panic!("a bad authority key, yet a configuration");
         };
         assert!(format!("{e:#}").contains("--authority-key"), "{e:#}");
-        let args = FleetArgs {
-            worker: Some("acct.rig".into()),
-            nominal_hash_rate: Some("100TH/s".parse().unwrap()),
-            ..keyed
-        };
-        let c = config::load::<Settings>(Some(f.path()), &args)
+        let args = [
+            &keyed[..],
+            &["--worker", "acct.rig", "--nominal-hash-rate", "100TH/s"],
+        ]
+        .concat();
+        let c = config::parse::<FleetArgs>(&args)
             .unwrap()
             .fleet_config()
             .unwrap();
@@ -607,11 +521,11 @@ mod tests {
         let events = dir.path().join("fleet.ev");
         let args = FleetArgs {
             pool: Some(pool.addr()),
-            protocol: Some(Protocol::Sv2),
+            protocol: Protocol::Sv2,
             authority_key: Some(pool.authority_public_key()),
-            devices: Some(4),
-            hash_budget: Some("200kH/s".parse().unwrap()),
-            duration: Some(Dur::from_millis(1500)),
+            devices: 4,
+            hash_budget: "200kH/s".parse().unwrap(),
+            duration: Dur::from_millis(1500),
             json: true,
             events: Some(events.clone()),
             ..FleetArgs::default()
@@ -643,10 +557,10 @@ mod tests {
         let events = dir.path().join("fleet.ev");
         let args = FleetArgs {
             pool: Some(pool.addr()),
-            devices: Some(8),
-            hash_budget: Some("200kH/s".parse().unwrap()),
-            source_addrs: Some(2),
-            duration: Some(Dur::from_millis(1500)),
+            devices: 8,
+            hash_budget: "200kH/s".parse().unwrap(),
+            source_addrs: 2,
+            duration: Dur::from_millis(1500),
             json: true,
             events: Some(events.clone()),
             pool_pid: Some(std::process::id()),

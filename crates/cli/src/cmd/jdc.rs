@@ -13,7 +13,7 @@ use jdc::fallback::FallbackConfig;
 use jdc::pool_channel::PoolChannelConfig;
 use jdc::shell::{JdcSettings, Upstream};
 
-use crate::cmd::pool::{PoolArgs, Settings};
+use crate::cmd::pool::PoolArgs;
 
 #[derive(Args)]
 pub struct JdcArgs {
@@ -72,7 +72,7 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
     // The payout is replaced by the JDS's; the embedded pool only needs a valid one to start.
     args.pool.solo = true;
     let keep_store = args.pool.store.is_some();
-    let settings = Settings::load(args.pool.config.as_deref(), &args.pool)?;
+    let settings = &args.pool;
     let mut pool = settings.pool_settings()?;
     if !keep_store {
         // A JDC accounts nothing the pool does not; a store is for those who ask.

@@ -20,56 +20,46 @@ use crate::config::{self, Dur};
 
 /// Run a Job Declarator Server: tokens for JD clients, their declared jobs checked against the
 /// pool-side node's mempool (missing transactions requested), their found blocks submitted.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct JdsArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Accept JD clients (Noise NX) on this address (port 0: any free port; the bound address
-    /// is printed) [default: 127.0.0.1:0].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
+    /// is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
     /// The pool-side node's JSON-RPC URL (its mempool, and submitblock).
     #[arg(long, value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub node_rpc: Option<String>,
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_user: Option<String>,
     /// The node's RPC password; from the environment (STRATUMLAB_RPC_PASSWORD) or a --config
     /// file, it does not show on a command line that `ps` lists.
     #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_password: Option<String>,
     /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_cookie: Option<PathBuf>,
     /// File holding the job token key (64 hex digits), the same file the pool's
     /// --jd-token-key reads.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub jd_token_key: Option<PathBuf>,
     /// The pool's payout address: the output every declared coinbase must pay.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub payout_address: Option<String>,
-    /// The network the payout address belongs to [default: regtest, as simnet's].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    /// The network the payout address belongs to.
+    #[arg(long, default_value = "regtest")]
+    pub network: String,
     /// The JDS's authority key pair lives in this file, created with a fresh pair on first
     /// start (mode 0600); its public key is printed at start [default: stratumlab-authority.key
     /// in the working directory].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key_file: Option<PathBuf>,
     /// The JDS's SV2 authority public key (base58), with --authority-secret-key, instead of
     /// the key file.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// The JDS's SV2 authority secret key (base58), with --authority-public-key.
     #[arg(
@@ -78,124 +68,54 @@ pub struct JdsArgs {
         env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
         hide_env_values = true
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
-    /// How long each connection's Noise certificate is valid [default: 1h].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert_validity: Option<Dur>,
-    /// How long allocated and declared tokens are valid [default: 10m].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub token_lifetime: Option<Dur>,
+    /// How long each connection's Noise certificate is valid.
+    #[arg(long, default_value = "1h")]
+    pub cert_validity: Dur,
+    /// How long allocated and declared tokens are valid.
+    #[arg(long, default_value_t = Dur(jds_defaults().token_lifetime))]
+    pub token_lifetime: Dur,
     /// Token allocations per second one connection may ask for after a burst of 50; faster
-    /// closes it [default: 10].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allocation_rate: Option<f64>,
-    /// How long a declaration waits for the transactions it was asked for [default: 10s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub missing_txs_timeout: Option<Dur>,
+    /// closes it.
+    #[arg(long, default_value_t = jds_defaults().allocations_per_second)]
+    pub allocation_rate: f64,
+    /// How long a declaration waits for the transactions it was asked for.
+    #[arg(long, default_value_t = Dur(jds_defaults().missing_txs_timeout))]
+    pub missing_txs_timeout: Dur,
     /// Refresh the view of the node's mempool this often; 0: only at start and when a
-    /// declaration names transactions the view lacks [default: 2s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mempool_refresh: Option<Dur>,
+    /// declaration names transactions the view lacks.
+    #[arg(long, default_value = "2s")]
+    pub mempool_refresh: Dur,
     /// Write events (connections, blocks submitted and the node's verdicts) to this file.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
     /// Keep each pushed block in this SQLite file before submitting it, and the node's answer
     /// after; blocks the node had not answered for are submitted again at the next start.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<PathBuf>,
     /// Serve /healthz, /api/status and /metrics on this address.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_listen: Option<SocketAddr>,
-    /// Log progress this often; 0 never [default: 30s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub progress_interval: Option<Dur>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
+    /// Log progress this often; 0 never.
+    #[arg(long, default_value = "30s")]
+    pub progress_interval: Dur,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
     /// The connection edge's limits, the same on every role (cmd/edge.rs).
     #[command(flatten)]
     #[serde(flatten)]
     pub edge: EdgeArgs,
 }
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub listen: SocketAddr,
-    pub node_rpc: Option<String>,
-    pub rpc_user: Option<String>,
-    pub rpc_password: Option<String>,
-    pub rpc_cookie: Option<PathBuf>,
-    pub jd_token_key: Option<PathBuf>,
-    pub payout_address: Option<String>,
-    pub network: String,
-    pub authority_key_file: Option<PathBuf>,
-    pub authority_public_key: Option<String>,
-    pub authority_secret_key: Option<String>,
-    pub cert_validity: Dur,
-    pub token_lifetime: Dur,
-    pub allocation_rate: f64,
-    pub missing_txs_timeout: Dur,
-    pub mempool_refresh: Dur,
-    pub events: Option<PathBuf>,
-    pub store: Option<PathBuf>,
-    pub http_listen: Option<SocketAddr>,
-    pub progress_interval: Dur,
-    pub duration: Dur,
-    /// The connection edge's limits (its keys are read apart: `Settings::load`).
-    #[serde(skip)]
-    pub edge: EdgeArgs,
+config::role_settings!(JdsArgs);
+
+/// The library's defaults, which the flags' defaults are.
+fn jds_defaults() -> JdsConfig {
+    JdsConfig::new(Default::default())
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let c = JdsConfig::new(Default::default());
-        Settings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            node_rpc: None,
-            rpc_user: None,
-            rpc_password: None,
-            rpc_cookie: None,
-            jd_token_key: None,
-            payout_address: None,
-            network: "regtest".into(),
-            authority_key_file: None,
-            authority_public_key: None,
-            authority_secret_key: None,
-            cert_validity: Dur(Duration::from_secs(3600)),
-            token_lifetime: Dur(c.token_lifetime),
-            allocation_rate: c.allocations_per_second,
-            missing_txs_timeout: Dur(c.missing_txs_timeout),
-            mempool_refresh: Dur(Duration::from_secs(2)),
-            events: None,
-            store: None,
-            http_listen: None,
-            progress_interval: Dur(Duration::from_secs(30)),
-            duration: Dur::ZERO,
-            edge: EdgeArgs::default(),
-        }
-    }
-}
-
-impl Settings {
-    /// The file and the flags combined; the connection edge's keys go to `edge`.
-    pub fn load(path: Option<&std::path::Path>, args: &JdsArgs) -> Result<Settings> {
-        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
-        settings.edge = edge;
-        Ok(settings)
-    }
-
+impl JdsArgs {
     fn jds_settings(&self) -> Result<JdsSettings> {
         let network: Network = self
             .network
@@ -284,8 +204,7 @@ fn summary(s: &StatsSnapshot) -> String {
     )
 }
 
-pub fn run(args: JdsArgs) -> Result<()> {
-    let settings = Settings::load(args.config.as_deref(), &args)?;
+pub fn run(settings: JdsArgs) -> Result<()> {
     let jds_settings = settings.jds_settings()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -29,7 +28,7 @@ use crate::config::{self, Dur};
 
 /// Run a Stratum V1 pool: jobs from a node's getblocktemplate, shares validated and stored,
 /// blocks submitted, status over HTTP.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct PoolArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
@@ -37,119 +36,92 @@ pub struct PoolArgs {
     pub config: Option<PathBuf>,
     /// Serve Stratum V1 miners on this address (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sv1_listen: Option<SocketAddr>,
     /// The node's JSON-RPC URL, e.g. http://127.0.0.1:18443 (with --tp: beside the provider).
     #[arg(long, value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub node_rpc: Option<String>,
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_user: Option<String>,
     /// The node's RPC password; from the environment (STRATUMLAB_RPC_PASSWORD) or a --config
     /// file, it does not show on a command line that `ps` lists.
     #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_password: Option<String>,
     /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_cookie: Option<PathBuf>,
     /// The node's ZMQ hashblock endpoint; without it the pool follows the node by long poll.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub zmq: Option<String>,
     /// Pool mode: the address every coinbase pays.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub payout_address: Option<String>,
     /// Solo mode: each miner's coinbase pays the address it authorized with.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub solo: bool,
-    /// The network payout addresses belong to: bitcoin, testnet, signet, regtest [default: regtest,
-    /// as simnet's].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
-    /// Share difficulty of a new miner [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_difficulty: Option<Difficulty>,
-    /// Lowest share difficulty vardiff may set; may be far below 1 [default: 2^-32].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_difficulty: Option<Difficulty>,
-    /// Shares per minute vardiff aims for per connection [default: 15].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shares_per_minute: Option<f64>,
-    /// Ask the node for a template this often, whatever else happens [default: 30s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template_interval: Option<Dur>,
+    /// The network payout addresses belong to: bitcoin, testnet, signet, regtest (simnet's).
+    #[arg(long, default_value = "regtest")]
+    pub network: String,
+    /// Share difficulty of a new miner.
+    #[arg(long, default_value = "1")]
+    pub start_difficulty: Difficulty,
+    /// Lowest share difficulty vardiff may set; may be far below 1 (the default is 2^-32).
+    #[arg(long, default_value_t = Difficulty::MIN)]
+    pub min_difficulty: Difficulty,
+    /// Shares per minute vardiff aims for per connection.
+    #[arg(long, default_value_t = 15.0)]
+    pub shares_per_minute: f64,
+    /// Ask the node for a template this often, whatever else happens.
+    #[arg(long, default_value = "30s")]
+    pub template_interval: Dur,
     /// Serve /metrics, /api/status, /api/workers and /healthz on this address.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_listen: Option<SocketAddr>,
     /// The SQLite file of accepted shares and found blocks [default: pool.sqlite].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<PathBuf>,
     /// strict (each share fsynced before its ack), batched (acks wait for a group commit) or
-    /// off (acks at once, written in the background) [default: batched].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub durability: Option<Durability>,
-    /// Group-commit window of --durability batched [default: 10ms].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub batch_window: Option<Dur>,
+    /// off (acks at once, written in the background).
+    #[arg(long, default_value = "batched")]
+    pub durability: Durability,
+    /// Group-commit window of --durability batched.
+    #[arg(long, default_value = "10ms")]
+    pub batch_window: Dur,
     /// Write events (jobs sent, share verdicts, blocks) to this file.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// Text in every coinbase after the height [default: "/stratumlab pool (solo+pps lab)/"].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub coinbase_tag: Option<String>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
+    /// Text in every coinbase after the height.
+    #[arg(long, default_value_t = default_coinbase_tag())]
+    pub coinbase_tag: String,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
     /// Serve Stratum V2 miners (Noise NX, Mining Protocol) on this address.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sv2_listen: Option<SocketAddr>,
     /// Take templates from this SV2 Template Provider (Template Distribution Protocol); found
     /// blocks go back to it as SubmitSolution. With --node-rpc as well, the node is a second
     /// way out (a block the provider cannot take, or does not answer for within 5 s, goes out
     /// through submitblock) and a second source of work while the provider is unreachable.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tp: Option<SocketAddr>,
     /// The Template Provider's authority public key (base58; simnet prints it as `tdp
     /// authority public key`): its certificate must be signed with it. Required with --tp
     /// unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tp_authority_key: Option<String>,
     /// Accept any certificate from the servers this role connects to (here, the Template
     /// Provider) instead of checking it against their authority key.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_verify: bool,
     /// The SV2 front end's authority key pair lives in this file, created with a fresh pair on
     /// first start (mode 0600); its public key is printed at start. Unused with
     /// --authority-public-key/--authority-secret-key, or without --sv2-listen [default:
     /// stratumlab-authority.key in the working directory].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key_file: Option<PathBuf>,
     /// The pool's SV2 authority public key (base58), with --authority-secret-key, instead of
     /// the key file.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// The pool's SV2 authority secret key (base58), with --authority-public-key.
     #[arg(
@@ -158,107 +130,33 @@ pub struct PoolArgs {
         env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
         hide_env_values = true
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
-    /// How long each SV2 connection's Noise certificate is valid [default: 1h].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert_validity: Option<Dur>,
+    /// How long each SV2 connection's Noise certificate is valid.
+    #[arg(long, default_value = "1h")]
+    pub cert_validity: Dur,
     /// The job token key shared with the Job Declarator Server (a file of 64 hex digits): SV2
     /// clients that set REQUIRES_WORK_SELECTION may then declare their own jobs
     /// (SetCustomMiningJob). Without it the pool refuses work selection.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub jd_token_key: Option<PathBuf>,
-    /// Channels one SV2 connection may open [default: 64]. A farm proxy with a channel per
+    /// Channels one SV2 connection may open. A farm proxy with a channel per
     /// device (`stratumlab translator --channels per-device`) needs one per device it serves.
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sv2_max_channels: Option<usize>,
+    #[arg(long, value_name = "N", default_value_t = pool::sv2::Sv2Config::default().max_channels)]
+    pub sv2_max_channels: usize,
     /// The connection edge's limits, the same on every role (cmd/edge.rs).
     #[command(flatten)]
     #[serde(flatten)]
     pub edge: EdgeArgs,
 }
 
-/// The settings after the file and the flags are combined.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub sv1_listen: Option<SocketAddr>,
-    pub node_rpc: Option<String>,
-    pub rpc_user: Option<String>,
-    pub rpc_password: Option<String>,
-    pub rpc_cookie: Option<PathBuf>,
-    pub zmq: Option<String>,
-    pub payout_address: Option<String>,
-    pub solo: bool,
-    pub network: String,
-    pub start_difficulty: Difficulty,
-    pub min_difficulty: Difficulty,
-    pub shares_per_minute: f64,
-    pub template_interval: Dur,
-    pub http_listen: Option<SocketAddr>,
-    pub store: PathBuf,
-    pub durability: Durability,
-    pub batch_window: Dur,
-    pub events: Option<PathBuf>,
-    pub coinbase_tag: String,
-    pub duration: Dur,
-    pub sv2_listen: Option<SocketAddr>,
-    pub tp: Option<SocketAddr>,
-    pub tp_authority_key: Option<String>,
-    pub insecure_skip_verify: bool,
-    pub authority_key_file: Option<PathBuf>,
-    pub authority_public_key: Option<String>,
-    pub authority_secret_key: Option<String>,
-    pub cert_validity: Dur,
-    pub jd_token_key: Option<PathBuf>,
-    pub sv2_max_channels: usize,
-    /// The connection edge's limits (its keys are read apart: `Settings::load`).
-    #[serde(skip)]
-    pub edge: EdgeArgs,
+config::role_settings!(PoolArgs);
+
+/// What every coinbase says after the height unless `--coinbase-tag` says otherwise.
+fn default_coinbase_tag() -> String {
+    String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8")
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            sv1_listen: None,
-            node_rpc: None,
-            rpc_user: None,
-            rpc_password: None,
-            rpc_cookie: None,
-            zmq: None,
-            payout_address: None,
-            solo: false,
-            network: "regtest".into(),
-            start_difficulty: Difficulty::new(1.0).expect("valid"),
-            min_difficulty: Difficulty::MIN,
-            shares_per_minute: 15.0,
-            template_interval: Dur(Duration::from_secs(30)),
-            http_listen: None,
-            store: PathBuf::from("pool.sqlite"),
-            durability: Durability::Batched,
-            batch_window: Dur(Duration::from_millis(10)),
-            events: None,
-            coinbase_tag: String::from_utf8(JobConfig::default().coinbase_tag).expect("utf-8"),
-            duration: Dur::ZERO,
-            sv2_listen: None,
-            tp: None,
-            tp_authority_key: None,
-            insecure_skip_verify: false,
-            authority_key_file: None,
-            authority_public_key: None,
-            authority_secret_key: None,
-            cert_validity: Dur(Duration::from_secs(3600)),
-            jd_token_key: None,
-            sv2_max_channels: pool::sv2::Sv2Config::default().max_channels,
-            edge: EdgeArgs::default(),
-        }
-    }
-}
-
-impl Settings {
+impl PoolArgs {
     /// The SV2 front end's authority keys: both halves given, or the reference pair.
     /// Coinbase extranonce bytes miners roll after the pool's 4-byte prefix. SV1 miners roll
     /// their extranonce2 (4 bytes); an SV2-only pool gives extended channels 8, so that an
@@ -401,7 +299,11 @@ impl Settings {
             store: Some(StoreConfig {
                 durability: self.durability,
                 batch_window: self.batch_window.0,
-                ..StoreConfig::new(&self.store)
+                ..StoreConfig::new(
+                    self.store
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new("pool.sqlite")),
+                )
             }),
             events: self.events.clone(),
             // Which lab configuration the pool serves is the lab's knowledge (it names the
@@ -415,21 +317,13 @@ impl Settings {
     }
 }
 
-impl Settings {
-    /// The file and the flags combined; the connection edge's keys go to `edge`.
-    pub fn load(path: Option<&std::path::Path>, args: &PoolArgs) -> Result<Settings> {
-        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
-        settings.edge = edge;
-        Ok(settings)
-    }
-
+impl PoolArgs {
     fn admission(&self) -> Result<Admission> {
         self.edge.admission(Admission::default())
     }
 }
 
-pub fn run(args: PoolArgs) -> Result<()> {
-    let settings: Settings = Settings::load(args.config.as_deref(), &args)?;
+pub fn run(settings: PoolArgs) -> Result<()> {
     let pool_settings = settings.pool_settings()?;
     // A write past a file size limit (`ulimit -f`) then fails with EFBIG, which the store
     // reports and retries like a full disk, instead of the signal killing the pool with
@@ -476,6 +370,7 @@ pub fn run(args: PoolArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn admission_limits_come_from_file_and_flags() {
@@ -485,17 +380,20 @@ mod tests {
             "connect_rate = 50.0\nidle_timeout = \"2m\"\nmax_line = 4096\n",
         )
         .unwrap();
-        let args = PoolArgs {
-            edge: EdgeArgs {
-                connect_rate: Some(80.0),
-                message_burst: Some(10.0),
-                invalid_share_ban_after: Some(0),
-                handshake_timeout: Some(Dur::ZERO),
-                ..EdgeArgs::default()
-            },
-            ..PoolArgs::default()
-        };
-        let s: Settings = Settings::load(Some(f.path()), &args).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: PoolArgs = config::parse(&[
+            "--config",
+            file,
+            "--connect-rate",
+            "80",
+            "--message-burst",
+            "10",
+            "--invalid-share-ban-after",
+            "0",
+            "--handshake-timeout",
+            "0",
+        ])
+        .unwrap();
         let a = s.admission().unwrap();
         assert_eq!(
             a.connect_rate.per_second, 80.0,
@@ -515,7 +413,7 @@ mod tests {
 
     #[test]
     fn defaults_are_the_servers() {
-        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
+        let s = PoolArgs::default();
         let a = s.admission().unwrap();
         let d = Admission::default();
         assert_eq!(a.max_connections, d.max_connections);
@@ -541,8 +439,7 @@ mod tests {
             ..PoolArgs::default()
         };
         let sv1 = Sv1Config::default();
-        for (args, rolled) in [(sv2_only, 8), (both, sv1.extranonce2_size)] {
-            let s: Settings = Settings::load(None, &args).unwrap();
+        for (s, rolled) in [(sv2_only, 8), (both, sv1.extranonce2_size)] {
             assert_eq!(s.rolled_extranonce(&sv1), rolled);
             let sv2 = s.sv2_settings().unwrap();
             assert_eq!(sv2.config.extended_extranonce_size, rolled);
@@ -551,41 +448,33 @@ mod tests {
 
     #[test]
     fn the_job_token_key_turns_work_selection_on() {
-        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
+        let s = PoolArgs::default();
         assert!(s.sv2_settings().unwrap().config.jd_token_key.is_none());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jd.key");
         std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
-        let args = PoolArgs {
-            jd_token_key: Some(path.clone()),
-            ..PoolArgs::default()
-        };
-        let s: Settings = Settings::load(None, &args).unwrap();
+        let s: PoolArgs = config::parse(&["--jd-token-key", path.to_str().unwrap()]).unwrap();
         let key = s.sv2_settings().unwrap().config.jd_token_key.unwrap();
         assert_eq!(key.to_hex(), "ab".repeat(32));
         // From the config file too; a key that is not 64 hex digits is refused, flag named.
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(&path, "abcd").unwrap();
         std::fs::write(f.path(), format!("jd_token_key = {:?}\n", path)).unwrap();
-        let s: Settings = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.starts_with("--jd-token-key"), "{e}");
     }
 
     #[test]
     fn channels_per_sv2_connection_come_from_the_flag_or_the_file() {
-        let s: Settings = Settings::load(None, &PoolArgs::default()).unwrap();
+        let s = PoolArgs::default();
         let default = pool::sv2::Sv2Config::default().max_channels;
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, default);
-        let args = PoolArgs {
-            sv2_max_channels: Some(5000),
-            ..PoolArgs::default()
-        };
-        let s: Settings = Settings::load(None, &args).unwrap();
+        let s: PoolArgs = config::parse(&["--sv2-max-channels", "5000"]).unwrap();
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, 5000);
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), "sv2_max_channels = 0\n").unwrap();
-        let s: Settings = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.contains("--sv2-max-channels"), "{e}");
     }
@@ -594,11 +483,12 @@ mod tests {
     fn nonsense_limits_are_refused_with_the_flag_named() {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), "max_connections_per_ip = 0\n").unwrap();
-        let s = Settings::load(Some(f.path()), &PoolArgs::default()).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: PoolArgs = config::parse(&["--config", file]).unwrap();
         let e = s.admission().unwrap_err().to_string();
         assert!(e.starts_with("--max-connections-per-ip"), "{e}");
         // A misspelt edge key in the file is an error, like any other.
         std::fs::write(f.path(), "max_connection_per_ip = 5\n").unwrap();
-        assert!(Settings::load(Some(f.path()), &PoolArgs::default()).is_err());
+        assert!(config::parse::<PoolArgs>(&["--config", file]).is_err());
     }
 }

@@ -32,189 +32,103 @@ use crate::config::{self, Dur};
 
 /// Run a simulated Bitcoin network: chain, mempool with a mainnet-like fee market, templates,
 /// and blocks found by the rest of the network.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct SimnetArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Seed of every random stream: the same seed and timing give the same network.
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Height of the tip at start [default: 900000, subsidy 3.125 BTC].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_height: Option<u32>,
+    #[arg(long, default_value_t = SimnetConfig::default().seed)]
+    pub seed: u64,
+    /// Height of the tip at start.
+    #[arg(long, default_value_t = SimnetConfig::default().start_height)]
+    pub start_height: u32,
     /// Unix time of the network's start, which header times count from [default: now]. Give
     /// it to make block hashes reproducible too; the mempool and block arrivals depend only on
     /// the seed and timing.
     #[arg(long, value_name = "UNIX_SECONDS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub start_time: Option<u64>,
-    /// Network difficulty, fractional down to 2^-32 [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub network_difficulty: Option<Difficulty>,
-    /// Mean time between blocks found by the rest of the network; 0 disables [default: 10m].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block_interval: Option<Dur>,
-    /// Least time between two fee-driven templates (a new tip always makes one) [default: 30s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template_interval: Option<Dur>,
-    /// Fees (sats) a template must gain over the last one to replace it [default: 1000].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fee_delta: Option<u64>,
-    /// Mean transaction arrivals per second [default: 5].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tx_rate: Option<f64>,
-    /// Transactions already waiting when the network starts [default: 3000, a mainnet-like
-    /// backlog].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub initial_txs: Option<usize>,
+    /// Network difficulty, fractional down to 2^-32.
+    #[arg(long, default_value_t = SimnetConfig::default().network_difficulty)]
+    pub network_difficulty: Difficulty,
+    /// Mean time between blocks found by the rest of the network; 0 disables.
+    #[arg(long, default_value_t = Dur(SimnetConfig::default().block_interval))]
+    pub block_interval: Dur,
+    /// Least time between two fee-driven templates (a new tip always makes one).
+    #[arg(long, default_value_t = Dur(SimnetConfig::default().template_interval))]
+    pub template_interval: Dur,
+    /// Fees (sats) a template must gain over the last one to replace it.
+    #[arg(long, default_value_t = SimnetConfig::default().fee_delta)]
+    pub fee_delta: u64,
+    /// Mean transaction arrivals per second.
+    #[arg(long, default_value_t = SimnetConfig::default().mempool.arrival_rate)]
+    pub tx_rate: f64,
+    /// Transactions already waiting when the network starts.
+    #[arg(long, default_value_t = SimnetConfig::default().mempool.initial_txs)]
+    pub initial_txs: usize,
     /// Present a node of this name (repeat for several on the same network) [default: one,
     /// "node"].
     #[arg(long, value_name = "NAME")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub node: Vec<String>,
+    pub node: Vec<NodeEntry>,
     /// How far a node is from the rest of the network: its transactions and blocks arrive this
     /// much later, and its blocks reach the network this much later (repeatable) [default: 0].
     #[arg(long, value_name = "NAME=DURATION")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(deserialize_with = "config::one_or_many")]
     pub relay_delay: Vec<NodeDelay>,
     /// The network announces transactions to its nodes at multiples of this (Bitcoin Core
-    /// trickles every 2s on average); 0 announces each at once [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tx_announce_interval: Option<Dur>,
+    /// trickles every 2s on average); 0 announces each at once.
+    #[arg(long, default_value_t = Dur(SimnetConfig::default().tx_announce_interval))]
+    pub tx_announce_interval: Dur,
     /// Write events (templates, tips, block verdicts) to this file.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
     /// Serve bitcoind-compatible JSON-RPC on this address (port 0: any free port) (NAME=ADDR for node NAME,
     /// repeatable; a bare ADDR is the first node's).
     #[arg(long, value_name = "[NAME=]ADDR")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(deserialize_with = "config::one_or_many")]
     pub rpc_listen: Vec<NodeAddr>,
     /// RPC user (with --rpc-password); without them the RPC uses a cookie in --datadir.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_user: Option<String>,
     #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rpc_password: Option<String>,
     /// Directory for the RPC cookie file (`.cookie` and `regtest/.cookie`, as bitcoind writes).
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub datadir: Option<PathBuf>,
     /// Publish ZMQ `hashblock`, `rawblock`, `hashtx`, `rawtx` and `sequence` on this address, as bitcoind's -zmqpub* do (NAME=ADDR for node NAME,
     /// repeatable; a bare ADDR is the first node's).
     #[arg(long, value_name = "[NAME=]ADDR")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(deserialize_with = "config::one_or_many")]
     pub zmq_listen: Vec<NodeAddr>,
     /// Serve the SV2 Template Distribution Protocol (a Template Provider) on this address (NAME=ADDR for node NAME,
     /// repeatable; a bare ADDR is the first node's).
     #[arg(long, value_name = "[NAME=]ADDR")]
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(deserialize_with = "config::one_or_many")]
     pub tdp_listen: Vec<NodeAddr>,
     /// The Template Provider's authority key pair lives in this file, created with a fresh
     /// pair on first start (mode 0600); its public key is printed at start [default:
     /// stratumlab-authority.key in the working directory].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key_file: Option<PathBuf>,
     /// The Template Provider's authority public key (base58), with --authority-secret-key,
     /// instead of the key file.
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// The authority secret key (base58), with --authority-public-key.
     #[arg(long, env = "STRATUMLAB_AUTHORITY_SECRET_KEY", hide_env_values = true)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
-    /// How long the Template Provider's Noise certificates are valid [default: 1h].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cert_validity: Option<Dur>,
-}
-
-/// The settings after the file and the flags are combined.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub seed: u64,
-    pub start_height: u32,
-    pub start_time: Option<u64>,
-    pub network_difficulty: Difficulty,
-    pub block_interval: Dur,
-    pub template_interval: Dur,
-    pub fee_delta: u64,
-    pub tx_rate: f64,
-    pub initial_txs: usize,
-    /// Names (from flags) or `[[node]]` tables (from the file).
-    pub node: Vec<NodeEntry>,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub relay_delay: Vec<NodeDelay>,
-    pub tx_announce_interval: Dur,
-    pub events: Option<PathBuf>,
-    pub duration: Dur,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub rpc_listen: Vec<NodeAddr>,
-    pub rpc_user: Option<String>,
-    pub rpc_password: Option<String>,
-    pub datadir: Option<PathBuf>,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub zmq_listen: Vec<NodeAddr>,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub tdp_listen: Vec<NodeAddr>,
-    pub authority_key_file: Option<PathBuf>,
-    pub authority_public_key: Option<String>,
-    pub authority_secret_key: Option<String>,
+    /// How long the Template Provider's Noise certificates are valid.
+    #[arg(long, default_value = "1h")]
     pub cert_validity: Dur,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let c = SimnetConfig::default();
-        Settings {
-            seed: c.seed,
-            start_height: c.start_height,
-            start_time: None,
-            network_difficulty: c.network_difficulty,
-            block_interval: Dur(c.block_interval),
-            template_interval: Dur(c.template_interval),
-            fee_delta: c.fee_delta,
-            tx_rate: c.mempool.arrival_rate,
-            initial_txs: c.mempool.initial_txs,
-            node: Vec::new(),
-            relay_delay: Vec::new(),
-            tx_announce_interval: Dur(c.tx_announce_interval),
-            events: None,
-            duration: Dur::ZERO,
-            rpc_listen: Vec::new(),
-            rpc_user: None,
-            rpc_password: None,
-            datadir: None,
-            zmq_listen: Vec::new(),
-            tdp_listen: Vec::new(),
-            authority_key_file: None,
-            authority_public_key: None,
-            authority_secret_key: None,
-            cert_validity: Dur(Duration::from_secs(3600)),
-        }
-    }
-}
+config::role_settings!(SimnetArgs);
 
-impl Settings {
+impl SimnetArgs {
     pub fn network_config(&self) -> SimnetConfig {
         let mut c = SimnetConfig {
             seed: self.seed,
@@ -403,15 +317,22 @@ string_serde!(NodeAddr);
 string_serde!(NodeDelay);
 
 /// A node in the settings: a name (`--node NAME`) or a `[[node]]` table of the file.
-#[derive(Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 #[serde(untagged)]
 pub enum NodeEntry {
     Name(String),
     Table(NodeTable),
 }
 
+impl FromStr for NodeEntry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(NodeEntry::Name(s.to_owned()))
+    }
+}
+
 /// `[[node]]`: `name`, `relay_delay`, and its endpoints' addresses.
-#[derive(Deserialize, Debug)]
+#[derive(Serialize, Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct NodeTable {
     pub name: String,
@@ -444,8 +365,7 @@ impl NodePlan {
     }
 }
 
-pub fn run(args: SimnetArgs) -> Result<()> {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+pub fn run(settings: SimnetArgs) -> Result<()> {
     let plans = settings.nodes()?;
     let specs = plans
         .iter()
@@ -531,7 +451,12 @@ impl fmt::Display for Summary {
     }
 }
 
-async fn serve(net: Network, s: &Settings, plans: &[NodePlan], sink: EventSink) -> Result<Summary> {
+async fn serve(
+    net: Network,
+    s: &SimnetArgs,
+    plans: &[NodePlan],
+    sink: EventSink,
+) -> Result<Summary> {
     let started = Instant::now();
     println!(
         "simnet: chain {}, tip height {}, difficulty {}, bits {}, seed {}, block interval {}, template interval {}",
@@ -684,11 +609,8 @@ mod tests {
             "seed = 7\nblock_interval = \"10s\"\nnetwork_difficulty = 0.5\n",
         )
         .unwrap();
-        let args = SimnetArgs {
-            seed: Some(9),
-            ..SimnetArgs::default()
-        };
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: SimnetArgs = config::parse(&["--config", file, "--seed", "9"]).unwrap();
         assert_eq!(s.seed, 9);
         assert_eq!(s.block_interval, Dur::from_secs(10));
         assert_eq!(s.network_difficulty.as_f64(), 0.5);
@@ -702,7 +624,8 @@ mod tests {
     fn invalid_difficulty_in_file_is_refused() {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), "network_difficulty = 0.0\n").unwrap();
-        let e = config::load::<Settings>(Some(f.path()), &SimnetArgs::default()).unwrap_err();
+        let file = f.path().to_str().unwrap();
+        let e = config::parse::<SimnetArgs>(&["--config", file]).unwrap_err();
         assert!(format!("{e:#}").contains("difficulty"), "{e:#}");
     }
 
@@ -711,10 +634,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("simnet.ev");
         let args = SimnetArgs {
-            seed: Some(3),
-            block_interval: Some(Dur::from_millis(100)),
-            template_interval: Some(Dur::from_millis(50)),
-            duration: Some(Dur::from_millis(700)),
+            seed: 3,
+            block_interval: Dur::from_millis(100),
+            template_interval: Dur::from_millis(50),
+            duration: Dur::from_millis(700),
             events: Some(path.clone()),
             ..SimnetArgs::default()
         };

@@ -16,7 +16,7 @@ use crate::config::{self, Dur};
 
 /// Relay TCP connections to an upstream through an emulated link (delay, jitter, loss,
 /// bandwidth), counting bytes and reading the Stratum V1 jobs, shares and results that cross.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct TapArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
@@ -24,116 +24,89 @@ pub struct TapArgs {
     pub config: Option<PathBuf>,
     /// Accept clients on this address (port 0: any free port; the bound address is printed).
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
     /// Relay each client to this address.
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream: Option<SocketAddr>,
     /// Connect upstream from this local address (e.g. 127.0.0.2), so that several taps spread
     /// over loopback source addresses.
     #[arg(long, value_name = "IP")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_addr: Option<IpAddr>,
-    /// One-way delay in each direction (`72.5ms`); a round trip is twice this [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delay: Option<Dur>,
+    /// One-way delay in each direction (`72.5ms`); a round trip is twice this.
+    #[arg(long, default_value = "0")]
+    pub delay: Dur,
     /// One-way delay from clients toward the upstream [default: --delay].
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_up: Option<Dur>,
     /// One-way delay from the upstream toward clients [default: --delay].
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_down: Option<Dur>,
-    /// Each chunk's delay varies uniformly within ± this, never reordering a stream's bytes
-    /// [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<Dur>,
+    /// Each chunk's delay varies uniformly within ± this, never reordering a stream's bytes.
+    #[arg(long, default_value = "0")]
+    pub jitter: Dur,
     /// Percentage of TCP segments lost, paid as the retransmission delay TCP would add
-    /// (`0.5`, `1%`) [default: 0].
-    #[arg(long, value_name = "PCT")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub loss: Option<LossRate>,
+    /// (`0.5`, `1%`).
+    #[arg(long, value_name = "PCT", default_value = "0")]
+    pub loss: LossRate,
     /// Capacity of each direction, shared by all connections (`10Mbit`, `1.5Gbit`); 0:
-    /// unlimited [default: 0].
-    #[arg(long, value_name = "RATE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<Bandwidth>,
+    /// unlimited.
+    #[arg(long, value_name = "RATE", default_value = "0")]
+    pub bandwidth: Bandwidth,
     /// Hold each new connection's first bytes for the TCP handshake across the link (one round
-    /// trip): true or false [default: true].
-    #[arg(long, value_name = "BOOL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handshake: Option<bool>,
-    /// Seed of jitter and loss [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Name of the link in events [default: wan].
-    #[arg(long, value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub link: Option<String>,
+    /// trip): true or false.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub handshake: bool,
+    /// Seed of jitter and loss.
+    #[arg(long, default_value_t = tap_defaults().seed)]
+    pub seed: u64,
+    /// Name of the link in events.
+    #[arg(long, value_name = "NAME", default_value_t = tap_defaults().link_name)]
+    pub link: String,
     /// What to read of the relayed bytes: auto (Stratum V1 when the first bytes are JSON), sv1,
-    /// or raw (count bytes only) [default: auto].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<Protocol>,
+    /// or raw (count bytes only).
+    #[arg(long, default_value_t = tap_defaults().protocol)]
+    pub protocol: Protocol,
     /// Write events (connections, bytes per link and direction, round trips, SV1 jobs, shares
     /// and results) to this file.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// How often each connection reports its byte counts [default: 1s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub report_interval: Option<Dur>,
+    /// How often each connection reports its byte counts.
+    #[arg(long, default_value_t = Dur(tap_defaults().report_interval))]
+    pub report_interval: Dur,
     /// Most connections at once [default: as many as the open-file limit allows, two
     /// descriptors each].
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<usize>,
-    /// Bytes held per connection and direction before the tap stops reading from the sender
-    /// [default: 262144].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub buffer_bytes: Option<usize>,
-    /// Longest Stratum V1 line read; a longer one stops reading (not relaying) its connection
-    /// [default: 65536].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_line: Option<usize>,
+    /// Bytes held per connection and direction before the tap stops reading from the sender.
+    #[arg(long, value_name = "BYTES", default_value_t = tap_defaults().buffer_bytes)]
+    pub buffer_bytes: usize,
+    /// Longest Stratum V1 line read; a longer one stops reading (not relaying) its connection.
+    #[arg(long, value_name = "BYTES", default_value_t = tap_defaults().max_line)]
+    pub max_line: usize,
     /// Run the tap's threads at real-time priority (SCHED_FIFO) when the system allows, so
     /// that releases stay punctual while other processes keep the CPU busy, as a kernel link
-    /// emulator's would: true or false [default: true].
-    #[arg(long, value_name = "BOOL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub realtime: Option<bool>,
+    /// emulator's would: true or false.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub realtime: bool,
     /// Worker threads of the tap's runtime [default: one per core].
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
     /// Terminate Stratum V2's Noise on both legs with the tap's own keys (clients must trust
     /// its authority public key, printed at start), re-encrypt every frame unchanged, and
     /// report the messages.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sv2_terminate: bool,
     /// With --sv2-terminate: the tap's authority key pair lives in this file, created with a
     /// fresh pair on first start (mode 0600) [default: stratumlab-authority.key in the working
     /// directory].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_key_file: Option<PathBuf>,
     /// With --sv2-terminate: the tap's SV2 authority public key (base58), with
     /// --authority-secret-key, instead of the key file.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_public_key: Option<String>,
     /// With --sv2-terminate: the tap's SV2 authority secret key (base58), with
     /// --authority-public-key.
@@ -143,91 +116,25 @@ pub struct TapArgs {
         env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
         hide_env_values = true
     )]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub authority_secret_key: Option<String>,
     /// With --sv2-terminate: the upstream's authority public key (base58) its certificate must
     /// be signed with. Required unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub upstream_authority_key: Option<String>,
     /// With --sv2-terminate: accept any certificate from the upstream.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_verify: bool,
 }
 
-/// The settings after the file and the flags are combined.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub listen: Option<SocketAddr>,
-    pub upstream: Option<SocketAddr>,
-    pub source_addr: Option<IpAddr>,
-    pub delay: Dur,
-    pub delay_up: Option<Dur>,
-    pub delay_down: Option<Dur>,
-    pub jitter: Dur,
-    pub loss: LossRate,
-    pub bandwidth: Bandwidth,
-    pub handshake: bool,
-    pub seed: u64,
-    pub link: String,
-    pub protocol: Protocol,
-    pub events: Option<PathBuf>,
-    pub report_interval: Dur,
-    pub max_connections: Option<usize>,
-    pub buffer_bytes: usize,
-    pub max_line: usize,
-    pub realtime: bool,
-    pub threads: Option<usize>,
-    pub duration: Dur,
-    pub sv2_terminate: bool,
-    pub authority_key_file: Option<PathBuf>,
-    pub authority_public_key: Option<String>,
-    pub authority_secret_key: Option<String>,
-    pub upstream_authority_key: Option<String>,
-    pub insecure_skip_verify: bool,
+config::role_settings!(TapArgs);
+
+/// The library's defaults, which the flags' defaults are.
+fn tap_defaults() -> TapConfig {
+    let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    TapConfig::new(any, any)
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        let base = TapConfig::new(
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-            SocketAddr::from(([127, 0, 0, 1], 0)),
-        );
-        Settings {
-            listen: None,
-            upstream: None,
-            source_addr: None,
-            delay: Dur::ZERO,
-            delay_up: None,
-            delay_down: None,
-            jitter: Dur::ZERO,
-            loss: LossRate::NONE,
-            bandwidth: Bandwidth::UNLIMITED,
-            handshake: true,
-            seed: base.seed,
-            link: base.link_name,
-            protocol: base.protocol,
-            events: None,
-            report_interval: Dur(base.report_interval),
-            max_connections: None,
-            buffer_bytes: base.buffer_bytes,
-            max_line: base.max_line,
-            realtime: true,
-            threads: None,
-            duration: Dur::ZERO,
-            sv2_terminate: false,
-            authority_key_file: None,
-            authority_public_key: None,
-            authority_secret_key: None,
-            upstream_authority_key: None,
-            insecure_skip_verify: false,
-        }
-    }
-}
-
-impl Settings {
+impl TapArgs {
     pub fn link_config(&self) -> LinkConfig {
         LinkConfig {
             delay_up: self.delay_up.unwrap_or(self.delay).0,
@@ -269,7 +176,7 @@ impl Settings {
     }
 }
 
-impl Settings {
+impl TapArgs {
     fn sv2_terminate(&self) -> Result<Option<Sv2Terminate>> {
         let keys_given = self.authority_public_key.is_some()
             || self.authority_secret_key.is_some()
@@ -298,8 +205,7 @@ impl Settings {
     }
 }
 
-pub fn run(args: TapArgs) -> Result<()> {
-    let settings: Settings = config::load(args.config.as_deref(), &args)?;
+pub fn run(settings: TapArgs) -> Result<()> {
     let mut tc = settings.tap_config()?;
     // First, so that every thread made after inherits the policy: the runtime's, the release
     // timer (which goes one higher), and the events writer, which must keep up with them.
@@ -375,13 +281,18 @@ mod tests {
             "listen = \"127.0.0.1:3334\"\nupstream = \"127.0.0.1:3333\"\ndelay = \"72.5ms\"\njitter = \"2ms\"\nloss = 0.5\nbandwidth = \"10Mbit\"\nprotocol = \"raw\"\n",
         )
         .unwrap();
-        let args = TapArgs {
-            delay_down: Some("10ms".parse().unwrap()),
-            loss: Some("1%".parse().unwrap()),
-            link: Some("farm".into()),
-            ..TapArgs::default()
-        };
-        let s: Settings = config::load(Some(f.path()), &args).unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: TapArgs = config::parse(&[
+            "--config",
+            file,
+            "--delay-down",
+            "10ms",
+            "--loss",
+            "1%",
+            "--link",
+            "farm",
+        ])
+        .unwrap();
         let c = s.tap_config().unwrap();
         assert_eq!(c.link.delay_up, Duration::from_micros(72_500));
         assert_eq!(c.link.delay_down, Duration::from_millis(10), "flag wins");
@@ -399,7 +310,7 @@ mod tests {
             "listen = \"127.0.0.1:0\"\nupstream = \"127.0.0.1:1\"\nhandshake = false\n",
         )
         .unwrap();
-        let s: Settings = config::load(Some(f.path()), &TapArgs::default()).unwrap();
+        let s: TapArgs = config::parse(&["--config", file]).unwrap();
         let l = s.link_config();
         assert_eq!((l.delay_up, l.delay_down), (Duration::ZERO, Duration::ZERO));
         assert!(!l.handshake);
@@ -424,7 +335,7 @@ mod tests {
                     insecure_skip_verify: insecure,
                     ..TapArgs::default()
                 };
-                config::load::<Settings>(None, &args).unwrap().tap_config()
+                args.tap_config()
             };
         assert!(settings(false, None, None, false).unwrap().sv2.is_none());
         // No upstream key and no --insecure-skip-verify: refused, saying what to give.
@@ -464,17 +375,14 @@ mod tests {
 
     #[test]
     fn addresses_are_required_and_bad_values_are_refused() {
-        let s: Settings = config::load(None, &TapArgs::default()).unwrap();
+        let s = TapArgs::default();
         let e = s.tap_config().unwrap_err();
         assert!(format!("{e:#}").contains("--listen"), "{e:#}");
-        let args = TapArgs {
-            listen: Some("127.0.0.1:0".parse().unwrap()),
-            ..TapArgs::default()
-        };
-        let s: Settings = config::load(None, &args).unwrap();
+        let s: TapArgs = config::parse(&["--listen", "127.0.0.1:0"]).unwrap();
         let e = s.tap_config().unwrap_err();
         assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
         let f = tempfile::NamedTempFile::new().unwrap();
+        let with_file = ["--config", f.path().to_str().unwrap()];
         for bad in [
             "delay = \"72\"\n",
             "loss = 150\n",
@@ -483,10 +391,7 @@ mod tests {
             "dealy = \"1ms\"\n",
         ] {
             std::fs::write(f.path(), bad).unwrap();
-            assert!(
-                config::load::<Settings>(Some(f.path()), &TapArgs::default()).is_err(),
-                "{bad}"
-            );
+            assert!(config::parse::<TapArgs>(&with_file).is_err(), "{bad}");
         }
     }
 }

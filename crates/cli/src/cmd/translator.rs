@@ -23,155 +23,84 @@ use crate::config::{self, Dur};
 /// Translate Stratum V1 devices to Stratum V2: every device on one extended channel of an SV2
 /// pool (aggregated mode) or each on its own (`--channels per-device`), shares judged locally
 /// and forwarded when they meet the pool's target.
-#[derive(Args, Serialize, Default)]
+#[derive(Args, Serialize, Deserialize, Debug)]
 pub struct TranslatorArgs {
     /// TOML file with settings; its keys are the flags' names in snake_case.
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Accept SV1 devices on this address (port 0: any free port; the bound address is
-    /// printed once the upstream channel is open) [default: 127.0.0.1:0].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub listen: Option<SocketAddr>,
+    /// printed once the upstream channel is open).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
     /// The SV2 pool; repeat for failover pools, in order of preference (the next is tried at
     /// once when one is lost, then all again after a capped, jittered backoff).
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream: Option<Vec<SocketAddr>>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub upstream: Vec<SocketAddr>,
     /// The pool's SV2 authority public key (base58; the pool prints it at start) its
     /// certificate must be signed with; one for every upstream, or one per `--upstream` in the
     /// same order. Required unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_authority_key: Option<Vec<String>>,
+    #[serde(deserialize_with = "config::one_or_many")]
+    pub upstream_authority_key: Vec<String>,
     /// Accept any certificate from the upstream pools instead of checking it against their
     /// authority key.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_verify: bool,
     /// An upstream that answers nothing for this long while a share awaits its verdict is
-    /// failed over [default: 30s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_keepalive: Option<Dur>,
+    /// failed over.
+    #[arg(long, default_value = "30s")]
+    pub upstream_keepalive: Dur,
     /// How long an upstream may take to connect, finish the handshake and open the channel
     /// before the next is tried; with per-device channels, also how long one device's channel
-    /// request may go unanswered before that device is refused [default: 10s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upstream_open_timeout: Option<Dur>,
+    /// request may go unanswered before that device is refused.
+    #[arg(long, default_value_t = Dur(translator::per_device::DEFAULT_OPEN_TIMEOUT))]
+    pub upstream_open_timeout: Dur,
     /// How devices map onto SV2 channels: `aggregated` (all on one extended channel, each
     /// given a range of its extranonce) or `per-device` (an extended channel each, on the one
-    /// connection; the translator only) [default: aggregated].
-    #[arg(long, value_name = "MODE", value_parser = ["aggregated", "per-device"])]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channels: Option<String>,
+    /// connection; the translator only).
+    #[arg(long, value_name = "MODE", value_parser = ["aggregated", "per-device"], default_value_t = TranslatorConfig::default().channels.to_string())]
+    pub channels: String,
     /// The farm's account at the pool (`OpenExtendedMiningChannel.user_identity`; per-device
-    /// channels append `.miner<N>`, the device's number) [default: stratumlab-translator].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user_identity: Option<String>,
-    /// Share difficulty of a new device [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start_difficulty: Option<Difficulty>,
-    /// Lowest share difficulty vardiff may set a device to [default: 2^-32].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_difficulty: Option<Difficulty>,
-    /// Shares per minute vardiff aims for per device [default: 15].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shares_per_minute: Option<f64>,
+    /// channels append `.miner<N>`, the device's number).
+    #[arg(long, default_value_t = TranslatorConfig::default().user_identity)]
+    pub user_identity: String,
+    /// Share difficulty of a new device.
+    #[arg(long, default_value_t = TranslatorConfig::default().start_difficulty)]
+    pub start_difficulty: Difficulty,
+    /// Lowest share difficulty vardiff may set a device to.
+    #[arg(long, default_value_t = VardiffConfig::default().min)]
+    pub min_difficulty: Difficulty,
+    /// Shares per minute vardiff aims for per device.
+    #[arg(long, default_value_t = VardiffConfig::default().shares_per_minute)]
+    pub shares_per_minute: f64,
     /// Hash rate counted for a device until vardiff has measured it (`40kH/s`, `100TH/s`); the
-    /// channel's nominal hash rate is their sum [default: 1TH/s].
-    #[arg(long, value_name = "RATE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub device_hash_rate: Option<Budget>,
+    /// channel's nominal hash rate is their sum.
+    #[arg(long, value_name = "RATE", default_value = "1TH/s")]
+    pub device_hash_rate: Budget,
     /// Most devices at once: another name for --max-connections [default: 10000].
     #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_devices: Option<usize>,
     /// Serve /api/status, /metrics and /healthz on this address (port 0: any free port; the
     /// bound address is printed).
     #[arg(long, value_name = "ADDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_listen: Option<SocketAddr>,
     /// Write events (connections, forwarded shares and the pool's verdicts) to this file.
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub events: Option<PathBuf>,
-    /// Stop after this long; 0 runs until interrupted [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
+    /// Stop after this long; 0 runs until interrupted.
+    #[arg(long, default_value = "0")]
+    pub duration: Dur,
     /// The connection edge's limits, the same on every role (cmd/edge.rs).
     #[command(flatten)]
     #[serde(flatten)]
     pub edge: EdgeArgs,
 }
 
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub listen: SocketAddr,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub upstream: Vec<SocketAddr>,
-    #[serde(deserialize_with = "config::one_or_many")]
-    pub upstream_authority_key: Vec<String>,
-    pub insecure_skip_verify: bool,
-    pub upstream_keepalive: Dur,
-    pub upstream_open_timeout: Dur,
-    pub channels: String,
-    pub user_identity: String,
-    pub start_difficulty: Difficulty,
-    pub min_difficulty: Difficulty,
-    pub shares_per_minute: f64,
-    pub device_hash_rate: Budget,
-    pub max_devices: Option<usize>,
-    pub http_listen: Option<SocketAddr>,
-    pub events: Option<PathBuf>,
-    pub duration: Dur,
-    /// The connection edge's limits (its keys are read apart: `Settings::load`).
-    #[serde(skip)]
-    pub edge: EdgeArgs,
-}
+config::role_settings!(TranslatorArgs);
 
-impl Default for Settings {
-    fn default() -> Self {
-        let t = TranslatorConfig::default();
-        let v = VardiffConfig::default();
-        Settings {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            upstream: Vec::new(),
-            upstream_authority_key: Vec::new(),
-            insecure_skip_verify: false,
-            upstream_keepalive: Dur(Duration::from_secs(30)),
-            upstream_open_timeout: Dur(translator::per_device::DEFAULT_OPEN_TIMEOUT),
-            channels: t.channels.to_string(),
-            user_identity: t.user_identity,
-            start_difficulty: t.start_difficulty,
-            min_difficulty: v.min,
-            shares_per_minute: v.shares_per_minute,
-            device_hash_rate: "1TH/s".parse().expect("valid"),
-            max_devices: None,
-            http_listen: None,
-            events: None,
-            duration: Dur::ZERO,
-            edge: EdgeArgs::default(),
-        }
-    }
-}
-
-impl Settings {
-    /// The file and the flags combined; the connection edge's keys go to `edge`.
-    pub fn load(path: Option<&std::path::Path>, args: &TranslatorArgs) -> Result<Settings> {
-        let (mut settings, edge): (Settings, EdgeArgs) = config::load_with_edge(path, args)?;
-        settings.edge = edge;
-        Ok(settings)
-    }
-
+impl TranslatorArgs {
     /// The shell's configuration (events are attached by the caller).
     pub fn shell_config(&self) -> Result<ShellConfig> {
         anyhow::ensure!(
@@ -277,12 +206,11 @@ pub fn run_proxy(args: TranslatorArgs) -> Result<()> {
     serve(args, "proxy", shell::start_with::<Sv1Transport>)
 }
 
-fn serve<F, Fut>(args: TranslatorArgs, role: &'static str, start: F) -> Result<()>
+fn serve<F, Fut>(settings: TranslatorArgs, role: &'static str, start: F) -> Result<()>
 where
     F: FnOnce(ShellConfig) -> Fut,
     Fut: std::future::Future<Output = Result<shell::Running, shell::ShellError>>,
 {
-    let settings = Settings::load(args.config.as_deref(), &args)?;
     let mut sc = settings.shell_config()?;
     if role == "translator" {
         if sc.upstreams.iter().any(|u| u.authority_key.is_none()) {
@@ -359,28 +287,32 @@ mod tests {
 
     #[test]
     fn upstream_is_required_and_keys_are_checked() {
-        let s = Settings::load(None, &TranslatorArgs::default()).unwrap();
+        let s = TranslatorArgs::default();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
-        let args = TranslatorArgs {
-            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
-            upstream_authority_key: Some(vec!["nonsense".into()]),
-            ..TranslatorArgs::default()
-        };
-        let s = Settings::load(None, &args).unwrap();
+        let s: TranslatorArgs = config::parse(&[
+            "--upstream",
+            "127.0.0.1:1",
+            "--upstream-authority-key",
+            "nonsense",
+        ])
+        .unwrap();
         assert!(s.shell_config().is_err());
         // Two keys for three upstreams: which goes with which is unclear.
-        let key = sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY.to_owned();
-        let args = TranslatorArgs {
-            upstream: Some(vec![
-                "127.0.0.1:1".parse().unwrap(),
-                "127.0.0.1:2".parse().unwrap(),
-                "127.0.0.1:3".parse().unwrap(),
-            ]),
-            upstream_authority_key: Some(vec![key.clone(), key]),
-            ..TranslatorArgs::default()
-        };
-        let s = Settings::load(None, &args).unwrap();
+        let key = sv2::keys::REFERENCE_AUTHORITY_PUBLIC_KEY;
+        let s: TranslatorArgs = config::parse(&[
+            "--upstream",
+            "127.0.0.1:1",
+            "--upstream",
+            "127.0.0.1:2",
+            "--upstream",
+            "127.0.0.1:3",
+            "--upstream-authority-key",
+            key,
+            "--upstream-authority-key",
+            key,
+        ])
+        .unwrap();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("2 keys for 3 upstreams"), "{e:#}");
     }
@@ -389,8 +321,9 @@ mod tests {
     fn upstreams_come_from_flags_or_a_file_as_one_or_a_list() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
+        let with_file = ["--config", file.to_str().unwrap()];
         std::fs::write(&file, "upstream = \"127.0.0.1:7\"\n").unwrap();
-        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s: TranslatorArgs = config::parse(&with_file).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.upstreams.len(), 1);
         assert_eq!(c.upstreams[0].addr.port(), 7);
@@ -399,7 +332,7 @@ mod tests {
             "upstream = [\"127.0.0.1:7\", \"127.0.0.1:8\"]\nupstream_keepalive = \"5s\"\n",
         )
         .unwrap();
-        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s: TranslatorArgs = config::parse(&with_file).unwrap();
         let c = s.shell_config().unwrap();
         let ports: Vec<u16> = c.upstreams.iter().map(|u| u.addr.port()).collect();
         assert_eq!(ports, [7, 8]);
@@ -410,17 +343,14 @@ mod tests {
             "upstream = \"127.0.0.1:7\"\nupstream_open_timeout = \"2s\"\n",
         )
         .unwrap();
-        let s = Settings::load(Some(&file), &TranslatorArgs::default()).unwrap();
+        let s: TranslatorArgs = config::parse(&with_file).unwrap();
         assert_eq!(
             s.shell_config().unwrap().open_timeout,
             Duration::from_secs(2)
         );
         // Flags win over the file.
-        let args = TranslatorArgs {
-            upstream: Some(vec!["127.0.0.1:9".parse().unwrap()]),
-            ..TranslatorArgs::default()
-        };
-        let s = Settings::load(Some(&file), &args).unwrap();
+        let s: TranslatorArgs =
+            config::parse(&[with_file[0], with_file[1], "--upstream", "127.0.0.1:9"]).unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.upstreams[0].addr.port(), 9);
         assert_eq!(c.upstreams.len(), 1);
@@ -428,50 +358,52 @@ mod tests {
 
     #[test]
     fn channel_mode_comes_from_the_flag_or_the_file() {
-        let args = TranslatorArgs {
-            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
-            ..TranslatorArgs::default()
-        };
-        let s = Settings::load(None, &args).unwrap();
+        let s: TranslatorArgs = config::parse(&["--upstream", "127.0.0.1:1"]).unwrap();
         assert_eq!(
             s.shell_config().unwrap().translator.channels,
             ChannelMode::Aggregated
         );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t.toml");
+        let args = [
+            "--upstream",
+            "127.0.0.1:1",
+            "--config",
+            file.to_str().unwrap(),
+        ];
         std::fs::write(&file, "channels = \"per-device\"\n").unwrap();
-        let s = Settings::load(Some(&file), &args).unwrap();
+        let s: TranslatorArgs = config::parse(&args).unwrap();
         assert_eq!(
             s.shell_config().unwrap().translator.channels,
             ChannelMode::PerDevice
         );
         std::fs::write(&file, "channels = \"both\"\n").unwrap();
-        let s = Settings::load(Some(&file), &args).unwrap();
+        let s: TranslatorArgs = config::parse(&args).unwrap();
         let e = s.shell_config().unwrap_err();
         assert!(format!("{e:#}").contains("--channels"), "{e:#}");
     }
 
     #[test]
     fn the_sv1_proxy_refuses_per_device_channels() {
-        let args = TranslatorArgs {
-            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
-            channels: Some("per-device".into()),
-            ..TranslatorArgs::default()
-        };
+        let args =
+            config::parse(&["--upstream", "127.0.0.1:1", "--channels", "per-device"]).unwrap();
         let e = run_proxy(args).unwrap_err();
         assert!(format!("{e:#}").contains("SV1 pool"), "{e:#}");
     }
 
     #[test]
     fn flags_reach_the_core() {
-        let args = TranslatorArgs {
-            upstream: Some(vec!["127.0.0.1:1".parse().unwrap()]),
-            start_difficulty: Some(Difficulty::new(0.5).unwrap()),
-            device_hash_rate: Some("40kH/s".parse().unwrap()),
-            http_listen: Some("127.0.0.1:0".parse().unwrap()),
-            ..TranslatorArgs::default()
-        };
-        let s = Settings::load(None, &args).unwrap();
+        let s: TranslatorArgs = config::parse(&[
+            "--upstream",
+            "127.0.0.1:1",
+            "--start-difficulty",
+            "0.5",
+            "--device-hash-rate",
+            "40kH/s",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
         let c = s.shell_config().unwrap();
         assert_eq!(c.listen.ip().to_string(), "127.0.0.1");
         assert_eq!(c.http_listen, Some("127.0.0.1:0".parse().unwrap()));
