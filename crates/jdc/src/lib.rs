@@ -10,7 +10,9 @@
 //! - [`pool_channel`]: the extended channel to the pool on which declared jobs are set
 //!   (`SetCustomMiningJob`) and the devices' shares that meet the pool's target are submitted;
 //! - [`coinbase`]: the template's coinbase in the three shapes those need;
-//! - [`shell`]: the tokio tasks joining them.
+//! - [`core`]: what ties them together (declared templates, the pool, fallback and rejoin,
+//!   blocks pushed late), sans-IO;
+//! - [`shell`]: the tokio tasks that drive the core.
 //!
 //! The sans-IO parts take messages in and give messages out; the shell owns the sockets.
 
@@ -18,6 +20,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod coinbase;
+pub mod core;
 pub mod declarer;
 pub mod fallback;
 pub mod pool_channel;

@@ -1,0 +1,478 @@
+//! The JDC's core without sockets, on a virtual clock: templates declared and set on the pool,
+//! an upstream lost, rejoins with growing waits, and blocks found meanwhile pushed late.
+
+use std::sync::Arc;
+
+use jdc::core::{CoreConfig, CoreEvent, JdcCore, Link, Setup, Transmit};
+use jdc::declarer::{Declarer, DeclarerConfig};
+use jdc::fallback::FallbackConfig;
+use jdc::pool_channel::{PoolChannel, PoolChannelConfig, PoolEvent};
+use pool::engine::TappedShare;
+use pool::jobs::{Generation, JobBook, JobConfig};
+use pool::stats::Dependency;
+use pool::template::{TdpTemplate, Template};
+use pool::Millis;
+use primitives::bitcoin::consensus::serialize;
+use primitives::bitcoin::{Amount, ScriptBuf, TxOut};
+use primitives::{CompactTarget, Hash256, Target};
+use sv2::messages::common::SetupConnectionSuccess;
+use sv2::messages::job_declaration::{
+    AllocateMiningJobTokenSuccess, DeclareMiningJobSuccess, PushSolution,
+};
+use sv2::messages::mining::OpenExtendedMiningChannelSuccess;
+use sv2::messages::template_distribution::RequestTransactionDataSuccess;
+use sv2::messages::{JobDeclaration, Message, Mining};
+
+const PREFIX: [u8; 4] = [0xfa, 0xce, 0x00, 0x01];
+const SIZE: usize = 8;
+
+fn pool_script() -> ScriptBuf {
+    ScriptBuf::from_bytes([&[0x00, 0x14][..], &[0x22; 20]].concat())
+}
+
+fn setup_success() -> Message {
+    SetupConnectionSuccess {
+        used_version: 2,
+        flags: 0,
+    }
+    .into()
+}
+
+/// A JDS's declarer past its setup, holding a token that names the pool's payout.
+fn declarer() -> Declarer {
+    let mut d = Declarer::new(DeclarerConfig {
+        spare_tokens: 0,
+        ..DeclarerConfig::default()
+    });
+    let _ = d.setup_connection();
+    let out = d.on_message(setup_success()).unwrap();
+    for e in out {
+        if let jdc::declarer::DeclarerEvent::Send(Message::JobDeclaration(
+            JobDeclaration::AllocateMiningJobToken(a),
+        )) = e
+        {
+            let outputs = vec![TxOut {
+                value: Amount::ZERO,
+                script_pubkey: pool_script(),
+            }];
+            d.on_message(
+                AllocateMiningJobTokenSuccess {
+                    request_id: a.request_id,
+                    mining_job_token: vec![0x70; 4],
+                    coinbase_outputs: serialize(&outputs),
+                }
+                .into(),
+            )
+            .unwrap();
+        }
+    }
+    assert!(d.is_ready());
+    d
+}
+
+/// A pool channel, open with `prefix`.
+fn setup(prefix: &[u8]) -> Setup {
+    let mut c = PoolChannel::new(PoolChannelConfig::default());
+    let _ = c.setup_connection();
+    let out = c.on_message(setup_success()).unwrap();
+    let Some(PoolEvent::Send(Message::Mining(Mining::OpenExtendedMiningChannel(o)))) = out.first()
+    else {
+        panic!("no channel request");
+    };
+    let mut target = [0xff; 32];
+    target[31] = 0;
+    let out = c
+        .on_message(
+            OpenExtendedMiningChannelSuccess {
+                request_id: o.request_id,
+                channel_id: 6,
+                target: Target::from_le_bytes(&target),
+                extranonce_size: SIZE as u16,
+                extranonce_prefix: prefix.to_vec(),
+                group_channel_id: 0,
+            }
+            .into(),
+        )
+        .unwrap();
+    let Some(PoolEvent::Opened(opened)) =
+        out.into_iter().find(|e| matches!(e, PoolEvent::Opened(_)))
+    else {
+        panic!("not opened");
+    };
+    Setup {
+        declarer: declarer(),
+        early: Vec::new(),
+        payout: pool_script(),
+        channel: c,
+        opened,
+    }
+}
+
+fn config() -> CoreConfig {
+    CoreConfig {
+        tag: b"/farm/".to_vec(),
+        extranonce_len: PREFIX.len() + SIZE,
+        fallback: FallbackConfig::default(),
+        fallback_payout: None,
+    }
+}
+
+/// The farm's node's templates, as the embedded pool adopts them.
+struct Node {
+    book: JobBook,
+}
+
+impl Node {
+    fn new() -> Node {
+        Node {
+            book: JobBook::new(JobConfig {
+                coinbase_tag: b"/farm/".to_vec(),
+                extranonce_len: PREFIX.len() + SIZE,
+            }),
+        }
+    }
+
+    fn template(&mut self, template_id: u64) -> Arc<Generation> {
+        let template = Template {
+            height: 900_001,
+            prev_hash: Hash256([0x33; 32]),
+            version: 0x2000_0000,
+            bits: CompactTarget::from_consensus(0x207f_ffff),
+            curtime: 1_750_000_000,
+            mintime: 1_749_999_000,
+            median_time_past: None,
+            coinbase_value: Amount::from_sat(312_500_000),
+            witness_commitment: None,
+            transactions: Arc::from(Vec::new()),
+            longpoll_id: None,
+        };
+        let tdp = TdpTemplate {
+            template_id,
+            coinbase_tx_version: 2,
+            // BIP34 push of height 900001.
+            coinbase_prefix: vec![0x03, 0xa1, 0xbb, 0x0d],
+            coinbase_tx_input_sequence: 0xffff_fffe,
+            coinbase_tx_value_remaining: 312_500_000,
+            coinbase_tx_outputs_count: 0,
+            coinbase_tx_outputs: Vec::new(),
+            coinbase_tx_locktime: 900_000,
+            merkle_path: Arc::from(Vec::new()),
+        };
+        self.book
+            .on_tdp_template(Arc::new(template), Arc::new(tdp), Millis(0))
+    }
+}
+
+fn no_txs(template_id: u64) -> pool::tp::TxDataReply {
+    Ok(RequestTransactionDataSuccess {
+        template_id,
+        excess_data: Vec::new(),
+        transaction_list: Vec::new(),
+    })
+}
+
+fn block(g: &Generation, nonce: u32) -> TappedShare {
+    TappedShare {
+        generation: g.id,
+        job_id: 1,
+        extranonce: [&PREFIX[..], &[7; SIZE]].concat(),
+        version: 0x2000_0000,
+        ntime: 1_750_000_001,
+        nonce,
+        hash: Hash256([0; 32]),
+        block: true,
+    }
+}
+
+fn transmits(core: &mut JdcCore) -> Vec<Transmit> {
+    std::iter::from_fn(|| core.poll_transmit()).collect()
+}
+
+fn events(core: &mut JdcCore) -> Vec<CoreEvent> {
+    std::iter::from_fn(|| core.poll_event()).collect()
+}
+
+/// The template's transactions fetched, and what the core sent the JDS for it.
+fn declare(core: &mut JdcCore, g: &Arc<Generation>, now: u64) -> Vec<Transmit> {
+    let fetch = events(core);
+    assert!(
+        fetch.contains(&CoreEvent::FetchTxData {
+            generation: g.id,
+            template_id: g.tdp.as_ref().unwrap().template_id,
+        }),
+        "{fetch:?}"
+    );
+    core.handle_tx_data(g.id, no_txs(g.tdp.as_ref().unwrap().template_id), now);
+    transmits(core)
+}
+
+fn declared_request(ts: &[Transmit]) -> u32 {
+    ts.iter()
+        .find_map(|t| match &t.message {
+            Message::JobDeclaration(JobDeclaration::DeclareMiningJob(m)) => {
+                assert_eq!(t.to, Link::Jds);
+                Some(m.request_id)
+            }
+            _ => None,
+        })
+        .expect("a DeclareMiningJob")
+}
+
+fn accepted(request_id: u32) -> Message {
+    DeclareMiningJobSuccess {
+        request_id,
+        new_mining_job_token: vec![0x55; 8],
+    }
+    .into()
+}
+
+fn pushes(ts: &[Transmit]) -> Vec<PushSolution> {
+    ts.iter()
+        .filter_map(|t| match &t.message {
+            Message::JobDeclaration(JobDeclaration::PushSolution(p)) => Some(p.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A core whose first template the JDS accepted, and that template.
+fn declared_once(template_id: u64) -> (JdcCore, Arc<Generation>) {
+    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
+    let g = Node::new().template(template_id);
+    core.handle_generation(g.clone(), 0);
+    let request = declared_request(&declare(&mut core, &g, 0));
+    core.handle_jds_message(accepted(request), 0);
+    transmits(&mut core);
+    (core, g)
+}
+
+#[test]
+fn a_template_is_fetched_declared_and_set_on_the_pool_under_the_jds_token() {
+    let mut node = Node::new();
+    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
+    assert!(transmits(&mut core).is_empty());
+    let g = node.template(11);
+    core.handle_generation(g.clone(), 5);
+    let sent = declare(&mut core, &g, 10);
+    let request = declared_request(&sent);
+    core.handle_jds_message(accepted(request), 20);
+    let sent = transmits(&mut core);
+    let set = sent
+        .iter()
+        .find_map(|t| match &t.message {
+            Message::Mining(Mining::SetCustomMiningJob(m)) => Some((t.to, m.clone())),
+            _ => None,
+        })
+        .expect("SetCustomMiningJob");
+    assert_eq!(set.0, Link::Pool);
+    assert_eq!(set.1.token, vec![0x55; 8], "the token the JDS gave");
+    assert_eq!(set.1.prev_hash, [0x33; 32]);
+    assert_eq!(core.stats().declared, 1);
+    // A block on the declared template goes to the JDS at once.
+    core.handle_share(block(&g, 9), 30);
+    let sent = transmits(&mut core);
+    let p = pushes(&sent);
+    assert_eq!(p.len(), 1);
+    assert_eq!((p[0].nonce, p[0].nbits), (9, 0x207f_ffff));
+    assert_eq!(core.stats().solutions_pushed, 1);
+    // The declaration spent the token; the one asked for in its place is awaited (the
+    // fallback's token timeout), and its answer ends the wait.
+    assert_eq!(core.poll_timeout(), Some(10 + 10_000));
+    core.handle_timeout(10_009);
+    assert!(core.is_up(Link::Jds), "not yet");
+    core.handle_timeout(10_010);
+    assert!(
+        !core.is_up(Link::Jds) && !core.is_up(Link::Pool),
+        "no token in time: left"
+    );
+    assert_eq!(
+        core.stats().fallback.as_deref(),
+        Some("the JDS did not answer a token request")
+    );
+}
+
+#[test]
+fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() {
+    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
+    core.handle_link_lost(Link::Pool, "reset by peer".into(), 1_000);
+    let ev = events(&mut core);
+    assert!(ev.contains(&CoreEvent::Close(Link::Pool)));
+    assert!(
+        ev.contains(&CoreEvent::Close(Link::Jds)),
+        "leaving closes both"
+    );
+    assert!(ev.contains(&CoreEvent::Dependency {
+        which: Dependency::Pool,
+        attached: false,
+        why: Some("reset by peer".into()),
+    }));
+    assert!(!core.is_up(Link::Jds) && !core.is_up(Link::Pool));
+    assert!(core
+        .stats()
+        .upstream_lost
+        .as_deref()
+        .unwrap()
+        .contains("reset by peer"));
+    let mut now = 1_000;
+    let mut waits = Vec::new();
+    for _ in 0..8 {
+        let at = core.poll_timeout().expect("a rejoin is scheduled");
+        waits.push(at - now);
+        core.handle_timeout(at - 1);
+        assert!(events(&mut core).is_empty(), "not before its time");
+        core.handle_timeout(at);
+        assert_eq!(events(&mut core), [CoreEvent::Rejoin]);
+        assert_eq!(core.poll_timeout(), None, "one attempt at a time");
+        now = at + 300;
+        core.handle_join_failed("connection refused".into(), now);
+    }
+    assert_eq!(
+        waits,
+        [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
+    );
+    assert_eq!(core.stats().rejoin_failures, 8);
+    // A channel whose extranonce layout differs from the devices' ranges is refused.
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    events(&mut core);
+    assert!(!core.handle_joined(setup(&[1, 2, 3, 4, 5]), at + 10));
+    assert!(!core.is_up(Link::Pool));
+    assert!(core
+        .stats()
+        .rejoin_error
+        .as_deref()
+        .unwrap()
+        .contains("extranonce layout"));
+    // One that fits is taken: both links up, the devices moved under its prefix.
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    events(&mut core);
+    let moved = [0xfa, 0xce, 0x00, 0x02];
+    assert!(core.handle_joined(setup(&moved), at + 10));
+    assert!(core.is_up(Link::Jds) && core.is_up(Link::Pool));
+    let ev = events(&mut core);
+    assert!(
+        ev.contains(&CoreEvent::ExtranonceBase(moved.to_vec())),
+        "{ev:?}"
+    );
+    assert!(
+        ev.contains(&CoreEvent::PayoutOverride(None)),
+        "the same payout"
+    );
+    assert_eq!(core.stats().rejoined, 1);
+}
+
+#[test]
+fn a_block_found_while_the_jds_is_away_is_declared_again_and_pushed_when_it_returns() {
+    let (mut core, g) = declared_once(21);
+
+    core.handle_link_lost(Link::Jds, "eof".into(), 100);
+    // Leaving, the core fetches the newest template again to keep its declaration.
+    let kept = declare(&mut core, &g, 110);
+    assert!(kept.is_empty(), "nothing goes to a JDS that is gone");
+    core.handle_share(block(&g, 77), 200);
+    assert!(pushes(&transmits(&mut core)).is_empty());
+    assert_eq!(core.stats().solutions_pushed, 0);
+
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    assert_eq!(events(&mut core), [CoreEvent::Rejoin]);
+    assert!(core.handle_joined(setup(&PREFIX), at + 50));
+    events(&mut core);
+    // The block's template first, declared again on the new connection...
+    let sent = transmits(&mut core);
+    let request = declared_request(&sent);
+    assert!(
+        pushes(&sent).is_empty(),
+        "not before the JDS takes the template"
+    );
+    assert_eq!(
+        core.poll_timeout(),
+        Some(at + 50 + 10_000),
+        "its answer is awaited"
+    );
+    core.handle_jds_message(accepted(request), at + 60);
+    // ...then the block, pushed late.
+    let sent = transmits(&mut core);
+    let p = pushes(&sent);
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].nonce, 77);
+    assert_eq!(core.stats().solutions_pushed_late, 1);
+    assert_eq!(core.stats().solutions_pushed, 1);
+}
+
+#[test]
+fn a_push_whose_send_fails_is_kept_for_the_jds_return() {
+    let (mut core, g) = declared_once(31);
+
+    core.handle_share(block(&g, 5), 10);
+    let t = core.poll_transmit().expect("the push");
+    assert!(matches!(
+        t.message,
+        Message::JobDeclaration(JobDeclaration::PushSolution(_))
+    ));
+    assert_eq!(core.stats().solutions_pushed, 1);
+    core.handle_send_failed(t, "broken pipe".into(), 11);
+    assert_eq!(core.stats().solutions_pushed, 0, "it did not go");
+    assert!(!core.is_up(Link::Jds));
+    assert!(core
+        .stats()
+        .upstream_lost
+        .as_deref()
+        .unwrap()
+        .contains("broken pipe"));
+    // Back: declared again, then pushed.
+    let fetch: Vec<_> = events(&mut core)
+        .into_iter()
+        .filter(|e| matches!(e, CoreEvent::FetchTxData { .. }))
+        .collect();
+    assert_eq!(fetch.len(), 1, "the template's declaration fetched again");
+    core.handle_tx_data(g.id, no_txs(31), 20);
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    events(&mut core);
+    assert!(core.handle_joined(setup(&PREFIX), at));
+    let request = declared_request(&transmits(&mut core));
+    core.handle_jds_message(accepted(request), at + 1);
+    let p = pushes(&transmits(&mut core));
+    assert_eq!(p.iter().map(|p| p.nonce).collect::<Vec<_>>(), [5]);
+    assert_eq!(core.stats().solutions_pushed_late, 1);
+}
+
+#[test]
+fn with_a_fallback_address_the_devices_mine_for_the_farm_and_its_blocks_are_not_pushed() {
+    let mut node = Node::new();
+    let farm = ScriptBuf::from_bytes([&[0x00, 0x14][..], &[0x99; 20]].concat());
+    let mut core = JdcCore::new(
+        CoreConfig {
+            fallback_payout: Some(farm.clone()),
+            ..config()
+        },
+        setup(&PREFIX),
+        0,
+    );
+    let g = node.template(41);
+    core.handle_generation(g.clone(), 0);
+    declare(&mut core, &g, 0);
+    core.handle_link_lost(Link::Jds, "eof".into(), 5);
+    let ev = events(&mut core);
+    assert!(
+        ev.contains(&CoreEvent::PayoutOverride(Some(farm))),
+        "{ev:?}"
+    );
+    assert!(core.stats().solo);
+    core.handle_share(block(&g, 3), 6);
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    events(&mut core);
+    assert!(core.handle_joined(setup(&PREFIX), at));
+    let ev = events(&mut core);
+    assert!(
+        ev.contains(&CoreEvent::PayoutOverride(None)),
+        "the pool's again"
+    );
+    assert!(!core.stats().solo);
+    // The newest template is declared for the pool; the farm's block is not the pool's.
+    let sent = transmits(&mut core);
+    assert!(pushes(&sent).is_empty());
+}
