@@ -28,15 +28,16 @@
 //! measured on every connection.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use events::{EventKind, EventReader, JobId};
+use lab::process::RoleProcess;
 
 /// A regtest P2WPKH address: the pool's payout and the mined blocks' coinbase.
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
@@ -850,114 +851,50 @@ impl Profiler {
     }
 }
 
-/// A `stratumlab` subcommand: stdout read line by line, stderr kept in a file, killed if the
-/// bench ends before stopping it.
+/// A `stratumlab` subcommand run by the lab's process harness: stdout read line by line,
+/// stderr kept in a file, killed if the bench ends before stopping it.
 struct Role {
     name: &'static str,
-    child: Option<Child>,
-    lines: mpsc::Receiver<String>,
-    log: PathBuf,
+    process: RoleProcess,
 }
 
 impl Role {
     fn start(name: &'static str, dir: &Path, args: &[&str]) -> Result<Role, String> {
         let log = dir.join(format!("{name}.log"));
-        let err = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-            .arg(name)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .stdin(Stdio::null())
-            .env("RUST_LOG", "warn")
-            .spawn()
-            .map_err(|e| format!("starting {name}: {e}"))?;
-        let out = child.stdout.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(Role {
-            name,
-            child: Some(child),
-            lines,
-            log,
-        })
+        let args: Vec<OsString> = std::iter::once(name)
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        let env = [("RUST_LOG".to_owned(), "warn".to_owned())];
+        let program = Path::new(env!("CARGO_BIN_EXE_stratumlab"));
+        let process = RoleProcess::spawn_with_env(name, program, &args, &log, &env)
+            .map_err(|e| e.to_string())?;
+        Ok(Role { name, process })
     }
 
     fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.process.pid()
     }
 
     /// Waits for a stdout line starting with `prefix`; returns the rest.
     fn line(&self, prefix: &str, limit: Duration) -> Result<String, String> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    if let Some(rest) = l.strip_prefix(prefix) {
-                        return Ok(rest.trim().to_owned());
-                    }
-                }
-                Err(_) => {
-                    return Err(format!(
-                        "{} did not print {prefix:?}\n{} log:\n{}",
-                        self.name,
-                        self.name,
-                        self.log_tail()
-                    ))
-                }
-            }
-        }
+        self.process.line(prefix, limit).map_err(|e| e.to_string())
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        self.process.log_tail(20)
     }
 
     /// SIGTERM, then waits up to `limit` for a successful exit (SIGKILL after it).
     fn stop(mut self, limit: Duration) -> Result<(), String> {
-        let Some(mut child) = self.child.take() else {
+        let status = self.process.stop(limit);
+        if status.success() {
             return Ok(());
-        };
-        // SAFETY: signalling our own child, not waited for yet.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + limit;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(()),
-                Ok(Some(status)) => {
-                    return Err(format!(
-                        "{} exited with {status}\n{}",
-                        self.name,
-                        self.log_tail()
-                    ))
-                }
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!("{} did not stop within {limit:?}", self.name));
-                }
-            }
         }
-    }
-}
-
-impl Drop for Role {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        Err(format!(
+            "{} exited with {status} (or did not stop within {limit:?})\n{}",
+            self.name,
+            self.log_tail()
+        ))
     }
 }

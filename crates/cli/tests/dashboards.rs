@@ -9,12 +9,14 @@
 //! `prometheus` package provides it; without it the test skips itself.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use lab::process::RoleProcess;
 
 use serde_json::Value;
 
@@ -110,13 +112,12 @@ fn every_dashboard_query_returns_data_from_a_real_lab_run() {
     let prom_addr = format!("127.0.0.1:{}", free_port());
     let prometheus = Process::start(
         "prometheus",
-        Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={prom_addr}")),
+        Path::new(PROMETHEUS),
+        &[
+            format!("--config.file={}", config_path.display()).into(),
+            format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()).into(),
+            format!("--web.listen-address={prom_addr}").into(),
+        ],
         &dir.path().join("prometheus.log"),
     );
     let logs = || format!("{}\n{}", lab.log_tail(), prometheus.log_tail());
@@ -216,18 +217,34 @@ fn start_lab(dir: &Path) -> Process {
         "name = \"dashboards\"\nconfigs = [\"sv1-proxied\", \"A\"]\nshares_per_minute = 60\n",
     )
     .unwrap();
+    let args: Vec<OsString> = ["run", "--scenario"]
+        .into_iter()
+        .map(OsString::from)
+        .chain([scenario.into_os_string()])
+        .chain(
+            [
+                "--duration",
+                "45s",
+                "--devices",
+                "8",
+                "--hash-budget",
+                "200kH/s",
+                "--blocks-per-config",
+                "1",
+                "--block-interval",
+                "10s",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--out",
+            ]
+            .map(OsString::from),
+        )
+        .chain([dir.join("results").into_os_string()])
+        .collect();
     Process::start(
         "stratumlab run",
-        Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-            .arg("run")
-            .arg("--scenario")
-            .arg(&scenario)
-            .args(["--duration", "45s", "--devices", "8"])
-            .args(["--hash-budget", "200kH/s", "--blocks-per-config", "1"])
-            .args(["--block-interval", "10s"])
-            .args(["--metrics-listen", "127.0.0.1:0"])
-            .arg("--out")
-            .arg(dir.join("results")),
+        Path::new(env!("CARGO_BIN_EXE_stratumlab")),
+        &args,
         &dir.join("lab.log"),
     )
 }
@@ -518,67 +535,36 @@ fn promtool_check(config: &Path) {
     );
 }
 
-/// A child process stopped when dropped, a failing assertion included: SIGTERM (the lab stops
-/// its roles on it), then SIGKILL if it is still there after a while.
+/// A child process run by the lab's process harness, stopped when dropped, a failing
+/// assertion included: SIGTERM (the lab stops its roles on it), then SIGKILL if it is still
+/// there after a while.
 struct Process {
     name: &'static str,
-    child: Child,
-    log: PathBuf,
-    lines: mpsc::Receiver<String>,
+    process: RoleProcess,
 }
 
 impl Process {
-    /// Starts `command` with its stderr in `log` and its stdout read line by line.
-    fn start(name: &'static str, command: &mut Command, log: &Path) -> Process {
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
+    /// Starts `program args` with its stderr in `log` and its stdout read line by line.
+    fn start(name: &'static str, program: &Path, args: &[OsString], log: &Path) -> Process {
+        let process = RoleProcess::spawn(name, program, args, log)
             .unwrap_or_else(|e| panic!("starting {name}: {e}"));
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Process {
-            name,
-            child,
-            log: log.to_owned(),
-            lines,
-        }
+        Process { name, process }
     }
 
     /// The rest of the first stdout line starting with `prefix`.
     fn line(&self, prefix: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    if let Some(rest) = l.strip_prefix(prefix) {
-                        return rest.trim().to_owned();
-                    }
-                }
-                Err(e) => panic!(
-                    "{}: no {prefix:?} line ({e})\n{}",
-                    self.name,
-                    self.log_tail()
-                ),
-            }
-        }
+        self.process
+            .line(prefix, limit)
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The end of its log.
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
         format!(
             "--- {} ({})\n{}",
             self.name,
-            self.log.display(),
-            lines[lines.len().saturating_sub(30)..].join("\n")
+            self.process.log_path().display(),
+            self.process.log_tail(30)
         )
     }
 }
@@ -588,16 +574,6 @@ impl Drop for Process {
         if std::thread::panicking() {
             eprintln!("{}", self.log_tail());
         }
-        // SAFETY: signalling our own child, which has not been waited for yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.stop(Duration::from_secs(20));
     }
 }

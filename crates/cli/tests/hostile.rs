@@ -1431,7 +1431,7 @@ fn target(name: &'static str, octet: u8, role: &Role, addr: &str, http: String) 
         name,
         addr,
         http,
-        pid: role.child.id(),
+        pid: role.pid(),
         honest: Honest::Fleet(vec!["--pool".into(), addr.to_string()]),
         base_p99: 0.0,
         octet,
@@ -1562,8 +1562,7 @@ fn the_sv2_pool_keeps_serving_honest_miners_under_attack() {
         .find(|(n, _)| *n == "sv2 pool")
         .unwrap()
         .1
-        .child
-        .id();
+        .pid();
     let mut t = sv2_target("pool (SV2)", 12, pid, &sv2, &key, http);
     measure_baseline(&mut t);
     sv2_cases(&t);
@@ -1690,7 +1689,7 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
         name: "jds",
         addr: addr.parse().unwrap(),
         http,
-        pid: jds.child.id(),
+        pid: jds.pid(),
         honest: Honest::JdClient { key: authority },
         base_p99: 0.0,
         octet: 15,
@@ -1815,7 +1814,7 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     let key = jdc.line("sv2 authority public key");
     let sv2 = jdc.line("sv2 listening on");
     let http = jdc.line("http listening on");
-    let mut t = sv2_target("jdc", 16, jdc.child.id(), &sv2, &key, http);
+    let mut t = sv2_target("jdc", 16, jdc.pid(), &sv2, &key, http);
     // The first seconds of a JDC's shares wait for its first declared job (a debug build
     // fetches and declares a template's transactions slowly): a warm-up, not the baseline.
     let (warm_up, _) = honest_run(&t);

@@ -6,7 +6,7 @@
 mod support;
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use support::{dump_events, http_get, http_get_json, link_bytes, run_fleet, Role, Roles, PAYOUT};
 
@@ -732,7 +732,7 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
         None,
         &["--fallback-payout-address", FARM],
     );
-    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "45s"));
+    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "60s"));
     let limit = Duration::from_secs(30);
     let jdc_when = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| {
         support::status_within(&jdc_http, what, limit, String::new, ok)
@@ -743,8 +743,19 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
     std::thread::sleep(Duration::from_secs(2));
     roles.kill("pool");
     jdc_when("solo after the kill", &|s| s["jdc"]["solo"] == true);
-    // Down for a while: the JDC's attempts to set up the pool again fail meanwhile.
+    // Down for a while: the JDC's attempts to set up the pool again fail meanwhile, and the
+    // devices find a block for the farm (waited for: on two busy cores the first can take
+    // longer than the outage would otherwise last).
     std::thread::sleep(Duration::from_secs(6));
+    let farm = script(FARM);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while payees_newest_first(&rpc_addr).first() != Some(&farm) {
+        assert!(
+            Instant::now() < deadline,
+            "no block paid the farm within 30 s of the outage"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let down = http_get_json(&jdc_http, "/api/status");
     assert!(down["jdc"]["rejoin_failures"].as_u64() >= Some(1), "{down}");
     assert_eq!(down["dependencies"]["pool"]["up"], false, "{down}");

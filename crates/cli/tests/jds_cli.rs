@@ -59,7 +59,7 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let events = dir.path().join("jds.ev");
 
-    let (mut simnet, rpc) = simnet();
+    let (simnet, rpc) = simnet();
     let jds = Role::start_on_node(
         "jds",
         &rpc,
@@ -91,8 +91,7 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     });
     let jds_log = jds.log_tail();
     let jds_out = jds.stop();
-    simnet.child.kill().ok();
-    let _ = simnet.child.wait();
+    simnet.kill9();
     let block_hash = match result {
         Ok(h) => h,
         Err(e) => {
@@ -353,8 +352,8 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     std::fs::write(&key_file, format!("{KEY_HEX}\n")).unwrap();
     let store = dir.path().join("jds.sqlite");
     let jds_key_file = dir.path().join("jds.key");
-    let (mut simnet, rpc) = simnet();
-    let simnet_pid = simnet.child.id() as i32;
+    let (simnet, rpc) = simnet();
+    let simnet_pid = simnet.pid() as i32;
     let start_jds = || {
         let jds = Role::start_on_node(
             "jds",
@@ -446,6 +445,5 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
         .unwrap();
     assert_eq!(blocks.len(), 1);
     assert_eq!(blocks[0].result.as_deref(), Some("accepted"));
-    simnet.child.kill().ok();
-    let _ = simnet.child.wait();
+    simnet.kill9();
 }

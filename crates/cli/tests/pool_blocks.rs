@@ -566,11 +566,12 @@ fn accepted_on_the_chain(
     blocks
 }
 
-/// SV2 devices on `pool` (checking `key`) at 3 MH/s in all, for `duration`.
-fn sv2_fleet(pool: &str, key: &str, devices: &str, duration: &str) -> Guard {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .args([
-            "fleet",
+/// SV2 devices on `pool` (checking `key`) at 3 MH/s in all, for `duration`; killed when
+/// dropped, a failing test's included.
+fn sv2_fleet(pool: &str, key: &str, devices: &str, duration: &str) -> Role {
+    Role::start(
+        "fleet",
+        &[
             "--pool",
             pool,
             "--protocol",
@@ -583,20 +584,6 @@ fn sv2_fleet(pool: &str, key: &str, devices: &str, duration: &str) -> Guard {
             "3MH/s",
             "--duration",
             duration,
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    Guard(child)
-}
-
-/// Kills the fleet if the test fails before it ends.
-struct Guard(std::process::Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+        ],
+    )
 }

@@ -371,7 +371,7 @@ fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
         &["--http-listen", "127.0.0.1:0"],
     );
     let http = pool.line("http listening on");
-    let pid = pool.child.id();
+    let pid = pool.pid();
     // Two miners, each with its own share numbers (and so its own ids and hashes).
     let mut a = Miner::connect(&sv1);
     let mut b = Miner::connect(&sv1);
@@ -574,7 +574,7 @@ fn the_rpc_password_can_come_from_the_environment() {
         assert!(Instant::now() < deadline, "{}", pool.log_tail());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pool.child.id())).unwrap();
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", pool.pid())).unwrap();
     assert!(
         !cmdline.split(|&b| b == 0).any(|a| a == b"p"),
         "the password is on the command line"

@@ -34,20 +34,6 @@ fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
     )
 }
 
-/// Kills what a failing test leaves running.
-struct KillOnPanic(Vec<u32>);
-
-impl Drop for KillOnPanic {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            for &pid in &self.0 {
-                // SAFETY: kill(2) on our own children's pids.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-            }
-        }
-    }
-}
-
 /// Devices behind the proxy mine on the SV1 pool through one connection; the pool is then
 /// killed and the proxy fails over to a second one, devices staying connected.
 #[test]
@@ -58,12 +44,10 @@ fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
         .rpc()
         .arg("--network-difficulty", "1000")
         .start();
-    let mut guard = KillOnPanic(vec![simnet.child.id()]);
     let rpc = at.rpc().to_owned();
     let mut pools: Vec<Option<(Role, String, String)>> = (0..2)
         .map(|i| {
             let p = sv1_pool(&rpc, &dir.path().join(format!("pool{i}.sqlite")));
-            guard.0.push(p.child.id());
             let sv1 = p.line("sv1 listening on");
             let http = p.line("http listening on");
             Some((p, sv1, http))
@@ -98,7 +82,6 @@ fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
             "120s",
         ],
     );
-    guard.0.push(proxy.child.id());
     let sv1 = proxy.line("sv1 listening on");
     let fleet_args: Vec<String> = [
         "--pool",

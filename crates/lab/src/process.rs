@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,8 @@ pub struct RoleProcess {
     /// Not ours: stopped with SIGINT (what its operators press), and its exit by that signal
     /// counts as clean.
     third_party: bool,
+    /// The next stdout line [`RoleProcess::next_line`] takes.
+    next: AtomicUsize,
 }
 
 impl RoleProcess {
@@ -76,7 +79,19 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, false, None)
+        Self::start(name, program, args, log, false, None, &[])
+    }
+
+    /// As [`Self::spawn`], with `env` added to the lab's environment (a secret a role reads
+    /// from its environment rather than from a command line `ps` lists).
+    pub fn spawn_with_env(
+        name: &str,
+        program: &Path,
+        args: &[OsString],
+        log: &Path,
+        env: &[(String, String)],
+    ) -> Result<RoleProcess, ProcessError> {
+        Self::start(name, program, args, log, false, None, env)
     }
 
     /// Starts a third-party role, which prints its log on stdout (and no `listening on` lines):
@@ -87,7 +102,7 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, true, None)
+        Self::start(name, program, args, log, true, None, &[])
     }
 
     /// A third-party role an external configuration defines: as [`Self::spawn_third_party`],
@@ -101,7 +116,7 @@ impl RoleProcess {
         dir: &Path,
         env: &[(String, String)],
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, true, Some((dir, env)))
+        Self::start(name, program, args, log, true, Some(dir), env)
     }
 
     fn start(
@@ -110,7 +125,8 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
         stdout_to_log: bool,
-        place: Option<(&Path, &[(String, String)])>,
+        dir: Option<&Path>,
+        env: &[(String, String)],
     ) -> Result<RoleProcess, ProcessError> {
         let spawn_err = |source| ProcessError::Spawn {
             role: name.to_owned(),
@@ -129,10 +145,10 @@ impl RoleProcess {
             .stdout(stdout)
             .stderr(stderr)
             .process_group(0);
-        if let Some((dir, env)) = place {
-            cmd.current_dir(dir)
-                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        if let Some(dir) = dir {
+            cmd.current_dir(dir);
         }
+        cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -157,6 +173,7 @@ impl RoleProcess {
                 log: log.to_owned(),
                 status: None,
                 third_party: stdout_to_log,
+                next: AtomicUsize::new(0),
             });
         };
         let shared = printed.clone();
@@ -180,6 +197,7 @@ impl RoleProcess {
             log: log.to_owned(),
             status: None,
             third_party: stdout_to_log,
+            next: AtomicUsize::new(0),
         })
     }
 
@@ -302,6 +320,49 @@ impl RoleProcess {
                     status: status.map_or("still running, stdout closed".into(), describe),
                     log: self.log_tail_suffix(),
                 });
+            }
+        }
+    }
+
+    /// The next stdout line not yet taken by this or [`Self::line`], waiting up to `timeout`
+    /// for it. `None` when the role printed nothing more in time, or its stdout closed.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let next = self.next.load(Ordering::Relaxed);
+        let (m, cv) = &*self.printed;
+        let mut p = m.lock().expect("not poisoned");
+        while p.lines.len() <= next && !p.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            p = cv.wait_timeout(p, left).expect("not poisoned").0;
+        }
+        let line = p.lines.get(next).cloned()?;
+        self.next.store(next + 1, Ordering::Relaxed);
+        Some(line)
+    }
+
+    /// Takes stdout lines until one starts with `prefix` and returns the rest of it, trimmed;
+    /// an error with the log's end when none comes within `timeout`.
+    pub fn line(&self, prefix: &str, timeout: Duration) -> Result<String, ProcessError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.next_line(left) {
+                Some(l) => {
+                    if let Some(rest) = l.strip_prefix(prefix) {
+                        return Ok(rest.trim().to_owned());
+                    }
+                }
+                None => {
+                    return Err(ProcessError::NotReady {
+                        role: self.name.clone(),
+                        what: format!("a line {prefix:?}"),
+                        waited: timeout,
+                        log: self.log_tail_suffix(),
+                    })
+                }
             }
         }
     }

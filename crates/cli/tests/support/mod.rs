@@ -1,17 +1,22 @@
-//! A `stratumlab` subcommand run as a child process, its stdout read line by line.
+//! What the CLI tests share: `stratumlab` roles run as child processes by the lab's process
+//! harness, and the requests tests make of them.
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsString;
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lab::process::RoleProcess;
+
+/// A `stratumlab` role run by the lab's process harness ([`RoleProcess`]), its stdout read
+/// in order, its log in a file removed with it.
 pub struct Role {
-    pub child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-    /// Where the role's stderr (its log) goes, to show when a test fails.
-    log: tempfile::NamedTempFile,
+    process: RoleProcess,
+    log: tempfile::TempPath,
 }
 
 impl Role {
@@ -32,44 +37,47 @@ impl Role {
 
     /// As [`Role::start`], with these environment variables set.
     pub fn start_with_env(subcommand: &str, args: &[&str], env: &[(&str, &str)]) -> Role {
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-            .arg(subcommand)
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        Role { child, lines, log }
+        let log = tempfile::NamedTempFile::new().unwrap().into_temp_path();
+        let args: Vec<OsString> = std::iter::once(subcommand)
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let process = RoleProcess::spawn_with_env(
+            subcommand,
+            Path::new(env!("CARGO_BIN_EXE_stratumlab")),
+            &args,
+            &log,
+            &env,
+        )
+        .unwrap();
+        Role { process, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
     }
 
     /// The last lines the role logged.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
         // The last 30 lines, or as many as STRATUMLAB_TEST_LOG_LINES says when a failure needs
         // the whole story.
         let keep = std::env::var("STRATUMLAB_TEST_LOG_LINES")
             .ok()
             .and_then(|n| n.parse().ok())
             .unwrap_or(30);
-        lines[lines.len().saturating_sub(keep)..].join("\n")
+        self.process.log_tail(keep)
     }
 
     /// Waits for a stdout line starting with `prefix` and returns the rest.
     pub fn line(&self, prefix: &str) -> String {
         loop {
             let l = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
+                .next_line(Duration::from_secs(20))
                 .expect("the role printed nothing more");
             if let Some(rest) = l.strip_prefix(prefix) {
                 return rest.trim().to_owned();
@@ -83,8 +91,7 @@ impl Role {
         let mut got = std::collections::HashMap::new();
         while got.len() < prefixes.len() {
             let l = self
-                .lines
-                .recv_timeout(Duration::from_secs(20))
+                .next_line(Duration::from_secs(20))
                 .expect("the role printed nothing more");
             if let Some(p) = prefixes.iter().find(|p| l.starts_with(**p)) {
                 got.insert((*p).to_owned(), l[p.len()..].trim().to_owned());
@@ -93,31 +100,37 @@ impl Role {
         got
     }
 
+    fn next_line(&self, limit: Duration) -> Option<String> {
+        self.process.next_line(limit)
+    }
+
+    /// Sends `signal`; the role stays.
+    pub fn signal(&mut self, signal: i32) {
+        self.process.signal(signal);
+    }
+
     /// SIGTERM, then waits: the role must exit successfully. Returns what it printed since.
     pub fn stop(mut self) -> Vec<String> {
-        // SAFETY: signalling our own child, which has not been waited for yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        assert!(status.success(), "exit {status:?}");
-        // The reader thread may not have passed on the last lines yet when the process is
-        // gone: read until it reaches the end of the pipe (bounded, should a child of the
-        // role hold the pipe open).
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = self.process.stop(Duration::from_secs(120));
+        assert!(status.success(), "exit {status:?}\n{}", self.log_tail());
+        // The last lines may still be on their way from the pipe (bounded, should a child of
+        // the role hold it open).
         let mut out = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => out.push(l),
-                Err(_) => break,
-            }
+        while let Some(l) = self.next_line(Duration::from_secs(10)) {
+            out.push(l);
         }
         out
     }
 
     /// SIGKILL: no chance to clean up.
     pub fn kill9(mut self) {
-        // SAFETY: as in `stop`.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        let _ = self.child.wait();
+        self.process.signal(libc::SIGKILL);
+        let _ = self.process.wait_done(Duration::from_secs(10));
+    }
+
+    /// Waits for the role to end by itself, up to `limit`.
+    pub fn wait_done(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        self.process.wait_done(limit)
     }
 }
 
@@ -158,36 +171,22 @@ pub fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
 
 /// Runs the fleet to its end (bounded by `limit`) and returns its JSON report.
 pub fn run_fleet(args: &[&str], limit: Duration) -> serde_json::Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
-        .arg("fleet")
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        for l in BufReader::new(out).lines().map_while(Result::ok) {
-            text.push_str(&l);
-            text.push('\n');
-        }
-        text
-    });
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "fleet exit {status:?}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the fleet did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    let mut fleet = Role::start("fleet", args);
+    let Some(status) = fleet.wait_done(limit) else {
+        let log = fleet.log_tail();
+        fleet.kill9();
+        panic!("the fleet did not finish within {limit:?}\n{log}");
+    };
+    assert!(
+        status.success(),
+        "fleet exit {status:?}\n{}",
+        fleet.log_tail()
+    );
+    let mut text = String::new();
+    while let Some(l) = fleet.next_line(Duration::from_secs(10)) {
+        text.push_str(&l);
+        text.push('\n');
     }
-    let text = reader.join().unwrap();
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
@@ -226,10 +225,9 @@ impl Roles {
     }
 
     /// Sends a signal to one role, which stays listed.
-    pub fn signal(&self, name: &str, sig: i32) {
-        let (_, role) = self.0.iter().find(|(n, _)| *n == name).unwrap();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(role.child.id() as i32, sig) };
+    pub fn signal(&mut self, name: &str, sig: i32) {
+        let (_, role) = self.0.iter_mut().find(|(n, _)| *n == name).unwrap();
+        role.signal(sig);
     }
 
     /// Kills one role with SIGKILL, as a crash would.
