@@ -12,10 +12,12 @@ use events::EventSink;
 use jds::shell::{JdsSettings, RunningJds, StatsSnapshot};
 use jds::JdsConfig;
 use pool::jd_token::TokenKey;
-use pool::node::{NodeAuth, NodeConfig};
+use pool::node::NodeConfig;
 use primitives::bitcoin::Network;
 
 use crate::cmd::edge::EdgeArgs;
+use crate::cmd::keys::AuthorityArgs;
+use crate::cmd::node::NodeArgs;
 use crate::config::{self, Dur};
 
 /// Run a Job Declarator Server: tokens for JD clients, their declared jobs checked against the
@@ -30,18 +32,10 @@ pub struct JdsArgs {
     /// is printed).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// The pool-side node's JSON-RPC URL (its mempool, and submitblock).
-    #[arg(long, value_name = "URL")]
-    pub node_rpc: Option<String>,
-    #[arg(long)]
-    pub rpc_user: Option<String>,
-    /// The node's RPC password; from the environment (STRATUMLAB_RPC_PASSWORD) or a --config
-    /// file, it does not show on a command line that `ps` lists.
-    #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
-    pub rpc_password: Option<String>,
-    /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
-    #[arg(long, value_name = "PATH")]
-    pub rpc_cookie: Option<PathBuf>,
+    /// The node's RPC endpoint and credentials (cmd/node.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub node: NodeArgs,
     /// File holding the job token key (64 hex digits), the same file the pool's
     /// --jd-token-key reads.
     #[arg(long, value_name = "PATH")]
@@ -52,23 +46,10 @@ pub struct JdsArgs {
     /// The network the payout address belongs to.
     #[arg(long, default_value = "regtest")]
     pub network: String,
-    /// The JDS's authority key pair lives in this file, created with a fresh pair on first
-    /// start (mode 0600); its public key is printed at start [default: stratumlab-authority.key
-    /// in the working directory].
-    #[arg(long, value_name = "PATH")]
-    pub authority_key_file: Option<PathBuf>,
-    /// The JDS's SV2 authority public key (base58), with --authority-secret-key, instead of
-    /// the key file.
-    #[arg(long, value_name = "BASE58")]
-    pub authority_public_key: Option<String>,
-    /// The JDS's SV2 authority secret key (base58), with --authority-public-key.
-    #[arg(
-        long,
-        value_name = "BASE58",
-        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
-        hide_env_values = true
-    )]
-    pub authority_secret_key: Option<String>,
+    /// The role's SV2 authority key pair (cmd/keys.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub authority: AuthorityArgs,
     /// How long each connection's Noise certificate is valid.
     #[arg(long, default_value = "1h")]
     pub cert_validity: Dur,
@@ -130,24 +111,11 @@ impl JdsArgs {
             bail!("--jd-token-key PATH (the key file the pool shares) is required");
         };
         let token_key = TokenKey::read(key_path).context("--jd-token-key")?;
-        let Some(url) = self.node_rpc.clone() else {
+        let Some(url) = self.node.node_rpc.clone() else {
             bail!("--node-rpc URL (the pool-side node) is required");
         };
-        let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
-            (Some(u), Some(p), None) => NodeAuth::UserPass {
-                user: u.clone(),
-                password: p.clone(),
-            },
-            (None, None, Some(c)) => NodeAuth::Cookie(c.clone()),
-            (None, None, None) => NodeAuth::None,
-            _ => bail!("give --rpc-user with --rpc-password, or --rpc-cookie"),
-        };
-        let keys = crate::cmd::keys::server_keys(
-            self.authority_public_key.as_deref(),
-            self.authority_secret_key.as_deref(),
-            self.authority_key_file.as_deref(),
-            "jds",
-        )?;
+        let auth = self.node.auth()?;
+        let keys = self.authority.keys("jds")?;
         if self.cert_validity.is_zero() {
             bail!("--cert-validity must be positive");
         }

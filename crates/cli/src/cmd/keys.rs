@@ -5,7 +5,54 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
 use sv2::keys::{load_or_create, parse_public_key, AuthorityKeys, DEFAULT_KEY_FILE};
+
+/// The authority key pair of a role that serves Stratum V2 (the pool, the JDS, simnet's
+/// Template Provider, a terminating tap): the same flags on each, flattened into its own.
+#[derive(Args, Serialize, Deserialize, Default, Clone, Debug)]
+pub struct AuthorityArgs {
+    /// The role's authority key pair lives in this file, created with a fresh pair on first
+    /// start (mode 0600); its public key is printed at start [default:
+    /// stratumlab-authority.key in the working directory].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_key_file: Option<PathBuf>,
+    /// The role's SV2 authority public key (base58), with --authority-secret-key, instead of
+    /// the key file.
+    #[arg(long, value_name = "BASE58")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_public_key: Option<String>,
+    /// The role's SV2 authority secret key (base58), with --authority-public-key.
+    #[arg(
+        long,
+        value_name = "BASE58",
+        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
+        hide_env_values = true
+    )]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub authority_secret_key: Option<String>,
+}
+
+impl AuthorityArgs {
+    /// The pair ([`server_keys`]) for `role`.
+    pub fn keys(&self, role: &str) -> Result<AuthorityKeys> {
+        server_keys(
+            self.authority_public_key.as_deref(),
+            self.authority_secret_key.as_deref(),
+            self.authority_key_file.as_deref(),
+            role,
+        )
+    }
+
+    /// Whether any of the flags was given.
+    pub fn any(&self) -> bool {
+        self.authority_key_file.is_some()
+            || self.authority_public_key.is_some()
+            || self.authority_secret_key.is_some()
+    }
+}
 
 /// A server's authority pair: both halves given (the reference pair only with a warning, its
 /// secret being public), or the pair in `file` (default [`DEFAULT_KEY_FILE`] in the working

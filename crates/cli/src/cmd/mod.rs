@@ -4,6 +4,7 @@ pub mod fleet;
 pub mod jdc;
 pub mod jds;
 pub mod keys;
+pub mod node;
 pub mod pool;
 pub mod report;
 pub mod run;

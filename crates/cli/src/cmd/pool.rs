@@ -14,7 +14,7 @@ use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jd_token::TokenKey;
 use pool::jobs::JobConfig;
-use pool::node::{NodeAuth, NodeConfig};
+use pool::node::NodeConfig;
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use pool::store::{Durability, StoreConfig};
 use pool::sv1::Sv1Config;
@@ -24,6 +24,8 @@ use primitives::Difficulty;
 use simnet::tdp::TdpKeys;
 
 use crate::cmd::edge::EdgeArgs;
+use crate::cmd::keys::AuthorityArgs;
+use crate::cmd::node::NodeArgs;
 use crate::config::{self, Dur};
 
 /// Run a Stratum V1 pool: jobs from a node's getblocktemplate, shares validated and stored,
@@ -37,18 +39,10 @@ pub struct PoolArgs {
     /// Serve Stratum V1 miners on this address (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     pub sv1_listen: Option<SocketAddr>,
-    /// The node's JSON-RPC URL, e.g. http://127.0.0.1:18443 (with --tp: beside the provider).
-    #[arg(long, value_name = "URL")]
-    pub node_rpc: Option<String>,
-    #[arg(long)]
-    pub rpc_user: Option<String>,
-    /// The node's RPC password; from the environment (STRATUMLAB_RPC_PASSWORD) or a --config
-    /// file, it does not show on a command line that `ps` lists.
-    #[arg(long, env = "STRATUMLAB_RPC_PASSWORD", hide_env_values = true)]
-    pub rpc_password: Option<String>,
-    /// The node's auth cookie file (instead of --rpc-user/--rpc-password).
-    #[arg(long, value_name = "PATH")]
-    pub rpc_cookie: Option<PathBuf>,
+    /// The node's RPC endpoint and credentials (cmd/node.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub node: NodeArgs,
     /// The node's ZMQ hashblock endpoint; without it the pool follows the node by long poll.
     #[arg(long, value_name = "ADDR")]
     pub zmq: Option<String>,
@@ -113,24 +107,10 @@ pub struct PoolArgs {
     /// Provider) instead of checking it against their authority key.
     #[arg(long)]
     pub insecure_skip_verify: bool,
-    /// The SV2 front end's authority key pair lives in this file, created with a fresh pair on
-    /// first start (mode 0600); its public key is printed at start. Unused with
-    /// --authority-public-key/--authority-secret-key, or without --sv2-listen [default:
-    /// stratumlab-authority.key in the working directory].
-    #[arg(long, value_name = "PATH")]
-    pub authority_key_file: Option<PathBuf>,
-    /// The pool's SV2 authority public key (base58), with --authority-secret-key, instead of
-    /// the key file.
-    #[arg(long, value_name = "BASE58")]
-    pub authority_public_key: Option<String>,
-    /// The pool's SV2 authority secret key (base58), with --authority-public-key.
-    #[arg(
-        long,
-        value_name = "BASE58",
-        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
-        hide_env_values = true
-    )]
-    pub authority_secret_key: Option<String>,
+    /// The role's SV2 authority key pair (cmd/keys.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub authority: AuthorityArgs,
     /// How long each SV2 connection's Noise certificate is valid.
     #[arg(long, default_value = "1h")]
     pub cert_validity: Dur,
@@ -184,12 +164,7 @@ impl PoolArgs {
     fn sv2_settings(&self) -> Result<Sv2Settings> {
         // An SV1-only pool signs nothing: it neither needs nor writes a key file.
         let keys = if self.sv2_listen.is_some() {
-            crate::cmd::keys::server_keys(
-                self.authority_public_key.as_deref(),
-                self.authority_secret_key.as_deref(),
-                self.authority_key_file.as_deref(),
-                "pool",
-            )?
+            self.authority.keys("pool")?
         } else {
             TdpKeys::reference()
         };
@@ -244,7 +219,7 @@ impl PoolArgs {
             ),
         };
         let tp = self.tp_config()?;
-        let url = match (self.node_rpc.clone(), &tp) {
+        let url = match (self.node.node_rpc.clone(), &tp) {
             // Alone, or beside the provider as a second way out for blocks and a second
             // source of work.
             (Some(url), _) => url,
@@ -252,16 +227,8 @@ impl PoolArgs {
             (None, Some(_)) => String::new(),
             (None, None) => bail!("--node-rpc URL (or --tp ADDR) is required"),
         };
-        let node_beside_tp = tp.is_some() && self.node_rpc.is_some();
-        let auth = match (&self.rpc_user, &self.rpc_password, &self.rpc_cookie) {
-            (Some(u), Some(p), None) => NodeAuth::UserPass {
-                user: u.clone(),
-                password: p.clone(),
-            },
-            (None, None, Some(c)) => NodeAuth::Cookie(c.clone()),
-            (None, None, None) => NodeAuth::None,
-            _ => bail!("give --rpc-user with --rpc-password, or --rpc-cookie"),
-        };
+        let node_beside_tp = tp.is_some() && self.node.node_rpc.is_some();
+        let auth = self.node.auth()?;
         let mut node = NodeConfig::new(url, auth).with_template_interval(self.template_interval.0);
         if let Some(z) = &self.zmq {
             node = node.with_zmq(z.clone());
@@ -477,6 +444,33 @@ mod tests {
         let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.contains("--sv2-max-channels"), "{e}");
+    }
+
+    #[test]
+    fn node_and_authority_keys_are_top_level_keys_like_the_rest() {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            f.path(),
+            "node_rpc = \"http://127.0.0.1:18443\"\nrpc_user = \"u\"\nrpc_password = \"p\"\nauthority_key_file = \"pool.key\"\n",
+        )
+        .unwrap();
+        let file = f.path().to_str().unwrap();
+        let s: PoolArgs = config::parse(&["--config", file, "--rpc-user", "v"]).unwrap();
+        assert_eq!(s.node.node_rpc.as_deref(), Some("http://127.0.0.1:18443"));
+        let pool::node::NodeAuth::UserPass { user, password } = s.node.auth().unwrap() else {
+            panic!("no user and password");
+        };
+        assert_eq!(
+            (user.as_str(), password.as_str()),
+            ("v", "p"),
+            "the flag wins"
+        );
+        let key = s.authority.authority_key_file.as_deref();
+        assert_eq!(key, Some(std::path::Path::new("pool.key")));
+        std::fs::write(f.path(), "rpc_cookie = \"/c\"\nrpc_user = \"u\"\n").unwrap();
+        let s: PoolArgs = config::parse(&["--config", file]).unwrap();
+        let e = s.node.auth().unwrap_err().to_string();
+        assert!(e.contains("--rpc-cookie"), "{e}");
     }
 
     #[test]

@@ -28,6 +28,7 @@ use simnet::{Network, Node, NodeSpec, NodeStats, PeerBytes, SimnetConfig, DEFAUL
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cmd::keys::AuthorityArgs;
 use crate::config::{self, Dur};
 
 /// Run a simulated Bitcoin network: chain, mempool with a mainnet-like fee market, templates,
@@ -109,18 +110,10 @@ pub struct SimnetArgs {
     #[arg(long, value_name = "[NAME=]ADDR")]
     #[serde(deserialize_with = "config::one_or_many")]
     pub tdp_listen: Vec<NodeAddr>,
-    /// The Template Provider's authority key pair lives in this file, created with a fresh
-    /// pair on first start (mode 0600); its public key is printed at start [default:
-    /// stratumlab-authority.key in the working directory].
-    #[arg(long, value_name = "PATH")]
-    pub authority_key_file: Option<PathBuf>,
-    /// The Template Provider's authority public key (base58), with --authority-secret-key,
-    /// instead of the key file.
-    #[arg(long)]
-    pub authority_public_key: Option<String>,
-    /// The authority secret key (base58), with --authority-public-key.
-    #[arg(long, env = "STRATUMLAB_AUTHORITY_SECRET_KEY", hide_env_values = true)]
-    pub authority_secret_key: Option<String>,
+    /// The role's SV2 authority key pair (cmd/keys.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub authority: AuthorityArgs,
     /// How long the Template Provider's Noise certificates are valid.
     #[arg(long, default_value = "1h")]
     pub cert_validity: Dur,
@@ -153,12 +146,7 @@ impl SimnetArgs {
 
     /// The Template Provider's authority keys: both halves given, or the key file's.
     fn tdp_keys(&self) -> Result<TdpKeys> {
-        crate::cmd::keys::server_keys(
-            self.authority_public_key.as_deref(),
-            self.authority_secret_key.as_deref(),
-            self.authority_key_file.as_deref(),
-            "simnet",
-        )
+        self.authority.keys("simnet")
     }
 
     /// The nodes to present, with their delays and endpoints, in order.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use events::EventSink;
 use tap::{Bandwidth, LinkConfig, LossRate, Protocol, Sv2Terminate, Tap, TapConfig};
 
+use crate::cmd::keys::AuthorityArgs;
 use crate::config::{self, Dur};
 
 /// Relay TCP connections to an upstream through an emulated link (delay, jitter, loss,
@@ -99,24 +100,10 @@ pub struct TapArgs {
     /// report the messages.
     #[arg(long)]
     pub sv2_terminate: bool,
-    /// With --sv2-terminate: the tap's authority key pair lives in this file, created with a
-    /// fresh pair on first start (mode 0600) [default: stratumlab-authority.key in the working
-    /// directory].
-    #[arg(long, value_name = "PATH")]
-    pub authority_key_file: Option<PathBuf>,
-    /// With --sv2-terminate: the tap's SV2 authority public key (base58), with
-    /// --authority-secret-key, instead of the key file.
-    #[arg(long, value_name = "BASE58")]
-    pub authority_public_key: Option<String>,
-    /// With --sv2-terminate: the tap's SV2 authority secret key (base58), with
-    /// --authority-public-key.
-    #[arg(
-        long,
-        value_name = "BASE58",
-        env = "STRATUMLAB_AUTHORITY_SECRET_KEY",
-        hide_env_values = true
-    )]
-    pub authority_secret_key: Option<String>,
+    /// With --sv2-terminate: the tap's SV2 authority key pair (cmd/keys.rs).
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub authority: AuthorityArgs,
     /// With --sv2-terminate: the upstream's authority public key (base58) its certificate must
     /// be signed with. Required unless --insecure-skip-verify.
     #[arg(long, value_name = "BASE58")]
@@ -178,9 +165,7 @@ impl TapArgs {
 
 impl TapArgs {
     fn sv2_terminate(&self) -> Result<Option<Sv2Terminate>> {
-        let keys_given = self.authority_public_key.is_some()
-            || self.authority_secret_key.is_some()
-            || self.authority_key_file.is_some()
+        let keys_given = self.authority.any()
             || self.upstream_authority_key.is_some()
             || self.insecure_skip_verify;
         if !self.sv2_terminate {
@@ -190,12 +175,7 @@ impl TapArgs {
             );
             return Ok(None);
         }
-        let keys = crate::cmd::keys::server_keys(
-            self.authority_public_key.as_deref(),
-            self.authority_secret_key.as_deref(),
-            self.authority_key_file.as_deref(),
-            "tap",
-        )?;
+        let keys = self.authority.keys("tap")?;
         let upstream = crate::cmd::keys::server_key(
             self.upstream_authority_key.as_deref(),
             self.insecure_skip_verify,
@@ -328,9 +308,12 @@ mod tests {
                     listen: Some("127.0.0.1:0".parse().unwrap()),
                     upstream: Some("127.0.0.1:1".parse().unwrap()),
                     sv2_terminate,
-                    authority_key_file: (sv2_terminate && public.is_none())
-                        .then(|| key_file.clone()),
-                    authority_public_key: public.map(Into::into),
+                    authority: AuthorityArgs {
+                        authority_key_file: (sv2_terminate && public.is_none())
+                            .then(|| key_file.clone()),
+                        authority_public_key: public.map(Into::into),
+                        authority_secret_key: None,
+                    },
                     upstream_authority_key: upstream_key.map(Into::into),
                     insecure_skip_verify: insecure,
                     ..TapArgs::default()
