@@ -12,7 +12,7 @@
 //!
 //! Contract with the shell: after every `handle_*` call it sends each polled transmit in order
 //! and, when a send fails, gives that transmit back through [`JdcCore::handle_send_failed`]
-//! before calling anything else. A `PushSolution` counts as pushed once polled, and is kept
+//! before calling anything else. A `PushSolution` counts as pushed once queued, and is kept
 //! to push again if its send fails.
 
 use std::collections::VecDeque;
@@ -1112,6 +1112,10 @@ impl JdcCore {
             Push::Late(u) => {
                 self.stats.solutions_pushed_late -= 1;
                 self.unpushed.push_front(u);
+                // The push step that followed it, thinking the JDS there, may have declared
+                // the next block's template again: that answer will never come, and waiting
+                // for it would give up on this block (now first again) when it times out.
+                self.pushing = None;
             }
         }
     }

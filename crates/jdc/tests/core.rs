@@ -218,6 +218,32 @@ fn declared_request(ts: &[Transmit]) -> u32 {
         .expect("a DeclareMiningJob")
 }
 
+/// What the core sends, a JDS answering its token requests on the way.
+fn with_tokens(core: &mut JdcCore, now: u64) -> Vec<Transmit> {
+    let mut all = Vec::new();
+    loop {
+        let sent = transmits(core);
+        if sent.is_empty() {
+            return all;
+        }
+        for t in &sent {
+            if let Message::JobDeclaration(JobDeclaration::AllocateMiningJobToken(a)) = &t.message {
+                let outputs = vec![TxOut {
+                    value: Amount::ZERO,
+                    script_pubkey: pool_script(),
+                }];
+                let token = AllocateMiningJobTokenSuccess {
+                    request_id: a.request_id,
+                    mining_job_token: vec![0x71; 4],
+                    coinbase_outputs: serialize(&outputs),
+                };
+                core.handle_jds_message(token.into(), now);
+            }
+        }
+        all.extend(sent);
+    }
+}
+
 fn accepted(request_id: u32) -> Message {
     DeclareMiningJobSuccess {
         request_id,
@@ -475,4 +501,54 @@ fn with_a_fallback_address_the_devices_mine_for_the_farm_and_its_blocks_are_not_
     // The newest template is declared for the pool; the farm's block is not the pool's.
     let sent = transmits(&mut core);
     assert!(pushes(&sent).is_empty());
+}
+
+#[test]
+fn a_late_push_whose_send_fails_keeps_every_waiting_block_past_the_answer_timeout() {
+    let (mut core, g) = declared_once(51);
+    core.handle_link_lost(Link::Jds, "eof".into(), 100);
+    declare(&mut core, &g, 110);
+    // Two blocks on the template while the JDS is away.
+    core.handle_share(block(&g, 1), 200);
+    core.handle_share(block(&g, 2), 201);
+    let at = core.poll_timeout().unwrap();
+    core.handle_timeout(at);
+    events(&mut core);
+    assert!(core.handle_joined(setup(&PREFIX), at));
+    events(&mut core);
+    let request = declared_request(&transmits(&mut core));
+    core.handle_jds_message(accepted(request), at + 10);
+    // The first block's push goes out, and its send fails: the JDS is gone again.
+    let t = loop {
+        let t = core.poll_transmit().expect("the push");
+        if matches!(
+            t.message,
+            Message::JobDeclaration(JobDeclaration::PushSolution(_))
+        ) {
+            break t;
+        }
+    };
+    core.handle_send_failed(t, "broken pipe".into(), at + 11);
+    assert_eq!(core.stats().solutions_pushed_late, 0);
+    events(&mut core);
+    // Well past the JDS's answer timeout (the rejoin attempt due meanwhile starts now):
+    // neither block is given up on.
+    let back = at + 11 + 15_000;
+    core.handle_timeout(back);
+    assert!(events(&mut core).contains(&CoreEvent::Rejoin));
+    assert!(transmits(&mut core).is_empty());
+    // Back: both blocks, each declared again and pushed, in the order found.
+    assert!(core.handle_joined(setup(&PREFIX), back));
+    events(&mut core);
+    let mut nonces = Vec::new();
+    let mut sent = with_tokens(&mut core, back);
+    for step in 0..2 {
+        let request = declared_request(&sent);
+        core.handle_jds_message(accepted(request), back + 1 + step);
+        sent = with_tokens(&mut core, back + 1 + step);
+        nonces.extend(pushes(&sent).iter().map(|p| p.nonce));
+        events(&mut core);
+    }
+    assert_eq!(nonces, [1, 2]);
+    assert_eq!(core.stats().solutions_pushed_late, 2);
 }
