@@ -424,7 +424,9 @@ impl JdcCore {
     /// The send of `t`, polled last, failed: its link is lost, and a block it pushed is kept
     /// to push again.
     pub fn handle_send_failed(&mut self, t: Transmit, why: String, now: u64) {
-        let failed = self.take_pushes(|seq| seq >= t.seq);
+        // Pushes go to the JDS only: this one, if it was one (those queued after it go with
+        // the link, below).
+        let failed = self.take_pushes(|seq| seq == t.seq);
         self.lost_pushes.extend(failed);
         self.lose(t.to, why, now);
         self.after(now);
