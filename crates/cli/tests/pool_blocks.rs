@@ -561,20 +561,17 @@ fn accepted_on_the_chain(
     heights.sort_unstable();
     heights.dedup();
     for h in heights {
-        let at: Vec<_> = blocks.iter().filter(|b| b.height == h).collect();
-        let on_chain: Vec<_> = at.iter().filter(|b| in_chain(rpc_addr, &b.hash)).collect();
-        let results: Vec<_> = at.iter().map(|b| b.result.as_deref()).collect();
-        assert_eq!(
-            on_chain.len(),
-            1,
-            "height {h}: {results:?}, none in the chain"
-        );
-        for b in &at {
-            let want = if in_chain(rpc_addr, &b.hash) {
-                "accepted"
-            } else {
-                "inconclusive"
-            };
+        // Each block with whether it is on the chain (one RPC question each).
+        let at: Vec<_> = blocks
+            .iter()
+            .filter(|b| b.height == h)
+            .map(|b| (b, in_chain(rpc_addr, &b.hash)))
+            .collect();
+        let results: Vec<_> = at.iter().map(|(b, _)| b.result.as_deref()).collect();
+        let on_chain = at.iter().filter(|(_, on)| *on).count();
+        assert_eq!(on_chain, 1, "height {h}: {results:?}, none in the chain");
+        for (b, on) in &at {
+            let want = if *on { "accepted" } else { "inconclusive" };
             assert_eq!(b.result.as_deref(), Some(want), "height {h}");
         }
     }

@@ -613,8 +613,9 @@ impl Joined {
                     self.jds = Some(jds);
                     self.up = Some(up);
                 } else {
-                    jds.close(Duration::from_millis(200)).await;
-                    up.close(Duration::from_millis(200)).await;
+                    // Off this task, as every close the core asks for.
+                    tokio::spawn(jds.close(Duration::from_millis(200)));
+                    tokio::spawn(up.close(Duration::from_millis(200)));
                 }
             }
             Err(e) => self.core.handle_join_failed(e.to_string(), now),
