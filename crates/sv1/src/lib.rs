@@ -2,7 +2,7 @@
 //! for its JSON-RPC envelopes ([`json`]), typed messages ([`message`]), writers for every line
 //! either side sends ([`write`]), the hex forms it uses ([`hex`]) and its customary error codes
 //! ([`error`]), the [`outbox`] a server's replies and shared job lines wait in, and the
-//! [`server`] side's reading of requests, which every role that serves miners shares. No I/O: pools, proxies, the fleet's devices and the tap build on this.
+//! [`server`] side's reading of requests and the [`session`] of one connection, which every role that serves miners shares. No I/O: pools, proxies, the fleet's devices and the tap build on this.
 
 // Every public item says what it is for, and nothing is public that no other crate can reach.
 #![warn(missing_docs, unreachable_pub)]
@@ -18,6 +18,7 @@ pub mod line;
 pub mod message;
 pub mod outbox;
 pub mod server;
+pub mod session;
 pub mod write;
 
 /// The version-rolling mask servers offer (BIP320's general-purpose bits 13 to 28): a miner

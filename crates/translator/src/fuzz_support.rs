@@ -1812,16 +1812,10 @@ impl Dev {
             Some(Sent::Request(rid, method)) => {
                 let n = count(rid);
                 if *method == "mining.subscribe" && n == 0 {
+                    // Waits for a channel, subscribed before or not, and is answered
+                    // when one opens.
                     let open = !cx.view.may_wait(self.id);
-                    let dev = &mut *self;
-                    assert!(
-                        !open || dev.subscribed,
-                        "a subscribe left waiting though the channel is open"
-                    );
-                    if dev.subscribed {
-                        // Subscribed already: answered again only while a channel is open.
-                        dev.awaiting.remove(rid);
-                    }
+                    assert!(!open, "a subscribe left waiting though the channel is open");
                 } else {
                     assert_eq!(n, 1, "{method} answered {n} times");
                 }

@@ -468,9 +468,15 @@ impl<U: Uplink> Translator<U> {
     fn on_work(&mut self, work: &Work, now: Millis) {
         let job = self.book.translate(work);
         let mut sent = 0;
+        let mut link = link(
+            &self.config,
+            &mut self.book,
+            &self.upstream,
+            &mut self.allocator,
+        );
         for d in self.devices.values_mut() {
             let before = d.latest_job().map(|(w, _)| w);
-            d.on_job(&job, now);
+            d.on_job(&job, now, &mut link);
             sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
         }
         self.events.push_back(Event::JobSent {

@@ -12,8 +12,10 @@ use std::sync::Arc;
 use events::{JobSent, Reason, TargetChanged, Verdict};
 use primitives::bitcoin::ScriptBuf;
 use primitives::Difficulty;
+use sv1::server::Share;
+use sv1::session::{Admitted, Conn, Judge, Judged, Outcome, Refusal, ShareRef, Subscription};
 use sv1::write;
-use sv1::{Authorize, Configure, ErrorCode, Subscribe};
+use sv1::{Authorize, ErrorCode};
 
 use crate::channel::{Channel, Submission};
 use crate::engine::{Engine, NotStored, Worker};
@@ -21,7 +23,6 @@ use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv1::notify::notify_bytes;
 use crate::Millis;
-use ::sv1::outbox::Outbox;
 use ::sv1::VERSION_ROLLING_MASK;
 use mining::Reject;
 
@@ -65,42 +66,45 @@ pub enum LineKind {
     Other,
 }
 
-/// Why the session wants its connection closed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Close {
-    /// More malformed lines than `max_bad_lines`.
-    TooManyBadLines,
-    /// A line longer than the limit.
-    LineTooLong,
-}
+pub use ::sv1::session::Close;
 
-/// One SV1 connection, sans IO: lines in, bytes to write out.
-pub struct Session {
+/// The pool's side of one SV1 connection, the [`Judge`] of its shares: its channel (jobs,
+/// difficulty, vardiff, accepted shares), the coinbase payout its first worker picked, and
+/// the share records on their way to the store.
+pub struct Miner {
     engine: Arc<Engine>,
     config: Arc<Sv1Config>,
     conn: u64,
     channel: Channel,
-    subscribed: bool,
-    workers: Vec<Worker>,
     payout: Option<ScriptBuf>,
-    /// The miner opted in to `mining.set_extranonce`.
-    extranonce_subscribed: bool,
-    /// The difficulty the miner was last told.
-    sent_difficulty: Option<Difficulty>,
-    /// The generation the miner last got a job from.
-    sent_generation: Option<u64>,
-    out: Outbox,
+    /// The generation the miner last got a job from, once `working` (apart, so that the flag
+    /// packs with the other small fields: every connection pays for these bytes).
+    sent_generation: u64,
+    working: bool,
     /// Jobs issued whose notify is not written yet: `JobSent` waits for the write.
     jobs_unwritten: u8,
     /// Accepted shares on their way to the store, from the first one on (a connection that
     /// sends none keeps nothing); never without a store.
     records: Option<Box<Recording>>,
-    /// Malformed lines so far (u16, saturating: with the small fields beside it, the origin
-    /// fits without growing every connection's task).
-    bad_lines: u16,
-    close: Option<Close>,
     /// The miner's address, for its allowance of new workers (`None`: not limited).
     origin: Option<std::net::IpAddr>,
+}
+
+/// One SV1 connection to the pool: the session every SV1 role runs, judged by the pool's
+/// [`Miner`]. Dereferences to the shared session for what is not the pool's own.
+pub struct Session(sv1::session::Session<Miner>);
+
+impl std::ops::Deref for Session {
+    type Target = sv1::session::Session<Miner>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
 }
 
 /// A connection's accepted shares on their way to the store, and where their acknowledgements
@@ -135,56 +139,47 @@ impl Session {
             now,
         );
         engine.stats.connection_opened();
-        Session {
+        Session(sv1::session::Session::new(Miner {
             engine,
             config,
             conn,
             channel,
-            subscribed: false,
-            workers: Vec::new(),
             payout: None,
-            extranonce_subscribed: false,
-            sent_difficulty: None,
-            sent_generation: None,
-            out: Outbox::default(),
+            sent_generation: 0,
+            working: false,
             jobs_unwritten: 0,
             records: None,
-            bad_lines: 0,
-            close: None,
             origin: None,
-        }
+        }))
     }
 
     /// The connection id (unique for the pool's lifetime).
     pub fn conn(&self) -> u64 {
-        self.conn
+        self.judge().conn
     }
 
     /// The connection's channel: jobs, difficulty, accepted shares.
     pub fn channel(&self) -> &Channel {
-        &self.channel
+        &self.judge().channel
     }
 
     /// Bytes to write to the miner, the shared notify line copied in; the caller drains it.
-    /// (The shell writes [`Session::pending_output`] instead, which copies nothing.)
+    /// (The shell writes [`Session::pending_output`](sv1::session::Session::pending_output)
+    /// instead, which copies nothing.)
     pub fn output(&mut self) -> &mut Vec<u8> {
+        let (miner, conn) = self.0.parts_mut();
         // The caller takes everything: the acknowledgements in it were confirmed.
-        if let Some(r) = &mut self.records {
+        if let Some(r) = &mut miner.records {
             r.acks.clear();
         }
-        self.out.flatten()
+        conn.outbox().flatten()
     }
 
-    /// What to write next, in order (see [`Outbox::pending`]).
-    pub fn pending_output(&self) -> [&[u8]; 3] {
-        self.out.pending()
-    }
-
-    /// The first `n` bytes of [`Session::pending_output`] were written.
+    /// The first `n` bytes of the pending output were written.
     pub fn consume_output(&mut self, n: usize) {
-        self.out.consume(n);
+        self.0.consume_output(n);
         // The acknowledgements that go out were confirmed (or refused) before the write.
-        if let Some(r) = &mut self.records {
+        if let Some(r) = &mut self.0.judge_mut().records {
             r.acks.clear();
         }
     }
@@ -197,15 +192,17 @@ impl Session {
     /// write the output at all.
     #[must_use]
     pub fn refuse_unconfirmed(&mut self) -> bool {
-        let Some(r) = &mut self.records else {
+        let (miner, conn) = self.0.parts_mut();
+        let Some(r) = &mut miner.records else {
             return true;
         };
+        let out = conn.outbox();
         let mut all = true;
         let mut line = Vec::new();
         // From the last: an earlier acknowledgement's place stays where it was.
         while let Some(at) = r.acks.pop() {
             let at = at as usize;
-            let own = self.out.own();
+            let own = out.own();
             let Some(len) = own
                 .get(at..)
                 .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
@@ -220,7 +217,7 @@ impl Session {
             };
             line.clear();
             write::reply_error_message(&mut line, id, 20, UNCONFIRMED);
-            self.out.replace_own(at..at + len, &line);
+            out.replace_own(at..at + len, &line);
         }
         debug_assert!(all, "an acknowledgement was not where it was written");
         all
@@ -233,18 +230,20 @@ impl Session {
     /// keeps no buffer, and its memory goes back while the next connections' handshakes can
     /// reuse it. A busy miner allocates again once per job, never per share.
     pub fn output_written(&mut self) {
-        debug_assert!(self.out.is_empty());
-        let unwritten = std::mem::take(&mut self.jobs_unwritten) as usize;
-        if unwritten > 0 || self.out.capacity() > REPLY_BUFFER {
-            self.out.release();
+        let (miner, conn) = self.0.parts_mut();
+        let out = conn.outbox();
+        debug_assert!(out.is_empty());
+        let unwritten = std::mem::take(&mut miner.jobs_unwritten) as usize;
+        if unwritten > 0 || out.capacity() > REPLY_BUFFER {
+            out.release();
         }
-        if unwritten > 0 && self.engine.events.is_enabled() {
+        if unwritten > 0 && miner.engine.events.is_enabled() {
             // Issued jobs a later clean job already evicted are not reported.
-            let issued = self.channel.jobs().count();
-            for i in self.channel.jobs().skip(issued.saturating_sub(unwritten)) {
+            let issued = miner.channel.jobs().count();
+            for i in miner.channel.jobs().skip(issued.saturating_sub(unwritten)) {
                 // A job re-sent under a fresh id is never clean.
                 let clean = i.job.clean && i.wire_id == i.job.id;
-                emit_job_sent(&self.engine, self.conn, i, clean);
+                emit_job_sent(&miner.engine, miner.conn, i, clean);
             }
         }
     }
@@ -253,201 +252,198 @@ impl Session {
     /// writes them: the session's flush point for its share records (see
     /// [`ShareBatch::take_ticket`]).
     pub fn take_pending_ticket(&mut self) -> Option<Ticket> {
-        self.records.as_mut()?.batch.take_ticket()
+        self.0.judge_mut().records.as_mut()?.batch.take_ticket()
     }
 
     /// Puts the share records gathered so far on the store's queue (new work, ticks, the end).
     fn flush_records(&mut self) {
-        if let Some(r) = &mut self.records {
+        if let Some(r) = &mut self.0.judge_mut().records {
             r.batch.flush();
         }
     }
 
-    /// Why the connection should be closed; `None` while it should not.
-    pub fn wants_close(&self) -> Option<Close> {
-        self.close
-    }
-
-    /// Whether the miner has been sent a job.
-    pub fn is_working(&self) -> bool {
-        self.sent_generation.is_some()
-    }
-
-    /// The miner subscribed and authorized at least one worker (whether or not the pool has
-    /// given it work yet).
-    pub fn is_authorized(&self) -> bool {
-        self.subscribed && !self.workers.is_empty()
-    }
-
-    /// A line longer than the limit arrived: answer and close.
-    pub fn line_too_long(&mut self) {
-        write::reply_error_message(self.out.own(), "null", 20, "Line too long");
-        self.close = Some(Close::LineTooLong);
-    }
-
-    /// Tells the miner to reconnect (graceful shutdown).
-    pub fn reconnect(&mut self, host: &str, port: u16, wait_secs: u32) {
-        write::reconnect(self.out.own(), host, port, wait_secs);
-    }
-
     /// The miner's address: new worker names count against its allowance.
     pub fn set_origin(&mut self, ip: std::net::IpAddr) {
-        self.origin = Some(ip);
+        self.0.judge_mut().origin = Some(ip);
     }
 
     /// Handles one line from the miner; replies go to the output.
     pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
-        sv1::server::handle_line(&mut Request { session: self, now }, line)
-    }
-
-    fn bad_line(&mut self) {
-        self.bad_lines = self.bad_lines.saturating_add(1);
-        if u32::from(self.bad_lines) > self.config.max_bad_lines {
-            self.close = Some(Close::TooManyBadLines);
-        }
-    }
-
-    fn subscribe(&mut self, id: &str, now: Millis) {
-        self.subscribed = true;
-        let sub = format!("{:016x}", self.conn);
-        write::reply_subscribe(
-            self.out.own(),
-            id,
-            &sub,
-            self.channel.extranonce_prefix(),
-            self.channel.extranonce_len(),
-        );
-        self.start_work(now);
-    }
-
-    fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis) {
-        // The name stays exactly as sent: submits name the worker the same way.
-        let name: &str = &a.user;
-        let (account, _) = a.account_and_worker();
-        let known = self.workers.iter().any(|w| &*w.name == name);
-        let ok = sv1::server::worker_name_ok(name)
-            && (known || self.workers.len() < self.config.max_workers);
-        let payout = if ok {
-            self.engine.payout_for(account.trim())
-        } else {
-            None
+        let verdict = match self.0.handle_line(line, now, &mut ()) {
+            Outcome::Other => return LineKind::Other,
+            Outcome::Accepted(()) => Verdict::Accepted,
+            Outcome::Rejected(r) => Verdict::Rejected(r.reason()),
+            Outcome::Refused(code) => Verdict::Rejected(code_reason(code)),
         };
-        // Last: a name refused for its form or its account spends none of the address's
-        // allowance of new names.
-        let payout = payout.filter(|_| known || self.engine.may_add_worker(name, self.origin, now));
-        let Some(payout) = payout else {
-            write::reply_error(self.out.own(), id, ErrorCode::Unauthorized);
-            return;
-        };
-        if !known {
-            let w = self.engine.attach_worker(name, now);
-            // Most connections authorize one name: room for exactly that.
-            self.workers.reserve_exact(1);
-            self.workers.push(w);
-        }
-        // The first authorized miner picks the coinbase payout of the connection.
-        if self.payout.is_none() {
-            self.payout = Some(payout);
-        }
-        if let Some(d) = a.difficulty_hint() {
-            if self.sent_generation.is_none() {
-                self.channel.set_difficulty(Difficulty::saturating(d), now);
-            }
-        }
-        write::reply_bool(self.out.own(), id, true);
-        self.start_work(now);
-    }
-
-    fn configure(&mut self, id: &str, c: &Configure, now: Millis) {
-        let agreed = sv1::server::configure(self.out.own(), id, c, self.config.version_mask);
-        if let Some(mask) = agreed.version_mask {
-            self.channel.set_version_mask(mask);
-        }
-        if let Some(d) = agreed.minimum_difficulty {
-            self.channel.set_minimum(d, now);
-        }
-        self.extranonce_subscribed |= agreed.subscribe_extranonce;
-    }
-
-    fn suggest(&mut self, id: &str, notification: bool, d: Difficulty, now: Millis) {
-        let before = self.channel.difficulty();
-        let d = self.channel.set_difficulty(d, now);
-        if !notification {
-            write::reply_bool(self.out.own(), id, true);
-        }
-        if d != before && self.sent_generation.is_some() {
-            self.resend_work(now);
-        }
-    }
-
-    /// Sends the first job once the miner is subscribed and authorized.
-    fn start_work(&mut self, now: Millis) {
-        if self.sent_generation.is_some() || !self.subscribed || self.payout.is_none() {
-            return;
-        }
-        if let Some(g) = self.engine.current() {
-            self.send_job(&g, now);
-        }
+        LineKind::Share(verdict)
     }
 
     /// New work from the engine (`None`: the pool stopped handing out work).
     pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
         self.flush_records();
-        let Some(g) = g else { return };
-        if !self.subscribed || self.payout.is_none() || self.sent_generation == Some(g.id) {
-            return;
+        if let Some(g) = g {
+            self.0.on_work(g, now, &mut ());
         }
-        self.send_job(g, now);
     }
 
     /// Vardiff for a quiet miner.
     pub fn on_tick(&mut self, now: Millis) {
         self.flush_records();
-        if self.sent_generation.is_some() && self.channel.on_tick(now).is_some() {
+        self.0.on_tick(now, &mut ());
+    }
+
+    /// The connection ended: the workers leave the list.
+    pub fn closed(&mut self, now: Millis) {
+        self.flush_records();
+        let miner = self.0.judge();
+        for w in self.0.workers() {
+            miner.engine.detach_worker(w, now);
+        }
+        miner.engine.stats.connection_closed();
+    }
+}
+
+/// The reason a share refused with `code` counts under.
+fn code_reason(code: ErrorCode) -> Reason {
+    match code {
+        ErrorCode::Unauthorized | ErrorCode::NotSubscribed => Reason::Unauthorized,
+        _ => Reason::Other,
+    }
+}
+
+impl Judge for Miner {
+    type Worker = Worker;
+    type Work = Arc<Generation>;
+    type Accepted = ();
+    type Cx<'a> = ();
+
+    fn worker_name(w: &Worker) -> &str {
+        &w.name
+    }
+
+    fn version(&self, _: &()) -> &'static str {
+        self.config.version
+    }
+
+    fn max_workers(&self, _: &()) -> usize {
+        self.config.max_workers
+    }
+
+    fn max_bad_lines(&self, _: &()) -> u32 {
+        self.config.max_bad_lines
+    }
+
+    fn subscribe(&mut self, _: &mut (), _again: bool) -> Subscription {
+        Subscription::Granted {
+            id: self.conn,
+            extranonce1: self.channel.extranonce_prefix().to_vec(),
+            extranonce2_size: self.channel.extranonce_len(),
+        }
+    }
+
+    fn admit(
+        &mut self,
+        _: &mut (),
+        a: &Authorize<'_>,
+        known: bool,
+        now: Millis,
+    ) -> Option<Admitted<Worker>> {
+        let name: &str = &a.user;
+        let (account, _) = a.account_and_worker();
+        let payout = self.engine.payout_for(account.trim())?;
+        // Last: a name refused for its form or its account spends none of the address's
+        // allowance of new names.
+        if !known && !self.engine.may_add_worker(name, self.origin, now) {
+            return None;
+        }
+        // The first authorized miner picks the coinbase payout of the connection.
+        if self.payout.is_none() {
+            self.payout = Some(payout);
+        }
+        Some(match known {
+            true => Admitted::Known,
+            false => Admitted::New(self.engine.attach_worker(name, now)),
+        })
+    }
+
+    fn offered_version_mask(&self, _: &()) -> u32 {
+        self.config.version_mask
+    }
+
+    fn set_version_mask(&mut self, mask: u32) {
+        self.channel.set_version_mask(mask);
+    }
+
+    fn difficulty(&self) -> Difficulty {
+        self.channel.difficulty()
+    }
+
+    fn set_difficulty(&mut self, d: Difficulty, now: Millis) -> Difficulty {
+        self.channel.set_difficulty(d, now)
+    }
+
+    fn set_minimum(&mut self, d: Difficulty, now: Millis) {
+        self.channel.set_minimum(d, now);
+    }
+
+    fn vardiff_tick(&mut self, now: Millis) -> bool {
+        let changed = self.channel.on_tick(now).is_some();
+        if changed {
             self.engine.stats.vardiff_changed();
-            self.resend_work(now);
+        }
+        changed
+    }
+
+    fn difficulty_sent(&mut self, _d: Difficulty) {
+        if self.engine.events.is_enabled() {
+            self.engine.events.emit(TargetChanged {
+                conn: self.conn,
+                channel: None,
+                target: self.channel.target(),
+            });
         }
     }
 
-    fn send_difficulty_if_changed(&mut self) {
-        let d = self.channel.difficulty();
-        if self.sent_difficulty != Some(d) {
-            write::set_difficulty(self.out.own(), d.as_f64());
-            self.sent_difficulty = Some(d);
-            if self.engine.events.is_enabled() {
-                self.engine.events.emit(TargetChanged {
-                    conn: self.conn,
-                    channel: None,
-                    target: self.channel.target(),
-                });
-            }
-        }
+    fn is_working(&self) -> bool {
+        self.working
     }
 
-    fn send_job(&mut self, g: &Arc<Generation>, now: Millis) {
-        let payout = self.payout.as_ref().expect("authorized");
+    fn current_work(&self, _: &()) -> Option<Arc<Generation>> {
+        self.engine.current()
+    }
+
+    fn issue(
+        &mut self,
+        _: &mut (),
+        _: &mut Conn<Worker>,
+        g: &Arc<Generation>,
+        now: Millis,
+    ) -> Option<Arc<[u8]>> {
+        if self.working && self.sent_generation == g.id {
+            return None;
+        }
+        let payout = self.payout.as_ref()?;
         let job = match g.job(&self.engine.job_payout(payout)) {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(conn = self.conn, error = %e, "cannot build job");
-                return;
+                return None;
             }
         };
-        self.send_difficulty_if_changed();
-        self.out.push_shared(notify_bytes(&job));
-        self.sent_generation = Some(g.id);
+        let notify = notify_bytes(&job);
+        self.sent_generation = g.id;
+        self.working = true;
         let wire = job.id;
         self.channel.issue(job, wire, now);
         self.jobs_unwritten = self.jobs_unwritten.saturating_add(1);
+        Some(notify)
     }
 
-    /// After a difficulty change: the new difficulty, then the latest job again under a new
-    /// id (firmware ignores a notify whose id it has seen), not clean.
-    fn resend_work(&mut self, now: Millis) {
+    /// The latest job again, not clean, under a fresh id from the current generation.
+    fn reissue(&mut self, _: &mut (), conn: &mut Conn<Worker>, _old: Difficulty, now: Millis) {
         let Some(latest) = self.channel.latest_job().map(|i| i.job.clone()) else {
             return;
         };
-        self.send_difficulty_if_changed();
         let wire = self
             .engine
             .current()
@@ -456,276 +452,127 @@ impl Session {
         if wire == latest.id {
             return;
         }
-        crate::sv1::notify::write_notify(self.out.own(), &latest, wire, false);
+        crate::sv1::notify::write_notify(conn.out(), &latest, wire, false);
         self.channel.issue(latest, wire, now);
         self.jobs_unwritten = self.jobs_unwritten.saturating_add(1);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn submit(
+    fn judge(
         &mut self,
-        id: &str,
-        worker: &str,
-        job_id: &str,
-        extranonce: Option<&[u8]>,
-        ntime: u32,
-        nonce: u32,
-        version_bits: Option<u32>,
+        _: &mut (),
+        conn: &mut Conn<Worker>,
+        w: usize,
+        s: &Share<'_>,
         now: Millis,
-    ) -> Verdict {
-        let seq = request_seq(id);
-        if !self.subscribed {
-            return self.reject_code(id, seq, job_id, None, ErrorCode::NotSubscribed, nonce, now);
+    ) -> Result<Judged<()>, Refusal> {
+        // The acknowledgement is written next, here.
+        let ack_at = conn.out().len() as u32;
+        let worker = &mut conn.workers_mut()[w];
+        if worker.key.is_none() {
+            self.engine.retry_worker_key(worker);
         }
-        let Some(w) = self.workers.iter().position(|w| &*w.name == worker) else {
-            return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, nonce, now);
-        };
-        if self.workers[w].key.is_none() {
-            self.engine.retry_worker_key(&mut self.workers[w]);
-        }
-        let wire_id = wire_job_id(job_id);
-        let Some(extranonce) = extranonce else {
+        let wire_id = wire_job_id(s.job_id);
+        let Some(extranonce) = s.extranonce2 else {
             // Unreadable extranonce2: judged after the job, as a malformed parameter.
             let r = match self.channel.check_job(wire_id, self.engine.epoch()) {
                 Err(r) => r,
                 Ok(()) => Reject::ExtranonceSize,
             };
-            return self.reject(id, seq, job_id, w, r, nonce, now);
+            return Err(Refusal::Reject(r));
         };
         let submission = Submission {
             wire_id,
             extranonce,
-            ntime,
-            nonce,
-            version_bits,
+            ntime: s.ntime,
+            nonce: s.nonce,
+            version_bits: s.version_bits,
         };
-        match self.channel.submit(&submission, self.engine.epoch(), now) {
-            Ok(a) => {
-                let worker = &self.workers[w];
-                if a.block {
-                    let solution = crate::job::Solution {
-                        extranonce_prefix: a.extranonce_prefix,
-                        extranonce,
-                        version: u32::from_le_bytes(a.header[0..4].try_into().expect("4")),
-                        ntime,
-                        nonce,
-                    };
-                    self.engine.found_block(
-                        a.job,
-                        &solution,
-                        &a.header,
-                        a.hash,
-                        self.conn,
-                        Some(worker),
-                        now,
-                    );
-                }
-                if self.records.is_none() {
-                    self.records = self.engine.share_batch().map(|batch| {
-                        Box::new(Recording {
-                            batch,
-                            acks: Vec::new(),
-                        })
-                    });
-                }
-                let records = self.records.as_deref_mut().map(|r| &mut r.batch);
-                match self
-                    .engine
-                    .accepted(self.conn, seq, job_id, worker, &a, nonce, now, records)
-                {
-                    Ok(()) => {}
-                    Err(why) => {
-                        let message = match why {
-                            NotStored::Overloaded => "Share not stored: the pool is overloaded",
-                            NotStored::StoreFailing => {
-                                "Share not stored: the pool's share store cannot write"
-                            }
-                        };
-                        write::reply_error_message(self.out.own(), id, 20, message);
-                        return Verdict::Rejected(Reason::Other);
-                    }
-                }
-                if let Some(r) = &mut self.records {
-                    r.acks.push(self.out.own().len() as u32);
-                }
-                write::reply_bool(self.out.own(), id, true);
-                if a.retarget.is_some() {
-                    self.engine.stats.vardiff_changed();
-                    self.resend_work(now);
-                }
-                Verdict::Accepted
-            }
-            Err(r) => self.reject(id, seq, job_id, w, r, nonce, now),
+        let before = self.channel.difficulty();
+        let a = self
+            .channel
+            .submit(&submission, self.engine.epoch(), now)
+            .map_err(Refusal::Reject)?;
+        let worker = &conn.workers()[w];
+        if a.block {
+            let solution = crate::job::Solution {
+                extranonce_prefix: a.extranonce_prefix,
+                extranonce,
+                version: u32::from_le_bytes(a.header[0..4].try_into().expect("4")),
+                ntime: s.ntime,
+                nonce: s.nonce,
+            };
+            self.engine.found_block(
+                a.job,
+                &solution,
+                &a.header,
+                a.hash,
+                self.conn,
+                Some(worker),
+                now,
+            );
         }
+        if self.records.is_none() {
+            self.records = self.engine.share_batch().map(|batch| {
+                Box::new(Recording {
+                    batch,
+                    acks: Vec::new(),
+                })
+            });
+        }
+        let records = self.records.as_deref_mut().map(|r| &mut r.batch);
+        let seq = request_seq(s.id);
+        if let Err(why) = self
+            .engine
+            .accepted(self.conn, seq, s.job_id, worker, &a, s.nonce, now, records)
+        {
+            return Err(Refusal::NotKept(match why {
+                NotStored::Overloaded => "Share not stored: the pool is overloaded",
+                NotStored::StoreFailing => "Share not stored: the pool's share store cannot write",
+            }));
+        }
+        if let Some(r) = &mut self.records {
+            r.acks.push(ack_at);
+        }
+        let retarget_from = a.retarget.map(|_| {
+            self.engine.stats.vardiff_changed();
+            before
+        });
+        Ok(Judged {
+            accepted: (),
+            retarget_from,
+        })
     }
 
-    /// A submit whose parameters did not parse: still judged in the customary order.
-    fn malformed_submit(
-        &mut self,
-        id: &str,
-        env: &sv1::Envelope<'_>,
-        e: sv1::ParamError,
-        now: Millis,
-    ) -> Verdict {
-        let seq = id.parse::<u64>().unwrap_or(0);
-        let job_id = env.params.get(1).and_then(|v| v.as_str()).unwrap_or("");
-        if !self.subscribed {
-            return self.reject_code(id, seq, job_id, None, ErrorCode::NotSubscribed, 0, now);
-        }
-        let worker = env.params.get(0).and_then(|v| v.as_str());
-        let Some(w) = worker.and_then(|n| self.workers.iter().position(|w| &*w.name == n)) else {
-            return self.reject_code(id, seq, job_id, None, ErrorCode::Unauthorized, 0, now);
-        };
+    fn check_job(&self, _: &(), job_id: &str) -> Result<(), Reject> {
         let wire_id = u64::from_str_radix(job_id, 16).unwrap_or(u64::MAX);
-        if let Err(r) = self.channel.check_job(wire_id, self.engine.epoch()) {
-            return self.reject(id, seq, job_id, w, r, 0, now);
-        }
-        self.bad_line();
-        let worker = &self.workers[w];
-        self.engine.rejected(
-            self.conn,
-            seq,
-            job_id,
-            Some(worker),
-            Reason::Other,
-            0,
-            self.channel.difficulty().as_f64(),
-            now,
-        );
-        write::reply_error_message(self.out.own(), id, 20, &e.to_string());
-        Verdict::Rejected(Reason::Other)
+        self.channel.check_job(wire_id, self.engine.epoch())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn reject(
+    fn refused(
         &mut self,
-        id: &str,
-        seq: u64,
-        job_id: &str,
-        w: usize,
-        r: Reject,
-        nonce: u32,
+        _: &mut (),
+        worker: Option<&Worker>,
+        s: ShareRef<'_>,
+        why: &Refusal,
         now: Millis,
-    ) -> Verdict {
-        self.engine.rejected(
-            self.conn,
-            seq,
-            job_id,
-            Some(&self.workers[w]),
-            r.reason(),
-            nonce,
-            self.channel.difficulty().as_f64(),
-            now,
-        );
-        write::reply_error_message(self.out.own(), id, r.sv1_code(), r.message());
-        Verdict::Rejected(r.reason())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn reject_code(
-        &mut self,
-        id: &str,
-        seq: u64,
-        job_id: &str,
-        w: Option<usize>,
-        code: ErrorCode,
-        nonce: u32,
-        now: Millis,
-    ) -> Verdict {
-        let reason = match code {
-            ErrorCode::Unauthorized | ErrorCode::NotSubscribed => Reason::Unauthorized,
-            _ => Reason::Other,
+    ) {
+        let reason = match why {
+            Refusal::Reject(r) => r.reason(),
+            Refusal::Code(c) => code_reason(*c),
+            Refusal::Malformed(_) => Reason::Other,
+            // Counted by the engine when it could not keep it.
+            Refusal::NotKept(_) => return,
         };
         self.engine.rejected(
             self.conn,
-            seq,
-            job_id,
-            w.map(|w| &self.workers[w]),
+            request_seq(s.id),
+            s.job_id,
+            worker,
             reason,
-            nonce,
+            s.nonce,
             self.channel.difficulty().as_f64(),
             now,
         );
-        write::reply_error(self.out.own(), id, code);
-        Verdict::Rejected(reason)
-    }
-
-    /// The connection ended: the workers leave the list.
-    pub fn closed(&mut self, now: Millis) {
-        self.flush_records();
-        for w in self.workers.drain(..) {
-            self.engine.detach_worker(&w, now);
-        }
-        self.engine.stats.connection_closed();
-    }
-}
-
-/// One line's request, read by the server side every SV1 role shares
-/// ([`sv1::server::handle_line`]) and answered by this session at `now`.
-struct Request<'s> {
-    session: &'s mut Session,
-    now: Millis,
-}
-
-impl sv1::server::Handler for Request<'_> {
-    type Outcome = LineKind;
-
-    fn out(&mut self) -> &mut Vec<u8> {
-        self.session.out.own()
-    }
-
-    fn bad_line(&mut self) {
-        self.session.bad_line();
-    }
-
-    fn version(&self) -> &str {
-        self.session.config.version
-    }
-
-    fn not_a_share(&self) -> LineKind {
-        LineKind::Other
-    }
-
-    fn submit(&mut self, s: &sv1::server::Share<'_>) -> LineKind {
-        LineKind::Share(self.session.submit(
-            s.id,
-            s.worker,
-            s.job_id,
-            s.extranonce2,
-            s.ntime,
-            s.nonce,
-            s.version_bits,
-            self.now,
-        ))
-    }
-
-    fn malformed_submit(
-        &mut self,
-        id: &str,
-        env: &sv1::Envelope<'_>,
-        e: sv1::ParamError,
-    ) -> LineKind {
-        LineKind::Share(self.session.malformed_submit(id, env, e, self.now))
-    }
-
-    fn subscribe(&mut self, id: &str, _: &Subscribe<'_>) {
-        self.session.subscribe(id, self.now);
-    }
-
-    fn authorize(&mut self, id: &str, a: &Authorize<'_>) {
-        self.session.authorize(id, a, self.now);
-    }
-
-    fn configure(&mut self, id: &str, c: &Configure) {
-        self.session.configure(id, c, self.now);
-    }
-
-    fn suggest(&mut self, id: &str, notification: bool, d: Difficulty) {
-        self.session.suggest(id, notification, d, self.now);
-    }
-
-    fn extranonce_subscribe(&mut self) {
-        self.session.extranonce_subscribed = true;
     }
 }
 
