@@ -8,8 +8,9 @@
 //! keys are the flags' names in snake_case, and a misspelt key in the file is an error instead
 //! of being ignored. The defaults are the flags' defaults, wherever the settings are read from.
 //!
-//! Subcommands that are not roles (`run`, `report`, `events`) still keep a struct of optional
-//! flags beside the settings they fill ([`load`]).
+//! What names the work rather than a setting (a results directory, event files) is an argument,
+//! not a key ([`RoleSettings::keep_arguments`]). `run` reads its scenario file the same way
+//! ([`with_file`]); a scenario also has keys no flag has, fields the settings serialize.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -30,6 +31,11 @@ use serde::Serialize;
 pub trait RoleSettings: Args + FromArgMatches + Serialize + DeserializeOwned {
     /// The `--config` field: the file the settings were read from, if any.
     fn config_mut(&mut self) -> &mut Option<PathBuf>;
+
+    /// Moves what the command line gives that is not a setting (positional arguments, and
+    /// options that name what to work on, all `#[serde(skip)]`) from `flags` into the
+    /// settings read back from the file.
+    fn keep_arguments(&mut self, _flags: &mut Self) {}
 }
 
 /// Makes a struct of flags a role's settings: [`RoleSettings`] through its `config` field, and
@@ -58,33 +64,54 @@ pub fn resolve<S: RoleSettings>(matches: &ArgMatches) -> Result<S> {
     let Some(path) = flags.config_mut().clone() else {
         return Ok(flags);
     };
-    let file = read_table(&path)?;
-    let keys: BTreeSet<String> = S::augment_args(clap::Command::new("settings"))
+    with_file(matches, flags, &path, |settings, flags| {
+        // `config` is not a key (serde skips it): put back the file it named.
+        *settings.config_mut() = flags.config_mut().take();
+        settings.keep_arguments(flags);
+    })
+}
+
+/// The settings file at `path` laid over `flags` (parsed from `matches`) where no flag was
+/// given. A key is a flag's name or a field the settings serialize (a few keys only a file
+/// sets); any other is refused. `keep` moves what serde skips (arguments, the file's own
+/// path) from the flags into the result.
+pub fn with_file<S>(
+    matches: &ArgMatches,
+    mut flags: S,
+    path: &Path,
+    keep: impl FnOnce(&mut S, &mut S),
+) -> Result<S>
+where
+    S: Args + Serialize + DeserializeOwned,
+{
+    let file = read_table(path)?;
+    let flag_keys: BTreeSet<String> = S::augment_args(clap::Command::new("settings"))
         .get_arguments()
+        .filter(|a| !a.is_positional())
         .map(|a| a.get_id().to_string())
         .filter(|id| id != "config")
         .collect();
     let mut table = toml::Table::try_from(&flags).context("serializing command-line flags")?;
     let what = path.display();
     for (key, value) in file {
-        if !keys.contains(&key) {
+        if !flag_keys.contains(&key) && !table.contains_key(&key) {
             bail!(
                 "invalid settings in {what}: unknown field `{key}` (the keys are the flags' \
                  names in snake_case)"
             );
         }
-        let given = matches!(
-            matches.value_source(&key),
-            Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-        );
+        let given = flag_keys.contains(&key)
+            && matches!(
+                matches.value_source(&key),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            );
         if !given {
             table.insert(key, value);
         }
     }
     let mut settings = S::deserialize(toml::Value::Table(table))
         .with_context(|| format!("invalid settings in {what} and flags"))?;
-    // `config` is not a key (serde skips it): put back the file it named.
-    *settings.config_mut() = Some(path);
+    keep(&mut settings, &mut flags);
     Ok(settings)
 }
 
@@ -99,24 +126,6 @@ pub fn parse<S: RoleSettings>(args: &[&str]) -> Result<S> {
     let matches = S::augment_args(clap::Command::new("settings").no_binary_name(true))
         .try_get_matches_from(args)?;
     resolve(&matches)
-}
-
-/// Reads `path` (if given) and applies `overrides` (the subcommand's flags; `None`s must be
-/// skipped when serializing) on top.
-pub fn load<C: DeserializeOwned>(path: Option<&Path>, overrides: &impl Serialize) -> Result<C> {
-    let mut table = match path {
-        Some(p) => read_table(p)?,
-        None => toml::Table::new(),
-    };
-    let flags = toml::Table::try_from(overrides).context("serializing command-line flags")?;
-    for (k, v) in flags {
-        table.insert(k, v);
-    }
-    let what = path.map_or_else(
-        || "flags".to_owned(),
-        |p| format!("{} and flags", p.display()),
-    );
-    C::deserialize(toml::Value::Table(table)).with_context(|| format!("invalid settings in {what}"))
 }
 
 /// A config file's table.
@@ -216,65 +225,10 @@ mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Serialize, Default)]
-    struct Flags {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        seed: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        interval: Option<Dur>,
-    }
-
-    #[derive(Deserialize, Debug, PartialEq)]
-    #[serde(deny_unknown_fields, default)]
-    struct Conf {
-        seed: u64,
-        interval: Dur,
-        name: String,
-    }
-
-    impl Default for Conf {
-        fn default() -> Self {
-            Conf {
-                seed: 1,
-                interval: Dur::from_secs(10),
-                name: "x".into(),
-            }
-        }
-    }
-
     fn file(text: &str) -> tempfile::NamedTempFile {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), text).unwrap();
         f
-    }
-
-    #[test]
-    fn defaults_then_file_then_flags() {
-        let c: Conf = load(None, &Flags::default()).unwrap();
-        assert_eq!(c, Conf::default());
-        let f = file("seed = 7\ninterval = \"145ms\"\nname = \"lab\"\n");
-        let c: Conf = load(Some(f.path()), &Flags::default()).unwrap();
-        assert_eq!(
-            c,
-            Conf {
-                seed: 7,
-                interval: Dur::from_millis(145),
-                name: "lab".into()
-            }
-        );
-        let flags = Flags {
-            seed: Some(9),
-            interval: None,
-        };
-        let c: Conf = load(Some(f.path()), &flags).unwrap();
-        assert_eq!(c.seed, 9, "flag wins");
-        assert_eq!(c.interval, Dur::from_millis(145), "file kept where no flag");
-        let flags = Flags {
-            seed: None,
-            interval: Some(Dur::ZERO),
-        };
-        let c: Conf = load(Some(f.path()), &flags).unwrap();
-        assert_eq!(c.interval, Dur::ZERO);
     }
 
     /// A role's settings as the roles declare theirs: one struct, flags with defaults.
@@ -366,16 +320,17 @@ mod tests {
 
     #[test]
     fn bad_files_are_clear_errors() {
-        let f = file("sed = 7\n");
-        let e = load::<Conf>(Some(f.path()), &Flags::default()).unwrap_err();
+        let read = |text: &str| {
+            let f = file(text);
+            parse::<Role>(&["--config", f.path().to_str().unwrap()]).unwrap_err()
+        };
+        let e = read("sed = 7\n");
         assert!(format!("{e:#}").contains("unknown field `sed`"), "{e:#}");
-        let f = file("interval = \"10\"\n");
-        let e = load::<Conf>(Some(f.path()), &Flags::default()).unwrap_err();
+        let e = read("interval = \"10\"\n");
         assert!(format!("{e:#}").contains("unit"), "{e:#}");
-        let f = file("seed = [\n");
-        assert!(load::<Conf>(Some(f.path()), &Flags::default()).is_err());
-        let e =
-            load::<Conf>(Some(Path::new("/nonexistent/x.toml")), &Flags::default()).unwrap_err();
+        let e = read("seed = [\n");
+        assert!(format!("{e:#}").contains("parsing config file"), "{e:#}");
+        let e = parse::<Role>(&["--config", "/nonexistent/x.toml"]).unwrap_err();
         assert!(format!("{e:#}").contains("reading config file"), "{e:#}");
     }
 

@@ -65,9 +65,9 @@ fn main() -> Result<()> {
             cmd::jdc::run(*args)
         }
         Command::Jds(_) => cmd::jds::run(config::resolve(flags)?),
-        Command::Run(args) => cmd::run::run(*args),
-        Command::Report(args) => cmd::report::run(args),
-        Command::Events(c) => cmd::events::run(c),
+        Command::Run(_) => cmd::run::run(flags),
+        Command::Report(_) => cmd::report::run(config::resolve(flags)?),
+        Command::Events(c) => cmd::events::run(c, flags),
     }
 }
 

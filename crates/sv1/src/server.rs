@@ -1,12 +1,7 @@
-//! The server side of a Stratum V1 connection as every role that serves miners reads it (the
-//! pool's front end, the translator's and the SV1 farm proxy's device side): one request line
-//! in, the role's handler called for its method, and the answers that do not depend on the
-//! role written here, the same way for all of them (parse errors, unknown methods, `ping`,
-//! `client.get_version`, malformed hints).
-//!
-//! What a role decides (who may subscribe and with which extranonce, which workers it takes,
-//! what a share is worth, how it answers a hint) is its [`Handler`]'s. Sans-IO: the handler
-//! writes its replies into its own output; time and anything else it needs are its own.
+//! How the server side of a Stratum V1 connection reads a request: one line in, the
+//! [`crate::session`]'s handler called for its method, and the answers that need no session
+//! written here (parse errors, unknown methods, `ping`, `client.get_version`, malformed hints).
+//! [`Share`] is a `mining.submit` as the session's judges see it.
 
 use primitives::{Difficulty, Target};
 
@@ -36,7 +31,7 @@ pub struct Share<'a> {
 }
 
 /// What a role does with each request a miner sends.
-pub trait Handler {
+pub(crate) trait Handler {
     /// What a line was, for the role's shell.
     type Outcome;
 
@@ -68,7 +63,7 @@ pub trait Handler {
 }
 
 /// Reads one request line (without its newline) and calls `h` for it.
-pub fn handle_line<H: Handler>(h: &mut H, line: &[u8]) -> H::Outcome {
+pub(crate) fn handle_line<H: Handler>(h: &mut H, line: &[u8]) -> H::Outcome {
     // Nearly every line is a submit in one of a few fixed shapes: read without the general
     // reader (which reads the rest, and every unusual submit, below).
     if let Some(s) = parse_submit(line) {
@@ -166,29 +161,29 @@ pub fn handle_line<H: Handler>(h: &mut H, line: &[u8]) -> H::Outcome {
 }
 
 /// Longest worker name a server takes (it is echoed in every submit and kept per connection).
-pub const MAX_WORKER_NAME: usize = 128;
+pub(crate) const MAX_WORKER_NAME: usize = 128;
 
 /// Whether `name` can be a worker's name: not blank, not too long, no control characters
 /// (it goes into logs, events and the statistics as sent).
-pub fn worker_name_ok(name: &str) -> bool {
+pub(crate) fn worker_name_ok(name: &str) -> bool {
     !name.trim().is_empty() && name.len() <= MAX_WORKER_NAME && !name.chars().any(char::is_control)
 }
 
 /// What a `mining.configure` settled.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Negotiated {
+pub(crate) struct Negotiated {
     /// The version-rolling mask granted: the miner's (all bits when it names none) AND what
     /// the server offers; `None` when not asked for, or when the server offers no bits.
-    pub version_mask: Option<u32>,
+    pub(crate) version_mask: Option<u32>,
     /// The floor the miner asked for with `minimum-difficulty`; `None` when not asked for.
-    pub minimum_difficulty: Option<Difficulty>,
+    pub(crate) minimum_difficulty: Option<Difficulty>,
     /// Whether the miner asked for `subscribe-extranonce`, so accepts `mining.set_extranonce`.
-    pub subscribe_extranonce: bool,
+    pub(crate) subscribe_extranonce: bool,
 }
 
 /// Answers `c` into `out` (BIP310: each extension the miner named is answered, granted or
 /// not) given the version bits the server `offered`, and returns what was agreed.
-pub fn configure(out: &mut Vec<u8>, id: &str, c: &Configure, offered: u32) -> Negotiated {
+pub(crate) fn configure(out: &mut Vec<u8>, id: &str, c: &Configure, offered: u32) -> Negotiated {
     let mut agreed = Negotiated::default();
     let mut reply = write::ConfigureReply {
         requested: &c.extensions,
@@ -236,7 +231,7 @@ fn suggested_target(env: &Envelope<'_>) -> Option<Target> {
 /// number of hex digits that fits. (`primitives::hex::decode_into`, without a branch per
 /// digit: every share has one.)
 #[inline]
-pub fn decode_extranonce2(hex: &str, buf: &mut [u8]) -> Option<usize> {
+pub(crate) fn decode_extranonce2(hex: &str, buf: &mut [u8]) -> Option<usize> {
     let b = hex.as_bytes();
     let n = b.len() / 2;
     if b.len() & 1 != 0 || n > buf.len() {

@@ -26,7 +26,8 @@ pub enum EventsCommand {
     Shares(FilesArgs),
 }
 
-#[derive(Args, Serialize)]
+#[derive(Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DumpArgs {
     /// Event files written by stratumlab roles.
     #[arg(required = true)]
@@ -34,22 +35,17 @@ pub struct DumpArgs {
     files: Vec<PathBuf>,
     /// Only these kinds (snake_case, e.g. share_result); repeat for several.
     #[arg(long = "kind")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kinds: Option<Vec<String>>,
+    #[serde(default)]
+    kinds: Vec<String>,
     /// TOML file with settings (keys: kinds).
     #[arg(long)]
     #[serde(skip)]
     config: Option<PathBuf>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-struct DumpConfig {
-    kinds: Vec<String>,
-}
-
 /// Event files and nothing else to set: `summary` and `shares`.
-#[derive(Args, Serialize)]
+#[derive(Args, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FilesArgs {
     #[arg(required = true)]
     #[serde(skip)]
@@ -60,11 +56,32 @@ pub struct FilesArgs {
     config: Option<PathBuf>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct SummaryConfig {}
+/// The event files are arguments, not settings.
+macro_rules! files_settings {
+    ($t:ty) => {
+        impl config::RoleSettings for $t {
+            fn config_mut(&mut self) -> &mut Option<PathBuf> {
+                &mut self.config
+            }
 
-pub fn run(cmd: EventsCommand) -> Result<()> {
+            fn keep_arguments(&mut self, flags: &mut Self) {
+                self.files = std::mem::take(&mut flags.files);
+            }
+        }
+    };
+}
+files_settings!(DumpArgs);
+files_settings!(FilesArgs);
+
+/// Runs `cmd`, its settings read from the flags in `matches` (the `events` subcommand's) and
+/// the file they name.
+pub fn run(cmd: EventsCommand, matches: &clap::ArgMatches) -> Result<()> {
+    let (_, flags) = matches.subcommand().expect("clap requires a subcommand");
+    let cmd = match cmd {
+        EventsCommand::Dump(_) => EventsCommand::Dump(config::resolve(flags)?),
+        EventsCommand::Summary(_) => EventsCommand::Summary(config::resolve(flags)?),
+        EventsCommand::Shares(_) => EventsCommand::Shares(config::resolve(flags)?),
+    };
     match write_out(cmd) {
         // `stratumlab events dump F | head`: the reader having seen enough is not an error.
         Err(e)
@@ -86,20 +103,13 @@ fn write_out(cmd: EventsCommand) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     match cmd {
-        EventsCommand::Dump(args) => {
-            let conf: DumpConfig = config::load(args.config.as_deref(), &args)?;
-            dump(&args.files, &conf.kinds, &mut out)?;
-        }
+        EventsCommand::Dump(args) => dump(&args.files, &args.kinds, &mut out)?,
         EventsCommand::Summary(args) => {
-            let _: SummaryConfig = config::load(args.config.as_deref(), &args)?;
             for f in &args.files {
                 summary(f, &mut out)?;
             }
         }
-        EventsCommand::Shares(args) => {
-            let _: SummaryConfig = config::load(args.config.as_deref(), &args)?;
-            shares(&args.files, &mut out)?;
-        }
+        EventsCommand::Shares(args) => shares(&args.files, &mut out)?,
     }
     out.flush()?;
     Ok(())

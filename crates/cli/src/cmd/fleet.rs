@@ -189,6 +189,12 @@ impl FromStr for Budget {
     }
 }
 
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl Serialize for Budget {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(self.0.hashes_per_sec())

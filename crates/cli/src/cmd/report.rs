@@ -14,7 +14,8 @@ use crate::config::{self, Dur};
 
 /// Write report.html (and report.pdf, where Chromium is installed) from a results directory
 /// (results.json and the CSV series that `stratumlab run` writes).
-#[derive(Args, Serialize)]
+#[derive(Args, Serialize, Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
 pub struct ReportArgs {
     /// The results directory.
     #[arg(required_unless_present = "compare")]
@@ -32,33 +33,24 @@ pub struct ReportArgs {
     pub config: Option<PathBuf>,
     /// Write report.html only.
     #[arg(long)]
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub no_pdf: bool,
     /// The Chromium that prints report.pdf [default: /usr/bin/chromium, else chromium on PATH].
     #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chromium: Option<PathBuf>,
-    /// Stop the browser if it has not printed the PDF after this long [default: 60s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub browser_timeout: Option<Dur>,
+    /// Stop the browser if it has not printed the PDF after this long.
+    #[arg(long, default_value_t = Dur(ReportOptions::default().browser_timeout))]
+    pub browser_timeout: Dur,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, default)]
-struct ReportConfig {
-    no_pdf: bool,
-    chromium: Option<PathBuf>,
-    browser_timeout: Dur,
-}
+impl config::RoleSettings for ReportArgs {
+    fn config_mut(&mut self) -> &mut Option<PathBuf> {
+        &mut self.config
+    }
 
-impl Default for ReportConfig {
-    fn default() -> Self {
-        ReportConfig {
-            no_pdf: false,
-            chromium: None,
-            browser_timeout: Dur(ReportOptions::default().browser_timeout),
-        }
+    fn keep_arguments(&mut self, flags: &mut Self) {
+        self.dir = flags.dir.take();
+        self.compare = flags.compare.take();
     }
 }
 
@@ -72,14 +64,13 @@ pub fn run(args: ReportArgs) -> Result<()> {
     let Some(dir) = args.dir.clone() else {
         bail!("a results directory, or --compare DIR_A DIR_B");
     };
-    let conf: ReportConfig = config::load(args.config.as_deref(), &args)?;
-    if conf.browser_timeout.is_zero() {
+    if args.browser_timeout.is_zero() {
         bail!("--browser-timeout must be more than 0");
     }
     let options = ReportOptions {
-        pdf: !conf.no_pdf,
-        browser: conf.chromium.map(Chromium::at),
-        browser_timeout: conf.browser_timeout.0,
+        pdf: !args.no_pdf,
+        browser: args.chromium.map(Chromium::at),
+        browser_timeout: args.browser_timeout.0,
     };
     let files = lab::report::write_report_with(&dir, &options)?;
     println!("{}", files.html.display());
@@ -101,13 +92,27 @@ mod tests {
     use super::*;
 
     fn args(dir: PathBuf) -> ReportArgs {
-        ReportArgs {
-            dir: Some(dir),
-            compare: None,
-            config: None,
-            no_pdf: true,
-            chromium: None,
-            browser_timeout: None,
+        config::parse(&[dir.to_str().unwrap(), "--no-pdf"]).unwrap()
+    }
+
+    #[test]
+    fn a_config_file_sets_what_no_flag_did_and_knows_no_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.toml");
+        std::fs::write(&file, "no_pdf = true\nbrowser_timeout = \"5s\"\n").unwrap();
+        let f = file.to_str().unwrap();
+        let a: ReportArgs = config::parse(&["results", "--config", f]).unwrap();
+        assert!(a.no_pdf);
+        assert_eq!(a.dir, Some(PathBuf::from("results")));
+        assert_eq!(a.browser_timeout.0, std::time::Duration::from_secs(5));
+        let a: ReportArgs =
+            config::parse(&["results", "--config", f, "--browser-timeout", "9s"]).unwrap();
+        assert_eq!(a.browser_timeout.0, std::time::Duration::from_secs(9));
+        // The directory and --compare are arguments, not settings.
+        for key in ["dir = \"x\"", "compare = [\"a\", \"b\"]"] {
+            std::fs::write(&file, key).unwrap();
+            let e = config::parse::<ReportArgs>(&["results", "--config", f]).unwrap_err();
+            assert!(format!("{e:#}").contains("unknown field"), "{key}: {e:#}");
         }
     }
 

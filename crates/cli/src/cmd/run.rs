@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
+use clap::{Args, FromArgMatches};
 use serde::{Deserialize, Serialize};
 
 use lab::orchestrate::{Progress, ShareCounts};
@@ -32,79 +32,94 @@ const BUILT_IN: &[(&str, &str)] = &[
 
 /// Compare Stratum V1 and V2 configurations on one simulated network, over an emulated WAN,
 /// with real proof of work; write results.json, CSV series and report.html.
-#[derive(Args, Serialize, Default)]
+//
+// The settings of a run, declared once: each flag is the scenario file's key of the same name
+// in snake_case, and a few keys only a scenario file sets (`name`, `description`, `warmup`,
+// `drain`, `shares_per_minute`, `[external.NAME]`). Defaults are the lab's
+// (`Scenario::default`); the scenario file is laid over them, the flags given over it.
+#[derive(Args, Serialize, Deserialize, Clone, Debug)]
+#[serde(deny_unknown_fields)]
 pub struct RunArgs {
     /// A scenario: a name (`sv1`, `default`; looked up in ./scenarios, then built in) or the
-    /// path of a TOML file whose keys are these flags' names in snake_case [default: default].
-    #[arg(long, value_name = "NAME|PATH", alias = "config")]
+    /// path of a TOML file whose keys are these flags' names in snake_case.
+    #[arg(
+        long,
+        value_name = "NAME|PATH",
+        alias = "config",
+        default_value = "default"
+    )]
     #[serde(skip)]
-    pub scenario: Option<String>,
-    /// Configurations to compare, comma-separated; the first is the baseline [default: sv1].
-    #[arg(long, value_delimiter = ',')]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub configs: Option<Vec<String>>,
-    /// Measured duration of each trial [default: 120s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration: Option<Dur>,
-    /// Devices per configuration [default: 100].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub devices: Option<u32>,
-    /// Device firmware profile: asic, bitaxe or cpu [default: asic].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub profile: Option<String>,
-    /// WAN round trip, applied as half in each direction [default: 145ms].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rtt: Option<Dur>,
-    /// Round trip of links inside a site [default: 0.5ms].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lan_rtt: Option<Dur>,
-    /// WAN delay jitter (never reorders bytes) [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<Dur>,
-    /// WAN loss in percent, paid as TCP's retransmission delay [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub loss: Option<f64>,
-    /// WAN bandwidth cap (`10Mbit`, `1Gbit`, or bits per second); 0: none [default: 0].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<Bandwidth>,
-    /// Mean interval of the rest of the network's blocks [default: 10s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub block_interval: Option<Dur>,
-    /// Template refresh of the SV1 pool and of the Template Provider alike [default: 1s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub template_interval: Option<Dur>,
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub seed: Option<u64>,
-    /// Trials, each with its own seed (seed, seed+1, ...); figures aggregate across them
-    /// [default: 1].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repeat: Option<u32>,
-    /// Real hashes per second each configuration's fleet spends (`1MH/s`) [default: 1MH/s].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hash_budget: Option<Budget>,
+    pub scenario: String,
+    /// The scenario's name, as the report shows it.
+    #[arg(skip = Scenario::default().name)]
+    pub name: String,
+    /// One line the report shows under the title.
+    #[arg(skip)]
+    #[serde(default)]
+    pub description: String,
+    /// Configurations to compare, comma-separated; the first is the baseline.
+    #[arg(long, value_delimiter = ',', default_values_t = Scenario::default().configs)]
+    pub configs: Vec<String>,
+    /// Measured duration of each trial.
+    #[arg(long, default_value_t = Dur(Scenario::default().duration))]
+    pub duration: Dur,
+    /// Devices per configuration.
+    #[arg(long, default_value_t = Scenario::default().devices)]
+    pub devices: u32,
+    /// Device firmware profile: asic, bitaxe or cpu.
+    #[arg(long, default_value_t = Scenario::default().profile.as_str().to_owned())]
+    pub profile: String,
+    /// WAN round trip, applied as half in each direction.
+    #[arg(long, default_value_t = Dur(Scenario::default().rtt))]
+    pub rtt: Dur,
+    /// Round trip of links inside a site.
+    #[arg(long, default_value_t = Dur(Scenario::default().lan_rtt))]
+    pub lan_rtt: Dur,
+    /// WAN delay jitter (never reorders bytes).
+    #[arg(long, default_value_t = Dur(Scenario::default().jitter))]
+    pub jitter: Dur,
+    /// WAN loss in percent, paid as TCP's retransmission delay.
+    #[arg(long, default_value_t = Scenario::default().loss_pct)]
+    pub loss: f64,
+    /// WAN bandwidth cap (`10Mbit`, `1Gbit`, or bits per second); 0: none.
+    #[arg(long, default_value_t = Bandwidth(Scenario::default().bandwidth_bps))]
+    pub bandwidth: Bandwidth,
+    /// Mean interval of the rest of the network's blocks.
+    #[arg(long, default_value_t = Dur(Scenario::default().block_interval))]
+    pub block_interval: Dur,
+    /// Template refresh of the SV1 pool and of the Template Provider alike.
+    #[arg(long, default_value_t = Dur(Scenario::default().template_interval))]
+    pub template_interval: Dur,
+    /// The first trial's seed: devices, network and links draw from it.
+    #[arg(long, default_value_t = Scenario::default().seed)]
+    pub seed: u64,
+    /// Trials, each with its own seed (seed, seed+1, ...); figures aggregate across them.
+    #[arg(long, default_value_t = Scenario::default().repeat)]
+    pub repeat: u32,
+    /// Real hashes per second each configuration's fleet spends (`1MH/s`).
+    #[arg(long, default_value_t = Budget(Scenario::default().hash_budget))]
+    pub hash_budget: Budget,
     /// Blocks each configuration should find per trial on average; sets the network
-    /// difficulty [default: 3].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub blocks_per_config: Option<f64>,
+    /// difficulty.
+    #[arg(long, default_value_t = Scenario::default().blocks_per_config)]
+    pub blocks_per_config: f64,
+    /// Fraction of the duration not counted (devices connect, vardiff settles).
+    #[arg(skip = Scenario::default().warmup_fraction)]
+    pub warmup: f64,
+    /// How long roles run on after the measured window, for answers in flight.
+    #[arg(skip = Dur(Scenario::default().drain))]
+    pub drain: Dur,
+    /// The share rate pools and proxies aim each device at.
+    #[arg(skip = Scenario::default().shares_per_minute)]
+    pub shares_per_minute: f64,
     /// How much later than the pool's node the farm's own node (A, B) hears of the network's
-    /// blocks and transactions: one relay hop further from the network [default: 20ms].
-    #[arg(long)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub farm_relay_delay: Option<Dur>,
+    /// blocks and transactions: one relay hop further from the network.
+    #[arg(long, default_value_t = Dur(Scenario::default().farm_relay_delay))]
+    pub farm_relay_delay: Dur,
+    /// External configurations by name (docs/operations.md, "Measuring other pools").
+    #[arg(skip)]
+    #[serde(default)]
+    pub external: BTreeMap<String, lab::external::External>,
     /// Where results go; files are written directly into it [default: results/<timestamp>].
     #[arg(long, value_name = "DIR")]
     #[serde(skip)]
@@ -122,12 +137,26 @@ pub struct RunArgs {
     /// A TOML file of `[external.NAME]` tables: pools or farm proxies of other software run as
     /// configurations NAME (docs/operations.md, "Measuring other pools"), added to the
     /// scenario's own.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long = "external", id = "external_file", value_name = "FILE")]
     #[serde(skip)]
-    pub external: Option<PathBuf>,
+    pub external_file: Option<PathBuf>,
 }
 
-impl Settings {
+impl RunArgs {
+    /// The flags in `matches` over the scenario file at `file` over the lab's defaults.
+    fn resolve(matches: &clap::ArgMatches, file: &Path) -> Result<RunArgs> {
+        let flags = RunArgs::from_arg_matches(matches).context("reading the flags")?;
+        config::with_file(matches, flags, file, |settings, flags| {
+            settings.scenario = std::mem::take(&mut flags.scenario);
+            settings.out = flags.out.take();
+            settings.metrics_listen = flags.metrics_listen.take();
+            settings.sweep = flags.sweep.take();
+            settings.external_file = flags.external_file.take();
+        })
+    }
+}
+
+impl RunArgs {
     /// Sets the sweep's `parameter` (as its flag is spelled) to `value`, as the flag would.
     fn set(&mut self, parameter: &str, value: &str) -> Result<()> {
         let bad = |e: String| anyhow::anyhow!("--sweep {parameter}={value}: {e}");
@@ -186,6 +215,12 @@ impl std::str::FromStr for Bandwidth {
     }
 }
 
+impl std::fmt::Display for Bandwidth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 impl Serialize for Bandwidth {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(self.0)
@@ -207,69 +242,9 @@ impl<'de> Deserialize<'de> for Bandwidth {
     }
 }
 
-/// The scenario file and flags combined.
-#[derive(Deserialize, Debug)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    pub name: String,
-    /// One line the report shows under the title.
-    pub description: String,
-    pub configs: Vec<String>,
-    pub duration: Dur,
-    pub devices: u32,
-    pub profile: String,
-    pub rtt: Dur,
-    pub lan_rtt: Dur,
-    pub jitter: Dur,
-    pub loss: f64,
-    pub bandwidth: Bandwidth,
-    pub block_interval: Dur,
-    pub template_interval: Dur,
-    pub seed: u64,
-    pub repeat: u32,
-    pub hash_budget: Budget,
-    pub blocks_per_config: f64,
-    /// Fraction of the duration not counted (devices connect, vardiff settles).
-    pub warmup: f64,
-    pub drain: Dur,
-    pub shares_per_minute: f64,
-    pub farm_relay_delay: Dur,
-    /// External configurations by name (docs/operations.md, "Measuring other pools").
-    pub external: BTreeMap<String, lab::external::External>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        let s = Scenario::default();
-        Settings {
-            name: s.name,
-            description: String::new(),
-            configs: s.configs,
-            duration: Dur(s.duration),
-            devices: s.devices,
-            profile: s.profile.as_str().to_owned(),
-            rtt: Dur(s.rtt),
-            lan_rtt: Dur(s.lan_rtt),
-            jitter: Dur(s.jitter),
-            loss: s.loss_pct,
-            bandwidth: Bandwidth(s.bandwidth_bps),
-            block_interval: Dur(s.block_interval),
-            template_interval: Dur(s.template_interval),
-            seed: s.seed,
-            repeat: s.repeat,
-            hash_budget: Budget(s.hash_budget),
-            blocks_per_config: s.blocks_per_config,
-            warmup: s.warmup_fraction,
-            drain: Dur(s.drain),
-            shares_per_minute: s.shares_per_minute,
-            farm_relay_delay: Dur(s.farm_relay_delay),
-            external: s.external,
-        }
-    }
-}
-
-impl Settings {
-    pub fn scenario(&self) -> Result<Scenario> {
+impl RunArgs {
+    /// The lab's scenario these settings describe.
+    pub fn to_scenario(&self) -> Result<Scenario> {
         let s = Scenario {
             name: self.name.clone(),
             configs: self.configs.clone(),
@@ -301,16 +276,17 @@ impl Settings {
     }
 }
 
-/// The scenario file with the flags laid over it, and `--external`'s tables added.
-fn load_settings(file: &Path, args: &RunArgs) -> Result<Settings> {
-    let mut settings: Settings = config::load(Some(file), args)?;
-    if let Some(path) = &args.external {
+/// The scenario file with the flags in `matches` laid over it, and `--external`'s tables
+/// added.
+fn load_settings(matches: &clap::ArgMatches, file: &Path) -> Result<RunArgs> {
+    let mut settings = RunArgs::resolve(matches, file)?;
+    if let Some(path) = settings.external_file.clone() {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct ExternalFile {
             external: BTreeMap<String, lab::external::External>,
         }
-        let text = std::fs::read_to_string(path)
+        let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading --external {}", path.display()))?;
         let f: ExternalFile = toml::from_str(&text)
             .with_context(|| format!("parsing --external {}", path.display()))?;
@@ -351,14 +327,16 @@ fn resolve_scenario(arg: &str, scratch: &Path) -> Result<PathBuf> {
     }
 }
 
-pub fn run(args: RunArgs) -> Result<()> {
+/// `stratumlab run` with the flags in `matches` (the subcommand's).
+pub fn run(matches: &clap::ArgMatches) -> Result<()> {
+    let args = RunArgs::from_arg_matches(matches).context("reading the flags")?;
     let out = match &args.out {
         Some(d) => d.clone(),
         None => PathBuf::from("results").join(timestamp()),
     };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let scenario_arg = args.scenario.clone().unwrap_or_else(|| "default".into());
-    let file = resolve_scenario(&scenario_arg, &out)?;
+    let file = resolve_scenario(&args.scenario, &out)?;
+    let settings = load_settings(matches, &file)?;
     let sweep = match &args.sweep {
         Some(text) => Some(text.parse::<lab::sweep::Sweep>()?),
         None => None,
@@ -368,15 +346,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     match &sweep {
         Some(sw) => {
             for value in &sw.values {
-                let mut settings = load_settings(&file, &args)?;
-                settings.set(&sw.parameter, value)?;
-                scenarios.push((Some(value.clone()), settings.scenario()?));
+                let mut point = settings.clone();
+                point.set(&sw.parameter, value)?;
+                scenarios.push((Some(value.clone()), point.to_scenario()?));
             }
         }
-        None => {
-            let settings = load_settings(&file, &args)?;
-            scenarios.push((None, settings.scenario()?));
-        }
+        None => scenarios.push((None, settings.to_scenario()?)),
     }
     let scenario = scenarios[0].1.clone();
     lab::stop::install().context("installing signal handlers")?;
@@ -636,64 +611,89 @@ mod tests {
         assert!("-1Mbit".parse::<Bandwidth>().is_err());
     }
 
+    /// The settings a `stratumlab run` command line gives, its scenario looked up as `run` does.
+    fn settings(args: &[&str]) -> Result<RunArgs> {
+        let matches = RunArgs::augment_args(clap::Command::new("run").no_binary_name(true))
+            .try_get_matches_from(args)?;
+        let flags = RunArgs::from_arg_matches(&matches)?;
+        let dir = tempfile::tempdir().unwrap();
+        let file = resolve_scenario(&flags.scenario, dir.path())?;
+        load_settings(&matches, &file)
+    }
+
     #[test]
     fn built_in_scenarios_load_and_validate() {
-        let dir = tempfile::tempdir().unwrap();
         for (name, _) in BUILT_IN {
-            let f = resolve_scenario(name, dir.path()).unwrap();
-            let s: Settings = config::load(Some(&f), &RunArgs::default()).unwrap();
-            s.scenario()
+            settings(&["--scenario", name])
+                .unwrap()
+                .to_scenario()
                 .unwrap_or_else(|e| panic!("scenario {name}: {e:#}"));
         }
     }
 
     #[test]
     fn flags_override_the_scenario() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = resolve_scenario("sv1", dir.path()).unwrap();
-        let args = RunArgs {
-            duration: Some(Dur::from_secs(60)),
-            devices: Some(7),
-            rtt: Some(Dur::from_millis(80)),
-            configs: Some(vec!["sv1".into(), "A".into()]),
-            farm_relay_delay: Some(Dur::from_millis(5)),
-            ..RunArgs::default()
-        };
-        let s = config::load::<Settings>(Some(&f), &args)
-            .unwrap()
-            .scenario()
-            .unwrap();
+        let s = settings(&[
+            "--scenario=sv1",
+            "--duration=60s",
+            "--devices=7",
+            "--rtt=80ms",
+            "--configs=sv1,A",
+            "--farm-relay-delay=5ms",
+        ])
+        .unwrap()
+        .to_scenario()
+        .unwrap();
         assert_eq!(s.duration, Duration::from_secs(60));
         assert_eq!(s.devices, 7);
         assert_eq!(s.rtt, Duration::from_millis(80));
         assert_eq!(s.farm_relay_delay, Duration::from_millis(5));
+        assert_eq!(s.configs, ["sv1", "A"]);
+        // What the flags left alone is the scenario's.
+        assert_eq!(s.name, "sv1");
     }
 
     #[test]
     fn the_default_scenario_compares_all_six_configurations() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = resolve_scenario("default", dir.path()).unwrap();
-        let s = config::load::<Settings>(Some(&f), &RunArgs::default())
-            .unwrap()
-            .scenario()
-            .unwrap();
+        let s = settings(&[]).unwrap().to_scenario().unwrap();
         assert_eq!(s.configs, ["sv1", "sv1-proxied", "A", "B", "C", "D"]);
         assert!(s.two_nodes());
         assert_eq!(s.farm_relay_delay, Duration::from_millis(20));
     }
 
     #[test]
-    fn unknown_scenarios_and_configs_are_refused() {
+    fn a_scenario_file_sets_keys_no_flag_has_and_refuses_unknown_ones() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(resolve_scenario("no-such-scenario", dir.path()).is_err());
-        let args = RunArgs {
-            configs: Some(vec!["sv1".into(), "Q".into()]),
-            ..RunArgs::default()
-        };
-        let f = resolve_scenario("sv1", dir.path()).unwrap();
-        let e = config::load::<Settings>(Some(&f), &args)
+        let f = dir.path().join("mine.toml");
+        std::fs::write(
+            &f,
+            "name = \"mine\"\ndescription = \"two pools\"\nwarmup = 0.25\ndrain = \"7s\"\n\
+             shares_per_minute = 12.0\ndevices = 9\nconfigs = [\"sv1\"]\n",
+        )
+        .unwrap();
+        let path = f.to_str().unwrap();
+        let s = settings(&["--scenario", path, "--devices", "3"]).unwrap();
+        assert_eq!(s.description, "two pools");
+        let s = s.to_scenario().unwrap();
+        assert_eq!(s.name, "mine");
+        assert_eq!(s.warmup_fraction, 0.25);
+        assert_eq!(s.drain, Duration::from_secs(7));
+        assert_eq!(s.shares_per_minute, 12.0);
+        assert_eq!(s.devices, 3, "a flag over the file");
+        std::fs::write(&f, "devcies = 9\n").unwrap();
+        let e = settings(&["--scenario", path]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown field `devcies`"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn unknown_scenarios_and_configs_are_refused() {
+        assert!(settings(&["--scenario", "no-such-scenario"]).is_err());
+        let e = settings(&["--scenario=sv1", "--configs=sv1,Q"])
             .unwrap()
-            .scenario()
+            .to_scenario()
             .unwrap_err();
         assert!(format!("{e}").contains("\"Q\""), "{e}");
     }
