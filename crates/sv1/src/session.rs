@@ -549,6 +549,8 @@ impl<J: Judge> Session<J> {
         self.judge.reissue(cx, &mut self.conn, old, now);
     }
 
+    // Every share: inlined into the reader's fast path.
+    #[inline]
     fn submit(&mut self, s: &Share<'_>, now: Millis, cx: &mut J::Cx<'_>) -> Outcome<J::Accepted> {
         let share = ShareRef {
             id: s.id,
@@ -679,6 +681,7 @@ impl<J: Judge> Handler for Request<'_, '_, '_, J> {
         Outcome::Other
     }
 
+    #[inline]
     fn submit(&mut self, s: &Share<'_>) -> Self::Outcome {
         self.session.submit(s, self.now, self.cx)
     }

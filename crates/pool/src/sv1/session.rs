@@ -457,6 +457,8 @@ impl Judge for Miner {
         self.jobs_unwritten = self.jobs_unwritten.saturating_add(1);
     }
 
+    // Every share: inlined into the session's submit.
+    #[inline]
     fn judge(
         &mut self,
         _: &mut (),
