@@ -23,6 +23,7 @@
 pub mod backoff;
 pub mod device;
 mod grind;
+mod lifecycle;
 pub mod net;
 pub mod proc_stat;
 pub mod profile;

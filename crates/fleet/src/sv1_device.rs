@@ -41,6 +41,7 @@ use crate::device::{
     ShareVerdict,
 };
 use crate::grind::{deposit_bits, top_u64};
+use crate::lifecycle::Lifecycle;
 pub use crate::profile::Profile;
 
 /// Settings every device of one kind shares.
@@ -317,25 +318,14 @@ struct InFlight {
     difficulty: f64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Disconnected { reconnect_at: Nanos },
-    Connected,
-}
-
 /// One simulated SV1 mining device (see the module docs).
 pub struct Sv1Device {
     shared: Arc<Sv1Shared>,
     id: u64,
     index: u32,
-    phase: Phase,
-    stopped: bool,
-    close: Option<CloseReason>,
+    life: Lifecycle,
     rng: Rng,
-    /// Failed connection attempts in a row (sets the backoff ceiling).
-    failures: u32,
     reconnect_wait: Option<Duration>,
-    connected_at: Nanos,
     last_rx: Nanos,
     /// Handshake lines still to write (TX_*).
     pending_tx: u8,
@@ -376,15 +366,9 @@ impl Sv1Device {
             shared,
             id,
             index,
-            phase: Phase::Disconnected {
-                reconnect_at: first_connect_at,
-            },
-            stopped: false,
-            close: None,
+            life: Lifecycle::new(first_connect_at),
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
-            failures: 0,
             reconnect_wait: None,
-            connected_at: 0,
             last_rx: 0,
             pending_tx: 0,
             subscribed: false,
@@ -419,7 +403,7 @@ impl Sv1Device {
 
     /// Whether a TCP connection is open.
     pub fn is_connected(&self) -> bool {
-        self.phase == Phase::Connected
+        self.life.is_connected()
     }
 
     /// Subscribed and authorized on the current connection.
@@ -429,7 +413,7 @@ impl Sv1Device {
 
     /// Has a job it could hash (ready, with a job).
     pub fn can_hash(&self) -> bool {
-        self.is_connected() && self.ready && self.has_job && self.close.is_none()
+        self.is_connected() && self.ready && self.has_job && self.life.close_requested().is_none()
     }
 
     /// The share difficulty in force (`mining.set_difficulty`).
@@ -474,30 +458,22 @@ impl Sv1Device {
 
     /// The device wants its connection closed.
     pub fn close_requested(&self) -> Option<CloseReason> {
-        self.close
+        self.life.close_requested()
     }
 
     /// Disconnected, not stopped, and its reconnect time has come.
     pub fn wants_connect(&self, now: Nanos) -> bool {
-        match self.phase {
-            Phase::Disconnected { reconnect_at } => !self.stopped && now >= reconnect_at,
-            Phase::Connected => false,
-        }
+        self.life.wants_connect(now)
     }
 
     /// Stops for good: no more connection attempts; a connected device asks to be closed.
     pub fn stop(&mut self) {
-        self.stopped = true;
-        if self.is_connected() && self.close.is_none() {
-            self.close = Some(CloseReason::Stop);
-        }
+        self.life.stop();
     }
 
     /// The TCP connection is up: start the handshake.
     pub fn on_connected(&mut self, now: Nanos) {
-        self.phase = Phase::Connected;
-        self.close = None;
-        self.connected_at = now;
+        self.life.connected(now);
         self.last_rx = now;
         self.subscribed = false;
         self.authorized = false;
@@ -522,15 +498,8 @@ impl Sv1Device {
 
     /// The connection attempt failed: back off.
     pub fn on_connect_failed(&mut self, now: Nanos) {
-        let delay = self
-            .shared
-            .config
-            .backoff
-            .delay(self.failures, &mut self.rng);
-        self.failures = self.failures.saturating_add(1);
-        self.phase = Phase::Disconnected {
-            reconnect_at: now.saturating_add(delay.as_nanos() as u64),
-        };
+        self.life
+            .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
     }
 
     /// The connection closed (at the device's request or not): forget the session and back
@@ -542,25 +511,11 @@ impl Sv1Device {
         for _ in self.pending.drain(..) {
             obs.share_dropped(self.id, now);
         }
-        if self.ready {
-            self.failures = 0;
-        }
+        // Asked to come back: after the pool's wait.
+        let wait = self.reconnect_wait.take().unwrap_or_default();
         let backoff = self.shared.config.backoff;
-        let reconnect_at = if self.stopped || reason == CloseReason::Stop {
-            self.stopped = true;
-            Nanos::MAX
-        } else if reason == CloseReason::Reconnect {
-            // Asked to come back: after the pool's wait, spread by the first backoff step.
-            let wait = self.reconnect_wait.take().unwrap_or_default();
-            let delay = wait + backoff.delay(0, &mut self.rng);
-            now.saturating_add(delay.as_nanos() as u64)
-        } else {
-            let delay = backoff.delay(self.failures, &mut self.rng);
-            self.failures = self.failures.saturating_add(1);
-            now.saturating_add(delay.as_nanos() as u64)
-        };
-        self.phase = Phase::Disconnected { reconnect_at };
-        self.close = None;
+        self.life
+            .closed(now, reason, self.ready, wait, &backoff, &mut self.rng);
         self.pending_tx = 0;
         self.subscribed = false;
         self.authorized = false;
@@ -571,15 +526,16 @@ impl Sv1Device {
 
     /// The earliest time [`Sv1Device::on_timeout`] (or a connection attempt) has work to do.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        match self.phase {
-            Phase::Disconnected { reconnect_at } => (!self.stopped).then_some(reconnect_at),
-            Phase::Connected => {
+        match self.life.is_connected() {
+            false => self.life.reconnect_at(),
+            true => {
                 let c = &self.shared.config;
                 let mut d: Option<Nanos> = None;
                 let mut at = |t: Nanos| d = Some(d.map_or(t, |d| d.min(t)));
                 if !self.ready {
                     at(self
-                        .connected_at
+                        .life
+                        .connected_at()
                         .saturating_add(c.handshake_timeout.as_nanos() as u64));
                 }
                 if let Some(f) = self.in_flight.first() {
@@ -612,7 +568,7 @@ impl Sv1Device {
         for f in self.in_flight.drain(..expired) {
             obs.share_unanswered(self.id, now, f.id);
         }
-        if !self.ready && self.connected_at.saturating_add(handshake_timeout) <= now {
+        if !self.ready && self.life.connected_at().saturating_add(handshake_timeout) <= now {
             self.request_close(CloseReason::Timeout);
         }
         if silence != 0 && self.last_rx.saturating_add(silence) <= now {
@@ -621,9 +577,7 @@ impl Sv1Device {
     }
 
     fn request_close(&mut self, reason: CloseReason) {
-        if self.close.is_none() {
-            self.close = Some(reason);
-        }
+        self.life.request_close(reason);
     }
 
     /// Appends what the device wants sent: handshake lines, replies, and the shares found
@@ -635,7 +589,7 @@ impl Sv1Device {
         obs: &mut O,
     ) -> usize {
         let start = out.len();
-        if !self.is_connected() || self.close.is_some() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return 0;
         }
         if self.pending_tx != 0 {
@@ -715,7 +669,7 @@ impl Sv1Device {
 
     /// Handles one line from the pool (without its newline).
     pub fn handle_line<O: Observer>(&mut self, line: &[u8], now: Nanos, obs: &mut O) {
-        if !self.is_connected() || self.close.is_some() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
         self.last_rx = now;

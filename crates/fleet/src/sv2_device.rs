@@ -55,6 +55,7 @@ use crate::device::{
     StandardShareView,
 };
 use crate::grind::{deposit_bits, ShareTarget};
+use crate::lifecycle::Lifecycle;
 use crate::profile::{Profile, BIP320_MASK};
 
 /// Settings every SV2 device of one kind shares.
@@ -352,12 +353,6 @@ struct InFlight {
     difficulty: f64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Disconnected { reconnect_at: Nanos },
-    Connected,
-}
-
 /// How far the connection's setup has come.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
@@ -374,14 +369,9 @@ pub struct Sv2Device {
     shared: Arc<Sv2Shared>,
     id: u64,
     index: u32,
-    phase: Phase,
+    life: Lifecycle,
     step: Step,
-    stopped: bool,
-    close: Option<CloseReason>,
     rng: Rng,
-    /// Failed connection attempts in a row (sets the backoff ceiling).
-    failures: u32,
-    connected_at: Nanos,
     last_rx: Nanos,
     noise: Option<NoiseInitiator>,
     /// Setup messages still to write (TX_*).
@@ -426,15 +416,9 @@ impl Sv2Device {
             shared,
             id,
             index,
-            phase: Phase::Disconnected {
-                reconnect_at: first_connect_at,
-            },
+            life: Lifecycle::new(first_connect_at),
             step: Step::Handshake,
-            stopped: false,
-            close: None,
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
-            failures: 0,
-            connected_at: 0,
             last_rx: 0,
             noise: None,
             pending_tx: 0,
@@ -474,7 +458,7 @@ impl Sv2Device {
 
     /// Whether a TCP connection is open.
     pub fn is_connected(&self) -> bool {
-        self.phase == Phase::Connected
+        self.life.is_connected()
     }
 
     /// The channel is open on the current connection.
@@ -484,7 +468,10 @@ impl Sv2Device {
 
     /// Has a job it could hash (channel open, a workable job on a known prev hash).
     pub fn can_hash(&self) -> bool {
-        self.is_ready() && self.job.is_some() && self.prev.is_some() && self.close.is_none()
+        self.is_ready()
+            && self.job.is_some()
+            && self.prev.is_some()
+            && self.life.close_requested().is_none()
     }
 
     /// The Noise handshake finished on the current connection.
@@ -536,32 +523,24 @@ impl Sv2Device {
 
     /// The device wants its connection closed.
     pub fn close_requested(&self) -> Option<CloseReason> {
-        self.close
+        self.life.close_requested()
     }
 
     /// Disconnected, not stopped, and its reconnect time has come.
     pub fn wants_connect(&self, now: Nanos) -> bool {
-        match self.phase {
-            Phase::Disconnected { reconnect_at } => !self.stopped && now >= reconnect_at,
-            Phase::Connected => false,
-        }
+        self.life.wants_connect(now)
     }
 
     /// Stops for good: no more connection attempts; a connected device asks to be closed.
     pub fn stop(&mut self) {
-        self.stopped = true;
-        if self.is_connected() && self.close.is_none() {
-            self.close = Some(CloseReason::Stop);
-        }
+        self.life.stop();
     }
 
     /// The TCP connection is up: start the Noise handshake (its first message is ready for
     /// [`Sv2Device::poll_transmit`]).
     pub fn on_connected(&mut self, now: Nanos) {
-        self.phase = Phase::Connected;
+        self.life.connected(now);
         self.step = Step::Handshake;
-        self.close = None;
-        self.connected_at = now;
         self.last_rx = now;
         self.pending_tx = 0;
         self.channel = None;
@@ -581,15 +560,8 @@ impl Sv2Device {
 
     /// The connection attempt failed: back off.
     pub fn on_connect_failed(&mut self, now: Nanos) {
-        let delay = self
-            .shared
-            .config
-            .backoff
-            .delay(self.failures, &mut self.rng);
-        self.failures = self.failures.saturating_add(1);
-        self.phase = Phase::Disconnected {
-            reconnect_at: now.saturating_add(delay.as_nanos() as u64),
-        };
+        self.life
+            .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
     }
 
     /// The connection closed (at the device's request or not): forget the session and back
@@ -601,25 +573,18 @@ impl Sv2Device {
         for _ in self.pending.drain(..) {
             obs.share_dropped(self.id, now);
         }
-        if self.step == Step::Open {
-            self.failures = 0;
-        }
+        // Asked to come back: to the same pool, at once (SV2's Reconnect names no wait).
         let backoff = self.shared.config.backoff;
-        let reconnect_at = if self.stopped || reason == CloseReason::Stop {
-            self.stopped = true;
-            Nanos::MAX
-        } else if reason == CloseReason::Reconnect {
-            // Asked to come back (to the same pool: SV2's Reconnect names no wait), spread by
-            // the first backoff step.
-            now.saturating_add(backoff.delay(0, &mut self.rng).as_nanos() as u64)
-        } else {
-            let delay = backoff.delay(self.failures, &mut self.rng);
-            self.failures = self.failures.saturating_add(1);
-            now.saturating_add(delay.as_nanos() as u64)
-        };
-        self.phase = Phase::Disconnected { reconnect_at };
+        let was_open = self.step == Step::Open;
+        self.life.closed(
+            now,
+            reason,
+            was_open,
+            Duration::ZERO,
+            &backoff,
+            &mut self.rng,
+        );
         self.step = Step::Handshake;
-        self.close = None;
         self.noise = None;
         self.pending_tx = 0;
         self.channel = None;
@@ -631,15 +596,16 @@ impl Sv2Device {
 
     /// The earliest time [`Sv2Device::on_timeout`] (or a connection attempt) has work to do.
     pub fn next_deadline(&self) -> Option<Nanos> {
-        match self.phase {
-            Phase::Disconnected { reconnect_at } => (!self.stopped).then_some(reconnect_at),
-            Phase::Connected => {
+        match self.life.is_connected() {
+            false => self.life.reconnect_at(),
+            true => {
                 let c = &self.shared.config;
                 let mut d: Option<Nanos> = None;
                 let mut at = |t: Nanos| d = Some(d.map_or(t, |d| d.min(t)));
                 if self.step != Step::Open {
                     at(self
-                        .connected_at
+                        .life
+                        .connected_at()
                         .saturating_add(c.handshake_timeout.as_nanos() as u64));
                 }
                 if let Some(f) = self.in_flight.first() {
@@ -672,7 +638,9 @@ impl Sv2Device {
         for f in self.in_flight.drain(..expired) {
             obs.share_unanswered(self.id, now, f.seq.into());
         }
-        if self.step != Step::Open && self.connected_at.saturating_add(handshake_timeout) <= now {
+        if self.step != Step::Open
+            && self.life.connected_at().saturating_add(handshake_timeout) <= now
+        {
             self.request_close(CloseReason::Timeout);
         }
         if silence != 0 && self.last_rx.saturating_add(silence) <= now {
@@ -681,9 +649,7 @@ impl Sv2Device {
     }
 
     fn request_close(&mut self, reason: CloseReason) {
-        if self.close.is_none() {
-            self.close = Some(reason);
-        }
+        self.life.request_close(reason);
     }
 
     /// Appends what the device wants sent: the Noise handshake's first message, then encrypted
@@ -696,7 +662,7 @@ impl Sv2Device {
         obs: &mut O,
     ) -> usize {
         let start = out.len();
-        if !self.is_connected() || self.close.is_some() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return 0;
         }
         let Some(noise) = self.noise.as_mut() else {
@@ -793,7 +759,7 @@ impl Sv2Device {
     /// Handles bytes from the pool: the rest of the Noise handshake, then frames, each decoded
     /// and acted on as it completes.
     pub fn handle_bytes<O: Observer>(&mut self, data: &[u8], now: Nanos, obs: &mut O) {
-        if !self.is_connected() || self.close.is_some() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
         self.last_rx = now;
@@ -809,7 +775,7 @@ impl Sv2Device {
             self.step = Step::Setup;
             self.pending_tx |= TX_SETUP;
         }
-        while self.close.is_none() {
+        while self.life.close_requested().is_none() {
             match self.noise.as_mut().and_then(NoiseInitiator::next_frame) {
                 None => break,
                 Some(Ok(frame)) => self.on_frame(frame, now, obs),
@@ -1281,7 +1247,7 @@ impl Device for Sv2Device {
         Sv2Device::on_closed(self, now, reason, obs)
     }
     fn close_requested(&self) -> Option<CloseReason> {
-        self.close
+        self.life.close_requested()
     }
     fn is_ready(&self) -> bool {
         Sv2Device::is_ready(self)
