@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Interop: a real third-party SV1 miner, `para miner` (crates.io, pinned, as
-# scripts/interop-para.sh installs it), and stratumlab's SV1 devices (`stratumlab fleet`) mine
+# scripts/install-tools.sh para installs it), and stratumlab's SV1 devices (`stratumlab fleet`) mine
 # through stratumlab's translator (`stratumlab translator`) into stratumlab's SV2 pool
 # (`stratumlab pool --sv2-listen`), which takes its templates from simnet's Template Provider.
 # Passes when

@@ -63,7 +63,7 @@ pub enum ThirdPartyError {
         "configuration {config} needs `para` {PARA_VERSION} (its `para pool`), which was not \
          found (looked at $STRATUMLAB_PARA, {cache}, and PATH). Install it with `cargo install \
          --locked para --version ={PARA_VERSION} --root {root}`, or run `bash \
-         scripts/interop-para.sh`, which installs it there"
+         scripts/install-tools.sh para`, which installs it there"
     )]
     ParaMissing {
         /// The configuration that needs it.

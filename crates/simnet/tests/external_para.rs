@@ -61,7 +61,7 @@ impl Drop for Killed {
 #[ignore = "runs the para binary; cargo test -p simnet --test external_para -- --ignored"]
 fn para_pool_starts_serving_stratum_against_simnet() {
     let para = para_binary().expect(
-        "no para binary: set STRATUMLAB_PARA or install it with `bash scripts/interop-para.sh`",
+        "no para binary: set STRATUMLAB_PARA or install it with `bash scripts/install-tools.sh para`",
     );
     let server = Server::start(config(41));
 

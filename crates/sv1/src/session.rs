@@ -316,6 +316,11 @@ impl<J: Judge> Session<J> {
         &self.conn.workers
     }
 
+    /// Takes the workers out (the connection ended: each leaves once).
+    pub fn take_workers(&mut self) -> Vec<J::Worker> {
+        std::mem::take(&mut self.conn.workers)
+    }
+
     /// What to write next, in order: own bytes, the shared job line, own bytes.
     pub fn pending_output(&self) -> [&[u8]; 3] {
         self.conn.out.pending()

@@ -404,6 +404,8 @@ impl Judge for LocalCheck {
         now: Millis,
     ) -> Result<Judged<LocalShare>, Refusal> {
         let Some(extranonce2) = s.extranonce2 else {
+            // Unreadable extranonce2: judged after the job, as a malformed parameter.
+            self.check_job(link, s.job_id).map_err(Refusal::Reject)?;
             return Err(Refusal::Reject(Reject::ExtranonceSize));
         };
         let (Some(e), Some(layout)) = (self.extranonce, link.layout) else {
@@ -431,5 +433,9 @@ impl Judge for LocalCheck {
             accepted: share,
             retarget_from: retargeted.then_some(old),
         })
+    }
+
+    fn check_job(&self, link: &Link<'_>, job_id: &str) -> Result<(), Reject> {
+        self.jobs.check_job(job_id, link.book.epoch())
     }
 }

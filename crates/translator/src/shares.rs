@@ -170,10 +170,16 @@ impl DeviceJobs {
         self.previous = Some((old, old.to_target(), grace_until));
     }
 
-    /// Judges a share in the customary order: job, extranonce2 size, ntime, version bits, then
-    /// the hash (low difficulty), then duplicates.
-    pub fn judge(&mut self, s: &Submitted<'_>, cx: &ShareContext) -> Result<LocalShare, Reject> {
-        let wire_id = parse_id(s.job_id).ok_or(Reject::UnknownJob)?;
+    /// Whether `job_id` names a job the device may still submit to under the prev hash of
+    /// `epoch`: unknown (never sent) or stale (superseded, or forgotten as the device's window
+    /// moved on) otherwise.
+    pub fn check_job(&self, job_id: &str, epoch: u64) -> Result<(), Reject> {
+        self.find(job_id, epoch).map(|_| ())
+    }
+
+    /// Where the job `job_id` is among those issued, if it may still be submitted to.
+    fn find(&self, job_id: &str, epoch: u64) -> Result<usize, Reject> {
+        let wire_id = parse_id(job_id).ok_or(Reject::UnknownJob)?;
         let Some(at) = self.issued.iter().rposition(|i| i.wire_id == wire_id) else {
             return Err(if wire_id <= self.highest {
                 Reject::Stale
@@ -181,11 +187,18 @@ impl DeviceJobs {
                 Reject::UnknownJob
             });
         };
-        let issued = &self.issued[at];
-        let job = &issued.job;
-        if job.epoch != cx.epoch {
+        if self.issued[at].job.epoch != epoch {
             return Err(Reject::Stale);
         }
+        Ok(at)
+    }
+
+    /// Judges a share in the customary order: job, extranonce2 size, ntime, version bits, then
+    /// the hash (low difficulty), then duplicates.
+    pub fn judge(&mut self, s: &Submitted<'_>, cx: &ShareContext) -> Result<LocalShare, Reject> {
+        let at = self.find(s.job_id, cx.epoch)?;
+        let issued = &self.issued[at];
+        let job = &issued.job;
         if s.extranonce2.len() != cx.extranonce2_size {
             return Err(Reject::ExtranonceSize);
         }
@@ -259,7 +272,7 @@ impl DeviceJobs {
         extranonce[dev.len()..dev.len() + s.extranonce2.len()].copy_from_slice(s.extranonce2);
         Ok(LocalShare {
             job: issued.job.clone(),
-            wire_id,
+            wire_id: issued.wire_id,
             hash: check.hash,
             version,
             ntime: s.ntime,

@@ -487,6 +487,29 @@ fn shares_on_the_previous_block_are_stale() {
     m.read(&mut t, a);
     assert!(m.replies.last().unwrap().contains("[21,"));
     assert!(submits(&mut t).is_empty());
+
+    // A submit whose parameters do not parse is answered in the same order as at the pool:
+    // the stale job first (21, not a bad line), then the parameter (20).
+    let sent: serde_json::Value = serde_json::from_slice(&second).unwrap();
+    let old_job = sent["params"][1].as_str().unwrap().to_owned();
+    let current = m.latest_notify().job_id.to_owned();
+    let bad = |job: &str| {
+        format!(
+            r#"{{"id":7,"method":"mining.submit","params":["farm.a","{job}","00000000","zz","00000000"]}}"#
+        )
+    };
+    assert!(matches!(
+        line(&mut t, a, &bad(&old_job), 9),
+        LineOutcome::Rejected(Reject::Stale)
+    ));
+    assert!(matches!(
+        line(&mut t, a, &bad(&current), 9),
+        LineOutcome::Refused(sv1::ErrorCode::Other)
+    ));
+    m.read(&mut t, a);
+    let n = m.replies.len();
+    assert!(m.replies[n - 2].contains("[21,"), "{:?}", m.replies);
+    assert!(m.replies[n - 1].contains("[20,"), "{:?}", m.replies);
 }
 
 #[test]

@@ -175,6 +175,11 @@ impl Session {
         conn.outbox().flatten()
     }
 
+    /// Everything pending as one buffer, drained (as [`Session::output`] copies it).
+    pub fn take_output(&mut self) -> Vec<u8> {
+        std::mem::take(self.output())
+    }
+
     /// The first `n` bytes of the pending output were written.
     pub fn consume_output(&mut self, n: usize) {
         self.0.consume_output(n);
@@ -295,11 +300,10 @@ impl Session {
     /// The connection ended: the workers leave the list.
     pub fn closed(&mut self, now: Millis) {
         self.flush_records();
-        let miner = self.0.judge();
-        for w in self.0.workers() {
-            miner.engine.detach_worker(w, now);
+        for w in self.0.take_workers() {
+            self.judge().engine.detach_worker(&w, now);
         }
-        miner.engine.stats.connection_closed();
+        self.judge().engine.stats.connection_closed();
     }
 }
 
@@ -533,6 +537,8 @@ impl Judge for Miner {
             }));
         }
         if let Some(r) = &mut self.records {
+            // Nothing was written since: the session writes the acknowledgement there next.
+            debug_assert_eq!(conn.out().len() as u32, ack_at);
             r.acks.push(ack_at);
         }
         let retarget_from = a.retarget.map(|_| {
