@@ -31,8 +31,8 @@ pub enum ThirdPartyError {
         "configuration {config} needs the SV2 reference pool `pool_sv2` {POOL_SV2_VERSION}, which \
          was not found (looked at $STRATUMLAB_POOL_SV2, {cache}, and PATH). Install it with \
          `cargo install --locked pool_sv2 --version ={POOL_SV2_VERSION} --root {root}` (needs \
-         Debian's capnproto and libcapnp-dev), or run `bash scripts/interop-fleet-sv2.sh`, which \
-         installs it there"
+         Debian's capnproto and libcapnp-dev), or run `bash scripts/install-tools.sh pool_sv2`, \
+         which installs it there"
     )]
     PoolSv2Missing {
         /// The configuration that needs it.

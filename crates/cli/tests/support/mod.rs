@@ -527,6 +527,103 @@ pub fn sv2_pool_on_simnet(
     }
 }
 
+/// The SV2 reference pool (`pool_sv2`, pinned) on simnet's Template Provider, with the lab's
+/// minimal loopback config; stopped when dropped. simnet must have been started with `.tdp()`
+/// and `--authority-key-file key_file`: the pool signs its certificates with simnet's fresh
+/// pair and checks simnet's with it, so that nothing runs on a published key.
+pub struct RefPool {
+    child: std::process::Child,
+    /// Where miners connect.
+    pub listen: std::net::SocketAddr,
+    /// The authority public key miners check the pool's certificate with.
+    pub key: String,
+    log: std::path::PathBuf,
+}
+
+impl RefPool {
+    /// Starts pool_sv2 (found as the lab finds it) writing its log into `dir`, and waits until
+    /// it is ready for miners.
+    pub fn start(dir: &Path, node: &SimnetAddrs, key_file: &Path) -> RefPool {
+        let bin = lab::third_party::find_pool_sv2("interop")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .path;
+        let text = std::fs::read_to_string(key_file).expect("simnet's authority key file");
+        let value = |key: &str| {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(key)?
+                        .trim()
+                        .strip_prefix("= ")?
+                        .strip_prefix('"')
+                })
+                .and_then(|v| v.strip_suffix('"'))
+                .unwrap_or_else(|| panic!("no {key} in {}", key_file.display()))
+                .to_owned()
+        };
+        let (key, secret) = (value("authority_public_key"), value("authority_secret_key"));
+        let listen = lab::third_party::free_loopback_port().unwrap();
+        let config = lab::third_party::PoolSv2Config {
+            listen,
+            authority_public_key: &key,
+            authority_secret_key: &secret,
+            template_provider: node.tdp().parse().unwrap(),
+            payout_address: PAYOUT,
+            shares_per_minute: 30.0,
+        };
+        let toml = dir.join("pool_sv2.toml");
+        std::fs::write(&toml, config.toml()).unwrap();
+        let log = dir.join("pool_sv2.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let mut command = Command::new(bin);
+        command
+            .arg("-c")
+            .arg(&toml)
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file);
+        // POOL__* variables would override the file.
+        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("POOL__")) {
+            command.env_remove(k);
+        }
+        let mut pool = RefPool {
+            child: command.spawn().expect("starting pool_sv2"),
+            listen,
+            key,
+            log,
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !pool.log().contains("ready to accept connections") {
+            let exited = pool.child.try_wait().unwrap();
+            assert!(exited.is_none(), "pool_sv2 exited early:\n{}", pool.log());
+            assert!(
+                Instant::now() < deadline,
+                "pool_sv2 not ready:\n{}",
+                pool.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        pool
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// How many times `what` appears in its log.
+    pub fn count(&self, what: &str) -> usize {
+        self.log().matches(what).count()
+    }
+}
+
+impl Drop for RefPool {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A small file system for a store, which a test fills and frees for real: a tmpfs mounted on
 /// a temporary directory when the test may mount (root), or else the directory as it is, with
 /// the writing process's file size limit (`prlimit --fsize`) standing in for the full disk. In

@@ -12,9 +12,8 @@
 //! - [`codec`]: client messages to the values the session uses, its replies to `sv2` messages;
 //! - [`serve`]: the accept loop and one task per connection.
 //!
-//! `scripts/interop-pool-sv2.sh` runs the reference pool (pool_sv2) against
-//! `stratumlab simnet --tdp-listen`, with the examples `sv2_probe` and `sv2_mine_block` (an SV2
-//! miner's first steps, and one block found through the pool) on the pool's miner side.
+//! `crates/cli/tests/interop_fleet_sv2.rs` runs the reference pool (pool_sv2) against
+//! `stratumlab simnet --tdp-listen`, with the fleet's SV2 devices on the pool's miner side.
 //!
 //! ```no_run
 //! # async fn example(node: simnet::Node) -> std::io::Result<()> {
