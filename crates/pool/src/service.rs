@@ -313,6 +313,14 @@ impl RunningPool {
             settings.engine.jobs.clone(),
             shutdown_rx.clone(),
         ));
+        // The counts run from the store's beginning, and are right before anything serves
+        // them: blocks an earlier run found and never heard back about are pending from the
+        // first status request on (the task below sends them out again).
+        if let Some(s) = &store {
+            engine
+                .stats
+                .restore_blocks(s.blocks_awaiting_answer().len(), s.blocks_answered());
+        }
         tasks.spawn(blocks_task(
             engine.clone(),
             sink,
@@ -748,12 +756,9 @@ async fn blocks_task(
 ) {
     let sink = Arc::new(sink);
     // Blocks an earlier run persisted but never heard back about go out again, each on a task of
-    // its own: a node that is down must not hold up the blocks found from now on. The counts run
-    // from the store's beginning: those blocks are pending until answered.
+    // its own: a node that is down must not hold up the blocks found from now on. (Their counts
+    // were restored before this task started.)
     if let Some(s) = &store {
-        engine
-            .stats
-            .restore_blocks(s.blocks_awaiting_answer().len(), s.blocks_answered());
         for b in s.blocks_awaiting_answer().to_vec() {
             let client = match &*sink {
                 BlockSink::Node(client)
