@@ -27,22 +27,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{dump_events, run_fleet, simnet, RefPool};
+use support::{dump_events, rejected_but_stale, run_fleet, RefPool};
 
 #[test]
 #[ignore = "needs pool_sv2 (scripts/install-tools.sh installs it); CI runs it by name"]
 fn sv2_devices_mine_shares_and_blocks_through_the_reference_pool() {
     let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("authority.key");
-    let simnet_events = dir.path().join("simnet.ev");
-    let (simnet_role, node) = simnet()
-        .tdp()
-        .arg("--network-difficulty", "0.0005")
-        .arg("--template-interval", "2s")
-        .arg("--authority-key-file", key_file.to_str().unwrap())
-        .arg("--events", simnet_events.to_str().unwrap())
-        .start();
-    let pool = RefPool::start(dir.path(), &node, &key_file);
+    let (simnet_role, pool, simnet_events) = RefPool::on_simnet(dir.path(), "0.0005");
     let ready = pool.log();
     for step in [
         "Received `SetupConnectionSuccess` from TP",
@@ -213,14 +204,9 @@ fn sv2_devices_mine_shares_and_blocks_through_the_reference_pool() {
     let lab: Value = serde_json::from_slice(&out.stdout).unwrap();
     let shares = &lab["shares"];
     eprintln!("the lab's count: {shares}");
-    let by_reason = shares["rejected_by_reason"].as_object().unwrap();
-    let not_stale: u64 = by_reason
-        .iter()
-        .filter(|(k, _)| *k != "stale")
-        .map(|(_, v)| v.as_u64().unwrap())
-        .sum();
     assert_eq!(
-        not_stale, 0,
+        rejected_but_stale(shares),
+        0,
         "shares rejected for reasons other than stale: {shares}"
     );
     let stale = |v: &Value| v["stale"].as_u64().unwrap_or(0);

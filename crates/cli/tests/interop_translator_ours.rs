@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{dump_events, run_fleet, simnet, RefPool, Role};
+use support::{dump_events, rejected_but_stale, run_fleet, RefPool, Role};
 
 const DEVICES: &str = "10";
 
@@ -96,15 +96,9 @@ fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::
         shares["accepted"].as_u64().unwrap() > 0,
         "{mode}: no share accepted"
     );
-    let not_stale: u64 = shares["rejected_by_reason"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(k, _)| *k != "stale")
-        .map(|(_, v)| v.as_u64().unwrap())
-        .sum();
     assert_eq!(
-        not_stale, 0,
+        rejected_but_stale(shares),
+        0,
         "{mode}: rejected for reasons other than stale: {shares}"
     );
     eprintln!("fleet ({mode}): {shares} blocks {}", report["blocks_found"]);
@@ -173,16 +167,7 @@ fn upstream(events: &[Value]) -> Upstream {
 #[ignore = "needs pool_sv2 (scripts/install-tools.sh installs it); CI runs it by name"]
 fn our_translator_mines_through_the_reference_pool_aggregated_and_per_device() {
     let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("authority.key");
-    let simnet_events = dir.path().join("simnet.ev");
-    let (simnet_role, node) = simnet()
-        .tdp()
-        .arg("--network-difficulty", "0.0003")
-        .arg("--template-interval", "2s")
-        .arg("--authority-key-file", key_file.to_str().unwrap())
-        .arg("--events", simnet_events.to_str().unwrap())
-        .start();
-    let pool = RefPool::start(dir.path(), &node, &key_file);
+    let (simnet_role, pool, simnet_events) = RefPool::on_simnet(dir.path(), "0.0003");
     let modes = [("aggregated", "30s"), ("per-device", "20s")];
     let mut runs = Vec::new();
     for (mode, duration) in modes {

@@ -562,17 +562,9 @@ impl<J: Judge> Session<J> {
             job_id: s.job_id,
             nonce: s.nonce,
         };
-        if !self.conn.subscribed {
-            return self.refuse(
-                None,
-                share,
-                Refusal::Code(ErrorCode::NotSubscribed),
-                now,
-                cx,
-            );
-        }
-        let Some(w) = self.worker_index(s.worker) else {
-            return self.refuse(None, share, Refusal::Code(ErrorCode::Unauthorized), now, cx);
+        let w = match self.sender(Some(s.worker)) {
+            Ok(w) => w,
+            Err(why) => return self.refuse(None, share, why, now, cx),
         };
         match self.judge.judge(cx, &mut self.conn, w, s, now) {
             Ok(j) => {
@@ -600,18 +592,9 @@ impl<J: Judge> Session<J> {
             job_id: env.params.get(1).and_then(|v| v.as_str()).unwrap_or(""),
             nonce: 0,
         };
-        if !self.conn.subscribed {
-            return self.refuse(
-                None,
-                share,
-                Refusal::Code(ErrorCode::NotSubscribed),
-                now,
-                cx,
-            );
-        }
-        let worker = env.params.get(0).and_then(|v| v.as_str());
-        let Some(w) = worker.and_then(|n| self.worker_index(n)) else {
-            return self.refuse(None, share, Refusal::Code(ErrorCode::Unauthorized), now, cx);
+        let w = match self.sender(env.params.get(0).and_then(|v| v.as_str())) {
+            Ok(w) => w,
+            Err(why) => return self.refuse(None, share, why, now, cx),
         };
         if let Err(r) = self.judge.check_job(cx, share.job_id) {
             return self.refuse(Some(w), share, Refusal::Reject(r), now, cx);
@@ -620,11 +603,21 @@ impl<J: Judge> Session<J> {
         self.refuse(Some(w), share, Refusal::Malformed(e), now, cx)
     }
 
-    fn worker_index(&self, name: &str) -> Option<usize> {
-        self.conn
-            .workers
-            .iter()
-            .position(|w| J::worker_name(w) == name)
+    /// The checks before any share is weighed: the connection subscribed (25), and `worker`
+    /// is one it authorized (24); the worker's index.
+    #[inline]
+    fn sender(&self, worker: Option<&str>) -> Result<usize, Refusal> {
+        if !self.conn.subscribed {
+            return Err(Refusal::Code(ErrorCode::NotSubscribed));
+        }
+        worker
+            .and_then(|n| {
+                self.conn
+                    .workers
+                    .iter()
+                    .position(|w| J::worker_name(w) == n)
+            })
+            .ok_or(Refusal::Code(ErrorCode::Unauthorized))
     }
 
     /// Answers a refused share and tells the judge.

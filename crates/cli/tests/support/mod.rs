@@ -527,6 +527,18 @@ pub fn sv2_pool_on_simnet(
     }
 }
 
+/// Shares rejected for any reason but stale, from a `shares` object's `rejected_by_reason` (a
+/// fleet's report, or the lab's count).
+pub fn rejected_but_stale(shares: &serde_json::Value) -> u64 {
+    shares["rejected_by_reason"]
+        .as_object()
+        .expect("rejected_by_reason")
+        .iter()
+        .filter(|(reason, _)| *reason != "stale")
+        .map(|(_, n)| n.as_u64().unwrap())
+        .sum()
+}
+
 /// The SV2 reference pool (`pool_sv2`, pinned) on simnet's Template Provider, with the lab's
 /// minimal loopback config; stopped when dropped. simnet must have been started with `.tdp()`
 /// and `--authority-key-file key_file`: the pool signs its certificates with simnet's fresh
@@ -541,6 +553,23 @@ pub struct RefPool {
 }
 
 impl RefPool {
+    /// simnet (a Template Provider at `network_difficulty`, no blocks of its own, templates
+    /// every 2 s, its events in `dir/simnet.ev`) and pool_sv2 on it: simnet's role, the pool,
+    /// and the path of simnet's events.
+    pub fn on_simnet(dir: &Path, network_difficulty: &str) -> (Role, RefPool, std::path::PathBuf) {
+        let key_file = dir.join("authority.key");
+        let events = dir.join("simnet.ev");
+        let (simnet, node) = simnet()
+            .tdp()
+            .arg("--network-difficulty", network_difficulty)
+            .arg("--template-interval", "2s")
+            .arg("--authority-key-file", key_file.to_str().unwrap())
+            .arg("--events", events.to_str().unwrap())
+            .start();
+        let pool = RefPool::start(dir, &node, &key_file);
+        (simnet, pool, events)
+    }
+
     /// Starts pool_sv2 (found as the lab finds it) writing its log into `dir`, and waits until
     /// it is ready for miners.
     pub fn start(dir: &Path, node: &SimnetAddrs, key_file: &Path) -> RefPool {
