@@ -79,7 +79,7 @@
 #   BENCH_BUILD=0          use target/release/stratumlab as it is (no cargo build)
 #   STRATUMLAB_TOOLS_DIR   where pinned third-party tools are installed
 #   INTEROP_KEEP=1         keep the work directory (logs, configs, events)
-# Needs: cargo, python3, taskset; translator_sv2 installed by scripts/interop-translator-sv2.sh
+# Needs: cargo, python3, taskset; translator_sv2 installed by scripts/install-tools.sh translator_sv2
 # (or here, with Cap'n Proto).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -49,16 +49,5 @@ wait_for() {
     done
 }
 
-# Sets AUTHORITY_PUBLIC_KEY and AUTHORITY_SECRET_KEY from the key file a stratumlab server was
-# started with (--authority-key-file FILE; it holds `authority_secret_key = "..."` and
-# `authority_public_key = "..."` lines): a fresh pair, which the reference roles' configs take
-# too, so that nothing runs on the published reference pair.
-authority_pair() {
-    AUTHORITY_SECRET_KEY=$(sed -n 's/^authority_secret_key = "\(.*\)"$/\1/p' "$1")
-    AUTHORITY_PUBLIC_KEY=$(sed -n 's/^authority_public_key = "\(.*\)"$/\1/p' "$1")
-    [ -n "$AUTHORITY_SECRET_KEY" ] && [ -n "$AUTHORITY_PUBLIC_KEY" ] \
-        || fail "no authority key pair in $1"
-}
-
 # shellcheck source=scripts/tools.sh
 source scripts/tools.sh

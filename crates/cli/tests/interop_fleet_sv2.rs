@@ -1,4 +1,4 @@
-//! Interop: the SV2 reference pool (`pool_sv2`, pinned at `lab::third_party::POOL_SV2_VERSION`)
+//! Interop: the SV2 reference pool (`pool_sv2`, pinned at `lab::third_party::POOL_SV2`)
 //! takes its templates from simnet's Template Provider, and `stratumlab fleet`'s SV2 devices
 //! mine through it: two fleets at once, 12 `asic` devices (version rolling) and 8 `cpu` devices
 //! (none), for 30 s. Passes when

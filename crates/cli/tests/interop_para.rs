@@ -1,5 +1,5 @@
 //! Interop: a real third-party SV1 miner, `para miner` (crates.io, pinned at
-//! `lab::third_party::PARA_VERSION`), mines against `stratumlab pool` on simnet, once with
+//! `lab::third_party::PARA`), mines against `stratumlab pool` on simnet, once with
 //! version rolling (its default) and once without. Passes when both get accepted shares, the
 //! rolled submits really roll version bits, no share is rejected for any reason but stale (a
 //! share on the job a block just superseded is a genuine race), para's blocks reach simnet's
@@ -12,72 +12,16 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{http_get, http_get_json, rpc_call, simnet, Role};
-
-/// A regtest P2WPKH address (simnet's chain is regtest): the solo payout.
-const ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+use support::{http_get, http_get_json, rolled_submits, rpc_call, run_para, simnet, Role};
 
 /// How long each para run mines before it is interrupted.
 const MINING: Duration = Duration::from_secs(20);
 
-/// Runs `para miner` against `pool` as worker `name` for [`MINING`], then interrupts it as a
-/// user would (SIGINT); returns what it printed.
-fn run_para(para: &std::path::Path, pool: &str, name: &str, extra: &[&str]) -> String {
-    let user = format!("{ADDRESS}.{name}");
-    let mut child = Command::new(para)
-        .args(["miner", pool, "--username", &user, "--cpu-cores", "1"])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting para");
-    let out = child.stdout.take().expect("piped");
-    let err = child.stderr.take().expect("piped");
-    let read = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let (out, err) = (read(Box::new(out)), read(Box::new(err)));
-    std::thread::sleep(MINING);
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while child.try_wait().expect("waiting for para").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.wait();
-    format!("{}{}", out.join().unwrap(), err.join().unwrap())
-}
-
-/// Submits whose version bits are not all zero, as para logs them (`"version_bits": "hex"`).
-fn rolled_submits(log: &str) -> usize {
-    const KEY: &str = "\"version_bits\": \"";
-    log.match_indices(KEY)
-        .filter_map(|(at, _)| {
-            let rest = &log[at + KEY.len()..];
-            rest.split('"').next()
-        })
-        .filter(|bits| bits.chars().any(|c| c != '0'))
-        .count()
-}
-
 #[test]
 #[ignore = "needs para (scripts/install-tools.sh installs it); CI runs it by name"]
 fn para_mines_shares_and_blocks_on_our_pool_with_and_without_version_rolling() {
-    let para = lab::third_party::find_para("interop")
-        .unwrap_or_else(|e| panic!("{e}"))
-        .path;
     // No network blocks: every new tip is one para found.
     let (_simnet, node) = simnet()
         .rpc()
@@ -116,11 +60,17 @@ fn para_mines_shares_and_blocks_on_our_pool_with_and_without_version_rolling() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    let rolling = run_para(&para, sv1, "rolling", &[]);
+    let rolling = run_para(dir.path(), sv1, "rolling", &[], MINING);
     let after_rolling = http_get_json(http, "/api/status")["shares"]["accepted"]
         .as_u64()
         .unwrap();
-    let plain = run_para(&para, sv1, "plain", &["--disable-version-rolling"]);
+    let plain = run_para(
+        dir.path(),
+        sv1,
+        "plain",
+        &["--disable-version-rolling"],
+        MINING,
+    );
     let s = http_get_json(http, "/api/status");
     let accepted = s["shares"]["accepted"].as_u64().unwrap();
     let rejected = s["shares"]["rejected"].as_u64().unwrap()

@@ -21,9 +21,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{dump_events, rejected_but_stale, run_fleet, RefPool, Role};
+use support::{assert_fleet_mined, dump_events, run_fleet, submitted_tips, RefPool, Role};
 
-const DEVICES: &str = "10";
+const DEVICES: u64 = 10;
 
 /// Mines through a translator in `mode` for `duration`; returns the fleet's report. The
 /// translator's events go to `events`.
@@ -62,7 +62,7 @@ fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::
             "--profile",
             "asic",
             "--devices",
-            DEVICES,
+            &DEVICES.to_string(),
             "--hash-budget",
             "500kH/s",
             "--duration",
@@ -75,33 +75,12 @@ fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::
         ],
         Duration::from_secs(120),
     );
-    let n = |k: &str| {
-        report[k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("no {k}: {report}"))
-    };
+    assert_fleet_mined(&report, DEVICES, mode);
     assert_eq!(
-        n("ready").to_string(),
-        DEVICES,
-        "{mode}: not every device was ready: {report}"
-    );
-    assert_eq!(n("protocol_errors"), 0, "{mode}: protocol errors: {report}");
-    assert_eq!(
-        n("disconnects"),
-        0,
+        report["disconnects"].as_u64(),
+        Some(0),
         "{mode}: devices disconnected: {report}"
     );
-    let shares = &report["shares"];
-    assert!(
-        shares["accepted"].as_u64().unwrap() > 0,
-        "{mode}: no share accepted"
-    );
-    assert_eq!(
-        rejected_but_stale(shares),
-        0,
-        "{mode}: rejected for reasons other than stale: {shares}"
-    );
-    eprintln!("fleet ({mode}): {shares} blocks {}", report["blocks_found"]);
     translator.signal(libc::SIGTERM);
     assert!(
         translator.wait_done(Duration::from_secs(20)).is_some(),
@@ -181,11 +160,7 @@ fn our_translator_mines_through_the_reference_pool_aggregated_and_per_device() {
     );
     drop(pool);
     simnet_role.stop();
-    let tips: HashSet<String> = dump_events(&simnet_events)
-        .iter()
-        .filter(|e| e["kind"] == "tip_changed" && e["source"] == "submitted")
-        .filter_map(|e| e["hash"].as_str().map(str::to_owned))
-        .collect();
+    let tips = submitted_tips(&simnet_events);
     for (mode, events, blocks) in runs {
         let u = upstream(&dump_events(&events));
         let unanswered = u.forwarded.difference(&u.answered).count();

@@ -1020,6 +1020,8 @@ impl Trial<'_> {
             user_identity: &format!("lab.{role}"),
             device_hash_rate: self.device_hash_rate(),
             shares_per_minute: self.scenario.shares_per_minute,
+            aggregate_channels: true,
+            extranonce2_size: 4,
         }
         .toml();
         let path = self.dir.join(format!("{role}.translator_sv2.toml"));

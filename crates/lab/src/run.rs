@@ -18,9 +18,7 @@ use crate::results::{Context, Distribution, Results};
 use crate::scenario::{
     ConfigSpec, PoolImpl, ProxyImpl, Scenario, FARM_NODE, POOL_NODE, SINGLE_NODE,
 };
-use crate::third_party::{
-    find_pool_sv2, find_translator_sv2, locate_external, ThirdPartyError, Tool,
-};
+use crate::third_party::{find, locate_external, ThirdPartyError, Tool, POOL_SV2, TRANSLATOR_SV2};
 use crate::usage::read_host;
 
 /// Why a run produced no results.
@@ -88,14 +86,14 @@ pub fn run(
 ) -> Result<RunOutput, LabError> {
     // Third-party roles are located before anything starts, so a missing one fails at once.
     let pool_sv2 = match scenario.specs().find(|c| c.pool == PoolImpl::ReferenceSv2) {
-        Some(c) => Some(find_pool_sv2(c.name)?),
+        Some(c) => Some(find(&POOL_SV2, c.name)?),
         None => None,
     };
     let translator_sv2 = match scenario
         .specs()
         .find(|c| c.proxy == Some(ProxyImpl::ReferenceTranslator))
     {
-        Some(c) => Some(find_translator_sv2(c.name)?),
+        Some(c) => Some(find(&TRANSLATOR_SV2, c.name)?),
         None => None,
     };
     // External definitions by name: each configuration's own, and the pool a proxy names.

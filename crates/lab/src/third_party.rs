@@ -6,14 +6,52 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The reference pool version the lab is written against (docs/architecture.md, "Third-party roles").
-pub const POOL_SV2_VERSION: &str = "0.7.0";
+/// A pinned third-party tool: a crates.io package whose binary has the same name, at the version
+/// the lab is written against (docs/architecture.md, "Third-party roles";
+/// scripts/install-tools.sh installs the same versions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pinned {
+    /// The package and its binary.
+    pub name: &'static str,
+    /// The version, exactly.
+    pub version: &'static str,
+    /// What it is, for a message.
+    pub what: &'static str,
+    /// The variable that names its binary, looked at first.
+    pub env: &'static str,
+}
 
-/// The reference translator version the lab is written against (docs/architecture.md, "Third-party roles").
-pub const TRANSLATOR_SV2_VERSION: &str = "0.6.0";
+/// The SV2 reference pool (D-ref, C-ref, the interop checks).
+pub const POOL_SV2: Pinned = Pinned {
+    name: "pool_sv2",
+    version: "0.7.0",
+    what: "the SV2 reference pool",
+    env: "STRATUMLAB_POOL_SV2",
+};
 
-/// The para version the lab is written against (`sv1-para`; scripts/tools.sh pins the same).
-pub const PARA_VERSION: &str = "0.6.0";
+/// The SV2 reference translator (C-ref, the interop checks).
+pub const TRANSLATOR_SV2: Pinned = Pinned {
+    name: "translator_sv2",
+    version: "0.6.0",
+    what: "the SV2 reference translator",
+    env: "STRATUMLAB_TRANSLATOR_SV2",
+};
+
+/// The SV2 reference Job Declarator Client (the interop checks).
+pub const JD_CLIENT_SV2: Pinned = Pinned {
+    name: "jd_client_sv2",
+    version: "0.6.0",
+    what: "the SV2 reference Job Declarator Client",
+    env: "STRATUMLAB_JD_CLIENT_SV2",
+};
+
+/// para: an SV1 miner and solo pool (`sv1-para`, the interop checks).
+pub const PARA: Pinned = Pinned {
+    name: "para",
+    version: "0.6.0",
+    what: "the SV1 miner and pool",
+    env: "STRATUMLAB_PARA",
+};
 
 /// The line pool_sv2 logs once it serves miners (it listens only after its first template and
 /// prev hash).
@@ -26,52 +64,20 @@ pub const TRANSLATOR_SV2_READY: &str = "Translator Proxy: listening on ";
 /// A third-party program a configuration needs is missing or unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ThirdPartyError {
-    /// The SV2 reference pool `pool_sv2` was not found.
+    /// A pinned tool was not found.
     #[error(
-        "configuration {config} needs the SV2 reference pool `pool_sv2` {POOL_SV2_VERSION}, which \
-         was not found (looked at $STRATUMLAB_POOL_SV2, {cache}, and PATH). Install it with \
-         `cargo install --locked pool_sv2 --version ={POOL_SV2_VERSION} --root {root}` (needs \
-         Debian's capnproto and libcapnp-dev), or run `bash scripts/install-tools.sh pool_sv2`, \
-         which installs it there"
+        "configuration {config} needs {} `{}` {}, which was not found (looked at ${}, {}, and \
+         PATH). Install it with `cargo install --locked {} --version ={} --root {}` (the SV2 \
+         reference roles need Debian's capnproto and libcapnp-dev), or run `bash \
+         scripts/install-tools.sh {}`, which installs it there",
+        pin.what, pin.name, pin.version, pin.env, pin.cached().display(), pin.name, pin.version,
+        pin.root().display(), pin.name
     )]
-    PoolSv2Missing {
-        /// The configuration that needs it.
+    Missing {
+        /// The configuration (or check) that needs it.
         config: String,
-        /// The cache directory looked in.
-        cache: String,
-        /// Where `cargo install --root` would put it.
-        root: String,
-    },
-    /// The SV2 reference translator `translator_sv2` was not found.
-    #[error(
-        "configuration {config} needs the SV2 reference translator `translator_sv2` \
-         {TRANSLATOR_SV2_VERSION}, which was not found (looked at $STRATUMLAB_TRANSLATOR_SV2, \
-         {cache}, and PATH). Install it with `cargo install --locked translator_sv2 --version \
-         ={TRANSLATOR_SV2_VERSION} --root {root}`, or run `bash \
-         scripts/interop-translator-sv2.sh`, which installs it there"
-    )]
-    TranslatorSv2Missing {
-        /// The configuration that needs it.
-        config: String,
-        /// The cache directory looked in.
-        cache: String,
-        /// Where `cargo install --root` would put it.
-        root: String,
-    },
-    /// `para` was not found.
-    #[error(
-        "configuration {config} needs `para` {PARA_VERSION} (its `para pool`), which was not \
-         found (looked at $STRATUMLAB_PARA, {cache}, and PATH). Install it with `cargo install \
-         --locked para --version ={PARA_VERSION} --root {root}`, or run `bash \
-         scripts/install-tools.sh para`, which installs it there"
-    )]
-    ParaMissing {
-        /// The configuration that needs it.
-        config: String,
-        /// The cache directory looked in.
-        cache: String,
-        /// Where `cargo install --root` would put it.
-        root: String,
+        /// The tool.
+        pin: Pinned,
     },
     /// An external configuration's program was not found.
     #[error(
@@ -117,54 +123,12 @@ pub fn tools_dir() -> PathBuf {
     cache.join("stratumlab-ci")
 }
 
-/// Finds pool_sv2: `$STRATUMLAB_POOL_SV2`, then the CI scripts' cache, then PATH.
-pub fn find_pool_sv2(config: &str) -> Result<Tool, ThirdPartyError> {
-    let pin = Pinned {
-        name: "pool_sv2",
-        version: POOL_SV2_VERSION,
-        env: "STRATUMLAB_POOL_SV2",
-    };
+/// Finds a pinned tool: the binary its variable names, then the CI scripts' cache, then PATH;
+/// `config` names what needs it, for the error.
+pub fn find(pin: &Pinned, config: &str) -> Result<Tool, ThirdPartyError> {
     match pin.locate() {
         Some(path) => Tool::at(path),
-        None => Err(ThirdPartyError::PoolSv2Missing {
-            config: config.to_owned(),
-            cache: pin.cached().display().to_string(),
-            root: pin.root().display().to_string(),
-        }),
-    }
-}
-
-/// Finds translator_sv2: `$STRATUMLAB_TRANSLATOR_SV2`, then the CI scripts' cache, then PATH.
-pub fn find_translator_sv2(config: &str) -> Result<Tool, ThirdPartyError> {
-    let pin = Pinned {
-        name: "translator_sv2",
-        version: TRANSLATOR_SV2_VERSION,
-        env: "STRATUMLAB_TRANSLATOR_SV2",
-    };
-    match pin.locate() {
-        Some(path) => Tool::at(path),
-        None => Err(ThirdPartyError::TranslatorSv2Missing {
-            config: config.to_owned(),
-            cache: pin.cached().display().to_string(),
-            root: pin.root().display().to_string(),
-        }),
-    }
-}
-
-/// Finds para: `$STRATUMLAB_PARA`, then the CI scripts' cache, then PATH.
-pub fn find_para(config: &str) -> Result<Tool, ThirdPartyError> {
-    let pin = Pinned {
-        name: "para",
-        version: PARA_VERSION,
-        env: "STRATUMLAB_PARA",
-    };
-    match pin.locate() {
-        Some(path) => Tool::at(path),
-        None => Err(ThirdPartyError::ParaMissing {
-            config: config.to_owned(),
-            cache: pin.cached().display().to_string(),
-            root: pin.root().display().to_string(),
-        }),
+        None => Err(pin.missing(config)),
     }
 }
 
@@ -177,7 +141,7 @@ pub fn locate_external(config: &str, program: &str) -> Result<Option<Tool>, Thir
         return Ok(None);
     }
     if program == "para" {
-        return find_para(config).map(Some);
+        return find(&PARA, config).map(Some);
     }
     let missing = |looked: String| ThirdPartyError::ExternalMissing {
         config: config.to_owned(),
@@ -207,15 +171,14 @@ impl Tool {
     }
 }
 
-/// A pinned tool and where it may be.
-struct Pinned {
-    name: &'static str,
-    version: &'static str,
-    /// The variable that names its binary.
-    env: &'static str,
-}
-
 impl Pinned {
+    fn missing(&self, config: &str) -> ThirdPartyError {
+        ThirdPartyError::Missing {
+            config: config.to_owned(),
+            pin: *self,
+        }
+    }
+
     /// Where the CI scripts install it (`cargo install --root`).
     fn root(&self) -> PathBuf {
         tools_dir().join(format!("{}-{}", self.name, self.version))
@@ -321,24 +284,27 @@ pub struct TranslatorSv2Config<'a> {
     pub device_hash_rate: f64,
     /// The share rate it sets device difficulty for.
     pub shares_per_minute: f64,
+    /// Every device on one extended channel (as our translator runs), or a channel per device.
+    pub aggregate_channels: bool,
+    /// The extranonce2 bytes a device rolls. Aggregating, the translator asks its pool for 2
+    /// more (its per-device index): pool_sv2 grants 4 + 2, our pool lets a channel roll at most
+    /// 4 and refuses 6 (unsupported-min-extranonce-size).
+    pub extranonce2_size: u8,
 }
 
 impl TranslatorSv2Config<'_> {
-    /// A minimal config: devices on loopback only, every device on one extended channel
-    /// (aggregated, as our translator runs), no monitoring server, no miner telemetry (its LAN
-    /// scan), no extensions. A new device starts at the difficulty at which its hash rate gives
-    /// `shares_per_minute`, as the SV1 pool and our translator start it. Devices roll 4 bytes of
-    /// extranonce2; the translator asks its pool for 2 more per channel (its per-device index),
-    /// which pool_sv2 grants.
+    /// A minimal config: devices on loopback only, no monitoring server, no miner telemetry (its
+    /// LAN scan), no extensions. A new device starts at the difficulty at which its hash rate
+    /// gives `shares_per_minute`, as the SV1 pool and our translator start it.
     pub fn toml(&self) -> String {
         format!(
             "downstream_address = \"{}\"\n\
              downstream_port = {}\n\
              max_supported_version = 2\n\
              min_supported_version = 2\n\
-             downstream_extranonce2_size = 4\n\
+             downstream_extranonce2_size = {}\n\
              verify_payout = false\n\
-             aggregate_channels = true\n\
+             aggregate_channels = {}\n\
              supported_extensions = []\n\
              required_extensions = []\n\
              \n\
@@ -355,12 +321,89 @@ impl TranslatorSv2Config<'_> {
              user_identity = \"{}\"\n",
             self.listen.ip(),
             self.listen.port(),
+            self.extranonce2_size,
+            self.aggregate_channels,
             self.device_hash_rate as f32,
             self.shares_per_minute as f32,
             self.upstream.ip(),
             self.upstream.port(),
             self.authority_public_key,
             self.user_identity,
+        )
+    }
+}
+
+/// What a check sets in jd_client_sv2's config.
+pub struct JdClientSv2Config<'a> {
+    /// Where its SV2 devices connect.
+    pub listen: std::net::SocketAddr,
+    /// The pair it signs its certificates for devices with.
+    pub authority_public_key: &'a str,
+    /// The secret half of that pair.
+    pub authority_secret_key: &'a str,
+    /// The pool it mines declared jobs on.
+    pub pool: std::net::SocketAddr,
+    /// The Job Declarator Server it declares them to.
+    pub jds: std::net::SocketAddr,
+    /// The one authority key it checks both the pool and the JDS with.
+    pub upstream_key: &'a str,
+    /// The user identity of its channel on the pool.
+    pub user_identity: &'a str,
+    /// The Template Provider it builds jobs from.
+    pub template_provider: std::net::SocketAddr,
+    /// The Template Provider's authority key.
+    pub template_provider_key: &'a str,
+    /// What its solo fallback pays (an address).
+    pub payout_address: &'a str,
+    /// The share rate it sets device difficulty for.
+    pub shares_per_minute: f64,
+}
+
+impl JdClientSv2Config<'_> {
+    /// A minimal config: full-template mode, devices on loopback only, no monitoring server, no
+    /// miner telemetry (its LAN scan), no extensions. The downstream rollable extranonce stays at
+    /// its default (8): the JDC then asks its pool for 10 bytes (its 2-byte channel index and 8),
+    /// which an SV2-only pool grants.
+    pub fn toml(&self) -> String {
+        format!(
+            "listening_address = \"{}\"\n\
+             max_supported_version = 2\n\
+             min_supported_version = 2\n\
+             authority_public_key = \"{}\"\n\
+             authority_secret_key = \"{}\"\n\
+             cert_validity_sec = 3600\n\
+             shares_per_minute = {:?}\n\
+             share_batch_size = 3\n\
+             mode = \"FULLTEMPLATE\"\n\
+             jdc_signature = \"stratumlab\"\n\
+             coinbase_reward_script = \"addr({})\"\n\
+             supported_extensions = []\n\
+             required_extensions = []\n\
+             \n\
+             [[upstreams]]\n\
+             authority_pubkey = \"{}\"\n\
+             pool_address = \"{}\"\n\
+             pool_port = {}\n\
+             jds_address = \"{}\"\n\
+             jds_port = {}\n\
+             user_identity = \"{}\"\n\
+             \n\
+             [template_provider_type.Sv2Tp]\n\
+             address = \"{}\"\n\
+             public_key = \"{}\"\n",
+            self.listen,
+            self.authority_public_key,
+            self.authority_secret_key,
+            self.shares_per_minute as f32,
+            self.payout_address,
+            self.upstream_key,
+            self.pool.ip(),
+            self.pool.port(),
+            self.jds.ip(),
+            self.jds.port(),
+            self.user_identity,
+            self.template_provider,
+            self.template_provider_key,
         )
     }
 }
@@ -421,6 +464,8 @@ mod tests {
             user_identity: "lab.C-ref.translator0",
             device_hash_rate: 25_000.0,
             shares_per_minute: 15.0,
+            aggregate_channels: true,
+            extranonce2_size: 4,
         };
         let text = c.toml();
         let v: toml::Value = toml::from_str(&text).unwrap();
@@ -466,44 +511,28 @@ mod tests {
                 "{e}"
             );
         }
-        let e = ThirdPartyError::ParaMissing {
-            config: "sv1-para".into(),
-            cache: "/c/bin/para".into(),
-            root: "/c".into(),
-        }
-        .to_string();
-        assert!(
-            e.contains("sv1-para") && e.contains("cargo install --locked para --version =0.6.0"),
-            "{e}"
-        );
     }
 
     #[test]
-    fn a_missing_translator_sv2_says_how_to_install_it() {
-        let e = ThirdPartyError::TranslatorSv2Missing {
-            config: "C-ref".into(),
-            cache: "/c/bin/translator_sv2".into(),
-            root: "/c".into(),
+    fn a_missing_pinned_tool_says_how_to_install_it() {
+        for (pin, config) in [
+            (PARA, "sv1-para"),
+            (TRANSLATOR_SV2, "C-ref"),
+            (POOL_SV2, "D-ref"),
+            (JD_CLIENT_SV2, "interop"),
+        ] {
+            let e = pin.missing(config).to_string();
+            let install = format!(
+                "cargo install --locked {} --version ={}",
+                pin.name, pin.version
+            );
+            assert!(
+                e.contains(config)
+                    && e.contains(&install)
+                    && e.contains(&format!("install-tools.sh {}", pin.name))
+                    && e.contains(pin.env),
+                "{e}"
+            );
         }
-        .to_string();
-        assert!(
-            e.contains("C-ref")
-                && e.contains("cargo install --locked translator_sv2 --version =0.6.0"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_missing_pool_sv2_says_how_to_install_it() {
-        let e = ThirdPartyError::PoolSv2Missing {
-            config: "D-ref".into(),
-            cache: "/c/bin/pool_sv2".into(),
-            root: "/c".into(),
-        }
-        .to_string();
-        assert!(
-            e.contains("D-ref") && e.contains("cargo install --locked pool_sv2"),
-            "{e}"
-        );
     }
 }

@@ -62,6 +62,11 @@ impl Role {
         self.process.pid()
     }
 
+    /// Everything the role logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// The last lines the role logged.
     pub fn log_tail(&self) -> String {
         // The last 30 lines, or as many as STRATUMLAB_TEST_LOG_LINES says when a failure needs
@@ -120,6 +125,13 @@ impl Role {
             out.push(l);
         }
         out
+    }
+
+    /// As [`Role::stop`], then everything it logged (a summary it prints as it stops).
+    pub fn stop_for_log(mut self) -> String {
+        let status = self.process.stop(Duration::from_secs(120));
+        assert!(status.success(), "exit {status:?}\n{}", self.log_tail());
+        self.log()
     }
 
     /// SIGKILL: no chance to clean up.
@@ -222,6 +234,11 @@ impl Roles {
     /// Stops one role with SIGTERM; it must exit successfully. Returns what it printed since.
     pub fn stop(&mut self, name: &str) -> Vec<String> {
         self.take(name).stop()
+    }
+
+    /// As [`Roles::stop`], returning everything it logged.
+    pub fn stop_for_log(&mut self, name: &str) -> String {
+        self.take(name).stop_for_log()
     }
 
     /// Sends a signal to one role, which stays listed.
@@ -498,7 +515,25 @@ pub fn sv2_pool_on_simnet(
     dir: &std::path::Path,
     pool_events: Option<&std::path::Path>,
 ) -> Sv2Pool {
-    let (simnet, at) = simnet().tdp().arg("--network-difficulty", "0.0005").start();
+    let simnet = simnet().tdp().arg("--network-difficulty", "0.0005");
+    let mut pool_args = Vec::new();
+    if let Some(p) = pool_events {
+        pool_args.extend(["--events", p.to_str().unwrap()]);
+    }
+    sv2_pool_on(roles, dir, simnet, &pool_args, &[]).0
+}
+
+/// Starts `simnet` (which must serve `.tdp()`) and our SV2 pool on its Template Provider,
+/// storing in `dir`, with `pool_args` after the usual ones and `pool_env` in its environment;
+/// the pool and simnet's addresses.
+pub fn sv2_pool_on(
+    roles: &mut Roles,
+    dir: &std::path::Path,
+    simnet: SimnetStart,
+    pool_args: &[&str],
+    pool_env: &[(&str, &str)],
+) -> (Sv2Pool, SimnetAddrs) {
+    let (simnet, at) = simnet.start();
     roles.add("simnet", simnet);
     let (tdp, tdp_key) = (at.tdp(), at.tdp_key());
     let store = dir.join("pool.sqlite");
@@ -516,15 +551,14 @@ pub fn sv2_pool_on_simnet(
         "--store",
         store.to_str().unwrap(),
     ];
-    if let Some(p) = pool_events {
-        args.extend(["--events", p.to_str().unwrap()]);
-    }
-    let pool = roles.add("pool", Role::start("pool", &args));
-    Sv2Pool {
+    args.extend_from_slice(pool_args);
+    let pool = roles.add("pool", Role::start_with_env("pool", &args, pool_env));
+    let pool = Sv2Pool {
         key: pool.line("sv2 authority public key"),
         sv2: pool.line("sv2 listening on"),
         http: pool.line("http listening on"),
-    }
+    };
+    (pool, at)
 }
 
 /// Shares rejected for any reason but stale, from a `shares` object's `rejected_by_reason` (a
@@ -539,17 +573,127 @@ pub fn rejected_but_stale(shares: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// A pinned third-party program run by a test through the lab's harness: its output in
+/// `NAME.log` in the test's directory, killed when dropped (its log's end shown if the test
+/// failed).
+pub struct ThirdParty {
+    process: RoleProcess,
+}
+
+impl ThirdParty {
+    /// Starts the pinned `pin` with `args` in `dir`, logging into `dir/NAME.log`.
+    pub fn start(pin: &lab::third_party::Pinned, dir: &Path, args: &[OsString]) -> ThirdParty {
+        let bin = lab::third_party::find(pin, "interop")
+            .unwrap_or_else(|e| panic!("{e}"))
+            .path;
+        let env = [("NO_COLOR", "1"), ("RUST_LOG", "info")].map(|(k, v)| (k.into(), v.into()));
+        let log = dir.join(format!("{}.log", pin.name));
+        let process = RoleProcess::spawn_external(pin.name, &bin, args, &log, dir, &env)
+            .unwrap_or_else(|e| panic!("{e}"));
+        ThirdParty { process }
+    }
+
+    /// Starts `pin` with the config `toml`, written to `dir/NAME.toml` (`-c FILE`).
+    pub fn with_config(pin: &lab::third_party::Pinned, dir: &Path, toml: &str) -> ThirdParty {
+        let path = dir.join(format!("{}.toml", pin.name));
+        std::fs::write(&path, toml).unwrap();
+        ThirdParty::start(pin, dir, &["-c".into(), path.into()])
+    }
+
+    /// Everything it logged so far, colour codes removed.
+    pub fn log(&self) -> String {
+        strip_ansi(&std::fs::read_to_string(self.process.log_path()).unwrap_or_default())
+    }
+
+    /// How many times `what` appears in its log.
+    pub fn count(&self, what: &str) -> usize {
+        self.log().matches(what).count()
+    }
+
+    /// Waits up to `limit` for `what` in its log; panics with the log's end if it exits first
+    /// or the time runs out.
+    pub fn wait_for(&mut self, what: &str, limit: Duration) {
+        self.process
+            .wait_log(what, limit)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Waits up to `limit` until `addr` accepts connections.
+    pub fn wait_port(&mut self, addr: std::net::SocketAddr, limit: Duration) {
+        self.process
+            .wait_port(addr, limit)
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Stops it as its operator would (SIGINT), killing it after `grace`; whether it ended well.
+    pub fn stop(&mut self, grace: Duration) -> bool {
+        let status = self.process.stop(grace);
+        self.process.ended_well(status)
+    }
+}
+
+impl Drop for ThirdParty {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            eprintln!(
+                "---- last lines of {}'s log ({} lines)\n{}",
+                self.process.name,
+                lines.len(),
+                lines[lines.len().saturating_sub(40)..].join("\n")
+            );
+        }
+    }
+}
+
+/// `text` without ANSI colour sequences (ESC [ ... letter).
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The fresh authority pair in a key file a stratumlab server wrote (`--authority-key-file`):
+/// (public, secret).
+pub fn authority_pair(key_file: &Path) -> (String, String) {
+    let text = std::fs::read_to_string(key_file).expect("an authority key file");
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(key)?
+                    .trim()
+                    .strip_prefix("= ")?
+                    .strip_prefix('"')
+            })
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or_else(|| panic!("no {key} in {}", key_file.display()))
+            .to_owned()
+    };
+    (value("authority_public_key"), value("authority_secret_key"))
+}
+
 /// The SV2 reference pool (`pool_sv2`, pinned) on simnet's Template Provider, with the lab's
 /// minimal loopback config; stopped when dropped. simnet must have been started with `.tdp()`
 /// and `--authority-key-file key_file`: the pool signs its certificates with simnet's fresh
 /// pair and checks simnet's with it, so that nothing runs on a published key.
 pub struct RefPool {
-    child: std::process::Child,
+    process: ThirdParty,
     /// Where miners connect.
     pub listen: std::net::SocketAddr,
     /// The authority public key miners check the pool's certificate with.
     pub key: String,
-    log: std::path::PathBuf,
 }
 
 impl RefPool {
@@ -573,23 +717,7 @@ impl RefPool {
     /// Starts pool_sv2 (found as the lab finds it) writing its log into `dir`, and waits until
     /// it is ready for miners.
     pub fn start(dir: &Path, node: &SimnetAddrs, key_file: &Path) -> RefPool {
-        let bin = lab::third_party::find_pool_sv2("interop")
-            .unwrap_or_else(|e| panic!("{e}"))
-            .path;
-        let text = std::fs::read_to_string(key_file).expect("simnet's authority key file");
-        let value = |key: &str| {
-            text.lines()
-                .find_map(|l| {
-                    l.strip_prefix(key)?
-                        .trim()
-                        .strip_prefix("= ")?
-                        .strip_prefix('"')
-                })
-                .and_then(|v| v.strip_suffix('"'))
-                .unwrap_or_else(|| panic!("no {key} in {}", key_file.display()))
-                .to_owned()
-        };
-        let (key, secret) = (value("authority_public_key"), value("authority_secret_key"));
+        let (key, secret) = authority_pair(key_file);
         let listen = lab::third_party::free_loopback_port().unwrap();
         let config = lab::third_party::PoolSv2Config {
             listen,
@@ -599,58 +727,197 @@ impl RefPool {
             payout_address: PAYOUT,
             shares_per_minute: 30.0,
         };
-        let toml = dir.join("pool_sv2.toml");
-        std::fs::write(&toml, config.toml()).unwrap();
-        let log = dir.join("pool_sv2.log");
-        let file = std::fs::File::create(&log).unwrap();
-        let mut command = Command::new(bin);
-        command
-            .arg("-c")
-            .arg(&toml)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file);
-        // POOL__* variables would override the file.
-        for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("POOL__")) {
-            command.env_remove(k);
-        }
-        let mut pool = RefPool {
-            child: command.spawn().expect("starting pool_sv2"),
+        let mut process = ThirdParty::with_config(&lab::third_party::POOL_SV2, dir, &config.toml());
+        process.wait_for(lab::third_party::POOL_SV2_READY, Duration::from_secs(90));
+        RefPool {
+            process,
             listen,
             key,
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while !pool.log().contains("ready to accept connections") {
-            let exited = pool.child.try_wait().unwrap();
-            assert!(exited.is_none(), "pool_sv2 exited early:\n{}", pool.log());
-            assert!(
-                Instant::now() < deadline,
-                "pool_sv2 not ready:\n{}",
-                pool.log()
-            );
-            std::thread::sleep(Duration::from_millis(200));
         }
-        pool
     }
 
     /// Everything it logged so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log()
     }
 
     /// How many times `what` appears in its log.
     pub fn count(&self, what: &str) -> usize {
-        self.log().matches(what).count()
+        self.process.count(what)
     }
 }
 
-impl Drop for RefPool {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Checks a fleet's report as every interop check does: `devices` ready, no protocol error,
+/// shares accepted, none rejected for a reason but stale. `context` names the run.
+pub fn assert_fleet_mined(report: &serde_json::Value, devices: u64, context: &str) {
+    let n = |k: &str| {
+        report[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{context}: no {k}: {report}"))
+    };
+    assert_eq!(
+        n("ready"),
+        devices,
+        "{context}: not every device was ready: {report}"
+    );
+    assert_eq!(
+        n("protocol_errors"),
+        0,
+        "{context}: protocol errors: {report}"
+    );
+    let shares = &report["shares"];
+    assert!(
+        shares["accepted"].as_u64().unwrap() > 0,
+        "{context}: no share accepted: {report}"
+    );
+    assert_eq!(
+        rejected_but_stale(shares),
+        0,
+        "{context}: rejected for reasons other than stale: {shares}"
+    );
+    eprintln!(
+        "fleet ({context}): {shares} blocks {}",
+        report["blocks_found"]
+    );
+}
+
+/// What our pool's events say of the shares it judged on SV2 channels, and the blocks it
+/// submitted.
+#[derive(Debug, Default)]
+pub struct PoolVerdicts {
+    /// Shares accepted on a channel.
+    pub accepted: u64,
+    /// Their nonces.
+    pub accepted_nonces: std::collections::HashSet<u64>,
+    /// Shares rejected on a channel, by reason.
+    pub rejected: std::collections::BTreeMap<String, u64>,
+    /// The channels shares were judged on.
+    pub channels: std::collections::HashSet<u64>,
+    /// Jobs sent on a channel.
+    pub jobs: u64,
+    /// The hashes of blocks it submitted.
+    pub submitted: std::collections::HashSet<String>,
+}
+
+impl PoolVerdicts {
+    pub fn of(events: &[serde_json::Value]) -> PoolVerdicts {
+        let mut v = PoolVerdicts::default();
+        for e in events {
+            match e["kind"].as_str() {
+                Some("job_sent") if !e["channel"].is_null() => v.jobs += 1,
+                Some("share_result") if !e["channel"].is_null() => {
+                    v.channels.insert(e["channel"].as_u64().unwrap());
+                    match &e["verdict"] {
+                        x if x == "accepted" => {
+                            v.accepted += 1;
+                            v.accepted_nonces.insert(e["nonce"].as_u64().unwrap_or(0));
+                        }
+                        serde_json::Value::Object(o) => {
+                            let why = o["rejected"].as_str().unwrap_or("?").to_owned();
+                            *v.rejected.entry(why).or_default() += 1;
+                        }
+                        x => *v.rejected.entry(x.to_string()).or_default() += 1,
+                    }
+                }
+                Some("block_submitted") => {
+                    v.submitted.insert(e["hash"].as_str().unwrap().to_owned());
+                }
+                _ => {}
+            }
+        }
+        v
     }
+
+    /// Shares rejected for a reason but stale (a share on a job a new tip superseded is a
+    /// genuine race).
+    pub fn rejected_but_stale(&self) -> u64 {
+        self.rejected
+            .iter()
+            .filter(|(r, _)| *r != "stale")
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Shares rejected, whatever the reason.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.values().sum()
+    }
+}
+
+/// The pool's acknowledgements (the sum of their `new_submits_accepted_count`) and share
+/// errors, as a reference role logged receiving them on lines holding `marker`.
+pub fn verdicts_received(log: &str, marker: &str) -> (u64, u64) {
+    const ACKED: &str = "new_submits_accepted_count=";
+    let lines = || log.lines().filter(|l| l.contains(marker));
+    let acked = lines()
+        .filter(|l| l.contains("Received: SubmitSharesSuccess"))
+        .filter_map(|l| {
+            let at = l.find(ACKED)? + ACKED.len();
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .sum();
+    let errors = lines()
+        .filter(|l| l.contains("Received: SubmitSharesError"))
+        .count() as u64;
+    (acked, errors)
+}
+
+/// The hashes of the blocks that became simnet's tip by a submission, from its events.
+pub fn submitted_tips(simnet_events: &Path) -> std::collections::HashSet<String> {
+    dump_events(simnet_events)
+        .iter()
+        .filter(|e| e["kind"] == "tip_changed" && e["source"] == "submitted")
+        .filter_map(|e| e["hash"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The hashes of the blocks a fleet (or proxy) found: its `share_sent` events that carry one.
+pub fn found_blocks(events: &Path) -> std::collections::HashSet<String> {
+    dump_events(events)
+        .iter()
+        .filter(|e| e["kind"] == "share_sent")
+        .filter_map(|e| e["hash"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Submits whose version bits are not all zero, as para logs them (`"version_bits": "hex"`).
+pub fn rolled_submits(log: &str) -> usize {
+    const KEY: &str = "\"version_bits\": \"";
+    log.match_indices(KEY)
+        .filter_map(|(at, _)| {
+            let rest = &log[at + KEY.len()..];
+            rest.split('"').next()
+        })
+        .filter(|bits| bits.chars().any(|c| c != '0'))
+        .count()
+}
+
+/// Runs `para miner` against `pool` as worker `name` (with `extra` arguments) for `mining`,
+/// then interrupts it as a user would (SIGINT); returns what it printed. Its log is
+/// `dir/para-NAME.log`.
+pub fn run_para(dir: &Path, pool: &str, name: &str, extra: &[&str], mining: Duration) -> String {
+    let user = format!("{PAYOUT}.{name}");
+    let args: Vec<OsString> = ["miner", pool, "--username", &user, "--cpu-cores", "1"]
+        .iter()
+        .chain(extra)
+        .map(OsString::from)
+        .collect();
+    let bin = lab::third_party::find(&lab::third_party::PARA, "interop")
+        .unwrap_or_else(|e| panic!("{e}"))
+        .path;
+    let log = dir.join(format!("para-{name}.log"));
+    // At info, it logs each submit's outcome.
+    let env = [
+        ("NO_COLOR".into(), "1".into()),
+        ("RUST_LOG".into(), "info".into()),
+    ];
+    let mut para = RoleProcess::spawn_external("para", &bin, &args, &log, dir, &env)
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(mining);
+    // It prints the shares it found as it stops; killed after 10 s if it does not.
+    para.stop(Duration::from_secs(10));
+    strip_ansi(&std::fs::read_to_string(&log).unwrap_or_default())
 }
 
 /// A small file system for a store, which a test fills and frees for real: a tmpfs mounted on
