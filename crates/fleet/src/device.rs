@@ -295,8 +295,8 @@ pub trait Device: Send + 'static {
     fn worker_name(&self) -> String;
     /// Whether the device wants a connection at `now` (none open, its backoff delay over).
     fn wants_connect(&self, now: Nanos) -> bool;
-    /// When [`Device::on_timeout`] next has something to do; `None`: nothing pending.
-    fn next_deadline(&self) -> Option<Nanos>;
+    /// When [`Device::handle_timeout`] next has something to do; `None`: nothing pending.
+    fn poll_timeout(&self) -> Option<Nanos>;
     /// The TCP connection opened at `now`: the handshake starts.
     fn on_connected(&mut self, now: Nanos);
     /// Connecting failed at `now`: the backoff grows.
@@ -310,7 +310,7 @@ pub trait Device: Send + 'static {
     /// Whether the device has a job it can hash on now.
     fn can_hash(&self) -> bool;
     /// Deadlines reached by `now` (handshake, share timeouts, reconnect).
-    fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O);
+    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O);
     /// Hashes at most `max_hashes` nonces on the current job, queueing the shares found.
     fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome;
     /// Appends what the device has to send to `out`; returns the bytes appended.

@@ -583,7 +583,7 @@ fn device_task<D: Device>(
             }
             let now = now_ns();
             if !dev.wants_connect(now) {
-                let Some(at) = dev.next_deadline() else {
+                let Some(at) = dev.poll_timeout() else {
                     return;
                 };
                 sleep.as_mut().reset(ctx.clock.instant(at));
@@ -690,7 +690,7 @@ async fn connection<D: Device>(
         if !hashing {
             clock.idle(now_ns());
         }
-        let wake = match (dev.next_deadline(), hashing.then_some(clock.next_at)) {
+        let wake = match (dev.poll_timeout(), hashing.then_some(clock.next_at)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -714,7 +714,7 @@ async fn connection<D: Device>(
             }
             _ = &mut sleep, if wake.is_some() => {
                 let now = now_ns();
-                dev.on_timeout(now, &mut tally);
+                dev.handle_timeout(now, &mut tally);
                 if hashing && now >= clock.next_at {
                     let n = clock.allowance(now);
                     let out = dev.hash(now, n, &mut tally);

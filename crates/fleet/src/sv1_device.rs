@@ -8,7 +8,7 @@
 //! - [`Sv1Device::poll_transmit`]: appends what the device wants sent;
 //! - [`Sv1Device::hash`]: grinds at most `max_hashes` nonces, so a scheduler can share a CPU
 //!   budget among thousands of devices;
-//! - [`Sv1Device::next_deadline`] / [`Sv1Device::on_timeout`]: handshake and reply timeouts,
+//! - [`Sv1Device::poll_timeout`] / [`Sv1Device::handle_timeout`]: handshake and reply timeouts,
 //!   reconnect backoff;
 //! - [`Sv1Device::close_requested`]: the device wants its connection closed.
 //!
@@ -524,8 +524,8 @@ impl Sv1Device {
         self.outbox = Vec::new();
     }
 
-    /// The earliest time [`Sv1Device::on_timeout`] (or a connection attempt) has work to do.
-    pub fn next_deadline(&self) -> Option<Nanos> {
+    /// The earliest time [`Sv1Device::handle_timeout`] (or a connection attempt) has work to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         match self.life.is_connected() {
             false => self.life.reconnect_at(),
             true => {
@@ -552,7 +552,7 @@ impl Sv1Device {
     }
 
     /// Handles the deadlines that have passed.
-    pub fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
         if !self.is_connected() {
             return;
         }

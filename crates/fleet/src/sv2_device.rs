@@ -13,7 +13,7 @@
 //! - [`Sv2Device::poll_transmit`]: appends what the device wants sent (handshake bytes, then
 //!   encrypted frames);
 //! - [`Sv2Device::hash`]: grinds at most `max_hashes` nonces;
-//! - [`Sv2Device::next_deadline`] / [`Sv2Device::on_timeout`]: handshake and reply timeouts,
+//! - [`Sv2Device::poll_timeout`] / [`Sv2Device::handle_timeout`]: handshake and reply timeouts,
 //!   reconnect backoff;
 //! - [`Sv2Device::close_requested`]: the device wants its connection closed.
 //!
@@ -594,8 +594,8 @@ impl Sv2Device {
         self.future = Vec::new();
     }
 
-    /// The earliest time [`Sv2Device::on_timeout`] (or a connection attempt) has work to do.
-    pub fn next_deadline(&self) -> Option<Nanos> {
+    /// The earliest time [`Sv2Device::handle_timeout`] (or a connection attempt) has work to do.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
         match self.life.is_connected() {
             false => self.life.reconnect_at(),
             true => {
@@ -622,7 +622,7 @@ impl Sv2Device {
     }
 
     /// Handles the deadlines that have passed.
-    pub fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
         if !self.is_connected() {
             return;
         }
@@ -1234,8 +1234,8 @@ impl Device for Sv2Device {
     fn wants_connect(&self, now: Nanos) -> bool {
         Sv2Device::wants_connect(self, now)
     }
-    fn next_deadline(&self) -> Option<Nanos> {
-        Sv2Device::next_deadline(self)
+    fn poll_timeout(&self) -> Option<Nanos> {
+        Sv2Device::poll_timeout(self)
     }
     fn on_connected(&mut self, now: Nanos) {
         Sv2Device::on_connected(self, now)
@@ -1255,8 +1255,8 @@ impl Device for Sv2Device {
     fn can_hash(&self) -> bool {
         Sv2Device::can_hash(self)
     }
-    fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
-        Sv2Device::on_timeout(self, now, obs)
+    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+        Sv2Device::handle_timeout(self, now, obs)
     }
     fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
         Sv2Device::hash(self, now, max_hashes, obs)

@@ -155,7 +155,7 @@ fn reconnect_handshake_lines_are_serialized_once_and_reused() {
         for dev in &mut devs {
             // The pool goes away; the device comes back.
             dev.on_closed(10 * MS, CloseReason::Eof, obs);
-            let at = dev.next_deadline().unwrap();
+            let at = dev.poll_timeout().unwrap();
             let mut out = Vec::with_capacity(4096);
             let before = allocs();
             dev.on_connected(at);

@@ -63,7 +63,7 @@ fn jobs_targets_shares_and_verdicts_become_events() {
         &mut tally,
     );
     // The rest get no verdict before the reply timeout.
-    dev.on_timeout(t_send + 5_000_000_000, &mut tally);
+    dev.handle_timeout(t_send + 5_000_000_000, &mut tally);
     sink.finish().unwrap();
     assert_eq!(
         stats.unanswered.load(std::sync::atomic::Ordering::Relaxed),

@@ -94,7 +94,7 @@ impl Run {
 
     /// Connects (when the backoff allows), does the handshake, and sends the difficulty.
     fn connect(&mut self, en1: &[u8], en2_size: usize) {
-        self.now = self.now.max(self.dev.next_deadline().unwrap());
+        self.now = self.now.max(self.dev.poll_timeout().unwrap());
         assert!(self.dev.wants_connect(self.now));
         self.dev.on_connected(self.now);
         handshake(

@@ -60,7 +60,7 @@ fn ten_thousand_devices_that_lost_their_pool_come_back_spread_out() {
     let mut queue = BinaryHeap::new();
     for (i, d) in devs.iter_mut().enumerate() {
         d.on_closed(lost, CloseReason::Eof, obs);
-        queue.push(Reverse((d.next_deadline().unwrap(), i)));
+        queue.push(Reverse((d.poll_timeout().unwrap(), i)));
     }
     let (mut first, mut away, mut returns) = (Vec::new(), Vec::new(), Vec::new());
     let mut attempted = vec![false; N as usize];
@@ -73,7 +73,7 @@ fn ten_thousand_devices_that_lost_their_pool_come_back_spread_out() {
         if at < back {
             away.push(at);
             d.on_connect_failed(at);
-            queue.push(Reverse((d.next_deadline().unwrap(), i)));
+            queue.push(Reverse((d.poll_timeout().unwrap(), i)));
         } else {
             d.on_connected(at);
             returns.push(at);

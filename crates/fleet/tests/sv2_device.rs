@@ -461,7 +461,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     );
     assert_eq!(rec.results.len(), 5);
     // The rest time out as unanswered.
-    dev.on_timeout(10 * MS + 5 * SEC, &mut rec);
+    dev.handle_timeout(10 * MS + 5 * SEC, &mut rec);
     assert_eq!(rec.unanswered.len(), shares.len() - 5);
     assert_eq!(dev.in_flight(), 0);
 }
@@ -567,7 +567,7 @@ fn reconnect_and_close_channel_end_the_connection_and_the_device_comes_back() {
     assert!(rec.dropped >= 1, "found but never sent");
     assert!(!dev.is_ready() && !dev.can_hash());
     // Back after the first backoff step (base 1 s, equal jitter).
-    let at = dev.next_deadline().unwrap();
+    let at = dev.poll_timeout().unwrap();
     assert!((3 * MS + SEC / 2..=3 * MS + SEC).contains(&at), "{at}");
     assert!(!dev.wants_connect(at - 1) && dev.wants_connect(at));
 
@@ -611,18 +611,18 @@ fn a_silent_pool_times_the_handshake_out_and_backoff_grows() {
     let mut out = Vec::new();
     dev.poll_transmit(&mut out, 0, &mut rec);
     assert_eq!(out.len(), 64);
-    assert_eq!(dev.next_deadline(), Some(3 * SEC), "the handshake timeout");
-    dev.on_timeout(3 * SEC - 1, &mut rec);
+    assert_eq!(dev.poll_timeout(), Some(3 * SEC), "the handshake timeout");
+    dev.handle_timeout(3 * SEC - 1, &mut rec);
     assert_eq!(dev.close_requested(), None);
-    dev.on_timeout(3 * SEC, &mut rec);
+    dev.handle_timeout(3 * SEC, &mut rec);
     assert_eq!(dev.close_requested(), Some(CloseReason::Timeout));
     dev.on_closed(3 * SEC, CloseReason::Timeout, &mut rec);
-    let first = dev.next_deadline().unwrap() - 3 * SEC;
+    let first = dev.poll_timeout().unwrap() - 3 * SEC;
     dev.on_connect_failed(3 * SEC + first);
-    let second = dev.next_deadline().unwrap() - (3 * SEC + first);
+    let second = dev.poll_timeout().unwrap() - (3 * SEC + first);
     assert!(first <= SEC && second >= SEC, "{first} then {second}");
     dev.stop();
-    assert_eq!(dev.next_deadline(), None);
+    assert_eq!(dev.poll_timeout(), None);
     assert!(!dev.wants_connect(Nanos::MAX));
 }
 

@@ -120,7 +120,7 @@ impl Run {
     /// Connects (when the backoff allows), opens the channel at `t` with the pool's setup
     /// `flags`, and sends a future job with a new tip.
     fn connect(&mut self, flags: u32, t: Target, nbits: u32) {
-        self.now = self.now.max(self.dev.next_deadline().unwrap());
+        self.now = self.now.max(self.dev.poll_timeout().unwrap());
         assert!(self.dev.wants_connect(self.now));
         self.dev.on_connected(self.now);
         self.pool = ScriptedPool::new();

@@ -388,7 +388,7 @@ impl JdcCore {
     pub fn poll_timeout(&self) -> Option<u64> {
         let rejoin = self.rejoin.at.filter(|_| !self.rejoin.in_flight);
         let pushing = self.pushing.map(|(_, since)| since + PUSH_ANSWER_MS);
-        [self.fallback.next_deadline(), rejoin, pushing]
+        [self.fallback.poll_timeout(), rejoin, pushing]
             .into_iter()
             .flatten()
             .min()

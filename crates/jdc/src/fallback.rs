@@ -147,7 +147,7 @@ impl Fallback {
     }
 
     /// When [`Fallback::on_tick`] next has something to check, if ever.
-    pub fn next_deadline(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<u64> {
         self.token_asked_at
             .map(|t| t + self.cfg.token_timeout.as_millis() as u64)
             .filter(|_| self.decided.is_none())
@@ -155,7 +155,7 @@ impl Fallback {
 
     /// Checks the token deadline at `now_ms` (the same clock as [`Fallback::token_asked`]).
     pub fn on_tick(&mut self, now_ms: u64) -> Option<FallbackReason> {
-        match self.next_deadline() {
+        match self.poll_timeout() {
             Some(d) if now_ms >= d => self.decide(FallbackReason::TokenTimeout),
             _ => None,
         }
@@ -227,15 +227,15 @@ mod tests {
             token_timeout: Duration::from_secs(10),
             ..FallbackConfig::default()
         });
-        assert_eq!(f.next_deadline(), None);
+        assert_eq!(f.poll_timeout(), None);
         f.token_asked(1_000);
         f.token_asked(5_000);
-        assert_eq!(f.next_deadline(), Some(11_000));
+        assert_eq!(f.poll_timeout(), Some(11_000));
         assert_eq!(f.on_tick(10_999), None);
         f.tokens_answered();
         assert_eq!(f.on_tick(20_000), None);
         f.token_asked(30_000);
         assert_eq!(f.on_tick(40_000), Some(FallbackReason::TokenTimeout));
-        assert_eq!(f.next_deadline(), None);
+        assert_eq!(f.poll_timeout(), None);
     }
 }

@@ -16,7 +16,7 @@ fn hour(nodes: Vec<NodeSpec>) -> Duration {
     let mut net = Network::with_nodes(config, nodes).unwrap();
     let start = Instant::now();
     let end = SimTime::from_secs(3600);
-    while let Some(t) = net.next_deadline().filter(|t| *t <= end) {
+    while let Some(t) = net.poll_timeout().filter(|t| *t <= end) {
         net.advance_nodes(t);
     }
     start.elapsed()

@@ -5,7 +5,7 @@
 //!
 //! [`Network`] is a sans-IO state machine, in the manner of quinn-proto: no sockets, no tasks, no
 //! clock. The shell maps its monotonic clock onto [`SimTime`] (nanoseconds since the network
-//! started) and calls [`Network::advance`] whenever [`Network::next_deadline`] comes due or a
+//! started) and calls [`Network::advance`] whenever [`Network::poll_timeout`] comes due or a
 //! block is submitted; tests step virtual time instead, running hours of network in
 //! milliseconds. What happened comes back as [`Output`]s: a template created, the tip changed
 //! (found by the network or submitted), the verdict on a submitted block.

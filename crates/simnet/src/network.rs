@@ -184,7 +184,7 @@ impl fmt::Debug for Network {
             .field("template", &first.template.id)
             .field("nodes", &self.nodes.len())
             .field("relays", &self.relays.len())
-            .field("next_deadline", &self.next_deadline())
+            .field("poll_timeout", &self.poll_timeout())
             .finish_non_exhaustive()
     }
 }
@@ -335,7 +335,7 @@ impl Network {
 
     /// When the network next has something to do; `None` if nothing will ever happen without
     /// a submission.
-    pub fn next_deadline(&self) -> Option<SimTime> {
+    pub fn poll_timeout(&self) -> Option<SimTime> {
         let (t, _) = self.next_event();
         (t != SimTime::NEVER).then_some(t)
     }

@@ -367,7 +367,7 @@ impl Node {
             let (outputs, next) = {
                 let mut net = self.lock();
                 let outputs = net.advance_nodes(self.now());
-                (outputs, net.next_deadline())
+                (outputs, net.poll_timeout())
             };
             self.publish(outputs);
             // Nothing scheduled: sleep until a submission kicks us (or a long while passes).

@@ -57,7 +57,7 @@ fn drive(seed: u64, step: Option<Duration>, submit_at: SimTime, end: SimTime) ->
     while now < end {
         let next = match step {
             Some(s) => now + s,
-            None => net.next_deadline().unwrap_or(end),
+            None => net.poll_timeout().unwrap_or(end),
         }
         .min(end);
         if !submitted && next >= submit_at {

@@ -46,7 +46,7 @@ fn pool_and_farm(c: SimnetConfig) -> (Network, NodeId, NodeId) {
 /// Runs through every deadline up to `until`, collecting every node's outputs.
 fn run_nodes(net: &mut Network, until: SimTime) -> Vec<NodeOutput> {
     let mut out = Vec::new();
-    while let Some(t) = net.next_deadline() {
+    while let Some(t) = net.poll_timeout() {
         if t > until {
             break;
         }
@@ -405,7 +405,7 @@ fn drive(seed: u64, step: Option<Duration>) -> Vec<String> {
     while now < end {
         let next = match step {
             Some(s) => now + s,
-            None => net.next_deadline().unwrap_or(end),
+            None => net.poll_timeout().unwrap_or(end),
         }
         .min(end);
         if let Some(&(t, node)) = submits.get(next_submit) {

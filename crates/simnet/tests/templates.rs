@@ -217,13 +217,13 @@ fn a_new_tip_always_makes_a_template_at_once() {
 }
 
 #[test]
-fn next_deadline_covers_a_pending_template_check() {
+fn poll_timeout_covers_a_pending_template_check() {
     let mut c = config(9, 0);
     c.mempool.arrival_rate = 0.0;
     c.fee_delta = 0;
     let mut net = Network::new(c).unwrap();
     // Nothing can happen without arrivals or blocks.
-    assert_eq!(net.next_deadline(), None);
+    assert_eq!(net.poll_timeout(), None);
     assert_eq!(
         run(&mut net, secs(100_000)).len(),
         1,

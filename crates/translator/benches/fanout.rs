@@ -134,7 +134,7 @@ impl Rig {
             .map(|_| t.device_connected(Millis(0)))
             .collect();
         t.open_channel(Millis(0));
-        let Some(Mining::OpenExtendedMiningChannel(open)) = t.poll_upstream() else {
+        let Some(Mining::OpenExtendedMiningChannel(open)) = t.poll_transmit() else {
             panic!("the translator did not ask for a channel");
         };
         t.upstream_message(

@@ -2145,7 +2145,7 @@ impl<P: PoolSide> World<P> {
         );
         let mut submissions = Vec::new();
         let mut upstream = 0;
-        while let Some(m) = Mode::poll_upstream(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
             upstream += 1;
             submissions.extend(self.pool.sent(m, &self.config));
         }

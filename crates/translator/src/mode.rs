@@ -141,7 +141,7 @@ pub trait Mode {
     fn on_tick(&mut self, now: Millis) -> Vec<DeviceId>;
 
     /// The next message to send upstream, if any.
-    fn poll_upstream(&mut self) -> Option<Self::Out>;
+    fn poll_transmit(&mut self) -> Option<Self::Out>;
 
     /// The next event to report, if any.
     fn poll_event(&mut self) -> Option<Tagged>;
@@ -211,8 +211,8 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         Translator::on_tick_round(self, now)
     }
 
-    fn poll_upstream(&mut self) -> Option<U::Out> {
-        Translator::poll_upstream(self)
+    fn poll_transmit(&mut self) -> Option<U::Out> {
+        Translator::poll_transmit(self)
     }
 
     fn poll_event(&mut self) -> Option<Tagged> {

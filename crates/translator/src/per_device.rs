@@ -235,7 +235,7 @@ impl PerDevice {
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
-        while let Some(m) = slot.core.poll_upstream() {
+        while let Some(m) = slot.core.poll_transmit() {
             self.to_upstream.push_back(m);
         }
         while let Some(event) = slot.core.poll_event() {
@@ -458,7 +458,7 @@ fn drain_results(
             });
         }
     }
-    while t.poll_upstream().is_some() {}
+    while t.poll_transmit().is_some() {}
     n
 }
 
@@ -641,7 +641,7 @@ impl Mode for PerDevice {
         ids
     }
 
-    fn poll_upstream(&mut self) -> Option<Mining> {
+    fn poll_transmit(&mut self) -> Option<Mining> {
         self.to_upstream.pop_front()
     }
 

@@ -618,7 +618,7 @@ mod tests {
         let mut t =
             Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
         t.open_channel(Millis(0));
-        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_upstream()).flatten().collect();
+        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_transmit()).flatten().collect();
         let ids: Vec<u64> = lines
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
@@ -658,7 +658,7 @@ mod tests {
         let mut t =
             Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
         t.open_channel(Millis(0));
-        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_upstream()).flatten().collect();
+        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_transmit()).flatten().collect();
         let ids: Vec<u64> = lines
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())

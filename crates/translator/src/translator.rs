@@ -4,7 +4,7 @@
 //! The shell feeds device lines ([`Translator::device_line`]), upstream Mining messages (after
 //! SetupConnection, which the shell does) ([`Translator::upstream_message`]) and clock ticks
 //! ([`Translator::on_tick`]); it writes each device's [`Device::pending_output`] and sends
-//! [`Translator::poll_upstream`]'s messages. [`Translator::poll_event`] reports what happened,
+//! [`Translator::poll_transmit`]'s messages. [`Translator::poll_event`] reports what happened,
 //! for accounting and the event log.
 //!
 //! Per-device channels ([`crate::per_device`]) keep the same [`Device`]s and differ only in
@@ -224,7 +224,7 @@ impl<U: Uplink> Translator<U> {
     }
 
     /// The next message for the upstream.
-    pub fn poll_upstream(&mut self) -> Option<U::Out> {
+    pub fn poll_transmit(&mut self) -> Option<U::Out> {
         self.to_upstream.pop_front()
     }
 

@@ -106,7 +106,7 @@ struct Pool {
 impl Pool {
     /// Takes everything the translator sent.
     fn read(&mut self, t: &mut PerDevice) {
-        while let Some(m) = t.poll_upstream() {
+        while let Some(m) = t.poll_transmit() {
             match m {
                 Mining::OpenExtendedMiningChannel(o) => self.requests.push(o),
                 Mining::SubmitSharesExtended(s) => self.submits.push(s),

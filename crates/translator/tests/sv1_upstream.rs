@@ -232,7 +232,7 @@ fn pump(t: &mut Translator<Sv1Upstream>, pool: &mut Pool) -> Vec<LineKind> {
     let mut verdicts = Vec::new();
     loop {
         let mut quiet = true;
-        while let Some(out) = t.poll_upstream() {
+        while let Some(out) = t.poll_transmit() {
             verdicts.extend(pool.feed(&out));
             quiet = false;
         }
@@ -375,7 +375,7 @@ fn a_device_mines_through_the_proxy_onto_our_pool() {
         panic!("the proxy refused a good share")
     };
     assert_eq!(share.hash, hash);
-    let up = t.poll_upstream().expect("forwarded");
+    let up = t.poll_transmit().expect("forwarded");
     let v = json(&up);
     assert_eq!(v["method"], "mining.submit");
     assert_eq!(v["params"][0], FARM, "the proxy's worker name at the pool");
@@ -420,7 +420,7 @@ fn a_device_mines_through_the_proxy_onto_our_pool() {
         Some(LineOutcome::Accepted(_))
     ));
     assert!(
-        t.poll_upstream().is_none(),
+        t.poll_transmit().is_none(),
         "below the pool's difficulty: not forwarded"
     );
 }

@@ -211,7 +211,7 @@ fn handshake(t: &mut Translator, id: DeviceId, worker: &str) {
 
 fn open(t: &mut Translator) -> OpenExtendedMiningChannel {
     t.open_channel(Millis(0));
-    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_upstream() else {
+    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_transmit() else {
         panic!("no OpenExtendedMiningChannel")
     };
     t.upstream_message(
@@ -237,7 +237,7 @@ fn first_work(t: &mut Translator) -> NewExtendedMiningJob {
 
 fn submits(t: &mut Translator) -> Vec<SubmitSharesExtended> {
     let mut out = Vec::new();
-    while let Some(m) = t.poll_upstream() {
+    while let Some(m) = t.poll_transmit() {
         if let Mining::SubmitSharesExtended(s) = m {
             out.push(s);
         }
@@ -601,18 +601,18 @@ fn nominal_hash_rate_follows_the_devices() {
     open(&mut t);
     let ids: Vec<DeviceId> = (0..3).map(|_| t.device_connected(Millis(0))).collect();
     t.on_tick(Millis(500));
-    assert!(t.poll_upstream().is_none(), "debounced to once a second");
+    assert!(t.poll_transmit().is_none(), "debounced to once a second");
     t.on_tick(Millis(1_000));
-    let Some(Mining::UpdateChannel(u)) = t.poll_upstream() else {
+    let Some(Mining::UpdateChannel(u)) = t.poll_transmit() else {
         panic!("no UpdateChannel")
     };
     assert_eq!(u.channel_id, CHANNEL);
     assert_eq!(u.nominal_hash_rate, 3e6);
     t.on_tick(Millis(2_500));
-    assert!(t.poll_upstream().is_none(), "unchanged: nothing to say");
+    assert!(t.poll_transmit().is_none(), "unchanged: nothing to say");
     t.device_closed(ids[0]);
     t.on_tick(Millis(3_000));
-    let Some(Mining::UpdateChannel(u)) = t.poll_upstream() else {
+    let Some(Mining::UpdateChannel(u)) = t.poll_transmit() else {
         panic!("no UpdateChannel")
     };
     assert_eq!(u.nominal_hash_rate, 2e6);
@@ -621,7 +621,7 @@ fn nominal_hash_rate_follows_the_devices() {
 /// The second upstream's channel: another prefix, and `size` bytes to roll after it.
 fn open_second(t: &mut Translator, prefix: &[u8], size: u16, now: u64) {
     t.open_channel(Millis(now));
-    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_upstream() else {
+    let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_transmit() else {
         panic!("no OpenExtendedMiningChannel for the new upstream")
     };
     t.upstream_message(

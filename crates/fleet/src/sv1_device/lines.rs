@@ -50,8 +50,8 @@ impl Device for Sv1Device {
     fn wants_connect(&self, now: Nanos) -> bool {
         Sv1Device::wants_connect(self, now)
     }
-    fn next_deadline(&self) -> Option<Nanos> {
-        Sv1Device::next_deadline(self)
+    fn poll_timeout(&self) -> Option<Nanos> {
+        Sv1Device::poll_timeout(self)
     }
     fn on_connected(&mut self, now: Nanos) {
         Sv1Device::on_connected(self, now)
@@ -71,8 +71,8 @@ impl Device for Sv1Device {
     fn can_hash(&self) -> bool {
         Sv1Device::can_hash(self)
     }
-    fn on_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
-        Sv1Device::on_timeout(self, now, obs)
+    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+        Sv1Device::handle_timeout(self, now, obs)
     }
     fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
         Sv1Device::hash(self, now, max_hashes, obs)

@@ -633,10 +633,10 @@ fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
         dev.hash(SEC, 1000, &mut rec);
     }
     let n = sent_lines(&mut dev, SEC, &mut rec).len();
-    assert_eq!(dev.next_deadline(), Some(6 * SEC));
-    dev.on_timeout(6 * SEC - 1, &mut rec);
+    assert_eq!(dev.poll_timeout(), Some(6 * SEC));
+    dev.handle_timeout(6 * SEC - 1, &mut rec);
     assert!(rec.unanswered.is_empty());
-    dev.on_timeout(6 * SEC, &mut rec);
+    dev.handle_timeout(6 * SEC, &mut rec);
     assert_eq!(rec.unanswered.len(), n);
     assert_eq!(dev.in_flight(), 0);
     assert_eq!(
@@ -649,8 +649,8 @@ fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
     let mut dev = device(cfg, 1);
     dev.on_connected(100 * SEC);
     assert!(!sent_lines(&mut dev, 100 * SEC, &mut rec).is_empty());
-    assert_eq!(dev.next_deadline(), Some(130 * SEC));
-    dev.on_timeout(130 * SEC, &mut rec);
+    assert_eq!(dev.poll_timeout(), Some(130 * SEC));
+    dev.handle_timeout(130 * SEC, &mut rec);
     assert_eq!(dev.close_requested(), Some(CloseReason::Timeout));
 }
 
@@ -665,7 +665,7 @@ fn reconnect_backoff_grows_within_bounds_and_resets_after_a_good_session() {
     // Failures in a row: the delay after the n-th lies in [cap_n / 2, cap_n].
     for n in 0..10 {
         dev.on_connect_failed(now);
-        let at = dev.next_deadline().unwrap();
+        let at = dev.poll_timeout().unwrap();
         let delay = at - now;
         let cap = b.ceiling(n).as_nanos() as u64;
         assert!(
@@ -681,10 +681,10 @@ fn reconnect_backoff_grows_within_bounds_and_resets_after_a_good_session() {
     dev.on_connected(now);
     handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, now);
     dev.on_closed(now, CloseReason::Eof, &mut rec);
-    let delay = dev.next_deadline().unwrap() - now;
+    let delay = dev.poll_timeout().unwrap() - now;
     assert!(delay <= b.base.as_nanos() as u64 && delay >= b.base.as_nanos() as u64 / 2);
     // client.reconnect: the pool's wait, then at most one base step.
-    now = dev.next_deadline().unwrap();
+    now = dev.poll_timeout().unwrap();
     dev.on_connected(now);
     handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, now);
     dev.handle_line(
@@ -694,12 +694,12 @@ fn reconnect_backoff_grows_within_bounds_and_resets_after_a_good_session() {
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Reconnect));
     dev.on_closed(now, CloseReason::Reconnect, &mut rec);
-    let delay = dev.next_deadline().unwrap() - now;
+    let delay = dev.poll_timeout().unwrap() - now;
     assert!(delay >= 10 * SEC + b.base.as_nanos() as u64 / 2);
     assert!(delay <= 10 * SEC + b.base.as_nanos() as u64);
     // Stopped: no more attempts.
     dev.stop();
-    assert_eq!(dev.next_deadline(), None);
+    assert_eq!(dev.poll_timeout(), None);
     assert!(!dev.wants_connect(u64::MAX));
 }
 
@@ -714,7 +714,7 @@ fn a_crowd_that_lost_its_pool_comes_back_spread_out() {
             d.on_connected(0);
             handshake(&mut d, &mut rec, 0x1fff_e000, &EN1, 4, 0);
             d.on_closed(SEC, CloseReason::Eof, &mut rec);
-            d.next_deadline().unwrap() - SEC
+            d.poll_timeout().unwrap() - SEC
         })
         .collect();
     times.sort_unstable();
@@ -827,7 +827,7 @@ fn a_refused_worker_closes_and_backs_off() {
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Unauthorized));
     dev.on_closed(0, CloseReason::Unauthorized, &mut rec);
-    assert!(dev.next_deadline().unwrap() >= 250 * MS);
+    assert!(dev.poll_timeout().unwrap() >= 250 * MS);
 }
 
 #[test]

@@ -250,7 +250,9 @@ impl Sim {
                 }
                 Event::Deadline(i) => {
                     self.rigs[i].deadline = None;
-                    self.rigs[i].core.on_timeout(now.device(), &mut self.ledger);
+                    self.rigs[i]
+                        .core
+                        .handle_timeout(now.device(), &mut self.ledger);
                     self.device_io(i, now)?;
                 }
             }
@@ -333,7 +335,7 @@ impl Sim {
         if let Some(e) = self.ledger.protocol_errors.first() {
             return Err(SimError::Protocol(e.clone()));
         }
-        if let Some(at) = rig.core.next_deadline().map(SimTime) {
+        if let Some(at) = rig.core.poll_timeout().map(SimTime) {
             if rig.deadline.is_none_or(|armed| at < armed) {
                 rig.deadline = Some(at);
                 self.queue.at(at, Event::Deadline(i));

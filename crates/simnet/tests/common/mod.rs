@@ -13,7 +13,7 @@ use simnet::{MempoolConfig, Network, Output, SimTime, SimnetConfig, Template};
 /// Runs the network through every deadline up to `until`, collecting outputs.
 pub fn run(net: &mut Network, until: SimTime) -> Vec<Output> {
     let mut out = Vec::new();
-    while let Some(t) = net.next_deadline() {
+    while let Some(t) = net.poll_timeout() {
         if t > until {
             break;
         }

@@ -943,7 +943,7 @@ impl World {
         let mut subs = Vec::new();
         let mut closes = Vec::new();
         let mut upstream = 0;
-        while let Some(m) = Mode::poll_upstream(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
             upstream += 1;
             self.sent(m, &mut subs, &mut closes);
         }
@@ -1069,7 +1069,7 @@ impl World {
                 i += 1;
             }
         }
-        while let Some(m) = Mode::poll_upstream(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
             let mut none = Vec::new();
             self.sent(m, &mut none, &mut closes);
             assert!(none.is_empty(), "a share sent as a device was closed");
@@ -1346,7 +1346,7 @@ fn run(config: TranslatorConfig, short_timeout: bool, input: &mut Input<'_>) {
     assert_eq!(Mode::in_flight(&w.t), 0);
     assert_eq!(w.t.channels_opening(), 0);
     assert_eq!(w.t.channels_draining(), 0);
-    assert!(Mode::poll_upstream(&mut w.t).is_none());
+    assert!(Mode::poll_transmit(&mut w.t).is_none());
 }
 
 /// One input: see the module documentation. Never panics unless an invariant breaks.

@@ -268,10 +268,10 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
     async fn send_upstream(&mut self) {
         let Some(live) = self.live.as_mut() else {
             // Nothing can go out: what was queued belonged to the lost channel.
-            while self.translator.poll_upstream().is_some() {}
+            while self.translator.poll_transmit().is_some() {}
             return;
         };
-        while let Some(m) = self.translator.poll_upstream() {
+        while let Some(m) = self.translator.poll_transmit() {
             if let Err(e) = live.conn.send(m).await {
                 self.lost = Some(e.to_string());
                 return;

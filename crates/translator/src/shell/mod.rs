@@ -447,7 +447,7 @@ where
     }
     let mut mode = make(tc, millis(clock));
     mode.upstream_connected(millis(clock));
-    while let Some(m) = mode.poll_upstream() {
+    while let Some(m) = mode.poll_transmit() {
         c.conn.send(m).await?;
     }
     let mut channel = None;
@@ -455,7 +455,7 @@ where
         let m = c.conn.read().await?;
         mode.upstream_message(m, millis(clock));
         // Replies the opening asked for (SV1: subscribe, authorize) go out at once.
-        while let Some(m) = mode.poll_upstream() {
+        while let Some(m) = mode.poll_transmit() {
             c.conn.send(m).await?;
         }
         while let Some(t) = mode.poll_event() {
