@@ -106,9 +106,30 @@ use sv2::messages::template_distribution::RequestTransactionData;
 use sv2::messages::{Common, JobDeclaration};
 use sv2::Message;
 
+use crate::block::FoundBlock;
 use crate::coinbase::{CoinbaseError, DeclaredCoinbase, MAX_EXTRANONCE};
-use crate::session::{error_code, Close, Output, SessionStats};
+use crate::session::{error_code, Close, Event, SessionStats};
 use crate::{JdsConfig, Session, TokenIssuer, UnixMillis};
+
+/// Everything a session produced since it was last asked, as one list: its events (blocks to
+/// submit), then its messages, the order its shell takes them in.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// A message for the JDC.
+    Send(Message),
+    /// A block to store and submit.
+    SubmitBlock(FoundBlock),
+}
+
+/// Takes everything `s` produced: [`Session::poll_event`] until `None`, then
+/// [`Session::poll_transmit`] until `None`.
+pub fn drain(s: &mut Session) -> Vec<Output> {
+    let events =
+        std::iter::from_fn(|| s.poll_event()).map(|Event::SubmitBlock(b)| Output::SubmitBlock(b));
+    let mut out: Vec<Output> = events.collect();
+    out.extend(std::iter::from_fn(|| s.poll_transmit()).map(Output::Send));
+    out
+}
 
 /// The virtual clock's start (Unix milliseconds).
 const T0: u64 = 1_750_000_000_000;
@@ -1148,7 +1169,7 @@ impl World {
             .map(|(id, _)| *id)
             .collect();
         c.s.on_tick(UnixMillis(self.now));
-        let out = c.s.drain_output();
+        let out = drain(&mut c.s);
         assert!(out.len() <= before, "a tick wrote {} outputs", out.len());
         assert_eq!(out.len(), late.len(), "refusals on a tick: {out:?}");
         for (o, id) in out.iter().zip(late) {
@@ -1170,7 +1191,7 @@ impl World {
 
     /// A connection's state as the model has it.
     fn check(&self, c: &mut Conn) {
-        assert!(c.s.drain_output().is_empty(), "output left behind");
+        assert!(drain(&mut c.s).is_empty(), "output left behind");
         assert_eq!(c.s.stats(), c.stats, "statistics");
         assert_eq!(c.s.pending_count(), c.pending.len(), "pending declarations");
         assert!(c.pending.len() <= self.cfg.max_pending_declarations);
@@ -1513,10 +1534,7 @@ impl Run {
         if let Some(c) = &mut self.conns[slot] {
             if c.ended.is_some() {
                 c.s.on_message(m.clone(), now, &w.mempool);
-                assert!(
-                    c.s.drain_output().is_empty(),
-                    "an ended connection answered"
-                );
+                assert!(drain(&mut c.s).is_empty(), "an ended connection answered");
                 w.check(c);
                 self.conns[slot] = None;
             }
@@ -1527,7 +1545,7 @@ impl Run {
         let c = self.conns[slot].as_mut().expect("connected");
         let expect = w.expect(c, &m);
         c.s.on_message(m, now, &w.mempool);
-        let out = c.s.drain_output();
+        let out = drain(&mut c.s);
         w.answered(c, expect, out);
     }
 

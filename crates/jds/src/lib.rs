@@ -35,7 +35,7 @@ pub mod tokens;
 
 pub use config::JdsConfig;
 pub use mempool::Mempool;
-pub use session::{Output, Session};
+pub use session::{Event, Session};
 pub use tokens::TokenIssuer;
 
 /// Wall-clock time in milliseconds since the Unix epoch: what tokens' expiry is written in,

@@ -21,7 +21,7 @@
 //! - `PushSolution`: the block is rebuilt from the most recent declared job and handed out for
 //!   `submitblock` if its hash meets its nBits.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use pool::jd_token::{OutputsDigest, TokenError};
@@ -55,12 +55,11 @@ pub mod error_code {
     pub const INVALID_COINBASE_OUTPUTS: &str = "invalid-job-param-value-coinbase-tx-suffix";
 }
 
-/// What the shell does for the session.
+/// What the session asks of its shell besides sending (docs/architecture.md, "One sans-IO
+/// contract": [`Session::poll_event`]).
 #[derive(Clone, Debug, PartialEq)]
-pub enum Output {
-    /// Send this message to the JDC.
-    Send(Message),
-    /// Submit to the pool-side node (`submitblock`).
+pub enum Event {
+    /// Store this block, then submit it to the pool-side node (`submitblock`) until it answers.
     SubmitBlock(FoundBlock),
 }
 
@@ -143,7 +142,10 @@ struct Bucket {
     last: UnixMillis,
 }
 
-/// One JDC connection, sans-IO: feed it messages and ticks, drain what it wants sent and submitted.
+/// One JDC connection, sans-IO: feed it messages and ticks ([`Session::on_message`],
+/// [`Session::on_tick`]); take what it wants sent ([`Session::poll_transmit`]) and submitted
+/// ([`Session::poll_event`]). The shell takes the events first, so that a pushed block is on its
+/// way to the store before anything else is written.
 pub struct Session {
     conn: u64,
     cfg: Arc<JdsConfig>,
@@ -152,7 +154,8 @@ pub struct Session {
     allocations: Bucket,
     pending: HashMap<u32, Pending>,
     last_declared: Option<DeclaredJob>,
-    out: Vec<Output>,
+    transmit: VecDeque<Message>,
+    events: VecDeque<Event>,
     close: Option<Close>,
     stats: SessionStats,
 }
@@ -171,7 +174,8 @@ impl Session {
             setup: false,
             pending: HashMap::new(),
             last_declared: None,
-            out: Vec::new(),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
             close: None,
             stats: SessionStats::default(),
         }
@@ -192,9 +196,14 @@ impl Session {
         self.close.as_ref()
     }
 
-    /// Takes what the session has produced since the last call, in order.
-    pub fn drain_output(&mut self) -> Vec<Output> {
-        std::mem::take(&mut self.out)
+    /// The next message to send to the JDC, in order; `None` when there is none.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.transmit.pop_front()
+    }
+
+    /// The next thing the shell must do besides sending; `None` when there is none.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
     }
 
     /// The most recent declared job, which `PushSolution` builds on.
@@ -208,7 +217,7 @@ impl Session {
     }
 
     fn send(&mut self, m: impl Into<Message>) {
-        self.out.push(Output::Send(m.into()));
+        self.transmit.push_back(m.into());
     }
 
     fn protocol_error(&mut self, why: String) {
@@ -518,7 +527,7 @@ impl Session {
         match job.rebuild(&s) {
             Ok(b) if b.meets_target => {
                 tracing::info!(conn = self.conn, hash = %b.hash, height = ?b.height, request_id = job.request_id, "jds: block pushed by the client");
-                self.out.push(Output::SubmitBlock(b));
+                self.events.push_back(Event::SubmitBlock(b));
             }
             Ok(b) => {
                 tracing::warn!(conn = self.conn, hash = %b.hash, "jds: PushSolution above its target (high-hash); not submitted");

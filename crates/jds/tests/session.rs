@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jds::session::{error_code, Close, Output};
+use jds::fuzz_support::{drain, Output};
+use jds::session::{error_code, Close};
 use jds::{JdsConfig, Session, TokenIssuer, UnixMillis};
 use pool::jd_token::{OutputsDigest, TokenKey, TokenKind};
 use primitives::bitcoin::absolute::LockTime;
@@ -75,7 +76,7 @@ fn setup_msg(protocol: u8, flags: u32) -> Message {
 impl Jds {
     fn feed(&mut self, m: impl Into<Message>, now: UnixMillis, pool: &Pool) -> Vec<Output> {
         self.session.on_message(m.into(), now, pool);
-        self.session.drain_output()
+        drain(&mut self.session)
     }
 
     fn sent(&mut self, m: impl Into<Message>, now: UnixMillis, pool: &Pool) -> Vec<Message> {
@@ -465,15 +466,10 @@ fn an_unknown_transaction_never_provided_is_refused_after_the_timeout() {
     ));
     let timeout = j.cfg.missing_txs_timeout;
     j.session.on_tick(T0.plus(timeout));
-    assert!(
-        j.session.drain_output().is_empty(),
-        "not before the deadline"
-    );
+    assert!(drain(&mut j.session).is_empty(), "not before the deadline");
     j.session
         .on_tick(T0.plus(timeout + Duration::from_millis(1)));
-    let out: Vec<Message> = j
-        .session
-        .drain_output()
+    let out: Vec<Message> = drain(&mut j.session)
         .into_iter()
         .map(|o| match o {
             Output::Send(m) => m,
@@ -612,10 +608,9 @@ fn expired_forged_reused_and_declared_tokens_cannot_declare() {
         T0,
         &pool,
     );
-    second.drain_output();
+    drain(&mut second);
     second.on_message(declare_msg(7, token, &cb, &txs).into(), T0, &pool);
-    let out: Vec<Message> = second
-        .drain_output()
+    let out: Vec<Message> = drain(&mut second)
         .into_iter()
         .map(|o| match o {
             Output::Send(m) => m,

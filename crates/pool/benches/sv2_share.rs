@@ -143,9 +143,7 @@ impl Rig {
             .into(),
             Millis(t0),
         );
-        let sv2_channel = sv2
-            .take_output()
-            .iter()
+        let sv2_channel = std::iter::from_fn(|| sv2.poll_transmit())
             .find_map(|m| match m {
                 Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)) => {
                     Some(ok.channel_id)
@@ -187,10 +185,8 @@ impl Rig {
         self.sv1.on_generation(Some(&g), now);
         self.sv1.output().clear();
         self.sv2.on_generation(Some(&g), now);
-        // Drained, not taken: the session keeps its output buffer, as in the shell.
-        let (job_id, merkle_root) = self
-            .sv2
-            .drain_output()
+        // Polled, as the shell does: the session keeps its output buffer.
+        let (job_id, merkle_root) = std::iter::from_fn(|| self.sv2.poll_transmit())
             .find_map(|m| match m {
                 Message::Mining(Mining::NewMiningJob(j)) => Some((j.job_id, j.merkle_root)),
                 _ => None,
@@ -300,7 +296,9 @@ impl Rig {
             if k % READ == 0 || k == n {
                 self.sv2.flush();
                 let _ = black_box(self.sv2.take_pending_ticket());
-                acked += self.sv2.drain_output().map(|m| acked_by(&m)).sum::<usize>();
+                acked += std::iter::from_fn(|| self.sv2.poll_transmit())
+                    .map(|m| acked_by(&m))
+                    .sum::<usize>();
             }
         }
         acked

@@ -652,7 +652,7 @@ pub fn sv1_session(data: &[u8]) {
 impl Sv1Run {
     /// The session's pending output, whole.
     fn output(&self) -> Vec<u8> {
-        self.s.pending_output().concat()
+        self.s.poll_transmit().concat()
     }
 
     /// Checks the output a step added (`line`: the line it read, if any) and returns the raw
@@ -983,12 +983,12 @@ impl Sv1Run {
             0 => {
                 let chunk = 1 + usize::from(m >> 2) * 37;
                 loop {
-                    let len: usize = self.s.pending_output().iter().map(|p| p.len()).sum();
+                    let len: usize = self.s.poll_transmit().iter().map(|p| p.len()).sum();
                     if len == 0 {
                         break;
                     }
                     let k = chunk.min(len);
-                    self.s.consume_output(k);
+                    self.s.transmitted(k);
                     self.pending.drain(..k);
                     assert_eq!(self.output(), self.pending, "a write of {k} bytes");
                 }
@@ -996,7 +996,7 @@ impl Sv1Run {
             }
             1 => {
                 let k = usize::from(n).min(self.pending.len());
-                self.s.consume_output(k);
+                self.s.transmitted(k);
                 self.pending.drain(..k);
                 if self.pending.is_empty() {
                     self.s.output_written();
@@ -1004,7 +1004,7 @@ impl Sv1Run {
             }
             2 => {
                 let out = std::mem::take(self.s.output());
-                assert_eq!(out, self.pending, "output() differs from pending_output()");
+                assert_eq!(out, self.pending, "output() differs from poll_transmit()");
                 self.pending.clear();
                 self.s.output_written();
             }
@@ -1057,6 +1057,11 @@ fn sv2_mode(m: u8) -> (usize, usize, Vec<u8>) {
         2 => (16, 4, vec![0xb1, 0xb2, 0xb3, 0xb4, 0, 0, 0, 9]),
         _ => (8, 4, Vec::new()),
     }
+}
+
+/// Everything `s` has to write, in order.
+fn sv2_transmits(s: &mut crate::sv2::Session) -> Vec<Message> {
+    std::iter::from_fn(|| s.poll_transmit()).collect()
 }
 
 /// The SV2 front end of configuration byte `c`: bits 0-1 the mode (see `sv2_mode`; 3 is mode
@@ -1256,7 +1261,7 @@ pub fn sv2_session(data: &[u8]) {
                 run.pool.advance(input.u16());
                 let now = run.pool.now;
                 run.s.on_tick(now);
-                let out = run.s.take_output();
+                let out = sv2_transmits(&mut run.s);
                 run.check_output(&out);
                 let mut seen = Vec::new();
                 for m in &out {
@@ -1275,7 +1280,7 @@ pub fn sv2_session(data: &[u8]) {
                     let now = run.pool.now;
                     run.s.on_generation(current.as_ref(), now);
                 }
-                let out = run.s.take_output();
+                let out = sv2_transmits(&mut run.s);
                 run.check_output(&out);
                 assert!(out.iter().all(is_job), "new work sent {out:?}");
                 // New work goes to a connection's standard channels as one job per group,
@@ -1585,7 +1590,7 @@ impl Sv2Run {
         if flush {
             self.s.flush();
         }
-        let out = self.s.take_output();
+        let out = sv2_transmits(&mut self.s);
         let (_, after) = self.pool.check();
         // The share's verdict, before its acknowledgement is looked for in the output.
         if let Message::Mining(

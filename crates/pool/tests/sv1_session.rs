@@ -2094,9 +2094,9 @@ fn unconfirmed_acknowledgements_become_errors_in_their_place() {
     assert!(m.session.take_pending_ticket().is_some());
     assert!(m.session.refuse_unconfirmed());
     // Written as the shell writes: the session's own bytes with the shared line in its place.
-    let written = m.session.pending_output().concat();
+    let written = m.session.poll_transmit().concat();
     let n = written.len();
-    m.session.consume_output(n);
+    m.session.transmitted(n);
     let out: Vec<String> = String::from_utf8(written)
         .unwrap()
         .lines()

@@ -169,7 +169,7 @@ impl Jdc {
     fn connect(lab: &Lab) -> Jdc {
         let mut s = Session::new(lab.engine.clone(), config(true));
         s.on_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
-        let out = s.take_output();
+        let out = transmits(&mut s);
         assert!(
             matches!(
                 &out[..],
@@ -188,7 +188,7 @@ impl Jdc {
             .into(),
             T0,
         );
-        let out = s.take_output();
+        let out = transmits(&mut s);
         let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok))) = out.first()
         else {
             panic!("{out:?}");
@@ -211,7 +211,7 @@ impl Jdc {
 
     fn declare_at(&mut self, m: SetCustomMiningJob, unix_ms: u64) -> Message {
         self.s.on_message_at(m.into(), T0, unix_ms);
-        let mut out = self.s.take_output();
+        let mut out = transmits(&mut self.s);
         assert_eq!(out.len(), 1, "{out:?}");
         out.pop().unwrap()
     }
@@ -298,7 +298,7 @@ impl Jdc {
             T0,
         );
         self.s.flush();
-        let mut out = self.s.take_output();
+        let mut out = transmits(&mut self.s);
         assert_eq!(out.len(), 1, "{out:?}");
         out.pop().unwrap()
     }
@@ -325,7 +325,7 @@ impl Jdc {
     /// New work from the pool reaches the connection (its own jobs, which the JDC ignores).
     fn pool_work(&mut self, lab: &Lab) {
         self.s.on_generation(lab.engine.current().as_ref(), T0);
-        self.s.take_output();
+        transmits(&mut self.s);
     }
 }
 
@@ -340,7 +340,7 @@ fn without_a_key_the_pool_refuses_work_selection() {
     let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut s = Session::new(lab.engine.clone(), config(false));
     s.on_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))]
         if e.error_code == "unsupported-feature-flags" && e.flags == mining_flags::REQUIRES_WORK_SELECTION),
@@ -363,7 +363,7 @@ fn without_a_key_the_pool_refuses_work_selection() {
             .into(),
             T0,
         );
-        let out = s.take_output();
+        let out = transmits(&mut s);
         let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok))) = out.get(1) else {
             panic!("{out:?}");
         };
@@ -377,7 +377,7 @@ fn without_a_key_the_pool_refuses_work_selection() {
             &outputs,
         );
         s.on_message_at(m.into(), T0, NOW_MS);
-        let out = s.take_output();
+        let out = transmits(&mut s);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::SetCustomMiningJobError(e))]
             if e.error_code == "jd-not-supported" && e.request_id == 9),
@@ -449,7 +449,7 @@ fn declared_jobs_are_refused_for_bad_tokens_outputs_channels_and_fields() {
         .into(),
         T0,
     );
-    let out = jdc.s.take_output();
+    let out = transmits(&mut jdc.s);
     let Some(Message::Mining(Mining::OpenStandardMiningChannelSuccess(std))) = out.first() else {
         panic!("{out:?}");
     };
@@ -581,7 +581,7 @@ fn shares_on_a_declared_job_are_judged_like_any_other() {
         T0,
     );
     assert!(matches!(
-        &jdc.s.take_output()[..],
+        &transmits(&mut jdc.s)[..],
         [Message::Mining(Mining::SubmitSharesError(e))] if e.error_code == "version-rolling-not-allowed"
     ));
     let snap = lab.engine.stats.snapshot(T0);

@@ -213,7 +213,7 @@ mod groups {
             T0,
         );
         assert!(matches!(
-            &s.take_output()[..],
+            &transmits(&mut s)[..],
             [Message::Common(Common::SetupConnectionSuccess(_))]
         ));
         s
@@ -231,7 +231,7 @@ mod groups {
             .into(),
             T0,
         );
-        let out = s.take_output();
+        let out = transmits(s);
         let [Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
             &out[..]
         else {
@@ -247,7 +247,7 @@ mod groups {
     fn new_tip(lab: &mut Lab, s: &mut Session, n: u8, bits: CompactTarget) -> Vec<Message> {
         lab.publish(template(tip(n), bits), T0);
         s.on_generation(lab.engine.current().as_ref(), T0);
-        s.take_output()
+        transmits(s)
     }
 
     /// The merkle root a proxy derives for a standard channel from a group's extended job.
@@ -335,7 +335,7 @@ mod groups {
         // Same tip, new template: one extended job, active at once.
         lab.publish(template(tip(2), HARD_BITS), T0);
         proxy.on_generation(lab.engine.current().as_ref(), T0);
-        let out = proxy.take_output();
+        let out = transmits(&mut proxy);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::NewExtendedMiningJob(j))]
                 if j.channel_id == group && j.min_ntime.is_some()),
@@ -381,8 +381,7 @@ mod groups {
             }
         }
         proxy.flush();
-        let mut acked: Vec<(u32, u32)> = proxy
-            .take_output()
+        let mut acked: Vec<(u32, u32)> = transmits(&mut proxy)
             .iter()
             .map(|m| match m {
                 Message::Mining(Mining::SubmitSharesSuccess(s)) => {
@@ -402,7 +401,7 @@ mod groups {
             0,
         );
         proxy.on_message(share(a.group_channel_id, 99, &job, nonce), T0);
-        let out = proxy.take_output();
+        let out = transmits(&mut proxy);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::SubmitSharesError(e))]
                 if e.error_code == "invalid-channel-id"),
@@ -476,7 +475,7 @@ mod groups {
             .into(),
             T0,
         );
-        let out = proxy.take_output();
+        let out = transmits(&mut proxy);
         let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ext))) = out.first()
         else {
             panic!("{out:?}");

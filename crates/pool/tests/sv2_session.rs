@@ -50,7 +50,7 @@ fn session(lab: &Lab) -> Session {
         T0,
     );
     assert!(matches!(
-        &s.take_output()[..],
+        &transmits(&mut s)[..],
         [Message::Common(Common::SetupConnectionSuccess(ok))] if ok.used_version == 2 && ok.flags == 0
     ));
     s
@@ -67,7 +67,7 @@ fn open_standard(s: &mut Session, request_id: u32, max_target: Target) -> Vec<Me
         .into(),
         T0,
     );
-    s.take_output()
+    transmits(s)
 }
 
 /// A standard channel's state as its miner knows it.
@@ -181,7 +181,7 @@ fn setup_answers_the_specs_errors_and_closes() {
     for (m, code, flags) in cases {
         let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
         s.on_message(m, T0);
-        let out = s.take_output();
+        let out = transmits(&mut s);
         assert!(
             matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))] if e.error_code == code && e.flags == flags),
             "{out:?}"
@@ -202,7 +202,7 @@ fn setup_answers_the_specs_errors_and_closes() {
         T0,
     );
     assert!(matches!(
-        &s.take_output()[..],
+        &transmits(&mut s)[..],
         [Message::Common(Common::SetupConnectionSuccess(_))]
     ));
 }
@@ -252,9 +252,12 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
         let msg = m.share(n);
         s.on_message(msg, T0);
     }
-    assert!(successes(&s.take_output()).is_empty(), "held until flushed");
+    assert!(
+        successes(&transmits(&mut s)).is_empty(),
+        "held until flushed"
+    );
     s.flush();
-    let ok = successes(&s.take_output());
+    let ok = successes(&transmits(&mut s));
     assert_eq!(ok.len(), 1);
     assert_eq!(ok[0].new_submits_accepted_count, 3);
     assert_eq!(ok[0].last_sequence_number, m.seq);
@@ -267,7 +270,7 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     s.on_message(msg, T0);
     let dup = m.share(shares[0]);
     s.on_message(dup, T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::SubmitSharesSuccess(ok)), Message::Mining(Mining::SubmitSharesError(e))]
         if ok.last_sequence_number == m.seq - 1 && e.sequence_number == m.seq && e.error_code == "duplicate-share"),
@@ -288,7 +291,7 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
         x.channel_id = 999;
     }
     s.on_message(bad_channel, T0);
-    let codes: Vec<String> = errors(&s.take_output())
+    let codes: Vec<String> = errors(&transmits(&mut s))
         .into_iter()
         .map(|e| e.error_code)
         .collect();
@@ -303,7 +306,7 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     let mut lab = lab;
     lab.publish(template(tip(2), HARD_BITS), T0);
     s.on_generation(lab.engine.current().as_ref(), T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j)), Message::Mining(Mining::SetNewPrevHash(p))]
         if j.min_ntime.is_none() && p.job_id == j.job_id && p.prev_hash == tip(2).0),
@@ -312,12 +315,12 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     let (n, _) = m.grind(good);
     let msg = m.share(n);
     s.on_message(msg, T0);
-    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
+    assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
 
     // Same tip, new template: a job active at once, no prev hash.
     lab.publish(template(tip(2), HARD_BITS), T0);
     s.on_generation(lab.engine.current().as_ref(), T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j))] if j.min_ntime.is_some()),
         "{out:?}"
@@ -335,7 +338,7 @@ fn a_standard_share_that_meets_the_network_target_is_a_block() {
     let msg = m.share(n);
     s.on_message(msg, T0);
     s.flush();
-    assert_eq!(successes(&s.take_output()).len(), 1);
+    assert_eq!(successes(&transmits(&mut s)).len(), 1);
     let b = lab.next_block().expect("a block");
     assert_eq!(b.hash, hash);
     assert_eq!(&b.block[..80], &m.header(n)[..]);
@@ -358,7 +361,7 @@ fn extended_channels_roll_their_own_extranonce() {
         T0,
     );
     assert!(
-        matches!(&s.take_output()[..], [Message::Mining(Mining::OpenMiningChannelError(e))]
+        matches!(&transmits(&mut s)[..], [Message::Mining(Mining::OpenMiningChannelError(e))]
         if e.error_code == "unsupported-min-extranonce-size")
     );
     s.on_message(
@@ -372,7 +375,7 @@ fn extended_channels_roll_their_own_extranonce() {
         .into(),
         T0,
     );
-    let out = s.take_output();
+    let out = transmits(&mut s);
     let [Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)), Message::Mining(Mining::NewExtendedMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
         &out[..]
     else {
@@ -435,7 +438,7 @@ fn extended_channels_roll_their_own_extranonce() {
     s.on_message(share(1, extranonce.to_vec()), T0);
     s.on_message(share(2, vec![1, 2, 3]), T0);
     s.flush();
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::SubmitSharesSuccess(ok)), Message::Mining(Mining::SubmitSharesError(e))]
         if ok.last_sequence_number == 1 && e.error_code == "bad-extranonce-size"),
@@ -456,7 +459,10 @@ fn extended_channels_roll_their_own_extranonce() {
         .into(),
         T0,
     );
-    assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
+    assert_eq!(
+        errors(&transmits(&mut s))[0].error_code,
+        "invalid-channel-id"
+    );
 }
 
 /// `UpdateChannel` declaring `rate` on `channel_id`, answered by one `SetTarget`.
@@ -470,7 +476,7 @@ fn declare_hash_rate(s: &mut Session, channel_id: u32, rate: f32) -> SetTarget {
         .into(),
         T0,
     );
-    let out = s.take_output();
+    let out = transmits(s);
     let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
         panic!("{out:?}");
     };
@@ -505,7 +511,7 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
         T0,
     );
     assert!(
-        matches!(&s.take_output()[..], [Message::Mining(Mining::UpdateChannelError(e))] if e.error_code == "invalid-channel-id")
+        matches!(&transmits(&mut s)[..], [Message::Mining(Mining::UpdateChannelError(e))] if e.error_code == "invalid-channel-id")
     );
     // Closed: its shares name no channel, and the worker is gone from the count.
     let before = s.channel_count();
@@ -521,7 +527,10 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     let mut m = m;
     let msg = m.share(0);
     s.on_message(msg, T0);
-    assert_eq!(errors(&s.take_output())[0].error_code, "invalid-channel-id");
+    assert_eq!(
+        errors(&transmits(&mut s))[0].error_code,
+        "invalid-channel-id"
+    );
 }
 
 /// Spec 5.3.21: `SetTarget` does not apply to a job already received and active (its maximum
@@ -552,7 +561,7 @@ fn a_harder_set_target_leaves_the_active_jobs_target_as_it_was_sent() {
     let msg = m.share(both);
     s.on_message(msg, later);
     s.flush();
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(errors(&out).is_empty(), "{out:?}");
     let accepted: u32 = successes(&out)
         .iter()
@@ -588,7 +597,7 @@ fn a_channel_opened_as_work_changes_leaves_the_other_channels_the_new_work() {
         g.id
     );
     s.on_generation(Some(&g), T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     let prev_hashes: Vec<&SetNewPrevHash> = out
         .iter()
         .filter_map(|m| match m {
@@ -624,7 +633,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
         ),
         T0,
     );
-    s.take_output();
+    transmits(&mut s);
     let mut m = StdMiner::open(&mut s);
     assert_eq!(&m.prefix[..2], &[0xaa, 0xbb]);
     let target = m.target;
@@ -634,11 +643,11 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
 
     // Nothing moved: a tick sends nothing.
     s.on_tick(T0);
-    assert!(s.take_output().is_empty());
+    assert!(transmits(&mut s).is_empty());
 
     lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
     s.on_tick(T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     let [Message::Mining(Mining::SetExtranoncePrefix(p)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
         &out[..]
     else {
@@ -665,11 +674,11 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     );
     // Only once.
     s.on_tick(T0);
-    assert!(s.take_output().is_empty());
+    assert!(transmits(&mut s).is_empty());
 
     // A share on the old job could only hash to the old coinbase: stale, not invalid.
     s.on_message(old_share, T0);
-    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
+    assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
     // Work under the new prefix is accepted.
     m.prefix = moved;
     m.job = job.clone();
@@ -678,14 +687,14 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     let msg = m.share(n);
     s.on_message(msg, T0);
     s.flush();
-    assert_eq!(successes(&s.take_output()).len(), 1);
+    assert_eq!(successes(&transmits(&mut s)).len(), 1);
     // A channel opened now starts in the new range.
     let later = StdMiner::open(&mut s);
     assert_eq!(&later.prefix[..2], &[0xcc, 0xdd]);
     // A session started after the move follows it from the start.
     let mut fresh = session(&lab);
     fresh.on_tick(T0);
-    assert!(fresh.take_output().is_empty());
+    assert!(transmits(&mut fresh).is_empty());
 
     // A move to the same base reissues work (a JDC that rejoined: jobs paying the farm end):
     // clean jobs, no new prefix, and shares on the work before are stale.
@@ -693,7 +702,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     let before = m.share(n);
     lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
     s.on_tick(T0);
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(
         out.iter().all(|m| matches!(
             m,
@@ -707,7 +716,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
         "a clean job for each of the two channels: {out:?}"
     );
     s.on_message(before, T0);
-    assert_eq!(errors(&s.take_output())[0].error_code, "stale-share");
+    assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
 }
 
 /// The store could not confirm a read's shares in time: the batch's `SubmitShares.Success`
@@ -729,7 +738,7 @@ fn an_unconfirmed_success_becomes_a_store_unavailable_error() {
     s.on_message(dup, T0);
     s.flush();
     s.refuse_unconfirmed();
-    let out = s.take_output();
+    let out = transmits(&mut s);
     assert!(successes(&out).is_empty(), "{out:?}");
     let errs = errors(&out);
     let refused: Vec<(&str, u32)> = errs

@@ -322,12 +322,12 @@ impl<J: Judge> Session<J> {
     }
 
     /// What to write next, in order: own bytes, the shared job line, own bytes.
-    pub fn pending_output(&self) -> [&[u8]; 3] {
+    pub fn poll_transmit(&self) -> [&[u8]; 3] {
         self.conn.out.pending()
     }
 
-    /// The first `n` bytes of [`Session::pending_output`] were written.
-    pub fn consume_output(&mut self, n: usize) {
+    /// The first `n` bytes of [`Session::poll_transmit`] were written.
+    pub fn transmitted(&mut self, n: usize) {
         self.conn.out.consume(n);
     }
 

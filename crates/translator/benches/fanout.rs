@@ -14,8 +14,8 @@
 //! - `fanout/block/10k`: a future job and the `SetNewPrevHash` that activates it (a new block:
 //!   `clean_jobs` true);
 //!
-//! then, for each device, its pending output is taken as written ([`Device::pending_output`] and
-//! [`Device::consume_output`], what the shell's write does with it). The socket writes
+//! then, for each device, its pending output is taken as written ([`Device::poll_transmit`] and
+//! [`Device::transmitted`], what the shell's write does with it). The socket writes
 //! themselves (one `write` per device, in the shell's tasks) are not included: this is the
 //! core's share of the fan-out. `floor/compress256` (one SHA-256 compression) is measured in the
 //! same binary; with `--bench` a summary follows: ns per device and that as a multiple of the
@@ -122,8 +122,8 @@ fn prev_hash(job_id: u32, seed: u32) -> SetNewPrevHash {
 
 /// Every byte a device has pending, taken as a socket write would take it.
 fn drain(device: &mut Device) -> usize {
-    let n: usize = device.pending_output().iter().map(|s| s.len()).sum();
-    device.consume_output(n);
+    let n: usize = device.poll_transmit().iter().map(|s| s.len()).sum();
+    device.transmitted(n);
     n
 }
 

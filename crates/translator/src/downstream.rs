@@ -145,8 +145,8 @@ impl Device {
     }
 
     /// The first `n` bytes of the pending output were written.
-    pub fn consume_output(&mut self, n: usize) {
-        self.0.consume_output(n);
+    pub fn transmitted(&mut self, n: usize) {
+        self.0.transmitted(n);
         let (_, conn) = self.0.parts_mut();
         if conn.outbox().is_empty() {
             conn.outbox().release();

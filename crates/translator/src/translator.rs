@@ -3,7 +3,7 @@
 //!
 //! The shell feeds device lines ([`Translator::device_line`]), upstream Mining messages (after
 //! SetupConnection, which the shell does) ([`Translator::upstream_message`]) and clock ticks
-//! ([`Translator::on_tick`]); it writes each device's [`Device::pending_output`] and sends
+//! ([`Translator::on_tick`]); it writes each device's [`Device::poll_transmit`] and sends
 //! [`Translator::poll_transmit`]'s messages. [`Translator::poll_event`] reports what happened,
 //! for accounting and the event log.
 //!

@@ -397,7 +397,7 @@ fn notify_is_serialized_once_for_every_device() {
     first_work(&mut t);
     let lines: Vec<&[u8]> = ids
         .iter()
-        .map(|&id| t.device(id).unwrap().pending_output()[1])
+        .map(|&id| t.device(id).unwrap().poll_transmit()[1])
         .collect();
     assert!(!lines[0].is_empty());
     for l in &lines[1..] {
@@ -589,7 +589,7 @@ fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
         assert!(t
             .device(id)
             .unwrap()
-            .pending_output()
+            .poll_transmit()
             .iter()
             .all(|p| p.is_empty()));
     }

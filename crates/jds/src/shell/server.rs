@@ -25,7 +25,7 @@ use tokio::time::MissedTickBehavior;
 
 use super::node_mempool::NodeMempool;
 use crate::block::FoundBlock;
-use crate::session::{Output, Session, SessionStats};
+use crate::session::{Event, Session, SessionStats};
 use crate::{JdsConfig, TokenIssuer, UnixMillis};
 
 /// How often each connection checks its pending declarations' deadlines.
@@ -556,11 +556,12 @@ async fn flush(
     session: &mut Session,
     conn: &mut NoiseConn,
 ) -> Result<(), TransportError> {
-    for out in session.drain_output() {
-        match out {
-            Output::Send(m) => conn.send_message(&m).await?,
-            Output::SubmitBlock(b) => submit(shared, session.conn(), b).await,
-        }
+    // A pushed block first: it is stored before anything is written.
+    while let Some(Event::SubmitBlock(b)) = session.poll_event() {
+        submit(shared, session.conn(), b).await;
+    }
+    while let Some(m) = session.poll_transmit() {
+        conn.send_message(&m).await?;
     }
     Ok(())
 }

@@ -527,7 +527,7 @@ fn poll_write(
 ) -> Poll<std::io::Result<()>> {
     loop {
         let written = {
-            let [head, line, tail] = session.pending_output();
+            let [head, line, tail] = session.poll_transmit();
             if head.is_empty() && line.is_empty() && tail.is_empty() {
                 session.output_written();
                 return Poll::Ready(Ok(()));
@@ -538,7 +538,7 @@ fn poll_write(
             Ok(0) => return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into())),
             Ok(n) => {
                 written_total.add_tx(n);
-                session.consume_output(n);
+                session.transmitted(n);
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 ready!(stream.poll_write_ready(cx))?;

@@ -2,7 +2,7 @@
 //!
 //! The shell feeds complete lines ([`Session::handle_line`]), new work
 //! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), and writes whatever
-//! [`Session::pending_output`] holds — once the store ticket of
+//! [`Session::poll_transmit`] holds — once the store ticket of
 //! [`Session::take_pending_ticket`] is durable, so that no share is acknowledged before it is
 //! safe. A job's `mining.notify` line is shared by every connection that gets it and is not
 //! copied: the output is the session's own bytes with that line spliced in.
@@ -164,7 +164,7 @@ impl Session {
     }
 
     /// Bytes to write to the miner, the shared notify line copied in; the caller drains it.
-    /// (The shell writes [`Session::pending_output`](sv1::session::Session::pending_output)
+    /// (The shell writes [`Session::poll_transmit`](sv1::session::Session::poll_transmit)
     /// instead, which copies nothing.)
     pub fn output(&mut self) -> &mut Vec<u8> {
         let (miner, conn) = self.0.parts_mut();
@@ -181,8 +181,8 @@ impl Session {
     }
 
     /// The first `n` bytes of the pending output were written.
-    pub fn consume_output(&mut self, n: usize) {
-        self.0.consume_output(n);
+    pub fn transmitted(&mut self, n: usize) {
+        self.0.transmitted(n);
         // The acknowledgements that go out were confirmed (or refused) before the write.
         if let Some(r) = &mut self.0.judge_mut().records {
             r.acks.clear();

@@ -338,7 +338,7 @@ impl Sv2Server {
                     }
                 }
             }
-            for m in session.drain_output() {
+            while let Some(m) = session.poll_transmit() {
                 if let Err(e) = self.send(&mut conn, &m, &mut payload).await {
                     return e.reason();
                 }

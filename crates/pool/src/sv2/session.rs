@@ -26,7 +26,7 @@
 //! its extended channels with `SetCustomMiningJob` ([`super::custom_job`]); the pool keeps
 //! sending its own jobs there too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use ::sv2::messages::common::{
@@ -173,7 +173,7 @@ pub struct Session {
     groups: Vec<Group>,
     next_job: u32,
     sent_generation: Option<u64>,
-    out: Vec<Message>,
+    out: VecDeque<Message>,
     records: Option<ShareBatch>,
     close: Option<Close>,
     /// Rejected shares since the last accepted one, stale ones excepted (for admission bans).
@@ -197,7 +197,7 @@ impl Session {
             groups: Vec::new(),
             next_job: 1,
             sent_generation: None,
-            out: Vec::new(),
+            out: VecDeque::new(),
             records: None,
             close: None,
             rejected_in_a_row: 0,
@@ -237,9 +237,11 @@ impl Session {
         self.channels.get(&id).map(|c| &c.channel)
     }
 
-    /// Messages to write, in order.
-    pub fn take_output(&mut self) -> Vec<Message> {
-        std::mem::take(&mut self.out)
+    /// The next message to write, in order; `None` when there is none (docs/architecture.md,
+    /// "One sans-IO contract"). Acknowledgements are in it only once [`Session::flush`] has run
+    /// and, with a store, after the shell has waited for [`Session::take_pending_ticket`].
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.out.pop_front()
     }
 
     /// The store could not confirm the shares of [`Session::take_pending_ticket`] in time: each
@@ -264,7 +266,7 @@ impl Session {
                     let count = ok.new_submits_accepted_count.max(1);
                     let first = ok.last_sequence_number.wrapping_sub(count - 1);
                     for i in 0..count {
-                        self.out.push(
+                        self.out.push_back(
                             SubmitSharesError {
                                 channel_id: ok.channel_id,
                                 sequence_number: first.wrapping_add(i),
@@ -274,14 +276,9 @@ impl Session {
                         );
                     }
                 }
-                other => self.out.push(other),
+                other => self.out.push_back(other),
             }
         }
-    }
-
-    /// [`Session::take_output`] keeping the buffer, so that steady traffic allocates nothing.
-    pub fn drain_output(&mut self) -> std::vec::Drain<'_, Message> {
-        self.out.drain(..)
     }
 
     /// The group channel ids of this connection.
@@ -348,7 +345,7 @@ impl Session {
 
     fn on_setup(&mut self, s: SetupConnection) {
         let refuse = |this: &mut Session, code: &'static str, flags: u32| {
-            this.out.push(
+            this.out.push_back(
                 SetupConnectionError {
                     flags,
                     error_code: code.into(),
@@ -375,7 +372,7 @@ impl Session {
             return refuse(self, setup_error::UNSUPPORTED_FEATURE_FLAGS, unsupported);
         }
         self.setup = Some(s.flags);
-        self.out.push(
+        self.out.push_back(
             SetupConnectionSuccess {
                 used_version: PROTOCOL_VERSION,
                 // Neither fixed versions nor extended-only: standard channels roll versions.
@@ -532,7 +529,7 @@ impl Session {
             now,
         );
         let target = self.channels[&channel_id].channel.target();
-        self.out.push(
+        self.out.push_back(
             OpenStandardMiningChannelSuccess {
                 request_id: o.request_id,
                 channel_id,
@@ -582,7 +579,7 @@ impl Session {
             hash_rate = o.nominal_hash_rate,
             "sv2: extended channel opened"
         );
-        self.out.push(
+        self.out.push_back(
             OpenExtendedMiningChannelSuccess {
                 request_id: o.request_id,
                 channel_id,
@@ -611,7 +608,7 @@ impl Session {
     }
 
     fn open_error(&mut self, request_id: u32, code: &str) {
-        self.out.push(
+        self.out.push_back(
             OpenMiningChannelError {
                 request_id,
                 error_code: code.into(),
@@ -622,7 +619,7 @@ impl Session {
 
     fn update_channel(&mut self, u: UpdateChannel, now: Millis) {
         if !self.channels.contains_key(&u.channel_id) {
-            return self.out.push(
+            return self.out.push_back(
                 UpdateChannelError {
                     channel_id: u.channel_id,
                     error_code: error_code::INVALID_CHANNEL_ID.into(),
@@ -633,7 +630,7 @@ impl Session {
         let d = match self.start_difficulty(u.nominal_hash_rate, u.maximum_target) {
             Ok(d) => d,
             Err(code) => {
-                return self.out.push(
+                return self.out.push_back(
                     UpdateChannelError {
                         channel_id: u.channel_id,
                         error_code: code.into(),
@@ -695,7 +692,7 @@ impl Session {
                     height = job.template.height,
                     "sv2: declared job accepted"
                 );
-                self.out.push(
+                self.out.push_back(
                     SetCustomMiningJobSuccess {
                         channel_id,
                         request_id,
@@ -712,7 +709,7 @@ impl Session {
                     why = %r.why,
                     "sv2: declared job refused"
                 );
-                self.out.push(
+                self.out.push_back(
                     SetCustomMiningJobError {
                         channel_id,
                         request_id,
@@ -849,7 +846,7 @@ impl Session {
             // Work sent before is stale either way (a move to the same base reissues work).
             c.channel.set_extranonce_prefix(prefix.clone());
             if changed {
-                self.out.push(
+                self.out.push_back(
                     SetExtranoncePrefix {
                         channel_id: id,
                         extranonce_prefix: prefix,
@@ -926,7 +923,7 @@ impl Session {
                 self.job_activated_event(id, job_id, &job);
             }
         }
-        self.out.push(
+        self.out.push_back(
             NewExtendedMiningJob {
                 channel_id: group_id,
                 job_id,
@@ -940,7 +937,7 @@ impl Session {
             .into(),
         );
         if clean {
-            self.out.push(
+            self.out.push_back(
                 SetNewPrevHash {
                     channel_id: group_id,
                     job_id,
@@ -1042,7 +1039,7 @@ impl Session {
             }
             .into(),
         };
-        self.out.push(msg);
+        self.out.push_back(msg);
         match root {
             Some(r) => c
                 .channel
@@ -1052,7 +1049,7 @@ impl Session {
         let target = c.channel.target();
         self.job_sent_event(channel_id, job_id, &job, target, clean);
         if clean {
-            self.out.push(
+            self.out.push_back(
                 SetNewPrevHash {
                     channel_id,
                     job_id,
@@ -1104,7 +1101,7 @@ impl Session {
             return;
         }
         c.sent_target = target;
-        self.out.push(
+        self.out.push_back(
             SetTarget {
                 channel_id,
                 maximum_target: target,
@@ -1338,7 +1335,7 @@ impl Session {
 
     fn share_error(&mut self, channel_id: u32, seq: u32, code: &str) {
         self.flush_channel(channel_id);
-        self.out.push(
+        self.out.push_back(
             SubmitSharesError {
                 channel_id,
                 sequence_number: seq,
@@ -1353,7 +1350,7 @@ impl Session {
             return;
         };
         if let Some(m) = c.pending.success(channel_id) {
-            self.out.push(m.into());
+            self.out.push_back(m.into());
         }
     }
 
@@ -1363,7 +1360,7 @@ impl Session {
         // Called after every read: no list of ids is collected (that would allocate per read).
         for (&channel_id, c) in self.channels.iter_mut() {
             if let Some(m) = c.pending.success(channel_id) {
-                self.out.push(m.into());
+                self.out.push_back(m.into());
             }
         }
     }

@@ -689,3 +689,10 @@ impl Miner {
         }
     }
 }
+
+/// Everything an SV2 session has to write, in order ([`pool::sv2::Session::poll_transmit`]
+/// until `None`).
+#[allow(dead_code)] // the SV1 tests include this module too
+pub fn transmits(s: &mut pool::sv2::Session) -> Vec<sv2::messages::Message> {
+    std::iter::from_fn(|| s.poll_transmit()).collect()
+}

@@ -384,7 +384,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let Some(device) = self.translator.device_mut(id) else {
             return;
         };
-        let pending: usize = device.pending_output().iter().map(|s| s.len()).sum();
+        let pending: usize = device.poll_transmit().iter().map(|s| s.len()).sum();
         let close = device.wants_close();
         let authorized = device.worker().is_some();
         let Some(link) = self.devices.get(&id) else {
