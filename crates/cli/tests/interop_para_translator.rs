@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use support::{
     assert_fleet_mined, dump_events, rolled_submits, run_fleet, run_para, simnet, sv2_pool_on,
-    PoolVerdicts, Role, Roles,
+    PoolVerdicts, Roles,
 };
 
 const DEVICES: u64 = 5;
@@ -76,27 +76,18 @@ fn para_and_our_devices_mine_through_our_translator_into_our_pool() {
     // core lets it (about 1 MH/s), and vardiff raises its difficulty from the same start.
     let translator = roles.add(
         "translator",
-        Role::start(
-            "translator",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                &pool.sv2,
-                "--upstream-authority-key",
-                &pool.key,
-                "--user-identity",
-                "stratumlab-interop",
-                "--device-hash-rate",
-                "50kH/s",
-                "--start-difficulty",
-                "0.000023",
-                "--shares-per-minute",
-                "30",
-                "--events",
-                translator_events.to_str().unwrap(),
-            ],
-        ),
+        pool.translator(&[
+            "--user-identity",
+            "stratumlab-interop",
+            "--device-hash-rate",
+            "50kH/s",
+            "--start-difficulty",
+            "0.000023",
+            "--shares-per-minute",
+            "30",
+            "--events",
+            translator_events.to_str().unwrap(),
+        ]),
     );
     // Printed once the upstream channel is open.
     let sv1 = translator.line("sv1 listening on");

@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use lab::report::Chromium;
-use support::{http_get, http_get_json, run_fleet, status_within, sv2_pool_on_simnet, Role, Roles};
+use support::{http_get, http_get_json, run_fleet, status_within, sv2_pool_on_simnet, Roles};
 
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Two refreshes of the page (every 2 s) and then some.
@@ -61,27 +61,14 @@ fn every_role_page_draws_its_figures_and_shows_a_failing_dependency() {
     let pool = sv2_pool_on_simnet(&mut roles, dir.path(), None);
     let translator = roles.add(
         "translator",
-        Role::start(
-            "translator",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                &pool.sv2,
-                "--upstream-authority-key",
-                &pool.key,
-                "--channels",
-                "per-device",
-                "--start-difficulty",
-                "0.00001",
-                "--device-hash-rate",
-                "40kH/s",
-                "--http-listen",
-                "127.0.0.1:0",
-                "--duration",
-                "120s",
-            ],
-        ),
+        pool.translator(&[
+            "--channels",
+            "per-device",
+            "--start-difficulty",
+            "0.00001",
+            "--device-hash-rate",
+            "40kH/s",
+        ]),
     );
     let sv1 = translator.line("sv1 listening on");
     let t_http = translator.line("http listening on");

@@ -42,33 +42,20 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     let events = dir.path().join("translator.ev");
     let pool_events = dir.path().join("pool.ev");
     let mut roles = Roles::default();
-    let Sv2Pool { key, sv2, http } = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
+    let pool = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
+    let Sv2Pool { sv2, http, .. } = &pool;
 
     let translator = roles.add(
         "translator",
-        Role::start(
-            "translator",
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--upstream",
-                &sv2,
-                "--upstream-authority-key",
-                &key,
-                // The fleet's devices hash 40 kH/s each: a share every second or so.
-                "--start-difficulty",
-                "0.00001",
-                "--device-hash-rate",
-                "40kH/s",
-                "--events",
-                events.to_str().unwrap(),
-                "--http-listen",
-                "127.0.0.1:0",
-                // Bounded even if the test never gets to stop it.
-                "--duration",
-                "120s",
-            ],
-        ),
+        pool.translator(&[
+            // The fleet's devices hash 40 kH/s each: a share every second or so.
+            "--start-difficulty",
+            "0.00001",
+            "--device-hash-rate",
+            "40kH/s",
+            "--events",
+            events.to_str().unwrap(),
+        ]),
     );
     let sv1 = translator.line("sv1 listening on");
     let t_http = translator.line("http listening on");
@@ -107,7 +94,7 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     }
 
     // The pool saw only the translator's one connection, and took some forwarded shares.
-    let status = http_get_json(&http, "/api/status");
+    let status = http_get_json(http, "/api/status");
     let pool_accepted = status["shares"]["accepted"].as_u64().unwrap();
     assert!(pool_accepted > 0, "no forwarded share accepted: {status}");
     assert!(
@@ -140,7 +127,7 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
         assert!(counted >= n.as_u64(), "{reason}: {t}\n{report}");
     }
     assert!(t["work"]["accepted"].as_f64().unwrap() > 0.0, "{t}");
-    let pool_accepted = http_get_json(&http, "/api/status")["shares"]["accepted"]
+    let pool_accepted = http_get_json(http, "/api/status")["shares"]["accepted"]
         .as_u64()
         .unwrap();
     let up = &t["upstream_shares"];

@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use support::{
-    dump_events, http_get, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Role, Roles,
-    Sv2Pool,
+    dump_events, http_get, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Roles,
 };
 const DEVICES: u64 = 4;
 
@@ -19,36 +18,22 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
     let pool_events = dir.path().join("pool.ev");
     let t_events = dir.path().join("translator.ev");
     let mut roles = Roles::default();
-    let Sv2Pool {
-        key,
-        sv2,
-        http: p_http,
-    } = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
+    let pool = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
+    let p_http = &pool.http;
     let translator = roles.add(
         "translator",
-        Role::start(
-            "translator",
-            &[
-                "--channels",
-                "per-device",
-                "--user-identity",
-                "farm",
-                "--upstream",
-                &sv2,
-                "--upstream-authority-key",
-                &key,
-                "--start-difficulty",
-                "0.00001",
-                "--device-hash-rate",
-                "40kH/s",
-                "--events",
-                t_events.to_str().unwrap(),
-                "--http-listen",
-                "127.0.0.1:0",
-                "--duration",
-                "120s",
-            ],
-        ),
+        pool.translator(&[
+            "--channels",
+            "per-device",
+            "--user-identity",
+            "farm",
+            "--start-difficulty",
+            "0.00001",
+            "--device-hash-rate",
+            "40kH/s",
+            "--events",
+            t_events.to_str().unwrap(),
+        ]),
     );
     let sv1 = translator.line("sv1 listening on");
     let t_http = translator.line("http listening on");
@@ -157,9 +142,9 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
 
     // The pool saw one connection carrying one channel per device, each a worker of its own
     // under the farm's account, and took shares on them.
-    let p = http_get_json(&p_http, "/api/status");
+    let p = http_get_json(p_http, "/api/status");
     assert_eq!(p["shares"]["accepted"].as_u64(), Some(up_accepted), "{p}");
-    let workers = http_get_json(&p_http, "/api/workers?limit=100");
+    let workers = http_get_json(p_http, "/api/workers?limit=100");
     let names: BTreeSet<&str> = workers["workers"]
         .as_array()
         .unwrap()

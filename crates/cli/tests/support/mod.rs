@@ -508,6 +508,27 @@ pub struct Sv2Pool {
     pub http: String,
 }
 
+impl Sv2Pool {
+    /// Starts `stratumlab translator` on this pool: SV1 and HTTP on ephemeral loopback ports,
+    /// stopping by itself after 120 s should the test never get to it, with `extra` after.
+    pub fn translator(&self, extra: &[&str]) -> Role {
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &self.sv2,
+            "--upstream-authority-key",
+            &self.key,
+            "--http-listen",
+            "127.0.0.1:0",
+            "--duration",
+            "120s",
+        ];
+        args.extend_from_slice(extra);
+        Role::start("translator", &args)
+    }
+}
+
 /// Starts simnet (a Template Provider, network difficulty 0.0005, no blocks of its own) and our
 /// SV2 pool on it, storing in `dir`; the pool's events go to `pool_events` if given.
 pub fn sv2_pool_on_simnet(
