@@ -1,7 +1,7 @@
 //! The Template Distribution client's sans-IO session: setup, and which templates become
 //! minable work when.
 
-use pool::tp::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
+use pool::tp::{TpEvent, TpSession, TpSessionConfig, TpSessionError, TpWork};
 use primitives::coinbase::bip34_height_push;
 use std::time::Duration;
 
@@ -13,22 +13,52 @@ use sv2::messages::template_distribution::{
 use sv2::messages::{Common, TemplateDistribution};
 use sv2::Message;
 
+/// What the session produced for one input, as one list: its messages, then its events (the
+/// order its shell takes them in).
+#[derive(Debug)]
+enum Output {
+    Send(Message),
+    Work(TpWork),
+    TxData(Result<RequestTransactionDataSuccess, RequestTransactionDataError>),
+}
+
+fn drain(s: &mut TpSession) -> Vec<Output> {
+    let mut out: Vec<Output> = std::iter::from_fn(|| s.poll_transmit())
+        .map(Output::Send)
+        .collect();
+    out.extend(std::iter::from_fn(|| s.poll_event()).map(|e| match e {
+        TpEvent::Work(w) => Output::Work(w),
+        TpEvent::TxData(d) => Output::TxData(d),
+    }));
+    out
+}
+
+fn feed(s: &mut TpSession, m: Message, now: Millis) -> Result<Vec<Output>, TpSessionError> {
+    s.on_message(m, now)?;
+    Ok(drain(s))
+}
+
+fn timeout(s: &mut TpSession, now: Millis) -> Vec<Output> {
+    s.handle_timeout(now);
+    drain(s)
+}
+
 fn ready() -> TpSession {
     ready_with(TpSessionConfig::default())
 }
 
 fn ready_with(cfg: TpSessionConfig) -> TpSession {
     let mut s = TpSession::new(cfg);
-    let out = s
-        .on_message(
-            SetupConnectionSuccess {
-                used_version: 2,
-                flags: 0,
-            }
-            .into(),
-            Millis(0),
-        )
-        .unwrap();
+    let out = feed(
+        &mut s,
+        SetupConnectionSuccess {
+            used_version: 2,
+            flags: 0,
+        }
+        .into(),
+        Millis(0),
+    )
+    .unwrap();
     assert!(matches!(
         &out[..],
         [Output::Send(Message::TemplateDistribution(
@@ -85,13 +115,13 @@ fn transaction_data_answers_are_handed_to_whoever_asked() {
         excess_data: Vec::new(),
         transaction_list: vec![vec![1, 2, 3]],
     };
-    let out = s.on_message(ok.clone().into(), Millis(0)).unwrap();
+    let out = feed(&mut s, ok.clone().into(), Millis(0)).unwrap();
     assert!(matches!(&out[..], [Output::TxData(Ok(d))] if *d == ok));
     let err = RequestTransactionDataError {
         template_id: 6,
         error_code: "stale-template-id".into(),
     };
-    let out = s.on_message(err.clone().into(), Millis(0)).unwrap();
+    let out = feed(&mut s, err.clone().into(), Millis(0)).unwrap();
     assert!(matches!(&out[..], [Output::TxData(Err(e))] if *e == err));
 }
 
@@ -102,23 +132,23 @@ fn setup_refused_is_an_error_and_templates_before_setup_are_a_protocol_error() {
         s.setup_connection(),
         Message::Common(Common::SetupConnection(ref c)) if c.protocol == 2 && c.flags == 0
     ));
-    let e = s
-        .on_message(
-            SetupConnectionError {
-                flags: 0,
-                error_code: "unsupported-protocol".into(),
-            }
-            .into(),
-            Millis(0),
-        )
-        .unwrap_err();
+    let e = feed(
+        &mut s,
+        SetupConnectionError {
+            flags: 0,
+            error_code: "unsupported-protocol".into(),
+        }
+        .into(),
+        Millis(0),
+    )
+    .unwrap_err();
     assert_eq!(
         e,
         TpSessionError::SetupRefused("unsupported-protocol".into())
     );
     let mut s = TpSession::new(TpSessionConfig::default());
     assert!(matches!(
-        s.on_message(template(1, true, 10), Millis(0)),
+        feed(&mut s, template(1, true, 10), Millis(0)),
         Err(TpSessionError::Protocol(_))
     ));
 }
@@ -127,15 +157,12 @@ fn setup_refused_is_an_error_and_templates_before_setup_are_a_protocol_error() {
 fn future_templates_wait_for_their_prev_hash_and_others_follow_the_tip() {
     let mut s = ready();
     // No tip yet: a non-future template cannot be mined.
-    assert!(works(s.on_message(template(1, false, 10), Millis(0)).unwrap()).is_empty());
+    assert!(works(feed(&mut s, template(1, false, 10), Millis(0)).unwrap()).is_empty());
     // Future templates wait.
-    assert!(works(s.on_message(template(2, true, 11), Millis(0)).unwrap()).is_empty());
-    assert!(works(s.on_message(template(3, true, 11), Millis(0)).unwrap()).is_empty());
+    assert!(works(feed(&mut s, template(2, true, 11), Millis(0)).unwrap()).is_empty());
+    assert!(works(feed(&mut s, template(3, true, 11), Millis(0)).unwrap()).is_empty());
     // The prev hash names template 3: that one becomes work, on the new tip.
-    let w = works(
-        s.on_message(prev_hash(3, 0xaa, 1_700_000_000), Millis(0))
-            .unwrap(),
-    );
+    let w = works(feed(&mut s, prev_hash(3, 0xaa, 1_700_000_000), Millis(0)).unwrap());
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].tdp.template_id, 3);
     assert_eq!(w[0].template.height, 11);
@@ -149,13 +176,9 @@ fn future_templates_wait_for_their_prev_hash_and_others_follow_the_tip() {
     assert_eq!(w[0].tdp.merkle_path[0].0, [3; 32]);
     // Template 2 was for the same tip and is gone: a later prev hash naming it activates
     // nothing.
-    assert!(works(
-        s.on_message(prev_hash(2, 0xbb, 1_700_000_100), Millis(0))
-            .unwrap()
-    )
-    .is_empty());
+    assert!(works(feed(&mut s, prev_hash(2, 0xbb, 1_700_000_100), Millis(0)).unwrap()).is_empty());
     // A non-future template is work at once, on the latest tip.
-    let w = works(s.on_message(template(4, false, 12), Millis(0)).unwrap());
+    let w = works(feed(&mut s, template(4, false, 12), Millis(0)).unwrap());
     assert_eq!(w.len(), 1);
     assert_eq!(w[0].template.prev_hash.0, [0xbb; 32]);
     assert_eq!(w[0].tdp.template_id, 4);
@@ -201,42 +224,38 @@ fn a_fetching_session_asks_for_every_template_and_hands_out_a_new_tip_at_once() 
     let mut s = fetching();
     // The future template's transactions are asked for before its prev hash arrives.
     assert_eq!(
-        split(s.on_message(template(1, true, 10), Millis(0)).unwrap()),
+        split(feed(&mut s, template(1, true, 10), Millis(0)).unwrap()),
         (vec![1], vec![])
     );
     // A new tip is work at once: mining the old tip would be wasted.
     assert_eq!(
-        split(
-            s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(1))
-                .unwrap()
-        ),
+        split(feed(&mut s, prev_hash(1, 0xaa, 1_700_000_000), Millis(1)).unwrap()),
         (vec![], vec![1])
     );
     assert_eq!(s.poll_timeout(), None);
     // Its answer comes later and is handed on; nothing else waits on it.
-    let out = s.on_message(data(1), Millis(30)).unwrap();
+    let out = feed(&mut s, data(1), Millis(30)).unwrap();
     assert!(matches!(&out[..], [Output::TxData(Ok(d))] if d.template_id == 1));
 }
 
 #[test]
 fn a_same_tip_template_waits_for_its_transactions() {
     let mut s = fetching();
-    s.on_message(template(1, true, 10), Millis(0)).unwrap();
-    s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(0))
-        .unwrap();
+    feed(&mut s, template(1, true, 10), Millis(0)).unwrap();
+    feed(&mut s, prev_hash(1, 0xaa, 1_700_000_000), Millis(0)).unwrap();
     // A refresh of the tip is asked for and held: miners keep template 1 meanwhile.
     assert_eq!(
-        split(s.on_message(template(2, false, 10), Millis(100)).unwrap()),
+        split(feed(&mut s, template(2, false, 10), Millis(100)).unwrap()),
         (vec![2], vec![])
     );
     assert_eq!(s.poll_timeout(), Some(Millis(5_100)));
     // Another template's answer releases nothing.
     assert_eq!(
-        split(s.on_message(data(1), Millis(150)).unwrap()).1,
+        split(feed(&mut s, data(1), Millis(150)).unwrap()).1,
         Vec::<u64>::new()
     );
     // Its own answer hands it out, after the answer (which the shell keeps first).
-    let out = s.on_message(data(2), Millis(200)).unwrap();
+    let out = feed(&mut s, data(2), Millis(200)).unwrap();
     assert!(matches!(
         &out[..],
         [Output::TxData(Ok(d)), Output::Work(w)] if d.template_id == 2 && w.tdp.template_id == 2
@@ -244,17 +263,17 @@ fn a_same_tip_template_waits_for_its_transactions() {
     assert_eq!(s.poll_timeout(), None);
     // A provider that has no transactions for it answers with an error: handed out all the
     // same, since waiting longer brings nothing.
-    s.on_message(template(3, false, 10), Millis(300)).unwrap();
-    let out = s
-        .on_message(
-            RequestTransactionDataError {
-                template_id: 3,
-                error_code: "template-id-not-found".into(),
-            }
-            .into(),
-            Millis(310),
-        )
-        .unwrap();
+    feed(&mut s, template(3, false, 10), Millis(300)).unwrap();
+    let out = feed(
+        &mut s,
+        RequestTransactionDataError {
+            template_id: 3,
+            error_code: "template-id-not-found".into(),
+        }
+        .into(),
+        Millis(310),
+    )
+    .unwrap();
     assert!(
         matches!(&out[..], [Output::TxData(Err(_)), Output::Work(w)] if w.tdp.template_id == 3)
     );
@@ -263,47 +282,42 @@ fn a_same_tip_template_waits_for_its_transactions() {
 #[test]
 fn held_templates_go_out_as_answered_or_the_newest_at_the_limit_and_a_new_tip_drops_them() {
     let mut s = fetching();
-    s.on_message(template(1, true, 10), Millis(0)).unwrap();
-    s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(0))
-        .unwrap();
+    feed(&mut s, template(1, true, 10), Millis(0)).unwrap();
+    feed(&mut s, prev_hash(1, 0xaa, 1_700_000_000), Millis(0)).unwrap();
     // Refreshes faster than the provider answers queue up behind each other.
-    s.on_message(template(2, false, 10), Millis(1_000)).unwrap();
-    s.on_message(template(3, false, 10), Millis(2_000)).unwrap();
-    s.on_message(template(4, false, 10), Millis(3_000)).unwrap();
+    feed(&mut s, template(2, false, 10), Millis(1_000)).unwrap();
+    feed(&mut s, template(3, false, 10), Millis(2_000)).unwrap();
+    feed(&mut s, template(4, false, 10), Millis(3_000)).unwrap();
     assert_eq!(s.poll_timeout(), Some(Millis(6_000)));
     // Template 3's answer hands it out and drops template 2, older; 4 still waits.
     assert_eq!(
-        split(s.on_message(data(3), Millis(3_100)).unwrap()).1,
+        split(feed(&mut s, data(3), Millis(3_100)).unwrap()).1,
         vec![3]
     );
     assert_eq!(
-        split(s.on_message(data(2), Millis(3_200)).unwrap()).1,
+        split(feed(&mut s, data(2), Millis(3_200)).unwrap()).1,
         Vec::<u64>::new()
     );
     assert_eq!(s.poll_timeout(), Some(Millis(8_000)));
-    s.on_message(template(5, false, 10), Millis(4_000)).unwrap();
+    feed(&mut s, template(5, false, 10), Millis(4_000)).unwrap();
     // Not before the oldest's limit; at it, the newest goes out without its transactions.
-    assert!(s.handle_timeout(Millis(7_999)).is_empty());
-    assert_eq!(split(s.handle_timeout(Millis(8_000))).1, vec![5]);
+    assert!(timeout(&mut s, Millis(7_999)).is_empty());
+    assert_eq!(split(timeout(&mut s, Millis(8_000))).1, vec![5]);
     assert_eq!(s.poll_timeout(), None);
     assert_eq!(
-        split(s.on_message(data(4), Millis(8_050)).unwrap()).1,
+        split(feed(&mut s, data(4), Millis(8_050)).unwrap()).1,
         Vec::<u64>::new()
     );
     // A new tip drops a held refresh of the old one.
-    s.on_message(template(6, false, 10), Millis(9_000)).unwrap();
-    s.on_message(template(7, true, 11), Millis(9_001)).unwrap();
+    feed(&mut s, template(6, false, 10), Millis(9_000)).unwrap();
+    feed(&mut s, template(7, true, 11), Millis(9_001)).unwrap();
     assert_eq!(
-        split(
-            s.on_message(prev_hash(7, 0xbb, 1_700_000_600), Millis(9_002))
-                .unwrap()
-        )
-        .1,
+        split(feed(&mut s, prev_hash(7, 0xbb, 1_700_000_600), Millis(9_002)).unwrap()).1,
         vec![7]
     );
     assert_eq!(s.poll_timeout(), None);
     assert_eq!(
-        split(s.on_message(data(6), Millis(9_050)).unwrap()).1,
+        split(feed(&mut s, data(6), Millis(9_050)).unwrap()).1,
         Vec::<u64>::new()
     );
 }
@@ -311,19 +325,18 @@ fn held_templates_go_out_as_answered_or_the_newest_at_the_limit_and_a_new_tip_dr
 #[test]
 fn a_template_asked_for_twice_is_requested_once() {
     let mut s = fetching();
-    s.on_message(template(1, true, 10), Millis(0)).unwrap();
+    feed(&mut s, template(1, true, 10), Millis(0)).unwrap();
     // Asked for at its arrival: a second asker (a found block) sends nothing more.
-    assert!(s.request_transaction_data(1).is_none());
-    s.on_message(data(1), Millis(5)).unwrap();
+    assert!(!s.request_transaction_data(1));
+    feed(&mut s, data(1), Millis(5)).unwrap();
     // Answered: a new request goes out.
-    assert!(s.request_transaction_data(1).is_some());
+    assert!(s.request_transaction_data(1));
     // A session that does not fetch asks for nothing by itself and holds nothing.
     let mut s = ready();
-    s.on_message(template(1, true, 10), Millis(0)).unwrap();
-    s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(0))
-        .unwrap();
+    feed(&mut s, template(1, true, 10), Millis(0)).unwrap();
+    feed(&mut s, prev_hash(1, 0xaa, 1_700_000_000), Millis(0)).unwrap();
     assert_eq!(
-        split(s.on_message(template(2, false, 10), Millis(0)).unwrap()),
+        split(feed(&mut s, template(2, false, 10), Millis(0)).unwrap()),
         (vec![], vec![2])
     );
 }
@@ -331,13 +344,11 @@ fn a_template_asked_for_twice_is_requested_once() {
 #[test]
 fn refreshes_faster_than_any_answer_still_go_out_at_the_first_ones_limit() {
     let mut s = fetching();
-    s.on_message(template(1, true, 10), Millis(0)).unwrap();
-    s.on_message(prev_hash(1, 0xaa, 1_700_000_000), Millis(0))
-        .unwrap();
+    feed(&mut s, template(1, true, 10), Millis(0)).unwrap();
+    feed(&mut s, prev_hash(1, 0xaa, 1_700_000_000), Millis(0)).unwrap();
     // Twenty refreshes 400 ms apart, none answered: more than the session holds at once.
     for i in 0..20u64 {
-        s.on_message(template(2 + i, false, 10), Millis(100 + 400 * i))
-            .unwrap();
+        feed(&mut s, template(2 + i, false, 10), Millis(100 + 400 * i)).unwrap();
         let now = Millis(100 + 400 * i);
         if now >= Millis(5_100) {
             break;
@@ -345,7 +356,7 @@ fn refreshes_faster_than_any_answer_still_go_out_at_the_first_ones_limit() {
     }
     // The first was held at 100 ms: by 5.1 s the newest goes out, however many were dropped.
     assert_eq!(s.poll_timeout(), Some(Millis(5_100)));
-    let out = split(s.handle_timeout(Millis(5_100))).1;
+    let out = split(timeout(&mut s, Millis(5_100))).1;
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(s.poll_timeout(), None);
 }

@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::session::{Output, TpSession, TpSessionConfig, TpSessionError, TpWork};
+use super::session::{TpEvent, TpSession, TpSessionConfig, TpSessionError, TpWork};
 use super::transactions::KeptTransactions;
 use crate::node::{Backoff, NodeHealth};
 
@@ -261,13 +261,13 @@ async fn connection(
         let due = session
             .poll_timeout()
             .map(|at| started + Duration::from_millis(at.0));
-        let outputs = tokio::select! {
+        tokio::select! {
             m = conn.read_message() => {
                 let Some(m) = m? else { continue };
-                session.on_message(m, now())?
+                session.on_message(m, now())?;
             }
             _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
-                session.handle_timeout(now())
+                session.handle_timeout(now());
             }
             s = requests.solutions.recv() => {
                 let Some(s) = s else { return Ok(()) };
@@ -282,16 +282,15 @@ async fn connection(
                     continue;
                 }
                 waiting.entry(r.template_id).or_default().push(r.reply);
-                if let Some(m) = session.request_transaction_data(r.template_id) {
-                    conn.send_message(&m).await?;
-                }
-                continue;
+                session.request_transaction_data(r.template_id);
             }
         };
-        for out in outputs {
-            match out {
-                Output::Send(m) => conn.send_message(&m).await?,
-                Output::Work(w) => {
+        while let Some(m) = session.poll_transmit() {
+            conn.send_message(&m).await?;
+        }
+        while let Some(event) = session.poll_event() {
+            match event {
+                TpEvent::Work(w) => {
                     let new_tip = last_prev != Some(w.template.prev_hash);
                     last_prev = Some(w.template.prev_hash);
                     health.record_template(Instant::now(), w.template.height, new_tip);
@@ -304,7 +303,7 @@ async fn connection(
                     );
                     tx.send_replace(Some(w));
                 }
-                Output::TxData(answer) => {
+                TpEvent::TxData(answer) => {
                     let id = match &answer {
                         Ok(d) => d.template_id,
                         Err(e) => e.template_id,

@@ -13,6 +13,6 @@ pub mod transactions;
 
 pub use feed::{TpConfig, TpFeed, TxDataReply, TxDataRequest};
 pub use session::{
-    solution_from_block, Output, TpSession, TpSessionConfig, TpSessionError, TpWork,
+    solution_from_block, TpEvent, TpSession, TpSessionConfig, TpSessionError, TpWork,
 };
 pub use transactions::KeptTransactions;

@@ -87,11 +87,9 @@ pub struct TpWork {
     pub tdp: Arc<TdpTemplate>,
 }
 
-/// What the session asks of its caller after a message.
+/// What the session hands its shell besides messages to send ([`TpSession::poll_event`]).
 #[derive(Debug)]
-pub enum Output {
-    /// Send this message to the provider.
-    Send(Message),
+pub enum TpEvent {
     /// A new minable template.
     Work(TpWork),
     /// The provider's answer to a `RequestTransactionData` the client sent.
@@ -136,8 +134,10 @@ const MAX_IN_FLIGHT: usize = 64;
 /// Same-tip templates held at most; a newer one beyond drops the oldest.
 const MAX_HELD: usize = 8;
 
-/// The client side of a Template Distribution connection, sans IO: messages in, messages and
-/// templates out.
+/// The client side of a Template Distribution connection, sans IO (docs/architecture.md, "One
+/// sans-IO contract"): messages and deadlines in ([`TpSession::on_message`],
+/// [`TpSession::handle_timeout`]), messages ([`TpSession::poll_transmit`]) and templates and
+/// answers ([`TpSession::poll_event`]) out.
 pub struct TpSession {
     cfg: TpSessionConfig,
     phase: Phase,
@@ -147,6 +147,8 @@ pub struct TpSession {
     in_flight: VecDeque<u64>,
     /// Same-tip templates waiting for their transactions, oldest first.
     held: VecDeque<Held>,
+    transmit: VecDeque<Message>,
+    events: VecDeque<TpEvent>,
 }
 
 impl TpSession {
@@ -159,7 +161,19 @@ impl TpSession {
             future: VecDeque::new(),
             in_flight: VecDeque::new(),
             held: VecDeque::new(),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
         }
+    }
+
+    /// The next message to send to the provider; `None` when there is none.
+    pub fn poll_transmit(&mut self) -> Option<Message> {
+        self.transmit.pop_front()
+    }
+
+    /// The next template or answer for the shell, in order; `None` when there is none.
+    pub fn poll_event(&mut self) -> Option<TpEvent> {
+        self.events.pop_front()
     }
 
     /// What opens the connection.
@@ -185,17 +199,20 @@ impl TpSession {
         self.phase == Phase::Ready
     }
 
-    /// The `RequestTransactionData` to send for template `template_id`, unless one is in
-    /// flight already (its answer, [`Output::TxData`], serves every asker).
-    pub fn request_transaction_data(&mut self, template_id: u64) -> Option<Message> {
+    /// Asks for template `template_id`'s transactions (a `RequestTransactionData` to
+    /// transmit), unless a request is in flight already (its answer, [`TpEvent::TxData`],
+    /// serves every asker); whether it asked.
+    pub fn request_transaction_data(&mut self, template_id: u64) -> bool {
         if self.in_flight.contains(&template_id) {
-            return None;
+            return false;
         }
         if self.in_flight.len() >= MAX_IN_FLIGHT {
             self.in_flight.pop_front();
         }
         self.in_flight.push_back(template_id);
-        Some(RequestTransactionData { template_id }.into())
+        self.transmit
+            .push_back(RequestTransactionData { template_id }.into());
+        true
     }
 
     /// When [`TpSession::handle_timeout`] is due: the end of the oldest held template's wait.
@@ -206,30 +223,28 @@ impl TpSession {
     /// Once the oldest held template has waited its limit, the newest is handed out without
     /// its transactions (and the rest dropped): work that stays behind would cost more than
     /// the rare block that needs them.
-    pub fn handle_timeout(&mut self, now: Millis) -> Vec<Output> {
+    pub fn handle_timeout(&mut self, now: Millis) {
         if self.held.front().is_none_or(|h| now < h.until) {
-            return Vec::new();
+            return;
         }
         let newest = self.held.pop_back().map(|h| h.work);
         self.held.clear();
-        newest
-            .map(|w| {
-                tracing::warn!(
-                    template_id = w.tdp.template_id,
-                    "tp: template's transactions did not come in time; handed out without them"
-                );
-                Output::Work(w)
-            })
-            .into_iter()
-            .collect()
+        if let Some(w) = newest {
+            tracing::warn!(
+                template_id = w.tdp.template_id,
+                "tp: template's transactions did not come in time; handed out without them"
+            );
+            self.events.push_back(TpEvent::Work(w));
+        }
     }
 
-    /// Handles one message from the provider: what to send back, and the templates now minable.
-    pub fn on_message(&mut self, m: Message, now: Millis) -> Result<Vec<Output>, TpSessionError> {
+    /// Handles one message from the provider: what to send back and the templates now
+    /// minable are then polled.
+    pub fn on_message(&mut self, m: Message, now: Millis) -> Result<(), TpSessionError> {
         match (self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
                 self.phase = Phase::Ready;
-                Ok(vec![Output::Send(
+                self.transmit.push_back(
                     CoinbaseOutputConstraints {
                         coinbase_output_max_additional_size: self
                             .cfg
@@ -239,7 +254,8 @@ impl TpSession {
                             .coinbase_output_max_additional_sigops,
                     }
                     .into(),
-                )])
+                );
+                Ok(())
             }
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionError(e))) => {
                 Err(TpSessionError::SetupRefused(e.error_code))
@@ -248,7 +264,10 @@ impl TpSession {
                 "{} before SetupConnection.Success",
                 other.name()
             ))),
-            (Phase::Ready, Message::TemplateDistribution(m)) => Ok(self.on_tdp(m, now)),
+            (Phase::Ready, Message::TemplateDistribution(m)) => {
+                self.on_tdp(m, now);
+                Ok(())
+            }
             (Phase::Ready, other) => Err(TpSessionError::Protocol(format!(
                 "unexpected {}",
                 other.name()
@@ -256,54 +275,47 @@ impl TpSession {
         }
     }
 
-    fn on_tdp(&mut self, m: TemplateDistribution, now: Millis) -> Vec<Output> {
+    fn on_tdp(&mut self, m: TemplateDistribution, now: Millis) {
         match m {
             TemplateDistribution::NewTemplate(t) => {
-                let mut out = Vec::new();
                 if self.cfg.fetch_transactions {
-                    out.extend(
-                        self.request_transaction_data(t.template_id)
-                            .map(Output::Send),
-                    );
+                    self.request_transaction_data(t.template_id);
                 }
-                out.extend(self.on_template(t, now));
-                out
+                self.on_template(t, now);
             }
             TemplateDistribution::SetNewPrevHash(p) => self.on_prev_hash(p),
             TemplateDistribution::RequestTransactionDataSuccess(d) => {
                 let id = d.template_id;
-                self.answered(id, Output::TxData(Ok(d)))
+                self.answered(id, TpEvent::TxData(Ok(d)));
             }
             TemplateDistribution::RequestTransactionDataError(e) => {
                 let id = e.template_id;
-                self.answered(id, Output::TxData(Err(e)))
+                self.answered(id, TpEvent::TxData(Err(e)));
             }
             // Anything else is the client's to send.
-            other => {
-                tracing::debug!(message = other.name(), "tp: ignored");
-                Vec::new()
-            }
+            other => tracing::debug!(message = other.name(), "tp: ignored"),
         }
     }
 
-    fn on_template(&mut self, t: NewTemplate, now: Millis) -> Vec<Output> {
+    fn on_template(&mut self, t: NewTemplate, now: Millis) {
         if t.future_template {
             if self.future.len() >= self.cfg.max_future_templates.max(1) {
                 self.future.pop_front();
             }
             self.future.push_back(t);
-            return Vec::new();
+            return;
         }
         let Some(tip) = self.tip else {
             tracing::warn!(
                 template_id = t.template_id,
                 "tp: non-future template before any SetNewPrevHash; ignored"
             );
-            return Vec::new();
+            return;
         };
         let work = work(&t, tip);
         if !self.cfg.fetch_transactions || !self.in_flight.contains(&t.template_id) {
-            return vec![Output::Work(work)];
+            self.events.push_back(TpEvent::Work(work));
+            return;
         }
         let mut until = now.plus(self.cfg.hold_limit.as_millis() as u64);
         if self.held.len() >= MAX_HELD {
@@ -316,27 +328,21 @@ impl TpSession {
             }
         }
         self.held.push_back(Held { work, until });
-        Vec::new()
     }
 
     /// The provider answered for `id`: the answer, then the template it held back, if that was
     /// one (answered with transactions or without, it waits no longer), which supersedes the
     /// ones held before it.
-    fn answered(&mut self, id: u64, answer: Output) -> Vec<Output> {
+    fn answered(&mut self, id: u64, answer: TpEvent) {
         self.in_flight.retain(|&i| i != id);
-        let mut out = vec![answer];
+        self.events.push_back(answer);
         if let Some(at) = self.held.iter().position(|h| h.work.tdp.template_id == id) {
-            out.extend(
-                self.held
-                    .drain(..=at)
-                    .next_back()
-                    .map(|h| Output::Work(h.work)),
-            );
+            let newest = self.held.drain(..=at).next_back();
+            self.events.extend(newest.map(|h| TpEvent::Work(h.work)));
         }
-        out
     }
 
-    fn on_prev_hash(&mut self, p: SetNewPrevHash) -> Vec<Output> {
+    fn on_prev_hash(&mut self, p: SetNewPrevHash) {
         let tip = Tip {
             prev_hash: Hash256(p.prev_hash),
             header_timestamp: p.header_timestamp,
@@ -353,14 +359,11 @@ impl TpSession {
         // Future templates are built on the tip before this one: none of them can activate now.
         self.future.clear();
         match activated {
-            Some(t) => vec![Output::Work(work(&t, tip))],
-            None => {
-                tracing::warn!(
-                    template_id = p.template_id,
-                    "tp: SetNewPrevHash names no future template we hold"
-                );
-                Vec::new()
-            }
+            Some(t) => self.events.push_back(TpEvent::Work(work(&t, tip))),
+            None => tracing::warn!(
+                template_id = p.template_id,
+                "tp: SetNewPrevHash names no future template we hold"
+            ),
         }
     }
 
