@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 
 use super::block::SolutionBlock;
 use super::codec::{self, ServerMessage};
-use super::session::{Action, Session, SessionConfig};
+use super::session::{Session, SessionConfig, TdpEvent};
 use super::TdpKeys;
 use crate::link_bytes::{self, LinkCounter};
 use crate::node::Node;
@@ -241,7 +241,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
     let mut session = Session::new(*session);
     let mut was_serving = false;
     loop {
-        let actions = tokio::select! {
+        tokio::select! {
             frame = noise.read_frame() => {
                 let mut frame = frame?;
                 bytes.add_rx(wire_len(frame.payload.len()));
@@ -250,7 +250,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                         // Read, not marked seen: a template that arrived with this message is
                         // still announced by the branch below (the session skips one it sent).
                         let current = templates.borrow().clone();
-                        session.on_message(msg, &current)
+                        session.on_message(msg, &current);
                     }
                     Ok(None) => {
                         tracing::debug!(conn, extension = frame.extension(), msg_type = frame.msg_type(),
@@ -268,7 +268,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                     return Ok(Closing { reason: "shutdown", noise });
                 }
                 let t = templates.borrow_and_update().clone();
-                session.on_template(&t)
+                session.on_template(&t);
             }
             _ = tokio::time::sleep_until(setup_deadline), if !session.is_serving() => {
                 tracing::warn!(conn, "tdp: no SetupConnection and CoinbaseOutputConstraints in time");
@@ -283,24 +283,28 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                 "tdp: client set up, templates flowing"
             );
         }
-        for action in actions {
-            match action {
-                Action::Send(m) => {
-                    log_send(conn, &m);
-                    bytes.add_tx(m.send(&mut noise, &mut payload).await?);
-                }
-                Action::Submit(block) => submit(node, conn, block).await,
-                Action::DropSolution {
+        // A found block goes to the node before anything is written.
+        while let Some(event) = session.poll_event() {
+            match event {
+                TdpEvent::Submit(block) => submit(node, conn, block).await,
+                TdpEvent::DropSolution {
                     template_id,
                     reason,
                 } => {
                     tracing::warn!(conn, template_id, %reason, "tdp: SubmitSolution dropped");
                 }
-                Action::Close { reason, detail } => {
-                    tracing::info!(conn, reason, %detail, "tdp: closing");
-                    return Ok(Closing { reason, noise });
-                }
             }
+        }
+        while let Some(m) = session.poll_transmit() {
+            log_send(conn, &m);
+            bytes.add_tx(m.send(&mut noise, &mut payload).await?);
+        }
+        if let Some(c) = session.wants_close() {
+            tracing::info!(conn, reason = c.reason, detail = %c.detail, "tdp: closing");
+            return Ok(Closing {
+                reason: c.reason,
+                noise,
+            });
         }
     }
 }

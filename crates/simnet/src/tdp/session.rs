@@ -97,11 +97,9 @@ impl SessionConfig {
     }
 }
 
-/// What the shell must do, in order.
+/// What the session hands its shell besides messages ([`Session::poll_event`]).
 #[derive(Debug)]
-pub enum Action {
-    /// Send this message.
-    Send(ServerMessage),
+pub enum TdpEvent {
     /// Hand the block to the node.
     Submit(SolutionBlock),
     /// A solution that names no template we hold or does not make a block; the protocol has no
@@ -112,13 +110,16 @@ pub enum Action {
         /// Why it was dropped, for the log.
         reason: String,
     },
-    /// Close the connection after sending what came before.
-    Close {
-        /// Why, for logs and the `ConnectionClosed` event.
-        reason: &'static str,
-        /// The details behind it.
-        detail: String,
-    },
+}
+
+/// Why the session wants its connection closed, once what it has to send is sent
+/// ([`Session::wants_close`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Close {
+    /// Why, for logs and the `ConnectionClosed` event.
+    pub reason: &'static str,
+    /// The details behind it.
+    pub detail: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,8 +129,10 @@ enum Phase {
     Serving,
 }
 
-/// One Template Distribution connection as a sans-IO machine: client messages and new
-/// templates in, [`Action`]s out.
+/// One Template Distribution connection as a sans-IO machine (docs/architecture.md, "One sans-IO
+/// contract"): client messages and new templates in; messages ([`Session::poll_transmit`]),
+/// blocks for the node ([`Session::poll_event`]) and a reason to close
+/// ([`Session::wants_close`]) out. The shell takes the events first.
 pub struct Session {
     cfg: SessionConfig,
     phase: Phase,
@@ -140,6 +143,9 @@ pub struct Session {
     /// Id of the last template sent.
     last_sent: Option<u64>,
     store: Store,
+    transmit: VecDeque<ServerMessage>,
+    events: VecDeque<TdpEvent>,
+    close: Option<Close>,
 }
 
 impl Session {
@@ -154,7 +160,36 @@ impl Session {
             tip: None,
             last_sent: None,
             store: Store::new(cfg.retained_tips, cfg.max_templates),
+            transmit: VecDeque::new(),
+            events: VecDeque::new(),
+            close: None,
         }
+    }
+
+    /// The next message to send; `None` when there is none.
+    pub fn poll_transmit(&mut self) -> Option<ServerMessage> {
+        self.transmit.pop_front()
+    }
+
+    /// The next thing for the shell besides sending, in order; `None` when there is none.
+    pub fn poll_event(&mut self) -> Option<TdpEvent> {
+        self.events.pop_front()
+    }
+
+    /// Why the connection should be closed once what is to send is sent; `None` while it stays.
+    pub fn wants_close(&self) -> Option<&Close> {
+        self.close.as_ref()
+    }
+
+    fn send(&mut self, m: ServerMessage) {
+        self.transmit.push_back(m);
+    }
+
+    fn close(&mut self, reason: &'static str, detail: impl Into<String>) {
+        self.close = Some(Close {
+            reason,
+            detail: detail.into(),
+        });
     }
 
     /// Past setup and constraints: new templates go out.
@@ -173,11 +208,13 @@ impl Session {
     }
 
     /// A message from the client; `current` is the node's latest template.
-    pub fn on_message(&mut self, msg: ClientMessage, current: &Arc<Template>) -> Vec<Action> {
+    pub fn on_message(&mut self, msg: ClientMessage, current: &Arc<Template>) {
         match (self.phase, msg) {
             (Phase::AwaitSetup, ClientMessage::SetupConnection(s)) => self.setup(s),
-            (_, ClientMessage::SetupConnection(_)) => close("protocol", "SetupConnection repeated"),
-            (Phase::AwaitSetup, other) => close(
+            (_, ClientMessage::SetupConnection(_)) => {
+                self.close("protocol", "SetupConnection repeated")
+            }
+            (Phase::AwaitSetup, other) => self.close(
                 "protocol",
                 format!("{} before SetupConnection", message_name(&other)),
             ),
@@ -194,9 +231,7 @@ impl Session {
                     .saturating_sub(reserved_weight(max_additional_size));
                 if phase == Phase::AwaitConstraints {
                     self.phase = Phase::Serving;
-                    self.announce(current)
-                } else {
-                    Vec::new()
+                    self.announce(current);
                 }
             }
             (_, ClientMessage::RequestTransactionData { template_id }) => {
@@ -207,115 +242,99 @@ impl Session {
     }
 
     /// The node made a template.
-    pub fn on_template(&mut self, t: &Arc<Template>) -> Vec<Action> {
+    pub fn on_template(&mut self, t: &Arc<Template>) {
         if self.phase != Phase::Serving || self.last_sent.is_some_and(|id| t.id <= id) {
-            return Vec::new();
+            return;
         }
-        self.announce(t)
+        self.announce(t);
     }
 
-    fn setup(&mut self, s: Setup) -> Vec<Action> {
-        let refuse = |code: &str, flags: u32| -> Vec<Action> {
-            vec![
-                Action::Send(ServerMessage::SetupConnectionError(SetupConnectionError {
-                    flags,
-                    error_code: code.to_owned(),
-                })),
-                Action::Close {
-                    reason: "setup",
-                    detail: code.to_owned(),
-                },
-            ]
+    fn setup(&mut self, s: Setup) {
+        let refuse = |this: &mut Session, code: &str, flags: u32| {
+            this.send(ServerMessage::SetupConnectionError(SetupConnectionError {
+                flags,
+                error_code: code.to_owned(),
+            }));
+            this.close("setup", code);
         };
         if s.protocol != protocol::TEMPLATE_DISTRIBUTION {
-            return refuse(common::error_code::UNSUPPORTED_PROTOCOL, 0);
+            return refuse(self, common::error_code::UNSUPPORTED_PROTOCOL, 0);
         }
         if !(s.min_version..=s.max_version).contains(&PROTOCOL_VERSION) {
-            return refuse(common::error_code::PROTOCOL_VERSION_MISMATCH, 0);
+            return refuse(self, common::error_code::PROTOCOL_VERSION_MISMATCH, 0);
         }
         // Template Distribution defines no flags, so every flag set is one we do not support,
         // and the error lists them all, as the spec asks.
         if s.flags != 0 {
-            return refuse(common::error_code::UNSUPPORTED_FEATURE_FLAGS, s.flags);
+            return refuse(self, common::error_code::UNSUPPORTED_FEATURE_FLAGS, s.flags);
         }
         self.phase = Phase::AwaitConstraints;
-        vec![Action::Send(ServerMessage::SetupConnectionSuccess(
+        self.send(ServerMessage::SetupConnectionSuccess(
             SetupConnectionSuccess {
                 used_version: PROTOCOL_VERSION,
                 flags: 0,
             },
-        ))]
+        ));
     }
 
     /// Sends `t` (fitted to this client's coinbase space): future plus `SetNewPrevHash` when its
     /// previous block is not the tip the client has, otherwise for immediate work.
-    fn announce(&mut self, t: &Arc<Template>) -> Vec<Action> {
+    fn announce(&mut self, t: &Arc<Template>) {
         let fitted = fit(t, self.tx_limit);
         let new_tip = self.tip != Some(fitted.prev_hash);
-        let mut out = vec![Action::Send(ServerMessage::NewTemplate(
-            new_template_message(&fitted, new_tip),
-        ))];
+        self.send(ServerMessage::NewTemplate(new_template_message(
+            &fitted, new_tip,
+        )));
         if new_tip {
-            out.push(Action::Send(ServerMessage::SetNewPrevHash(
-                set_new_prev_hash_message(&fitted),
+            self.send(ServerMessage::SetNewPrevHash(set_new_prev_hash_message(
+                &fitted,
             )));
             self.tip = Some(fitted.prev_hash);
         }
         self.last_sent = Some(fitted.id);
         self.store.insert(fitted);
-        out
     }
 
-    fn transaction_data(&self, template_id: u64) -> Vec<Action> {
-        let refuse = |code: &str| {
-            vec![Action::Send(ServerMessage::RequestTransactionDataError(
-                RequestTransactionDataError {
-                    template_id,
-                    error_code: code.to_owned(),
-                },
-            ))]
+    fn transaction_data(&mut self, template_id: u64) {
+        let answer = match self.store.get(template_id) {
+            None => Err(tdp::error_code::TEMPLATE_ID_NOT_FOUND),
+            Some(t) if self.tip != Some(t.prev_hash) => Err(tdp::error_code::STALE_TEMPLATE_ID),
+            Some(t) => Ok(transaction_data_message(t)),
         };
-        let Some(t) = self.store.get(template_id) else {
-            return refuse(tdp::error_code::TEMPLATE_ID_NOT_FOUND);
-        };
-        if self.tip != Some(t.prev_hash) {
-            return refuse(tdp::error_code::STALE_TEMPLATE_ID);
-        }
-        vec![Action::Send(ServerMessage::RequestTransactionDataSuccess(
-            transaction_data_message(t),
-        ))]
+        self.send(match answer {
+            Ok(m) => ServerMessage::RequestTransactionDataSuccess(m),
+            Err(code) => ServerMessage::RequestTransactionDataError(RequestTransactionDataError {
+                template_id,
+                error_code: code.to_owned(),
+            }),
+        });
     }
 
-    fn solution(&self, s: Solution) -> Vec<Action> {
+    fn solution(&mut self, s: Solution) {
         let Some(t) = self.store.get(s.template_id) else {
-            return vec![Action::DropSolution {
+            self.events.push_back(TdpEvent::DropSolution {
                 template_id: s.template_id,
                 reason: tdp::error_code::TEMPLATE_ID_NOT_FOUND.to_owned(),
-            }];
+            });
+            return;
         };
         // A solution on a template whose tip has moved on is still built and submitted: the
         // node decides (it may be a valid fork, or a duplicate), as Core does.
-        match block::assemble(
+        let event = match block::assemble(
             t,
             s.version,
             s.header_timestamp,
             s.header_nonce,
             &s.coinbase_tx,
         ) {
-            Ok(b) => vec![Action::Submit(b)],
-            Err(e) => vec![Action::DropSolution {
+            Ok(b) => TdpEvent::Submit(b),
+            Err(e) => TdpEvent::DropSolution {
                 template_id: s.template_id,
                 reason: e.to_string(),
-            }],
-        }
+            },
+        };
+        self.events.push_back(event);
     }
-}
-
-fn close(reason: &'static str, detail: impl Into<String>) -> Vec<Action> {
-    vec![Action::Close {
-        reason,
-        detail: detail.into(),
-    }]
 }
 
 fn message_name(m: &ClientMessage) -> &'static str {
@@ -456,6 +475,59 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the session produced for one input, as one list: its messages, its events, then
+    /// a close (the order its shell takes them in).
+    #[derive(Debug)]
+    #[allow(dead_code)] // some fields are read only through Debug, in failures
+    enum Action {
+        Send(ServerMessage),
+        Submit(SolutionBlock),
+        DropSolution {
+            template_id: u64,
+            reason: String,
+        },
+        Close {
+            reason: &'static str,
+            detail: String,
+        },
+    }
+
+    fn drain(s: &mut Session) -> Vec<Action> {
+        let mut out: Vec<Action> = std::iter::from_fn(|| s.poll_transmit())
+            .map(Action::Send)
+            .collect();
+        out.extend(std::iter::from_fn(|| s.poll_event()).map(|e| match e {
+            TdpEvent::Submit(b) => Action::Submit(b),
+            TdpEvent::DropSolution {
+                template_id,
+                reason,
+            } => Action::DropSolution {
+                template_id,
+                reason,
+            },
+        }));
+        out.extend(s.close.take().map(|c| Action::Close {
+            reason: c.reason,
+            detail: c.detail,
+        }));
+        out
+    }
+
+    fn feed(s: &mut Session, m: ClientMessage, current: &Arc<Template>) -> Vec<Action> {
+        s.on_message(m, current);
+        drain(s)
+    }
+
+    fn solve(s: &mut Session, sol: Solution) -> Vec<Action> {
+        s.solution(sol);
+        drain(s)
+    }
+
+    fn offer(s: &mut Session, t: &Arc<Template>) -> Vec<Action> {
+        s.on_template(t);
+        drain(s)
+    }
     use crate::config::MempoolConfig;
     use crate::network::Network;
     use crate::time::SimTime;
@@ -493,7 +565,7 @@ mod tests {
         let mut s = Session::new(SessionConfig::from_network(net.config()));
         let t = net.template().clone();
         assert!(matches!(
-            s.on_message(setup(2, 2, 2, 0), &t)[..],
+            feed(&mut s, setup(2, 2, 2, 0), &t)[..],
             [Action::Send(ServerMessage::SetupConnectionSuccess(
                 SetupConnectionSuccess {
                     used_version: 2,
@@ -501,7 +573,7 @@ mod tests {
                 }
             ))]
         ));
-        s.on_message(constraints(50), &t);
+        feed(&mut s, constraints(50), &t);
         assert!(s.is_serving());
         s
     }
@@ -525,7 +597,7 @@ mod tests {
             (setup(2, 2, 2, 0b101), "unsupported-feature-flags", 0b101),
         ] {
             let mut s = Session::new(SessionConfig::from_network(net.config()));
-            let out = s.on_message(msg, &t);
+            let out = feed(&mut s, msg, &t);
             assert_eq!(out.len(), 2, "{out:?}");
             assert_eq!(error_code(&out[0]), code);
             if let Action::Send(ServerMessage::SetupConnectionError(e)) = &out[0] {
@@ -547,7 +619,7 @@ mod tests {
         let t = net.template().clone();
         let mut s = Session::new(SessionConfig::from_network(net.config()));
         assert!(matches!(
-            s.on_message(constraints(10), &t)[..],
+            feed(&mut s, constraints(10), &t)[..],
             [Action::Close {
                 reason: "protocol",
                 ..
@@ -555,7 +627,7 @@ mod tests {
         ));
         let mut s = serving(&net);
         assert!(matches!(
-            s.on_message(setup(2, 2, 2, 0), &t)[..],
+            feed(&mut s, setup(2, 2, 2, 0), &t)[..],
             [Action::Close {
                 reason: "protocol",
                 ..
@@ -568,9 +640,9 @@ mod tests {
         let net = network();
         let t = net.template().clone();
         let mut s = Session::new(SessionConfig::from_network(net.config()));
-        s.on_message(setup(2, 2, 2, 0), &t);
-        assert!(s.on_template(&t).is_empty(), "nothing before constraints");
-        let out = s.on_message(constraints(50), &t);
+        feed(&mut s, setup(2, 2, 2, 0), &t);
+        assert!(offer(&mut s, &t).is_empty(), "nothing before constraints");
+        let out = feed(&mut s, constraints(50), &t);
         let [Action::Send(ServerMessage::NewTemplate(nt)), Action::Send(ServerMessage::SetNewPrevHash(p))] =
             &out[..]
         else {
@@ -588,7 +660,7 @@ mod tests {
         assert_eq!(p.n_bits, t.bits.to_consensus());
         assert_eq!(p.header_timestamp, t.curtime);
         // Sending the same template again is a no-op.
-        assert!(s.on_template(&t).is_empty());
+        assert!(offer(&mut s, &t).is_empty());
     }
 
     #[test]
@@ -603,7 +675,7 @@ mod tests {
             net.advance(now);
         }
         let t = net.template().clone();
-        let out = s.on_template(&t);
+        let out = offer(&mut s, &t);
         assert!(
             matches!(&out[..], [Action::Send(ServerMessage::NewTemplate(nt))] if !nt.future_template),
             "{out:?}"
@@ -611,7 +683,7 @@ mod tests {
         net.mine_now(now, vec![0x51]);
         net.advance(now);
         let t = net.template().clone();
-        let out = s.on_template(&t);
+        let out = offer(&mut s, &t);
         assert!(
             matches!(&out[..], [Action::Send(ServerMessage::NewTemplate(nt)), Action::Send(ServerMessage::SetNewPrevHash(p))]
                 if nt.future_template && p.template_id == t.id),
@@ -624,7 +696,10 @@ mod tests {
         let mut net = network();
         let mut s = serving(&net);
         let t = net.template().clone();
-        let out = s.transaction_data(t.id);
+        let out = {
+            s.transaction_data(t.id);
+            drain(&mut s)
+        };
         let [Action::Send(ServerMessage::RequestTransactionDataSuccess(m))] = &out[..] else {
             panic!("{out:?}")
         };
@@ -634,14 +709,24 @@ mod tests {
             assert_eq!(&got[..], &want.raw[..]);
         }
         assert_eq!(
-            error_code(&s.transaction_data(t.id + 1000)[0]),
+            error_code(
+                &{
+                    s.transaction_data(t.id + 1000);
+                    drain(&mut s)
+                }[0]
+            ),
             "template-id-not-found"
         );
         net.mine_now(SimTime::ZERO, vec![0x51]);
         net.advance(SimTime::ZERO);
-        s.on_template(&net.template().clone());
+        offer(&mut s, &net.template().clone());
         assert_eq!(
-            error_code(&s.transaction_data(t.id)[0]),
+            error_code(
+                &{
+                    s.transaction_data(t.id);
+                    drain(&mut s)
+                }[0]
+            ),
             "stale-template-id"
         );
     }
@@ -654,7 +739,7 @@ mod tests {
         for _ in 0..5 {
             net.mine_now(SimTime::ZERO, vec![0x51]);
             net.advance(SimTime::ZERO);
-            s.on_template(&net.template().clone());
+            offer(&mut s, &net.template().clone());
         }
         assert!(s.template(first).is_none());
         assert!(s.template(net.template().id).is_some());
@@ -667,10 +752,10 @@ mod tests {
         let t = net.template().clone();
         assert!(t.tx_count() > 10);
         let mut s = Session::new(SessionConfig::from_network(net.config()));
-        s.on_message(setup(2, 2, 2, 0), &t);
+        feed(&mut s, setup(2, 2, 2, 0), &t);
         // The client wants almost the whole block for its outputs.
         let limit_bytes = (net.config().block_max_weight - t.tx_weight / 2) / 4;
-        let out = s.on_message(constraints(limit_bytes as u32), &t);
+        let out = feed(&mut s, constraints(limit_bytes as u32), &t);
         let Action::Send(ServerMessage::NewTemplate(nt)) = &out[0] else {
             panic!("{out:?}")
         };
@@ -689,7 +774,7 @@ mod tests {
     #[test]
     fn solutions_for_unknown_templates_or_bad_coinbases_are_dropped() {
         let net = network();
-        let s = serving(&net);
+        let mut s = serving(&net);
         let t = net.template();
         let sol = |id, cb: Vec<u8>| Solution {
             template_id: id,
@@ -699,11 +784,11 @@ mod tests {
             coinbase_tx: cb,
         };
         assert!(matches!(
-            &s.solution(sol(t.id + 5, vec![]))[..],
+            &solve(&mut s, sol(t.id + 5, vec![]))[..],
             [Action::DropSolution { .. }]
         ));
         assert!(matches!(
-            &s.solution(sol(t.id, vec![1, 2, 3]))[..],
+            &solve(&mut s, sol(t.id, vec![1, 2, 3]))[..],
             [Action::DropSolution { .. }]
         ));
     }
