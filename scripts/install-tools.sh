@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs every pinned third-party tool (scripts/tools.sh) that is not installed yet, in the
 # order CI first needs them; with names (`install-tools.sh para`), only those (waiting for an
-# installer already at work on one). Each interop check installs its own tools when run alone; CI runs
-# this in the background from its start, so that the tools build while the workspace's tests
+# installer already at work on one). CI runs this in the background from its start, so that the tools build while the workspace's tests
 # leave cores idle (real-time runs, linking), and the checks find them ready or wait for the one
 # still building.
 #

@@ -1,4 +1,4 @@
-# Shared by the interop scripts (sourced, not run). Before sourcing, set `script` (a short name
+# Shared by the bench scripts (sourced, not run). Before sourcing, set `script` (a short name
 # for messages and the work directory) and `log_files` (files in $work to show on failure).
 # Gives: $work (a fresh directory, removed on exit unless INTEROP_KEEP=1), `pids` (processes
 # stopped on exit: TERM, then KILL after 5 s), say, fail, wait_for SECS CMD..., and

@@ -154,10 +154,10 @@ fn para_and_our_devices_mine_through_our_translator_into_our_pool() {
     for e in dump_events(&translator_events) {
         match e["kind"].as_str() {
             Some("share_sent") => {
-                sent.insert(e["seq"].as_u64());
+                sent.insert(e["seq"].as_u64().expect("a share_sent without seq"));
             }
             Some("share_result") if e["perspective"] == "received" => {
-                answered.insert(e["seq"].as_u64());
+                answered.insert(e["seq"].as_u64().expect("a share_result without seq"));
                 acked += u64::from(e["verdict"] == "accepted");
             }
             _ => {}

@@ -188,5 +188,12 @@ fn verdicts_are_read_from_the_translators_log() {
                Received: SubmitSharesError(stale)\n\
                Sent: SubmitSharesExtended(new_submits_accepted_count=9)";
     assert_eq!(verdicts_received(log, ""), (5, 1));
-    assert_eq!(verdicts_received(log, "channel_id"), (3, 0));
+    let marked =
+        "upstream_message_handler: Received: SubmitSharesSuccess(new_submits_accepted_count=4)\n\
+                  other: Received: SubmitSharesSuccess(new_submits_accepted_count=7)\n\
+                  upstream_message_handler: Received: SubmitSharesError(x)";
+    assert_eq!(
+        verdicts_received(marked, "upstream_message_handler"),
+        (4, 1)
+    );
 }

@@ -1,8 +1,9 @@
 //! One JDC connection as a sans-IO machine.
 //!
 //! The shell feeds it decoded messages with the wall-clock time and the mempool view
-//! ([`Session::on_message`]) and a periodic [`Session::on_tick`]; it takes back
-//! [`Output`]s (messages to send, blocks to submit) and, once, a reason to close.
+//! ([`Session::on_message`]) and a periodic [`Session::on_tick`]; it takes back blocks to
+//! submit ([`Session::poll_event`]), messages to send ([`Session::poll_transmit`]) and, once, a
+//! reason to close ([`Session::wants_close`]).
 //!
 //! Rules, in the order they apply:
 //!

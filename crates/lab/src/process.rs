@@ -47,6 +47,10 @@ pub enum ProcessError {
     },
 }
 
+/// Prefixes of the variables by which the SV2 reference roles (pool_sv2, translator_sv2,
+/// jd_client_sv2) override their config files.
+const THIRD_PARTY_OVERRIDES: [&str; 3] = ["POOL__", "TPROXY__", "JDC__"];
+
 /// What a role printed on stdout, shared with the thread that reads it.
 #[derive(Default)]
 struct Printed {
@@ -147,6 +151,18 @@ impl RoleProcess {
             .process_group(0);
         if let Some(dir) = dir {
             cmd.current_dir(dir);
+        }
+        if stdout_to_log {
+            // The SV2 reference roles let variables override their config file
+            // (`POOL__PORT`, `TPROXY__AGGREGATE_CHANNELS`, `JDC__MODE`, ...): one left in the
+            // lab's environment would run another setup than the config it was written.
+            for (k, _) in std::env::vars_os() {
+                if k.to_str()
+                    .is_some_and(|k| THIRD_PARTY_OVERRIDES.iter().any(|p| k.starts_with(p)))
+                {
+                    cmd.env_remove(k);
+                }
+            }
         }
         cmd.envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // SAFETY: only async-signal-safe calls between fork and exec.

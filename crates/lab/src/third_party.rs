@@ -1,7 +1,8 @@
-//! Third-party roles a configuration may run (the SV2 reference pool for D-ref and C-ref, the
-//! SV2 reference translator for C-ref): where their binaries are, which versions they are, and
-//! the minimal loopback configs the lab writes for them (never their shipped examples, which
-//! bind 0.0.0.0 and scan a LAN range).
+//! Third-party roles a configuration or an interop check may run (the SV2 reference pool for
+//! D-ref and C-ref, the SV2 reference translator for C-ref, the reference JDC and para for the
+//! interop checks): where their binaries are, that they are the pinned versions, and the minimal
+//! loopback configs written for them (never their shipped examples, which bind 0.0.0.0 and scan
+//! a LAN range).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,11 +125,30 @@ pub fn tools_dir() -> PathBuf {
 }
 
 /// Finds a pinned tool: the binary its variable names, then the CI scripts' cache, then PATH;
-/// `config` names what needs it, for the error.
+/// it must say the pinned version. `config` names what needs it, for the error.
 pub fn find(pin: &Pinned, config: &str) -> Result<Tool, ThirdPartyError> {
-    match pin.locate() {
-        Some(path) => Tool::at(path),
-        None => Err(pin.missing(config)),
+    let Some(path) = pin.locate() else {
+        return Err(pin.missing(config));
+    };
+    pin.check(Tool::at(path)?)
+}
+
+impl Pinned {
+    /// `tool` if it says it is this version: another behaves otherwise (config keys,
+    /// messages), and the run would not be the one the lab is written against.
+    fn check(&self, tool: Tool) -> Result<Tool, ThirdPartyError> {
+        let pin = self;
+        if !tool.version.split_whitespace().any(|w| w == pin.version) {
+            return Err(ThirdPartyError::Unusable {
+                path: tool.path.display().to_string(),
+                why: format!(
+                    "`--version` says {:?}; {} {} is pinned (`bash scripts/install-tools.sh {}` \
+                 installs it)",
+                    tool.version, pin.name, pin.version, pin.name
+                ),
+            });
+        }
+        Ok(tool)
     }
 }
 
@@ -274,7 +294,7 @@ impl PoolSv2Config<'_> {
 pub struct TranslatorSv2Config<'a> {
     /// Where devices connect (the farm edge).
     pub listen: std::net::SocketAddr,
-    /// The pool, as the translator reaches it: the WAN tap in front of pool_sv2.
+    /// The pool, as the translator reaches it (in the lab, the WAN tap in front of pool_sv2).
     pub upstream: std::net::SocketAddr,
     /// The pool's authority public key.
     pub authority_public_key: &'a str,
@@ -509,6 +529,22 @@ mod tests {
             assert!(
                 e.contains(program) && e.contains(looked) && e.contains("ckpool"),
                 "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pinned_tool_of_another_version_is_refused() {
+        let tool = |version: &str| Tool {
+            path: PathBuf::from("/c/bin/pool_sv2"),
+            version: version.into(),
+        };
+        assert!(POOL_SV2.check(tool("pool_sv2 0.7.0")).is_ok());
+        for other in ["pool_sv2 0.6.9", "pool_sv2 0.7.01", "pool_sv2", ""] {
+            let e = POOL_SV2.check(tool(other)).unwrap_err().to_string();
+            assert!(
+                e.contains("pool_sv2 0.7.0 is pinned") && e.contains("/c/bin/pool_sv2"),
+                "{other}: {e}"
             );
         }
     }

@@ -866,21 +866,29 @@ impl PoolVerdicts {
 }
 
 /// The pool's acknowledgements (the sum of their `new_submits_accepted_count`) and share
-/// errors, as a reference role logged receiving them on lines holding `marker`.
+/// errors, as a reference role logged receiving them: `{marker}: Received: SubmitShares...`
+/// (or without the marker when it is empty).
 pub fn verdicts_received(log: &str, marker: &str) -> (u64, u64) {
     const ACKED: &str = "new_submits_accepted_count=";
-    let lines = || log.lines().filter(|l| l.contains(marker));
-    let acked = lines()
-        .filter(|l| l.contains("Received: SubmitSharesSuccess"))
+    let prefix = if marker.is_empty() {
+        String::new()
+    } else {
+        format!("{marker}: ")
+    };
+    let (success, error) = (
+        format!("{prefix}Received: SubmitSharesSuccess"),
+        format!("{prefix}Received: SubmitSharesError"),
+    );
+    let acked = log
+        .lines()
+        .filter(|l| l.contains(&success))
         .filter_map(|l| {
-            let at = l.find(ACKED)? + ACKED.len();
+            let at = l.rfind(ACKED)? + ACKED.len();
             let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
             digits.parse::<u64>().ok()
         })
         .sum();
-    let errors = lines()
-        .filter(|l| l.contains("Received: SubmitSharesError"))
-        .count() as u64;
+    let errors = log.matches(&error).count() as u64;
     (acked, errors)
 }
 
@@ -936,8 +944,11 @@ pub fn run_para(dir: &Path, pool: &str, name: &str, extra: &[&str], mining: Dura
     let mut para = RoleProcess::spawn_external("para", &bin, &args, &log, dir, &env)
         .unwrap_or_else(|e| panic!("{e}"));
     std::thread::sleep(mining);
-    // It prints the shares it found as it stops; killed after 10 s if it does not.
-    para.stop(Duration::from_secs(10));
+    // It prints the shares it found as it stops.
+    para.signal(libc::SIGINT);
+    if para.wait_done(Duration::from_secs(30)).is_none() {
+        panic!("para did not stop on SIGINT\n{}", para.log_tail(20));
+    }
     strip_ansi(&std::fs::read_to_string(&log).unwrap_or_default())
 }
 

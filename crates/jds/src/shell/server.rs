@@ -557,8 +557,10 @@ async fn flush(
     conn: &mut NoiseConn,
 ) -> Result<(), TransportError> {
     // A pushed block first: it is stored before anything is written.
-    while let Some(Event::SubmitBlock(b)) = session.poll_event() {
-        submit(shared, session.conn(), b).await;
+    while let Some(event) = session.poll_event() {
+        match event {
+            Event::SubmitBlock(b) => submit(shared, session.conn(), b).await,
+        }
     }
     while let Some(m) = session.poll_transmit() {
         conn.send_message(&m).await?;

@@ -4,7 +4,7 @@
 //! The shell feeds decoded messages ([`Session::on_message`]), new work
 //! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), calls
 //! [`Session::flush`] after each read (which sends the batched `SubmitSharesSuccess`es), and
-//! writes [`Session::take_output`] once the store ticket of [`Session::take_pending_ticket`] is
+//! writes what [`Session::poll_transmit`] gives once the store ticket of [`Session::take_pending_ticket`] is
 //! durable, so that no share is acknowledged before it is safe.
 //!
 //! Each SV2 channel is one engine [`Channel`]: its jobs, difficulty, duplicate table and
