@@ -12,6 +12,17 @@ enum Phase {
     Connected,
 }
 
+/// The limits on a connected device's waits, whatever protocol it speaks.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Timeouts {
+    /// Set up (subscribed and authorized, or a channel open) within this long of connecting.
+    pub(crate) handshake: Duration,
+    /// A share's verdict within this long of sending it.
+    pub(crate) reply: Duration,
+    /// Something from the pool within this long (ZERO: no limit).
+    pub(crate) silence: Duration,
+}
+
 /// Where a device's connection stands, and when it tries again.
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
@@ -41,14 +52,60 @@ impl Lifecycle {
         self.phase == Phase::Connected
     }
 
-    /// When the connection came up.
-    pub(crate) fn connected_at(&self) -> Nanos {
-        self.connected_at
-    }
-
     /// Why the device wants its connection closed, if it does.
     pub(crate) fn close_requested(&self) -> Option<CloseReason> {
         self.close
+    }
+
+    /// When the device next has a deadline: its reconnection while disconnected; connected, the
+    /// end of its handshake (while `handshaking`), the verdict of its oldest share in flight
+    /// (sent at `oldest`), the pool's silence since `last_rx`.
+    pub(crate) fn poll_timeout(
+        &self,
+        t: Timeouts,
+        handshaking: bool,
+        oldest: Option<Nanos>,
+        last_rx: Nanos,
+    ) -> Option<Nanos> {
+        if !self.is_connected() {
+            return self.reconnect_at();
+        }
+        let after = |from: Nanos, d: Duration| from.saturating_add(d.as_nanos() as u64);
+        [
+            handshaking.then(|| after(self.connected_at, t.handshake)),
+            oldest.map(|sent| after(sent, t.reply)),
+            (!t.silence.is_zero()).then(|| after(last_rx, t.silence)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// How many of the shares sent at `sent` (oldest first) are past their verdict's deadline
+    /// at `now`.
+    pub(crate) fn overdue(t: Timeouts, sent: impl Iterator<Item = Nanos>, now: Nanos) -> usize {
+        let reply = t.reply.as_nanos() as u64;
+        sent.take_while(|at| at.saturating_add(reply) <= now)
+            .count()
+    }
+
+    /// Asks for a close ([`CloseReason::Timeout`]) when, at `now`, the handshake (while
+    /// `handshaking`) or the pool's silence since `last_rx` has run past its limit.
+    pub(crate) fn check_timeouts(
+        &mut self,
+        t: Timeouts,
+        handshaking: bool,
+        last_rx: Nanos,
+        now: Nanos,
+    ) {
+        let handshake = t.handshake.as_nanos() as u64;
+        let silence = t.silence.as_nanos() as u64;
+        if handshaking && self.connected_at.saturating_add(handshake) <= now {
+            self.request_close(CloseReason::Timeout);
+        }
+        if silence != 0 && last_rx.saturating_add(silence) <= now {
+            self.request_close(CloseReason::Timeout);
+        }
     }
 
     /// Asks for the connection to be closed (the first reason stands).

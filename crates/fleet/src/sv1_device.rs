@@ -41,7 +41,7 @@ use crate::device::{
     ShareVerdict,
 };
 use crate::grind::{deposit_bits, top_u64};
-use crate::lifecycle::Lifecycle;
+use crate::lifecycle::{Lifecycle, Timeouts};
 pub use crate::profile::Profile;
 
 /// Settings every device of one kind shares.
@@ -526,29 +526,12 @@ impl Sv1Device {
 
     /// The earliest time [`Sv1Device::handle_timeout`] (or a connection attempt) has work to do.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        match self.life.is_connected() {
-            false => self.life.reconnect_at(),
-            true => {
-                let c = &self.shared.config;
-                let mut d: Option<Nanos> = None;
-                let mut at = |t: Nanos| d = Some(d.map_or(t, |d| d.min(t)));
-                if !self.ready {
-                    at(self
-                        .life
-                        .connected_at()
-                        .saturating_add(c.handshake_timeout.as_nanos() as u64));
-                }
-                if let Some(f) = self.in_flight.first() {
-                    at(f.sent_at.saturating_add(c.reply_timeout.as_nanos() as u64));
-                }
-                if !c.silence_timeout.is_zero() {
-                    at(self
-                        .last_rx
-                        .saturating_add(c.silence_timeout.as_nanos() as u64));
-                }
-                d
-            }
-        }
+        self.life.poll_timeout(
+            self.timeouts(),
+            !self.ready,
+            self.in_flight.first().map(|f| f.sent_at),
+            self.last_rx,
+        )
     }
 
     /// Handles the deadlines that have passed.
@@ -556,23 +539,21 @@ impl Sv1Device {
         if !self.is_connected() {
             return;
         }
-        let c = &self.shared.config;
-        let reply_timeout = c.reply_timeout.as_nanos() as u64;
-        let handshake_timeout = c.handshake_timeout.as_nanos() as u64;
-        let silence = c.silence_timeout.as_nanos() as u64;
-        let expired = self
-            .in_flight
-            .iter()
-            .take_while(|f| f.sent_at.saturating_add(reply_timeout) <= now)
-            .count();
+        let t = self.timeouts();
+        let expired = Lifecycle::overdue(t, self.in_flight.iter().map(|f| f.sent_at), now);
         for f in self.in_flight.drain(..expired) {
             obs.share_unanswered(self.id, now, f.id);
         }
-        if !self.ready && self.life.connected_at().saturating_add(handshake_timeout) <= now {
-            self.request_close(CloseReason::Timeout);
-        }
-        if silence != 0 && self.last_rx.saturating_add(silence) <= now {
-            self.request_close(CloseReason::Timeout);
+        let handshaking = !self.ready;
+        self.life.check_timeouts(t, handshaking, self.last_rx, now);
+    }
+
+    fn timeouts(&self) -> Timeouts {
+        let c = &self.shared.config;
+        Timeouts {
+            handshake: c.handshake_timeout,
+            reply: c.reply_timeout,
+            silence: c.silence_timeout,
         }
     }
 
