@@ -137,14 +137,13 @@ impl Pinned {
     /// `tool` if it says it is this version: another behaves otherwise (config keys,
     /// messages), and the run would not be the one the lab is written against.
     fn check(&self, tool: Tool) -> Result<Tool, ThirdPartyError> {
-        let pin = self;
-        if !tool.version.split_whitespace().any(|w| w == pin.version) {
+        if !tool.version.split_whitespace().any(|w| w == self.version) {
             return Err(ThirdPartyError::Unusable {
                 path: tool.path.display().to_string(),
                 why: format!(
                     "`--version` says {:?}; {} {} is pinned (`bash scripts/install-tools.sh {}` \
-                 installs it)",
-                    tool.version, pin.name, pin.version, pin.name
+                     installs it)",
+                    tool.version, self.name, self.version, self.name
                 ),
             });
         }

@@ -114,10 +114,15 @@ impl Role {
         self.process.signal(signal);
     }
 
-    /// SIGTERM, then waits: the role must exit successfully. Returns what it printed since.
-    pub fn stop(mut self) -> Vec<String> {
+    /// SIGTERM, then waits: the role must exit successfully.
+    fn stop_cleanly(&mut self) {
         let status = self.process.stop(Duration::from_secs(120));
         assert!(status.success(), "exit {status:?}\n{}", self.log_tail());
+    }
+
+    /// SIGTERM, then waits: the role must exit successfully. Returns what it printed since.
+    pub fn stop(mut self) -> Vec<String> {
+        self.stop_cleanly();
         // The last lines may still be on their way from the pipe (bounded, should a child of
         // the role hold it open).
         let mut out = Vec::new();
@@ -129,8 +134,7 @@ impl Role {
 
     /// As [`Role::stop`], then everything it logged (a summary it prints as it stops).
     pub fn stop_for_log(mut self) -> String {
-        let status = self.process.stop(Duration::from_secs(120));
-        assert!(status.success(), "exit {status:?}\n{}", self.log_tail());
+        self.stop_cleanly();
         self.log()
     }
 
@@ -602,13 +606,19 @@ pub struct ThirdParty {
 }
 
 impl ThirdParty {
-    /// Starts the pinned `pin` with `args` in `dir`, logging into `dir/NAME.log`.
-    pub fn start(pin: &lab::third_party::Pinned, dir: &Path, args: &[OsString]) -> ThirdParty {
+    /// Starts the pinned `pin` with `args` in `dir`, logging (at info: a reference role's
+    /// verdicts, each of para's submits) into `dir/LOG.log`.
+    pub fn start(
+        pin: &lab::third_party::Pinned,
+        dir: &Path,
+        log: &str,
+        args: &[OsString],
+    ) -> ThirdParty {
         let bin = lab::third_party::find(pin, "interop")
             .unwrap_or_else(|e| panic!("{e}"))
             .path;
         let env = [("NO_COLOR", "1"), ("RUST_LOG", "info")].map(|(k, v)| (k.into(), v.into()));
-        let log = dir.join(format!("{}.log", pin.name));
+        let log = dir.join(format!("{log}.log"));
         let process = RoleProcess::spawn_external(pin.name, &bin, args, &log, dir, &env)
             .unwrap_or_else(|e| panic!("{e}"));
         ThirdParty { process }
@@ -618,7 +628,7 @@ impl ThirdParty {
     pub fn with_config(pin: &lab::third_party::Pinned, dir: &Path, toml: &str) -> ThirdParty {
         let path = dir.join(format!("{}.toml", pin.name));
         std::fs::write(&path, toml).unwrap();
-        ThirdParty::start(pin, dir, &["-c".into(), path.into()])
+        ThirdParty::start(pin, dir, pin.name, &["-c".into(), path.into()])
     }
 
     /// Everything it logged so far, colour codes removed.
@@ -646,10 +656,16 @@ impl ThirdParty {
             .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// Stops it as its operator would (SIGINT), killing it after `grace`; whether it ended well.
+    /// Interrupts it as its operator would (SIGINT) and waits up to `grace`; whether it stopped
+    /// by itself (it is killed if not).
     pub fn stop(&mut self, grace: Duration) -> bool {
-        let status = self.process.stop(grace);
-        self.process.ended_well(status)
+        self.process.signal(libc::SIGINT);
+        let stopped = self.process.wait_done(grace).is_some();
+        if !stopped {
+            self.process.signal(libc::SIGKILL);
+            let _ = self.process.wait_done(Duration::from_secs(5));
+        }
+        stopped
     }
 }
 
@@ -932,24 +948,14 @@ pub fn run_para(dir: &Path, pool: &str, name: &str, extra: &[&str], mining: Dura
         .chain(extra)
         .map(OsString::from)
         .collect();
-    let bin = lab::third_party::find(&lab::third_party::PARA, "interop")
-        .unwrap_or_else(|e| panic!("{e}"))
-        .path;
-    let log = dir.join(format!("para-{name}.log"));
-    // At info, it logs each submit's outcome.
-    let env = [
-        ("NO_COLOR".into(), "1".into()),
-        ("RUST_LOG".into(), "info".into()),
-    ];
-    let mut para = RoleProcess::spawn_external("para", &bin, &args, &log, dir, &env)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let mut para = ThirdParty::start(&lab::third_party::PARA, dir, &format!("para-{name}"), &args);
     std::thread::sleep(mining);
     // It prints the shares it found as it stops.
-    para.signal(libc::SIGINT);
-    if para.wait_done(Duration::from_secs(30)).is_none() {
-        panic!("para did not stop on SIGINT\n{}", para.log_tail(20));
-    }
-    strip_ansi(&std::fs::read_to_string(&log).unwrap_or_default())
+    assert!(
+        para.stop(Duration::from_secs(30)),
+        "para did not stop on SIGINT"
+    );
+    para.log()
 }
 
 /// A small file system for a store, which a test fills and frees for real: a tmpfs mounted on
