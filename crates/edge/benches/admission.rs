@@ -3,7 +3,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use edge::{Millis, Rate, RateLimiter};
+use edge::{Rate, RateLimiter, Timestamp};
 
 fn admission(c: &mut Criterion) {
     let l = RateLimiter::new(
@@ -22,7 +22,7 @@ fn admission(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % ips.len();
             now += 1;
-            l.check(black_box(ips[i]), Millis(now))
+            l.check(black_box(ips[i]), Timestamp::from_millis(now))
         })
     });
 }

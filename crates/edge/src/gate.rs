@@ -5,7 +5,7 @@
 //! counts against `--max-connections` and `--max-connections-per-ip` for exactly as long as
 //! the slot lives. The slot is released by its `Drop`, so a task that panics or returns early
 //! gives its place back like one that closed normally; [`Slot::close`] only adds the reason to
-//! the counts. Time is passed in ([`Millis`]); the gate reads no clock.
+//! the counts. Time is passed in ([`Timestamp`]); the gate reads no clock.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -13,7 +13,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use primitives::Millis;
+use primitives::Timestamp;
 use serde::Serialize;
 
 use crate::admission::Admission;
@@ -193,7 +193,7 @@ impl Gate {
     }
 
     /// May `ip` connect at `now`? The slot it gets must live as long as the connection.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr, now: Millis) -> Result<Slot, Refusal> {
+    pub fn admit(self: &Arc<Self>, ip: IpAddr, now: Timestamp) -> Result<Slot, Refusal> {
         let refused = self.check(ip, now);
         if let Err(why) = refused {
             self.refused[why as usize].fetch_add(1, Ordering::Relaxed);
@@ -205,7 +205,7 @@ impl Gate {
         })
     }
 
-    fn check(&self, ip: IpAddr, now: Millis) -> Result<(), Refusal> {
+    fn check(&self, ip: IpAddr, now: Timestamp) -> Result<(), Refusal> {
         if self.bans.is_banned(&ip, now) {
             return Err(Refusal::Banned);
         }
@@ -252,20 +252,19 @@ impl Gate {
     }
 
     /// Bans `ip` for `--ban-duration` from `now`.
-    pub fn ban(&self, ip: IpAddr, now: Millis, why: BanReason) {
-        self.bans
-            .ban(ip, now.plus(self.admission.ban_duration.as_millis() as u64));
+    pub fn ban(&self, ip: IpAddr, now: Timestamp, why: BanReason) {
+        self.bans.ban(ip, now + self.admission.ban_duration);
         self.banned[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Whether `ip` is banned at `now`.
-    pub fn is_banned(&self, ip: IpAddr, now: Millis) -> bool {
+    pub fn is_banned(&self, ip: IpAddr, now: Timestamp) -> bool {
         self.bans.is_banned(&ip, now)
     }
 
     /// One failed handshake or malformed session from `ip`; a burst of them bans it.
     /// Returns whether this one did.
-    pub fn strike(&self, ip: IpAddr, now: Millis, why: BanReason) -> bool {
+    pub fn strike(&self, ip: IpAddr, now: Timestamp, why: BanReason) -> bool {
         if self.strikes.check(ip, now) == Decision::Limit && !self.bans.is_banned(&ip, now) {
             self.ban(ip, now, why);
             return true;
@@ -276,7 +275,7 @@ impl Gate {
     /// May a connection from `ip` name a worker the role has never seen, at `now`? A farm
     /// behind one address may bring as many new names at once as it may open connections;
     /// after that, [`NEW_WORKERS_PER_SECOND`].
-    pub fn new_worker(&self, ip: IpAddr, now: Millis) -> bool {
+    pub fn new_worker(&self, ip: IpAddr, now: Timestamp) -> bool {
         let allowed = self.new_workers.check(ip, now) == Decision::Allow;
         if !allowed {
             self.refused_workers.fetch_add(1, Ordering::Relaxed);
@@ -285,7 +284,7 @@ impl Gate {
     }
 
     /// The counts as of `now`, for `/api/status` and `/metrics`.
-    pub fn snapshot(&self, now: Millis) -> AdmissionSnapshot {
+    pub fn snapshot(&self, now: Timestamp) -> AdmissionSnapshot {
         let closed = self
             .closed
             .lock()
@@ -410,7 +409,7 @@ mod tests {
     #[test]
     fn one_address_gets_its_cap_and_the_others_the_rest() {
         let g = gate(10, 3, 100.0);
-        let t = Millis(1_000);
+        let t = Timestamp::from_millis(1_000);
         let a: Vec<Slot> = (0..3).map(|_| g.admit(ip(1), t).unwrap()).collect();
         assert_eq!(g.admit(ip(1), t).unwrap_err(), Refusal::MaxConnectionsPerIp);
         let b: Vec<Slot> = (0..7).map(|i| g.admit(ip(2 + i / 3), t).unwrap()).collect();
@@ -433,23 +432,29 @@ mod tests {
     #[test]
     fn a_slot_is_released_when_its_task_panics() {
         let g = gate(1, 1, 100.0);
-        let slot = g.admit(ip(1), Millis(0)).unwrap();
+        let slot = g.admit(ip(1), Timestamp::from_millis(0)).unwrap();
         let task = std::thread::spawn(move || {
             let _held = slot;
             panic!("connection task fails");
         });
         assert!(task.join().is_err());
         assert_eq!(g.connections(), 0);
-        assert!(g.admit(ip(1), Millis(0)).is_ok());
+        assert!(g.admit(ip(1), Timestamp::from_millis(0)).is_ok());
     }
 
     #[test]
     fn closes_are_counted_by_reason() {
         let g = gate(10, 10, 100.0);
-        g.admit(ip(1), Millis(0)).unwrap().close("write timeout");
-        g.admit(ip(1), Millis(0)).unwrap().close("write timeout");
-        g.admit(ip(1), Millis(0)).unwrap().close("closed by peer");
-        let s = g.snapshot(Millis(0));
+        g.admit(ip(1), Timestamp::from_millis(0))
+            .unwrap()
+            .close("write timeout");
+        g.admit(ip(1), Timestamp::from_millis(0))
+            .unwrap()
+            .close("write timeout");
+        g.admit(ip(1), Timestamp::from_millis(0))
+            .unwrap()
+            .close("closed by peer");
+        let s = g.snapshot(Timestamp::from_millis(0));
         assert_eq!(s.closed["write timeout"], 2);
         assert_eq!(s.closed["closed by peer"], 1);
         assert_eq!(s.connections, 0);
@@ -458,7 +463,7 @@ mod tests {
     #[test]
     fn a_reconnect_flood_is_banned_and_the_ban_expires() {
         let g = gate(100_000, 100_000, 5.0);
-        let t = Millis(10_000);
+        let t = Timestamp::from_millis(10_000);
         let mut allowed = 0;
         for _ in 0..2_000 {
             if let Ok(s) = g.admit(ip(1), t) {
@@ -472,7 +477,7 @@ mod tests {
         assert_eq!(s.bans_active, 1);
         assert!(s.refused["banned"] > 900, "{s:?}");
         assert_eq!(g.admit(ip(2), t).map(|_| ()), Ok(()), "others unaffected");
-        let later = t.plus(60_000);
+        let later = t.plus_millis(60_000);
         assert!(g.admit(ip(1), later).is_ok());
         assert_eq!(g.snapshot(later).bans_active, 0);
     }
@@ -480,18 +485,18 @@ mod tests {
     #[test]
     fn an_address_brings_new_workers_up_to_its_cap_then_one_a_second() {
         let g = gate(100, 5, 100.0);
-        let t = Millis(0);
+        let t = Timestamp::from_millis(0);
         assert_eq!((0..20).filter(|_| g.new_worker(ip(1), t)).count(), 5);
         assert!(g.new_worker(ip(2), t), "another address is not held back");
-        assert!(!g.new_worker(ip(1), t.plus(500)));
-        assert!(g.new_worker(ip(1), t.plus(1_000)));
+        assert!(!g.new_worker(ip(1), t.plus_millis(500)));
+        assert!(g.new_worker(ip(1), t.plus_millis(1_000)));
         assert_eq!(g.snapshot(t).workers_refused, 16);
     }
 
     #[test]
     fn a_burst_of_strikes_bans_but_a_few_do_not() {
         let g = gate(10, 10, 100.0);
-        let t = Millis(0);
+        let t = Timestamp::from_millis(0);
         for _ in 0..20 {
             assert!(!g.strike(ip(1), t, BanReason::HandshakeFailures));
         }
@@ -500,7 +505,11 @@ mod tests {
         assert_eq!(g.snapshot(t).bans["handshake_failures"], 1);
         // One a second forever never bans.
         for s in 0..100 {
-            assert!(!g.strike(ip(2), Millis(s * 1_000), BanReason::MalformedMessages));
+            assert!(!g.strike(
+                ip(2),
+                Timestamp::from_millis(s * 1_000),
+                BanReason::MalformedMessages
+            ));
         }
     }
 }

@@ -9,7 +9,7 @@
 //! - [`MessageBudget`]: a connection's message rate.
 //! - [`limit`]: the sharded token buckets and ban lists underneath.
 //!
-//! Sans-IO: every decision takes the time as [`Millis`]; the shells own sockets and timers.
+//! Sans-IO: every decision takes the time as [`Timestamp`]; the shells own sockets and timers.
 //! docs/operations.md "The connection edge" describes the flags and what an operator sees.
 
 // Every public item says what it is for, and nothing is public that no other crate can reach.
@@ -24,4 +24,4 @@ pub use admission::Admission;
 pub use budget::MessageBudget;
 pub use gate::{AdmissionSnapshot, BanReason, Gate, Refusal, Slot};
 pub use limit::{BanList, Decision, Rate, RateLimiter};
-pub use primitives::Millis;
+pub use primitives::Timestamp;

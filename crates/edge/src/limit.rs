@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use hashbrown::HashTable;
 
-use primitives::Millis;
+use primitives::Timestamp;
 
 /// A token bucket's settings: `rate` tokens per second, holding at most `burst`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -28,7 +28,7 @@ pub struct Rate {
 #[derive(Clone, Copy, Debug)]
 struct Bucket {
     tokens: f32,
-    last: Millis,
+    last: Timestamp,
 }
 
 type Shard<K> = Mutex<HashTable<(K, Bucket)>>;
@@ -64,7 +64,7 @@ impl<K: Hash + Eq + Copy> RateLimiter<K> {
     }
 
     /// Takes one token for `key` at `now`.
-    pub fn check(&self, key: K, now: Millis) -> Decision {
+    pub fn check(&self, key: K, now: Timestamp) -> Decision {
         let hash = hash_of(&key);
         let mut table = self.shards[self.shard_of(hash)]
             .lock()
@@ -76,7 +76,9 @@ impl<K: Hash + Eq + Copy> RateLimiter<K> {
             None => {
                 if table.len() >= self.max_keys_per_shard {
                     // Full buckets are indistinguishable from absent ones: drop them.
-                    table.retain(|(_, b)| b.tokens + now.since(b.last) as f32 * per_ms < burst);
+                    table.retain(|(_, b)| {
+                        b.tokens + now.millis_since(b.last) as f32 * per_ms < burst
+                    });
                     if table.len() >= self.max_keys_per_shard {
                         return Decision::Untracked;
                     }
@@ -94,7 +96,7 @@ impl<K: Hash + Eq + Copy> RateLimiter<K> {
                     .1
             }
         };
-        bucket.tokens = (bucket.tokens + now.since(bucket.last) as f32 * per_ms).min(burst);
+        bucket.tokens = (bucket.tokens + now.millis_since(bucket.last) as f32 * per_ms).min(burst);
         bucket.last = bucket.last.max(now);
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
@@ -145,7 +147,7 @@ fn hash_of<K: Hash>(key: &K) -> u64 {
 
 /// Bans with expiry (reconnect floods, too many invalid shares), sharded like the limiter.
 pub struct BanList<K> {
-    shards: Box<[Mutex<HashMap<K, Millis, FastHash>>]>,
+    shards: Box<[Mutex<HashMap<K, Timestamp, FastHash>>]>,
 }
 
 impl<K: Hash + Eq + Copy> Default for BanList<K> {
@@ -160,14 +162,14 @@ impl<K: Hash + Eq + Copy> Default for BanList<K> {
 
 impl<K: Hash + Eq + Copy> BanList<K> {
     /// Bans `key` until `until` (a longer ban already held stands).
-    pub fn ban(&self, key: K, until: Millis) {
+    pub fn ban(&self, key: K, until: Timestamp) {
         let mut m = self.shard(&key);
         let e = m.entry(key).or_insert(until);
         *e = (*e).max(until);
     }
 
     /// Whether `key` is banned at `now`; an expired ban is removed.
-    pub fn is_banned(&self, key: &K, now: Millis) -> bool {
+    pub fn is_banned(&self, key: &K, now: Timestamp) -> bool {
         let mut m = self.shard(key);
         match m.get(key) {
             Some(until) if *until > now => true,
@@ -180,7 +182,7 @@ impl<K: Hash + Eq + Copy> BanList<K> {
     }
 
     /// Drops expired bans; returns how many remain.
-    pub fn sweep(&self, now: Millis) -> usize {
+    pub fn sweep(&self, now: Timestamp) -> usize {
         self.shards
             .iter()
             .map(|s| {
@@ -191,7 +193,7 @@ impl<K: Hash + Eq + Copy> BanList<K> {
             .sum()
     }
 
-    fn shard(&self, key: &K) -> std::sync::MutexGuard<'_, HashMap<K, Millis, FastHash>> {
+    fn shard(&self, key: &K) -> std::sync::MutexGuard<'_, HashMap<K, Timestamp, FastHash>> {
         let mut h = FastHasher(0);
         key.hash(&mut h);
         let i = (h.finish() >> 60) as usize & (self.shards.len() - 1);
@@ -271,19 +273,19 @@ mod tests {
             },
             1000,
         );
-        let t0 = Millis(1_000);
+        let t0 = Timestamp::from_millis(1_000);
         for _ in 0..5 {
             assert_eq!(l.check(ip(1), t0), Decision::Allow);
         }
         assert_eq!(l.check(ip(1), t0), Decision::Limit, "burst used up");
         assert_eq!(l.check(ip(2), t0), Decision::Allow, "other keys unaffected");
         // 10 per second: one token every 100 ms.
-        assert_eq!(l.check(ip(1), t0.plus(50)), Decision::Limit);
-        assert_eq!(l.check(ip(1), t0.plus(100)), Decision::Allow);
+        assert_eq!(l.check(ip(1), t0.plus_millis(50)), Decision::Limit);
+        assert_eq!(l.check(ip(1), t0.plus_millis(100)), Decision::Allow);
         // Over a long run, allowed = burst + rate * time.
         let mut allowed = 0;
         for ms in (0..10_000).step_by(10) {
-            allowed += (l.check(ip(3), t0.plus(ms)) == Decision::Allow) as u32;
+            allowed += (l.check(ip(3), t0.plus_millis(ms)) == Decision::Allow) as u32;
         }
         assert!((104..=106).contains(&allowed), "{allowed}");
     }
@@ -297,7 +299,7 @@ mod tests {
             },
             640,
         );
-        let t = Millis(0);
+        let t = Timestamp::from_millis(0);
         let mut untracked = 0;
         for n in 0..10_000 {
             // Two quick connections per key: their buckets are not full afterwards.
@@ -308,7 +310,7 @@ mod tests {
         assert!(untracked > 0);
         // Later every bucket has refilled: new keys evict them (64 new keys over 64 shards of
         // 10 fit unless 11 land in one shard, which these keys do not).
-        let later = t.plus(10_000);
+        let later = t.plus_millis(10_000);
         for n in 20_000..20_064 {
             assert_ne!(l.check(ip(n), later), Decision::Untracked);
         }
@@ -318,14 +320,14 @@ mod tests {
     #[test]
     fn bans_expire() {
         let b = BanList::default();
-        b.ban(ip(1), Millis(1_000));
-        assert!(b.is_banned(&ip(1), Millis(999)));
-        assert!(!b.is_banned(&ip(2), Millis(999)));
-        assert!(!b.is_banned(&ip(1), Millis(1_000)));
-        b.ban(ip(3), Millis(5_000));
-        b.ban(ip(3), Millis(2_000)); // a shorter ban does not shorten a longer one
-        assert_eq!(b.sweep(Millis(3_000)), 1);
-        assert!(b.is_banned(&ip(3), Millis(4_999)));
+        b.ban(ip(1), Timestamp::from_millis(1_000));
+        assert!(b.is_banned(&ip(1), Timestamp::from_millis(999)));
+        assert!(!b.is_banned(&ip(2), Timestamp::from_millis(999)));
+        assert!(!b.is_banned(&ip(1), Timestamp::from_millis(1_000)));
+        b.ban(ip(3), Timestamp::from_millis(5_000));
+        b.ban(ip(3), Timestamp::from_millis(2_000)); // a shorter ban does not shorten a longer one
+        assert_eq!(b.sweep(Timestamp::from_millis(3_000)), 1);
+        assert!(b.is_banned(&ip(3), Timestamp::from_millis(4_999)));
     }
 
     #[test]

@@ -4,40 +4,10 @@
 //! Runs without the test harness (`harness = false`) so that no other test thread allocates
 //! while it counts.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
 use events::*;
 
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 fn share(i: u64) -> ShareResult {
     ShareResult {
@@ -75,7 +45,7 @@ fn main() {
     // One idle flush interval too.
     std::thread::sleep(options.flush_interval + std::time::Duration::from_millis(70));
 
-    COUNTING.store(true, Ordering::SeqCst);
+    let before = testkit::alloc::process_allocs();
     for i in 0..10_000 {
         sink.emit(share(i));
         if i % 1000 == 0 {
@@ -93,8 +63,7 @@ fn main() {
         }
     }
     sink.flush().expect("flush");
-    COUNTING.store(false, Ordering::SeqCst);
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst);
+    let allocations = testkit::alloc::process_allocs() - before;
 
     let stats = sink.finish().expect("finish");
     assert_eq!(stats.events_written, 20_010);

@@ -13,10 +13,9 @@
 //! cargo bench -p fleet --bench device
 //! ```
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::io::{BufRead, Write as _};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,38 +23,17 @@ use criterion::{criterion_group, Criterion, Throughput};
 use fleet::testpool::{TestPool, TestPoolConfig};
 use fleet::{Fleet, FleetConfig, Profile, Sv1Config, Sv1Device, Sv1Shared};
 use primitives::{sha256d, CoinbaseSpec, Hash256};
-use sha2::digest::generic_array::GenericArray;
-
-struct Counting;
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Relaxed);
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Relaxed);
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Relaxed);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use testkit::floor::Floor;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 const EN1: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+
+/// The instant `ns` nanoseconds after the devices' clock starts.
+fn at(ns: u64) -> fleet::Timestamp {
+    fleet::Timestamp::from_nanos(ns)
+}
 
 /// Two notify lines (distinct job ids) as a pool sends them: BIP34 height, a tag, an 8-byte
 /// extranonce, a P2WPKH payout and the witness commitment; a 12-level branch.
@@ -95,52 +73,35 @@ fn notify_lines() -> [Vec<u8>; 2] {
 
 /// A device after the handshake (version rolling 1fffe000, extranonce 4 + 4) at `difficulty`.
 fn ready_device(shared: &Arc<Sv1Shared>, index: u32, difficulty: f64) -> Sv1Device {
-    let mut dev = Sv1Device::new(Arc::clone(shared), index as u64, index, 1, 0);
-    dev.on_connected(0);
+    let mut dev = Sv1Device::new(Arc::clone(shared), index as u64, index, 1, at(0));
+    dev.handle_connected(at(0));
     let o = &mut ();
     let mut out = Vec::new();
-    dev.poll_transmit(&mut out, 0, o);
+    dev.poll_transmit(&mut out, at(0), o);
     dev.handle_line(
         br#"{"id":1,"result":{"version-rolling":true,"version-rolling.mask":"1fffe000"},"error":null}"#,
-        0,
+        at(0),
         o,
     );
     out.clear();
-    dev.poll_transmit(&mut out, 0, o);
+    dev.poll_transmit(&mut out, at(0), o);
     let mut reply = Vec::new();
     sv1::write::reply_subscribe(&mut reply, "2", "1", &EN1, 4);
-    dev.handle_line(reply.trim_ascii_end(), 0, o);
+    dev.handle_line(reply.trim_ascii_end(), at(0), o);
     out.clear();
-    dev.poll_transmit(&mut out, 0, o);
-    dev.handle_line(br#"{"id":3,"result":true,"error":null}"#, 0, o);
+    dev.poll_transmit(&mut out, at(0), o);
+    dev.handle_line(br#"{"id":3,"result":true,"error":null}"#, at(0), o);
     let mut set = Vec::new();
     sv1::write::set_difficulty(&mut set, difficulty);
-    dev.handle_line(set.trim_ascii_end(), 0, o);
+    dev.handle_line(set.trim_ascii_end(), at(0), o);
     assert!(dev.is_ready());
     dev
 }
 
 fn device_benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [
-        0x6a09e667u32,
-        0xbb67ae85,
-        0x3c6ef372,
-        0xa54ff53a,
-        0x510e527f,
-        0x9b05688c,
-        0x1f83d9ab,
-        0x5be0cd19,
-    ];
-    g.bench_function("compress256", |b| {
-        b.iter(|| {
-            sha2::compress256(
-                black_box(&mut state),
-                std::slice::from_ref(black_box(&block)),
-            )
-        })
-    });
+    let mut floor = Floor::new();
+    g.bench_function("compress256", |b| b.iter(|| floor.once()));
     g.finish();
 
     let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
@@ -151,16 +112,16 @@ fn device_benches(c: &mut Criterion) {
     g.bench_function("notify_branch12", |b| {
         b.iter(|| {
             i += 1;
-            dev.handle_line(black_box(&lines[i & 1]), 1, &mut ());
+            dev.handle_line(black_box(&lines[i & 1]), at(1), &mut ());
         })
     });
     // The hash bench needs a job whether or not the notify bench ran (a filter may skip it).
     i += 1;
-    dev.handle_line(&lines[i & 1], 1, &mut ());
+    dev.handle_line(&lines[i & 1], at(1), &mut ());
     assert!(dev.can_hash());
     g.throughput(Throughput::Elements(1000));
     g.bench_function("hash_slice_1000", |b| {
-        b.iter(|| dev.hash(1, 1000, &mut ()).hashes)
+        b.iter(|| dev.hash(at(1), 1000, &mut ()).hashes)
     });
     g.finish();
 }
@@ -190,14 +151,8 @@ fn time_per(rounds: usize, n: u64, mut f: impl FnMut()) -> f64 {
 fn summary(test_mode: bool) {
     let rounds = if test_mode { 1 } else { 7 };
     let scale = if test_mode { 1 } else { 20 };
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [0u32; 8];
-    let floor = time_per(rounds, 50_000 * scale, || {
-        sha2::compress256(
-            black_box(&mut state),
-            std::slice::from_ref(black_box(&block)),
-        )
-    });
+    let mut f = Floor::new();
+    let floor = time_per(rounds, 50_000 * scale, || f.once());
 
     let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
     let lines = notify_lines();
@@ -206,21 +161,21 @@ fn summary(test_mode: bool) {
     // Warm up the job buffers, then count allocations in steady state.
     for _ in 0..4 {
         i += 1;
-        dev.handle_line(&lines[i & 1], 1, &mut ());
+        dev.handle_line(&lines[i & 1], at(1), &mut ());
     }
     let notify_n = 2_000 * scale;
-    let before = ALLOCS.load(Relaxed);
+    let before = testkit::alloc::process_allocs();
     for _ in 0..notify_n {
         i += 1;
-        dev.handle_line(black_box(&lines[i & 1]), 1, &mut ());
+        dev.handle_line(black_box(&lines[i & 1]), at(1), &mut ());
     }
-    let allocs = (ALLOCS.load(Relaxed) - before) as f64 / notify_n as f64;
+    let allocs = (testkit::alloc::process_allocs() - before) as f64 / notify_n as f64;
     let notify_ns = time_per(rounds, notify_n, || {
         i += 1;
-        dev.handle_line(black_box(&lines[i & 1]), 1, &mut ());
+        dev.handle_line(black_box(&lines[i & 1]), at(1), &mut ());
     });
     let hash_ns = time_per(rounds, 50 * scale, || {
-        black_box(dev.hash(1, 1000, &mut ()));
+        black_box(dev.hash(at(1), 1000, &mut ()));
     }) / 1000.0;
     let inline = std::mem::size_of::<Sv1Device>();
     let heap = dev.heap_bytes();

@@ -94,7 +94,7 @@ fn serve(
             Ok(n) => {
                 // No reply delay: held replies are due now too.
                 let mut held = Vec::new();
-                core.on_bytes(&mut c.proto, &buf[..n], out, &mut held)
+                core.handle_bytes(&mut c.proto, &buf[..n], out, &mut held)
                     .map_err(io::Error::other)?;
                 out.append(&mut held);
                 // A short read emptied the socket: epoll (edge-triggered) reports the next

@@ -11,8 +11,8 @@ use std::fmt;
 
 use primitives::{Hash256, Target};
 
-/// CLOCK_MONOTONIC nanoseconds (`events::now_ns()` in the shell; any counter in tests).
-pub type Nanos = u64;
+/// The devices' time: CLOCK_MONOTONIC (`events::now_ns()` in the shell; any counter in tests).
+pub use primitives::Timestamp;
 
 /// Why a device wants its connection closed, or why it was closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -236,43 +236,49 @@ pub struct StandardShareReply<'a> {
 #[allow(unused_variables)]
 pub trait Observer {
     /// An SV1 job arrived (`mining.notify`).
-    fn job_received(&mut self, device: u64, now: Nanos, job: &JobView<'_>) {}
+    fn job_received(&mut self, device: u64, now: Timestamp, job: &JobView<'_>) {}
     /// An SV1 device's share target changed (`mining.set_difficulty` taking effect).
-    fn target_changed(&mut self, device: u64, now: Nanos, difficulty: f64, target: &Target) {}
+    fn target_changed(&mut self, device: u64, now: Timestamp, difficulty: f64, target: &Target) {}
     /// A hash met the share target: the share is queued, and will be sent or dropped.
-    fn share_found(&mut self, device: u64, now: Nanos) {}
+    fn share_found(&mut self, device: u64, now: Timestamp) {}
     /// An SV1 share went out (`mining.submit`).
-    fn share_sent(&mut self, device: u64, now: Nanos, share: &SentShare<'_>) {}
+    fn share_sent(&mut self, device: u64, now: Timestamp, share: &SentShare<'_>) {}
     /// An SV1 share got its verdict.
-    fn share_result(&mut self, device: u64, now: Nanos, reply: &ShareReply<'_>) {}
+    fn share_result(&mut self, device: u64, now: Timestamp, reply: &ShareReply<'_>) {}
     /// A share that got no verdict: it timed out, or its connection closed first.
-    fn share_unanswered(&mut self, device: u64, now: Nanos, seq: u64) {}
+    fn share_unanswered(&mut self, device: u64, now: Timestamp, seq: u64) {}
     /// A share found but never sent (the connection closed, or too many were in flight).
-    fn share_dropped(&mut self, device: u64, now: Nanos) {}
+    fn share_dropped(&mut self, device: u64, now: Timestamp) {}
     /// The handshake finished: subscribed and authorized (SV2: the channel opened).
-    fn ready(&mut self, device: u64, now: Nanos) {}
+    fn ready(&mut self, device: u64, now: Timestamp) {}
     /// A line the device could not use (malformed JSON or parameters), or an SV2 frame or
     /// message it could not use.
-    fn protocol_error(&mut self, device: u64, now: Nanos, what: &str) {}
+    fn protocol_error(&mut self, device: u64, now: Timestamp, what: &str) {}
     /// An SV2 standard job arrived (`NewMiningJob`); a future one is workable only from its
     /// [`Observer::standard_job_activated`].
-    fn standard_job_received(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {}
+    fn standard_job_received(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {}
     /// A future SV2 job became workable: its `SetNewPrevHash` arrived.
-    fn standard_job_activated(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {}
+    fn standard_job_activated(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {}
     /// An SV2 channel's target was set (`OpenStandardMiningChannel.Success`, `SetTarget`).
     fn channel_target_changed(
         &mut self,
         device: u64,
-        now: Nanos,
+        now: Timestamp,
         channel: u32,
         difficulty: f64,
         target: &Target,
     ) {
     }
     /// An SV2 share went out (`SubmitSharesStandard`).
-    fn standard_share_sent(&mut self, device: u64, now: Nanos, share: &StandardShareView<'_>) {}
+    fn standard_share_sent(&mut self, device: u64, now: Timestamp, share: &StandardShareView<'_>) {}
     /// An SV2 share was settled (acknowledged in a batch, or refused).
-    fn standard_share_result(&mut self, device: u64, now: Nanos, reply: &StandardShareReply<'_>) {}
+    fn standard_share_result(
+        &mut self,
+        device: u64,
+        now: Timestamp,
+        reply: &StandardShareReply<'_>,
+    ) {
+    }
 }
 
 impl Observer for () {}
@@ -294,15 +300,15 @@ pub trait Device: Send + 'static {
     /// How the device names itself to the pool (SV1 worker, SV2 user identity).
     fn worker_name(&self) -> String;
     /// Whether the device wants a connection at `now` (none open, its backoff delay over).
-    fn wants_connect(&self, now: Nanos) -> bool;
+    fn wants_connect(&self, now: Timestamp) -> bool;
     /// When [`Device::handle_timeout`] next has something to do; `None`: nothing pending.
-    fn poll_timeout(&self) -> Option<Nanos>;
+    fn poll_timeout(&self) -> Option<Timestamp>;
     /// The TCP connection opened at `now`: the handshake starts.
-    fn on_connected(&mut self, now: Nanos);
+    fn handle_connected(&mut self, now: Timestamp);
     /// Connecting failed at `now`: the backoff grows.
-    fn on_connect_failed(&mut self, now: Nanos);
+    fn handle_connect_failed(&mut self, now: Timestamp);
     /// The connection closed for `reason`: shares in flight go unanswered, reconnect is scheduled.
-    fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O);
+    fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O);
     /// Why the device wants its connection closed, if it does.
     fn close_requested(&self) -> Option<CloseReason>;
     /// Whether the handshake finished (SV1: subscribed and authorized; SV2: channel open).
@@ -310,11 +316,16 @@ pub trait Device: Send + 'static {
     /// Whether the device has a job it can hash on now.
     fn can_hash(&self) -> bool;
     /// Deadlines reached by `now` (handshake, share timeouts, reconnect).
-    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O);
+    fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O);
     /// Hashes at most `max_hashes` nonces on the current job, queueing the shares found.
-    fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome;
+    fn hash<O: Observer>(&mut self, now: Timestamp, max_hashes: u64, obs: &mut O) -> HashOutcome;
     /// Appends what the device has to send to `out`; returns the bytes appended.
-    fn poll_transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Nanos, obs: &mut O) -> usize;
+    fn poll_transmit<O: Observer>(
+        &mut self,
+        out: &mut Vec<u8>,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> usize;
     /// Bytes read from the socket at `now`; `max_message` bounds one SV1 line. An error closes
     /// the connection with that reason.
     fn receive<O: Observer>(
@@ -322,7 +333,7 @@ pub trait Device: Send + 'static {
         rx: &mut Self::Receive,
         data: &[u8],
         max_message: usize,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Result<(), CloseReason>;
 }

@@ -37,7 +37,7 @@ pub mod testpool;
 mod timed_writer;
 
 pub use backoff::Backoff;
-pub use device::{CloseReason, Device, HashOutcome, Nanos, Observer};
+pub use device::{CloseReason, Device, HashOutcome, Observer, Timestamp};
 pub use profile::Profile;
 pub use report::FleetReport;
 pub use runner::{Fleet, FleetConfig, Protocol, SetupError};

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::device::{CloseReason, Nanos, Rng};
+use crate::device::{CloseReason, Rng, Timestamp};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    Disconnected { reconnect_at: Nanos },
+    Disconnected { reconnect_at: Timestamp },
     Connected,
 }
 
@@ -31,12 +31,12 @@ pub(crate) struct Lifecycle {
     close: Option<CloseReason>,
     /// Failed connection attempts in a row (sets the backoff ceiling).
     failures: u32,
-    connected_at: Nanos,
+    connected_at: Timestamp,
 }
 
 impl Lifecycle {
     /// Not connected; the first attempt at `first_connect_at`.
-    pub(crate) fn new(first_connect_at: Nanos) -> Self {
+    pub(crate) fn new(first_connect_at: Timestamp) -> Self {
         Lifecycle {
             phase: Phase::Disconnected {
                 reconnect_at: first_connect_at,
@@ -44,7 +44,7 @@ impl Lifecycle {
             stopped: false,
             close: None,
             failures: 0,
-            connected_at: 0,
+            connected_at: Timestamp::ZERO,
         }
     }
 
@@ -64,17 +64,16 @@ impl Lifecycle {
         &self,
         t: Timeouts,
         handshaking: bool,
-        oldest: Option<Nanos>,
-        last_rx: Nanos,
-    ) -> Option<Nanos> {
+        oldest: Option<Timestamp>,
+        last_rx: Timestamp,
+    ) -> Option<Timestamp> {
         if !self.is_connected() {
             return self.reconnect_at();
         }
-        let after = |from: Nanos, d: Duration| from.saturating_add(d.as_nanos() as u64);
         [
-            handshaking.then(|| after(self.connected_at, t.handshake)),
-            oldest.map(|sent| after(sent, t.reply)),
-            (!t.silence.is_zero()).then(|| after(last_rx, t.silence)),
+            handshaking.then(|| self.connected_at + t.handshake),
+            oldest.map(|sent| sent + t.reply),
+            (!t.silence.is_zero()).then(|| last_rx + t.silence),
         ]
         .into_iter()
         .flatten()
@@ -83,10 +82,12 @@ impl Lifecycle {
 
     /// How many of the shares sent at `sent` (oldest first) are past their verdict's deadline
     /// at `now`.
-    pub(crate) fn overdue(t: Timeouts, sent: impl Iterator<Item = Nanos>, now: Nanos) -> usize {
-        let reply = t.reply.as_nanos() as u64;
-        sent.take_while(|at| at.saturating_add(reply) <= now)
-            .count()
+    pub(crate) fn overdue(
+        t: Timeouts,
+        sent: impl Iterator<Item = Timestamp>,
+        now: Timestamp,
+    ) -> usize {
+        sent.take_while(|at| *at + t.reply <= now).count()
     }
 
     /// Asks for a close ([`CloseReason::Timeout`]) when, at `now`, the handshake (while
@@ -95,15 +96,13 @@ impl Lifecycle {
         &mut self,
         t: Timeouts,
         handshaking: bool,
-        last_rx: Nanos,
-        now: Nanos,
+        last_rx: Timestamp,
+        now: Timestamp,
     ) {
-        let handshake = t.handshake.as_nanos() as u64;
-        let silence = t.silence.as_nanos() as u64;
-        if handshaking && self.connected_at.saturating_add(handshake) <= now {
+        if handshaking && self.connected_at + t.handshake <= now {
             self.request_close(CloseReason::Timeout);
         }
-        if silence != 0 && last_rx.saturating_add(silence) <= now {
+        if !t.silence.is_zero() && last_rx + t.silence <= now {
             self.request_close(CloseReason::Timeout);
         }
     }
@@ -116,7 +115,7 @@ impl Lifecycle {
     }
 
     /// Disconnected, not stopped, and the reconnect time has come.
-    pub(crate) fn wants_connect(&self, now: Nanos) -> bool {
+    pub(crate) fn wants_connect(&self, now: Timestamp) -> bool {
         match self.phase {
             Phase::Disconnected { reconnect_at } => !self.stopped && now >= reconnect_at,
             Phase::Connected => false,
@@ -124,7 +123,7 @@ impl Lifecycle {
     }
 
     /// When the next attempt is due; `None` while connected or once stopped.
-    pub(crate) fn reconnect_at(&self) -> Option<Nanos> {
+    pub(crate) fn reconnect_at(&self) -> Option<Timestamp> {
         match self.phase {
             Phase::Disconnected { reconnect_at } => (!self.stopped).then_some(reconnect_at),
             Phase::Connected => None,
@@ -140,18 +139,18 @@ impl Lifecycle {
     }
 
     /// The TCP connection is up.
-    pub(crate) fn connected(&mut self, now: Nanos) {
+    pub(crate) fn connected(&mut self, now: Timestamp) {
         self.phase = Phase::Connected;
         self.close = None;
         self.connected_at = now;
     }
 
     /// The connection attempt failed: back off.
-    pub(crate) fn connect_failed(&mut self, now: Nanos, backoff: &Backoff, rng: &mut Rng) {
+    pub(crate) fn connect_failed(&mut self, now: Timestamp, backoff: &Backoff, rng: &mut Rng) {
         let delay = backoff.delay(self.failures, rng);
         self.failures = self.failures.saturating_add(1);
         self.phase = Phase::Disconnected {
-            reconnect_at: at(now, delay),
+            reconnect_at: now + delay,
         };
     }
 
@@ -160,7 +159,7 @@ impl Lifecycle {
     /// `wait`, spread by the first backoff step; a stop is for good.
     pub(crate) fn closed(
         &mut self,
-        now: Nanos,
+        now: Timestamp,
         reason: CloseReason,
         was_ready: bool,
         wait: Duration,
@@ -172,19 +171,15 @@ impl Lifecycle {
         }
         let reconnect_at = if self.stopped || reason == CloseReason::Stop {
             self.stopped = true;
-            Nanos::MAX
+            Timestamp::MAX
         } else if reason == CloseReason::Reconnect {
-            at(now, wait + backoff.delay(0, rng))
+            now + wait + backoff.delay(0, rng)
         } else {
             let delay = backoff.delay(self.failures, rng);
             self.failures = self.failures.saturating_add(1);
-            at(now, delay)
+            now + delay
         };
         self.phase = Phase::Disconnected { reconnect_at };
         self.close = None;
     }
-}
-
-fn at(now: Nanos, delay: Duration) -> Nanos {
-    now.saturating_add(delay.as_nanos() as u64)
 }

@@ -31,7 +31,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Sleep;
 
-use crate::device::{CloseReason, Device, Nanos, Rng};
+use crate::device::{CloseReason, Device, Rng, Timestamp};
 use crate::report::{CpuUse, FleetReport, LatencyMs, ShareCounts};
 use crate::stats::{reject_slot_name, LiveStats, Tally, REJECT_SLOTS};
 use crate::sv1_device::{Sv1Config, Sv1Device, Sv1Shared};
@@ -247,11 +247,23 @@ impl Fleet {
             );
             match &self.kind {
                 Kind::Sv1(shared) => {
-                    let dev = Sv1Device::new(Arc::clone(shared), id, i, c.seed, start_ns);
+                    let dev = Sv1Device::new(
+                        Arc::clone(shared),
+                        id,
+                        i,
+                        c.seed,
+                        Timestamp::from_nanos(start_ns),
+                    );
                     tasks.spawn(device_task(dev, ctx, phase));
                 }
                 Kind::Sv2(shared) => {
-                    let dev = Sv2Device::new(Arc::clone(shared), id, i, c.seed, start_ns);
+                    let dev = Sv2Device::new(
+                        Arc::clone(shared),
+                        id,
+                        i,
+                        c.seed,
+                        Timestamp::from_nanos(start_ns),
+                    );
                     tasks.spawn(device_task(dev, ctx, phase));
                 }
             }
@@ -444,7 +456,7 @@ impl Ctx {
 
 /// Maps CLOCK_MONOTONIC nanoseconds (the devices' clock) onto tokio instants.
 struct Clock {
-    base_ns: Nanos,
+    base_ns: Timestamp,
     base: tokio::time::Instant,
 }
 
@@ -452,15 +464,20 @@ impl Clock {
     fn now() -> Self {
         Clock {
             base: tokio::time::Instant::now(),
-            base_ns: now_ns(),
+            base_ns: device_now(),
         }
     }
 
-    fn instant(&self, ns: Nanos) -> tokio::time::Instant {
-        // A day ahead stands for "never" (Nanos::MAX would overflow the instant).
-        let ahead = ns.saturating_sub(self.base_ns).min(86_400_000_000_000);
-        self.base + Duration::from_nanos(ahead)
+    fn instant(&self, at: Timestamp) -> tokio::time::Instant {
+        // A day ahead stands for "never" (Timestamp::MAX would overflow the instant).
+        let ahead = at.since(self.base_ns).min(Duration::from_secs(86_400));
+        self.base + ahead
     }
+}
+
+/// The devices' time now.
+fn device_now() -> Timestamp {
+    Timestamp::from_nanos(now_ns())
 }
 
 /// Spaces connection attempts `1 / rate` apart across the fleet.
@@ -483,18 +500,18 @@ impl Pacer {
     }
 
     /// The time this attempt may start.
-    fn reserve(&self, now: Nanos) -> Nanos {
+    fn reserve(&self, now: Timestamp) -> Timestamp {
         if self.interval_ns == 0 {
             return now;
         }
         let mut cur = self.next.load(Relaxed);
         loop {
-            let slot = cur.max(now);
+            let slot = cur.max(now.as_nanos());
             match self
                 .next
                 .compare_exchange_weak(cur, slot + self.interval_ns, Relaxed, Relaxed)
             {
-                Ok(_) => return slot,
+                Ok(_) => return Timestamp::from_nanos(slot),
                 Err(v) => cur = v,
             }
         }
@@ -505,29 +522,29 @@ impl Pacer {
 struct HashClock {
     /// Hashes per second.
     rate: f64,
-    period_ns: u64,
-    last: Nanos,
+    period: Duration,
+    last: Timestamp,
     credit: f64,
     cap: f64,
-    next_at: Nanos,
+    next_at: Timestamp,
 }
 
 impl HashClock {
-    fn new(rate: f64, slice_hashes: u64, now: Nanos, rng: &mut Rng) -> Self {
+    fn new(rate: f64, slice_hashes: u64, now: Timestamp, rng: &mut Rng) -> Self {
         let period_s = if rate > 0.0 {
             (slice_hashes as f64 / rate).clamp(0.005, 1.0)
         } else {
             1.0
         };
-        let period_ns = (period_s * 1e9) as u64;
+        let period = Duration::from_secs_f64(period_s);
         HashClock {
             rate,
-            period_ns,
+            period,
             last: now,
             credit: 0.0,
             cap: 2.0 * rate * period_s,
             // Devices start their slices at spread-out phases.
-            next_at: now + (rng.next_f64() * period_ns as f64) as u64,
+            next_at: now + period.mul_f64(rng.next_f64()),
         }
     }
 
@@ -536,23 +553,23 @@ impl HashClock {
     }
 
     /// Not hashing (no job yet, or draining): bank nothing.
-    fn idle(&mut self, now: Nanos) {
+    fn idle(&mut self, now: Timestamp) {
         self.last = now;
         self.credit = 0.0;
         self.next_at = self.next_at.max(now);
     }
 
     /// Hashes this slice may compute.
-    fn allowance(&mut self, now: Nanos) -> u64 {
-        let dt = now.saturating_sub(self.last) as f64 / 1e9;
+    fn allowance(&mut self, now: Timestamp) -> u64 {
+        let dt = now.since(self.last).as_secs_f64();
         self.credit = (self.credit + self.rate * dt).min(self.cap);
         self.last = now;
         self.credit.max(0.0) as u64
     }
 
-    fn used(&mut self, hashes: u64, now: Nanos) {
+    fn used(&mut self, hashes: u64, now: Timestamp) {
         self.credit -= hashes as f64;
-        self.next_at = (self.next_at + self.period_ns).max(now + self.period_ns / 4);
+        self.next_at = (self.next_at + self.period).max(now + self.period / 4);
     }
 }
 
@@ -575,13 +592,13 @@ fn device_task<D: Device>(
     mut phase: watch::Receiver<RunPhase>,
 ) -> impl Future<Output = ()> + Send {
     async move {
-        let sleep = tokio::time::sleep_until(ctx.clock.instant(now_ns()));
+        let sleep = tokio::time::sleep_until(ctx.clock.instant(device_now()));
         tokio::pin!(sleep);
         loop {
             if *phase.borrow() != RunPhase::Run {
                 return;
             }
-            let now = now_ns();
+            let now = device_now();
             if !dev.wants_connect(now) {
                 let Some(at) = dev.poll_timeout() else {
                     return;
@@ -633,12 +650,12 @@ fn device_task<D: Device>(
                 Ok(Err(e)) => {
                     tracing::debug!(device = dev.id(), "connect failed: {e}");
                     ctx.stats.connect_failures.fetch_add(1, Relaxed);
-                    dev.on_connect_failed(now_ns());
+                    dev.handle_connect_failed(device_now());
                 }
                 Err(_) => {
                     tracing::debug!(device = dev.id(), "connect timed out");
                     ctx.stats.connect_failures.fetch_add(1, Relaxed);
-                    dev.on_connect_failed(now_ns());
+                    dev.handle_connect_failed(device_now());
                 }
             }
         }
@@ -653,14 +670,14 @@ async fn connection<D: Device>(
     phase: &mut watch::Receiver<RunPhase>,
     mut sleep: Pin<&mut Sleep>,
 ) -> CloseReason {
-    let now = now_ns();
+    let now = device_now();
     let stats = &*ctx.stats;
     stats.connects.fetch_add(1, Relaxed);
     stats.connected.fetch_add(1, Relaxed);
     if ctx.events.is_enabled() {
         if let (Ok(peer), Ok(local)) = (stream.peer_addr(), stream.local_addr()) {
             ctx.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::ConnectionOpened {
                     conn: dev.id(),
                     peer,
@@ -670,7 +687,7 @@ async fn connection<D: Device>(
             );
         }
     }
-    dev.on_connected(now);
+    dev.handle_connected(now);
     let mut tally = ctx.tally();
     let mut rx = D::Receive::default();
     let mut rng = Rng::new(dev.id() ^ 0x5eed);
@@ -688,7 +705,7 @@ async fn connection<D: Device>(
         }
         let hashing = ph == RunPhase::Run && clock.enabled() && dev.can_hash();
         if !hashing {
-            clock.idle(now_ns());
+            clock.idle(device_now());
         }
         let wake = match (dev.poll_timeout(), hashing.then_some(clock.next_at)) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -713,7 +730,7 @@ async fn connection<D: Device>(
                 }
             }
             _ = &mut sleep, if wake.is_some() => {
-                let now = now_ns();
+                let now = device_now();
                 dev.handle_timeout(now, &mut tally);
                 if hashing && now >= clock.next_at {
                     let n = clock.allowance(now);
@@ -729,15 +746,15 @@ async fn connection<D: Device>(
     if dev.is_ready() {
         stats.ready.fetch_sub(1, Relaxed);
     }
-    let now = now_ns();
+    let now = device_now();
     ctx.events.emit_at(
-        now,
+        now.as_nanos(),
         events::ConnectionClosed {
             conn: dev.id(),
             reason: ShortStr::new(reason.as_str()),
         },
     );
-    dev.on_closed(now, reason, &mut tally);
+    dev.handle_closed(now, reason, &mut tally);
     reason
 }
 
@@ -750,7 +767,7 @@ async fn transmit<D: Device>(
 ) -> io::Result<()> {
     let rest = WRITE_SCRATCH.with_borrow_mut(|out| -> io::Result<Option<Vec<u8>>> {
         out.clear();
-        if dev.poll_transmit(out, now_ns(), tally) == 0 {
+        if dev.poll_transmit(out, device_now(), tally) == 0 {
             return Ok(None);
         }
         let mut off = 0;
@@ -793,7 +810,7 @@ fn read_socket<D: Device>(
                 Ok((n, stamp)) => {
                     tally.stats.net_rx.fetch_add(n as u64, Relaxed);
                     // The bytes' arrival at the socket, as a real device would see them.
-                    let at = tap::net::rx_monotonic_ns(stamp);
+                    let at = Timestamp::from_nanos(tap::net::rx_monotonic_ns(stamp));
                     dev.receive(rx, &buf[..n], max_line, at, tally)?;
                     if dev.close_requested().is_some() {
                         return Ok(());
@@ -812,11 +829,15 @@ fn read_socket<D: Device>(
 mod tests {
     use super::*;
 
+    fn at(ns: u64) -> Timestamp {
+        Timestamp::from_nanos(ns)
+    }
+
     #[test]
     fn pacer_spaces_attempts() {
         let p = Pacer::new(1000.0);
         let t0 = 1_000_000_000;
-        let slots: Vec<u64> = (0..5).map(|_| p.reserve(t0)).collect();
+        let slots: Vec<u64> = (0..5).map(|_| p.reserve(at(t0)).as_nanos()).collect();
         assert_eq!(
             slots,
             [
@@ -828,18 +849,18 @@ mod tests {
             ]
         );
         // Later on, an attempt after a quiet spell goes at once.
-        assert_eq!(p.reserve(t0 + 10_000_000_000), t0 + 10_000_000_000);
+        assert_eq!(p.reserve(at(t0 + 10_000_000_000)), at(t0 + 10_000_000_000));
         let unpaced = Pacer::new(0.0);
-        assert_eq!(unpaced.reserve(t0), t0);
-        assert_eq!(unpaced.reserve(t0), t0);
+        assert_eq!(unpaced.reserve(at(t0)), at(t0));
+        assert_eq!(unpaced.reserve(at(t0)), at(t0));
     }
 
     #[test]
     fn hash_clock_meets_its_rate_without_bursts() {
         let mut rng = Rng::new(3);
         let rate = 200.0; // a small device among thousands
-        let mut c = HashClock::new(rate, 2000, 0, &mut rng);
-        assert_eq!(c.period_ns, 1_000_000_000, "capped at a second");
+        let mut c = HashClock::new(rate, 2000, at(0), &mut rng);
+        assert_eq!(c.period, Duration::from_secs(1), "capped at a second");
         let mut now = c.next_at;
         let mut total = 0;
         for _ in 0..100 {
@@ -849,16 +870,20 @@ mod tests {
             c.used(n, now);
             now = c.next_at;
         }
-        let secs = now as f64 / 1e9;
+        let secs = now.as_nanos() as f64 / 1e9;
         let achieved = total as f64 / secs;
         assert!((achieved - rate).abs() / rate < 0.05, "{achieved}");
         // A big device slices often, in bounded pieces.
-        let mut c = HashClock::new(5e6, 2000, 0, &mut rng);
-        assert_eq!(c.period_ns, 5_000_000);
-        let n = c.allowance(10_000_000_000);
+        let mut c = HashClock::new(5e6, 2000, at(0), &mut rng);
+        assert_eq!(c.period, Duration::from_millis(5));
+        let n = c.allowance(at(10_000_000_000));
         assert!(n as f64 <= 2.0 * 5e6 * 0.005 + 1.0, "{n}");
-        c.idle(20_000_000_000);
-        assert_eq!(c.allowance(20_000_000_000), 0, "nothing banked while idle");
+        c.idle(at(20_000_000_000));
+        assert_eq!(
+            c.allowance(at(20_000_000_000)),
+            0,
+            "nothing banked while idle"
+        );
     }
 }
 
@@ -915,8 +940,8 @@ mod size_tests {
     #[test]
     fn a_device_task_is_small() {
         let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
-        task_size(|| Sv1Device::new(Arc::clone(&shared), 0, 0, 0, 0));
+        task_size(|| Sv1Device::new(Arc::clone(&shared), 0, 0, 0, Timestamp::ZERO));
         let shared = Sv2Shared::new(Sv2Config::default()).unwrap();
-        task_size(|| Sv2Device::new(Arc::clone(&shared), 0, 0, 0, 0));
+        task_size(|| Sv2Device::new(Arc::clone(&shared), 0, 0, 0, Timestamp::ZERO));
     }
 }

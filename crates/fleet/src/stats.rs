@@ -10,8 +10,8 @@ use hdrhistogram::Histogram;
 use primitives::Target;
 
 use crate::device::{
-    JobView, Nanos, Observer, SentShare, ShareReply, ShareVerdict, StandardJobView,
-    StandardShareReply, StandardShareView,
+    JobView, Observer, SentShare, ShareReply, ShareVerdict, StandardJobView, StandardShareReply,
+    StandardShareView, Timestamp,
 };
 
 /// Rejections are counted per SV1 code 20..=25, then "false without an error", then any
@@ -210,11 +210,11 @@ pub struct Tally<'a> {
 }
 
 impl Observer for Tally<'_> {
-    fn job_received(&mut self, device: u64, now: Nanos, job: &JobView<'_>) {
+    fn job_received(&mut self, device: u64, now: Timestamp, job: &JobView<'_>) {
         self.stats.jobs.fetch_add(1, Relaxed);
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::JobReceived {
                     device,
                     channel: None,
@@ -229,10 +229,10 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn target_changed(&mut self, device: u64, now: Nanos, _difficulty: f64, target: &Target) {
+    fn target_changed(&mut self, device: u64, now: Timestamp, _difficulty: f64, target: &Target) {
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::TargetChanged {
                     conn: device,
                     channel: None,
@@ -242,18 +242,18 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn share_found(&mut self, _device: u64, _now: Nanos) {
+    fn share_found(&mut self, _device: u64, _now: Timestamp) {
         self.stats.in_flight.fetch_add(1, Relaxed);
     }
 
-    fn share_sent(&mut self, device: u64, now: Nanos, s: &SentShare<'_>) {
+    fn share_sent(&mut self, device: u64, now: Timestamp, s: &SentShare<'_>) {
         self.stats.shares_sent.fetch_add(1, Relaxed);
         if s.block {
             self.stats.blocks.fetch_add(1, Relaxed);
         }
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::ShareSent {
                     device,
                     channel: None,
@@ -269,7 +269,7 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn share_result(&mut self, device: u64, now: Nanos, r: &ShareReply<'_>) {
+    fn share_result(&mut self, device: u64, now: Timestamp, r: &ShareReply<'_>) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.record_latency(r.latency_ns);
         self.stats.count_verdict(r.verdict.to_event_verdict());
@@ -278,7 +278,7 @@ impl Observer for Tally<'_> {
         }
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::ShareResult {
                     conn: device,
                     channel: None,
@@ -298,30 +298,30 @@ impl Observer for Tally<'_> {
     /// device and seq follows is the unanswered share, whether it timed out, was pushed out of
     /// the in-flight window, or lost its connection. A verdict arriving after the timeout is
     /// ignored, so the file never holds both.
-    fn share_unanswered(&mut self, _device: u64, _now: Nanos, _seq: u64) {
+    fn share_unanswered(&mut self, _device: u64, _now: Timestamp, _seq: u64) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.unanswered.fetch_add(1, Relaxed);
     }
 
-    fn share_dropped(&mut self, _device: u64, _now: Nanos) {
+    fn share_dropped(&mut self, _device: u64, _now: Timestamp) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.dropped.fetch_add(1, Relaxed);
     }
 
-    fn ready(&mut self, _device: u64, _now: Nanos) {
+    fn ready(&mut self, _device: u64, _now: Timestamp) {
         self.stats.ready.fetch_add(1, Relaxed);
     }
 
-    fn protocol_error(&mut self, device: u64, _now: Nanos, what: &str) {
+    fn protocol_error(&mut self, device: u64, _now: Timestamp, what: &str) {
         self.stats.protocol_errors.fetch_add(1, Relaxed);
         tracing::debug!(device, "protocol error: {what}");
     }
 
-    fn standard_job_received(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {
+    fn standard_job_received(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {
         self.stats.jobs.fetch_add(1, Relaxed);
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::JobReceived {
                     device,
                     channel: Some(job.channel),
@@ -340,10 +340,10 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn standard_job_activated(&mut self, device: u64, now: Nanos, job: &StandardJobView<'_>) {
+    fn standard_job_activated(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {
         if let (true, Some(prev_hash)) = (self.events.is_enabled(), job.prev_hash) {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::JobActivated {
                     conn: device,
                     channel: Some(job.channel),
@@ -358,14 +358,14 @@ impl Observer for Tally<'_> {
     fn channel_target_changed(
         &mut self,
         device: u64,
-        now: Nanos,
+        now: Timestamp,
         channel: u32,
         _difficulty: f64,
         target: &Target,
     ) {
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::TargetChanged {
                     conn: device,
                     channel: Some(channel),
@@ -375,14 +375,14 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn standard_share_sent(&mut self, device: u64, now: Nanos, s: &StandardShareView<'_>) {
+    fn standard_share_sent(&mut self, device: u64, now: Timestamp, s: &StandardShareView<'_>) {
         self.stats.shares_sent.fetch_add(1, Relaxed);
         if s.block {
             self.stats.blocks.fetch_add(1, Relaxed);
         }
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::ShareSent {
                     device,
                     channel: Some(s.channel),
@@ -398,7 +398,7 @@ impl Observer for Tally<'_> {
         }
     }
 
-    fn standard_share_result(&mut self, device: u64, now: Nanos, r: &StandardShareReply<'_>) {
+    fn standard_share_result(&mut self, device: u64, now: Timestamp, r: &StandardShareReply<'_>) {
         self.stats.in_flight.fetch_sub(1, Relaxed);
         self.stats.record_latency(r.latency_ns);
         self.stats.count_verdict(r.verdict);
@@ -407,7 +407,7 @@ impl Observer for Tally<'_> {
         }
         if self.events.is_enabled() {
             self.events.emit_at(
-                now,
+                now.as_nanos(),
                 events::ShareResult {
                     conn: device,
                     channel: Some(r.channel),

@@ -2,8 +2,8 @@
 //!
 //! [`Sv1Device`] speaks SV1 as mining firmware does and hashes for real. The shell drives it:
 //!
-//! - [`Sv1Device::wants_connect`] / [`Sv1Device::on_connected`] /
-//!   [`Sv1Device::on_connect_failed`] / [`Sv1Device::on_closed`]: the connection's life;
+//! - [`Sv1Device::wants_connect`] / [`Sv1Device::handle_connected`] /
+//!   [`Sv1Device::handle_connect_failed`] / [`Sv1Device::handle_closed`]: the connection's life;
 //! - [`Sv1Device::handle_line`]: one line received from the pool;
 //! - [`Sv1Device::poll_transmit`]: appends what the device wants sent;
 //! - [`Sv1Device::hash`]: grinds at most `max_hashes` nonces, so a scheduler can share a CPU
@@ -37,8 +37,8 @@ use sv1::{error_code, Envelope, Method, Value};
 
 use crate::backoff::Backoff;
 use crate::device::{
-    CloseReason, HashOutcome, JobIdBuf, JobView, Nanos, Observer, Rng, SentShare, ShareReply,
-    ShareVerdict,
+    CloseReason, HashOutcome, JobIdBuf, JobView, Observer, Rng, SentShare, ShareReply,
+    ShareVerdict, Timestamp,
 };
 use crate::grind::{deposit_bits, top_u64};
 use crate::lifecycle::{Lifecycle, Timeouts};
@@ -312,7 +312,7 @@ struct Found {
 /// A share sent and awaiting its verdict.
 struct InFlight {
     id: u64,
-    sent_at: Nanos,
+    sent_at: Timestamp,
     job_id: JobIdBuf,
     nonce: u32,
     difficulty: f64,
@@ -326,7 +326,7 @@ pub struct Sv1Device {
     life: Lifecycle,
     rng: Rng,
     reconnect_wait: Option<Duration>,
-    last_rx: Nanos,
+    last_rx: Timestamp,
     /// Handshake lines still to write (TX_*).
     pending_tx: u8,
     subscribed: bool,
@@ -359,7 +359,7 @@ impl Sv1Device {
         id: u64,
         index: u32,
         seed: u64,
-        first_connect_at: Nanos,
+        first_connect_at: Timestamp,
     ) -> Self {
         let target = Difficulty::ONE.to_target();
         Sv1Device {
@@ -369,7 +369,7 @@ impl Sv1Device {
             life: Lifecycle::new(first_connect_at),
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
             reconnect_wait: None,
-            last_rx: 0,
+            last_rx: Timestamp::ZERO,
             pending_tx: 0,
             subscribed: false,
             authorized: false,
@@ -462,7 +462,7 @@ impl Sv1Device {
     }
 
     /// Disconnected, not stopped, and its reconnect time has come.
-    pub fn wants_connect(&self, now: Nanos) -> bool {
+    pub fn wants_connect(&self, now: Timestamp) -> bool {
         self.life.wants_connect(now)
     }
 
@@ -472,7 +472,7 @@ impl Sv1Device {
     }
 
     /// The TCP connection is up: start the handshake.
-    pub fn on_connected(&mut self, now: Nanos) {
+    pub fn handle_connected(&mut self, now: Timestamp) {
         self.life.connected(now);
         self.last_rx = now;
         self.subscribed = false;
@@ -497,14 +497,14 @@ impl Sv1Device {
     }
 
     /// The connection attempt failed: back off.
-    pub fn on_connect_failed(&mut self, now: Nanos) {
+    pub fn handle_connect_failed(&mut self, now: Timestamp) {
         self.life
             .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
     }
 
     /// The connection closed (at the device's request or not): forget the session and back
     /// off. After a session that got ready, the backoff starts over.
-    pub fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O) {
+    pub fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
         for f in self.in_flight.drain(..) {
             obs.share_unanswered(self.id, now, f.id);
         }
@@ -525,7 +525,7 @@ impl Sv1Device {
     }
 
     /// The earliest time [`Sv1Device::handle_timeout`] (or a connection attempt) has work to do.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.life.poll_timeout(
             self.timeouts(),
             !self.ready,
@@ -535,7 +535,7 @@ impl Sv1Device {
     }
 
     /// Handles the deadlines that have passed.
-    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    pub fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
         if !self.is_connected() {
             return;
         }
@@ -566,7 +566,7 @@ impl Sv1Device {
     pub fn poll_transmit<O: Observer>(
         &mut self,
         out: &mut Vec<u8>,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> usize {
         let start = out.len();
@@ -649,7 +649,7 @@ impl Sv1Device {
     }
 
     /// Handles one line from the pool (without its newline).
-    pub fn handle_line<O: Observer>(&mut self, line: &[u8], now: Nanos, obs: &mut O) {
+    pub fn handle_line<O: Observer>(&mut self, line: &[u8], now: Timestamp, obs: &mut O) {
         if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
@@ -748,7 +748,7 @@ impl Sv1Device {
         true
     }
 
-    fn on_response<O: Observer>(&mut self, env: &Envelope<'_>, now: Nanos, obs: &mut O) {
+    fn on_response<O: Observer>(&mut self, env: &Envelope<'_>, now: Timestamp, obs: &mut O) {
         let Some(id) = env.id().and_then(|s| s.parse::<u64>().ok()) else {
             return;
         };
@@ -796,7 +796,7 @@ impl Sv1Device {
         }
     }
 
-    fn check_ready<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    fn check_ready<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
         if self.subscribed && self.authorized && !self.ready {
             self.ready = true;
             obs.ready(self.id, now);
@@ -808,7 +808,7 @@ impl Sv1Device {
         id: u64,
         env: &Envelope<'_>,
         error_free: bool,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) {
         let Some(i) = self.in_flight.iter().position(|f| f.id == id) else {
@@ -828,13 +828,13 @@ impl Sv1Device {
                 job_id: f.job_id.as_str(),
                 nonce: f.nonce,
                 difficulty: f.difficulty,
-                latency_ns: now.saturating_sub(f.sent_at),
+                latency_ns: now.nanos_since(f.sent_at),
                 verdict,
             },
         );
     }
 
-    fn on_notify<O: Observer>(&mut self, env: &Envelope<'_>, now: Nanos, obs: &mut O) {
+    fn on_notify<O: Observer>(&mut self, env: &Envelope<'_>, now: Timestamp, obs: &mut O) {
         if !self.subscribed {
             obs.protocol_error(self.id, now, "mining.notify before the subscribe result");
             return;
@@ -933,7 +933,12 @@ impl Sv1Device {
 
     /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
     /// [`Sv1Device::poll_transmit`]. Does nothing unless [`Sv1Device::can_hash`].
-    pub fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
+    pub fn hash<O: Observer>(
+        &mut self,
+        now: Timestamp,
+        max_hashes: u64,
+        obs: &mut O,
+    ) -> HashOutcome {
         let mut out = HashOutcome::default();
         if !self.can_hash() {
             return out;
@@ -978,7 +983,7 @@ impl Sv1Device {
         nonce: u32,
         hash: Hash256,
         block: bool,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) {
         obs.share_found(self.id, now);

@@ -7,8 +7,8 @@
 //! user identity, nominal hash rate and maximum target; then header-only mining. The shell drives
 //! it like an [`Sv1Device`](crate::Sv1Device):
 //!
-//! - [`Sv2Device::wants_connect`] / [`Sv2Device::on_connected`] /
-//!   [`Sv2Device::on_connect_failed`] / [`Sv2Device::on_closed`]: the connection's life;
+//! - [`Sv2Device::wants_connect`] / [`Sv2Device::handle_connected`] /
+//!   [`Sv2Device::handle_connect_failed`] / [`Sv2Device::handle_closed`]: the connection's life;
 //! - [`Sv2Device::handle_bytes`]: bytes received from the pool, in any pieces;
 //! - [`Sv2Device::poll_transmit`]: appends what the device wants sent (handshake bytes, then
 //!   encrypted frames);
@@ -51,8 +51,8 @@ use sv2::noise::{extension_type, Frame, NoiseError, NoiseInitiator};
 
 use crate::backoff::Backoff;
 use crate::device::{
-    CloseReason, Device, HashOutcome, Nanos, Observer, Rng, StandardJobView, StandardShareReply,
-    StandardShareView,
+    CloseReason, Device, HashOutcome, Observer, Rng, StandardJobView, StandardShareReply,
+    StandardShareView, Timestamp,
 };
 use crate::grind::{deposit_bits, ShareTarget};
 use crate::lifecycle::{Lifecycle, Timeouts};
@@ -347,7 +347,7 @@ struct Found {
 #[derive(Clone, Copy)]
 struct InFlight {
     seq: u32,
-    sent_at: Nanos,
+    sent_at: Timestamp,
     job_id: u32,
     nonce: u32,
     difficulty: f64,
@@ -372,7 +372,7 @@ pub struct Sv2Device {
     life: Lifecycle,
     step: Step,
     rng: Rng,
-    last_rx: Nanos,
+    last_rx: Timestamp,
     noise: Option<NoiseInitiator>,
     /// Setup messages still to write (TX_*).
     pending_tx: u8,
@@ -409,7 +409,7 @@ impl Sv2Device {
         id: u64,
         index: u32,
         seed: u64,
-        first_connect_at: Nanos,
+        first_connect_at: Timestamp,
     ) -> Self {
         let target = shared.config.max_target;
         Sv2Device {
@@ -419,7 +419,7 @@ impl Sv2Device {
             life: Lifecycle::new(first_connect_at),
             step: Step::Handshake,
             rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
-            last_rx: 0,
+            last_rx: Timestamp::ZERO,
             noise: None,
             pending_tx: 0,
             channel: None,
@@ -527,7 +527,7 @@ impl Sv2Device {
     }
 
     /// Disconnected, not stopped, and its reconnect time has come.
-    pub fn wants_connect(&self, now: Nanos) -> bool {
+    pub fn wants_connect(&self, now: Timestamp) -> bool {
         self.life.wants_connect(now)
     }
 
@@ -538,7 +538,7 @@ impl Sv2Device {
 
     /// The TCP connection is up: start the Noise handshake (its first message is ready for
     /// [`Sv2Device::poll_transmit`]).
-    pub fn on_connected(&mut self, now: Nanos) {
+    pub fn handle_connected(&mut self, now: Timestamp) {
         self.life.connected(now);
         self.step = Step::Handshake;
         self.last_rx = now;
@@ -559,14 +559,14 @@ impl Sv2Device {
     }
 
     /// The connection attempt failed: back off.
-    pub fn on_connect_failed(&mut self, now: Nanos) {
+    pub fn handle_connect_failed(&mut self, now: Timestamp) {
         self.life
             .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
     }
 
     /// The connection closed (at the device's request or not): forget the session and back
     /// off. After a session whose channel opened, the backoff starts over.
-    pub fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O) {
+    pub fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
         for f in self.in_flight.drain(..) {
             obs.share_unanswered(self.id, now, f.seq.into());
         }
@@ -595,7 +595,7 @@ impl Sv2Device {
     }
 
     /// The earliest time [`Sv2Device::handle_timeout`] (or a connection attempt) has work to do.
-    pub fn poll_timeout(&self) -> Option<Nanos> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.life.poll_timeout(
             self.timeouts(),
             self.step != Step::Open,
@@ -605,7 +605,7 @@ impl Sv2Device {
     }
 
     /// Handles the deadlines that have passed.
-    pub fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    pub fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
         if !self.is_connected() {
             return;
         }
@@ -637,7 +637,7 @@ impl Sv2Device {
     pub fn poll_transmit<O: Observer>(
         &mut self,
         out: &mut Vec<u8>,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> usize {
         let start = out.len();
@@ -737,7 +737,7 @@ impl Sv2Device {
 
     /// Handles bytes from the pool: the rest of the Noise handshake, then frames, each decoded
     /// and acted on as it completes.
-    pub fn handle_bytes<O: Observer>(&mut self, data: &[u8], now: Nanos, obs: &mut O) {
+    pub fn handle_bytes<O: Observer>(&mut self, data: &[u8], now: Timestamp, obs: &mut O) {
         if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
@@ -763,7 +763,7 @@ impl Sv2Device {
         }
     }
 
-    fn noise_failed<O: Observer>(&mut self, e: NoiseError, now: Nanos, obs: &mut O) {
+    fn noise_failed<O: Observer>(&mut self, e: NoiseError, now: Timestamp, obs: &mut O) {
         obs.protocol_error(self.id, now, &format!("noise: {e}"));
         self.request_close(match e {
             NoiseError::Certificate(_) => CloseReason::Certificate,
@@ -771,7 +771,7 @@ impl Sv2Device {
         });
     }
 
-    fn on_frame<O: Observer>(&mut self, mut frame: Frame, now: Nanos, obs: &mut O) {
+    fn on_frame<O: Observer>(&mut self, mut frame: Frame, now: Timestamp, obs: &mut O) {
         // Messages of extensions the device does not speak are skipped, as the spec says.
         if frame.extension() != 0 {
             return;
@@ -789,7 +789,7 @@ impl Sv2Device {
         }
     }
 
-    fn on_common<O: Observer>(&mut self, m: Common, now: Nanos, obs: &mut O) {
+    fn on_common<O: Observer>(&mut self, m: Common, now: Timestamp, obs: &mut O) {
         match m {
             Common::SetupConnectionSuccess(m) if self.step == Step::Setup => {
                 let fixed = m.flags & mining_flags::REQUIRES_FIXED_VERSION != 0;
@@ -835,7 +835,13 @@ impl Sv2Device {
     }
 
     /// Whether a channel message is for this device's channel (or the group it is in).
-    fn addressed<O: Observer>(&self, channel: u32, what: &str, now: Nanos, obs: &mut O) -> bool {
+    fn addressed<O: Observer>(
+        &self,
+        channel: u32,
+        what: &str,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> bool {
         let ours = self.channel == Some(channel) || self.group == Some(channel);
         if !ours {
             obs.protocol_error(self.id, now, &format!("{what} for channel {channel}"));
@@ -843,7 +849,7 @@ impl Sv2Device {
         ours
     }
 
-    fn on_mining<O: Observer>(&mut self, m: Mining, now: Nanos, obs: &mut O) {
+    fn on_mining<O: Observer>(&mut self, m: Mining, now: Timestamp, obs: &mut O) {
         let name = m.name();
         match m {
             Mining::OpenStandardMiningChannelSuccess(m)
@@ -919,7 +925,7 @@ impl Sv2Device {
     fn on_new_job<O: Observer>(
         &mut self,
         m: sv2::messages::mining::NewMiningJob,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) {
         let channel = self.channel.unwrap_or(m.channel_id);
@@ -975,7 +981,7 @@ impl Sv2Device {
     fn on_prev_hash<O: Observer>(
         &mut self,
         m: sv2::messages::mining::SetNewPrevHash,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) {
         let prev = PrevHash {
@@ -1014,7 +1020,7 @@ impl Sv2Device {
         self.grind.left = 0;
     }
 
-    fn on_success<O: Observer>(&mut self, last: u32, count: u32, now: Nanos, obs: &mut O) {
+    fn on_success<O: Observer>(&mut self, last: u32, count: u32, now: Timestamp, obs: &mut O) {
         let covered = self
             .in_flight
             .iter()
@@ -1032,7 +1038,7 @@ impl Sv2Device {
                     job_id: f.job_id,
                     nonce: f.nonce,
                     difficulty: f.difficulty,
-                    latency_ns: now.saturating_sub(f.sent_at),
+                    latency_ns: now.nanos_since(f.sent_at),
                     verdict: events::Verdict::Accepted,
                     error_code: None,
                 },
@@ -1040,7 +1046,7 @@ impl Sv2Device {
         }
     }
 
-    fn on_error<O: Observer>(&mut self, seq: u32, code: &str, now: Nanos, obs: &mut O) {
+    fn on_error<O: Observer>(&mut self, seq: u32, code: &str, now: Timestamp, obs: &mut O) {
         // A verdict after the share timed out is ignored: it was counted as unanswered.
         let Some(i) = self.in_flight.iter().position(|f| f.seq == seq) else {
             return;
@@ -1055,7 +1061,7 @@ impl Sv2Device {
                 job_id: f.job_id,
                 nonce: f.nonce,
                 difficulty: f.difficulty,
-                latency_ns: now.saturating_sub(f.sent_at),
+                latency_ns: now.nanos_since(f.sent_at),
                 verdict: events::Verdict::Rejected(events::Reason::from_sv2_code(code)),
                 error_code: Some(code),
             },
@@ -1064,7 +1070,12 @@ impl Sv2Device {
 
     /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
     /// [`Sv2Device::poll_transmit`]. Does nothing unless [`Sv2Device::can_hash`].
-    pub fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
+    pub fn hash<O: Observer>(
+        &mut self,
+        now: Timestamp,
+        max_hashes: u64,
+        obs: &mut O,
+    ) -> HashOutcome {
         let mut out = HashOutcome::default();
         let (Some(job), Some(prev)) = (self.job, self.prev) else {
             return out;
@@ -1210,20 +1221,20 @@ impl Device for Sv2Device {
     fn worker_name(&self) -> String {
         self.shared.user_identity(self.index)
     }
-    fn wants_connect(&self, now: Nanos) -> bool {
+    fn wants_connect(&self, now: Timestamp) -> bool {
         Sv2Device::wants_connect(self, now)
     }
-    fn poll_timeout(&self) -> Option<Nanos> {
+    fn poll_timeout(&self) -> Option<Timestamp> {
         Sv2Device::poll_timeout(self)
     }
-    fn on_connected(&mut self, now: Nanos) {
-        Sv2Device::on_connected(self, now)
+    fn handle_connected(&mut self, now: Timestamp) {
+        Sv2Device::handle_connected(self, now)
     }
-    fn on_connect_failed(&mut self, now: Nanos) {
-        Sv2Device::on_connect_failed(self, now)
+    fn handle_connect_failed(&mut self, now: Timestamp) {
+        Sv2Device::handle_connect_failed(self, now)
     }
-    fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O) {
-        Sv2Device::on_closed(self, now, reason, obs)
+    fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
+        Sv2Device::handle_closed(self, now, reason, obs)
     }
     fn close_requested(&self) -> Option<CloseReason> {
         self.life.close_requested()
@@ -1234,13 +1245,18 @@ impl Device for Sv2Device {
     fn can_hash(&self) -> bool {
         Sv2Device::can_hash(self)
     }
-    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
         Sv2Device::handle_timeout(self, now, obs)
     }
-    fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
+    fn hash<O: Observer>(&mut self, now: Timestamp, max_hashes: u64, obs: &mut O) -> HashOutcome {
         Sv2Device::hash(self, now, max_hashes, obs)
     }
-    fn poll_transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Nanos, obs: &mut O) -> usize {
+    fn poll_transmit<O: Observer>(
+        &mut self,
+        out: &mut Vec<u8>,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> usize {
         Sv2Device::poll_transmit(self, out, now, obs)
     }
     fn receive<O: Observer>(
@@ -1248,7 +1264,7 @@ impl Device for Sv2Device {
         _rx: &mut (),
         data: &[u8],
         _max_message: usize,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Result<(), CloseReason> {
         self.handle_bytes(data, now, obs);

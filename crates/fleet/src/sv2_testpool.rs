@@ -216,7 +216,7 @@ impl Shared {
     /// Bytes from a device: replies to shares are appended to `held` (a shell writes them
     /// [`Sv2TestPoolConfig::reply_delay`] later), everything else to `now`. An error means the
     /// connection must close.
-    fn on_bytes(
+    fn handle_bytes(
         &self,
         conn: &mut Conn,
         bytes: &[u8],
@@ -269,14 +269,14 @@ impl Sv2TestPoolCore {
     /// Bytes from the device: replies to shares go to `held`, to be written
     /// [`Sv2TestPoolConfig::reply_delay`] later, everything else to `now`. An error means the
     /// connection must close.
-    pub fn on_bytes(
+    pub fn handle_bytes(
         &self,
         conn: &mut Sv2TestConn,
         bytes: &[u8],
         now: &mut Vec<u8>,
         held: &mut Vec<u8>,
     ) -> Result<(), NoiseError> {
-        self.shared.on_bytes(&mut conn.0, bytes, now, held)
+        self.shared.handle_bytes(&mut conn.0, bytes, now, held)
     }
 
     /// A new template on the current tip; [`Sv2TestPoolCore::catch_up`] sends it.
@@ -476,7 +476,7 @@ async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                if s.on_bytes(&mut conn, &buf[..n], &mut now_out, &mut held_out).is_err() {
+                if s.handle_bytes(&mut conn, &buf[..n], &mut now_out, &mut held_out).is_err() {
                     break;
                 }
             }
@@ -763,7 +763,7 @@ mod tests {
             let mut hello = Vec::new();
             noise.take_handshake_bytes(&mut hello);
             let mut reply = Vec::new();
-            core.on_bytes(&mut conn, &hello, &mut reply, &mut Vec::new())
+            core.handle_bytes(&mut conn, &hello, &mut reply, &mut Vec::new())
                 .unwrap();
             noise.feed(&reply).unwrap();
             assert!(noise.handshake_done());
@@ -779,7 +779,7 @@ mod tests {
                 .encrypt(t, m.extension_type(), &payload, &mut wire)
                 .unwrap();
             let (mut now, mut held) = (Vec::new(), Vec::new());
-            core.on_bytes(&mut self.conn, &wire, &mut now, &mut held)
+            core.handle_bytes(&mut self.conn, &wire, &mut now, &mut held)
                 .unwrap();
             now.append(&mut held);
             self.read(&now)

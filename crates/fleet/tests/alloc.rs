@@ -8,64 +8,29 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::Write as _;
 use std::sync::Arc;
+use std::time::Duration;
 
+use common::at;
 use common::{handshake, set_difficulty, PoolJob};
 use events::{EventSink, Header, SinkOptions};
 use fleet::stats::{LiveStats, Tally};
-use fleet::{CloseReason, Nanos, Observer, Profile, Sv1Config, Sv1Device, Sv1Shared};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-fn allocs() -> u64 {
-    ALLOCS.with(Cell::get)
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `alloc`'s contract, passed through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use fleet::{CloseReason, Observer, Profile, Sv1Config, Sv1Device, Sv1Shared, Timestamp};
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
+
+use testkit::alloc::thread_allocs as allocs;
 
 const EN1: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
-const MS: Nanos = 1_000_000;
+const MS: u64 = 1_000_000;
 
 /// One round of the share path: hash a slice, write what was found, accept every share.
 /// Returns the shares sent. `out` and `reply` are reused, as the shell's buffers are.
 fn share_round<O: Observer>(
     dev: &mut Sv1Device,
-    now: Nanos,
+    now: Timestamp,
     out: &mut Vec<u8>,
     reply: &mut Vec<u8>,
     obs: &mut O,
@@ -81,19 +46,23 @@ fn share_round<O: Observer>(
         reply.extend_from_slice(b"{\"id\":");
         reply.extend_from_slice(digits);
         reply.extend_from_slice(b",\"result\":true,\"error\":null}");
-        dev.handle_line(reply, now + MS, obs);
+        dev.handle_line(reply, now + Duration::from_nanos(MS), obs);
         sent += 1;
     }
     sent
 }
 
 fn ready_device(shared: &Arc<Sv1Shared>, index: u32, obs: &mut impl Observer) -> Sv1Device {
-    let mut dev = Sv1Device::new(Arc::clone(shared), index as u64, index, 5, 0);
-    dev.on_connected(0);
-    handshake(&mut dev, obs, 0x1fff_e000, &EN1, 4, 0);
+    let mut dev = Sv1Device::new(Arc::clone(shared), index as u64, index, 5, at(0));
+    dev.handle_connected(at(0));
+    handshake(&mut dev, obs, 0x1fff_e000, &EN1, 4, at(0));
     // One share per 256 hashes.
-    dev.handle_line(&set_difficulty(2f64.powi(-24)), 0, obs);
-    dev.handle_line(&PoolJob::new(1, 8, 12, 0x1703_6e3a).notify(true), 0, obs);
+    dev.handle_line(&set_difficulty(2f64.powi(-24)), at(0), obs);
+    dev.handle_line(
+        &PoolJob::new(1, 8, 12, 0x1703_6e3a).notify(true),
+        at(0),
+        obs,
+    );
     assert!(dev.can_hash());
     dev
 }
@@ -116,13 +85,13 @@ fn a_share_costs_no_allocation_with_events_off_or_on() {
         // Buffers grow to their working size first.
         let mut now = MS;
         for _ in 0..50 {
-            share_round(&mut dev, now, &mut out, &mut reply, &mut tally);
+            share_round(&mut dev, at(now), &mut out, &mut reply, &mut tally);
             now += 2 * MS;
         }
         let before = allocs();
         let mut shares = 0;
         for _ in 0..200 {
-            shares += share_round(&mut dev, now, &mut out, &mut reply, &mut tally);
+            shares += share_round(&mut dev, at(now), &mut out, &mut reply, &mut tally);
             now += 2 * MS;
         }
         let n = allocs() - before;
@@ -154,12 +123,12 @@ fn reconnect_handshake_lines_are_serialized_once_and_reused() {
         let mut written: Vec<Vec<u8>> = Vec::new();
         for dev in &mut devs {
             // The pool goes away; the device comes back.
-            dev.on_closed(10 * MS, CloseReason::Eof, obs);
-            let at = dev.poll_timeout().unwrap();
+            dev.handle_closed(at(10 * MS), CloseReason::Eof, obs);
+            let due = dev.poll_timeout().unwrap();
             let mut out = Vec::with_capacity(4096);
             let before = allocs();
-            dev.on_connected(at);
-            dev.poll_transmit(&mut out, at, obs);
+            dev.handle_connected(due);
+            dev.poll_transmit(&mut out, due, obs);
             let n = allocs() - before;
             assert_eq!(
                 n, 0,
@@ -187,10 +156,10 @@ fn sharing_the_serialized_lines_writes_exactly_the_requests() {
         ..Sv1Config::default()
     })
     .unwrap();
-    let mut dev = Sv1Device::new(Arc::clone(&shared), 3, 12, 1, 0);
-    dev.on_connected(0);
+    let mut dev = Sv1Device::new(Arc::clone(&shared), 3, 12, 1, at(0));
+    dev.handle_connected(at(0));
     let mut out = Vec::new();
-    dev.poll_transmit(&mut out, 0, &mut ());
+    dev.poll_transmit(&mut out, at(0), &mut ());
     let mut lines = out.split(|&b| b == b'\n').filter(|l| !l.is_empty());
     let mut next = || serde_json::from_slice::<serde_json::Value>(lines.next().unwrap()).unwrap();
     let configure = next();

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::at;
 use common::{handshake, parse_submit, set_difficulty, take_lines, PoolJob};
 use events::{EventKind, EventSink, JobId, Perspective, Reason, Verdict};
 use fleet::stats::{LiveStats, Tally};
@@ -31,26 +32,26 @@ fn jobs_targets_shares_and_verdicts_become_events() {
         ..Sv1Config::default()
     })
     .unwrap();
-    let mut dev = Sv1Device::new(shared, 42, 0, 1, 0);
+    let mut dev = Sv1Device::new(shared, 42, 0, 1, at(0));
     let (t_connect, t_diff, t_job, t_hash, t_send) = (1_000, 2_000, 3_000, 4_000, 5_000);
     let (t_accept, t_reject) = (6_000, 7_000);
-    dev.on_connected(t_connect);
-    handshake(&mut dev, &mut tally, MASK, &EN1, 4, t_connect);
+    dev.handle_connected(at(t_connect));
+    handshake(&mut dev, &mut tally, MASK, &EN1, 4, at(t_connect));
     let d = 2f64.powi(-20);
-    dev.handle_line(&set_difficulty(d), t_diff, &mut tally);
+    dev.handle_line(&set_difficulty(d), at(t_diff), &mut tally);
     let job = PoolJob::new(7, 8, 3, 0x1703_6e3a);
-    dev.handle_line(&job.notify(true), t_job, &mut tally);
+    dev.handle_line(&job.notify(true), at(t_job), &mut tally);
     while dev.pending_shares() < 3 {
-        dev.hash(t_hash, 1000, &mut tally);
+        dev.hash(at(t_hash), 1000, &mut tally);
     }
-    let subs: Vec<_> = take_lines(&mut dev, t_send, &mut tally)
+    let subs: Vec<_> = take_lines(&mut dev, at(t_send), &mut tally)
         .iter()
         .map(|l| parse_submit(l))
         .collect();
     let n = subs.len();
     dev.handle_line(
         format!(r#"{{"id":{},"result":true,"error":null}}"#, subs[0].id).as_bytes(),
-        t_accept,
+        at(t_accept),
         &mut tally,
     );
     dev.handle_line(
@@ -59,11 +60,11 @@ fn jobs_targets_shares_and_verdicts_become_events() {
             subs[1].id
         )
         .as_bytes(),
-        t_reject,
+        at(t_reject),
         &mut tally,
     );
     // The rest get no verdict before the reply timeout.
-    dev.handle_timeout(t_send + 5_000_000_000, &mut tally);
+    dev.handle_timeout(at(t_send + 5_000_000_000), &mut tally);
     sink.finish().unwrap();
     assert_eq!(
         stats.unanswered.load(std::sync::atomic::Ordering::Relaxed),
@@ -146,19 +147,19 @@ fn a_disabled_sink_counts_without_writing() {
         events: &sink,
     };
     let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
-    let mut dev = Sv1Device::new(shared, 1, 1, 1, 0);
-    dev.on_connected(0);
-    handshake(&mut dev, &mut tally, MASK, &EN1, 4, 0);
-    dev.handle_line(&set_difficulty(2f64.powi(-20)), 0, &mut tally);
+    let mut dev = Sv1Device::new(shared, 1, 1, 1, at(0));
+    dev.handle_connected(at(0));
+    handshake(&mut dev, &mut tally, MASK, &EN1, 4, at(0));
+    dev.handle_line(&set_difficulty(2f64.powi(-20)), at(0), &mut tally);
     dev.handle_line(
         &PoolJob::new(1, 8, 2, 0x1703_6e3a).notify(true),
-        0,
+        at(0),
         &mut tally,
     );
     while dev.pending_shares() == 0 {
-        dev.hash(0, 1000, &mut tally);
+        dev.hash(at(0), 1000, &mut tally);
     }
-    let sent = take_lines(&mut dev, 0, &mut tally).len() as u64;
+    let sent = take_lines(&mut dev, at(0), &mut tally).len() as u64;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(get(&stats.jobs), 1);
     assert_eq!(get(&stats.shares_sent), sent);

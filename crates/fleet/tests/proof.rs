@@ -15,11 +15,12 @@ mod common;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use common::at;
 use common::{handshake, parse_submit, set_difficulty, take_lines, PoolJob, Recorder};
-use fleet::{CloseReason, Nanos, Profile, Sv1Config, Sv1Device, Sv1Shared};
+use fleet::{CloseReason, Profile, Sv1Config, Sv1Device, Sv1Shared, Timestamp};
 use primitives::{CompactTarget, Difficulty, Target};
 
-const MS: Nanos = 1_000_000;
+const MS: u64 = 1_000_000;
 /// The version-rolling mask the pool grants at most (BIP320's bits).
 const POOL_MASK: u32 = 0x1fff_e000;
 /// Mainnet-like: no share is a block.
@@ -31,7 +32,7 @@ const REGTEST_BITS: u32 = 0x207f_ffff;
 struct Run {
     dev: Sv1Device,
     rec: Recorder,
-    now: Nanos,
+    now: Timestamp,
     worker: String,
     /// Jobs sent, with the extranonce1 and extranonce2 size they were sent under.
     jobs: HashMap<String, (PoolJob, Vec<u8>, usize)>,
@@ -65,9 +66,9 @@ impl Run {
         };
         let shared = Sv1Shared::new(config).unwrap();
         Run {
-            dev: Sv1Device::new(shared, 3, 3, 11, 0),
+            dev: Sv1Device::new(shared, 3, 3, 11, at(0)),
             rec: Recorder::default(),
-            now: 0,
+            now: at(0),
             worker: "bc1qproof.rig3".into(),
             jobs: HashMap::new(),
             next_job: 1,
@@ -96,7 +97,7 @@ impl Run {
     fn connect(&mut self, en1: &[u8], en2_size: usize) {
         self.now = self.now.max(self.dev.poll_timeout().unwrap());
         assert!(self.dev.wants_connect(self.now));
-        self.dev.on_connected(self.now);
+        self.dev.handle_connected(self.now);
         handshake(
             &mut self.dev,
             &mut self.rec,
@@ -113,7 +114,7 @@ impl Run {
 
     fn close(&mut self) {
         self.dev
-            .on_closed(self.now, CloseReason::Eof, &mut self.rec);
+            .handle_closed(self.now, CloseReason::Eof, &mut self.rec);
         assert!(self.rec.unanswered.is_empty(), "every share was answered");
     }
 
@@ -180,7 +181,7 @@ impl Run {
                 (self.difficulty, mask),
                 out.shares as usize,
             ));
-            self.now += MS;
+            self.now += std::time::Duration::from_nanos(MS);
             if send {
                 self.transmit();
             }

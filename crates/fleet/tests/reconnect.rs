@@ -14,16 +14,16 @@ use std::collections::BinaryHeap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::handshake;
-use fleet::{Backoff, CloseReason, Nanos, Sv1Config, Sv1Device, Sv1Shared};
+use common::{at, handshake};
+use fleet::{Backoff, CloseReason, Sv1Config, Sv1Device, Sv1Shared};
 
 const N: u32 = 10_000;
-const MS: Nanos = 1_000_000;
-const SEC: Nanos = 1_000_000_000;
-const WINDOW: Nanos = 10 * MS;
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+const WINDOW: u64 = 10 * MS;
 
 /// The most events any `WINDOW`-long interval holds.
-fn busiest_window(times: &mut [Nanos]) -> usize {
+fn busiest_window(times: &mut [u64]) -> usize {
     times.sort_unstable();
     let mut best = 0;
     let mut lo = 0;
@@ -47,9 +47,9 @@ fn ten_thousand_devices_that_lost_their_pool_come_back_spread_out() {
     let obs = &mut ();
     let mut devs: Vec<Sv1Device> = (0..N)
         .map(|i| {
-            let mut d = Sv1Device::new(Arc::clone(&shared), i as u64, i, 1, 0);
-            d.on_connected(0);
-            handshake(&mut d, obs, 0x1fff_e000, &[0, 0, 0, 1], 4, 0);
+            let mut d = Sv1Device::new(Arc::clone(&shared), i as u64, i, 1, at(0));
+            d.handle_connected(at(0));
+            handshake(&mut d, obs, 0x1fff_e000, &[0, 0, 0, 1], 4, at(0));
             assert!(d.is_ready());
             d
         })
@@ -59,24 +59,24 @@ fn ten_thousand_devices_that_lost_their_pool_come_back_spread_out() {
     let back = lost + 20 * SEC;
     let mut queue = BinaryHeap::new();
     for (i, d) in devs.iter_mut().enumerate() {
-        d.on_closed(lost, CloseReason::Eof, obs);
-        queue.push(Reverse((d.poll_timeout().unwrap(), i)));
+        d.handle_closed(at(lost), CloseReason::Eof, obs);
+        queue.push(Reverse((d.poll_timeout().unwrap().as_nanos(), i)));
     }
     let (mut first, mut away, mut returns) = (Vec::new(), Vec::new(), Vec::new());
     let mut attempted = vec![false; N as usize];
-    while let Some(Reverse((at, i))) = queue.pop() {
+    while let Some(Reverse((t, i))) = queue.pop() {
         let d = &mut devs[i];
-        assert!(d.wants_connect(at) && !d.wants_connect(at - 1));
+        assert!(d.wants_connect(at(t)) && !d.wants_connect(at(t - 1)));
         if !std::mem::replace(&mut attempted[i], true) {
-            first.push(at);
+            first.push(t);
         }
-        if at < back {
-            away.push(at);
-            d.on_connect_failed(at);
-            queue.push(Reverse((d.poll_timeout().unwrap(), i)));
+        if t < back {
+            away.push(t);
+            d.handle_connect_failed(at(t));
+            queue.push(Reverse((d.poll_timeout().unwrap().as_nanos(), i)));
         } else {
-            d.on_connected(at);
-            returns.push(at);
+            d.handle_connected(at(t));
+            returns.push(t);
         }
     }
     assert_eq!(returns.len(), N as usize, "every device came back");
@@ -119,5 +119,5 @@ fn ten_thousand_devices_that_lost_their_pool_come_back_spread_out() {
     );
     assert!(spread > 5 * SEC, "reconnects within {spread} ns");
     // Nobody waits longer than the longest ceiling after the pool is back.
-    assert!(returns[N as usize - 1] <= back + backoff.max.as_nanos() as Nanos);
+    assert!(returns[N as usize - 1] <= back + backoff.max.as_nanos() as u64);
 }

@@ -7,9 +7,10 @@ mod common;
 
 use std::time::Duration;
 
+use common::at;
 use common::sv2::{prev_hash, prev_hash_message, PoolJob, Recorder, ScriptedPool, CHANNEL, GROUP};
 use events::{Reason, Verdict};
-use fleet::{CloseReason, Nanos, Profile, Sv2Config, Sv2Device, Sv2Shared};
+use fleet::{CloseReason, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
 use primitives::{Difficulty, Target};
 use sv2::messages::common::{
     mining_flags, protocol, Reconnect, SetupConnectionError, PROTOCOL_VERSION,
@@ -20,8 +21,8 @@ use sv2::messages::mining::{
 };
 use sv2::AuthorityKeys;
 
-const MS: Nanos = 1_000_000;
-const SEC: Nanos = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
 const MAINNET_BITS: u32 = 0x1703_6e3a;
 const NTIME: u32 = 1_700_000_000;
 
@@ -41,7 +42,7 @@ fn device_with(profile: Profile, f: impl FnOnce(&mut Sv2Config)) -> Sv2Device {
         ..Sv2Config::default()
     };
     f(&mut c);
-    Sv2Device::new(Sv2Shared::new(c).unwrap(), 42, 5, 11, 0)
+    Sv2Device::new(Sv2Shared::new(c).unwrap(), 42, 5, 11, at(0))
 }
 
 fn device(profile: Profile) -> Sv2Device {
@@ -53,11 +54,11 @@ fn mining(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
     let mut dev = device(profile);
     let mut pool = ScriptedPool::new();
     let mut rec = Recorder::default();
-    dev.on_connected(0);
-    pool.open(&mut dev, 0, &mut rec, 0, t);
+    dev.handle_connected(at(0));
+    pool.open(&mut dev, at(0), &mut rec, 0, t);
     pool.send(
         &mut dev,
-        MS,
+        at(MS),
         &mut rec,
         &[
             PoolJob::new(1).message(None),
@@ -69,7 +70,7 @@ fn mining(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
 }
 
 /// Hashes until at least `n` shares are waiting to be sent.
-fn find<O: fleet::Observer>(dev: &mut Sv2Device, rec: &mut O, n: usize, now: Nanos) {
+fn find<O: fleet::Observer>(dev: &mut Sv2Device, rec: &mut O, n: usize, now: Timestamp) {
     while dev.pending_shares() < n {
         dev.hash(now, 1_000, rec);
     }
@@ -93,11 +94,11 @@ fn each_profile_sets_up_and_opens_its_channel_as_its_firmware_would() {
         let mut dev = device_with(profile, |c| c.nominal_hash_rate = Some(2.5e5));
         let mut pool = ScriptedPool::new();
         let mut rec = Recorder::default();
-        assert!(dev.wants_connect(0));
-        dev.on_connected(0);
+        assert!(dev.wants_connect(at(0)));
+        dev.handle_connected(at(0));
         assert!(!dev.is_ready() && !dev.handshake_done());
         let t = target(-20);
-        let (setup, open) = pool.open(&mut dev, 2 * MS, &mut rec, 0, t);
+        let (setup, open) = pool.open(&mut dev, at(2 * MS), &mut rec, 0, t);
         assert_eq!(setup.protocol, protocol::MINING);
         assert_eq!(
             (setup.min_version, setup.max_version),
@@ -133,19 +134,19 @@ fn a_pool_that_fixes_the_version_gets_no_rolled_bits_or_loses_an_asic() {
     let mut rec = Recorder::default();
     let fixed = mining_flags::REQUIRES_FIXED_VERSION;
     let mut dev = device(Profile::Bitaxe);
-    dev.on_connected(0);
-    ScriptedPool::new().open(&mut dev, 0, &mut rec, fixed, target(-20));
+    dev.handle_connected(at(0));
+    ScriptedPool::new().open(&mut dev, at(0), &mut rec, fixed, target(-20));
     assert_eq!(dev.version_mask(), 0);
 
     // An ASIC requires version rolling: the spec forbids the flag then, and the device leaves.
     let mut dev = device(Profile::Asic);
     let mut pool = ScriptedPool::new();
-    dev.on_connected(0);
-    assert!(pool.handshake(&mut dev, 0, &mut rec));
-    pool.take(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    assert!(pool.handshake(&mut dev, at(0), &mut rec));
+    pool.take(&mut dev, at(0), &mut rec);
     pool.send(
         &mut dev,
-        0,
+        at(0),
         &mut rec,
         &[sv2::messages::common::SetupConnectionSuccess {
             used_version: PROTOCOL_VERSION,
@@ -164,21 +165,21 @@ fn the_pool_must_hold_a_certificate_from_the_trusted_authority() {
         AuthorityKeys::from_secret("SeLqn3UAUoRymWmwW7axrzJK7JfNaBR2cHCryA6cFsgFkHEF").unwrap();
     let mut dev = device(Profile::Asic);
     let mut rec = Recorder::default();
-    dev.on_connected(0);
-    assert!(!ScriptedPool::with_keys(&other).handshake(&mut dev, 0, &mut rec));
+    dev.handle_connected(at(0));
+    assert!(!ScriptedPool::with_keys(&other).handshake(&mut dev, at(0), &mut rec));
     assert_eq!(dev.close_requested(), Some(CloseReason::Certificate));
     assert!(rec.errors[0].contains("certificate"), "{:?}", rec.errors);
     let mut out = Vec::new();
     assert_eq!(
-        dev.poll_transmit(&mut out, 0, &mut rec),
+        dev.poll_transmit(&mut out, at(0), &mut rec),
         0,
         "nothing more is sent"
     );
 
     // Told to trust that authority instead, it connects.
     let mut dev = device_with(Profile::Asic, |c| c.authority_key = other.public_bytes());
-    dev.on_connected(0);
-    assert!(ScriptedPool::with_keys(&other).handshake(&mut dev, 0, &mut rec));
+    dev.handle_connected(at(0));
+    assert!(ScriptedPool::with_keys(&other).handshake(&mut dev, at(0), &mut rec));
 }
 
 #[test]
@@ -186,12 +187,12 @@ fn setup_and_channel_refusals_close_the_connection() {
     let mut rec = Recorder::default();
     let mut dev = device(Profile::Cpu);
     let mut pool = ScriptedPool::new();
-    dev.on_connected(0);
-    pool.handshake(&mut dev, 0, &mut rec);
-    pool.take(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    pool.handshake(&mut dev, at(0), &mut rec);
+    pool.take(&mut dev, at(0), &mut rec);
     pool.send(
         &mut dev,
-        0,
+        at(0),
         &mut rec,
         &[SetupConnectionError {
             flags: 0,
@@ -203,12 +204,12 @@ fn setup_and_channel_refusals_close_the_connection() {
 
     let mut dev = device(Profile::Cpu);
     let mut pool = ScriptedPool::new();
-    dev.on_connected(0);
-    pool.handshake(&mut dev, 0, &mut rec);
-    pool.take(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    pool.handshake(&mut dev, at(0), &mut rec);
+    pool.take(&mut dev, at(0), &mut rec);
     pool.send(
         &mut dev,
-        0,
+        at(0),
         &mut rec,
         &[sv2::messages::common::SetupConnectionSuccess {
             used_version: PROTOCOL_VERSION,
@@ -216,10 +217,10 @@ fn setup_and_channel_refusals_close_the_connection() {
         }
         .into()],
     );
-    pool.take(&mut dev, 0, &mut rec);
+    pool.take(&mut dev, at(0), &mut rec);
     pool.send(
         &mut dev,
-        0,
+        at(0),
         &mut rec,
         &[OpenMiningChannelError {
             request_id: 1,
@@ -240,13 +241,18 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
     let mut dev = device(Profile::Asic);
     let mut pool = ScriptedPool::new();
     let mut rec = Recorder::default();
-    dev.on_connected(0);
+    dev.handle_connected(at(0));
     let t1 = target(-20);
-    pool.open(&mut dev, 0, &mut rec, 0, t1);
+    pool.open(&mut dev, at(0), &mut rec, 0, t1);
     let (a, b, c) = (PoolJob::new(10), PoolJob::new(11), PoolJob::new(12));
 
     // Two future jobs: nothing to hash on yet.
-    pool.send(&mut dev, MS, &mut rec, &[a.message(None), b.message(None)]);
+    pool.send(
+        &mut dev,
+        at(MS),
+        &mut rec,
+        &[a.message(None), b.message(None)],
+    );
     assert_eq!(dev.future_jobs(), 2);
     assert!(!dev.can_hash());
     assert_eq!(rec.received.len(), 2);
@@ -258,7 +264,7 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
     assert_eq!((r.prev_hash, r.ntime, r.target), (None, None, t1));
     assert_eq!(r.merkle_root.0, b.merkle_root);
     assert!(rec.activated.is_empty());
-    assert_eq!(dev.hash(MS, 1000, &mut rec).hashes, 0);
+    assert_eq!(dev.hash(at(MS), 1000, &mut rec).hashes, 0);
 
     // The prev hash names b (on the group channel, as a pool may broadcast it): b is hashed
     // on, a is gone.
@@ -266,7 +272,7 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
     if let sv2::Message::Mining(sv2::messages::Mining::SetNewPrevHash(m)) = &mut snph {
         m.channel_id = GROUP;
     }
-    pool.send(&mut dev, 2 * MS, &mut rec, &[snph]);
+    pool.send(&mut dev, at(2 * MS), &mut rec, &[snph]);
     assert!(dev.can_hash());
     assert_eq!(dev.job(), Some((11, t1)));
     assert_eq!(dev.future_jobs(), 0);
@@ -277,7 +283,12 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
     assert_eq!(act.merkle_root.0, b.merkle_root);
 
     // A job on the current prev hash: hashed on at once, from its own min_ntime.
-    pool.send(&mut dev, 3 * MS, &mut rec, &[c.message(Some(NTIME + 7))]);
+    pool.send(
+        &mut dev,
+        at(3 * MS),
+        &mut rec,
+        &[c.message(Some(NTIME + 7))],
+    );
     assert_eq!(dev.job(), Some((12, t1)));
     let r = rec.received.last().unwrap();
     assert_eq!((r.job_id, r.future), (12, false));
@@ -285,15 +296,15 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
         (r.prev_hash, r.ntime),
         (Some(prev_hash(1)), Some(NTIME + 7))
     );
-    find(&mut dev, &mut rec, 1, 3 * MS);
-    let s = &pool.take_shares(&mut dev, 3 * MS, &mut rec)[0];
+    find(&mut dev, &mut rec, 1, at(3 * MS));
+    let s = &pool.take_shares(&mut dev, at(3 * MS), &mut rec)[0];
     assert_eq!((s.channel_id, s.job_id), (CHANNEL, 12));
     assert!(s.ntime >= NTIME + 7);
 
     // A prev hash naming a job the device never got (a dropped one): nothing valid to hash.
     pool.send(
         &mut dev,
-        4 * MS,
+        at(4 * MS),
         &mut rec,
         &[
             a.message(None),
@@ -317,7 +328,7 @@ fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
     if let sv2::Message::Mining(sv2::messages::Mining::NewMiningJob(m)) = &mut other {
         m.channel_id = CHANNEL + 1;
     }
-    pool.send(&mut dev, 5 * MS, &mut rec, &[other]);
+    pool.send(&mut dev, at(5 * MS), &mut rec, &[other]);
     assert!(!dev.can_hash());
 }
 
@@ -332,7 +343,7 @@ fn set_target_applies_to_jobs_that_become_workable_later() {
     let t2 = target(-12);
     pool.send(
         &mut dev,
-        2 * MS,
+        at(2 * MS),
         &mut rec,
         &[SetTarget {
             channel_id: CHANNEL,
@@ -343,15 +354,15 @@ fn set_target_applies_to_jobs_that_become_workable_later() {
     assert_eq!(rec.targets.last(), Some(&(2 * MS, CHANNEL, t2)));
     assert_eq!(dev.target(), t2);
     assert_eq!(dev.job(), Some((1, t1)));
-    find(&mut dev, &mut rec, 3, 2 * MS);
-    pool.take_shares(&mut dev, 2 * MS, &mut rec);
+    find(&mut dev, &mut rec, 3, at(2 * MS));
+    pool.take_shares(&mut dev, at(2 * MS), &mut rec);
     assert!(rec.sent.iter().all(|s| s.difficulty == 2f64.powi(-16)));
 
     // The next job is held to the new target, whether it is a future job activated now or a
     // job on the current prev hash.
     pool.send(
         &mut dev,
-        3 * MS,
+        at(3 * MS),
         &mut rec,
         &[PoolJob::new(2).message(Some(NTIME))],
     );
@@ -359,7 +370,7 @@ fn set_target_applies_to_jobs_that_become_workable_later() {
     let t3 = target(-14);
     pool.send(
         &mut dev,
-        4 * MS,
+        at(4 * MS),
         &mut rec,
         &[
             PoolJob::new(3).message(None),
@@ -383,8 +394,8 @@ fn set_target_applies_to_jobs_that_become_workable_later() {
 #[test]
 fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     let (mut dev, mut pool, mut rec) = mining(Profile::Asic, target(-20));
-    find(&mut dev, &mut rec, 6, 2 * MS);
-    let shares = pool.take_shares(&mut dev, 10 * MS, &mut rec);
+    find(&mut dev, &mut rec, 6, at(2 * MS));
+    let shares = pool.take_shares(&mut dev, at(10 * MS), &mut rec);
     assert!(shares.len() >= 6);
     let seqs: Vec<u32> = shares.iter().map(|s| s.sequence_number).collect();
     assert_eq!(
@@ -397,7 +408,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     // Share 2 is stale; then one acknowledgement covers 0, 1 and 3.
     pool.send(
         &mut dev,
-        20 * MS,
+        at(20 * MS),
         &mut rec,
         &[
             SubmitSharesError {
@@ -434,7 +445,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     let n = shares.len() as u32;
     pool.send(
         &mut dev,
-        30 * MS,
+        at(30 * MS),
         &mut rec,
         &[SubmitSharesSuccess {
             channel_id: CHANNEL,
@@ -449,7 +460,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     // A repeated acknowledgement settles nothing twice.
     pool.send(
         &mut dev,
-        31 * MS,
+        at(31 * MS),
         &mut rec,
         &[SubmitSharesSuccess {
             channel_id: CHANNEL,
@@ -461,7 +472,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     );
     assert_eq!(rec.results.len(), 5);
     // The rest time out as unanswered.
-    dev.handle_timeout(10 * MS + 5 * SEC, &mut rec);
+    dev.handle_timeout(at(10 * MS + 5 * SEC), &mut rec);
     assert_eq!(rec.unanswered.len(), shares.len() - 5);
     assert_eq!(dev.in_flight(), 0);
 }
@@ -471,13 +482,13 @@ fn sequence_numbers_compare_across_the_wrap() {
     let (mut dev, mut pool, mut rec) = mining(Profile::Cpu, target(-20));
     // Sequence numbers wrap: u32::MAX comes just before 0, so acknowledging it settles
     // nothing from 0 on.
-    find(&mut dev, &mut rec, 2, 2 * MS);
-    let shares = pool.take_shares(&mut dev, 2 * MS, &mut rec);
+    find(&mut dev, &mut rec, 2, at(2 * MS));
+    let shares = pool.take_shares(&mut dev, at(2 * MS), &mut rec);
     let last = shares.last().unwrap().sequence_number;
     // An acknowledgement "before" the first share (u32::MAX precedes 0) settles nothing.
     pool.send(
         &mut dev,
-        3 * MS,
+        at(3 * MS),
         &mut rec,
         &[SubmitSharesSuccess {
             channel_id: CHANNEL,
@@ -490,7 +501,7 @@ fn sequence_numbers_compare_across_the_wrap() {
     assert!(rec.results.is_empty());
     pool.send(
         &mut dev,
-        3 * MS,
+        at(3 * MS),
         &mut rec,
         &[SubmitSharesSuccess {
             channel_id: CHANNEL,
@@ -516,8 +527,8 @@ fn every_error_code_maps_onto_the_shared_vocabulary() {
         ("something-new", Reason::Other),
     ];
     let (mut dev, mut pool, mut rec) = mining(Profile::Asic, target(-18));
-    find(&mut dev, &mut rec, cases.len(), 2 * MS);
-    let shares = pool.take_shares(&mut dev, 2 * MS, &mut rec);
+    find(&mut dev, &mut rec, cases.len(), at(2 * MS));
+    let shares = pool.take_shares(&mut dev, at(2 * MS), &mut rec);
     let errors: Vec<sv2::Message> = cases
         .iter()
         .zip(&shares)
@@ -530,7 +541,7 @@ fn every_error_code_maps_onto_the_shared_vocabulary() {
             .into()
         })
         .collect();
-    pool.send(&mut dev, 3 * MS, &mut rec, &errors);
+    pool.send(&mut dev, at(3 * MS), &mut rec, &errors);
     for ((code, reason), r) in cases.iter().zip(&rec.results) {
         assert_eq!(r.verdict, Verdict::Rejected(*reason), "{code}");
         assert_eq!(r.error_code.as_deref(), Some(*code));
@@ -542,12 +553,12 @@ fn every_error_code_maps_onto_the_shared_vocabulary() {
 #[test]
 fn reconnect_and_close_channel_end_the_connection_and_the_device_comes_back() {
     let (mut dev, mut pool, mut rec) = mining(Profile::Asic, target(-20));
-    find(&mut dev, &mut rec, 2, 2 * MS);
-    let first = pool.take_shares(&mut dev, 2 * MS, &mut rec);
-    find(&mut dev, &mut rec, 1, 2 * MS);
+    find(&mut dev, &mut rec, 2, at(2 * MS));
+    let first = pool.take_shares(&mut dev, at(2 * MS), &mut rec);
+    find(&mut dev, &mut rec, 1, at(2 * MS));
     pool.send(
         &mut dev,
-        3 * MS,
+        at(3 * MS),
         &mut rec,
         &[Reconnect {
             new_host: String::new(),
@@ -557,8 +568,8 @@ fn reconnect_and_close_channel_end_the_connection_and_the_device_comes_back() {
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Reconnect));
     let mut out = Vec::new();
-    assert_eq!(dev.poll_transmit(&mut out, 3 * MS, &mut rec), 0);
-    dev.on_closed(3 * MS, CloseReason::Reconnect, &mut rec);
+    assert_eq!(dev.poll_transmit(&mut out, at(3 * MS), &mut rec), 0);
+    dev.handle_closed(at(3 * MS), CloseReason::Reconnect, &mut rec);
     assert_eq!(
         rec.unanswered.len(),
         first.len(),
@@ -567,32 +578,35 @@ fn reconnect_and_close_channel_end_the_connection_and_the_device_comes_back() {
     assert!(rec.dropped >= 1, "found but never sent");
     assert!(!dev.is_ready() && !dev.can_hash());
     // Back after the first backoff step (base 1 s, equal jitter).
-    let at = dev.poll_timeout().unwrap();
-    assert!((3 * MS + SEC / 2..=3 * MS + SEC).contains(&at), "{at}");
-    assert!(!dev.wants_connect(at - 1) && dev.wants_connect(at));
+    let due = dev.poll_timeout().unwrap();
+    assert!(
+        (3 * MS + SEC / 2..=3 * MS + SEC).contains(&due.as_nanos()),
+        "{due:?}"
+    );
+    assert!(!dev.wants_connect(at(due.as_nanos() - 1)) && dev.wants_connect(due));
 
     // A new connection, a new Noise session, the whole setup again; sequence numbers go on.
-    dev.on_connected(at);
+    dev.handle_connected(due);
     let mut pool = ScriptedPool::new();
-    pool.open(&mut dev, at, &mut rec, 0, target(-20));
+    pool.open(&mut dev, due, &mut rec, 0, target(-20));
     assert_eq!(rec.ready, 2);
     pool.send(
         &mut dev,
-        at,
+        due,
         &mut rec,
         &[
             PoolJob::new(5).message(None),
             prev_hash_message(5, 3, NTIME, MAINNET_BITS),
         ],
     );
-    find(&mut dev, &mut rec, 1, at);
-    let again = pool.take_shares(&mut dev, at, &mut rec);
+    find(&mut dev, &mut rec, 1, due);
+    let again = pool.take_shares(&mut dev, due, &mut rec);
     assert!(again[0].sequence_number > first.last().unwrap().sequence_number);
 
     // The pool closes the channel.
     pool.send(
         &mut dev,
-        at + MS,
+        due + std::time::Duration::from_nanos(MS),
         &mut rec,
         &[CloseChannel {
             channel_id: CHANNEL,
@@ -607,23 +621,27 @@ fn reconnect_and_close_channel_end_the_connection_and_the_device_comes_back() {
 fn a_silent_pool_times_the_handshake_out_and_backoff_grows() {
     let mut dev = device(Profile::Bitaxe);
     let mut rec = Recorder::default();
-    dev.on_connected(0);
+    dev.handle_connected(at(0));
     let mut out = Vec::new();
-    dev.poll_transmit(&mut out, 0, &mut rec);
+    dev.poll_transmit(&mut out, at(0), &mut rec);
     assert_eq!(out.len(), 64);
-    assert_eq!(dev.poll_timeout(), Some(3 * SEC), "the handshake timeout");
-    dev.handle_timeout(3 * SEC - 1, &mut rec);
+    assert_eq!(
+        dev.poll_timeout(),
+        Some(at(3 * SEC)),
+        "the handshake timeout"
+    );
+    dev.handle_timeout(at(3 * SEC - 1), &mut rec);
     assert_eq!(dev.close_requested(), None);
-    dev.handle_timeout(3 * SEC, &mut rec);
+    dev.handle_timeout(at(3 * SEC), &mut rec);
     assert_eq!(dev.close_requested(), Some(CloseReason::Timeout));
-    dev.on_closed(3 * SEC, CloseReason::Timeout, &mut rec);
-    let first = dev.poll_timeout().unwrap() - 3 * SEC;
-    dev.on_connect_failed(3 * SEC + first);
-    let second = dev.poll_timeout().unwrap() - (3 * SEC + first);
+    dev.handle_closed(at(3 * SEC), CloseReason::Timeout, &mut rec);
+    let first = dev.poll_timeout().unwrap().as_nanos() - 3 * SEC;
+    dev.handle_connect_failed(at(3 * SEC + first));
+    let second = dev.poll_timeout().unwrap().as_nanos() - (3 * SEC + first);
     assert!(first <= SEC && second >= SEC, "{first} then {second}");
     dev.stop();
     assert_eq!(dev.poll_timeout(), None);
-    assert!(!dev.wants_connect(Nanos::MAX));
+    assert!(!dev.wants_connect(Timestamp::MAX));
 }
 
 #[test]
@@ -632,8 +650,8 @@ fn bytes_in_any_pieces_give_the_same_device() {
     let mut dev = device(Profile::Asic);
     let mut pool = ScriptedPool::new();
     let mut rec = Recorder::default();
-    dev.on_connected(0);
-    pool.open(&mut dev, 0, &mut rec, 0, target(-20));
+    dev.handle_connected(at(0));
+    pool.open(&mut dev, at(0), &mut rec, 0, target(-20));
     let mut wire = Vec::new();
     for m in [
         PoolJob::new(1).message(None),
@@ -647,7 +665,7 @@ fn bytes_in_any_pieces_give_the_same_device() {
     }
     for b in wire.chunks(1) {
         assert!(!dev.can_hash());
-        dev.handle_bytes(b, MS, &mut rec);
+        dev.handle_bytes(b, at(MS), &mut rec);
     }
     assert!(dev.can_hash());
     assert_eq!(rec.activated.len(), 1);
@@ -670,21 +688,21 @@ fn jobs_activations_targets_shares_and_verdicts_become_events() {
     let mut pool = ScriptedPool::new();
     let (t_open, t_future, t_prev, t_send, t_verdict) = (1_000, 2_000, 3_000, 4_000, 5_000);
     let t = target(-20);
-    dev.on_connected(0);
-    pool.open(&mut dev, t_open, &mut tally, 0, t);
+    dev.handle_connected(at(0));
+    pool.open(&mut dev, at(t_open), &mut tally, 0, t);
     let job = PoolJob::new(9);
-    pool.send(&mut dev, t_future, &mut tally, &[job.message(None)]);
+    pool.send(&mut dev, at(t_future), &mut tally, &[job.message(None)]);
     pool.send(
         &mut dev,
-        t_prev,
+        at(t_prev),
         &mut tally,
         &[prev_hash_message(9, 4, NTIME, MAINNET_BITS)],
     );
-    find(&mut dev, &mut tally, 2, t_prev);
-    let shares = pool.take_shares(&mut dev, t_send, &mut tally);
+    find(&mut dev, &mut tally, 2, at(t_prev));
+    let shares = pool.take_shares(&mut dev, at(t_send), &mut tally);
     pool.send(
         &mut dev,
-        t_verdict,
+        at(t_verdict),
         &mut tally,
         &[
             SubmitSharesError {

@@ -17,15 +17,16 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
+use common::at;
 use common::sv2::{prev_hash, prev_hash_message, PoolJob, Recorder, ScriptedPool, CHANNEL};
 use events::Verdict;
-use fleet::{CloseReason, Nanos, Profile, Sv2Config, Sv2Device, Sv2Shared};
+use fleet::{CloseReason, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
 use primitives::share::{JobHeader, MinerChoice, StandardShare};
 use primitives::{CompactTarget, Difficulty, Hash256, Target};
 use sv2::messages::common::mining_flags;
 use sv2::messages::mining::{SetTarget, SubmitSharesSuccess};
 
-const MS: Nanos = 1_000_000;
+const MS: u64 = 1_000_000;
 const BIP320: u32 = 0x1fff_e000;
 /// Mainnet-like: no share is a block.
 const MAINNET_BITS: u32 = 0x1703_6e3a;
@@ -47,7 +48,7 @@ struct Run {
     dev: Sv2Device,
     pool: ScriptedPool,
     rec: Recorder,
-    now: Nanos,
+    now: Timestamp,
     /// The channel's target, as the pool last set it.
     target: Target,
     /// Version bits the pool allows on this connection.
@@ -90,10 +91,10 @@ impl Run {
         })
         .unwrap();
         Run {
-            dev: Sv2Device::new(shared, 3, 3, 11, 0),
+            dev: Sv2Device::new(shared, 3, 3, 11, at(0)),
             pool: ScriptedPool::new(),
             rec: Recorder::default(),
-            now: 0,
+            now: at(0),
             target: Target::MAX,
             mask: 0,
             tip: (0, 0, 0),
@@ -122,7 +123,7 @@ impl Run {
     fn connect(&mut self, flags: u32, t: Target, nbits: u32) {
         self.now = self.now.max(self.dev.poll_timeout().unwrap());
         assert!(self.dev.wants_connect(self.now));
-        self.dev.on_connected(self.now);
+        self.dev.handle_connected(self.now);
         self.pool = ScriptedPool::new();
         self.pool
             .open(&mut self.dev, self.now, &mut self.rec, flags, t);
@@ -214,7 +215,7 @@ impl Run {
             self.blocks_found += out.blocks as u64;
             self.expected += p * out.hashes as f64;
             self.variance += p * (1.0 - p) * out.hashes as f64;
-            self.now += MS;
+            self.now += std::time::Duration::from_nanos(MS);
             if send {
                 self.transmit();
             }
@@ -240,7 +241,7 @@ impl Run {
             new_submits_accepted_count: shares.len() as u32,
             new_shares_sum: shares.len() as u64,
         };
-        self.now += MS;
+        self.now += std::time::Duration::from_nanos(MS);
         self.pool
             .send(&mut self.dev, self.now, &mut self.rec, &[ack.into()]);
         let results = &self.rec.results[before..];
@@ -308,7 +309,7 @@ impl Run {
 
     fn close(&mut self) {
         self.dev
-            .on_closed(self.now, CloseReason::Eof, &mut self.rec);
+            .handle_closed(self.now, CloseReason::Eof, &mut self.rec);
         assert!(self.rec.unanswered.is_empty(), "every share was answered");
     }
 

@@ -7,7 +7,7 @@
 //! for messages to the JDS or the pool, [`JdcCore::poll_event`] for what the shell does
 //! (fetch a template's transactions, try a rejoin, close a link, tell the embedded pool of a
 //! payout or extranonce change or a dependency's state), [`JdcCore::poll_timeout`] for when to
-//! call [`JdcCore::handle_timeout`]. Time is the shell's clock in milliseconds, passed in; the
+//! call [`JdcCore::handle_timeout`]. Time is a [`Timestamp`] on the shell's clock, passed in; the
 //! core reads no clock and owns no socket.
 //!
 //! Contract with the shell: after every `handle_*` call it sends each polled transmit in order
@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pool::engine::TappedShare;
 use pool::jobs::Generation;
@@ -25,6 +26,7 @@ use pool::tp::TxDataReply;
 use primitives::bitcoin::consensus::deserialize;
 use primitives::bitcoin::hashes::Hash;
 use primitives::bitcoin::{ScriptBuf, Transaction};
+use primitives::Timestamp;
 use sv2::messages::job_declaration::PushSolution;
 use sv2::Message;
 
@@ -177,21 +179,21 @@ pub struct CoreConfig {
 /// again at once is tried less and less often).
 #[derive(Debug)]
 struct Rejoin {
-    at: Option<u64>,
-    wait_ms: u64,
+    at: Option<Timestamp>,
+    wait: Duration,
     in_flight: bool,
     /// Rejoined, and the pool has not accepted a share since.
     unproven: bool,
 }
 
-const REJOIN_FIRST_MS: u64 = 1_000;
-const REJOIN_MAX_MS: u64 = 60_000;
+const REJOIN_FIRST: Duration = Duration::from_secs(1);
+const REJOIN_MAX: Duration = Duration::from_secs(60);
 
 impl Default for Rejoin {
     fn default() -> Self {
         Rejoin {
             at: None,
-            wait_ms: REJOIN_FIRST_MS,
+            wait: REJOIN_FIRST,
             in_flight: false,
             unproven: false,
         }
@@ -200,15 +202,15 @@ impl Default for Rejoin {
 
 impl Rejoin {
     /// Left the upstreams at `now`: the next attempt after the current wait, which doubles.
-    fn schedule(&mut self, now: u64) {
+    fn schedule(&mut self, now: Timestamp) {
         if self.at.is_none() && !self.in_flight {
-            self.at = Some(now + self.wait_ms);
-            self.wait_ms = (self.wait_ms * 2).min(REJOIN_MAX_MS);
+            self.at = Some(now + self.wait);
+            self.wait = (self.wait * 2).min(REJOIN_MAX);
         }
     }
 
     /// Whether an attempt starts now.
-    fn due(&mut self, now: u64) -> bool {
+    fn due(&mut self, now: Timestamp) -> bool {
         match self.at {
             Some(t) if now >= t && !self.in_flight => {
                 self.at = None;
@@ -222,7 +224,7 @@ impl Rejoin {
     fn share_accepted(&mut self) {
         if self.unproven {
             self.unproven = false;
-            self.wait_ms = REJOIN_FIRST_MS;
+            self.wait = REJOIN_FIRST;
         }
     }
 }
@@ -241,7 +243,7 @@ const UNPUSHED_KEPT: usize = 32;
 
 /// How long the JDS has to accept a block's template declared again before the block is given
 /// up on (declarations for the pool wait meanwhile).
-const PUSH_ANSWER_MS: u64 = 10_000;
+const PUSH_ANSWER: Duration = Duration::from_secs(10);
 
 /// A generation of the embedded pool, with what the JDC made of it.
 struct Recent {
@@ -308,7 +310,7 @@ pub struct JdcCore {
     unpushed: VecDeque<Unpushed>,
     /// The generation declared again to push a block on it, and when, while the JDS has not
     /// answered.
-    pushing: Option<(u64, u64)>,
+    pushing: Option<(u64, Timestamp)>,
     /// [`JdcCore::push_step`] is to run after the current input.
     push_step_due: bool,
     transmits: VecDeque<Transmit>,
@@ -323,7 +325,7 @@ pub struct JdcCore {
 
 impl JdcCore {
     /// The core of a JDC whose JDS and pool were just set up (both links up).
-    pub fn new(config: CoreConfig, setup: Setup, now: u64) -> JdcCore {
+    pub fn new(config: CoreConfig, setup: Setup, now: Timestamp) -> JdcCore {
         let mut core = JdcCore {
             jds_up: true,
             pool_up: true,
@@ -385,9 +387,9 @@ impl JdcCore {
     }
 
     /// When [`JdcCore::handle_timeout`] has something to do, on the shell's clock.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         let rejoin = self.rejoin.at.filter(|_| !self.rejoin.in_flight);
-        let pushing = self.pushing.map(|(_, since)| since + PUSH_ANSWER_MS);
+        let pushing = self.pushing.map(|(_, since)| since + PUSH_ANSWER);
         [self.fallback.poll_timeout(), rejoin, pushing]
             .into_iter()
             .flatten()
@@ -395,9 +397,9 @@ impl JdcCore {
     }
 
     /// A message from the JDS.
-    pub fn handle_jds_message(&mut self, m: Message, now: u64) {
+    pub fn handle_jds_message(&mut self, m: Message, now: Timestamp) {
         self.before();
-        match self.declarer.on_message(m) {
+        match self.declarer.handle_message(m) {
             Ok(events) => self.on_declarer(events, now),
             Err(e) => self.lose(Link::Jds, e.to_string(), now),
         }
@@ -405,9 +407,9 @@ impl JdcCore {
     }
 
     /// A message from the pool.
-    pub fn handle_pool_message(&mut self, m: Message, now: u64) {
+    pub fn handle_pool_message(&mut self, m: Message, now: Timestamp) {
         self.before();
-        match self.channel.on_message(m) {
+        match self.channel.handle_message(m) {
             Ok(events) => self.on_pool(events, now),
             Err(e) => self.lose(Link::Pool, e.to_string(), now),
         }
@@ -415,7 +417,7 @@ impl JdcCore {
     }
 
     /// A link failed while reading (`why`: the transport's error).
-    pub fn handle_link_lost(&mut self, link: Link, why: String, now: u64) {
+    pub fn handle_link_lost(&mut self, link: Link, why: String, now: Timestamp) {
         self.before();
         self.lose(link, why, now);
         self.after(now);
@@ -423,7 +425,7 @@ impl JdcCore {
 
     /// The send of `t`, polled last, failed: its link is lost, and a block it pushed is kept
     /// to push again.
-    pub fn handle_send_failed(&mut self, t: Transmit, why: String, now: u64) {
+    pub fn handle_send_failed(&mut self, t: Transmit, why: String, now: Timestamp) {
         // Pushes go to the JDS only: this one, if it was one (those queued after it go with
         // the link, below).
         let failed = self.take_pushes(|seq| seq == t.seq);
@@ -433,7 +435,7 @@ impl JdcCore {
     }
 
     /// A new generation (template) of the embedded pool.
-    pub fn handle_generation(&mut self, g: Arc<Generation>, now: u64) {
+    pub fn handle_generation(&mut self, g: Arc<Generation>, now: Timestamp) {
         self.before();
         if g.tdp.is_some() && !self.recent.iter().any(|r| r.g.id == g.id) {
             if self.recent.len() >= RECENT_GENERATIONS {
@@ -451,7 +453,7 @@ impl JdcCore {
 
     /// The farm's provider answered for a generation's transactions
     /// ([`CoreEvent::FetchTxData`]).
-    pub fn handle_tx_data(&mut self, generation: u64, reply: TxDataReply, now: u64) {
+    pub fn handle_tx_data(&mut self, generation: u64, reply: TxDataReply, now: Timestamp) {
         self.before();
         self.fetching = None;
         self.on_tx_data(generation, reply, now);
@@ -464,7 +466,7 @@ impl JdcCore {
     }
 
     /// A share of the devices that meets the pool's target (or is a block).
-    pub fn handle_share(&mut self, share: TappedShare, now: u64) {
+    pub fn handle_share(&mut self, share: TappedShare, now: Timestamp) {
         self.before();
         if share.block {
             // While the JDS is away, or blocks found then are still being pushed, a block
@@ -482,9 +484,9 @@ impl JdcCore {
     }
 
     /// A deadline of [`JdcCore::poll_timeout`] may have passed.
-    pub fn handle_timeout(&mut self, now: u64) {
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         self.before();
-        if let Some(r) = self.fallback.on_tick(now) {
+        if let Some(r) = self.fallback.handle_timeout(now) {
             self.leave_pool(r, now);
         }
         if self.rejoin.due(now) {
@@ -492,7 +494,7 @@ impl JdcCore {
             self.events.push_back(CoreEvent::Rejoin);
         }
         if let Some((generation, since)) = self.pushing {
-            if now.saturating_sub(since) >= PUSH_ANSWER_MS {
+            if now.since(since) >= PUSH_ANSWER {
                 self.pushed_declaration_answered(generation, None);
             }
         }
@@ -502,7 +504,7 @@ impl JdcCore {
     /// A rejoin attempt set up both upstreams. Whether the core takes them: a channel with
     /// another extranonce layout than the devices' ranges is refused (the shell closes both
     /// connections), and the core waits longer before the next attempt.
-    pub fn handle_joined(&mut self, u: Setup, now: u64) -> bool {
+    pub fn handle_joined(&mut self, u: Setup, now: Timestamp) -> bool {
         self.before();
         self.rejoin.in_flight = false;
         if u.opened.extranonce_prefix.len() != self.base.len()
@@ -568,7 +570,7 @@ impl JdcCore {
     }
 
     /// A rejoin attempt failed (`why`); the next waits longer.
-    pub fn handle_join_failed(&mut self, why: String, now: u64) {
+    pub fn handle_join_failed(&mut self, why: String, now: Timestamp) {
         self.before();
         self.rejoin.in_flight = false;
         self.rejoin_failed(why, now);
@@ -583,7 +585,7 @@ impl JdcCore {
     }
 
     /// What follows any input: the push step it asked for, and the counters it moved.
-    fn after(&mut self, now: u64) {
+    fn after(&mut self, now: Timestamp) {
         for p in std::mem::take(&mut self.lost_pushes) {
             self.push_failed(p);
         }
@@ -652,7 +654,7 @@ impl JdcCore {
         });
     }
 
-    fn lose(&mut self, link: Link, why: String, now: u64) {
+    fn lose(&mut self, link: Link, why: String, now: Timestamp) {
         let (name, which) = match link {
             Link::Jds => ("JDS", Dependency::Jds),
             Link::Pool => ("pool", Dependency::Pool),
@@ -674,7 +676,7 @@ impl JdcCore {
     }
 
     /// Stops declaring and submitting; the devices mine for the farm from the next template.
-    fn leave_pool(&mut self, r: FallbackReason, now: u64) {
+    fn leave_pool(&mut self, r: FallbackReason, now: Timestamp) {
         // Connections closed on purpose are failed dependencies all the same: nothing declared
         // or submitted goes through them any more.
         let why = format!("left: {r}");
@@ -711,7 +713,7 @@ impl JdcCore {
         }
     }
 
-    fn rejoin_failed(&mut self, why: String, now: u64) {
+    fn rejoin_failed(&mut self, why: String, now: Timestamp) {
         tracing::warn!(error = %why, "jdc: could not rejoin the JDS and the pool; trying later");
         self.stats.rejoin_failures += 1;
         self.stats.rejoin_error = Some(why);
@@ -745,7 +747,7 @@ impl JdcCore {
         });
     }
 
-    fn on_tx_data(&mut self, generation: u64, reply: TxDataReply, now: u64) {
+    fn on_tx_data(&mut self, generation: u64, reply: TxDataReply, now: Timestamp) {
         let Some(g) = self
             .recent
             .iter()
@@ -855,7 +857,7 @@ impl JdcCore {
     /// the oldest is declared again (the JDS rebuilds a pushed block from the job it
     /// acknowledged last), and pushed once the JDS accepts the declaration; when none is left,
     /// the newest template is declared for the pool.
-    fn push_step(&mut self, now: u64) {
+    fn push_step(&mut self, now: Timestamp) {
         self.push_step_due = false;
         if !self.jds_up || self.pushing.is_some() {
             return;
@@ -939,7 +941,7 @@ impl JdcCore {
         self.send_push(m, Push::Late(u));
     }
 
-    fn on_declarer(&mut self, events: Vec<DeclarerEvent>, now: u64) {
+    fn on_declarer(&mut self, events: Vec<DeclarerEvent>, now: Timestamp) {
         for e in events {
             match e {
                 DeclarerEvent::Send(m) => {
@@ -1013,7 +1015,7 @@ impl JdcCore {
         }
     }
 
-    fn on_pool(&mut self, events: Vec<PoolEvent>, now: u64) {
+    fn on_pool(&mut self, events: Vec<PoolEvent>, now: Timestamp) {
         let mut sends = Vec::new();
         for e in events {
             match e {

@@ -240,7 +240,7 @@ impl Declarer {
     }
 
     /// One message from the JDS; an error means the connection cannot go on.
-    pub fn on_message(&mut self, m: Message) -> Result<Vec<DeclarerEvent>, DeclarerError> {
+    pub fn handle_message(&mut self, m: Message) -> Result<Vec<DeclarerEvent>, DeclarerError> {
         let mut out = Vec::new();
         match m {
             Message::Common(Common::SetupConnectionSuccess(_)) if !self.ready => {

@@ -10,6 +10,7 @@
 //! rejections must come several in a row before they count, so one share racing a target
 //! change does not cost the pool the farm.
 
+use primitives::Timestamp;
 use std::time::Duration;
 
 /// When the [`Fallback`] policy gives up on the pool.
@@ -77,8 +78,8 @@ impl std::fmt::Display for FallbackReason {
 pub struct Fallback {
     cfg: FallbackConfig,
     rejected_in_a_row: u32,
-    /// When the oldest unanswered token request went out (ms on the caller's clock).
-    token_asked_at: Option<u64>,
+    /// When the oldest unanswered token request went out.
+    token_asked_at: Option<Timestamp>,
     decided: Option<FallbackReason>,
 }
 
@@ -136,9 +137,9 @@ impl Fallback {
         })
     }
 
-    /// A token request went out at `now_ms` (only the oldest unanswered one is timed).
-    pub fn token_asked(&mut self, now_ms: u64) {
-        self.token_asked_at.get_or_insert(now_ms);
+    /// A token request went out at `now` (only the oldest unanswered one is timed).
+    pub fn token_asked(&mut self, now: Timestamp) {
+        self.token_asked_at.get_or_insert(now);
     }
 
     /// Every token request so far was answered.
@@ -146,17 +147,17 @@ impl Fallback {
         self.token_asked_at = None;
     }
 
-    /// When [`Fallback::on_tick`] next has something to check, if ever.
-    pub fn poll_timeout(&self) -> Option<u64> {
+    /// When [`Fallback::handle_timeout`] next has something to check, if ever.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.token_asked_at
-            .map(|t| t + self.cfg.token_timeout.as_millis() as u64)
+            .map(|t| t + self.cfg.token_timeout)
             .filter(|_| self.decided.is_none())
     }
 
-    /// Checks the token deadline at `now_ms` (the same clock as [`Fallback::token_asked`]).
-    pub fn on_tick(&mut self, now_ms: u64) -> Option<FallbackReason> {
+    /// Checks the token deadline at `now` (the same clock as [`Fallback::token_asked`]).
+    pub fn handle_timeout(&mut self, now: Timestamp) -> Option<FallbackReason> {
         match self.poll_timeout() {
-            Some(d) if now_ms >= d => self.decide(FallbackReason::TokenTimeout),
+            Some(d) if now >= d => self.decide(FallbackReason::TokenTimeout),
             _ => None,
         }
     }
@@ -228,14 +229,17 @@ mod tests {
             ..FallbackConfig::default()
         });
         assert_eq!(f.poll_timeout(), None);
-        f.token_asked(1_000);
-        f.token_asked(5_000);
-        assert_eq!(f.poll_timeout(), Some(11_000));
-        assert_eq!(f.on_tick(10_999), None);
+        f.token_asked(Timestamp::from_millis(1_000));
+        f.token_asked(Timestamp::from_millis(5_000));
+        assert_eq!(f.poll_timeout(), Some(Timestamp::from_millis(11_000)));
+        assert_eq!(f.handle_timeout(Timestamp::from_millis(10_999)), None);
         f.tokens_answered();
-        assert_eq!(f.on_tick(20_000), None);
-        f.token_asked(30_000);
-        assert_eq!(f.on_tick(40_000), Some(FallbackReason::TokenTimeout));
+        assert_eq!(f.handle_timeout(Timestamp::from_millis(20_000)), None);
+        f.token_asked(Timestamp::from_millis(30_000));
+        assert_eq!(
+            f.handle_timeout(Timestamp::from_millis(40_000)),
+            Some(FallbackReason::TokenTimeout)
+        );
         assert_eq!(f.poll_timeout(), None);
     }
 }

@@ -268,7 +268,7 @@ impl PoolChannel {
     }
 
     /// One message from the pool; an error means the connection cannot go on.
-    pub fn on_message(&mut self, m: Message) -> Result<Vec<PoolEvent>, PoolChannelError> {
+    pub fn handle_message(&mut self, m: Message) -> Result<Vec<PoolEvent>, PoolChannelError> {
         let mut out = Vec::new();
         match (&self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {

@@ -32,6 +32,7 @@ use pool::service::{PoolSettings, RunningPool};
 use pool::stats::Dependency;
 use pool::tp::{TxDataReply, TxDataRequest};
 use primitives::bitcoin::ScriptBuf;
+use primitives::Timestamp;
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -255,7 +256,7 @@ async fn join(s: &JoinSettings, net: &[Arc<LinkCounter>; 2]) -> Result<Upstreams
     let mut early = Vec::new();
     while !declarer.is_ready() {
         let m = read("JDS", &mut jds).await?;
-        for e in declarer.on_message(m)? {
+        for e in declarer.handle_message(m)? {
             match e {
                 DeclarerEvent::Send(m) => send("JDS", &mut jds, &m).await?,
                 other => early.push(other),
@@ -271,7 +272,7 @@ async fn join(s: &JoinSettings, net: &[Arc<LinkCounter>; 2]) -> Result<Upstreams
     let opened = loop {
         let m = read("pool", &mut up).await?;
         let mut opened = None;
-        for e in channel.on_message(m)? {
+        for e in channel.handle_message(m)? {
             match e {
                 PoolEvent::Send(m) => send("pool", &mut up, &m).await?,
                 PoolEvent::Opened(o) => opened = Some(o),
@@ -358,7 +359,7 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
     let (joins_tx, joins_rx) = mpsc::unbounded_channel();
     let (data_tx, data_rx) = mpsc::unbounded_channel();
     let joined = Joined {
-        core: JdcCore::new(core_config, setup, 0),
+        core: JdcCore::new(core_config, setup, Timestamp::ZERO),
         jds: Some(jds),
         up: Some(up),
         stats: stats.clone(),
@@ -435,8 +436,9 @@ impl Joined {
             let deadline = self.core.poll_timeout();
             let wake = async {
                 match deadline {
-                    Some(ms) => {
-                        tokio::time::sleep_until(self.clock + Duration::from_millis(ms)).await
+                    Some(at) => {
+                        let after = Duration::from_nanos(at.as_nanos());
+                        tokio::time::sleep_until(self.clock + after).await
                     }
                     None => std::future::pending().await,
                 }
@@ -445,7 +447,7 @@ impl Joined {
                 _ = stop.changed() => break,
                 _ = tick.tick() => self.report_net_bytes(),
                 _ = wake => {
-                    let now = self.now_ms();
+                    let now = self.now();
                     self.core.handle_timeout(now);
                 }
                 Some(joined) = joins.recv() => self.on_join(joined).await,
@@ -455,20 +457,20 @@ impl Joined {
                     }
                     let g = generations.borrow_and_update().clone();
                     if let Some(g) = g {
-                        let now = self.now_ms();
+                        let now = self.now();
                         self.core.handle_generation(g, now);
                     }
                 }
                 Some((generation, reply)) = data_rx.recv() => {
-                    let now = self.now_ms();
+                    let now = self.now();
                     self.core.handle_tx_data(generation, reply, now);
                 }
                 Some(share) = taps.recv() => {
-                    let now = self.now_ms();
+                    let now = self.now();
                     self.core.handle_share(share, now);
                 }
                 m = next_message(&mut self.jds) => {
-                    let now = self.now_ms();
+                    let now = self.now();
                     match m {
                         Ok(Some(m)) => self.core.handle_jds_message(m, now),
                         Ok(None) => {}
@@ -476,7 +478,7 @@ impl Joined {
                     }
                 }
                 m = next_message(&mut self.up) => {
-                    let now = self.now_ms();
+                    let now = self.now();
                     match m {
                         Ok(Some(m)) => self.core.handle_pool_message(m, now),
                         Ok(None) => {}
@@ -495,8 +497,9 @@ impl Joined {
         self.report_net_bytes();
     }
 
-    fn now_ms(&self) -> u64 {
-        self.clock.elapsed().as_millis() as u64
+    /// The core's time: nanoseconds since the shell started.
+    fn now(&self) -> Timestamp {
+        Timestamp::from_nanos(self.clock.elapsed().as_nanos() as u64)
     }
 
     fn report_net_bytes(&self) {
@@ -521,7 +524,7 @@ impl Joined {
                     None => Err("not connected".to_owned()),
                 };
                 if let Err(why) = sent {
-                    let now = self.now_ms();
+                    let now = self.now();
                     self.core.handle_send_failed(t, why, now);
                 }
             }
@@ -548,7 +551,7 @@ impl Joined {
                     .send(TxDataRequest { template_id, reply })
                     .is_err()
                 {
-                    let now = self.now_ms();
+                    let now = self.now();
                     let stopped = Err("the template feed stopped".into());
                     self.core.handle_tx_data(generation, stopped, now);
                     return;
@@ -605,7 +608,7 @@ impl Joined {
     /// A rejoin attempt ended: the core takes both upstreams, or refuses them (then they are
     /// closed) and waits longer.
     async fn on_join(&mut self, joined: Result<Upstreams, JdcError>) {
-        let now = self.now_ms();
+        let now = self.now();
         match joined {
             Ok(u) => {
                 let (jds, up, setup) = u.split();

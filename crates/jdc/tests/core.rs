@@ -11,7 +11,7 @@ use pool::engine::TappedShare;
 use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::Dependency;
 use pool::template::{TdpTemplate, Template};
-use pool::Millis;
+use pool::Timestamp;
 use primitives::bitcoin::consensus::serialize;
 use primitives::bitcoin::{Amount, ScriptBuf, TxOut};
 use primitives::{CompactTarget, Hash256, Target};
@@ -45,7 +45,7 @@ fn declarer() -> Declarer {
         ..DeclarerConfig::default()
     });
     let _ = d.setup_connection();
-    let out = d.on_message(setup_success()).unwrap();
+    let out = d.handle_message(setup_success()).unwrap();
     for e in out {
         if let jdc::declarer::DeclarerEvent::Send(Message::JobDeclaration(
             JobDeclaration::AllocateMiningJobToken(a),
@@ -55,7 +55,7 @@ fn declarer() -> Declarer {
                 value: Amount::ZERO,
                 script_pubkey: pool_script(),
             }];
-            d.on_message(
+            d.handle_message(
                 AllocateMiningJobTokenSuccess {
                     request_id: a.request_id,
                     mining_job_token: vec![0x70; 4],
@@ -74,7 +74,7 @@ fn declarer() -> Declarer {
 fn setup(prefix: &[u8]) -> Setup {
     let mut c = PoolChannel::new(PoolChannelConfig::default());
     let _ = c.setup_connection();
-    let out = c.on_message(setup_success()).unwrap();
+    let out = c.handle_message(setup_success()).unwrap();
     let Some(PoolEvent::Send(Message::Mining(Mining::OpenExtendedMiningChannel(o)))) = out.first()
     else {
         panic!("no channel request");
@@ -82,7 +82,7 @@ fn setup(prefix: &[u8]) -> Setup {
     let mut target = [0xff; 32];
     target[31] = 0;
     let out = c
-        .on_message(
+        .handle_message(
             OpenExtendedMiningChannelSuccess {
                 request_id: o.request_id,
                 channel_id: 6,
@@ -159,7 +159,7 @@ impl Node {
             merkle_path: Arc::from(Vec::new()),
         };
         self.book
-            .on_tdp_template(Arc::new(template), Arc::new(tdp), Millis(0))
+            .handle_tdp_template(Arc::new(template), Arc::new(tdp), Timestamp::from_millis(0))
     }
 }
 
@@ -184,6 +184,11 @@ fn block(g: &Generation, nonce: u32) -> TappedShare {
     }
 }
 
+/// `n` milliseconds on the core's clock.
+fn ms(n: u64) -> Timestamp {
+    Timestamp::from_millis(n)
+}
+
 fn transmits(core: &mut JdcCore) -> Vec<Transmit> {
     std::iter::from_fn(|| core.poll_transmit()).collect()
 }
@@ -193,7 +198,7 @@ fn events(core: &mut JdcCore) -> Vec<CoreEvent> {
 }
 
 /// The template's transactions fetched, and what the core sent the JDS for it.
-fn declare(core: &mut JdcCore, g: &Arc<Generation>, now: u64) -> Vec<Transmit> {
+fn declare(core: &mut JdcCore, g: &Arc<Generation>, now: Timestamp) -> Vec<Transmit> {
     let fetch = events(core);
     assert!(
         fetch.contains(&CoreEvent::FetchTxData {
@@ -219,7 +224,7 @@ fn declared_request(ts: &[Transmit]) -> u32 {
 }
 
 /// What the core sends, a JDS answering its token requests on the way.
-fn with_tokens(core: &mut JdcCore, now: u64) -> Vec<Transmit> {
+fn with_tokens(core: &mut JdcCore, now: Timestamp) -> Vec<Transmit> {
     let mut all = Vec::new();
     loop {
         let sent = transmits(core);
@@ -263,11 +268,11 @@ fn pushes(ts: &[Transmit]) -> Vec<PushSolution> {
 
 /// A core whose first template the JDS accepted, and that template.
 fn declared_once(template_id: u64) -> (JdcCore, Arc<Generation>) {
-    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
+    let mut core = JdcCore::new(config(), setup(&PREFIX), Timestamp::ZERO);
     let g = Node::new().template(template_id);
-    core.handle_generation(g.clone(), 0);
-    let request = declared_request(&declare(&mut core, &g, 0));
-    core.handle_jds_message(accepted(request), 0);
+    core.handle_generation(g.clone(), ms(0));
+    let request = declared_request(&declare(&mut core, &g, ms(0)));
+    core.handle_jds_message(accepted(request), ms(0));
     transmits(&mut core);
     (core, g)
 }
@@ -275,13 +280,13 @@ fn declared_once(template_id: u64) -> (JdcCore, Arc<Generation>) {
 #[test]
 fn a_template_is_fetched_declared_and_set_on_the_pool_under_the_jds_token() {
     let mut node = Node::new();
-    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
+    let mut core = JdcCore::new(config(), setup(&PREFIX), Timestamp::ZERO);
     assert!(transmits(&mut core).is_empty());
     let g = node.template(11);
-    core.handle_generation(g.clone(), 5);
-    let sent = declare(&mut core, &g, 10);
+    core.handle_generation(g.clone(), ms(5));
+    let sent = declare(&mut core, &g, ms(10));
     let request = declared_request(&sent);
-    core.handle_jds_message(accepted(request), 20);
+    core.handle_jds_message(accepted(request), ms(20));
     let sent = transmits(&mut core);
     let set = sent
         .iter()
@@ -295,7 +300,7 @@ fn a_template_is_fetched_declared_and_set_on_the_pool_under_the_jds_token() {
     assert_eq!(set.1.prev_hash, [0x33; 32]);
     assert_eq!(core.stats().declared, 1);
     // A block on the declared template goes to the JDS at once.
-    core.handle_share(block(&g, 9), 30);
+    core.handle_share(block(&g, 9), ms(30));
     let sent = transmits(&mut core);
     let p = pushes(&sent);
     assert_eq!(p.len(), 1);
@@ -303,10 +308,10 @@ fn a_template_is_fetched_declared_and_set_on_the_pool_under_the_jds_token() {
     assert_eq!(core.stats().solutions_pushed, 1);
     // The declaration spent the token; the one asked for in its place is awaited (the
     // fallback's token timeout), and its answer ends the wait.
-    assert_eq!(core.poll_timeout(), Some(10 + 10_000));
-    core.handle_timeout(10_009);
+    assert_eq!(core.poll_timeout(), Some(ms(10 + 10_000)));
+    core.handle_timeout(ms(10_009));
     assert!(core.is_up(Link::Jds), "not yet");
-    core.handle_timeout(10_010);
+    core.handle_timeout(ms(10_010));
     assert!(
         !core.is_up(Link::Jds) && !core.is_up(Link::Pool),
         "no token in time: left"
@@ -319,8 +324,8 @@ fn a_template_is_fetched_declared_and_set_on_the_pool_under_the_jds_token() {
 
 #[test]
 fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() {
-    let mut core = JdcCore::new(config(), setup(&PREFIX), 0);
-    core.handle_link_lost(Link::Pool, "reset by peer".into(), 1_000);
+    let mut core = JdcCore::new(config(), setup(&PREFIX), Timestamp::ZERO);
+    core.handle_link_lost(Link::Pool, "reset by peer".into(), ms(1_000));
     let ev = events(&mut core);
     assert!(ev.contains(&CoreEvent::Close(Link::Pool)));
     assert!(
@@ -339,17 +344,17 @@ fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() 
         .as_deref()
         .unwrap()
         .contains("reset by peer"));
-    let mut now = 1_000;
+    let mut now = ms(1_000);
     let mut waits = Vec::new();
     for _ in 0..8 {
         let at = core.poll_timeout().expect("a rejoin is scheduled");
-        waits.push(at - now);
-        core.handle_timeout(at - 1);
+        waits.push(at.millis_since(now));
+        core.handle_timeout(Timestamp::from_nanos(at.as_nanos() - 1));
         assert!(events(&mut core).is_empty(), "not before its time");
         core.handle_timeout(at);
         assert_eq!(events(&mut core), [CoreEvent::Rejoin]);
         assert_eq!(core.poll_timeout(), None, "one attempt at a time");
-        now = at + 300;
+        now = at.plus_millis(300);
         core.handle_join_failed("connection refused".into(), now);
     }
     assert_eq!(
@@ -361,7 +366,7 @@ fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() 
     let at = core.poll_timeout().unwrap();
     core.handle_timeout(at);
     events(&mut core);
-    assert!(!core.handle_joined(setup(&[1, 2, 3, 4, 5]), at + 10));
+    assert!(!core.handle_joined(setup(&[1, 2, 3, 4, 5]), at.plus_millis(10)));
     assert!(!core.is_up(Link::Pool));
     assert!(core
         .stats()
@@ -374,7 +379,7 @@ fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() 
     core.handle_timeout(at);
     events(&mut core);
     let moved = [0xfa, 0xce, 0x00, 0x02];
-    assert!(core.handle_joined(setup(&moved), at + 10));
+    assert!(core.handle_joined(setup(&moved), at.plus_millis(10)));
     assert!(core.is_up(Link::Jds) && core.is_up(Link::Pool));
     let ev = events(&mut core);
     assert!(
@@ -392,18 +397,18 @@ fn rejoins_wait_a_second_then_twice_as_long_after_each_failure_up_to_a_minute() 
 fn a_block_found_while_the_jds_is_away_is_declared_again_and_pushed_when_it_returns() {
     let (mut core, g) = declared_once(21);
 
-    core.handle_link_lost(Link::Jds, "eof".into(), 100);
+    core.handle_link_lost(Link::Jds, "eof".into(), ms(100));
     // Leaving, the core fetches the newest template again to keep its declaration.
-    let kept = declare(&mut core, &g, 110);
+    let kept = declare(&mut core, &g, ms(110));
     assert!(kept.is_empty(), "nothing goes to a JDS that is gone");
-    core.handle_share(block(&g, 77), 200);
+    core.handle_share(block(&g, 77), ms(200));
     assert!(pushes(&transmits(&mut core)).is_empty());
     assert_eq!(core.stats().solutions_pushed, 0);
 
     let at = core.poll_timeout().unwrap();
     core.handle_timeout(at);
     assert_eq!(events(&mut core), [CoreEvent::Rejoin]);
-    assert!(core.handle_joined(setup(&PREFIX), at + 50));
+    assert!(core.handle_joined(setup(&PREFIX), at.plus_millis(50)));
     events(&mut core);
     // The block's template first, declared again on the new connection...
     let sent = transmits(&mut core);
@@ -414,10 +419,10 @@ fn a_block_found_while_the_jds_is_away_is_declared_again_and_pushed_when_it_retu
     );
     assert_eq!(
         core.poll_timeout(),
-        Some(at + 50 + 10_000),
+        Some(at.plus_millis(50 + 10_000)),
         "its answer is awaited"
     );
-    core.handle_jds_message(accepted(request), at + 60);
+    core.handle_jds_message(accepted(request), at.plus_millis(60));
     // ...then the block, pushed late.
     let sent = transmits(&mut core);
     let p = pushes(&sent);
@@ -431,14 +436,14 @@ fn a_block_found_while_the_jds_is_away_is_declared_again_and_pushed_when_it_retu
 fn a_push_whose_send_fails_is_kept_for_the_jds_return() {
     let (mut core, g) = declared_once(31);
 
-    core.handle_share(block(&g, 5), 10);
+    core.handle_share(block(&g, 5), ms(10));
     let t = core.poll_transmit().expect("the push");
     assert!(matches!(
         t.message,
         Message::JobDeclaration(JobDeclaration::PushSolution(_))
     ));
     assert_eq!(core.stats().solutions_pushed, 1);
-    core.handle_send_failed(t, "broken pipe".into(), 11);
+    core.handle_send_failed(t, "broken pipe".into(), ms(11));
     assert_eq!(core.stats().solutions_pushed, 0, "it did not go");
     assert!(!core.is_up(Link::Jds));
     assert!(core
@@ -453,13 +458,13 @@ fn a_push_whose_send_fails_is_kept_for_the_jds_return() {
         .filter(|e| matches!(e, CoreEvent::FetchTxData { .. }))
         .collect();
     assert_eq!(fetch.len(), 1, "the template's declaration fetched again");
-    core.handle_tx_data(g.id, no_txs(31), 20);
+    core.handle_tx_data(g.id, no_txs(31), ms(20));
     let at = core.poll_timeout().unwrap();
     core.handle_timeout(at);
     events(&mut core);
     assert!(core.handle_joined(setup(&PREFIX), at));
     let request = declared_request(&transmits(&mut core));
-    core.handle_jds_message(accepted(request), at + 1);
+    core.handle_jds_message(accepted(request), at.plus_millis(1));
     let p = pushes(&transmits(&mut core));
     assert_eq!(p.iter().map(|p| p.nonce).collect::<Vec<_>>(), [5]);
     assert_eq!(core.stats().solutions_pushed_late, 1);
@@ -475,19 +480,19 @@ fn with_a_fallback_address_the_devices_mine_for_the_farm_and_its_blocks_are_not_
             ..config()
         },
         setup(&PREFIX),
-        0,
+        Timestamp::ZERO,
     );
     let g = node.template(41);
-    core.handle_generation(g.clone(), 0);
-    declare(&mut core, &g, 0);
-    core.handle_link_lost(Link::Jds, "eof".into(), 5);
+    core.handle_generation(g.clone(), ms(0));
+    declare(&mut core, &g, ms(0));
+    core.handle_link_lost(Link::Jds, "eof".into(), ms(5));
     let ev = events(&mut core);
     assert!(
         ev.contains(&CoreEvent::PayoutOverride(Some(farm))),
         "{ev:?}"
     );
     assert!(core.stats().solo);
-    core.handle_share(block(&g, 3), 6);
+    core.handle_share(block(&g, 3), ms(6));
     let at = core.poll_timeout().unwrap();
     core.handle_timeout(at);
     events(&mut core);
@@ -506,18 +511,18 @@ fn with_a_fallback_address_the_devices_mine_for_the_farm_and_its_blocks_are_not_
 #[test]
 fn a_late_push_whose_send_fails_keeps_every_waiting_block_past_the_answer_timeout() {
     let (mut core, g) = declared_once(51);
-    core.handle_link_lost(Link::Jds, "eof".into(), 100);
-    declare(&mut core, &g, 110);
+    core.handle_link_lost(Link::Jds, "eof".into(), ms(100));
+    declare(&mut core, &g, ms(110));
     // Two blocks on the template while the JDS is away.
-    core.handle_share(block(&g, 1), 200);
-    core.handle_share(block(&g, 2), 201);
+    core.handle_share(block(&g, 1), ms(200));
+    core.handle_share(block(&g, 2), ms(201));
     let at = core.poll_timeout().unwrap();
     core.handle_timeout(at);
     events(&mut core);
     assert!(core.handle_joined(setup(&PREFIX), at));
     events(&mut core);
     let request = declared_request(&transmits(&mut core));
-    core.handle_jds_message(accepted(request), at + 10);
+    core.handle_jds_message(accepted(request), at.plus_millis(10));
     // The first block's push goes out, and its send fails: the JDS is gone again.
     let t = loop {
         let t = core.poll_transmit().expect("the push");
@@ -528,12 +533,12 @@ fn a_late_push_whose_send_fails_keeps_every_waiting_block_past_the_answer_timeou
             break t;
         }
     };
-    core.handle_send_failed(t, "broken pipe".into(), at + 11);
+    core.handle_send_failed(t, "broken pipe".into(), at.plus_millis(11));
     assert_eq!(core.stats().solutions_pushed_late, 0);
     events(&mut core);
     // Well past the JDS's answer timeout (the rejoin attempt due meanwhile starts now):
     // neither block is given up on.
-    let back = at + 11 + 15_000;
+    let back = at.plus_millis(11 + 15_000);
     core.handle_timeout(back);
     assert!(events(&mut core).contains(&CoreEvent::Rejoin));
     assert!(transmits(&mut core).is_empty());
@@ -544,8 +549,8 @@ fn a_late_push_whose_send_fails_keeps_every_waiting_block_past_the_answer_timeou
     let mut sent = with_tokens(&mut core, back);
     for step in 0..2 {
         let request = declared_request(&sent);
-        core.handle_jds_message(accepted(request), back + 1 + step);
-        sent = with_tokens(&mut core, back + 1 + step);
+        core.handle_jds_message(accepted(request), back.plus_millis(1 + step));
+        sent = with_tokens(&mut core, back.plus_millis(1 + step));
         nonces.extend(pushes(&sent).iter().map(|p| p.nonce));
         events(&mut core);
     }

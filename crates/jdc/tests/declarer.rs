@@ -79,7 +79,7 @@ fn ready(spare: usize) -> (Declarer, Vec<u32>) {
     assert_eq!(s.protocol, protocol::JOB_DECLARATION);
     assert_eq!(s.flags, job_declaration_flags::DECLARE_TX_DATA);
     let out = d
-        .on_message(
+        .handle_message(
             SetupConnectionSuccess {
                 used_version: 2,
                 flags: 0,
@@ -100,7 +100,7 @@ fn tokens_are_asked_for_ahead_and_the_first_brings_the_pool_outputs() {
         "one token for the next template and two spare"
     );
     assert!(!d.is_ready());
-    let out = d.on_message(token_for(ids[0], 1)).unwrap();
+    let out = d.handle_message(token_for(ids[0], 1)).unwrap();
     assert!(out.contains(&DeclarerEvent::PoolOutputs(pool_outputs())));
     assert!(d.is_ready());
     assert_eq!(d.pool_payout(), Some(&pool_outputs()[0].script_pubkey));
@@ -111,7 +111,7 @@ fn tokens_are_asked_for_ahead_and_the_first_brings_the_pool_outputs() {
 #[test]
 fn a_declaration_uses_a_token_sends_the_wtxids_and_supplies_missing_transactions() {
     let (mut d, ids) = ready(0);
-    d.on_message(token_for(ids[0], 9)).unwrap();
+    d.handle_message(token_for(ids[0], 9)).unwrap();
     let out = d.declare(declaration(5));
     let msgs = sent(&out);
     let JobDeclaration::DeclareMiningJob(m) = &msgs[0] else {
@@ -125,7 +125,7 @@ fn a_declaration_uses_a_token_sends_the_wtxids_and_supplies_missing_transactions
     assert_eq!(allocations(&out).len(), 1);
 
     let out = d
-        .on_message(
+        .handle_message(
             ProvideMissingTransactions {
                 request_id: m.request_id,
                 unknown_tx_position_list: vec![1, 7],
@@ -145,7 +145,7 @@ fn a_declaration_uses_a_token_sends_the_wtxids_and_supplies_missing_transactions
     );
 
     let out = d
-        .on_message(
+        .handle_message(
             DeclareMiningJobSuccess {
                 request_id: m.request_id,
                 new_mining_job_token: vec![0xdd; 8],
@@ -168,7 +168,7 @@ fn without_a_token_only_the_newest_template_waits() {
     let (mut d, ids) = ready(0);
     assert!(sent(&d.declare(declaration(1))).is_empty());
     assert!(sent(&d.declare(declaration(2))).is_empty());
-    let out = d.on_message(token_for(ids[0], 3)).unwrap();
+    let out = d.handle_message(token_for(ids[0], 3)).unwrap();
     let declared: Vec<_> = sent(&out)
         .into_iter()
         .filter_map(|m| match m {
@@ -178,7 +178,7 @@ fn without_a_token_only_the_newest_template_waits() {
         .collect();
     assert_eq!(declared.len(), 1);
     let ok = d
-        .on_message(
+        .handle_message(
             DeclareMiningJobSuccess {
                 request_id: declared[0].request_id,
                 new_mining_job_token: vec![1],
@@ -195,13 +195,13 @@ fn without_a_token_only_the_newest_template_waits() {
 #[test]
 fn a_refusal_names_the_generation_and_late_answers_are_counted_not_fatal() {
     let (mut d, ids) = ready(0);
-    d.on_message(token_for(ids[0], 3)).unwrap();
+    d.handle_message(token_for(ids[0], 3)).unwrap();
     let out = d.declare(declaration(8));
     let JobDeclaration::DeclareMiningJob(m) = &sent(&out)[0] else {
         panic!("no declaration");
     };
     let out = d
-        .on_message(
+        .handle_message(
             DeclareMiningJobError {
                 request_id: m.request_id,
                 error_code: "invalid-job".into(),
@@ -218,7 +218,7 @@ fn a_refusal_names_the_generation_and_late_answers_are_counted_not_fatal() {
             details: "no payout".into()
         }]
     );
-    d.on_message(
+    d.handle_message(
         DeclareMiningJobSuccess {
             request_id: m.request_id,
             new_mining_job_token: vec![1],
@@ -238,12 +238,12 @@ fn outputs_that_do_not_decode_or_jd_messages_before_setup_are_errors() {
         coinbase_outputs: vec![0x05, 0x01],
     };
     assert!(matches!(
-        d.on_message(bad.into()),
+        d.handle_message(bad.into()),
         Err(DeclarerError::Outputs(_))
     ));
     let mut fresh = Declarer::new(DeclarerConfig::default());
     assert!(matches!(
-        fresh.on_message(token_for(1, 1)),
+        fresh.handle_message(token_for(1, 1)),
         Err(DeclarerError::BeforeSetup(_))
     ));
 }

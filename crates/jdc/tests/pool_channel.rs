@@ -83,7 +83,7 @@ fn open() -> PoolChannel {
         mining_flags::REQUIRES_WORK_SELECTION
     );
     let out = c
-        .on_message(
+        .handle_message(
             SetupConnectionSuccess {
                 used_version: 2,
                 flags: 0,
@@ -96,7 +96,7 @@ fn open() -> PoolChannel {
     };
     assert_eq!(o.min_extranonce_size, 8);
     let out = c
-        .on_message(
+        .handle_message(
             OpenExtendedMiningChannelSuccess {
                 request_id: o.request_id,
                 channel_id: 6,
@@ -130,7 +130,7 @@ fn shares_wait_for_their_job_and_go_up_under_it_with_the_prefix_taken_off() {
     assert!(sends(&c.share(&share(3, false, 1))).is_empty());
     assert_eq!(c.held(), 1);
     let out = c
-        .on_message(
+        .handle_message(
             SetCustomMiningJobSuccess {
                 channel_id: 6,
                 request_id: request,
@@ -165,7 +165,7 @@ fn shares_wait_for_their_job_and_go_up_under_it_with_the_prefix_taken_off() {
 fn shares_easier_than_the_pool_target_or_from_another_prefix_stay_below() {
     let mut c = open();
     let request = set(&mut c, 1);
-    c.on_message(
+    c.handle_message(
         SetCustomMiningJobSuccess {
             channel_id: 6,
             request_id: request,
@@ -183,7 +183,7 @@ fn shares_easier_than_the_pool_target_or_from_another_prefix_stay_below() {
     let mut hard = [0xff; 32];
     hard[31] = 0;
     hard[30] = 0;
-    c.on_message(
+    c.handle_message(
         SetTarget {
             channel_id: 6,
             maximum_target: Target::from_le_bytes(&hard),
@@ -201,7 +201,7 @@ fn a_refused_job_drops_its_held_shares_and_rejections_name_the_generation() {
     let r1 = set(&mut c, 1);
     c.share(&share(1, false, 1));
     let out = c
-        .on_message(
+        .handle_message(
             SetCustomMiningJobError {
                 channel_id: 6,
                 request_id: r1,
@@ -220,7 +220,7 @@ fn a_refused_job_drops_its_held_shares_and_rejections_name_the_generation() {
     assert_eq!((c.held(), c.stats.dropped), (0, 1));
 
     let r2 = set(&mut c, 2);
-    c.on_message(
+    c.handle_message(
         SetCustomMiningJobSuccess {
             channel_id: 6,
             request_id: r2,
@@ -233,7 +233,7 @@ fn a_refused_job_drops_its_held_shares_and_rejections_name_the_generation() {
         panic!("not submitted");
     };
     let out = c
-        .on_message(
+        .handle_message(
             SubmitSharesError {
                 channel_id: 6,
                 sequence_number: s.sequence_number,
@@ -249,7 +249,7 @@ fn a_refused_job_drops_its_held_shares_and_rejections_name_the_generation() {
             code: "stale-share".into()
         }]
     );
-    c.on_message(
+    c.handle_message(
         SubmitSharesSuccess {
             channel_id: 6,
             last_sequence_number: s.sequence_number,
@@ -267,7 +267,7 @@ fn the_pools_own_jobs_are_not_mined_and_mining_before_open_is_an_error() {
     let mut c = PoolChannel::new(PoolChannelConfig::default());
     assert!(c.share(&share(1, false, 1)).is_empty());
     assert!(c
-        .on_message(
+        .handle_message(
             SetTarget {
                 channel_id: 1,
                 maximum_target: Target::MAX

@@ -473,7 +473,7 @@ fn check_custom_job(cb: &DeclaredCoinbase, extranonce: &[u8]) {
         tips: &tips,
         extranonce_len: cb.extranonce_len,
     };
-    match pool::sv2::custom_job::declared_job(&m, &cx, 1, pool::Millis(0)) {
+    match pool::sv2::custom_job::declared_job(&m, &cx, 1, pool::Timestamp::from_millis(0)) {
         Ok((job, claims)) => {
             assert_eq!(claims.outputs, OutputsDigest::of(cb.outputs()));
             let ours = cb.with_extranonce(extranonce).expect("fits");
@@ -1168,7 +1168,7 @@ impl World {
             .filter(|(_, p)| self.now > p.deadline)
             .map(|(id, _)| *id)
             .collect();
-        c.s.on_tick(UnixMillis(self.now));
+        c.s.handle_tick(UnixMillis(self.now));
         let out = drain(&mut c.s);
         assert!(out.len() <= before, "a tick wrote {} outputs", out.len());
         assert_eq!(out.len(), late.len(), "refusals on a tick: {out:?}");
@@ -1533,7 +1533,7 @@ impl Run {
         // An ended connection reads nothing more: a frame already read changes nothing.
         if let Some(c) = &mut self.conns[slot] {
             if c.ended.is_some() {
-                c.s.on_message(m.clone(), now, &w.mempool);
+                c.s.handle_message(m.clone(), now, &w.mempool);
                 assert!(drain(&mut c.s).is_empty(), "an ended connection answered");
                 w.check(c);
                 self.conns[slot] = None;
@@ -1544,7 +1544,7 @@ impl Run {
         }
         let c = self.conns[slot].as_mut().expect("connected");
         let expect = w.expect(c, &m);
-        c.s.on_message(m, now, &w.mempool);
+        c.s.handle_message(m, now, &w.mempool);
         let out = drain(&mut c.s);
         w.answered(c, expect, out);
     }

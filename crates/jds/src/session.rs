@@ -1,7 +1,7 @@
 //! One JDC connection as a sans-IO machine.
 //!
 //! The shell feeds it decoded messages with the wall-clock time and the mempool view
-//! ([`Session::on_message`]) and a periodic [`Session::on_tick`]; it takes back blocks to
+//! ([`Session::handle_message`]) and a periodic [`Session::handle_tick`]; it takes back blocks to
 //! submit ([`Session::poll_event`]), messages to send ([`Session::poll_transmit`]) and, once, a
 //! reason to close ([`Session::wants_close`]).
 //!
@@ -143,8 +143,8 @@ struct Bucket {
     last: UnixMillis,
 }
 
-/// One JDC connection, sans-IO: feed it messages and ticks ([`Session::on_message`],
-/// [`Session::on_tick`]); take what it wants sent ([`Session::poll_transmit`]) and submitted
+/// One JDC connection, sans-IO: feed it messages and ticks ([`Session::handle_message`],
+/// [`Session::handle_tick`]); take what it wants sent ([`Session::poll_transmit`]) and submitted
 /// ([`Session::poll_event`]). The shell takes the events first, so that a pushed block is on its
 /// way to the store before anything else is written.
 pub struct Session {
@@ -227,7 +227,7 @@ impl Session {
     }
 
     /// Handles one message from the JDC at `now`, looking transactions up in `mempool`.
-    pub fn on_message(&mut self, m: Message, now: UnixMillis, mempool: &dyn Mempool) {
+    pub fn handle_message(&mut self, m: Message, now: UnixMillis, mempool: &dyn Mempool) {
         if self.close.is_some() {
             return;
         }
@@ -251,7 +251,7 @@ impl Session {
     }
 
     /// Refuses declarations whose transactions did not come in time.
-    pub fn on_tick(&mut self, now: UnixMillis) {
+    pub fn handle_tick(&mut self, now: UnixMillis) {
         let mut late: Vec<u32> = self
             .pending
             .iter()

@@ -3,7 +3,7 @@
 //! every regression, must still hold the invariants. `write_seeds` (ignored) writes the seed
 //! inputs into the corpus.
 
-use std::path::{Path, PathBuf};
+use testkit::Corpus;
 
 use jds::fuzz_support::script::{coinbase_input, JdsScript};
 use jds::fuzz_support::{declared_coinbase, jds_coinbase, jds_session};
@@ -12,41 +12,19 @@ use sv2::messages::common::{job_declaration_flags, protocol, SetupConnection};
 use sv2::messages::job_declaration::{AllocateMiningJobToken, DeclareMiningJob};
 use sv2::Message;
 
-fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("the committed corpus {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    files
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_jds_session_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("jds_session"));
-    assert!(files.len() >= 10, "corpus has {} files", files.len());
-    for f in &files {
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        jds_session(&std::fs::read(f).unwrap());
-    }
+    corpus("jds_session").replay(10, jds_session);
 }
 
 #[test]
 fn every_jds_coinbase_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("jds_coinbase"));
-    assert!(files.len() >= 10, "corpus has {} files", files.len());
-    for f in &files {
-        eprintln!("{}", f.display());
-        jds_coinbase(&std::fs::read(f).unwrap());
-    }
+    corpus("jds_coinbase").replay(10, jds_coinbase);
 }
 
 /// A segwit coinbase committing to the wtxids, paying the pool, extranonce of 8 bytes.
@@ -432,10 +410,6 @@ fn write_seeds() {
         .map(|(n, d)| (n.to_owned(), d))
         .collect();
     for (target, seeds) in [("jds_session", session), ("jds_coinbase", coinbase_seeds())] {
-        let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds {
-            std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
-        }
+        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

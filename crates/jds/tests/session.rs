@@ -75,7 +75,7 @@ fn setup_msg(protocol: u8, flags: u32) -> Message {
 
 impl Jds {
     fn feed(&mut self, m: impl Into<Message>, now: UnixMillis, pool: &Pool) -> Vec<Output> {
-        self.session.on_message(m.into(), now, pool);
+        self.session.handle_message(m.into(), now, pool);
         drain(&mut self.session)
     }
 
@@ -465,10 +465,10 @@ fn an_unknown_transaction_never_provided_is_refused_after_the_timeout() {
         )]
     ));
     let timeout = j.cfg.missing_txs_timeout;
-    j.session.on_tick(T0.plus(timeout));
+    j.session.handle_tick(T0.plus(timeout));
     assert!(drain(&mut j.session).is_empty(), "not before the deadline");
     j.session
-        .on_tick(T0.plus(timeout + Duration::from_millis(1)));
+        .handle_tick(T0.plus(timeout + Duration::from_millis(1)));
     let out: Vec<Message> = drain(&mut j.session)
         .into_iter()
         .map(|o| match o {
@@ -600,7 +600,7 @@ fn expired_forged_reused_and_declared_tokens_cannot_declare() {
     assert_eq!(code, error_code::INVALID_MINING_JOB_TOKEN);
     assert!(details.contains("already used"), "{details}");
     let mut second = Session::new(2, j.cfg.clone(), j.tokens.clone());
-    second.on_message(
+    second.handle_message(
         setup_msg(
             common::protocol::JOB_DECLARATION,
             job_declaration_flags::DECLARE_TX_DATA,
@@ -609,7 +609,7 @@ fn expired_forged_reused_and_declared_tokens_cannot_declare() {
         &pool,
     );
     drain(&mut second);
-    second.on_message(declare_msg(7, token, &cb, &txs).into(), T0, &pool);
+    second.handle_message(declare_msg(7, token, &cb, &txs).into(), T0, &pool);
     let out: Vec<Message> = drain(&mut second)
         .into_iter()
         .map(|o| match o {

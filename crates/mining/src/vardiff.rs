@@ -10,7 +10,7 @@
 
 use primitives::Difficulty;
 
-use primitives::Millis;
+use primitives::Timestamp;
 
 /// What vardiff aims for and the bounds it keeps to.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -48,14 +48,14 @@ impl Default for VardiffConfig {
 pub struct Vardiff {
     config: VardiffConfig,
     current: Difficulty,
-    last_change: Millis,
+    last_change: Timestamp,
     /// Smoothed share-difficulty per millisecond (difficulty-1 units per ms ~ hash rate).
     rate: Option<f64>,
     /// Work and shares accumulated since `window_start`, folded into `rate` when the window
     /// closes.
     window_work: f64,
     window_shares: u32,
-    window_start: Millis,
+    window_start: Timestamp,
 }
 
 /// A window closes early once it holds this many times the shares expected in a full window:
@@ -65,7 +65,7 @@ const FLOOD_FACTOR: f64 = 4.0;
 
 impl Vardiff {
     /// Starts at `start` (clamped to the bounds), its first window opening at `now`.
-    pub fn new(config: VardiffConfig, start: Difficulty, now: Millis) -> Self {
+    pub fn new(config: VardiffConfig, start: Difficulty, now: Timestamp) -> Self {
         let current = clamp(start, &config);
         Vardiff {
             config,
@@ -89,7 +89,7 @@ impl Vardiff {
     }
 
     /// Records an accepted share of difficulty `d` (the difficulty it was judged at).
-    pub fn on_share(&mut self, d: Difficulty, now: Millis) -> Option<Difficulty> {
+    pub fn handle_share(&mut self, d: Difficulty, now: Timestamp) -> Option<Difficulty> {
         self.window_work += d.as_f64();
         self.window_shares += 1;
         self.evaluate(now)
@@ -97,7 +97,7 @@ impl Vardiff {
 
     /// Called periodically without shares, so that a miner too slow for its difficulty (no
     /// shares at all) is stepped down.
-    pub fn on_tick(&mut self, now: Millis) -> Option<Difficulty> {
+    pub fn handle_tick(&mut self, now: Timestamp) -> Option<Difficulty> {
         self.evaluate(now)
     }
 
@@ -114,14 +114,14 @@ impl Vardiff {
     }
 
     /// Sets the difficulty from outside (a miner's suggestion accepted within bounds).
-    pub fn set(&mut self, d: Difficulty, now: Millis) -> Difficulty {
+    pub fn set(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
         self.current = clamp(d, &self.config);
         self.last_change = now;
         self.current
     }
 
-    fn evaluate(&mut self, now: Millis) -> Option<Difficulty> {
-        let span = now.since(self.window_start);
+    fn evaluate(&mut self, now: Timestamp) -> Option<Difficulty> {
+        let span = now.millis_since(self.window_start);
         let expected =
             self.config.shares_per_minute * self.config.retarget_interval_ms as f64 / 60_000.0;
         let flooded = self.window_shares as f64 >= FLOOD_FACTOR * expected.max(1.0);
@@ -143,7 +143,7 @@ impl Vardiff {
         self.window_work = 0.0;
         self.window_shares = 0;
         self.window_start = now;
-        if now.since(self.last_change) < self.config.retarget_interval_ms && !flooded {
+        if now.millis_since(self.last_change) < self.config.retarget_interval_ms && !flooded {
             return None;
         }
 
@@ -189,10 +189,10 @@ mod tests {
     fn simulate(
         v: &mut Vardiff,
         diff1_per_sec: f64,
-        from: Millis,
+        from: Timestamp,
         for_ms: u64,
         seed: u64,
-    ) -> Millis {
+    ) -> Timestamp {
         // splitmix64 of the seed: xorshift started from a small seed gives small first outputs.
         let mut x = {
             let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -207,20 +207,20 @@ mod tests {
             let u = ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
             now - u.ln() * v.difficulty().as_f64() / diff1_per_sec * 1000.0
         };
-        let end = (from.0 + for_ms) as f64;
-        let mut next_share = draw(v, from.0 as f64);
-        let mut next_tick = from.0 as f64 + 5_000.0;
+        let end = (from.as_millis() + for_ms) as f64;
+        let mut next_share = draw(v, from.as_millis() as f64);
+        let mut next_tick = from.as_millis() as f64 + 5_000.0;
         loop {
             let before = v.difficulty();
             let now = next_share.min(next_tick);
             if now > end {
-                return Millis(end as u64);
+                return Timestamp::from_millis(end as u64);
             }
             if next_share <= next_tick {
-                v.on_share(before, Millis(now as u64));
+                v.handle_share(before, Timestamp::from_millis(now as u64));
                 next_share = draw(v, now);
             } else {
-                v.on_tick(Millis(now as u64));
+                v.handle_tick(Timestamp::from_millis(now as u64));
                 next_tick += 5_000.0;
             }
             if v.difficulty() != before {
@@ -236,9 +236,9 @@ mod tests {
             let mut v = Vardiff::new(
                 VardiffConfig::default(),
                 Difficulty::new(start).unwrap(),
-                Millis(0),
+                Timestamp::from_millis(0),
             );
-            simulate(&mut v, 1.0, Millis(0), 3_600_000, 42);
+            simulate(&mut v, 1.0, Timestamp::from_millis(0), 3_600_000, 42);
             let d = v.difficulty().as_f64();
             assert!((2.0..8.0).contains(&d), "from {start}: {d}");
         }
@@ -249,13 +249,13 @@ mod tests {
         let mut v = Vardiff::new(
             VardiffConfig::default(),
             Difficulty::new(4.0).unwrap(),
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         let mut changes = 0;
-        let mut t = Millis(0);
+        let mut t = Timestamp::from_millis(0);
         for _ in 0..60 {
             let before = v.difficulty();
-            t = simulate(&mut v, 1.0, t, 60_000, t.0 + 7);
+            t = simulate(&mut v, 1.0, t, 60_000, t.as_millis() + 7);
             changes += (v.difficulty() != before) as u32;
         }
         assert!(
@@ -271,22 +271,34 @@ mod tests {
             max: Difficulty::new(8.0).unwrap(),
             ..VardiffConfig::default()
         };
-        let mut v = Vardiff::new(cfg, Difficulty::new(1000.0).unwrap(), Millis(0));
+        let mut v = Vardiff::new(
+            cfg,
+            Difficulty::new(1000.0).unwrap(),
+            Timestamp::from_millis(0),
+        );
         assert_eq!(v.difficulty().as_f64(), 8.0, "start clamped");
         // A flood of shares inside the interval changes nothing.
         for ms in 0..29_000 {
-            assert_eq!(v.on_share(Difficulty::new(8.0).unwrap(), Millis(ms)), None);
+            assert_eq!(
+                v.handle_share(Difficulty::new(8.0).unwrap(), Timestamp::from_millis(ms)),
+                None
+            );
         }
         // A silent miner steps down, but not below the minimum.
-        let mut v = Vardiff::new(cfg, Difficulty::new(8.0).unwrap(), Millis(0));
+        let mut v = Vardiff::new(
+            cfg,
+            Difficulty::new(8.0).unwrap(),
+            Timestamp::from_millis(0),
+        );
         let mut t = 0;
         for _ in 0..20 {
             t += 30_000;
-            v.on_tick(Millis(t));
+            v.handle_tick(Timestamp::from_millis(t));
         }
         assert_eq!(v.difficulty().as_f64(), 0.5);
         assert_eq!(
-            v.set(Difficulty::new(100.0).unwrap(), Millis(t)).as_f64(),
+            v.set(Difficulty::new(100.0).unwrap(), Timestamp::from_millis(t))
+                .as_f64(),
             8.0
         );
     }
@@ -295,8 +307,12 @@ mod tests {
     fn fractional_difficulties_for_tiny_miners() {
         // A 10 kH/s device: 10e3 / 2^32 diff-1 shares per second.
         let rate = 10e3 / 4_294_967_296.0;
-        let mut v = Vardiff::new(VardiffConfig::default(), Difficulty::ONE, Millis(0));
-        simulate(&mut v, rate, Millis(0), 6 * 3_600_000, 9);
+        let mut v = Vardiff::new(
+            VardiffConfig::default(),
+            Difficulty::ONE,
+            Timestamp::from_millis(0),
+        );
+        simulate(&mut v, rate, Timestamp::from_millis(0), 6 * 3_600_000, 9);
         let d = v.difficulty().as_f64();
         let ideal = rate * 4.0;
         assert!(d > ideal / 2.0 && d < ideal * 2.0, "{d} vs {ideal}");

@@ -4,13 +4,16 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pool::stats::{PoolStats, WorkerRegistry};
-use pool::Millis;
+use pool::Timestamp;
 
 fn stats(c: &mut Criterion) {
-    let stats = PoolStats::new(Millis(0));
+    let stats = PoolStats::new(Timestamp::from_millis(0));
     let workers = WorkerRegistry::new(&stats);
     let names: Vec<String> = (0..1024).map(|i| format!("worker{i}")).collect();
-    let ws: Vec<_> = names.iter().map(|n| workers.attach(n, Millis(0))).collect();
+    let ws: Vec<_> = names
+        .iter()
+        .map(|n| workers.attach(n, Timestamp::from_millis(0)))
+        .collect();
     let mut i = 0usize;
     let mut ns = 0u64;
     c.bench_function("stats/share", |b| {
@@ -18,13 +21,13 @@ fn stats(c: &mut Criterion) {
             // Time moves 1 ms every 8 shares (8,000 shares/s); shares rotate over 1,024
             // workers, so each worker's sums decay by a real interval on every share.
             i = i.wrapping_add(1);
-            let now = Millis((i / 8) as u64);
+            let now = Timestamp::from_millis((i / 8) as u64);
             stats.share_accepted(&ws[i & 1023], black_box(1024.0), now);
             ns = (ns + 137) % 20_000;
             stats.share_processing(black_box(ns));
         })
     });
-    let now = Millis((i / 8) as u64);
+    let now = Timestamp::from_millis((i / 8) as u64);
     c.bench_function("stats/snapshot", |b| {
         b.iter(|| stats.snapshot(black_box(now)))
     });

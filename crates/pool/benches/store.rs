@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use pool::store::{Durability, ShareRecord, Store, StoreConfig, StoreError, Ticket, WorkerKey};
-use sha2::digest::generic_array::GenericArray;
+use testkit::floor::Floor;
 
 fn share(worker: WorkerKey, i: u64) -> ShareRecord {
     let mut hash = [0u8; 32];
@@ -44,25 +44,8 @@ fn wait_for_room(store: &Store) {
 
 fn floor(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [
-        0x6a09e667u32,
-        0xbb67ae85,
-        0x3c6ef372,
-        0xa54ff53a,
-        0x510e527f,
-        0x9b05688c,
-        0x1f83d9ab,
-        0x5be0cd19,
-    ];
-    g.bench_function("compress256", |b| {
-        b.iter(|| {
-            sha2::compress256(
-                black_box(&mut state),
-                std::slice::from_ref(black_box(&block)),
-            )
-        })
-    });
+    let mut floor = Floor::new();
+    g.bench_function("compress256", |b| b.iter(|| floor.once()));
     g.finish();
 }
 

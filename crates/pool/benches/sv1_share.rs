@@ -55,7 +55,7 @@ use pool::jobs::JobBook;
 use pool::store::Store;
 use pool::sv1::session::{LineKind, Session};
 use pool::template::{Template, TemplateTx};
-use pool::Millis;
+use pool::Timestamp;
 use primitives::bitcoin::{Amount, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
 
@@ -194,11 +194,11 @@ impl Rig {
     /// expires with its remembered shares), and `n` distinct valid share lines are written for
     /// it. Also lets the store's writer catch up, so that the queue never fills.
     fn prepare(&mut self, n: usize) {
-        let now = Millis(self.now());
-        let g = self.book.on_template(self.template.clone(), now);
+        let now = Timestamp::from_millis(self.now());
+        let g = self.book.handle_template(self.template.clone(), now);
         self.engine.publish(g.clone());
-        self.session.on_generation(Some(&g), now);
-        self.session.output().clear();
+        self.session.handle_generation(Some(&g), now);
+        self.session.take_output();
         let issued = self.session.channel().latest_job().expect("job");
         let job = g.job(&self.payout).expect("job");
         assert!(Arc::ptr_eq(&job, &issued.job));
@@ -250,17 +250,18 @@ impl Rig {
             let end = self.ends[k];
             let line = &self.lines[start..end];
             start = end;
-            let now = Millis(base + (k as u64 >> 3));
+            let now = Timestamp::from_millis(base + (k as u64 >> 3));
             let kind = self.session.handle_line(black_box(line), now);
             let ok = kind == LineKind::Share(Verdict::Accepted);
             accepted += ok as usize;
             let _ = black_box(self.session.take_pending_ticket());
-            let out = self.session.output();
+            // Written as the shell writes it: the pending parts, then how much went out.
+            let out = self.session.poll_transmit();
             if !ok && self.first_rejected.is_none() {
-                self.first_rejected = Some(String::from_utf8_lossy(out).into_owned());
+                self.first_rejected = Some(String::from_utf8_lossy(&out.concat()).into_owned());
             }
-            black_box(out.as_slice());
-            out.clear();
+            let written = black_box(out).iter().map(|part| part.len()).sum();
+            self.session.transmitted(written);
         }
         accepted
     }

@@ -42,7 +42,7 @@ use pool::store::Store;
 use pool::sv1::session::{LineKind, Session as Sv1Session};
 use pool::sv2::{Session as Sv2Session, Sv2Config};
 use pool::template::Template;
-use pool::Millis;
+use pool::Timestamp;
 use primitives::bitcoin::{Amount, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
 use sv2::keys::AuthorityKeys;
@@ -116,7 +116,7 @@ impl Rig {
         } = Pool::new(template.clone(), t0);
         let sv1 = sv1_session(&engine, t0);
         let mut sv2 = Sv2Session::new(engine.clone(), Arc::new(Sv2Config::default()));
-        sv2.on_message(
+        sv2.handle_message(
             SetupConnection {
                 protocol: 0,
                 min_version: 2,
@@ -131,9 +131,9 @@ impl Rig {
                 device_id: String::new(),
             }
             .into(),
-            Millis(t0),
+            Timestamp::from_millis(t0),
         );
-        sv2.on_message(
+        sv2.handle_message(
             OpenStandardMiningChannel {
                 request_id: 1,
                 user_identity: WORKER.into(),
@@ -141,7 +141,7 @@ impl Rig {
                 max_target: Target::from_le_bytes(&[0xff; 32]),
             }
             .into(),
-            Millis(t0),
+            Timestamp::from_millis(t0),
         );
         let sv2_channel = std::iter::from_fn(|| sv2.poll_transmit())
             .find_map(|m| match m {
@@ -172,19 +172,19 @@ impl Rig {
         }
     }
 
-    fn now(&self) -> Millis {
-        Millis(self.t0 + self.counter / 8)
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.t0 + self.counter / 8)
     }
 
     /// Untimed: a new generation to both sessions and `n` valid shares for each; lets the
     /// store's writer take the last chunk off its queue.
     fn prepare(&mut self, n: usize) {
         let now = self.now();
-        let g = self.book.on_template(self.template.clone(), now);
+        let g = self.book.handle_template(self.template.clone(), now);
         self.engine.publish(g.clone());
-        self.sv1.on_generation(Some(&g), now);
-        self.sv1.output().clear();
-        self.sv2.on_generation(Some(&g), now);
+        self.sv1.handle_generation(Some(&g), now);
+        self.sv1.take_output();
+        self.sv2.handle_generation(Some(&g), now);
         // Polled, as the shell does: the session keeps its output buffer.
         let (job_id, merkle_root) = std::iter::from_fn(|| self.sv2.poll_transmit())
             .find_map(|m| match m {
@@ -278,8 +278,11 @@ impl Rig {
             start = end;
             accepted += (kind == LineKind::Share(Verdict::Accepted)) as usize;
             let _ = black_box(self.sv1.take_pending_ticket());
-            black_box(self.sv1.output().as_slice());
-            self.sv1.output().clear();
+            let written = black_box(self.sv1.poll_transmit())
+                .iter()
+                .map(|p| p.len())
+                .sum();
+            self.sv1.transmitted(written);
         }
         accepted
     }
@@ -292,7 +295,7 @@ impl Rig {
         let mut acked = 0;
         for k in 1..=n {
             let m = self.sv2_shares.pop().expect("prepared");
-            self.sv2.on_message(black_box(m), now);
+            self.sv2.handle_message(black_box(m), now);
             if k % READ == 0 || k == n {
                 self.sv2.flush();
                 let _ = black_box(self.sv2.take_pending_ticket());

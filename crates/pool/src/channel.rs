@@ -24,7 +24,7 @@ use filter::TagFilter;
 use seen::Fingerprints;
 
 use crate::job::{Job, Solution};
-use crate::Millis;
+use crate::Timestamp;
 use mining::vardiff::{Vardiff, VardiffConfig};
 use mining::Reject;
 
@@ -71,7 +71,7 @@ pub struct Issued {
     /// The share target matching `difficulty`.
     pub target: Target,
     /// When it was sent.
-    pub issued_at: Millis,
+    pub issued_at: Timestamp,
     /// The merkle root a standard (header-only) channel was sent for this job: its shares are
     /// checked by hashing the header alone.
     pub merkle_root: Option<Hash256>,
@@ -141,7 +141,7 @@ pub struct Channel {
     difficulty: Difficulty,
     target: Target,
     /// The difficulty before the last change, its target and when its grace ends.
-    previous: Option<(Difficulty, Target, Millis)>,
+    previous: Option<(Difficulty, Target, Timestamp)>,
     /// A share on a job sent before a change may also meet the channel's current target. SV2's
     /// `SetTarget` leaves an active job's target as it was sent (spec 5.3.21), yet many
     /// clients apply it at once; either reading is honoured, so no share is lost to it.
@@ -169,7 +169,7 @@ impl Channel {
         extranonce_prefix: Vec<u8>,
         extranonce_len: usize,
         start: Difficulty,
-        now: Millis,
+        now: Timestamp,
     ) -> Self {
         let vardiff = Vardiff::new(config.vardiff, start, now);
         let difficulty = vardiff.difficulty();
@@ -250,17 +250,21 @@ impl Channel {
 
     /// Changes the difficulty for jobs issued from now on; the old one keeps a grace period.
     /// Returns the difficulty now in force (clamped to the vardiff bounds).
-    pub fn set_difficulty(&mut self, d: Difficulty, now: Millis) -> Difficulty {
+    pub fn set_difficulty(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
         let d = self.vardiff.set(d, now);
         self.change_to(d, now);
         d
     }
 
-    fn change_to(&mut self, d: Difficulty, now: Millis) {
+    fn change_to(&mut self, d: Difficulty, now: Timestamp) {
         if d == self.difficulty {
             return;
         }
-        self.previous = Some((self.difficulty, self.target, now.plus(self.config.grace_ms)));
+        self.previous = Some((
+            self.difficulty,
+            self.target,
+            now.plus_millis(self.config.grace_ms),
+        ));
         self.difficulty = d;
         self.target = d.to_target();
     }
@@ -273,15 +277,15 @@ impl Channel {
     }
 
     /// Lets vardiff step a quiet miner down. Returns the new difficulty if it changed.
-    pub fn on_tick(&mut self, now: Millis) -> Option<Difficulty> {
-        let d = self.vardiff.on_tick(now)?;
+    pub fn handle_tick(&mut self, now: Timestamp) -> Option<Difficulty> {
+        let d = self.vardiff.handle_tick(now)?;
         self.change_to(d, now);
         Some(d)
     }
 
     /// Records that `job` went out under `wire_id` at the current difficulty. A clean job drops
     /// the jobs of earlier tips (their shares are stale from now on anyway).
-    pub fn issue(&mut self, job: Arc<Job>, wire_id: u64, now: Millis) -> &Issued {
+    pub fn issue(&mut self, job: Arc<Job>, wire_id: u64, now: Timestamp) -> &Issued {
         self.issue_with_root(job, wire_id, None, now)
     }
 
@@ -292,7 +296,7 @@ impl Channel {
         job: Arc<Job>,
         wire_id: u64,
         merkle_root: Hash256,
-        now: Millis,
+        now: Timestamp,
     ) -> &Issued {
         self.issue_with_root(job, wire_id, Some(merkle_root), now)
     }
@@ -302,7 +306,7 @@ impl Channel {
         job: Arc<Job>,
         wire_id: u64,
         merkle_root: Option<Hash256>,
-        now: Millis,
+        now: Timestamp,
     ) -> &Issued {
         // The pool's jobs and a farm's declared jobs expire apart: the pool keeps sending its
         // own jobs to a channel that declares its own (its client may ignore them), and they
@@ -456,7 +460,7 @@ impl Channel {
     }
 
     /// Raises the floor vardiff may not go below (BIP310 `minimum-difficulty`).
-    pub fn set_minimum(&mut self, d: Difficulty, now: Millis) {
+    pub fn set_minimum(&mut self, d: Difficulty, now: Timestamp) {
         self.vardiff.set_minimum(d);
         if self.difficulty < d {
             self.set_difficulty(d, now);
@@ -476,7 +480,7 @@ impl Channel {
         &mut self,
         s: &Submission<'_>,
         epoch: u64,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Accepted<'_>, Reject> {
         // A declared job's block reaches the pool's node from the farm's side, often before
         // the share that found it reaches the pool: the tip it moved must not make that very
@@ -511,7 +515,7 @@ impl Channel {
         &mut self,
         s: &HeaderSubmission,
         epoch: u64,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Accepted<'_>, Reject> {
         let pos = self.find(s.wire_id, epoch)?;
         // Issued without a root: the job was not sent to a header-only miner as such.
@@ -560,11 +564,11 @@ impl Channel {
         pos: usize,
         ntime: u32,
         version_bits: Option<u32>,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<u32, Reject> {
         let issued = &self.jobs[pos];
         let job = &issued.job;
-        let age_s = (now.since(issued.issued_at) / 1000) as u32;
+        let age_s = (now.millis_since(issued.issued_at) / 1000) as u32;
         let latest = job
             .ntime
             .saturating_add(age_s)
@@ -584,7 +588,7 @@ impl Channel {
     /// channel's current one where the protocol allows (or in a change's grace period), the
     /// previous one in its grace period. It gets the easiest such, which is as far as the pool
     /// can tell what the miner was working to; a luckier hash earns no more.
-    fn credit_for(&self, issued: &Issued, hash: &Hash256, now: Millis) -> Option<Difficulty> {
+    fn credit_for(&self, issued: &Issued, hash: &Hash256, now: Timestamp) -> Option<Difficulty> {
         if issued.target.is_met_by(&hash.0) {
             return Some(issued.difficulty);
         }
@@ -610,7 +614,7 @@ impl Channel {
         pos: usize,
         header: [u8; 80],
         hash: Hash256,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Accepted<'_>, Reject> {
         let issued = &self.jobs[pos];
         let job = &issued.job;
@@ -637,7 +641,7 @@ impl Channel {
             pos -= 1;
         }
         self.remember(pos, fingerprint);
-        let retarget = self.vardiff.on_share(credited, now);
+        let retarget = self.vardiff.handle_share(credited, now);
         if let Some(d) = retarget {
             self.change_to(d, now);
         }
@@ -696,7 +700,7 @@ mod tests {
             vec![0, 0, 0, 1],
             4,
             Difficulty::MIN,
-            Millis(0),
+            Timestamp::from_millis(0),
         )
     }
 
@@ -719,7 +723,9 @@ mod tests {
 
         /// Issues a job for a template under a fresh wire id; returns the wire id.
         fn issue(&mut self, t: &Arc<Template>) -> u64 {
-            let g = self.book.on_template(t.clone(), Millis(0));
+            let g = self
+                .book
+                .handle_template(t.clone(), Timestamp::from_millis(0));
             let job = g.job(&self.payout).unwrap();
             self.reissue(job)
         }
@@ -728,7 +734,7 @@ mod tests {
         fn reissue(&mut self, job: Arc<Job>) -> u64 {
             let wire = self.next_wire;
             self.next_wire += 1;
-            self.ch.issue(job, wire, Millis(0));
+            self.ch.issue(job, wire, Timestamp::from_millis(0));
             wire
         }
 
@@ -746,7 +752,7 @@ mod tests {
                 nonce: n.wrapping_mul(0x9e37_79b9),
                 version_bits: None,
             };
-            self.ch.submit(&s, 0, Millis(0)).map(|_| ())
+            self.ch.submit(&s, 0, Timestamp::from_millis(0)).map(|_| ())
         }
 
         /// Shares `from..` accepted on `wire`, `count` of them (skipping the rare hash that
@@ -780,7 +786,13 @@ mod tests {
             ..ChannelConfig::default()
         };
         let mut r = Rig::new(1 << 10);
-        r.ch = Channel::new(Arc::new(config), vec![0, 0, 0, 1], 4, start, Millis(0));
+        r.ch = Channel::new(
+            Arc::new(config),
+            vec![0, 0, 0, 1],
+            4,
+            start,
+            Timestamp::from_millis(0),
+        );
         if sv2 {
             r.ch.accept_current_target_on_sent_jobs();
         }
@@ -795,7 +807,7 @@ mod tests {
         wire: u64,
         easy: Difficulty,
         hard: Difficulty,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Difficulty, Reject> {
         let job = r.ch.jobs().find(|j| j.wire_id == wire).unwrap().job.clone();
         let (easy, hard) = (easy.to_target(), hard.to_target());
@@ -830,10 +842,10 @@ mod tests {
     fn an_easier_change_reaches_jobs_already_sent_only_where_the_protocol_says_so() {
         let hard = Difficulty::new(2f64.powi(-28)).unwrap();
         let easy = Difficulty::new(2f64.powi(-32)).unwrap();
-        let after_grace = Millis(ChannelConfig::default().grace_ms + 1);
+        let after_grace = Timestamp::from_millis(ChannelConfig::default().grace_ms + 1);
         for sv2 in [false, true] {
             let (mut r, wire) = two_difficulty_rig(hard, sv2);
-            r.ch.set_difficulty(easy, Millis(0));
+            r.ch.set_difficulty(easy, Timestamp::from_millis(0));
             let want = if sv2 {
                 Ok(easy)
             } else {
@@ -854,10 +866,10 @@ mod tests {
     fn a_harder_change_leaves_jobs_already_sent_at_their_own_target() {
         let hard = Difficulty::new(2f64.powi(-28)).unwrap();
         let easy = Difficulty::new(2f64.powi(-32)).unwrap();
-        let long_after = Millis(3_600_000);
+        let long_after = Timestamp::from_millis(3_600_000);
         for sv2 in [false, true] {
             let (mut r, wire) = two_difficulty_rig(easy, sv2);
-            r.ch.set_difficulty(hard, Millis(0));
+            r.ch.set_difficulty(hard, Timestamp::from_millis(0));
             assert_eq!(
                 submit_between(&mut r, wire, easy, hard, long_after),
                 Ok(easy),
@@ -909,7 +921,7 @@ mod tests {
     #[test]
     fn a_header_share_hashes_the_header_on_the_root_the_job_was_issued_with() {
         let mut book = JobBook::new(JobConfig::default());
-        let g = book.on_template(template(312_500_000), Millis(0));
+        let g = book.handle_template(template(312_500_000), Timestamp::from_millis(0));
         let job = g.job(&ScriptBuf::from_bytes(vec![0x51])).unwrap();
         // A header-only channel: the whole extranonce is its prefix.
         let prefix = vec![0, 0, 0, 0, 0, 0, 0, 9];
@@ -918,11 +930,11 @@ mod tests {
             prefix.clone(),
             0,
             Difficulty::MIN,
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         let root = merkle_root_from_branch(job.coinbase.txid(&prefix).unwrap(), &job.merkle_branch);
-        ch.issue(job.clone(), 1, Millis(0));
-        ch.issue_standard(job.clone(), 2, root, Millis(0));
+        ch.issue(job.clone(), 1, Timestamp::from_millis(0));
+        ch.issue_standard(job.clone(), 2, root, Timestamp::from_millis(0));
         let share = |wire_id, nonce| HeaderSubmission {
             wire_id,
             ntime: job.ntime,
@@ -931,7 +943,8 @@ mod tests {
         };
         // Sent without a root: not a job this miner can submit header-only shares on.
         assert_eq!(
-            ch.submit_header(&share(1, 7), 0, Millis(0)).err(),
+            ch.submit_header(&share(1, 7), 0, Timestamp::from_millis(0))
+                .err(),
             Some(Reject::UnknownJob)
         );
         // The same header and hash as the full coinbase path computes, found with one hash.
@@ -946,10 +959,13 @@ mod tests {
         };
         let min = Difficulty::MIN.to_target();
         let nonce = (7..).find(|&n| min.is_met_by(&full(n).1 .0)).unwrap();
-        let a = ch.submit_header(&share(2, nonce), 0, Millis(0)).unwrap();
+        let a = ch
+            .submit_header(&share(2, nonce), 0, Timestamp::from_millis(0))
+            .unwrap();
         assert_eq!((a.header, a.hash), full(nonce));
         assert_eq!(
-            ch.submit_header(&share(2, nonce), 0, Millis(0)).err(),
+            ch.submit_header(&share(2, nonce), 0, Timestamp::from_millis(0))
+                .err(),
             Some(Reject::Duplicate)
         );
     }
@@ -982,7 +998,7 @@ mod tests {
                 like.coinbase.clone(),
                 like.merkle_branch.clone(),
                 like.fingerprint,
-                Millis(0),
+                Timestamp::from_millis(0),
                 7,
                 tips.clone(),
             )

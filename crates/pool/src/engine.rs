@@ -16,7 +16,7 @@ use crate::jobs::{Generation, JobConfig};
 use crate::stats::{PoolStats, WorkerRegistry, WorkerStats};
 use crate::store::{ShareBatch, ShareRecord, Store, StoreError, WorkerKey};
 use crate::tips::Tips;
-use crate::Millis;
+use crate::Timestamp;
 
 /// Who the coinbase pays.
 #[derive(Clone, Debug)]
@@ -60,7 +60,7 @@ pub struct FoundBlock {
     /// The serialized block; for a declared job, header and coinbase only (see `declared`).
     pub block: Vec<u8>,
     /// When the share arrived.
-    pub found_at: Millis,
+    pub found_at: Timestamp,
     /// Found on a farm's declared job: the pool lacks its transactions and does not submit it;
     /// the farm's Job Declarator Client and the Job Declarator Server propagate it.
     pub declared: bool,
@@ -380,7 +380,7 @@ impl Engine {
     /// Makes `g` the work of every connection.
     pub fn publish(&self, g: Arc<Generation>) {
         self.epoch.fetch_max(g.epoch, Ordering::AcqRel);
-        self.tips.on_tip(g.template.prev_hash);
+        self.tips.handle_tip(g.template.prev_hash);
         *self.generation.write().unwrap_or_else(|e| e.into_inner()) = Some(g.clone());
         self.serving.store(true, Ordering::Release);
         self.stats.job_created(g.clean);
@@ -419,7 +419,7 @@ impl Engine {
         &self,
         name: &str,
         origin: Option<std::net::IpAddr>,
-        now: Millis,
+        now: Timestamp,
     ) -> bool {
         let (Some(ip), Some(gate)) = (origin, self.stats.gate()) else {
             return true;
@@ -429,7 +429,7 @@ impl Engine {
 
     /// Attaches a worker name (at authorize): its statistics, and its store key when the store can
     /// give one.
-    pub fn attach_worker(&self, name: &str, now: Millis) -> Worker {
+    pub fn attach_worker(&self, name: &str, now: Timestamp) -> Worker {
         let stats = self.workers.attach(name, now);
         let key = self.store.as_ref().and_then(|s| match s.worker(name) {
             Ok(k) => Some(k),
@@ -460,7 +460,7 @@ impl Engine {
     }
 
     /// Detaches a worker whose connection or SV2 channel closed.
-    pub fn detach_worker(&self, w: &Worker, now: Millis) {
+    pub fn detach_worker(&self, w: &Worker, now: Timestamp) {
         self.workers.detach(&w.stats, now);
     }
 
@@ -484,7 +484,7 @@ impl Engine {
         worker: &Worker,
         a: &Accepted,
         nonce: u32,
-        now: Millis,
+        now: Timestamp,
         batch: Option<&mut ShareBatch>,
     ) -> Result<(), NotStored> {
         let job = job.into();
@@ -540,7 +540,7 @@ impl Engine {
         reason: Reason,
         nonce: u32,
         difficulty: f64,
-        now: Millis,
+        now: Timestamp,
     ) {
         self.stats
             .share_rejected(worker.map(|w| &*w.stats), reason, now);
@@ -588,7 +588,7 @@ impl Engine {
         hash: Hash256,
         conn: u64,
         worker: Option<&Worker>,
-        now: Millis,
+        now: Timestamp,
     ) {
         self.stats.block_found();
         match job.block(solution, header) {

@@ -60,13 +60,13 @@ use crate::stats::{PoolStats, WorkerRegistry};
 use crate::sv1::{LineKind, Sv1Config};
 use crate::sv2::{Kind, Sv2Config};
 use crate::template::{Template, TemplateTx};
-use crate::Millis;
+use crate::Timestamp;
 use ::sv1::VERSION_ROLLING_MASK;
 use mining::vardiff::VardiffConfig;
 
 /// The virtual clock's start, and the wall clock (Unix milliseconds) the SV2 session is told
 /// at that instant: the session never reads a clock of its own here.
-const T0: Millis = Millis(1_000_000);
+const T0: Timestamp = Timestamp::from_millis(1_000_000);
 const WALL0_MS: u64 = 1_750_000_000_000;
 /// The node's clock in the first template, and the height of the first block.
 const CURTIME: u32 = 1_700_000_000;
@@ -260,7 +260,7 @@ struct Pool {
     engine: Arc<Engine>,
     found: UnboundedReceiver<FoundBlock>,
     book: JobBook,
-    now: Millis,
+    now: Timestamp,
     /// The tip the latest template builds on (`tip(n)`).
     tip: u8,
     counters: Counters,
@@ -314,7 +314,7 @@ impl Pool {
             network: Network::Regtest,
             start_difficulty: start,
         };
-        let stats = PoolStats::new(Millis(0));
+        let stats = PoolStats::new(Timestamp::from_millis(0));
         let workers = WorkerRegistry::new(&stats);
         let (engine, found) =
             Engine::new(config, stats, workers, None, events::EventSink::disabled());
@@ -341,14 +341,16 @@ impl Pool {
 
     /// The wall clock the virtual clock stands for.
     fn wall_ms(&self) -> u64 {
-        WALL0_MS + self.now.since(T0)
+        WALL0_MS + self.now.millis_since(T0)
     }
 
     /// A clock step: the low 15 bits of `v`, in seconds when its top bit is set, else in
     /// milliseconds (up to about nine hours at once).
     fn advance(&mut self, v: u16) {
         let n = u64::from(v & 0x7fff);
-        self.now = self.now.plus(if v & 0x8000 != 0 { n * 1000 } else { n });
+        self.now = self
+            .now
+            .plus_millis(if v & 0x8000 != 0 { n * 1000 } else { n });
     }
 
     /// New work. `k & 7 == 0`: the pool stops handing out work; 7: nothing new (the session
@@ -369,9 +371,9 @@ impl Pool {
             _ => {}
         }
         let bits = if k & 0x20 != 0 { HARD_BITS } else { EASY_BITS };
-        let curtime = CURTIME + (self.now.since(T0) / 1000) as u32 + u32::from(e >> 3 & 15);
+        let curtime = CURTIME + (self.now.millis_since(T0) / 1000) as u32 + u32::from(e >> 3 & 15);
         let t = template(self.tip, bits, e & 3, e & 4 != 0, curtime);
-        let g = self.book.on_template(Arc::new(t), self.now);
+        let g = self.book.handle_template(Arc::new(t), self.now);
         self.engine.publish(g);
     }
 
@@ -620,7 +622,7 @@ pub fn sv1_session(data: &[u8]) {
             9 | 10 => {
                 run.pool.advance(input.u16());
                 let now = run.pool.now;
-                run.s.on_tick(now);
+                run.s.handle_tick(now);
                 run.appended(None);
             }
             11 | 12 => {
@@ -629,7 +631,7 @@ pub fn sv1_session(data: &[u8]) {
                 if e & 0x80 == 0 {
                     let now = run.pool.now;
                     let current = run.pool.engine.current();
-                    run.s.on_generation(current.as_ref(), now);
+                    run.s.handle_generation(current.as_ref(), now);
                     // A working miner is on the work it was just given.
                     if let (Some(g), true) = (current, run.s.is_working()) {
                         let latest = run.s.channel().latest_job().map(|j| j.job.generation);
@@ -1003,7 +1005,7 @@ impl Sv1Run {
                 }
             }
             2 => {
-                let out = std::mem::take(self.s.output());
+                let out = self.s.take_output();
                 assert_eq!(out, self.pending, "output() differs from poll_transmit()");
                 self.pending.clear();
                 self.s.output_written();
@@ -1260,7 +1262,7 @@ pub fn sv2_session(data: &[u8]) {
             11 | 12 => {
                 run.pool.advance(input.u16());
                 let now = run.pool.now;
-                run.s.on_tick(now);
+                run.s.handle_tick(now);
                 let out = sv2_transmits(&mut run.s);
                 run.check_output(&out);
                 let mut seen = Vec::new();
@@ -1278,7 +1280,7 @@ pub fn sv2_session(data: &[u8]) {
                 let delivered = (e & 0x80 == 0).then(|| run.pool.engine.current());
                 if let Some(current) = &delivered {
                     let now = run.pool.now;
-                    run.s.on_generation(current.as_ref(), now);
+                    run.s.handle_generation(current.as_ref(), now);
                 }
                 let out = sv2_transmits(&mut run.s);
                 run.check_output(&out);
@@ -1586,7 +1588,7 @@ impl Sv2Run {
         let channels_before = self.s.channel_count();
         let closed_before = self.s.wants_close().is_some();
         let setup_before = self.setup;
-        self.s.on_message_at(m.clone(), now, wall);
+        self.s.handle_message_at(m.clone(), now, wall);
         if flush {
             self.s.flush();
         }

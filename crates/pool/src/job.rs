@@ -15,7 +15,7 @@ use primitives::{
 
 use crate::template::Template;
 use crate::tips::Tips;
-use crate::Millis;
+use crate::Timestamp;
 
 /// Whose transactions a job carries.
 #[derive(Clone, Debug)]
@@ -83,7 +83,7 @@ pub struct Job {
     /// Miners must drop earlier jobs: it follows a new previous-block hash.
     pub clean: bool,
     /// When it was built.
-    pub created: Millis,
+    pub created: Timestamp,
     /// Whose transactions it carries.
     pub origin: Origin,
     /// The SV1 `mining.notify` line under the job's own id, written once (see
@@ -102,7 +102,7 @@ impl Job {
         merkle_branch: Arc<[Hash256]>,
         fingerprint: Fingerprint,
         clean: bool,
-        created: Millis,
+        created: Timestamp,
     ) -> Result<Job, CoinbaseError> {
         let network_target = Target::from_compact(template.bits)
             .map_err(|e| CoinbaseError::Decode(format!("template nBits: {e}")))?;
@@ -141,7 +141,7 @@ impl Job {
         coinbase: CoinbaseParts,
         merkle_branch: Arc<[Hash256]>,
         fingerprint: Fingerprint,
-        created: Millis,
+        created: Timestamp,
         token_id: u64,
         tips: Arc<Tips>,
     ) -> Result<Job, CoinbaseError> {

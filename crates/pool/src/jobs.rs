@@ -12,7 +12,7 @@ use primitives::{coinbase_merkle_branch, CoinbaseSpec, Hash256, Payout};
 
 use crate::job::Job;
 use crate::template::{TdpTemplate, Template};
-use crate::Millis;
+use crate::Timestamp;
 
 /// How the pool builds coinbases.
 #[derive(Clone, Debug)]
@@ -60,26 +60,26 @@ impl JobBook {
 
     /// Adopts a template. Every template opens a generation, even one equal to the last: the
     /// periodic refresh doubles as the liveness signal miners expect from a pool.
-    pub fn on_template(&mut self, template: Arc<Template>, now: Millis) -> Arc<Generation> {
-        self.on_work(template, None, now)
+    pub fn handle_template(&mut self, template: Arc<Template>, now: Timestamp) -> Arc<Generation> {
+        self.handle_work(template, None, now)
     }
 
     /// Adopts a template from a Template Provider: its jobs use the provider's merkle path and
     /// required coinbase outputs (see [`TdpTemplate`]).
-    pub fn on_tdp_template(
+    pub fn handle_tdp_template(
         &mut self,
         template: Arc<Template>,
         tdp: Arc<TdpTemplate>,
-        now: Millis,
+        now: Timestamp,
     ) -> Arc<Generation> {
-        self.on_work(template, Some(tdp), now)
+        self.handle_work(template, Some(tdp), now)
     }
 
-    fn on_work(
+    fn handle_work(
         &mut self,
         template: Arc<Template>,
         tdp: Option<Arc<TdpTemplate>>,
-        now: Millis,
+        now: Timestamp,
     ) -> Arc<Generation> {
         let clean = self
             .current
@@ -131,7 +131,7 @@ pub struct Generation {
     /// The template's fingerprint, as events name it.
     pub fingerprint: Fingerprint,
     /// When the template was adopted.
-    pub created: Millis,
+    pub created: Timestamp,
     config: Arc<JobConfig>,
     ids: Arc<AtomicU64>,
     jobs: Mutex<Vec<(ScriptBuf, Arc<Job>)>>,

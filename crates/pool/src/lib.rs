@@ -1,7 +1,7 @@
 //! The pool's share-accounting engine, shared by its Stratum V1 and Stratum V2 front ends.
 //!
 //! Difficulty retargeting (the `mining` crate's vardiff) and the engine are sans-IO: callers pass the time in as
-//! [`Millis`]. Admission control (rates, bans, connection caps) is the `edge` crate's.
+//! [`Timestamp`]. Admission control (rates, bans, connection caps) is the `edge` crate's.
 //!
 //! Statistics ([`stats`]: lock-free counters, decayed hash rates, the worker list) are served
 //! over HTTP by [`http`] (`/metrics`, `/api/status`, `/api/workers`, `/healthz`).
@@ -30,4 +30,4 @@ pub mod tips;
 pub mod tp;
 
 /// Milliseconds on the caller's monotonic clock (one type for every core: see `primitives::time`).
-pub use primitives::Millis;
+pub use primitives::Timestamp;

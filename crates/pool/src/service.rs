@@ -27,7 +27,7 @@ use crate::sv1::{Sv1Config, Sv1Server};
 use crate::sv2::{Sv2Config, Sv2Server};
 use crate::template::{TdpTemplate, Template};
 use crate::tp::{KeptTransactions, TpConfig, TpFeed, TpWork};
-use crate::Millis;
+use crate::Timestamp;
 use edge::{Admission, Gate};
 use sv2::keys::AuthorityKeys;
 
@@ -138,7 +138,7 @@ pub struct RunningPool {
 }
 
 /// The pool's clock: milliseconds since it started, as its statistics and sessions count them.
-pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// Where templates come from.
 enum Feed {
@@ -216,7 +216,8 @@ impl RunningPool {
     /// Starts every part on the current tokio runtime.
     pub async fn start(settings: PoolSettings) -> Result<RunningPool, ServiceError> {
         let clock_start = Instant::now();
-        let clock: Clock = Arc::new(move || Millis(clock_start.elapsed().as_millis() as u64));
+        let clock: Clock =
+            Arc::new(move || Timestamp::from_millis(clock_start.elapsed().as_millis() as u64));
         let stats = PoolStats::new(clock());
         stats.set_serving(Serving::No(NotServing::NoTemplateYet));
         let workers = WorkerRegistry::new(&stats);
@@ -340,7 +341,7 @@ impl RunningPool {
                     let now = clock();
                     let failing_since = s.failing.as_ref().map(|(_, since)| {
                         let for_ms = since.elapsed().unwrap_or_default().as_millis() as u64;
-                        Millis(now.0.saturating_sub(for_ms))
+                        Timestamp::from_millis(now.as_millis().saturating_sub(for_ms))
                     });
                     stats.store(StoreReport {
                         commits: s.commits,
@@ -655,7 +656,7 @@ async fn jobs_task(
     }
 }
 
-fn node_status(state: &NodeState, now: Millis) -> NodeStatus {
+fn node_status(state: &NodeState, now: Timestamp) -> NodeStatus {
     match state {
         NodeState::Ok => NodeStatus::Ok { since: now },
         NodeState::Unreachable { .. } => NodeStatus::Unreachable { since: now },
@@ -671,14 +672,14 @@ fn next_generation(
     templates: &mut TemplateRx,
     backup: Option<&mut NodeTemplates>,
     source: Source,
-    now: Millis,
+    now: Timestamp,
 ) -> Option<Arc<crate::jobs::Generation>> {
     let node = match (templates, source, backup) {
         (TemplateRx::Node(rx), _, _) => Some(rx),
         (TemplateRx::Tp(..), Source::Node, Some(rx)) => Some(rx),
         (TemplateRx::Tp(rx, recent, _), _, _) => {
             let w = rx.borrow_and_update().clone()?;
-            let g = book.on_tdp_template(w.template, w.tdp.clone(), now);
+            let g = book.handle_tdp_template(w.template, w.tdp.clone(), now);
             let mut recent = recent.lock().unwrap_or_else(|e| e.into_inner());
             if recent.len() >= RECENT_TDP {
                 recent.pop_front();
@@ -688,7 +689,7 @@ fn next_generation(
         }
     }?;
     let t = node.borrow_and_update().clone()?;
-    Some(book.on_template(t, now))
+    Some(book.handle_template(t, now))
 }
 
 /// The transactions of the provider's template `id`; `None` if the provider has none for it

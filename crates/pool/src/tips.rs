@@ -21,7 +21,7 @@ pub struct Tips {
 impl Tips {
     /// The pool works on `prev` now. A hash already current changes nothing; one seen before
     /// (a reorg back to it) becomes current again.
-    pub fn on_tip(&self, prev: Hash256) {
+    pub fn handle_tip(&self, prev: Hash256) {
         let mut recent = self.recent.write().unwrap_or_else(|e| e.into_inner());
         if recent.back() == Some(&prev) {
             return;
@@ -61,14 +61,14 @@ mod tests {
     fn only_a_known_tip_the_pool_left_is_superseded() {
         let tips = Tips::default();
         assert!(!tips.superseded(&h(1)));
-        tips.on_tip(h(1));
-        tips.on_tip(h(1));
+        tips.handle_tip(h(1));
+        tips.handle_tip(h(1));
         assert!(!tips.superseded(&h(1)), "current");
-        tips.on_tip(h(2));
+        tips.handle_tip(h(2));
         assert!(tips.superseded(&h(1)));
         assert!(!tips.superseded(&h(3)), "never seen");
         // A reorg back to an earlier tip makes it current again.
-        tips.on_tip(h(1));
+        tips.handle_tip(h(1));
         assert!(!tips.superseded(&h(1)));
         assert!(tips.superseded(&h(2)));
         assert_eq!(tips.current(), Some(h(1)));
@@ -78,7 +78,7 @@ mod tests {
     fn the_oldest_tips_are_forgotten() {
         let tips = Tips::default();
         for n in 0..=RECENT_TIPS as u8 {
-            tips.on_tip(h(n));
+            tips.handle_tip(h(n));
         }
         assert!(!tips.superseded(&h(0)), "forgotten: unknown again");
         assert!(tips.superseded(&h(1)));

@@ -3,7 +3,7 @@
 //! every regression, must still hold the invariants. `write_seeds` (ignored) writes the seed
 //! scripts into the corpus.
 
-use std::path::{Path, PathBuf};
+use testkit::Corpus;
 
 use pool::fuzz_support::script::{Sv1Script, Sv2Script};
 use pool::fuzz_support::{sv1_session, sv2_session};
@@ -12,41 +12,19 @@ use sv2::messages::common::SetupConnection;
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::Message;
 
-fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("the committed corpus {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    files
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_sv1_session_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("sv1_session"));
-    assert!(files.len() >= 10, "corpus has {} files", files.len());
-    for f in &files {
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        sv1_session(&std::fs::read(f).unwrap());
-    }
+    corpus("sv1_session").replay(10, sv1_session);
 }
 
 #[test]
 fn every_sv2_session_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("sv2_session"));
-    assert!(files.len() >= 10, "corpus has {} files", files.len());
-    for f in &files {
-        eprintln!("{}", f.display());
-        sv2_session(&std::fs::read(f).unwrap());
-    }
+    corpus("sv2_session").replay(10, sv2_session);
 }
 
 const SUBSCRIBE: &[u8] = br#"{"id":1,"method":"mining.subscribe","params":["cgminer/4.10.0"]}"#;
@@ -487,10 +465,6 @@ fn the_seeds_hold_the_invariants() {
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
     for (target, seeds) in [("sv1_session", sv1_seeds()), ("sv2_session", sv2_seeds())] {
-        let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds {
-            std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
-        }
+        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

@@ -13,7 +13,7 @@ use pool::http::{serve, HttpOptions, HttpState};
 use pool::stats::{
     NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry, HASHES_PER_SHARE,
 };
-use pool::Millis;
+use pool::Timestamp;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -35,7 +35,7 @@ impl Server {
     }
 
     async fn start_with(options: HttpOptions) -> Server {
-        let stats = PoolStats::new(Millis(1_000));
+        let stats = PoolStats::new(Timestamp::from_millis(1_000));
         let workers = WorkerRegistry::with_retention(&stats, 60_000);
         let clock = Arc::new(AtomicU64::new(1_000));
         let c = clock.clone();
@@ -44,7 +44,7 @@ impl Server {
             ..HttpState::new(
                 stats.clone(),
                 workers.clone(),
-                Arc::new(move || Millis(c.load(Ordering::SeqCst))),
+                Arc::new(move || Timestamp::from_millis(c.load(Ordering::SeqCst))),
             )
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -362,16 +362,16 @@ fn the_checker_rejects_what_it_should() {
 async fn metrics_are_openmetrics_text_with_the_recorded_figures() {
     let srv = Server::start().await;
     let st = &srv.stats;
-    let w = srv.workers.attach("alice", Millis(1_000));
-    srv.workers.attach("bob", Millis(1_000));
+    let w = srv.workers.attach("alice", Timestamp::from_millis(1_000));
+    srv.workers.attach("bob", Timestamp::from_millis(1_000));
     st.connection_opened();
     st.connection_opened();
     for i in 0..3_000 {
-        st.share_accepted(&w, 4.0, Millis(1_000 + 100 * (i + 1)));
+        st.share_accepted(&w, 4.0, Timestamp::from_millis(1_000 + 100 * (i + 1)));
     }
-    st.share_rejected(Some(&w), Reason::Stale, Millis(301_000));
-    st.share_rejected(Some(&w), Reason::Stale, Millis(301_000));
-    st.share_rejected(None, Reason::Unauthorized, Millis(301_000));
+    st.share_rejected(Some(&w), Reason::Stale, Timestamp::from_millis(301_000));
+    st.share_rejected(Some(&w), Reason::Stale, Timestamp::from_millis(301_000));
+    st.share_rejected(None, Reason::Unauthorized, Timestamp::from_millis(301_000));
     st.share_processing(150); // <= 200 ns
     st.share_processing(3_000); // <= 5 us
     st.share_processing(20_000_000); // above 10 ms
@@ -381,7 +381,7 @@ async fn metrics_are_openmetrics_text_with_the_recorded_figures() {
     st.block_found();
     st.block_result(true);
     st.set_node(NodeStatus::Ok {
-        since: Millis(2_000),
+        since: Timestamp::from_millis(2_000),
     });
     st.set_serving(Serving::Yes);
     st.store(StoreReport {
@@ -501,17 +501,17 @@ async fn metrics_are_well_formed_before_anything_happened() {
 async fn status_reports_the_pool() {
     let srv = Server::start().await;
     let st = &srv.stats;
-    let w = srv.workers.attach("alice", Millis(1_000));
-    let _w2 = srv.workers.attach("alice", Millis(1_000));
+    let w = srv.workers.attach("alice", Timestamp::from_millis(1_000));
+    let _w2 = srv.workers.attach("alice", Timestamp::from_millis(1_000));
     st.connection_opened();
     st.connection_opened();
     for i in 0..3_000 {
-        st.share_accepted(&w, 4.0, Millis(1_000 + 100 * (i + 1)));
+        st.share_accepted(&w, 4.0, Timestamp::from_millis(1_000 + 100 * (i + 1)));
     }
-    st.share_rejected(Some(&w), Reason::Duplicate, Millis(301_000));
+    st.share_rejected(Some(&w), Reason::Duplicate, Timestamp::from_millis(301_000));
     st.block_found();
     st.set_node(NodeStatus::Unreachable {
-        since: Millis(296_000),
+        since: Timestamp::from_millis(296_000),
     });
     st.set_serving(Serving::No(NotServing::NodeUnreachable));
     srv.set_now(301_000);
@@ -559,7 +559,7 @@ async fn healthz_says_whether_the_pool_serves_work() {
     );
 
     srv.stats.set_node(NodeStatus::Ok {
-        since: Millis(1_000),
+        since: Timestamp::from_millis(1_000),
     });
     srv.stats.set_serving(Serving::Yes);
     let r = srv.get("/healthz").await;
@@ -577,7 +577,7 @@ async fn healthz_says_whether_the_pool_serves_work() {
 
     // The node goes quiet: the pool stops handing out work, and says why.
     srv.stats.set_node(NodeStatus::Unreachable {
-        since: Millis(2_000),
+        since: Timestamp::from_millis(2_000),
     });
     srv.stats
         .set_serving(Serving::No(NotServing::NodeUnreachable));
@@ -590,7 +590,7 @@ async fn healthz_says_whether_the_pool_serves_work() {
     );
 
     srv.stats.set_node(NodeStatus::Stale {
-        since: Millis(14_000),
+        since: Timestamp::from_millis(14_000),
     });
     srv.stats
         .set_serving(Serving::No(NotServing::TemplatesStale));
@@ -609,13 +609,14 @@ async fn workers_are_paged_in_name_order() {
         .map(|i| format!("rig-{:03}", (i * 37) % 250))
         .collect();
     for n in &names {
-        srv.workers.attach(n, Millis(1_000));
+        srv.workers.attach(n, Timestamp::from_millis(1_000));
     }
     names.sort();
     let odd = srv
         .workers
-        .attach("odd name/\"quoted\"&more", Millis(1_000));
-    srv.stats.share_accepted(&odd, 2.0, Millis(1_500));
+        .attach("odd name/\"quoted\"&more", Timestamp::from_millis(1_000));
+    srv.stats
+        .share_accepted(&odd, 2.0, Timestamp::from_millis(1_500));
     names.insert(0, "odd name/\"quoted\"&more".into());
     srv.set_now(3_000);
 
@@ -700,9 +701,9 @@ async fn workers_are_paged_in_name_order() {
 #[tokio::test]
 async fn disconnected_workers_leave_the_list_after_retention() {
     let srv = Server::start().await; // retention 60 s
-    let w = srv.workers.attach("gone", Millis(1_000));
-    srv.workers.attach("stays", Millis(1_000));
-    srv.workers.detach(&w, Millis(2_000));
+    let w = srv.workers.attach("gone", Timestamp::from_millis(1_000));
+    srv.workers.attach("stays", Timestamp::from_millis(1_000));
+    srv.workers.detach(&w, Timestamp::from_millis(2_000));
     srv.set_now(61_999);
     assert_eq!(srv.get("/api/workers").await.json()["total"], 2);
     srv.set_now(62_000);
@@ -855,7 +856,7 @@ async fn admission_counts_are_in_metrics_and_status() {
     });
     srv.stats.set_gate(gate.clone());
     let ip = |n: u8| IpAddr::V4(Ipv4Addr::new(127, 0, 0, n));
-    let t = Millis(1_000);
+    let t = Timestamp::from_millis(1_000);
     let a = gate.admit(ip(1), t).unwrap();
     let _b = gate.admit(ip(1), t).unwrap();
     assert!(gate.admit(ip(1), t).is_err(), "per-address cap");

@@ -4,58 +4,27 @@
 //! Runs without the test harness (`harness = false`) so that no other test thread allocates
 //! while it counts.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
 use events::Reason;
 use pool::stats::{NodeStatus, NotServing, PoolStats, Serving, StoreReport, WorkerRegistry};
-use pool::Millis;
-
-struct Counting;
-
-static COUNTING: AtomicBool = AtomicBool::new(false);
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use pool::Timestamp;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 fn main() {
-    let stats = PoolStats::new(Millis(0));
+    let stats = PoolStats::new(Timestamp::from_millis(0));
     let workers = WorkerRegistry::new(&stats);
-    let w = workers.attach("alice.rig1", Millis(0));
+    let w = workers.attach("alice.rig1", Timestamp::from_millis(0));
 
     // The counter sees allocations at all.
-    COUNTING.store(true, Ordering::SeqCst);
+    let before = testkit::alloc::process_allocs();
     drop(std::hint::black_box(Box::new(7u64)));
-    COUNTING.store(false, Ordering::SeqCst);
-    assert_eq!(ALLOCATIONS.swap(0, Ordering::SeqCst), 1);
+    assert_eq!(testkit::alloc::process_allocs() - before, 1);
 
-    COUNTING.store(true, Ordering::SeqCst);
+    let before = testkit::alloc::process_allocs();
     let mut checksum = 0.0;
     for i in 0..100_000u64 {
-        let now = Millis(i / 3);
+        let now = Timestamp::from_millis(i / 3);
         stats.share_accepted(&w, 1024.0, now);
         stats.share_processing(i % 20_000);
         if i.is_multiple_of(50) {
@@ -81,11 +50,12 @@ fn main() {
             checksum += stats.processing().count() as f64;
         }
     }
-    COUNTING.store(false, Ordering::SeqCst);
-
-    let n = ALLOCATIONS.load(Ordering::SeqCst);
+    let n = testkit::alloc::process_allocs() - before;
     assert!(checksum > 0.0);
-    assert_eq!(stats.snapshot(Millis(40_000)).accepted, 100_000);
+    assert_eq!(
+        stats.snapshot(Timestamp::from_millis(40_000)).accepted,
+        100_000
+    );
     if n != 0 {
         eprintln!("stats hot path: {n} allocations in 100k shares");
         std::process::exit(1);

@@ -1,56 +1,21 @@
 //! The share store: what is acknowledged is in the file, in every mode, and what each mode
 //! promises about when.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use pool::store::*;
 
-// ---- a counting allocator, counting only on threads that ask for it ----
-
-struct Counting;
-
-thread_local! {
-    static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-fn counting_here() -> bool {
-    COUNT_HERE.try_with(Cell::get).unwrap_or(false)
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if counting_here() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if counting_here() {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+// ---- allocations, counted on the thread that records ----
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 // ---- helpers ----
 
@@ -748,7 +713,7 @@ fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
     }
     let mut batch = ShareBatch::new(store.clone());
     assert!(matches!(
-        batch.push(share(w, 4), pool::Millis(0)),
+        batch.push(share(w, 4), pool::Timestamp::from_millis(0)),
         Err(StoreError::Failing(_))
     ));
     drop(batch);
@@ -910,8 +875,7 @@ fn record_share_allocates_nothing(durability: Durability) {
     }
     wait(&store, last);
 
-    ALLOCATIONS.store(0, Ordering::SeqCst);
-    COUNT_HERE.with(|c| c.set(true));
+    let before = testkit::alloc::thread_allocs();
     let mut ok = 0u64;
     for i in 1000..21_000 {
         if store.record_share(share(w, i)).is_ok() {
@@ -919,8 +883,7 @@ fn record_share_allocates_nothing(durability: Durability) {
         }
         let _ = store.is_durable(Ticket(i));
     }
-    COUNT_HERE.with(|c| c.set(false));
-    let allocations = ALLOCATIONS.load(Ordering::SeqCst);
+    let allocations = testkit::alloc::thread_allocs() - before;
     assert_eq!(ok, 20_000);
     assert_eq!(
         allocations, 0,

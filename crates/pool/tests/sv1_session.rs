@@ -571,12 +571,12 @@ fn clean_jobs_follow_the_tip_and_job_ids_never_repeat() {
     assert!(j1.clean);
 
     // Same tip, new transactions: not clean, no new difficulty.
-    let t = T0.plus(30_000);
+    let t = T0.plus_millis(30_000);
     lab.publish(
         template_with(tip(1), HARD_BITS, CURTIME + 30, &[fake_tx(1), fake_tx(4)]),
         t,
     );
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let lines = m.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     let j2 = assert_notify(&lines[0]);
@@ -584,22 +584,22 @@ fn clean_jobs_follow_the_tip_and_job_ids_never_repeat() {
     assert_eq!(j2.prev_hash, tip(1));
     assert_eq!(j2.ntime, CURTIME + 30);
     // The same generation again: nothing.
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     assert!(m.lines().is_empty());
 
     // A refresh identical to the last template (the liveness refresh): a new job all the same.
-    let t = t.plus(30_000);
+    let t = t.plus_millis(30_000);
     lab.publish(
         template_with(tip(1), HARD_BITS, CURTIME + 30, &[fake_tx(1), fake_tx(4)]),
         t,
     );
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let j3 = assert_notify(&m.lines()[0]);
     assert!(!j3.clean);
 
     // New tip: clean.
     lab.publish(template(tip(2), HARD_BITS), t);
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let lines = m.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     let j4 = assert_notify(&lines[0]);
@@ -755,12 +755,12 @@ fn shares_on_a_superseded_tip_are_stale() {
     m.submit_ok(ALICE, &s1, T0);
 
     // A same-tip refresh does not make the older job stale.
-    let t = T0.plus(1_000);
+    let t = T0.plus_millis(1_000);
     lab.publish(
         template_with(tip(1), HARD_BITS, CURTIME + 1, &[fake_tx(5)]),
         t,
     );
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     m.lines();
     m.submit_ok(ALICE, &s2, t);
 
@@ -772,7 +772,7 @@ fn shares_on_a_superseded_tip_are_stale() {
     assert_eq!(kind, rejected(Reason::Stale));
 
     // Delivered: the old jobs are dropped, and still answered as stale (not unknown).
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let j3 = assert_notify(&m.lines()[0]);
     assert!(j3.clean);
     let s4 = m.grind(&j1.id, &en2, None, meets(diff(-24)));
@@ -867,7 +867,7 @@ fn duplicates_are_22_and_low_difficulty_is_23() {
     m.submit_ok(ALICE, &good, T0);
     assert_eq!(m.submit_err(ALICE, &good, T0, 22), Reason::Duplicate);
     assert_eq!(
-        m.submit_err(ALICE, &good, T0.plus(60_000), 22),
+        m.submit_err(ALICE, &good, T0.plus_millis(60_000), 22),
         Reason::Duplicate
     );
     // A share that never met the target is never "a duplicate": 23 every time.
@@ -921,9 +921,9 @@ fn a_share_resubmitted_on_an_identical_refresh_is_a_duplicate() {
     let a = m.handshake(ALICE, T0);
     let s = m.find(meets(diff(-24)));
     m.submit_ok(ALICE, &s, T0);
-    let t = T0.plus(30_000);
+    let t = T0.plus_millis(30_000);
     lab.publish(template(tip(1), HARD_BITS), t);
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let c = assert_notify(&m.lines()[0]);
     assert_ne!(a.id, c.id);
     assert_eq!(
@@ -1032,7 +1032,7 @@ fn raised_difficulty_keeps_old_jobs_at_theirs_with_a_grace_period_for_new_ones()
     let a = m.handshake(ALICE, T0);
     assert_eq!(a.difficulty, Some(lo.as_f64()));
 
-    let t1 = T0.plus(1_000);
+    let t1 = T0.plus_millis(1_000);
     let id = m.request(
         "mining.suggest_difficulty",
         &format!("[{}]", hi.as_f64()),
@@ -1047,7 +1047,7 @@ fn raised_difficulty_keeps_old_jobs_at_theirs_with_a_grace_period_for_new_ones()
     let en2 = m.en2();
 
     // Within the grace period.
-    let t = t1.plus(100);
+    let t = t1.plus_millis(100);
     let before = credited(&lab, ALICE);
     let on_a = m.grind(&a.id, &en2, None, between(lo, hi));
     m.submit_ok(ALICE, &on_a, t);
@@ -1060,7 +1060,7 @@ fn raised_difficulty_keeps_old_jobs_at_theirs_with_a_grace_period_for_new_ones()
     );
 
     // After it: the old job still at its own difficulty, the new one at its own.
-    let t = t1.plus(5_000);
+    let t = t1.plus_millis(5_000);
     let on_a2 = m.grind(&a.id, &en2, None, between(lo, hi));
     m.submit_ok(ALICE, &on_a2, t);
     let on_b2 = m.grind(&b.id, &en2, None, between(lo, hi));
@@ -1089,7 +1089,7 @@ fn lowered_difficulty_has_a_grace_period_then_each_job_keeps_its_own() {
     let mut m = lab.miner(T0);
     let a = m.handshake(ALICE, T0);
     assert_eq!(a.difficulty, Some(hi.as_f64()));
-    let t1 = T0.plus(1_000);
+    let t1 = T0.plus_millis(1_000);
     m.request(
         "mining.suggest_difficulty",
         &format!("[{}]", lo.as_f64()),
@@ -1104,11 +1104,11 @@ fn lowered_difficulty_has_a_grace_period_then_each_job_keeps_its_own() {
     // at the lower one): the miner may have switched before it saw the new job.
     let before = credited(&lab, ALICE);
     let s = m.grind(&a.id, &en2, None, between(lo, hi));
-    m.submit_ok(ALICE, &s, t1.plus(4_999));
+    m.submit_ok(ALICE, &s, t1.plus_millis(4_999));
     assert_eq!(credited(&lab, ALICE) - before, lo.as_f64());
 
     // After the grace period the old job's own difficulty applies again.
-    let t = t1.plus(5_000);
+    let t = t1.plus_millis(5_000);
     let s = m.grind(&a.id, &en2, None, between(lo, hi));
     assert_eq!(m.submit_err(ALICE, &s, t, 23), Reason::LowDifficulty);
     let s = m.grind(&a.id, &en2, None, meets(hi));
@@ -1266,7 +1266,7 @@ fn vardiff_raises_a_flooding_miner_with_a_new_job() {
     let mut raised = None;
     for i in 0..200u64 {
         let s = m.grind(&a.id, &en2, None, meets(diff(-24)));
-        let (id, kind, lines) = m.submit(ALICE, &s, T0.plus(100 + i));
+        let (id, kind, lines) = m.submit(ALICE, &s, T0.plus_millis(100 + i));
         assert_eq!(kind, LineKind::Share(Verdict::Accepted));
         assert_eq!(lines[0], ok_line(id));
         if lines.len() > 1 {
@@ -1295,7 +1295,7 @@ fn vardiff_raises_a_flooding_miner_with_a_new_job() {
         None,
         between(diff(-24), Difficulty::new(d).unwrap()),
     );
-    m.submit_ok(ALICE, &s, T0.plus(10_000));
+    m.submit_ok(ALICE, &s, T0.plus_millis(10_000));
 }
 
 #[test]
@@ -1313,7 +1313,7 @@ fn a_suggested_difficulty_does_not_freeze_vardiff() {
     let mut raised = false;
     for i in 0..200u64 {
         let s = m.grind(&a.id, &en2, None, meets(diff(-24)));
-        let (_, kind, lines) = m.submit(ALICE, &s, T0.plus(100 + i));
+        let (_, kind, lines) = m.submit(ALICE, &s, T0.plus_millis(100 + i));
         assert_eq!(kind, LineKind::Share(Verdict::Accepted));
         if lines.len() > 1 {
             raised = true;
@@ -1329,10 +1329,10 @@ fn vardiff_steps_a_quiet_miner_down_on_tick() {
     let lab = Lab::serving(LabConfig::pool().with_live_vardiff(), tip(1), HARD_BITS);
     let mut m = lab.miner(T0);
     let a = m.handshake(ALICE, T0);
-    m.tick(T0.plus(5_000));
-    m.tick(T0.plus(29_999));
+    m.tick(T0.plus_millis(5_000));
+    m.tick(T0.plus_millis(29_999));
     assert!(m.lines().is_empty(), "not before the retarget interval");
-    m.tick(T0.plus(30_000));
+    m.tick(T0.plus_millis(30_000));
     let lines = m.lines();
     assert_eq!(lines.len(), 2, "{lines:?}");
     let Msg::SetDifficulty(d) = classify(&lines[0]) else {
@@ -1343,9 +1343,9 @@ fn vardiff_steps_a_quiet_miner_down_on_tick() {
     assert_ne!(b.id, a.id);
     assert!(!b.clean);
     // Down to the floor, never below it.
-    let mut t = T0.plus(30_000);
+    let mut t = T0.plus_millis(30_000);
     for _ in 0..40 {
-        t = t.plus(30_000);
+        t = t.plus_millis(30_000);
         m.tick(t);
     }
     assert_eq!(m.difficulty, Some(2f64.powi(MIN_LOG2)));
@@ -1355,7 +1355,7 @@ fn vardiff_steps_a_quiet_miner_down_on_tick() {
     let mut idle = lab.miner(T0);
     idle.request("mining.subscribe", "[]", T0);
     idle.lines();
-    idle.tick(T0.plus(120_000));
+    idle.tick(T0.plus_millis(120_000));
     assert!(idle.lines().is_empty());
 }
 
@@ -1639,9 +1639,9 @@ fn stopped_work_sends_no_notify_until_published_again() {
     m.handshake(ALICE, T0);
     lab.engine.stop_work();
     assert!(!lab.engine.is_serving());
-    m.on_generation(&lab, T0);
+    m.handle_generation(&lab, T0);
     assert!(m.lines().is_empty());
-    m.tick(T0.plus(60_000));
+    m.tick(T0.plus_millis(60_000));
     assert!(m.lines().is_empty());
 
     // A miner arriving meanwhile is answered but gets no work.
@@ -1653,13 +1653,13 @@ fn stopped_work_sends_no_notify_until_published_again() {
     assert_eq!(lines[1], ok_line(a));
     assert!(!late.session.is_working());
 
-    let t = T0.plus(90_000);
+    let t = T0.plus_millis(90_000);
     lab.publish(template(tip(2), HARD_BITS), t);
-    m.on_generation(&lab, t);
+    m.handle_generation(&lab, t);
     let lines = m.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(assert_notify(&lines[0]).clean);
-    late.on_generation(&lab, t);
+    late.handle_generation(&lab, t);
     let lines = late.lines();
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert_set_difficulty(&lines[0], diff(-24).as_f64());
@@ -2084,7 +2084,8 @@ fn unconfirmed_acknowledgements_become_errors_in_their_place() {
     m.session
         .handle_line(Miner::submit_line(ALICE, &a, 100).as_bytes(), T0);
     lab.publish(template(tip(1), HARD_BITS), T0);
-    m.session.on_generation(lab.engine.current().as_ref(), T0);
+    m.session
+        .handle_generation(lab.engine.current().as_ref(), T0);
     for l in [
         r#"{"id":101,"method":"mining.ping","params":[]}"#.to_owned(),
         Miner::submit_line(ALICE, &b, 102),

@@ -168,7 +168,7 @@ struct Jdc {
 impl Jdc {
     fn connect(lab: &Lab) -> Jdc {
         let mut s = Session::new(lab.engine.clone(), config(true));
-        s.on_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
+        s.handle_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
         let out = transmits(&mut s);
         assert!(
             matches!(
@@ -177,7 +177,7 @@ impl Jdc {
             ),
             "{out:?}"
         );
-        s.on_message(
+        s.handle_message(
             OpenExtendedMiningChannel {
                 request_id: 1,
                 user_identity: "farm".into(),
@@ -210,7 +210,7 @@ impl Jdc {
     }
 
     fn declare_at(&mut self, m: SetCustomMiningJob, unix_ms: u64) -> Message {
-        self.s.on_message_at(m.into(), T0, unix_ms);
+        self.s.handle_message_at(m.into(), T0, unix_ms);
         let mut out = transmits(&mut self.s);
         assert_eq!(out.len(), 1, "{out:?}");
         out.pop().unwrap()
@@ -284,7 +284,7 @@ impl Jdc {
     /// Submits a share on `job`; the pool's answer (after a flush).
     fn submit(&mut self, job: &Mined, nonce: u32) -> Message {
         self.seq += 1;
-        self.s.on_message(
+        self.s.handle_message(
             SubmitSharesExtended {
                 channel_id: self.channel_id,
                 sequence_number: self.seq,
@@ -324,7 +324,7 @@ impl Jdc {
 
     /// New work from the pool reaches the connection (its own jobs, which the JDC ignores).
     fn pool_work(&mut self, lab: &Lab) {
-        self.s.on_generation(lab.engine.current().as_ref(), T0);
+        self.s.handle_generation(lab.engine.current().as_ref(), T0);
         transmits(&mut self.s);
     }
 }
@@ -339,7 +339,7 @@ struct Mined {
 fn without_a_key_the_pool_refuses_work_selection() {
     let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut s = Session::new(lab.engine.clone(), config(false));
-    s.on_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
+    s.handle_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
     let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))]
@@ -351,8 +351,8 @@ fn without_a_key_the_pool_refuses_work_selection() {
     // A connection that did not ask for it may not declare jobs, key or no key.
     for with_key in [false, true] {
         let mut s = Session::new(lab.engine.clone(), config(with_key));
-        s.on_message(setup(0), T0);
-        s.on_message(
+        s.handle_message(setup(0), T0);
+        s.handle_message(
             OpenExtendedMiningChannel {
                 request_id: 1,
                 user_identity: "farm".into(),
@@ -376,7 +376,7 @@ fn without_a_key_the_pool_refuses_work_selection() {
             HARD_BITS,
             &outputs,
         );
-        s.on_message_at(m.into(), T0, NOW_MS);
+        s.handle_message_at(m.into(), T0, NOW_MS);
         let out = transmits(&mut s);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::SetCustomMiningJobError(e))]
@@ -439,7 +439,7 @@ fn declared_jobs_are_refused_for_bad_tokens_outputs_channels_and_fields() {
     let mut m = job(declared(&outputs));
     m.channel_id = 999;
     assert_eq!(jdc.refused(m), "invalid-channel-id");
-    jdc.s.on_message(
+    jdc.s.handle_message(
         OpenStandardMiningChannel {
             request_id: 4,
             user_identity: "farm.rig".into(),
@@ -567,7 +567,7 @@ fn shares_on_a_declared_job_are_judged_like_any_other() {
     assert_eq!(jdc.verdict(&job, low), "difficulty-too-low");
     // A version rolled outside the mask.
     jdc.seq += 1;
-    jdc.s.on_message(
+    jdc.s.handle_message(
         SubmitSharesExtended {
             channel_id: jdc.channel_id,
             sequence_number: jdc.seq,
@@ -993,7 +993,7 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
     .await
     .expect("the block and its answer stored");
     assert_eq!(result, DECLARED_NOT_SUBMITTED);
-    let snap = pool.engine.stats.snapshot(pool::Millis(0));
+    let snap = pool.engine.stats.snapshot(pool::Timestamp::from_millis(0));
     assert_eq!(snap.blocks.submitted, 1);
     assert_eq!((snap.blocks.accepted, snap.blocks.rejected), (0, 0));
     assert_ne!(node.read(|n| n.chain().tip_hash()).0, hash);

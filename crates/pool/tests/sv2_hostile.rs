@@ -200,7 +200,13 @@ async fn raw_until_closed(stream: &mut TcpStream) -> usize {
 /// Waits until the pool counts `n` miner connections.
 async fn gauge_settles(pool: &RunningPool, n: u64) {
     tokio::time::timeout(WAIT, async {
-        while pool.engine.stats.snapshot(pool::Millis(0)).connections != n {
+        while pool
+            .engine
+            .stats
+            .snapshot(pool::Timestamp::from_millis(0))
+            .connections
+            != n
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -208,7 +214,10 @@ async fn gauge_settles(pool: &RunningPool, n: u64) {
     .unwrap_or_else(|_| {
         panic!(
             "connection gauge stays at {}, not {n}",
-            pool.engine.stats.snapshot(pool::Millis(0)).connections
+            pool.engine
+                .stats
+                .snapshot(pool::Timestamp::from_millis(0))
+                .connections
         )
     });
 }

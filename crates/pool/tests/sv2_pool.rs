@@ -153,7 +153,14 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
     assert_eq!(next_prev.prev_hash, hash.0, "our block is the tip");
     assert_eq!(node.read(|n| n.chain().tip_hash()), hash);
     tokio::time::timeout(WAIT, async {
-        while pool.engine.stats.snapshot(pool::Millis(0)).blocks.accepted == 0 {
+        while pool
+            .engine
+            .stats
+            .snapshot(pool::Timestamp::from_millis(0))
+            .blocks
+            .accepted
+            == 0
+        {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     })
@@ -196,7 +203,7 @@ mod groups {
 
     fn connect(lab: &Lab, flags: u32) -> Session {
         let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
-        s.on_message(
+        s.handle_message(
             SetupConnection {
                 protocol: 0,
                 min_version: 2,
@@ -221,7 +228,7 @@ mod groups {
 
     /// Opens a standard channel; checks its first job is its own standard job (spec 5.3.15).
     fn open(s: &mut Session, request_id: u32, user: &str) -> OpenStandardMiningChannelSuccess {
-        s.on_message(
+        s.handle_message(
             OpenStandardMiningChannel {
                 request_id,
                 user_identity: user.into(),
@@ -246,7 +253,7 @@ mod groups {
 
     fn new_tip(lab: &mut Lab, s: &mut Session, n: u8, bits: CompactTarget) -> Vec<Message> {
         lab.publish(template(tip(n), bits), T0);
-        s.on_generation(lab.engine.current().as_ref(), T0);
+        s.handle_generation(lab.engine.current().as_ref(), T0);
         transmits(s)
     }
 
@@ -334,7 +341,7 @@ mod groups {
         }
         // Same tip, new template: one extended job, active at once.
         lab.publish(template(tip(2), HARD_BITS), T0);
-        proxy.on_generation(lab.engine.current().as_ref(), T0);
+        proxy.handle_generation(lab.engine.current().as_ref(), T0);
         let out = transmits(&mut proxy);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::NewExtendedMiningJob(j))]
@@ -377,7 +384,7 @@ mod groups {
             for k in 0..3 {
                 let (nonce, _) = grind(&job, &prev, root, m.target, 1000 * k);
                 seq += 1;
-                proxy.on_message(share(m.channel_id, seq, &job, nonce), T0);
+                proxy.handle_message(share(m.channel_id, seq, &job, nonce), T0);
             }
         }
         proxy.flush();
@@ -400,7 +407,7 @@ mod groups {
             a.target,
             0,
         );
-        proxy.on_message(share(a.group_channel_id, 99, &job, nonce), T0);
+        proxy.handle_message(share(a.group_channel_id, 99, &job, nonce), T0);
         let out = transmits(&mut proxy);
         assert!(
             matches!(&out[..], [Message::Mining(Mining::SubmitSharesError(e))]
@@ -419,7 +426,7 @@ mod groups {
         let root = derived_root(&job, &a.extranonce_prefix);
         // The lower (harder) of the two targets: a share and a block.
         let (nonce, header) = grind(&job, &prev, root, net.min(a.target), 0);
-        proxy.on_message(share(a.channel_id, 1, &job, nonce), T0);
+        proxy.handle_message(share(a.channel_id, 1, &job, nonce), T0);
         let b = lab.next_block().expect("a block");
         assert_eq!(b.hash, sha256d(&header));
         let block: Block = consensus::deserialize(&b.block).expect("a whole block");
@@ -464,7 +471,7 @@ mod groups {
         let mut proxy = connect(&lab, PROXY);
         let a = open(&mut proxy, 1, "alice.rig1");
         let b = open(&mut proxy, 2, "alice.rig2");
-        proxy.on_message(
+        proxy.handle_message(
             OpenExtendedMiningChannel {
                 request_id: 3,
                 user_identity: "alice.proxy".into(),
@@ -483,7 +490,7 @@ mod groups {
         assert_eq!(ext.group_channel_id, 0, "extended channels are not grouped");
         let ext = ext.channel_id;
         // Closing one member: the group's job still reaches the other.
-        proxy.on_message(
+        proxy.handle_message(
             CloseChannel {
                 channel_id: b.channel_id,
                 reason_code: "done".into(),
@@ -504,7 +511,7 @@ mod groups {
         );
         assert!(proxy.channel(a.channel_id).is_some() && proxy.channel(b.channel_id).is_none());
         // Closing the group closes its members (spec 5.3.9), not the extended channel.
-        proxy.on_message(
+        proxy.handle_message(
             CloseChannel {
                 channel_id: a.group_channel_id,
                 reason_code: "done".into(),

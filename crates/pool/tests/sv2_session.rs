@@ -42,7 +42,7 @@ fn any_target() -> Target {
 fn session(lab: &Lab) -> Session {
     let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
     // An end device: standard jobs per channel, not group jobs.
-    s.on_message(
+    s.handle_message(
         setup(
             0,
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
@@ -57,7 +57,7 @@ fn session(lab: &Lab) -> Session {
 }
 
 fn open_standard(s: &mut Session, request_id: u32, max_target: Target) -> Vec<Message> {
-    s.on_message(
+    s.handle_message(
         OpenStandardMiningChannel {
             request_id,
             user_identity: "alice.rig1".into(),
@@ -180,7 +180,7 @@ fn setup_answers_the_specs_errors_and_closes() {
     ];
     for (m, code, flags) in cases {
         let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
-        s.on_message(m, T0);
+        s.handle_message(m, T0);
         let out = transmits(&mut s);
         assert!(
             matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))] if e.error_code == code && e.flags == flags),
@@ -194,7 +194,7 @@ fn setup_answers_the_specs_errors_and_closes() {
     assert_eq!(s.wants_close().map(|c| c.reason()), Some("protocol"));
     // Standard jobs and version rolling are both fine.
     let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
-    s.on_message(
+    s.handle_message(
         setup(
             0,
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
@@ -250,7 +250,7 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
         let (n, _) = m.grind(good);
         shares.push(n);
         let msg = m.share(n);
-        s.on_message(msg, T0);
+        s.handle_message(msg, T0);
     }
     assert!(
         successes(&transmits(&mut s)).is_empty(),
@@ -267,9 +267,9 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     // A duplicate, after a good one: the good one's success goes first.
     let (n, _) = m.grind(good);
     let msg = m.share(n);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     let dup = m.share(shares[0]);
-    s.on_message(dup, T0);
+    s.handle_message(dup, T0);
     let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::SubmitSharesSuccess(ok)), Message::Mining(Mining::SubmitSharesError(e))]
@@ -280,17 +280,17 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     // Low difficulty, unknown job, unknown channel.
     let (n, _) = m.grind(|h| !target.is_met_by(&h.0));
     let msg = m.share(n);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     let mut bad_job = m.share(0);
     if let Message::Mining(Mining::SubmitSharesStandard(x)) = &mut bad_job {
         x.job_id = 999;
     }
-    s.on_message(bad_job, T0);
+    s.handle_message(bad_job, T0);
     let mut bad_channel = m.share(0);
     if let Message::Mining(Mining::SubmitSharesStandard(x)) = &mut bad_channel {
         x.channel_id = 999;
     }
-    s.on_message(bad_channel, T0);
+    s.handle_message(bad_channel, T0);
     let codes: Vec<String> = errors(&transmits(&mut s))
         .into_iter()
         .map(|e| e.error_code)
@@ -305,7 +305,7 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     // A new tip: a future job and its prev hash; the old job's shares are stale.
     let mut lab = lab;
     lab.publish(template(tip(2), HARD_BITS), T0);
-    s.on_generation(lab.engine.current().as_ref(), T0);
+    s.handle_generation(lab.engine.current().as_ref(), T0);
     let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j)), Message::Mining(Mining::SetNewPrevHash(p))]
@@ -314,12 +314,12 @@ fn shares_are_judged_by_the_engine_and_acknowledged_in_batches() {
     );
     let (n, _) = m.grind(good);
     let msg = m.share(n);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
 
     // Same tip, new template: a job active at once, no prev hash.
     lab.publish(template(tip(2), HARD_BITS), T0);
-    s.on_generation(lab.engine.current().as_ref(), T0);
+    s.handle_generation(lab.engine.current().as_ref(), T0);
     let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Mining(Mining::NewMiningJob(j))] if j.min_ntime.is_some()),
@@ -336,7 +336,7 @@ fn a_standard_share_that_meets_the_network_target_is_a_block() {
     let target = m.target;
     let (n, hash) = m.grind(|h| net.is_met_by(&h.0) && target.is_met_by(&h.0));
     let msg = m.share(n);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     s.flush();
     assert_eq!(successes(&transmits(&mut s)).len(), 1);
     let b = lab.next_block().expect("a block");
@@ -349,7 +349,7 @@ fn extended_channels_roll_their_own_extranonce() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(4), EASY_BITS);
     let mut s = session(&lab);
     // Asking for more extranonce than the pool gives is refused.
-    s.on_message(
+    s.handle_message(
         OpenExtendedMiningChannel {
             request_id: 1,
             user_identity: "bob".into(),
@@ -364,7 +364,7 @@ fn extended_channels_roll_their_own_extranonce() {
         matches!(&transmits(&mut s)[..], [Message::Mining(Mining::OpenMiningChannelError(e))]
         if e.error_code == "unsupported-min-extranonce-size")
     );
-    s.on_message(
+    s.handle_message(
         OpenExtendedMiningChannel {
             request_id: 2,
             user_identity: "bob".into(),
@@ -435,8 +435,8 @@ fn extended_channels_roll_their_own_extranonce() {
         }
         .into()
     };
-    s.on_message(share(1, extranonce.to_vec()), T0);
-    s.on_message(share(2, vec![1, 2, 3]), T0);
+    s.handle_message(share(1, extranonce.to_vec()), T0);
+    s.handle_message(share(2, vec![1, 2, 3]), T0);
     s.flush();
     let out = transmits(&mut s);
     assert!(
@@ -447,7 +447,7 @@ fn extended_channels_roll_their_own_extranonce() {
     let b = lab.next_block().expect("a block");
     assert_eq!(&b.block[..80], &header[..]);
     // A standard share on an extended channel names the wrong kind of channel.
-    s.on_message(
+    s.handle_message(
         SubmitSharesStandard {
             channel_id,
             sequence_number: 3,
@@ -467,7 +467,7 @@ fn extended_channels_roll_their_own_extranonce() {
 
 /// `UpdateChannel` declaring `rate` on `channel_id`, answered by one `SetTarget`.
 fn declare_hash_rate(s: &mut Session, channel_id: u32, rate: f32) -> SetTarget {
-    s.on_message(
+    s.handle_message(
         UpdateChannel {
             channel_id,
             nominal_hash_rate: rate,
@@ -501,7 +501,7 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     // 1 TH/s at 15 shares a minute: 4 s a share, difficulty 4e12 / 2^32 (about 931).
     let d = Difficulty::from_target(t.maximum_target).as_f64();
     assert!((d / (4e12 / 4_294_967_296.0) - 1.0).abs() < 0.01, "{d}");
-    s.on_message(
+    s.handle_message(
         UpdateChannel {
             channel_id: 999,
             nominal_hash_rate: 1.0,
@@ -515,7 +515,7 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     );
     // Closed: its shares name no channel, and the worker is gone from the count.
     let before = s.channel_count();
-    s.on_message(
+    s.handle_message(
         CloseChannel {
             channel_id: m.channel_id,
             reason_code: "bye".into(),
@@ -526,7 +526,7 @@ fn update_channel_retargets_max_target_bounds_it_and_close_channel_ends_it() {
     assert_eq!(s.channel_count(), before - 1);
     let mut m = m;
     let msg = m.share(0);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     assert_eq!(
         errors(&transmits(&mut s))[0].error_code,
         "invalid-channel-id"
@@ -553,13 +553,13 @@ fn a_harder_set_target_leaves_the_active_jobs_target_as_it_was_sent() {
     let harder = t.maximum_target;
     assert!(Difficulty::from_target(harder) > Difficulty::from_target(sent_with));
     // Well past any grace period a pool may keep for the old target.
-    let later = pool::Millis(T0.0 + 3_600_000);
+    let later = pool::Timestamp::from_millis(T0.as_millis() + 3_600_000);
     let (old_only, _) = m.grind(|h| sent_with.is_met_by(&h.0) && !harder.is_met_by(&h.0));
     let msg = m.share(old_only);
-    s.on_message(msg, later);
+    s.handle_message(msg, later);
     let (both, _) = m.grind(|h| harder.is_met_by(&h.0));
     let msg = m.share(both);
-    s.on_message(msg, later);
+    s.handle_message(msg, later);
     s.flush();
     let out = transmits(&mut s);
     assert!(errors(&out).is_empty(), "{out:?}");
@@ -596,7 +596,7 @@ fn a_channel_opened_as_work_changes_leaves_the_other_channels_the_new_work() {
             .generation,
         g.id
     );
-    s.on_generation(Some(&g), T0);
+    s.handle_generation(Some(&g), T0);
     let out = transmits(&mut s);
     let prev_hashes: Vec<&SetNewPrevHash> = out
         .iter()
@@ -626,7 +626,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
         ..Sv2Config::default()
     };
     let mut s = Session::new(lab.engine.clone(), Arc::new(config));
-    s.on_message(
+    s.handle_message(
         setup(
             0,
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
@@ -642,11 +642,11 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     let old_share = m.share(old_nonce);
 
     // Nothing moved: a tick sends nothing.
-    s.on_tick(T0);
+    s.handle_tick(T0);
     assert!(transmits(&mut s).is_empty());
 
     lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
-    s.on_tick(T0);
+    s.handle_tick(T0);
     let out = transmits(&mut s);
     let [Message::Mining(Mining::SetExtranoncePrefix(p)), Message::Mining(Mining::NewMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
         &out[..]
@@ -673,11 +673,11 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
         "the new job commits to the new prefix"
     );
     // Only once.
-    s.on_tick(T0);
+    s.handle_tick(T0);
     assert!(transmits(&mut s).is_empty());
 
     // A share on the old job could only hash to the old coinbase: stale, not invalid.
-    s.on_message(old_share, T0);
+    s.handle_message(old_share, T0);
     assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
     // Work under the new prefix is accepted.
     m.prefix = moved;
@@ -685,7 +685,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     m.prev = prev.clone();
     let (n, _) = m.grind(good);
     let msg = m.share(n);
-    s.on_message(msg, T0);
+    s.handle_message(msg, T0);
     s.flush();
     assert_eq!(successes(&transmits(&mut s)).len(), 1);
     // A channel opened now starts in the new range.
@@ -693,7 +693,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     assert_eq!(&later.prefix[..2], &[0xcc, 0xdd]);
     // A session started after the move follows it from the start.
     let mut fresh = session(&lab);
-    fresh.on_tick(T0);
+    fresh.handle_tick(T0);
     assert!(transmits(&mut fresh).is_empty());
 
     // A move to the same base reissues work (a JDC that rejoined: jobs paying the farm end):
@@ -701,7 +701,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     let (n, _) = m.grind(good);
     let before = m.share(n);
     lab.engine.move_extranonce_base(vec![0xcc, 0xdd]);
-    s.on_tick(T0);
+    s.handle_tick(T0);
     let out = transmits(&mut s);
     assert!(
         out.iter().all(|m| matches!(
@@ -715,7 +715,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
         4,
         "a clean job for each of the two channels: {out:?}"
     );
-    s.on_message(before, T0);
+    s.handle_message(before, T0);
     assert_eq!(errors(&transmits(&mut s))[0].error_code, "stale-share");
 }
 
@@ -732,10 +732,10 @@ fn an_unconfirmed_success_becomes_a_store_unavailable_error() {
     let (first, _) = m.grind(good);
     for n in [first, m.grind(good).0] {
         let msg = m.share(n);
-        s.on_message(msg, T0);
+        s.handle_message(msg, T0);
     }
     let dup = m.share(first);
-    s.on_message(dup, T0);
+    s.handle_message(dup, T0);
     s.flush();
     s.refuse_unconfirmed();
     let out = transmits(&mut s);

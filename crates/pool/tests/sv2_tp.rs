@@ -122,7 +122,7 @@ async fn provider_templates_become_jobs_and_a_found_block_becomes_the_tip() {
     let mut lab = Lab::new(LabConfig::pool());
     let g = lab
         .book
-        .on_tdp_template(w.template.clone(), w.tdp.clone(), T0);
+        .handle_tdp_template(w.template.clone(), w.tdp.clone(), T0);
     assert_eq!(&g.merkle_branch[..], &w.tdp.merkle_path[..]);
     lab.engine.publish(g);
     let mut miner = lab.miner(T0);

@@ -4,29 +4,12 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use primitives::hash::sha256d_header;
 use primitives::{merkle_step, Hash256};
-use sha2::digest::generic_array::GenericArray;
+use testkit::floor::Floor;
 
 fn floor(c: &mut Criterion) {
     let mut g = c.benchmark_group("floor");
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [
-        0x6a09e667u32,
-        0xbb67ae85,
-        0x3c6ef372,
-        0xa54ff53a,
-        0x510e527f,
-        0x9b05688c,
-        0x1f83d9ab,
-        0x5be0cd19,
-    ];
-    g.bench_function("compress256", |b| {
-        b.iter(|| {
-            sha2::compress256(
-                black_box(&mut state),
-                std::slice::from_ref(black_box(&block)),
-            );
-        })
-    });
+    let mut floor = Floor::new();
+    g.bench_function("compress256", |b| b.iter(|| floor.once()));
     let mut header = [0x11u8; 80];
     g.bench_function("sha256d_header", |b| {
         b.iter(|| {

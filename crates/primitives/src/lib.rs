@@ -24,7 +24,7 @@ pub use header::Header;
 pub use merkle::{coinbase_merkle_branch, merkle_root, merkle_root_from_branch, merkle_step};
 pub use pow::{CompactTarget, Difficulty, HashRate, Target, Work, U256};
 pub use share::{ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share};
-pub use time::Millis;
+pub use time::Timestamp;
 
 /// Re-exported so that every crate uses the one `bitcoin` version the workspace pins.
 pub use bitcoin;

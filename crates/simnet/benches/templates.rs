@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use simnet::config::{COINBASE_RESERVED_WEIGHT, MAX_BLOCK_WEIGHT};
-use simnet::{MempoolConfig, Network, SimTime, SimnetConfig};
+use simnet::{MempoolConfig, Network, SimnetConfig, Timestamp};
 
 fn network_with_mempool(txs: usize) -> Network {
     let config = SimnetConfig {
@@ -28,7 +28,7 @@ fn templates(c: &mut Criterion) {
         let net = network_with_mempool(txs);
         assert_eq!(net.mempool().len(), txs);
         group.bench_function(name, |b| {
-            b.iter(|| black_box(net.preview_template(black_box(SimTime::from_secs(1)))))
+            b.iter(|| black_box(net.preview_template(black_box(Timestamp::from_secs(1)))))
         });
     }
     // The fee-delta check that runs on arrivals: the same walk without building anything.

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use simnet::{Network, NodeSpec, SimTime, SimnetConfig};
+use simnet::{Network, NodeSpec, SimnetConfig, Timestamp};
 
 fn hour(nodes: Vec<NodeSpec>) -> Duration {
     let config = SimnetConfig {
@@ -15,9 +15,10 @@ fn hour(nodes: Vec<NodeSpec>) -> Duration {
     };
     let mut net = Network::with_nodes(config, nodes).unwrap();
     let start = Instant::now();
-    let end = SimTime::from_secs(3600);
+    let end = Timestamp::from_secs(3600);
     while let Some(t) = net.poll_timeout().filter(|t| *t <= end) {
-        net.advance_nodes(t);
+        net.handle_timeout(t);
+        while net.poll_event().is_some() {}
     }
     start.elapsed()
 }

@@ -14,7 +14,7 @@ use primitives::bitcoin::{Block, Transaction};
 use primitives::{Hash256, Header};
 
 use crate::mempool::TxEntry;
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// New coins in a block at `height`, in sats: 50 BTC halving every 210,000 blocks.
 pub fn block_subsidy(height: u32) -> u64 {
@@ -61,7 +61,7 @@ pub struct StoredBlock {
     /// Where it came from: the start, the rest of the network, or a submission.
     pub source: BlockSource,
     /// When the network got it.
-    pub received: SimTime,
+    pub received: Timestamp,
 }
 
 impl StoredBlock {
@@ -73,7 +73,7 @@ impl StoredBlock {
         txs: Vec<Arc<TxEntry>>,
         fees: u64,
         source: BlockSource,
-        received: SimTime,
+        received: Timestamp,
     ) -> Self {
         let n = 1 + txs.len() as u64;
         let tx_count_len = primitives::compact_size::len(n);
@@ -419,7 +419,7 @@ mod tests {
             Vec::new(),
             0,
             BlockSource::Network,
-            SimTime::ZERO,
+            Timestamp::ZERO,
         )
     }
 

@@ -25,7 +25,7 @@ pub struct SimnetConfig {
     pub seed: u64,
     /// Height of the tip when the network starts (the first template is for the next height).
     pub start_height: u32,
-    /// Unix time (seconds) at `SimTime::ZERO`; header times are this plus simulated time.
+    /// Unix time (seconds) at `Timestamp::ZERO`; header times are this plus simulated time.
     pub start_unix_time: u64,
     /// Network difficulty; `nBits` is the compact form of its target.
     pub network_difficulty: Difficulty,

@@ -14,7 +14,7 @@ use primitives::Hash256;
 
 use crate::chain::{BlockSource, Chain, StoredBlock};
 use crate::mempool::{Mempool, TxEntry};
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 #[derive(Debug)]
 pub(crate) struct Ledger {
@@ -63,7 +63,7 @@ impl Ledger {
     pub(crate) fn connect_relayed(
         &mut self,
         block: &StoredBlock,
-        received: SimTime,
+        received: Timestamp,
         source: BlockSource,
     ) -> Connected {
         if self.chain.contains(&block.hash) {

@@ -4,11 +4,12 @@
 //! # Shape
 //!
 //! [`Network`] is a sans-IO state machine, in the manner of quinn-proto: no sockets, no tasks, no
-//! clock. The shell maps its monotonic clock onto [`SimTime`] (nanoseconds since the network
-//! started) and calls [`Network::advance`] whenever [`Network::poll_timeout`] comes due or a
-//! block is submitted; tests step virtual time instead, running hours of network in
-//! milliseconds. What happened comes back as [`Output`]s: a template created, the tip changed
-//! (found by the network or submitted), the verdict on a submitted block.
+//! clock. The shell maps its monotonic clock onto [`Timestamp`] (nanoseconds since the network
+//! started) and calls [`Network::handle_timeout`] whenever [`Network::poll_timeout`] comes due
+//! or a block is submitted; tests step virtual time instead, running hours of network in
+//! milliseconds. What happened comes out of [`Network::poll_event`] as [`Output`]s: a template
+//! created, the tip changed (found by the network or submitted), the verdict on a submitted
+//! block.
 //!
 //! - A **chain** ([`Chain`]) starting from a base block at the configured height, so that
 //!   heights, subsidy and BIP34 coinbases look like mainnet's while the chain reports itself as
@@ -32,7 +33,7 @@
 //!
 //! Every random draw comes from ChaCha12 streams derived from the seed, one per purpose (the
 //! initial mempool, transaction arrivals, network block arrivals), and events run at their
-//! exact simulated instants whatever the granularity of `advance` calls. So the same seed and
+//! exact simulated instants whatever the granularity of `handle_timeout` calls. So the same seed and
 //! the same submissions at the same times give the same mempool, templates and block arrival
 //! sequence; submitting a block shifts no random stream (the Poisson block process is
 //! memoryless, so the network's next block keeps its time). The draws are computed here from
@@ -86,7 +87,7 @@ pub mod relay;
 pub mod rpc;
 pub mod tdp;
 pub mod template;
-pub mod time;
+
 pub mod txgen;
 pub mod view;
 pub mod zmq;
@@ -99,8 +100,8 @@ pub use config::{
 pub use mempool::{FeeRate, Mempool, MempoolEvent, TxEntry};
 pub use network::{Accepted, Network, NodeId, NodeOutput, Output, SubmitResult};
 pub use node::{Node, NodeStats, TxUpdate, Update, ZmqNotification, ZmqRegistration};
+pub use primitives::Timestamp;
 pub use relay::PeerBytes;
 pub use template::Template;
-pub use time::SimTime;
 pub use txgen::{FeeRateModel, VsizeModel};
 pub use view::NodeView;

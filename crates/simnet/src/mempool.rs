@@ -13,7 +13,7 @@ use primitives::bitcoin::consensus::serialize;
 use primitives::bitcoin::Transaction;
 use primitives::Hash256;
 
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// A transaction with what every reader of it needs, computed once: ids, raw bytes, weight.
 #[derive(Clone, Debug)]
@@ -33,13 +33,13 @@ pub struct TxEntry {
     /// Virtual size: weight / 4, rounded up.
     pub vsize: u64,
     /// When it entered the mempool.
-    pub time: SimTime,
+    pub time: Timestamp,
 }
 
 impl TxEntry {
     /// Computes ids, serialization, weight and virtual size for `tx`, which pays `fee` sats and
     /// entered the mempool at `time`.
-    pub fn new(tx: Transaction, fee: u64, time: SimTime) -> Self {
+    pub fn new(tx: Transaction, fee: u64, time: Timestamp) -> Self {
         let weight = tx.weight().to_wu();
         TxEntry {
             raw: serialize(&tx).into_boxed_slice(),
@@ -339,7 +339,7 @@ mod tests {
     use crate::txgen::build_tx;
 
     fn entry(rng: &mut dist::Rng, vsize: u32, fee: u64) -> Arc<TxEntry> {
-        Arc::new(TxEntry::new(build_tx(rng, vsize), fee, SimTime::ZERO))
+        Arc::new(TxEntry::new(build_tx(rng, vsize), fee, Timestamp::ZERO))
     }
 
     #[test]

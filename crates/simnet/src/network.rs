@@ -5,7 +5,7 @@
 //! (Poisson, its own random stream), the rest of the network finds a block (Poisson, another
 //! stream), a transaction or block reaches a node or the rest of the network after its relay
 //! delay, a node's fee-driven template check comes due. Events are run in time order whatever
-//! the granularity of `advance` calls, so outputs depend on the seed and on when blocks are
+//! the granularity of `handle_timeout` calls, so outputs depend on the seed and on when blocks are
 //! submitted, not on how often the shell polls.
 //!
 //! # Nodes
@@ -19,7 +19,7 @@
 //! [`crate::relay`]. A single node with no delay behaves exactly as the network itself: what
 //! [`Network::new`] makes, and what the accessors without a node argument read.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +36,9 @@ use crate::ledger::{Connected, Ledger};
 use crate::mempool::{Mempool, MempoolEvent, Selection, TxEntry};
 use crate::relay::{self, PeerBytes};
 use crate::template::{Template, TemplateBase, TEMPLATE_VERSION};
-use crate::time::SimTime;
 use crate::txgen;
 use crate::view::NodeView;
+use primitives::Timestamp;
 use rand_chacha::rand_core::RngCore;
 
 /// What happened inside the network, for the shell to turn into events and notifications.
@@ -49,7 +49,7 @@ pub enum Output {
     /// A node's tip (or, for no node, the rest of the network's) moved.
     TipChanged {
         /// When, in simulated time.
-        at: SimTime,
+        at: Timestamp,
         /// Hash of the new tip.
         hash: Hash256,
         /// Height of the new tip.
@@ -65,7 +65,7 @@ pub enum Output {
     /// The answer to a submitted block (`Ok` is bitcoind's `null`).
     BlockVerdict {
         /// When the verdict was reached, in simulated time.
-        at: SimTime,
+        at: Timestamp,
         /// None when the bytes did not decode.
         hash: Option<Hash256>,
         /// None when the parent is unknown or the bytes did not decode.
@@ -126,7 +126,7 @@ enum Relay {
     Tx {
         to: NodeId,
         entry: Arc<TxEntry>,
-        announced: SimTime,
+        announced: Timestamp,
     },
     /// A block from node `from` to the hub.
     BlockUp {
@@ -145,14 +145,14 @@ pub(crate) struct NodeState {
     pub template: Arc<Template>,
     next_template_id: u64,
     /// A fee-driven template check is due then (arrivals came in within the interval).
-    template_check_at: Option<SimTime>,
+    template_check_at: Option<Timestamp>,
     /// The announcement batch the hub last sent this node (its announce instant).
-    last_batch: Option<SimTime>,
+    last_batch: Option<Timestamp>,
     pub peer: PeerBytes,
 }
 
 /// The simulated network: the rest of the network's chain and mempool, and every node's own
-/// view; a sans-IO state machine driven by [`Network::advance`] (see the crate docs).
+/// view; a sans-IO state machine driven by [`Network::handle_timeout`] and read by [`Network::poll_event`] (see the crate docs).
 pub struct Network {
     config: SimnetConfig,
     bits: CompactTarget,
@@ -164,13 +164,13 @@ pub struct Network {
     block_rng: Rng,
     /// Where the rest of the network's coinbases pay.
     network_payout: Vec<u8>,
-    now: SimTime,
-    next_tx_at: SimTime,
-    next_block_at: SimTime,
+    now: Timestamp,
+    next_tx_at: Timestamp,
+    next_block_at: Timestamp,
     /// Deliveries due, by (instant, order of sending).
-    relays: BTreeMap<(SimTime, u64), Relay>,
+    relays: BTreeMap<(Timestamp, u64), Relay>,
     relays_sent: u64,
-    outputs: Vec<NodeOutput>,
+    outputs: VecDeque<NodeOutput>,
 }
 
 impl fmt::Debug for Network {
@@ -229,20 +229,20 @@ impl Network {
                 &config.mempool.fee_rate,
             );
             // A repeated txid is a 2^-256 event; skipping it keeps this total.
-            let _ = mempool.insert(Arc::new(TxEntry::new(g.tx, g.fee, SimTime::ZERO)));
+            let _ = mempool.insert(Arc::new(TxEntry::new(g.tx, g.fee, Timestamp::ZERO)));
         }
 
         let mut tx_rng = dist::stream(seed, "simnet/tx-arrivals");
         let mut block_rng = dist::stream(seed, "simnet/network-blocks");
-        let next_tx_at = next_arrival(&mut tx_rng, SimTime::ZERO, config.mempool.arrival_rate);
-        let next_block_at = next_block(&mut block_rng, SimTime::ZERO, &config);
+        let next_tx_at = next_arrival(&mut tx_rng, Timestamp::ZERO, config.mempool.arrival_rate);
+        let next_block_at = next_block(&mut block_rng, Timestamp::ZERO, &config);
 
         // Every node has been in sync with the network for a while when it starts.
         let chain = Chain::with_history(base, history);
         let placeholder = Arc::new(Template::build(
             TemplateBase {
                 id: 0,
-                now: SimTime::ZERO,
+                now: Timestamp::ZERO,
                 prev_hash: chain.tip_hash(),
                 height: chain.tip_height() + 1,
                 bits,
@@ -273,36 +273,31 @@ impl Network {
             tx_rng,
             block_rng,
             network_payout,
-            now: SimTime::ZERO,
+            now: Timestamp::ZERO,
             next_tx_at,
             next_block_at,
             relays: BTreeMap::new(),
             relays_sent: 0,
-            outputs: Vec::new(),
+            outputs: VecDeque::new(),
         };
         for id in net.node_ids() {
-            net.new_template(id, SimTime::ZERO);
+            net.new_template(id, Timestamp::ZERO);
         }
         Ok(net)
     }
 
-    /// Runs everything due up to `now` and returns what happened at the first node since the
-    /// last call (outputs of `submit_block` calls included). Time never goes backwards: an
-    /// earlier `now` than the last one is taken as the last one. With several nodes, use
-    /// [`Network::advance_nodes`]: this drops the other nodes' outputs.
-    pub fn advance(&mut self, now: SimTime) -> Vec<Output> {
-        self.advance_nodes(now)
-            .into_iter()
-            .filter(|o| o.node == Some(NodeId::FIRST))
-            .map(|o| o.output)
-            .collect()
-    }
-
-    /// [`Network::advance`] for every node, and the rest of the network's tip changes.
-    pub fn advance_nodes(&mut self, now: SimTime) -> Vec<NodeOutput> {
+    /// Runs everything due up to `now`; what happened comes out of [`Network::poll_event`].
+    /// Time never goes backwards: an earlier `now` than the last one is taken as the last one.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         self.run_until(now);
         self.flush_mempool_events();
-        std::mem::take(&mut self.outputs)
+    }
+
+    /// The next thing that happened, at a node or in the rest of the network, in order
+    /// (`submit_block` verdicts included); `None` once all has been taken. A node's mempool
+    /// changes come out only after the next [`Network::handle_timeout`].
+    pub fn poll_event(&mut self) -> Option<NodeOutput> {
+        self.outputs.pop_front()
     }
 
     /// Makes node `node`'s mempool changes come out as [`Output::Mempool`] (for ZMQ's
@@ -335,21 +330,21 @@ impl Network {
 
     /// When the network next has something to do; `None` if nothing will ever happen without
     /// a submission.
-    pub fn poll_timeout(&self) -> Option<SimTime> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         let (t, _) = self.next_event();
-        (t != SimTime::NEVER).then_some(t)
+        (t != Timestamp::MAX).then_some(t)
     }
 
     /// Judges a serialized block (`submitblock`) at the first node. Events due up to `now` run
     /// first, so the block is judged against the network as it is at `now`. The verdict, and a
-    /// new tip and template if it is accepted, also come out of the next `advance` as outputs.
-    pub fn submit_block(&mut self, now: SimTime, raw: &[u8]) -> SubmitResult {
+    /// new tip and template if it is accepted, also come out of [`Network::poll_event`].
+    pub fn submit_block(&mut self, now: Timestamp, raw: &[u8]) -> SubmitResult {
         self.submit_block_at(NodeId::FIRST, now, raw)
     }
 
     /// [`Network::submit_block`] at node `node`: it judges the block against its own view, and
     /// relays it on if valid.
-    pub fn submit_block_at(&mut self, node: NodeId, now: SimTime, raw: &[u8]) -> SubmitResult {
+    pub fn submit_block_at(&mut self, node: NodeId, now: Timestamp, raw: &[u8]) -> SubmitResult {
         self.run_until(now);
         match checks::decode(raw) {
             Ok(block) => self.submit(node, block),
@@ -371,7 +366,7 @@ impl Network {
     /// [`Network::submit_block`] for a block already decoded.
     pub fn submit_block_decoded(
         &mut self,
-        now: SimTime,
+        now: Timestamp,
         block: primitives::bitcoin::Block,
     ) -> SubmitResult {
         self.submit_block_decoded_at(NodeId::FIRST, now, block)
@@ -381,7 +376,7 @@ impl Network {
     pub fn submit_block_decoded_at(
         &mut self,
         node: NodeId,
-        now: SimTime,
+        now: Timestamp,
         block: primitives::bitcoin::Block,
     ) -> SubmitResult {
         self.run_until(now);
@@ -390,11 +385,11 @@ impl Network {
 
     /// A template built now from the first node's mempool and tip, without publishing it (it
     /// carries the id the next published template will have).
-    pub fn preview_template(&self, now: SimTime) -> Template {
+    pub fn preview_template(&self, now: Timestamp) -> Template {
         self.preview_template_at(NodeId::FIRST, now)
     }
 
-    pub(crate) fn preview_template_at(&self, node: NodeId, now: SimTime) -> Template {
+    pub(crate) fn preview_template_at(&self, node: NodeId, now: Timestamp) -> Template {
         let n = &self.nodes[node.index()];
         Template::build(
             self.template_base(n, now),
@@ -512,18 +507,18 @@ impl Network {
     }
 
     /// The simulated time the network has run to.
-    pub fn now(&self) -> SimTime {
+    pub fn now(&self) -> Timestamp {
         self.now
     }
 
     /// Unix seconds at simulated time `t`.
-    pub fn unix_time(&self, t: SimTime) -> u64 {
+    pub fn unix_time(&self, t: Timestamp) -> u64 {
         self.config.start_unix_time + t.as_secs()
     }
 
     // The event loop.
 
-    fn next_event(&self) -> (SimTime, Event) {
+    fn next_event(&self) -> (Timestamp, Event) {
         let mut next = (self.next_tx_at, Event::TxArrival);
         next = next.min((self.next_block_at, Event::NetworkBlock));
         if let Some((&(t, _), _)) = self.relays.first_key_value() {
@@ -537,11 +532,11 @@ impl Network {
         next
     }
 
-    fn run_until(&mut self, now: SimTime) {
+    fn run_until(&mut self, now: Timestamp) {
         let now = now.max(self.now);
         loop {
             let (t, event) = self.next_event();
-            if t > now || t == SimTime::NEVER {
+            if t > now || t == Timestamp::MAX {
                 break;
             }
             self.now = t;
@@ -560,12 +555,12 @@ impl Network {
 
     fn emit(&mut self, node: Option<NodeId>, output: Output) {
         self.flush_mempool_events();
-        self.outputs.push(NodeOutput { node, output });
+        self.outputs.push_back(NodeOutput { node, output });
     }
 
     /// Sends `relay` to arrive at `at`; one due now is delivered at once, so that a node at no
     /// delay sees everything exactly when the rest of the network does.
-    fn send(&mut self, at: SimTime, relay: Relay) {
+    fn send(&mut self, at: Timestamp, relay: Relay) {
         if at <= self.now {
             self.on_relay(relay, self.now);
         } else {
@@ -578,7 +573,7 @@ impl Network {
         self.nodes[node.index()].spec.relay_delay
     }
 
-    fn on_relay(&mut self, relay: Relay, t: SimTime) {
+    fn on_relay(&mut self, relay: Relay, t: Timestamp) {
         match relay {
             Relay::Tx {
                 to,
@@ -590,7 +585,7 @@ impl Network {
         }
     }
 
-    fn on_tx_arrival(&mut self, t: SimTime) {
+    fn on_tx_arrival(&mut self, t: Timestamp) {
         let m = &self.config.mempool;
         let g = txgen::generate(&mut self.tx_rng, &m.vsize, &m.fee_rate);
         self.next_tx_at = next_arrival(&mut self.tx_rng, t, m.arrival_rate);
@@ -612,15 +607,21 @@ impl Network {
 
     /// When the hub announces a transaction it got at `t`: the next multiple of the announce
     /// interval, or at once.
-    fn announce_instant(&self, t: SimTime) -> SimTime {
+    fn announce_instant(&self, t: Timestamp) -> Timestamp {
         let every = self.config.tx_announce_interval.as_nanos() as u64;
         if every == 0 {
             return t;
         }
-        SimTime::from_nanos(t.as_nanos().div_ceil(every).saturating_mul(every))
+        Timestamp::from_nanos(t.as_nanos().div_ceil(every).saturating_mul(every))
     }
 
-    fn tx_reaches_node(&mut self, id: NodeId, entry: Arc<TxEntry>, announced: SimTime, t: SimTime) {
+    fn tx_reaches_node(
+        &mut self,
+        id: NodeId,
+        entry: Arc<TxEntry>,
+        announced: Timestamp,
+        t: Timestamp,
+    ) {
         let interval = self.config.template_interval;
         let n = &mut self.nodes[id.index()];
         if n.last_batch != Some(announced) {
@@ -655,7 +656,7 @@ impl Network {
     }
 
     /// A new template for the same tip, if it would gain more than `fee_delta` in fees.
-    fn check_template(&mut self, id: NodeId, t: SimTime) {
+    fn check_template(&mut self, id: NodeId, t: Timestamp) {
         let limit = self.tx_weight_limit();
         let n = &mut self.nodes[id.index()];
         n.template_check_at = None;
@@ -665,7 +666,7 @@ impl Network {
         }
     }
 
-    fn on_network_block(&mut self, t: SimTime) {
+    fn on_network_block(&mut self, t: Timestamp) {
         self.next_block_at = next_block(&mut self.block_rng, t, &self.config);
         let block = Arc::new(self.build_block(&self.hub, t, self.network_payout.clone()));
         connect_own(&mut self.hub, block.clone());
@@ -685,14 +686,14 @@ impl Network {
     /// The rest of the network finds a block right now, paying `payout_script` (Core's
     /// `generatetoaddress`). The scheduled network blocks keep their times: the Poisson process
     /// is memoryless, so an extra block does not shift it.
-    pub fn mine_now(&mut self, now: SimTime, payout_script: Vec<u8>) -> Hash256 {
+    pub fn mine_now(&mut self, now: Timestamp, payout_script: Vec<u8>) -> Hash256 {
         self.mine_now_at(NodeId::FIRST, now, payout_script)
     }
 
     /// [`Network::mine_now`] at node `node` (`generatetoaddress` on its RPC): the block is
     /// built on its tip from its mempool, is its tip at once and is relayed like a submitted
     /// block.
-    pub fn mine_now_at(&mut self, node: NodeId, now: SimTime, payout_script: Vec<u8>) -> Hash256 {
+    pub fn mine_now_at(&mut self, node: NodeId, now: Timestamp, payout_script: Vec<u8>) -> Hash256 {
         self.run_until(now);
         let t = self.now;
         let n = &self.nodes[node.index()];
@@ -704,7 +705,7 @@ impl Network {
     }
 
     /// A block on `ledger`'s tip with its mempool's best transactions, as the network mines.
-    fn build_block(&self, ledger: &Ledger, t: SimTime, payout_script: Vec<u8>) -> StoredBlock {
+    fn build_block(&self, ledger: &Ledger, t: Timestamp, payout_script: Vec<u8>) -> StoredBlock {
         let prev = ledger.chain.tip().clone();
         let height = prev.height + 1;
         let selection = ledger.mempool.select(self.tx_weight_limit());
@@ -760,14 +761,14 @@ impl Network {
 
     /// A block node `from` has (found there or checked there) goes to the hub as a compact
     /// block.
-    fn send_up(&mut self, from: NodeId, block: Arc<StoredBlock>, t: SimTime) {
+    fn send_up(&mut self, from: NodeId, block: Arc<StoredBlock>, t: Timestamp) {
         let bytes = relay::compact_block(&block);
         self.nodes[from.index()].peer.add(true, bytes);
         let at = t + self.delay(from);
         self.send(at, Relay::BlockUp { from, block });
     }
 
-    fn block_reaches_hub(&mut self, from: NodeId, block: Arc<StoredBlock>, t: SimTime) {
+    fn block_reaches_hub(&mut self, from: NodeId, block: Arc<StoredBlock>, t: Timestamp) {
         if self.hub.chain.contains(&block.hash) {
             return;
         }
@@ -791,7 +792,7 @@ impl Network {
         }
     }
 
-    fn block_reaches_node(&mut self, id: NodeId, block: &StoredBlock, t: SimTime) {
+    fn block_reaches_node(&mut self, id: NodeId, block: &StoredBlock, t: Timestamp) {
         let n = &mut self.nodes[id.index()];
         if n.ledger.chain.contains(&block.hash) {
             return;
@@ -890,16 +891,16 @@ impl Network {
         }
     }
 
-    fn announce_tip(&mut self, node: NodeId, block: &StoredBlock, t: SimTime) {
+    fn announce_tip(&mut self, node: NodeId, block: &StoredBlock, t: Timestamp) {
         self.emit(Some(node), tip_changed(block, t));
         self.new_template(node, t);
     }
 
-    fn announce_network_tip(&mut self, block: &StoredBlock, t: SimTime) {
+    fn announce_network_tip(&mut self, block: &StoredBlock, t: Timestamp) {
         self.emit(None, tip_changed(block, t));
     }
 
-    fn new_template(&mut self, id: NodeId, t: SimTime) {
+    fn new_template(&mut self, id: NodeId, t: Timestamp) {
         let template = Arc::new(self.preview_template_at(id, t));
         let n = &mut self.nodes[id.index()];
         n.next_template_id += 1;
@@ -908,7 +909,7 @@ impl Network {
         self.emit(Some(id), Output::TemplateCreated(template));
     }
 
-    fn template_base(&self, n: &NodeState, now: SimTime) -> TemplateBase {
+    fn template_base(&self, n: &NodeState, now: Timestamp) -> TemplateBase {
         let tip = n.ledger.chain.tip();
         let mintime = n.ledger.chain.median_time_past(&tip.hash).unwrap_or(0) + 1;
         TemplateBase {
@@ -928,7 +929,7 @@ impl Network {
     }
 }
 
-fn tip_changed(block: &StoredBlock, t: SimTime) -> Output {
+fn tip_changed(block: &StoredBlock, t: Timestamp) -> Output {
     Output::TipChanged {
         at: t,
         hash: block.hash,
@@ -955,7 +956,7 @@ fn reorg(
     ledger: &mut Ledger,
     checked: CheckedBlock,
     height: u32,
-    t: SimTime,
+    t: Timestamp,
 ) -> Result<(Accepted, Arc<StoredBlock>), SubmitError> {
     let chain = &ledger.chain;
     let prev_hash = checked.header.prev_hash;
@@ -1022,21 +1023,21 @@ fn reorg(
     Ok((accepted, new_tip))
 }
 
-fn next_arrival(rng: &mut Rng, from: SimTime, rate: f64) -> SimTime {
+fn next_arrival(rng: &mut Rng, from: Timestamp, rate: f64) -> Timestamp {
     if rate <= 0.0 {
-        return SimTime::NEVER;
+        return Timestamp::MAX;
     }
     let gap = dist::exponential(rng, 1.0 / rate);
     // A vanishing rate can put the next arrival past any representable time: never.
-    std::time::Duration::try_from_secs_f64(gap).map_or(SimTime::NEVER, |d| from.saturating_add(d))
+    std::time::Duration::try_from_secs_f64(gap).map_or(Timestamp::MAX, |d| from + d)
 }
 
-fn next_block(rng: &mut Rng, from: SimTime, config: &SimnetConfig) -> SimTime {
+fn next_block(rng: &mut Rng, from: Timestamp, config: &SimnetConfig) -> Timestamp {
     if config.block_interval.is_zero() {
-        return SimTime::NEVER;
+        return Timestamp::MAX;
     }
     let gap = dist::exponential(rng, config.block_interval.as_secs_f64());
-    std::time::Duration::try_from_secs_f64(gap).map_or(SimTime::NEVER, |d| from.saturating_add(d))
+    std::time::Duration::try_from_secs_f64(gap).map_or(Timestamp::MAX, |d| from + d)
 }
 
 /// The block the network starts from: a coinbase-only block at the start height, found ten
@@ -1098,7 +1099,7 @@ fn coinbase_only_block(
         Vec::new(),
         0,
         BlockSource::Start,
-        SimTime::ZERO,
+        Timestamp::ZERO,
     )
 }
 
@@ -1149,7 +1150,7 @@ fn stored(
     height: u32,
     entries: Vec<Arc<TxEntry>>,
     fees: u64,
-    t: SimTime,
+    t: Timestamp,
 ) -> StoredBlock {
     let coinbase = checked
         .block
@@ -1170,7 +1171,7 @@ fn stored(
 
 /// Entries for a side block's transactions: ours where we have them, fresh ones (fee unknown,
 /// recorded as zero) where we do not.
-fn unchecked_entries(checked: &CheckedBlock, mempool: &Mempool, t: SimTime) -> Vec<Arc<TxEntry>> {
+fn unchecked_entries(checked: &CheckedBlock, mempool: &Mempool, t: Timestamp) -> Vec<Arc<TxEntry>> {
     checked.block.txdata[1..]
         .iter()
         .zip(&checked.txids[1..])

@@ -2,7 +2,7 @@
 //! Provider) serve from.
 //!
 //! One [`Network`] sits behind a mutex, shared by a [`Node`] handle per node it presents. The
-//! clock task ([`Node::run_clock`], one per network) maps the monotonic clock onto [`SimTime`]
+//! clock task ([`Node::run_clock`], one per network) maps the monotonic clock onto [`Timestamp`]
 //! and advances the network at its deadlines; endpoints read their node's view through
 //! [`Node::read`] and submit blocks through [`Node::submit_block`]. Whatever the network
 //! outputs, whoever caused it, is published at once in one place ([`Node::publish`]): written to
@@ -29,8 +29,8 @@ use crate::mempool::MempoolEvent;
 use crate::network::{Network, NodeId, NodeOutput, Output, SubmitResult};
 use crate::relay::PeerBytes;
 use crate::template::Template;
-use crate::time::SimTime;
 use crate::view::NodeView;
+use primitives::Timestamp;
 
 /// What endpoints are told about, in the order it happened.
 #[derive(Clone, Debug)]
@@ -187,7 +187,7 @@ impl Node {
 
     fn start(mut net: Network, names: Vec<String>, sink: EventSink) -> Vec<Node> {
         let start = Instant::now();
-        let first = net.advance_nodes(SimTime::ZERO);
+        let first = due(&mut net, Timestamp::ZERO);
         let several = names.len() > 1;
         let outlets = net
             .node_ids()
@@ -230,12 +230,12 @@ impl Node {
     }
 
     /// Simulated time now.
-    pub fn now(&self) -> SimTime {
-        SimTime::from_duration(self.shared.start.elapsed())
+    pub fn now(&self) -> Timestamp {
+        Timestamp::ZERO + self.shared.start.elapsed()
     }
 
     /// The instant simulated time `t` maps to.
-    pub fn instant(&self, t: SimTime) -> Instant {
+    pub fn instant(&self, t: Timestamp) -> Instant {
         self.shared.start + Duration::from_nanos(t.as_nanos())
     }
 
@@ -244,7 +244,7 @@ impl Node {
     pub fn read<R>(&self, f: impl FnOnce(&NodeView<'_>) -> R) -> R {
         let (r, outputs) = {
             let mut net = self.lock();
-            let outputs = net.advance_nodes(self.now());
+            let outputs = due(&mut net, self.now());
             (f(&net.node(self.id)), outputs)
         };
         self.publish(outputs);
@@ -257,7 +257,7 @@ impl Node {
             let mut net = self.lock();
             let now = self.now();
             let result = net.submit_block_at(self.id, now, raw);
-            (result, net.advance_nodes(now))
+            (result, due(&mut net, now))
         };
         self.publish(outputs);
         self.shared.kick.notify_one();
@@ -273,7 +273,7 @@ impl Node {
             let hashes: Vec<Hash256> = (0..count)
                 .map(|_| net.mine_now_at(self.id, now, payout_script.to_vec()))
                 .collect();
-            (hashes, net.advance_nodes(now))
+            (hashes, due(&mut net, now))
         };
         self.publish(outputs);
         self.shared.kick.notify_one();
@@ -366,7 +366,7 @@ impl Node {
         loop {
             let (outputs, next) = {
                 let mut net = self.lock();
-                let outputs = net.advance_nodes(self.now());
+                let outputs = due(&mut net, self.now());
                 (outputs, net.poll_timeout())
             };
             self.publish(outputs);
@@ -389,7 +389,7 @@ impl Node {
     fn report_peer_bytes(&self) {
         let (outputs, totals) = {
             let mut net = self.lock();
-            let outputs = net.advance_nodes(self.now());
+            let outputs = due(&mut net, self.now());
             let totals: Vec<PeerBytes> =
                 net.node_ids().map(|id| net.node(id).peer_bytes()).collect();
             (outputs, totals)
@@ -555,6 +555,12 @@ impl Outlet {
         // No subscribers is fine: nobody is listening yet.
         let _ = self.updates.send(update);
     }
+}
+
+/// Runs what is due on `net` up to `now` and takes everything that happened, in order.
+fn due(net: &mut Network, now: Timestamp) -> Vec<NodeOutput> {
+    net.handle_timeout(now);
+    std::iter::from_fn(|| net.poll_event()).collect()
 }
 
 #[cfg(test)]

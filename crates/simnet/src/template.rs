@@ -15,7 +15,7 @@ use primitives::{
 
 use crate::chain::block_subsidy;
 use crate::mempool::{Selection, TxEntry};
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// Block version templates ask for: BIP9 top bits, no deployment signalled.
 pub const TEMPLATE_VERSION: u32 = 0x2000_0000;
@@ -27,7 +27,7 @@ pub struct Template {
     /// Increases by one with every template the network makes.
     pub id: u64,
     /// When the network made it.
-    pub created_at: SimTime,
+    pub created_at: Timestamp,
     /// Hash of the tip it builds on.
     pub prev_hash: Hash256,
     /// Height of the block it makes.
@@ -67,7 +67,7 @@ pub struct Template {
 /// What a template is built from, apart from the transactions.
 pub(crate) struct TemplateBase {
     pub id: u64,
-    pub now: SimTime,
+    pub now: Timestamp,
     pub prev_hash: Hash256,
     pub height: u32,
     pub bits: CompactTarget,

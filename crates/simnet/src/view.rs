@@ -14,7 +14,7 @@ use crate::mempool::{Mempool, TxEntry};
 use crate::network::{Network, NodeId, NodeState};
 use crate::relay::PeerBytes;
 use crate::template::Template;
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// A node's view of the network, borrowed from it.
 #[derive(Clone, Copy)]
@@ -70,7 +70,7 @@ impl<'a> NodeView<'a> {
     }
 
     /// A template built now from the node's mempool and tip, without publishing it.
-    pub fn preview_template(&self, now: SimTime) -> Template {
+    pub fn preview_template(&self, now: Timestamp) -> Template {
         self.net.preview_template_at(self.id, now)
     }
 
@@ -136,12 +136,12 @@ impl<'a> NodeView<'a> {
     }
 
     /// The network's current simulated time.
-    pub fn now(&self) -> SimTime {
+    pub fn now(&self) -> Timestamp {
         self.net.now()
     }
 
     /// Unix time (seconds) of the simulated instant `t`.
-    pub fn unix_time(&self, t: SimTime) -> u64 {
+    pub fn unix_time(&self, t: Timestamp) -> u64 {
         self.net.unix_time(t)
     }
 }

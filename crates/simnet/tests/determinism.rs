@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::*;
 use primitives::Hash256;
-use simnet::{Network, Output, SimTime, SimnetConfig};
+use simnet::{Network, Output, SimnetConfig, Timestamp};
 
 fn config(seed: u64) -> SimnetConfig {
     let mut c = submit_config(seed);
@@ -19,7 +19,7 @@ fn config(seed: u64) -> SimnetConfig {
 #[derive(Debug, PartialEq)]
 struct Trace {
     outputs: Vec<String>,
-    mempool: Vec<(Hash256, u64, SimTime)>,
+    mempool: Vec<(Hash256, u64, Timestamp)>,
     chain: Vec<Hash256>,
 }
 
@@ -49,11 +49,11 @@ fn trace(net: &Network, outputs: &[Output]) -> Trace {
 
 /// Runs to `end`, stepping by deadlines or by a fixed step, submitting a block found on the
 /// template current at `submit_at`.
-fn drive(seed: u64, step: Option<Duration>, submit_at: SimTime, end: SimTime) -> Trace {
+fn drive(seed: u64, step: Option<Duration>, submit_at: Timestamp, end: Timestamp) -> Trace {
     let mut net = Network::new(config(seed)).unwrap();
     let mut outputs = Vec::new();
     let mut submitted = false;
-    let mut now = SimTime::ZERO;
+    let mut now = Timestamp::ZERO;
     while now < end {
         let next = match step {
             Some(s) => now + s,
@@ -61,12 +61,12 @@ fn drive(seed: u64, step: Option<Duration>, submit_at: SimTime, end: SimTime) ->
         }
         .min(end);
         if !submitted && next >= submit_at {
-            outputs.extend(net.advance(submit_at));
+            outputs.extend(common::first_node(&mut net, submit_at));
             let block = Draft::from_template(net.template()).mine();
             net.submit_block(submit_at, &raw(&block)).unwrap();
             submitted = true;
         }
-        outputs.extend(net.advance(next));
+        outputs.extend(common::first_node(&mut net, next));
         now = next;
     }
     trace(&net, &outputs)
@@ -105,7 +105,7 @@ fn submitting_shifts_no_arrival() {
             net.submit_block(secs(200), &raw(&block)).unwrap();
         }
         run(&mut net, secs(1_000));
-        let mut all: Vec<(Hash256, SimTime)> = net
+        let mut all: Vec<(Hash256, Timestamp)> = net
             .mempool()
             .iter_by_fee_rate()
             .map(|e| (e.txid, e.time))

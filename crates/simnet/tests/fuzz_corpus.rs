@@ -5,7 +5,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use testkit::Corpus;
 
 use common::Draft;
 use primitives::bitcoin::consensus::serialize;
@@ -13,44 +15,26 @@ use primitives::bitcoin::Amount;
 use simnet::checks::fuzz;
 use simnet::rpc::fuzz as rpc_fuzz;
 use simnet::zmq::zmtp::fuzz as zmtp_fuzz;
-use simnet::{SimTime, SubmitError};
+use simnet::{SubmitError, Timestamp};
 
-fn corpus_of(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-/// Every committed input of `target`'s corpus through `run`.
-fn replay(target: &str, min: usize, run: impl Fn(&[u8])) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_of(target))
-        .expect("the committed corpus")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    assert!(files.len() >= min, "corpus has {} files", files.len());
-    for f in &files {
-        let data = std::fs::read(f).unwrap();
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        run(&data);
-    }
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_corpus_input_goes_through_the_submit_path_without_a_panic() {
-    replay("submit_block", 5, fuzz::submit);
+    corpus("submit_block").replay(5, fuzz::submit);
 }
 
 #[test]
 fn every_zmtp_reader_corpus_input_holds_the_invariants() {
-    replay("zmtp_reader", 5, zmtp_fuzz::reader);
+    corpus("zmtp_reader").replay(5, zmtp_fuzz::reader);
 }
 
 #[test]
 fn every_rpc_request_corpus_input_holds_the_invariants() {
-    replay("rpc_request", 5, rpc_fuzz::request);
+    corpus("rpc_request").replay(5, rpc_fuzz::request);
 }
 
 /// Real blocks to start the fuzzer from: valid ones on the fuzzing network (so mutations start
@@ -96,7 +80,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 fn the_seeds_reach_acceptance_and_a_reorg() {
     let seeds = seeds();
     let mut net = fuzz::network();
-    let now = SimTime::from_secs(60);
+    let now = Timestamp::from_secs(60);
     let accepted = net.submit_block(now, &seeds[0].1).unwrap();
     assert_eq!(accepted.height, net.height());
     let mut net = fuzz::network();
@@ -256,10 +240,6 @@ fn write_seeds() {
         ("zmtp_reader", zmtp_seeds()),
         ("rpc_request", rpc_seeds()),
     ] {
-        let dir = corpus_of(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds {
-            std::fs::write(dir.join(name), data).unwrap();
-        }
+        corpus(target).write_seeds(seeds);
     }
 }

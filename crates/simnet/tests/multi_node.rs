@@ -10,8 +10,8 @@ use std::time::Duration;
 use common::*;
 use primitives::Hash256;
 use simnet::{
-    BlockSource, Network, NodeId, NodeOutput, NodeSpec, Output, PeerBytes, SimTime, SimnetConfig,
-    StoredBlock,
+    BlockSource, Network, NodeId, NodeOutput, NodeSpec, Output, PeerBytes, SimnetConfig,
+    StoredBlock, Timestamp,
 };
 
 const POOL_DELAY: Duration = Duration::from_millis(20);
@@ -44,23 +44,23 @@ fn pool_and_farm(c: SimnetConfig) -> (Network, NodeId, NodeId) {
 }
 
 /// Runs through every deadline up to `until`, collecting every node's outputs.
-fn run_nodes(net: &mut Network, until: SimTime) -> Vec<NodeOutput> {
+fn run_nodes(net: &mut Network, until: Timestamp) -> Vec<NodeOutput> {
     let mut out = Vec::new();
     while let Some(t) = net.poll_timeout() {
         if t > until {
             break;
         }
-        out.extend(net.advance_nodes(t));
+        out.extend(common::every_node(net, t));
     }
-    out.extend(net.advance_nodes(until));
+    out.extend(common::every_node(net, until));
     out
 }
 
 /// Transactions the network made after the start (the initial mempool has time zero), with
 /// when the rest of the network got them.
-fn arrivals(net: &Network) -> Vec<(Hash256, SimTime)> {
+fn arrivals(net: &Network) -> Vec<(Hash256, Timestamp)> {
     let chain = net.network_chain();
-    let mut all: Vec<(Hash256, SimTime)> = net
+    let mut all: Vec<(Hash256, Timestamp)> = net
         .network_mempool()
         .iter_by_fee_rate()
         .map(|e| (e.txid, e.time))
@@ -69,13 +69,13 @@ fn arrivals(net: &Network) -> Vec<(Hash256, SimTime)> {
                 .filter_map(|h| chain.block(&chain.hash_at(h).unwrap()))
                 .flat_map(|b| b.txs.iter().map(|e| (e.txid, e.time))),
         )
-        .filter(|(_, t)| *t > SimTime::ZERO)
+        .filter(|(_, t)| *t > Timestamp::ZERO)
         .collect();
     all.sort_by_key(|(id, t)| (*t, *id));
     all
 }
 
-fn tips_of(outputs: &[NodeOutput], node: Option<NodeId>) -> Vec<(SimTime, Hash256)> {
+fn tips_of(outputs: &[NodeOutput], node: Option<NodeId>) -> Vec<(Timestamp, Hash256)> {
     outputs
         .iter()
         .filter(|o| o.node == node)
@@ -90,7 +90,7 @@ fn tips_of(outputs: &[NodeOutput], node: Option<NodeId>) -> Vec<(SimTime, Hash25
 fn a_transaction_reaches_each_node_after_its_delay() {
     let (mut net, pool, farm) = pool_and_farm(config(1));
     for step in 1..=40u64 {
-        let now = SimTime::ZERO + ms(250 * step + 7 * step);
+        let now = Timestamp::ZERO + ms(250 * step + 7 * step);
         run_nodes(&mut net, now);
         for (txid, t) in arrivals(&net) {
             for (node, delay) in [(pool, POOL_DELAY), (farm, FARM_DELAY)] {
@@ -120,7 +120,7 @@ fn templates_differ_while_a_transaction_is_on_its_way_and_converge_after() {
     run_nodes(&mut net, secs(30));
     let all = arrivals(&net);
     // Arrivals with no other within the farm's delay after them.
-    let lonely: Vec<SimTime> = all
+    let lonely: Vec<Timestamp> = all
         .windows(2)
         .filter(|w| w[1].1 > w[0].1 + FARM_DELAY * 2)
         .map(|w| w[0].1)
@@ -132,7 +132,7 @@ fn templates_differ_while_a_transaction_is_on_its_way_and_converge_after() {
     let mut checked = 0;
     for t in lonely
         .into_iter()
-        .filter(|t| *t > SimTime::ZERO + FARM_DELAY)
+        .filter(|t| *t > Timestamp::ZERO + FARM_DELAY)
     {
         // In the window: the pool's template has it, the farm's not yet.
         run_nodes(&mut net, t + ms(30));
@@ -161,7 +161,7 @@ fn a_block_submitted_at_the_farm_reaches_the_pool_after_both_delays() {
     let hash = accepted.hash;
 
     // The farm at once, with a template on it.
-    let outs = net.advance_nodes(at);
+    let outs = common::every_node(&mut net, at);
     assert_eq!(tips_of(&outs, Some(farm)), [(at, hash)]);
     assert!(outs.iter().any(|o| o.node == Some(farm)
         && matches!(&o.output, Output::TemplateCreated(t) if t.prev_hash == hash && t.created_at == at)));
@@ -173,7 +173,7 @@ fn a_block_submitted_at_the_farm_reaches_the_pool_after_both_delays() {
     // The network after the farm's delay, the pool after the farm's and its own.
     let hub_at = at + FARM_DELAY;
     let pool_at = at + FARM_DELAY + POOL_DELAY;
-    let outs = run_nodes(&mut net, SimTime::from_nanos(pool_at.as_nanos() - 1));
+    let outs = run_nodes(&mut net, Timestamp::from_nanos(pool_at.as_nanos() - 1));
     assert_eq!(tips_of(&outs, None), [(hub_at, hash)]);
     assert!(tips_of(&outs, Some(pool)).is_empty());
     assert_ne!(net.node(pool).tip().hash, hash);
@@ -238,22 +238,22 @@ fn cmpctblock(b: &StoredBlock) -> u64 {
 /// every transaction the network made (txid, when, size).
 fn replay_farm(
     net: &Network,
-    made: &[(Hash256, SimTime, u64)],
+    made: &[(Hash256, Timestamp, u64)],
     announce_every: Duration,
     submitted: &Arc<StoredBlock>,
-    submitted_at: SimTime,
-    now: SimTime,
+    submitted_at: Timestamp,
+    now: Timestamp,
 ) -> (PeerBytes, usize) {
     enum Ev {
-        Tx(Hash256, SimTime, u64),
+        Tx(Hash256, Timestamp, u64),
         Block(Arc<StoredBlock>),
         Sent(Arc<StoredBlock>),
     }
     let every = announce_every.as_nanos() as u64;
     let chain = net.network_chain();
-    let mut evs: Vec<(SimTime, Ev)> = Vec::new();
+    let mut evs: Vec<(Timestamp, Ev)> = Vec::new();
     for &(txid, t, len) in made {
-        let announced = SimTime::from_nanos(t.as_nanos().div_ceil(every) * every);
+        let announced = Timestamp::from_nanos(t.as_nanos().div_ceil(every) * every);
         evs.push((announced + FARM_DELAY, Ev::Tx(txid, announced, len)));
     }
     for h in chain.base_height() + 1..=chain.tip_height() {
@@ -318,14 +318,14 @@ fn replay_farm(
 
 /// Every transaction the network makes up to `end` with this config: the transaction stream
 /// does not depend on blocks or submissions.
-fn made_until(c: &SimnetConfig, end: SimTime) -> Vec<(Hash256, SimTime, u64)> {
+fn made_until(c: &SimnetConfig, end: Timestamp) -> Vec<(Hash256, Timestamp, u64)> {
     let mut c = c.clone();
     c.block_interval = Duration::ZERO;
     let mut net = Network::new(c).unwrap();
     run(&mut net, end);
     net.network_mempool()
         .iter_by_fee_rate()
-        .filter(|e| e.time > SimTime::ZERO)
+        .filter(|e| e.time > Timestamp::ZERO)
         .map(|e| (e.txid, e.time, e.raw.len() as u64))
         .collect()
 }
@@ -347,7 +347,7 @@ fn peer_bytes_add_up_from_the_model() {
         if net.node(farm).tip().hash == net.network_chain().tip_hash() {
             break;
         }
-        at = at + ms(100);
+        at += ms(100);
     }
     let block = Draft::from_template(net.node(farm).template()).mine();
     let hash = net.submit_block_at(farm, at, &raw(&block)).unwrap().hash;
@@ -401,7 +401,7 @@ fn drive(seed: u64, step: Option<Duration>) -> Vec<String> {
     let end = secs(200);
     let submits = [(secs(33), farm), (secs(97), pool), (secs(150), farm)];
     let mut next_submit = 0;
-    let mut now = SimTime::ZERO;
+    let mut now = Timestamp::ZERO;
     while now < end {
         let next = match step {
             Some(s) => now + s,
@@ -410,13 +410,13 @@ fn drive(seed: u64, step: Option<Duration>) -> Vec<String> {
         .min(end);
         if let Some(&(t, node)) = submits.get(next_submit) {
             if next >= t {
-                outputs.extend(net.advance_nodes(t));
+                outputs.extend(common::every_node(&mut net, t));
                 let block = Draft::from_template(net.node(node).template()).mine();
                 let _ = net.submit_block_at(node, t, &raw(&block));
                 next_submit += 1;
             }
         }
-        outputs.extend(net.advance_nodes(next));
+        outputs.extend(common::every_node(&mut net, next));
         now = next;
     }
     trace(&outputs, &net)

@@ -9,7 +9,7 @@ use common::*;
 use primitives::Hash256;
 use simnet::{BlockSource, MempoolConfig, Network, Output, SimnetConfig};
 
-fn tips(outputs: &[Output]) -> Vec<(simnet::SimTime, Hash256, u32, BlockSource)> {
+fn tips(outputs: &[Output]) -> Vec<(simnet::Timestamp, Hash256, u32, BlockSource)> {
     outputs
         .iter()
         .filter_map(|o| match o {
@@ -108,7 +108,7 @@ fn network_blocks_take_the_best_transactions() {
     };
     let mut net = Network::new(c).unwrap();
     let before = net.mempool().len();
-    let expected = net.preview_template(simnet::SimTime::ZERO);
+    let expected = net.preview_template(simnet::Timestamp::ZERO);
     let outs = run(&mut net, secs(5_000));
     let found = tips(&outs);
     assert!(!found.is_empty());

@@ -17,9 +17,9 @@ fn fresh(seed: u64) -> Network {
 fn expect_rejected(net: &mut Network, raw: &[u8], want: SubmitError) {
     let tip = net.chain().tip_hash();
     let at = net.now();
-    net.advance(at); // drain earlier outputs
+    common::first_node(net, at); // drain earlier outputs
     assert_eq!(net.submit_block(at, raw).unwrap_err(), want);
-    let outs = net.advance(at);
+    let outs = common::first_node(net, at);
     assert!(
         outs.iter().any(|o| matches!(o,
             Output::BlockVerdict { result: Err(e), .. } if *e == want)),
@@ -49,7 +49,7 @@ fn a_good_block_becomes_the_tip_and_a_new_template_follows() {
     let accepted = net.submit_block(at, &serialize(&block)).unwrap();
     assert_eq!((accepted.hash, accepted.height), (hash, 900_001));
 
-    let outs = net.advance(at);
+    let outs = common::first_node(&mut net, at);
     let mut saw = (false, false, false);
     for o in &outs {
         match o {
@@ -244,7 +244,7 @@ fn inconclusive_for_a_stale_block_then_a_reorg_when_its_branch_grows() {
     assert!(net.chain().is_main(&rival_hash));
     assert!(!net.chain().is_main(&winner_hash));
     assert!(template.txids.iter().all(|t| net.mempool().contains(t)));
-    let outs = net.advance(at);
+    let outs = common::first_node(&mut net, at);
     assert!(
         outs.iter().any(|o| matches!(o,
         Output::TipChanged { hash, source: BlockSource::Submitted, .. } if *hash == accepted.hash))
@@ -264,7 +264,7 @@ fn prev_blk_not_found() {
         net.submit_block(at, &serialize(&block)).unwrap_err(),
         SubmitError::PrevNotFound
     );
-    let outs = net.advance(at);
+    let outs = common::first_node(&mut net, at);
     assert!(outs.iter().any(|o| matches!(
         o,
         Output::BlockVerdict {

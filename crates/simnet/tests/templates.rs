@@ -185,7 +185,7 @@ fn a_new_tip_always_makes_a_template_at_once() {
     let block = Draft::from_template(&before).mine();
     let at = secs(11);
     net.submit_block(at, &serialize(&block)).unwrap();
-    let outs = net.advance(at);
+    let outs = common::first_node(&mut net, at);
     let ts = templates(&outs);
     assert_eq!(ts.len(), 1);
     assert_eq!(ts[0].created_at, at);

@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use mining::Reject;
-use primitives::{Difficulty, Millis};
+use primitives::{Difficulty, Timestamp};
 
 use crate::outbox::Outbox;
 use crate::server::{self, Handler, Share};
@@ -144,7 +144,7 @@ pub trait Judge {
         cx: &mut Self::Cx<'_>,
         a: &Authorize<'_>,
         known: bool,
-        now: Millis,
+        now: Timestamp,
     ) -> Option<Admitted<Self::Worker>>;
 
     /// The version bits the role lets miners roll.
@@ -154,11 +154,11 @@ pub trait Judge {
     /// The share difficulty now.
     fn difficulty(&self) -> Difficulty;
     /// Sets the difficulty (a hint); returns the one in force (vardiff's bounds apply).
-    fn set_difficulty(&mut self, d: Difficulty, now: Millis) -> Difficulty;
+    fn set_difficulty(&mut self, d: Difficulty, now: Timestamp) -> Difficulty;
     /// The floor the miner asked for (`minimum-difficulty`).
-    fn set_minimum(&mut self, d: Difficulty, now: Millis);
+    fn set_minimum(&mut self, d: Difficulty, now: Timestamp);
     /// Vardiff for a quiet miner: whether the difficulty changed.
-    fn vardiff_tick(&mut self, now: Millis) -> bool;
+    fn vardiff_tick(&mut self, now: Timestamp) -> bool;
     /// The difficulty the miner was just told (for the role's events).
     fn difficulty_sent(&mut self, _d: Difficulty) {}
 
@@ -174,7 +174,7 @@ pub trait Judge {
         cx: &mut Self::Cx<'_>,
         conn: &mut Conn<Self::Worker>,
         work: &Self::Work,
-        now: Millis,
+        now: Timestamp,
     ) -> Option<Arc<[u8]>>;
     /// After a difficulty change from `old` (already told): the latest job again under a fresh
     /// id, written by the judge, so that the miner applies the difficulty at once.
@@ -183,7 +183,7 @@ pub trait Judge {
         cx: &mut Self::Cx<'_>,
         conn: &mut Conn<Self::Worker>,
         old: Difficulty,
-        now: Millis,
+        now: Timestamp,
     );
 
     /// Judges a share from `conn.workers()[worker]`. On acceptance the session writes the
@@ -194,7 +194,7 @@ pub trait Judge {
         conn: &mut Conn<Self::Worker>,
         worker: usize,
         share: &Share<'_>,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Judged<Self::Accepted>, Refusal>;
     /// Whether `job_id` names a job this miner may still submit to (asked of a share whose
     /// parameters did not parse, which is answered in the customary order).
@@ -208,7 +208,7 @@ pub trait Judge {
         _worker: Option<&Self::Worker>,
         _share: ShareRef<'_>,
         _why: &Refusal,
-        _now: Millis,
+        _now: Timestamp,
     ) {
     }
 }
@@ -331,9 +331,12 @@ impl<J: Judge> Session<J> {
         self.conn.out.consume(n);
     }
 
-    /// Everything pending as one buffer (the shared line copied in), drained.
+    /// Everything pending as one buffer (the shared line copied in), marked transmitted: for a
+    /// shell that hands the bytes to another task instead of writing them itself.
     pub fn take_output(&mut self) -> Vec<u8> {
-        std::mem::take(self.conn.out.flatten())
+        let bytes = self.poll_transmit().concat();
+        self.transmitted(bytes.len());
+        bytes
     }
 
     /// Why the connection should be closed; `None` while it should not.
@@ -386,7 +389,7 @@ impl<J: Judge> Session<J> {
     pub fn handle_line(
         &mut self,
         line: &[u8],
-        now: Millis,
+        now: Timestamp,
         cx: &mut J::Cx<'_>,
     ) -> Outcome<J::Accepted> {
         server::handle_line(
@@ -400,14 +403,14 @@ impl<J: Judge> Session<J> {
     }
 
     /// New work from the role, for a miner that is ready for it.
-    pub fn on_work(&mut self, work: &J::Work, now: Millis, cx: &mut J::Cx<'_>) {
+    pub fn handle_work(&mut self, work: &J::Work, now: Timestamp, cx: &mut J::Cx<'_>) {
         if self.is_authorized() {
             self.send_job(work, now, cx);
         }
     }
 
     /// Vardiff for a quiet miner.
-    pub fn on_tick(&mut self, now: Millis, cx: &mut J::Cx<'_>) {
+    pub fn handle_tick(&mut self, now: Timestamp, cx: &mut J::Cx<'_>) {
         if !self.judge.is_working() {
             return;
         }
@@ -418,7 +421,7 @@ impl<J: Judge> Session<J> {
     }
 
     /// The role can now answer a subscribe that waited ([`Subscription::Wait`]).
-    pub fn subscription_ready(&mut self, now: Millis, cx: &mut J::Cx<'_>) {
+    pub fn subscription_ready(&mut self, now: Timestamp, cx: &mut J::Cx<'_>) {
         if let Some(id) = self.conn.pending_subscribe.take() {
             self.subscribe(&id, now, cx);
         }
@@ -441,7 +444,7 @@ impl<J: Judge> Session<J> {
         }
     }
 
-    fn subscribe(&mut self, id: &str, now: Millis, cx: &mut J::Cx<'_>) {
+    fn subscribe(&mut self, id: &str, now: Timestamp, cx: &mut J::Cx<'_>) {
         match self.judge.subscribe(cx, self.conn.subscribed) {
             Subscription::Granted {
                 id: sub,
@@ -462,7 +465,7 @@ impl<J: Judge> Session<J> {
         }
     }
 
-    fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Millis, cx: &mut J::Cx<'_>) {
+    fn authorize(&mut self, id: &str, a: &Authorize<'_>, now: Timestamp, cx: &mut J::Cx<'_>) {
         // The name stays exactly as sent: submits name the worker the same way.
         let name: &str = &a.user;
         let known = self.conn.workers.iter().any(|w| J::worker_name(w) == name);
@@ -491,7 +494,7 @@ impl<J: Judge> Session<J> {
         self.start_work(now, cx);
     }
 
-    fn configure(&mut self, id: &str, c: &Configure, now: Millis, cx: &J::Cx<'_>) {
+    fn configure(&mut self, id: &str, c: &Configure, now: Timestamp, cx: &J::Cx<'_>) {
         let offered = self.judge.offered_version_mask(cx);
         let agreed = server::configure(self.conn.out(), id, c, offered);
         if let Some(mask) = agreed.version_mask {
@@ -508,7 +511,7 @@ impl<J: Judge> Session<J> {
         id: &str,
         notification: bool,
         d: Difficulty,
-        now: Millis,
+        now: Timestamp,
         cx: &mut J::Cx<'_>,
     ) {
         if !notification {
@@ -522,7 +525,7 @@ impl<J: Judge> Session<J> {
     }
 
     /// Sends the first job once the miner is subscribed and authorized.
-    fn start_work(&mut self, now: Millis, cx: &mut J::Cx<'_>) {
+    fn start_work(&mut self, now: Timestamp, cx: &mut J::Cx<'_>) {
         if self.judge.is_working() || !self.is_authorized() {
             return;
         }
@@ -531,7 +534,7 @@ impl<J: Judge> Session<J> {
         }
     }
 
-    fn send_job(&mut self, work: &J::Work, now: Millis, cx: &mut J::Cx<'_>) {
+    fn send_job(&mut self, work: &J::Work, now: Timestamp, cx: &mut J::Cx<'_>) {
         let Some(notify) = self.judge.issue(cx, &mut self.conn, work, now) else {
             return;
         };
@@ -549,14 +552,19 @@ impl<J: Judge> Session<J> {
     }
 
     /// The difficulty changed from `old`: tell the miner, with the latest job again.
-    fn retarget(&mut self, old: Difficulty, now: Millis, cx: &mut J::Cx<'_>) {
+    fn retarget(&mut self, old: Difficulty, now: Timestamp, cx: &mut J::Cx<'_>) {
         self.send_difficulty_if_changed();
         self.judge.reissue(cx, &mut self.conn, old, now);
     }
 
     // Every share: inlined into the reader's fast path.
     #[inline]
-    fn submit(&mut self, s: &Share<'_>, now: Millis, cx: &mut J::Cx<'_>) -> Outcome<J::Accepted> {
+    fn submit(
+        &mut self,
+        s: &Share<'_>,
+        now: Timestamp,
+        cx: &mut J::Cx<'_>,
+    ) -> Outcome<J::Accepted> {
         let share = ShareRef {
             id: s.id,
             job_id: s.job_id,
@@ -584,7 +592,7 @@ impl<J: Judge> Session<J> {
         &mut self,
         env: &Envelope<'_>,
         e: ParamError,
-        now: Millis,
+        now: Timestamp,
         cx: &mut J::Cx<'_>,
     ) -> Outcome<J::Accepted> {
         let share = ShareRef {
@@ -626,7 +634,7 @@ impl<J: Judge> Session<J> {
         worker: Option<usize>,
         share: ShareRef<'_>,
         why: Refusal,
-        now: Millis,
+        now: Timestamp,
         cx: &mut J::Cx<'_>,
     ) -> Outcome<J::Accepted> {
         let worker_ref = worker.map(|w| &self.conn.workers[w]);
@@ -657,7 +665,7 @@ impl<J: Judge> Session<J> {
 struct Request<'s, 'c, 'x, J: Judge> {
     session: &'s mut Session<J>,
     cx: &'c mut J::Cx<'x>,
-    now: Millis,
+    now: Timestamp,
 }
 
 impl<J: Judge> Handler for Request<'_, '_, '_, J> {

@@ -4,34 +4,18 @@
 //! crash stays fixed and CI needs no nightly. Also writes the seed inputs the corpus started
 //! from (`--ignored write_seeds`).
 
-use std::path::{Path, PathBuf};
+use testkit::Corpus;
 
 use sv1::fuzz_support;
 
-fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/line")
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the committed corpus")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    files
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_corpus_input_goes_through_the_read_path_with_its_invariants() {
-    let files = files(&corpus_dir());
-    assert!(files.len() >= 30, "corpus has {} files", files.len());
-    for f in &files {
-        let data = std::fs::read(f).unwrap();
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        fuzz_support::line(&data);
-    }
+    corpus("line").replay(30, fuzz_support::line);
 }
 
 /// An input: the line limit (`'0'`..`'7'` index `fuzz_support::LIMITS`), the chunking seed (a
@@ -334,9 +318,5 @@ fn the_seeds_hold_the_invariants() {
 #[test]
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
-    let dir = corpus_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, data) in seeds() {
-        std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
-    }
+    corpus("line").write_seeds(seeds().into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
 }

@@ -1,42 +1,9 @@
 //! The share path of the codec (read a submit line, write its reply) allocates nothing.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-struct Counting;
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
-
-// Armed per thread: the test harness allocates on its own threads (output capture, timing)
-// while the test runs, and those allocations are not the share path's.
-thread_local! {
-    static ARMED: Cell<bool> = const { Cell::new(false) };
-}
-
-fn armed() -> bool {
-    ARMED.try_with(Cell::get).unwrap_or(false)
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if armed() {
-            ALLOCS.fetch_add(1, Ordering::Relaxed);
-        }
-        unsafe { System.realloc(p, l, n) }
-    }
-}
-
+// Counted on the test's own thread: the harness allocates on its threads (output capture,
+// timing) while the test runs, and those allocations are not the share path's.
 #[global_allocator]
-static A: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
 #[test]
 fn submit_read_and_reply_allocate_nothing() {
@@ -47,7 +14,7 @@ fn submit_read_and_reply_allocate_nothing() {
     // Warm up: buffers reach their steady-state capacity.
     lines.feed(input);
     while lines.next_line().is_some() {}
-    ARMED.with(|a| a.set(true));
+    let before = testkit::alloc::thread_allocs();
     let mut nonces = 0u64;
     for _ in 0..10_000 {
         lines.feed(input);
@@ -59,7 +26,7 @@ fn submit_read_and_reply_allocate_nothing() {
             sv1::write::reply_bool(&mut out, e.id().unwrap(), true);
         }
     }
-    ARMED.with(|a| a.set(false));
+    let allocs = testkit::alloc::thread_allocs() - before;
     assert_eq!(nonces, 10_000 * 0x1a2b3c4d);
-    assert_eq!(ALLOCS.load(Ordering::SeqCst), 0);
+    assert_eq!(allocs, 0);
 }

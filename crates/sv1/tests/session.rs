@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use mining::Reject;
-use primitives::{Difficulty, Millis};
+use primitives::{Difficulty, Timestamp};
 use sv1::server::Share;
 use sv1::session::{
     Admitted, Close, Conn, Judge, Judged, Outcome, Refusal, Session, ShareRef, Subscription,
@@ -61,7 +61,7 @@ impl Judge for Toy {
         _: &mut Self::Cx<'_>,
         a: &Authorize<'_>,
         known: bool,
-        _: Millis,
+        _: Timestamp,
     ) -> Option<Admitted<String>> {
         if a.user.starts_with("banned") {
             return None;
@@ -78,12 +78,12 @@ impl Judge for Toy {
     fn difficulty(&self) -> Difficulty {
         Difficulty::saturating(self.difficulty)
     }
-    fn set_difficulty(&mut self, d: Difficulty, _: Millis) -> Difficulty {
+    fn set_difficulty(&mut self, d: Difficulty, _: Timestamp) -> Difficulty {
         self.difficulty = d.as_f64().max(1.0);
         self.difficulty()
     }
-    fn set_minimum(&mut self, _: Difficulty, _: Millis) {}
-    fn vardiff_tick(&mut self, _: Millis) -> bool {
+    fn set_minimum(&mut self, _: Difficulty, _: Timestamp) {}
+    fn vardiff_tick(&mut self, _: Timestamp) -> bool {
         if self.ticks_change {
             self.difficulty /= 2.0;
         }
@@ -100,7 +100,7 @@ impl Judge for Toy {
         _: &mut Self::Cx<'_>,
         _: &mut Conn<String>,
         work: &Arc<[u8]>,
-        _: Millis,
+        _: Timestamp,
     ) -> Option<Arc<[u8]>> {
         self.working = true;
         self.issued.push(String::from_utf8_lossy(work).into_owned());
@@ -111,7 +111,7 @@ impl Judge for Toy {
         _: &mut Self::Cx<'_>,
         conn: &mut Conn<String>,
         old: Difficulty,
-        _: Millis,
+        _: Timestamp,
     ) {
         self.reissued.push(old.as_f64());
         conn.out().extend_from_slice(b"again\n");
@@ -122,7 +122,7 @@ impl Judge for Toy {
         conn: &mut Conn<String>,
         worker: usize,
         share: &Share<'_>,
-        _: Millis,
+        _: Timestamp,
     ) -> Result<Judged<u32>, Refusal> {
         assert_eq!(conn.workers()[worker], share.worker);
         match self.next_verdict.take().expect("a verdict set") {
@@ -151,14 +151,14 @@ impl Judge for Toy {
         worker: Option<&String>,
         share: ShareRef<'_>,
         why: &Refusal,
-        _: Millis,
+        _: Timestamp,
     ) {
         self.refused
             .push(format!("{} {:?} {:?}", share.id, worker, why));
     }
 }
 
-const T0: Millis = Millis(1_000);
+const T0: Timestamp = Timestamp::from_millis(1_000);
 
 struct Rig {
     s: Session<Toy>,
@@ -343,7 +343,7 @@ fn hints_and_vardiff_retarget_a_working_miner_and_only_it() {
 
     // Vardiff on a tick.
     r.s.judge_mut().ticks_change = true;
-    r.s.on_tick(T0, &mut r.work);
+    r.s.handle_tick(T0, &mut r.work);
     let out = r.written();
     assert!(out[0].contains("64"), "{out:?}");
     assert_eq!(r.s.judge().reissued, [64.0, 128.0]);

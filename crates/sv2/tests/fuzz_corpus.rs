@@ -3,7 +3,7 @@
 //! crash stays fixed and CI needs no nightly. Also writes the seed inputs the corpus started
 //! from (`--ignored write_seeds`).
 
-use std::path::{Path, PathBuf};
+use testkit::Corpus;
 
 use primitives::Target;
 use sv2::fuzz_support;
@@ -20,41 +20,19 @@ use sv2::messages::mining::{
 use sv2::messages::template_distribution::{NewTemplate, RequestTransactionDataSuccess};
 use sv2::messages::Message;
 
-fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("the committed corpus")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    files
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_frames_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("frames"));
-    assert!(files.len() >= 20, "corpus has {} files", files.len());
-    for f in &files {
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        fuzz_support::frames(&std::fs::read(f).unwrap());
-    }
+    corpus("frames").replay(20, fuzz_support::frames);
 }
 
 #[test]
 fn every_messages_corpus_input_holds_the_invariants() {
-    let files = files(&corpus_dir("messages"));
-    assert!(files.len() >= 20, "corpus has {} files", files.len());
-    for f in &files {
-        eprintln!("{}", f.display());
-        fuzz_support::messages(&std::fs::read(f).unwrap());
-    }
+    corpus("messages").replay(20, fuzz_support::messages);
 }
 
 /// A `frames` input: mode, two read-size seed bytes, the rest.
@@ -439,10 +417,6 @@ fn the_seeds_hold_the_invariants() {
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
     for (target, seeds) in [("frames", frames_seeds()), ("messages", messages_seeds())] {
-        let dir = corpus_dir(target);
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, data) in seeds {
-            std::fs::write(dir.join(format!("seed-{name}")), data).unwrap();
-        }
+        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

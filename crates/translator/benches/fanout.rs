@@ -38,12 +38,12 @@ use mining::vardiff::VardiffConfig;
 use primitives::bitcoin::{Amount, Network};
 use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
 use primitives::{coinbase_merkle_branch, sha256d, Difficulty, Hash256};
-use sha2::digest::generic_array::GenericArray;
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannelSuccess, SetNewPrevHash,
 };
 use sv2::messages::Mining;
-use translator::{Device, DeviceId, Event, Millis, Mode, Translator, TranslatorConfig};
+use testkit::floor::Floor;
+use translator::{Device, DeviceId, Event, Mode, Timestamp, Translator, TranslatorConfig};
 
 const DEVICES: usize = 10_000;
 const CHANNEL: u32 = 1;
@@ -129,11 +129,11 @@ fn drain(device: &mut Device) -> usize {
 
 impl Rig {
     fn new(devices: usize) -> Rig {
-        let mut t = Translator::new(config(), Millis(0));
+        let mut t = Translator::new(config(), Timestamp::from_millis(0));
         let ids: Vec<DeviceId> = (0..devices)
-            .map(|_| t.device_connected(Millis(0)))
+            .map(|_| t.device_connected(Timestamp::from_millis(0)))
             .collect();
-        t.open_channel(Millis(0));
+        t.open_channel(Timestamp::from_millis(0));
         let Some(Mining::OpenExtendedMiningChannel(open)) = t.poll_transmit() else {
             panic!("the translator did not ask for a channel");
         };
@@ -146,14 +146,14 @@ impl Rig {
                 extranonce_prefix: PREFIX.to_vec(),
                 group_channel_id: 0,
             }),
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         for (i, &id) in ids.iter().enumerate() {
             let subscribe = r#"{"id":1,"method":"mining.subscribe","params":["bench/1.0"]}"#;
             let authorize =
                 format!(r#"{{"id":2,"method":"mining.authorize","params":["farm.d{i}","x"]}}"#);
-            t.device_line(id, subscribe.as_bytes(), Millis(0));
-            t.device_line(id, authorize.as_bytes(), Millis(0));
+            t.device_line(id, subscribe.as_bytes(), Timestamp::from_millis(0));
+            t.device_line(id, authorize.as_bytes(), Timestamp::from_millis(0));
         }
         let mut rig = Rig {
             translator: t,
@@ -179,14 +179,14 @@ impl Rig {
         let id = self.next_id();
         self.translator.upstream_message(
             Mining::NewExtendedMiningJob(job(id, false, id)),
-            Millis(self.now),
+            Timestamp::from_millis(self.now),
         );
     }
 
     /// A new block: a future job, then its prev hash.
     fn new_block(&mut self) {
         let id = self.next_id();
-        let now = Millis(self.now);
+        let now = Timestamp::from_millis(self.now);
         self.translator
             .upstream_message(Mining::NewExtendedMiningJob(job(id, true, id)), now);
         self.translator
@@ -207,7 +207,7 @@ impl Rig {
     /// built outside the timed region (a real pool's message arrives already built).
     fn timed(&mut self, block: bool) -> Duration {
         let id = self.next_id();
-        let now = Millis(self.now);
+        let now = Timestamp::from_millis(self.now);
         let messages: Vec<Mining> = if block {
             vec![
                 Mining::NewExtendedMiningJob(job(id, true, id)),
@@ -230,9 +230,9 @@ impl Rig {
     /// checked for bytes and drained.
     fn tick(&mut self) -> Duration {
         self.now += 1_000;
-        let now = Millis(self.now);
+        let now = Timestamp::from_millis(self.now);
         let t0 = Instant::now();
-        let written: usize = Mode::on_tick(&mut self.translator, now)
+        let written: usize = Mode::handle_tick(&mut self.translator, now)
             .iter()
             .map(|id| drain(self.translator.device_mut(*id).expect("connected")))
             .sum();
@@ -244,40 +244,13 @@ impl Rig {
 }
 
 fn floor_ns() -> f64 {
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [
-        0x6a09e667u32,
-        0xbb67ae85,
-        0x3c6ef372,
-        0xa54ff53a,
-        0x510e527f,
-        0x9b05688c,
-        0x1f83d9ab,
-        0x5be0cd19,
-    ];
-    let n = 200_000;
-    let t0 = Instant::now();
-    for _ in 0..n {
-        sha2::compress256(
-            black_box(&mut state),
-            std::slice::from_ref(black_box(&block)),
-        );
-    }
-    t0.elapsed().as_nanos() as f64 / n as f64
+    Floor::new().ns_per(200_000)
 }
 
 fn benches(c: &mut Criterion, rig: &mut Rig) {
     let mut g = c.benchmark_group("floor");
-    let block = GenericArray::clone_from_slice(&[0x5au8; 64]);
-    let mut state = [0x6a09e667u32; 8];
-    g.bench_function("compress256", |b| {
-        b.iter(|| {
-            sha2::compress256(
-                black_box(&mut state),
-                std::slice::from_ref(black_box(&block)),
-            )
-        })
-    });
+    let mut floor = Floor::new();
+    g.bench_function("compress256", |b| b.iter(|| floor.once()));
     g.finish();
 
     let mut g = c.benchmark_group("fanout");
@@ -299,7 +272,7 @@ fn benches(c: &mut Criterion, rig: &mut Rig) {
 fn check(rig: &mut Rig) {
     for block in [false, true] {
         let id = rig.next_id();
-        let now = Millis(rig.now);
+        let now = Timestamp::from_millis(rig.now);
         if block {
             rig.translator
                 .upstream_message(Mining::NewExtendedMiningJob(job(id, true, id)), now);

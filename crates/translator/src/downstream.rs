@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use mining::vardiff::Vardiff;
 use mining::Reject;
-use primitives::Millis;
+use primitives::Timestamp;
 use primitives::{Difficulty, Target};
 use sv1::server::Share;
 use sv1::session::{Admitted, Conn, Judge, Judged, Outcome, Refusal, Session, Subscription};
@@ -86,7 +86,7 @@ impl std::ops::DerefMut for Device {
 
 impl Device {
     /// A device just connected, at the starting difficulty, not yet subscribed.
-    pub fn new(id: DeviceId, config: &TranslatorConfig, now: Millis) -> Self {
+    pub fn new(id: DeviceId, config: &TranslatorConfig, now: Timestamp) -> Self {
         Device(Session::new(LocalCheck {
             id,
             extranonce: None,
@@ -159,19 +159,19 @@ impl Device {
     }
 
     /// Handles one line from the device (without its newline): what it was.
-    pub fn handle_line(&mut self, line: &[u8], now: Millis, link: &mut Link<'_>) -> LineOutcome {
+    pub fn handle_line(&mut self, line: &[u8], now: Timestamp, link: &mut Link<'_>) -> LineOutcome {
         self.0.handle_line(line, now, link)
     }
 
     /// The upstream channel opened: a subscribe that waited for it is answered.
-    pub fn on_channel_open(&mut self, now: Millis, link: &mut Link<'_>) {
+    pub fn handle_channel_open(&mut self, now: Timestamp, link: &mut Link<'_>) {
         self.0.subscription_ready(now, link);
     }
 
     /// The channel's extranonce prefix changed: the device's `extranonce1` with it. A device
     /// that opted in is told (`mining.set_extranonce`, applied from its next job); the others
     /// must reconnect.
-    pub fn on_extranonce_prefix(&mut self, prefix: &[u8], extranonce2_size: usize) {
+    pub fn handle_extranonce_prefix(&mut self, prefix: &[u8], extranonce2_size: usize) {
         let subscribed = self.is_subscribed();
         let (check, conn) = self.0.parts_mut();
         let Some(e) = check.extranonce.filter(|_| subscribed) else {
@@ -193,9 +193,9 @@ impl Device {
     }
 
     /// A new upstream channel splits its extranonce differently: the device gets a value in
-    /// the new split and is told as [`Device::on_extranonce_prefix`] tells it (the old value
+    /// the new split and is told as [`Device::handle_extranonce_prefix`] tells it (the old value
     /// belonged to an allocator that is gone).
-    pub fn on_new_layout(&mut self, prefix: &[u8], alloc: &mut ExtranonceAllocator) {
+    pub fn handle_new_layout(&mut self, prefix: &[u8], alloc: &mut ExtranonceAllocator) {
         if self.extranonce().is_none() || !self.is_subscribed() {
             return;
         }
@@ -209,13 +209,13 @@ impl Device {
     }
 
     /// New work from upstream, already translated.
-    pub fn on_job(&mut self, job: &Arc<Sv1Job>, now: Millis, link: &mut Link<'_>) {
-        self.0.on_work(job, now, link);
+    pub fn handle_job(&mut self, job: &Arc<Sv1Job>, now: Timestamp, link: &mut Link<'_>) {
+        self.0.handle_work(job, now, link);
     }
 
     /// Vardiff for a quiet device.
-    pub fn on_tick(&mut self, now: Millis, link: &mut Link<'_>) {
-        self.0.on_tick(now, link);
+    pub fn handle_tick(&mut self, now: Timestamp, link: &mut Link<'_>) {
+        self.0.handle_tick(now, link);
     }
 
     /// The connection ended: its extranonce value goes back to the channel.
@@ -317,7 +317,7 @@ impl Judge for LocalCheck {
         _: &mut Link<'_>,
         a: &Authorize<'_>,
         known: bool,
-        _: Millis,
+        _: Timestamp,
     ) -> Option<Admitted<String>> {
         Some(match known {
             true => Admitted::Known,
@@ -337,16 +337,16 @@ impl Judge for LocalCheck {
         self.vardiff.difficulty()
     }
 
-    fn set_difficulty(&mut self, d: Difficulty, now: Millis) -> Difficulty {
+    fn set_difficulty(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
         self.vardiff.set(d, now)
     }
 
-    fn set_minimum(&mut self, d: Difficulty, _: Millis) {
+    fn set_minimum(&mut self, d: Difficulty, _: Timestamp) {
         self.vardiff.set_minimum(d);
     }
 
-    fn vardiff_tick(&mut self, now: Millis) -> bool {
-        self.vardiff.on_tick(now).is_some()
+    fn vardiff_tick(&mut self, now: Timestamp) -> bool {
+        self.vardiff.handle_tick(now).is_some()
     }
 
     fn is_working(&self) -> bool {
@@ -362,7 +362,7 @@ impl Judge for LocalCheck {
         _: &mut Link<'_>,
         conn: &mut Conn<String>,
         job: &Arc<Sv1Job>,
-        now: Millis,
+        now: Timestamp,
     ) -> Option<Arc<[u8]>> {
         if !self.holds_prefix_of(conn, job) {
             return None;
@@ -379,10 +379,10 @@ impl Judge for LocalCheck {
         link: &mut Link<'_>,
         conn: &mut Conn<String>,
         old: Difficulty,
-        now: Millis,
+        now: Timestamp,
     ) {
         self.jobs
-            .difficulty_changed(old, now.plus(link.config.grace_ms));
+            .difficulty_changed(old, now.plus_millis(link.config.grace_ms));
         let Some((_, job)) = self.jobs.latest() else {
             return;
         };
@@ -401,7 +401,7 @@ impl Judge for LocalCheck {
         _: &mut Conn<String>,
         _: usize,
         s: &Share<'_>,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Judged<LocalShare>, Refusal> {
         let Some(extranonce2) = s.extranonce2 else {
             // Unreadable extranonce2: judged after the job, as a malformed parameter.
@@ -428,7 +428,7 @@ impl Judge for LocalCheck {
         };
         let share = self.jobs.judge(&sub, &cx).map_err(Refusal::Reject)?;
         let old = self.vardiff.difficulty();
-        let retargeted = self.vardiff.on_share(share.difficulty, now).is_some();
+        let retargeted = self.vardiff.handle_share(share.difficulty, now).is_some();
         Ok(Judged {
             accepted: share,
             retarget_from: retargeted.then_some(old),

@@ -91,7 +91,7 @@ use std::fmt::Write as _;
 use mining::vardiff::VardiffConfig;
 use mining::Reject;
 use primitives::coinbase::{CoinbaseSpec, Payout};
-use primitives::Millis;
+use primitives::Timestamp;
 use primitives::{
     merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, Target,
 };
@@ -115,7 +115,7 @@ use crate::{DeviceId, Event, Mode, Translator, TranslatorConfig};
 pub mod per_device;
 
 /// The virtual clock's start.
-pub const T0: Millis = Millis(1_000_000);
+pub const T0: Timestamp = Timestamp::from_millis(1_000_000);
 /// Steps per run, whatever the input's length: a run's time stays bounded.
 const MAX_STEPS: usize = 300;
 /// Devices connected at once, at most.
@@ -1401,7 +1401,7 @@ struct DeviceJob {
     extranonce1: Vec<u8>,
     /// The difficulty the device was told when it came.
     difficulty: Option<f64>,
-    received: Millis,
+    received: Timestamp,
 }
 
 /// What a submitted share was.
@@ -1491,7 +1491,7 @@ trait View {
 
 /// The context of the checks on a device's side.
 struct Cx<'a, V> {
-    now: Millis,
+    now: Timestamp,
     config: &'a TranslatorConfig,
     view: &'a V,
 }
@@ -1673,7 +1673,7 @@ impl Dev {
             ),
             Reject::NtimeOutOfRange => {
                 if let Some(j) = job {
-                    let age = (cx.now.since(j.received) / 1000) as u32;
+                    let age = (cx.now.millis_since(j.received) / 1000) as u32;
                     let latest = j
                         .ntime
                         .saturating_add(cx.config.max_ntime_ahead)
@@ -1968,7 +1968,7 @@ struct World<P: PoolSide> {
     t: Translator<P::U>,
     pool: P,
     config: TranslatorConfig,
-    now: Millis,
+    now: Timestamp,
     devices: Vec<Dev>,
     /// Every id handed out so far.
     ids: BTreeSet<u64>,
@@ -2069,8 +2069,8 @@ impl<P: PoolSide> World<P> {
                 self.settle(None, None);
             }
             op::TICK => {
-                self.now = self.now.plus(clock_step(input.u8()));
-                let ticked = Mode::on_tick(&mut self.t, self.now);
+                self.now = self.now.plus_millis(clock_step(input.u8()));
+                let ticked = Mode::handle_tick(&mut self.t, self.now);
                 for id in &ticked {
                     assert!(
                         self.devices.iter().any(|d| d.id == *id),

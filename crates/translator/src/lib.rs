@@ -19,7 +19,7 @@
 //!   per-device mode in [`fuzz_support::per_device`]), so that the committed corpora replay on
 //!   stable (`tests/fuzz_corpus.rs`).
 //!
-//! Time comes in as [`Millis`] on the caller's monotonic clock; outside [`shell`], nothing here
+//! Time comes in as [`Timestamp`] on the caller's monotonic clock; outside [`shell`], nothing here
 //! reads a clock, opens a socket or spawns a task.
 
 // Every public item says what it is for, and nothing is public that no other crate can reach.
@@ -43,7 +43,7 @@ pub use config::{ChannelMode, TranslatorConfig};
 pub use downstream::{Close, Device, LineOutcome};
 pub use mode::{Mode, Reach, Scope, Tagged, TICK_ROUNDS};
 pub use per_device::PerDevice;
-pub use primitives::Millis;
+pub use primitives::Timestamp;
 pub use translator::{Event, Translator};
 pub use uplink::Uplink;
 

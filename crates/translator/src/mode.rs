@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use primitives::Millis;
+use primitives::Timestamp;
 use primitives::{Difficulty, Target};
 
 use crate::config::ChannelMode;
@@ -111,21 +111,21 @@ pub trait Mode {
     fn channel_mode(&self) -> ChannelMode;
 
     /// A fresh upstream connection is ready (past SetupConnection): ask for the channel(s).
-    fn upstream_connected(&mut self, now: Millis);
+    fn upstream_connected(&mut self, now: Timestamp);
 
     /// The upstream connection is gone: what was in flight will not be answered and every
     /// job so far is stale; devices stay, for the next connection.
-    fn upstream_lost(&mut self, now: Millis);
+    fn upstream_lost(&mut self, now: Timestamp);
 
     /// Work can flow: the channel is open (aggregated), or the connection is (per-device,
     /// where channels come and go with devices).
     fn is_ready(&self) -> bool;
 
     /// Takes one message from the upstream; which devices may have something to write.
-    fn upstream_message(&mut self, m: Self::In, now: Millis) -> Reach;
+    fn upstream_message(&mut self, m: Self::In, now: Timestamp) -> Reach;
 
     /// A device connected; the id it is known by from now on.
-    fn device_connected(&mut self, now: Millis) -> DeviceId;
+    fn device_connected(&mut self, now: Timestamp) -> DeviceId;
 
     /// Device `id`'s connection is gone.
     fn device_closed(&mut self, id: DeviceId);
@@ -134,11 +134,11 @@ pub trait Mode {
     fn device_mut(&mut self, id: DeviceId) -> Option<&mut Device>;
 
     /// Takes one line from device `id`; `None` if no such device.
-    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome>;
+    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Timestamp) -> Option<LineOutcome>;
 
     /// One clock tick, walking one round of the devices ([`TICK_ROUNDS`]); the devices it may
     /// have given something to write.
-    fn on_tick(&mut self, now: Millis) -> Vec<DeviceId>;
+    fn handle_tick(&mut self, now: Timestamp) -> Vec<DeviceId>;
 
     /// The next message to send upstream, if any.
     fn poll_transmit(&mut self) -> Option<Self::Out>;
@@ -150,7 +150,7 @@ pub trait Mode {
     fn in_flight(&self) -> usize;
 
     /// When the longest-waiting forwarded share went upstream (the shell's keepalive).
-    fn oldest_in_flight(&self) -> Option<Millis>;
+    fn oldest_in_flight(&self) -> Option<Timestamp>;
 
     /// Hashes per second behind every channel.
     fn nominal_hash_rate(&self) -> f32;
@@ -174,11 +174,11 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         ChannelMode::Aggregated
     }
 
-    fn upstream_connected(&mut self, now: Millis) {
+    fn upstream_connected(&mut self, now: Timestamp) {
         self.open_channel(now);
     }
 
-    fn upstream_lost(&mut self, now: Millis) {
+    fn upstream_lost(&mut self, now: Timestamp) {
         self.replace_uplink(U::default(), now);
     }
 
@@ -186,12 +186,12 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         self.upstream().is_open() && self.layout().is_some()
     }
 
-    fn upstream_message(&mut self, m: U::In, now: Millis) -> Reach {
+    fn upstream_message(&mut self, m: U::In, now: Timestamp) -> Reach {
         Translator::upstream_message(self, m, now);
         Reach::Everyone
     }
 
-    fn device_connected(&mut self, now: Millis) -> DeviceId {
+    fn device_connected(&mut self, now: Timestamp) -> DeviceId {
         Translator::device_connected(self, now)
     }
 
@@ -203,12 +203,12 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         Translator::device_mut(self, id)
     }
 
-    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome> {
+    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Timestamp) -> Option<LineOutcome> {
         Translator::device_line(self, id, line, now)
     }
 
-    fn on_tick(&mut self, now: Millis) -> Vec<DeviceId> {
-        Translator::on_tick_round(self, now)
+    fn handle_tick(&mut self, now: Timestamp) -> Vec<DeviceId> {
+        Translator::handle_tick_round(self, now)
     }
 
     fn poll_transmit(&mut self) -> Option<U::Out> {
@@ -229,7 +229,7 @@ impl<U: Uplink + Default> Mode for Translator<U> {
         Translator::in_flight(self)
     }
 
-    fn oldest_in_flight(&self) -> Option<Millis> {
+    fn oldest_in_flight(&self) -> Option<Timestamp> {
         Translator::oldest_in_flight(self)
     }
 

@@ -30,8 +30,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
-use primitives::Millis;
 use primitives::Target;
+use primitives::Timestamp;
 use sv2::messages::mining::CloseChannel;
 use sv2::messages::Mining;
 
@@ -61,7 +61,7 @@ struct Slot {
     /// Its channel was asked for on the current connection.
     requested: bool,
     /// When, until the pool answered.
-    asked_at: Option<Millis>,
+    asked_at: Option<Timestamp>,
     /// Under which request id.
     request_id: u32,
 }
@@ -108,7 +108,7 @@ pub struct PerDevice {
     /// A connection is ready for channel requests.
     connected: bool,
     /// When the connection in use last sent anything.
-    last_heard: Option<Millis>,
+    last_heard: Option<Timestamp>,
     /// Requests given up on this connection (their devices gone, or the wait too long), whose
     /// answers may still come: a channel opened for one is closed with the reason.
     abandoned: HashMap<u32, &'static str>,
@@ -203,7 +203,7 @@ impl PerDevice {
 
     /// Asks for device `id`'s channel if it needs one and none was asked for on this
     /// connection.
-    fn request(&mut self, id: DeviceId, now: Millis) {
+    fn request(&mut self, id: DeviceId, now: Timestamp) {
         if !self.connected {
             return;
         }
@@ -303,7 +303,7 @@ impl PerDevice {
     }
 
     /// One message to device `id`'s channel.
-    fn deliver(&mut self, id: DeviceId, m: Mining, now: Millis) {
+    fn deliver(&mut self, id: DeviceId, m: Mining, now: Timestamp) {
         let Some(slot) = self.slots.get_mut(&id) else {
             return;
         };
@@ -313,7 +313,7 @@ impl PerDevice {
     }
 
     /// One message to a departed device's closed channel (verdicts, mostly).
-    fn deliver_draining(&mut self, channel: u32, m: Mining, now: Millis) {
+    fn deliver_draining(&mut self, channel: u32, m: Mining, now: Timestamp) {
         let Some((id, t)) = self.draining.get_mut(&channel) else {
             return;
         };
@@ -329,27 +329,27 @@ impl PerDevice {
 
     /// Requests past the open timeout: given up one by one while the pool is heard from,
     /// the connection's fault (reported once) while it is not.
-    fn time_out_requests(&mut self, now: Millis, touched: &mut Vec<DeviceId>) {
+    fn time_out_requests(&mut self, now: Timestamp, touched: &mut Vec<DeviceId>) {
         if self.opening.is_empty() {
             // The usual case: no walk over every device.
             return;
         }
         let limit = self.open_timeout_ms;
-        let overdue: Vec<(DeviceId, Millis)> = self
+        let overdue: Vec<(DeviceId, Timestamp)> = self
             .slots
             .iter()
             .filter_map(|(&id, s)| s.asked_at.map(|at| (id, at)))
-            .filter(|&(_, at)| now.since(at) > limit)
+            .filter(|&(_, at)| now.millis_since(at) > limit)
             .collect();
         for (id, asked) in overdue {
             if self.last_heard.is_some_and(|heard| heard >= asked) {
-                self.give_up(id, now.since(asked));
+                self.give_up(id, now.millis_since(asked));
                 touched.push(id);
             } else if !self.silence_reported {
                 self.silence_reported = true;
                 tracing::warn!(
                     device = id.0,
-                    waited_ms = now.since(asked),
+                    waited_ms = now.millis_since(asked),
                     "per-device: the pool has said nothing since a channel request; giving the connection up"
                 );
                 self.events.push_back(Tagged {
@@ -432,7 +432,7 @@ fn end_reused(
     in_flight: &mut usize,
 ) {
     if let Some((old, mut t)) = draining.remove(&channel_id) {
-        t.replace_uplink(UpstreamChannel::new(), Millis(0));
+        t.replace_uplink(UpstreamChannel::new(), Timestamp::from_millis(0));
         let n = drain_results(&mut t, old, Some(channel_id), events);
         *in_flight = in_flight.saturating_sub(n);
     }
@@ -470,7 +470,7 @@ impl Mode for PerDevice {
         ChannelMode::PerDevice
     }
 
-    fn upstream_connected(&mut self, now: Millis) {
+    fn upstream_connected(&mut self, now: Timestamp) {
         self.connected = true;
         self.last_heard = None;
         self.silence_reported = false;
@@ -484,7 +484,7 @@ impl Mode for PerDevice {
         }
     }
 
-    fn upstream_lost(&mut self, now: Millis) {
+    fn upstream_lost(&mut self, now: Timestamp) {
         self.connected = false;
         self.last_heard = None;
         self.abandoned.clear();
@@ -513,7 +513,7 @@ impl Mode for PerDevice {
         self.connected
     }
 
-    fn upstream_message(&mut self, m: Mining, now: Millis) -> Reach {
+    fn upstream_message(&mut self, m: Mining, now: Timestamp) -> Reach {
         self.last_heard = Some(now);
         match route(&m) {
             Route::Request(request_id) => {
@@ -567,7 +567,7 @@ impl Mode for PerDevice {
         }
     }
 
-    fn device_connected(&mut self, now: Millis) -> DeviceId {
+    fn device_connected(&mut self, now: Timestamp) -> DeviceId {
         let id = DeviceId(self.next_device);
         self.next_device += 1;
         let mut core = Translator::new(self.device_config(id), now);
@@ -613,7 +613,7 @@ impl Mode for PerDevice {
         self.slots.get_mut(&id)?.core.device_mut(id)
     }
 
-    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome> {
+    fn device_line(&mut self, id: DeviceId, line: &[u8], now: Timestamp) -> Option<LineOutcome> {
         let slot = self.slots.get_mut(&id)?;
         let before = slot.core.upstream().channel_id();
         let outcome = slot.core.device_line(id, line, now);
@@ -622,7 +622,7 @@ impl Mode for PerDevice {
         outcome
     }
 
-    fn on_tick(&mut self, now: Millis) -> Vec<DeviceId> {
+    fn handle_tick(&mut self, now: Timestamp) -> Vec<DeviceId> {
         let in_round = self.tick_rounds.next_round();
         let mut ids: Vec<DeviceId> = self
             .slots
@@ -633,7 +633,7 @@ impl Mode for PerDevice {
         for &id in &ids {
             if let Some(slot) = self.slots.get_mut(&id) {
                 let before = slot.core.upstream().channel_id();
-                slot.core.on_tick(now);
+                slot.core.handle_tick(now);
                 self.collect(id, before);
             }
         }
@@ -653,7 +653,7 @@ impl Mode for PerDevice {
         self.in_flight
     }
 
-    fn oldest_in_flight(&self) -> Option<Millis> {
+    fn oldest_in_flight(&self) -> Option<Timestamp> {
         if self.in_flight == 0 {
             // The usual case: no walk over every device.
             return None;

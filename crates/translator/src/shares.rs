@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use mining::Reject;
 use primitives::share::rolled_version;
-use primitives::Millis;
+use primitives::Timestamp;
 use primitives::{Difficulty, Hash256, JobHeader, MinerChoice, Sv1Share, Target};
 
 use crate::extranonce::DeviceExtranonce;
@@ -48,7 +48,7 @@ pub struct ShareContext {
     /// How far past the job's time (plus the job's age) a share's ntime may be, in seconds.
     pub max_ntime_ahead: u32,
     /// The time the share arrived.
-    pub now: Millis,
+    pub now: Timestamp,
 }
 
 /// A share the device had accepted.
@@ -98,7 +98,7 @@ struct Issued {
     job: Arc<Sv1Job>,
     target: Target,
     difficulty: Difficulty,
-    issued_at: Millis,
+    issued_at: Timestamp,
     /// Fingerprints of the shares accepted on it.
     seen: Vec<u64>,
 }
@@ -112,7 +112,7 @@ pub struct DeviceJobs {
     /// The highest id issued: an id at or below it that is no longer held expired (stale).
     highest: u64,
     /// The difficulty before the last change, its target and when its grace ends.
-    previous: Option<(Difficulty, Target, Millis)>,
+    previous: Option<(Difficulty, Target, Timestamp)>,
 }
 
 impl DeviceJobs {
@@ -128,7 +128,13 @@ impl DeviceJobs {
 
     /// Remembers job `job`, sent to the device as `wire_id` at `difficulty`, forgetting the oldest
     /// past `max_jobs`.
-    pub fn issue(&mut self, wire_id: u64, job: Arc<Sv1Job>, difficulty: Difficulty, now: Millis) {
+    pub fn issue(
+        &mut self,
+        wire_id: u64,
+        job: Arc<Sv1Job>,
+        difficulty: Difficulty,
+        now: Timestamp,
+    ) {
         if self.issued.len() == self.max_jobs {
             self.issued.pop_front();
         }
@@ -166,7 +172,7 @@ impl DeviceJobs {
 
     /// The device's difficulty changed from `old`: shares meeting it are still taken until
     /// `grace_until`, on any job (miners switch at different points of their queue).
-    pub fn difficulty_changed(&mut self, old: Difficulty, grace_until: Millis) {
+    pub fn difficulty_changed(&mut self, old: Difficulty, grace_until: Timestamp) {
         self.previous = Some((old, old.to_target(), grace_until));
     }
 
@@ -202,7 +208,7 @@ impl DeviceJobs {
         if s.extranonce2.len() != cx.extranonce2_size {
             return Err(Reject::ExtranonceSize);
         }
-        let age_secs = (cx.now.since(issued.issued_at) / 1000) as u32;
+        let age_secs = (cx.now.millis_since(issued.issued_at) / 1000) as u32;
         let latest_ntime = job
             .ntime
             .saturating_add(cx.max_ntime_ahead)
@@ -328,7 +334,7 @@ struct Forwarded {
     wire_id: u64,
     upstream_job_id: u32,
     nonce: u32,
-    sent_at: Millis,
+    sent_at: Timestamp,
 }
 
 /// `a` comes at or before `b` in sequence-number order (which wraps).
@@ -365,7 +371,7 @@ impl InFlight {
     }
 
     /// When the longest-waiting share went upstream.
-    pub fn oldest_sent_at(&self) -> Option<Millis> {
+    pub fn oldest_sent_at(&self) -> Option<Timestamp> {
         self.queue.front().map(|f| f.sent_at)
     }
 
@@ -376,7 +382,7 @@ impl InFlight {
         &mut self,
         device: DeviceId,
         share: &LocalShare,
-        now: Millis,
+        now: Timestamp,
         results: &mut Vec<ShareResult>,
     ) -> u32 {
         let seq = self.next_seq;
@@ -399,7 +405,13 @@ impl InFlight {
     /// `SubmitShares.Success`: the shares in flight up to `last` that got no error are
     /// accepted, `count` of them; should the count be smaller, the newest are taken as the
     /// accepted ones and the older stay for an error that may still come.
-    pub fn accepted(&mut self, last: u32, count: u32, now: Millis, results: &mut Vec<ShareResult>) {
+    pub fn accepted(
+        &mut self,
+        last: u32,
+        count: u32,
+        now: Timestamp,
+        results: &mut Vec<ShareResult>,
+    ) {
         let covered = self
             .queue
             .iter()
@@ -412,14 +424,14 @@ impl InFlight {
     }
 
     /// `SubmitShares.Error` for one share; `None` if it is not in flight (already settled).
-    pub fn rejected(&mut self, seq: u32, code: &str, now: Millis) -> Option<ShareResult> {
+    pub fn rejected(&mut self, seq: u32, code: &str, now: Timestamp) -> Option<ShareResult> {
         let i = self.queue.iter().position(|f| f.seq == seq)?;
         let f = self.queue.remove(i).expect("found");
         Some(f.result(UpstreamVerdict::Rejected(code.to_owned()), now))
     }
 
     /// The channel is gone: nothing in flight will be answered.
-    pub fn abandon(&mut self, now: Millis, results: &mut Vec<ShareResult>) {
+    pub fn abandon(&mut self, now: Timestamp, results: &mut Vec<ShareResult>) {
         for f in self.queue.drain(..) {
             results.push(f.result(UpstreamVerdict::Unanswered, now));
         }
@@ -427,7 +439,7 @@ impl InFlight {
 }
 
 impl Forwarded {
-    fn result(&self, verdict: UpstreamVerdict, now: Millis) -> ShareResult {
+    fn result(&self, verdict: UpstreamVerdict, now: Timestamp) -> ShareResult {
         ShareResult {
             device: self.device,
             sequence_number: self.seq,
@@ -435,7 +447,7 @@ impl Forwarded {
             upstream_job_id: self.upstream_job_id,
             nonce: self.nonce,
             verdict,
-            latency_ms: now.since(self.sent_at),
+            latency_ms: now.millis_since(self.sent_at),
         }
     }
 }

@@ -301,7 +301,7 @@ impl Uplink for Sv1Upstream {
         out.push(lines);
     }
 
-    fn on_message(&mut self, line: Vec<u8>) -> Result<UpstreamEvent, UpstreamError> {
+    fn handle_message(&mut self, line: Vec<u8>) -> Result<UpstreamEvent, UpstreamError> {
         let (env, method) =
             sv1::parse_line(&line).map_err(|_| UpstreamError::Unexpected("malformed line"))?;
         let Some(method) = method else {
@@ -500,7 +500,7 @@ mod tests {
     }
 
     fn feed(up: &mut Sv1Upstream, line: &str) -> Result<UpstreamEvent, UpstreamError> {
-        up.on_message(line.as_bytes().to_vec())
+        up.handle_message(line.as_bytes().to_vec())
     }
 
     const NOTIFY: &str = r#"{"id":null,"method":"mining.notify","params":["j1","4d16b6f85af6e2198f44ae2a5a7c26d7b6a4a2ac8ba6a6000000000000000000","01000000010000","ffffffff01",["aa00000000000000000000000000000000000000000000000000000000000000"],"20000000","1d00ffff","6553f100",false]}"#;
@@ -614,10 +614,13 @@ mod tests {
 
     #[test]
     fn devices_roll_no_more_version_bits_than_the_pool_granted() {
-        use crate::{Millis, Translator, TranslatorConfig};
-        let mut t =
-            Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
-        t.open_channel(Millis(0));
+        use crate::{Timestamp, Translator, TranslatorConfig};
+        let mut t = Translator::with_uplink(
+            TranslatorConfig::default(),
+            Sv1Upstream::new(),
+            Timestamp::from_millis(0),
+        );
+        t.open_channel(Timestamp::from_millis(0));
         let lines: Vec<u8> = std::iter::from_fn(|| t.poll_transmit()).flatten().collect();
         let ids: Vec<u64> = lines
             .split(|&b| b == b'\n')
@@ -634,14 +637,14 @@ mod tests {
             (ids[2], "true"),
             (ids[3], "true"),
         ] {
-            t.upstream_message(r(id, result).into_bytes(), Millis(0));
+            t.upstream_message(r(id, result).into_bytes(), Timestamp::from_millis(0));
         }
         assert!(t.upstream().is_open());
-        let d = t.device_connected(Millis(0));
+        let d = t.device_connected(Timestamp::from_millis(0));
         t.device_line(
             d,
             br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
         assert!(out.contains("\"00ffe000\""), "{out}");
@@ -654,21 +657,24 @@ mod tests {
         // for, and rolled bits the pool then refused: its shares were refused as version bits
         // (jobs of a pool that grants none), or accepted and submitted with only the granted
         // bits, a version other than the one the device hashed. Now it is narrowed and told.
-        use crate::{Millis, Translator, TranslatorConfig};
-        let mut t =
-            Translator::with_uplink(TranslatorConfig::default(), Sv1Upstream::new(), Millis(0));
-        t.open_channel(Millis(0));
+        use crate::{Timestamp, Translator, TranslatorConfig};
+        let mut t = Translator::with_uplink(
+            TranslatorConfig::default(),
+            Sv1Upstream::new(),
+            Timestamp::from_millis(0),
+        );
+        t.open_channel(Timestamp::from_millis(0));
         let lines: Vec<u8> = std::iter::from_fn(|| t.poll_transmit()).flatten().collect();
         let ids: Vec<u64> = lines
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .map(|l| sv1::parse_line(l).unwrap().0.id().unwrap().parse().unwrap())
             .collect();
-        let d = t.device_connected(Millis(0));
+        let d = t.device_connected(Timestamp::from_millis(0));
         t.device_line(
             d,
             br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
         assert!(out.contains("\"1fffe000\""), "{out}");
@@ -679,7 +685,7 @@ mod tests {
                 r#"{"version-rolling":true,"version-rolling.mask":"00ffe000"}"#,
             )
             .into_bytes(),
-            Millis(1),
+            Timestamp::from_millis(1),
         );
         let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
         assert_eq!(
@@ -689,14 +695,14 @@ mod tests {
         // A pool that then grants none: the device rolls nothing.
         t.upstream_message(
             br#"{"id":null,"method":"mining.set_version_mask","params":["00000000"]}"#.to_vec(),
-            Millis(2),
+            Timestamp::from_millis(2),
         );
         let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
         assert!(out.contains("[\"00000000\"]"), "{out}");
         // Narrowed once: nothing more to tell.
         t.upstream_message(
             br#"{"id":null,"method":"mining.set_version_mask","params":["00000000"]}"#.to_vec(),
-            Millis(3),
+            Timestamp::from_millis(3),
         );
         assert!(t.device_mut(d).unwrap().take_output().is_empty());
     }

@@ -3,7 +3,7 @@
 //!
 //! The shell feeds device lines ([`Translator::device_line`]), upstream Mining messages (after
 //! SetupConnection, which the shell does) ([`Translator::upstream_message`]) and clock ticks
-//! ([`Translator::on_tick`]); it writes each device's [`Device::poll_transmit`] and sends
+//! ([`Translator::handle_tick`]); it writes each device's [`Device::poll_transmit`] and sends
 //! [`Translator::poll_transmit`]'s messages. [`Translator::poll_event`] reports what happened,
 //! for accounting and the event log.
 //!
@@ -15,8 +15,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use mining::Reject;
-use primitives::Millis;
 use primitives::Target;
+use primitives::Timestamp;
 
 use crate::config::TranslatorConfig;
 use crate::downstream::{Device, LineOutcome, Link};
@@ -99,11 +99,11 @@ pub struct Translator<U: Uplink = UpstreamChannel> {
     events: VecDeque<Event>,
     results: Vec<ShareResult>,
     announced_rate: f32,
-    last_update: Millis,
+    last_update: Timestamp,
     /// The extranonce prefix of the last channel that opened (devices' `extranonce1` starts
     /// with it).
     prefix: Option<Arc<[u8]>>,
-    /// Which round of the devices the next [`Translator::on_tick_round`] walks.
+    /// Which round of the devices the next [`Translator::handle_tick_round`] walks.
     tick_rounds: TickRounds,
     /// The version bits the upstream let devices roll when last looked at.
     version_mask: u32,
@@ -134,7 +134,7 @@ fn link<'a, U: Uplink>(
 
 impl Translator<UpstreamChannel> {
     /// A translator on an SV2 extended channel, not yet open.
-    pub fn new(config: TranslatorConfig, now: Millis) -> Self {
+    pub fn new(config: TranslatorConfig, now: Timestamp) -> Self {
         Translator::with_uplink(config, UpstreamChannel::new(), now)
     }
 
@@ -142,14 +142,14 @@ impl Translator<UpstreamChannel> {
     /// answered, and every job so far is stale (no other upstream takes its shares). Devices
     /// stay connected and keep their extranonce values; shares they send meanwhile are judged
     /// and answered stale. The next channel opens with [`Translator::open_channel`].
-    pub fn upstream_lost(&mut self, now: Millis) {
+    pub fn upstream_lost(&mut self, now: Timestamp) {
         self.replace_uplink(UpstreamChannel::new(), now);
     }
 }
 
 impl<U: Uplink> Translator<U> {
     /// A core over `uplink`, not yet open.
-    pub fn with_uplink(config: TranslatorConfig, uplink: U, now: Millis) -> Self {
+    pub fn with_uplink(config: TranslatorConfig, uplink: U, now: Timestamp) -> Self {
         let max_in_flight = config.max_in_flight;
         let version_mask = uplink.version_mask();
         Translator {
@@ -202,12 +202,12 @@ impl<U: Uplink> Translator<U> {
     }
 
     /// When the longest-waiting forwarded share went upstream (the shell's keepalive).
-    pub fn oldest_in_flight(&self) -> Option<Millis> {
+    pub fn oldest_in_flight(&self) -> Option<Timestamp> {
         self.in_flight.oldest_sent_at()
     }
 
     /// Opens the upstream channel (once the shell's SetupConnection succeeded).
-    pub fn open_channel(&mut self, now: Millis) {
+    pub fn open_channel(&mut self, now: Timestamp) {
         let rate = self.nominal_hash_rate();
         self.upstream.open(
             &ChannelRequest {
@@ -253,14 +253,14 @@ impl<U: Uplink> Translator<U> {
     }
 
     /// A device connected; the id it is known by from now on.
-    pub fn device_connected(&mut self, now: Millis) -> DeviceId {
+    pub fn device_connected(&mut self, now: Timestamp) -> DeviceId {
         let id = DeviceId(self.next_device);
         self.device_connected_as(id, now);
         id
     }
 
     /// A device numbered by the caller (per-device mode numbers devices across its channels).
-    pub fn device_connected_as(&mut self, id: DeviceId, now: Millis) {
+    pub fn device_connected_as(&mut self, id: DeviceId, now: Timestamp) {
         self.next_device = self.next_device.max(id.0 + 1);
         self.devices.insert(id, Device::new(id, &self.config, now));
     }
@@ -289,7 +289,12 @@ impl<U: Uplink> Translator<U> {
 
     /// One line from a device. A share it accepts that also meets the upstream target is
     /// queued upstream.
-    pub fn device_line(&mut self, id: DeviceId, line: &[u8], now: Millis) -> Option<LineOutcome> {
+    pub fn device_line(
+        &mut self,
+        id: DeviceId,
+        line: &[u8],
+        now: Timestamp,
+    ) -> Option<LineOutcome> {
         let device = self.devices.get_mut(&id)?;
         let mut link = link(
             &self.config,
@@ -328,8 +333,8 @@ impl<U: Uplink> Translator<U> {
 
     /// Takes one message from the upstream; a protocol breach is reported as
     /// [`Event::ProtocolError`] and the message ignored.
-    pub fn upstream_message(&mut self, m: U::In, now: Millis) {
-        let ev = match self.upstream.on_message(m) {
+    pub fn upstream_message(&mut self, m: U::In, now: Timestamp) {
+        let ev = match self.upstream.handle_message(m) {
             Ok(ev) => ev,
             Err(e) => {
                 tracing::warn!(error = %e, "translator: upstream protocol error");
@@ -345,13 +350,13 @@ impl<U: Uplink> Translator<U> {
                 self.events.push_back(Event::ChannelOpenFailed(code));
             }
             UpstreamEvent::FutureJob(_) | UpstreamEvent::Ignored(_) => {}
-            UpstreamEvent::Work(work) => self.on_work(&work, now),
+            UpstreamEvent::Work(work) => self.handle_work(&work, now),
             UpstreamEvent::TargetChanged(t) => self.events.push_back(Event::TargetChanged(t)),
             UpstreamEvent::ExtranoncePrefixChanged => {
                 let prefix = self.upstream.extranonce_prefix().clone();
                 if let Some(l) = self.layout() {
                     for d in self.devices.values_mut() {
-                        d.on_extranonce_prefix(&prefix, l.extranonce2_size);
+                        d.handle_extranonce_prefix(&prefix, l.extranonce2_size);
                     }
                 }
             }
@@ -381,7 +386,7 @@ impl<U: Uplink> Translator<U> {
     }
 
     /// Failover onto a fresh uplink (see [`Translator::upstream_lost`]).
-    pub fn replace_uplink(&mut self, uplink: U, now: Millis) {
+    pub fn replace_uplink(&mut self, uplink: U, now: Timestamp) {
         self.in_flight.abandon(now, &mut self.results);
         self.flush_results();
         self.book.invalidate();
@@ -403,7 +408,7 @@ impl<U: Uplink> Translator<U> {
         self.version_mask = mask;
     }
 
-    fn channel_opened(&mut self, now: Millis) {
+    fn channel_opened(&mut self, now: Timestamp) {
         let layout = match Layout::new(
             self.upstream.extranonce_size(),
             self.config.device_extranonce_bytes,
@@ -424,14 +429,14 @@ impl<U: Uplink> Translator<U> {
             Some(a) if a.layout() == layout => {
                 if self.prefix.as_ref() != Some(&prefix) {
                     for d in self.devices.values_mut() {
-                        d.on_extranonce_prefix(&prefix, layout.extranonce2_size);
+                        d.handle_extranonce_prefix(&prefix, layout.extranonce2_size);
                     }
                 }
             }
             Some(_) => {
                 let mut a = ExtranonceAllocator::new(layout);
                 for d in self.devices.values_mut() {
-                    d.on_new_layout(&prefix, &mut a);
+                    d.handle_new_layout(&prefix, &mut a);
                 }
                 self.allocator = Some(a);
             }
@@ -457,15 +462,15 @@ impl<U: Uplink> Translator<U> {
             &mut self.allocator,
         );
         for d in self.devices.values_mut() {
-            d.on_channel_open(now, &mut link);
+            d.handle_channel_open(now, &mut link);
         }
         if let Some(work) = self.upstream.take_held_work() {
-            self.on_work(&work, now);
+            self.handle_work(&work, now);
         }
     }
 
     /// New work: translated once, sent to every working device.
-    fn on_work(&mut self, work: &Work, now: Millis) {
+    fn handle_work(&mut self, work: &Work, now: Timestamp) {
         let job = self.book.translate(work);
         let mut sent = 0;
         let mut link = link(
@@ -476,7 +481,7 @@ impl<U: Uplink> Translator<U> {
         );
         for d in self.devices.values_mut() {
             let before = d.latest_job().map(|(w, _)| w);
-            d.on_job(&job, now, &mut link);
+            d.handle_job(&job, now, &mut link);
             sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
         }
         self.events.push_back(Event::JobSent {
@@ -489,14 +494,14 @@ impl<U: Uplink> Translator<U> {
 
     /// Vardiff for quiet devices, and the channel's nominal hash rate kept current
     /// (`UpdateChannel`, spec 5.3.7: a proxy MUST send it when its devices change).
-    pub fn on_tick(&mut self, now: Millis) {
+    pub fn handle_tick(&mut self, now: Timestamp) {
         self.tick_devices(now, |_| true, |_| {});
         self.tick_channel(now);
     }
 
     /// The clock, for one round of the devices ([`crate::mode::TICK_ROUNDS`]: the next round
     /// each call) and the channel; the devices of the round.
-    pub fn on_tick_round(&mut self, now: Millis) -> Vec<DeviceId> {
+    pub fn handle_tick_round(&mut self, now: Timestamp) -> Vec<DeviceId> {
         let in_round = self.tick_rounds.next_round();
         let mut ids = Vec::new();
         self.tick_devices(now, in_round, |id| ids.push(id));
@@ -507,7 +512,7 @@ impl<U: Uplink> Translator<U> {
     /// Ticks the devices `pick` picks, telling `walked` about each.
     fn tick_devices(
         &mut self,
-        now: Millis,
+        now: Timestamp,
         pick: impl Fn(DeviceId) -> bool,
         mut walked: impl FnMut(DeviceId),
     ) {
@@ -518,17 +523,17 @@ impl<U: Uplink> Translator<U> {
             &mut self.allocator,
         );
         for (&id, d) in self.devices.iter_mut().filter(|(&id, _)| pick(id)) {
-            d.on_tick(now, &mut link);
+            d.handle_tick(now, &mut link);
             walked(id);
         }
     }
 
     /// Re-announces the devices' summed hash rate when it changed enough.
-    fn tick_channel(&mut self, now: Millis) {
+    fn tick_channel(&mut self, now: Timestamp) {
         if !self.upstream.is_open() {
             return;
         }
-        if now.since(self.last_update) < self.config.update_interval_ms {
+        if now.millis_since(self.last_update) < self.config.update_interval_ms {
             return;
         }
         let rate = self.nominal_hash_rate();

@@ -27,7 +27,7 @@ pub trait Uplink {
     fn open(&mut self, request: &ChannelRequest, out: &mut Vec<Self::Out>);
 
     /// One message from the upstream, and what it changed.
-    fn on_message(&mut self, m: Self::In) -> Result<UpstreamEvent, UpstreamError>;
+    fn handle_message(&mut self, m: Self::In) -> Result<UpstreamEvent, UpstreamError>;
 
     /// The submission of a share the devices found that meets the upstream target, under
     /// `sequence_number` (what the verdict is matched by).

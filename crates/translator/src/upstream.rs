@@ -295,7 +295,7 @@ impl UpstreamChannel {
     }
 
     /// Takes one message from the upstream: what it changed, or how it broke the protocol.
-    pub fn on_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
+    pub fn handle_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
         let name = m.name();
         match m {
             Mining::OpenExtendedMiningChannelSuccess(s) => self.on_opened(s),
@@ -479,8 +479,8 @@ impl Uplink for UpstreamChannel {
         out.push(UpstreamChannel::open(self, request).into());
     }
 
-    fn on_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
-        UpstreamChannel::on_message(self, m)
+    fn handle_message(&mut self, m: Mining) -> Result<UpstreamEvent, UpstreamError> {
+        UpstreamChannel::handle_message(self, m)
     }
 
     fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Mining {
@@ -542,7 +542,7 @@ mod tests {
             min_extranonce_size: 6,
         });
         let ev = u
-            .on_message(Mining::OpenExtendedMiningChannelSuccess(
+            .handle_message(Mining::OpenExtendedMiningChannelSuccess(
                 OpenExtendedMiningChannelSuccess {
                     request_id: open.request_id,
                     channel_id: 7,
@@ -585,9 +585,15 @@ mod tests {
         let mut u = opened();
         assert_eq!(u.extranonce_size(), 8);
         assert_eq!(&**u.extranonce_prefix(), &[1, 2, 3, 4]);
-        assert_eq!(u.on_message(job(1, None)), Ok(UpstreamEvent::FutureJob(1)));
-        assert_eq!(u.on_message(job(2, None)), Ok(UpstreamEvent::FutureJob(2)));
-        let UpstreamEvent::Work(w) = u.on_message(prev(2)).unwrap() else {
+        assert_eq!(
+            u.handle_message(job(1, None)),
+            Ok(UpstreamEvent::FutureJob(1))
+        );
+        assert_eq!(
+            u.handle_message(job(2, None)),
+            Ok(UpstreamEvent::FutureJob(2))
+        );
+        let UpstreamEvent::Work(w) = u.handle_message(prev(2)).unwrap() else {
             panic!("no work")
         };
         assert!(w.clean);
@@ -596,7 +602,7 @@ mod tests {
         assert_eq!(w.prev.epoch, 1);
         assert_eq!(u.future_jobs(), 0, "job 1 dropped with the new prev hash");
         assert_eq!(
-            u.on_message(prev(1)),
+            u.handle_message(prev(1)),
             Err(UpstreamError::PrevHashNamesNoJob(1))
         );
     }
@@ -605,25 +611,25 @@ mod tests {
     fn active_job_needs_a_prev_hash_and_keeps_the_target_it_came_with() {
         let mut u = opened();
         assert_eq!(
-            u.on_message(job(1, Some(5))),
+            u.handle_message(job(1, Some(5))),
             Err(UpstreamError::JobBeforePrevHash(1))
         );
-        u.on_message(job(2, None)).unwrap();
-        u.on_message(prev(2)).unwrap();
-        let UpstreamEvent::Work(w) = u.on_message(job(3, Some(999))).unwrap() else {
+        u.handle_message(job(2, None)).unwrap();
+        u.handle_message(prev(2)).unwrap();
+        let UpstreamEvent::Work(w) = u.handle_message(job(3, Some(999))).unwrap() else {
             panic!("no work")
         };
         assert!(!w.clean);
         assert_eq!(w.ntime, 1000, "never before the prev hash's min_ntime");
         assert_eq!(w.target, Target::DIFFICULTY_1);
         let easier = Target::DIFFICULTY_1.max(Target::REGTEST_LIMIT);
-        u.on_message(Mining::SetTarget(SetTarget {
+        u.handle_message(Mining::SetTarget(SetTarget {
             channel_id: 7,
             maximum_target: easier,
         }))
         .unwrap();
         assert_eq!(w.target, Target::DIFFICULTY_1, "the job's target stays");
-        let UpstreamEvent::Work(w2) = u.on_message(job(4, Some(1001))).unwrap() else {
+        let UpstreamEvent::Work(w2) = u.handle_message(job(4, Some(1001))).unwrap() else {
             panic!("no work")
         };
         assert_eq!(w2.target, easier);
@@ -632,14 +638,14 @@ mod tests {
     #[test]
     fn extranonce_prefix_applies_to_later_jobs_only() {
         let mut u = opened();
-        u.on_message(job(1, None)).unwrap();
-        u.on_message(Mining::SetExtranoncePrefix(SetExtranoncePrefix {
+        u.handle_message(job(1, None)).unwrap();
+        u.handle_message(Mining::SetExtranoncePrefix(SetExtranoncePrefix {
             channel_id: 7,
             extranonce_prefix: vec![5, 6],
         }))
         .unwrap();
-        u.on_message(job(2, None)).unwrap();
-        let UpstreamEvent::Work(w) = u.on_message(prev(1)).unwrap() else {
+        u.handle_message(job(2, None)).unwrap();
+        let UpstreamEvent::Work(w) = u.handle_message(prev(1)).unwrap() else {
             panic!("no work")
         };
         assert_eq!(&*w.job.extranonce_prefix, &[1, 2, 3, 4]);
@@ -649,7 +655,7 @@ mod tests {
             extranonce_prefix: vec![0; 25],
         });
         assert!(matches!(
-            u.on_message(too_long),
+            u.handle_message(too_long),
             Err(UpstreamError::ExtranonceTooLong { .. })
         ));
     }
@@ -658,7 +664,7 @@ mod tests {
     fn messages_for_other_channels_or_before_opening_are_refused() {
         let mut u = UpstreamChannel::new();
         assert_eq!(
-            u.on_message(job(1, None)),
+            u.handle_message(job(1, None)),
             Err(UpstreamError::NotOpen("NewExtendedMiningJob"))
         );
         let mut u = opened();
@@ -667,7 +673,7 @@ mod tests {
             maximum_target: Target::MAX,
         });
         assert!(matches!(
-            u.on_message(other),
+            u.handle_message(other),
             Err(UpstreamError::OtherChannel { got: 8, .. })
         ));
     }

@@ -4,42 +4,25 @@
 //! once added coverage, and every regression, must still hold the invariants. `write_seeds`
 //! (ignored) writes the seed inputs into the corpus.
 
-use std::path::{Path, PathBuf};
+use testkit::Corpus;
 
 use translator::fuzz_support::per_device::translator_per_device;
 use translator::fuzz_support::script::Script;
 use translator::fuzz_support::{line, translator_session, up};
 
-fn corpus_dir(target: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target)
-}
-
-/// Every file of `target`'s committed corpus through `run`.
-fn replay(target: &str, run: fn(&[u8])) {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(corpus_dir(target))
-        .expect("the committed corpus")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 10, "corpus has {} files", files.len());
-    for f in &files {
-        // A panic names the file through the test's output.
-        eprintln!("{}", f.display());
-        run(&std::fs::read(f).unwrap());
-    }
+/// The committed corpus of `target`.
+fn corpus(target: &str) -> Corpus {
+    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
 }
 
 #[test]
 fn every_translator_session_corpus_input_holds_the_invariants() {
-    replay("translator_session", translator_session);
+    corpus("translator_session").replay(10, translator_session);
 }
 
 #[test]
 fn every_translator_per_device_corpus_input_holds_the_invariants() {
-    replay("translator_per_device", translator_per_device);
+    corpus("translator_per_device").replay(10, translator_per_device);
 }
 
 /// Configuration byte 0: bits 1-2 the device bytes (0, 1, 2, 4), 3-4 vardiff (pinned easiest,
@@ -479,16 +462,6 @@ fn the_seeds_hold_the_invariants() {
 #[test]
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
-    let dir = corpus_dir("translator_session");
-    std::fs::create_dir_all(&dir).unwrap();
-    for sv1 in [false, true] {
-        for (name, data) in seeds(sv1) {
-            std::fs::write(dir.join(name), data).unwrap();
-        }
-    }
-    let dir = corpus_dir("translator_per_device");
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, data) in per_device_seeds() {
-        std::fs::write(dir.join(name), data).unwrap();
-    }
+    corpus("translator_session").write_seeds([false, true].into_iter().flat_map(seeds));
+    corpus("translator_per_device").write_seeds(per_device_seeds());
 }

@@ -18,8 +18,8 @@ use sv2::messages::mining::{
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
 use translator::{
-    ChannelMode, Close, DeviceId, Event, LineOutcome, Millis, Mode, PerDevice, Reach, Scope,
-    Tagged, TranslatorConfig, TICK_ROUNDS,
+    ChannelMode, Close, DeviceId, Event, LineOutcome, Mode, PerDevice, Reach, Scope, Tagged,
+    Timestamp, TranslatorConfig, TICK_ROUNDS,
 };
 
 /// Bytes our pool fixes per channel, and bytes it lets the channel roll.
@@ -133,7 +133,7 @@ impl Pool {
                 extranonce_prefix: prefix,
                 group_channel_id: 0,
             }),
-            Millis(now),
+            Timestamp::from_millis(now),
         );
         channel_id
     }
@@ -148,7 +148,10 @@ impl Pool {
     /// A first job on `channel`, active at once.
     fn work(&self, t: &mut PerDevice, channel: u32, tag: u8) -> (NewExtendedMiningJob, Reach) {
         let j = job(channel, u32::from(tag), tag);
-        let r1 = t.upstream_message(Mining::NewExtendedMiningJob(j.clone()), Millis(0));
+        let r1 = t.upstream_message(
+            Mining::NewExtendedMiningJob(j.clone()),
+            Timestamp::from_millis(0),
+        );
         assert_eq!(
             r1,
             t_reach_of(t, channel),
@@ -156,7 +159,7 @@ impl Pool {
         );
         let r2 = t.upstream_message(
             Mining::SetNewPrevHash(prev_hash(channel, j.job_id, 1)),
-            Millis(0),
+            Timestamp::from_millis(0),
         );
         (j, r2)
     }
@@ -285,7 +288,8 @@ impl Miner {
 }
 
 fn line(t: &mut PerDevice, id: DeviceId, s: &str) -> LineOutcome {
-    t.device_line(id, s.as_bytes(), Millis(0)).unwrap()
+    t.device_line(id, s.as_bytes(), Timestamp::from_millis(0))
+        .unwrap()
 }
 
 const SUBSCRIBE: &str = r#"{"id":1,"method":"mining.subscribe","params":["test/1.0"]}"#;
@@ -321,12 +325,12 @@ struct Farm {
 fn farm() -> Farm {
     let mut t = PerDevice::new(config());
     let mut pool = Pool::default();
-    t.upstream_connected(Millis(0));
+    t.upstream_connected(Timestamp::from_millis(0));
     assert!(t.is_ready(), "a connection is all per-device mode needs");
     pool.read(&mut t);
     assert!(pool.requests.is_empty(), "no device, no channel");
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     // `a` opts into extranonce changes; `b` does not.
     line(&mut t, a, EXTRANONCE_SUBSCRIBE);
     // Subscribe-then-authorize firmware waits for the subscribe result: the channel is asked
@@ -417,8 +421,10 @@ fn each_channels_job_reaches_only_its_device() {
     let before_b = f.mb.notifies.len();
     let mut next = job(f.ch_b, 9, 9);
     next.min_ntime = Some(1_700_000_000);
-    let reach =
-        f.t.upstream_message(Mining::NewExtendedMiningJob(next.clone()), Millis(10));
+    let reach = f.t.upstream_message(
+        Mining::NewExtendedMiningJob(next.clone()),
+        Timestamp::from_millis(10),
+    );
     assert_eq!(reach, Reach::Device(f.b));
     f.ma.read(&mut f.t, f.a);
     f.mb.read(&mut f.t, f.b);
@@ -438,13 +444,15 @@ fn each_channels_job_reaches_only_its_device() {
             channel_id: f.ch_a,
             maximum_target: easier,
         }),
-        Millis(20),
+        Timestamp::from_millis(20),
     );
     assert_eq!(f.t.channel_of(f.a).unwrap().target(), easier);
     assert_eq!(f.t.channel_of(f.b).unwrap().target(), upstream_target());
     // A message for no channel of ours reaches nobody.
-    let stray =
-        f.t.upstream_message(Mining::NewExtendedMiningJob(job(999, 1, 1)), Millis(30));
+    let stray = f.t.upstream_message(
+        Mining::NewExtendedMiningJob(job(999, 1, 1)),
+        Timestamp::from_millis(30),
+    );
     assert_eq!(stray, Reach::Nobody);
 }
 
@@ -458,7 +466,8 @@ fn a_share_meeting_the_upstream_target_goes_up_on_its_devices_channel_and_the_ve
         device_t.is_met_by(&h.0) && !up.is_met_by(&h.0)
     });
     assert!(matches!(
-        f.t.device_line(f.b, &local, Millis(5)).unwrap(),
+        f.t.device_line(f.b, &local, Timestamp::from_millis(5))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     f.pool.read(&mut f.t);
@@ -466,7 +475,8 @@ fn a_share_meeting_the_upstream_target_goes_up_on_its_devices_channel_and_the_ve
     // Meets the channel's target: goes up on b's channel.
     let (submit, hash) = f.mb.grind("farm.b", &[0, 0, 0, 2], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        f.t.device_line(f.b, &submit, Millis(10)).unwrap(),
+        f.t.device_line(f.b, &submit, Timestamp::from_millis(10))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     f.pool.read(&mut f.t);
@@ -499,7 +509,7 @@ fn a_share_meeting_the_upstream_target_goes_up_on_its_devices_channel_and_the_ve
             new_submits_accepted_count: 1,
             new_shares_sum: 1,
         }),
-        Millis(50),
+        Timestamp::from_millis(50),
     );
     assert!(events(&mut f.t)
         .iter()
@@ -511,7 +521,7 @@ fn a_share_meeting_the_upstream_target_goes_up_on_its_devices_channel_and_the_ve
             new_submits_accepted_count: 1,
             new_shares_sum: 1,
         }),
-        Millis(60),
+        Timestamp::from_millis(60),
     );
     let results: Vec<(DeviceId, UpstreamVerdict, Option<u32>)> = events(&mut f.t)
         .into_iter()
@@ -529,7 +539,8 @@ fn a_device_leaving_closes_its_channel_and_its_shares_still_get_verdicts() {
     let mut f = farm();
     let up = upstream_target();
     let (submit, _) = f.ma.grind("farm.a", &[0, 0, 0, 7], |h| up.is_met_by(&h.0));
-    f.t.device_line(f.a, &submit, Millis(10)).unwrap();
+    f.t.device_line(f.a, &submit, Timestamp::from_millis(10))
+        .unwrap();
     f.pool.read(&mut f.t);
     let seq = f.pool.submits.pop().unwrap().sequence_number;
     f.t.device_closed(f.a);
@@ -550,7 +561,7 @@ fn a_device_leaving_closes_its_channel_and_its_shares_still_get_verdicts() {
             new_submits_accepted_count: 1,
             new_shares_sum: 1,
         }),
-        Millis(40),
+        Timestamp::from_millis(40),
     );
     let results: Vec<(DeviceId, UpstreamVerdict)> = events(&mut f.t)
         .into_iter()
@@ -564,7 +575,7 @@ fn a_device_leaving_closes_its_channel_and_its_shares_still_get_verdicts() {
 
     // A device that leaves while its channel is being opened: the channel the pool opens
     // for it anyway is closed at once.
-    let c = f.t.device_connected(Millis(50));
+    let c = f.t.device_connected(Timestamp::from_millis(50));
     line(&mut f.t, c, SUBSCRIBE);
     f.pool.read(&mut f.t);
     let req = f.pool.requests.pop().unwrap();
@@ -585,7 +596,7 @@ fn a_refused_channel_ends_its_device_only() {
             request_id: reqs[0].request_id,
             error_code: "unknown-user".into(),
         }),
-        Millis(5),
+        Timestamp::from_millis(5),
     );
     assert_eq!(reach, Reach::Device(a));
     let ch_b = pool.open(&mut t, &reqs[1], 5);
@@ -623,7 +634,7 @@ fn a_refused_channel_ends_its_device_only() {
             channel_id: ch_b,
             reason_code: "pool maintenance".into(),
         }),
-        Millis(20),
+        Timestamp::from_millis(20),
     );
     assert_eq!(
         t.device_mut(b).unwrap().wants_close(),
@@ -640,11 +651,12 @@ fn failover_reopens_every_channel_and_keeps_devices_with_fresh_work() {
     let mut f = farm();
     let up = upstream_target();
     let (submit, _) = f.mb.grind("farm.b", &[0, 0, 0, 4], |h| up.is_met_by(&h.0));
-    f.t.device_line(f.b, &submit, Millis(10)).unwrap();
+    f.t.device_line(f.b, &submit, Timestamp::from_millis(10))
+        .unwrap();
     f.pool.read(&mut f.t);
     let _ = events(&mut f.t);
     // The connection is lost: the share in flight goes unanswered, channels are gone.
-    f.t.upstream_lost(Millis(20));
+    f.t.upstream_lost(Timestamp::from_millis(20));
     assert!(!f.t.is_ready());
     assert_eq!((f.t.channels_open(), f.t.in_flight()), (0, 0));
     let unanswered: Vec<DeviceId> = events(&mut f.t)
@@ -658,7 +670,8 @@ fn failover_reopens_every_channel_and_keeps_devices_with_fresh_work() {
     // A share on the lost pool's work meanwhile is stale, answered locally.
     let (late, _) = f.ma.grind("farm.a", &[0, 0, 0, 5], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        f.t.device_line(f.a, &late, Millis(25)).unwrap(),
+        f.t.device_line(f.a, &late, Timestamp::from_millis(25))
+            .unwrap(),
         LineOutcome::Rejected(_)
     ));
     // The next pool: a channel asked for every device, under the same identities.
@@ -666,7 +679,7 @@ fn failover_reopens_every_channel_and_keeps_devices_with_fresh_work() {
         next_channel: 10,
         ..Pool::default()
     };
-    f.t.upstream_connected(Millis(30));
+    f.t.upstream_connected(Timestamp::from_millis(30));
     second.read(&mut f.t);
     let identities: Vec<String> = second
         .requests
@@ -698,7 +711,8 @@ fn failover_reopens_every_channel_and_keeps_devices_with_fresh_work() {
     // a's shares go up on its new channel.
     let (submit, hash) = f.ma.grind("farm.a", &[0, 0, 0, 6], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        f.t.device_line(f.a, &submit, Millis(50)).unwrap(),
+        f.t.device_line(f.a, &submit, Timestamp::from_millis(50))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     second.read(&mut f.t);
@@ -711,8 +725,8 @@ fn failover_reopens_every_channel_and_keeps_devices_with_fresh_work() {
 #[test]
 fn each_channel_keeps_its_devices_rate_until_vardiff_measures_it() {
     let mut f = farm();
-    f.t.on_tick(Millis(500));
-    f.t.on_tick(Millis(1_500));
+    f.t.handle_tick(Timestamp::from_millis(500));
+    f.t.handle_tick(Timestamp::from_millis(1_500));
     f.pool.read(&mut f.t);
     // Vardiff has measured nothing yet: each channel keeps the rate it opened with.
     assert!(f.pool.updates.is_empty(), "{:?}", f.pool.updates);
@@ -725,10 +739,12 @@ fn each_channel_keeps_its_devices_rate_until_vardiff_measures_it() {
 #[test]
 fn ticks_walk_the_devices_in_rounds() {
     let mut t = PerDevice::new(config());
-    let devices: Vec<DeviceId> = (0..10).map(|_| t.device_connected(Millis(0))).collect();
+    let devices: Vec<DeviceId> = (0..10)
+        .map(|_| t.device_connected(Timestamp::from_millis(0)))
+        .collect();
     let mut seen = HashMap::new();
     for n in 0..TICK_ROUNDS {
-        let ids = t.on_tick(Millis(1_000 * (n + 1)));
+        let ids = t.handle_tick(Timestamp::from_millis(1_000 * (n + 1)));
         assert!(ids.len() <= 3, "a round of 10 devices in 4: {ids:?}");
         for id in ids {
             assert_eq!(seen.insert(id, n), None, "{id:?} ticked twice");
@@ -752,9 +768,9 @@ fn two_asking() -> (
     let mut t = PerDevice::new(config());
     t.set_open_timeout(std::time::Duration::from_millis(OPEN_TIMEOUT_MS));
     let mut pool = Pool::default();
-    t.upstream_connected(Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    t.upstream_connected(Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     line(&mut t, a, SUBSCRIBE);
     line(&mut t, b, SUBSCRIBE);
     pool.read(&mut t);
@@ -773,13 +789,13 @@ fn a_channel_request_the_pool_skips_is_given_up_and_only_its_device_closed() {
     let _ = events(&mut t);
     assert_eq!(t.channels().opening, 1);
     // Within the open timeout, b waits.
-    t.on_tick(Millis(OPEN_TIMEOUT_MS));
+    t.handle_tick(Timestamp::from_millis(OPEN_TIMEOUT_MS));
     assert_eq!(t.device_mut(b).unwrap().wants_close(), None);
     assert!(events(&mut t)
         .iter()
         .all(|e| !matches!(e.event, Event::ChannelOpenFailed(_))));
     // Past it: b is closed, told why, and counted; a works on.
-    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
+    t.handle_tick(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1));
     assert_eq!(
         t.device_mut(b).unwrap().wants_close(),
         Some(Close::ChannelLost)
@@ -825,9 +841,13 @@ fn a_channel_request_the_pool_skips_is_given_up_and_only_its_device_closed() {
     );
     // b's firmware reconnects and asks again: a fresh request, answered this time.
     t.device_closed(b);
-    let b2 = t.device_connected(Millis(OPEN_TIMEOUT_MS + 100));
-    t.device_line(b2, SUBSCRIBE.as_bytes(), Millis(OPEN_TIMEOUT_MS + 100))
-        .unwrap();
+    let b2 = t.device_connected(Timestamp::from_millis(OPEN_TIMEOUT_MS + 100));
+    t.device_line(
+        b2,
+        SUBSCRIBE.as_bytes(),
+        Timestamp::from_millis(OPEN_TIMEOUT_MS + 100),
+    )
+    .unwrap();
     pool.read(&mut t);
     let again = pool.requests.pop().expect("asked again");
     assert!(again.request_id != reqs[1].request_id);
@@ -839,8 +859,8 @@ fn a_channel_request_the_pool_skips_is_given_up_and_only_its_device_closed() {
 #[test]
 fn a_pool_silent_since_the_requests_is_the_connections_fault_not_the_devices() {
     let (mut t, _pool, a, b, _reqs) = two_asking();
-    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
-    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1_000));
+    t.handle_tick(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1));
+    t.handle_tick(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1_000));
     let failed: Vec<Scope> = events(&mut t)
         .into_iter()
         .filter(|e| matches!(e.event, Event::ChannelOpenFailed(_)))
@@ -857,11 +877,11 @@ fn a_pool_silent_since_the_requests_is_the_connections_fault_not_the_devices() {
     assert_eq!(t.channels().timed_out, 0);
     // The next connection asks again for both, and its silence is judged afresh.
     let mut second = Pool::default();
-    t.upstream_lost(Millis(OPEN_TIMEOUT_MS + 1_100));
-    t.upstream_connected(Millis(OPEN_TIMEOUT_MS + 1_200));
+    t.upstream_lost(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1_100));
+    t.upstream_connected(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1_200));
     second.read(&mut t);
     assert_eq!(second.requests.len(), 2);
-    t.on_tick(Millis(2 * OPEN_TIMEOUT_MS + 1_201));
+    t.handle_tick(Timestamp::from_millis(2 * OPEN_TIMEOUT_MS + 1_201));
     let failed = events(&mut t)
         .into_iter()
         .filter(|e| e.scope == Scope::Connection && matches!(e.event, Event::ChannelOpenFailed(_)))
@@ -874,7 +894,7 @@ fn a_device_leaving_while_its_request_waits_is_not_counted_as_opening() {
     let (mut t, mut pool, _a, b, reqs) = two_asking();
     t.device_closed(b);
     assert_eq!(t.channels().opening, 1);
-    t.on_tick(Millis(OPEN_TIMEOUT_MS + 1));
+    t.handle_tick(Timestamp::from_millis(OPEN_TIMEOUT_MS + 1));
     assert_eq!(t.channels().timed_out, 0, "nobody left to give up");
     let ch = pool.open(&mut t, &reqs[1], OPEN_TIMEOUT_MS + 2);
     pool.read(&mut t);
@@ -894,14 +914,15 @@ fn the_census_gives_the_channels_difficulty_range_and_what_drains() {
             channel_id: f.ch_a,
             maximum_target: Difficulty::new(2f64.powi(-18)).unwrap().to_target(),
         }),
-        Millis(20),
+        Timestamp::from_millis(20),
     );
     let (lo, hi) = f.t.channels().difficulty.unwrap();
     assert!((lo * 4.0 - d).abs() < d * 1e-6 && hi == d, "{lo} {hi}");
     // a leaves with a share awaiting its verdict: its channel drains, out of the range.
     let up = f.t.channel_of(f.a).unwrap().target();
     let (submit, _) = f.ma.grind("farm.a", &[0, 0, 0, 9], |h| up.is_met_by(&h.0));
-    f.t.device_line(f.a, &submit, Millis(30)).unwrap();
+    f.t.device_line(f.a, &submit, Timestamp::from_millis(30))
+        .unwrap();
     f.t.device_closed(f.a);
     let census = f.t.channels();
     assert_eq!((census.open, census.draining), (1, 1));
@@ -922,7 +943,7 @@ fn a_channel_too_small_for_its_device_is_closed_upstream_and_ends_its_device_onl
             extranonce_prefix: vec![0xee; PREFIX_LEN],
             group_channel_id: 0,
         }),
-        Millis(5),
+        Timestamp::from_millis(5),
     );
     let unusable: Vec<Scope> = events(&mut t)
         .into_iter()
@@ -948,10 +969,10 @@ fn a_channel_too_small_for_its_device_is_closed_upstream_and_ends_its_device_onl
 #[test]
 fn with_no_devices_the_nominal_hash_rate_is_zero_not_negative_zero() {
     let mut t = PerDevice::new(config());
-    t.upstream_connected(Millis(0));
+    t.upstream_connected(Timestamp::from_millis(0));
     let rate = t.nominal_hash_rate();
     assert!(rate == 0.0 && rate.is_sign_positive(), "{rate}");
-    let a = t.device_connected(Millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
     t.device_closed(a);
     assert!(t.nominal_hash_rate().is_sign_positive());
 }

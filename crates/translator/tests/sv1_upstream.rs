@@ -25,9 +25,9 @@ use translator::jobs::{hex_id, JobBook};
 use translator::shares::{DeviceJobs, LocalShare, ShareContext, Submitted, UpstreamVerdict};
 use translator::sv1_upstream::Sv1Upstream;
 use translator::upstream::{ChannelRequest, UpstreamEvent, Work};
-use translator::{Event, LineOutcome, Millis, Translator, TranslatorConfig, Uplink};
+use translator::{Event, LineOutcome, Timestamp, Translator, TranslatorConfig, Uplink};
 
-const T0: Millis = Millis(1_000_000);
+const T0: Timestamp = Timestamp::from_millis(1_000_000);
 const CURTIME: u32 = 1_700_000_000;
 /// Difficulty 1: no share of these tests is a block.
 const HARD_BITS: CompactTarget = CompactTarget::from_consensus(0x1d00_ffff);
@@ -65,7 +65,7 @@ struct Pool {
 
 impl Pool {
     fn new() -> Pool {
-        let stats = PoolStats::new(Millis(0));
+        let stats = PoolStats::new(Timestamp::from_millis(0));
         let workers = WorkerRegistry::new(&stats);
         let config = EngineConfig {
             jobs: JobConfig::default(),
@@ -97,7 +97,7 @@ impl Pool {
     }
 
     /// A template on `prev` with three transactions, handed to the connection.
-    fn publish(&mut self, prev: Hash256, now: Millis) {
+    fn publish(&mut self, prev: Hash256, now: Timestamp) {
         let transactions: Vec<TemplateTx> = (1..=3u8)
             .map(|i| {
                 let data = vec![i; 60];
@@ -122,9 +122,9 @@ impl Pool {
             transactions: transactions.into(),
             longpoll_id: None,
         };
-        let g = self.book.on_template(Arc::new(template), now);
+        let g = self.book.handle_template(Arc::new(template), now);
         self.engine.publish(g.clone());
-        self.session.on_generation(Some(&g), now);
+        self.session.handle_generation(Some(&g), now);
     }
 
     /// Feeds what the proxy wrote (whole lines); returns the verdicts of the shares in it.
@@ -140,7 +140,7 @@ impl Pool {
 
     /// What the pool wrote since last asked, line by line.
     fn lines(&mut self) -> Vec<Vec<u8>> {
-        let out = std::mem::take(self.session.output());
+        let out = self.session.take_output();
         let lines: Vec<Vec<u8>> = out
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
@@ -450,7 +450,7 @@ fn opened() -> (Sv1Upstream, Pool, Work) {
     let mut work = None;
     let mut opened = false;
     for line in pool.lines() {
-        match up.on_message(line).unwrap() {
+        match up.handle_message(line).unwrap() {
             UpstreamEvent::Opened => opened = true,
             UpstreamEvent::Work(w) => work = Some(w),
             _ => {}
@@ -536,7 +536,9 @@ fn submit(
     };
     let replies = pool.lines();
     assert_eq!(replies.len(), 1);
-    let ev = up.on_message(replies.into_iter().next().unwrap()).unwrap();
+    let ev = up
+        .handle_message(replies.into_iter().next().unwrap())
+        .unwrap();
     (verdict, ev)
 }
 
@@ -589,7 +591,7 @@ fn the_pools_verdicts_come_back_under_their_sequence_numbers() {
     let lines = pool.lines();
     let mut works = lines
         .into_iter()
-        .filter_map(|l| match up.on_message(l).unwrap() {
+        .filter_map(|l| match up.handle_message(l).unwrap() {
             UpstreamEvent::Work(w) => Some(w),
             _ => None,
         });

@@ -19,7 +19,7 @@ use sv2::messages::mining::{
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
 use translator::{
-    Close, DeviceId, Event, LineOutcome, Millis, Mode, Translator, TranslatorConfig, TICK_ROUNDS,
+    Close, DeviceId, Event, LineOutcome, Mode, Timestamp, Translator, TranslatorConfig, TICK_ROUNDS,
 };
 
 const CHANNEL: u32 = 3;
@@ -191,7 +191,8 @@ impl Miner {
 }
 
 fn line(t: &mut Translator, id: DeviceId, s: &str, now: u64) -> LineOutcome {
-    t.device_line(id, s.as_bytes(), Millis(now)).unwrap()
+    t.device_line(id, s.as_bytes(), Timestamp::from_millis(now))
+        .unwrap()
 }
 
 fn handshake(t: &mut Translator, id: DeviceId, worker: &str) {
@@ -210,7 +211,7 @@ fn handshake(t: &mut Translator, id: DeviceId, worker: &str) {
 }
 
 fn open(t: &mut Translator) -> OpenExtendedMiningChannel {
-    t.open_channel(Millis(0));
+    t.open_channel(Timestamp::from_millis(0));
     let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_transmit() else {
         panic!("no OpenExtendedMiningChannel")
     };
@@ -223,15 +224,21 @@ fn open(t: &mut Translator) -> OpenExtendedMiningChannel {
             extranonce_prefix: PREFIX.to_vec(),
             group_channel_id: 0,
         }),
-        Millis(0),
+        Timestamp::from_millis(0),
     );
     o
 }
 
 fn first_work(t: &mut Translator) -> NewExtendedMiningJob {
     let job = upstream_job(11, None, 1);
-    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(0));
-    t.upstream_message(Mining::SetNewPrevHash(prev_hash(11, 1)), Millis(0));
+    t.upstream_message(
+        Mining::NewExtendedMiningJob(job.clone()),
+        Timestamp::from_millis(0),
+    );
+    t.upstream_message(
+        Mining::SetNewPrevHash(prev_hash(11, 1)),
+        Timestamp::from_millis(0),
+    );
     job
 }
 
@@ -288,9 +295,9 @@ fn upstream_check_on(
 
 #[test]
 fn shares_translate_both_ways_with_real_hashes() {
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     // Devices may subscribe before the channel opens: answered once it does.
     handshake(&mut t, a, "farm.a");
     handshake(&mut t, b, "farm.b");
@@ -328,7 +335,9 @@ fn shares_translate_both_ways_with_real_hashes() {
     let (submit, _) = ma.grind("farm.a", &[0, 0, 0, 1], |h| {
         device_t.is_met_by(&h.0) && !up_t.is_met_by(&h.0)
     });
-    let out = t.device_line(a, &submit, Millis(10)).unwrap();
+    let out = t
+        .device_line(a, &submit, Timestamp::from_millis(10))
+        .unwrap();
     assert!(matches!(out, LineOutcome::Accepted(_)), "{out:?}");
     assert!(submits(&mut t).is_empty());
     ma.read(&mut t, a);
@@ -336,7 +345,9 @@ fn shares_translate_both_ways_with_real_hashes() {
 
     // A share meeting the upstream target: accepted and sent on.
     let (submit, hash) = ma.grind("farm.a", &[0, 0, 0, 2], |h| up_t.is_met_by(&h.0));
-    let out = t.device_line(a, &submit, Millis(20)).unwrap();
+    let out = t
+        .device_line(a, &submit, Timestamp::from_millis(20))
+        .unwrap();
     assert!(matches!(out, LineOutcome::Accepted(_)));
     let sent = submits(&mut t);
     assert_eq!(sent.len(), 1);
@@ -356,7 +367,9 @@ fn shares_translate_both_ways_with_real_hashes() {
     assert!(meets);
 
     // The same share again: a duplicate, answered locally with 22, not sent on.
-    let out = t.device_line(a, &submit, Millis(30)).unwrap();
+    let out = t
+        .device_line(a, &submit, Timestamp::from_millis(30))
+        .unwrap();
     assert!(matches!(out, LineOutcome::Rejected(Reject::Duplicate)));
     assert!(submits(&mut t).is_empty());
     ma.read(&mut t, a);
@@ -365,7 +378,7 @@ fn shares_translate_both_ways_with_real_hashes() {
     // Too weak for the device: 23.
     let (weak, _) = ma.grind("farm.a", &[0, 0, 0, 3], |h| !device_t.is_met_by(&h.0));
     assert!(matches!(
-        t.device_line(a, &weak, Millis(40)).unwrap(),
+        t.device_line(a, &weak, Timestamp::from_millis(40)).unwrap(),
         LineOutcome::Rejected(Reject::LowDifficulty)
     ));
     // An unknown job: 21.
@@ -379,15 +392,18 @@ fn shares_translate_both_ways_with_real_hashes() {
     // An unauthorized worker: 24.
     let (other, _) = ma.grind("farm.z", &[0, 0, 0, 5], |h| device_t.is_met_by(&h.0));
     assert!(matches!(
-        t.device_line(a, &other, Millis(60)).unwrap(),
+        t.device_line(a, &other, Timestamp::from_millis(60))
+            .unwrap(),
         LineOutcome::Refused(sv1::ErrorCode::Unauthorized)
     ));
 }
 
 #[test]
 fn notify_is_serialized_once_for_every_device() {
-    let mut t = Translator::new(config(), Millis(0));
-    let ids: Vec<DeviceId> = (0..5).map(|_| t.device_connected(Millis(0))).collect();
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let ids: Vec<DeviceId> = (0..5)
+        .map(|_| t.device_connected(Timestamp::from_millis(0)))
+        .collect();
     open(&mut t);
     for (i, &id) in ids.iter().enumerate() {
         handshake(&mut t, id, &format!("farm.{i}"));
@@ -418,12 +434,12 @@ fn notify_is_serialized_once_for_every_device() {
 fn extranonce_ranges_are_unique_and_reused_after_a_device_leaves() {
     let mut cfg = config();
     cfg.device_extranonce_bytes = 1;
-    let mut t = Translator::new(cfg, Millis(0));
+    let mut t = Translator::new(cfg, Timestamp::from_millis(0));
     open(&mut t);
     let mut seen = HashSet::new();
     let mut ids = Vec::new();
     for i in 0..256 {
-        let id = t.device_connected(Millis(0));
+        let id = t.device_connected(Timestamp::from_millis(0));
         handshake(&mut t, id, &format!("w{i}"));
         let mut m = Miner::default();
         m.read(&mut t, id);
@@ -432,7 +448,7 @@ fn extranonce_ranges_are_unique_and_reused_after_a_device_leaves() {
         ids.push((id, m.extranonce1));
     }
     // The 257th does not fit in one byte.
-    let full = t.device_connected(Millis(0));
+    let full = t.device_connected(Timestamp::from_millis(0));
     handshake(&mut t, full, "late");
     assert_eq!(
         t.device(full).unwrap().wants_close(),
@@ -442,7 +458,7 @@ fn extranonce_ranges_are_unique_and_reused_after_a_device_leaves() {
     // One leaves: its range goes to the next device.
     let (gone, en1) = ids.remove(100);
     t.device_closed(gone);
-    let id = t.device_connected(Millis(0));
+    let id = t.device_connected(Timestamp::from_millis(0));
     handshake(&mut t, id, "new");
     let mut m = Miner::default();
     m.read(&mut t, id);
@@ -451,8 +467,8 @@ fn extranonce_ranges_are_unique_and_reused_after_a_device_leaves() {
 
 #[test]
 fn shares_on_the_previous_block_are_stale() {
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
     open(&mut t);
     handshake(&mut t, a, "farm.a");
     first_work(&mut t);
@@ -463,25 +479,30 @@ fn shares_on_the_previous_block_are_stale() {
     // A job for the same block, active at once: not clean, the old job stays valid.
     t.upstream_message(
         Mining::NewExtendedMiningJob(upstream_job(12, Some(1_700_000_001), 2)),
-        Millis(5),
+        Timestamp::from_millis(5),
     );
     m.read(&mut t, a);
     assert!(!m.latest_notify().clean_jobs);
     assert!(matches!(
-        t.device_line(a, &old_share, Millis(6)).unwrap(),
+        t.device_line(a, &old_share, Timestamp::from_millis(6))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     let (second, _) = m.grind("farm.a", &[0, 0, 0, 2], |h| device_t.is_met_by(&h.0));
     // A new block: a future job and its prev hash. Everything before is stale.
     t.upstream_message(
         Mining::NewExtendedMiningJob(upstream_job(13, None, 3)),
-        Millis(7),
+        Timestamp::from_millis(7),
     );
-    t.upstream_message(Mining::SetNewPrevHash(prev_hash(13, 2)), Millis(7));
+    t.upstream_message(
+        Mining::SetNewPrevHash(prev_hash(13, 2)),
+        Timestamp::from_millis(7),
+    );
     m.read(&mut t, a);
     assert!(m.latest_notify().clean_jobs);
     assert!(matches!(
-        t.device_line(a, &second, Millis(8)).unwrap(),
+        t.device_line(a, &second, Timestamp::from_millis(8))
+            .unwrap(),
         LineOutcome::Rejected(Reject::Stale)
     ));
     m.read(&mut t, a);
@@ -514,9 +535,9 @@ fn shares_on_the_previous_block_are_stale() {
 
 #[test]
 fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     open(&mut t);
     handshake(&mut t, a, "farm.a");
     handshake(&mut t, b, "farm.b");
@@ -531,7 +552,8 @@ fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
     {
         let (submit, _) = m.grind(worker, &[0, 0, 0, i as u8], |h| up_t.is_met_by(&h.0));
         assert!(matches!(
-            t.device_line(id, &submit, Millis(10)).unwrap(),
+            t.device_line(id, &submit, Timestamp::from_millis(10))
+                .unwrap(),
             LineOutcome::Accepted(_)
         ));
     }
@@ -550,7 +572,7 @@ fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
             sequence_number: 1,
             error_code: "difficulty-too-low".into(),
         }),
-        Millis(100),
+        Timestamp::from_millis(100),
     );
     t.upstream_message(
         Mining::SubmitSharesSuccess(SubmitSharesSuccess {
@@ -559,7 +581,7 @@ fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
             new_submits_accepted_count: 2,
             new_shares_sum: 2,
         }),
-        Millis(150),
+        Timestamp::from_millis(150),
     );
     let results: Vec<(DeviceId, u32, UpstreamVerdict, u64)> = events(&mut t)
         .into_iter()
@@ -597,21 +619,23 @@ fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
 
 #[test]
 fn nominal_hash_rate_follows_the_devices() {
-    let mut t = Translator::new(config(), Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
     open(&mut t);
-    let ids: Vec<DeviceId> = (0..3).map(|_| t.device_connected(Millis(0))).collect();
-    t.on_tick(Millis(500));
+    let ids: Vec<DeviceId> = (0..3)
+        .map(|_| t.device_connected(Timestamp::from_millis(0)))
+        .collect();
+    t.handle_tick(Timestamp::from_millis(500));
     assert!(t.poll_transmit().is_none(), "debounced to once a second");
-    t.on_tick(Millis(1_000));
+    t.handle_tick(Timestamp::from_millis(1_000));
     let Some(Mining::UpdateChannel(u)) = t.poll_transmit() else {
         panic!("no UpdateChannel")
     };
     assert_eq!(u.channel_id, CHANNEL);
     assert_eq!(u.nominal_hash_rate, 3e6);
-    t.on_tick(Millis(2_500));
+    t.handle_tick(Timestamp::from_millis(2_500));
     assert!(t.poll_transmit().is_none(), "unchanged: nothing to say");
     t.device_closed(ids[0]);
-    t.on_tick(Millis(3_000));
+    t.handle_tick(Timestamp::from_millis(3_000));
     let Some(Mining::UpdateChannel(u)) = t.poll_transmit() else {
         panic!("no UpdateChannel")
     };
@@ -620,7 +644,7 @@ fn nominal_hash_rate_follows_the_devices() {
 
 /// The second upstream's channel: another prefix, and `size` bytes to roll after it.
 fn open_second(t: &mut Translator, prefix: &[u8], size: u16, now: u64) {
-    t.open_channel(Millis(now));
+    t.open_channel(Timestamp::from_millis(now));
     let Some(Mining::OpenExtendedMiningChannel(o)) = t.poll_transmit() else {
         panic!("no OpenExtendedMiningChannel for the new upstream")
     };
@@ -633,7 +657,7 @@ fn open_second(t: &mut Translator, prefix: &[u8], size: u16, now: u64) {
             extranonce_prefix: prefix.to_vec(),
             group_channel_id: 0,
         }),
-        Millis(now),
+        Timestamp::from_millis(now),
     );
 }
 
@@ -641,19 +665,22 @@ fn open_second(t: &mut Translator, prefix: &[u8], size: u16, now: u64) {
 fn second_work(t: &mut Translator, now: u64) -> NewExtendedMiningJob {
     let mut job = upstream_job(1, None, 7);
     job.channel_id = CHANNEL + 1;
-    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(now));
+    t.upstream_message(
+        Mining::NewExtendedMiningJob(job.clone()),
+        Timestamp::from_millis(now),
+    );
     let mut p = prev_hash(1, 9);
     p.channel_id = CHANNEL + 1;
-    t.upstream_message(Mining::SetNewPrevHash(p), Millis(now));
+    t.upstream_message(Mining::SetNewPrevHash(p), Timestamp::from_millis(now));
     job
 }
 
 #[test]
 fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
-    let mut t = Translator::new(config(), Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
     // `a` opted into extranonce changes; `b` did not, and cannot follow a new prefix.
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     open(&mut t);
     line(
         &mut t,
@@ -672,14 +699,15 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
     // One share goes upstream and is never answered; another is kept for after the loss.
     let (forwarded, _) = ma.grind("farm.a", &[0, 0, 0, 1], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        t.device_line(a, &forwarded, Millis(5)).unwrap(),
+        t.device_line(a, &forwarded, Timestamp::from_millis(5))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     assert_eq!(submits(&mut t).len(), 1);
     let (late, _) = ma.grind("farm.a", &[0, 0, 0, 2], |h| device_t.is_met_by(&h.0));
     events(&mut t);
 
-    t.upstream_lost(Millis(10));
+    t.upstream_lost(Timestamp::from_millis(10));
     let unanswered = events(&mut t)
         .into_iter()
         .filter(
@@ -692,7 +720,7 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
     // Work of the lost upstream is stale: judged and answered 21, not refused as
     // unsubscribed (which makes some firmware reconnect), and not forwarded.
     assert!(matches!(
-        t.device_line(a, &late, Millis(11)).unwrap(),
+        t.device_line(a, &late, Timestamp::from_millis(11)).unwrap(),
         LineOutcome::Rejected(Reject::Stale)
     ));
     ma.read(&mut t, a);
@@ -703,7 +731,7 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
     );
     assert!(submits(&mut t).is_empty());
     // A device arriving meanwhile waits for the new channel.
-    let c = t.device_connected(Millis(12));
+    let c = t.device_connected(Timestamp::from_millis(12));
     handshake(&mut t, c, "farm.c");
     let mut mc = Miner::default();
     mc.read(&mut t, c);
@@ -744,7 +772,8 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
     // A share on the new work, with the new extranonce1, is what the new pool checks.
     let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 3], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        t.device_line(a, &share, Millis(22)).unwrap(),
+        t.device_line(a, &share, Timestamp::from_millis(22))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     let sent = submits(&mut t);
@@ -755,9 +784,9 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
 
 #[test]
 fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     open(&mut t);
     for (d, w) in [(a, "farm.a"), (b, "farm.b")] {
         line(
@@ -773,7 +802,7 @@ fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
     ma.read(&mut t, a);
     mb.read(&mut t, b);
     assert_eq!(ma.extranonce2_size, 4);
-    t.upstream_lost(Millis(10));
+    t.upstream_lost(Timestamp::from_millis(10));
     // Ten bytes to roll: the devices keep 2 of them apart, and roll 8.
     let prefix2 = [0x55; 3];
     open_second(&mut t, &prefix2, 10, 20);
@@ -791,7 +820,8 @@ fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
     let up = upstream_target();
     let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 0, 0, 0, 0, 9], |h| up.is_met_by(&h.0));
     assert!(matches!(
-        t.device_line(a, &share, Millis(22)).unwrap(),
+        t.device_line(a, &share, Timestamp::from_millis(22))
+            .unwrap(),
         LineOutcome::Accepted(_)
     ));
     let sent = submits(&mut t);
@@ -802,7 +832,7 @@ fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
 
 #[test]
 fn a_channel_opened_before_any_device_claims_a_positive_zero() {
-    let mut t = Translator::new(config(), Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
     let o = open(&mut t);
     // The spec asks for 0.0 with no devices; -0.0 (an empty sum) reads as negative, and the
     // reference pool refuses the channel for it.
@@ -824,10 +854,12 @@ fn ticks_walk_the_devices_in_rounds() {
             vardiff: live,
             ..config()
         },
-        Millis(0),
+        Timestamp::from_millis(0),
     );
     open(&mut t);
-    let ids: Vec<DeviceId> = (0..10).map(|_| t.device_connected(Millis(0))).collect();
+    let ids: Vec<DeviceId> = (0..10)
+        .map(|_| t.device_connected(Timestamp::from_millis(0)))
+        .collect();
     for (i, &id) in ids.iter().enumerate() {
         handshake(&mut t, id, &format!("farm.{i}"));
     }
@@ -842,7 +874,7 @@ fn ticks_walk_the_devices_in_rounds() {
     let start = 10 * live.retarget_interval_ms;
     let mut stepped: HashMap<DeviceId, u64> = HashMap::new();
     for n in 0..TICK_ROUNDS {
-        let named = Mode::on_tick(&mut t, Millis(start + 1_000 * n));
+        let named = Mode::handle_tick(&mut t, Timestamp::from_millis(start + 1_000 * n));
         assert!(named.len() <= 3, "a round of 10 devices in 4: {named:?}");
         for (&id, m) in miners.iter_mut() {
             let before = m.difficulty;
@@ -862,9 +894,9 @@ fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
     // arrived under, but a device told of a new prefix before the job was activated mined it
     // with the new one, so its shares were judged (and submitted) on a coinbase it never
     // hashed. Now the device is told the job's own prefix before the job.
-    let mut t = Translator::new(config(), Millis(0));
-    let a = t.device_connected(Millis(0));
-    let b = t.device_connected(Millis(0));
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
     open(&mut t);
     line(
         &mut t,
@@ -881,27 +913,34 @@ fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
 
     // A future job under the channel's prefix, a new prefix, then the prev hash naming the job.
     let job = upstream_job(12, None, 2);
-    t.upstream_message(Mining::NewExtendedMiningJob(job.clone()), Millis(1));
+    t.upstream_message(
+        Mining::NewExtendedMiningJob(job.clone()),
+        Timestamp::from_millis(1),
+    );
     t.upstream_message(
         Mining::SetExtranoncePrefix(SetExtranoncePrefix {
             channel_id: CHANNEL,
             extranonce_prefix: vec![9, 9, 9, 9],
         }),
-        Millis(1),
+        Timestamp::from_millis(1),
     );
     // `b` did not opt in to extranonce changes: it must reconnect.
     assert_eq!(
         t.device(b).unwrap().wants_close(),
         Some(Close::ExtranonceChanged)
     );
-    t.upstream_message(Mining::SetNewPrevHash(prev_hash(12, 2)), Millis(2));
+    t.upstream_message(
+        Mining::SetNewPrevHash(prev_hash(12, 2)),
+        Timestamp::from_millis(2),
+    );
     ma.read(&mut t, a);
     // Told the new prefix, then the job's own (the old one) before its notify.
     assert_eq!(ma.set_extranonces, 2);
     assert_eq!(&ma.extranonce1[..4], &PREFIX);
     let up = upstream_target();
     let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 1], |h| up.is_met_by(&h.0));
-    let LineOutcome::Accepted(s) = t.device_line(a, &share, Millis(3)).unwrap() else {
+    let LineOutcome::Accepted(s) = t.device_line(a, &share, Timestamp::from_millis(3)).unwrap()
+    else {
         panic!("the device's share on the job was refused")
     };
     assert_eq!(s.hash, hash, "the core judges what the device hashed");

@@ -144,7 +144,7 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
         let _ = std::io::stdout().flush();
         crate::cmd::shutdown_signal(settings.duration.0).await;
         let s = running.stats();
-        let snap = running.pool.engine.stats.snapshot(pool::Millis(0));
+        let snap = running.pool.engine.stats.snapshot(pool::Timestamp::from_millis(0));
         running.shutdown().await?;
         // One line for scripts and tests; the sentence below is for people.
         let mut summary = s.to_json();

@@ -322,7 +322,7 @@ pub fn run(settings: PoolArgs) -> Result<()> {
         let _ = std::io::stdout().flush();
         let stop = crate::cmd::shutdown_signal(settings.duration.0);
         stop.await;
-        let snap = pool.engine.stats.snapshot(pool::Millis(0));
+        let snap = pool.engine.stats.snapshot(pool::Timestamp::from_millis(0));
         pool.shutdown().await?;
         eprintln!(
             "pool stopped: {} shares accepted, {} rejected, {} blocks found",

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use sv1::LineBuffer;
 
 use super::Sv1Device;
-use crate::device::{CloseReason, Device, HashOutcome, Nanos, Observer};
+use crate::device::{CloseReason, Device, HashOutcome, Observer, Timestamp};
 
 impl Sv1Device {
     /// Splits received bytes into lines and hands each complete one to the device. `lines` is
@@ -17,7 +17,7 @@ impl Sv1Device {
         lines: &mut Option<LineBuffer>,
         data: &[u8],
         max_line: usize,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Result<(), CloseReason> {
         let lines = lines.get_or_insert_with(|| LineBuffer::new(max_line));
@@ -47,20 +47,20 @@ impl Device for Sv1Device {
     fn worker_name(&self) -> String {
         self.shared.worker_name(self.index)
     }
-    fn wants_connect(&self, now: Nanos) -> bool {
+    fn wants_connect(&self, now: Timestamp) -> bool {
         Sv1Device::wants_connect(self, now)
     }
-    fn poll_timeout(&self) -> Option<Nanos> {
+    fn poll_timeout(&self) -> Option<Timestamp> {
         Sv1Device::poll_timeout(self)
     }
-    fn on_connected(&mut self, now: Nanos) {
-        Sv1Device::on_connected(self, now)
+    fn handle_connected(&mut self, now: Timestamp) {
+        Sv1Device::handle_connected(self, now)
     }
-    fn on_connect_failed(&mut self, now: Nanos) {
-        Sv1Device::on_connect_failed(self, now)
+    fn handle_connect_failed(&mut self, now: Timestamp) {
+        Sv1Device::handle_connect_failed(self, now)
     }
-    fn on_closed<O: Observer>(&mut self, now: Nanos, reason: CloseReason, obs: &mut O) {
-        Sv1Device::on_closed(self, now, reason, obs)
+    fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
+        Sv1Device::handle_closed(self, now, reason, obs)
     }
     fn close_requested(&self) -> Option<CloseReason> {
         Sv1Device::close_requested(self)
@@ -71,13 +71,18 @@ impl Device for Sv1Device {
     fn can_hash(&self) -> bool {
         Sv1Device::can_hash(self)
     }
-    fn handle_timeout<O: Observer>(&mut self, now: Nanos, obs: &mut O) {
+    fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
         Sv1Device::handle_timeout(self, now, obs)
     }
-    fn hash<O: Observer>(&mut self, now: Nanos, max_hashes: u64, obs: &mut O) -> HashOutcome {
+    fn hash<O: Observer>(&mut self, now: Timestamp, max_hashes: u64, obs: &mut O) -> HashOutcome {
         Sv1Device::hash(self, now, max_hashes, obs)
     }
-    fn poll_transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Nanos, obs: &mut O) -> usize {
+    fn poll_transmit<O: Observer>(
+        &mut self,
+        out: &mut Vec<u8>,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> usize {
         Sv1Device::poll_transmit(self, out, now, obs)
     }
     fn receive<O: Observer>(
@@ -85,7 +90,7 @@ impl Device for Sv1Device {
         rx: &mut Option<LineBuffer>,
         data: &[u8],
         max_message: usize,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Result<(), CloseReason> {
         self.feed(rx, data, max_message, now, obs)

@@ -5,8 +5,13 @@ use primitives::share::{JobHeader, MinerChoice, Sv1Share};
 use primitives::{coinbase_merkle_branch, CoinbaseSpec};
 use sv1::Submit;
 
-const MS: Nanos = 1_000_000;
-const SEC: Nanos = 1_000_000_000;
+const MS: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000;
+
+/// The instant `ns` nanoseconds after the devices' clock starts.
+fn at(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
 
 /// Everything the device told its observer.
 #[derive(Default)]
@@ -22,7 +27,7 @@ struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn job_received(&mut self, _d: u64, _now: Nanos, j: &JobView<'_>) {
+    fn job_received(&mut self, _d: u64, _now: Timestamp, j: &JobView<'_>) {
         self.jobs.push((
             j.job_id.to_owned(),
             *j.prev_hash,
@@ -31,10 +36,10 @@ impl Observer for Recorder {
             j.difficulty,
         ));
     }
-    fn target_changed(&mut self, _d: u64, _now: Nanos, difficulty: f64, _t: &Target) {
+    fn target_changed(&mut self, _d: u64, _now: Timestamp, difficulty: f64, _t: &Target) {
         self.targets.push(difficulty);
     }
-    fn share_sent(&mut self, _d: u64, _now: Nanos, s: &SentShare<'_>) {
+    fn share_sent(&mut self, _d: u64, _now: Timestamp, s: &SentShare<'_>) {
         self.sent.push((
             s.seq,
             s.job_id.to_owned(),
@@ -44,19 +49,19 @@ impl Observer for Recorder {
             *s.hash,
         ));
     }
-    fn share_result(&mut self, _d: u64, _now: Nanos, r: &ShareReply<'_>) {
+    fn share_result(&mut self, _d: u64, _now: Timestamp, r: &ShareReply<'_>) {
         self.results.push((r.seq, r.latency_ns, r.verdict));
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Nanos, seq: u64) {
+    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
         self.unanswered.push(seq);
     }
-    fn share_dropped(&mut self, _d: u64, _now: Nanos) {
+    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
         self.dropped += 1;
     }
-    fn ready(&mut self, _d: u64, _now: Nanos) {
+    fn ready(&mut self, _d: u64, _now: Timestamp) {
         self.ready += 1;
     }
-    fn protocol_error(&mut self, _d: u64, _now: Nanos, what: &str) {
+    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
         self.errors.push(what.to_owned());
     }
 }
@@ -79,12 +84,12 @@ fn device(config: Sv1Config, index: u32) -> Sv1Device {
         100 + index as u64,
         index,
         42,
-        0,
+        at(0),
     )
 }
 
 /// Takes what the device wants sent, as lines.
-fn sent_lines(dev: &mut Sv1Device, now: Nanos, rec: &mut Recorder) -> Vec<String> {
+fn sent_lines(dev: &mut Sv1Device, now: Timestamp, rec: &mut Recorder) -> Vec<String> {
     let mut out = Vec::new();
     dev.poll_transmit(&mut out, now, rec);
     String::from_utf8(out)
@@ -107,7 +112,7 @@ fn handshake(
     pool_mask: u32,
     en1: &[u8],
     en2_size: usize,
-    now: Nanos,
+    now: Timestamp,
 ) -> Vec<Vec<String>> {
     let mut batches = Vec::new();
     loop {
@@ -254,12 +259,12 @@ fn ready_with_job(
     rec: &mut Recorder,
 ) -> Sv1Device {
     let mut dev = device(cfg, 7);
-    assert!(dev.wants_connect(0));
-    dev.on_connected(0);
-    handshake(&mut dev, rec, 0x1fff_e000, &EN1, 4, 0);
+    assert!(dev.wants_connect(at(0)));
+    dev.handle_connected(at(0));
+    handshake(&mut dev, rec, 0x1fff_e000, &EN1, 4, at(0));
     assert!(dev.is_ready());
-    dev.handle_line(&set_difficulty_line(difficulty), MS, rec);
-    dev.handle_line(&job.notify(true), MS, rec);
+    dev.handle_line(&set_difficulty_line(difficulty), at(MS), rec);
+    dev.handle_line(&job.notify(true), at(MS), rec);
     assert!(dev.can_hash(), "{:?}", rec.errors);
     dev
 }
@@ -271,12 +276,12 @@ fn asic_handshake_waits_for_each_reply() {
     let mut dev = device(cfg, 7);
     let mut rec = Recorder::default();
     assert_eq!(
-        dev.poll_transmit(&mut Vec::new(), 0, &mut rec),
+        dev.poll_transmit(&mut Vec::new(), at(0), &mut rec),
         0,
         "nothing before connecting"
     );
-    dev.on_connected(0);
-    let first = sent_lines(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    let first = sent_lines(&mut dev, at(0), &mut rec);
     assert_eq!(first.len(), 1);
     let v: serde_json::Value = serde_json::from_str(&first[0]).unwrap();
     assert_eq!(v["method"], "mining.configure");
@@ -293,9 +298,9 @@ fn asic_handshake_waits_for_each_reply() {
             ..Default::default()
         },
     );
-    dev.handle_line(replies.trim_ascii_end(), 0, &mut rec);
+    dev.handle_line(replies.trim_ascii_end(), at(0), &mut rec);
     assert_eq!(dev.version_mask(), 0x1fff_e000);
-    let second = sent_lines(&mut dev, 0, &mut rec);
+    let second = sent_lines(&mut dev, at(0), &mut rec);
     assert_eq!(second.len(), 1);
     let v: serde_json::Value = serde_json::from_str(&second[0]).unwrap();
     assert_eq!(v["method"], "mining.subscribe");
@@ -305,8 +310,8 @@ fn asic_handshake_waits_for_each_reply() {
         .starts_with("stratumlab-fleet/"));
     let mut reply = Vec::new();
     sv1::write::reply_subscribe(&mut reply, "2", "s1", &EN1, 4);
-    dev.handle_line(reply.trim_ascii_end(), 0, &mut rec);
-    let rest = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, 0);
+    dev.handle_line(reply.trim_ascii_end(), at(0), &mut rec);
+    let rest = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(0));
     assert_eq!(
         rest,
         [vec!["mining.authorize"], vec!["mining.suggest_difficulty"]]
@@ -324,15 +329,15 @@ fn authorize_carries_the_worker_name_and_password() {
     cfg.password = "d=0.5".into();
     let mut dev = device(cfg, 12345);
     let mut rec = Recorder::default();
-    dev.on_connected(0);
+    dev.handle_connected(at(0));
     assert_eq!(
-        sent_lines(&mut dev, 0, &mut rec),
+        sent_lines(&mut dev, at(0), &mut rec),
         [r#"{"id":2,"method":"mining.subscribe","params":["stratumlab-fleet/0.1.0"]}"#]
     );
     let mut reply = Vec::new();
     sv1::write::reply_subscribe(&mut reply, "2", "s", &EN1, 8);
-    dev.handle_line(reply.trim_ascii_end(), 0, &mut rec);
-    let auth = sent_lines(&mut dev, 0, &mut rec);
+    dev.handle_line(reply.trim_ascii_end(), at(0), &mut rec);
+    let auth = sent_lines(&mut dev, at(0), &mut rec);
     let v: serde_json::Value = serde_json::from_str(&auth[0]).unwrap();
     assert_eq!(v["method"], "mining.authorize");
     assert_eq!(v["params"][0], "bc1q\"odd\",\u{1}.w12345");
@@ -346,8 +351,8 @@ fn bitaxe_sends_configure_first_with_the_full_mask_and_pipelines() {
     cfg.suggest_difficulty = Some(1000.0);
     let mut dev = device(cfg, 3);
     let mut rec = Recorder::default();
-    dev.on_connected(0);
-    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, 0);
+    dev.handle_connected(at(0));
+    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(0));
     assert_eq!(
         batches,
         [
@@ -365,20 +370,20 @@ fn cpu_miner_subscribes_first_and_rolls_no_version() {
     let job = TestJob::new(1, 8, 2);
     let mut rec = Recorder::default();
     let mut dev = device(config(Profile::Cpu), 1);
-    dev.on_connected(0);
-    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, 0);
+    dev.handle_connected(at(0));
+    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(0));
     assert_eq!(
         batches,
         [vec!["mining.subscribe"], vec!["mining.authorize"]]
     );
     assert_eq!(dev.version_mask(), 0);
-    dev.handle_line(&set_difficulty_line("0.00000006"), 0, &mut rec);
-    dev.handle_line(&job.notify(true), 0, &mut rec);
+    dev.handle_line(&set_difficulty_line("0.00000006"), at(0), &mut rec);
+    dev.handle_line(&job.notify(true), at(0), &mut rec);
     let mut found = 0;
     while found < 5 {
-        found += dev.hash(0, 10_000, &mut rec).shares;
+        found += dev.hash(at(0), 10_000, &mut rec).shares;
     }
-    for line in sent_lines(&mut dev, 0, &mut rec) {
+    for line in sent_lines(&mut dev, at(0), &mut rec) {
         let (ok, bits) = job.check(&line, &EN1, 0, &dev.target());
         assert!(ok);
         assert_eq!(bits, None, "no version_bits without version rolling");
@@ -397,8 +402,8 @@ fn extranonce_subscribe_goes_with_the_subscribe_when_asked_for() {
         },
         1,
     );
-    dev.on_connected(0);
-    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, 0);
+    dev.handle_connected(at(0));
+    let batches = handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(0));
     assert_eq!(
         batches,
         [
@@ -422,13 +427,16 @@ fn notify_rebuilds_mainnet_block_100000() {
     let coinbase = serialize(&block.txdata[0]);
     let script = block.txdata[0].input[0].script_sig.as_bytes().to_vec();
     // version (4) + input count (1) + outpoint (36) + script length (1).
-    let at = 42;
-    assert_eq!(&coinbase[at..at + script.len()], &script[..]);
+    let script_at = 42;
+    assert_eq!(&coinbase[script_at..script_at + script.len()], &script[..]);
     // Extranonce1: 4 bytes of the scriptSig after its first byte; extranonce2: the rest.
-    let (coinb1, en1) = (&coinbase[..at + 1], &coinbase[at + 1..at + 5]);
+    let (coinb1, en1) = (
+        &coinbase[..script_at + 1],
+        &coinbase[script_at + 1..script_at + 5],
+    );
     let (en2, coinb2) = (
-        &coinbase[at + 5..at + script.len()],
-        &coinbase[at + script.len()..],
+        &coinbase[script_at + 5..script_at + script.len()],
+        &coinbase[script_at + script.len()..],
     );
     assert!(!en2.is_empty());
     let txids: Vec<Hash256> = block
@@ -460,9 +468,9 @@ fn notify_rebuilds_mainnet_block_100000() {
     );
     let mut rec = Recorder::default();
     let mut dev = device(config(Profile::Cpu), 0);
-    dev.on_connected(0);
-    handshake(&mut dev, &mut rec, 0, en1, en2.len(), 0);
-    dev.handle_line(notify.as_bytes(), 0, &mut rec);
+    dev.handle_connected(at(0));
+    handshake(&mut dev, &mut rec, 0, en1, en2.len(), at(0));
+    dev.handle_line(notify.as_bytes(), at(0), &mut rec);
     assert!(rec.errors.is_empty(), "{:?}", rec.errors);
     let (id, prev, got_branch, clean, _) = &rec.jobs[0];
     assert_eq!((id.as_str(), *clean), ("b100000", true));
@@ -495,10 +503,10 @@ fn every_share_meets_the_target_it_was_given_and_rolls_within_the_mask() {
     let mut hashes = 0;
     let mut lines = Vec::new();
     while hashes < 60_000 {
-        let out = dev.hash(2 * MS, 1000, &mut rec);
+        let out = dev.hash(at(2 * MS), 1000, &mut rec);
         assert_eq!(out.hashes, 1000);
         hashes += out.hashes;
-        lines.extend(sent_lines(&mut dev, 3 * MS, &mut rec));
+        lines.extend(sent_lines(&mut dev, at(3 * MS), &mut rec));
     }
     assert_eq!(rec.dropped, 0);
     let expected = hashes as f64 / 256.0;
@@ -542,7 +550,7 @@ fn a_new_difficulty_applies_at_once_and_fractions_are_read() {
         rec.jobs[0].4, 0.0000001,
         "the job carries the difficulty in force"
     );
-    dev.handle_line(&set_difficulty_line("\"0.000001\""), MS, &mut rec);
+    dev.handle_line(&set_difficulty_line("\"0.000001\""), at(MS), &mut rec);
     assert_eq!(
         dev.difficulty(),
         0.000001,
@@ -551,14 +559,14 @@ fn a_new_difficulty_applies_at_once_and_fractions_are_read() {
     let target = dev.target();
     let mut found = 0;
     while found < 10 {
-        found += dev.hash(2 * MS, 5000, &mut rec).shares;
+        found += dev.hash(at(2 * MS), 5000, &mut rec).shares;
     }
-    for line in sent_lines(&mut dev, 2 * MS, &mut rec) {
+    for line in sent_lines(&mut dev, at(2 * MS), &mut rec) {
         assert!(job.check(&line, &EN1, 0x1fff_e000, &target).0);
     }
     // Zero, negative and non-numbers are refused and change nothing.
     for bad in ["0", "-1", "\"x\"", "null"] {
-        dev.handle_line(&set_difficulty_line(bad), MS, &mut rec);
+        dev.handle_line(&set_difficulty_line(bad), at(MS), &mut rec);
     }
     assert_eq!(dev.difficulty(), 0.000001);
     assert_eq!(rec.errors.len(), 4);
@@ -570,9 +578,9 @@ fn verdicts_are_matched_to_their_shares_with_latency_and_code() {
     let mut rec = Recorder::default();
     let mut dev = ready_with_job(config(Profile::Asic), &job, "0.0000001", &mut rec);
     while dev.pending_shares() < 3 {
-        dev.hash(10 * MS, 1000, &mut rec);
+        dev.hash(at(10 * MS), 1000, &mut rec);
     }
-    let lines = sent_lines(&mut dev, 10 * MS, &mut rec);
+    let lines = sent_lines(&mut dev, at(10 * MS), &mut rec);
     assert!(lines.len() >= 3);
     let ids: Vec<u64> = lines
         .iter()
@@ -588,23 +596,23 @@ fn verdicts_are_matched_to_their_shares_with_latency_and_code() {
             ids[1],
             r#""result":null,"error":[23,"Low difficulty share",null]"#,
         ),
-        25 * MS,
+        at(25 * MS),
         &mut rec,
     );
     dev.handle_line(
         &reply(ids[0], r#""result":true,"error":null"#),
-        13 * MS,
+        at(13 * MS),
         &mut rec,
     );
     dev.handle_line(
         &reply(ids[2], r#""result":false,"error":null"#),
-        14 * MS,
+        at(14 * MS),
         &mut rec,
     );
     // A reply to nothing in flight is ignored.
     dev.handle_line(
         &reply(9999, r#""result":true,"error":null"#),
-        14 * MS,
+        at(14 * MS),
         &mut rec,
     );
     assert_eq!(
@@ -630,13 +638,13 @@ fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
     let mut rec = Recorder::default();
     let mut dev = ready_with_job(cfg.clone(), &job, "0.0000001", &mut rec);
     while dev.pending_shares() == 0 {
-        dev.hash(SEC, 1000, &mut rec);
+        dev.hash(at(SEC), 1000, &mut rec);
     }
-    let n = sent_lines(&mut dev, SEC, &mut rec).len();
-    assert_eq!(dev.poll_timeout(), Some(6 * SEC));
-    dev.handle_timeout(6 * SEC - 1, &mut rec);
+    let n = sent_lines(&mut dev, at(SEC), &mut rec).len();
+    assert_eq!(dev.poll_timeout(), Some(at(6 * SEC)));
+    dev.handle_timeout(at(6 * SEC - 1), &mut rec);
     assert!(rec.unanswered.is_empty());
-    dev.handle_timeout(6 * SEC, &mut rec);
+    dev.handle_timeout(at(6 * SEC), &mut rec);
     assert_eq!(rec.unanswered.len(), n);
     assert_eq!(dev.in_flight(), 0);
     assert_eq!(
@@ -647,10 +655,10 @@ fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
 
     // A pool that never answers the handshake.
     let mut dev = device(cfg, 1);
-    dev.on_connected(100 * SEC);
-    assert!(!sent_lines(&mut dev, 100 * SEC, &mut rec).is_empty());
-    assert_eq!(dev.poll_timeout(), Some(130 * SEC));
-    dev.handle_timeout(130 * SEC, &mut rec);
+    dev.handle_connected(at(100 * SEC));
+    assert!(!sent_lines(&mut dev, at(100 * SEC), &mut rec).is_empty());
+    assert_eq!(dev.poll_timeout(), Some(at(130 * SEC)));
+    dev.handle_timeout(at(130 * SEC), &mut rec);
     assert_eq!(dev.close_requested(), Some(CloseReason::Timeout));
 }
 
@@ -661,46 +669,46 @@ fn reconnect_backoff_grows_within_bounds_and_resets_after_a_good_session() {
     let mut rec = Recorder::default();
     let mut dev = device(cfg, 9);
     let mut now = 0;
-    assert!(dev.wants_connect(now), "the first attempt is at once");
+    assert!(dev.wants_connect(at(now)), "the first attempt is at once");
     // Failures in a row: the delay after the n-th lies in [cap_n / 2, cap_n].
     for n in 0..10 {
-        dev.on_connect_failed(now);
-        let at = dev.poll_timeout().unwrap();
-        let delay = at - now;
+        dev.handle_connect_failed(at(now));
+        let due = dev.poll_timeout().unwrap().as_nanos();
+        let delay = due - now;
         let cap = b.ceiling(n).as_nanos() as u64;
         assert!(
             delay >= cap / 2 && delay <= cap,
             "failure {n}: {delay} vs {cap}"
         );
-        assert!(!dev.wants_connect(at - 1));
-        assert!(dev.wants_connect(at));
-        now = at;
+        assert!(!dev.wants_connect(at(due - 1)));
+        assert!(dev.wants_connect(at(due)));
+        now = due;
     }
     assert_eq!(b.ceiling(9), Duration::from_secs(30), "capped");
     // A session that got ready starts the backoff over.
-    dev.on_connected(now);
-    handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, now);
-    dev.on_closed(now, CloseReason::Eof, &mut rec);
-    let delay = dev.poll_timeout().unwrap() - now;
+    dev.handle_connected(at(now));
+    handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(now));
+    dev.handle_closed(at(now), CloseReason::Eof, &mut rec);
+    let delay = dev.poll_timeout().unwrap().as_nanos() - now;
     assert!(delay <= b.base.as_nanos() as u64 && delay >= b.base.as_nanos() as u64 / 2);
     // client.reconnect: the pool's wait, then at most one base step.
-    now = dev.poll_timeout().unwrap();
-    dev.on_connected(now);
-    handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, now);
+    now = dev.poll_timeout().unwrap().as_nanos();
+    dev.handle_connected(at(now));
+    handshake(&mut dev, &mut rec, 0x1fff_e000, &EN1, 4, at(now));
     dev.handle_line(
         br#"{"id":null,"method":"client.reconnect","params":["pool.example",3333,10]}"#,
-        now,
+        at(now),
         &mut rec,
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Reconnect));
-    dev.on_closed(now, CloseReason::Reconnect, &mut rec);
-    let delay = dev.poll_timeout().unwrap() - now;
+    dev.handle_closed(at(now), CloseReason::Reconnect, &mut rec);
+    let delay = dev.poll_timeout().unwrap().as_nanos() - now;
     assert!(delay >= 10 * SEC + b.base.as_nanos() as u64 / 2);
     assert!(delay <= 10 * SEC + b.base.as_nanos() as u64);
     // Stopped: no more attempts.
     dev.stop();
     assert_eq!(dev.poll_timeout(), None);
-    assert!(!dev.wants_connect(u64::MAX));
+    assert!(!dev.wants_connect(at(u64::MAX)));
 }
 
 #[test]
@@ -708,13 +716,13 @@ fn a_crowd_that_lost_its_pool_comes_back_spread_out() {
     let cfg = config(Profile::Asic);
     let shared = Sv1Shared::new(cfg).unwrap();
     let mut rec = Recorder::default();
-    let mut times: Vec<Nanos> = (0..1000u32)
+    let mut times: Vec<u64> = (0..1000u32)
         .map(|i| {
-            let mut d = Sv1Device::new(Arc::clone(&shared), i as u64, i, 7, 0);
-            d.on_connected(0);
-            handshake(&mut d, &mut rec, 0x1fff_e000, &EN1, 4, 0);
-            d.on_closed(SEC, CloseReason::Eof, &mut rec);
-            d.poll_timeout().unwrap() - SEC
+            let mut d = Sv1Device::new(Arc::clone(&shared), i as u64, i, 7, at(0));
+            d.handle_connected(at(0));
+            handshake(&mut d, &mut rec, 0x1fff_e000, &EN1, 4, at(0));
+            d.handle_closed(at(SEC), CloseReason::Eof, &mut rec);
+            d.poll_timeout().unwrap().as_nanos() - SEC
         })
         .collect();
     times.sort_unstable();
@@ -731,24 +739,24 @@ fn set_extranonce_applies_from_the_next_job() {
     let mut dev = ready_with_job(config(Profile::Asic), &job, "0.0000001", &mut rec);
     dev.handle_line(
         br#"{"id":null,"method":"mining.set_extranonce","params":["0102030405",3]}"#,
-        MS,
+        at(MS),
         &mut rec,
     );
     assert_eq!(dev.extranonce1(), [1, 2, 3, 4, 5]);
     // Shares on the current job still use the extranonce it came with.
     while dev.pending_shares() == 0 {
-        dev.hash(MS, 1000, &mut rec);
+        dev.hash(at(MS), 1000, &mut rec);
     }
     let target = dev.target();
-    for line in sent_lines(&mut dev, MS, &mut rec) {
+    for line in sent_lines(&mut dev, at(MS), &mut rec) {
         assert!(job.check(&line, &EN1, 0x1fff_e000, &target).0);
     }
     let job2 = TestJob::new(6, 8, 2);
-    dev.handle_line(&job2.notify(true), MS, &mut rec);
+    dev.handle_line(&job2.notify(true), at(MS), &mut rec);
     while dev.pending_shares() == 0 {
-        dev.hash(MS, 1000, &mut rec);
+        dev.hash(at(MS), 1000, &mut rec);
     }
-    for line in sent_lines(&mut dev, MS, &mut rec) {
+    for line in sent_lines(&mut dev, at(MS), &mut rec) {
         let sub: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
             sub["params"][2].as_str().unwrap().len(),
@@ -770,41 +778,41 @@ fn bad_lines_are_counted_and_the_device_carries_on() {
         br#"{"id":null,"method":"mining.notify","params":["j","zz","00","00",[],"20000000","1d00ffff","65000000",true]}"#,
         br#"{"id":null,"method":"mining.set_extranonce","params":["0g",4]}"#,
     ] {
-        dev.handle_line(bad, MS, &mut rec);
+        dev.handle_line(bad, at(MS), &mut rec);
     }
     assert_eq!(rec.errors.len(), 4, "{:?}", rec.errors);
     assert!(dev.is_connected() && dev.close_requested().is_none());
     // A malformed notify leaves no job to hash; the next good one restores it.
     assert!(!dev.can_hash());
-    dev.handle_line(&job.notify(false), MS, &mut rec);
+    dev.handle_line(&job.notify(false), at(MS), &mut rec);
     assert!(dev.can_hash());
     // Pings are answered; unknown methods and operator messages are ignored.
     dev.handle_line(
         br#"{"id":77,"method":"mining.ping","params":[]}"#,
-        MS,
+        at(MS),
         &mut rec,
     );
     dev.handle_line(
         br#"{"id":null,"method":"client.show_message","params":["hi"]}"#,
-        MS,
+        at(MS),
         &mut rec,
     );
     dev.handle_line(
         br#"{"id":78,"method":"mining.frobnicate","params":[]}"#,
-        MS,
+        at(MS),
         &mut rec,
     );
     assert_eq!(
-        sent_lines(&mut dev, MS, &mut rec),
+        sent_lines(&mut dev, at(MS), &mut rec),
         [r#"{"id":77,"result":"pong","error":null}"#]
     );
     // A subscribe result without an extranonce is fatal to the session.
     let mut dev = device(config(Profile::Cpu), 1);
-    dev.on_connected(0);
-    sent_lines(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    sent_lines(&mut dev, at(0), &mut rec);
     dev.handle_line(
         br#"{"id":2,"result":[[],"zz",4],"error":null}"#,
-        0,
+        at(0),
         &mut rec,
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Protocol));
@@ -814,20 +822,20 @@ fn bad_lines_are_counted_and_the_device_carries_on() {
 fn a_refused_worker_closes_and_backs_off() {
     let mut rec = Recorder::default();
     let mut dev = device(config(Profile::Cpu), 1);
-    dev.on_connected(0);
-    sent_lines(&mut dev, 0, &mut rec);
+    dev.handle_connected(at(0));
+    sent_lines(&mut dev, at(0), &mut rec);
     let mut reply = Vec::new();
     sv1::write::reply_subscribe(&mut reply, "2", "s", &EN1, 4);
-    dev.handle_line(reply.trim_ascii_end(), 0, &mut rec);
-    sent_lines(&mut dev, 0, &mut rec);
+    dev.handle_line(reply.trim_ascii_end(), at(0), &mut rec);
+    sent_lines(&mut dev, at(0), &mut rec);
     dev.handle_line(
         br#"{"id":3,"result":null,"error":[24,"Unauthorized worker",null]}"#,
-        0,
+        at(0),
         &mut rec,
     );
     assert_eq!(dev.close_requested(), Some(CloseReason::Unauthorized));
-    dev.on_closed(0, CloseReason::Unauthorized, &mut rec);
-    assert!(dev.poll_timeout().unwrap() >= 250 * MS);
+    dev.handle_closed(at(0), CloseReason::Unauthorized, &mut rec);
+    assert!(dev.poll_timeout().unwrap() >= at(250 * MS));
 }
 
 #[test]
@@ -836,18 +844,18 @@ fn closing_accounts_for_shares_in_flight_and_found() {
     let mut rec = Recorder::default();
     let mut dev = ready_with_job(config(Profile::Asic), &job, "0.0000001", &mut rec);
     while dev.pending_shares() < 2 {
-        dev.hash(MS, 1000, &mut rec);
+        dev.hash(at(MS), 1000, &mut rec);
     }
-    let sent = sent_lines(&mut dev, MS, &mut rec).len();
+    let sent = sent_lines(&mut dev, at(MS), &mut rec).len();
     while dev.pending_shares() == 0 {
-        dev.hash(MS, 1000, &mut rec);
+        dev.hash(at(MS), 1000, &mut rec);
     }
     let pending = dev.pending_shares();
-    dev.on_closed(2 * MS, CloseReason::Eof, &mut rec);
+    dev.handle_closed(at(2 * MS), CloseReason::Eof, &mut rec);
     assert_eq!(rec.unanswered.len(), sent);
     assert_eq!(rec.dropped as usize, pending);
     assert!(!dev.can_hash());
-    assert_eq!(dev.hash(3 * MS, 1000, &mut rec).hashes, 0);
+    assert_eq!(dev.hash(at(3 * MS), 1000, &mut rec).hashes, 0);
 }
 
 #[test]

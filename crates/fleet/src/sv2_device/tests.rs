@@ -3,6 +3,10 @@
 
 use super::*;
 
+fn at(ns: u64) -> Timestamp {
+    Timestamp::from_nanos(ns)
+}
+
 #[test]
 fn the_open_message_spliced_per_device_is_the_reference_encoding() {
     for prefix in [
@@ -110,7 +114,7 @@ fn settings_that_cannot_work_are_refused() {
 #[test]
 fn a_device_is_small_and_holds_little_heap() {
     let shared = Sv2Shared::new(Sv2Config::default()).unwrap();
-    let mut dev = Sv2Device::new(shared, 1, 1, 1, 0);
+    let mut dev = Sv2Device::new(shared, 1, 1, 1, at(0));
     println!(
         "Sv2Device: {} bytes (NoiseInitiator {} of them)",
         std::mem::size_of::<Sv2Device>(),
@@ -118,9 +122,9 @@ fn a_device_is_small_and_holds_little_heap() {
     );
     assert!(std::mem::size_of::<Sv2Device>() < 1024);
     assert_eq!(dev.heap_bytes(), 0);
-    dev.on_connected(0);
+    dev.handle_connected(at(0));
     let mut out = Vec::new();
-    dev.poll_transmit(&mut out, 0, &mut ());
+    dev.poll_transmit(&mut out, at(0), &mut ());
     assert_eq!(out.len(), 64);
     assert_eq!(
         dev.heap_bytes(),

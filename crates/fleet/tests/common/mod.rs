@@ -8,7 +8,7 @@
 pub mod sv2;
 
 use fleet::device::{JobView, SentShare, ShareReply, ShareVerdict};
-use fleet::{Nanos, Observer, Sv1Device};
+use fleet::{Observer, Sv1Device, Timestamp};
 use primitives::{
     merkle_root_from_branch, sha256d, CoinbaseSpec, CompactTarget, Hash256, Header, Target,
 };
@@ -100,7 +100,7 @@ pub fn set_difficulty(d: f64) -> Vec<u8> {
 }
 
 /// What the device wants sent, as lines.
-pub fn take_lines<O: Observer>(dev: &mut Sv1Device, now: Nanos, obs: &mut O) -> Vec<String> {
+pub fn take_lines<O: Observer>(dev: &mut Sv1Device, now: Timestamp, obs: &mut O) -> Vec<String> {
     let mut out = Vec::new();
     dev.poll_transmit(&mut out, now, obs);
     String::from_utf8(out)
@@ -118,7 +118,7 @@ pub fn handshake<O: Observer>(
     pool_mask: u32,
     en1: &[u8],
     en2_size: usize,
-    now: Nanos,
+    now: Timestamp,
 ) -> Vec<Vec<String>> {
     let mut batches = Vec::new();
     loop {
@@ -160,7 +160,7 @@ pub fn handshake<O: Observer>(
 /// A share as the device reported it, owned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SentRec {
-    pub at: Nanos,
+    pub at: u64,
     pub seq: u64,
     pub job_id: String,
     pub extranonce2: Vec<u8>,
@@ -175,7 +175,7 @@ pub struct SentRec {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobRec {
-    pub at: Nanos,
+    pub at: u64,
     pub job_id: String,
     pub prev_hash: Hash256,
     pub branch: Vec<Hash256>,
@@ -188,9 +188,9 @@ pub struct JobRec {
 #[derive(Default, Debug)]
 pub struct Recorder {
     pub jobs: Vec<JobRec>,
-    pub targets: Vec<(Nanos, f64, Target)>,
+    pub targets: Vec<(u64, f64, Target)>,
     pub sent: Vec<SentRec>,
-    pub results: Vec<(Nanos, u64, ShareVerdict)>,
+    pub results: Vec<(u64, u64, ShareVerdict)>,
     pub unanswered: Vec<u64>,
     pub dropped: u64,
     pub ready: u64,
@@ -198,9 +198,9 @@ pub struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn job_received(&mut self, _d: u64, now: Nanos, j: &JobView<'_>) {
+    fn job_received(&mut self, _d: u64, now: Timestamp, j: &JobView<'_>) {
         self.jobs.push(JobRec {
-            at: now,
+            at: now.as_nanos(),
             job_id: j.job_id.to_owned(),
             prev_hash: *j.prev_hash,
             branch: j.merkle_branch.to_vec(),
@@ -209,12 +209,12 @@ impl Observer for Recorder {
             difficulty: j.difficulty,
         });
     }
-    fn target_changed(&mut self, _d: u64, now: Nanos, difficulty: f64, target: &Target) {
-        self.targets.push((now, difficulty, *target));
+    fn target_changed(&mut self, _d: u64, now: Timestamp, difficulty: f64, target: &Target) {
+        self.targets.push((now.as_nanos(), difficulty, *target));
     }
-    fn share_sent(&mut self, _d: u64, now: Nanos, s: &SentShare<'_>) {
+    fn share_sent(&mut self, _d: u64, now: Timestamp, s: &SentShare<'_>) {
         self.sent.push(SentRec {
-            at: now,
+            at: now.as_nanos(),
             seq: s.seq,
             job_id: s.job_id.to_owned(),
             extranonce2: s.extranonce2.to_vec(),
@@ -227,19 +227,19 @@ impl Observer for Recorder {
             block: s.block,
         });
     }
-    fn share_result(&mut self, _d: u64, now: Nanos, r: &ShareReply<'_>) {
-        self.results.push((now, r.seq, r.verdict));
+    fn share_result(&mut self, _d: u64, now: Timestamp, r: &ShareReply<'_>) {
+        self.results.push((now.as_nanos(), r.seq, r.verdict));
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Nanos, seq: u64) {
+    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
         self.unanswered.push(seq);
     }
-    fn share_dropped(&mut self, _d: u64, _now: Nanos) {
+    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
         self.dropped += 1;
     }
-    fn ready(&mut self, _d: u64, _now: Nanos) {
+    fn ready(&mut self, _d: u64, _now: Timestamp) {
         self.ready += 1;
     }
-    fn protocol_error(&mut self, _d: u64, _now: Nanos, what: &str) {
+    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
         self.errors.push(what.to_owned());
     }
 }
@@ -272,4 +272,9 @@ pub fn parse_submit(line: &str) -> Submitted {
         nonce: u(4),
         version_bits: (p.len() == 6).then(|| u(5)),
     }
+}
+
+/// The instant `ns` nanoseconds after the devices' clock starts.
+pub fn at(ns: u64) -> fleet::Timestamp {
+    fleet::Timestamp::from_nanos(ns)
 }

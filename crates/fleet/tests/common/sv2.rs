@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use fleet::device::{StandardJobView, StandardShareReply, StandardShareView};
-use fleet::{Nanos, Observer, Sv2Device};
+use fleet::{Observer, Sv2Device, Timestamp};
 use primitives::{Hash256, Target};
 use sv2::messages::common::{SetupConnectionSuccess, PROTOCOL_VERSION};
 use sv2::messages::mining::{
@@ -38,7 +38,12 @@ impl ScriptedPool {
 
     /// The device has connected: runs the Noise handshake (the device's ephemeral key in, the
     /// pool's answer back). Returns whether the device accepted the pool.
-    pub fn handshake<O: Observer>(&mut self, dev: &mut Sv2Device, now: Nanos, obs: &mut O) -> bool {
+    pub fn handshake<O: Observer>(
+        &mut self,
+        dev: &mut Sv2Device,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> bool {
         let mut wire = Vec::new();
         dev.poll_transmit(&mut wire, now, obs);
         assert_eq!(wire.len(), 64, "an ElligatorSwift ephemeral key");
@@ -56,7 +61,7 @@ impl ScriptedPool {
     pub fn take<O: Observer>(
         &mut self,
         dev: &mut Sv2Device,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Vec<Message> {
         let mut wire = Vec::new();
@@ -77,7 +82,7 @@ impl ScriptedPool {
     pub fn take_shares<O: Observer>(
         &mut self,
         dev: &mut Sv2Device,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
     ) -> Vec<SubmitSharesStandard> {
         self.take(dev, now, obs)
@@ -93,7 +98,7 @@ impl ScriptedPool {
     pub fn send<O: Observer>(
         &mut self,
         dev: &mut Sv2Device,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
         msgs: &[Message],
     ) {
@@ -113,7 +118,7 @@ impl ScriptedPool {
     pub fn open<O: Observer>(
         &mut self,
         dev: &mut Sv2Device,
-        now: Nanos,
+        now: Timestamp,
         obs: &mut O,
         flags: u32,
         target: Target,
@@ -208,7 +213,7 @@ pub fn prev_hash(n: u32) -> Hash256 {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobRec {
-    pub at: Nanos,
+    pub at: u64,
     pub channel: u32,
     pub job_id: u32,
     pub version: u32,
@@ -220,9 +225,9 @@ pub struct JobRec {
 }
 
 impl JobRec {
-    fn of(now: Nanos, j: &StandardJobView<'_>) -> Self {
+    fn of(now: Timestamp, j: &StandardJobView<'_>) -> Self {
         JobRec {
-            at: now,
+            at: now.as_nanos(),
             channel: j.channel,
             job_id: j.job_id,
             version: j.version,
@@ -237,7 +242,7 @@ impl JobRec {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SentRec {
-    pub at: Nanos,
+    pub at: u64,
     pub channel: u32,
     pub seq: u32,
     pub job_id: u32,
@@ -251,7 +256,7 @@ pub struct SentRec {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResultRec {
-    pub at: Nanos,
+    pub at: u64,
     pub seq: u32,
     pub job_id: u32,
     pub latency_ns: u64,
@@ -264,7 +269,7 @@ pub struct ResultRec {
 pub struct Recorder {
     pub received: Vec<JobRec>,
     pub activated: Vec<JobRec>,
-    pub targets: Vec<(Nanos, u32, Target)>,
+    pub targets: Vec<(u64, u32, Target)>,
     pub sent: Vec<SentRec>,
     pub results: Vec<ResultRec>,
     pub found: u64,
@@ -275,21 +280,21 @@ pub struct Recorder {
 }
 
 impl Observer for Recorder {
-    fn standard_job_received(&mut self, _d: u64, now: Nanos, j: &StandardJobView<'_>) {
+    fn standard_job_received(&mut self, _d: u64, now: Timestamp, j: &StandardJobView<'_>) {
         self.received.push(JobRec::of(now, j));
     }
-    fn standard_job_activated(&mut self, _d: u64, now: Nanos, j: &StandardJobView<'_>) {
+    fn standard_job_activated(&mut self, _d: u64, now: Timestamp, j: &StandardJobView<'_>) {
         self.activated.push(JobRec::of(now, j));
     }
-    fn channel_target_changed(&mut self, _d: u64, now: Nanos, c: u32, _diff: f64, t: &Target) {
-        self.targets.push((now, c, *t));
+    fn channel_target_changed(&mut self, _d: u64, now: Timestamp, c: u32, _diff: f64, t: &Target) {
+        self.targets.push((now.as_nanos(), c, *t));
     }
-    fn share_found(&mut self, _d: u64, _now: Nanos) {
+    fn share_found(&mut self, _d: u64, _now: Timestamp) {
         self.found += 1;
     }
-    fn standard_share_sent(&mut self, _d: u64, now: Nanos, s: &StandardShareView<'_>) {
+    fn standard_share_sent(&mut self, _d: u64, now: Timestamp, s: &StandardShareView<'_>) {
         self.sent.push(SentRec {
-            at: now,
+            at: now.as_nanos(),
             channel: s.channel,
             seq: s.sequence_number,
             job_id: s.job_id,
@@ -301,9 +306,9 @@ impl Observer for Recorder {
             block: s.block,
         });
     }
-    fn standard_share_result(&mut self, _d: u64, now: Nanos, r: &StandardShareReply<'_>) {
+    fn standard_share_result(&mut self, _d: u64, now: Timestamp, r: &StandardShareReply<'_>) {
         self.results.push(ResultRec {
-            at: now,
+            at: now.as_nanos(),
             seq: r.sequence_number,
             job_id: r.job_id,
             latency_ns: r.latency_ns,
@@ -311,16 +316,16 @@ impl Observer for Recorder {
             error_code: r.error_code.map(str::to_owned),
         });
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Nanos, seq: u64) {
+    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
         self.unanswered.push(seq);
     }
-    fn share_dropped(&mut self, _d: u64, _now: Nanos) {
+    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
         self.dropped += 1;
     }
-    fn ready(&mut self, _d: u64, _now: Nanos) {
+    fn ready(&mut self, _d: u64, _now: Timestamp) {
         self.ready += 1;
     }
-    fn protocol_error(&mut self, _d: u64, _now: Nanos, what: &str) {
+    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
         self.errors.push(what.to_owned());
     }
 }

@@ -128,9 +128,9 @@ impl View {
     fn snapshot(&self) -> Snapshot {
         Snapshot {
             s: self.stats.snapshot(),
-            admission: self
-                .gate
-                .snapshot(edge::Millis(self.started.elapsed().as_millis() as u64)),
+            admission: self.gate.snapshot(edge::Timestamp::from_millis(
+                self.started.elapsed().as_millis() as u64,
+            )),
             node: self.node.snapshot(),
             store: self.store.as_ref().map(|st| {
                 let stats = st.stats();

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use edge::{BanReason, Gate, MessageBudget, Millis, Slot};
+use edge::{BanReason, Gate, MessageBudget, Slot, Timestamp};
 
 use events::{
     BlockFound, BlockResult, BlockSubmitted, ConnectionClosed, ConnectionOpened, EventSink,
@@ -191,8 +191,8 @@ impl JdsStats {
 }
 
 impl Shared {
-    fn now(&self) -> Millis {
-        Millis(self.epoch.elapsed().as_millis() as u64)
+    fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.epoch.elapsed().as_millis() as u64)
     }
 }
 
@@ -525,13 +525,13 @@ async fn drive(
                             tracing::warn!(conn = session.conn(), error = %e, "jds: mempool refresh before a declaration failed");
                         }
                     }
-                    session.on_message(m, UnixMillis::now(), &shared.mempool.read());
+                    session.handle_message(m, UnixMillis::now(), &shared.mempool.read());
                 }
                 Err(e) => break e.reason(),
             },
             _ = tick.tick() => {
-                session.on_tick(UnixMillis::now());
-                if shared.now().since(last_frame) > admission.idle_timeout.as_millis() as u64 {
+                session.handle_tick(UnixMillis::now());
+                if shared.now().since(last_frame) > admission.idle_timeout {
                     break "idle";
                 }
             }

@@ -7,39 +7,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
-/// An instant of the simulated run: nanoseconds since it started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SimTime(pub u64);
-
-impl SimTime {
-    /// The run's start.
-    pub const ZERO: SimTime = SimTime(0);
-
-    /// This instant plus `d` (saturating).
-    pub fn plus(self, d: Duration) -> SimTime {
-        SimTime(self.0.saturating_add(nanos(d)))
-    }
-
-    /// Time from `earlier` to this instant; zero if `earlier` is later.
-    pub fn since(self, earlier: SimTime) -> Duration {
-        Duration::from_nanos(self.0.saturating_sub(earlier.0))
-    }
-
-    /// The time as the pool's engine takes it (it decides in milliseconds).
-    pub fn millis(self) -> pool::Millis {
-        pool::Millis(self.0 / 1_000_000)
-    }
-
-    /// The time as the fleet's devices take it.
-    pub fn device(self) -> fleet::Nanos {
-        self.0
-    }
-
-    /// Seconds since the run started.
-    pub fn as_secs_f64(self) -> f64 {
-        self.0 as f64 / 1e9
-    }
-}
+use primitives::Timestamp;
 
 /// A duration in whole nanoseconds (saturating: the simulator never runs for 584 years).
 pub fn nanos(d: Duration) -> u64 {
@@ -51,12 +19,12 @@ pub fn nanos(d: Duration) -> u64 {
 pub struct EventQueue<E> {
     heap: BinaryHeap<Scheduled<E>>,
     next_seq: u64,
-    now: SimTime,
+    now: Timestamp,
     popped: u64,
 }
 
 struct Scheduled<E> {
-    at: SimTime,
+    at: Timestamp,
     seq: u64,
     event: E,
 }
@@ -87,7 +55,7 @@ impl<E> Default for EventQueue<E> {
         EventQueue {
             heap: BinaryHeap::new(),
             next_seq: 0,
-            now: SimTime::ZERO,
+            now: Timestamp::ZERO,
             popped: 0,
         }
     }
@@ -100,7 +68,7 @@ impl<E> EventQueue<E> {
     }
 
     /// The time of the event last taken out.
-    pub fn now(&self) -> SimTime {
+    pub fn now(&self) -> Timestamp {
         self.now
     }
 
@@ -110,7 +78,7 @@ impl<E> EventQueue<E> {
     }
 
     /// Schedules `event` at `at`; an instant already past means "now" (time never runs back).
-    pub fn at(&mut self, at: SimTime, event: E) {
+    pub fn at(&mut self, at: Timestamp, event: E) {
         let at = at.max(self.now);
         self.heap.push(Scheduled {
             at,
@@ -122,11 +90,11 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` `after` from now.
     pub fn after(&mut self, after: Duration, event: E) {
-        self.at(self.now.plus(after), event);
+        self.at(self.now + after, event);
     }
 
     /// The next event, advancing the clock to its time.
-    pub fn pop(&mut self) -> Option<(SimTime, E)> {
+    pub fn pop(&mut self) -> Option<(Timestamp, E)> {
         let s = self.heap.pop()?;
         self.now = s.at;
         self.popped += 1;
@@ -146,44 +114,33 @@ mod tests {
     #[test]
     fn events_come_out_by_time_then_by_scheduling_order() {
         let mut q = EventQueue::new();
-        q.at(SimTime(30), "c");
-        q.at(SimTime(10), "a1");
-        q.at(SimTime(20), "b");
-        q.at(SimTime(10), "a2");
+        q.at(Timestamp::from_nanos(30), "c");
+        q.at(Timestamp::from_nanos(10), "a1");
+        q.at(Timestamp::from_nanos(20), "b");
+        q.at(Timestamp::from_nanos(10), "a2");
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             order,
             vec![
-                (SimTime(10), "a1"),
-                (SimTime(10), "a2"),
-                (SimTime(20), "b"),
-                (SimTime(30), "c")
+                (Timestamp::from_nanos(10), "a1"),
+                (Timestamp::from_nanos(10), "a2"),
+                (Timestamp::from_nanos(20), "b"),
+                (Timestamp::from_nanos(30), "c")
             ]
         );
-        assert_eq!(q.now(), SimTime(30));
+        assert_eq!(q.now(), Timestamp::from_nanos(30));
         assert_eq!(q.processed(), 4);
     }
 
     #[test]
     fn the_past_is_now() {
         let mut q = EventQueue::new();
-        q.at(SimTime(100), 1);
-        assert_eq!(q.pop(), Some((SimTime(100), 1)));
-        q.at(SimTime(5), 2);
+        q.at(Timestamp::from_nanos(100), 1);
+        assert_eq!(q.pop(), Some((Timestamp::from_nanos(100), 1)));
+        q.at(Timestamp::from_nanos(5), 2);
         q.after(Duration::from_nanos(7), 3);
-        assert_eq!(q.pop(), Some((SimTime(100), 2)));
-        assert_eq!(q.pop(), Some((SimTime(107), 3)));
+        assert_eq!(q.pop(), Some((Timestamp::from_nanos(100), 2)));
+        assert_eq!(q.pop(), Some((Timestamp::from_nanos(107), 3)));
         assert!(q.is_empty());
-    }
-
-    #[test]
-    fn time_converts_to_the_cores_units() {
-        let t = SimTime::ZERO.plus(Duration::from_millis(1_234) + Duration::from_nanos(999));
-        assert_eq!(t.millis(), pool::Millis(1_234));
-        assert_eq!(t.device(), 1_234_000_999);
-        assert_eq!(
-            t.since(SimTime(1_000_000_000)),
-            Duration::from_nanos(234_000_999)
-        );
     }
 }

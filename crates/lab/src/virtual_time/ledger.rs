@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use events::{Reason, Verdict};
 use fleet::device::{JobView, SentShare, ShareReply, ShareVerdict};
-use fleet::{Nanos, Observer};
+use fleet::Observer;
 use serde::Serialize;
 
-use super::clock::SimTime;
+use primitives::Timestamp;
 
 /// Shares of one tip's job, by the pool's verdict.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -49,7 +49,7 @@ pub struct DeviceShares {
 
 /// Where a device's outcomes go, and where the pool's verdicts are booked.
 pub struct Ledger {
-    tip_times: Vec<SimTime>,
+    tip_times: Vec<Timestamp>,
     /// Pool job id -> tip.
     job_tip: HashMap<u64, u32>,
     /// (device, request id) -> tip, for shares awaiting their verdict at the device.
@@ -70,7 +70,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger for tips created at `tip_times`, counting tips `measured.0 ..= measured.1`.
-    pub fn new(tip_times: Vec<SimTime>, measured: (u32, u32)) -> Self {
+    pub fn new(tip_times: Vec<Timestamp>, measured: (u32, u32)) -> Self {
         let tips = tip_times.len();
         Ledger {
             tip_times,
@@ -86,7 +86,7 @@ impl Ledger {
     }
 
     /// When tip `k` was created.
-    pub fn tip_time(&self, k: u32) -> SimTime {
+    pub fn tip_time(&self, k: u32) -> Timestamp {
         self.tip_times[k as usize]
     }
 
@@ -131,14 +131,14 @@ impl Ledger {
 }
 
 impl Observer for Ledger {
-    fn job_received(&mut self, _device: u64, now: Nanos, job: &JobView<'_>) {
+    fn job_received(&mut self, _device: u64, now: Timestamp, job: &JobView<'_>) {
         let Some(k) = self.tip_of(job.job_id) else {
             self.protocol_errors
                 .push(format!("a job the pool never built: {}", job.job_id));
             return;
         };
         if self.is_measured(k) {
-            let d = SimTime(now).since(self.tip_time(k));
+            let d = now.since(self.tip_time(k));
             self.job_delay = Some(match self.job_delay {
                 None => (d, d),
                 Some((lo, hi)) => (lo.min(d), hi.max(d)),
@@ -146,7 +146,7 @@ impl Observer for Ledger {
         }
     }
 
-    fn share_sent(&mut self, device: u64, _now: Nanos, share: &SentShare<'_>) {
+    fn share_sent(&mut self, device: u64, _now: Timestamp, share: &SentShare<'_>) {
         match self.tip_of(share.job_id) {
             Some(k) if self.is_measured(k) => {
                 self.devices.sent += 1;
@@ -159,7 +159,7 @@ impl Observer for Ledger {
         }
     }
 
-    fn share_result(&mut self, device: u64, _now: Nanos, reply: &ShareReply<'_>) {
+    fn share_result(&mut self, device: u64, _now: Timestamp, reply: &ShareReply<'_>) {
         if self.in_flight.remove(&(device, reply.seq)).is_none() {
             return;
         }
@@ -170,17 +170,17 @@ impl Observer for Ledger {
         }
     }
 
-    fn share_unanswered(&mut self, device: u64, _now: Nanos, seq: u64) {
+    fn share_unanswered(&mut self, device: u64, _now: Timestamp, seq: u64) {
         if self.in_flight.remove(&(device, seq)).is_some() {
             self.devices.unanswered += 1;
         }
     }
 
-    fn share_dropped(&mut self, _device: u64, _now: Nanos) {
+    fn share_dropped(&mut self, _device: u64, _now: Timestamp) {
         self.devices.dropped += 1;
     }
 
-    fn protocol_error(&mut self, device: u64, _now: Nanos, what: &str) {
+    fn protocol_error(&mut self, device: u64, _now: Timestamp, what: &str) {
         self.protocol_errors
             .push(format!("device {device}: {what}"));
     }
@@ -192,7 +192,14 @@ mod tests {
 
     #[test]
     fn verdicts_are_booked_to_the_tip_of_their_job() {
-        let mut l = Ledger::new(vec![SimTime(0), SimTime(10), SimTime(20)], (1, 1));
+        let mut l = Ledger::new(
+            vec![
+                Timestamp::from_nanos(0),
+                Timestamp::from_nanos(10),
+                Timestamp::from_nanos(20),
+            ],
+            (1, 1),
+        );
         l.job(0x1a, 0);
         l.job(0x1b, 1);
         l.pool_verdict("1b", Verdict::Accepted);

@@ -175,7 +175,7 @@ pub fn stale_model(params: StaleModelParams) -> Result<StaleModelResult, SimErro
         job_delay: out.ledger.job_delay.unwrap_or_default(),
         per_tip,
         hashes: out.hashes,
-        virtual_time: out.end.since(clock::SimTime::ZERO),
+        virtual_time: out.end.since(primitives::Timestamp::ZERO),
         events: out.events,
         params,
     })

@@ -15,7 +15,8 @@ use primitives::{sha256d, CompactTarget, Hash256};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha12Rng;
 
-use super::clock::{nanos, SimTime};
+use super::clock::nanos;
+use primitives::Timestamp;
 
 /// The height of tip 0's template.
 const FIRST_HEIGHT: u32 = 900_000;
@@ -51,15 +52,15 @@ pub fn exponential(rng: &mut impl RngCore, mean: Duration) -> Duration {
 
 /// The times of tips 0, 1, ..., `count - 1`: tip 0 at time zero, then exponential gaps of
 /// mean `block_interval`.
-pub fn tip_times(seed: u64, block_interval: Duration, count: u32) -> Vec<SimTime> {
+pub fn tip_times(seed: u64, block_interval: Duration, count: u32) -> Vec<Timestamp> {
     let mut rng = stream(seed, "tips", 0);
-    let mut at = SimTime::ZERO;
+    let mut at = Timestamp::ZERO;
     let mut times = Vec::with_capacity(count as usize);
     for _ in 0..count {
         times.push(at);
         // At least a nanosecond apart, so tips keep their order on the clock.
         let gap = nanos(exponential(&mut rng, block_interval)).max(1);
-        at = SimTime(at.0.saturating_add(gap));
+        at = Timestamp::from_nanos(at.as_nanos().saturating_add(gap));
     }
     times
 }
@@ -82,13 +83,13 @@ impl Node {
 
     /// The template offered once tip `k` (found at `at`) is known: a new previous block hash,
     /// height and time, and transactions that change from tip to tip.
-    pub fn template(&self, k: u32, at: SimTime) -> Template {
+    pub fn template(&self, k: u32, at: Timestamp) -> Template {
         let prev_hash = sha256d(&[&self.seed.to_le_bytes()[..], &k.to_le_bytes(), b"tip"].concat());
         let transactions: Vec<TemplateTx> = (0..TXS)
             .map(|i| self.mempool[(k as usize + i) % MEMPOOL].clone())
             .collect();
         let fees: u64 = transactions.iter().map(|t| t.fee.to_sat()).sum();
-        let curtime = EPOCH_UNIX.saturating_add(at.as_secs_f64() as u32);
+        let curtime = EPOCH_UNIX.saturating_add(at.since(Timestamp::ZERO).as_secs() as u32);
         Template {
             height: FIRST_HEIGHT + k,
             prev_hash,
@@ -140,7 +141,7 @@ mod tests {
     fn tips_are_a_poisson_process_of_the_given_mean() {
         let b = Duration::from_secs(10);
         let times = tip_times(7, b, 20_001);
-        assert_eq!(times[0], SimTime::ZERO);
+        assert_eq!(times[0], Timestamp::ZERO);
         let gaps: Vec<f64> = times
             .windows(2)
             .map(|w| w[1].since(w[0]).as_secs_f64())
@@ -160,8 +161,8 @@ mod tests {
     #[test]
     fn every_tip_has_its_own_template() {
         let node = Node::new(1);
-        let a = node.template(5, SimTime(12_500_000_000));
-        let b = node.template(6, SimTime(13_000_000_000));
+        let a = node.template(5, Timestamp::from_nanos(12_500_000_000));
+        let b = node.template(6, Timestamp::from_nanos(13_000_000_000));
         assert_ne!(a.prev_hash, b.prev_hash);
         assert_eq!(b.height, a.height + 1);
         assert_eq!(a.curtime, EPOCH_UNIX + 12);
@@ -170,7 +171,13 @@ mod tests {
         let fees = a.fees().to_sat();
         assert!(fees > 0);
         assert_eq!(a.coinbase_value, Amount::from_sat(SUBSIDY_SAT + fees));
-        assert_eq!(Node::new(1).template(5, SimTime(0)).prev_hash, a.prev_hash);
-        assert_ne!(Node::new(2).template(5, SimTime(0)).prev_hash, a.prev_hash);
+        assert_eq!(
+            Node::new(1).template(5, Timestamp::from_nanos(0)).prev_hash,
+            a.prev_hash
+        );
+        assert_ne!(
+            Node::new(2).template(5, Timestamp::from_nanos(0)).prev_hash,
+            a.prev_hash
+        );
     }
 }

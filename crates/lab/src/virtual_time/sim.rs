@@ -15,12 +15,12 @@ use pool::engine::{Engine, EngineConfig, PayoutMode};
 use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{Close, LineKind, Session};
-use pool::Millis;
 use primitives::bitcoin::{Network, ScriptBuf};
 use primitives::Difficulty;
+use primitives::Timestamp;
 use rand_chacha::ChaCha12Rng;
 
-use super::clock::{EventQueue, SimTime};
+use super::clock::EventQueue;
 use super::ledger::Ledger;
 use super::network;
 use super::params::{Hashing, ParamsError, StaleModelParams};
@@ -99,10 +99,10 @@ struct Rig {
     session: Session,
     rng: ChaCha12Rng,
     /// Sliced hashing: since when the device hashes without a break, and hashes done since.
-    hashing_since: SimTime,
+    hashing_since: Timestamp,
     hashed: u64,
     /// The earliest timer event scheduled and not yet fired.
-    deadline: Option<SimTime>,
+    deadline: Option<Timestamp>,
 }
 
 /// What a finished run counted (assembled into a `StaleModelResult` by the caller).
@@ -114,16 +114,16 @@ pub struct Outcome {
     /// Events processed.
     pub events: u64,
     /// Virtual time at the end.
-    pub end: SimTime,
+    pub end: Timestamp,
 }
 
 /// The stale-model simulator: devices, pool and network in virtual time.
 pub struct Sim {
     params: StaleModelParams,
     one_way: Duration,
-    tip_times: Vec<SimTime>,
+    tip_times: Vec<Timestamp>,
     /// When the last measured job's stint ends on every device: no share is found after it.
-    end: SimTime,
+    end: Timestamp,
     engine: Arc<Engine>,
     node: network::Node,
     book: JobBook,
@@ -142,13 +142,11 @@ impl Sim {
         // Tip 0 is the devices' first work, tips 1..=n are measured, tip n+1 ends tip n's job.
         let tip_times = network::tip_times(p.seed, p.block_interval, p.tips + 2);
         let one_way = p.rtt / 2;
-        let end = tip_times[p.tips as usize + 1]
-            .plus(p.processing)
-            .plus(one_way);
+        let end = tip_times[p.tips as usize + 1] + p.processing + one_way;
         let ledger = Ledger::new(tip_times.clone(), (1, p.tips));
 
         let payout = pool_script();
-        let stats = PoolStats::new(Millis(0));
+        let stats = PoolStats::new(Timestamp::ZERO);
         let workers = WorkerRegistry::new(&stats);
         let config = EngineConfig {
             jobs: JobConfig::default(),
@@ -172,10 +170,10 @@ impl Sim {
         })?;
         let rigs = (0..p.devices)
             .map(|i| Rig {
-                core: Sv1Device::new(shared.clone(), u64::from(i), i, p.seed, 0),
-                session: Session::new(engine.clone(), sv1.clone(), Millis(0)),
+                core: Sv1Device::new(shared.clone(), u64::from(i), i, p.seed, Timestamp::ZERO),
+                session: Session::new(engine.clone(), sv1.clone(), Timestamp::ZERO),
                 rng: network::stream(p.seed, "device", u64::from(i)),
-                hashing_since: SimTime::ZERO,
+                hashing_since: Timestamp::ZERO,
                 hashed: 0,
                 deadline: None,
             })
@@ -198,10 +196,10 @@ impl Sim {
 
     /// Runs until every share found on a measured tip's job has its verdict.
     pub fn run(mut self) -> Result<Outcome, SimError> {
-        self.queue.at(SimTime::ZERO, Event::Tip(0));
+        self.queue.at(Timestamp::ZERO, Event::Tip(0));
         for i in 0..self.rigs.len() {
             // Connected at once; the handshake crosses the links like any other line.
-            self.rigs[i].core.on_connected(0);
+            self.rigs[i].core.handle_connected(Timestamp::ZERO);
             let (at, first) = match self.params.hashing {
                 Hashing::Poisson { .. } => (self.share_gap(i), Event::Share(i)),
                 Hashing::Sliced { slice, .. } => {
@@ -209,15 +207,15 @@ impl Sim {
                     (phase, Event::Slice(i))
                 }
             };
-            self.queue.at(SimTime::ZERO.plus(at), first);
-            self.device_io(i, SimTime::ZERO)?;
+            self.queue.at(Timestamp::ZERO + at, first);
+            self.device_io(i, Timestamp::ZERO)?;
         }
         while let Some((now, event)) = self.queue.pop() {
             match event {
                 Event::Tip(k) => self.tip(k, now)?,
                 Event::Fanout(g) => {
                     for i in 0..self.rigs.len() {
-                        self.rigs[i].session.on_generation(Some(&g), now.millis());
+                        self.rigs[i].session.handle_generation(Some(&g), now);
                         self.pool_io(i)?;
                     }
                 }
@@ -226,7 +224,7 @@ impl Sim {
                     for line in lines(&bytes) {
                         self.rigs[device]
                             .core
-                            .handle_line(line, now.device(), &mut self.ledger);
+                            .handle_line(line, now, &mut self.ledger);
                     }
                     self.device_io(device, now)?;
                 }
@@ -250,9 +248,7 @@ impl Sim {
                 }
                 Event::Deadline(i) => {
                     self.rigs[i].deadline = None;
-                    self.rigs[i]
-                        .core
-                        .handle_timeout(now.device(), &mut self.ledger);
+                    self.rigs[i].core.handle_timeout(now, &mut self.ledger);
                     self.device_io(i, now)?;
                 }
             }
@@ -265,7 +261,7 @@ impl Sim {
             tips = self.params.tips,
             events = self.queue.processed(),
             hashes = self.hashes,
-            virtual_s = self.end.as_secs_f64(),
+            virtual_s = self.end.since(Timestamp::ZERO).as_secs_f64(),
             "stale model run done"
         );
         Ok(Outcome {
@@ -276,9 +272,9 @@ impl Sim {
         })
     }
 
-    fn tip(&mut self, k: u32, now: SimTime) -> Result<(), SimError> {
+    fn tip(&mut self, k: u32, now: Timestamp) -> Result<(), SimError> {
         let template = self.node.template(k, now);
-        let g = self.book.on_template(Arc::new(template), now.millis());
+        let g = self.book.handle_template(Arc::new(template), now);
         let job = g
             .job(&self.payout)
             .map_err(|e| SimError::Job(e.to_string()))?;
@@ -291,9 +287,9 @@ impl Sim {
         Ok(())
     }
 
-    fn pool_receives(&mut self, i: usize, bytes: &[u8], now: SimTime) -> Result<(), SimError> {
+    fn pool_receives(&mut self, i: usize, bytes: &[u8], now: Timestamp) -> Result<(), SimError> {
         for line in lines(bytes) {
-            let kind = self.rigs[i].session.handle_line(line, now.millis());
+            let kind = self.rigs[i].session.handle_line(line, now);
             if let LineKind::Share(verdict) = kind {
                 let Some(submit) = sv1::parse_submit(line) else {
                     let line = String::from_utf8_lossy(line).into_owned();
@@ -311,7 +307,7 @@ impl Sim {
         if let Some(reason) = session.wants_close() {
             return Err(SimError::PoolClosed { device: i, reason });
         }
-        let bytes = std::mem::take(session.output());
+        let bytes = session.take_output();
         if !bytes.is_empty() {
             self.queue
                 .after(self.one_way, Event::ToDevice { device: i, bytes });
@@ -320,11 +316,10 @@ impl Sim {
     }
 
     /// Sends what the device wants sent, and arms its timer.
-    fn device_io(&mut self, i: usize, now: SimTime) -> Result<(), SimError> {
+    fn device_io(&mut self, i: usize, now: Timestamp) -> Result<(), SimError> {
         let rig = &mut self.rigs[i];
         let mut bytes = Vec::new();
-        rig.core
-            .poll_transmit(&mut bytes, now.device(), &mut self.ledger);
+        rig.core.poll_transmit(&mut bytes, now, &mut self.ledger);
         if !bytes.is_empty() {
             self.queue
                 .after(self.one_way, Event::ToPool { device: i, bytes });
@@ -335,7 +330,7 @@ impl Sim {
         if let Some(e) = self.ledger.protocol_errors.first() {
             return Err(SimError::Protocol(e.clone()));
         }
-        if let Some(at) = rig.core.poll_timeout().map(SimTime) {
+        if let Some(at) = rig.core.poll_timeout() {
             if rig.deadline.is_none_or(|armed| at < armed) {
                 rig.deadline = Some(at);
                 self.queue.at(at, Event::Deadline(i));
@@ -345,7 +340,7 @@ impl Sim {
     }
 
     /// Poisson shares: the device hashes its current job until it finds one share.
-    fn find_share(&mut self, i: usize, now: SimTime) -> Result<(), SimError> {
+    fn find_share(&mut self, i: usize, now: Timestamp) -> Result<(), SimError> {
         let core = &mut self.rigs[i].core;
         if !core.can_hash() {
             return Ok(());
@@ -355,7 +350,7 @@ impl Sim {
         let limit = (expected * 1000.0).max(1e6) as u64;
         let mut hashes = 0u64;
         loop {
-            let out = core.hash(now.device(), 1, &mut self.ledger);
+            let out = core.hash(now, 1, &mut self.ledger);
             hashes += out.hashes;
             if out.shares > 0 {
                 break;
@@ -371,7 +366,7 @@ impl Sim {
 
     /// Sliced hashing: the device hashes the allowance of its hash rate since its last slice,
     /// on the job it holds now, as the fleet's runner does.
-    fn slice(&mut self, i: usize, t: SimTime) {
+    fn slice(&mut self, i: usize, t: Timestamp) {
         let Hashing::Sliced { hash_rate, .. } = self.params.hashing else {
             return;
         };
@@ -385,9 +380,7 @@ impl Sim {
         // Counted from the start of the stretch, not per slice, so rounding never adds up.
         let due = (hash_rate.hashes_per_sec() * t.since(rig.hashing_since).as_secs_f64()) as u64;
         if due > rig.hashed {
-            let out = rig
-                .core
-                .hash(t.device(), due - rig.hashed, &mut self.ledger);
+            let out = rig.core.hash(t, due - rig.hashed, &mut self.ledger);
             rig.hashed += out.hashes;
             self.hashes += out.hashes;
         }

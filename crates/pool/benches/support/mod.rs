@@ -4,10 +4,7 @@
 // Each bench uses its own part of this.
 #![allow(dead_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,96 +17,23 @@ use pool::stats::{PoolStats, WorkerRegistry};
 use pool::store::{Durability, Store, StoreConfig};
 use pool::sv1::session::{Session, Sv1Config};
 use pool::template::Template;
-use pool::Millis;
+use pool::Timestamp;
 use primitives::bitcoin::{Network, ScriptBuf};
 use primitives::Difficulty;
-use sha2::digest::generic_array::GenericArray;
 
 // ---------------------------------------------------------------------------------------------
 // Counting allocator: allocations of the current thread, and of the whole process.
 
-struct Counting;
-
-thread_local! {
-    static THREAD_ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-static PROCESS_ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-#[inline]
-fn count() {
-    PROCESS_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    let _ = THREAD_ALLOCS.try_with(|c| c.set(c.get() + 1));
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `alloc`'s contract, which we pass through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: testkit::alloc::Counting = testkit::alloc::Counting;
 
-pub fn thread_allocs() -> u64 {
-    THREAD_ALLOCS.with(Cell::get)
-}
-
-pub fn process_allocs() -> u64 {
-    PROCESS_ALLOCS.load(Ordering::Relaxed)
-}
+#[allow(unused_imports)] // each bench uses its own part
+pub use testkit::alloc::{process_allocs, thread_allocs};
 
 // ---------------------------------------------------------------------------------------------
 // The floor, as `primitives/benches/floor.rs` measures it.
 
-pub struct Floor {
-    state: [u32; 8],
-    block: GenericArray<u8, sha2::digest::consts::U64>,
-}
-
-impl Floor {
-    pub fn new() -> Floor {
-        Floor {
-            state: [
-                0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-                0x5be0cd19,
-            ],
-            block: GenericArray::clone_from_slice(&[0x5au8; 64]),
-        }
-    }
-
-    #[inline(always)]
-    pub fn once(&mut self) {
-        sha2::compress256(
-            black_box(&mut self.state),
-            std::slice::from_ref(black_box(&self.block)),
-        );
-    }
-
-    pub fn measure(&mut self, n: u64) -> Duration {
-        let t = Instant::now();
-        for _ in 0..n {
-            self.once();
-        }
-        t.elapsed()
-    }
-}
+pub use testkit::floor::Floor;
 
 /// A yardstick of general-purpose code: SipHash (the standard library's hasher) over 256 bytes
 /// at a time, loads and integer arithmetic, no SHA extensions. On a shared host the floor (a
@@ -198,7 +122,7 @@ impl Pool {
             network: Network::Bitcoin,
             start_difficulty: Difficulty::MIN,
         };
-        let stats = PoolStats::new(Millis(0));
+        let stats = PoolStats::new(Timestamp::from_millis(0));
         let workers = WorkerRegistry::new(&stats);
         let (engine, found) = Engine::new(
             config,
@@ -208,7 +132,7 @@ impl Pool {
             EventSink::disabled(),
         );
         let mut book = JobBook::new(jobs);
-        engine.publish(book.on_template(template, Millis(t0)));
+        engine.publish(book.handle_template(template, Timestamp::from_millis(t0)));
         Pool {
             dir,
             store,
@@ -223,18 +147,21 @@ impl Pool {
 /// An SV1 session on `engine` that negotiated version rolling, subscribed and authorized at
 /// `t0`, its job sent and its output cleared.
 pub fn sv1_session(engine: &Arc<Engine>, t0: u64) -> Session {
-    let mut session = Session::new(engine.clone(), Arc::new(Sv1Config::default()), Millis(t0));
+    let mut session = Session::new(
+        engine.clone(),
+        Arc::new(Sv1Config::default()),
+        Timestamp::from_millis(t0),
+    );
     for line in [
         r#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"1fffe000","version-rolling.min-bit-count":16}]}"#,
         r#"{"id":2,"method":"mining.subscribe","params":["cgminer/4.11.1"]}"#,
         &format!(r#"{{"id":3,"method":"mining.authorize","params":["{WORKER}","x"]}}"#),
     ] {
-        session.handle_line(line.as_bytes(), Millis(t0));
+        session.handle_line(line.as_bytes(), Timestamp::from_millis(t0));
     }
-    let out = String::from_utf8_lossy(session.output()).into_owned();
+    let out = String::from_utf8_lossy(&session.take_output()).into_owned();
     assert!(out.contains("mining.notify"), "no job sent: {out}");
     assert!(session.is_working());
-    session.output().clear();
     session
 }
 

@@ -8,17 +8,17 @@ use super::HttpOptions;
 use crate::stats::{
     Attached, Dependency, NodeStatus, NotServing, PageStart, Serving, StatusSnapshot, WorkersPage,
 };
-use crate::Millis;
+use crate::Timestamp;
 
 fn seconds(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
 
-fn age_s(now: Millis, then: Millis) -> f64 {
-    seconds(now.since(then))
+fn age_s(now: Timestamp, then: Timestamp) -> f64 {
+    seconds(now.millis_since(then))
 }
 
-fn node(node: NodeStatus, now: Millis) -> Value {
+fn node(node: NodeStatus, now: Timestamp) -> Value {
     json!({
         "state": node.state(),
         "for_s": node.since().map(|since| age_s(now, since)),
@@ -148,7 +148,7 @@ pub(super) fn status(
 }
 
 /// `/api/workers`.
-pub(super) fn workers(page: &WorkersPage, limit: usize, now: Millis) -> Value {
+pub(super) fn workers(page: &WorkersPage, limit: usize, now: Timestamp) -> Value {
     let list: Vec<Value> = page
         .workers
         .iter()

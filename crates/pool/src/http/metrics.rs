@@ -229,7 +229,7 @@ impl Collector for Snapshot {
             Some(&Unit::Seconds),
             s.node
                 .since()
-                .map_or(0.0, |since| s.now.since(since) as f64 / 1000.0),
+                .map_or(0.0, |since| s.now.since(since).as_secs_f64()),
         )?;
         gauge(
             e,

@@ -30,13 +30,13 @@ use status::{json, not_found, refuse_method, reply, serve_with, text, ServeOptio
 use tokio::net::TcpListener;
 
 use crate::stats::{PoolStats, WorkerRegistry};
-use crate::Millis;
+use crate::Timestamp;
 
 pub use metrics::{render_metrics, METRICS_PREFIX};
 pub use status::OPENMETRICS_CONTENT_TYPE;
 
 /// The caller's monotonic clock, on the same scale as the times given to the statistics.
-pub type Clock = Arc<dyn Fn() -> Millis + Send + Sync>;
+pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
 /// A part of `/api/status` a role built around the pool adds (a JDC's declarations, say),
 /// computed on each request: it must answer at once.
@@ -181,7 +181,7 @@ fn respond(state: &HttpState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
 }
 
 /// `/api/status`: the pool's figures, the edge's, and the sections a role around it adds.
-fn status_json(state: &HttpState, now: Millis) -> serde_json::Value {
+fn status_json(state: &HttpState, now: Timestamp) -> serde_json::Value {
     let store_error = state.stats.store_error();
     let mut body = api::status(
         &state.stats.snapshot(now),
@@ -200,13 +200,13 @@ fn status_json(state: &HttpState, now: Millis) -> serde_json::Value {
     body
 }
 
-fn workers_json(state: &HttpState, q: &api::WorkersQuery, now: Millis) -> serde_json::Value {
+fn workers_json(state: &HttpState, q: &api::WorkersQuery, now: Timestamp) -> serde_json::Value {
     state.workers.expire(now);
     let page = state.workers.page(q.start(), q.limit, now);
     api::workers(&page, q.limit, now)
 }
 
-fn health(state: &HttpState, now: Millis) -> Result<String, String> {
+fn health(state: &HttpState, now: Timestamp) -> Result<String, String> {
     api::health(
         &state.stats.snapshot(now),
         state.stats.store_error().as_deref(),

@@ -31,7 +31,7 @@
 
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use crate::Millis;
+use crate::Timestamp;
 
 use Ordering::{Acquire, Relaxed, Release};
 
@@ -42,8 +42,8 @@ const TABLE: usize = 1 << TABLE_BITS;
 
 /// The tick of `now` counted from `base` (0 before it).
 #[inline]
-pub(crate) fn tick(base: Millis, now: Millis) -> u64 {
-    now.since(base) / TICK_MS
+pub(crate) fn tick(base: Timestamp, now: Timestamp) -> u64 {
+    now.millis_since(base) / TICK_MS
 }
 
 /// Decay factors `e^(−n·TICK_MS/τ)` for one time constant `τ`.

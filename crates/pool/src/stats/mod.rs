@@ -9,7 +9,7 @@
 //!   disconnect, never rebuilt by scanning connections; each connection holds its worker's
 //!   `Arc<WorkerStats>` and records shares on it directly.
 //!
-//! Time comes from the caller as [`Millis`]; nothing here reads a clock.
+//! Time comes from the caller as [`Timestamp`]; nothing here reads a clock.
 //!
 //! # Hash rate
 //!
@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use events::Reason;
 
-use crate::Millis;
+use crate::Timestamp;
 use decay::{rate_per_second, tick, AtomicF64, Decay, DecayedRates};
 
 pub use decay::TICK_MS;
@@ -130,17 +130,17 @@ pub enum NodeStatus {
     /// Answering, with fresh templates.
     Ok {
         /// When it entered this state.
-        since: Millis,
+        since: Timestamp,
     },
     /// Not answering since `since`.
     Unreachable {
         /// When it entered this state.
-        since: Millis,
+        since: Timestamp,
     },
     /// Answering, but the templates have been too old since `since`.
     Stale {
         /// When it entered this state.
-        since: Millis,
+        since: Timestamp,
     },
 }
 
@@ -169,7 +169,7 @@ impl NodeStatus {
     }
 
     /// When the current state began; `None` while unknown.
-    pub const fn since(self) -> Option<Millis> {
+    pub const fn since(self) -> Option<Timestamp> {
         match self {
             NodeStatus::Unknown => None,
             NodeStatus::Ok { since }
@@ -183,15 +183,15 @@ impl NodeStatus {
     fn pack(self) -> u64 {
         let (code, since) = match self {
             NodeStatus::Unknown => (0, 0),
-            NodeStatus::Ok { since } => (1, since.0),
-            NodeStatus::Unreachable { since } => (2, since.0),
-            NodeStatus::Stale { since } => (3, since.0),
+            NodeStatus::Ok { since } => (1, since.as_millis()),
+            NodeStatus::Unreachable { since } => (2, since.as_millis()),
+            NodeStatus::Stale { since } => (3, since.as_millis()),
         };
         code << 56 | since.min(NODE_SINCE_MASK)
     }
 
     fn unpack(word: u64) -> NodeStatus {
-        let since = Millis(word & NODE_SINCE_MASK);
+        let since = Timestamp::from_millis(word & NODE_SINCE_MASK);
         match word >> 56 {
             1 => NodeStatus::Ok { since },
             2 => NodeStatus::Unreachable { since },
@@ -218,7 +218,7 @@ pub struct StoreReport {
     /// Times the store went from writing to failing.
     pub failures: u64,
     /// While the store cannot write: since when (the caller's clock).
-    pub failing_since: Option<Millis>,
+    pub failing_since: Option<Timestamp>,
 }
 
 /// What the pool depends on, as `/metrics` and `/api/status` name it.
@@ -258,7 +258,7 @@ pub struct Attached {
     /// Whether it is working.
     pub up: bool,
     /// When it entered its current state.
-    pub since: Millis,
+    pub since: Timestamp,
     /// Changes from working to failing.
     pub failures: u64,
     /// Why it failed, while it does.
@@ -355,7 +355,7 @@ pub const DECLARED_NOT_SUBMITTED: &str = "declared-job-not-submitted";
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StatusSnapshot {
     /// When the snapshot was taken.
-    pub now: Millis,
+    pub now: Timestamp,
     /// Milliseconds since the pool started.
     pub uptime_ms: u64,
     /// Hashes per second, one-minute average.
@@ -432,7 +432,7 @@ fn sane(difficulty: f64) -> f64 {
 
 /// Pool-wide statistics (see the module's documentation).
 pub struct PoolStats {
-    start: Millis,
+    start: Timestamp,
     decay_1m: Decay,
     decay_10m: Decay,
 
@@ -502,7 +502,7 @@ impl std::fmt::Debug for PoolStats {
 impl PoolStats {
     /// Statistics of a pool started at `start`: uptime and the averages' ages count from it.
     /// The pool does not serve until told to (`No(NoTemplateYet)`), and its node is `Unknown`.
-    pub fn new(start: Millis) -> Arc<PoolStats> {
+    pub fn new(start: Timestamp) -> Arc<PoolStats> {
         Arc::new(PoolStats {
             start,
             decay_1m: Decay::new(TAU_1M_MS),
@@ -550,7 +550,7 @@ impl PoolStats {
     }
 
     /// When the pool started (the caller's clock).
-    pub fn start(&self) -> Millis {
+    pub fn start(&self) -> Timestamp {
         self.start
     }
 
@@ -570,7 +570,7 @@ impl PoolStats {
     /// An accepted share of `difficulty` (difficulty-1 units) from `worker`, which must come
     /// from a [`WorkerRegistry`] over these statistics.
     #[inline]
-    pub fn share_accepted(&self, worker: &WorkerStats, difficulty: f64, now: Millis) {
+    pub fn share_accepted(&self, worker: &WorkerStats, difficulty: f64, now: Timestamp) {
         let difficulty = sane(difficulty);
         let t = tick(self.start, now);
         self.accepted.fetch_add(1, Relaxed);
@@ -588,7 +588,7 @@ impl PoolStats {
 
     /// A rejected share; `worker` is `None` when the share came before any authorized worker.
     #[inline]
-    pub fn share_rejected(&self, worker: Option<&WorkerStats>, reason: Reason, now: Millis) {
+    pub fn share_rejected(&self, worker: Option<&WorkerStats>, reason: Reason, now: Timestamp) {
         self.rejected[reason_index(reason)].fetch_add(1, Relaxed);
         self.shares_counted(tick(self.start, now));
         if let Some(w) = worker {
@@ -746,7 +746,7 @@ impl PoolStats {
         &self,
         dependency: Dependency,
         up: bool,
-        now: Millis,
+        now: Timestamp,
         error: Option<String>,
     ) {
         let mut list = self.attached.lock().unwrap_or_else(|e| e.into_inner());
@@ -783,7 +783,7 @@ impl PoolStats {
     }
 
     /// Refusals, closes and bans at the miners' edge at `now` (`None` without a front end).
-    pub fn admission(&self, now: Millis) -> Option<edge::AdmissionSnapshot> {
+    pub fn admission(&self, now: Timestamp) -> Option<edge::AdmissionSnapshot> {
         self.gate.get().map(|g| g.snapshot(now))
     }
 
@@ -819,8 +819,10 @@ impl PoolStats {
         self.store_last_commit_us
             .store(report.last_commit_us, Relaxed);
         self.store_failures.store(report.failures, Relaxed);
-        self.store_failing_since
-            .store(report.failing_since.map_or(0, |t| t.0 + 1), Relaxed);
+        self.store_failing_since.store(
+            report.failing_since.map_or(0, |t| t.as_millis() + 1),
+            Relaxed,
+        );
         self.store_reported.store(true, Relaxed);
     }
 
@@ -830,8 +832,8 @@ impl PoolStats {
     }
 
     /// Every figure at `now`.
-    pub fn snapshot(&self, now: Millis) -> StatusSnapshot {
-        let age = now.since(self.start);
+    pub fn snapshot(&self, now: Timestamp) -> StatusSnapshot {
+        let age = now.millis_since(self.start);
         let tau_1m = self.decay_1m.tau_ms();
         let tau_10m = self.decay_10m.tau_ms();
         let [work_1m, work_10m] =
@@ -898,7 +900,7 @@ impl PoolStats {
                 failures: self.store_failures.load(Relaxed),
                 failing_since: match self.store_failing_since.load(Relaxed) {
                     0 => None,
-                    t => Some(Millis(t - 1)),
+                    t => Some(Timestamp::from_millis(t - 1)),
                 },
             }),
         }

@@ -27,7 +27,7 @@ impl Rng {
 }
 
 fn pool() -> (Arc<PoolStats>, Arc<WorkerRegistry>) {
-    let stats = PoolStats::new(Millis(1_000));
+    let stats = PoolStats::new(Timestamp::from_millis(1_000));
     let workers = WorkerRegistry::new(&stats);
     (stats, workers)
 }
@@ -47,7 +47,7 @@ fn hashrate_matches_a_steady_share_rate() {
     let w = workers.attach("alice.rig1", start);
     let mut now = start;
     for _ in 0..3_000 {
-        now = now.plus(100);
+        now = now.plus_millis(100);
         stats.share_accepted(&w, D, now);
     }
     let s = stats.snapshot(now);
@@ -73,7 +73,7 @@ fn hashrate_matches_a_steady_share_rate() {
     assert!(rel_err(w.hashrate_1m(now), EXPECTED_HS) < 0.005);
     assert!(rel_err(w.hashrate_10m(now), EXPECTED_HS) < 0.005);
     // Reading between shares changes nothing beyond the saw-tooth.
-    let mid = stats.snapshot(now.plus(50));
+    let mid = stats.snapshot(now.plus_millis(50));
     assert!(rel_err(mid.hashrate_1m, EXPECTED_HS) < 0.005);
 }
 
@@ -99,10 +99,10 @@ fn hashrate_matches_a_poisson_share_rate() {
             if t >= 300.0 {
                 break;
             }
-            stats.share_accepted(&w, D, stats.start().plus((t * 1000.0) as u64));
+            stats.share_accepted(&w, D, stats.start().plus_millis((t * 1000.0) as u64));
             n += 1;
         }
-        let s = stats.snapshot(stats.start().plus(300_000));
+        let s = stats.snapshot(stats.start().plus_millis(300_000));
         assert!((2_700..3_300).contains(&n), "{n} arrivals");
         assert!(
             rel_err(s.hashrate_1m, EXPECTED_HS) < 0.12,
@@ -127,7 +127,7 @@ fn hashrate_holds_at_high_share_rates() {
     let w = workers.attach("proxy", stats.start());
     let mut now = stats.start();
     for ms in 1..=300_000u64 {
-        now = stats.start().plus(ms);
+        now = stats.start().plus_millis(ms);
         for _ in 0..4 {
             stats.share_accepted(&w, 1_000.0, now);
         }
@@ -154,14 +154,14 @@ fn hashrate_decays_when_shares_stop() {
     let w = workers.attach("carol", stats.start());
     let mut now = stats.start();
     for _ in 0..3_000 {
-        now = now.plus(100);
+        now = now.plus_millis(100);
         stats.share_accepted(&w, D, now);
     }
     // One time constant of silence: e^-1 of the rate.
-    let s = stats.snapshot(now.plus(60_000));
+    let s = stats.snapshot(now.plus_millis(60_000));
     assert!(rel_err(s.hashrate_1m, EXPECTED_HS * (-1f64).exp()) < 0.01);
     // Ten minutes of silence: the one-minute figure is gone, the ten-minute one at e^-1.
-    let later = now.plus(600_000);
+    let later = now.plus_millis(600_000);
     let s = stats.snapshot(later);
     assert!(s.hashrate_1m < EXPECTED_HS * 1e-4);
     assert!(w.hashrate_1m(later) < EXPECTED_HS * 1e-4);
@@ -179,7 +179,7 @@ fn hashrate_decays_when_shares_stop() {
 fn rejected_shares_count_by_reason_and_toward_shares_per_second() {
     let (stats, workers) = pool();
     let w = workers.attach("dave", stats.start());
-    let now = stats.start().plus(1_000);
+    let now = stats.start().plus_millis(1_000);
     stats.share_rejected(Some(&w), Reason::Stale, now);
     stats.share_rejected(Some(&w), Reason::Stale, now);
     stats.share_rejected(Some(&w), Reason::Duplicate, now);
@@ -204,7 +204,7 @@ fn rejected_shares_count_by_reason_and_toward_shares_per_second() {
 fn nonsense_difficulties_do_not_poison_the_sums() {
     let (stats, workers) = pool();
     let w = workers.attach("eve", stats.start());
-    let now = stats.start().plus(10);
+    let now = stats.start().plus_millis(10);
     for d in [f64::NAN, f64::INFINITY, -1.0, 0.0] {
         stats.share_accepted(&w, d, now);
     }
@@ -279,7 +279,7 @@ fn counters_and_gauges() {
     // (unless it is shutting down, which says more).
     let failing = StoreReport {
         failures: 1,
-        failing_since: Some(Millis(40)),
+        failing_since: Some(Timestamp::from_millis(40)),
         ..report
     };
     stats.set_serving(Serving::Yes);
@@ -306,11 +306,15 @@ fn serving_and_node_state_round_trip() {
     stats.set_serving(Serving::Yes);
     assert!(stats.serving().is_serving());
     for node in [
-        NodeStatus::Ok { since: Millis(5) },
-        NodeStatus::Unreachable {
-            since: Millis(1 << 40),
+        NodeStatus::Ok {
+            since: Timestamp::from_millis(5),
         },
-        NodeStatus::Stale { since: Millis(0) },
+        NodeStatus::Unreachable {
+            since: Timestamp::from_millis(1 << 40),
+        },
+        NodeStatus::Stale {
+            since: Timestamp::from_millis(0),
+        },
         NodeStatus::Unknown,
     ] {
         stats.set_node(node);
@@ -328,7 +332,7 @@ fn concurrent_recording_loses_nothing() {
             let (stats, w) = (&stats, &w);
             s.spawn(move || {
                 for i in 0..20_000u64 {
-                    let now = stats.start().plus(i / 10 + thread);
+                    let now = stats.start().plus_millis(i / 10 + thread);
                     stats.share_accepted(w, 2.0, now);
                     stats.share_processing(i);
                     if i.is_multiple_of(10) {
@@ -338,7 +342,7 @@ fn concurrent_recording_loses_nothing() {
             });
         }
     });
-    let s = stats.snapshot(stats.start().plus(2_000));
+    let s = stats.snapshot(stats.start().plus_millis(2_000));
     assert_eq!(s.accepted, 80_000);
     assert_eq!(s.accepted_work, 160_000.0);
     assert_eq!(s.rejected.get(Reason::LowDifficulty), 8_000);
@@ -362,11 +366,11 @@ fn workers_share_a_name_and_count_connections() {
     let s = stats.snapshot(t);
     assert_eq!((s.workers, s.workers_listed), (2, 2));
 
-    workers.detach(&a1, t.plus(1));
+    workers.detach(&a1, t.plus_millis(1));
     assert_eq!(a2.connections(), 1);
     assert_eq!(stats.snapshot(t).workers, 2);
-    workers.detach(&a2, t.plus(2));
-    workers.detach(&a2, t.plus(3)); // unmatched: ignored
+    workers.detach(&a2, t.plus_millis(2));
+    workers.detach(&a2, t.plus_millis(3)); // unmatched: ignored
     assert_eq!(a1.connections(), 0);
     let s = stats.snapshot(t);
     assert_eq!((s.workers, s.workers_listed), (1, 2), "alice retained");
@@ -375,42 +379,45 @@ fn workers_share_a_name_and_count_connections() {
 
 #[test]
 fn disconnected_workers_leave_after_the_retention_period() {
-    let stats = PoolStats::new(Millis(0));
+    let stats = PoolStats::new(Timestamp::from_millis(0));
     let workers = WorkerRegistry::with_retention(&stats, 1_000);
-    let a = workers.attach("alice", Millis(0));
-    stats.share_accepted(&a, 1.0, Millis(10));
-    workers.detach(&a, Millis(100));
-    workers.expire(Millis(1_099));
+    let a = workers.attach("alice", Timestamp::from_millis(0));
+    stats.share_accepted(&a, 1.0, Timestamp::from_millis(10));
+    workers.detach(&a, Timestamp::from_millis(100));
+    workers.expire(Timestamp::from_millis(1_099));
     assert_eq!(workers.len(), 1);
     // Back within the period: the same figures.
-    let again = workers.attach("alice", Millis(500));
+    let again = workers.attach("alice", Timestamp::from_millis(500));
     assert!(Arc::ptr_eq(&a, &again));
     assert_eq!(again.accepted(), 1);
-    workers.detach(&again, Millis(600));
+    workers.detach(&again, Timestamp::from_millis(600));
     // The first departure (due at 1,100) is void: alice left again at 600, due at 1,600.
-    workers.expire(Millis(1_100));
+    workers.expire(Timestamp::from_millis(1_100));
     assert_eq!(workers.len(), 1);
-    workers.expire(Millis(1_600));
+    workers.expire(Timestamp::from_millis(1_600));
     assert_eq!(workers.len(), 0);
     assert!(workers.get("alice").is_none());
-    assert_eq!(stats.snapshot(Millis(1_600)).workers_listed, 0);
+    assert_eq!(
+        stats.snapshot(Timestamp::from_millis(1_600)).workers_listed,
+        0
+    );
     // A newcomer of the same name starts afresh.
-    let fresh = workers.attach("alice", Millis(2_000));
+    let fresh = workers.attach("alice", Timestamp::from_millis(2_000));
     assert_eq!(fresh.accepted(), 0);
-    assert_eq!(fresh.first_seen(), Millis(2_000));
+    assert_eq!(fresh.first_seen(), Timestamp::from_millis(2_000));
 }
 
 #[test]
 fn retention_zero_drops_a_worker_with_its_last_connection() {
-    let stats = PoolStats::new(Millis(0));
+    let stats = PoolStats::new(Timestamp::from_millis(0));
     let workers = WorkerRegistry::with_retention(&stats, 0);
-    let a = workers.attach("alice", Millis(0));
-    let a2 = workers.attach("alice", Millis(0));
-    workers.detach(&a, Millis(1));
+    let a = workers.attach("alice", Timestamp::from_millis(0));
+    let a2 = workers.attach("alice", Timestamp::from_millis(0));
+    workers.detach(&a, Timestamp::from_millis(1));
     assert_eq!(workers.len(), 1);
-    workers.detach(&a2, Millis(2));
+    workers.detach(&a2, Timestamp::from_millis(2));
     assert_eq!(workers.len(), 0);
-    let s = stats.snapshot(Millis(2));
+    let s = stats.snapshot(Timestamp::from_millis(2));
     assert_eq!((s.workers, s.workers_listed), (0, 0));
 }
 
@@ -467,16 +474,16 @@ fn worker_views_carry_the_figures() {
     let (stats, workers) = pool();
     let t = stats.start();
     let w = workers.attach("alice", t);
-    stats.share_accepted(&w, 3.0, t.plus(5));
-    stats.share_rejected(Some(&w), Reason::Stale, t.plus(7));
-    let page = workers.page(PageStart::Offset(0), 10, t.plus(10));
+    stats.share_accepted(&w, 3.0, t.plus_millis(5));
+    stats.share_rejected(Some(&w), Reason::Stale, t.plus_millis(7));
+    let page = workers.page(PageStart::Offset(0), 10, t.plus_millis(10));
     let v = &page.workers[0];
     assert_eq!(&*v.name, "alice");
     assert_eq!(
         (v.connections, v.accepted, v.rejected, v.accepted_work),
         (1, 1, 1, 3.0)
     );
-    assert_eq!(v.last_share, Some(t.plus(7)));
+    assert_eq!(v.last_share, Some(t.plus_millis(7)));
     assert_eq!(v.first_seen, t);
     assert!(v.hashrate_1m > 0.0 && v.hashrate_10m > 0.0);
 }

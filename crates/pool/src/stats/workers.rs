@@ -23,7 +23,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use super::decay::{rate_per_second, AtomicF64, Decay, DecayedRates};
 use super::{PoolStats, HASHES_PER_SHARE, TAU_10M_MS, TAU_1M_MS};
-use crate::Millis;
+use crate::Timestamp;
 
 /// How long a worker with no connections stays listed, by default.
 pub const DEFAULT_WORKER_RETENTION_MS: u64 = 600_000;
@@ -32,8 +32,8 @@ pub const DEFAULT_WORKER_RETENTION_MS: u64 = 600_000;
 pub struct WorkerStats {
     name: Arc<str>,
     /// The pool's start: the decayed sums' tick base.
-    base: Millis,
-    first_seen: Millis,
+    base: Timestamp,
+    first_seen: Timestamp,
     connections: AtomicU32,
     accepted: AtomicU64,
     rejected: AtomicU64,
@@ -71,9 +71,9 @@ pub struct WorkerView {
     /// Rejected shares.
     pub rejected: u64,
     /// The last share, of any verdict.
-    pub last_share: Option<Millis>,
+    pub last_share: Option<Timestamp>,
     /// When the worker joined the list.
-    pub first_seen: Millis,
+    pub first_seen: Timestamp,
     /// Hashes per second, one-minute average.
     pub hashrate_1m: f64,
     /// Hashes per second, ten-minute average.
@@ -81,7 +81,7 @@ pub struct WorkerView {
 }
 
 impl WorkerStats {
-    fn new(name: Arc<str>, base: Millis, now: Millis) -> WorkerStats {
+    fn new(name: Arc<str>, base: Timestamp, now: Timestamp) -> WorkerStats {
         WorkerStats {
             name,
             base,
@@ -122,40 +122,40 @@ impl WorkerStats {
     }
 
     /// When its last share (any verdict) arrived; `None` before the first.
-    pub fn last_share(&self) -> Option<Millis> {
+    pub fn last_share(&self) -> Option<Timestamp> {
         match self.last_share.load(Relaxed) {
             0 => None,
-            n => Some(Millis(n - 1)),
+            n => Some(Timestamp::from_millis(n - 1)),
         }
     }
 
     /// When the worker joined the list.
-    pub fn first_seen(&self) -> Millis {
+    pub fn first_seen(&self) -> Timestamp {
         self.first_seen
     }
 
     /// Hashes per second, one-minute average.
-    pub fn hashrate_1m(&self, now: Millis) -> f64 {
+    pub fn hashrate_1m(&self, now: Timestamp) -> f64 {
         self.hashrates(now)[0]
     }
 
     /// Hashes per second, ten-minute average.
-    pub fn hashrate_10m(&self, now: Millis) -> f64 {
+    pub fn hashrate_10m(&self, now: Timestamp) -> f64 {
         self.hashrates(now)[1]
     }
 
     /// Hashes per second, one- and ten-minute averages.
-    pub fn hashrates(&self, now: Millis) -> [f64; 2] {
+    pub fn hashrates(&self, now: Timestamp) -> [f64; 2] {
         let taus = [TAU_1M_MS as f64, TAU_10M_MS as f64];
-        let sums = self
-            .work_rates
-            .sums_at(now.since(self.base), || self.accepted_work(), taus);
-        let age = now.since(self.first_seen);
+        let sums =
+            self.work_rates
+                .sums_at(now.millis_since(self.base), || self.accepted_work(), taus);
+        let age = now.millis_since(self.first_seen);
         std::array::from_fn(|i| rate_per_second(sums[i], taus[i], age) * HASHES_PER_SHARE)
     }
 
     /// Its figures at `now`.
-    pub fn view(&self, now: Millis) -> WorkerView {
+    pub fn view(&self, now: Timestamp) -> WorkerView {
         let [hashrate_1m, hashrate_10m] = self.hashrates(now);
         WorkerView {
             name: self.name.clone(),
@@ -175,21 +175,23 @@ impl WorkerStats {
         &self,
         difficulty: f64,
         tick: u64,
-        now: Millis,
+        now: Timestamp,
         decays: [&Decay; 2],
     ) {
         self.accepted.fetch_add(1, Relaxed);
         self.accepted_work.add(difficulty);
-        self.last_share.store(now.0.saturating_add(1), Relaxed);
+        self.last_share
+            .store(now.as_millis().saturating_add(1), Relaxed);
         if self.work_rates.due(tick) {
             self.work_rates.fold(tick, || self.accepted_work(), decays);
         }
     }
 
     #[inline]
-    pub(super) fn record_rejected(&self, now: Millis) {
+    pub(super) fn record_rejected(&self, now: Timestamp) {
         self.rejected.fetch_add(1, Relaxed);
-        self.last_share.store(now.0.saturating_add(1), Relaxed);
+        self.last_share
+            .store(now.as_millis().saturating_add(1), Relaxed);
     }
 }
 
@@ -252,7 +254,7 @@ struct Inner {
     /// Earlier runs' totals of workers not listed since this run began; taken at first attach.
     carried: std::collections::HashMap<Box<str>, (u64, f64)>,
     /// Workers whose last connection closed, with the time each may leave, earliest first.
-    leaving: VecDeque<(Millis, Arc<WorkerStats>)>,
+    leaving: VecDeque<(Timestamp, Arc<WorkerStats>)>,
 }
 
 /// The worker list (see the module's documentation).
@@ -298,7 +300,7 @@ impl WorkerRegistry {
 
     /// A connection authorized as `name`: the worker's figures, shared with every other
     /// connection of the same name. Pair with one [`detach`](Self::detach) at disconnect.
-    pub fn attach(&self, name: &str, now: Millis) -> Arc<WorkerStats> {
+    pub fn attach(&self, name: &str, now: Timestamp) -> Arc<WorkerStats> {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         self.expire_locked(&mut inner, now);
         let worker = match inner.by_name.get(name) {
@@ -335,7 +337,7 @@ impl WorkerRegistry {
 
     /// A connection of `worker` closed. With no connections left the worker leaves the list
     /// after the retention period. A detach without a matching attach is ignored.
-    pub fn detach(&self, worker: &Arc<WorkerStats>, now: Millis) {
+    pub fn detach(&self, worker: &Arc<WorkerStats>, now: Timestamp) {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         let Ok(before) = worker
             .connections
@@ -345,29 +347,29 @@ impl WorkerRegistry {
         };
         if before == 1 {
             self.stats.worker_offline();
-            worker.detached_at.store(now.0, Relaxed);
+            worker.detached_at.store(now.as_millis(), Relaxed);
             if self.retention_ms == 0 {
                 remove_if_same(&mut inner, worker);
                 self.listed_changed(&inner);
             } else {
                 inner
                     .leaving
-                    .push_back((now.plus(self.retention_ms), worker.clone()));
+                    .push_back((now.plus_millis(self.retention_ms), worker.clone()));
             }
         }
         self.expire_locked(&mut inner, now);
     }
 
     /// Applies the departures due by `now`.
-    pub fn expire(&self, now: Millis) {
-        if now.0 < self.next_departure.load(Relaxed) {
+    pub fn expire(&self, now: Timestamp) {
+        if now.as_millis() < self.next_departure.load(Relaxed) {
             return;
         }
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         self.expire_locked(&mut inner, now);
     }
 
-    fn expire_locked(&self, inner: &mut Inner, now: Millis) {
+    fn expire_locked(&self, inner: &mut Inner, now: Timestamp) {
         let mut removed = false;
         while let Some(&(due, _)) = inner.leaving.front() {
             if due > now {
@@ -375,15 +377,18 @@ impl WorkerRegistry {
             }
             let (_, worker) = inner.leaving.pop_front().expect("front exists");
             // Reattached since, or detached again later (a later entry is queued): stays.
-            let gone_since = Millis(worker.detached_at.load(Relaxed));
-            if worker.connections() == 0 && gone_since.plus(self.retention_ms) <= now {
+            let gone_since = Timestamp::from_millis(worker.detached_at.load(Relaxed));
+            if worker.connections() == 0 && gone_since.plus_millis(self.retention_ms) <= now {
                 removed |= remove_if_same(inner, &worker);
             }
         }
         if removed {
             self.listed_changed(inner);
         }
-        let next = inner.leaving.front().map_or(u64::MAX, |(due, _)| due.0);
+        let next = inner
+            .leaving
+            .front()
+            .map_or(u64::MAX, |(due, _)| due.as_millis());
         self.next_departure.store(next, Relaxed);
     }
 
@@ -395,7 +400,7 @@ impl WorkerRegistry {
 
     /// Up to `limit` workers in name order from `start`, with the list's size. The lock is
     /// held only to copy out `limit` pointers; the figures are read after.
-    pub fn page(&self, start: PageStart<'_>, limit: usize, now: Millis) -> WorkersPage {
+    pub fn page(&self, start: PageStart<'_>, limit: usize, now: Timestamp) -> WorkersPage {
         let (total, mut picked) = {
             let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
             let take = limit.saturating_add(1);

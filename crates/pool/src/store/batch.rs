@@ -21,7 +21,7 @@
 use std::sync::atomic::Ordering;
 
 use super::{Durability, ShareRecord, Store, StoreError, Ticket};
-use crate::Millis;
+use crate::Timestamp;
 
 /// Records a batch gathers before it goes on the queue: 1 KiB of records.
 pub const BATCH: usize = 16;
@@ -37,7 +37,7 @@ pub struct ShareBatch {
     /// miner that sends one share per read and waits for its acknowledgement).
     last_flush: usize,
     /// When the oldest record arrived, on the caller's clock, and how old it may get.
-    oldest: Millis,
+    oldest: Timestamp,
     window_ms: u64,
     /// Durability off: acknowledgements wait for nothing.
     off: bool,
@@ -57,7 +57,7 @@ impl ShareBatch {
             records: Vec::new(),
             credit: 0,
             last_flush: 1,
-            oldest: Millis(0),
+            oldest: Timestamp::from_millis(0),
             ticket: None,
             clock: StampClock::default(),
         }
@@ -82,7 +82,7 @@ impl ShareBatch {
     /// Takes an accepted share's record; `now` is the caller's clock. Fails as
     /// [`Store::record_share`] does, and then takes nothing: the share must not be acknowledged.
     #[inline]
-    pub fn push(&mut self, rec: ShareRecord, now: Millis) -> Result<(), StoreError> {
+    pub fn push(&mut self, rec: ShareRecord, now: Timestamp) -> Result<(), StoreError> {
         let inner = &*self.store.inner;
         let key = rec.worker.0;
         if key <= 0 || key >= inner.next_worker.load(Ordering::Acquire) {
@@ -105,7 +105,7 @@ impl ShareBatch {
         }
         self.records.push(rec);
         self.credit -= 1;
-        if self.records.len() >= BATCH || now.since(self.oldest) >= self.window_ms {
+        if self.records.len() >= BATCH || now.millis_since(self.oldest) >= self.window_ms {
             self.flush();
         }
         Ok(())
@@ -290,7 +290,7 @@ mod tests {
         let w = store.worker("alice").unwrap();
         let mut batch = ShareBatch::new(store.clone());
         for i in 0..5 {
-            batch.push(share(w, i), Millis(0)).unwrap();
+            batch.push(share(w, i), Timestamp::from_millis(0)).unwrap();
         }
         assert_eq!(
             store.stats().committed_ticket,
@@ -304,7 +304,7 @@ mod tests {
         assert_eq!(batch.take_ticket(), None, "nothing new to wait for");
         // Across a size flush: the last ticket, which completes after every earlier one.
         for i in 5..(5 + BATCH as u64 + 3) {
-            batch.push(share(w, i), Millis(1)).unwrap();
+            batch.push(share(w, i), Timestamp::from_millis(1)).unwrap();
         }
         assert_eq!(batch.len(), 3, "a full batch went on the queue by itself");
         let t2 = batch.take_ticket().unwrap();
@@ -321,15 +321,23 @@ mod tests {
         let store = open(&dir, Durability::Off, 1000);
         let w = store.worker("bob").unwrap();
         let mut batch = ShareBatch::new(store.clone());
-        batch.push(share(w, 0), Millis(100)).unwrap();
-        batch.push(share(w, 1), Millis(105)).unwrap();
+        batch
+            .push(share(w, 0), Timestamp::from_millis(100))
+            .unwrap();
+        batch
+            .push(share(w, 1), Timestamp::from_millis(105))
+            .unwrap();
         assert_eq!(batch.take_ticket(), None);
         assert_eq!(batch.len(), 2, "kept for the next flush point");
         // A record a batch window younger than the oldest sends both.
-        batch.push(share(w, 2), Millis(110)).unwrap();
+        batch
+            .push(share(w, 2), Timestamp::from_millis(110))
+            .unwrap();
         assert!(batch.is_empty());
         // Fewer than a batch, then the connection's end.
-        batch.push(share(w, 3), Millis(111)).unwrap();
+        batch
+            .push(share(w, 3), Timestamp::from_millis(111))
+            .unwrap();
         drop(batch);
         store.close().unwrap();
         assert_eq!(stored(&dir), vec![0, 1, 2, 3]);
@@ -359,18 +367,18 @@ mod tests {
             store.stats().queue_len
         };
         for i in 0..4 {
-            a.push(share(w, i), Millis(0)).unwrap();
+            a.push(share(w, i), Timestamp::from_millis(0)).unwrap();
         }
         a.flush();
         assert_eq!(drained(&store, 0), 0, "the writer took the records");
         // Its last flush carried 4: `a` now reserves four places at once.
-        a.push(share(w, 4), Millis(0)).unwrap();
+        a.push(share(w, 4), Timestamp::from_millis(0)).unwrap();
         assert_eq!((a.len(), a.credit), (1, 3));
         // Six places: four held by `a`, and `b` gets the last two.
-        b.push(share(w, 10), Millis(0)).unwrap();
-        b.push(share(w, 11), Millis(0)).unwrap();
+        b.push(share(w, 10), Timestamp::from_millis(0)).unwrap();
+        b.push(share(w, 11), Timestamp::from_millis(0)).unwrap();
         assert!(matches!(
-            b.push(share(w, 12), Millis(0)),
+            b.push(share(w, 12), Timestamp::from_millis(0)),
             Err(StoreError::QueueFull)
         ));
         assert_eq!(store.stats().queue_full, 1);
@@ -378,7 +386,7 @@ mod tests {
         // Flushing gives back what `a` reserved beyond its record.
         a.flush();
         assert_eq!(drained(&store, 2), 2, "only `b`'s places are held");
-        b.push(share(w, 12), Millis(0)).unwrap();
+        b.push(share(w, 12), Timestamp::from_millis(0)).unwrap();
         drop((a, b));
         store.close().unwrap();
         assert_eq!(stored(&dir), vec![0, 1, 2, 3, 4, 10, 11, 12]);
@@ -390,14 +398,14 @@ mod tests {
         let store = open(&dir, Durability::Batched, 100);
         let w = store.worker("dave").unwrap();
         let mut batch = ShareBatch::new(store.clone());
-        batch.push(share(w, 0), Millis(0)).unwrap();
+        batch.push(share(w, 0), Timestamp::from_millis(0)).unwrap();
         store.clone().close().unwrap();
         // The store closed between the share's acceptance and the flush.
         let t = batch.take_ticket().expect("a ticket to wait for");
         assert_eq!(t, Ticket::NEVER);
         assert!(store.wait_durable(t).await.is_err());
         assert!(matches!(
-            batch.push(share(w, 1), Millis(0)),
+            batch.push(share(w, 1), Timestamp::from_millis(0)),
             Err(StoreError::Closed)
         ));
     }
@@ -411,13 +419,15 @@ mod tests {
         assert!(!held.is_empty());
         let mut batch = ShareBatch::new(store.clone());
         for i in 0..BATCH as u64 + 2 {
-            batch.push(share(w, i), Millis(0)).unwrap();
+            batch.push(share(w, i), Timestamp::from_millis(0)).unwrap();
         }
         batch.flush();
         for p in held {
             store.inner.packs.give_back(p);
         }
-        batch.push(share(w, 100), Millis(0)).unwrap();
+        batch
+            .push(share(w, 100), Timestamp::from_millis(0))
+            .unwrap();
         drop(batch);
         store.close().unwrap();
         let mut want: Vec<u64> = (0..BATCH as u64 + 2).collect();
@@ -431,7 +441,7 @@ mod tests {
         let store = open(&dir, Durability::Off, 100);
         let mut batch = ShareBatch::new(store.clone());
         assert!(matches!(
-            batch.push(share(WorkerKey(42), 0), Millis(0)),
+            batch.push(share(WorkerKey(42), 0), Timestamp::from_millis(0)),
             Err(StoreError::UnknownWorker(42))
         ));
         assert!(batch.is_empty());

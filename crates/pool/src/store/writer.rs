@@ -774,7 +774,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::store::{Durability, ShareBatch, Store, StoreConfig, StoreReader, Ticket};
-    use crate::Millis;
+    use crate::Timestamp;
 
     fn open(dir: &tempfile::TempDir, durability: Durability, window: Duration) -> Store {
         Store::open(StoreConfig {
@@ -844,10 +844,10 @@ mod tests {
         let w = store.worker("w").unwrap();
         let mut batch = ShareBatch::new(store.clone());
         // The first flush wakes the idle writer, which then sleeps a whole window.
-        batch.push(share(w, 0), Millis(0)).unwrap();
+        batch.push(share(w, 0), Timestamp::from_millis(0)).unwrap();
         batch.flush();
         for i in 1..40 {
-            batch.push(share(w, i), Millis(i)).unwrap();
+            batch.push(share(w, i), Timestamp::from_millis(i)).unwrap();
             assert_eq!(batch.take_ticket(), None, "off mode: nothing waits");
         }
         let started = std::time::Instant::now();

@@ -29,7 +29,7 @@ use crate::engine::Engine;
 use crate::store::ACK_WAIT_LIMIT;
 use crate::sv1::session::{LineKind, Session, Sv1Config};
 use crate::sv1::wakers::{Slot as WakerSlot, Wakers};
-use crate::Millis;
+use crate::Timestamp;
 use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
 use sv1::LineBuffer;
 
@@ -133,8 +133,8 @@ impl Sv1Server {
     }
 
     /// Milliseconds since the server was made (the sessions' clock).
-    pub fn now(&self) -> Millis {
-        Millis(self.start.elapsed().as_millis() as u64)
+    pub fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.start.elapsed().as_millis() as u64)
     }
 
     fn admission(&self) -> &Admission {
@@ -290,7 +290,9 @@ impl Sv1Server {
                         }
                         ending = Some(Closed::Shutdown);
                     }
-                    Wake::Work => session.on_generation(self.engine.current().as_ref(), self.now()),
+                    Wake::Work => {
+                        session.handle_generation(self.engine.current().as_ref(), self.now())
+                    }
                     Wake::Readable => match self.read_lines(&stream, &mut session, &mut conn_state)
                     {
                         Ok(true) => {}
@@ -301,8 +303,8 @@ impl Sv1Server {
                     Wake::HandshakeTimeout => break Closed::HandshakeTimeout,
                     Wake::Tick => {
                         let now = self.now();
-                        session.on_tick(now);
-                        if now.since(conn_state.last_activity)
+                        session.handle_tick(now);
+                        if now.millis_since(conn_state.last_activity)
                             > self.admission().idle_timeout.as_millis() as u64
                         {
                             break Closed::IdleTimeout;
@@ -490,7 +492,7 @@ impl Sv1Server {
         budget: &mut MessageBudget,
         rejected_in_a_row: &mut u32,
         line: &[u8],
-        now: Millis,
+        now: Timestamp,
     ) -> Result<(), Closed> {
         if !budget.take(self.admission().message_rate, now) {
             return Err(Closed::MessageRate);
@@ -558,7 +560,7 @@ struct ConnState {
     /// allocation when there is none (as usual).
     lines: LineBuffer,
     budget: MessageBudget,
-    last_activity: Millis,
+    last_activity: Timestamp,
     rejected_in_a_row: u32,
     /// Until the miner is working (subscribed, authorized and given a job): the handshake
     /// timeout, its own timer so that it fires on time (the herald's tick, which the idle
@@ -607,7 +609,7 @@ mod tests {
                 Some(p) => events::EventSink::create(p, "pool", "test").unwrap(),
                 None => events::EventSink::disabled(),
             };
-            let stats = PoolStats::new(Millis(0));
+            let stats = PoolStats::new(Timestamp::from_millis(0));
             let (engine, _found) = Engine::new(
                 EngineConfig {
                     jobs: JobConfig::default(),
@@ -667,7 +669,9 @@ mod tests {
                 transactions: Vec::new().into(),
                 longpoll_id: None,
             };
-            let g = self.book.on_template(Arc::new(t), Millis(u64::from(n)));
+            let g = self
+                .book
+                .handle_template(Arc::new(t), Timestamp::from_millis(u64::from(n)));
             let id = g.id;
             self.engine.publish(g);
             id
@@ -901,7 +905,10 @@ mod tests {
             Sv1Config::default(),
             Gate::new(Admission::default()),
         );
-        let slot = server.gate.admit(peer.ip(), Millis(0)).unwrap();
+        let slot = server
+            .gate
+            .admit(peer.ip(), Timestamp::from_millis(0))
+            .unwrap();
         let task = server.connection(stream, peer, slot);
         // Every byte is paid once per miner. With tokio's task header (about 100 bytes, the
         // whole rounded up to 128), this keeps a connection's task within 1 KiB.

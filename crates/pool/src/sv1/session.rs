@@ -1,7 +1,7 @@
 //! One Stratum V1 miner connection, sans-IO: lines in, bytes out.
 //!
 //! The shell feeds complete lines ([`Session::handle_line`]), new work
-//! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), and writes whatever
+//! ([`Session::handle_generation`]) and clock ticks ([`Session::handle_tick`]), and writes whatever
 //! [`Session::poll_transmit`] holds — once the store ticket of
 //! [`Session::take_pending_ticket`] is durable, so that no share is acknowledged before it is
 //! safe. A job's `mining.notify` line is shared by every connection that gets it and is not
@@ -22,7 +22,7 @@ use crate::engine::{Engine, NotStored, Worker};
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv1::notify::notify_bytes;
-use crate::Millis;
+use crate::Timestamp;
 use ::sv1::VERSION_ROLLING_MASK;
 use mining::Reject;
 
@@ -122,7 +122,7 @@ const UNCONFIRMED: &str = "Share not confirmed: the pool's share store cannot wr
 
 impl Session {
     /// A session for a new connection, with its own connection id and extranonce1.
-    pub fn new(engine: Arc<Engine>, config: Arc<Sv1Config>, now: Millis) -> Self {
+    pub fn new(engine: Arc<Engine>, config: Arc<Sv1Config>, now: Timestamp) -> Self {
         let conn = engine.next_conn();
         let prefix_len = engine
             .config
@@ -163,21 +163,13 @@ impl Session {
         &self.judge().channel
     }
 
-    /// Bytes to write to the miner, the shared notify line copied in; the caller drains it.
-    /// (The shell writes [`Session::poll_transmit`](sv1::session::Session::poll_transmit)
-    /// instead, which copies nothing.)
-    pub fn output(&mut self) -> &mut Vec<u8> {
-        let (miner, conn) = self.0.parts_mut();
-        // The caller takes everything: the acknowledgements in it were confirmed.
-        if let Some(r) = &mut miner.records {
-            r.acks.clear();
-        }
-        conn.outbox().flatten()
-    }
-
-    /// Everything pending as one buffer, drained (as [`Session::output`] copies it).
+    /// Everything pending as one buffer, marked transmitted (the shell writes
+    /// [`Session::poll_transmit`](sv1::session::Session::poll_transmit) instead, which copies
+    /// nothing).
     pub fn take_output(&mut self) -> Vec<u8> {
-        std::mem::take(self.output())
+        let bytes = self.poll_transmit().concat();
+        self.transmitted(bytes.len());
+        bytes
     }
 
     /// The first `n` bytes of the pending output were written.
@@ -273,7 +265,7 @@ impl Session {
     }
 
     /// Handles one line from the miner; replies go to the output.
-    pub fn handle_line(&mut self, line: &[u8], now: Millis) -> LineKind {
+    pub fn handle_line(&mut self, line: &[u8], now: Timestamp) -> LineKind {
         let verdict = match self.0.handle_line(line, now, &mut ()) {
             Outcome::Other => return LineKind::Other,
             Outcome::Accepted(()) => Verdict::Accepted,
@@ -284,21 +276,21 @@ impl Session {
     }
 
     /// New work from the engine (`None`: the pool stopped handing out work).
-    pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
+    pub fn handle_generation(&mut self, g: Option<&Arc<Generation>>, now: Timestamp) {
         self.flush_records();
         if let Some(g) = g {
-            self.0.on_work(g, now, &mut ());
+            self.0.handle_work(g, now, &mut ());
         }
     }
 
     /// Vardiff for a quiet miner.
-    pub fn on_tick(&mut self, now: Millis) {
+    pub fn handle_tick(&mut self, now: Timestamp) {
         self.flush_records();
-        self.0.on_tick(now, &mut ());
+        self.0.handle_tick(now, &mut ());
     }
 
     /// The connection ended: the workers leave the list.
-    pub fn closed(&mut self, now: Millis) {
+    pub fn closed(&mut self, now: Timestamp) {
         self.flush_records();
         for w in self.0.take_workers() {
             self.judge().engine.detach_worker(&w, now);
@@ -350,7 +342,7 @@ impl Judge for Miner {
         _: &mut (),
         a: &Authorize<'_>,
         known: bool,
-        now: Millis,
+        now: Timestamp,
     ) -> Option<Admitted<Worker>> {
         let name: &str = &a.user;
         let (account, _) = a.account_and_worker();
@@ -382,16 +374,16 @@ impl Judge for Miner {
         self.channel.difficulty()
     }
 
-    fn set_difficulty(&mut self, d: Difficulty, now: Millis) -> Difficulty {
+    fn set_difficulty(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
         self.channel.set_difficulty(d, now)
     }
 
-    fn set_minimum(&mut self, d: Difficulty, now: Millis) {
+    fn set_minimum(&mut self, d: Difficulty, now: Timestamp) {
         self.channel.set_minimum(d, now);
     }
 
-    fn vardiff_tick(&mut self, now: Millis) -> bool {
-        let changed = self.channel.on_tick(now).is_some();
+    fn vardiff_tick(&mut self, now: Timestamp) -> bool {
+        let changed = self.channel.handle_tick(now).is_some();
         if changed {
             self.engine.stats.vardiff_changed();
         }
@@ -421,7 +413,7 @@ impl Judge for Miner {
         _: &mut (),
         _: &mut Conn<Worker>,
         g: &Arc<Generation>,
-        now: Millis,
+        now: Timestamp,
     ) -> Option<Arc<[u8]>> {
         if self.working && self.sent_generation == g.id {
             return None;
@@ -444,7 +436,7 @@ impl Judge for Miner {
     }
 
     /// The latest job again, not clean, under a fresh id from the current generation.
-    fn reissue(&mut self, _: &mut (), conn: &mut Conn<Worker>, _old: Difficulty, now: Millis) {
+    fn reissue(&mut self, _: &mut (), conn: &mut Conn<Worker>, _old: Difficulty, now: Timestamp) {
         let Some(latest) = self.channel.latest_job().map(|i| i.job.clone()) else {
             return;
         };
@@ -469,7 +461,7 @@ impl Judge for Miner {
         conn: &mut Conn<Worker>,
         w: usize,
         s: &Share<'_>,
-        now: Millis,
+        now: Timestamp,
     ) -> Result<Judged<()>, Refusal> {
         // The acknowledgement is written next, here.
         let ack_at = conn.out().len() as u32;
@@ -562,7 +554,7 @@ impl Judge for Miner {
         worker: Option<&Worker>,
         s: ShareRef<'_>,
         why: &Refusal,
-        now: Millis,
+        now: Timestamp,
     ) {
         let reason = match why {
             Refusal::Reject(r) => r.reason(),

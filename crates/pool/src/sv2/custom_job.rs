@@ -26,7 +26,7 @@ use crate::job::Job;
 use crate::jobs::Generation;
 use crate::template::Template;
 use crate::tips::Tips;
-use crate::Millis;
+use crate::Timestamp;
 
 /// `SetCustomMiningJob.Error` when the pool does not take declared jobs on this connection
 /// (no token key, or the connection did not set `REQUIRES_WORK_SELECTION`): the reference
@@ -99,7 +99,7 @@ pub fn declared_job(
     m: &SetCustomMiningJob,
     cx: &Context<'_>,
     id: u64,
-    now: Millis,
+    now: Timestamp,
 ) -> Result<(Job, TokenClaims), Refusal> {
     let claims = cx
         .key

@@ -23,7 +23,7 @@ use tokio::time::MissedTickBehavior;
 use crate::engine::Engine;
 use crate::store::ACK_WAIT_LIMIT;
 use crate::sv2::session::{Session, Sv2Config};
-use crate::Millis;
+use crate::Timestamp;
 use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
 
 /// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
@@ -91,8 +91,8 @@ impl Sv2Server {
     }
 
     /// Milliseconds since the server was made (the sessions' clock).
-    pub fn now(&self) -> Millis {
-        Millis(self.start.elapsed().as_millis() as u64)
+    pub fn now(&self) -> Timestamp {
+        Timestamp::from_millis(self.start.elapsed().as_millis() as u64)
     }
 
     fn admission(&self) -> &Admission {
@@ -276,7 +276,7 @@ impl Sv2Server {
                                                 | Mining::SubmitSharesExtended(_)
                                         )
                                     );
-                                    session.on_message(m, now);
+                                    session.handle_message(m, now);
                                     if share {
                                         self.engine
                                             .stats
@@ -292,7 +292,7 @@ impl Sv2Server {
                         session.flush();
                         // A connection that closed its last channel is held to the time a new
                         // one has to open one.
-                        if session.channel_count() == 0 && now.since(started) >= handshake_ms {
+                        if session.channel_count() == 0 && now.millis_since(started) >= handshake_ms {
                             ending = Some("timeout");
                         }
                         if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
@@ -307,22 +307,22 @@ impl Sv2Server {
                         return "shutdown";
                     }
                     let g = work.borrow_and_update().clone();
-                    session.on_generation(g.as_ref(), self.now());
+                    session.handle_generation(g.as_ref(), self.now());
                 }
-                _ = tick.tick() => session.on_tick(self.now()),
+                _ = tick.tick() => session.handle_tick(self.now()),
                 _ = &mut deadline => {
                     let now = self.now();
                     let opening = session.channel_count() == 0;
-                    if opening && now.since(started) >= handshake_ms {
+                    if opening && now.millis_since(started) >= handshake_ms {
                         ending = Some("timeout");
-                    } else if now.since(last_activity) >= idle_ms {
+                    } else if now.millis_since(last_activity) >= idle_ms {
                         ending = Some("idle");
                     } else {
-                        let mut due = last_activity.plus(idle_ms);
+                        let mut due = last_activity.plus_millis(idle_ms);
                         if opening {
-                            due = due.min(started.plus(handshake_ms));
+                            due = due.min(started.plus_millis(handshake_ms));
                         }
-                        let wait = Duration::from_millis(due.since(now).max(1));
+                        let wait = Duration::from_millis(due.millis_since(now).max(1));
                         deadline.as_mut().reset(tokio::time::Instant::now() + wait);
                     }
                 }

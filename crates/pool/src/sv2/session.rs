@@ -1,8 +1,8 @@
 //! One Stratum V2 miner connection past its Noise handshake, sans-IO: messages in, messages
 //! out.
 //!
-//! The shell feeds decoded messages ([`Session::on_message`]), new work
-//! ([`Session::on_generation`]) and clock ticks ([`Session::on_tick`]), calls
+//! The shell feeds decoded messages ([`Session::handle_message`]), new work
+//! ([`Session::handle_generation`]) and clock ticks ([`Session::handle_tick`]), calls
 //! [`Session::flush`] after each read (which sends the batched `SubmitSharesSuccess`es), and
 //! writes what [`Session::poll_transmit`] gives once the store ticket of [`Session::take_pending_ticket`] is
 //! durable, so that no share is acknowledged before it is safe.
@@ -55,7 +55,7 @@ use crate::job::Solution;
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv2::custom_job::{self, Context, Refusal};
-use crate::Millis;
+use crate::Timestamp;
 use ::sv1::VERSION_ROLLING_MASK;
 use mining::Reject;
 
@@ -308,17 +308,17 @@ impl Session {
     }
 
     /// A message, at `now` on the caller's clock. The wall clock is read only to check the
-    /// expiry of a declared job's token ([`Session::on_message_at`] passes it in).
-    pub fn on_message(&mut self, m: Message, now: Millis) {
+    /// expiry of a declared job's token ([`Session::handle_message_at`] passes it in).
+    pub fn handle_message(&mut self, m: Message, now: Timestamp) {
         self.dispatch(m, now, None)
     }
 
-    /// [`Session::on_message`] with the wall clock's Unix milliseconds given.
-    pub fn on_message_at(&mut self, m: Message, now: Millis, unix_ms: u64) {
+    /// [`Session::handle_message`] with the wall clock's Unix milliseconds given.
+    pub fn handle_message_at(&mut self, m: Message, now: Timestamp, unix_ms: u64) {
         self.dispatch(m, now, Some(unix_ms))
     }
 
-    fn dispatch(&mut self, m: Message, now: Millis, unix_ms: Option<u64>) {
+    fn dispatch(&mut self, m: Message, now: Timestamp, unix_ms: Option<u64>) {
         if self.close.is_some() {
             return;
         }
@@ -382,7 +382,7 @@ impl Session {
         );
     }
 
-    fn on_mining(&mut self, m: Mining, now: Millis) {
+    fn on_mining(&mut self, m: Mining, now: Timestamp) {
         match m {
             Mining::OpenStandardMiningChannel(o) => self.open_standard(o, now),
             Mining::OpenExtendedMiningChannel(o) => self.open_extended(o, now),
@@ -414,7 +414,7 @@ impl Session {
     /// The last check of an opening: a user this address may not add now is refused as a user
     /// the pool does not take. Asked after every other check, so that an opening refused anyway
     /// spends none of the address's allowance of new names.
-    fn may_add(&self, user: &str, now: Millis) -> Result<(), &'static str> {
+    fn may_add(&self, user: &str, now: Timestamp) -> Result<(), &'static str> {
         if self.engine.may_add_worker(user, self.origin, now) {
             Ok(())
         } else {
@@ -456,7 +456,7 @@ impl Session {
         payout: ScriptBuf,
         max_target: Target,
         start: Difficulty,
-        now: Millis,
+        now: Timestamp,
     ) -> (u32, Vec<u8>) {
         let total = self.engine.config.jobs.extranonce_len;
         let rolled = rolled.min(total);
@@ -507,7 +507,7 @@ impl Session {
         (channel_id, prefix)
     }
 
-    fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Millis) {
+    fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Timestamp) {
         let opened = self.admit(&o.user_identity).and_then(|payout| {
             let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
             self.may_add(&o.user_identity, now)?;
@@ -542,7 +542,7 @@ impl Session {
         self.first_job(channel_id, now);
     }
 
-    fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Millis) {
+    fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Timestamp) {
         let opened = self.admit(&o.user_identity).and_then(|payout| {
             if usize::from(o.min_extranonce_size) > self.max_rolled() {
                 return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
@@ -617,7 +617,7 @@ impl Session {
         );
     }
 
-    fn update_channel(&mut self, u: UpdateChannel, now: Millis) {
+    fn update_channel(&mut self, u: UpdateChannel, now: Timestamp) {
         if !self.channels.contains_key(&u.channel_id) {
             return self.out.push_back(
                 UpdateChannelError {
@@ -646,7 +646,7 @@ impl Session {
         self.send_target_if_changed(u.channel_id);
     }
 
-    fn close_channel(&mut self, c: CloseChannel, now: Millis) {
+    fn close_channel(&mut self, c: CloseChannel, now: Timestamp) {
         self.flush();
         // Closing a group closes every channel in it (spec 5.3.9).
         let closing: Vec<u32> = if self.groups.iter().any(|g| g.id == c.channel_id) {
@@ -680,7 +680,7 @@ impl Session {
 
     /// `SetCustomMiningJob`: checked, then issued on the channel under a fresh job id, or
     /// refused with the spec's code.
-    fn set_custom_job(&mut self, m: SetCustomMiningJob, now: Millis, unix_ms: u64) {
+    fn set_custom_job(&mut self, m: SetCustomMiningJob, now: Timestamp, unix_ms: u64) {
         let (channel_id, request_id) = (m.channel_id, m.request_id);
         match self.declared_job(&m, now, unix_ms) {
             Ok((job, job_id)) => {
@@ -724,7 +724,7 @@ impl Session {
     fn declared_job(
         &mut self,
         m: &SetCustomMiningJob,
-        now: Millis,
+        now: Timestamp,
         unix_ms: u64,
     ) -> Result<(Arc<Job>, u32), Refusal> {
         let Some(key) = self.work_selection() else {
@@ -792,7 +792,7 @@ impl Session {
     // ---- Jobs -------------------------------------------------------------------------------
 
     /// New work for every channel, or none (`None`: the pool stopped serving).
-    pub fn on_generation(&mut self, g: Option<&Arc<Generation>>, now: Millis) {
+    pub fn handle_generation(&mut self, g: Option<&Arc<Generation>>, now: Timestamp) {
         if let Some(r) = &mut self.records {
             r.flush();
         }
@@ -825,7 +825,7 @@ impl Session {
     /// Moves every channel onto the engine's new extranonce base, if it moved since this
     /// session last looked: each channel is told its new prefix (if it changed) and gets a
     /// clean job of `g` (work sent before is stale). Returns whether it did.
-    fn follow_base(&mut self, g: &Arc<Generation>, now: Millis) -> bool {
+    fn follow_base(&mut self, g: &Arc<Generation>, now: Timestamp) -> bool {
         let moves = self.engine.extranonce_base_moves();
         if moves == self.base_moves {
             return false;
@@ -884,7 +884,7 @@ impl Session {
     /// A job of `g` for every standard channel of a group, sent once on the group channel: the
     /// client derives each member's merkle root from its prefix (spec 5.3.16); the pool
     /// computes the same roots to judge the members' shares.
-    fn send_group_job(&mut self, group_id: u32, g: &Arc<Generation>, clean: bool, now: Millis) {
+    fn send_group_job(&mut self, group_id: u32, g: &Arc<Generation>, clean: bool, now: Timestamp) {
         let Some(group) = self.groups.iter().find(|x| x.id == group_id) else {
             return;
         };
@@ -978,11 +978,11 @@ impl Session {
         }
     }
 
-    fn first_job(&mut self, channel_id: u32, now: Millis) {
+    fn first_job(&mut self, channel_id: u32, now: Timestamp) {
         if let Some(g) = self.engine.current() {
             // Only this channel gets `g` here. The connection's other channels may still be on
             // older work (the pool adopted `g` while this one opened, before the connection was
-            // told): unless there are none, `on_generation(g)` must not skip them.
+            // told): unless there are none, `handle_generation(g)` must not skip them.
             if self.channels.len() == 1 {
                 self.sent_generation = Some(g.id);
             }
@@ -993,7 +993,7 @@ impl Session {
 
     /// A job of `g` for one channel: future plus `SetNewPrevHash` on a new tip (`clean`),
     /// otherwise active at once.
-    fn send_job(&mut self, channel_id: u32, g: &Arc<Generation>, clean: bool, now: Millis) {
+    fn send_job(&mut self, channel_id: u32, g: &Arc<Generation>, clean: bool, now: Timestamp) {
         let Some(c) = self.channels.get_mut(&channel_id) else {
             return;
         };
@@ -1073,7 +1073,7 @@ impl Session {
 
     /// Vardiff for quiet miners, and a moved extranonce base (see
     /// [`Engine::move_extranonce_base`]) followed even between templates.
-    pub fn on_tick(&mut self, now: Millis) {
+    pub fn handle_tick(&mut self, now: Timestamp) {
         if let Some(r) = &mut self.records {
             r.flush();
         }
@@ -1085,7 +1085,7 @@ impl Session {
         let ids: Vec<u32> = self.channels.keys().copied().collect();
         for id in ids {
             let c = self.channels.get_mut(&id).expect("listed");
-            if c.channel.on_tick(now).is_some() {
+            if c.channel.handle_tick(now).is_some() {
                 self.engine.stats.vardiff_changed();
                 self.send_target_if_changed(id);
             }
@@ -1123,7 +1123,7 @@ impl Session {
 
     // ---- Shares -----------------------------------------------------------------------------
 
-    fn submit_standard(&mut self, s: SubmitSharesStandard, now: Millis) {
+    fn submit_standard(&mut self, s: SubmitSharesStandard, now: Timestamp) {
         self.submit(
             s.channel_id,
             s.sequence_number,
@@ -1137,7 +1137,7 @@ impl Session {
         );
     }
 
-    fn submit_extended(&mut self, s: SubmitSharesExtended, now: Millis) {
+    fn submit_extended(&mut self, s: SubmitSharesExtended, now: Timestamp) {
         self.submit(
             s.channel_id,
             s.sequence_number,
@@ -1165,7 +1165,7 @@ impl Session {
         nonce: u32,
         version: u32,
         kind: Kind,
-        now: Millis,
+        now: Timestamp,
     ) -> Verdict {
         let Some(c) = self
             .channels
@@ -1366,7 +1366,7 @@ impl Session {
     }
 
     /// The connection ended: the workers leave the list.
-    pub fn closed(&mut self, now: Millis) {
+    pub fn closed(&mut self, now: Timestamp) {
         if let Some(r) = &mut self.records {
             r.flush();
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use std::collections::HashMap;
 
 use noise_sv2::Initiator;
-use primitives::Millis;
+use primitives::Timestamp;
 use sv2::messages::template_distribution::{RequestTransactionDataSuccess, SubmitSolution};
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::net::TcpStream;
@@ -252,7 +252,7 @@ async fn connection(
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
     let started = tokio::time::Instant::now();
-    let now = || Millis(started.elapsed().as_millis() as u64);
+    let now = || Timestamp::from_millis(started.elapsed().as_millis() as u64);
     let mut last_prev = tx.borrow().as_ref().map(|w| w.template.prev_hash);
     // Requests for transaction data in flight on this connection, by template id. Dropped
     // with the connection, which tells their askers.
@@ -260,11 +260,11 @@ async fn connection(
     loop {
         let due = session
             .poll_timeout()
-            .map(|at| started + Duration::from_millis(at.0));
+            .map(|at| started + Duration::from_millis(at.as_millis()));
         tokio::select! {
             m = conn.read_message() => {
                 let Some(m) = m? else { continue };
-                session.on_message(m, now())?;
+                session.handle_message(m, now())?;
             }
             _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
                 session.handle_timeout(now());
@@ -276,7 +276,7 @@ async fn connection(
                 continue;
             }
             Some(r) = requests.tx_data.recv() => {
-                let kept = requests.kept.as_ref().and_then(|k| k.on_connection(number, r.template_id));
+                let kept = requests.kept.as_ref().and_then(|k| k.handle_connection(number, r.template_id));
                 if let Some(d) = kept {
                     let _ = r.reply.send(Ok((*d).clone()));
                     continue;

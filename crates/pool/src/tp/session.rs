@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use primitives::bitcoin::Amount;
 use primitives::coinbase::parse_bip34_height;
-use primitives::{CompactTarget, Hash256, Millis};
+use primitives::{CompactTarget, Hash256, Timestamp};
 use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
 use sv2::messages::template_distribution::{
     CoinbaseOutputConstraints, NewTemplate, RequestTransactionData, RequestTransactionDataError,
@@ -125,7 +125,7 @@ struct Tip {
 #[derive(Debug)]
 struct Held {
     work: TpWork,
-    until: Millis,
+    until: Timestamp,
 }
 
 /// Requests for transaction data kept as in flight, at most: a provider that never answers
@@ -135,7 +135,7 @@ const MAX_IN_FLIGHT: usize = 64;
 const MAX_HELD: usize = 8;
 
 /// The client side of a Template Distribution connection, sans IO (docs/architecture.md, "One
-/// sans-IO contract"): messages and deadlines in ([`TpSession::on_message`],
+/// sans-IO contract"): messages and deadlines in ([`TpSession::handle_message`],
 /// [`TpSession::handle_timeout`]), messages ([`TpSession::poll_transmit`]) and templates and
 /// answers ([`TpSession::poll_event`]) out.
 pub struct TpSession {
@@ -216,14 +216,14 @@ impl TpSession {
     }
 
     /// When [`TpSession::handle_timeout`] is due: the end of the oldest held template's wait.
-    pub fn poll_timeout(&self) -> Option<Millis> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         self.held.front().map(|h| h.until)
     }
 
     /// Once the oldest held template has waited its limit, the newest is handed out without
     /// its transactions (and the rest dropped): work that stays behind would cost more than
     /// the rare block that needs them.
-    pub fn handle_timeout(&mut self, now: Millis) {
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         if self.held.front().is_none_or(|h| now < h.until) {
             return;
         }
@@ -240,7 +240,7 @@ impl TpSession {
 
     /// Handles one message from the provider: what to send back and the templates now
     /// minable are then polled.
-    pub fn on_message(&mut self, m: Message, now: Millis) -> Result<(), TpSessionError> {
+    pub fn handle_message(&mut self, m: Message, now: Timestamp) -> Result<(), TpSessionError> {
         match (self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
                 self.phase = Phase::Ready;
@@ -275,13 +275,13 @@ impl TpSession {
         }
     }
 
-    fn on_tdp(&mut self, m: TemplateDistribution, now: Millis) {
+    fn on_tdp(&mut self, m: TemplateDistribution, now: Timestamp) {
         match m {
             TemplateDistribution::NewTemplate(t) => {
                 if self.cfg.fetch_transactions {
                     self.request_transaction_data(t.template_id);
                 }
-                self.on_template(t, now);
+                self.handle_template(t, now);
             }
             TemplateDistribution::SetNewPrevHash(p) => self.on_prev_hash(p),
             TemplateDistribution::RequestTransactionDataSuccess(d) => {
@@ -297,7 +297,7 @@ impl TpSession {
         }
     }
 
-    fn on_template(&mut self, t: NewTemplate, now: Millis) {
+    fn handle_template(&mut self, t: NewTemplate, now: Timestamp) {
         if t.future_template {
             if self.future.len() >= self.cfg.max_future_templates.max(1) {
                 self.future.pop_front();
@@ -317,7 +317,7 @@ impl TpSession {
             self.events.push_back(TpEvent::Work(work));
             return;
         }
-        let mut until = now.plus(self.cfg.hold_limit.as_millis() as u64);
+        let mut until = now + self.cfg.hold_limit;
         if self.held.len() >= MAX_HELD {
             // The oldest's deadline stays the bound: dropping it must not let the wait slide.
             if let Some(dropped) = self.held.pop_front() {

@@ -47,7 +47,7 @@ impl KeptTransactions {
     }
 
     /// The answer kept for template `template_id` of `connection`.
-    pub fn on_connection(
+    pub fn handle_connection(
         &self,
         connection: u64,
         template_id: u64,
@@ -103,9 +103,15 @@ mod tests {
         let kept = KeptTransactions::default();
         kept.keep(1, answer(1, 0xa));
         kept.keep(2, answer(1, 0xb));
-        assert_eq!(kept.on_connection(1, 1).unwrap().transaction_list, [[0xa]]);
-        assert_eq!(kept.on_connection(2, 1).unwrap().transaction_list, [[0xb]]);
-        assert!(kept.on_connection(3, 1).is_none());
+        assert_eq!(
+            kept.handle_connection(1, 1).unwrap().transaction_list,
+            [[0xa]]
+        );
+        assert_eq!(
+            kept.handle_connection(2, 1).unwrap().transaction_list,
+            [[0xb]]
+        );
+        assert!(kept.handle_connection(3, 1).is_none());
         let numbered: Vec<_> = kept
             .numbered(1)
             .iter()
@@ -119,6 +125,9 @@ mod tests {
             kept.keep(2, answer(id, 0));
         }
         assert_eq!(kept.len(), KEPT);
-        assert!(kept.on_connection(1, 1).is_none(), "the oldest was dropped");
+        assert!(
+            kept.handle_connection(1, 1).is_none(),
+            "the oldest was dropped"
+        );
     }
 }

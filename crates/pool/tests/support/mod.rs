@@ -15,7 +15,7 @@ use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{LineKind, Session, Sv1Config};
 use pool::template::{Template, TemplateTx};
-use pool::Millis;
+use pool::Timestamp;
 use primitives::bitcoin::absolute::LockTime;
 use primitives::bitcoin::hashes::Hash as _;
 use primitives::bitcoin::transaction::Version;
@@ -28,7 +28,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// The clock at which every test starts.
-pub const T0: Millis = Millis(1_000_000);
+pub const T0: Timestamp = Timestamp::from_millis(1_000_000);
 /// The node's clock in the templates (`curtime`); `mintime` is ten minutes earlier.
 pub const CURTIME: u32 = 1_700_000_000;
 pub const MINTIME: u32 = CURTIME - 600;
@@ -192,7 +192,7 @@ impl Lab {
 
     /// A pool in mode `c` that records into `store`.
     pub fn with_store(c: LabConfig, store: Option<pool::store::Store>) -> Lab {
-        let stats = PoolStats::new(Millis(0));
+        let stats = PoolStats::new(Timestamp::from_millis(0));
         let workers = WorkerRegistry::new(&stats);
         let config = EngineConfig {
             jobs: JobConfig::default(),
@@ -224,13 +224,13 @@ impl Lab {
     }
 
     /// Adopts a template and hands it to every connection (they pick it up in `deliver`).
-    pub fn publish(&mut self, t: Template, now: Millis) -> Arc<Generation> {
-        let g = self.book.on_template(Arc::new(t), now);
+    pub fn publish(&mut self, t: Template, now: Timestamp) -> Arc<Generation> {
+        let g = self.book.handle_template(Arc::new(t), now);
         self.engine.publish(g.clone());
         g
     }
 
-    pub fn miner(&self, now: Millis) -> Miner {
+    pub fn miner(&self, now: Timestamp) -> Miner {
         Miner::new(Session::new(self.engine.clone(), self.sv1.clone(), now))
     }
 
@@ -440,18 +440,18 @@ impl Miner {
     }
 
     /// Feeds one line; what the session wrote is queued for [`Miner::lines`].
-    pub fn send(&mut self, line: &str, now: Millis) -> LineKind {
+    pub fn send(&mut self, line: &str, now: Timestamp) -> LineKind {
         self.send_bytes(line.as_bytes(), now)
     }
 
-    pub fn send_bytes(&mut self, line: &[u8], now: Millis) -> LineKind {
+    pub fn send_bytes(&mut self, line: &[u8], now: Timestamp) -> LineKind {
         let kind = self.session.handle_line(line, now);
         self.collect();
         kind
     }
 
     /// Sends `{"id":N,"method":M,"params":P}` with the next id; returns the id.
-    pub fn request(&mut self, method: &str, params: &str, now: Millis) -> u64 {
+    pub fn request(&mut self, method: &str, params: &str, now: Timestamp) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(
@@ -462,21 +462,21 @@ impl Miner {
     }
 
     /// Sends a notification (`"id":null`).
-    pub fn notification(&mut self, method: &str, params: &str, now: Millis) {
+    pub fn notification(&mut self, method: &str, params: &str, now: Timestamp) {
         self.send(
             &format!(r#"{{"id":null,"method":"{method}","params":{params}}}"#),
             now,
         );
     }
 
-    pub fn on_generation(&mut self, lab: &Lab, now: Millis) {
+    pub fn handle_generation(&mut self, lab: &Lab, now: Timestamp) {
         self.session
-            .on_generation(lab.engine.current().as_ref(), now);
+            .handle_generation(lab.engine.current().as_ref(), now);
         self.collect();
     }
 
-    pub fn tick(&mut self, now: Millis) {
-        self.session.on_tick(now);
+    pub fn tick(&mut self, now: Timestamp) {
+        self.session.handle_tick(now);
         self.collect();
     }
 
@@ -485,9 +485,9 @@ impl Miner {
         self.unread.drain(..).collect()
     }
 
-    /// Reads what the session wrote outside `send`, `on_generation` and `tick`.
+    /// Reads what the session wrote outside `send`, `handle_generation` and `tick`.
     pub fn collect(&mut self) {
-        let out = std::mem::take(self.session.output());
+        let out = self.session.take_output();
         let text = String::from_utf8(out).expect("UTF-8 output");
         assert!(
             text.is_empty() || text.ends_with('\n'),
@@ -525,7 +525,7 @@ impl Miner {
     }
 
     /// subscribe then authorize as `user`: asserts the replies and that work arrived.
-    pub fn handshake(&mut self, user: &str, now: Millis) -> MinerJob {
+    pub fn handshake(&mut self, user: &str, now: Timestamp) -> MinerJob {
         let id = self.request("mining.subscribe", r#"["test-miner/1.0"]"#, now);
         let lines = self.lines();
         assert_eq!(lines.len(), 1, "{lines:?}");
@@ -656,7 +656,12 @@ impl Miner {
     }
 
     /// Submits `s` as `worker`; returns the request id, the verdict and the lines written.
-    pub fn submit(&mut self, worker: &str, s: &Share, now: Millis) -> (u64, LineKind, Vec<String>) {
+    pub fn submit(
+        &mut self,
+        worker: &str,
+        s: &Share,
+        now: Timestamp,
+    ) -> (u64, LineKind, Vec<String>) {
         let id = self.next_id;
         self.next_id += 1;
         let kind = self.send(&Self::submit_line(worker, s, id), now);
@@ -665,7 +670,7 @@ impl Miner {
 
     /// Submits `s` and asserts the reply is exactly `true` with nothing else written.
     #[track_caller]
-    pub fn submit_ok(&mut self, worker: &str, s: &Share, now: Millis) {
+    pub fn submit_ok(&mut self, worker: &str, s: &Share, now: Timestamp) {
         let (id, kind, lines) = self.submit(worker, s, now);
         assert_eq!(lines, vec![ok_line(id)], "share {s:?}");
         assert_eq!(kind, LineKind::Share(events::Verdict::Accepted));
@@ -677,7 +682,7 @@ impl Miner {
         &mut self,
         worker: &str,
         s: &Share,
-        now: Millis,
+        now: Timestamp,
         code: i64,
     ) -> events::Reason {
         let (id, kind, lines) = self.submit(worker, s, now);

@@ -18,10 +18,10 @@ use primitives::{merkle_root, Difficulty, Hash256, Header, Target};
 use crate::checks::SubmitError;
 use crate::config::{MempoolConfig, SimnetConfig};
 use crate::network::Network;
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// When blocks are submitted: a minute in, so header times have room on both sides.
-const NOW: SimTime = SimTime::from_secs(60);
+const NOW: Timestamp = Timestamp::from_secs(60);
 
 /// The network every input is judged against, built afresh so that inputs are independent:
 /// the easiest difficulty (almost every header meets it, so repairing costs no grinding), no
@@ -42,9 +42,9 @@ pub fn network() -> Network {
     };
     let mut net = Network::new(config).expect("the fuzzing config is valid");
     for _ in 0..2 {
-        net.mine_now(SimTime::ZERO, vec![0x51]);
+        net.mine_now(Timestamp::ZERO, vec![0x51]);
     }
-    net.advance(NOW);
+    net.handle_timeout(NOW);
     net
 }
 

@@ -58,7 +58,7 @@ use super::methods::{self, Ctx};
 use crate::config::{MempoolConfig, SimnetConfig};
 use crate::network::Network;
 use crate::node::Node;
-use crate::time::SimTime;
+use primitives::Timestamp;
 
 /// Blocks one input may have `generatetoaddress` mine, in all.
 pub const MAX_BLOCKS: u64 = 6;
@@ -128,7 +128,7 @@ pub fn node() -> Node {
     };
     let mut net = Network::new(config).expect("the fuzzing config is valid");
     for _ in 0..2 {
-        net.mine_now(SimTime::ZERO, vec![0x51]);
+        net.mine_now(Timestamp::ZERO, vec![0x51]);
     }
     Node::new(net, "fuzz", events::EventSink::disabled())
 }

@@ -250,7 +250,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                         // Read, not marked seen: a template that arrived with this message is
                         // still announced by the branch below (the session skips one it sent).
                         let current = templates.borrow().clone();
-                        session.on_message(msg, &current);
+                        session.handle_message(msg, &current);
                     }
                     Ok(None) => {
                         tracing::debug!(conn, extension = frame.extension(), msg_type = frame.msg_type(),
@@ -268,7 +268,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
                     return Ok(Closing { reason: "shutdown", noise });
                 }
                 let t = templates.borrow_and_update().clone();
-                session.on_template(&t);
+                session.handle_template(&t);
             }
             _ = tokio::time::sleep_until(setup_deadline), if !session.is_serving() => {
                 tracing::warn!(conn, "tdp: no SetupConnection and CoinbaseOutputConstraints in time");

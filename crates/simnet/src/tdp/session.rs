@@ -208,7 +208,7 @@ impl Session {
     }
 
     /// A message from the client; `current` is the node's latest template.
-    pub fn on_message(&mut self, msg: ClientMessage, current: &Arc<Template>) {
+    pub fn handle_message(&mut self, msg: ClientMessage, current: &Arc<Template>) {
         match (self.phase, msg) {
             (Phase::AwaitSetup, ClientMessage::SetupConnection(s)) => self.setup(s),
             (_, ClientMessage::SetupConnection(_)) => {
@@ -242,7 +242,7 @@ impl Session {
     }
 
     /// The node made a template.
-    pub fn on_template(&mut self, t: &Arc<Template>) {
+    pub fn handle_template(&mut self, t: &Arc<Template>) {
         if self.phase != Phase::Serving || self.last_sent.is_some_and(|id| t.id <= id) {
             return;
         }
@@ -515,7 +515,7 @@ mod tests {
     }
 
     fn feed(s: &mut Session, m: ClientMessage, current: &Arc<Template>) -> Vec<Action> {
-        s.on_message(m, current);
+        s.handle_message(m, current);
         drain(s)
     }
 
@@ -525,12 +525,12 @@ mod tests {
     }
 
     fn offer(s: &mut Session, t: &Arc<Template>) -> Vec<Action> {
-        s.on_template(t);
+        s.handle_template(t);
         drain(s)
     }
     use crate::config::MempoolConfig;
     use crate::network::Network;
-    use crate::time::SimTime;
+    use primitives::Timestamp;
 
     fn network() -> Network {
         Network::new(SimnetConfig {
@@ -668,11 +668,11 @@ mod tests {
         let mut net = network();
         let mut s = serving(&net);
         // A fee-driven template on the same tip: arrivals, then the next template check.
-        let mut now = SimTime::ZERO;
+        let mut now = Timestamp::ZERO;
         let first = net.template().id;
         while net.template().id == first {
-            now = now + std::time::Duration::from_secs(31);
-            net.advance(now);
+            now += std::time::Duration::from_secs(31);
+            net.handle_timeout(now);
         }
         let t = net.template().clone();
         let out = offer(&mut s, &t);
@@ -681,7 +681,7 @@ mod tests {
             "{out:?}"
         );
         net.mine_now(now, vec![0x51]);
-        net.advance(now);
+        net.handle_timeout(now);
         let t = net.template().clone();
         let out = offer(&mut s, &t);
         assert!(
@@ -717,8 +717,8 @@ mod tests {
             ),
             "template-id-not-found"
         );
-        net.mine_now(SimTime::ZERO, vec![0x51]);
-        net.advance(SimTime::ZERO);
+        net.mine_now(Timestamp::ZERO, vec![0x51]);
+        net.handle_timeout(Timestamp::ZERO);
         offer(&mut s, &net.template().clone());
         assert_eq!(
             error_code(
@@ -737,8 +737,8 @@ mod tests {
         let mut s = serving(&net);
         let first = net.template().id;
         for _ in 0..5 {
-            net.mine_now(SimTime::ZERO, vec![0x51]);
-            net.advance(SimTime::ZERO);
+            net.mine_now(Timestamp::ZERO, vec![0x51]);
+            net.handle_timeout(Timestamp::ZERO);
             offer(&mut s, &net.template().clone());
         }
         assert!(s.template(first).is_none());

@@ -8,23 +8,41 @@ use primitives::bitcoin::consensus::serialize;
 use primitives::bitcoin::{Block, Transaction, Witness};
 use primitives::coinbase::{witness_commitment, CoinbaseSpec, WITNESS_RESERVED_VALUE};
 use primitives::{merkle_root, CompactTarget, Difficulty, Hash256, Header, Target};
-use simnet::{MempoolConfig, Network, Output, SimTime, SimnetConfig, Template};
+use simnet::{
+    MempoolConfig, Network, NodeId, NodeOutput, Output, SimnetConfig, Template, Timestamp,
+};
 
 /// Runs the network through every deadline up to `until`, collecting outputs.
-pub fn run(net: &mut Network, until: SimTime) -> Vec<Output> {
+pub fn run(net: &mut Network, until: Timestamp) -> Vec<Output> {
     let mut out = Vec::new();
     while let Some(t) = net.poll_timeout() {
         if t > until {
             break;
         }
-        out.extend(net.advance(t));
+        out.extend(first_node(net, t));
     }
-    out.extend(net.advance(until));
+    out.extend(first_node(net, until));
     out
 }
 
-pub fn secs(s: u64) -> SimTime {
-    SimTime::from_secs(s)
+/// Runs what is due up to `now` and takes what happened at the first node.
+pub fn first_node(net: &mut Network, now: Timestamp) -> Vec<Output> {
+    every_node(net, now)
+        .into_iter()
+        .filter(|o| o.node == Some(NodeId::FIRST))
+        .map(|o| o.output)
+        .collect()
+}
+
+/// Runs what is due up to `now` and takes what happened, at every node and in the rest of the
+/// network.
+pub fn every_node(net: &mut Network, now: Timestamp) -> Vec<NodeOutput> {
+    net.handle_timeout(now);
+    std::iter::from_fn(|| net.poll_event()).collect()
+}
+
+pub fn secs(s: u64) -> Timestamp {
+    Timestamp::from_secs(s)
 }
 
 /// Difficulty 2^-20: a block takes about 4,096 hashes to find.

@@ -103,7 +103,7 @@ struct Chan {
 /// A channel request on the current connection, not answered yet.
 struct Request {
     device: DeviceId,
-    asked: Millis,
+    asked: Timestamp,
     /// Given up by the core, and why: an answer opening a channel is closed with the reason.
     abandoned: Option<&'static str>,
 }
@@ -165,13 +165,13 @@ struct World {
     t: PerDevice,
     config: TranslatorConfig,
     timeout_ms: u64,
-    now: Millis,
+    now: Timestamp,
     devices: Vec<Dev>,
     last_id: u64,
     next_rpc: u64,
     connected: bool,
     /// When the pool last sent anything on this connection.
-    heard: Option<Millis>,
+    heard: Option<Timestamp>,
     requests: BTreeMap<u32, Request>,
     /// Request ids used on this connection.
     used_requests: HashSet<u32>,
@@ -192,7 +192,7 @@ struct World {
     /// The reach the message being delivered must have.
     reach: Option<Reach>,
     /// When each forwarded share went upstream, by device and sequence number.
-    sent_at: HashMap<(DeviceId, u32), Millis>,
+    sent_at: HashMap<(DeviceId, u32), Timestamp>,
 }
 
 impl World {
@@ -305,8 +305,8 @@ impl World {
                 }
             }
             op::TICK => {
-                self.now = self.now.plus(clock_step(input.u8()));
-                let ticked = Mode::on_tick(&mut self.t, self.now);
+                self.now = self.now.plus_millis(clock_step(input.u8()));
+                let ticked = Mode::handle_tick(&mut self.t, self.now);
                 for id in &ticked {
                     assert!(
                         self.devices.iter().any(|d| d.id == *id),
@@ -319,7 +319,7 @@ impl World {
                     for (rid, r) in &self.requests {
                         assert!(
                             r.abandoned.is_some()
-                                || self.now.since(r.asked) <= self.timeout_ms
+                                || self.now.millis_since(r.asked) <= self.timeout_ms
                                 || self.heard.is_none_or(|h| h < r.asked),
                             "request {rid} overdue and not given up"
                         );
@@ -1101,7 +1101,7 @@ impl World {
                     assert_eq!(code, REASON_SILENT, "a connection-wide refusal");
                     let silent = self.requests.values().any(|r| {
                         r.abandoned.is_none()
-                            && self.now.since(r.asked) > self.timeout_ms
+                            && self.now.millis_since(r.asked) > self.timeout_ms
                             && self.heard.is_none_or(|h| h < r.asked)
                     });
                     assert!(
@@ -1120,7 +1120,7 @@ impl World {
                         .expect("a request given up that was not pending");
                     let r = self.requests.get_mut(&rid).expect("pending");
                     assert!(
-                        self.now.since(r.asked) > self.timeout_ms,
+                        self.now.millis_since(r.asked) > self.timeout_ms,
                         "a request given up before its time"
                     );
                     assert!(

@@ -23,7 +23,7 @@ use super::transport::{Link, Transport};
 use super::{millis, upstream_opened, ShellConfig, ShellError, Summary, UPSTREAM_CONN_BASE};
 use crate::downstream::Close;
 use crate::shares::UpstreamVerdict;
-use crate::{DeviceId, Event, LineOutcome, Millis, Mode, Reach, Scope, Tagged};
+use crate::{DeviceId, Event, LineOutcome, Mode, Reach, Scope, Tagged, Timestamp};
 
 /// The upstream connection in use.
 struct Live<T> {
@@ -31,9 +31,9 @@ struct Live<T> {
     /// Which configured upstream.
     index: usize,
     /// When anything last arrived on it.
-    last_rx: Millis,
+    last_rx: Timestamp,
     /// When its channel was asked for, until it opens.
-    opening_since: Option<Millis>,
+    opening_since: Option<Timestamp>,
 }
 
 pub(super) struct Core<T: Transport, M> {
@@ -98,7 +98,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         }
     }
 
-    fn now(&self) -> Millis {
+    fn now(&self) -> Timestamp {
         millis(self.clock)
     }
 
@@ -125,7 +125,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 m = read_upstream(&mut self.live) => self.upstream_read(m),
                 (index, link) = found(&mut self.connecting) => self.connected(index, link),
                 Some(m) = inbox.recv() => self.device_message(m),
-                _ = ticks.tick() => self.on_tick(),
+                _ = ticks.tick() => self.handle_tick(),
             }
             self.drain_events(None);
             self.send_upstream().await;
@@ -196,9 +196,9 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         });
     }
 
-    fn on_tick(&mut self) {
+    fn handle_tick(&mut self) {
         let now = self.now();
-        for id in self.translator.on_tick(now) {
+        for id in self.translator.handle_tick(now) {
             self.flush(id);
         }
         self.net.report(&self.events);
@@ -210,7 +210,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         let limit = self.config.keepalive.as_millis() as u64;
         let open_limit = self.config.open_timeout.as_millis() as u64;
         if let Some(since) = live.opening_since {
-            if now.since(since) > open_limit {
+            if now.millis_since(since) > open_limit {
                 self.lost = Some("channel not opened in time".into());
             }
             return;
@@ -350,7 +350,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
 
     /// Rejected shares in a row (stale ones excepted) ban the device's address at
     /// `--invalid-share-ban-after`, as on the pool; the device is closed.
-    fn count_verdict(&mut self, id: DeviceId, outcome: Option<&LineOutcome>, now: Millis) {
+    fn count_verdict(&mut self, id: DeviceId, outcome: Option<&LineOutcome>, now: Timestamp) {
         let Some(link) = self.devices.get_mut(&id) else {
             return;
         };
@@ -553,8 +553,10 @@ async fn found<T: Transport>(
 /// it would add the wait for that share (seconds, at a few shares a minute) to the failover. The
 /// quarter keepalive keeps a pool that is merely quiet between jobs from being judged on one
 /// share's round trip.
-fn upstream_silent(now: Millis, last_rx: Millis, sent: Millis, keepalive_ms: u64) -> bool {
-    last_rx < sent && now.since(last_rx) > keepalive_ms && now.since(sent) > keepalive_ms / 4
+fn upstream_silent(now: Timestamp, last_rx: Timestamp, sent: Timestamp, keepalive_ms: u64) -> bool {
+    last_rx < sent
+        && now.millis_since(last_rx) > keepalive_ms
+        && now.millis_since(sent) > keepalive_ms / 4
 }
 
 /// The core's side of a device's connection.
@@ -594,25 +596,58 @@ mod tests {
     #[test]
     fn a_pool_silent_since_the_fault_is_lost_a_keepalive_after_its_last_word() {
         // Last heard at 10 s; the first share after the fault went up at 11.9 s.
-        let (heard, sent) = (Millis(10_000), Millis(11_900));
-        assert!(!upstream_silent(Millis(12_000), heard, sent, KEEPALIVE));
+        let (heard, sent) = (
+            Timestamp::from_millis(10_000),
+            Timestamp::from_millis(11_900),
+        );
+        assert!(!upstream_silent(
+            Timestamp::from_millis(12_000),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
         // A keepalive after the last word, but the share has waited only 0.3 s.
-        assert!(!upstream_silent(Millis(12_200), heard, sent, KEEPALIVE));
+        assert!(!upstream_silent(
+            Timestamp::from_millis(12_200),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
         // And once it has waited a quarter keepalive.
-        assert!(upstream_silent(Millis(12_401), heard, sent, KEEPALIVE));
+        assert!(upstream_silent(
+            Timestamp::from_millis(12_401),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
     }
 
     #[test]
     fn a_quiet_pool_is_judged_by_how_long_the_share_waits() {
         // Nothing heard for a minute (no new job), then a share: a quarter keepalive to answer.
-        let (heard, sent) = (Millis(0), Millis(60_000));
-        assert!(!upstream_silent(Millis(60_400), heard, sent, KEEPALIVE));
-        assert!(upstream_silent(Millis(60_501), heard, sent, KEEPALIVE));
+        let (heard, sent) = (Timestamp::from_millis(0), Timestamp::from_millis(60_000));
+        assert!(!upstream_silent(
+            Timestamp::from_millis(60_400),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
+        assert!(upstream_silent(
+            Timestamp::from_millis(60_501),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
     }
 
     #[test]
     fn a_word_after_the_share_went_up_means_the_pool_is_alive() {
-        let (sent, heard) = (Millis(1_000), Millis(1_001));
-        assert!(!upstream_silent(Millis(9_000), heard, sent, KEEPALIVE));
+        let (sent, heard) = (Timestamp::from_millis(1_000), Timestamp::from_millis(1_001));
+        assert!(!upstream_silent(
+            Timestamp::from_millis(9_000),
+            heard,
+            sent,
+            KEEPALIVE
+        ));
     }
 }

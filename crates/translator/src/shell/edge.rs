@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use edge::{Admission, Gate, MessageBudget, Millis, Slot};
+use edge::{Admission, Gate, MessageBudget, Slot, Timestamp};
 use events::{LinkCounter, Side};
 use sv1::LineBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -139,8 +139,8 @@ pub async fn accept(
     }
 }
 
-fn millis(start: Instant) -> Millis {
-    Millis(start.elapsed().as_millis() as u64)
+fn millis(start: Instant) -> Timestamp {
+    Timestamp::from_millis(start.elapsed().as_millis() as u64)
 }
 
 /// What a device task holds of the edge.
@@ -216,17 +216,17 @@ async fn device(
                 // Closed, not struck: per-device firmware authorizes only once its subscribe
                 // is answered, which waits for the upstream channel, so an upstream outage
                 // times out honest devices too.
-                if !authorized() && now.since(opened) >= handshake_ms {
+                if !authorized() && now.millis_since(opened) >= handshake_ms {
                     break "handshake timeout";
                 }
-                if now.since(last_read) >= idle_ms {
+                if now.millis_since(last_read) >= idle_ms {
                     break "idle timeout";
                 }
-                let mut due = last_read.plus(idle_ms);
+                let mut due = last_read.plus_millis(idle_ms);
                 if !authorized() {
-                    due = due.min(opened.plus(handshake_ms));
+                    due = due.min(opened.plus_millis(handshake_ms));
                 }
-                let wait = Duration::from_millis(due.since(now).max(1));
+                let wait = Duration::from_millis(due.millis_since(now).max(1));
                 check.as_mut().reset(tokio::time::Instant::now() + wait);
             }
             n = reader.read(&mut chunk), if reading => {

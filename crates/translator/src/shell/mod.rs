@@ -46,7 +46,7 @@ use self::edge::{stopped, EdgeLimits};
 use self::net::Net;
 pub use self::stats::Stats;
 use self::transport::{Link, Sv2Transport, Transport};
-use crate::{ChannelMode, Event, Millis, Mode, PerDevice, Translator, TranslatorConfig, Uplink};
+use crate::{ChannelMode, Event, Mode, PerDevice, Timestamp, Translator, TranslatorConfig, Uplink};
 
 /// The `conn` of the first upstream connection in events (and the `device` / `conn` of the
 /// shares sent on it); each later one counts on from it. Device connections count from 1, so
@@ -301,14 +301,14 @@ where
     start_in::<T, Translator<T::Uplink>>(config, aggregated).await
 }
 
-fn aggregated<U: Uplink + Default>(c: TranslatorConfig, now: Millis) -> Translator<U> {
+fn aggregated<U: Uplink + Default>(c: TranslatorConfig, now: Timestamp) -> Translator<U> {
     Translator::with_uplink(c, U::default(), now)
 }
 
 /// The shell over transport `T` driving mode `M`, made by `make`.
 async fn start_in<T, M>(
     config: ShellConfig,
-    make: fn(TranslatorConfig, Millis) -> M,
+    make: fn(TranslatorConfig, Timestamp) -> M,
 ) -> Result<Running, ShellError>
 where
     T: Transport,
@@ -422,8 +422,8 @@ where
     })
 }
 
-fn millis(clock: Instant) -> Millis {
-    Millis(clock.elapsed().as_millis() as u64)
+fn millis(clock: Instant) -> Timestamp {
+    Timestamp::from_millis(clock.elapsed().as_millis() as u64)
 }
 
 /// The first upstream connection, ready for work before any device is accepted (in aggregated
@@ -433,7 +433,7 @@ async fn open_first<T, M>(
     spec: &UpstreamSpec,
     config: &ShellConfig,
     clock: Instant,
-    make: fn(TranslatorConfig, Millis) -> M,
+    make: fn(TranslatorConfig, Timestamp) -> M,
     net: &Arc<events::LinkCounter>,
 ) -> Result<(Link<T>, M, Option<(u32, Target)>), ShellError>
 where

@@ -497,7 +497,7 @@ impl Stats {
             hash_rate: f64::from_bits(load(&self.hash_rate)),
             upstream,
             admission: self.gate.get().map(|g| {
-                g.snapshot(edge::Millis(
+                g.snapshot(edge::Timestamp::from_millis(
                     now.saturating_duration_since(self.started).as_millis() as u64,
                 ))
             }),
