@@ -96,7 +96,8 @@ impl<K: Hash + Eq + Copy> RateLimiter<K> {
                     .1
             }
         };
-        bucket.tokens = (bucket.tokens + now.millis_since(bucket.last) as f32 * per_ms).min(burst);
+        let elapsed_ms = (now.nanos_since(bucket.last) as f64 / 1e6) as f32;
+        bucket.tokens = (bucket.tokens + elapsed_ms * per_ms).min(burst);
         bucket.last = bucket.last.max(now);
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;

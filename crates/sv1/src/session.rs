@@ -336,6 +336,8 @@ impl<J: Judge> Session<J> {
     pub fn take_output(&mut self) -> Vec<u8> {
         let bytes = self.poll_transmit().concat();
         self.transmitted(bytes.len());
+        // What was handed over is the other task's now: an idle connection keeps no buffer.
+        self.conn.out.release();
         bytes
     }
 

@@ -447,9 +447,9 @@ fn distribution_figure(inputs: &Inputs, palette: &Palette, metric: &str, title: 
         caption.push_str(&format!(
             " The axis ends at {} ms, past every configuration's {:.1}th percentile; the largest \
              value ({} ms) is in the table.",
-            Unit::Timestamp.format(plot.scale.end()),
+            Unit::Millis.format(plot.scale.end()),
             CLIP_QUANTILE * 100.0,
-            Unit::Timestamp.format(max)
+            Unit::Millis.format(max)
         ));
     }
     let x_desc = match plot.scale {

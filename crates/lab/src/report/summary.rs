@@ -247,13 +247,13 @@ impl Summary {
         b.row(
             &["rtt_ms", "configured"],
             "configured",
-            Unit::Timestamp,
+            Unit::Millis,
             Better::Neither,
         );
         b.row(
             &["rtt_ms", "measured"],
             "measured",
-            Unit::Timestamp,
+            Unit::Millis,
             Better::Neither,
         );
 
@@ -397,7 +397,7 @@ impl Builder<'_> {
             self.push(Row {
                 key: format!("{metric}.{field}"),
                 label: field.to_owned(),
-                unit: Unit::Timestamp,
+                unit: Unit::Millis,
                 better: Better::Lower,
                 cells,
             });
@@ -412,8 +412,8 @@ impl Builder<'_> {
                 {
                     Some([Some(lo), Some(hi)]) => Cell::Text(format!(
                         "{} – {}",
-                        Unit::Timestamp.format(*lo),
-                        Unit::Timestamp.format(*hi)
+                        Unit::Millis.format(*lo),
+                        Unit::Millis.format(*hi)
                     )),
                     _ => Cell::Absent {
                         reason: d.and_then(reason),
@@ -424,7 +424,7 @@ impl Builder<'_> {
         self.push(Row {
             key: format!("{metric}.ci95"),
             label: "95% confidence interval of the mean".to_owned(),
-            unit: Unit::Timestamp,
+            unit: Unit::Millis,
             better: Better::Neither,
             cells: ci_cells,
         });
@@ -521,7 +521,7 @@ fn numeric_paths(v: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>
 fn unit_by_name(key: &str) -> Unit {
     let last = key.rsplit('.').next().unwrap_or(key);
     if last.ends_with("_ms") || key.contains("_ms.") {
-        Unit::Timestamp
+        Unit::Millis
     } else if last.ends_with("_Bps") {
         Unit::BytesPerSec
     } else if last.ends_with("_bytes") || last.ends_with("bytes_max") {
@@ -786,7 +786,7 @@ mod tests {
         assert!(s.row("shares.pool_reason.stale").is_none());
         let wan = s.row("links.wan.tx_bytes").unwrap();
         assert_eq!(wan.unit, Unit::Bytes);
-        assert_eq!(s.row("novel_ms").unwrap().unit, Unit::Timestamp);
+        assert_eq!(s.row("novel_ms").unwrap().unit, Unit::Millis);
         assert!(
             s.row("pool_shares.accepted").is_none(),
             "no config has pool_shares"

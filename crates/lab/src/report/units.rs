@@ -11,7 +11,7 @@ pub(crate) enum Unit {
     /// Percent (0 to 100).
     Percent,
     /// Milliseconds.
-    Timestamp,
+    Millis,
     /// Satoshis.
     Sats,
     /// Work in difficulty-1 units (sum of share difficulties).
@@ -32,7 +32,7 @@ impl Unit {
         match self {
             Unit::Count => "",
             Unit::Percent => "%",
-            Unit::Timestamp => "ms",
+            Unit::Millis => "ms",
             Unit::Sats => "sat",
             Unit::Work => "diff-1",
             // Byte figures carry their own scaled unit (KiB, MiB/s).
@@ -189,12 +189,12 @@ mod tests {
 
     #[test]
     fn precision_follows_magnitude() {
-        assert_eq!(Unit::Timestamp.format(145.25), "145.2");
-        assert_eq!(Unit::Timestamp.format(12.345), "12.35");
-        assert_eq!(Unit::Timestamp.format(0.01234), "0.0123");
+        assert_eq!(Unit::Millis.format(145.25), "145.2");
+        assert_eq!(Unit::Millis.format(12.345), "12.35");
+        assert_eq!(Unit::Millis.format(0.01234), "0.0123");
         assert_eq!(Unit::Percent.format(99.5), "99.50");
         assert_eq!(Unit::Sats.format(312_512_345.6), "312,512,346");
-        assert_eq!(Unit::Timestamp.format(f64::NAN), MISSING);
+        assert_eq!(Unit::Millis.format(f64::NAN), MISSING);
     }
 
     #[test]
@@ -207,7 +207,7 @@ mod tests {
     #[test]
     fn deltas_carry_signs() {
         assert_eq!(Unit::Count.format_delta(12.0), "+12");
-        assert_eq!(Unit::Timestamp.format_delta(-2.5), "−2.50");
+        assert_eq!(Unit::Millis.format_delta(-2.5), "−2.50");
         assert_eq!(Unit::Count.format_delta(0.0), "±0");
         assert_eq!(format_pct(-12.5), "−12.50%");
         assert_eq!(format_pct(250.0), "+250.0%");

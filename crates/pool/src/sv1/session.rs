@@ -167,8 +167,11 @@ impl Session {
     /// [`Session::poll_transmit`](sv1::session::Session::poll_transmit) instead, which copies
     /// nothing).
     pub fn take_output(&mut self) -> Vec<u8> {
-        let bytes = self.poll_transmit().concat();
-        self.transmitted(bytes.len());
+        let bytes = self.0.take_output();
+        // The acknowledgements that go out were confirmed (or refused) before the hand-over.
+        if let Some(r) = &mut self.0.judge_mut().records {
+            r.acks.clear();
+        }
         bytes
     }
 

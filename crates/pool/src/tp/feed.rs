@@ -260,7 +260,7 @@ async fn connection(
     loop {
         let due = session
             .poll_timeout()
-            .map(|at| started + Duration::from_millis(at.as_millis()));
+            .map(|at| started + Duration::from_nanos(at.as_nanos()));
         tokio::select! {
             m = conn.read_message() => {
                 let Some(m) = m? else { continue };
