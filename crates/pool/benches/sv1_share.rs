@@ -60,8 +60,8 @@ use primitives::bitcoin::{Amount, ScriptBuf};
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
 
 use support::{
-    drain_store, fastest_and_median, process_allocs, sv1_session, thread_allocs, Floor, Pool,
-    Probe, WORKER,
+    discard_output, drain_store, fastest_and_median, process_allocs, sv1_session, thread_allocs,
+    Floor, Pool, Probe, WORKER,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ impl Rig {
         let g = self.book.handle_template(self.template.clone(), now);
         self.engine.publish(g.clone());
         self.session.handle_generation(Some(&g), now);
-        self.session.take_output();
+        discard_output(&mut self.session);
         let issued = self.session.channel().latest_job().expect("job");
         let job = g.job(&self.payout).expect("job");
         assert!(Arc::ptr_eq(&job, &issued.job));

@@ -51,7 +51,10 @@ use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard, Sub
 use sv2::messages::Mining;
 use sv2::{Message, NoiseInitiator, NoiseResponder};
 
-use support::{drain_store, fastest_and_median, sv1_session, thread_allocs, Floor, Pool, WORKER};
+use support::{
+    discard_output, drain_store, fastest_and_median, sv1_session, thread_allocs, Floor, Pool,
+    WORKER,
+};
 
 // ---------------------------------------------------------------------------------------------
 // The rig: one engine, an SV1 and an SV2 session, the next chunk of shares for each.
@@ -183,7 +186,7 @@ impl Rig {
         let g = self.book.handle_template(self.template.clone(), now);
         self.engine.publish(g.clone());
         self.sv1.handle_generation(Some(&g), now);
-        self.sv1.take_output();
+        discard_output(&mut self.sv1);
         self.sv2.handle_generation(Some(&g), now);
         // Polled, as the shell does: the session keeps its output buffer.
         let (job_id, merkle_root) = std::iter::from_fn(|| self.sv2.poll_transmit())

@@ -57,7 +57,12 @@ impl Outbox {
     /// The first `n` bytes of [`Outbox::pending`] were written.
     pub fn consume(&mut self, n: usize) {
         let Some((at, line)) = self.line.take() else {
-            self.own.drain(..n.min(self.own.len()));
+            // All written (the usual case): no draining to do.
+            if n >= self.own.len() {
+                self.own.clear();
+            } else {
+                self.own.drain(..n);
+            }
             return;
         };
         if n <= at {

@@ -43,7 +43,8 @@ const TABLE: usize = 1 << TABLE_BITS;
 /// The tick of `now` counted from `base` (0 before it).
 #[inline]
 pub(crate) fn tick(base: Timestamp, now: Timestamp) -> u64 {
-    now.millis_since(base) / TICK_MS
+    // One division: whole ticks of nanoseconds are whole ticks of whole milliseconds.
+    now.nanos_since(base) / (TICK_MS * 1_000_000)
 }
 
 /// Decay factors `e^(−n·TICK_MS/τ)` for one time constant `τ`.
