@@ -168,17 +168,19 @@ impl Session {
     /// nothing).
     pub fn take_output(&mut self) -> Vec<u8> {
         let bytes = self.0.take_output();
-        // The acknowledgements that go out were confirmed (or refused) before the hand-over.
-        if let Some(r) = &mut self.0.judge_mut().records {
-            r.acks.clear();
-        }
+        self.acks_sent();
         bytes
     }
 
     /// The first `n` bytes of the pending output were written.
     pub fn transmitted(&mut self, n: usize) {
         self.0.transmitted(n);
-        // The acknowledgements that go out were confirmed (or refused) before the write.
+        self.acks_sent();
+    }
+
+    /// The acknowledgements in the output went out (to the socket or to the task that writes
+    /// it): each was confirmed, or refused, before that.
+    fn acks_sent(&mut self) {
         if let Some(r) = &mut self.0.judge_mut().records {
             r.acks.clear();
         }
