@@ -34,6 +34,9 @@ enum Command {
     Report(cmd::report::ReportArgs),
     #[command(subcommand)]
     Events(cmd::events::EventsCommand),
+    /// Measure one role at a fixed offered load against other software on the same load.
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
 }
 
 fn main() -> Result<()> {
@@ -68,6 +71,7 @@ fn main() -> Result<()> {
         Command::Run(_) => cmd::run::run(flags),
         Command::Report(_) => cmd::report::run(config::resolve(flags)?),
         Command::Events(c) => cmd::events::run(c, flags),
+        Command::Bench(c) => cmd::bench::run(c, flags),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `sv2_floor_pool` without tokio: the fleet's minimal SV2 pool (its sans-IO core,
 //! [`Sv2TestPoolCore`]) on one thread that drives epoll (through mio) by hand, for
-//! `scripts/bench-sv2-pool.sh`'s `floor-epoll` row. Per share the same work as `floor`
+//! `stratumlab bench sv2-pool`'s `floor-epoll` row. Per share the same work as `floor`
 //! (Noise, decoding, one header hash, a duplicate check, one encrypted `SubmitShares.Success`
 //! written at once) on one `epoll_wait` wake-up shared by whatever is ready, with no task,
 //! waker, timer wheel or scheduler queue. Its CPU per share against `floor` is what tokio's

@@ -1,5 +1,5 @@
 //! The CPU floor for anything that answers SV2 shares on this machine: the fleet's minimal SV2
-//! test pool as a process of its own, so that `scripts/bench-sv2-pool.sh` can pin it where a
+//! test pool as a process of its own, so that `stratumlab bench sv2-pool` can pin it where a
 //! pool runs and measure it exactly as it measures ours and pool_sv2.
 //!
 //! Per share it does what no SV2 pool can skip: the wake-up, the read, Noise decryption, decoding,

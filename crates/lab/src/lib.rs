@@ -11,11 +11,13 @@
 //! - [`external`]: someone else's pool or farm proxy run as a configuration.
 //! - [`live`]: live Prometheus metrics while a run goes on.
 //! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
+//! - [`bench`]: one role at a fixed offered load against other software (`stratumlab bench`).
 //! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
 
 // Every public item says what it is for, and nothing is public that no other crate can reach.
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod bench;
 pub mod external;
 pub mod live;
 pub mod metrics;

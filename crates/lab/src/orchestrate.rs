@@ -124,6 +124,11 @@ impl AuthorityFile {
         })
     }
 
+    /// The secret half, for a third-party role that takes it in its config file.
+    pub fn secret(&self) -> &str {
+        &self.secret
+    }
+
     /// `--authority-key-file PATH`, for a server.
     fn server_args(&self) -> [OsString; 2] {
         ["--authority-key-file".into(), self.path.clone().into()]

@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod edge;
 pub mod events;
 pub mod fleet;
