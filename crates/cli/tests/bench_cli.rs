@@ -1,17 +1,20 @@
-//! `stratumlab bench sv2-pool` end to end at a small load: real simnet, pools and fleets pinned
-//! to two cores of 127.0.0.1, rows.jsonl read back, the table printed.
+//! `stratumlab bench sv2-pool` and `bench translator` end to end at a small load: real simnet,
+//! pools, translators and fleets pinned to two cores of 127.0.0.1, rows.jsonl read back, the
+//! tables printed.
 //!
-//! The pool_sv2 case is ignored by default: it needs pool_sv2 ($STRATUMLAB_POOL_SV2, the CI
-//! tools cache, or PATH; `bash scripts/install-tools.sh pool_sv2` installs it) and the fleet's
-//! floor pools (built by `cargo test --workspace`). CI runs it by name.
+//! The cases against third-party software are ignored by default: they need pool_sv2 or
+//! translator_sv2 ($STRATUMLAB_POOL_SV2, $STRATUMLAB_TRANSLATOR_SV2, the CI tools cache, or PATH;
+//! `bash scripts/install-tools.sh NAME` installs them) and the fleet's floor pools (built by
+//! `cargo test --workspace`). CI runs them by name.
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-/// Runs the bench with `rows` at 20 shares/s over 20 devices and returns (rows.jsonl, stdout).
-fn bench(dir: &Path, rows: &str) -> (Vec<Value>, String) {
+/// Runs `bench WHICH` with `rows` at 20 shares/s over 20 devices and returns (rows.jsonl,
+/// stdout).
+fn bench(which: &str, dir: &Path, rows: &str) -> (Vec<Value>, String) {
     assert!(
         std::thread::available_parallelism().unwrap().get() >= 2,
         "the bench pins the pool and its load to two cores"
@@ -19,7 +22,7 @@ fn bench(dir: &Path, rows: &str) -> (Vec<Value>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
         .args([
             "bench",
-            "sv2-pool",
+            which,
             "--quick",
             "--devices",
             "20",
@@ -73,7 +76,7 @@ fn check_row(r: &Value, label: &str) {
 #[test]
 fn ours_with_and_without_durability_are_measured_and_tabled() {
     let dir = tempfile::tempdir().unwrap();
-    let (rows, table) = bench(dir.path(), "ours,ours-dur-off");
+    let (rows, table) = bench("sv2-pool", dir.path(), "ours,ours-dur-off");
     assert_eq!(rows.len(), 2, "{rows:?}");
     check_row(&rows[0], "ours");
     check_row(&rows[1], "ours-dur-off");
@@ -112,7 +115,7 @@ fn ours_with_and_without_durability_are_measured_and_tabled() {
 #[ignore = "needs pool_sv2 (scripts/install-tools.sh installs it) and the floor pools; CI runs it by name"]
 fn ours_against_pool_sv2_and_the_floor() {
     let dir = tempfile::tempdir().unwrap();
-    let (rows, table) = bench(dir.path(), "ours,pool_sv2,floor");
+    let (rows, table) = bench("sv2-pool", dir.path(), "ours,pool_sv2,floor");
     assert_eq!(rows.len(), 3, "{rows:?}");
     check_row(&rows[0], "ours");
     check_row(&rows[1], "pool_sv2");
@@ -123,4 +126,85 @@ fn ours_against_pool_sv2_and_the_floor() {
     );
     assert!(table.contains("floor costs"), "{table}");
     assert!(table.contains("pool_sv2 / floor:"), "{table}");
+}
+
+/// A translator row measured what it must: every device ready and answered, shares forwarded
+/// and accepted upstream (but through the floor), latency on the devices' side and, where this
+/// process may capture packets, on the wire.
+fn check_translator_row(r: &Value, label: &str, wire: bool) {
+    assert_eq!(r["label"], label, "{r}");
+    assert_eq!(r["ready"], 20, "{r}");
+    assert_eq!(r["protocol_errors"], 0, "{r}");
+    assert!((20..=150).contains(&r["accepted"].as_u64().unwrap()), "{r}");
+    if label != "floor" {
+        assert!(r["upstream_accepted"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["fwd"]["n"].as_u64().unwrap() > 0, "{r}");
+    }
+    let all = &r["all"];
+    assert!(all["n"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        all["p50_ms"].as_f64().unwrap() <= all["p99_ms"].as_f64().unwrap(),
+        "{r}"
+    );
+    assert!(r["cpu_us_per_share"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["rss0_kib"].as_f64().unwrap() > 0.0, "{r}");
+    if wire {
+        let w = &r["wire"][0];
+        // The capture sees most of the window's answers, each no slower than the device saw it.
+        assert!(
+            w["n"].as_u64().unwrap() * 2 >= r["answered"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(
+            w["p50_ms"].as_f64().unwrap() <= all["p50_ms"].as_f64().unwrap() + 1.0,
+            "{r}"
+        );
+    }
+}
+
+/// Whether this process may open a packet socket (root, or CAP_NET_RAW): the wire figures.
+fn can_capture() -> bool {
+    // SAFETY: plain socket(2), closed at once.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+    if fd >= 0 {
+        // SAFETY: `fd` was just opened here.
+        unsafe { libc::close(fd) };
+    }
+    fd >= 0
+}
+
+#[test]
+fn our_translator_is_measured_on_the_devices_side_and_on_the_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, table) = bench("translator", dir.path(), "ours");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let wire = can_capture();
+    check_translator_row(&rows[0], "ours", wire);
+    assert_eq!(rows[0]["wire"].is_null(), !wire, "{}", rows[0]);
+    for f in ["fleet.ev", "pool.ev", "fleet.json", "translator.log"] {
+        assert!(dir.path().join("ours").join(f).is_file(), "{f}");
+    }
+    assert!(table.lines().any(|l| l.starts_with("ours ")), "{table}");
+    assert!(table.contains("KiB/device"), "{table}");
+}
+
+#[test]
+#[ignore = "needs translator_sv2 (scripts/install-tools.sh installs it), the floor pool and CAP_NET_RAW; CI runs it by name"]
+fn our_translator_against_translator_sv2_above_the_floor() {
+    assert!(
+        can_capture(),
+        "the floor row is measured on the wire: run as root"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (rows, table) = bench("translator", dir.path(), "floor,ours,translator_sv2");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    check_translator_row(&rows[0], "floor", true);
+    check_translator_row(&rows[1], "ours", true);
+    check_translator_row(&rows[2], "translator_sv2", true);
+    assert!(
+        table.contains("repetition 1, ours / translator_sv2: p50 "),
+        "{table}"
+    );
+    assert!(table.contains("above the floor on the wire"), "{table}");
+    assert!(table.contains("median over 1 repetition(s)"), "{table}");
 }

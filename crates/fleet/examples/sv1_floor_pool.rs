@@ -1,6 +1,6 @@
 //! The latency floor for anything that answers SV1 shares on this machine: the fleet's minimal
 //! test pool (handshake, one job at a time, every share checked by its SHA-256d and answered at
-//! once) as a process of its own, so that `scripts/bench-translator.sh` can pin it where a
+//! once) as a process of its own, so that `stratumlab bench translator` can pin it where a
 //! translator would run and measure it the same way. What a translator adds above this is its
 //! own doing; this much is the kernel's and the machine's (waking an idle core, loopback).
 //!

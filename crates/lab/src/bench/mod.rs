@@ -7,12 +7,22 @@
 
 mod pin;
 pub mod sv2_pool;
-mod table;
+mod sv2_pool_table;
+pub mod translator;
+mod translator_table;
 mod window;
+mod wire;
 
 pub use window::Window;
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use events::{Event, EventReader};
+use serde::Serialize;
+
+use crate::process::RoleProcess;
+use crate::stats::{summarize, Samples};
 
 /// Why a bench stopped.
 #[derive(Debug, thiserror::Error)]
@@ -57,4 +67,86 @@ pub enum BenchError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> BenchError {
     let what = what.into();
     move |source| BenchError::Io { what, source }
+}
+
+/// Where block rewards go: regtest, and no bench finds a block.
+const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
+/// How long a role may take to become ready.
+const READY: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Whose output a started role prints where: ours print `listening on` lines on stdout and log
+/// to stderr; a third-party role logs everything to stdout.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Ours,
+    ThirdParty,
+}
+
+/// Starts `program args` on `core` with `env` added, its log in `dir/NAME.log`.
+fn spawn_on(
+    dir: &Path,
+    core: usize,
+    kind: Kind,
+    name: &str,
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<RoleProcess, BenchError> {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    let log = dir.join(format!("{name}.log"));
+    let started = pin::on_core(core, || match kind {
+        Kind::Ours => RoleProcess::spawn_with_env(name, program, &args, &log, env),
+        Kind::ThirdParty => RoleProcess::spawn_external(name, program, &args, &log, dir, env),
+    })
+    .map_err(io(format!("pinning {name} to core {core}")))?;
+    Ok(started?)
+}
+
+/// `args` as owned strings, for a command line built from literals and values.
+fn strings<const N: usize>(args: [&str; N]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every event of the file at `path`, in order, to `each`.
+fn each_event(path: &Path, mut each: impl FnMut(Event)) -> Result<(), String> {
+    let reader = EventReader::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    for e in reader {
+        each(e.map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    Ok(())
+}
+
+/// The median and 99th percentile of a set of latencies, from the lab's distributions.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Quantiles {
+    /// Samples.
+    pub n: u64,
+    /// Median, ms.
+    pub p50_ms: Option<f64>,
+    /// 99th percentile, ms.
+    pub p99_ms: Option<f64>,
+}
+
+impl Quantiles {
+    fn of(samples: &Samples) -> Quantiles {
+        let d = summarize(samples, "no samples");
+        Quantiles {
+            n: d.n,
+            p50_ms: d.p50,
+            p99_ms: d.p99,
+        }
+    }
+}
+
+/// The last lines a role printed on stdout, parsed as one JSON document (the fleet's `--json`
+/// report), and kept in `dir/NAME.json`.
+fn json_report(p: &RoleProcess, dir: &Path, name: &str) -> Result<serde_json::Value, String> {
+    let text = p.printed().join("\n");
+    let _ = std::fs::write(dir.join(format!("{name}.json")), &text);
+    serde_json::from_str(&text).map_err(|e| format!("{name}'s report does not read: {e}"))
+}
+
+/// A path as a command-line argument.
+fn path(p: &Path) -> String {
+    p.display().to_string()
 }

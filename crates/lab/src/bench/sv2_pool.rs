@@ -12,25 +12,23 @@
 //! and context switches by thread, and what else ran on its core.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use events::{EventKind, EventReader, Perspective};
+use events::{EventKind, Perspective};
 use serde::Serialize;
 
-use super::{io, pin, table, window, BenchError, Window};
+use super::sv2_pool_table as table;
+use super::{
+    each_event, io, json_report, path, spawn_on, strings, window, BenchError, Kind, Quantiles,
+    Window, PAYOUT, READY,
+};
 use crate::orchestrate::AuthorityFile;
 use crate::process::RoleProcess;
-use crate::stats::{summarize, Samples};
+use crate::stats::Samples;
 use crate::third_party::{self, free_loopback_port, PoolSv2Config, Tool, POOL_SV2_READY};
-
-/// Where block rewards go: regtest, and nothing here finds a block.
-const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
-/// How long a role may take to become ready.
-const READY: Duration = Duration::from_secs(90);
 
 /// What one bench run measures.
 #[derive(Clone, Debug)]
@@ -357,7 +355,7 @@ impl RowRun<'_> {
             o.load_core,
             "simnet",
             &o.stratumlab,
-            &[
+            &strings([
                 "simnet",
                 "--tdp-listen",
                 "127.0.0.1:0",
@@ -373,7 +371,7 @@ impl RowRun<'_> {
                 "7",
                 "--events",
                 &path(&self.dir.join("simnet.ev")),
-            ],
+            ]),
             &[],
         )?;
         let tdp = simnet.wait_listening("tdp", READY)?;
@@ -403,7 +401,6 @@ impl RowRun<'_> {
             "--events".into(),
             path(&self.dir.join("fleet.ev")),
         ];
-        let fleet_args: Vec<&str> = fleet_args.iter().map(String::as_str).collect();
         let mut fleet = self.spawn_on(o.load_core, "fleet", &o.stratumlab, &fleet_args, &[])?;
         eprintln!(
             "    {} devices, {spm:.3} shares/min per channel, difficulty {difficulty:.3e}, against {miners}",
@@ -437,10 +434,7 @@ impl RowRun<'_> {
         pool.stop(Duration::from_secs(5));
         simnet.stop(Duration::from_secs(5));
 
-        let report = fleet.printed().join("\n");
-        std::fs::write(self.dir.join("fleet.json"), &report).map_err(io("writing fleet.json"))?;
-        let report: serde_json::Value = serde_json::from_str(&report)
-            .map_err(|e| self.fail(format!("the fleet's report does not read: {e}")))?;
+        let report = json_report(&fleet, &self.dir, "fleet").map_err(|e| self.fail(e))?;
         let row = self.row(&w, &report, pool.pid(), fleet.pid(), syscalls)?;
         let must = row.ready == row.devices
             && row.protocol_errors == 0
@@ -489,7 +483,6 @@ impl RowRun<'_> {
                 path(&self.dir.join("pool.ev")),
             ];
             a.extend(extra.iter().map(|s| s.to_string()));
-            let a: Vec<&str> = a.iter().map(String::as_str).collect();
             let mut p = self.spawn_on(core, "pool", program, &a, &[])?;
             let at = p.wait_listening("sv2", READY)?;
             Ok((p, at, self.authority.public.clone()))
@@ -503,8 +496,8 @@ impl RowRun<'_> {
                     hint: "build the floor pools: cargo build --release -p fleet --example sv2_floor_pool --example sv2_floor_epoll",
                 });
             }
-            let d = format!("{difficulty}");
-            let mut p = self.spawn_on(core, "pool", &program, &[&d, "10"], &[])?;
+            let args = [format!("{difficulty}"), "10".into()];
+            let mut p = self.spawn_on(core, "pool", &program, &args, &[])?;
             let at = p.wait_listening("sv2", READY)?;
             // The floor signs with the published reference pair; nothing else runs on it.
             Ok((p, at, sv2::keys::AuthorityKeys::reference().public_key()))
@@ -536,12 +529,16 @@ impl RowRun<'_> {
                 if warn {
                     env.push(("RUST_LOG".into(), "warn".into()));
                 }
-                let log = self.dir.join("pool.log");
-                let args = [OsString::from("-c"), config.into()];
-                let mut p = pin::on_core(core, || {
-                    RoleProcess::spawn_external("pool", &tool.path, &args, &log, &self.dir, &env)
-                })
-                .map_err(io("pinning pool_sv2"))??;
+                let args = ["-c".to_owned(), path(&config)];
+                let mut p = spawn_on(
+                    &self.dir,
+                    core,
+                    Kind::ThirdParty,
+                    "pool",
+                    &tool.path,
+                    &args,
+                    &env,
+                )?;
                 // With RUST_LOG=warn it says nothing when ready: its port is then the sign.
                 if warn {
                     p.wait_port(listen, READY)?;
@@ -560,15 +557,10 @@ impl RowRun<'_> {
         core: usize,
         name: &str,
         program: &Path,
-        args: &[&str],
+        args: &[String],
         env: &[(String, String)],
     ) -> Result<RoleProcess, BenchError> {
-        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let log = self.dir.join(format!("{name}.err"));
-        Ok(pin::on_core(core, || {
-            RoleProcess::spawn_with_env(name, program, &args, &log, env)
-        })
-        .map_err(io(format!("pinning {name} to core {core}")))??)
+        spawn_on(&self.dir, core, Kind::Ours, name, program, args, env)
     }
 
     /// The row's figures from the window, the fleet's report and the devices' events.
@@ -581,23 +573,18 @@ impl RowRun<'_> {
         syscalls: Option<BTreeMap<String, BTreeMap<String, u64>>>,
     ) -> Result<Row, BenchError> {
         let (t0, t1) = (w.t0_ns, w.t1_ns);
-        let events = self.dir.join("fleet.ev");
-        let reader = EventReader::open(&events)
-            .map_err(|e| self.fail(format!("the fleet's events do not read: {e}")))?;
         let mut sent = BTreeMap::new();
         let mut results = Vec::new();
-        for e in reader {
-            let e = e.map_err(|e| self.fail(format!("the fleet's events do not read: {e}")))?;
-            match e.kind {
-                EventKind::ShareSent(s) => {
-                    sent.insert((s.device, s.seq), e.ts_ns);
-                }
-                EventKind::ShareResult(r) if r.perspective == Perspective::Received => {
-                    results.push((e.ts_ns, r));
-                }
-                _ => {}
+        each_event(&self.dir.join("fleet.ev"), |e| match e.kind {
+            EventKind::ShareSent(s) => {
+                sent.insert((s.device, s.seq), e.ts_ns);
             }
-        }
+            EventKind::ShareResult(r) if r.perspective == Perspective::Received => {
+                results.push((e.ts_ns, r));
+            }
+            _ => {}
+        })
+        .map_err(|e| self.fail(format!("the fleet's events do not read: {e}")))?;
         let (mut accepted, mut rejected) = (0, 0);
         let mut latency = Samples::new();
         for (ts, r) in results {
@@ -616,7 +603,7 @@ impl RowRun<'_> {
                 }
             }
         }
-        let latency = summarize(&latency, "no share accepted in the window");
+        let latency = Quantiles::of(&latency);
         let secs = w.secs();
         let pool_cpu_s = w.cpu_s.get(&pool_pid).copied().unwrap_or(0.0);
         let fleet_cpu_s = w.cpu_s.get(&fleet_pid).copied().unwrap_or(0.0);
@@ -638,8 +625,8 @@ impl RowRun<'_> {
             pool_cpu_us_per_share: (accepted > 0).then(|| pool_cpu_s * 1e6 / accepted as f64),
             pool_cpu_pct: 100.0 * pool_cpu_s / secs,
             fleet_cpu_pct: 100.0 * fleet_cpu_s / secs,
-            p50_ms: latency.p50,
-            p99_ms: latency.p99,
+            p50_ms: latency.p50_ms,
+            p99_ms: latency.p99_ms,
             latency_n: latency.n,
             ready: u64_of("ready"),
             devices: u64_of("devices"),
@@ -773,10 +760,6 @@ fn parse_trace_summary(text: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
         }
     }
     out
-}
-
-fn path(p: &Path) -> String {
-    p.display().to_string()
 }
 
 #[cfg(test)]
