@@ -102,6 +102,114 @@ fn spawn_on(
     Ok(started?)
 }
 
+/// A third-party role (`program -c CONFIG`) on `core`, from the config text `toml` written to
+/// `dir/NAME.toml`, at its shipped log level or with `RUST_LOG=warn`; ready when its log holds
+/// `ready_line`, or, at warn (when it says nothing on becoming ready), when `listen` accepts.
+#[allow(clippy::too_many_arguments)]
+fn start_reference(
+    dir: &Path,
+    core: usize,
+    name: &str,
+    program: &Path,
+    toml: &str,
+    warn: bool,
+    listen: std::net::SocketAddr,
+    ready_line: &str,
+) -> Result<RoleProcess, BenchError> {
+    let config = dir.join(format!("{name}.toml"));
+    std::fs::write(&config, toml).map_err(io(format!("writing {}", config.display())))?;
+    let mut env = vec![("NO_COLOR".to_owned(), "1".to_owned())];
+    if warn {
+        env.push(("RUST_LOG".into(), "warn".into()));
+    }
+    let args = ["-c".to_owned(), path(&config)];
+    let mut p = spawn_on(dir, core, Kind::ThirdParty, name, program, &args, &env)?;
+    if warn {
+        p.wait_port(listen, READY)?;
+    } else {
+        p.wait_log(ready_line, READY)?;
+    }
+    Ok(p)
+}
+
+/// A bench's output folder: the key pair its roles sign with, and rows.jsonl, a row a line.
+struct Output {
+    authority: crate::orchestrate::AuthorityFile,
+    rows: std::fs::File,
+}
+
+impl Output {
+    fn create(dir: &Path) -> Result<Output, BenchError> {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+        let authority =
+            crate::orchestrate::AuthorityFile::create(dir).map_err(|e| BenchError::Io {
+                what: "the bench's authority key pair".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+        let path = dir.join("rows.jsonl");
+        let rows =
+            std::fs::File::create(&path).map_err(io(format!("creating {}", path.display())))?;
+        Ok(Output { authority, rows })
+    }
+
+    fn write(&mut self, row: &impl Serialize) -> Result<(), BenchError> {
+        use std::io::Write as _;
+        let line = serde_json::to_string(row).map_err(|e| io("writing rows.jsonl")(e.into()))?;
+        writeln!(self.rows, "{line}").map_err(io("writing rows.jsonl"))
+    }
+}
+
+/// Waits for the fleet to end on its own within `limit`, well.
+fn fleet_done(fleet: &mut RoleProcess, limit: std::time::Duration) -> Result<(), String> {
+    let status = fleet.wait_done(limit).ok_or("the fleet did not end")?;
+    if status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "the fleet failed ({}): {}",
+        crate::process::describe(status),
+        fleet.log_tail(3)
+    ))
+}
+
+/// Stops `roles` in order, each once it is known to have run the whole row: one that exited
+/// early fails the row.
+fn stop_all(roles: &mut [&mut RoleProcess]) -> Result<(), String> {
+    for p in roles.iter_mut() {
+        if let Some(s) = p.exited() {
+            return Err(format!(
+                "{} exited during the run ({}): {}",
+                p.name,
+                crate::process::describe(s),
+                p.log_tail(3)
+            ));
+        }
+    }
+    for p in roles {
+        p.stop(std::time::Duration::from_secs(5));
+    }
+    Ok(())
+}
+
+/// The row of `all` whose label is `s`, or an error naming every label.
+fn by_label<T: Copy>(all: &[T], label: fn(T) -> &'static str, s: &str) -> Result<T, String> {
+    all.iter().copied().find(|&k| label(k) == s).ok_or_else(|| {
+        let names: Vec<_> = all.iter().map(|&k| label(k)).collect();
+        format!("unknown row `{s}` (rows: {})", names.join(", "))
+    })
+}
+
+/// `row` when it measured what it must (`ok`), else `why` with the row's figures.
+fn measured<T: Serialize>(row: T, ok: bool, why: &str) -> Result<T, String> {
+    if ok {
+        return Ok(row);
+    }
+    Err(format!(
+        "{why}: {}",
+        serde_json::to_string(&row).unwrap_or_default()
+    ))
+}
+
 /// `args` as owned strings, for a command line built from literals and values.
 fn strings<const N: usize>(args: [&str; N]) -> Vec<String> {
     args.iter().map(|s| s.to_string()).collect()

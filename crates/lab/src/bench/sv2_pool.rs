@@ -12,7 +12,6 @@
 //! and context switches by thread, and what else ran on its core.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,8 +21,8 @@ use serde::Serialize;
 
 use super::sv2_pool_table as table;
 use super::{
-    each_event, io, json_report, path, spawn_on, strings, window, BenchError, Kind, Quantiles,
-    Window, PAYOUT, READY,
+    each_event, fleet_done, io, json_report, measured, path, spawn_on, start_reference, stop_all,
+    strings, window, BenchError, Kind, Output, Quantiles, Window, PAYOUT, READY,
 };
 use crate::orchestrate::AuthorityFile;
 use crate::process::RoleProcess;
@@ -138,10 +137,7 @@ impl std::str::FromStr for RowKind {
             RowKind::FloorEpoll,
             RowKind::OursPerf,
         ];
-        ALL.into_iter().find(|k| k.label() == s).ok_or_else(|| {
-            let names: Vec<_> = ALL.iter().map(|k| k.label()).collect();
-            format!("unknown row `{s}` (rows: {})", names.join(", "))
-        })
+        super::by_label(&ALL, RowKind::label, s)
     }
 }
 
@@ -258,14 +254,7 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
     } else {
         None
     };
-    std::fs::create_dir_all(&opts.out).map_err(io(format!("creating {}", opts.out.display())))?;
-    let authority = AuthorityFile::create(&opts.out).map_err(|e| BenchError::Io {
-        what: "the bench's authority key pair".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let jsonl = opts.out.join("rows.jsonl");
-    let mut rows_file =
-        std::fs::File::create(&jsonl).map_err(io(format!("creating {}", jsonl.display())))?;
+    let mut output = Output::create(&opts.out)?;
     eprintln!(
         "bench sv2-pool: {} rows, warm-up {:?}, window {:?}; pool on core {}, fleet and simnet on core {}; files in {}",
         plan.len(),
@@ -281,7 +270,7 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
             opts,
             kind,
             offered,
-            authority: &authority,
+            authority: &output.authority,
             pool_sv2: pool_sv2.as_ref(),
             dir: opts.out.join(format!("{}-{offered}", kind.label())),
         };
@@ -292,9 +281,7 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
             kind.label()
         );
         let row = bench.run()?;
-        serde_json::to_writer(&mut rows_file, &row)
-            .map_err(|e| io("writing rows.jsonl")(e.into()))?;
-        writeln!(rows_file).map_err(io("writing rows.jsonl"))?;
+        output.write(&row)?;
         eprintln!(
             "    accepted {:.1}/s, {} CPU-us/share, pool CPU {:.1}%, p50 {} ms, generator CPU {:.1}%",
             row.accepted_per_s,
@@ -413,39 +400,16 @@ impl RowRun<'_> {
         std::thread::sleep(o.window);
         let b = window::read(&[pool.pid(), fleet.pid()], pool.pid());
         let w = window::between(&a, &b);
-        let status = fleet
-            .wait_done(total + Duration::from_secs(60))
-            .ok_or_else(|| self.fail("the fleet did not end"))?;
-        if !status.success() {
-            return Err(self.fail(format!(
-                "the fleet failed ({}): {}",
-                crate::process::describe(status),
-                fleet.log_tail(3)
-            )));
-        }
+        fleet_done(&mut fleet, total + Duration::from_secs(60)).map_err(|e| self.fail(e))?;
         let syscalls = watch.finish(self)?;
-        if let Some(s) = pool.exited() {
-            return Err(self.fail(format!(
-                "the pool exited during the run ({}): {}",
-                crate::process::describe(s),
-                pool.log_tail(3)
-            )));
-        }
-        pool.stop(Duration::from_secs(5));
-        simnet.stop(Duration::from_secs(5));
-
+        stop_all(&mut [&mut pool, &mut simnet]).map_err(|e| self.fail(e))?;
         let report = json_report(&fleet, &self.dir, "fleet").map_err(|e| self.fail(e))?;
         let row = self.row(&w, &report, pool.pid(), fleet.pid(), syscalls)?;
-        let must = row.ready == row.devices
+        let ok = row.ready == row.devices
             && row.protocol_errors == 0
             && (row.accepted > 0 || row.offered_per_s == 0.0);
-        if !must {
-            return Err(self.fail(format!(
-                "not every device was ready, protocol errors, or nothing accepted: {}",
-                serde_json::to_string(&row).unwrap_or_default()
-            )));
-        }
-        Ok(row)
+        let why = "not every device was ready, protocol errors, or nothing accepted";
+        measured(row, ok, why).map_err(|e| self.fail(e))
     }
 
     /// The pool of this row, listening: the process, where miners connect, and the authority
@@ -522,29 +486,17 @@ impl RowRun<'_> {
                     shares_per_minute: spm,
                 }
                 .toml();
-                let config = self.dir.join("pool.toml");
-                std::fs::write(&config, toml).map_err(io("writing pool_sv2's config"))?;
-                let mut env = vec![("NO_COLOR".to_owned(), "1".to_owned())];
                 let warn = self.kind == RowKind::PoolSv2Warn;
-                if warn {
-                    env.push(("RUST_LOG".into(), "warn".into()));
-                }
-                let args = ["-c".to_owned(), path(&config)];
-                let mut p = spawn_on(
+                let p = start_reference(
                     &self.dir,
                     core,
-                    Kind::ThirdParty,
                     "pool",
                     &tool.path,
-                    &args,
-                    &env,
+                    &toml,
+                    warn,
+                    listen,
+                    POOL_SV2_READY,
                 )?;
-                // With RUST_LOG=warn it says nothing when ready: its port is then the sign.
-                if warn {
-                    p.wait_port(listen, READY)?;
-                } else {
-                    p.wait_log(POOL_SV2_READY, READY)?;
-                }
                 // Its listener may come up before its first template: give it the TP's first.
                 std::thread::sleep(Duration::from_secs(2));
                 Ok((p, listen, self.authority.public.clone()))

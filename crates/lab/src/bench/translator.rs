@@ -18,7 +18,6 @@
 //!   generator's CPU and what else ran on the translator's core.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -29,8 +28,8 @@ use serde::Serialize;
 use super::translator_table as table;
 use super::wire::{Capture, Tap};
 use super::{
-    each_event, io, json_report, path, pin, spawn_on, strings, window, BenchError, Kind, Quantiles,
-    PAYOUT, READY,
+    each_event, fleet_done, io, json_report, measured, path, pin, spawn_on, start_reference,
+    stop_all, strings, window, BenchError, Kind, Output, Quantiles, PAYOUT, READY,
 };
 use crate::orchestrate::AuthorityFile;
 use crate::process::RoleProcess;
@@ -111,9 +110,7 @@ impl std::str::FromStr for RowKind {
             RowKind::TranslatorSv2,
             RowKind::TranslatorSv2Warn,
         ];
-        ALL.into_iter().find(|k| k.label() == s).ok_or_else(|| {
-            format!("unknown row `{s}` (rows: floor, ours, translator_sv2, translator_sv2-warn)")
-        })
+        super::by_label(&ALL, RowKind::label, s)
     }
 }
 
@@ -275,14 +272,7 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
             }
         }
     };
-    std::fs::create_dir_all(&opts.out).map_err(io(format!("creating {}", opts.out.display())))?;
-    let authority = AuthorityFile::create(&opts.out).map_err(|e| BenchError::Io {
-        what: "the bench's authority key pair".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
-    let jsonl = opts.out.join("rows.jsonl");
-    let mut rows_file =
-        std::fs::File::create(&jsonl).map_err(io(format!("creating {}", jsonl.display())))?;
+    let mut output = Output::create(&opts.out)?;
     eprintln!(
         "bench translator: {} devices, {} shares/s offered, upstream {} shares/min, {} channels; warm-up {:?}, window {:?}; translator on core {}, the rest on core {}; files in {}",
         opts.devices,
@@ -306,14 +296,12 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
             kind: *kind,
             label,
             wire,
-            authority: &authority,
+            authority: &output.authority,
             reference: reference.as_ref(),
             dir: opts.out.join(label.replace('#', "-")),
         }
         .run()?;
-        serde_json::to_writer(&mut rows_file, &row)
-            .map_err(|e| io("writing rows.jsonl")(e.into()))?;
-        writeln!(rows_file).map_err(io("writing rows.jsonl"))?;
+        output.write(&row)?;
         eprintln!(
             "    answered {:.1}/s, p50 {} ms, wire p50 {} ms, {} CPU-us/share, {:.1} KiB/device, generator CPU {:.1}%",
             row.answered as f64 / row.window_s,
@@ -469,32 +457,12 @@ impl RowRun<'_> {
         let b = window::read(&pids, translator.pid());
         let rss = rss_kib(translator.pid());
         let w = window::between(&a, &b);
-        let status = fleet
-            .wait_done(total + Duration::from_secs(60))
-            .ok_or_else(|| self.fail("the fleet did not end"))?;
-        if !status.success() {
-            return Err(self.fail(format!(
-                "the fleet failed ({}): {}",
-                crate::process::describe(status),
-                fleet.log_tail(3)
-            )));
-        }
+        fleet_done(&mut fleet, total + Duration::from_secs(60)).map_err(|e| self.fail(e))?;
         let wire = capture.and_then(|c| c.join().ok().flatten());
         if self.wire && wire.is_none() {
             eprintln!("    no capture on the wire for this row");
         }
-        for (p, what) in [(&mut translator, "translator"), (&mut pool, "pool")] {
-            if let Some(s) = p.exited() {
-                return Err(self.fail(format!(
-                    "the {what} exited during the run ({}): {}",
-                    crate::process::describe(s),
-                    p.log_tail(3)
-                )));
-            }
-        }
-        translator.stop(Duration::from_secs(5));
-        pool.stop(Duration::from_secs(5));
-        simnet.stop(Duration::from_secs(5));
+        stop_all(&mut [&mut translator, &mut pool, &mut simnet]).map_err(|e| self.fail(e))?;
         let report = json_report(&fleet, &self.dir, "fleet").map_err(|e| self.fail(e))?;
         let row = self.row(
             &w,
@@ -504,17 +472,13 @@ impl RowRun<'_> {
             rss,
             wire,
         )?;
-        let must = row.ready == row.devices
+        let ok = row.ready == row.devices
             && row.protocol_errors == 0
             && row.accepted > 0
             && (row.upstream_accepted > 0 || self.kind == RowKind::Floor);
-        if !must {
-            return Err(self.fail(format!(
-                "not every device was ready, protocol errors, or nothing accepted here or upstream: {}",
-                serde_json::to_string(&row).unwrap_or_default()
-            )));
-        }
-        Ok(row)
+        let why =
+            "not every device was ready, protocol errors, or nothing accepted here or upstream";
+        measured(row, ok, why).map_err(|e| self.fail(e))
     }
 
     /// The translator of this row (or the floor pool), listening for SV1 devices.
@@ -600,29 +564,18 @@ impl RowRun<'_> {
                     extranonce2_size: 2,
                 }
                 .toml();
-                let config = self.dir.join("translator.toml");
-                std::fs::write(&config, toml).map_err(io("writing translator_sv2's config"))?;
-                let mut env = vec![("NO_COLOR".to_owned(), "1".to_owned())];
                 let warn = self.kind == RowKind::TranslatorSv2Warn;
-                if warn {
-                    env.push(("RUST_LOG".into(), "warn".into()));
-                }
-                let args = ["-c".to_owned(), path(&config)];
-                let mut p = spawn_on(
+                let ready = format!("{TRANSLATOR_SV2_READY}{listen}");
+                let p = start_reference(
                     &self.dir,
                     core,
-                    Kind::ThirdParty,
                     "translator",
                     &tool.path,
-                    &args,
-                    &env,
+                    &toml,
+                    warn,
+                    listen,
+                    &ready,
                 )?;
-                // At RUST_LOG=warn it says nothing when ready: then its port is the sign.
-                if warn {
-                    p.wait_port(listen, READY)?;
-                } else {
-                    p.wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), READY)?;
-                }
                 Ok((p, listen))
             }
         }
