@@ -90,7 +90,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    raise_nofile_limit();
+    // The fleet and the pool each hold one descriptor per connection: use the whole hard limit.
+    let _ = fleet::net::raise_nofile_limit();
     let mut failed = false;
     let mut results = Vec::new();
     for plan in plans {
@@ -692,21 +693,6 @@ impl Memory {
             tcp_mem_bytes: field("mem").ok_or("sockstat: no TCP mem")? * page,
             tcp_inuse: field("inuse").ok_or("sockstat: no TCP inuse")?,
         })
-    }
-}
-
-/// The fleet and the pool each hold one descriptor per connection: use the whole hard limit.
-fn raise_nofile_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local rlimit.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
     }
 }
 

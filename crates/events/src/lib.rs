@@ -110,7 +110,7 @@ pub use merge::{merge, Merge, MergeError};
 pub use reader::{read_file, EventLog, EventReader, ReadError};
 pub use schema::*;
 pub use short_str::ShortStr;
-pub use verdict::{Reason, UnknownReason, Verdict};
+pub use verdict::{Reason, ReasonCounts, UnknownReason, Verdict};
 pub use writer::{EventSink, SinkOptions, SinkStats};
 
 /// Re-exported so that emitters name hashes and targets with the same types the schema uses.

@@ -36,6 +36,19 @@ impl Reason {
         Reason::Other,
     ];
 
+    /// The reason's place in [`Reason::ALL`]: where counters per reason keep it.
+    pub const fn index(self) -> usize {
+        match self {
+            Reason::Stale => 0,
+            Reason::Duplicate => 1,
+            Reason::LowDifficulty => 2,
+            Reason::InvalidJob => 3,
+            Reason::InvalidChannel => 4,
+            Reason::Unauthorized => 5,
+            Reason::Other => 6,
+        }
+    }
+
     /// The docs/metrics.md key (`rejected_by_reason`).
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -109,6 +122,27 @@ impl FromStr for Reason {
     }
 }
 
+/// Shares per reject reason, in [`Reason::ALL`]'s order (a role's rejected counts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReasonCounts(pub [u64; Reason::ALL.len()]);
+
+impl ReasonCounts {
+    /// The count for `reason`.
+    pub fn get(&self, reason: Reason) -> u64 {
+        self.0[reason.index()]
+    }
+
+    /// The count over every reason.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// Every reason with its count, zeros included.
+    pub fn iter(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
+        Reason::ALL.into_iter().map(|r| (r, self.get(r)))
+    }
+}
+
 /// A pool's answer to a share.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -137,6 +171,18 @@ impl Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_reason_counts_at_its_place_in_all() {
+        for (i, r) in Reason::ALL.into_iter().enumerate() {
+            assert_eq!(r.index(), i, "{r:?}");
+        }
+        let mut c = ReasonCounts::default();
+        c.0[Reason::Duplicate.index()] = 2;
+        c.0[Reason::Other.index()] = 1;
+        assert_eq!((c.get(Reason::Duplicate), c.total()), (2, 3));
+        assert_eq!(c.iter().count(), Reason::ALL.len());
+    }
 
     #[test]
     fn vocabulary_round_trips() {

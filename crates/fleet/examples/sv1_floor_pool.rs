@@ -31,17 +31,6 @@ fn main() -> std::io::Result<()> {
         })
         .await?;
         println!("sv1 listening on {}", pool.addr());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut jobs = tokio::time::interval(every.unwrap_or(Duration::MAX / 4));
-        jobs.tick().await;
-        loop {
-            tokio::select! {
-                _ = term.recv() => break,
-                _ = tokio::signal::ctrl_c() => break,
-                // New work now and then, as a translator fans its jobs out.
-                _ = jobs.tick(), if every.is_some() => pool.new_job(false),
-            }
-        }
-        Ok(())
+        fleet::testpool::until_signalled(every, || pool.new_job(false)).await
     })
 }

@@ -37,16 +37,7 @@ fn main() -> std::io::Result<()> {
         })
         .await?;
         println!("sv2 listening on {}", pool.addr());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut jobs = tokio::time::interval(every.unwrap_or(Duration::MAX / 4));
-        jobs.tick().await;
-        loop {
-            tokio::select! {
-                _ = term.recv() => break,
-                _ = tokio::signal::ctrl_c() => break,
-                _ = jobs.tick(), if every.is_some() => pool.new_job(),
-            }
-        }
+        fleet::testpool::until_signalled(every, || pool.new_job()).await?;
         let st = pool.stats();
         eprintln!(
             "sv2 floor pool stopped: {} shares valid, {} stale, {} duplicate, {} low difficulty, {} invalid",

@@ -283,6 +283,73 @@ pub trait Observer {
 
 impl Observer for () {}
 
+/// The [`Device`] methods a device implements by calling its own inherent method of the same
+/// name (where they are documented); expanded inside `impl Device for $device`, beside the
+/// protocol's own `Receive`, `worker_name` and `receive`.
+macro_rules! delegate_to_inherent {
+    ($device:ident) => {
+        fn id(&self) -> u64 {
+            $device::id(self)
+        }
+        fn index(&self) -> u32 {
+            $device::index(self)
+        }
+        fn wants_connect(&self, now: $crate::device::Timestamp) -> bool {
+            $device::wants_connect(self, now)
+        }
+        fn poll_timeout(&self) -> Option<$crate::device::Timestamp> {
+            $device::poll_timeout(self)
+        }
+        fn handle_connected(&mut self, now: $crate::device::Timestamp) {
+            $device::handle_connected(self, now)
+        }
+        fn handle_connect_failed(&mut self, now: $crate::device::Timestamp) {
+            $device::handle_connect_failed(self, now)
+        }
+        fn handle_closed<O: $crate::device::Observer>(
+            &mut self,
+            now: $crate::device::Timestamp,
+            reason: $crate::device::CloseReason,
+            obs: &mut O,
+        ) {
+            $device::handle_closed(self, now, reason, obs)
+        }
+        fn close_requested(&self) -> Option<$crate::device::CloseReason> {
+            $device::close_requested(self)
+        }
+        fn is_ready(&self) -> bool {
+            $device::is_ready(self)
+        }
+        fn can_hash(&self) -> bool {
+            $device::can_hash(self)
+        }
+        fn handle_timeout<O: $crate::device::Observer>(
+            &mut self,
+            now: $crate::device::Timestamp,
+            obs: &mut O,
+        ) {
+            $device::handle_timeout(self, now, obs)
+        }
+        fn hash<O: $crate::device::Observer>(
+            &mut self,
+            now: $crate::device::Timestamp,
+            max_hashes: u64,
+            obs: &mut O,
+        ) -> $crate::device::HashOutcome {
+            $device::hash(self, now, max_hashes, obs)
+        }
+        fn poll_transmit<O: $crate::device::Observer>(
+            &mut self,
+            out: &mut Vec<u8>,
+            now: $crate::device::Timestamp,
+            obs: &mut O,
+        ) -> usize {
+            $device::poll_transmit(self, out, now, obs)
+        }
+    };
+}
+pub(crate) use delegate_to_inherent;
+
 /// What the tokio shell drives, whatever protocol a device speaks: a sans-IO machine that takes
 /// received bytes, the time and a hash allowance, and gives back bytes to send, deadlines and
 /// requests to close. `Sv1Device` and `Sv2Device` implement it by delegating to their own

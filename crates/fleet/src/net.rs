@@ -7,30 +7,9 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::os::fd::AsRawFd;
+use tokio::net::TcpStream;
 
-use tokio::net::{TcpSocket, TcpStream};
-
-/// Raises the soft limit on open files to the hard limit. Returns `(before, after)`.
-pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `lim` is a valid, writable rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let before = lim.rlim_cur;
-    if lim.rlim_cur < lim.rlim_max {
-        lim.rlim_cur = lim.rlim_max;
-        // SAFETY: `lim` is a valid rlimit within the hard limit.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok((before, lim.rlim_cur))
-}
+pub use tap::net::raise_nofile_limit;
 
 /// The source address of device `index` when spreading over `count` loopback addresses:
 /// `127.0.0.(1 + index % count)`. `None` (let the kernel choose) for one address, or when the
@@ -46,34 +25,11 @@ pub fn source_addr(pool: SocketAddr, index: u32, count: u32) -> Option<IpAddr> {
     Some(IpAddr::V4(Ipv4Addr::new(127, 0, hi as u8, lo as u8)))
 }
 
-/// Connects to `pool` from `source` (port chosen at connect), with Nagle off: shares and
-/// replies are small lines whose latency is the point.
+/// Connects to `pool` from `source` ([`tap::net::socket_from`]), the received bytes stamped
+/// with the kernel's arrival time: a job counts from when it reached the device, not from when
+/// this process, busy hashing for other devices, got to reading it.
 pub async fn connect(pool: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
-    let socket = if pool.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    if let Some(src) = source {
-        if src.is_ipv4() {
-            let one: libc::c_int = 1;
-            // SAFETY: a valid socket fd and a c_int option value of the right size. Failure
-            // only means the port is picked at bind time, as without the option.
-            unsafe {
-                libc::setsockopt(
-                    socket.as_raw_fd(),
-                    libc::IPPROTO_IP,
-                    libc::IP_BIND_ADDRESS_NO_PORT,
-                    &one as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
-        }
-        socket.bind(SocketAddr::new(src, 0))?;
-    }
-    socket.set_nodelay(true)?;
-    // Received bytes carry the kernel's arrival stamp: a job counts from when it reached the
-    // device, not from when this process, busy hashing for other devices, got to reading it.
+    let socket = tap::net::socket_from(pool, source)?;
     tap::net::enable_rx_timestamps(&socket);
     socket.connect(pool).await
 }
@@ -103,17 +59,5 @@ mod tests {
         assert_eq!(source_addr(remote, 7, 4), None);
         let v6: SocketAddr = "[::1]:3333".parse().unwrap();
         assert_eq!(source_addr(v6, 7, 4), None);
-    }
-
-    #[test]
-    fn nofile_limit_reaches_the_hard_limit() {
-        let (_, after) = raise_nofile_limit().unwrap();
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
-        assert_eq!(after, lim.rlim_max);
-        assert_eq!(lim.rlim_cur, lim.rlim_max);
     }
 }

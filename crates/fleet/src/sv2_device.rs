@@ -1212,52 +1212,10 @@ fn send(
 impl Device for Sv2Device {
     type Receive = ();
 
-    fn id(&self) -> u64 {
-        self.id
-    }
-    fn index(&self) -> u32 {
-        self.index
-    }
+    crate::device::delegate_to_inherent!(Sv2Device);
+
     fn worker_name(&self) -> String {
         self.shared.user_identity(self.index)
-    }
-    fn wants_connect(&self, now: Timestamp) -> bool {
-        Sv2Device::wants_connect(self, now)
-    }
-    fn poll_timeout(&self) -> Option<Timestamp> {
-        Sv2Device::poll_timeout(self)
-    }
-    fn handle_connected(&mut self, now: Timestamp) {
-        Sv2Device::handle_connected(self, now)
-    }
-    fn handle_connect_failed(&mut self, now: Timestamp) {
-        Sv2Device::handle_connect_failed(self, now)
-    }
-    fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
-        Sv2Device::handle_closed(self, now, reason, obs)
-    }
-    fn close_requested(&self) -> Option<CloseReason> {
-        self.life.close_requested()
-    }
-    fn is_ready(&self) -> bool {
-        Sv2Device::is_ready(self)
-    }
-    fn can_hash(&self) -> bool {
-        Sv2Device::can_hash(self)
-    }
-    fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
-        Sv2Device::handle_timeout(self, now, obs)
-    }
-    fn hash<O: Observer>(&mut self, now: Timestamp, max_hashes: u64, obs: &mut O) -> HashOutcome {
-        Sv2Device::hash(self, now, max_hashes, obs)
-    }
-    fn poll_transmit<O: Observer>(
-        &mut self,
-        out: &mut Vec<u8>,
-        now: Timestamp,
-        obs: &mut O,
-    ) -> usize {
-        Sv2Device::poll_transmit(self, out, now, obs)
     }
     fn receive<O: Observer>(
         &mut self,

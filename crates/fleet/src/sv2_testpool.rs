@@ -300,13 +300,7 @@ impl Sv2TestPool {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Shared::new(config);
-        let s = Arc::clone(&shared);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve(stream, peer, Arc::clone(&s)));
-            }
-        });
+        let task = crate::testpool::serve_each(listener, Arc::clone(&shared), serve);
         Ok(Sv2TestPool { addr, shared, task })
     }
 

@@ -133,13 +133,7 @@ impl TestPool {
             kick_tx,
         });
         shared.new_job(true);
-        let s = Arc::clone(&shared);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, peer)) = listener.accept().await {
-                let _ = stream.set_nodelay(true);
-                tokio::spawn(serve(stream, peer, Arc::clone(&s)));
-            }
-        });
+        let task = serve_each(listener, Arc::clone(&shared), serve);
         Ok(TestPool { addr, shared, task })
     }
 
@@ -236,6 +230,46 @@ impl Shared {
         let jobs = self.jobs.lock().expect("jobs lock");
         jobs.iter().find(|j| j.id == id).cloned()
     }
+}
+
+/// Runs until SIGTERM or SIGINT, calling `new_job` every `every` when given (new work now and
+/// then, as a pool or a translator fans its jobs out): the floor pools' main loop
+/// (`examples/sv1_floor_pool.rs`, `examples/sv2_floor_pool.rs`).
+pub async fn until_signalled(
+    every: Option<Duration>,
+    mut new_job: impl FnMut(),
+) -> std::io::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut jobs = tokio::time::interval(every.unwrap_or(Duration::MAX / 4));
+    jobs.tick().await;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = jobs.tick(), if every.is_some() => new_job(),
+        }
+    }
+}
+
+/// Accepts connections until the task is aborted, each served by `serve` on a task of its own
+/// with Nagle off (both test pools).
+pub(crate) fn serve_each<S, F, Fut>(
+    listener: tokio::net::TcpListener,
+    shared: Arc<S>,
+    serve: F,
+) -> tokio::task::JoinHandle<()>
+where
+    S: Send + Sync + 'static,
+    F: Fn(TcpStream, SocketAddr, Arc<S>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(serve(stream, peer, Arc::clone(&shared)));
+        }
+    })
 }
 
 async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {

@@ -73,6 +73,7 @@
 //!   the connection without an answer; a connection that ends stays ended and answers nothing
 //!   more.
 
+use primitives::fuzz_input::FuzzInput as Input;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -166,39 +167,6 @@ mod op {
     pub(crate) const BACK: u8 = 0x10;
     /// The second connection.
     pub(crate) const CONN1: u8 = 0x80;
-}
-
-/// The input, read front to back; past its end every read is zero.
-struct Input<'a>(&'a [u8]);
-
-impl<'a> Input<'a> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (a, b) = self.0.split_at(n.min(self.0.len()));
-        self.0 = b;
-        a
-    }
 }
 
 fn wtxid(tx: &Transaction) -> Hash256 {
@@ -311,7 +279,7 @@ const COINBASE_CODES: &[&str] = &[
 /// wtxids (`& 7`), an extranonce seed byte, the wtxids (32 bytes each), then the coinbase bytes:
 /// `prefix || suffix`.
 pub fn jds_coinbase(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let split = usize::from(input.u16());
     let count = usize::from(input.u8() & 7);
     let seed = input.u8();
@@ -1338,7 +1306,7 @@ struct Run {
 /// connection that ended (or never was) opens a new one (after checking that the ended
 /// session ignores it).
 pub fn jds_session(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let (c, m) = (input.u8(), input.u8());
     let mut run = Run {
         world: World::new(c, m),

@@ -29,6 +29,7 @@
 //! is a valid block of its header's target; and once the connection ends, it and its workers
 //! are gone from the statistics.
 
+use primitives::fuzz_input::FuzzInput as Input;
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
@@ -105,51 +106,6 @@ mod op {
     pub(crate) const SV2_TICK: u8 = 11;
     pub(crate) const SV2_WORK: u8 = 13;
     pub(crate) const CLOSE: u8 = 15;
-}
-
-/// The input, read front to back; past its end every read is zero.
-struct Input<'a>(&'a [u8]);
-
-impl<'a> Input<'a> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (a, b) = self.0.split_at(n.min(self.0.len()));
-        self.0 = b;
-        a
-    }
-
-    /// The bytes up to the next newline (which is consumed), or to the end.
-    fn line(&mut self) -> &'a [u8] {
-        match self.0.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                let line = &self.0[..i];
-                self.0 = &self.0[i + 1..];
-                line
-            }
-            None => self.take(self.0.len()),
-        }
-    }
 }
 
 // ---- The pool around the session ------------------------------------------------------------
@@ -593,7 +549,7 @@ struct Sv1Run {
 /// of it in chunks, part of it, all at once through `output()`, or none: a stuck socket); 15
 /// the connection closes.
 pub fn sv1_session(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let (engine_config, config) = (input.u8(), input.u8());
     let pool = Pool::new(engine_config, 8, config & 0x20 == 0);
     let s = crate::sv1::Session::new(pool.engine.clone(), Arc::new(sv1_config(config)), pool.now);
@@ -1217,7 +1173,7 @@ struct Announced {
 /// Each message is followed by `flush` as the shell does (but for operation 10, so that
 /// acknowledgements batch across messages), and each step by taking the output.
 pub fn sv2_session(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let (engine_config, config) = (input.u8(), input.u8());
     let (extranonce_len, _, _) = sv2_mode(config);
     let pool = Pool::new(engine_config, extranonce_len, config & 3 != 3);

@@ -10,6 +10,7 @@
 
 pub mod coinbase;
 pub mod compact_size;
+pub mod fuzz_input;
 pub mod hash;
 pub mod header;
 pub mod hex;

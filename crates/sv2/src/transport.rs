@@ -213,17 +213,14 @@ impl NoiseConn {
         write_within(&mut writer, &out, limits.write_timeout).await?;
         let written = out.len() as u64;
         out.clear();
-        Ok(NoiseConn {
-            reader,
-            writer,
-            codec: noise.into_codec(),
+        Ok(NoiseConn::established(
+            (reader, writer),
+            noise.into_codec(),
             read_buf,
             out,
-            scratch: Vec::new(),
             limits,
-            handshake: (read, written),
-            counter: None,
-        })
+            (read, written),
+        ))
     }
 
     /// [`NoiseConn::accept`] with a certificate signed by `keys`, valid for `cert_validity`.
@@ -300,17 +297,37 @@ impl NoiseConn {
             // date.
             noise.feed(&read_buf[..n])?;
         }
-        Ok(NoiseConn {
+        Ok(NoiseConn::established(
+            (reader, writer),
+            noise.into_codec(),
+            read_buf,
+            out,
+            limits,
+            (read, written),
+        ))
+    }
+
+    /// The connection once its handshake is over, with the buffers it used and what the
+    /// handshake read and wrote.
+    fn established(
+        (reader, writer): (OwnedReadHalf, OwnedWriteHalf),
+        codec: Codec,
+        read_buf: Box<[u8]>,
+        out: Vec<u8>,
+        limits: Limits,
+        handshake: (u64, u64),
+    ) -> NoiseConn {
+        NoiseConn {
             reader,
             writer,
-            codec: noise.into_codec(),
+            codec,
             read_buf,
             out,
             scratch: Vec::new(),
             limits,
-            handshake: (read, written),
+            handshake,
             counter: None,
-        })
+        }
     }
 
     /// [`NoiseConn::connect`] checking the certificate against `authority_public_key`.
@@ -450,16 +467,23 @@ impl NoiseConn {
     /// or `linger` passes.
     pub async fn close(mut self, linger: Duration) {
         self.shutdown().await;
-        let mut sink = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = self.reader.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(linger, drain).await;
+        drain(&mut self.reader, linger).await;
     }
+}
+
+/// Reads and drops what the peer still sends until it closes or `linger` passes: after ending
+/// our side, so that what we sent last is not destroyed by the reset the kernel sends when a
+/// socket closes with unread input.
+pub async fn drain(reader: &mut OwnedReadHalf, linger: Duration) {
+    let mut sink = [0u8; 4096];
+    let until_closed = async {
+        while let Ok(n) = reader.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(linger, until_closed).await;
 }
 
 /// One read during the handshake, which must be over by `deadline`.

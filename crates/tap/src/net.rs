@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
-/// Raises the soft limit on open files to the hard limit. Returns the limit now in force.
-pub fn raise_nofile_limit() -> io::Result<u64> {
+/// Raises the soft limit on open files to the hard limit. Returns `(before, after)`.
+pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -19,6 +19,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    let before = lim.rlim_cur;
     if lim.rlim_cur < lim.rlim_max {
         lim.rlim_cur = lim.rlim_max;
         // SAFETY: `lim` is a valid rlimit within the hard limit.
@@ -26,7 +27,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(lim.rlim_cur)
+    Ok((before, lim.rlim_cur))
 }
 
 /// The error of a process (EMFILE) or system (ENFILE) out of file descriptors.
@@ -34,13 +35,11 @@ pub fn is_out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
-/// Connects to `upstream`, from `source` when given (its port chosen at connect time, so that
-/// many connections share a source address the way unbound ones do), with Nagle off.
-pub async fn connect(
-    upstream: SocketAddr,
-    source: Option<IpAddr>,
-    timeout: Duration,
-) -> io::Result<TcpStream> {
+/// A TCP socket for `upstream`, bound to `source` when given (its port chosen at connect time
+/// with `IP_BIND_ADDRESS_NO_PORT`, so that many connections share a source address the way
+/// unbound ones do), with Nagle off: shares and replies are small messages whose latency is
+/// the point.
+pub fn socket_from(upstream: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpSocket> {
     let socket = if upstream.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
@@ -64,6 +63,16 @@ pub async fn connect(
         socket.bind(SocketAddr::new(src, 0))?;
     }
     socket.set_nodelay(true)?;
+    Ok(socket)
+}
+
+/// Connects to `upstream` from `source` ([`socket_from`]) within `timeout`.
+pub async fn connect(
+    upstream: SocketAddr,
+    source: Option<IpAddr>,
+    timeout: Duration,
+) -> io::Result<TcpStream> {
+    let socket = socket_from(upstream, source)?;
     match tokio::time::timeout(timeout, socket.connect(upstream)).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
@@ -217,7 +226,7 @@ mod tests {
 
     #[test]
     fn the_limit_is_raised_to_the_hard_limit() {
-        let now = raise_nofile_limit().unwrap();
+        let (_, now) = raise_nofile_limit().unwrap();
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,

@@ -54,7 +54,7 @@ impl Tap {
     /// Binds the listening socket and starts the timer thread. Raises the open-file limit to
     /// its hard limit; the connection limit defaults to what the descriptors allow.
     pub async fn bind(config: TapConfig) -> Result<Tap, TapError> {
-        let nofile = match net::raise_nofile_limit() {
+        let nofile = match net::raise_nofile_limit().map(|(_, after)| after) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read or raise the open-file limit; assuming 1024");

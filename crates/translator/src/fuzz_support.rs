@@ -85,6 +85,7 @@
 //!   decode back; SV1 lines are JSON requests;
 //! - every line a device gets is one JSON object.
 
+use primitives::fuzz_input::FuzzInput as Input;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
@@ -215,35 +216,6 @@ pub mod up {
 }
 
 // ---- Input -------------------------------------------------------------------------------
-
-/// The input, read front to back; past its end every read is zero.
-struct Input<'a>(&'a [u8]);
-
-impl<'a> Input<'a> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (a, b) = self.0.split_at(n.min(self.0.len()));
-        self.0 = b;
-        a
-    }
-}
 
 // ---- Configuration -----------------------------------------------------------------------
 
@@ -2581,7 +2553,7 @@ fn run<P: PoolSide>(config: TranslatorConfig, input: &mut Input<'_>) {
 
 /// One input: see the module documentation. Never panics unless an invariant breaks.
 pub fn translator_session(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let c0 = input.u8();
     let c1 = input.u8();
     let config = config(c0, c1);

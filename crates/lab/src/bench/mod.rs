@@ -22,7 +22,7 @@ use events::{Event, EventReader};
 use serde::Serialize;
 
 use crate::process::RoleProcess;
-use crate::stats::{summarize, Samples};
+use crate::stats::Samples;
 
 /// Why a bench stopped.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +224,10 @@ fn each_event(path: &Path, mut each: impl FnMut(Event)) -> Result<(), String> {
     Ok(())
 }
 
-/// The median and 99th percentile of a set of latencies, from the lab's distributions.
+/// The median and 99th percentile of a set of latencies: order statistics of the exact
+/// samples (`sorted[min(n - 1, floor(p * n))]`, in nanoseconds), not the lab's microsecond
+/// histogram, because a bench's latencies on the wire are tens of microseconds and its ratios
+/// above a floor divide differences of a few.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Quantiles {
     /// Samples.
@@ -237,11 +240,16 @@ pub struct Quantiles {
 
 impl Quantiles {
     fn of(samples: &Samples) -> Quantiles {
-        let d = summarize(samples, "no samples");
+        let mut v = samples.values_ns().to_vec();
+        v.sort_unstable();
+        let at = |p: f64| {
+            let i = ((p * v.len() as f64) as usize).min(v.len().saturating_sub(1));
+            v.get(i).map(|&ns| ns as f64 / 1e6)
+        };
         Quantiles {
-            n: d.n,
-            p50_ms: d.p50,
-            p99_ms: d.p99,
+            n: v.len() as u64,
+            p50_ms: at(0.50),
+            p99_ms: at(0.99),
         }
     }
 }
@@ -257,4 +265,25 @@ fn json_report(p: &RoleProcess, dir: &Path, name: &str) -> Result<serde_json::Va
 /// A path as a command-line argument.
 fn path(p: &Path) -> String {
     p.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_are_exact_order_statistics() {
+        let mut s = Samples::new();
+        // 1..=100 µs, in any order.
+        for i in (1..=100u64).rev() {
+            s.push(0, i * 1000 + 1);
+        }
+        let q = Quantiles::of(&s);
+        assert_eq!(q.n, 100);
+        // sorted[50] and sorted[99]: the nanosecond is kept.
+        assert_eq!(q.p50_ms, Some(0.051001));
+        assert_eq!(q.p99_ms, Some(0.100001));
+        let empty = Quantiles::of(&Samples::new());
+        assert_eq!((empty.n, empty.p50_ms, empty.p99_ms), (0, None, None));
+    }
 }

@@ -1,7 +1,9 @@
 //! Starting a process on one core: the calling thread's CPU set is what a child inherits, so the
 //! bench narrows it for the spawn and restores it after. Every thread the child ever starts stays
 //! on that core, which `sched_setaffinity` on the child after the spawn could not promise (its
-//! runtime may start threads first).
+//! runtime may start threads first). What the spawn itself starts in this process is on that
+//! core too: the lab's reader of the child's stdout, a thread that sleeps until the child prints
+//! (a line when it is ready, nothing while measured).
 
 use std::io;
 

@@ -599,7 +599,8 @@ impl RowRun<'_> {
     }
 }
 
-/// `perf record` and `perf trace` attached to the pool over the window, when asked for.
+/// `perf record` and `perf trace` attached to the pool over the window, when asked for. Killed
+/// (with the `sleep` they wait in) if the row ends before they do, so that none outlives it.
 struct Watchers {
     perf: Option<std::process::Child>,
     trace: Option<std::process::Child>,
@@ -608,37 +609,39 @@ struct Watchers {
 impl Watchers {
     fn start(row: &RowRun<'_>, pool: u32) -> Result<Watchers, BenchError> {
         let o = row.opts;
-        // Each waits out the warm-up itself (`sleep`), then records for the window.
-        let attach = |args: &[&str], out: &str| -> Result<std::process::Child, BenchError> {
-            let script = format!(
-                "sleep {w}; exec perf {a} -p {pool} -o {o} -- sleep {d}",
-                w = o.warmup.as_secs_f64(),
-                a = args.join(" "),
-                o = row.dir.join(out).display(),
-                d = o.window.as_secs_f64(),
-            );
+        // Each waits out the warm-up itself, then records for the window; its own process
+        // group, so that killing the group stops both the shell and perf.
+        let attach = |args: &str, out: &str| -> Result<std::process::Child, BenchError> {
+            use std::os::unix::process::CommandExt;
+            let script =
+                format!("sleep \"$1\"; exec perf {args} -p \"$2\" -o \"$3\" -- sleep \"$4\"");
             std::process::Command::new("sh")
-                .args(["-c", &script])
+                .arg("-c")
+                .arg(script)
+                .arg("sh")
+                .arg(o.warmup.as_secs_f64().to_string())
+                .arg(pool.to_string())
+                .arg(row.dir.join(out))
+                .arg(o.window.as_secs_f64().to_string())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
+                .process_group(0)
                 .spawn()
                 .map_err(io("starting perf"))
         };
         Ok(Watchers {
-            perf: if row.kind == RowKind::OursPerf {
-                Some(attach(&["record", "-F", "499", "-g"], "perf.data")?)
-            } else {
-                None
-            },
-            trace: if o.trace {
-                Some(attach(&["trace", "-s"], "trace.txt")?)
-            } else {
-                None
-            },
+            perf: (row.kind == RowKind::OursPerf)
+                .then(|| attach("record -F 499 -g", "perf.data"))
+                .transpose()?,
+            trace: o
+                .trace
+                .then(|| attach("trace -s", "trace.txt"))
+                .transpose()?,
         })
     }
 
-    /// Waits for both; prints perf's profile; returns the system calls `perf trace` counted.
+    /// Waits for both; prints perf's profile (by thread and library, then by symbol, as
+    /// perf.txt too); returns the system calls `perf trace` counted.
     #[allow(clippy::type_complexity)]
     fn finish(
         mut self,
@@ -647,32 +650,32 @@ impl Watchers {
         if let Some(mut p) = self.perf.take() {
             let _ = p.wait();
             let data = row.dir.join("perf.data");
-            let report = std::process::Command::new("perf")
-                .arg("report")
-                .arg("-i")
-                .arg(&data)
-                .args([
-                    "--no-children",
-                    "--stdio",
-                    "-g",
-                    "none",
-                    "--percent-limit",
-                    "1",
-                    "--sort",
-                    "comm,dso,symbol",
-                ])
-                .output()
-                .map_err(io("running perf report"))?;
-            let text = String::from_utf8_lossy(&report.stdout);
+            let mut text = String::new();
+            for (sort, limit) in [("comm,dso", "0"), ("comm,dso,symbol", "1")] {
+                let report = std::process::Command::new("perf")
+                    .arg("report")
+                    .arg("-i")
+                    .arg(&data)
+                    .args(["--no-children", "--stdio", "-g", "none"])
+                    .args(["--percent-limit", limit, "--sort", sort])
+                    .output()
+                    .map_err(io("running perf report"))?;
+                let out = String::from_utf8_lossy(&report.stdout);
+                for l in out
+                    .lines()
+                    .filter(|l| !l.starts_with('#') && l.contains('%'))
+                {
+                    text.push_str(l.trim_end());
+                    text.push('\n');
+                }
+            }
+            let _ = std::fs::write(row.dir.join("perf.txt"), &text);
             eprintln!(
-                "    perf, self time by symbol (data in {}):",
+                "    perf, self time by thread and library, then by symbol (data in {}):",
                 data.display()
             );
-            for l in text
-                .lines()
-                .filter(|l| !l.starts_with('#') && l.contains('%'))
-            {
-                eprintln!("        {}", l.trim_end());
+            for l in text.lines() {
+                eprintln!("        {l}");
             }
         }
         let Some(mut t) = self.trace.take() else {
@@ -681,6 +684,17 @@ impl Watchers {
         let _ = t.wait();
         let text = std::fs::read_to_string(row.dir.join("trace.txt")).unwrap_or_default();
         Ok(Some(parse_trace_summary(&text)))
+    }
+}
+
+impl Drop for Watchers {
+    fn drop(&mut self) {
+        for c in [self.perf.take(), self.trace.take()].into_iter().flatten() {
+            let mut c = c;
+            // SAFETY: kill(2) on the process group this child leads (its pid, negated).
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
     }
 }
 

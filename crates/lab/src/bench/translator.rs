@@ -244,11 +244,6 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
         ));
     }
     let plan = opts.plan();
-    if plan.is_empty() {
-        return Err(BenchError::Options(
-            "no row to run (the floor needs the wire capture)".into(),
-        ));
-    }
     let reference = if plan
         .iter()
         .any(|(k, _)| matches!(k, RowKind::TranslatorSv2 | RowKind::TranslatorSv2Warn))
@@ -261,17 +256,28 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
         None
     };
     // Without CAP_NET_RAW there is no wire figure: say so once, before anything runs.
-    let wire = opts.wire && {
-        match Tap::open() {
-            Ok(_) => true,
-            Err(e) => {
-                eprintln!(
-                    "bench translator: no capture on the wire ({e}); device-side figures only"
+    let wire = opts.wire
+        && {
+            match Tap::open() {
+                Ok(_) => true,
+                Err(e) => {
+                    eprintln!(
+                    "bench translator: no capture on the wire ({e}); device-side figures only, and no floor row"
                 );
-                false
+                    false
+                }
             }
-        }
-    };
+        };
+    // The floor is measured on the wire only.
+    let plan: Vec<_> = plan
+        .into_iter()
+        .filter(|(k, _)| *k != RowKind::Floor || wire)
+        .collect();
+    if plan.is_empty() {
+        return Err(BenchError::Options(
+            "no row to run: the floor row is measured on the wire, which needs CAP_NET_RAW".into(),
+        ));
+    }
     let mut output = Output::create(&opts.out)?;
     eprintln!(
         "bench translator: {} devices, {} shares/s offered, upstream {} shares/min, {} channels; warm-up {:?}, window {:?}; translator on core {}, the rest on core {}; files in {}",
@@ -287,9 +293,6 @@ pub fn run(opts: &Options, out: &mut dyn std::io::Write) -> Result<Vec<Row>, Ben
     );
     let mut rows = Vec::new();
     for (i, (kind, label)) in plan.iter().enumerate() {
-        if *kind == RowKind::Floor && !wire {
-            continue;
-        }
         eprintln!("[{}/{}] {label}", i + 1, plan.len());
         let row = RowRun {
             opts,
@@ -441,13 +444,18 @@ impl RowRun<'_> {
             o.per_device_rate(),
             o.difficulty()
         );
-        // The same window on the wire, captured from the load's core.
+        // The same window on the wire, captured on the load's core for the whole capture: the
+        // thread wakes for every loopback packet, and must not do so on the translator's core.
         let capture = self.wire.then(|| {
             let (port, warmup, window, core) = (sv1.port(), o.warmup, o.window, o.load_core);
             std::thread::spawn(move || -> Option<Capture> {
-                let tap = pin::on_core(core, Tap::open).ok()?.ok()?;
-                std::thread::sleep(warmup);
-                Some(tap.capture(port, window))
+                pin::on_core(core, || {
+                    let tap = Tap::open().ok()?;
+                    std::thread::sleep(warmup);
+                    Some(tap.capture(port, window))
+                })
+                .ok()
+                .flatten()
             })
         });
         let pids = [translator.pid(), fleet.pid()];

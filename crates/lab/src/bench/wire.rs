@@ -126,18 +126,20 @@ impl Tap {
         stats[1]
     }
 
-    /// One packet, its kernel timestamp (CLOCK_REALTIME ns) and whether it is the incoming
-    /// copy; `None` when nothing arrives within `wait`.
-    fn next(&self, buf: &mut [u8], wait: Duration) -> Option<(usize, u64, bool)> {
+    /// Whether a packet is waiting, within `wait`.
+    fn readable(&self, wait: Duration) -> bool {
         let mut pfd = libc::pollfd {
             fd: self.raw(),
             events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        if unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) } <= 0 {
-            return None;
-        }
+        unsafe { libc::poll(&mut pfd, 1, wait.as_millis() as i32) > 0 }
+    }
+
+    /// The next queued packet without waiting: its length, its kernel timestamp
+    /// (CLOCK_REALTIME ns) and whether it is the incoming copy; `None` when none is queued.
+    fn next(&self, buf: &mut [u8]) -> Option<(usize, u64, bool)> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
@@ -176,7 +178,7 @@ impl Tap {
     /// Discards what queued so far and resets the drop counter: the window starts now.
     fn restart(&self) {
         let mut buf = vec![0u8; 65536];
-        while self.next(&mut buf, Duration::ZERO).is_some() {}
+        while self.next(&mut buf).is_some() {}
         self.drops();
     }
 
@@ -187,12 +189,14 @@ impl Tap {
         let mut buf = vec![0u8; 65536];
         let end = Instant::now() + window;
         while let Some(left) = end.checked_duration_since(Instant::now()) {
-            let Some((n, ts, incoming)) = self.next(&mut buf, left.min(Duration::from_millis(200)))
-            else {
+            if !self.readable(left.min(Duration::from_millis(200))) {
                 continue;
-            };
-            if incoming {
-                lines.packet(&buf[..n], ts);
+            }
+            // Everything queued, one call a packet, before waiting again.
+            while let Some((n, ts, incoming)) = self.next(&mut buf) {
+                if incoming {
+                    lines.packet(&buf[..n], ts);
+                }
             }
         }
         let mut c = lines.done;

@@ -265,27 +265,6 @@ pub struct Attached {
     pub error: Option<String>,
 }
 
-/// Rejected shares per reason, in [`Reason::ALL`]'s order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RejectedCounts([u64; 7]);
-
-impl RejectedCounts {
-    /// Rejected shares for `reason`.
-    pub fn get(&self, reason: Reason) -> u64 {
-        self.0[reason_index(reason)]
-    }
-
-    /// Rejected shares, all reasons.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    /// Every reason with its count, zeros included.
-    pub fn iter(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
-        Reason::ALL.into_iter().map(|r| (r, self.get(r)))
-    }
-}
-
 /// Jobs made since start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct JobCounts {
@@ -369,7 +348,7 @@ pub struct StatusSnapshot {
     /// Sum of accepted shares' difficulties (difficulty-1 units).
     pub accepted_work: f64,
     /// Rejected shares since start, per reason.
-    pub rejected: RejectedCounts,
+    pub rejected: events::ReasonCounts,
     /// Workers with at least one connection.
     pub workers: u64,
     /// Workers in the list: connected ones plus disconnected ones still retained.
@@ -405,18 +384,6 @@ pub struct StatusSnapshot {
     /// With `--zmq`: whether the ZMQ subscription to the node is connected (while it is not,
     /// the pool follows the node by long polling). `None` without ZMQ.
     pub zmq: Option<bool>,
-}
-
-fn reason_index(reason: Reason) -> usize {
-    match reason {
-        Reason::Stale => 0,
-        Reason::Duplicate => 1,
-        Reason::LowDifficulty => 2,
-        Reason::InvalidJob => 3,
-        Reason::InvalidChannel => 4,
-        Reason::Unauthorized => 5,
-        Reason::Other => 6,
-    }
 }
 
 /// Difficulties that are not positive finite numbers count as nothing: one NaN would otherwise
@@ -589,7 +556,7 @@ impl PoolStats {
     /// A rejected share; `worker` is `None` when the share came before any authorized worker.
     #[inline]
     pub fn share_rejected(&self, worker: Option<&WorkerStats>, reason: Reason, now: Timestamp) {
-        self.rejected[reason_index(reason)].fetch_add(1, Relaxed);
+        self.rejected[reason.index()].fetch_add(1, Relaxed);
         self.shares_counted(tick(self.start, now));
         if let Some(w) = worker {
             w.record_rejected(now);
@@ -850,7 +817,7 @@ impl PoolStats {
             shares_per_second: rate_per_second(shares_1m, tau_1m, age),
             accepted: self.accepted.load(Relaxed),
             accepted_work: self.accepted_work.load(),
-            rejected: RejectedCounts(std::array::from_fn(|i| self.rejected[i].load(Relaxed))),
+            rejected: events::ReasonCounts(std::array::from_fn(|i| self.rejected[i].load(Relaxed))),
             workers: self.workers_online.load(Relaxed),
             workers_listed: self.workers_listed.load(Relaxed),
             connections: self.connections.load(Relaxed),

@@ -24,10 +24,18 @@ use primitives::Timestamp;
 const NOW: Timestamp = Timestamp::from_secs(60);
 
 /// The network every input is judged against, built afresh so that inputs are independent:
-/// the easiest difficulty (almost every header meets it, so repairing costs no grinding), no
-/// arrivals or network blocks, two blocks mined on the base, and small blocks so that the
-/// mempool still holds transactions for a block to spend.
+/// [`fresh_network`], its clock at a minute.
 pub fn network() -> Network {
+    let mut net = fresh_network();
+    net.handle_timeout(NOW);
+    net
+}
+
+/// The network the fuzz harnesses start from (block checks and RPC alike): the easiest
+/// difficulty (almost every header meets it, so repairing costs no grinding), no arrivals or
+/// network blocks, two blocks mined on the base, and small blocks so that the mempool still
+/// holds transactions for a block to spend.
+pub fn fresh_network() -> Network {
     let config = SimnetConfig {
         seed: 7,
         network_difficulty: Difficulty::MIN,
@@ -44,7 +52,6 @@ pub fn network() -> Network {
     for _ in 0..2 {
         net.mine_now(Timestamp::ZERO, vec![0x51]);
     }
-    net.handle_timeout(NOW);
     net
 }
 

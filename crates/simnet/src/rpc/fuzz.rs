@@ -45,6 +45,7 @@
 //!   parameters passed by name, through `args`, or half and half; and, when nothing in the body
 //!   changed the node, the same as in the body.
 
+use primitives::fuzz_input::FuzzInput as Input;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -55,10 +56,7 @@ use tokio::sync::watch;
 use super::args::spec;
 use super::jsonrpc::*;
 use super::methods::{self, Ctx};
-use crate::config::{MempoolConfig, SimnetConfig};
-use crate::network::Network;
 use crate::node::Node;
-use primitives::Timestamp;
 
 /// Blocks one input may have `generatetoaddress` mine, in all.
 pub const MAX_BLOCKS: u64 = 6;
@@ -111,25 +109,10 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-/// The node every input is answered by, built afresh: the easiest difficulty, no arrivals or
-/// network blocks, two blocks mined on the base and 30 transactions still in the mempool.
+/// The node every input is answered by, built afresh on the fuzz harnesses' network
+/// ([`crate::checks::fuzz::fresh_network`]).
 pub fn node() -> Node {
-    let config = SimnetConfig {
-        seed: 7,
-        network_difficulty: primitives::Difficulty::MIN,
-        block_interval: Duration::ZERO,
-        block_max_weight: 12_000,
-        mempool: MempoolConfig {
-            initial_txs: 30,
-            arrival_rate: 0.0,
-            ..MempoolConfig::default()
-        },
-        ..SimnetConfig::default()
-    };
-    let mut net = Network::new(config).expect("the fuzzing config is valid");
-    for _ in 0..2 {
-        net.mine_now(Timestamp::ZERO, vec![0x51]);
-    }
+    let net = crate::checks::fuzz::fresh_network();
     Node::new(net, "fuzz", events::EventSink::disabled())
 }
 
@@ -581,25 +564,6 @@ fn round_trip(server: &mut Server, method: &str, params: &Value, how: u8) -> Ans
 
 // ---- Building bodies -----------------------------------------------------------------------
 
-/// The input, read front to back; past its end every read is zero.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-}
-
 /// What an argument is.
 #[derive(Clone, Copy)]
 enum Kind {
@@ -941,7 +905,7 @@ pub fn request(data: &[u8]) {
         (rest.to_vec(), Vec::new(), true)
     } else {
         let mut g = Gen {
-            input: Input(rest),
+            input: Input::new(rest),
             known: &known,
             changing: false,
         };

@@ -66,13 +66,8 @@ impl NoiseInitiator {
     /// Bytes from the server. Completes the handshake once the server's reply is all here;
     /// bytes past it are kept for [`NoiseInitiator::next_frame`].
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), NoiseError> {
-        match self.phase {
-            Phase::Failed => return Err(NoiseError::Failed),
-            Phase::Done => {
-                self.codec.feed(bytes);
-                return Ok(());
-            }
-            Phase::AwaitingReply(_) => self.codec.feed(bytes),
+        if let Some(decided) = self.feed_codec(bytes) {
+            return decided;
         }
         let reply = match self.codec.read_handshake::<InitiatorSent>() {
             Ok(Some(reply)) => reply,
@@ -102,53 +97,7 @@ impl NoiseInitiator {
         }
     }
 
-    fn failed(&mut self, e: NoiseError) -> NoiseError {
-        self.phase = Phase::Failed;
-        self.codec.fail();
-        e
-    }
-
-    /// Appends the handshake bytes not yet sent (the ephemeral key) to `out`.
-    pub fn take_handshake_bytes(&mut self, out: &mut Vec<u8>) -> bool {
-        self.codec.take_handshake_bytes(out)
-    }
-
-    /// The server's certificate checked out and frames can flow both ways.
-    pub fn handshake_done(&self) -> bool {
-        matches!(self.phase, Phase::Done)
-    }
-
-    /// Frames and encrypts a payload (`extension_type` with the `channel_msg` bit, see
-    /// [`super::extension_type`]), appending the wire bytes to `out`.
-    pub fn encrypt(
-        &mut self,
-        msg_type: u8,
-        extension_type: u16,
-        payload: &[u8],
-        out: &mut Vec<u8>,
-    ) -> Result<(), NoiseError> {
-        self.codec.encrypt(msg_type, extension_type, payload, out)
-    }
-
-    /// The next decrypted frame, `None` until one is whole.
-    pub fn next_frame(&mut self) -> Option<Result<Frame, NoiseError>> {
-        self.codec.next_frame()
-    }
-
-    /// Bytes fed and not yet decoded.
-    pub fn buffered(&self) -> usize {
-        self.codec.buffered()
-    }
-
-    /// Heap bytes this connection holds itself (the input buffer and pending handshake bytes),
-    /// beyond `size_of::<NoiseInitiator>()`.
-    pub fn heap_bytes(&self) -> usize {
-        self.codec.heap_bytes()
-    }
-
-    pub(crate) fn into_codec(self) -> Codec {
-        self.codec
-    }
+    connection_methods!("NoiseInitiator");
 }
 
 fn unix_now() -> u32 {

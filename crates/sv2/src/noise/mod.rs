@@ -40,6 +40,77 @@
 //! [`Frame`]'s payload without a copy). Its `with_buffer_pool` feature would avoid them at the
 //! price of four 320 KiB pools per connection, which thousands of connections cannot afford.
 
+/// What both ends of a Noise connection do the same way once it exists: the handshake's state,
+/// encryption, framing and the buffers, all the codec's. Expanded inside `impl NoiseInitiator`
+/// and `impl NoiseResponder`, whose `codec` and `phase` fields it reads (`Phase::Done`,
+/// `Phase::Failed`).
+macro_rules! connection_methods {
+    ($conn:literal) => {
+        /// Hands `bytes` to the codec. `Some` when the phase decides the result (failed, or the
+        /// handshake done and the bytes are frames), `None` while the handshake waits for them.
+        fn feed_codec(&mut self, bytes: &[u8]) -> Option<Result<(), NoiseError>> {
+            if matches!(self.phase, Phase::Failed) {
+                return Some(Err(NoiseError::Failed));
+            }
+            self.codec.feed(bytes);
+            matches!(self.phase, Phase::Done).then_some(Ok(()))
+        }
+
+        fn failed(&mut self, e: NoiseError) -> NoiseError {
+            self.phase = Phase::Failed;
+            self.codec.fail();
+            e
+        }
+
+        /// Appends the handshake bytes not yet sent to `out` (the initiator's ephemeral key,
+        /// or the responder's reply, which `encrypt` also prepends so that a server answering
+        /// at once cannot send it out of order).
+        pub fn take_handshake_bytes(&mut self, out: &mut Vec<u8>) -> bool {
+            self.codec.take_handshake_bytes(out)
+        }
+
+        /// The handshake completed (the certificate checked out, or the client's key arrived
+        /// and the reply is made): frames can flow both ways.
+        pub fn handshake_done(&self) -> bool {
+            matches!(self.phase, Phase::Done)
+        }
+
+        /// Frames and encrypts a payload (`extension_type` with the `channel_msg` bit, see
+        /// [`super::extension_type`]), appending the wire bytes to `out`.
+        pub fn encrypt(
+            &mut self,
+            msg_type: u8,
+            extension_type: u16,
+            payload: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<(), NoiseError> {
+            self.codec.encrypt(msg_type, extension_type, payload, out)
+        }
+
+        /// The next decrypted frame, `None` until one is whole.
+        pub fn next_frame(&mut self) -> Option<Result<Frame, NoiseError>> {
+            self.codec.next_frame()
+        }
+
+        /// Bytes fed and not yet decoded.
+        pub fn buffered(&self) -> usize {
+            self.codec.buffered()
+        }
+
+        #[doc = concat!(
+            "Heap bytes this connection holds itself (the input buffer and pending handshake ",
+            "bytes), beyond `size_of::<", $conn, ">()`."
+        )]
+        pub fn heap_bytes(&self) -> usize {
+            self.codec.heap_bytes()
+        }
+
+        pub(crate) fn into_codec(self) -> Codec {
+            self.codec
+        }
+    };
+}
+
 mod codec;
 mod frame;
 mod initiator;

@@ -1351,7 +1351,7 @@ fn run(config: TranslatorConfig, short_timeout: bool, input: &mut Input<'_>) {
 
 /// One input: see the module documentation. Never panics unless an invariant breaks.
 pub fn translator_per_device(data: &[u8]) {
-    let mut input = Input(data);
+    let mut input = Input::new(data);
     let c0 = input.u8();
     let c1 = input.u8();
     run(config(c0, c1), c0 & 1 != 0, &mut input);

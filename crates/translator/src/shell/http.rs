@@ -34,7 +34,9 @@ use status::{
 };
 use tokio::net::TcpListener;
 
-use super::stats::{ByReason, Stats, StatsSnapshot, UpstreamState};
+use events::ReasonCounts;
+
+use super::stats::{Stats, StatsSnapshot, UpstreamState};
 use crate::config::ChannelMode;
 
 /// Serves the endpoints on `listener` until `shutdown` completes. `role` names the figures
@@ -100,7 +102,7 @@ fn seconds(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
-fn by_reason(counts: &ByReason) -> Map<String, Value> {
+fn by_reason(counts: &ReasonCounts) -> Map<String, Value> {
     counts
         .iter()
         .map(|(reason, n)| (reason.as_str().to_owned(), n.into()))
@@ -232,7 +234,7 @@ fn shares<'a>(
     name: &str,
     help: &str,
     accepted: u64,
-    rejected: &ByReason,
+    rejected: &ReasonCounts,
     extra: &[(&'a [(&'a str, &'a str)], u64)],
 ) -> fmt::Result {
     let reasons: Vec<[(&str, &str); 2]> = rejected

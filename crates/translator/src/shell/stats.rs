@@ -20,34 +20,6 @@ use crate::config::ChannelMode;
 use crate::mode::ChannelCensus;
 use crate::shares::UpstreamVerdict;
 
-/// Counts per reject reason, in [`Reason::ALL`]'s order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ByReason(pub [u64; 7]);
-
-impl ByReason {
-    /// The count for `reason`.
-    pub fn get(&self, reason: Reason) -> u64 {
-        self.0[reason_index(reason)]
-    }
-
-    /// The count over every reason.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    /// Every reason with its count, zeros included.
-    pub fn iter(&self) -> impl Iterator<Item = (Reason, u64)> + '_ {
-        Reason::ALL.into_iter().map(|r| (r, self.get(r)))
-    }
-}
-
-fn reason_index(reason: Reason) -> usize {
-    Reason::ALL
-        .iter()
-        .position(|&r| r == reason)
-        .expect("Reason::ALL lists every reason")
-}
-
 /// Where the upstream connection stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpstreamState {
@@ -152,7 +124,7 @@ pub struct StatsSnapshot {
     /// Device shares accepted locally.
     pub accepted: u64,
     /// Device shares rejected locally, by reason.
-    pub rejected: ByReason,
+    pub rejected: events::ReasonCounts,
     /// Sum of accepted shares' difficulties, in difficulty-1 units.
     pub accepted_work: f64,
     /// Shares forwarded upstream.
@@ -160,7 +132,7 @@ pub struct StatsSnapshot {
     /// Forwarded shares the upstream accepted.
     pub upstream_accepted: u64,
     /// Forwarded shares the upstream rejected, by reason (its error code read as one).
-    pub upstream_rejected: ByReason,
+    pub upstream_rejected: events::ReasonCounts,
     /// Forwarded shares that got no verdict.
     pub upstream_unanswered: u64,
     /// Forwarded shares awaiting a verdict now.
@@ -332,7 +304,7 @@ impl Stats {
 
     /// A device's share rejected locally, for `reason`.
     pub fn share_rejected(&self, reason: Reason) {
-        self.rejected[reason_index(reason)].fetch_add(1, Relaxed);
+        self.rejected[reason.index()].fetch_add(1, Relaxed);
     }
 
     /// A share went upstream.
@@ -344,9 +316,9 @@ impl Stats {
     pub fn upstream_verdict(&self, verdict: &UpstreamVerdict) {
         match verdict {
             UpstreamVerdict::Accepted => self.upstream_accepted.fetch_add(1, Relaxed),
-            UpstreamVerdict::Rejected(code) => self.upstream_rejected
-                [reason_index(Reason::from_sv2_code(code))]
-            .fetch_add(1, Relaxed),
+            UpstreamVerdict::Rejected(code) => {
+                self.upstream_rejected[Reason::from_sv2_code(code).index()].fetch_add(1, Relaxed)
+            }
             UpstreamVerdict::Unanswered => self.upstream_unanswered.fetch_add(1, Relaxed),
         };
     }
@@ -442,7 +414,8 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         let now = Instant::now();
         let load = |a: &AtomicU64| a.load(Relaxed);
-        let by_reason = |a: &[AtomicU64; 7]| ByReason(std::array::from_fn(|i| load(&a[i])));
+        let by_reason =
+            |a: &[AtomicU64; 7]| events::ReasonCounts(std::array::from_fn(|i| load(&a[i])));
         let upstream = {
             let u = self.upstream();
             UpstreamSnapshot {

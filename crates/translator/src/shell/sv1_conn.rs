@@ -9,7 +9,6 @@ use events::{LinkCounter, Side};
 use sv1::LineBuffer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 
 use super::connect::UpstreamSpec;
 use super::transport::{Link, Transport};
@@ -47,14 +46,7 @@ impl Transport for Sv1Transport {
         _firmware: &str,
         net: &Arc<LinkCounter>,
     ) -> Result<Link<Self>, ShellError> {
-        let stream = TcpStream::connect(spec.addr)
-            .await
-            .map_err(|source| ShellError::Connect {
-                addr: spec.addr,
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().unwrap_or(spec.addr);
+        let (stream, local) = super::transport::dial(spec).await?;
         let (reader, writer) = stream.into_split();
         Ok(Link {
             conn: Sv1Transport {
@@ -102,15 +94,7 @@ impl Transport for Sv1Transport {
 
     async fn close(mut self, linger: Duration) {
         let _ = self.writer.shutdown().await;
-        let mut sink = [0u8; 4096];
-        let drain = async {
-            while let Ok(n) = self.reader.read(&mut sink).await {
-                if n == 0 {
-                    break;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(linger, drain).await;
+        sv2::transport::drain(&mut self.reader, linger).await;
     }
 
     /// Notifications (work, difficulty, extranonce) carry a method; share verdicts do not.

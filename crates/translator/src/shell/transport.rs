@@ -64,6 +64,19 @@ pub struct Link<T> {
     pub fixed_version: bool,
 }
 
+/// A TCP connection to the upstream, Nagle off, and its local address (for the link's events).
+pub(super) async fn dial(spec: &UpstreamSpec) -> Result<(TcpStream, SocketAddr), ShellError> {
+    let stream = TcpStream::connect(spec.addr)
+        .await
+        .map_err(|source| ShellError::Connect {
+            addr: spec.addr,
+            source,
+        })?;
+    let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().unwrap_or(spec.addr);
+    Ok((stream, local))
+}
+
 /// SV2 over Noise: the translator's upstream.
 pub struct Sv2Transport(NoiseConn);
 
@@ -81,14 +94,7 @@ impl Transport for Sv2Transport {
         firmware: &str,
         net: &Arc<LinkCounter>,
     ) -> Result<Link<Self>, ShellError> {
-        let stream = TcpStream::connect(spec.addr)
-            .await
-            .map_err(|source| ShellError::Connect {
-                addr: spec.addr,
-                source,
-            })?;
-        let _ = stream.set_nodelay(true);
-        let local = stream.local_addr().unwrap_or(spec.addr);
+        let (stream, local) = dial(spec).await?;
         let key = spec
             .authority_key
             .ok_or(ShellError::NoAuthorityKey(spec.addr))?;
