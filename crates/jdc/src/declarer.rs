@@ -11,9 +11,7 @@ use std::sync::Arc;
 
 use primitives::bitcoin::consensus::Decodable;
 use primitives::bitcoin::{ScriptBuf, TxOut};
-use sv2::messages::common::{
-    job_declaration_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION,
-};
+use sv2::messages::common::{job_declaration_flags, protocol, Common};
 use sv2::messages::job_declaration::{
     AllocateMiningJobToken, DeclareMiningJob, ProvideMissingTransactionsSuccess,
 };
@@ -146,19 +144,12 @@ impl Declarer {
 
     /// The first message on the connection: Job Declaration, Full-Template mode.
     pub fn setup_connection(&self) -> Message {
-        SetupConnection {
-            protocol: protocol::JOB_DECLARATION,
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            flags: job_declaration_flags::DECLARE_TX_DATA,
-            endpoint_host: self.cfg.endpoint_host.clone(),
-            endpoint_port: self.cfg.endpoint_port,
-            vendor: "stratumlab".into(),
-            hardware_version: String::new(),
-            firmware: concat!("stratumlab-jdc/", env!("CARGO_PKG_VERSION")).into(),
-            device_id: String::new(),
-        }
-        .into()
+        crate::pool_channel::setup_connection(
+            protocol::JOB_DECLARATION,
+            job_declaration_flags::DECLARE_TX_DATA,
+            &self.cfg.endpoint_host,
+            self.cfg.endpoint_port,
+        )
     }
 
     /// Set up, and the pool's outputs known: declarations can go out.

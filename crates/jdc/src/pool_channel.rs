@@ -230,19 +230,12 @@ impl PoolChannel {
 
     /// The first message: the Mining Protocol with work selection.
     pub fn setup_connection(&self) -> Message {
-        SetupConnection {
-            protocol: protocol::MINING,
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            flags: mining_flags::REQUIRES_WORK_SELECTION,
-            endpoint_host: self.cfg.endpoint_host.clone(),
-            endpoint_port: self.cfg.endpoint_port,
-            vendor: "stratumlab".into(),
-            hardware_version: String::new(),
-            firmware: concat!("stratumlab-jdc/", env!("CARGO_PKG_VERSION")).into(),
-            device_id: String::new(),
-        }
-        .into()
+        setup_connection(
+            protocol::MINING,
+            mining_flags::REQUIRES_WORK_SELECTION,
+            &self.cfg.endpoint_host,
+            self.cfg.endpoint_port,
+        )
     }
 
     /// The channel as the pool opened it; `None` until then.
@@ -495,4 +488,27 @@ impl PoolChannel {
             .into(),
         ));
     }
+}
+
+/// The JDC's `SetupConnection` for `protocol` with `flags`, naming the upstream as it was
+/// dialled (`endpoint_host`, `endpoint_port`): to the pool, or to the JDS.
+pub(crate) fn setup_connection(
+    protocol: u8,
+    flags: u32,
+    endpoint_host: &str,
+    endpoint_port: u16,
+) -> Message {
+    SetupConnection {
+        protocol,
+        min_version: PROTOCOL_VERSION,
+        max_version: PROTOCOL_VERSION,
+        flags,
+        endpoint_host: endpoint_host.to_owned(),
+        endpoint_port,
+        vendor: "stratumlab".into(),
+        hardware_version: String::new(),
+        firmware: concat!("stratumlab-jdc/", env!("CARGO_PKG_VERSION")).into(),
+        device_id: String::new(),
+    }
+    .into()
 }
