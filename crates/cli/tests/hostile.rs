@@ -1400,16 +1400,9 @@ fn simnet_with(extra: &[(&str, &str)]) -> (Role, support::SimnetAddrs) {
 
 fn pool_args(rpc: &str, store: &str) -> Vec<String> {
     let mut a = support::node_args(rpc);
+    a.extend(support::sv1_pool_args(std::path::Path::new(store)));
     a.extend(
         [
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--payout-address",
-            PAYOUT,
-            "--store",
-            store,
             "--start-difficulty",
             "0.000003",
             "--min-difficulty",
@@ -1509,33 +1502,22 @@ fn sv2_pool(
     tight: bool,
 ) -> (String, String, String) {
     let store = dir.join("sv2pool.sqlite");
-    let mut args: Vec<String> = [
-        "--sv2-listen",
-        "127.0.0.1:0",
-        "--tp",
-        tdp,
-        "--tp-authority-key",
-        tdp_key,
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store.to_str().unwrap(),
-        "--start-difficulty",
-        "0.000003",
-        "--min-difficulty",
-        "0.000003",
-        "--shares-per-minute",
-        "1000000",
-        "--authority-key-file",
-        dir.join("authority.key").to_str().unwrap(),
-        "--duration",
-        "600s",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args = support::sv2_pool_args("127.0.0.1:0", tdp, tdp_key, &store);
+    args.extend(
+        [
+            "--start-difficulty",
+            "0.000003",
+            "--min-difficulty",
+            "0.000003",
+            "--shares-per-minute",
+            "1000000",
+            "--authority-key-file",
+            dir.join("authority.key").to_str().unwrap(),
+            "--duration",
+            "600s",
+        ]
+        .map(String::from),
+    );
     if tight {
         args.extend(edge_flags());
     }

@@ -89,19 +89,9 @@ fn stack_with(
     let pool_events = events(pool_events);
     // On a fixed port, so that a test can start it again where the JDC connects.
     let pool_listen = format!("127.0.0.1:{}", support::free_port());
-    let mut args = vec![
-        "--sv2-listen",
-        &pool_listen,
-        "--tp",
-        &tdp,
-        "--tp-authority-key",
-        &tdp_key,
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store.to_str().unwrap(),
+    let owned = support::sv2_pool_args(&pool_listen, tdp, tdp_key, &store);
+    let mut args = support::strs(&owned);
+    args.extend([
         "--jd-token-key",
         key,
         // A tenth of the devices' shares meet the pool's target.
@@ -109,7 +99,7 @@ fn stack_with(
         "0.0001",
         "--duration",
         "120s",
-    ];
+    ]);
     args.extend(pool_events.iter().map(String::as_str));
     let pool_args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     let pool = roles.add("pool", Role::start("pool", &args));

@@ -6,32 +6,23 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get_json, run_fleet, Role, PAYOUT};
+use support::{dump_events, http_get_json, run_fleet, Role};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
-    Role::start_on_node(
-        "pool",
-        rpc,
-        &[
-            "--sv1-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--payout-address",
-            PAYOUT,
-            "--store",
-            store.to_str().unwrap(),
-            "--durability",
-            "strict",
-            // The proxy's one connection carries every device: a share every half second.
-            "--start-difficulty",
-            "0.00001",
-            "--min-difficulty",
-            "0.0000001",
-            "--shares-per-minute",
-            "120",
-        ],
-    )
+    let owned = support::sv1_pool_args(store);
+    let mut args = support::strs(&owned);
+    args.extend([
+        "--durability",
+        "strict",
+        // The proxy's one connection carries every device: a share every half second.
+        "--start-difficulty",
+        "0.00001",
+        "--min-difficulty",
+        "0.0000001",
+        "--shares-per-minute",
+        "120",
+    ]);
+    Role::start_on_node("pool", rpc, &args)
 }
 
 /// Devices behind the proxy mine on the SV1 pool through one connection; the pool is then

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use support::{
     dump_events, http_get, http_get_json, link_bytes, run_fleet, status_when, sv2_pool_on_simnet,
-    Role, Roles, Sv2Pool, PAYOUT,
+    Role, Roles, Sv2Pool,
 };
 
 /// Every line of an OpenMetrics text is a comment or `name{labels} value`; returns the samples.
@@ -241,32 +241,17 @@ fn failover(fault: Fault) {
     let mut pools = Vec::new();
     for name in ["pool1", "pool2"] {
         let store = dir.path().join(format!("{name}.sqlite"));
-        let pool = roles.add(
-            name,
-            Role::start(
-                "pool",
-                &[
-                    "--sv2-listen",
-                    "127.0.0.1:0",
-                    "--tp",
-                    tdp,
-                    "--tp-authority-key",
-                    tdp_key,
-                    "--http-listen",
-                    "127.0.0.1:0",
-                    "--payout-address",
-                    PAYOUT,
-                    "--store",
-                    store.to_str().unwrap(),
-                    // Acknowledged means stored: the accounting survives the kill.
-                    "--durability",
-                    "strict",
-                    // Enough forwarded shares in a short test.
-                    "--shares-per-minute",
-                    "120",
-                ],
-            ),
-        );
+        let owned = support::sv2_pool_args("127.0.0.1:0", tdp, tdp_key, &store);
+        let mut args = support::strs(&owned);
+        args.extend([
+            // Acknowledged means stored: the accounting survives the kill.
+            "--durability",
+            "strict",
+            // Enough forwarded shares in a short test.
+            "--shares-per-minute",
+            "120",
+        ]);
+        let pool = roles.add(name, Role::start("pool", &args));
         pools.push((
             pool.line("sv2 authority public key"),
             pool.line("sv2 listening on"),

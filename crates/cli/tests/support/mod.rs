@@ -503,6 +503,53 @@ pub fn node_args(rpc: &str) -> Vec<String> {
 
 pub const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
+/// What every pool in these tests is started with after its listener: status on any port, the
+/// payout address, and its store at `store`.
+fn pool_basics(store: &std::path::Path) -> [String; 6] {
+    [
+        "--http-listen".into(),
+        "127.0.0.1:0".into(),
+        "--payout-address".into(),
+        PAYOUT.into(),
+        "--store".into(),
+        store.to_str().expect("a UTF-8 path").into(),
+    ]
+}
+
+/// Our SV1 pool's first flags: miners on any port, then [`pool_basics`].
+pub fn sv1_pool_args(store: &std::path::Path) -> Vec<String> {
+    let mut a = vec!["--sv1-listen".to_owned(), "127.0.0.1:0".to_owned()];
+    a.extend(pool_basics(store));
+    a
+}
+
+/// Our SV2 pool's first flags: miners on `listen`, templates from simnet's Template Provider at
+/// `tdp` (its certificate checked against `tdp_key`), then [`pool_basics`].
+pub fn sv2_pool_args(
+    listen: &str,
+    tdp: &str,
+    tdp_key: &str,
+    store: &std::path::Path,
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--sv2-listen",
+        listen,
+        "--tp",
+        tdp,
+        "--tp-authority-key",
+        tdp_key,
+    ]
+    .map(String::from)
+    .into();
+    a.extend(pool_basics(store));
+    a
+}
+
+/// Owned arguments borrowed, as [`Role::start`] takes them.
+pub fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 /// Our SV2 pool on simnet's Template Provider, started as roles "simnet" and "pool".
 pub struct Sv2Pool {
     /// Its authority public key.
@@ -562,20 +609,8 @@ pub fn sv2_pool_on(
     roles.add("simnet", simnet);
     let (tdp, tdp_key) = (at.tdp(), at.tdp_key());
     let store = dir.join("pool.sqlite");
-    let mut args = vec![
-        "--sv2-listen",
-        "127.0.0.1:0",
-        "--tp",
-        &tdp,
-        "--tp-authority-key",
-        &tdp_key,
-        "--http-listen",
-        "127.0.0.1:0",
-        "--payout-address",
-        PAYOUT,
-        "--store",
-        store.to_str().unwrap(),
-    ];
+    let owned = sv2_pool_args("127.0.0.1:0", tdp, tdp_key, &store);
+    let mut args = strs(&owned);
     args.extend_from_slice(pool_args);
     let pool = roles.add("pool", Role::start_with_env("pool", &args, pool_env));
     let pool = Sv2Pool {
