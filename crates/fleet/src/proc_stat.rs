@@ -29,15 +29,22 @@ pub fn process_cpu(pid: u32) -> io::Result<Duration> {
 /// `utime + stime` (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2)
 /// may hold spaces and parentheses, so fields are counted from its last `)`.
 pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    parse_stat_user_sys(stat).map(|(u, s)| u + s)
+}
+
+/// `utime` and `stime` (fields 14 and 15) of a `/proc/PID/stat` or `/proc/PID/task/TID/stat`
+/// line, apart, counted from the command name's last `)`.
+pub fn parse_stat_user_sys(stat: &str) -> Option<(u64, u64)> {
     let after = &stat[stat.rfind(')')? + 1..];
     let mut fields = after.split_whitespace();
     // After the name: state (3), ppid (4), ..., utime (14), stime (15).
     let utime: u64 = fields.nth(11)?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
+    Some((utime, stime))
 }
 
-fn clock_ticks_per_sec() -> f64 {
+/// Clock ticks per second, the unit of /proc's CPU times (100 where sysconf cannot say).
+pub fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {

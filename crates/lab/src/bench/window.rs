@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use fleet::proc_stat::{clock_ticks_per_sec, parse_stat_user_sys};
 use serde::Serialize;
 
 /// One reading of everything a window compares.
@@ -58,7 +59,7 @@ impl Window {
 
 /// Reads the CPU of `pids` and the threads of `measured` now.
 pub(crate) fn read(pids: &[u32], measured: u32) -> Reading {
-    let tck = ticks_per_sec();
+    let tck = clock_ticks_per_sec();
     let mut r = Reading {
         at_ns: events::now_ns(),
         ..Reading::default()
@@ -136,9 +137,7 @@ pub(crate) fn between(a: &Reading, b: &Reading) -> Window {
 /// utime and stime (fields 14 and 15) of `dir/stat`, counted after the command name's last `)`
 /// since the name may hold spaces.
 fn user_sys_ticks(dir: &Path) -> Option<(u64, u64)> {
-    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-    let mut f = stat[stat.rfind(')')? + 1..].split_whitespace().skip(11);
-    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
+    parse_stat_user_sys(&std::fs::read_to_string(dir.join("stat")).ok()?)
 }
 
 /// Voluntary and involuntary context switches from `dir/status`.
@@ -177,16 +176,6 @@ fn core_busy(stat: &str, tck: f64) -> BTreeMap<String, f64> {
         }
     }
     out
-}
-
-fn ticks_per_sec() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
 }
 
 #[cfg(test)]
