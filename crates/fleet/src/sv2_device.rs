@@ -783,6 +783,8 @@ impl Sv2Device {
                 obs.protocol_error(self.id, now, m.name());
             }
             Ok(Message::JobDeclaration(m)) => obs.protocol_error(self.id, now, m.name()),
+            // Extension 0 cannot hold these (they are extension 0x0001's).
+            Ok(Message::Extensions(m)) => obs.protocol_error(self.id, now, m.name()),
             // A message type of a later spec version: not for this firmware.
             Err(DecodeError::UnknownType(_)) => {}
             Err(e) => obs.protocol_error(self.id, now, &e.to_string()),

@@ -484,6 +484,7 @@ impl PoolChannel {
                 ntime: s.ntime,
                 version: s.version,
                 extranonce,
+                user_identity: None,
             }
             .into(),
         ));

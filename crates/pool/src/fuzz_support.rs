@@ -1410,6 +1410,7 @@ impl Sv2Run {
                     ntime,
                     version,
                     extranonce,
+                    user_identity: None,
                 }
                 .into()
             }

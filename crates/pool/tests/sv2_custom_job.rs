@@ -293,6 +293,7 @@ impl Jdc {
                 ntime: job.m.min_ntime,
                 version: job.m.version,
                 extranonce: self.extranonce(),
+                user_identity: None,
             }
             .into(),
             T0,
@@ -576,6 +577,7 @@ fn shares_on_a_declared_job_are_judged_like_any_other() {
             ntime: job.m.min_ntime,
             version: job.m.version | 1,
             extranonce: jdc.extranonce(),
+            user_identity: None,
         }
         .into(),
         T0,
@@ -963,6 +965,7 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
             ntime: m.min_ntime,
             version: m.version,
             extranonce: extranonce[ok.extranonce_prefix.len()..].to_vec(),
+            user_identity: None,
         }
         .into(),
     )

@@ -411,6 +411,7 @@ async fn messages_on_a_channel_never_opened(addr: SocketAddr, pool: &RunningPool
             ntime: 0,
             version: 0x2000_0000,
             extranonce: vec![0; 4],
+            user_identity: None,
         }
         .into(),
     )

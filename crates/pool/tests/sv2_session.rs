@@ -432,6 +432,7 @@ fn extended_channels_roll_their_own_extranonce() {
             ntime: prev.min_ntime,
             version,
             extranonce,
+            user_identity: None,
         }
         .into()
     };

@@ -26,6 +26,7 @@ pub mod fuzz_support;
 pub mod keys;
 pub mod messages;
 pub mod noise;
+pub mod tlv;
 pub mod transport;
 
 pub use keys::{

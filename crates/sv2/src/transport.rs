@@ -359,19 +359,16 @@ impl NoiseConn {
         }
     }
 
-    /// The next frame decoded as a message: `Ok(None)` for a frame of an extension other than 0,
-    /// which the spec says to ignore. A message that does not decode is an error.
+    /// The next frame decoded as a message: `Ok(None)` for a frame of an extension this crate
+    /// has no messages of, which the spec says to ignore. A message that does not decode is an
+    /// error.
     pub async fn read_message(&mut self) -> Result<Option<Message>, TransportError> {
         let mut frame = self.read_frame().await?;
-        if frame.extension() != 0 {
-            return Ok(None);
-        }
-        Message::decode(frame.msg_type(), &mut frame.payload)
-            .map(Some)
+        Message::decode_frame(frame.extension(), frame.msg_type(), &mut frame.payload)
             .map_err(|e| TransportError::Codec(e.to_string()))
     }
 
-    /// Encodes, frames, encrypts and sends one message (extension 0, its `channel_msg` bit).
+    /// Encodes, frames, encrypts and sends one message (its extension and `channel_msg` bit).
     pub async fn send_message(&mut self, message: &Message) -> Result<(), TransportError> {
         self.scratch.clear();
         let msg_type = message.encode(&mut self.scratch)?;

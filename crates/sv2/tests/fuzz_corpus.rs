@@ -262,6 +262,7 @@ fn messages_seeds() -> Vec<(String, Vec<u8>)> {
             ntime: 1_700_000_001,
             version: 0x2000_0000,
             extranonce: vec![9; 4],
+            user_identity: None,
         }
         .into(),
         SubmitSharesError {

@@ -138,6 +138,7 @@ fn samples() -> Vec<Message> {
             ntime: 1_700_000_001,
             version: 0x2000_0000,
             extranonce: vec![0x10, 0x20, 0x30],
+            user_identity: None,
         }
         .into(),
         SubmitSharesSuccess {
@@ -628,6 +629,9 @@ fn reference_bytes(m: &Message) -> Vec<u8> {
             header_nonce: m.header_nonce,
             coinbase_tx: B064KOwned::new(m.coinbase_tx.clone()).unwrap(),
         }),
+        Message::Extensions(m) => {
+            unreachable!("{} is extension 0x0001's: tests/extensions.rs", m.name())
+        }
     }
     .unwrap()
 }
@@ -807,6 +811,7 @@ fn fields_too_long_for_their_type_are_encode_errors() {
         ntime: 1,
         version: 1,
         extranonce: vec![0; 33],
+        user_identity: None,
     }
     .encode(&mut out);
     assert_eq!(

@@ -706,6 +706,7 @@ mod tests {
                 ntime: 1,
                 version: 0x2000_4000,
                 extranonce: vec![0; 8],
+                user_identity: None,
             },
         );
         let [EventKind::ShareSent(s)] = ev[..] else {

@@ -867,6 +867,7 @@ impl PoolSide for Sv2Pool {
                     ntime: NTIME0,
                     version: 0x2000_0000,
                     extranonce: vec![0; 4],
+                    user_identity: None,
                 }),
                 3 => Mining::UpdateChannel(UpdateChannel {
                     channel_id,

@@ -492,6 +492,7 @@ impl Uplink for UpstreamChannel {
             ntime: share.ntime,
             version: share.version,
             extranonce: share.extranonce().to_vec(),
+            user_identity: None,
         }
         .into()
     }

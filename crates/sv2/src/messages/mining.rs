@@ -3,8 +3,11 @@
 use mining_sv2 as wire_msgs;
 use primitives::Target;
 
-use super::protocol_messages;
-use super::wire::message;
+use binary_sv2::GetSize;
+
+use super::wire::{b032, message, read, write};
+use super::{protocol_messages, DecodeError, EncodeError, Sv2Message};
+use crate::tlv;
 
 /// Error codes, in the spec's and the reference implementation's words (the spec lists the
 /// first four of `SubmitShares.Error` and of `OpenMiningChannel.Error`; the others are the
@@ -292,29 +295,108 @@ message! {
     }
 }
 
-message! {
-    wire_msgs;
-    /// Client -> server: a share on an extended channel, with the extranonce it rolled.
-    #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct SubmitSharesExtended(
-        MESSAGE_TYPE_SUBMIT_SHARES_EXTENDED,
-        channel_bit: true,
-        "SubmitSharesExtended",
-    ) {
-        /// The channel this message is about.
-        pub channel_id: u32 => copy,
-        /// The client's running share counter, echoed by `SubmitShares.Success` / `.Error`.
-        pub sequence_number: u32 => copy,
-        /// The job the share was found on.
-        pub job_id: u32 => copy,
-        /// The header nonce.
-        pub nonce: u32 => copy,
-        /// The header nTime, Unix seconds.
-        pub ntime: u32 => copy,
-        /// The block header version (nVersion).
-        pub version: u32 => copy,
-        /// At most 32 bytes; the channel's negotiated extranonce size.
-        pub extranonce: Vec<u8> => b032,
+/// Client -> server: a share on an extended channel, with the extranonce it rolled.
+///
+/// Written by hand rather than by `message!`: extension 0x0002 appends a `user_identity` TLV
+/// (see [`crate::tlv`]), which the reference struct does not hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmitSharesExtended {
+    /// The channel this message is about.
+    pub channel_id: u32,
+    /// The client's running share counter, echoed by `SubmitShares.Success` / `.Error`.
+    pub sequence_number: u32,
+    /// The job the share was found on.
+    pub job_id: u32,
+    /// The header nonce.
+    pub nonce: u32,
+    /// The header nTime, Unix seconds.
+    pub ntime: u32,
+    /// The block header version (nVersion).
+    pub version: u32,
+    /// At most 32 bytes; the channel's negotiated extranonce size.
+    pub extranonce: Vec<u8>,
+    /// Extension 0x0002's TLV: the worker the share is from, at most 32 bytes. Sent only on
+    /// a connection that negotiated the extension; a receiver that did not ignores it.
+    pub user_identity: Option<String>,
+}
+
+impl Sv2Message for SubmitSharesExtended {
+    const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_SUBMIT_SHARES_EXTENDED;
+    const CHANNEL_BIT: bool = true;
+    const NAME: &'static str = "SubmitSharesExtended";
+
+    fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        let n = Self::NAME;
+        write(
+            n,
+            wire_msgs::SubmitSharesExtended {
+                channel_id: self.channel_id,
+                sequence_number: self.sequence_number,
+                job_id: self.job_id,
+                nonce: self.nonce,
+                ntime: self.ntime,
+                version: self.version,
+                extranonce: b032(n, "extranonce", &self.extranonce)?,
+            },
+            out,
+        )?;
+        if let Some(id) = &self.user_identity {
+            if id.len() > tlv::MAX_USER_IDENTITY_LEN {
+                return Err(EncodeError::FieldTooLong {
+                    name: n,
+                    field: "user_identity",
+                    len: id.len(),
+                    max: tlv::MAX_USER_IDENTITY_LEN,
+                });
+            }
+            let (extension, field) = tlv::USER_IDENTITY;
+            tlv::write(extension, field, id.as_bytes(), out).expect("at most 32 bytes");
+        }
+        Ok(())
+    }
+
+    fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
+        let (t, n) = (Self::MSG_TYPE, Self::NAME);
+        let malformed = |reason: String| DecodeError::Malformed {
+            msg_type: t,
+            name: n,
+            reason,
+        };
+        let (mut m, used) = {
+            let w: wire_msgs::SubmitSharesExtended = read(t, n, payload)?;
+            let used = w.get_size();
+            let m = SubmitSharesExtended {
+                channel_id: w.channel_id,
+                sequence_number: w.sequence_number,
+                job_id: w.job_id,
+                nonce: w.nonce,
+                ntime: w.ntime,
+                version: w.version,
+                extranonce: w.extranonce.to_owned_bytes(),
+                user_identity: None,
+            };
+            (m, used)
+        };
+        for f in tlv::read(&payload[used.min(payload.len())..]) {
+            let f = f.map_err(|e| malformed(e.to_string()))?;
+            if (f.extension, f.field) != tlv::USER_IDENTITY {
+                continue;
+            }
+            if f.value.len() > tlv::MAX_USER_IDENTITY_LEN {
+                return Err(malformed(format!(
+                    "user_identity TLV is {} bytes, at most {}",
+                    f.value.len(),
+                    tlv::MAX_USER_IDENTITY_LEN
+                )));
+            }
+            let id = std::str::from_utf8(f.value).map_err(|_| DecodeError::NotUtf8 {
+                msg_type: t,
+                name: n,
+                field: "user_identity",
+            })?;
+            m.user_identity = Some(id.to_owned());
+        }
+        Ok(m)
     }
 }
 

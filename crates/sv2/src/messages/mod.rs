@@ -25,16 +25,19 @@
 //! the message type alone, so either interoperates.
 //!
 //! [`Message`] is any of them, by protocol; [`Message::decode`] dispatches on the message type
-//! of a frame with extension type 0 (messages of other extensions are the caller's to skip, as
-//! the spec says to).
+//! of a frame with extension type 0, and [`Message::decode_frame`] on the frame's extension and
+//! message type: extension 0x0001 ([`extensions`]) is the one extension with messages of its own
+//! that this crate knows; frames of other extensions are the caller's to skip, as the spec says.
 
 pub mod common;
+pub mod extensions;
 pub mod job_declaration;
 pub mod mining;
 pub mod template_distribution;
 mod wire;
 
 pub use common::Common;
+pub use extensions::Extensions;
 pub use job_declaration::JobDeclaration;
 pub use mining::Mining;
 pub use template_distribution::TemplateDistribution;
@@ -220,6 +223,8 @@ pub enum Message {
     JobDeclaration(JobDeclaration),
     /// A Template Distribution Protocol message.
     TemplateDistribution(TemplateDistribution),
+    /// An extensions negotiation message (extension 0x0001).
+    Extensions(Extensions),
 }
 
 impl Message {
@@ -240,6 +245,23 @@ impl Message {
         Err(DecodeError::UnknownType(msg_type))
     }
 
+    /// Decodes a frame's payload by its extension (`extension_type` without the `channel_msg`
+    /// bit) and message type. `Ok(None)`: an extension this crate has no messages of, which the
+    /// spec says to ignore.
+    pub fn decode_frame(
+        extension: u16,
+        msg_type: u8,
+        payload: &mut [u8],
+    ) -> Result<Option<Message>, DecodeError> {
+        match extension {
+            0 => Message::decode(msg_type, payload).map(Some),
+            extensions::extension::EXTENSIONS_NEGOTIATION => Extensions::decode(msg_type, payload)
+                .ok_or(DecodeError::UnknownType(msg_type))?
+                .map(|m| Some(Message::Extensions(m))),
+            _ => Ok(None),
+        }
+    }
+
     /// Appends the serialized message to `out` and returns its message type.
     pub fn encode(&self, out: &mut Vec<u8>) -> Result<u8, EncodeError> {
         match self {
@@ -247,6 +269,7 @@ impl Message {
             Message::Mining(m) => m.encode(out),
             Message::JobDeclaration(m) => m.encode(out),
             Message::TemplateDistribution(m) => m.encode(out),
+            Message::Extensions(m) => m.encode(out),
         }?;
         Ok(self.msg_type())
     }
@@ -258,6 +281,7 @@ impl Message {
             Message::Mining(m) => m.msg_type(),
             Message::JobDeclaration(m) => m.msg_type(),
             Message::TemplateDistribution(m) => m.msg_type(),
+            Message::Extensions(m) => m.msg_type(),
         }
     }
 
@@ -268,12 +292,18 @@ impl Message {
             Message::Mining(m) => m.channel_bit(),
             Message::JobDeclaration(m) => m.channel_bit(),
             Message::TemplateDistribution(m) => m.channel_bit(),
+            Message::Extensions(m) => m.channel_bit(),
         }
     }
 
-    /// The frame's extension type field: extension 0 with the message's `channel_msg` bit.
+    /// The frame's extension type field: the extension that defines the message (0 for the
+    /// core protocols') with the message's `channel_msg` bit.
     pub fn extension_type(&self) -> u16 {
-        extension_type(0, self.channel_bit())
+        let extension = match self {
+            Message::Extensions(_) => extensions::extension::EXTENSIONS_NEGOTIATION,
+            _ => 0,
+        };
+        extension_type(extension, self.channel_bit())
     }
 
     /// The message's spec name, such as `SubmitShares.Success`.
@@ -283,11 +313,12 @@ impl Message {
             Message::Mining(m) => m.name(),
             Message::JobDeclaration(m) => m.name(),
             Message::TemplateDistribution(m) => m.name(),
+            Message::Extensions(m) => m.name(),
         }
     }
 }
 
-/// Every message type this crate knows: type, `channel_msg` bit, spec name.
+/// Every message type of extension 0 (the core protocols): type, `channel_msg` bit, spec name.
 pub fn message_types() -> impl Iterator<Item = (u8, bool, &'static str)> {
     Common::TYPES
         .iter()
