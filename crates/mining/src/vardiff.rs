@@ -113,6 +113,20 @@ impl Vardiff {
         self.current = clamp(self.current, &self.config);
     }
 
+    /// Aims at another share rate from now on (an aggregated channel that carries several
+    /// workers' shares aims at each worker's rate times their number). The current window's
+    /// evidence stands: the rate estimate does not depend on the aim.
+    pub fn set_shares_per_minute(&mut self, shares_per_minute: f64) {
+        if shares_per_minute.is_finite() && shares_per_minute > 0.0 {
+            self.config.shares_per_minute = shares_per_minute;
+        }
+    }
+
+    /// The share rate it aims at, per minute.
+    pub fn shares_per_minute(&self) -> f64 {
+        self.config.shares_per_minute
+    }
+
     /// Sets the difficulty from outside (a miner's suggestion accepted within bounds).
     pub fn set(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
         self.current = clamp(d, &self.config);
@@ -242,6 +256,23 @@ mod tests {
             let d = v.difficulty().as_f64();
             assert!((2.0..8.0).contains(&d), "from {start}: {d}");
         }
+    }
+
+    #[test]
+    fn a_channel_aiming_at_ten_workers_rates_settles_ten_times_easier() {
+        // 1 diff-1 share per second at 150 shares/min: difficulty 0.4 rather than 4.
+        let mut v = Vardiff::new(
+            VardiffConfig::default(),
+            Difficulty::new(4.0).unwrap(),
+            Timestamp::from_millis(0),
+        );
+        v.set_shares_per_minute(150.0);
+        v.set_shares_per_minute(f64::NAN);
+        v.set_shares_per_minute(0.0);
+        assert_eq!(v.shares_per_minute(), 150.0, "nonsense aims are ignored");
+        simulate(&mut v, 1.0, Timestamp::from_millis(0), 1_800_000, 9);
+        let d = v.difficulty().as_f64();
+        assert!((0.2..0.8).contains(&d), "{d}");
     }
 
     #[test]

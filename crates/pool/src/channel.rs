@@ -459,6 +459,14 @@ impl Channel {
             .rebuild(n, min_buckets, jobs().flat_map(|j| j.seen.iter()));
     }
 
+    /// Makes vardiff aim at `times` the configured share rate (a channel carrying that many
+    /// workers' shares); 1 restores it.
+    pub fn scale_share_rate(&mut self, times: u32) {
+        let base = self.config.vardiff.shares_per_minute;
+        self.vardiff
+            .set_shares_per_minute(base * f64::from(times.max(1)));
+    }
+
     /// Raises the floor vardiff may not go below (BIP310 `minimum-difficulty`).
     pub fn set_minimum(&mut self, d: Difficulty, now: Timestamp) {
         self.vardiff.set_minimum(d);

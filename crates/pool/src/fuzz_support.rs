@@ -1039,6 +1039,7 @@ pub fn sv2_config(c: u8) -> Sv2Config {
         },
         jd_token_key: (c & 0x80 != 0).then(|| Arc::new(TokenKey::from_bytes(TOKEN_KEY))),
         extranonce_base: base,
+        required_extensions: Vec::new(),
     }
 }
 

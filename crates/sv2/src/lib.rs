@@ -25,6 +25,7 @@
 pub mod fuzz_support;
 pub mod keys;
 pub mod messages;
+pub mod negotiation;
 pub mod noise;
 pub mod tlv;
 pub mod transport;

@@ -10,4 +10,6 @@ pub mod server;
 pub mod session;
 
 pub use server::Sv2Server;
-pub use session::{Close, Kind, Session, Sv2Config};
+pub use session::{
+    tracked_name, Close, Kind, Session, Sv2Config, MAX_TRACKED_WORKERS, SUPPORTED_EXTENSIONS,
+};

@@ -263,30 +263,30 @@ impl Sv2Server {
                         if !budget.take(self.admission().message_rate, now) {
                             return "rate";
                         }
-                        if frame.extension() == 0 {
-                            // A share is timed from its frame to its verdict, as the SV1 front
-                            // end times one from its line.
-                            let judging = Instant::now();
-                            match Message::decode(frame.msg_type(), &mut frame.payload) {
-                                Ok(m) => {
-                                    let share = matches!(
-                                        m,
-                                        Message::Mining(
-                                            Mining::SubmitSharesStandard(_)
-                                                | Mining::SubmitSharesExtended(_)
-                                        )
-                                    );
-                                    session.handle_message(m, now);
-                                    if share {
-                                        self.engine
-                                            .stats
-                                            .share_processing(judging.elapsed().as_nanos() as u64);
-                                    }
+                        // A share is timed from its frame to its verdict, as the SV1 front
+                        // end times one from its line.
+                        let judging = Instant::now();
+                        match Message::decode_frame(frame.extension(), frame.msg_type(), &mut frame.payload) {
+                            Ok(Some(m)) => {
+                                let share = matches!(
+                                    m,
+                                    Message::Mining(
+                                        Mining::SubmitSharesStandard(_)
+                                            | Mining::SubmitSharesExtended(_)
+                                    )
+                                );
+                                session.handle_message(m, now);
+                                if share {
+                                    self.engine
+                                        .stats
+                                        .share_processing(judging.elapsed().as_nanos() as u64);
                                 }
-                                Err(e) => {
-                                    tracing::debug!(conn = session.conn(), error = %e, "sv2: undecodable message");
-                                    return "protocol";
-                                }
+                            }
+                            // An extension the pool does not know: ignored, as the spec says.
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::debug!(conn = session.conn(), error = %e, "sv2: undecodable message");
+                                return "protocol";
                             }
                         }
                         session.flush();

@@ -33,6 +33,7 @@ use ::sv2::messages::common::{
     error_code as setup_error, mining_flags, protocol, SetupConnection, SetupConnectionError,
     SetupConnectionSuccess, PROTOCOL_VERSION,
 };
+use ::sv2::messages::extensions::{extension, RequestExtensions};
 use ::sv2::messages::mining::{
     error_code, CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
     OpenExtendedMiningChannelSuccess, OpenMiningChannelError, OpenStandardMiningChannel,
@@ -41,7 +42,8 @@ use ::sv2::messages::mining::{
     SubmitSharesExtended, SubmitSharesStandard, SubmitSharesSuccess, UpdateChannel,
     UpdateChannelError,
 };
-use ::sv2::messages::{Common, Mining};
+use ::sv2::messages::{Common, Extensions, Mining};
+use ::sv2::negotiation;
 use ::sv2::Message;
 use events::{JobActivated, JobId, JobSent, Reason, TargetChanged, Verdict};
 use primitives::bitcoin::ScriptBuf;
@@ -78,7 +80,18 @@ pub struct Sv2Config {
     /// Every channel's extranonce prefix starts with these bytes: a proxy serving its own
     /// jobs (a JDC) gives out parts of the extranonce range its pool gave it.
     pub extranonce_base: Vec<u8>,
+    /// Extensions a connection must negotiate before it opens a channel (of
+    /// [`SUPPORTED_EXTENSIONS`]); a connection that opens one without them is closed.
+    pub required_extensions: Vec<u16>,
 }
+
+/// The extensions the pool negotiates: 0x0002, worker-specific hashrate tracking (a
+/// `user_identity` on each extended share, accounted to that worker).
+pub const SUPPORTED_EXTENSIONS: &[u16] = &[extension::WORKER_HASHRATE_TRACKING];
+
+/// Workers one extended channel may account shares to by `user_identity`; shares naming
+/// others count for the channel's own worker (and are never refused for it).
+pub const MAX_TRACKED_WORKERS: usize = 65_536;
 
 impl Default for Sv2Config {
     fn default() -> Self {
@@ -89,6 +102,7 @@ impl Default for Sv2Config {
             version_mask: VERSION_ROLLING_MASK,
             jd_token_key: None,
             extranonce_base: Vec::new(),
+            required_extensions: Vec::new(),
         }
     }
 }
@@ -155,6 +169,8 @@ struct Sv2Channel {
     group: u32,
     channel: Channel,
     worker: Worker,
+    /// Extension 0x0002: the workers named by this channel's shares, by `user_identity`.
+    tracked: HashMap<Box<str>, Worker>,
     payout: ScriptBuf,
     /// The target last sent (in the open reply or `SetTarget`).
     sent_target: Target,
@@ -182,6 +198,8 @@ pub struct Session {
     origin: Option<std::net::IpAddr>,
     /// The engine's extranonce base moves this session's channels follow.
     base_moves: u64,
+    /// The extensions negotiated on the connection (extension 0x0001).
+    extensions: Vec<u16>,
 }
 
 impl Session {
@@ -203,6 +221,7 @@ impl Session {
             rejected_in_a_row: 0,
             origin: None,
             base_moves: engine.extranonce_base_moves(),
+            extensions: Vec::new(),
             engine,
         }
     }
@@ -333,6 +352,16 @@ impl Session {
                     other.name()
                 )))
             }
+            (Some(_), Message::Extensions(Extensions::RequestExtensions(r))) => {
+                self.on_request_extensions(r)
+            }
+            (Some(_), Message::Mining(m)) if !self.has_required_extensions() => {
+                self.close = Some(Close::Protocol(format!(
+                    "{} before negotiating the required extensions {:#06x?}",
+                    m.name(),
+                    self.config.required_extensions
+                )))
+            }
             (Some(_), Message::Mining(Mining::SetCustomMiningJob(m))) => {
                 self.set_custom_job(m, now, unix_ms.unwrap_or_else(wall_clock_ms))
             }
@@ -380,6 +409,33 @@ impl Session {
             }
             .into(),
         );
+    }
+
+    /// Extension 0x0001: answers with what the pool supports of the request; the connection
+    /// uses that from now on (nothing after an error).
+    fn on_request_extensions(&mut self, r: RequestExtensions) {
+        let (reply, using) =
+            negotiation::answer(&r, SUPPORTED_EXTENSIONS, &self.config.required_extensions);
+        tracing::debug!(conn = self.conn, requested = ?r.requested_extensions, using = ?using, "sv2: extensions negotiated");
+        self.extensions = using;
+        self.out.push_back(reply);
+    }
+
+    /// The extensions the connection negotiated.
+    pub fn extensions(&self) -> &[u16] {
+        &self.extensions
+    }
+
+    fn has_required_extensions(&self) -> bool {
+        self.config
+            .required_extensions
+            .iter()
+            .all(|e| self.extensions.contains(e))
+    }
+
+    fn tracks_workers(&self) -> bool {
+        self.extensions
+            .contains(&extension::WORKER_HASHRATE_TRACKING)
     }
 
     fn on_mining(&mut self, m: Mining, now: Timestamp) {
@@ -498,6 +554,7 @@ impl Session {
                 group,
                 channel,
                 worker,
+                tracked: HashMap::new(),
                 payout,
                 sent_target: target,
                 pending: Pending::default(),
@@ -663,6 +720,9 @@ impl Session {
             if let Some(ch) = self.channels.remove(&id) {
                 tracing::debug!(conn = self.conn, channel = id, reason = %c.reason_code, "sv2: channel closed");
                 self.engine.detach_worker(&ch.worker, now);
+                for w in ch.tracked.values() {
+                    self.engine.detach_worker(w, now);
+                }
             }
         }
     }
@@ -1133,11 +1193,14 @@ impl Session {
             s.nonce,
             s.version,
             Kind::Standard,
+            None,
             now,
         );
     }
 
     fn submit_extended(&mut self, s: SubmitSharesExtended, now: Timestamp) {
+        // The worker's name counts only on a connection that negotiated extension 0x0002.
+        let identity = s.user_identity.as_deref().filter(|_| self.tracks_workers());
         self.submit(
             s.channel_id,
             s.sequence_number,
@@ -1147,6 +1210,7 @@ impl Session {
             s.nonce,
             s.version,
             Kind::Extended,
+            identity,
             now,
         );
     }
@@ -1165,6 +1229,8 @@ impl Session {
         nonce: u32,
         version: u32,
         kind: Kind,
+        // Extension 0x0002's `user_identity`, when the connection negotiated it.
+        identity: Option<&str>,
         now: Timestamp,
     ) -> Verdict {
         let Some(c) = self
@@ -1191,9 +1257,17 @@ impl Session {
         };
         let engine = &self.engine;
         let conn = self.conn;
-        if c.worker.key.is_none() {
-            engine.retry_worker_key(&mut c.worker);
+        if let Some(id) = identity {
+            track(engine, self.origin, c, id, now);
         }
+        let worker = match identity.and_then(|id| c.tracked.get_mut(id)) {
+            Some(w) => w,
+            None => &mut c.worker,
+        };
+        if worker.key.is_none() {
+            engine.retry_worker_key(worker);
+        }
+        let worker: &Worker = worker;
         // The version must keep the job's bits outside the rolling mask.
         let mask = c.channel.version_mask();
         let rolled_outside = c
@@ -1253,7 +1327,7 @@ impl Session {
                             &a.header,
                             a.hash,
                             conn,
-                            Some(&c.worker),
+                            Some(worker),
                             now,
                         );
                     }
@@ -1265,7 +1339,7 @@ impl Session {
                             channel: channel_id,
                             job_id,
                         },
-                        &c.worker,
+                        worker,
                         &a,
                         nonce,
                         now,
@@ -1311,6 +1385,9 @@ impl Session {
             }
             Err(r) => {
                 let c = &self.channels[&channel_id];
+                let worker = identity
+                    .and_then(|id| c.tracked.get(id))
+                    .unwrap_or(&c.worker);
                 self.engine.rejected(
                     self.conn,
                     u64::from(seq),
@@ -1318,7 +1395,7 @@ impl Session {
                         channel: channel_id,
                         job_id,
                     },
-                    Some(&c.worker),
+                    Some(worker),
                     r.reason(),
                     nonce,
                     c.channel.difficulty().as_f64(),
@@ -1372,8 +1449,48 @@ impl Session {
         }
         for (_, c) in self.channels.drain() {
             self.engine.detach_worker(&c.worker, now);
+            for w in c.tracked.values() {
+                self.engine.detach_worker(w, now);
+            }
         }
         self.engine.stats.connection_closed();
+    }
+}
+
+/// Extension 0x0002: gives `identity` a worker on channel `c` if it has none yet, and aims
+/// the channel's vardiff at its share rate per worker times the workers it carries, so that
+/// each worker is estimated from as many shares as it would be on a channel of its own. An
+/// identity past [`MAX_TRACKED_WORKERS`], or one the miner's address may not add now, counts
+/// for the channel's own worker.
+fn track(
+    engine: &Engine,
+    origin: Option<std::net::IpAddr>,
+    c: &mut Sv2Channel,
+    identity: &str,
+    now: Timestamp,
+) {
+    if c.tracked.contains_key(identity) || c.tracked.len() >= MAX_TRACKED_WORKERS {
+        return;
+    }
+    let name = tracked_name(&c.worker.name, identity);
+    if !engine.may_add_worker(&name, origin, now) {
+        return;
+    }
+    c.tracked
+        .insert(identity.into(), engine.attach_worker(&name, now));
+    c.channel
+        .scale_share_rate(u32::try_from(c.tracked.len()).unwrap_or(u32::MAX));
+}
+
+/// The worker name a share's `user_identity` is accounted under, on a channel opened for
+/// `channel_user` (`account` or `account.worker`): an identity that names the channel's
+/// account (`account.rig`) as it is, any other under that account (`account.identity`), so
+/// that no share is credited to another account than its channel's.
+pub fn tracked_name(channel_user: &str, identity: &str) -> String {
+    let account = channel_user.split('.').next().unwrap_or(channel_user);
+    match identity.strip_prefix(account) {
+        Some(rest) if rest.is_empty() || rest.starts_with('.') => identity.to_owned(),
+        _ => format!("{account}.{identity}"),
     }
 }
 

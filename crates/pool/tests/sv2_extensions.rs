@@ -1,0 +1,279 @@
+//! Extensions on the SV2 front end: negotiation (0x0001) and worker-specific hashrate tracking
+//! (0x0002), driven through the sans-IO session.
+
+#[allow(dead_code)]
+mod support;
+
+use std::sync::Arc;
+
+use pool::sv2::{tracked_name, Session, Sv2Config};
+use primitives::{merkle_root_from_branch, sha256d, Hash256, Target};
+use support::*;
+use sv2::messages::common::SetupConnection;
+use sv2::messages::extensions::{
+    RequestExtensions, RequestExtensionsError, RequestExtensionsSuccess,
+};
+use sv2::messages::mining::{
+    NewExtendedMiningJob, OpenExtendedMiningChannel, SetNewPrevHash, SubmitSharesExtended,
+};
+use sv2::messages::{Common, Extensions, Mining};
+use sv2::Message;
+
+fn session(lab: &Lab, required: Vec<u16>) -> Session {
+    let config = Sv2Config {
+        required_extensions: required,
+        ..Sv2Config::default()
+    };
+    let mut s = Session::new(lab.engine.clone(), Arc::new(config));
+    s.handle_message(
+        SetupConnection {
+            protocol: 0,
+            min_version: 2,
+            max_version: 2,
+            flags: 0,
+            endpoint_host: "127.0.0.1".into(),
+            endpoint_port: 3336,
+            vendor: "farm-proxy".into(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        }
+        .into(),
+        T0,
+    );
+    assert!(matches!(
+        &transmits(&mut s)[..],
+        [Message::Common(Common::SetupConnectionSuccess(_))]
+    ));
+    s
+}
+
+fn request(s: &mut Session, ids: &[u16]) -> Vec<Message> {
+    s.handle_message(
+        RequestExtensions {
+            request_id: 3,
+            requested_extensions: ids.to_vec(),
+        }
+        .into(),
+        T0,
+    );
+    transmits(s)
+}
+
+/// An extended channel as a farm proxy holds it.
+struct Farm {
+    channel_id: u32,
+    target: Target,
+    prefix: Vec<u8>,
+    job: NewExtendedMiningJob,
+    prev: SetNewPrevHash,
+    seq: u32,
+    nonce: u32,
+}
+
+impl Farm {
+    fn open(s: &mut Session, user: &str) -> Farm {
+        s.handle_message(
+            OpenExtendedMiningChannel {
+                request_id: 1,
+                user_identity: user.into(),
+                nominal_hash_rate: 0.0,
+                max_target: Target::from_le_bytes(&[0xff; 32]),
+                min_extranonce_size: 4,
+            }
+            .into(),
+            T0,
+        );
+        let out = transmits(s);
+        let [Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)), Message::Mining(Mining::NewExtendedMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
+            &out[..]
+        else {
+            panic!("{out:?}");
+        };
+        Farm {
+            channel_id: ok.channel_id,
+            target: ok.target,
+            prefix: ok.extranonce_prefix.clone(),
+            job: job.clone(),
+            prev: prev.clone(),
+            seq: 0,
+            nonce: 0,
+        }
+    }
+
+    /// The next share meeting the channel's target, from `worker` if given.
+    fn share(&mut self, worker: Option<&str>) -> Message {
+        let extranonce = [9u8, 8, 7, 6];
+        let coinbase = [
+            &self.job.coinbase_tx_prefix[..],
+            &self.prefix,
+            &extranonce,
+            &self.job.coinbase_tx_suffix,
+        ]
+        .concat();
+        let branch: Vec<Hash256> = self.job.merkle_path.iter().map(|h| Hash256(*h)).collect();
+        let root = merkle_root_from_branch(sha256d(&coinbase), &branch);
+        let mut header = [0u8; 80];
+        header[0..4].copy_from_slice(&self.job.version.to_le_bytes());
+        header[4..36].copy_from_slice(&self.prev.prev_hash);
+        header[36..68].copy_from_slice(&root.0);
+        header[68..72].copy_from_slice(&self.prev.min_ntime.to_le_bytes());
+        header[72..76].copy_from_slice(&self.prev.nbits.to_le_bytes());
+        let nonce = (self.nonce..)
+            .find(|n| {
+                header[76..80].copy_from_slice(&n.to_le_bytes());
+                self.target.is_met_by(&sha256d(&header).0)
+            })
+            .unwrap();
+        self.nonce = nonce + 1;
+        self.seq += 1;
+        SubmitSharesExtended {
+            channel_id: self.channel_id,
+            sequence_number: self.seq,
+            job_id: self.job.job_id,
+            nonce,
+            ntime: self.prev.min_ntime,
+            version: self.job.version,
+            extranonce: extranonce.to_vec(),
+            user_identity: worker.map(str::to_owned),
+        }
+        .into()
+    }
+}
+
+fn accepted(lab: &Lab, worker: &str) -> u64 {
+    lab.engine.workers.get(worker).map_or(0, |w| w.accepted())
+}
+
+#[test]
+fn the_pool_supports_worker_tracking_and_says_what_it_does_not() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![]);
+    assert_eq!(
+        request(&mut s, &[0x4001, 2]),
+        vec![Message::Extensions(Extensions::RequestExtensionsSuccess(
+            RequestExtensionsSuccess {
+                request_id: 3,
+                supported_extensions: vec![2],
+            }
+        ))]
+    );
+    assert_eq!(s.extensions(), &[2]);
+
+    let mut s = session(&lab, vec![]);
+    assert_eq!(
+        request(&mut s, &[0x4001]),
+        vec![Message::Extensions(Extensions::RequestExtensionsError(
+            RequestExtensionsError {
+                request_id: 3,
+                unsupported_extensions: vec![0x4001],
+                required_extensions: vec![],
+            }
+        ))]
+    );
+    assert!(s.extensions().is_empty());
+    // It mines on without extensions.
+    Farm::open(&mut s, "acct");
+    assert!(s.wants_close().is_none());
+}
+
+#[test]
+fn a_required_extension_must_be_negotiated_before_a_channel_opens() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![2]);
+    let out = request(&mut s, &[]);
+    assert!(
+        matches!(&out[..], [Message::Extensions(Extensions::RequestExtensionsError(e))] if e.required_extensions == vec![2]),
+        "{out:?}"
+    );
+    // Asked again with it: used.
+    request(&mut s, &[2]);
+    assert_eq!(s.extensions(), &[2]);
+    Farm::open(&mut s, "acct");
+
+    // A connection that never asks is closed at its first channel.
+    let mut s = session(&lab, vec![2]);
+    s.handle_message(
+        OpenExtendedMiningChannel {
+            request_id: 1,
+            user_identity: "acct".into(),
+            nominal_hash_rate: 0.0,
+            max_target: Target::from_le_bytes(&[0xff; 32]),
+            min_extranonce_size: 4,
+        }
+        .into(),
+        T0,
+    );
+    assert!(transmits(&mut s).is_empty());
+    let why = format!("{:?}", s.wants_close());
+    assert!(why.contains("required extensions"), "{why}");
+}
+
+#[test]
+fn shares_naming_a_worker_are_accounted_to_it_under_the_channels_account() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![]);
+    request(&mut s, &[2]);
+    let mut farm = Farm::open(&mut s, "farm.proxy1");
+    let sent = [
+        ("rig-1", 3),
+        ("farm.rig-2", 2),
+        // Another account's name is kept under the channel's account.
+        ("mallory.rig", 1),
+    ];
+    for (worker, n) in sent {
+        for _ in 0..n {
+            let m = farm.share(Some(worker));
+            s.handle_message(m, T0);
+        }
+    }
+    s.flush();
+    let out = transmits(&mut s);
+    let acked: u32 = out
+        .iter()
+        .map(|m| match m {
+            Message::Mining(Mining::SubmitSharesSuccess(ok)) => ok.new_submits_accepted_count,
+            other => panic!("{other:?}"),
+        })
+        .sum();
+    assert_eq!(acked, 6);
+    assert_eq!(accepted(&lab, "farm.rig-1"), 3);
+    assert_eq!(accepted(&lab, "farm.rig-2"), 2);
+    assert_eq!(accepted(&lab, "farm.mallory.rig"), 1);
+    assert_eq!(accepted(&lab, "mallory.rig"), 0);
+    assert_eq!(accepted(&lab, "farm.proxy1"), 0, "the channel's own worker");
+    // The workers leave the list's connected count with their channel.
+    assert_eq!(
+        lab.engine.workers.get("farm.rig-1").unwrap().connections(),
+        1
+    );
+    s.closed(T0);
+    assert_eq!(
+        lab.engine.workers.get("farm.rig-1").unwrap().connections(),
+        0
+    );
+}
+
+#[test]
+fn without_the_extension_a_user_identity_is_ignored() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![]);
+    let mut farm = Farm::open(&mut s, "farm.proxy1");
+    for _ in 0..2 {
+        let m = farm.share(Some("rig-1"));
+        s.handle_message(m, T0);
+    }
+    s.flush();
+    transmits(&mut s);
+    assert_eq!(accepted(&lab, "farm.proxy1"), 2);
+    assert!(lab.engine.workers.get("farm.rig-1").is_none());
+}
+
+#[test]
+fn tracked_names_stay_under_the_channels_account() {
+    assert_eq!(tracked_name("acct", "rig"), "acct.rig");
+    assert_eq!(tracked_name("acct.proxy", "acct.rig"), "acct.rig");
+    assert_eq!(tracked_name("acct.proxy", "acct"), "acct");
+    assert_eq!(tracked_name("acct", "acctx.rig"), "acct.acctx.rig");
+    assert_eq!(tracked_name("acct", "other.rig"), "acct.other.rig");
+}
