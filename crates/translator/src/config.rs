@@ -87,6 +87,25 @@ pub struct TranslatorConfig {
     pub update_threshold: f64,
     /// Returned by `client.get_version`.
     pub version: &'static str,
+    /// Aggregated mode: ask the pool for extension 0x0002 (worker-specific hashrate tracking)
+    /// and, where it agrees, name each device's worker on its forwarded shares.
+    pub worker_tracking: bool,
+}
+
+impl TranslatorConfig {
+    /// What the translator says of itself to an upstream: its version, and the extensions it
+    /// asks for.
+    pub fn hello(&self) -> crate::shell::transport::Hello<'static> {
+        const TRACKING: &[u16] = &[sv2::messages::extensions::extension::WORKER_HASHRATE_TRACKING];
+        crate::shell::transport::Hello {
+            firmware: self.version,
+            extensions: if self.worker_tracking && self.channels == ChannelMode::Aggregated {
+                TRACKING
+            } else {
+                &[]
+            },
+        }
+    }
 }
 
 impl Default for TranslatorConfig {
@@ -109,6 +128,7 @@ impl Default for TranslatorConfig {
             update_interval_ms: 1_000,
             update_threshold: 0.1,
             version: concat!("stratumlab-translator/", env!("CARGO_PKG_VERSION")),
+            worker_tracking: false,
         }
     }
 }

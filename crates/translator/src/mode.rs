@@ -110,6 +110,10 @@ pub trait Mode {
     /// Aggregated or per-device.
     fn channel_mode(&self) -> ChannelMode;
 
+    /// The extensions a fresh upstream connection agreed to, told before
+    /// [`Mode::upstream_connected`]; per-device channels use none.
+    fn upstream_extensions(&mut self, _extensions: &[u16]) {}
+
     /// A fresh upstream connection is ready (past SetupConnection): ask for the channel(s).
     fn upstream_connected(&mut self, now: Timestamp);
 
@@ -172,6 +176,10 @@ impl<U: Uplink + Default> Mode for Translator<U> {
 
     fn channel_mode(&self) -> ChannelMode {
         ChannelMode::Aggregated
+    }
+
+    fn upstream_extensions(&mut self, extensions: &[u16]) {
+        Translator::upstream_extensions(self, extensions);
     }
 
     fn upstream_connected(&mut self, now: Timestamp) {

@@ -372,7 +372,7 @@ impl Uplink for Sv1Upstream {
         }
     }
 
-    fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Vec<u8> {
+    fn submit(&mut self, sequence_number: u32, share: &LocalShare, _: Option<&str>) -> Vec<u8> {
         let job = share.job.upstream.job_id;
         // A job that has left the window is submitted under an id the pool cannot know:
         // it answers "job not found", which is the truth of it.

@@ -107,6 +107,8 @@ pub struct Translator<U: Uplink = UpstreamChannel> {
     tick_rounds: TickRounds,
     /// The version bits the upstream let devices roll when last looked at.
     version_mask: u32,
+    /// The upstream agreed to extension 0x0002: forwarded shares name their device's worker.
+    tracking: bool,
 }
 
 /// The view of the translator a device works through (a free function so that the borrows of
@@ -169,7 +171,22 @@ impl<U: Uplink> Translator<U> {
             prefix: None,
             tick_rounds: TickRounds::default(),
             version_mask,
+            tracking: false,
         }
+    }
+
+    /// The extensions the upstream connection agreed to (the shell negotiates them before the
+    /// channel opens): with 0x0002 and [`TranslatorConfig::worker_tracking`], forwarded shares
+    /// name their device's worker.
+    pub fn upstream_extensions(&mut self, extensions: &[u16]) {
+        self.tracking = self.config.worker_tracking
+            && extensions.contains(&sv2::messages::extensions::extension::WORKER_HASHRATE_TRACKING);
+    }
+
+    /// Whether forwarded shares name their device's worker (see
+    /// [`Translator::upstream_extensions`]).
+    pub fn tracks_workers(&self) -> bool {
+        self.tracking
     }
 
     /// The settings it runs under.
@@ -316,7 +333,12 @@ impl<U: Uplink> Translator<U> {
                         device: id,
                         sequence_number: seq,
                     });
-                    let m = self.upstream.submit(seq, share);
+                    // The name the device authorized, cut to what the extension allows.
+                    let worker = device
+                        .worker()
+                        .filter(|_| self.tracking)
+                        .map(sv2::tlv::user_identity_of);
+                    let m = self.upstream.submit(seq, share, worker);
                     self.to_upstream.push_back(m);
                     self.flush_results();
                 }

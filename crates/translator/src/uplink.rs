@@ -30,8 +30,14 @@ pub trait Uplink {
     fn handle_message(&mut self, m: Self::In) -> Result<UpstreamEvent, UpstreamError>;
 
     /// The submission of a share the devices found that meets the upstream target, under
-    /// `sequence_number` (what the verdict is matched by).
-    fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Self::Out;
+    /// `sequence_number` (what the verdict is matched by), naming the device's `worker` where
+    /// the upstream tracks workers (SV2 extension 0x0002; at most 32 bytes).
+    fn submit(
+        &mut self,
+        sequence_number: u32,
+        share: &LocalShare,
+        worker: Option<&str>,
+    ) -> Self::Out;
 
     /// Tells the upstream the hash rate behind the channel, where the protocol has a way
     /// (SV2 `UpdateChannel`); `None` where it has none.

@@ -483,7 +483,7 @@ impl Uplink for UpstreamChannel {
         UpstreamChannel::handle_message(self, m)
     }
 
-    fn submit(&mut self, sequence_number: u32, share: &LocalShare) -> Mining {
+    fn submit(&mut self, sequence_number: u32, share: &LocalShare, worker: Option<&str>) -> Mining {
         SubmitSharesExtended {
             channel_id: self.channel_id().unwrap_or_default(),
             sequence_number,
@@ -492,7 +492,7 @@ impl Uplink for UpstreamChannel {
             ntime: share.ntime,
             version: share.version,
             extranonce: share.extranonce().to_vec(),
-            user_identity: None,
+            user_identity: worker.map(str::to_owned),
         }
         .into()
     }

@@ -530,7 +530,7 @@ fn submit(
     seq: u32,
     share: &LocalShare,
 ) -> (Verdict, UpstreamEvent) {
-    let line = up.submit(seq, share);
+    let line = up.submit(seq, share, None);
     let [LineKind::Share(verdict)] = pool.feed(&line)[..] else {
         panic!("not a share: {}", String::from_utf8_lossy(&line))
     };

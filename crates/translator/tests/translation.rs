@@ -952,3 +952,47 @@ fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
         "and so does the pool, on the job's prefix"
     );
 }
+
+#[test]
+fn forwarded_shares_name_their_worker_once_the_pool_tracks_workers() {
+    let up_t = upstream_target();
+    let long = format!("farm.{}", "r".repeat(40));
+    // (worker tracking asked for, the pool agreed): the names the pool sees.
+    for (asked, agreed, want) in [
+        (
+            true,
+            true,
+            [Some("farm.a".to_owned()), Some(long[..32].to_owned())],
+        ),
+        (true, false, [None, None]),
+        (false, true, [None, None]),
+    ] {
+        let mut t = Translator::new(
+            TranslatorConfig {
+                worker_tracking: asked,
+                ..config()
+            },
+            Timestamp::from_millis(0),
+        );
+        t.upstream_extensions(if agreed { &[2] } else { &[] });
+        assert_eq!(t.tracks_workers(), asked && agreed);
+        let a = t.device_connected(Timestamp::from_millis(0));
+        let b = t.device_connected(Timestamp::from_millis(0));
+        handshake(&mut t, a, "farm.a");
+        handshake(&mut t, b, &long);
+        open(&mut t);
+        first_work(&mut t);
+        let mut got = Vec::new();
+        for (id, worker) in [(a, "farm.a"), (b, long.as_str())] {
+            let mut m = Miner::default();
+            m.read(&mut t, id);
+            let (submit, _) = m.grind(worker, &[0, 0, 0, 7], |h| up_t.is_met_by(&h.0));
+            let out = t.device_line(id, &submit, Timestamp::from_millis(10));
+            assert!(matches!(out, Some(LineOutcome::Accepted(_))), "{out:?}");
+            let sent = submits(&mut t);
+            assert_eq!(sent.len(), 1);
+            got.push(sent[0].user_identity.clone());
+        }
+        assert_eq!(got, want, "asked {asked}, agreed {agreed}");
+    }
+}

@@ -123,6 +123,12 @@ pub struct PoolArgs {
     /// device (`stratumlab translator --channels per-device`) needs one per device it serves.
     #[arg(long, value_name = "N", default_value_t = pool::sv2::Sv2Config::default().max_channels)]
     pub sv2_max_channels: usize,
+    /// SV2 connections must negotiate extension 0x0002 (worker-specific hashrate tracking:
+    /// every extended share names its worker) before they open a channel; a connection that
+    /// opens one without it is closed. Without this flag the pool offers the extension and
+    /// takes connections either way.
+    #[arg(long)]
+    pub require_worker_tracking: bool,
     /// The connection edge's limits, the same on every role (cmd/edge.rs).
     #[command(flatten)]
     #[serde(flatten)]
@@ -181,6 +187,10 @@ impl PoolArgs {
         };
         s.config.extended_extranonce_size = self.rolled_extranonce(&Sv1Config::default());
         s.config.max_channels = self.sv2_max_channels;
+        if self.require_worker_tracking {
+            s.config.required_extensions =
+                vec![sv2::messages::extensions::extension::WORKER_HASHRATE_TRACKING];
+        }
         if let Some(path) = &self.jd_token_key {
             let key = TokenKey::read(path).context("--jd-token-key")?;
             s.config.jd_token_key = Some(std::sync::Arc::new(key));
@@ -411,6 +421,29 @@ mod tests {
             let sv2 = s.sv2_settings().unwrap();
             assert_eq!(sv2.config.extended_extranonce_size, rolled);
         }
+    }
+
+    #[test]
+    fn worker_tracking_is_offered_and_required_on_demand() {
+        let s = PoolArgs::default();
+        assert!(s
+            .sv2_settings()
+            .unwrap()
+            .config
+            .required_extensions
+            .is_empty());
+        let s: PoolArgs = config::parse(&["--require-worker-tracking"]).unwrap();
+        assert_eq!(
+            s.sv2_settings().unwrap().config.required_extensions,
+            vec![2]
+        );
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), "require_worker_tracking = true\n").unwrap();
+        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
+        assert_eq!(
+            s.sv2_settings().unwrap().config.required_extensions,
+            vec![2]
+        );
     }
 
     #[test]

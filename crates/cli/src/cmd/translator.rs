@@ -79,6 +79,11 @@ pub struct TranslatorArgs {
     /// channel's nominal hash rate is their sum.
     #[arg(long, value_name = "RATE", default_value = "1TH/s")]
     pub device_hash_rate: Budget,
+    /// Ask the pool for extension 0x0002 (worker-specific hashrate tracking) and, where it
+    /// agrees, name each device on its forwarded shares by the worker it authorized (cut to 32
+    /// bytes), so that the pool accounts each device; aggregated channels only.
+    #[arg(long)]
+    pub worker_tracking: bool,
     /// Most devices at once: another name for --max-connections [default: 10000].
     #[arg(long)]
     pub max_devices: Option<usize>,
@@ -166,6 +171,10 @@ impl TranslatorArgs {
             channels == ChannelMode::Aggregated || self.user_identity.len() <= 230,
             "--user-identity: at most 230 bytes with per-device channels"
         );
+        anyhow::ensure!(
+            !self.worker_tracking || channels == ChannelMode::Aggregated,
+            "--worker-tracking: per-device channels already carry one device each"
+        );
         let rate = self.device_hash_rate.0.hashes_per_sec();
         anyhow::ensure!(
             rate > 0.0 && rate.is_finite(),
@@ -185,6 +194,7 @@ impl TranslatorArgs {
                 self.start_difficulty
             },
             device_hash_rate: rate,
+            worker_tracking: self.worker_tracking,
             vardiff: VardiffConfig {
                 min: self.min_difficulty,
                 shares_per_minute: self.shares_per_minute,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use events::LinkCounter;
 
 use super::backoff::Backoff;
-use super::transport::{Link, Transport};
+use super::transport::{Hello, Link, Transport};
 
 /// One pool the farm proxy may work for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,14 +27,14 @@ pub(crate) async fn connect_any<T: Transport>(
     first: usize,
     timeout: Duration,
     mut backoff: Backoff,
-    firmware: &str,
+    hello: Hello<'_>,
     net: &Arc<LinkCounter>,
 ) -> (usize, Link<T>) {
     loop {
         for k in 0..upstreams.len() {
             let index = (first + k) % upstreams.len();
             let spec = &upstreams[index];
-            match tokio::time::timeout(timeout, T::connect(spec, firmware, net)).await {
+            match tokio::time::timeout(timeout, T::connect(spec, hello, net)).await {
                 Ok(Ok(link)) => return (index, link),
                 Ok(Err(e)) => {
                     tracing::warn!(upstream = %spec.addr, index, error = %e, "upstream attempt failed");

@@ -180,6 +180,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         }
         tracing::info!(upstream = %spec.addr, index, "upstream connected; opening the channel");
         let now = self.now();
+        self.translator.upstream_extensions(&c.extensions);
         self.translator.upstream_connected(now);
         self.last_index = index;
         self.stats.upstream_opening(index, spec.addr);
@@ -248,7 +249,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 first,
                 config.open_timeout,
                 backoff,
-                config.translator.version,
+                config.translator.hello(),
                 &net,
             )
             .await

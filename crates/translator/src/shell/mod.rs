@@ -440,12 +440,13 @@ where
     T: Transport,
     M: Mode<In = T::In, Out = T::Out>,
 {
-    let mut c = T::connect(spec, config.translator.version, net).await?;
+    let mut c = T::connect(spec, config.translator.hello(), net).await?;
     let mut tc = config.translator.clone();
     if c.fixed_version {
         tc.version_mask = 0;
     }
     let mut mode = make(tc, millis(clock));
+    mode.upstream_extensions(&c.extensions);
     mode.upstream_connected(millis(clock));
     while let Some(m) = mode.poll_transmit() {
         c.conn.send(m).await?;

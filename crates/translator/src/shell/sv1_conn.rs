@@ -43,7 +43,7 @@ impl Transport for Sv1Transport {
 
     async fn connect(
         spec: &UpstreamSpec,
-        _firmware: &str,
+        _hello: super::transport::Hello<'_>,
         net: &Arc<LinkCounter>,
     ) -> Result<Link<Self>, ShellError> {
         let (stream, local) = super::transport::dial(spec).await?;
@@ -57,6 +57,7 @@ impl Transport for Sv1Transport {
             },
             local,
             fixed_version: false,
+            extensions: Vec::new(),
         })
     }
 

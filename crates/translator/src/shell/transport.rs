@@ -11,7 +11,9 @@ use std::time::Duration;
 use events::LinkCounter;
 
 use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::extensions::RequestExtensions;
 use sv2::messages::Mining;
+use sv2::negotiation::{self, Outcome};
 use sv2::{Limits, Message, NoiseConn, Side};
 use tokio::net::TcpStream;
 
@@ -36,7 +38,7 @@ pub trait Transport: Sized + Send + 'static {
     /// the connection's wire bytes count into `net`.
     fn connect(
         spec: &UpstreamSpec,
-        firmware: &str,
+        hello: Hello<'_>,
         net: &Arc<LinkCounter>,
     ) -> impl Future<Output = Result<Link<Self>, ShellError>> + Send;
 
@@ -54,6 +56,15 @@ pub trait Transport: Sized + Send + 'static {
     fn fans_out(m: &Self::In) -> bool;
 }
 
+/// What the translator says of itself when it connects.
+#[derive(Clone, Copy, Debug)]
+pub struct Hello<'a> {
+    /// `SetupConnection.firmware`: the translator's version.
+    pub firmware: &'a str,
+    /// Extensions to ask the upstream for (SV2 only; none: no request is sent).
+    pub extensions: &'a [u16],
+}
+
 /// A connection ready for the channel to be asked for.
 pub struct Link<T> {
     /// The connection.
@@ -62,6 +73,8 @@ pub struct Link<T> {
     pub local: SocketAddr,
     /// The pool checks the version as sent: devices must not roll it.
     pub fixed_version: bool,
+    /// The extensions the upstream agreed to (of [`Hello::extensions`]).
+    pub extensions: Vec<u16>,
 }
 
 /// A TCP connection to the upstream, Nagle off, and its local address (for the link's events).
@@ -80,6 +93,59 @@ pub(super) async fn dial(spec: &UpstreamSpec) -> Result<(TcpStream, SocketAddr),
 /// SV2 over Noise: the translator's upstream.
 pub struct Sv2Transport(NoiseConn);
 
+/// Extension 0x0001 from the client's side: asks for `wanted` right after
+/// `SetupConnection.Success` and returns what the upstream agreed to. An upstream that does not
+/// answer within [`negotiation::ANSWER_TIMEOUT_MS`] does not know the extension (the spec has it
+/// ignore the request): the connection goes on without extensions. One that requires
+/// extensions the translator did not ask for would close the connection: that is an error, and
+/// the next upstream is tried.
+async fn negotiate(
+    conn: &mut NoiseConn,
+    wanted: &[u16],
+    spec: &UpstreamSpec,
+) -> Result<Vec<u16>, ShellError> {
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    const REQUEST_ID: u16 = 1;
+    let request = RequestExtensions {
+        request_id: REQUEST_ID,
+        requested_extensions: wanted.to_vec(),
+    };
+    conn.send_message(&request.into()).await?;
+    let wait = Duration::from_millis(negotiation::ANSWER_TIMEOUT_MS);
+    let answered = tokio::time::timeout(wait, async {
+        loop {
+            match conn.read_message().await? {
+                Some(Message::Extensions(reply)) => {
+                    if let Some(o) = negotiation::outcome(&reply, REQUEST_ID, wanted) {
+                        return Ok::<_, ShellError>(o);
+                    }
+                }
+                Some(other) => {
+                    tracing::debug!(?other, "translator: ignored while negotiating extensions")
+                }
+                None => {}
+            }
+        }
+    })
+    .await;
+    match answered {
+        Ok(Ok(Outcome::Using(using))) => {
+            tracing::info!(upstream = %spec.addr, requested = ?wanted, using = ?using, "upstream extensions negotiated");
+            Ok(using)
+        }
+        Ok(Ok(Outcome::Required(required))) => Err(ShellError::Setup(format!(
+            "the upstream requires extensions {required:#06x?}, which the translator does not use"
+        ))),
+        Ok(Err(e)) => Err(e),
+        Err(_) => {
+            tracing::info!(upstream = %spec.addr, ?wait, "upstream did not answer RequestExtensions: going on without extensions");
+            Ok(Vec::new())
+        }
+    }
+}
+
 impl Transport for Sv2Transport {
     type Uplink = UpstreamChannel;
     type In = Mining;
@@ -91,7 +157,7 @@ impl Transport for Sv2Transport {
 
     async fn connect(
         spec: &UpstreamSpec,
-        firmware: &str,
+        hello: Hello<'_>,
         net: &Arc<LinkCounter>,
     ) -> Result<Link<Self>, ShellError> {
         let (stream, local) = dial(spec).await?;
@@ -110,18 +176,14 @@ impl Transport for Sv2Transport {
             endpoint_port: spec.addr.port(),
             vendor: "stratumlab".into(),
             hardware_version: String::new(),
-            firmware: firmware.into(),
+            firmware: hello.firmware.into(),
             device_id: String::new(),
         };
         conn.send_message(&setup.into()).await?;
-        loop {
+        let fixed_version = loop {
             match conn.read_message().await? {
                 Some(Message::Common(Common::SetupConnectionSuccess(s))) => {
-                    return Ok(Link {
-                        conn: Sv2Transport(conn),
-                        local,
-                        fixed_version: s.flags & mining_flags::REQUIRES_FIXED_VERSION != 0,
-                    })
+                    break s.flags & mining_flags::REQUIRES_FIXED_VERSION != 0;
                 }
                 Some(Message::Common(Common::SetupConnectionError(e))) => {
                     return Err(ShellError::Setup(e.error_code));
@@ -129,7 +191,14 @@ impl Transport for Sv2Transport {
                 Some(other) => tracing::debug!(?other, "translator: ignored before setup"),
                 None => {}
             }
-        }
+        };
+        let extensions = negotiate(&mut conn, hello.extensions, spec).await?;
+        Ok(Link {
+            conn: Sv2Transport(conn),
+            local,
+            fixed_version,
+            extensions,
+        })
     }
 
     async fn read(&mut self) -> Result<Mining, ShellError> {
