@@ -9,7 +9,9 @@
 //! - the translator forwards shares, pool_sv2 accepts them (on one channel per device in
 //!   per-device mode) and rejects none for a reason but stale, and none goes unanswered;
 //! - a device finds a block and it becomes simnet's tip: device -> translator -> pool_sv2 ->
-//!   SubmitSolution -> simnet.
+//!   SubmitSolution -> simnet;
+//! - aggregated, with `--worker-tracking`, the translator and pool_sv2 negotiate extension 0x0002
+//!   and pool_sv2 takes the shares that carry each device's worker (a TLV it parses).
 //!
 //! Ignored by default: it needs pool_sv2 (`bash scripts/install-tools.sh pool_sv2` installs
 //! it). CI runs it by name. Everything listens on 127.0.0.1; every process is stopped when the
@@ -29,31 +31,47 @@ const DEVICES: u64 = 10;
 /// translator's events go to `events`.
 fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::Path) -> Value {
     let upstream = pool.listen.to_string();
+    let tracking: &[&str] = if mode == "aggregated" {
+        &["--worker-tracking"]
+    } else {
+        &[]
+    };
     let mut translator = Role::start(
         "translator",
         &[
-            "--listen",
-            "127.0.0.1:0",
-            "--channels",
-            mode,
-            "--upstream",
-            &upstream,
-            "--upstream-authority-key",
-            &pool.key,
-            "--user-identity",
-            "stratumlab-interop",
-            "--device-hash-rate",
-            "50kH/s",
-            "--start-difficulty",
-            "0.000023",
-            "--shares-per-minute",
-            "30",
-            "--events",
-            events.to_str().unwrap(),
-        ],
+            tracking,
+            &[
+                "--listen",
+                "127.0.0.1:0",
+                "--channels",
+                mode,
+                "--upstream",
+                &upstream,
+                "--upstream-authority-key",
+                &pool.key,
+                "--user-identity",
+                "stratumlab-interop",
+                "--device-hash-rate",
+                "50kH/s",
+                "--start-difficulty",
+                "0.000023",
+                "--shares-per-minute",
+                "30",
+                "--events",
+                events.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
     );
     // Printed once the upstream is ready on pool_sv2.
     let sv1 = translator.line("sv1 listening on");
+    if mode == "aggregated" {
+        let log = translator.log();
+        assert!(
+            log.contains("upstream extensions negotiated") && log.contains("using=[2]"),
+            "aggregated: extension 0x0002 not negotiated with pool_sv2:\n{log}"
+        );
+    }
     let fleet_events = events.with_extension("fleet.ev");
     let report = run_fleet(
         &[
@@ -157,6 +175,11 @@ fn our_translator_mines_through_the_reference_pool_aggregated_and_per_device() {
     assert!(
         pool.count("Propagating solution to the Template Provider") >= 1,
         "pool_sv2 sent no SubmitSolution to simnet"
+    );
+    assert_eq!(
+        pool.count("Extension negotiation success"),
+        1,
+        "pool_sv2 agreed to extension 0x0002 with the aggregated translator only"
     );
     drop(pool);
     simnet_role.stop();

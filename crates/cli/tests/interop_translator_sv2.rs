@@ -11,7 +11,10 @@
 //! - the verdicts the translators received are the pool's (acknowledged shares,
 //!   SubmitShares.Error count);
 //! - a device finds a block and it goes device -> translator -> pool -> simnet, which takes it
-//!   as its new tip.
+//!   as its new tip;
+//! - agg negotiates extension 0x0002 (worker-specific hashrate tracking) with the pool, and the
+//!   pool credits its shares to the devices' workers, which add up to what agg was
+//!   acknowledged.
 //!
 //! Ignored by default: it needs translator_sv2 (`bash scripts/install-tools.sh translator_sv2`
 //! installs it). CI runs it by name. Everything listens on 127.0.0.1 (the translators' configs
@@ -54,7 +57,7 @@ fn the_reference_translator_mines_through_our_pool_aggregated_and_per_channel() 
     // Aggregating, the translator widens its request by 2 bytes (its per-device index): 2 + 2
     // fits the 4 bytes our pool lets a channel roll, 4 + 2 would be refused.
     let mut translators = Vec::new();
-    for (name, aggregate, en2) in [("agg", true, 2), ("per", false, 4)] {
+    for (name, aggregate, en2, extensions) in [("agg", true, 2, &[2][..]), ("per", false, 4, &[])] {
         let sub = dir.path().join(name);
         std::fs::create_dir(&sub).unwrap();
         let listen = lab::third_party::free_loopback_port().unwrap();
@@ -67,6 +70,7 @@ fn the_reference_translator_mines_through_our_pool_aggregated_and_per_channel() 
             shares_per_minute: 30.0,
             aggregate_channels: aggregate,
             extranonce2_size: en2,
+            extensions,
         };
         let mut t = ThirdParty::with_config(&TRANSLATOR_SV2, &sub, &config.toml());
         t.wait_for(
@@ -125,13 +129,47 @@ fn the_reference_translator_mines_through_our_pool_aggregated_and_per_channel() 
     std::thread::sleep(Duration::from_secs(2));
     let mut acked = 0;
     let mut errors = 0;
+    let mut agg_acked = 0;
     for (name, mut t, _, _) in translators {
         t.stop(Duration::from_secs(10));
         let (a, e) = verdicts_received(&t.log(), "");
         eprintln!("translator {name}: {a} acknowledged, {e} errors");
         acked += a;
         errors += e;
+        if name == "agg" {
+            agg_acked = a;
+        }
     }
+    // Extension 0x0002: agg's shares are its devices' (translator_sv2 names each by the worker
+    // part of its SV1 user, `worker<index>`), kept under agg's account.
+    let workers = support::http_get_json(&pool.http, "/api/workers?limit=500");
+    let agg_workers: Vec<(String, u64)> = workers["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| {
+            (
+                w["name"].as_str().unwrap().to_owned(),
+                w["accepted"].as_u64().unwrap(),
+            )
+        })
+        .filter(|(name, n)| name.starts_with("stratumlab-agg.") && *n > 0)
+        .collect();
+    eprintln!("agg's workers on the pool: {agg_workers:?}");
+    let device = |name: &str| {
+        name.strip_prefix("stratumlab-agg.worker")
+            .and_then(|i| i.parse::<u64>().ok())
+            .filter(|i| *i < DEVICES)
+    };
+    assert!(
+        agg_workers.len() >= 2 && agg_workers.iter().all(|(name, _)| device(name).is_some()),
+        "agg's shares are credited to its devices: {agg_workers:?}"
+    );
+    assert_eq!(
+        agg_workers.iter().map(|(_, n)| n).sum::<u64>(),
+        agg_acked,
+        "agg's workers add up to what agg was acknowledged: {agg_workers:?}"
+    );
     let pool_log = roles.stop_for_log("pool");
     roles.stop("simnet");
     let opened = |name: &str| {

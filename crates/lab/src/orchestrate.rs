@@ -952,6 +952,7 @@ impl Trial<'_> {
             template_provider: tdp,
             payout_address: PAYOUT_ADDRESS,
             shares_per_minute: self.scenario.shares_per_minute,
+            extensions: &[],
         }
         .toml();
         let path = self.dir.join(format!("{config}.pool_sv2.toml"));
@@ -1027,6 +1028,7 @@ impl Trial<'_> {
             shares_per_minute: self.scenario.shares_per_minute,
             aggregate_channels: true,
             extranonce2_size: 4,
+            extensions: &[],
         }
         .toml();
         let path = self.dir.join(format!("{role}.translator_sv2.toml"));

@@ -256,6 +256,8 @@ pub struct PoolSv2Config<'a> {
     pub payout_address: &'a str,
     /// The share rate per channel it sets difficulty for.
     pub shares_per_minute: f64,
+    /// Extensions it negotiates with clients that ask (`supported_extensions`), such as 0x0002.
+    pub extensions: &'a [u16],
 }
 
 impl PoolSv2Config<'_> {
@@ -274,6 +276,7 @@ impl PoolSv2Config<'_> {
              pool_signature = \"stratumlab lab\"\n\
              shares_per_minute = {:?}\n\
              share_batch_size = 1\n\
+             supported_extensions = {:?}\n\
              \n\
              [template_provider_type.Sv2Tp]\n\
              address = \"{}\"\n\
@@ -283,6 +286,7 @@ impl PoolSv2Config<'_> {
             self.listen,
             self.payout_address,
             self.shares_per_minute as f32,
+            self.extensions,
             self.template_provider,
             self.authority_public_key,
         )
@@ -309,11 +313,14 @@ pub struct TranslatorSv2Config<'a> {
     /// more (its per-device index): pool_sv2 grants 4 + 2, our pool lets a channel roll at most
     /// 4 and refuses 6 (unsupported-min-extranonce-size).
     pub extranonce2_size: u8,
+    /// Extensions it asks its pool for, and requires (translator_sv2 asks only for required
+    /// ones); with 0x0002 each device's shares name its SV1 worker.
+    pub extensions: &'a [u16],
 }
 
 impl TranslatorSv2Config<'_> {
     /// A minimal config: devices on loopback only, no monitoring server, no miner telemetry (its
-    /// LAN scan), no extensions. A new device starts at the difficulty at which its hash rate
+    /// LAN scan), the extensions of [`TranslatorSv2Config::extensions`]. A new device starts at the difficulty at which its hash rate
     /// gives `shares_per_minute`, as the SV1 pool and our translator start it.
     pub fn toml(&self) -> String {
         format!(
@@ -324,8 +331,8 @@ impl TranslatorSv2Config<'_> {
              downstream_extranonce2_size = {}\n\
              verify_payout = false\n\
              aggregate_channels = {}\n\
-             supported_extensions = []\n\
-             required_extensions = []\n\
+             supported_extensions = {:?}\n\
+             required_extensions = {:?}\n\
              \n\
              [downstream_difficulty_config]\n\
              min_individual_miner_hashrate = {:?}\n\
@@ -342,6 +349,8 @@ impl TranslatorSv2Config<'_> {
             self.listen.port(),
             self.extranonce2_size,
             self.aggregate_channels,
+            self.extensions,
+            self.extensions,
             self.device_hash_rate as f32,
             self.shares_per_minute as f32,
             self.upstream.ip(),
@@ -451,6 +460,7 @@ mod tests {
             template_provider: "127.0.0.1:8442".parse().unwrap(),
             payout_address: "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
             shares_per_minute: 15.0,
+            extensions: &[],
         };
         let text = c.toml();
         let v: toml::Value = toml::from_str(&text).unwrap();
@@ -485,6 +495,7 @@ mod tests {
             shares_per_minute: 15.0,
             aggregate_channels: true,
             extranonce2_size: 4,
+            extensions: &[],
         };
         let text = c.toml();
         let v: toml::Value = toml::from_str(&text).unwrap();

@@ -798,6 +798,8 @@ impl RefPool {
             template_provider: node.tdp().parse().unwrap(),
             payout_address: PAYOUT,
             shares_per_minute: 30.0,
+            // Extension 0x0002, for a translator that asks (ours with --worker-tracking).
+            extensions: &[2],
         };
         let mut process = ThirdParty::with_config(&lab::third_party::POOL_SV2, dir, &config.toml());
         process.wait_for(lab::third_party::POOL_SV2_READY, Duration::from_secs(90));

@@ -484,6 +484,7 @@ impl RowRun<'_> {
                     template_provider: tdp,
                     payout_address: PAYOUT,
                     shares_per_minute: spm,
+                    extensions: &[],
                 }
                 .toml();
                 let warn = self.kind == RowKind::PoolSv2Warn;

@@ -570,6 +570,7 @@ impl RowRun<'_> {
                     shares_per_minute: o.spm(),
                     aggregate_channels: !o.per_device,
                     extranonce2_size: 2,
+                    extensions: &[],
                 }
                 .toml();
                 let warn = self.kind == RowKind::TranslatorSv2Warn;
