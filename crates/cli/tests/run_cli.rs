@@ -391,6 +391,45 @@ fn a_short_run_of_c_per_device_gives_the_pool_a_channel_per_device() {
     no_role_left(out.to_str().unwrap());
 }
 
+/// C-workers (not in the default run) beside C: the same aggregated channel, its shares naming
+/// their devices' workers (SV2 extension 0x0002). The pool credits one worker behind C and each
+/// device behind C-workers (`pool_workers`); every figure C has, C-workers has.
+#[test]
+fn a_short_run_of_c_workers_credits_each_device_where_c_credits_one_worker() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let child = lab_of(&out, &["C", "C-workers"], &["--duration", "16s"]);
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let (c, w) = (&results["configs"]["C"], &results["configs"]["C-workers"]);
+    for (name, config) in [("C", c), ("C-workers", w)] {
+        config_is_sane(&out, name, config);
+        proxy_is_the_farm_edge(&out, name, config);
+    }
+    assert_eq!(
+        c["pool_workers"].as_u64(),
+        Some(1),
+        "C: {}",
+        c["pool_workers"]
+    );
+    let workers = w["pool_workers"].as_u64().unwrap();
+    assert!(
+        (2..=8).contains(&workers),
+        "C-workers credits the devices that reached the pool, at most 8: {workers}"
+    );
+    eprintln!(
+        "pool shares C {} C-workers {}; WAN C {} C-workers {}",
+        c["pool_shares"]["accepted"],
+        w["pool_shares"]["accepted"],
+        c["links"]["wan"],
+        w["links"]["wan"]
+    );
+    no_role_left(out.to_str().unwrap());
+}
+
 /// The farm proxy in front of a configuration's first device chunk, if it has one.
 fn proxy_of(config: &str) -> Option<String> {
     if config.starts_with('C') {

@@ -12,7 +12,6 @@ mod support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde_json::Value;
 use support::{dump_events, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Roles};
 
 const DEVICES: u64 = 4;

@@ -175,6 +175,9 @@ pub struct TrialRecord {
     pub job_source_node: BTreeMap<String, String>,
     /// The WAN link's name in tap events.
     pub wan_link: String,
+    /// Per configuration with a pool of ours: the workers it credited with an accepted share
+    /// (its `/api/workers` at the end of the run, before the roles stop).
+    pub pool_workers: BTreeMap<String, u64>,
 }
 
 /// What a running trial reports to whoever shows progress.
@@ -246,6 +249,8 @@ struct Running {
     logs: Vec<RoleFile>,
     /// Every status endpoint of the trial's own roles (each of our pools' among them).
     endpoints: Vec<StatusEndpoint>,
+    /// See [`TrialRecord::pool_workers`].
+    pool_workers: BTreeMap<String, u64>,
 }
 
 impl Running {
@@ -311,6 +316,7 @@ impl Trial<'_> {
             roles: Vec::new(),
             logs: Vec::new(),
             endpoints: Vec::new(),
+            pool_workers: BTreeMap::new(),
         };
         let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
         // Whatever happened, every role stops; on success they are already stopping in order.
@@ -338,6 +344,7 @@ impl Trial<'_> {
             usage_csv: sampler.csvs(window.start_ns),
             job_source_node,
             wan_link: WAN_LINK.to_owned(),
+            pool_workers: running.pool_workers,
         })
     }
 
@@ -496,6 +503,7 @@ impl Trial<'_> {
                     ProxyImpl::OursSv1Proxy | ProxyImpl::External => "proxy",
                     ProxyImpl::OursTranslator
                     | ProxyImpl::OursTranslatorPerDevice
+                    | ProxyImpl::OursTranslatorWorkers
                     | ProxyImpl::ReferenceTranslator => "translator",
                 };
                 self.progress
@@ -505,6 +513,7 @@ impl Trial<'_> {
                 let edge = match proxy {
                     ProxyImpl::OursTranslator
                     | ProxyImpl::OursTranslatorPerDevice
+                    | ProxyImpl::OursTranslatorWorkers
                     | ProxyImpl::OursSv1Proxy => {
                         let args = self.proxy_args(proxy, tap, &name, events_of(&log));
                         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
@@ -657,6 +666,12 @@ impl Trial<'_> {
                 name: events::ShortStr::new("run_end"),
             },
         );
+        running.pool_workers = running
+            .endpoints
+            .iter()
+            .filter(|e| e.role == "pool")
+            .filter_map(|e| Some((e.config.clone(), workers_credited(e.addr)?)))
+            .collect();
         self.progress.stage("stopping roles");
         // Stop in order while they are healthy: taps and pools flush their events on SIGTERM.
         let stopped = running.stop_all(Duration::from_secs(15));
@@ -999,8 +1014,10 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ]));
-        if proxy == ProxyImpl::OursTranslatorPerDevice {
-            a.extend(args(["--channels", "per-device"]));
+        match proxy {
+            ProxyImpl::OursTranslatorPerDevice => a.extend(args(["--channels", "per-device"])),
+            ProxyImpl::OursTranslatorWorkers => a.extend(args(["--worker-tracking"])),
+            _ => {}
         }
         a.extend(self.edge_args());
         a
@@ -1442,6 +1459,30 @@ fn wait_healthy(role: &str, http: SocketAddr, timeout: Duration) -> Result<(), R
         role: role.to_owned(),
         why: last,
     })
+}
+
+/// The workers our pool at `http` credited with an accepted share, over its `/api/workers`
+/// pages; `None` if it does not answer.
+fn workers_credited(http: SocketAddr) -> Option<u64> {
+    let mut credited = 0;
+    let mut offset = 0;
+    loop {
+        let (200, body) =
+            http_get(http, &format!("/api/workers?offset={offset}&limit=1000")).ok()?
+        else {
+            return None;
+        };
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        credited += v["workers"]
+            .as_array()?
+            .iter()
+            .filter(|w| w["accepted"].as_u64().is_some_and(|n| n > 0))
+            .count() as u64;
+        match v["next_offset"].as_u64() {
+            Some(next) if next > offset => offset = next,
+            _ => return Some(credited),
+        }
+    }
 }
 
 fn pool_counts(http: SocketAddr) -> Option<ShareCounts> {

@@ -162,6 +162,10 @@ pub struct ConfigResults {
     pub shares: Shares,
     /// Upstream of an aggregating proxy or translator; `null` when there is none.
     pub pool_shares: Option<Shares>,
+    /// The distinct workers the pool credited with an accepted share: 1 behind an aggregated
+    /// channel, every device for sv1 and C-workers; `null` for a pool without a worker list.
+    #[serde(default)]
+    pub pool_workers: Option<u64>,
     /// Share work at the farm edge.
     pub work: Work,
     /// `work` upstream of the proxy, alongside `pool_shares`.
@@ -523,6 +527,7 @@ mod tests {
         for key in [
             "shares",
             "pool_shares",
+            "pool_workers",
             "work",
             "stale_pct_mainnet_equiv",
             "blocks",

@@ -216,6 +216,7 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
                 .collect(),
             simnet: simnet.clone(),
             job_source_node: r.job_source_node.get(config).cloned().unwrap_or_default(),
+            pool_workers: r.pool_workers.get(config).copied(),
             window: r.window,
             links: LinkSetup {
                 wan: r.wan_link.clone(),

@@ -30,6 +30,7 @@ pub const KNOWN_CONFIGS: &[&str] = &[
     "C",
     "C-ref",
     "C-per-device",
+    "C-workers",
 ];
 
 /// What a configuration's devices speak to the first role they meet.
@@ -66,6 +67,10 @@ pub enum ProxyImpl {
     /// `stratumlab translator --channels per-device`: an SV2 extended channel per SV1 device,
     /// all on one connection, so that the pool sees (and judges) each device as SV1 does.
     OursTranslatorPerDevice,
+    /// `stratumlab translator --worker-tracking`: aggregated as `OursTranslator`, each
+    /// forwarded share naming its device's worker (SV2 extension 0x0002), so that the pool
+    /// accounts every device as SV1 does; what that costs on the WAN and in CPU shows against C.
+    OursTranslatorWorkers,
     /// The SV2 reference translator (`translator_sv2`), aggregating likewise.
     ReferenceTranslator,
     /// `stratumlab proxy`: SV1 devices aggregated onto one SV1 connection (the translator's
@@ -95,7 +100,7 @@ pub struct ConfigSpec<'a> {
     pub job_declaration: bool,
 }
 
-const SPECS: [ConfigSpec<'static>; 9] = [
+const SPECS: [ConfigSpec<'static>; 10] = [
     ConfigSpec {
         name: "sv1",
         devices: DeviceProtocol::Sv1,
@@ -157,6 +162,13 @@ const SPECS: [ConfigSpec<'static>; 9] = [
         devices: DeviceProtocol::Sv1,
         pool: PoolImpl::OursSv2,
         proxy: Some(ProxyImpl::OursTranslatorPerDevice),
+        job_declaration: false,
+    },
+    ConfigSpec {
+        name: "C-workers",
+        devices: DeviceProtocol::Sv1,
+        pool: PoolImpl::OursSv2,
+        proxy: Some(ProxyImpl::OursTranslatorWorkers),
         job_declaration: false,
     },
 ];

@@ -124,6 +124,7 @@ fn ten_thousand_devices_for_two_minutes() {
         logs,
         simnet: LogSource::File(path("simnet")),
         job_source_node: "pool".into(),
+        pool_workers: None,
         window,
         links: LinkSetup {
             wan: "wan".into(),

@@ -44,12 +44,13 @@ use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
 use sv2::messages::common::{
     mining_flags, ChannelEndpointChanged, SetupConnection, SetupConnectionSuccess,
 };
+use sv2::messages::extensions::RequestExtensions;
 use sv2::messages::mining::{
     CloseChannel, NewMiningJob, OpenExtendedMiningChannel, OpenStandardMiningChannel,
     SetCustomMiningJob, SetGroupChannel, SetTarget, SubmitSharesExtended, SubmitSharesStandard,
     SubmitSharesSuccess, UpdateChannel,
 };
-use sv2::messages::{Common, Mining};
+use sv2::messages::{Common, Extensions, Mining};
 use sv2::Message;
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -1108,6 +1109,9 @@ fn from_pool(m: &Message) -> bool {
     matches!(
         m,
         Message::Common(Common::SetupConnectionSuccess(_) | Common::SetupConnectionError(_))
+            | Message::Extensions(
+                Extensions::RequestExtensionsSuccess(_) | Extensions::RequestExtensionsError(_)
+            )
             | Message::Mining(
                 Mining::OpenStandardMiningChannelSuccess(_)
                     | Mining::OpenExtendedMiningChannelSuccess(_)
@@ -1320,6 +1324,16 @@ impl Sv2Run {
         match input.u8() % 12 {
             0 => {
                 let (p, f) = (input.u8(), input.u8());
+                // The high bit: extensions negotiation instead (bits 5-6 pick the request).
+                if p & 0x80 != 0 {
+                    return RequestExtensions {
+                        request_id: u16::from(f),
+                        requested_extensions: [&[2][..], &[], &[0x4001], &[0x4001, 2, 2]]
+                            [usize::from(p >> 5 & 3)]
+                        .to_vec(),
+                    }
+                    .into();
+                }
                 let mut flags = 0;
                 for (bit, flag) in [
                     (1, mining_flags::REQUIRES_STANDARD_JOBS),
@@ -1411,7 +1425,12 @@ impl Sv2Run {
                     ntime,
                     version,
                     extranonce,
-                    user_identity: None,
+                    // Bits 3-4: extension 0x0002's worker, under the channel's account or not.
+                    user_identity: match e >> 3 & 3 {
+                        2 => Some(format!("rig{}", e >> 5)),
+                        3 => Some(format!("acct.rig{}", e >> 5)),
+                        _ => None,
+                    },
                 }
                 .into()
             }
@@ -1656,6 +1675,20 @@ impl Sv2Run {
                 assert_eq!(channels_after, channels_before + usize::from(opened));
                 assert!(!closed);
             }
+            (Message::Extensions(Extensions::RequestExtensions(r)), true) => {
+                // One answer: the pool supports 0x0002 and nothing else; none required.
+                let wanted = r.requested_extensions.contains(&2);
+                let ok = match &out[..] {
+                    [Message::Extensions(Extensions::RequestExtensionsSuccess(a))] => {
+                        wanted && a.request_id == r.request_id && a.supported_extensions == [2]
+                    }
+                    [Message::Extensions(Extensions::RequestExtensionsError(a))] => {
+                        !wanted && a.request_id == r.request_id && a.required_extensions.is_empty()
+                    }
+                    _ => false,
+                };
+                assert!(ok && !closed, "{r:?} answered with {out:?}");
+            }
             (Message::Mining(Mining::SetCustomMiningJob(c)), true) => {
                 let ok = match &out[..] {
                     [Message::Mining(Mining::SetCustomMiningJobSuccess(r))] => {
@@ -1756,8 +1789,13 @@ impl Sv2Run {
             let msg_type = m
                 .encode(&mut payload)
                 .unwrap_or_else(|e| panic!("{m:?} does not encode: {e:?}"));
-            let again = Message::decode(msg_type, &mut payload)
-                .unwrap_or_else(|e| panic!("{m:?} does not decode: {e:?}"));
+            let again = Message::decode_frame(
+                m.extension_type() & !sv2::noise::CHANNEL_MSG_BIT,
+                msg_type,
+                &mut payload,
+            )
+            .unwrap_or_else(|e| panic!("{m:?} does not decode: {e:?}"))
+            .unwrap_or_else(|| panic!("{m:?} is of an unknown extension"));
             assert_eq!(&again, m, "a message changed on the wire");
             match m {
                 Message::Mining(Mining::SetNewPrevHash(p)) => {

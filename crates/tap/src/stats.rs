@@ -363,15 +363,17 @@ impl fmt::Display for Summary {
             let (up, down) = (&self.sv2[0], &self.sv2[1]);
             writeln!(
                 f,
-                "  sv2           {} connections terminated ({} failed): {} jobs, {} prev hashes, {} targets, {} submits, {} accepted / {} rejected, {} frames unread; upstream leg {} B up, {} B down",
+                "  sv2           {} connections terminated ({} failed): {} jobs, {} prev hashes, {} targets, {} submits ({} naming their worker), {} accepted / {} rejected, {} extensions negotiation messages, {} frames unread; upstream leg {} B up, {} B down",
                 self.sv2_connections,
                 self.sv2_failures,
                 down.jobs,
                 down.prev_hashes,
                 down.targets,
                 up.submits,
+                up.worker_submits,
                 down.accepted,
                 down.rejected,
+                up.negotiation + down.negotiation,
                 up.unparsed + down.unparsed + up.other_extension + down.other_extension,
                 self.upstream_bytes[0],
                 self.upstream_bytes[1]

@@ -47,6 +47,10 @@ pub struct Sv2Counts {
     pub targets: u64,
     /// Shares: `SubmitSharesStandard` and `SubmitSharesExtended`.
     pub submits: u64,
+    /// Of the shares, those naming their worker (extension 0x0002's `user_identity`).
+    pub worker_submits: u64,
+    /// Extensions negotiation messages (extension 0x0001).
+    pub negotiation: u64,
     /// Shares acknowledged by `SubmitShares.Success`.
     pub accepted: u64,
     /// `SubmitShares.Error`s.
@@ -65,6 +69,8 @@ impl Sv2Counts {
         self.prev_hashes += o.prev_hashes;
         self.targets += o.targets;
         self.submits += o.submits;
+        self.worker_submits += o.worker_submits;
+        self.negotiation += o.negotiation;
         self.accepted += o.accepted;
         self.rejected += o.rejected;
         self.other_extension += o.other_extension;
@@ -161,13 +167,18 @@ impl Sv2Watch {
     ) {
         let counts = &mut self.counts[index(dir)];
         counts.frames += 1;
-        if frame.extension() != 0 {
-            counts.other_extension += 1;
-            return;
-        }
         let msg_type = frame.msg_type();
-        let message = match Message::decode(msg_type, &mut frame.payload) {
-            Ok(m) => m,
+        let message = match Message::decode_frame(frame.extension(), msg_type, &mut frame.payload) {
+            Ok(Some(Message::Extensions(m))) => {
+                counts.negotiation += 1;
+                tracing::debug!(conn, ?dir, message = ?m, "sv2: extensions negotiation");
+                return;
+            }
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                counts.other_extension += 1;
+                return;
+            }
             Err(e) => {
                 counts.unparsed += 1;
                 tracing::debug!(conn, ?dir, error = %e, "sv2 frame does not decode");
@@ -226,16 +237,28 @@ impl Sv2Watch {
                 s.version,
                 out,
             ),
-            (Direction::Up, Mining::SubmitSharesExtended(s)) => self.on_submit(
-                conn,
-                s.channel_id,
-                s.sequence_number,
-                s.job_id,
-                s.nonce,
-                s.ntime,
-                s.version,
-                out,
-            ),
+            (Direction::Up, Mining::SubmitSharesExtended(s)) => {
+                if let Some(worker) = &s.user_identity {
+                    self.counts[0].worker_submits += 1;
+                    tracing::trace!(
+                        conn,
+                        channel = s.channel_id,
+                        seq = s.sequence_number,
+                        worker,
+                        "sv2: share names its worker"
+                    );
+                }
+                self.on_submit(
+                    conn,
+                    s.channel_id,
+                    s.sequence_number,
+                    s.job_id,
+                    s.nonce,
+                    s.ntime,
+                    s.version,
+                    out,
+                )
+            }
             (Direction::Down, Mining::SubmitSharesSuccess(s)) => self.on_success(conn, s, out),
             (Direction::Down, Mining::SubmitSharesError(e)) => self.on_error(conn, e, out),
             _ => {}
@@ -497,6 +520,57 @@ mod tests {
     }
 
     #[test]
+    fn extensions_negotiation_and_shares_naming_their_worker_are_counted() {
+        use sv2::messages::extensions::{RequestExtensions, RequestExtensionsSuccess};
+        use sv2::messages::mining::{OpenExtendedMiningChannelSuccess, SubmitSharesExtended};
+        let mut w = Sv2Watch::new();
+        let request = RequestExtensions {
+            request_id: 1,
+            requested_extensions: vec![2],
+        };
+        assert!(observe(&mut w, Direction::Up, request).is_empty());
+        let answer = RequestExtensionsSuccess {
+            request_id: 1,
+            supported_extensions: vec![2],
+        };
+        assert!(observe(&mut w, Direction::Down, answer).is_empty());
+        let opened = OpenExtendedMiningChannelSuccess {
+            request_id: 2,
+            channel_id: 7,
+            target: difficulty(1.0),
+            extranonce_size: 4,
+            extranonce_prefix: vec![0; 4],
+            group_channel_id: 0,
+        };
+        observe(&mut w, Direction::Down, opened);
+        for (seq, worker) in [(1, Some("farm.rig1")), (2, None)] {
+            let share = SubmitSharesExtended {
+                channel_id: 7,
+                sequence_number: seq,
+                job_id: 1,
+                nonce: seq,
+                ntime: 0x6600_0000,
+                version: 0x2000_0000,
+                extranonce: vec![0; 4],
+                user_identity: worker.map(str::to_owned),
+            };
+            observe(&mut w, Direction::Up, share);
+        }
+        let up = w.counts(Direction::Up);
+        assert_eq!(
+            (
+                up.submits,
+                up.worker_submits,
+                up.negotiation,
+                up.other_extension,
+                up.unparsed
+            ),
+            (2, 1, 1, 0, 0)
+        );
+        assert_eq!(w.counts(Direction::Down).negotiation, 1);
+    }
+
+    #[test]
     fn a_standard_channel_session_is_reported() {
         let mut w = Sv2Watch::new();
         standard_open(&mut w, 7, 4.0);
@@ -731,9 +805,10 @@ mod tests {
         assert!(ev.is_empty());
         // A submit going the wrong way is not a share sent.
         assert!(observe(&mut w, Direction::Down, submit(1, 1, 1, 1)).is_empty());
-        // Another extension's frame, and a payload that does not decode.
+        // Another extension's frame (0x4001, an experimental one), and a payload that does not
+        // decode.
         let mut f = frame(submit(1, 1, 1, 1));
-        f.header = Header::from_bytes(&[0x01, 0x80, f.msg_type(), 1, 0, 0]).unwrap();
+        f.header = Header::from_bytes(&[0x01, 0xc0, f.msg_type(), 1, 0, 0]).unwrap();
         let mut out = Vec::new();
         w.observe(CONN, Direction::Up, &mut f, &mut out);
         let mut f = frame(submit(1, 1, 1, 1));

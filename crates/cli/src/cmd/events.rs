@@ -247,6 +247,8 @@ fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
         simnet: LogSource::from(simnet.unwrap_or_else(empty)),
         // A single-node simnet names its node "node".
         job_source_node: "node".into(),
+        // Event files do not hold the pool's worker list.
+        pool_workers: None,
         window: lab::metrics::Window {
             start_ns: first,
             warmup_end_ns: first,

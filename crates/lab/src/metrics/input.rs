@@ -224,6 +224,9 @@ pub struct ConfigRun {
     /// calls its node "node"): whose templates time-to-job counts from and whose block
     /// verdicts block propagation ends at.
     pub job_source_node: String,
+    /// The workers the pool credited with an accepted share (our pools' `/api/workers`);
+    /// `None` where the pool has no such list.
+    pub pool_workers: Option<u64>,
     /// The run's warm-up, measured window and drain.
     pub window: Window,
     /// The configuration's links.

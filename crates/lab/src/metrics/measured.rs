@@ -96,6 +96,8 @@ pub struct Measured {
     pub shares: ShareTally,
     /// Upstream of a proxy, when the configuration has one.
     pub pool_shares: Option<ShareTally>,
+    /// The workers the pool credited with an accepted share (the most of any trial).
+    pub pool_workers: Option<u64>,
     /// New network tips in the measured window, and the window's length.
     pub tips: u64,
     /// The measured window's length, summed over trials, in ns.
@@ -144,6 +146,7 @@ impl Measured {
             (None, Some(b)) => self.pool_shares = Some(b.clone()),
             _ => {}
         }
+        self.pool_workers = self.pool_workers.max(o.pool_workers);
         self.tips += o.tips;
         self.measured_ns += o.measured_ns;
         self.blocks.merge(&o.blocks);
@@ -219,6 +222,7 @@ impl Measured {
             invalid_reasons: reasons,
             shares: self.shares.shares(),
             pool_shares: self.pool_shares.as_ref().map(|s| s.shares()),
+            pool_workers: self.pool_workers,
             work: self.shares.work(),
             pool_work: self.pool_shares.as_ref().map(|s| s.work()),
             stale_pct_mainnet_equiv: self

@@ -315,6 +315,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     let m = Measured {
         name: run.name.clone(),
         trials: 1,
+        pool_workers: run.pool_workers,
         shares: fleet.shares.tally.clone(),
         pool_shares: match run.pool_shares {
             PoolShares::None => None,

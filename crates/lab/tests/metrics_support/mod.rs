@@ -248,6 +248,7 @@ impl Lab {
             logs,
             simnet: LogSource::from(log("simnet", self.simnet.clone())),
             job_source_node: self.node.clone(),
+            pool_workers: None,
             window: self.window,
             links: LinkSetup {
                 wan: "wan".into(),
