@@ -64,9 +64,10 @@ fn each_devices_shares_are_credited_to_its_worker_through_one_aggregated_channel
         Duration::from_secs(70),
     );
     assert_eq!(report["connected"].as_u64(), Some(DEVICES), "{report}");
-    status_when(&t_http, "no verdict awaited", |s| {
+    let t = status_when(&t_http, "no verdict awaited", |s| {
         s["devices"]["connected"] == 0 && s["upstream_shares"]["in_flight"] == 0
     });
+    assert_eq!(t["upstream"]["extensions"], serde_json::json!([2]), "{t}");
     let workers = http_get_json(&pool.http, "/api/workers?limit=100");
     roles.stop("translator");
 

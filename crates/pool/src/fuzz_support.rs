@@ -2019,7 +2019,8 @@ impl Sv2Run {
         );
         let s = self.pool.engine.stats.snapshot(self.pool.now);
         assert_eq!(s.connections, 1);
-        assert!(s.workers as usize <= self.s.channel_count());
+        // A channel's worker, and those its shares named (extension 0x0002).
+        assert!(s.workers as usize <= self.s.channel_count() + self.s.tracked_workers());
     }
 }
 

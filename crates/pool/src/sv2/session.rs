@@ -426,6 +426,12 @@ impl Session {
         &self.extensions
     }
 
+    /// Workers named by the shares of the connection's channels (extension 0x0002), besides
+    /// the channels' own.
+    pub fn tracked_workers(&self) -> usize {
+        self.channels.values().map(|c| c.tracked.len()).sum()
+    }
+
     fn has_required_extensions(&self) -> bool {
         self.config
             .required_extensions

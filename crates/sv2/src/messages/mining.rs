@@ -378,7 +378,10 @@ impl Sv2Message for SubmitSharesExtended {
             (m, used)
         };
         for f in tlv::read(&payload[used.min(payload.len())..]) {
-            let f = f.map_err(|e| malformed(e.to_string()))?;
+            // Bytes that are not TLVs are ignored, as bytes after a message always were (a
+            // later spec version may append fields); a user_identity that is there must be
+            // one the extension allows.
+            let Ok(f) = f else { break };
             if (f.extension, f.field) != tlv::USER_IDENTITY {
                 continue;
             }

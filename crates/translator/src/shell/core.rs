@@ -181,6 +181,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
         tracing::info!(upstream = %spec.addr, index, "upstream connected; opening the channel");
         let now = self.now();
         self.translator.upstream_extensions(&c.extensions);
+        self.stats.upstream_extensions(&c.extensions);
         self.translator.upstream_connected(now);
         self.last_index = index;
         self.stats.upstream_opening(index, spec.addr);

@@ -182,6 +182,8 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
             },
             "upstreams_lost": u.upstreams_lost,
             "last_lost": last_lost,
+            // SV2 extensions the upstream agreed to: [2] when shares name their worker.
+            "extensions": u.extensions,
         },
     });
     if let (Some(map), Some(a)) = (v.as_object_mut(), &s.admission) {

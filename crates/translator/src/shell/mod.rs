@@ -372,6 +372,7 @@ where
         )
         .with_mode(channels),
     );
+    stats.upstream_extensions(&link.extensions);
     let (shutdown, stop_rx) = watch::channel(false);
     let (inbox_tx, inbox_rx) = mpsc::channel(config.inbox.max(1));
     let limits = config.edge_limits(clock);

@@ -83,6 +83,8 @@ pub struct UpstreamSnapshot {
     pub upstreams_lost: u64,
     /// The last upstream lost, if any.
     pub last_lost: Option<Loss>,
+    /// The SV2 extensions the upstream in use agreed to (0x0002: shares name their worker).
+    pub extensions: Vec<u16>,
 }
 
 /// The upstream channels beyond the count open: what per-device mode needs described (in
@@ -157,6 +159,7 @@ struct Upstream {
     since: Instant,
     since_wall: SystemTime,
     last_lost: Option<(usize, SocketAddr, String, Instant)>,
+    extensions: Vec<u16>,
 }
 
 /// The shared figures: written by the core task only, read by anyone.
@@ -239,6 +242,7 @@ impl Stats {
                 since: Instant::now(),
                 since_wall: SystemTime::now(),
                 last_lost: None,
+                extensions: Vec::new(),
             }),
             gate: std::sync::OnceLock::new(),
         }
@@ -346,6 +350,11 @@ impl Stats {
         u.since_wall = SystemTime::now();
     }
 
+    /// The extensions the upstream connected now agreed to.
+    pub fn upstream_extensions(&self, extensions: &[u16]) {
+        self.upstream().extensions = extensions.to_vec();
+    }
+
     /// Upstream `index` at `address` is connected; its channel is asked for.
     pub fn upstream_opening(&self, index: usize, address: SocketAddr) {
         let mut u = self.upstream();
@@ -450,6 +459,7 @@ impl Stats {
                         reason: reason.clone(),
                         ago: now.saturating_duration_since(*at),
                     }),
+                extensions: u.extensions.clone(),
             }
         };
         StatsSnapshot {
