@@ -142,18 +142,9 @@ fn the_reference_translator_mines_through_our_pool_aggregated_and_per_channel() 
     }
     // Extension 0x0002: agg's shares are its devices' (translator_sv2 names each by the worker
     // part of its SV1 user, `worker<index>`), kept under agg's account.
-    let workers = support::http_get_json(&pool.http, "/api/workers?limit=500");
-    let agg_workers: Vec<(String, u64)> = workers["workers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| {
-            (
-                w["name"].as_str().unwrap().to_owned(),
-                w["accepted"].as_u64().unwrap(),
-            )
-        })
-        .filter(|(name, n)| name.starts_with("stratumlab-agg.") && *n > 0)
+    let agg_workers: Vec<(String, u64)> = support::credited_workers(&pool.http)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("stratumlab-agg."))
         .collect();
     eprintln!("agg's workers on the pool: {agg_workers:?}");
     let device = |name: &str| {

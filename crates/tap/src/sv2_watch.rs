@@ -22,7 +22,10 @@ use events::{
     ShareResult, ShareSent, TargetChanged, Verdict,
 };
 use primitives::{Difficulty, Hash256, Target};
-use sv2::messages::mining::{SetNewPrevHash, SubmitSharesError, SubmitSharesSuccess};
+use sv2::messages::mining::{
+    SetNewPrevHash, SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard,
+    SubmitSharesSuccess,
+};
 use sv2::messages::Mining;
 use sv2::{Frame, Message};
 
@@ -188,6 +191,17 @@ impl Sv2Watch {
         let Message::Mining(m) = message else {
             return;
         };
+        if let (
+            Direction::Up,
+            Mining::SubmitSharesExtended(SubmitSharesExtended {
+                user_identity: Some(worker),
+                ..
+            }),
+        ) = (dir, &m)
+        {
+            self.counts[0].worker_submits += 1;
+            tracing::trace!(conn, worker, "sv2: share names its worker");
+        }
         match (dir, m) {
             (Direction::Down, Mining::OpenStandardMiningChannelSuccess(s)) => {
                 self.open(s.channel_id, s.target, s.group_channel_id)
@@ -227,38 +241,35 @@ impl Sv2Watch {
                     .into(),
                 );
             }
-            (Direction::Up, Mining::SubmitSharesStandard(s)) => self.on_submit(
+            (
+                Direction::Up,
+                Mining::SubmitSharesStandard(SubmitSharesStandard {
+                    channel_id,
+                    sequence_number,
+                    job_id,
+                    nonce,
+                    ntime,
+                    version,
+                })
+                | Mining::SubmitSharesExtended(SubmitSharesExtended {
+                    channel_id,
+                    sequence_number,
+                    job_id,
+                    nonce,
+                    ntime,
+                    version,
+                    ..
+                }),
+            ) => self.on_submit(
                 conn,
-                s.channel_id,
-                s.sequence_number,
-                s.job_id,
-                s.nonce,
-                s.ntime,
-                s.version,
+                channel_id,
+                sequence_number,
+                job_id,
+                nonce,
+                ntime,
+                version,
                 out,
             ),
-            (Direction::Up, Mining::SubmitSharesExtended(s)) => {
-                if let Some(worker) = &s.user_identity {
-                    self.counts[0].worker_submits += 1;
-                    tracing::trace!(
-                        conn,
-                        channel = s.channel_id,
-                        seq = s.sequence_number,
-                        worker,
-                        "sv2: share names its worker"
-                    );
-                }
-                self.on_submit(
-                    conn,
-                    s.channel_id,
-                    s.sequence_number,
-                    s.job_id,
-                    s.nonce,
-                    s.ntime,
-                    s.version,
-                    out,
-                )
-            }
             (Direction::Down, Mining::SubmitSharesSuccess(s)) => self.on_success(conn, s, out),
             (Direction::Down, Mining::SubmitSharesError(e)) => self.on_error(conn, e, out),
             _ => {}

@@ -185,6 +185,21 @@ pub fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
+/// Our pool's workers (at its HTTP address) credited with an accepted share: name, shares.
+pub fn credited_workers(addr: &str) -> std::collections::BTreeMap<String, u64> {
+    let page = http_get_json(addr, "/api/workers?limit=1000");
+    page["workers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no worker list: {page}"))
+        .iter()
+        .map(|w| {
+            let name = w["name"].as_str().unwrap().to_owned();
+            (name, w["accepted"].as_u64().unwrap())
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
 /// Runs the fleet to its end (bounded by `limit`) and returns its JSON report.
 pub fn run_fleet(args: &[&str], limit: Duration) -> serde_json::Value {
     let mut fleet = Role::start("fleet", args);
