@@ -459,6 +459,11 @@ impl Channel {
             .rebuild(n, min_buckets, jobs().flat_map(|j| j.seen.iter()));
     }
 
+    /// The share rate vardiff aims at now, per minute.
+    pub fn shares_per_minute(&self) -> f64 {
+        self.vardiff.shares_per_minute()
+    }
+
     /// Makes vardiff aim at `times` the configured share rate (a channel carrying that many
     /// workers' shares); 1 restores it.
     pub fn scale_share_rate(&mut self, times: u32) {

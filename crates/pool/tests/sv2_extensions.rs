@@ -6,7 +6,7 @@ mod support;
 
 use std::sync::Arc;
 
-use pool::sv2::{tracked_name, Session, Sv2Config};
+use pool::sv2::{Session, Sv2Config, MAX_TRACKED_WORKERS, TRACKED_IDLE_MS};
 use primitives::{merkle_root_from_branch, sha256d, Hash256, Target};
 use support::*;
 use sv2::messages::common::SetupConnection;
@@ -15,6 +15,7 @@ use sv2::messages::extensions::{
 };
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannel, SetNewPrevHash, SubmitSharesExtended,
+    UpdateChannel,
 };
 use sv2::messages::{Common, Extensions, Mining};
 use sv2::Message;
@@ -269,11 +270,115 @@ fn without_the_extension_a_user_identity_is_ignored() {
     assert!(lab.engine.workers.get("farm.rig-1").is_none());
 }
 
+fn acked(out: &[Message]) -> u32 {
+    out.iter()
+        .map(|m| match m {
+            Message::Mining(Mining::SubmitSharesSuccess(ok)) => ok.new_submits_accepted_count,
+            other => panic!("{other:?}"),
+        })
+        .sum()
+}
+
 #[test]
-fn tracked_names_stay_under_the_channels_account() {
-    assert_eq!(tracked_name("acct", "rig"), "acct.rig");
-    assert_eq!(tracked_name("acct.proxy", "acct.rig"), "acct.rig");
-    assert_eq!(tracked_name("acct.proxy", "acct"), "acct");
-    assert_eq!(tracked_name("acct", "acctx.rig"), "acct.acctx.rig");
-    assert_eq!(tracked_name("acct", "other.rig"), "acct.other.rig");
+fn alike_names_are_one_worker_and_a_bad_share_names_nobody() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![]);
+    request(&mut s, &[2]);
+    let mut farm = Farm::open(&mut s, "farm.proxy1");
+    for id in ["rig-1", "farm.rig-1"] {
+        let m = farm.share(Some(id));
+        s.handle_message(m, T0);
+    }
+    // A share the pool refuses (an extranonce of the wrong size) takes no name on.
+    let Message::Mining(Mining::SubmitSharesExtended(mut bad)) = farm.share(Some("ghost")) else {
+        unreachable!()
+    };
+    bad.extranonce.pop();
+    s.handle_message(bad.into(), T0);
+    s.flush();
+    transmits(&mut s);
+    assert_eq!(accepted(&lab, "farm.rig-1"), 2);
+    assert!(lab.engine.workers.get("farm.ghost").is_none());
+    assert_eq!(s.tracked_workers(), 1);
+}
+
+#[test]
+fn the_channel_aims_at_every_workers_rate_and_forgets_idle_workers() {
+    let lab = Lab::serving(LabConfig::pool(), tip(4), HARD_BITS);
+    let mut s = session(&lab, vec![]);
+    request(&mut s, &[2]);
+    let mut farm = Farm::open(&mut s, "farm.proxy1");
+    let base = s.channel(farm.channel_id).unwrap().shares_per_minute();
+    for id in ["a", "b", "c"] {
+        let m = farm.share(Some(id));
+        s.handle_message(m, T0);
+    }
+    s.flush();
+    transmits(&mut s);
+    let id = farm.channel_id;
+    let aim = |s: &Session| s.channel(id).unwrap().shares_per_minute();
+    assert_eq!(aim(&s), 3.0 * base);
+    // A declared hash rate is turned into a difficulty at the channel's aim, not one worker's.
+    let rate = 3.0e9_f32;
+    s.handle_message(
+        UpdateChannel {
+            channel_id: farm.channel_id,
+            nominal_hash_rate: rate,
+            maximum_target: Target::from_le_bytes(&[0xff; 32]),
+        }
+        .into(),
+        T0,
+    );
+    let out = transmits(&mut s);
+    let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
+        panic!("{out:?}")
+    };
+    let d = primitives::Difficulty::from_target(t.maximum_target).as_f64();
+    let want = f64::from(rate) * 60.0 / (3.0 * base) / 4_294_967_296.0;
+    assert!((d / want - 1.0).abs() < 0.01, "{d} vs {want}");
+    // One worker goes on; the other two go quiet and leave.
+    let later = T0.plus_millis(TRACKED_IDLE_MS / 2);
+    let m = farm.share(Some("a"));
+    s.handle_message(m, later);
+    s.flush();
+    transmits(&mut s);
+    s.handle_tick(T0.plus_millis(TRACKED_IDLE_MS));
+    assert_eq!(s.tracked_workers(), 1);
+    assert_eq!(aim(&s), base);
+    assert_eq!(lab.engine.workers.get("farm.b").unwrap().connections(), 0);
+    assert_eq!(lab.engine.workers.get("farm.a").unwrap().connections(), 1);
+}
+
+#[test]
+fn a_connection_tracks_a_bounded_number_of_workers_and_credits_the_rest() {
+    // Shares at 2^-30: four hashes each.
+    let lab = Lab::serving(
+        LabConfig {
+            start: diff(-30),
+            ..LabConfig::pool()
+        },
+        tip(4),
+        HARD_BITS,
+    );
+    let mut s = session(&lab, vec![]);
+    request(&mut s, &[2]);
+    let mut farm = Farm::open(&mut s, "farm.proxy1");
+    let extra = 3;
+    for i in 0..MAX_TRACKED_WORKERS + extra {
+        let m = farm.share(Some(&format!("rig{i}")));
+        s.handle_message(m, T0);
+    }
+    s.flush();
+    let out = transmits(&mut s);
+    assert_eq!(
+        acked(&out) as usize,
+        MAX_TRACKED_WORKERS + extra,
+        "none refused"
+    );
+    assert_eq!(s.tracked_workers(), MAX_TRACKED_WORKERS);
+    assert_eq!(
+        accepted(&lab, "farm.proxy1"),
+        extra as u64,
+        "the rest: the channel's worker"
+    );
 }

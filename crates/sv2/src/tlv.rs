@@ -102,9 +102,14 @@ impl<'a> Iterator for Tlvs<'a> {
     }
 }
 
-/// `name` cut to the bytes a `user_identity` may hold, at a character boundary: how a proxy
-/// names a device whose worker name is longer than the extension allows.
-pub fn user_identity_of(name: &str) -> &str {
+/// The `user_identity` a proxy names a device by: the worker part of its SV1 user (what follows
+/// the account and its dot; the whole user if it has none), cut to the bytes the extension
+/// allows at a character boundary. The account is the channel's already, and a long one (a
+/// payout address) would leave every device the same 32 bytes.
+pub fn user_identity_of(sv1_user: &str) -> &str {
+    let name = sv1_user
+        .split_once('.')
+        .map_or(sv1_user, |(_, worker)| worker);
     if name.len() <= MAX_USER_IDENTITY_LEN {
         return name;
     }
@@ -174,7 +179,11 @@ mod tests {
             write(2, 1, &vec![0; 70_000], &mut Vec::new()),
             Err(TlvError::ValueTooLong(70_000))
         );
-        assert_eq!(user_identity_of("short.rig"), "short.rig");
+        assert_eq!(user_identity_of("short.rig"), "rig");
+        assert_eq!(user_identity_of("rig"), "rig");
+        assert_eq!(user_identity_of("acct.rig.7"), "rig.7");
+        let address = "bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq";
+        assert_eq!(user_identity_of(&format!("{address}.rig12")), "rig12");
         let long = format!("{}é", "a".repeat(31));
         assert_eq!(user_identity_of(&long), "a".repeat(31));
         assert_eq!(user_identity_of(&"b".repeat(40)).len(), 32);

@@ -92,22 +92,6 @@ pub struct TranslatorConfig {
     pub worker_tracking: bool,
 }
 
-impl TranslatorConfig {
-    /// What the translator says of itself to an upstream: its version, and the extensions it
-    /// asks for.
-    pub fn hello(&self) -> crate::shell::transport::Hello<'static> {
-        const TRACKING: &[u16] = &[sv2::messages::extensions::extension::WORKER_HASHRATE_TRACKING];
-        crate::shell::transport::Hello {
-            firmware: self.version,
-            extensions: if self.worker_tracking && self.channels == ChannelMode::Aggregated {
-                TRACKING
-            } else {
-                &[]
-            },
-        }
-    }
-}
-
 impl Default for TranslatorConfig {
     fn default() -> Self {
         TranslatorConfig {

@@ -402,6 +402,26 @@ mod tests {
     }
 
     #[test]
+    fn worker_tracking_asks_for_0x0002_and_waits_at_most_half_the_open_timeout() {
+        let c = |extra: &[&str]| {
+            let s: TranslatorArgs =
+                config::parse(&[&["--upstream", "127.0.0.1:1"], extra].concat()).unwrap();
+            s.shell_config()
+        };
+        let plain = c(&[]).unwrap().hello();
+        assert!(plain.extensions.is_empty());
+        let h = c(&["--worker-tracking"]).unwrap().hello();
+        assert_eq!(
+            (h.extensions, h.answer_wait),
+            (&[2][..], Duration::from_secs(2))
+        );
+        let quick = c(&["--worker-tracking", "--upstream-open-timeout", "1s"]).unwrap();
+        assert_eq!(quick.hello().answer_wait, Duration::from_millis(500));
+        let e = c(&["--worker-tracking", "--channels", "per-device"]).unwrap_err();
+        assert!(format!("{e:#}").contains("--worker-tracking"), "{e:#}");
+    }
+
+    #[test]
     fn flags_reach_the_core() {
         let s: TranslatorArgs = config::parse(&[
             "--upstream",

@@ -8,8 +8,8 @@
 pub mod custom_job;
 pub mod server;
 pub mod session;
+pub mod tracking;
 
 pub use server::Sv2Server;
-pub use session::{
-    tracked_name, Close, Kind, Session, Sv2Config, MAX_TRACKED_WORKERS, SUPPORTED_EXTENSIONS,
-};
+pub use session::{Close, Kind, Session, Sv2Config, SUPPORTED_EXTENSIONS};
+pub use tracking::{tracked_name, MAX_TRACKED_WORKERS, TRACKED_IDLE_MS};

@@ -57,6 +57,7 @@ use crate::job::Solution;
 use crate::jobs::Generation;
 use crate::store::{ShareBatch, Ticket};
 use crate::sv2::custom_job::{self, Context, Refusal};
+use crate::sv2::tracking::{TakenOn, Tracked, MAX_TRACKED_WORKERS};
 use crate::Timestamp;
 use ::sv1::VERSION_ROLLING_MASK;
 use mining::Reject;
@@ -86,12 +87,8 @@ pub struct Sv2Config {
 }
 
 /// The extensions the pool negotiates: 0x0002, worker-specific hashrate tracking (a
-/// `user_identity` on each extended share, accounted to that worker).
+/// `user_identity` on each extended share, accounted to that worker: [`super::tracking`]).
 pub const SUPPORTED_EXTENSIONS: &[u16] = &[extension::WORKER_HASHRATE_TRACKING];
-
-/// Workers one extended channel may account shares to by `user_identity`; shares naming
-/// others count for the channel's own worker (and are never refused for it).
-pub const MAX_TRACKED_WORKERS: usize = 65_536;
 
 impl Default for Sv2Config {
     fn default() -> Self {
@@ -169,8 +166,8 @@ struct Sv2Channel {
     group: u32,
     channel: Channel,
     worker: Worker,
-    /// Extension 0x0002: the workers named by this channel's shares, by `user_identity`.
-    tracked: HashMap<Box<str>, Worker>,
+    /// Extension 0x0002: the workers named by this channel's shares.
+    tracked: Tracked,
     payout: ScriptBuf,
     /// The target last sent (in the open reply or `SetTarget`).
     sent_target: Target,
@@ -429,7 +426,7 @@ impl Session {
     /// Workers named by the shares of the connection's channels (extension 0x0002), besides
     /// the channels' own.
     pub fn tracked_workers(&self) -> usize {
-        self.channels.values().map(|c| c.tracked.len()).sum()
+        self.channels.values().map(|c| c.tracked.workers()).sum()
     }
 
     fn has_required_extensions(&self) -> bool {
@@ -490,11 +487,11 @@ impl Session {
         &self,
         hash_rate: f32,
         max_target: Target,
+        spm: f64,
     ) -> Result<Difficulty, &'static str> {
         if !hash_rate.is_finite() || hash_rate < 0.0 {
             return Err(error_code::INVALID_NOMINAL_HASHRATE);
         }
-        let spm = self.engine.channel_config.vardiff.shares_per_minute;
         let d = if hash_rate > 0.0 && spm > 0.0 {
             Difficulty::saturating(f64::from(hash_rate) * 60.0 / spm / 4_294_967_296.0)
         } else {
@@ -560,7 +557,7 @@ impl Session {
                 group,
                 channel,
                 worker,
-                tracked: HashMap::new(),
+                tracked: Tracked::default(),
                 payout,
                 sent_target: target,
                 pending: Pending::default(),
@@ -572,7 +569,11 @@ impl Session {
 
     fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Timestamp) {
         let opened = self.admit(&o.user_identity).and_then(|payout| {
-            let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            let d = self.start_difficulty(
+                o.nominal_hash_rate,
+                o.max_target,
+                self.engine.channel_config.vardiff.shares_per_minute,
+            )?;
             self.may_add(&o.user_identity, now)?;
             Ok((payout, d))
         });
@@ -610,7 +611,11 @@ impl Session {
             if usize::from(o.min_extranonce_size) > self.max_rolled() {
                 return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
             }
-            let d = self.start_difficulty(o.nominal_hash_rate, o.max_target)?;
+            let d = self.start_difficulty(
+                o.nominal_hash_rate,
+                o.max_target,
+                self.engine.channel_config.vardiff.shares_per_minute,
+            )?;
             self.may_add(&o.user_identity, now)?;
             Ok((payout, d))
         });
@@ -690,7 +695,9 @@ impl Session {
                 .into(),
             );
         }
-        let d = match self.start_difficulty(u.nominal_hash_rate, u.maximum_target) {
+        // A channel whose shares name several workers aims at their rates together.
+        let spm = self.channels[&u.channel_id].channel.shares_per_minute();
+        let d = match self.start_difficulty(u.nominal_hash_rate, u.maximum_target, spm) {
             Ok(d) => d,
             Err(code) => {
                 return self.out.push_back(
@@ -726,9 +733,7 @@ impl Session {
             if let Some(ch) = self.channels.remove(&id) {
                 tracing::debug!(conn = self.conn, channel = id, reason = %c.reason_code, "sv2: channel closed");
                 self.engine.detach_worker(&ch.worker, now);
-                for w in ch.tracked.values() {
-                    self.engine.detach_worker(w, now);
-                }
+                ch.tracked.detach_all(&self.engine, now);
             }
         }
     }
@@ -1151,6 +1156,9 @@ impl Session {
         let ids: Vec<u32> = self.channels.keys().copied().collect();
         for id in ids {
             let c = self.channels.get_mut(&id).expect("listed");
+            if c.tracked.expire(&self.engine, now) {
+                c.channel.scale_share_rate(aim(&c.tracked));
+            }
             if c.channel.handle_tick(now).is_some() {
                 self.engine.stats.vardiff_changed();
                 self.send_target_if_changed(id);
@@ -1239,6 +1247,14 @@ impl Session {
         identity: Option<&str>,
         now: Timestamp,
     ) -> Verdict {
+        // Whether the connection may track one more worker, asked only of shares naming one.
+        let room = identity.is_some()
+            && self
+                .channels
+                .values()
+                .map(|c| c.tracked.entries())
+                .sum::<usize>()
+                < MAX_TRACKED_WORKERS;
         let Some(c) = self
             .channels
             .get_mut(&channel_id)
@@ -1263,17 +1279,7 @@ impl Session {
         };
         let engine = &self.engine;
         let conn = self.conn;
-        if let Some(id) = identity {
-            track(engine, self.origin, c, id, now);
-        }
-        let worker = match identity.and_then(|id| c.tracked.get_mut(id)) {
-            Some(w) => w,
-            None => &mut c.worker,
-        };
-        if worker.key.is_none() {
-            engine.retry_worker_key(worker);
-        }
-        let worker: &Worker = worker;
+        let origin = self.origin;
         // The version must keep the job's bits outside the rolling mask.
         let mask = c.channel.version_mask();
         let rolled_outside = c
@@ -1314,6 +1320,21 @@ impl Session {
             match judged {
                 Err(r) => Err(r),
                 Ok(a) => {
+                    // The worker the share names is taken on once a share of it is good.
+                    let user: &str = &c.worker.name;
+                    let taken = match identity {
+                        Some(id) => c.tracked.take_on(engine, origin, user, id, room, now),
+                        None => TakenOn::Unchanged,
+                    };
+                    let user: &str = &c.worker.name;
+                    let worker = match identity.and_then(|id| c.tracked.get_mut(user, id)) {
+                        Some(w) => w,
+                        None => &mut c.worker,
+                    };
+                    if worker.key.is_none() {
+                        engine.retry_worker_key(worker);
+                    }
+                    let worker: &Worker = worker;
                     if a.block {
                         let solution = Solution {
                             extranonce_prefix: a.extranonce_prefix,
@@ -1356,7 +1377,7 @@ impl Session {
                     match stored {
                         Ok(()) => {
                             engine.tap_share(&a, extranonce, ntime, nonce);
-                            Ok((credited, retarget))
+                            Ok((credited, retarget, taken))
                         }
                         Err(why) => {
                             // Never acknowledge a share the store did not take.
@@ -1372,10 +1393,13 @@ impl Session {
             }
         };
         match verdict {
-            Ok((credited, retarget)) => {
+            Ok((credited, retarget, taken)) => {
                 self.rejected_in_a_row = 0;
                 let batch = self.config.success_batch.max(1);
                 let c = self.channels.get_mut(&channel_id).expect("judged");
+                if taken == TakenOn::Added {
+                    c.channel.scale_share_rate(aim(&c.tracked));
+                }
                 c.pending.last_seq = seq;
                 c.pending.count += 1;
                 c.pending.sum += credited;
@@ -1392,7 +1416,7 @@ impl Session {
             Err(r) => {
                 let c = &self.channels[&channel_id];
                 let worker = identity
-                    .and_then(|id| c.tracked.get(id))
+                    .and_then(|id| c.tracked.get(&c.worker.name, id))
                     .unwrap_or(&c.worker);
                 self.engine.rejected(
                     self.conn,
@@ -1455,49 +1479,17 @@ impl Session {
         }
         for (_, c) in self.channels.drain() {
             self.engine.detach_worker(&c.worker, now);
-            for w in c.tracked.values() {
-                self.engine.detach_worker(w, now);
-            }
+            c.tracked.detach_all(&self.engine, now);
         }
         self.engine.stats.connection_closed();
     }
 }
 
-/// Extension 0x0002: gives `identity` a worker on channel `c` if it has none yet, and aims
-/// the channel's vardiff at its share rate per worker times the workers it carries, so that
-/// each worker is estimated from as many shares as it would be on a channel of its own. An
-/// identity past [`MAX_TRACKED_WORKERS`], or one the miner's address may not add now, counts
-/// for the channel's own worker.
-fn track(
-    engine: &Engine,
-    origin: Option<std::net::IpAddr>,
-    c: &mut Sv2Channel,
-    identity: &str,
-    now: Timestamp,
-) {
-    if c.tracked.contains_key(identity) || c.tracked.len() >= MAX_TRACKED_WORKERS {
-        return;
-    }
-    let name = tracked_name(&c.worker.name, identity);
-    if !engine.may_add_worker(&name, origin, now) {
-        return;
-    }
-    c.tracked
-        .insert(identity.into(), engine.attach_worker(&name, now));
-    c.channel
-        .scale_share_rate(u32::try_from(c.tracked.len()).unwrap_or(u32::MAX));
-}
-
-/// The worker name a share's `user_identity` is accounted under, on a channel opened for
-/// `channel_user` (`account` or `account.worker`): an identity that names the channel's
-/// account (`account.rig`) as it is, any other under that account (`account.identity`), so
-/// that no share is credited to another account than its channel's.
-pub fn tracked_name(channel_user: &str, identity: &str) -> String {
-    let account = channel_user.split('.').next().unwrap_or(channel_user);
-    match identity.strip_prefix(account) {
-        Some(rest) if rest.is_empty() || rest.starts_with('.') => identity.to_owned(),
-        _ => format!("{account}.{identity}"),
-    }
+/// What a channel's vardiff aims at, in multiples of the configured share rate: one per worker
+/// its shares name (extension 0x0002), so that each is estimated from as many shares as on a
+/// channel of its own; one without.
+fn aim(tracked: &Tracked) -> u32 {
+    u32::try_from(tracked.workers().max(1)).unwrap_or(u32::MAX)
 }
 
 /// The merkle root of `job` for a standard channel whose prefix is the whole extranonce;

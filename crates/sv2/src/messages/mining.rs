@@ -357,11 +357,6 @@ impl Sv2Message for SubmitSharesExtended {
 
     fn decode(payload: &mut [u8]) -> Result<Self, DecodeError> {
         let (t, n) = (Self::MSG_TYPE, Self::NAME);
-        let malformed = |reason: String| DecodeError::Malformed {
-            msg_type: t,
-            name: n,
-            reason,
-        };
         let (mut m, used) = {
             let w: wire_msgs::SubmitSharesExtended = read(t, n, payload)?;
             let used = w.get_size();
@@ -377,27 +372,21 @@ impl Sv2Message for SubmitSharesExtended {
             };
             (m, used)
         };
+        // Bytes that are not TLVs are ignored, as bytes after a message always were (a later
+        // spec version may append fields). So is a user_identity the extension does not allow
+        // (over 32 bytes, or not UTF-8): a receiver that did not negotiate 0x0002 must ignore
+        // the TLV whatever it holds, and one that did credits the share to the channel's own
+        // worker rather than refuse it. The encoder refuses such a name with a clear error.
         for f in tlv::read(&payload[used.min(payload.len())..]) {
-            // Bytes that are not TLVs are ignored, as bytes after a message always were (a
-            // later spec version may append fields); a user_identity that is there must be
-            // one the extension allows.
             let Ok(f) = f else { break };
-            if (f.extension, f.field) != tlv::USER_IDENTITY {
+            if (f.extension, f.field) != tlv::USER_IDENTITY
+                || f.value.len() > tlv::MAX_USER_IDENTITY_LEN
+            {
                 continue;
             }
-            if f.value.len() > tlv::MAX_USER_IDENTITY_LEN {
-                return Err(malformed(format!(
-                    "user_identity TLV is {} bytes, at most {}",
-                    f.value.len(),
-                    tlv::MAX_USER_IDENTITY_LEN
-                )));
+            if let Ok(id) = std::str::from_utf8(f.value) {
+                m.user_identity = Some(id.to_owned());
             }
-            let id = std::str::from_utf8(f.value).map_err(|_| DecodeError::NotUtf8 {
-                msg_type: t,
-                name: n,
-                field: "user_identity",
-            })?;
-            m.user_identity = Some(id.to_owned());
         }
         Ok(m)
     }

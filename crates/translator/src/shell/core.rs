@@ -250,7 +250,7 @@ impl<T: Transport, M: Mode<In = T::In, Out = T::Out>> Core<T, M> {
                 first,
                 config.open_timeout,
                 backoff,
-                config.translator.hello(),
+                config.hello(),
                 &net,
             )
             .await

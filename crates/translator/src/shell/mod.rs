@@ -117,6 +117,25 @@ impl ShellConfig {
         }
     }
 
+    /// What the translator says of itself to an upstream: its version, the extensions it asks
+    /// for (0x0002 with [`TranslatorConfig::worker_tracking`], aggregated only), and how long
+    /// it waits for their answer: [`sv2::negotiation::ANSWER_TIMEOUT_MS`], or half the open
+    /// timeout if that is less, so that an upstream that ignores the request is still used.
+    pub fn hello(&self) -> transport::Hello<'static> {
+        const TRACKING: &[u16] = &[sv2::messages::extensions::extension::WORKER_HASHRATE_TRACKING];
+        let t = &self.translator;
+        transport::Hello {
+            firmware: t.version,
+            extensions: if t.worker_tracking && t.channels == crate::ChannelMode::Aggregated {
+                TRACKING
+            } else {
+                &[]
+            },
+            answer_wait: Duration::from_millis(sv2::negotiation::ANSWER_TIMEOUT_MS)
+                .min(self.open_timeout / 2),
+        }
+    }
+
     fn edge_limits(&self, clock: Instant) -> EdgeLimits {
         EdgeLimits {
             gate: ::edge::Gate::new(self.admission.clone()),
@@ -441,7 +460,7 @@ where
     T: Transport,
     M: Mode<In = T::In, Out = T::Out>,
 {
-    let mut c = T::connect(spec, config.translator.hello(), net).await?;
+    let mut c = T::connect(spec, config.hello(), net).await?;
     let mut tc = config.translator.clone();
     if c.fixed_version {
         tc.version_mask = 0;

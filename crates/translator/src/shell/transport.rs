@@ -63,6 +63,8 @@ pub struct Hello<'a> {
     pub firmware: &'a str,
     /// Extensions to ask the upstream for (SV2 only; none: no request is sent).
     pub extensions: &'a [u16],
+    /// How long to wait for their answer before going on without them.
+    pub answer_wait: Duration,
 }
 
 /// A connection ready for the channel to be asked for.
@@ -93,17 +95,18 @@ pub(super) async fn dial(spec: &UpstreamSpec) -> Result<(TcpStream, SocketAddr),
 /// SV2 over Noise: the translator's upstream.
 pub struct Sv2Transport(NoiseConn);
 
-/// Extension 0x0001 from the client's side: asks for `wanted` right after
+/// Extension 0x0001 from the client's side: asks for `hello.extensions` right after
 /// `SetupConnection.Success` and returns what the upstream agreed to. An upstream that does not
-/// answer within [`negotiation::ANSWER_TIMEOUT_MS`] does not know the extension (the spec has it
-/// ignore the request): the connection goes on without extensions. One that requires
+/// answer within `hello.answer_wait` does not know the extension (the spec has it ignore the
+/// request): the connection goes on without extensions. One that requires
 /// extensions the translator did not ask for would close the connection: that is an error, and
 /// the next upstream is tried.
 async fn negotiate(
     conn: &mut NoiseConn,
-    wanted: &[u16],
+    hello: &Hello<'_>,
     spec: &UpstreamSpec,
 ) -> Result<Vec<u16>, ShellError> {
+    let wanted = hello.extensions;
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -113,7 +116,7 @@ async fn negotiate(
         requested_extensions: wanted.to_vec(),
     };
     conn.send_message(&request.into()).await?;
-    let wait = Duration::from_millis(negotiation::ANSWER_TIMEOUT_MS);
+    let wait = hello.answer_wait;
     let answered = tokio::time::timeout(wait, async {
         loop {
             match conn.read_message().await? {
@@ -192,7 +195,7 @@ impl Transport for Sv2Transport {
                 None => {}
             }
         };
-        let extensions = negotiate(&mut conn, hello.extensions, spec).await?;
+        let extensions = negotiate(&mut conn, &hello, spec).await?;
         Ok(Link {
             conn: Sv2Transport(conn),
             local,
