@@ -670,7 +670,7 @@ impl Trial<'_> {
             .endpoints
             .iter()
             .filter(|e| e.role == "pool")
-            .filter_map(|e| Some((e.config.clone(), workers_credited(e.addr)?)))
+            .filter_map(|e| Some((e.config.clone(), credited_workers(e.addr)?.len() as u64)))
             .collect();
         self.progress.stage("stopping roles");
         // Stop in order while they are healthy: taps and pools flush their events on SIGTERM.
@@ -1461,10 +1461,10 @@ fn wait_healthy(role: &str, http: SocketAddr, timeout: Duration) -> Result<(), R
     })
 }
 
-/// The workers our pool at `http` credited with an accepted share, over its `/api/workers`
-/// pages; `None` if it does not answer.
-fn workers_credited(http: SocketAddr) -> Option<u64> {
-    let mut credited = 0;
+/// The workers our pool at `http` credited with an accepted share, with their accepted
+/// shares, over its `/api/workers` pages; `None` if it does not answer.
+pub fn credited_workers(http: SocketAddr) -> Option<BTreeMap<String, u64>> {
+    let mut credited = BTreeMap::new();
     let mut offset = 0;
     loop {
         let (200, body) =
@@ -1473,11 +1473,11 @@ fn workers_credited(http: SocketAddr) -> Option<u64> {
             return None;
         };
         let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        credited += v["workers"]
-            .as_array()?
-            .iter()
-            .filter(|w| w["accepted"].as_u64().is_some_and(|n| n > 0))
-            .count() as u64;
+        for w in v["workers"].as_array()? {
+            if let (Some(name), Some(n @ 1..)) = (w["name"].as_str(), w["accepted"].as_u64()) {
+                credited.insert(name.to_owned(), n);
+            }
+        }
         match v["next_offset"].as_u64() {
             Some(next) if next > offset => offset = next,
             _ => return Some(credited),

@@ -187,17 +187,8 @@ pub fn http_get_json(addr: &str, path: &str) -> serde_json::Value {
 
 /// Our pool's workers (at its HTTP address) credited with an accepted share: name, shares.
 pub fn credited_workers(addr: &str) -> std::collections::BTreeMap<String, u64> {
-    let page = http_get_json(addr, "/api/workers?limit=1000");
-    page["workers"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no worker list: {page}"))
-        .iter()
-        .map(|w| {
-            let name = w["name"].as_str().unwrap().to_owned();
-            (name, w["accepted"].as_u64().unwrap())
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect()
+    lab::orchestrate::credited_workers(addr.parse().unwrap())
+        .unwrap_or_else(|| panic!("no worker list from {addr}"))
 }
 
 /// Runs the fleet to its end (bounded by `limit`) and returns its JSON report.

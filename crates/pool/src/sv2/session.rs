@@ -1326,7 +1326,6 @@ impl Session {
                         Some(id) => c.tracked.take_on(engine, origin, user, id, room, now),
                         None => TakenOn::Unchanged,
                     };
-                    let user: &str = &c.worker.name;
                     let worker = match identity.and_then(|id| c.tracked.get_mut(user, id)) {
                         Some(w) => w,
                         None => &mut c.worker,
