@@ -430,6 +430,61 @@ fn a_short_run_of_c_workers_credits_each_device_where_c_credits_one_worker() {
     no_role_left(out.to_str().unwrap());
 }
 
+/// Every device doubles its hash rate 12 s in (`--hash-rate-step`): the estimation figures
+/// score each configuration against that truth. Each device's connect and the step are
+/// scored for convergence (or counted as never converging); the pool's estimates and C's
+/// translator's are read during the run; a one-minute estimator, lagging behind a doubling,
+/// underestimates.
+#[test]
+fn a_hash_rate_step_is_scored_for_vardiff_and_estimation() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let child = lab_of(
+        &out,
+        &["sv1", "C"],
+        &["--duration", "30s", "--hash-rate-step", "12s=2"],
+    );
+    let (status, text) = output(child);
+    assert!(status.success(), "{text}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    for name in ["sv1", "C"] {
+        let e = &results["configs"][name]["estimation"];
+        let scored = e["vardiff_converge_s"]["n"].as_u64().unwrap()
+            + e["vardiff_not_converged"].as_u64().unwrap();
+        assert!(scored >= 16, "{name}: 8 connects and 8 steps at least: {e}");
+        assert!(
+            e["vardiff_converge_s"]["max"].as_f64().unwrap() > 0.0,
+            "{name}: {e}"
+        );
+        for key in ["hashrate_error_pct", "total_hashrate_error_pct"] {
+            for window in ["1m", "10m"] {
+                assert!(
+                    e[key][window]["n"].as_u64().unwrap() > 0,
+                    "{name} {key}: {e}"
+                );
+            }
+        }
+        assert!(
+            e["total_hashrate_error_pct"]["1m"]["bias"]
+                .as_f64()
+                .unwrap()
+                < 0.0,
+            "{name}: the pool's one-minute figure lags the doubling: {e}"
+        );
+    }
+    let translator = &results["configs"]["C"]["estimation"]["roles"]["translator"];
+    assert!(
+        translator["hashrate_error_pct"]["current"]["n"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{translator}"
+    );
+    no_role_left(out.to_str().unwrap());
+}
+
 /// The farm proxy in front of a configuration's first device chunk, if it has one.
 fn proxy_of(config: &str) -> Option<String> {
     if config.starts_with('C') {

@@ -11,6 +11,7 @@
 //! - [`profile`]: the firmware a device behaves like (asic, bitaxe, cpu), in either protocol.
 //! - [`runner`]: the tokio shell that runs N devices of one protocol against a pool over TCP,
 //!   shares a hash budget among them, and produces a [`FleetReport`].
+//! - [`hash_rate`]: each device's rate over a run, its budget share changed by steps.
 //! - [`stats`]: the live counters and the observer that turns device outcomes into events
 //!   (`JobReceived`, `JobActivated`, `TargetChanged`, `ShareSent`, `ShareResult`; an unanswered
 //!   share is a `ShareSent` without its `ShareResult`).
@@ -23,6 +24,7 @@
 pub mod backoff;
 pub mod device;
 mod grind;
+pub mod hash_rate;
 mod lifecycle;
 pub mod net;
 pub mod proc_stat;
@@ -38,6 +40,7 @@ mod timed_writer;
 
 pub use backoff::Backoff;
 pub use device::{CloseReason, Device, HashOutcome, Observer, Timestamp};
+pub use hash_rate::HashRateStep;
 pub use profile::Profile;
 pub use report::FleetReport;
 pub use runner::{Fleet, FleetConfig, Protocol, SetupError};

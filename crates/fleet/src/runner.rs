@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use tokio::time::Sleep;
 
 use crate::device::{CloseReason, Device, Rng, Timestamp};
+use crate::hash_rate::{HashRateStep, RateSchedule, STEP_MARK};
 use crate::report::{CpuUse, FleetReport, LatencyMs, ShareCounts};
 use crate::stats::{reject_slot_name, LiveStats, Tally, REJECT_SLOTS};
 use crate::sv1_device::{Sv1Config, Sv1Device, Sv1Shared};
@@ -126,6 +127,8 @@ pub struct FleetConfig {
     pub slice_hashes: u64,
     /// How long one TCP connect may take before it counts as failed.
     pub connect_timeout: Duration,
+    /// Changes of every device's hash rate during the run (each a factor on its budget share).
+    pub hash_rate_steps: Vec<HashRateStep>,
 }
 
 impl FleetConfig {
@@ -149,6 +152,7 @@ impl FleetConfig {
             max_line: 64 * 1024,
             slice_hashes: 2000,
             connect_timeout: Duration::from_secs(10),
+            hash_rate_steps: Vec::new(),
         }
     }
 }
@@ -226,11 +230,15 @@ impl Fleet {
             source_addrs: c.source_addrs,
             stats: Arc::clone(&self.stats),
             events: c.events.clone(),
-            per_device_rate: if c.devices > 0 {
-                c.hash_budget.max(0.0) / c.devices as f64
-            } else {
-                0.0
-            },
+            rate: RateSchedule::new(
+                if c.devices > 0 {
+                    c.hash_budget.max(0.0) / c.devices as f64
+                } else {
+                    0.0
+                },
+                Timestamp::from_nanos(start_ns),
+                &c.hash_rate_steps,
+            ),
             slice_hashes: c.slice_hashes.max(1),
             max_line: c.max_line,
             connect_timeout: c.connect_timeout,
@@ -304,6 +312,26 @@ impl Fleet {
             }
             net_reported = (rx, tx);
         };
+        // Each step is marked at the moment it takes effect, on the events' time line.
+        let mut steps_due: Vec<u64> = c
+            .hash_rate_steps
+            .iter()
+            .map(|s| start_ns + s.at().as_nanos() as u64)
+            .collect();
+        steps_due.sort_unstable();
+        steps_due.reverse();
+        let mut mark_steps = |events: &EventSink| {
+            let now = now_ns();
+            while steps_due.last().is_some_and(|&t| t <= now) {
+                let t = steps_due.pop().expect("checked");
+                events.emit_at(
+                    t,
+                    events::Mark {
+                        name: ShortStr::new(STEP_MARK),
+                    },
+                );
+            }
+        };
         {
             tokio::pin!(stop);
             let until = (!c.duration.is_zero()).then(|| tokio::time::Instant::now() + c.duration);
@@ -318,7 +346,10 @@ impl Fleet {
                             None => std::future::pending().await,
                         }
                     } => break,
-                    _ = tick.tick() => report_hashes(&c.events),
+                    _ = tick.tick() => {
+                        report_hashes(&c.events);
+                        mark_steps(&c.events);
+                    }
                 }
             }
         }
@@ -437,7 +468,8 @@ struct Ctx {
     source_addrs: u32,
     stats: Arc<LiveStats>,
     events: EventSink,
-    per_device_rate: f64,
+    /// Each device's hash rate over the run.
+    rate: RateSchedule,
     slice_hashes: u64,
     max_line: usize,
     connect_timeout: Duration,
@@ -520,8 +552,8 @@ impl Pacer {
 
 /// A device's share of the hash budget: a token bucket drawn down in slices.
 struct HashClock {
-    /// Hashes per second.
-    rate: f64,
+    /// Whether the device hashes at all (a budget to share).
+    enabled: bool,
     period: Duration,
     last: Timestamp,
     credit: f64,
@@ -530,7 +562,8 @@ struct HashClock {
 }
 
 impl HashClock {
-    fn new(rate: f64, slice_hashes: u64, now: Timestamp, rng: &mut Rng) -> Self {
+    fn new(schedule: &RateSchedule, slice_hashes: u64, now: Timestamp, rng: &mut Rng) -> Self {
+        let rate = schedule.base();
         let period_s = if rate > 0.0 {
             (slice_hashes as f64 / rate).clamp(0.005, 1.0)
         } else {
@@ -538,18 +571,19 @@ impl HashClock {
         };
         let period = Duration::from_secs_f64(period_s);
         HashClock {
-            rate,
+            enabled: rate > 0.0,
             period,
             last: now,
             credit: 0.0,
-            cap: 2.0 * rate * period_s,
+            // Room for a slice at the fastest rate a step sets.
+            cap: 2.0 * schedule.peak() * period_s,
             // Devices start their slices at spread-out phases.
             next_at: now + period.mul_f64(rng.next_f64()),
         }
     }
 
     fn enabled(&self) -> bool {
-        self.rate > 0.0
+        self.enabled
     }
 
     /// Not hashing (no job yet, or draining): bank nothing.
@@ -559,10 +593,10 @@ impl HashClock {
         self.next_at = self.next_at.max(now);
     }
 
-    /// Hashes this slice may compute.
-    fn allowance(&mut self, now: Timestamp) -> u64 {
+    /// Hashes this slice may compute, hashing at `rate` (per second) since the last slice.
+    fn allowance(&mut self, rate: f64, now: Timestamp) -> u64 {
         let dt = now.since(self.last).as_secs_f64();
-        self.credit = (self.credit + self.rate * dt).min(self.cap);
+        self.credit = (self.credit + rate * dt).min(self.cap);
         self.last = now;
         self.credit.max(0.0) as u64
     }
@@ -691,7 +725,7 @@ async fn connection<D: Device>(
     let mut tally = ctx.tally();
     let mut rx = D::Receive::default();
     let mut rng = Rng::new(dev.id() ^ 0x5eed);
-    let mut clock = HashClock::new(ctx.per_device_rate, ctx.slice_hashes, now, &mut rng);
+    let mut clock = HashClock::new(&ctx.rate, ctx.slice_hashes, now, &mut rng);
     let reason = loop {
         let ph = *phase.borrow();
         if ph == RunPhase::Stop {
@@ -733,7 +767,7 @@ async fn connection<D: Device>(
                 let now = device_now();
                 dev.handle_timeout(now, &mut tally);
                 if hashing && now >= clock.next_at {
-                    let n = clock.allowance(now);
+                    let n = clock.allowance(ctx.rate.at(now), now);
                     let out = dev.hash(now, n, &mut tally);
                     clock.used(out.hashes, now);
                     stats.hashes.fetch_add(out.hashes, Relaxed);
@@ -859,12 +893,13 @@ mod tests {
     fn hash_clock_meets_its_rate_without_bursts() {
         let mut rng = Rng::new(3);
         let rate = 200.0; // a small device among thousands
-        let mut c = HashClock::new(rate, 2000, at(0), &mut rng);
+        let schedule = RateSchedule::new(rate, at(0), &[]);
+        let mut c = HashClock::new(&schedule, 2000, at(0), &mut rng);
         assert_eq!(c.period, Duration::from_secs(1), "capped at a second");
         let mut now = c.next_at;
         let mut total = 0;
         for _ in 0..100 {
-            let n = c.allowance(now);
+            let n = c.allowance(schedule.at(now), now);
             assert!(n as f64 <= c.cap, "{n}");
             total += n;
             c.used(n, now);
@@ -874,16 +909,40 @@ mod tests {
         let achieved = total as f64 / secs;
         assert!((achieved - rate).abs() / rate < 0.05, "{achieved}");
         // A big device slices often, in bounded pieces.
-        let mut c = HashClock::new(5e6, 2000, at(0), &mut rng);
+        let big = RateSchedule::new(5e6, at(0), &[]);
+        let mut c = HashClock::new(&big, 2000, at(0), &mut rng);
         assert_eq!(c.period, Duration::from_millis(5));
-        let n = c.allowance(at(10_000_000_000));
+        let n = c.allowance(5e6, at(10_000_000_000));
         assert!(n as f64 <= 2.0 * 5e6 * 0.005 + 1.0, "{n}");
         c.idle(at(20_000_000_000));
         assert_eq!(
-            c.allowance(at(20_000_000_000)),
+            c.allowance(5e6, at(20_000_000_000)),
             0,
             "nothing banked while idle"
         );
+    }
+
+    #[test]
+    fn hash_clock_follows_a_step_in_the_rate() {
+        let mut rng = Rng::new(5);
+        let steps = ["50s=3".parse().unwrap()];
+        let schedule = RateSchedule::new(200.0, at(0), &steps);
+        let mut c = HashClock::new(&schedule, 2000, at(0), &mut rng);
+        let (mut before, mut after) = (0u64, 0u64);
+        let mut now = c.next_at;
+        while now < at(100_000_000_000) {
+            let n = c.allowance(schedule.at(now), now);
+            if now < at(50_000_000_000) {
+                before += n;
+            } else {
+                after += n;
+            }
+            c.used(n, now);
+            now = c.next_at;
+        }
+        // Tripled: the credit cap leaves room for the faster rate.
+        let ratio = after as f64 / before as f64;
+        assert!((ratio - 3.0).abs() < 0.2, "{ratio}");
     }
 }
 
@@ -897,7 +956,7 @@ mod size_tests {
             source_addrs: 1,
             stats: Arc::new(LiveStats::default()),
             events: EventSink::disabled(),
-            per_device_rate: 0.0,
+            rate: RateSchedule::new(0.0, Timestamp::from_nanos(0), &[]),
             slice_hashes: 1,
             max_line: 1,
             connect_timeout: Duration::from_secs(1),

@@ -10,6 +10,7 @@
 //! - [`third_party`]: the reference roles a configuration may run (pool_sv2 for D-ref).
 //! - [`external`]: someone else's pool or farm proxy run as a configuration.
 //! - [`live`]: live Prometheus metrics while a run goes on.
+//! - [`estimates`]: the roles' hash-rate estimates, read while a trial runs.
 //! - [`run`]: a whole run: trials, measurement, results.json, CSVs, report, summary.
 //! - [`bench`]: one role at a fixed offered load against other software (`stratumlab bench`).
 //! - [`virtual_time`]: the stale model checked by the sans-IO cores on a virtual clock.
@@ -18,6 +19,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod bench;
+pub mod estimates;
 pub mod external;
 pub mod live;
 pub mod metrics;

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use events::EventSink;
 use serde::Serialize;
 
+use crate::estimates;
 use crate::external::{self, External, Values};
+use crate::metrics::EstimateSample;
 use crate::metrics::{RoleKind, Site, Window};
 use crate::process::{describe, ProcessError, RoleProcess};
 use crate::scenario::{
@@ -178,6 +180,8 @@ pub struct TrialRecord {
     /// Per configuration with a pool of ours: the workers it credited with an accepted share
     /// (its `/api/workers` at the end of the run, before the roles stop).
     pub pool_workers: BTreeMap<String, u64>,
+    /// Per configuration: our roles' hash-rate estimates, read while the trial ran.
+    pub estimates: BTreeMap<String, Vec<EstimateSample>>,
 }
 
 /// What a running trial reports to whoever shows progress.
@@ -251,6 +255,8 @@ struct Running {
     endpoints: Vec<StatusEndpoint>,
     /// See [`TrialRecord::pool_workers`].
     pool_workers: BTreeMap<String, u64>,
+    /// See [`TrialRecord::estimates`].
+    estimates: BTreeMap<String, Vec<EstimateSample>>,
 }
 
 impl Running {
@@ -317,6 +323,7 @@ impl Trial<'_> {
             logs: Vec::new(),
             endpoints: Vec::new(),
             pool_workers: BTreeMap::new(),
+            estimates: BTreeMap::new(),
         };
         let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
         // Whatever happened, every role stops; on success they are already stopping in order.
@@ -345,6 +352,7 @@ impl Trial<'_> {
             job_source_node,
             wan_link: WAN_LINK.to_owned(),
             pool_workers: running.pool_workers,
+            estimates: running.estimates,
         })
     }
 
@@ -589,6 +597,7 @@ impl Trial<'_> {
         let mut warmup_marked = false;
         let mut drain_marked = false;
         let mut last_tick = Instant::now() - Duration::from_secs(1);
+        let mut last_estimate = Instant::now();
         // The fleets stop themselves after the duration and the drain; allow them a margin.
         let deadline = started + s.duration + s.drain + Duration::from_secs(30);
         loop {
@@ -656,6 +665,17 @@ impl Trial<'_> {
                     .collect();
                 self.progress.tick(started.elapsed(), s.duration, &shares);
                 self.progress.roles(&sampler.latest());
+            }
+            if now_ns < drain_start_ns && last_estimate.elapsed() >= estimates::SAMPLE_EVERY {
+                last_estimate = Instant::now();
+                for e in &running.endpoints {
+                    let read = estimates::sample(e);
+                    running
+                        .estimates
+                        .entry(e.config.clone())
+                        .or_default()
+                        .extend(read);
+                }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -1176,6 +1196,9 @@ impl Trial<'_> {
             "--events",
             &events.display().to_string(),
         ]);
+        for step in &s.hash_rate_steps {
+            a.extend(args(["--hash-rate-step", &step.to_string()]));
+        }
         let mut authority = self.authority.public.clone();
         if let Some(e) = external {
             // An outside SV1 role cannot be told the devices' hash rate: they suggest the
@@ -1461,10 +1484,23 @@ fn wait_healthy(role: &str, http: SocketAddr, timeout: Duration) -> Result<(), R
     })
 }
 
-/// The workers our pool at `http` credited with an accepted share, with their accepted
-/// shares, over its `/api/workers` pages; `None` if it does not answer.
+/// The workers our pool at `http` has credited with at least one accepted share, with their
+/// accepted counts; `None` if it does not answer.
 pub fn credited_workers(http: SocketAddr) -> Option<BTreeMap<String, u64>> {
-    let mut credited = BTreeMap::new();
+    Some(
+        workers_list(http)?
+            .iter()
+            .filter_map(|w| match (w["name"].as_str(), w["accepted"].as_u64()) {
+                (Some(name), Some(n @ 1..)) => Some((name.to_owned(), n)),
+                _ => None,
+            })
+            .collect(),
+    )
+}
+
+/// Every entry of our pool's `/api/workers`, over its pages; `None` if it does not answer.
+pub fn workers_list(http: SocketAddr) -> Option<Vec<serde_json::Value>> {
+    let mut all = Vec::new();
     let mut offset = 0;
     loop {
         let (200, body) =
@@ -1472,15 +1508,11 @@ pub fn credited_workers(http: SocketAddr) -> Option<BTreeMap<String, u64>> {
         else {
             return None;
         };
-        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-        for w in v["workers"].as_array()? {
-            if let (Some(name), Some(n @ 1..)) = (w["name"].as_str(), w["accepted"].as_u64()) {
-                credited.insert(name.to_owned(), n);
-            }
-        }
+        let mut v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        all.extend(v["workers"].as_array_mut().map(std::mem::take)?);
         match v["next_offset"].as_u64() {
             Some(next) if next > offset => offset = next,
-            _ => return Some(credited),
+            _ => return Some(all),
         }
     }
 }

@@ -166,6 +166,10 @@ pub struct ConfigResults {
     /// channel, every device for sv1 and C-workers; `null` for a pool without a worker list.
     #[serde(default)]
     pub pool_workers: Option<u64>,
+    /// How well the roles estimated the devices' hash rate and set their difficulty, against
+    /// the fleet's ground truth; `null` when not scored.
+    #[serde(default)]
+    pub estimation: Option<Estimation>,
     /// Share work at the farm edge.
     pub work: Work,
     /// `work` upstream of the proxy, alongside `pool_shares`.
@@ -227,6 +231,49 @@ pub struct ConfigResults {
     /// Events that needed a counterpart: the denominator of the 1% validity rule.
     #[serde(default)]
     pub matchable_events: u64,
+}
+
+/// Hash-rate estimation and vardiff accuracy (docs/metrics.md, "Estimation").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Estimation {
+    /// The pool's per-worker estimates against the truth of the devices behind each worker,
+    /// by the pool's averaging window (`1m`, `10m`).
+    pub hashrate_error_pct: BTreeMap<String, ErrorPct>,
+    /// The pool's estimate of all its miners against the whole fleet, by window.
+    #[serde(default)]
+    pub total_hashrate_error_pct: BTreeMap<String, ErrorPct>,
+    /// From a device's connect, or a hash-rate step, until its difficulty gives a share rate
+    /// within 20% of the target, in seconds.
+    pub vardiff_converge_s: Distribution,
+    /// Connects and steps after which the device had not converged when the run ended.
+    #[serde(default)]
+    pub vardiff_not_converged: u64,
+    /// The share rate the devices' difficulty gives, against the target, outside the spans
+    /// still converging; `null` with no sample.
+    pub share_rate_deviation_pct: Option<ErrorPct>,
+    /// Other roles' estimates, by role (`translator`).
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleEstimation>,
+}
+
+/// A role's own hash-rate estimates besides the pool's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoleEstimation {
+    /// By the role's window (`current` for a translator's figure of its devices).
+    pub hashrate_error_pct: BTreeMap<String, ErrorPct>,
+}
+
+/// Signed errors in percent, summarized.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ErrorPct {
+    /// Samples.
+    pub n: u64,
+    /// Median of the error's magnitude.
+    pub p50: f64,
+    /// 90th percentile of the error's magnitude.
+    pub p90: f64,
+    /// Mean signed error: above 0, an overestimate.
+    pub bias: f64,
 }
 
 /// Share counts at one edge. `submitted = accepted + stale + rejected + unanswered`.
@@ -528,6 +575,7 @@ mod tests {
             "shares",
             "pool_shares",
             "pool_workers",
+            "estimation",
             "work",
             "stale_pct_mainnet_equiv",
             "blocks",

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::metrics::{
-    assemble, host_busy_fraction, measure, write_outputs, ConfigRun, LinkSetup, LogSource,
-    MetricsError, PoolShares, ProcessUsage, RoleLog, TrialMeasurement,
+    assemble, host_busy_fraction, measure, write_outputs, ConfigRun, EstimationInput, LinkSetup,
+    LogSource, MetricsError, PoolShares, ProcessUsage, RoleLog, TrialMeasurement,
 };
 use crate::orchestrate::{
     simnet_link, AuthorityFile, Progress, RunError, Trial, TrialRecord, POOL_DURABILITY,
@@ -237,6 +237,16 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
                 .filter(|f| f.events.is_none())
                 .filter_map(|f| Some((f.name.clone(), (f.kind?, f.site))))
                 .collect(),
+            estimation: EstimationInput {
+                devices: s.devices,
+                shares_per_minute: s.shares_per_minute,
+                step_factors: {
+                    let mut steps = s.hash_rate_steps.clone();
+                    steps.sort_by_key(|st| st.at());
+                    steps.iter().map(|st| st.factor()).collect()
+                },
+                samples: r.estimates.get(config).cloned().unwrap_or_default(),
+            },
         };
         configs.push(measure(&run)?);
     }

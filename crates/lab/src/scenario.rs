@@ -369,6 +369,9 @@ pub struct Scenario {
     pub drain: Duration,
     /// Shares per minute per device the pools' vardiff aims for.
     pub shares_per_minute: f64,
+    /// Changes of every device's hash rate during a trial, from the fleet's start (what the
+    /// pools' vardiff and hash-rate estimates must follow).
+    pub hash_rate_steps: Vec<fleet::HashRateStep>,
     /// How much later than the pool-side node the farm-side node (A, B) learns the network's
     /// transactions and blocks, and its own blocks reach the network: it is one relay hop
     /// further from the rest of the network than a pool's well-connected node.
@@ -402,6 +405,7 @@ impl Default for Scenario {
             warmup_fraction: 0.1,
             drain: Duration::from_secs(5),
             shares_per_minute: 15.0,
+            hash_rate_steps: Vec::new(),
             farm_relay_delay: DEFAULT_FARM_RELAY_DELAY,
             external: BTreeMap::new(),
         }

@@ -139,6 +139,7 @@ fn ten_thousand_devices_for_two_minutes() {
         hash_budget_hps: 2e6,
         usage: Default::default(),
         unlogged: Default::default(),
+        estimation: Default::default(),
     };
     let started = Instant::now();
     let m = measure(&run).unwrap();

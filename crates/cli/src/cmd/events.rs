@@ -268,6 +268,7 @@ fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
         hash_budget_hps: 0.0,
         usage: BTreeMap::new(),
         unlogged: BTreeMap::new(),
+        estimation: Default::default(),
     };
     let results = lab::metrics::measure(&run)
         .with_context(|| "counting shares")?

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use events::EventSink;
 use fleet::stats::LiveStats;
 use fleet::sv2_device::parse_authority_key;
-use fleet::{Backoff, Fleet, FleetConfig, Profile, Protocol, Sv1Config, Sv2Config};
+use fleet::{Backoff, Fleet, FleetConfig, HashRateStep, Profile, Protocol, Sv1Config, Sv2Config};
 use primitives::HashRate;
 
 use crate::config::{self, Dur};
@@ -70,6 +70,11 @@ pub struct FleetArgs {
     /// Stop after this long; 0 runs until interrupted.
     #[arg(long, default_value = "0")]
     pub duration: Dur,
+    /// From AT after the start, every device hashes at FACTOR times its share of the budget
+    /// (`60s=2` doubles from a minute in; `90s=0.5` halves); repeatable.
+    #[arg(long, value_name = "AT=FACTOR")]
+    #[serde(default)]
+    pub hash_rate_step: Vec<HashRateStep>,
     /// At the end, how long to wait for the verdicts of shares in flight.
     #[arg(long, default_value = "2s")]
     pub drain: Dur,
@@ -138,6 +143,7 @@ impl FleetArgs {
         c.source_addrs = self.source_addrs.max(1);
         c.connect_rate = self.connect_rate.0;
         c.duration = self.duration.0;
+        c.hash_rate_steps = self.hash_rate_step.clone();
         c.drain = self.drain.0;
         c.seed = self.seed;
         c.first_device_id = self.first_device_id;

@@ -112,6 +112,12 @@ pub struct RunArgs {
     /// The share rate pools and proxies aim each device at.
     #[arg(skip = Scenario::default().shares_per_minute)]
     pub shares_per_minute: f64,
+    /// From AT after a trial's start, every device hashes at FACTOR times its share of the
+    /// budget (`60s=2`); repeatable. The vardiff and hash-rate estimation figures show how
+    /// each configuration follows it.
+    #[arg(long, value_name = "AT=FACTOR")]
+    #[serde(default)]
+    pub hash_rate_step: Vec<fleet::HashRateStep>,
     /// How much later than the pool's node the farm's own node (A, B) hears of the network's
     /// blocks and transactions: one relay hop further from the network.
     #[arg(long, default_value_t = Dur(Scenario::default().farm_relay_delay))]
@@ -268,6 +274,7 @@ impl RunArgs {
             warmup_fraction: self.warmup,
             drain: self.drain.0,
             shares_per_minute: self.shares_per_minute,
+            hash_rate_steps: self.hash_rate_step.clone(),
             farm_relay_delay: self.farm_relay_delay.0,
             external: self.external.clone(),
         };

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use events::{Event, EventLog, EventReader, Header, ReadError};
 
+use super::estimation::EstimationInput;
+
 /// What a role process is, as far as the metrics care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RoleKind {
@@ -244,4 +246,7 @@ pub struct ConfigRun {
     /// Roles of the configuration that write no events (third-party and external ones): their
     /// kind and site, for the roles table beside their /proc figures.
     pub unlogged: BTreeMap<String, (RoleKind, Site)>,
+    /// The fleet's setup and the roles' sampled hash-rate estimates, for the estimation
+    /// figures (default: not scored).
+    pub estimation: EstimationInput,
 }

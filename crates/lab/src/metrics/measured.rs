@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::blocks::BlockTally;
+use super::estimation::EstimationTally;
 use super::input::{ProcessUsage, RoleKind, Site};
 use super::series::Series;
 use super::shares::ShareTally;
@@ -134,6 +135,8 @@ pub struct Measured {
     pub unmatched: Unmatched,
     /// Counts per second.
     pub series: Series,
+    /// Hash-rate estimation and vardiff accuracy.
+    pub estimation: EstimationTally,
 }
 
 impl Measured {
@@ -173,6 +176,7 @@ impl Measured {
         self.achieved_hps.extend_from_slice(&o.achieved_hps);
         self.unmatched.merge(&o.unmatched);
         self.series.merge(&o.series);
+        self.estimation.merge(&o.estimation);
     }
 
     /// Mean achieved hash rate over the trials that recorded one.
@@ -223,6 +227,7 @@ impl Measured {
             shares: self.shares.shares(),
             pool_shares: self.pool_shares.as_ref().map(|s| s.shares()),
             pool_workers: self.pool_workers,
+            estimation: self.estimation.results(),
             work: self.shares.work(),
             pool_work: self.pool_shares.as_ref().map(|s| s.work()),
             stale_pct_mainnet_equiv: self

@@ -64,6 +64,7 @@
 //!   without a future job, jobs stamped before their template or tip; `matchable_events` is
 //!   what needed matching (workable jobs, activations, received verdicts).
 //! - Validity: see [`validity`].
+//! - Hash-rate estimation and vardiff accuracy against the fleet's truth: see [`estimation`].
 //!
 //! Distributions are summarized by [`crate::stats`]; their clusters: the template
 //! (`time_to_job_ms`, `time_to_job_first_ms`), the tip (`time_to_job_prevhash*`), the
@@ -72,6 +73,7 @@
 
 pub mod blocks;
 pub mod devices;
+pub mod estimation;
 pub mod index;
 pub mod input;
 pub mod measured;
@@ -88,6 +90,7 @@ use std::time::Instant;
 
 use events::{EventKind, Hash256, Perspective, ReadError};
 
+pub use estimation::{EstimateSample, EstimationInput, Estimator};
 pub use input::{
     ConfigRun, LinkSetup, LogSource, PoolShares, ProcessUsage, RoleKind, RoleLog, Site, Window,
 };
@@ -99,6 +102,7 @@ pub use validity::host_busy_fraction;
 pub const SIMNET_ROLE: &str = "simnet";
 
 use devices::FleetPass;
+use estimation::Vardiff;
 use index::Index;
 use series::Series;
 use shares::{Matched, ShareBook};
@@ -237,6 +241,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         .iter()
         .any(|l| matches!(l.kind, RoleKind::Pool | RoleKind::Proxy));
     let mut fleet = FleetPass::new(&index, w, series, job_source_logged);
+    let mut vardiff = Vardiff::default();
     for (i, log) in run.logs.iter().enumerate() {
         if log.kind != RoleKind::Fleet {
             continue;
@@ -246,6 +251,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
             .for_each(|e| {
                 events += 1;
                 fleet.on_event(i as u32, e.ts_ns, &e.kind);
+                vardiff.on_fleet_event(i as u32, e.ts_ns, &e.kind);
                 if let EventKind::LinkBytes(_) | EventKind::LinkRtt(_) = e.kind {
                     traffic.on_role(i, log.kind, e.ts_ns, &e.kind, &mut fleet.series);
                 }
@@ -365,6 +371,13 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         achieved_hps: vec![outcome.achieved_hps],
         unmatched,
         series: std::mem::take(&mut fleet.series),
+        estimation: vardiff.finish(
+            &w,
+            &run.estimation,
+            run.hash_budget_hps,
+            outcome.achieved_hps,
+            run.pool_workers,
+        ),
     };
     tracing::info!(config = %run.name, events, elapsed_ms = started.elapsed().as_millis() as u64,
         shares = m.shares.submitted, unmatched = m.unmatched.total(), "metrics computed");

@@ -91,8 +91,8 @@ fn against(key: &Key, base_name: &str, b: Value95, name: &str, v: Value95) -> St
         "worse"
     };
     let direction = match (c.diff < 0.0, unit) {
-        (true, Unit::Millis) => "less",
-        (false, Unit::Millis) => "more",
+        (true, Unit::Millis | Unit::Seconds) => "less",
+        (false, Unit::Millis | Unit::Seconds) => "more",
         (true, _) => "lower",
         (false, _) => "higher",
     };

@@ -46,7 +46,7 @@ pub(crate) struct Key {
 }
 
 /// The key figures, in the order the findings give them.
-pub(crate) const KEYS: [Key; 10] = [
+pub(crate) const KEYS: [Key; 14] = [
     Key {
         id: "time_to_job_ms",
         title: "Time to new job",
@@ -145,6 +145,43 @@ pub(crate) const KEYS: [Key; 10] = [
             field: "rss_bytes_max",
         },
         relative: true,
+    },
+    Key {
+        id: "pool_workers",
+        title: "Workers the pool sees",
+        what: "distinct workers the pool credited with accepted shares",
+        unit: Unit::Count,
+        better: Better::Higher,
+        source: Source::Number(&["pool_workers"]),
+        relative: false,
+    },
+    Key {
+        id: "hashrate_error_1m",
+        title: "Hash-rate estimate error",
+        what: "median error of the pool's one-minute per-worker hash rate against the truth",
+        unit: Unit::Percent,
+        better: Better::Lower,
+        source: Source::Number(&["estimation", "hashrate_error_pct", "1m", "p50"]),
+        relative: false,
+    },
+    Key {
+        id: "vardiff_converge_s",
+        title: "Vardiff convergence",
+        what: "mean time from a connect or a hash-rate step until the difficulty gives the \
+               target share rate within 20%",
+        unit: Unit::Seconds,
+        better: Better::Lower,
+        source: Source::Number(&["estimation", "vardiff_converge_s", "mean"]),
+        relative: true,
+    },
+    Key {
+        id: "share_rate_deviation",
+        title: "Share rate off target",
+        what: "median distance of the devices' share rate from the target, once converged",
+        unit: Unit::Percent,
+        better: Better::Lower,
+        source: Source::Number(&["estimation", "share_rate_deviation_pct", "p50"]),
+        relative: false,
     },
 ];
 

@@ -12,6 +12,8 @@ pub(crate) enum Unit {
     Percent,
     /// Milliseconds.
     Millis,
+    /// Seconds.
+    Seconds,
     /// Satoshis.
     Sats,
     /// Work in difficulty-1 units (sum of share difficulties).
@@ -33,6 +35,7 @@ impl Unit {
             Unit::Count => "",
             Unit::Percent => "%",
             Unit::Millis => "ms",
+            Unit::Seconds => "s",
             Unit::Sats => "sat",
             Unit::Work => "diff-1",
             // Byte figures carry their own scaled unit (KiB, MiB/s).

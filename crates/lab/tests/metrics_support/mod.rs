@@ -263,6 +263,7 @@ impl Lab {
             hash_budget_hps: self.hash_budget_hps,
             usage: self.usage.clone(),
             unlogged: Default::default(),
+            estimation: Default::default(),
         }
     }
 
