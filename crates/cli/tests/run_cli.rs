@@ -434,9 +434,10 @@ fn a_short_run_of_c_workers_credits_each_device_where_c_credits_one_worker() {
 /// score each configuration against that truth. Each device's connect and the step are
 /// scored for convergence (or counted as never converging); the pool's estimates and C's
 /// translator's are read during the run; a one-minute estimator, lagging behind a doubling,
-/// underestimates.
+/// underestimates. The same run carries the protocol cost: messages by type per link, their
+/// overhead, the handshakes and the WAN's bytes per accepted share.
 #[test]
-fn a_hash_rate_step_is_scored_for_vardiff_and_estimation() {
+fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
@@ -473,6 +474,25 @@ fn a_hash_rate_step_is_scored_for_vardiff_and_estimation() {
                 < 0.0,
             "{name}: the pool's one-minute figure lags the doubling: {e}"
         );
+    }
+    // The protocols' own cost: messages by type as the framing roles counted them.
+    let sv1 = &results["configs"]["sv1"]["protocol"];
+    let submits = &sv1["messages"]["sv1"]["up"]["mining.submit"];
+    assert!(submits["count"].as_u64().unwrap() > 0, "{sv1}");
+    assert!(submits["mean_bytes"].as_f64().unwrap() > 50.0, "{sv1}");
+    let c = &results["configs"]["C"]["protocol"];
+    for link in ["sv2", "upstream"] {
+        let shares = &c["messages"][link]["up"]["SubmitSharesExtended"];
+        assert!(shares["count"].as_u64().unwrap() > 0, "{link}: {c}");
+        let overhead = c["overhead_pct"][link].as_f64().unwrap();
+        assert!(overhead > 0.0 && overhead < 100.0, "{link}: {c}");
+    }
+    // The translator's handshake with the pool, timed by the pool.
+    assert!(c["handshake_ms"]["n"].as_u64().unwrap() >= 1, "{c}");
+    assert_eq!(c["handshake_bytes"]["sv2"]["up"].as_f64(), Some(64.0), "{c}");
+    for name in ["sv1", "C"] {
+        let per_share = &results["configs"][name]["protocol"]["wan_bytes_per_accepted_share"];
+        assert!(per_share["up"].as_f64().unwrap() > 0.0, "{name}: {per_share}");
     }
     let translator = &results["configs"]["C"]["estimation"]["roles"]["translator"];
     assert!(

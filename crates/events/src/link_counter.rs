@@ -1,11 +1,98 @@
 //! A role's own socket bytes on one link, reported as `LinkBytes` deltas (docs/metrics.md
 //! `roles.<name>.net_*_bytes`: /proc cannot give per-process network bytes). Servers count what
 //! they read as `Up` and what they write as `Down`; `conn` 0 stands for the whole endpoint.
+//!
+//! The role that frames the messages also counts them by type ([`LinkCounter::add_message`]),
+//! reported as `LinkMessages` deltas: on a Noise-encrypted link nobody else can tell a share
+//! from a job (docs/metrics.md, "Protocol cost").
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::{Direction, EventSink, LinkBytes, ShortStr};
+use std::time::Duration;
+
+use crate::{Direction, EventSink, LinkBytes, LinkHandshake, LinkMessages, ShortStr};
+
+/// The name a Noise handshake is counted under among a link's messages.
+pub const HANDSHAKE: &str = "noise_handshake";
+
+/// Distinct message names one counter keeps apart; any beyond share the last slot.
+const MESSAGE_SLOTS: usize = 48;
+
+/// The name a message past the table's capacity is counted under.
+const OTHER: &str = "other";
+
+/// One message name's counts, in both directions: [count, wire bytes, payload bytes].
+#[derive(Debug, Default)]
+struct MessageSlot {
+    /// The name's `&'static str`, boxed once so that it fits an atomic pointer; null: free.
+    name: AtomicPtr<&'static str>,
+    up: [AtomicU64; 3],
+    down: [AtomicU64; 3],
+}
+
+/// Per message name and direction: counts, kept lock-free (the pool counts every share).
+#[derive(Debug)]
+struct MessageCounts {
+    slots: Box<[MessageSlot]>,
+    /// What was reported so far, per slot: up then down, each [count, wire, payload].
+    reported: Mutex<Vec<[u64; 6]>>,
+}
+
+impl MessageCounts {
+    fn new() -> Self {
+        MessageCounts {
+            slots: (0..MESSAGE_SLOTS).map(|_| MessageSlot::default()).collect(),
+            reported: Mutex::new(vec![[0; 6]; MESSAGE_SLOTS]),
+        }
+    }
+
+    /// The slot of `name`, claimed on first use. Names are `&'static str`s from a few fixed
+    /// tables, so equal names compare fast by address, and by text when two tables share one.
+    fn slot(&self, name: &'static str) -> &MessageSlot {
+        for (i, slot) in self.slots.iter().enumerate() {
+            let mut p = slot.name.load(Ordering::Acquire);
+            if p.is_null() {
+                let mine = Box::into_raw(Box::new(name));
+                match slot.name.compare_exchange(
+                    std::ptr::null_mut(),
+                    mine,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => return slot,
+                    Err(theirs) => {
+                        // SAFETY: `mine` came from Box::into_raw above and was never shared.
+                        drop(unsafe { Box::from_raw(mine) });
+                        p = theirs;
+                    }
+                }
+            }
+            // SAFETY: a non-null pointer was stored from Box::into_raw and is only freed in
+            // Drop, which needs `&mut self`.
+            let held: &'static str = unsafe { *p };
+            if held.as_ptr() == name.as_ptr() && held.len() == name.len() || held == name {
+                return slot;
+            }
+            if i == self.slots.len() - 2 && name != OTHER {
+                return self.slot(OTHER);
+            }
+        }
+        &self.slots[self.slots.len() - 1]
+    }
+}
+
+impl Drop for MessageCounts {
+    fn drop(&mut self) {
+        for slot in self.slots.iter() {
+            let p = slot.name.load(Ordering::Acquire);
+            if !p.is_null() {
+                // SAFETY: stored from Box::into_raw; no other reference survives `&mut self`.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
+}
 
 /// Which end of a link a role's socket is: decides which way its reads and writes go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +111,9 @@ pub struct LinkCounter {
     rx: AtomicU64,
     tx: AtomicU64,
     reported: Mutex<(u64, u64)>,
+    messages: MessageCounts,
+    /// Handshakes not reported yet: (duration ns, up bytes, down bytes).
+    handshakes: Mutex<Vec<(u64, u64, u64)>>,
 }
 
 impl LinkCounter {
@@ -35,7 +125,45 @@ impl LinkCounter {
             rx: AtomicU64::new(0),
             tx: AtomicU64::new(0),
             reported: Mutex::new((0, 0)),
+            messages: MessageCounts::new(),
+            handshakes: Mutex::new(Vec::new()),
         })
+    }
+
+    /// A Noise handshake `side` completed in `duration`, having read `read` and written
+    /// `written` bytes: reported as a `LinkHandshake`, and counted among the messages as
+    /// [`HANDSHAKE`] (the bytes themselves go through [`LinkCounter::add_read`] and
+    /// [`LinkCounter::add_written`] as any others).
+    pub fn add_handshake(&self, side: Side, duration: Duration, read: usize, written: usize) {
+        self.add_message(side, true, HANDSHAKE, read, 0);
+        self.add_message(side, false, HANDSHAKE, written, 0);
+        let (up, down) = match side {
+            Side::Server => (read, written),
+            Side::Client => (written, read),
+        };
+        self.handshakes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((duration.as_nanos() as u64, up as u64, down as u64));
+    }
+
+    /// One message `side` read (`read`) or wrote, named `name`: `wire` bytes on the socket, of
+    /// which `payload` are the message's own. Counts what [`LinkCounter::add_read`] and
+    /// [`LinkCounter::add_written`] do not: the caller counts the bytes there too.
+    pub fn add_message(
+        &self,
+        side: Side,
+        read: bool,
+        name: &'static str,
+        wire: usize,
+        payload: usize,
+    ) {
+        let up = matches!((side, read), (Side::Server, true) | (Side::Client, false));
+        let slot = self.messages.slot(name);
+        let c = if up { &slot.up } else { &slot.down };
+        c[0].fetch_add(1, Ordering::Relaxed);
+        c[1].fetch_add(wire as u64, Ordering::Relaxed);
+        c[2].fetch_add(payload as u64, Ordering::Relaxed);
     }
 
     /// The link's name.
@@ -69,6 +197,27 @@ impl LinkCounter {
         }
     }
 
+    /// Every whole line in `bytes` as one message each, named by `kind` (the line without its
+    /// end): for line-framed protocols (SV1), whose wire bytes are the line and its `\n`, and
+    /// whose payload is the line's text (without a `\r` before the `\n`).
+    pub fn add_lines(
+        &self,
+        side: Side,
+        read: bool,
+        bytes: &[u8],
+        kind: impl Fn(&[u8]) -> &'static str,
+    ) {
+        for line in bytes.split_inclusive(|&b| b == b'\n') {
+            let Some(text) = line.strip_suffix(b"\n") else {
+                continue;
+            };
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            if !text.is_empty() {
+                self.add_message(side, read, kind(text), line.len(), text.len());
+            }
+        }
+    }
+
     /// (read, written) so far.
     pub fn totals(&self) -> (u64, u64) {
         (
@@ -96,6 +245,46 @@ impl LinkCounter {
             }
         }
         *last = (rx, tx);
+        drop(last);
+        let done = std::mem::take(&mut *self.handshakes.lock().unwrap_or_else(|p| p.into_inner()));
+        for (duration_ns, up_bytes, down_bytes) in done {
+            sink.emit(LinkHandshake {
+                link: self.link,
+                duration_ns,
+                up_bytes,
+                down_bytes,
+            });
+        }
+        let mut last = self
+            .messages
+            .reported
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for (slot, before) in self.messages.slots.iter().zip(last.iter_mut()) {
+            let p = slot.name.load(Ordering::Acquire);
+            if p.is_null() {
+                break;
+            }
+            // SAFETY: see MessageCounts::slot.
+            let name: &'static str = unsafe { *p };
+            for (dir, counts, at) in [
+                (Direction::Up, &slot.up, 0usize),
+                (Direction::Down, &slot.down, 3usize),
+            ] {
+                let now = counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+                if now[0] > before[at] {
+                    sink.emit(LinkMessages {
+                        link: self.link,
+                        direction: dir,
+                        message: ShortStr::new(name),
+                        count: now[0] - before[at],
+                        bytes: now[1] - before[at + 1],
+                        payload_bytes: now[2] - before[at + 2],
+                    });
+                    before[at..at + 3].copy_from_slice(&now);
+                }
+            }
+        }
     }
 }
 
@@ -112,5 +301,92 @@ mod tests {
         c.add_written(Side::Server, 3);
         // (up, down): what travels toward the pool, counted at both ends.
         assert_eq!(c.totals(), (20, 6));
+    }
+
+    #[test]
+    fn messages_are_counted_by_name_and_direction_and_reported_as_deltas() {
+        let c = LinkCounter::new("wan");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.ev");
+        let sink = EventSink::create(&path, "t", "c").unwrap();
+        // A pool (server) reads two shares and writes one job.
+        c.add_message(Side::Server, true, "SubmitSharesStandard", 54, 32);
+        c.add_message(Side::Server, true, "SubmitSharesStandard", 54, 32);
+        c.add_message(Side::Server, false, "NewMiningJob", 72, 50);
+        // A client writing a share sends it up too, under an equal name from another table.
+        let other: &'static str = Box::leak(String::from("SubmitSharesStandard").into_boxed_str());
+        c.add_message(Side::Client, false, other, 54, 32);
+        c.report(&sink);
+        c.report(&sink);
+        c.add_message(Side::Server, false, "NewMiningJob", 72, 50);
+        c.report(&sink);
+        drop(sink);
+        let log = crate::read_file(&path).unwrap();
+        let got: Vec<_> = log
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                crate::EventKind::LinkMessages(m) => Some((
+                    m.direction,
+                    m.message.as_str().to_owned(),
+                    m.count,
+                    m.bytes,
+                    m.payload_bytes,
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Direction::Up, "SubmitSharesStandard".into(), 3, 162, 96),
+                (Direction::Down, "NewMiningJob".into(), 1, 72, 50),
+                (Direction::Down, "NewMiningJob".into(), 1, 72, 50),
+            ]
+        );
+    }
+
+    #[test]
+    fn lines_are_messages_and_a_line_cut_short_is_not() {
+        let c = LinkCounter::new("sv1");
+        let kind = |l: &[u8]| {
+            if l.starts_with(b"{\"id\":null") {
+                "notify"
+            } else {
+                "response"
+            }
+        };
+        c.add_lines(
+            Side::Server,
+            false,
+            b"{\"id\":null}\n{\"id\":1}\r\n\n{\"id\":2",
+            kind,
+        );
+        let slot = c.messages.slot("notify");
+        assert_eq!(
+            slot.down.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            [1, 12, 11]
+        );
+        let slot = c.messages.slot("response");
+        assert_eq!(
+            slot.down.each_ref().map(|a| a.load(Ordering::Relaxed)),
+            [1, 10, 8]
+        );
+    }
+
+    #[test]
+    fn names_past_the_table_share_one_slot() {
+        let c = LinkCounter::new("l");
+        let names: Vec<&'static str> = (0..MESSAGE_SLOTS + 5)
+            .map(|i| &*Box::leak(format!("m{i}").into_boxed_str()))
+            .collect();
+        for n in &names {
+            c.add_message(Side::Server, true, n, 1, 1);
+        }
+        let other = c.messages.slot(OTHER);
+        // One slot is kept for them: the rest hold a name each.
+        let past = (names.len() - (MESSAGE_SLOTS - 1)) as u64;
+        assert_eq!(other.up[0].load(Ordering::Relaxed), past);
+        assert_eq!(c.messages.slot(names[0]).up[0].load(Ordering::Relaxed), 1);
     }
 }

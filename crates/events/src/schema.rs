@@ -114,6 +114,10 @@ pub enum EventKind {
     Mark(Mark),
     /// A [`BlockFound`] event.
     BlockFound(BlockFound),
+    /// A [`LinkMessages`] event.
+    LinkMessages(LinkMessages),
+    /// A [`LinkHandshake`] event.
+    LinkHandshake(LinkHandshake),
 }
 
 /// A node made a template available: the first moment a `getblocktemplate` call could return it,
@@ -401,6 +405,39 @@ pub struct LinkBytes {
     pub bytes: u64,
 }
 
+/// Messages of one type moved on a link since the previous `LinkMessages` for the same link,
+/// direction and type (deltas, like [`LinkBytes`]), as the role that framed them counted them:
+/// the only place the type of a message on a Noise-encrypted link is known.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct LinkMessages {
+    /// The link's name, as in [`LinkBytes::link`].
+    pub link: ShortStr,
+    /// Which way they moved.
+    pub direction: Direction,
+    /// The message's name (`SubmitSharesStandard`, `mining.submit`, `noise_handshake`, ...).
+    pub message: ShortStr,
+    /// Messages moved.
+    pub count: u64,
+    /// Their bytes on the wire: framing, encryption and payload.
+    pub bytes: u64,
+    /// Of those, the messages' own payload (for SV1, the JSON text without its line end).
+    pub payload_bytes: u64,
+}
+
+/// A Noise handshake completed on a link, as the role at one end timed it: a server from
+/// accepting the connection, a client from connecting, until either may send its first message.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub struct LinkHandshake {
+    /// The link's name, as in [`LinkBytes::link`].
+    pub link: ShortStr,
+    /// How long the handshake took, in nanoseconds.
+    pub duration_ns: u64,
+    /// Its bytes toward the pool.
+    pub up_bytes: u64,
+    /// Its bytes toward the devices.
+    pub down_bytes: u64,
+}
+
 /// A round-trip time measured through a link.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub struct LinkRtt {
@@ -539,6 +576,8 @@ kinds! {
     BlockFound = 17, "block_found" {
         node, hash, height, template_id, job_id, conn, stored,
     };
+    LinkMessages = 18, "link_messages" { link, direction, message, count, bytes, payload_bytes };
+    LinkHandshake = 19, "link_handshake" { link, duration_ns, up_bytes, down_bytes };
 }
 
 // The job kinds show their target both as hex and as a difficulty, the unit pools talk in.

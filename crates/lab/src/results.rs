@@ -170,6 +170,9 @@ pub struct ConfigResults {
     /// the fleet's ground truth; `null` when not scored.
     #[serde(default)]
     pub estimation: Option<Estimation>,
+    /// What the protocols themselves cost on the links.
+    #[serde(default)]
+    pub protocol: ProtocolCost,
     /// Share work at the farm edge.
     pub work: Work,
     /// `work` upstream of the proxy, alongside `pool_shares`.
@@ -248,12 +251,64 @@ pub struct Estimation {
     /// Connects and steps after which the device had not converged when the run ended.
     #[serde(default)]
     pub vardiff_not_converged: u64,
+    /// `vardiff_converge_s` after hash-rate steps only (connects start at the right difficulty
+    /// in the lab, so this is where vardiff shows how fast it follows).
+    #[serde(default)]
+    pub vardiff_converge_after_step_s: Distribution,
+    /// Of `vardiff_not_converged`, the steps; `null` in a run without steps.
+    #[serde(default)]
+    pub vardiff_not_converged_after_step: Option<u64>,
     /// The share rate the devices' difficulty gives, against the target, outside the spans
     /// still converging; `null` with no sample.
     pub share_rate_deviation_pct: Option<ErrorPct>,
     /// Other roles' estimates, by role (`translator`).
     #[serde(default)]
     pub roles: BTreeMap<String, RoleEstimation>,
+}
+
+/// What the protocols cost on the links (docs/metrics.md, "Protocol cost").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProtocolCost {
+    /// By link name (as in `links`), then direction (`up`, `down`), then message type: what
+    /// the roles that framed them counted in the measured window.
+    #[serde(default)]
+    pub messages: BTreeMap<String, BTreeMap<String, BTreeMap<String, MessageFigures>>>,
+    /// By link: the share of its messages' wire bytes that is not their payload (framing,
+    /// Noise's MACs, SV1's line ends), in percent.
+    #[serde(default)]
+    pub overhead_pct: BTreeMap<String, f64>,
+    /// By link: the mean bytes of one Noise handshake each way, over the whole run.
+    #[serde(default)]
+    pub handshake_bytes: BTreeMap<String, UpDown>,
+    /// From a pool-site role of ours accepting a connection until its Noise handshake is done,
+    /// over the whole run.
+    #[serde(default)]
+    pub handshake_ms: Distribution,
+    /// The WAN link's bytes over the measured window per share the pool accepted in it (the
+    /// figure a farm pays for); `null` with no accepted share or no WAN link.
+    pub wan_bytes_per_accepted_share: Option<UpDown>,
+}
+
+/// Messages of one type on one link in one direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageFigures {
+    /// Messages.
+    pub count: u64,
+    /// Their wire bytes (framing and encryption included).
+    pub bytes: u64,
+    /// `bytes / count`.
+    pub mean_bytes: f64,
+    /// Of `bytes`, the messages' own payload.
+    pub payload_bytes: u64,
+}
+
+/// A figure in each direction of a link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UpDown {
+    /// Towards the pool.
+    pub up: f64,
+    /// Towards the devices.
+    pub down: f64,
 }
 
 /// A role's own hash-rate estimates besides the pool's.
@@ -576,6 +631,7 @@ mod tests {
             "pool_shares",
             "pool_workers",
             "estimation",
+            "protocol",
             "work",
             "stale_pct_mainnet_equiv",
             "blocks",

@@ -362,6 +362,14 @@ fn offset(line: &[u8], s: &str) -> usize {
 
 /// One line through the JSON reader and every typed parser. Panics on a violated invariant.
 pub fn check_line(line: &[u8]) {
+    // The counting of messages by kind reads any bytes and names them from its list.
+    let kind = crate::kind::line_kind(line);
+    assert!(
+        crate::kind::METHODS.contains(&kind)
+            || kind == crate::kind::RESPONSE
+            || kind == crate::kind::OTHER,
+        "line_kind gave {kind:?}"
+    );
     let ours = parse_line(line);
     compare_with_serde(line, ours.as_ref().map(|(e, _)| e));
     check_fast_submit(line, ours.as_ref().ok().map(|(e, _)| e));

@@ -14,6 +14,7 @@ pub mod fast;
 pub mod fuzz_support;
 pub mod hex;
 pub mod json;
+pub mod kind;
 pub mod line;
 pub mod message;
 pub mod outbox;
@@ -28,6 +29,7 @@ pub const VERSION_ROLLING_MASK: u32 = 0x1fff_e000;
 pub use error::ErrorCode;
 pub use fast::{parse_submit, FastSubmit};
 pub use json::{error_code, Envelope, JsonError, Value};
+pub use kind::line_kind;
 pub use line::{LineBuffer, LineTooLong};
 pub use message::{
     parse_line, Authorize, Configure, Method, Notify, ParamError, Submit, Subscribe,

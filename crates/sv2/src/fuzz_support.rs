@@ -56,11 +56,7 @@ fn cut<'a>(wire: &'a [u8], cuts: &mut Cuts) -> Vec<&'a [u8]> {
     reads
 }
 
-/// The wire size of a frame with a payload of `len` bytes.
-pub fn wire_len(len: usize) -> usize {
-    let chunks = len.div_ceil(codec_sv2::SV2_FRAME_PLAINTEXT_CHUNK_SIZE);
-    codec_sv2::ENCRYPTED_SV2_FRAME_HEADER_SIZE + len + chunks * noise_sv2::AEAD_MAC_LEN
-}
+pub use crate::noise::wire_len;
 
 /// An initiator and a responder through a real handshake in memory.
 pub fn handshake_pair(max_frame_bytes: usize) -> (NoiseInitiator, NoiseResponder) {

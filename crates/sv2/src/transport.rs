@@ -26,8 +26,14 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use crate::keys::AuthorityKeys;
-use crate::messages::{EncodeError, Message};
-use crate::noise::{extension_type, Codec, Frame, NoiseError, NoiseInitiator, NoiseResponder};
+use crate::messages::{frame_name, EncodeError, Message};
+use crate::noise::{
+    extension_type, wire_len, Codec, Frame, NoiseError, NoiseInitiator, NoiseResponder,
+    CHANNEL_MSG_BIT,
+};
+
+/// The name the Noise handshake's bytes are counted under among a link's messages.
+pub use events::HANDSHAKE;
 
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 8192;
@@ -144,6 +150,9 @@ pub struct NoiseConn {
     limits: Limits,
     /// Wire bytes of the handshake: (read, written).
     handshake: (u64, u64),
+    /// How long the handshake took: from accepting the connection (server) or connecting
+    /// (client) until it was done.
+    handshake_time: Duration,
     /// Where the connection's wire bytes are counted, once someone asked
     /// ([`NoiseConn::count_into`]).
     counter: Option<(Arc<LinkCounter>, Side)>,
@@ -162,9 +171,21 @@ impl NoiseConn {
     /// through here. `LinkBytes` directions are the link's (up: toward the pool), so what a
     /// client writes goes up and what a server writes goes down.
     pub fn count_into(&mut self, counter: Arc<LinkCounter>, side: Side) {
+        // The handshake is the Noise cost of the connection: timed, and counted as a message
+        // with no payload.
+        let (read, written) = (self.handshake.0 as usize, self.handshake.1 as usize);
+        counter.add_handshake(side, self.handshake_time, read, written);
         self.counter = Some((counter, side));
-        self.count_read(self.handshake.0 as usize);
-        self.count_written(self.handshake.1 as usize);
+        self.count_read(read);
+        self.count_written(written);
+    }
+
+    /// A whole frame read or written: its message by type (wire and payload bytes).
+    fn count_frame(&self, read: bool, extension_type: u16, msg_type: u8, payload: usize) {
+        if let Some((c, side)) = &self.counter {
+            let name = frame_name(extension_type & !CHANNEL_MSG_BIT, msg_type);
+            c.add_message(*side, read, name, wire_len(payload), payload);
+        }
     }
 
     fn count_read(&self, n: usize) {
@@ -186,19 +207,20 @@ impl NoiseConn {
         responder: Box<Responder>,
         limits: Limits,
     ) -> Result<NoiseConn, TransportError> {
-        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + limits.handshake_timeout;
         let noise = NoiseResponder::from_role(responder, limits.max_frame_bytes);
-        NoiseConn::accept_from(stream, noise, limits, 0, deadline).await
+        NoiseConn::accept_from(stream, noise, limits, 0, (started, deadline)).await
     }
 
     /// The rest of [`NoiseConn::accept`] for a responder that has been fed the first `read`
-    /// bytes of the handshake already, within the handshake's deadline.
+    /// bytes of the handshake already, started at `started`, within the handshake's deadline.
     async fn accept_from(
         stream: TcpStream,
         mut noise: NoiseResponder,
         limits: Limits,
         mut read: u64,
-        deadline: tokio::time::Instant,
+        (started, deadline): (tokio::time::Instant, tokio::time::Instant),
     ) -> Result<NoiseConn, TransportError> {
         let _ = stream.set_nodelay(true);
         let (mut reader, mut writer) = stream.into_split();
@@ -219,7 +241,7 @@ impl NoiseConn {
             read_buf,
             out,
             limits,
-            (read, written),
+            (read, written, started.elapsed()),
         ))
     }
 
@@ -233,7 +255,8 @@ impl NoiseConn {
         // A responder costs fresh keys and a signed certificate: made only once the initiator
         // has sent its whole first message (its ephemeral key), so that a peer that connects
         // and says nothing, or trickles bytes, costs the server no cryptography.
-        let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + limits.handshake_timeout;
         let mut hello = [0u8; noise_sv2::ELLSWIFT_ENCODING_SIZE];
         let mut stream = stream;
         match tokio::time::timeout_at(deadline, stream.read_exact(&mut hello)).await {
@@ -269,7 +292,14 @@ impl NoiseConn {
                 return Err(TransportError::HandshakeTimeout);
             }
         };
-        NoiseConn::accept_from(stream, noise, limits, hello.len() as u64, deadline).await
+        NoiseConn::accept_from(
+            stream,
+            noise,
+            limits,
+            hello.len() as u64,
+            (started, deadline),
+        )
+        .await
     }
 
     /// The initiator's side: `initiator` carries the authority key the server's certificate must
@@ -279,6 +309,7 @@ impl NoiseConn {
         initiator: Box<Initiator>,
         limits: Limits,
     ) -> Result<NoiseConn, TransportError> {
+        let started = tokio::time::Instant::now();
         let _ = stream.set_nodelay(true);
         let (mut reader, mut writer) = stream.into_split();
         let mut noise = NoiseInitiator::from_role(initiator, limits.max_frame_bytes)?;
@@ -303,7 +334,7 @@ impl NoiseConn {
             read_buf,
             out,
             limits,
-            (read, written),
+            (read, written, started.elapsed()),
         ))
     }
 
@@ -315,7 +346,7 @@ impl NoiseConn {
         read_buf: Box<[u8]>,
         out: Vec<u8>,
         limits: Limits,
-        handshake: (u64, u64),
+        (read, written, took): (u64, u64, Duration),
     ) -> NoiseConn {
         NoiseConn {
             reader,
@@ -325,7 +356,8 @@ impl NoiseConn {
             out,
             scratch: Vec::new(),
             limits,
-            handshake,
+            handshake: (read, written),
+            handshake_time: took,
             counter: None,
         }
     }
@@ -345,7 +377,14 @@ impl NoiseConn {
     pub async fn read_frame(&mut self) -> Result<Frame, TransportError> {
         loop {
             if let Some(frame) = self.codec.next_frame() {
-                return Ok(frame?);
+                let frame = frame?;
+                self.count_frame(
+                    true,
+                    frame.extension(),
+                    frame.msg_type(),
+                    frame.payload.len(),
+                );
+                return Ok(frame);
             }
             if self.codec.read_failed() {
                 return Err(NoiseError::Failed.into());
@@ -394,6 +433,7 @@ impl NoiseConn {
         let written = write_within(&mut self.writer, &self.out, self.limits.write_timeout).await;
         if written.is_ok() {
             self.count_written(self.out.len());
+            self.count_frame(false, extension_type, msg_type, payload.len());
         }
         if self.out.capacity() > RETAINED_OUT {
             self.out = Vec::new();

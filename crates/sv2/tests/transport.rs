@@ -255,3 +255,91 @@ async fn oversized_frames_and_unknown_extensions() {
         .unwrap()
         .unwrap();
 }
+
+/// Both ends count the connection's messages by type into their link counters: the handshake
+/// once each way, then every frame with its wire and payload bytes, each in the link's
+/// direction (what the client writes goes up, what the server writes goes down).
+#[tokio::test]
+async fn both_ends_count_messages_by_type() {
+    use events::{EventKind, LinkCounter, Side};
+    let (l, addr) = listener().await;
+    let server_counter = LinkCounter::new("sv2");
+    let counted = server_counter.clone();
+    let srv = server(l, move |mut conn| async move {
+        conn.count_into(counted, Side::Server);
+        let Some(Message::Common(Common::SetupConnection(_))) = conn.read_message().await? else {
+            panic!("expected SetupConnection");
+        };
+        let success: Message = SetupConnectionSuccess {
+            used_version: 2,
+            flags: 0,
+        }
+        .into();
+        conn.send_message(&success).await?;
+        Ok(())
+    });
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let mut c = NoiseConn::connect_to_authority(
+        stream,
+        AuthorityKeys::reference().public_bytes(),
+        limits(),
+    )
+    .await
+    .unwrap();
+    let client_counter = LinkCounter::new("upstream");
+    c.count_into(client_counter.clone(), Side::Client);
+    c.send_message(&setup()).await.unwrap();
+    let reply = tokio::time::timeout(WAIT, c.read_message())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        reply,
+        Some(Message::Common(Common::SetupConnectionSuccess(_)))
+    ));
+    tokio::time::timeout(WAIT, srv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut setup_payload = Vec::new();
+    setup().encode(&mut setup_payload).unwrap();
+    for (counter, name) in [(&server_counter, "server"), (&client_counter, "client")] {
+        let path = dir.path().join(format!("{name}.ev"));
+        let sink = events::EventSink::create(&path, name, "t").unwrap();
+        counter.report(&sink);
+        drop(sink);
+        let log = events::read_file(&path).unwrap();
+        let mut got: Vec<(String, String, u64, u64, u64)> = log
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LinkMessages(m) => Some((
+                    format!("{:?}", m.direction),
+                    m.message.as_str().to_owned(),
+                    m.count,
+                    m.bytes,
+                    m.payload_bytes,
+                )),
+                _ => None,
+            })
+            .collect();
+        got.sort();
+        let setup_wire = sv2::noise::wire_len(setup_payload.len()) as u64;
+        assert_eq!(got.len(), 4, "{name}: {got:?}");
+        assert!(got.contains(&(
+            "Up".into(),
+            "SetupConnection".into(),
+            1,
+            setup_wire,
+            setup_payload.len() as u64
+        )));
+        assert!(got
+            .iter()
+            .any(|g| g.0 == "Down" && g.1 == "SetupConnection.Success" && g.2 == 1));
+        assert!(got
+            .iter()
+            .any(|g| g.0 == "Up" && g.1 == sv2::transport::HANDSHAKE && g.3 == 64));
+    }
+}

@@ -82,6 +82,10 @@ pub struct EstimationTally {
     pub converge: Samples,
     /// Connects and steps after which the device never converged before the drain.
     pub not_converged: u64,
+    /// Of `converge`, the convergences after a hash-rate step.
+    pub converge_after_step: Samples,
+    /// Of `not_converged`, the steps.
+    pub not_converged_after_step: u64,
     /// Signed share-rate deviations from the target, in percent.
     pub deviation: Vec<f64>,
     /// Whether anything was scored.
@@ -96,6 +100,8 @@ impl EstimationTally {
         }
         self.converge.merge(&o.converge);
         self.not_converged += o.not_converged;
+        self.converge_after_step.merge(&o.converge_after_step);
+        self.not_converged_after_step += o.not_converged_after_step;
         self.deviation.extend_from_slice(&o.deviation);
         self.scored |= o.scored;
     }
@@ -130,6 +136,13 @@ impl EstimationTally {
                 "no device connected or met a hash-rate step in the run",
             )),
             vardiff_not_converged: self.not_converged,
+            vardiff_converge_after_step_s: seconds(&summarize(
+                &self.converge_after_step,
+                "no hash-rate step in the run (--hash-rate-step)",
+            )),
+            vardiff_not_converged_after_step: (self.not_converged_after_step > 0
+                || !self.converge_after_step.is_empty())
+            .then_some(self.not_converged_after_step),
             share_rate_deviation_pct: (!self.deviation.is_empty())
                 .then(|| error_pct(&self.deviation)),
             roles,
@@ -304,12 +317,12 @@ impl Vardiff {
             let starts = dev
                 .connects
                 .iter()
-                .copied()
-                .chain(steps.iter().map(|s| s.0))
-                .filter(|&t| t >= w.start_ns && t < w.drain_start_ns);
+                .map(|&t| (t, false))
+                .chain(steps.iter().map(|s| (s.0, true)))
+                .filter(|&(t, _)| t >= w.start_ns && t < w.drain_start_ns);
             // The spans a device was still converging, to leave out of the deviation.
             let mut unsettled: Vec<(u64, u64)> = Vec::new();
-            for t0 in starts {
+            for (t0, step) in starts {
                 // Moments the rate can change from t0 on: difficulty changes and steps.
                 let mut moments: Vec<u64> = std::iter::once(t0)
                     .chain(dev.difficulty.iter().map(|d| d.0))
@@ -324,10 +337,14 @@ impl Vardiff {
                 match done {
                     Some(t) => {
                         tally.converge.push(cluster as u32, t - t0);
+                        if step {
+                            tally.converge_after_step.push(cluster as u32, t - t0);
+                        }
                         unsettled.push((t0, t));
                     }
                     None => {
                         tally.not_converged += 1;
+                        tally.not_converged_after_step += u64::from(step);
                         unsettled.push((t0, w.drain_start_ns));
                     }
                 }
@@ -431,6 +448,9 @@ mod tests {
         assert!((c.p50.unwrap() - 0.25).abs() < 0.01, "{c:?}");
         assert!((c.max.unwrap() - 30.0).abs() < 0.05, "{c:?}");
         assert_eq!(r.vardiff_not_converged, 0);
+        let after = &r.vardiff_converge_after_step_s;
+        assert_eq!(after.n, 2);
+        assert!((after.p50.unwrap() - 30.0).abs() < 0.05, "{after:?}");
         // Outside the 30 s after the step every sample sits on the target.
         let dev = r.share_rate_deviation_pct.unwrap();
         assert_eq!(dev.n, 2 * (190 - 30));
@@ -461,6 +481,8 @@ mod tests {
         let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
         assert_eq!(r.vardiff_converge_s.n, 1);
         assert_eq!(r.vardiff_not_converged, 1);
+        assert_eq!(r.vardiff_not_converged_after_step, Some(1));
+        assert_eq!(r.vardiff_converge_after_step_s.n, 0);
         assert_eq!(r.share_rate_deviation_pct.unwrap().n, 40);
     }
 

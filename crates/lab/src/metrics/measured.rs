@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::blocks::BlockTally;
 use super::estimation::EstimationTally;
 use super::input::{ProcessUsage, RoleKind, Site};
+use super::protocol::ProtocolTally;
 use super::series::Series;
 use super::shares::ShareTally;
 use super::traffic::{RoleBytes, TrafficTally};
@@ -14,7 +15,8 @@ use super::unmatched::Unmatched;
 use super::validity;
 use super::value::ValueTally;
 use crate::results::{
-    Bandwidth, Blocks, ConfigResults, Hashrate, RoleFigures, Rtt, StaleRescale, Templates,
+    Bandwidth, Blocks, ConfigResults, Hashrate, ProtocolCost, RoleFigures, Rtt, StaleRescale,
+    Templates, UpDown,
 };
 use crate::stats::{summarize, Samples};
 
@@ -97,6 +99,8 @@ pub struct Measured {
     pub shares: ShareTally,
     /// Upstream of a proxy, when the configuration has one.
     pub pool_shares: Option<ShareTally>,
+    /// The devices meet the pool themselves: their shares are the pool's.
+    pub devices_meet_pool: bool,
     /// The workers the pool credited with an accepted share (the most of any trial).
     pub pool_workers: Option<u64>,
     /// New network tips in the measured window, and the window's length.
@@ -137,6 +141,8 @@ pub struct Measured {
     pub series: Series,
     /// Hash-rate estimation and vardiff accuracy.
     pub estimation: EstimationTally,
+    /// Messages by type per link, and handshakes.
+    pub protocol: ProtocolTally,
 }
 
 impl Measured {
@@ -177,6 +183,7 @@ impl Measured {
         self.unmatched.merge(&o.unmatched);
         self.series.merge(&o.series);
         self.estimation.merge(&o.estimation);
+        self.protocol.merge(&o.protocol);
     }
 
     /// Mean achieved hash rate over the trials that recorded one.
@@ -205,6 +212,31 @@ impl Measured {
         }
     }
 
+    /// The WAN's bytes per share the pool accepted: upstream of a proxy where there is one,
+    /// else at the farm edge (the devices meet the pool).
+    fn protocol_cost(&self) -> ProtocolCost {
+        // Behind a third-party proxy the pool's count is unseen: no figure rather than the
+        // farm edge's, which counts every device share.
+        let pool = match (&self.pool_shares, self.devices_meet_pool) {
+            (Some(p), _) => Some(p),
+            (None, true) => Some(&self.shares),
+            (None, false) => None,
+        };
+        let accepted = pool.map_or(0, |p| p.shares().accepted);
+        ProtocolCost {
+            messages: self.protocol.messages(),
+            overhead_pct: self.protocol.overhead_pct(),
+            handshake_bytes: self.protocol.handshake_bytes(),
+            handshake_ms: self.protocol.handshake_ms(),
+            wan_bytes_per_accepted_share: self.traffic.wan_bytes().filter(|_| accepted > 0).map(
+                |(up, down)| UpDown {
+                    up: up as f64 / accepted as f64,
+                    down: down as f64 / accepted as f64,
+                },
+            ),
+        }
+    }
+
     fn no_template_reason(&self) -> &'static str {
         if self.untied_standard_jobs > 0 {
             "SV2 standard jobs carry only a merkle root, and this pool (third-party) writes no \
@@ -228,6 +260,7 @@ impl Measured {
             pool_shares: self.pool_shares.as_ref().map(|s| s.shares()),
             pool_workers: self.pool_workers,
             estimation: self.estimation.results(),
+            protocol: self.protocol_cost(),
             work: self.shares.work(),
             pool_work: self.pool_shares.as_ref().map(|s| s.work()),
             stale_pct_mainnet_equiv: self

@@ -65,6 +65,7 @@
 //!   what needed matching (workable jobs, activations, received verdicts).
 //! - Validity: see [`validity`].
 //! - Hash-rate estimation and vardiff accuracy against the fleet's truth: see [`estimation`].
+//! - Messages by type per link, their overhead and the Noise handshakes: see [`protocol`].
 //!
 //! Distributions are summarized by [`crate::stats`]; their clusters: the template
 //! (`time_to_job_ms`, `time_to_job_first_ms`), the tip (`time_to_job_prevhash*`), the
@@ -78,6 +79,7 @@ pub mod index;
 pub mod input;
 pub mod measured;
 pub mod output;
+pub mod protocol;
 pub mod series;
 pub mod shares;
 pub mod traffic;
@@ -144,6 +146,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
     let mut index = Index::default();
     let mut series = Series::new(&w);
     let mut traffic = Traffic::new(w, &run.links, run.logs.len());
+    let mut protocol = protocol::ProtocolTally::default();
     let mut events = 0u64;
 
     run.simnet
@@ -174,6 +177,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
             .for_each(|e| {
                 events += 1;
                 traffic.on_role(i, log.kind, e.ts_ns, &e.kind, &mut series);
+                protocol.on_event(&w, log.kind, e.ts_ns, &e.kind);
                 if !matches!(log.kind, RoleKind::Pool | RoleKind::Proxy) {
                     return;
                 }
@@ -334,6 +338,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                 .any(|l| l.kind == RoleKind::Proxy)
                 .then(|| upstream.tally.clone()),
         },
+        devices_meet_pool: run.pool_shares == PoolShares::None,
         tips,
         measured_ns: w.measured_ns(),
         block_interval: run.block_interval,
@@ -378,6 +383,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
             outcome.achieved_hps,
             run.pool_workers,
         ),
+        protocol,
     };
     tracing::info!(config = %run.name, events, elapsed_ms = started.elapsed().as_millis() as u64,
         shares = m.shares.submitted, unmatched = m.unmatched.total(), "metrics computed");

@@ -36,6 +36,8 @@ pub struct TrafficTally {
     pub measured_ns: u64,
     /// Per link: (up, down) bytes in the measured window.
     pub links: BTreeMap<String, (u64, u64)>,
+    /// The WAN link's name in `links`.
+    pub wan: String,
     /// Sum of the WAN link's measured round trips, in ns.
     pub rtt_sum_ns: u128,
     /// Round trips measured.
@@ -57,6 +59,9 @@ impl TrafficTally {
         }
         self.rtt_sum_ns += o.rtt_sum_ns;
         self.rtt_n += o.rtt_n;
+        if self.wan.is_empty() {
+            self.wan = o.wan.clone();
+        }
     }
 
     fn per_s(&self, bytes: u64) -> f64 {
@@ -95,6 +100,12 @@ impl TrafficTally {
                 (k.clone(), f)
             })
             .collect()
+    }
+
+    /// The WAN link's (up, down) bytes in the measured window; `None` where no role reported
+    /// it.
+    pub fn wan_bytes(&self) -> Option<(u64, u64)> {
+        self.links.get(&self.wan).copied()
     }
 
     /// Mean measured WAN round trip, in ms; `None` with none measured.
@@ -149,6 +160,7 @@ impl Traffic {
             endpoints: links.node_endpoints.clone(),
             tally: TrafficTally {
                 measured_ns: window.measured_ns(),
+                wan: links.wan.clone(),
                 ..TrafficTally::default()
             },
             from_taps: BTreeMap::new(),

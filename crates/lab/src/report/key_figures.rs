@@ -46,7 +46,7 @@ pub(crate) struct Key {
 }
 
 /// The key figures, in the order the findings give them.
-pub(crate) const KEYS: [Key; 14] = [
+pub(crate) const KEYS: [Key; 16] = [
     Key {
         id: "time_to_job_ms",
         title: "Time to new job",
@@ -147,6 +147,15 @@ pub(crate) const KEYS: [Key; 14] = [
         relative: true,
     },
     Key {
+        id: "wan_bytes_per_share",
+        title: "WAN bytes per accepted share",
+        what: "the farm's WAN traffic up, per share the pool accepted",
+        unit: Unit::Bytes,
+        better: Better::Lower,
+        source: Source::Number(&["protocol", "wan_bytes_per_accepted_share", "up"]),
+        relative: true,
+    },
+    Key {
         id: "pool_workers",
         title: "Workers the pool sees",
         what: "distinct workers the pool credited with accepted shares",
@@ -165,14 +174,24 @@ pub(crate) const KEYS: [Key; 14] = [
         relative: false,
     },
     Key {
-        id: "vardiff_converge_s",
-        title: "Vardiff convergence",
-        what: "mean time from a connect or a hash-rate step until the difficulty gives the \
-               target share rate within 20%",
+        id: "vardiff_converge_after_step_s",
+        title: "Vardiff after a hash-rate step",
+        what: "median time from a step in the devices' hash rate until their difficulty gives \
+               the target share rate within 20%, of the devices that got there",
         unit: Unit::Seconds,
         better: Better::Lower,
-        source: Source::Number(&["estimation", "vardiff_converge_s", "mean"]),
+        source: Source::Number(&["estimation", "vardiff_converge_after_step_s", "p50"]),
         relative: true,
+    },
+    Key {
+        id: "vardiff_not_converged_after_step",
+        title: "Devices left off target after a step",
+        what: "hash-rate steps after which a device's share rate never came within 20% of the \
+               target before the run ended",
+        unit: Unit::Count,
+        better: Better::Lower,
+        source: Source::Number(&["estimation", "vardiff_not_converged_after_step"]),
+        relative: false,
     },
     Key {
         id: "share_rate_deviation",

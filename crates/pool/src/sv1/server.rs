@@ -386,6 +386,12 @@ impl Sv1Server {
     /// timer; one that does not gets `--write-timeout` to drain, after which the miner, which
     /// has stopped reading, is closed and its buffers freed.
     async fn write(&self, stream: &TcpStream, session: &mut Session) -> Result<(), Closed> {
+        // The batch is fixed while it is written (the session is ours until then): its lines
+        // are counted by kind once, as they go out.
+        for part in session.poll_transmit() {
+            self.net
+                .add_lines(events::Side::Server, false, part, sv1::line_kind);
+        }
         let mut write = std::pin::pin!(poll_fn(|cx| poll_write(cx, stream, session, &self.net)));
         let first = poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
         let done = match first {
@@ -466,6 +472,15 @@ impl Sv1Server {
                 ..
             } = st;
             let framed = lines.split(&buf[..n], |line| {
+                // Framed: the newline (and any carriage return) is not in `line`; the wire
+                // bytes are counted above, so the message's are its text and its end.
+                self.net.add_message(
+                    events::Side::Server,
+                    true,
+                    sv1::line_kind(line),
+                    line.len() + 1,
+                    line.len(),
+                );
                 match self.line(session, budget, rejected_in_a_row, line, now) {
                     Ok(()) => ControlFlow::Continue(()),
                     Err(why) => ControlFlow::Break(why),

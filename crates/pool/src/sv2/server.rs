@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use ::sv2::fuzz_support::wire_len;
 use ::sv2::keys::AuthorityKeys;
 use ::sv2::messages::Mining;
 use ::sv2::{Limits, Message, NoiseConn, TransportError};
@@ -179,9 +178,9 @@ impl Sv2Server {
                 return;
             }
         };
-        let (hs_rx, hs_tx) = conn.handshake_bytes();
-        self.net.add_rx(hs_rx as usize);
-        self.net.add_tx(hs_tx as usize);
+        let mut conn = conn;
+        // Bytes, the handshake's included, and messages by type.
+        conn.count_into(self.net.clone(), ::sv2::Side::Server);
         let mut session = Session::new(self.engine.clone(), self.config.clone());
         session.set_origin(peer.ip());
         let id = session.conn();
@@ -259,7 +258,6 @@ impl Sv2Server {
                     Ok(mut frame) => {
                         let now = self.now();
                         last_activity = now;
-                        self.net.add_rx(wire_len(frame.payload.len()));
                         if !budget.take(self.admission().message_rate, now) {
                             return "rate";
                         }
@@ -362,7 +360,6 @@ impl Sv2Server {
     ) -> Result<(), TransportError> {
         payload.clear();
         let msg_type = m.encode(payload)?;
-        self.net.add_tx(wire_len(payload.len()));
         conn.send_payload(msg_type, m.extension_type(), payload)
             .await
     }

@@ -318,6 +318,25 @@ impl Message {
     }
 }
 
+/// The spec name of a frame's message, from its extension (without the `channel_msg` bit) and
+/// type, for counting messages by type without decoding them: `unknown` for a type this crate
+/// has no message of.
+pub fn frame_name(extension: u16, msg_type: u8) -> &'static str {
+    let types = match extension {
+        0 => Common::TYPES
+            .iter()
+            .chain(Mining::TYPES)
+            .chain(JobDeclaration::TYPES)
+            .chain(TemplateDistribution::TYPES)
+            .find(|t| t.0 == msg_type),
+        extensions::extension::EXTENSIONS_NEGOTIATION => {
+            Extensions::TYPES.iter().find(|t| t.0 == msg_type)
+        }
+        _ => None,
+    };
+    types.map_or("unknown", |t| t.2)
+}
+
 /// Every message type of extension 0 (the core protocols): type, `channel_msg` bit, spec name.
 pub fn message_types() -> impl Iterator<Item = (u8, bool, &'static str)> {
     Common::TYPES

@@ -60,6 +60,13 @@ pub fn extension_type(extension: u16, channel_msg: bool) -> u16 {
     }
 }
 
+/// The wire size of an encrypted frame with a payload of `len` bytes: the encrypted header
+/// (with its MAC) and a MAC per plaintext chunk of the payload.
+pub fn wire_len(len: usize) -> usize {
+    let chunks = len.div_ceil(codec_sv2::SV2_FRAME_PLAINTEXT_CHUNK_SIZE);
+    codec_sv2::ENCRYPTED_SV2_FRAME_HEADER_SIZE + len + chunks * noise_sv2::AEAD_MAC_LEN
+}
+
 /// A payload the caller already serialized, framed on the way into the encoder.
 pub(crate) struct OutFrame<'a> {
     header: [u8; Header::SIZE],

@@ -117,7 +117,7 @@ mod initiator;
 mod input;
 mod responder;
 
-pub use frame::{extension_type, Frame, CHANNEL_MSG_BIT, MAX_PAYLOAD_LEN};
+pub use frame::{extension_type, wire_len, Frame, CHANNEL_MSG_BIT, MAX_PAYLOAD_LEN};
 pub use framing_sv2::header::Header;
 pub use initiator::NoiseInitiator;
 pub use responder::NoiseResponder;

@@ -203,7 +203,10 @@ async fn device(
             bytes = out.recv() => match bytes {
                 Some(b) => {
                     match tokio::time::timeout(a.write_timeout, writer.write_all(&b)).await {
-                        Ok(Ok(())) => net.add_written(Side::Server, b.len()),
+                        Ok(Ok(())) => {
+                            net.add_written(Side::Server, b.len());
+                            net.add_lines(Side::Server, false, &b, sv1::line_kind);
+                        }
                         Ok(Err(_)) => break "write error",
                         Err(_) => break "write timeout",
                     }
@@ -241,6 +244,7 @@ async fn device(
                 // Framed first, then handed to the core (which the framing cannot wait on).
                 let mut got: Vec<Vec<u8>> = Vec::new();
                 let framed = lines.split(&chunk[..n], |line| {
+                    net.add_message(Side::Server, true, sv1::line_kind(line), line.len() + 1, line.len());
                     if !budget.take(a.message_rate, now) {
                         return ControlFlow::Break(());
                     }

@@ -64,7 +64,16 @@ impl Transport for Sv1Transport {
     async fn read(&mut self) -> Result<Vec<u8>, ShellError> {
         loop {
             match self.lines.next_line() {
-                Some(Ok(line)) => return Ok(line.to_vec()),
+                Some(Ok(line)) => {
+                    self.net.add_message(
+                        Side::Client,
+                        true,
+                        sv1::line_kind(line),
+                        line.len() + 1,
+                        line.len(),
+                    );
+                    return Ok(line.to_vec());
+                }
                 Some(Err(e)) => return Err(ShellError::UpstreamLost(format!("a {e}"))),
                 None => {}
             }
@@ -86,6 +95,7 @@ impl Transport for Sv1Transport {
         match tokio::time::timeout(WRITE_TIMEOUT, self.writer.write_all(&m)).await {
             Ok(Ok(())) => {
                 self.net.add_written(Side::Client, m.len());
+                self.net.add_lines(Side::Client, false, &m, sv1::line_kind);
                 Ok(())
             }
             Ok(Err(e)) => Err(ShellError::UpstreamLost(e.to_string())),

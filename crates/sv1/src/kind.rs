@@ -1,0 +1,109 @@
+//! What kind of message a line is, cheaply, for counting messages by type on a link
+//! (docs/metrics.md, "Protocol cost"): the method's name for a request or notification, and
+//! `response` for an answer. Reads only as far as the `"method"` key; never decides validity.
+
+/// The name a line is counted under: a known method's wire name, `response` for a line with no
+/// method (an answer), `other` for a method this crate does not know.
+pub fn line_kind(line: &[u8]) -> &'static str {
+    const KEY: &[u8] = b"\"method\"";
+    let Some(at) = find(line, KEY) else {
+        return RESPONSE;
+    };
+    let rest = &line[at + KEY.len()..];
+    let rest = skip_space(rest);
+    let Some(rest) = rest.strip_prefix(b":") else {
+        return OTHER;
+    };
+    let Some(rest) = skip_space(rest).strip_prefix(b"\"") else {
+        return OTHER;
+    };
+    let Some(end) = rest.iter().position(|&b| b == b'"') else {
+        return OTHER;
+    };
+    let name = &rest[..end];
+    METHODS
+        .iter()
+        .find(|m| m.as_bytes() == name)
+        .copied()
+        .unwrap_or(OTHER)
+}
+
+/// A line without a method: the answer to a request.
+pub const RESPONSE: &str = "response";
+
+/// A method not among [`METHODS`].
+pub const OTHER: &str = "other";
+
+/// The methods counted by name, miner's and pool's.
+pub const METHODS: &[&str] = &[
+    "mining.submit",
+    "mining.notify",
+    "mining.set_difficulty",
+    "mining.subscribe",
+    "mining.authorize",
+    "mining.configure",
+    "mining.suggest_difficulty",
+    "mining.suggest_target",
+    "mining.extranonce.subscribe",
+    "mining.set_extranonce",
+    "mining.set_version_mask",
+    "mining.ping",
+    "client.reconnect",
+    "client.show_message",
+    "client.get_version",
+];
+
+/// Where `needle` (which starts with a quote) first occurs: only the quotes are tried, so a
+/// share line costs a pass over its bytes and a comparison per quote.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let first = needle[0];
+    let mut from = 0;
+    while let Some(i) = hay[from..].iter().position(|&b| b == first) {
+        let at = from + i;
+        if hay[at..].starts_with(needle) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+fn skip_space(b: &[u8]) -> &[u8] {
+    let n = b.iter().take_while(|c| c.is_ascii_whitespace()).count();
+    &b[n..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_named_by_method_or_as_responses() {
+        let cases: [(&[u8], &str); 7] = [
+            (
+                br#"{"params": ["w", "j", "e", "t", "n"], "id": 1, "method": "mining.submit"}"#,
+                "mining.submit",
+            ),
+            (
+                br#"{"id":null,"method":"mining.notify","params":["1"]}"#,
+                "mining.notify",
+            ),
+            (br#"{"id":4,"result":true,"error":null}"#, RESPONSE),
+            (
+                br#"{"id":5,"method" :  "mining.set_difficulty","params":[8]}"#,
+                "mining.set_difficulty",
+            ),
+            (br#"{"id":6,"method":"mining.dance","params":[]}"#, OTHER),
+            (br#"{"id":7,"method":12}"#, OTHER),
+            (br#"{"id":8,"method":"mining.subscri"#, OTHER),
+        ];
+        for (line, want) in cases {
+            assert_eq!(line_kind(line), want, "{}", String::from_utf8_lossy(line));
+        }
+        // Every known name is found as itself.
+        for m in METHODS {
+            let line = format!(r#"{{"id":1,"method":"{m}","params":[]}}"#);
+            assert_eq!(line_kind(line.as_bytes()), *m);
+        }
+    }
+}
