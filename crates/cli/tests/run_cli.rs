@@ -489,10 +489,17 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
     }
     // The translator's handshake with the pool, timed by the pool.
     assert!(c["handshake_ms"]["n"].as_u64().unwrap() >= 1, "{c}");
-    assert_eq!(c["handshake_bytes"]["sv2"]["up"].as_f64(), Some(64.0), "{c}");
+    assert_eq!(
+        c["handshake_bytes"]["sv2"]["up"].as_f64(),
+        Some(64.0),
+        "{c}"
+    );
     for name in ["sv1", "C"] {
         let per_share = &results["configs"][name]["protocol"]["wan_bytes_per_accepted_share"];
-        assert!(per_share["up"].as_f64().unwrap() > 0.0, "{name}: {per_share}");
+        assert!(
+            per_share["up"].as_f64().unwrap() > 0.0,
+            "{name}: {per_share}"
+        );
     }
     let translator = &results["configs"]["C"]["estimation"]["roles"]["translator"];
     assert!(

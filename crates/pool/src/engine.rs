@@ -430,7 +430,13 @@ impl Engine {
     /// Attaches a worker name (at authorize): its statistics, and its store key when the store can
     /// give one.
     pub fn attach_worker(&self, name: &str, now: Timestamp) -> Worker {
-        let stats = self.workers.attach(name, now);
+        self.attach_worker_since(name, now, now)
+    }
+
+    /// [`Engine::attach_worker`] for a worker first seen through a share: its hash-rate clock
+    /// starts at `since` ([`crate::stats::WorkerRegistry::attach_since`]).
+    pub fn attach_worker_since(&self, name: &str, now: Timestamp, since: Timestamp) -> Worker {
+        let stats = self.workers.attach_since(name, now, since);
         let key = self.store.as_ref().and_then(|s| match s.worker(name) {
             Ok(k) => Some(k),
             Err(e) => {

@@ -487,3 +487,50 @@ fn worker_views_carry_the_figures() {
     assert_eq!(v.first_seen, t);
     assert!(v.hashrate_1m > 0.0 && v.hashrate_10m > 0.0);
 }
+
+/// A worker first seen through one of its shares (SV2 worker tracking takes a worker on at its
+/// first accepted share): 2,000 workers, each sending Poisson shares at 15 a minute, read 20 s
+/// after their first share. A hash-rate clock started at that share credits it over no time and
+/// reads a fifth high on average (6 expected shares over 20 s instead of 24); started one mean
+/// interval earlier (4 s), the mean reading is the true rate. The mean of 2,000 readings has a
+/// relative standard error of about 1%: the bounds are five of them.
+#[test]
+fn a_worker_first_seen_through_a_share_is_not_overestimated() {
+    let rate = 0.25; // shares per second
+    let interval_ms = (1_000.0 / rate) as u64;
+    let truth = rate * D * HASHES_PER_SHARE;
+    let mean_reading = |backdate: bool| {
+        let (stats, workers) = pool();
+        let mut rng = Rng(7);
+        let mut sum = 0.0;
+        let n = 2_000;
+        for i in 0..n {
+            let first = stats.start().plus_millis(10_000 + (rng.unit() * 60_000.0) as u64);
+            let since = if backdate {
+                Timestamp::from_millis(first.as_millis() - interval_ms)
+            } else {
+                first
+            };
+            let w = workers.attach_since(&format!("w{i}"), first, since);
+            stats.share_accepted(&w, D, first);
+            let read = first.plus_millis(20_000);
+            let mut t = 0.0;
+            loop {
+                t += -rng.unit().ln() / rate;
+                if t >= 20.0 {
+                    break;
+                }
+                stats.share_accepted(&w, D, first.plus_millis((t * 1000.0) as u64));
+            }
+            sum += w.hashrate_1m(read);
+        }
+        sum / n as f64 / truth
+    };
+    let at_share = mean_reading(false);
+    assert!(at_share > 1.12, "the clock at the share reads {at_share:.3} of the truth");
+    let backdated = mean_reading(true);
+    assert!(
+        (backdated - 1.0).abs() < 0.05,
+        "one interval earlier reads {backdated:.3} of the truth"
+    );
+}

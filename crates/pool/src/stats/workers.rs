@@ -301,6 +301,14 @@ impl WorkerRegistry {
     /// A connection authorized as `name`: the worker's figures, shared with every other
     /// connection of the same name. Pair with one [`detach`](Self::detach) at disconnect.
     pub fn attach(&self, name: &str, now: Timestamp) -> Arc<WorkerStats> {
+        self.attach_since(name, now, now)
+    }
+
+    /// [`attach`](Self::attach) for a worker first seen through a share already in hand: its
+    /// hash-rate clock starts at `since`, before now. A clock started at the share itself
+    /// would count that share over no time, and overestimate a new worker by one share's
+    /// work over its first minutes.
+    pub fn attach_since(&self, name: &str, now: Timestamp, since: Timestamp) -> Arc<WorkerStats> {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         self.expire_locked(&mut inner, now);
         let worker = match inner.by_name.get(name) {
@@ -308,7 +316,11 @@ impl WorkerRegistry {
             None => {
                 let carried = inner.carried.remove(name);
                 let name: Arc<str> = Arc::from(name);
-                let w = Arc::new(WorkerStats::new(name.clone(), self.stats.start(), now));
+                let w = Arc::new(WorkerStats::new(
+                    name.clone(),
+                    self.stats.start(),
+                    since.min(now),
+                ));
                 if let Some((accepted, work)) = carried {
                     w.accepted.store(accepted, Relaxed);
                     w.accepted_work.add(work);

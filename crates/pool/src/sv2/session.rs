@@ -1323,7 +1323,16 @@ impl Session {
                     // The worker the share names is taken on once a share of it is good.
                     let user: &str = &c.worker.name;
                     let taken = match identity {
-                        Some(id) => c.tracked.take_on(engine, origin, user, id, room, now),
+                        Some(id) => {
+                            let spm = engine.channel_config.vardiff.shares_per_minute;
+                            let interval_ms = if spm > 0.0 {
+                                (60_000.0 / spm) as u64
+                            } else {
+                                0
+                            };
+                            c.tracked
+                                .take_on(engine, origin, user, id, room, interval_ms, now)
+                        }
                         None => TakenOn::Unchanged,
                     };
                     let worker = match identity.and_then(|id| c.tracked.get_mut(user, id)) {

@@ -77,7 +77,12 @@ impl Tracked {
 
     /// Takes on the worker `identity` names, after a share of it was accepted: unless tracked
     /// already, refused a moment ago, past the connection's room (`room`: entries it may still
-    /// add) or refused by the edge for `origin`.
+    /// add) or refused by the edge for `origin`. `share_interval_ms`: the mean time between one
+    /// worker's shares that the channel aims at. The worker's hash-rate clock starts that long
+    /// before the share that revealed it: shares come as a Poisson process, so the expected
+    /// wait from any moment to the next share is one mean interval, and a clock started at the
+    /// share itself would credit it over no time (overestimating every new worker).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn take_on(
         &mut self,
         engine: &Engine,
@@ -85,6 +90,7 @@ impl Tracked {
         channel_user: &str,
         identity: &str,
         room: bool,
+        share_interval_ms: u64,
         now: Timestamp,
     ) -> TakenOn {
         let account = account(channel_user);
@@ -101,8 +107,9 @@ impl Tracked {
         let name = name_of(account, k);
         let entry = if engine.may_add_worker(&name, origin, now) {
             self.workers += 1;
+            let since = Timestamp::from_millis(now.as_millis().saturating_sub(share_interval_ms));
             Entry::Tracked {
-                worker: engine.attach_worker(&name, now),
+                worker: engine.attach_worker_since(&name, now, since),
                 added: now,
             }
         } else {
