@@ -477,11 +477,11 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
     }
     // The protocols' own cost: messages by type as the framing roles counted them.
     let sv1 = &results["configs"]["sv1"]["protocol"];
-    let submits = &sv1["messages"]["sv1"]["up"]["mining.submit"];
+    let submits = &sv1["messages"]["pool.sv1"]["up"]["mining.submit"];
     assert!(submits["count"].as_u64().unwrap() > 0, "{sv1}");
     assert!(submits["mean_bytes"].as_f64().unwrap() > 50.0, "{sv1}");
     let c = &results["configs"]["C"]["protocol"];
-    for link in ["sv2", "upstream"] {
+    for link in ["pool.sv2", "translator.upstream"] {
         let shares = &c["messages"][link]["up"]["SubmitSharesExtended"];
         assert!(shares["count"].as_u64().unwrap() > 0, "{link}: {c}");
         let overhead = c["overhead_pct"][link].as_f64().unwrap();
@@ -490,7 +490,7 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
     // The translator's handshake with the pool, timed by the pool.
     assert!(c["handshake_ms"]["n"].as_u64().unwrap() >= 1, "{c}");
     assert_eq!(
-        c["handshake_bytes"]["sv2"]["up"].as_f64(),
+        c["handshake_bytes"]["pool.sv2"]["up"].as_f64(),
         Some(64.0),
         "{c}"
     );

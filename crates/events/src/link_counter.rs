@@ -272,7 +272,9 @@ impl LinkCounter {
                 (Direction::Down, &slot.down, 3usize),
             ] {
                 let now = counts.each_ref().map(|c| c.load(Ordering::Relaxed));
-                if now[0] > before[at] {
+                // Loaded one by one: a report may see a message's count before its bytes, which
+                // the next report then carries.
+                if now[..] != before[at..at + 3] {
                     sink.emit(LinkMessages {
                         link: self.link,
                         direction: dir,

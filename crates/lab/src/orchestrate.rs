@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use events::EventSink;
 use serde::Serialize;
 
-use crate::estimates;
+use crate::estimates::EstimateSampler;
 use crate::external::{self, External, Values};
 use crate::metrics::EstimateSample;
 use crate::metrics::{RoleKind, Site, Window};
@@ -597,7 +597,7 @@ impl Trial<'_> {
         let mut warmup_marked = false;
         let mut drain_marked = false;
         let mut last_tick = Instant::now() - Duration::from_secs(1);
-        let mut last_estimate = Instant::now();
+        let estimates = EstimateSampler::start(running.endpoints.clone(), drain_start_ns);
         // The fleets stop themselves after the duration and the drain; allow them a margin.
         let deadline = started + s.duration + s.drain + Duration::from_secs(30);
         loop {
@@ -666,19 +666,9 @@ impl Trial<'_> {
                 self.progress.tick(started.elapsed(), s.duration, &shares);
                 self.progress.roles(&sampler.latest());
             }
-            if now_ns < drain_start_ns && last_estimate.elapsed() >= estimates::SAMPLE_EVERY {
-                last_estimate = Instant::now();
-                for e in &running.endpoints {
-                    let read = estimates::sample(e);
-                    running
-                        .estimates
-                        .entry(e.config.clone())
-                        .or_default()
-                        .extend(read);
-                }
-            }
             std::thread::sleep(Duration::from_millis(50));
         }
+        running.estimates = estimates.finish();
         let end_ns = events::now_ns();
         lab_events.emit_at(
             end_ns,

@@ -269,15 +269,17 @@ pub struct Estimation {
 /// What the protocols cost on the links (docs/metrics.md, "Protocol cost").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProtocolCost {
-    /// By link name (as in `links`), then direction (`up`, `down`), then message type: what
-    /// the roles that framed them counted in the measured window.
+    /// By the counting role and its link name (`pool.sv2`, `translator.upstream`), then
+    /// direction (`up`, `down`), then message type: what the roles that framed them counted in
+    /// the measured window.
     #[serde(default)]
     pub messages: BTreeMap<String, BTreeMap<String, BTreeMap<String, MessageFigures>>>,
-    /// By link: the share of its messages' wire bytes that is not their payload (framing,
-    /// Noise's MACs, SV1's line ends), in percent.
+    /// By role and link, as `messages`: the share of its messages' wire bytes that is not their
+    /// payload (framing, Noise's MACs, SV1's line ends), in percent.
     #[serde(default)]
     pub overhead_pct: BTreeMap<String, f64>,
-    /// By link: the mean bytes of one Noise handshake each way, over the whole run.
+    /// By role and link, as `messages`: the mean bytes of one Noise handshake each way, over
+    /// the whole run.
     #[serde(default)]
     pub handshake_bytes: BTreeMap<String, UpDown>,
     /// From a pool-site role of ours accepting a connection until its Noise handshake is done,

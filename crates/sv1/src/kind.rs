@@ -6,13 +6,18 @@
 /// method (an answer), `other` for a method this crate does not know.
 pub fn line_kind(line: &[u8]) -> &'static str {
     const KEY: &[u8] = b"\"method\"";
-    let Some(at) = find(line, KEY) else {
-        return RESPONSE;
-    };
-    let rest = &line[at + KEY.len()..];
-    let rest = skip_space(rest);
-    let Some(rest) = rest.strip_prefix(b":") else {
-        return OTHER;
+    // The key is `"method"` followed by a colon: the same text as a value (a worker called
+    // "method") is passed over.
+    let mut from = 0;
+    let rest = loop {
+        let Some(at) = find(&line[from..], KEY) else {
+            return if from == 0 { RESPONSE } else { OTHER };
+        };
+        let after = from + at + KEY.len();
+        if let Some(rest) = skip_space(&line[after..]).strip_prefix(b":") {
+            break rest;
+        }
+        from = after;
     };
     let Some(rest) = skip_space(rest).strip_prefix(b"\"") else {
         return OTHER;
@@ -79,7 +84,7 @@ mod tests {
 
     #[test]
     fn lines_are_named_by_method_or_as_responses() {
-        let cases: [(&[u8], &str); 7] = [
+        let cases: [(&[u8], &str); 8] = [
             (
                 br#"{"params": ["w", "j", "e", "t", "n"], "id": 1, "method": "mining.submit"}"#,
                 "mining.submit",
@@ -96,6 +101,10 @@ mod tests {
             (br#"{"id":6,"method":"mining.dance","params":[]}"#, OTHER),
             (br#"{"id":7,"method":12}"#, OTHER),
             (br#"{"id":8,"method":"mining.subscri"#, OTHER),
+            (
+                br#"{"params":["method","j"],"id":9,"method":"mining.submit"}"#,
+                "mining.submit",
+            ),
         ];
         for (line, want) in cases {
             assert_eq!(line_kind(line), want, "{}", String::from_utf8_lossy(line));

@@ -181,8 +181,34 @@ fn seconds(d: &Distribution) -> Distribution {
 #[derive(Default)]
 struct DeviceDiff {
     connects: Vec<u64>,
-    /// (when, difficulty), consecutive repeats dropped.
+    closes: Vec<u64>,
+    /// (when, difficulty), repeats within a connection dropped.
     difficulty: Vec<(u64, f64)>,
+}
+
+impl DeviceDiff {
+    /// The latest connect at or before `t`, if the device was still connected at `t`.
+    fn connected_since(&self, t: u64) -> Option<u64> {
+        let since = self
+            .connects
+            .iter()
+            .take_while(|&&c| c <= t)
+            .last()
+            .copied()?;
+        let closed = self.closes.iter().any(|&c| c >= since && c <= t);
+        (!closed).then_some(since)
+    }
+
+    /// The difficulty in force at `t`: the latest given since the connection in force began.
+    fn in_force(&self, t: u64) -> Option<f64> {
+        let since = self.connected_since(t)?;
+        self.difficulty
+            .iter()
+            .take_while(|d| d.0 <= t)
+            .last()
+            .filter(|d| d.0 >= since)
+            .map(|d| d.1)
+    }
 }
 
 /// Reads the fleet logs' events; [`Vardiff::finish`] scores them.
@@ -200,6 +226,10 @@ impl Vardiff {
                 self.devices.entry(c.conn).or_default().connects.push(ts);
                 return;
             }
+            EventKind::ConnectionClosed(c) => {
+                self.devices.entry(c.conn).or_default().closes.push(ts);
+                return;
+            }
             EventKind::Mark(m) if m.name.as_str() == fleet::hash_rate::STEP_MARK => {
                 self.steps.entry(log).or_default().push(ts);
                 return;
@@ -210,7 +240,14 @@ impl Vardiff {
         };
         let d = Difficulty::from_target(target).as_f64();
         let dev = self.devices.entry(device).or_default();
-        if dev.difficulty.last().map(|l| l.1) != Some(d) {
+        // A repeat is dropped within a connection only: a reconnect's first difficulty starts
+        // the new connection's record even when it is the same.
+        let since = dev.connects.last().copied().unwrap_or(0);
+        let repeat = dev
+            .difficulty
+            .last()
+            .is_some_and(|l| l.1 == d && l.0 >= since);
+        if !repeat {
             dev.difficulty.push((ts, d));
         }
     }
@@ -229,14 +266,12 @@ impl Vardiff {
             return tally;
         }
         tally.scored = true;
-        // The steps as one fleet process marked them (processes start within milliseconds of
-        // each other): the earliest marks of any log.
-        let marks = self
-            .steps
-            .values()
-            .max_by_key(|m| m.len())
-            .cloned()
-            .unwrap_or_default();
+        // The steps as the fleet processes marked them (they start within milliseconds of each
+        // other): the k-th step at the earliest of the logs' k-th marks.
+        let longest = self.steps.values().map(Vec::len).max().unwrap_or(0);
+        let marks: Vec<u64> = (0..longest)
+            .filter_map(|k| self.steps.values().filter_map(|m| m.get(k)).min().copied())
+            .collect();
         let steps: Vec<(u64, f64)> = marks
             .into_iter()
             .zip(input.step_factors.iter().copied())
@@ -299,26 +334,18 @@ impl Vardiff {
         ids.sort_unstable();
         for (cluster, id) in ids.into_iter().enumerate() {
             let dev = self.devices.remove(&id).expect("listed");
-            // The difficulty in force at t: the latest given since the latest connect.
-            let in_force = |t: u64| -> Option<f64> {
-                let since = dev
-                    .connects
-                    .iter()
-                    .take_while(|&&c| c <= t)
-                    .last()
-                    .copied()?;
-                dev.difficulty
-                    .iter()
-                    .take_while(|d| d.0 <= t)
-                    .last()
-                    .filter(|d| d.0 >= since)
-                    .map(|d| d.1)
-            };
+            let in_force = |t: u64| dev.in_force(t);
+            // Its connects, and the steps it was connected for.
             let starts = dev
                 .connects
                 .iter()
                 .map(|&t| (t, false))
-                .chain(steps.iter().map(|s| (s.0, true)))
+                .chain(
+                    steps
+                        .iter()
+                        .filter(|s| dev.connected_since(s.0).is_some())
+                        .map(|s| (s.0, true)),
+                )
                 .filter(|&(t, _)| t >= w.start_ns && t < w.drain_start_ns);
             // The spans a device was still converging, to leave out of the deviation.
             let mut unsettled: Vec<(u64, u64)> = Vec::new();
@@ -484,6 +511,52 @@ mod tests {
         assert_eq!(r.vardiff_not_converged_after_step, Some(1));
         assert_eq!(r.vardiff_converge_after_step_s.n, 0);
         assert_eq!(r.share_rate_deviation_pct.unwrap().n, 40);
+    }
+
+    /// A device that reconnects and gets the same difficulty again converges at once; while it
+    /// is away it gives no deviation samples; a device that connects after the step is not
+    /// scored for it.
+    #[test]
+    fn reconnects_and_late_devices_are_scored_for_what_they_saw() {
+        let w = window();
+        let d = diff_for(1e6, 15.0);
+        let mut v = Vardiff::default();
+        v.on_fleet_event(0, S, &connect(1));
+        v.on_fleet_event(0, 2 * S, &job(1, d));
+        v.on_fleet_event(
+            0,
+            50 * S,
+            &EventKind::ConnectionClosed(events::ConnectionClosed {
+                conn: 1,
+                reason: ShortStr::new("reset"),
+            }),
+        );
+        v.on_fleet_event(0, 60 * S, &connect(1));
+        v.on_fleet_event(0, 61 * S, &job(1, d));
+        // A late device, after a step that changes nothing (factor 1).
+        v.on_fleet_event(
+            0,
+            100 * S,
+            &EventKind::Mark(Mark {
+                name: ShortStr::new(fleet::hash_rate::STEP_MARK),
+            }),
+        );
+        v.on_fleet_event(0, 120 * S, &connect(2));
+        v.on_fleet_event(0, 121 * S, &job(2, d));
+        let input = EstimationInput {
+            devices: 1,
+            shares_per_minute: 15.0,
+            step_factors: vec![1.0],
+            samples: vec![],
+        };
+        let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
+        // Device 1: two connects and the step; device 2: its connect only.
+        assert_eq!(r.vardiff_converge_s.n, 4, "{r:?}");
+        assert_eq!(r.vardiff_not_converged, 0);
+        assert_eq!(r.vardiff_converge_after_step_s.n, 1);
+        // Device 1 away from 50 s to 61 s; device 2 from 121 s on.
+        let n = r.share_rate_deviation_pct.unwrap().n;
+        assert_eq!(n, (190 - 11) + (200 - 121), "{n}");
     }
 
     /// Estimates 10% over the truth three times in four, 20% under it otherwise: the figures

@@ -177,7 +177,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
             .for_each(|e| {
                 events += 1;
                 traffic.on_role(i, log.kind, e.ts_ns, &e.kind, &mut series);
-                protocol.on_event(&w, log.kind, e.ts_ns, &e.kind);
+                protocol.on_event(&w, &log.name, log.kind, e.ts_ns, &e.kind);
                 if !matches!(log.kind, RoleKind::Pool | RoleKind::Proxy) {
                     return;
                 }

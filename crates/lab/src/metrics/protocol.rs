@@ -27,8 +27,16 @@ pub struct ProtocolTally {
 }
 
 impl ProtocolTally {
-    /// Adds one event of a role of kind `kind`: taps relay other roles' bytes and are left out.
-    pub(crate) fn on_event(&mut self, w: &Window, kind: RoleKind, ts: u64, e: &EventKind) {
+    /// Adds one event of the role `role` (its name in the run), of kind `kind`: taps relay
+    /// other roles' bytes and are left out.
+    pub(crate) fn on_event(
+        &mut self,
+        w: &Window,
+        role: &str,
+        kind: RoleKind,
+        ts: u64,
+        e: &EventKind,
+    ) {
         if kind == RoleKind::Tap {
             return;
         }
@@ -43,7 +51,7 @@ impl ProtocolTally {
             }
             _ => return,
         };
-        let link = m.link.as_str().to_owned();
+        let link = counted_at(role, m.link.as_str());
         if m.message.as_str() == HANDSHAKE {
             let h = self
                 .handshakes
@@ -145,6 +153,16 @@ impl ProtocolTally {
     }
 }
 
+/// The key a role's counts go under: the role (its name without the configuration and the
+/// chunk number: `C.translator0` is `translator`) and the link as the role names it. Several
+/// roles name their sides alike (a JDC's device side and the pool's are both `sv2`), and the
+/// two ends of one link each count it: the role tells them apart.
+pub fn counted_at(role: &str, link: &str) -> String {
+    let role = role.rsplit_once('.').map_or(role, |(_, r)| r);
+    let role = role.trim_end_matches(|c: char| c.is_ascii_digit());
+    format!("{role}.{link}")
+}
+
 fn direction(d: Direction) -> &'static str {
     match d {
         Direction::Up => "up",
@@ -188,12 +206,14 @@ mod tests {
         // Handshakes at connect, in the warm-up: counted all the same.
         t.on_event(
             &w,
+            "C.pool",
             RoleKind::Pool,
             s,
             &msg("sv2", Direction::Up, HANDSHAKE, 2, 128, 0),
         );
         t.on_event(
             &w,
+            "C.pool",
             RoleKind::Pool,
             s,
             &msg("sv2", Direction::Down, HANDSHAKE, 2, 468, 0),
@@ -201,18 +221,21 @@ mod tests {
         // A share before the window: not counted; two in it.
         t.on_event(
             &w,
+            "C.pool",
             RoleKind::Pool,
             5 * s,
             &msg("sv2", Direction::Up, "SubmitSharesStandard", 1, 60, 38),
         );
         t.on_event(
             &w,
+            "C.pool",
             RoleKind::Pool,
             20 * s,
             &msg("sv2", Direction::Up, "SubmitSharesStandard", 2, 120, 76),
         );
         t.on_event(
             &w,
+            "C.pool",
             RoleKind::Pool,
             30 * s,
             &msg("sv2", Direction::Down, "NewMiningJob", 1, 70, 48),
@@ -220,21 +243,22 @@ mod tests {
         // A tap's relay of the same link: never.
         t.on_event(
             &w,
+            "C.tap0",
             RoleKind::Tap,
             30 * s,
             &msg("sv2", Direction::Down, "NewMiningJob", 9, 9, 9),
         );
         let m = t.messages();
-        let share = &m["sv2"]["up"]["SubmitSharesStandard"];
+        let share = &m["pool.sv2"]["up"]["SubmitSharesStandard"];
         assert_eq!(
             (share.count, share.bytes, share.payload_bytes),
             (2, 120, 76)
         );
         assert_eq!(share.mean_bytes, 60.0);
-        assert_eq!(m["sv2"]["down"]["NewMiningJob"].count, 1);
-        let o = t.overhead_pct()["sv2"];
+        assert_eq!(m["pool.sv2"]["down"]["NewMiningJob"].count, 1);
+        let o = t.overhead_pct()["pool.sv2"];
         assert!((o - (190.0 - 124.0) / 190.0 * 100.0).abs() < 1e-9, "{o}");
-        let h = t.handshake_bytes()["sv2"];
+        let h = t.handshake_bytes()["pool.sv2"];
         assert_eq!((h.up, h.down), (64.0, 234.0));
         // Handshake times: the pool's, not a farm role's.
         for (kind, ms) in [
@@ -248,9 +272,11 @@ mod tests {
                 up_bytes: 64,
                 down_bytes: 234,
             });
-            t.on_event(&w, kind, s, &e);
+            t.on_event(&w, "C.pool", kind, s, &e);
         }
         let d = t.handshake_ms();
+        assert_eq!(counted_at("A.jdc12", "sv2"), "jdc.sv2");
+        assert_eq!(counted_at("pool", "sv1"), "pool.sv1");
         assert_eq!((d.n, d.max), (2, Some(5.0)));
     }
 }

@@ -505,7 +505,9 @@ fn a_worker_first_seen_through_a_share_is_not_overestimated() {
         let mut sum = 0.0;
         let n = 2_000;
         for i in 0..n {
-            let first = stats.start().plus_millis(10_000 + (rng.unit() * 60_000.0) as u64);
+            let first = stats
+                .start()
+                .plus_millis(10_000 + (rng.unit() * 60_000.0) as u64);
             let since = if backdate {
                 Timestamp::from_millis(first.as_millis() - interval_ms)
             } else {
@@ -527,7 +529,10 @@ fn a_worker_first_seen_through_a_share_is_not_overestimated() {
         sum / n as f64 / truth
     };
     let at_share = mean_reading(false);
-    assert!(at_share > 1.12, "the clock at the share reads {at_share:.3} of the truth");
+    assert!(
+        at_share > 1.12,
+        "the clock at the share reads {at_share:.3} of the truth"
+    );
     let backdated = mean_reading(true);
     assert!(
         (backdated - 1.0).abs() < 0.05,
