@@ -21,7 +21,7 @@ use crate::verdict::Verdict;
 /// Bumped when a reader of the previous major could misread a file.
 pub const SCHEMA_MAJOR: u16 = 1;
 /// Bumped when kinds or trailing fields are added: older readers skip what they do not know.
-pub const SCHEMA_MINOR: u16 = 1;
+pub const SCHEMA_MINOR: u16 = 2;
 
 /// One timestamped event.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]

@@ -318,17 +318,19 @@ fn the_channel_aims_at_every_workers_rate_and_forgets_idle_workers() {
     let id = farm.channel_id;
     let aim = |s: &Session| s.channel(id).unwrap().shares_per_minute();
     assert_eq!(aim(&s), 3.0 * base);
-    // A declared hash rate is turned into a difficulty at the channel's aim, not one worker's.
-    let rate = 3.0e9_f32;
-    s.handle_message(
+    // A declared hash rate is turned into a difficulty at the channel's aim, not one worker's:
+    // here, half the channel's difficulty.
+    let now_d = s.channel(id).unwrap().difficulty().as_f64();
+    let update = |rate: f32| -> Message {
         UpdateChannel {
-            channel_id: farm.channel_id,
+            channel_id: id,
             nominal_hash_rate: rate,
             maximum_target: Target::from_le_bytes(&[0xff; 32]),
         }
-        .into(),
-        T0,
-    );
+        .into()
+    };
+    let rate = (now_d / 2.0 * 4_294_967_296.0 * 3.0 * base / 60.0) as f32;
+    s.handle_message(update(rate), T0);
     let out = transmits(&mut s);
     let [Message::Mining(Mining::SetTarget(t))] = &out[..] else {
         panic!("{out:?}")
@@ -336,6 +338,11 @@ fn the_channel_aims_at_every_workers_rate_and_forgets_idle_workers() {
     let d = primitives::Difficulty::from_target(t.maximum_target).as_f64();
     let want = f64::from(rate) * 60.0 / (3.0 * base) / 4_294_967_296.0;
     assert!((d / want - 1.0).abs() < 0.01, "{d} vs {want}");
+    // A rate that would raise it is not followed: the channel's stated rate cannot say how many
+    // workers share it, and only three have shown themselves. Vardiff raises it from shares.
+    s.handle_message(update(rate * 16.0), T0);
+    assert!(transmits(&mut s).is_empty());
+    assert!((s.channel(id).unwrap().difficulty().as_f64() / d - 1.0).abs() < 0.01);
     // One worker goes on; the other two go quiet and leave.
     let later = T0.plus_millis(TRACKED_IDLE_MS / 2);
     let m = farm.share(Some("a"));

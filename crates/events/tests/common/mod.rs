@@ -265,6 +265,38 @@ pub fn samples() -> Vec<EventKind> {
             .into(),
         );
     }
+    // Kinds of schema minor 2, after the older ones so that their bytes stay where they were.
+    out.push(
+        LinkMessages {
+            link: "sv2".into(),
+            direction: Direction::Up,
+            message: "SubmitSharesExtended".into(),
+            count: 3,
+            bytes: 213,
+            payload_bytes: 99,
+        }
+        .into(),
+    );
+    out.push(
+        LinkMessages {
+            link: "sv1".into(),
+            direction: Direction::Down,
+            message: "mining.notify".into(),
+            count: 0,
+            bytes: u64::MAX,
+            payload_bytes: 0,
+        }
+        .into(),
+    );
+    out.push(
+        LinkHandshake {
+            link: "sv2".into(),
+            duration_ns: 218_000_000,
+            up_bytes: 64,
+            down_bytes: 234,
+        }
+        .into(),
+    );
     out
 }
 

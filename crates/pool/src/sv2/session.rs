@@ -709,10 +709,18 @@ impl Session {
                 )
             }
         };
+        // On a connection whose shares name their workers, a rate stated for the channel does
+        // not say how many workers share it, and the aim counts only those seen so far (a
+        // translator updates its channel seconds after opening, before most of its devices
+        // have sent a share): such a rate may lower the difficulty, never raise it. Raising it
+        // waits for vardiff, which sees the shares.
+        let may_raise = !self.tracks_workers();
         let c = self.channels.get_mut(&u.channel_id).expect("checked");
         c.channel
             .set_minimum(Difficulty::from_target(u.maximum_target), now);
-        c.channel.set_difficulty(d, now);
+        if may_raise || d.as_f64() < c.channel.difficulty().as_f64() {
+            c.channel.set_difficulty(d, now);
+        }
         self.send_target_if_changed(u.channel_id);
     }
 
