@@ -197,6 +197,12 @@ impl LinkCounter {
         }
     }
 
+    /// One line a line framer handed over (its end already cut off), named by `kind`: its
+    /// wire bytes are the text and one byte for its end (a framer drops a `\r` unseen).
+    pub fn add_line(&self, side: Side, read: bool, line: &[u8], kind: fn(&[u8]) -> &'static str) {
+        self.add_message(side, read, kind(line), line.len() + 1, line.len());
+    }
+
     /// Every whole line in `bytes` as one message each, named by `kind` (the line without its
     /// end): for line-framed protocols (SV1), whose wire bytes are the line and its `\n`, and
     /// whose payload is the line's text (without a `\r` before the `\n`).

@@ -139,7 +139,6 @@ impl RoleBytes {
 /// Collects traffic while the logs are read.
 pub(crate) struct Traffic {
     window: Window,
-    wan: String,
     peer: Option<String>,
     pub tally: TrafficTally,
     from_taps: BTreeMap<String, (u64, u64)>,
@@ -154,7 +153,6 @@ impl Traffic {
     pub(crate) fn new(window: Window, links: &LinkSetup, roles: usize) -> Self {
         Traffic {
             window,
-            wan: links.wan.clone(),
             peer: links.farm_node_peer_link.clone(),
             simnet: RoleBytes::default(),
             endpoints: links.node_endpoints.clone(),
@@ -198,11 +196,11 @@ impl Traffic {
                     b.direction,
                     b.bytes,
                 );
-                if kind == RoleKind::Tap && b.link.as_str() == self.wan {
+                if kind == RoleKind::Tap && b.link.as_str() == self.tally.wan {
                     self.count_wan(ts, b.direction, b.bytes, series);
                 }
             }
-            EventKind::LinkRtt(r) if r.link.as_str() == self.wan => {
+            EventKind::LinkRtt(r) if r.link.as_str() == self.tally.wan => {
                 self.tally.rtt_sum_ns += u128::from(r.rtt_ns);
                 self.tally.rtt_n += 1;
             }

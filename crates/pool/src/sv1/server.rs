@@ -472,15 +472,9 @@ impl Sv1Server {
                 ..
             } = st;
             let framed = lines.split(&buf[..n], |line| {
-                // Framed: the newline (and any carriage return) is not in `line`; the wire
-                // bytes are counted above, so the message's are its text and its end.
-                self.net.add_message(
-                    events::Side::Server,
-                    true,
-                    sv1::line_kind(line),
-                    line.len() + 1,
-                    line.len(),
-                );
+                // The bytes are counted above; this is the message by kind.
+                self.net
+                    .add_line(events::Side::Server, true, line, sv1::line_kind);
                 match self.line(session, budget, rejected_in_a_row, line, now) {
                     Ok(()) => ControlFlow::Continue(()),
                     Err(why) => ControlFlow::Break(why),

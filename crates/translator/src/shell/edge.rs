@@ -244,7 +244,7 @@ async fn device(
                 // Framed first, then handed to the core (which the framing cannot wait on).
                 let mut got: Vec<Vec<u8>> = Vec::new();
                 let framed = lines.split(&chunk[..n], |line| {
-                    net.add_message(Side::Server, true, sv1::line_kind(line), line.len() + 1, line.len());
+                    net.add_line(Side::Server, true, line, sv1::line_kind);
                     if !budget.take(a.message_rate, now) {
                         return ControlFlow::Break(());
                     }

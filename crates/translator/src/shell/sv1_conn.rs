@@ -65,13 +65,7 @@ impl Transport for Sv1Transport {
         loop {
             match self.lines.next_line() {
                 Some(Ok(line)) => {
-                    self.net.add_message(
-                        Side::Client,
-                        true,
-                        sv1::line_kind(line),
-                        line.len() + 1,
-                        line.len(),
-                    );
+                    self.net.add_line(Side::Client, true, line, sv1::line_kind);
                     return Ok(line.to_vec());
                 }
                 Some(Err(e)) => return Err(ShellError::UpstreamLost(format!("a {e}"))),
