@@ -71,6 +71,7 @@ fn the_reference_translator_mines_through_our_pool_aggregated_and_per_channel() 
             aggregate_channels: aggregate,
             extranonce2_size: en2,
             extensions,
+            monitoring: None,
         };
         let mut t = ThirdParty::with_config(&TRANSLATOR_SV2, &sub, &config.toml());
         t.wait_for(

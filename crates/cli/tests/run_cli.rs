@@ -487,6 +487,21 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
         let overhead = c["overhead_pct"][link].as_f64().unwrap();
         assert!(overhead > 0.0 && overhead < 100.0, "{link}: {c}");
     }
+    // The Template Provider's link, counted by the pool that reads it (its setup falls in the
+    // warm-up, outside the measured window).
+    let templates = c["messages"]["pool.tp"]["down"]["NewTemplate"]["count"].as_u64();
+    assert!(templates.is_some_and(|n| n > 0), "{c}");
+    // Both ends of the farm edge count it: the devices and the pool (sv1) agree but for the
+    // shares that crossed a report's edge at the window's ends.
+    let ends = ["fleet.devices", "pool.sv1"].map(|link| {
+        sv1["messages"][link]["up"]["mining.submit"]["count"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{link}: {sv1}"))
+    });
+    assert!(
+        ends[0].abs_diff(ends[1]) <= 5 + ends[1] / 10,
+        "{ends:?}: {sv1}"
+    );
     // The translator's handshake with the pool, timed by the pool.
     assert!(c["handshake_ms"]["n"].as_u64().unwrap() >= 1, "{c}");
     assert_eq!(
@@ -1358,6 +1373,35 @@ fn d_ref_runs_the_reference_pool_beside_ours() {
     assert!(lat["p50"].as_f64().unwrap() > 145.0, "{lat}");
     assert!(c["roles"]["D-ref.pool"]["cpu_pct_mean"].is_number(), "{c}");
     assert!(out.join("D-ref.pool_sv2.toml").is_file());
+    // Its monitoring server's estimate of each device's channel, against the fleet's truth (no
+    // step here: a device hashes at the rate it declared).
+    let devices = results["context"]["devices"]["D-ref"].as_u64().unwrap();
+    assert_eq!(c["pool_workers"].as_u64(), Some(devices), "{c}");
+    let e = &c["estimation"]["hashrate_error_pct"]["current"];
+    assert!(e["n"].as_u64().unwrap() >= devices, "{e}");
+    assert!(e["p50"].as_f64().unwrap() < 20.0, "{e}");
+    // The devices count their own link's messages: the only count where a reference pool
+    // serves them, and the WAN's bytes per share (the devices meet the pool across it).
+    let p = &c["protocol"];
+    let up = &p["messages"]["fleet.devices"]["up"];
+    assert!(
+        up["SubmitSharesStandard"]["count"].as_u64().unwrap() > 0,
+        "{p}"
+    );
+    assert_eq!(
+        up["SubmitSharesStandard"]["mean_bytes"].as_f64(),
+        Some(62.0),
+        "{p}"
+    );
+    assert_eq!(
+        p["handshake_bytes"]["fleet.devices"]["down"].as_f64(),
+        Some(234.0),
+        "{p}"
+    );
+    assert!(
+        p["wan_bytes_per_accepted_share"]["up"].as_f64().unwrap() > 0.0,
+        "{p}"
+    );
     no_role_left(out.to_str().unwrap());
 }
 
@@ -1435,6 +1479,20 @@ fn c_ref_runs_the_reference_translator_beside_ours() {
     }
     assert!(out.join("C-ref.translator0.translator_sv2.toml").is_file());
     assert!(out.join("C-ref.pool_sv2.toml").is_file());
+    // The reference roles' estimates, from their monitoring servers: the pool's of the
+    // translator's one channel, the translator's of its devices.
+    assert_eq!(c["pool_workers"].as_u64(), Some(1), "{c}");
+    let e = &c["estimation"];
+    for figure in [
+        &e["total_hashrate_error_pct"]["current"],
+        &e["roles"]["translator"]["hashrate_error_pct"]["current"],
+    ] {
+        assert!(figure["n"].as_u64().unwrap() > 0, "{e}");
+        assert!(figure["p50"].as_f64().unwrap() < 30.0, "{e}");
+    }
+    let p = &c["protocol"];
+    let submits = &p["messages"]["fleet.devices"]["up"]["mining.submit"];
+    assert!(submits["count"].as_u64().unwrap() > 0, "{p}");
     no_role_left(out.to_str().unwrap());
 }
 

@@ -279,6 +279,14 @@ pub trait Observer {
         reply: &StandardShareReply<'_>,
     ) {
     }
+    /// SV1 lines went out (`sent`) or one came in: `bytes` holds whole lines, each ended by
+    /// its newline (one line without it when read). For the link's messages by type
+    /// (docs/metrics.md, "Protocol cost").
+    fn lines(&mut self, sent: bool, bytes: &[u8]) {}
+    /// An SV2 frame went out or came in: its extension type, message type and payload size.
+    fn frame(&mut self, sent: bool, extension_type: u16, msg_type: u8, payload: usize) {}
+    /// Noise handshake bytes went out or came in.
+    fn handshake(&mut self, sent: bool, bytes: usize) {}
 }
 
 impl Observer for () {}

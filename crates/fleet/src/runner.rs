@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use events::{now_ns, EventSink, ShortStr};
+use events::{now_ns, EventSink, ShortStr, Side};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -280,7 +280,6 @@ impl Fleet {
 
         // Run: report hashes once a second until the duration is up or we are told to stop.
         let mut hashes_reported = 0u64;
-        let mut net_reported = (0u64, 0u64);
         let mut report_hashes = |events: &EventSink| {
             let h = self.stats.hashes.load(Relaxed);
             if h > hashes_reported && events.is_enabled() {
@@ -290,27 +289,8 @@ impl Fleet {
                 });
             }
             hashes_reported = h;
-            // The devices' own socket bytes, as deltas over the whole fleet (conn 0).
-            let (rx, tx) = (
-                self.stats.net_rx.load(Relaxed),
-                self.stats.net_tx.load(Relaxed),
-            );
-            if events.is_enabled() {
-                for (now, before, direction) in [
-                    (tx, net_reported.1, events::Direction::Up),
-                    (rx, net_reported.0, events::Direction::Down),
-                ] {
-                    if now > before {
-                        events.emit(events::LinkBytes {
-                            link: ShortStr::new("devices"),
-                            conn: 0,
-                            direction,
-                            bytes: now - before,
-                        });
-                    }
-                }
-            }
-            net_reported = (rx, tx);
+            // The devices' own socket bytes and messages, as deltas over the whole fleet.
+            self.stats.net.report(events);
         };
         // Each step is marked at the moment it takes effect, on the events' time line.
         let mut steps_due: Vec<u64> = c
@@ -809,7 +789,7 @@ async fn transmit<D: Device>(
             match stream.try_write(&out[off..]) {
                 Ok(n) => {
                     off += n;
-                    tally.stats.net_tx.fetch_add(n as u64, Relaxed);
+                    tally.stats.net.add_written(Side::Client, n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     return Ok(Some(out[off..].to_vec()))
@@ -822,7 +802,7 @@ async fn transmit<D: Device>(
     })?;
     if let Some(rest) = rest {
         stream.write_all(&rest).await?;
-        tally.stats.net_tx.fetch_add(rest.len() as u64, Relaxed);
+        tally.stats.net.add_written(Side::Client, rest.len());
     }
     Ok(())
 }
@@ -842,7 +822,7 @@ fn read_socket<D: Device>(
             match tap::net::recv_stamped(stream, buf) {
                 Ok((0, _)) => return Err(CloseReason::Eof),
                 Ok((n, stamp)) => {
-                    tally.stats.net_rx.fetch_add(n as u64, Relaxed);
+                    tally.stats.net.add_read(Side::Client, n);
                     // The bytes' arrival at the socket, as a real device would see them.
                     let at = Timestamp::from_nanos(tap::net::rx_monotonic_ns(stamp));
                     dev.receive(rx, &buf[..n], max_line, at, tally)?;

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use events::{EventSink, JobId, Perspective, Reason, Verdict};
+use events::{EventSink, JobId, LinkCounter, Perspective, Reason, Side, Verdict};
 use hdrhistogram::Histogram;
 use primitives::Target;
 
@@ -71,11 +71,10 @@ pub struct LiveStats {
     pub blocks: AtomicU64,
     /// Header hashes computed.
     pub hashes: AtomicU64,
-    /// Bytes the devices' sockets read and wrote: the fleet counts its own traffic
-    /// (docs/metrics.md `roles.<name>.net_*_bytes`), reported as `LinkBytes` once a second.
-    pub net_rx: AtomicU64,
-    /// Bytes the devices' sockets wrote.
-    pub net_tx: AtomicU64,
+    /// The devices' own socket bytes, and their messages by type: the fleet counts its own
+    /// traffic (docs/metrics.md `roles.<name>.net_*_bytes`, "Protocol cost"), reported as link
+    /// `devices` (`LinkBytes`, `LinkMessages`) once a second.
+    pub net: Arc<LinkCounter>,
     /// Lines or frames from the pool the devices could not use.
     pub protocol_errors: AtomicU64,
     /// Submit-to-reply latency in microseconds.
@@ -102,8 +101,7 @@ impl Default for LiveStats {
             in_flight: AtomicI64::new(0),
             blocks: AtomicU64::new(0),
             hashes: AtomicU64::new(0),
-            net_rx: AtomicU64::new(0),
-            net_tx: AtomicU64::new(0),
+            net: LinkCounter::new("devices"),
             protocol_errors: AtomicU64::new(0),
             // 1 us to 1 h at three significant digits.
             latency_us: Mutex::new(
@@ -210,6 +208,33 @@ pub struct Tally<'a> {
 }
 
 impl Observer for Tally<'_> {
+    fn lines(&mut self, sent: bool, bytes: &[u8]) {
+        if sent {
+            self.stats
+                .net
+                .add_lines(Side::Client, false, bytes, sv1::line_kind);
+        } else {
+            self.stats
+                .net
+                .add_line(Side::Client, true, bytes, sv1::line_kind);
+        }
+    }
+
+    fn frame(&mut self, sent: bool, extension_type: u16, msg_type: u8, payload: usize) {
+        let name =
+            sv2::messages::frame_name(extension_type & !sv2::noise::CHANNEL_MSG_BIT, msg_type);
+        let wire = sv2::noise::wire_len(payload);
+        self.stats
+            .net
+            .add_message(Side::Client, !sent, name, wire, payload);
+    }
+
+    fn handshake(&mut self, sent: bool, bytes: usize) {
+        self.stats
+            .net
+            .add_message(Side::Client, !sent, events::HANDSHAKE, bytes, 0);
+    }
+
     fn job_received(&mut self, device: u64, now: Timestamp, job: &JobView<'_>) {
         self.stats.jobs.fetch_add(1, Relaxed);
         if self.events.is_enabled() {

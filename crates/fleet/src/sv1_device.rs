@@ -645,6 +645,7 @@ impl Sv1Device {
             }
             self.pending = pending;
         }
+        obs.lines(true, &out[start..]);
         out.len() - start
     }
 
@@ -654,6 +655,7 @@ impl Sv1Device {
             return;
         }
         self.last_rx = now;
+        obs.lines(false, line);
         let (env, method) = match sv1::parse_line(line) {
             Ok(m) => m,
             Err(_) => {

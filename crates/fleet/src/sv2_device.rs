@@ -647,14 +647,17 @@ impl Sv2Device {
         let Some(noise) = self.noise.as_mut() else {
             return 0;
         };
-        noise.take_handshake_bytes(out);
+        if noise.take_handshake_bytes(out) {
+            obs.handshake(true, out.len() - start);
+        }
         if !noise.handshake_done() {
             return out.len() - start;
         }
         let s = &*self.shared;
         let mut failed = None;
         if self.pending_tx & TX_SETUP != 0 {
-            failed = failed.or(send(noise, SetupConnection::MSG_TYPE, false, &s.setup, out).err());
+            failed =
+                failed.or(send(noise, SetupConnection::MSG_TYPE, false, &s.setup, out, obs).err());
         }
         if self.pending_tx & TX_OPEN != 0 {
             let mut payload = Vec::with_capacity(s.open_head.len() + 10 + s.open_tail.len());
@@ -665,6 +668,7 @@ impl Sv2Device {
                 OpenStandardMiningChannel::CHANNEL_BIT,
                 &payload,
                 out,
+                obs,
             )
             .err());
         }
@@ -693,6 +697,7 @@ impl Sv2Device {
                         SubmitSharesStandard::CHANNEL_BIT,
                         &payload,
                         out,
+                        obs,
                     )
                 });
                 if let Err(e) = sent {
@@ -751,6 +756,7 @@ impl Sv2Device {
             return;
         }
         if !was_done && noise.handshake_done() {
+            obs.handshake(false, sv2::noise::HANDSHAKE_REPLY_LEN);
             self.step = Step::Setup;
             self.pending_tx |= TX_SETUP;
         }
@@ -772,6 +778,12 @@ impl Sv2Device {
     }
 
     fn on_frame<O: Observer>(&mut self, mut frame: Frame, now: Timestamp, obs: &mut O) {
+        obs.frame(
+            false,
+            frame.extension(),
+            frame.msg_type(),
+            frame.payload.len(),
+        );
         // Messages of extensions the device does not speak are skipped, as the spec says.
         if frame.extension() != 0 {
             return;
@@ -1201,14 +1213,18 @@ fn job_view<'a>(
 }
 
 /// Frames and encrypts one message payload onto `out`.
-fn send(
+fn send<O: Observer>(
     noise: &mut NoiseInitiator,
     msg_type: u8,
     channel_bit: bool,
     payload: &[u8],
     out: &mut Vec<u8>,
+    obs: &mut O,
 ) -> Result<(), NoiseError> {
-    noise.encrypt(msg_type, extension_type(0, channel_bit), payload, out)
+    let extension = extension_type(0, channel_bit);
+    noise.encrypt(msg_type, extension, payload, out)?;
+    obs.frame(true, extension, msg_type, payload.len());
+    Ok(())
 }
 
 impl Device for Sv2Device {

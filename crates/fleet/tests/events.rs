@@ -165,3 +165,65 @@ fn a_disabled_sink_counts_without_writing() {
     assert_eq!(get(&stats.shares_sent), sent);
     assert_eq!(sink.stats().events_emitted, 0);
 }
+
+/// The devices count their link's messages by type as they frame them (the lines they wrote
+/// and read, their sizes with the line end), reported as `LinkMessages` on link `devices`.
+#[test]
+fn the_devices_count_their_messages_by_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fleet.ev");
+    let sink = EventSink::create(&path, "fleet", "").unwrap();
+    let stats = LiveStats::default();
+    let mut tally = Tally {
+        stats: &stats,
+        events: &sink,
+    };
+    let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
+    let mut dev = Sv1Device::new(shared, 1, 1, 1, at(0));
+    dev.handle_connected(at(0));
+    handshake(&mut dev, &mut tally, MASK, &EN1, 4, at(0));
+    let difficulty = set_difficulty(2f64.powi(-20));
+    dev.handle_line(&difficulty, at(0), &mut tally);
+    let notify = PoolJob::new(1, 8, 2, 0x1703_6e3a).notify(true);
+    dev.handle_line(&notify, at(0), &mut tally);
+    while dev.pending_shares() < 2 {
+        dev.hash(at(0), 1000, &mut tally);
+    }
+    let submits = take_lines(&mut dev, at(0), &mut tally);
+    stats.net.report(&sink);
+    sink.finish().unwrap();
+
+    let counted: std::collections::BTreeMap<(String, bool), (u64, u64, u64)> =
+        events::read_file(&path)
+            .unwrap()
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::LinkMessages(m) => {
+                    assert_eq!(m.link.as_str(), "devices");
+                    let up = m.direction == events::Direction::Up;
+                    Some((
+                        (m.message.as_str().to_owned(), up),
+                        (m.count, m.bytes, m.payload_bytes),
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+    let line = |l: &[u8]| (1, l.len() as u64 + 1, l.len() as u64);
+    assert_eq!(counted[&("mining.notify".into(), false)], line(&notify));
+    assert_eq!(
+        counted[&("mining.set_difficulty".into(), false)],
+        line(&difficulty)
+    );
+    let n = submits.len() as u64;
+    let text: u64 = submits.iter().map(|s| s.len() as u64).sum();
+    assert_eq!(
+        counted[&("mining.submit".into(), true)],
+        (n, text + n, text)
+    );
+    // The handshake's requests went up, and their answers came down as responses.
+    assert_eq!(counted[&("mining.subscribe".into(), true)].0, 1);
+    assert_eq!(counted[&("mining.authorize".into(), true)].0, 1);
+    assert!(counted[&("response".into(), false)].0 >= 2, "{counted:?}");
+}

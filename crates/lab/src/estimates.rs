@@ -118,14 +118,149 @@ fn sample(endpoint: &StatusEndpoint) -> Vec<EstimateSample> {
                 push(Estimator::Translator, "current", v["hashrate"].as_f64());
             }
         }
+        // The reference roles' monitoring servers: what their vardiff holds as each channel's
+        // (or each device's) hash rate now; they keep no averaging windows.
+        "pool_sv2" => {
+            if let Some(channels) = reference_channels(endpoint.addr) {
+                let mut total = 0.0;
+                for c in channels.iter().filter(|c| c.accepted > 0.0) {
+                    push(Estimator::PoolWorker, "current", Some(c.hashrate));
+                    total += c.hashrate;
+                }
+                if !channels.is_empty() {
+                    push(Estimator::PoolTotal, "current", Some(total));
+                }
+            }
+        }
+        "translator_sv2" => {
+            let text = metrics_text(endpoint.addr);
+            let total = text.as_deref().and_then(|t| {
+                prometheus_samples(t, "sv1_hashrate_total")
+                    .next()
+                    .map(|s| s.1)
+            });
+            push(Estimator::Translator, "current", total);
+        }
         _ => {}
     }
     out
+}
+
+/// One channel a reference pool serves, as its monitoring server's `/metrics` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReferenceChannel {
+    /// The user identity the channel was opened with.
+    pub user_identity: String,
+    /// The pool's estimate of the channel's hash rate (H/s).
+    pub hashrate: f64,
+    /// Shares it accepted on the channel.
+    pub accepted: f64,
+}
+
+/// The channels a reference pool (pool_sv2's monitoring server at `addr`) serves; `None` when
+/// it does not answer.
+pub fn reference_channels(addr: std::net::SocketAddr) -> Option<Vec<ReferenceChannel>> {
+    parse_reference_channels(&metrics_text(addr)?)
+}
+
+fn parse_reference_channels(text: &str) -> Option<Vec<ReferenceChannel>> {
+    fn key(labels: &str) -> (Option<&str>, Option<&str>) {
+        (label(labels, "client_id"), label(labels, "channel_id"))
+    }
+    let accepted: BTreeMap<_, f64> = prometheus_samples(text, "sv2_client_shares_accepted_total")
+        .map(|(labels, v)| (key(labels), v))
+        .collect();
+    Some(
+        prometheus_samples(text, "sv2_client_channel_hashrate")
+            .map(|(labels, hashrate)| ReferenceChannel {
+                user_identity: label(labels, "user_identity")
+                    .unwrap_or_default()
+                    .to_owned(),
+                hashrate,
+                accepted: accepted.get(&key(labels)).copied().unwrap_or(0.0),
+            })
+            .collect(),
+    )
+}
+
+fn metrics_text(addr: std::net::SocketAddr) -> Option<String> {
+    match http_get(addr, "/metrics").ok()? {
+        (200, body) => Some(body),
+        _ => None,
+    }
+}
+
+/// The samples of metric `name` in a Prometheus text exposition: (the text between the
+/// braces, value). Comments and other metrics are skipped.
+fn prometheus_samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> {
+    text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(name)?;
+        let (labels, value) = match rest.strip_prefix('{') {
+            Some(r) => r.rsplit_once('}')?,
+            None if rest.starts_with(' ') => ("", rest),
+            None => return None,
+        };
+        let value = value.split_whitespace().next()?.parse().ok()?;
+        Some((labels, value))
+    })
+}
+
+/// The value of `key="..."` among a sample's labels (values the lab sets hold no quotes).
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"'))
+    })
 }
 
 fn status(endpoint: &StatusEndpoint) -> Option<serde_json::Value> {
     match http_get(endpoint.addr, "/api/status").ok()? {
         (200, body) => serde_json::from_str(&body).ok(),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reference pool's `/metrics`, as its monitoring server writes it.
+    const POOL_SV2_METRICS: &str = "\
+# HELP sv2_client_channel_hashrate Hashrate for individual client channels
+# TYPE sv2_client_channel_hashrate gauge
+sv2_client_channel_hashrate{channel_id=\"1\",client_id=\"1\",user_identity=\"lab.d0\"} 6000.5
+sv2_client_channel_hashrate{channel_id=\"2\",client_id=\"2\",user_identity=\"lab.d1\"} 0
+# TYPE sv2_client_hashrate_total gauge
+sv2_client_hashrate_total 6000.5
+# TYPE sv2_client_shares_accepted_total gauge
+sv2_client_shares_accepted_total{channel_id=\"1\",client_id=\"1\",user_identity=\"lab.d0\"} 17
+";
+
+    #[test]
+    fn a_reference_pools_channels_are_read_from_its_metrics() {
+        let channels = parse_reference_channels(POOL_SV2_METRICS).unwrap();
+        assert_eq!(
+            channels,
+            vec![
+                ReferenceChannel {
+                    user_identity: "lab.d0".into(),
+                    hashrate: 6000.5,
+                    accepted: 17.0,
+                },
+                ReferenceChannel {
+                    user_identity: "lab.d1".into(),
+                    hashrate: 0.0,
+                    accepted: 0.0,
+                },
+            ]
+        );
+        let total: Vec<_> =
+            prometheus_samples(POOL_SV2_METRICS, "sv2_client_hashrate_total").collect();
+        assert_eq!(total, vec![("", 6000.5)]);
+        // A name that is a prefix of another is not confused with it.
+        assert_eq!(
+            prometheus_samples(POOL_SV2_METRICS, "sv2_client").count(),
+            0
+        );
     }
 }

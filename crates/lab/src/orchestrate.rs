@@ -204,7 +204,8 @@ pub trait Progress {
 pub struct StatusEndpoint {
     /// The configuration it serves.
     pub config: String,
-    /// `pool`, `jds`, `jdc`, `translator` or `proxy`.
+    /// `pool`, `jds`, `jdc`, `translator` or `proxy`; `pool_sv2` or `translator_sv2` for a
+    /// reference role's monitoring server.
     pub role: &'static str,
     /// The role's name in the run ("C.translator0").
     pub name: String,
@@ -441,11 +442,12 @@ impl Trial<'_> {
                 }
                 PoolImpl::ReferenceSv2 => {
                     log.events = None;
-                    let (program, args, miners) = self.pool_sv2_args(config, &node)?;
+                    let (program, args, miners, monitoring) = self.pool_sv2_args(config, &node)?;
                     let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
                     running
                         .add(p, log, sampler)
                         .wait_log(POOL_SV2_READY, ready)?;
+                    running.endpoint(config, "pool_sv2", &name, monitoring);
                     miners
                 }
                 PoolImpl::External(_) => {
@@ -533,11 +535,13 @@ impl Trial<'_> {
                     }
                     ProxyImpl::ReferenceTranslator => {
                         log.events = None;
-                        let (program, args, listen) = self.translator_sv2_args(&name, tap)?;
+                        let (program, args, listen, monitoring) =
+                            self.translator_sv2_args(&name, tap)?;
                         let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
                         running
                             .add(p, log, sampler)
                             .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), ready)?;
+                        running.endpoint(config, "translator_sv2", &name, monitoring);
                         listen
                     }
                     ProxyImpl::External => {
@@ -676,11 +680,19 @@ impl Trial<'_> {
                 name: events::ShortStr::new("run_end"),
             },
         );
+        // A reference pool accounts shares per channel: its channels with a share accepted.
         running.pool_workers = running
             .endpoints
             .iter()
-            .filter(|e| e.role == "pool")
-            .filter_map(|e| Some((e.config.clone(), credited_workers(e.addr)?.len() as u64)))
+            .filter_map(|e| match e.role {
+                "pool" => Some((e.config.clone(), credited_workers(e.addr)?.len() as u64)),
+                "pool_sv2" => {
+                    let channels = crate::estimates::reference_channels(e.addr)?;
+                    let credited = channels.iter().filter(|c| c.accepted > 0.0).count();
+                    Some((e.config.clone(), credited as u64))
+                }
+                _ => None,
+            })
             .collect();
         self.progress.stage("stopping roles");
         // Stop in order while they are healthy: taps and pools flush their events on SIGTERM.
@@ -956,12 +968,13 @@ impl Trial<'_> {
         a
     }
 
-    /// pool_sv2 with a config the lab writes: its program, arguments, and miner address.
+    /// pool_sv2 with a config the lab writes: its program, arguments, miner address, and
+    /// monitoring address (where the lab reads its estimates).
     fn pool_sv2_args(
         &self,
         config: &str,
         node: &NodeEndpoints,
-    ) -> Result<(&Path, Vec<OsString>, SocketAddr), RunError> {
+    ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
         let tool = self.pool_sv2.ok_or_else(|| RunError::Unhealthy {
             role: format!("{config}.pool"),
             why: "the SV2 reference pool (pool_sv2) was not located before the run".into(),
@@ -970,6 +983,7 @@ impl Trial<'_> {
             .tdp
             .expect("simnet serves TDP when a configuration needs it");
         let listen = free_loopback_port().map_err(io("finding a port for pool_sv2"))?;
+        let monitoring = free_loopback_port().map_err(io("finding a port for pool_sv2"))?;
         let text = PoolSv2Config {
             listen,
             authority_public_key: &self.authority.public,
@@ -978,11 +992,17 @@ impl Trial<'_> {
             payout_address: PAYOUT_ADDRESS,
             shares_per_minute: self.scenario.shares_per_minute,
             extensions: &[],
+            monitoring: Some(monitoring),
         }
         .toml();
         let path = self.dir.join(format!("{config}.pool_sv2.toml"));
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
-        Ok((&tool.path, vec!["-c".into(), path.into()], listen))
+        Ok((
+            &tool.path,
+            vec!["-c".into(), path.into()],
+            listen,
+            monitoring,
+        ))
     }
 
     /// `stratumlab translator` (or `proxy`) for one device chunk, upstream through its WAN
@@ -1034,18 +1054,19 @@ impl Trial<'_> {
     }
 
     /// translator_sv2 for one device chunk with a config the lab writes: its program,
-    /// arguments, and the address devices connect to.
+    /// arguments, the address devices connect to, and its monitoring address.
     fn translator_sv2_args(
         &self,
         role: &str,
         upstream: SocketAddr,
-    ) -> Result<(&Path, Vec<OsString>, SocketAddr), RunError> {
+    ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
         let tool = self.translator_sv2.ok_or_else(|| RunError::Unhealthy {
             role: role.to_owned(),
             why: "the SV2 reference translator (translator_sv2) was not located before the run"
                 .into(),
         })?;
         let listen = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
+        let monitoring = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
         let text = TranslatorSv2Config {
             listen,
             upstream,
@@ -1056,11 +1077,17 @@ impl Trial<'_> {
             aggregate_channels: true,
             extranonce2_size: 4,
             extensions: &[],
+            monitoring: Some(monitoring),
         }
         .toml();
         let path = self.dir.join(format!("{role}.translator_sv2.toml"));
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
-        Ok((&tool.path, vec!["-c".into(), path.into()], listen))
+        Ok((
+            &tool.path,
+            vec!["-c".into(), path.into()],
+            listen,
+            monitoring,
+        ))
     }
 
     /// The connection edge's limits for a role the lab's devices reach: every device of the

@@ -258,10 +258,21 @@ pub struct PoolSv2Config<'a> {
     pub shares_per_minute: f64,
     /// Extensions it negotiates with clients that ask (`supported_extensions`), such as 0x0002.
     pub extensions: &'a [u16],
+    /// Where its monitoring server answers (its channels' hash-rate estimates, read by the
+    /// lab), refreshed every second; `None`: no monitoring server.
+    pub monitoring: Option<std::net::SocketAddr>,
+}
+
+/// The config lines that start a reference role's monitoring server at `addr`, its figures
+/// refreshed every second (the role's default, 15 s, would score a stale estimate).
+fn monitoring_toml(addr: Option<std::net::SocketAddr>) -> String {
+    addr.map_or_else(String::new, |a| {
+        format!("monitoring_address = \"{a}\"\nmonitoring_cache_refresh_secs = 1\n")
+    })
 }
 
 impl PoolSv2Config<'_> {
-    /// A minimal config: miners on loopback only, no monitoring, no job declaration.
+    /// A minimal config: miners on loopback only, no job declaration, monitoring where asked.
     /// Successes are acknowledged one share at a time: a device sends one share per read, and
     /// our pool acknowledges at the end of each read, so share latency compares like for like
     /// (a larger batch would hold a device's verdict until later shares arrive).
@@ -277,6 +288,7 @@ impl PoolSv2Config<'_> {
              shares_per_minute = {:?}\n\
              share_batch_size = 1\n\
              supported_extensions = {:?}\n\
+             {}\
              \n\
              [template_provider_type.Sv2Tp]\n\
              address = \"{}\"\n\
@@ -287,6 +299,7 @@ impl PoolSv2Config<'_> {
             self.payout_address,
             self.shares_per_minute as f32,
             self.extensions,
+            monitoring_toml(self.monitoring),
             self.template_provider,
             self.authority_public_key,
         )
@@ -316,12 +329,16 @@ pub struct TranslatorSv2Config<'a> {
     /// Extensions it asks its pool for, and requires (translator_sv2 asks only for required
     /// ones); with 0x0002 each device's shares name its SV1 worker.
     pub extensions: &'a [u16],
+    /// Where its monitoring server answers (its devices' hash-rate estimates), as for
+    /// [`PoolSv2Config::monitoring`].
+    pub monitoring: Option<std::net::SocketAddr>,
 }
 
 impl TranslatorSv2Config<'_> {
-    /// A minimal config: devices on loopback only, no monitoring server, no miner telemetry (its
-    /// LAN scan), the extensions of [`TranslatorSv2Config::extensions`]. A new device starts at the difficulty at which its hash rate
-    /// gives `shares_per_minute`, as the SV1 pool and our translator start it.
+    /// A minimal config: devices on loopback only, monitoring where asked, no miner telemetry
+    /// (its LAN scan: no `miner_telemetry` ranges), the extensions of
+    /// [`TranslatorSv2Config::extensions`]. A new device starts at the difficulty at which its
+    /// hash rate gives `shares_per_minute`, as the SV1 pool and our translator start it.
     pub fn toml(&self) -> String {
         format!(
             "downstream_address = \"{}\"\n\
@@ -333,6 +350,7 @@ impl TranslatorSv2Config<'_> {
              aggregate_channels = {}\n\
              supported_extensions = {:?}\n\
              required_extensions = {:?}\n\
+             {}\
              \n\
              [downstream_difficulty_config]\n\
              min_individual_miner_hashrate = {:?}\n\
@@ -351,6 +369,7 @@ impl TranslatorSv2Config<'_> {
             self.aggregate_channels,
             self.extensions,
             self.extensions,
+            monitoring_toml(self.monitoring),
             self.device_hash_rate as f32,
             self.shares_per_minute as f32,
             self.upstream.ip(),
@@ -461,10 +480,13 @@ mod tests {
             payout_address: "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
             shares_per_minute: 15.0,
             extensions: &[],
+            monitoring: Some("127.0.0.1:34256".parse().unwrap()),
         };
         let text = c.toml();
         let v: toml::Value = toml::from_str(&text).unwrap();
         assert_eq!(v["listen_address"].as_str(), Some("127.0.0.1:34255"));
+        assert_eq!(v["monitoring_address"].as_str(), Some("127.0.0.1:34256"));
+        assert_eq!(v["monitoring_cache_refresh_secs"].as_integer(), Some(1));
         assert_eq!(v["shares_per_minute"].as_float(), Some(15.0));
         assert_eq!(v["share_batch_size"].as_integer(), Some(1));
         assert_eq!(
@@ -496,6 +518,7 @@ mod tests {
             aggregate_channels: true,
             extranonce2_size: 4,
             extensions: &[],
+            monitoring: None,
         };
         let text = c.toml();
         let v: toml::Value = toml::from_str(&text).unwrap();

@@ -266,7 +266,7 @@ impl RunningPool {
                 // With a node beside, every template handed out must be one the pool can build a
                 // whole block from: the feed fetches each template's transactions.
                 tp.session.fetch_transactions |= settings.node_beside_tp;
-                let feed = TpFeed::spawn(tp, stopped);
+                let feed = TpFeed::spawn(tp, engine.events.clone(), stopped);
                 let recent = RecentTdp::default();
                 let backup = match feed.kept_transactions() {
                     Some(kept) if settings.node_beside_tp => {

@@ -100,7 +100,7 @@ async fn provider_templates_become_jobs_and_a_found_block_becomes_the_tip() {
     let mut config = TpConfig::new(tp.addr);
     config.authority = Some(TdpKeys::reference().public_bytes());
     let (stop, stopped) = oneshot::channel::<()>();
-    let feed = TpFeed::spawn(config, async move {
+    let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
         let _ = stopped.await;
     });
     let mut works = feed.works();
@@ -160,7 +160,7 @@ async fn a_provider_signed_by_another_authority_serves_no_work_and_a_lost_one_st
     let mut config = TpConfig::new(tp.addr);
     config.authority = Some(wrong);
     let (stop, stopped) = oneshot::channel::<()>();
-    let feed = TpFeed::spawn(config, async move {
+    let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
         let _ = stopped.await;
     });
     let health = feed.health();
@@ -179,7 +179,7 @@ async fn a_provider_signed_by_another_authority_serves_no_work_and_a_lost_one_st
     let mut config = TpConfig::new(tp.addr);
     config.authority = Some(TdpKeys::reference().public_bytes());
     let (stop, stopped) = oneshot::channel::<()>();
-    let feed = TpFeed::spawn(config, async move {
+    let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
         let _ = stopped.await;
     });
     let mut works = feed.works();

@@ -597,7 +597,9 @@ mod tests {
         })
         .await
         .expect("a network block within 5 s at a 30 ms mean");
-        assert_eq!(tip, start_height + 1);
+        // At a 30 ms mean, a busy machine can let two blocks land in one clock step: the first
+        // tip published is then the second block's.
+        assert!(tip > start_height, "tip {tip} after {start_height}");
         tokio::time::timeout(
             Duration::from_secs(5),
             templates.wait_for(|t| t.height > tip),

@@ -806,6 +806,7 @@ impl RefPool {
             shares_per_minute: 30.0,
             // Extension 0x0002, for a translator that asks (ours with --worker-tracking).
             extensions: &[2],
+            monitoring: None,
         };
         let mut process = ThirdParty::with_config(&lab::third_party::POOL_SV2, dir, &config.toml());
         process.wait_for(lab::third_party::POOL_SV2_READY, Duration::from_secs(90));

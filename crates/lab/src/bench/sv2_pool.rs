@@ -485,6 +485,7 @@ impl RowRun<'_> {
                     payout_address: PAYOUT,
                     shares_per_minute: spm,
                     extensions: &[],
+                    monitoring: None,
                 }
                 .toml();
                 let warn = self.kind == RowKind::PoolSv2Warn;

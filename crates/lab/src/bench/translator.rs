@@ -571,6 +571,7 @@ impl RowRun<'_> {
                     aggregate_channels: !o.per_device,
                     extranonce2_size: 2,
                     extensions: &[],
+                    monitoring: None,
                 }
                 .toml();
                 let warn = self.kind == RowKind::TranslatorSv2Warn;

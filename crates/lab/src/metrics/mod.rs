@@ -256,8 +256,16 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
                 events += 1;
                 fleet.on_event(i as u32, e.ts_ns, &e.kind);
                 vardiff.on_fleet_event(i as u32, e.ts_ns, &e.kind);
-                if let EventKind::LinkBytes(_) | EventKind::LinkRtt(_) = e.kind {
-                    traffic.on_role(i, log.kind, e.ts_ns, &e.kind, &mut fleet.series);
+                match e.kind {
+                    EventKind::LinkBytes(_) | EventKind::LinkRtt(_) => {
+                        traffic.on_role(i, log.kind, e.ts_ns, &e.kind, &mut fleet.series)
+                    }
+                    // The devices' own count of their link: the only one where a third-party
+                    // role serves them.
+                    EventKind::LinkMessages(_) => {
+                        protocol.on_event(&w, &log.name, log.kind, e.ts_ns, &e.kind)
+                    }
+                    _ => {}
                 }
             })
             .map_err(read_err(&log.name))?;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use std::collections::HashMap;
 
+use events::{EventSink, LinkCounter};
 use noise_sv2::Initiator;
 use primitives::Timestamp;
 use sv2::messages::template_distribution::{RequestTransactionDataSuccess, SubmitSolution};
@@ -96,8 +97,14 @@ pub struct TpFeed {
 }
 
 impl TpFeed {
-    /// Starts the client task; it runs until `shutdown` completes or the feed is dropped.
-    pub fn spawn(config: TpConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> TpFeed {
+    /// Starts the client task; it runs until `shutdown` completes or the feed is dropped. The
+    /// link's bytes and messages are reported into `events` as link `tp` (docs/metrics.md,
+    /// "Protocol cost").
+    pub fn spawn(
+        config: TpConfig,
+        events: EventSink,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> TpFeed {
         let health = Arc::new(NodeHealth::new(config.stale_after));
         let (tx, works) = watch::channel(None);
         let (solutions, solutions_rx) = mpsc::unbounded_channel();
@@ -108,6 +115,10 @@ impl TpFeed {
             .then(|| Arc::new(KeptTransactions::default()));
         let task = tokio::spawn(run(
             config,
+            Net {
+                counter: LinkCounter::new("tp"),
+                events,
+            },
             health.clone(),
             tx,
             Requests {
@@ -183,8 +194,18 @@ struct Requests {
     kept: Option<Arc<KeptTransactions>>,
 }
 
+/// The provider link's counts and where they are reported.
+struct Net {
+    counter: Arc<LinkCounter>,
+    events: EventSink,
+}
+
+/// How often the link's counts are reported while connected.
+const NET_REPORT_EVERY: Duration = Duration::from_millis(500);
+
 async fn run(
     config: TpConfig,
+    net: Net,
     health: Arc<NodeHealth>,
     tx: watch::Sender<Option<TpWork>>,
     mut requests: Requests,
@@ -197,9 +218,13 @@ async fn run(
         let mut served = false;
         connections += 1;
         let ended = tokio::select! {
-            _ = &mut shutdown => return,
-            r = connection(&config, &health, &tx, &mut requests, connections, &mut served) => r,
+            _ = &mut shutdown => {
+                net.counter.report(&net.events);
+                return;
+            }
+            r = connection(&config, &net, &health, &tx, &mut requests, connections, &mut served) => r,
         };
+        net.counter.report(&net.events);
         if served {
             delays.reset();
         }
@@ -234,6 +259,7 @@ async fn run(
 /// (the pool is stopping).
 async fn connection(
     config: &TpConfig,
+    net: &Net,
     health: &NodeHealth,
     tx: &watch::Sender<Option<TpWork>>,
     requests: &mut Requests,
@@ -249,6 +275,8 @@ async fn connection(
         None => Initiator::without_pk().map_err(|_| ConnError::AuthorityKey)?,
     };
     let mut conn = NoiseConn::connect(stream, initiator, config.limits).await?;
+    conn.count_into(net.counter.clone(), sv2::Side::Client);
+    let mut report = tokio::time::interval(NET_REPORT_EVERY);
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
     let started = tokio::time::Instant::now();
@@ -268,6 +296,10 @@ async fn connection(
             }
             _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
                 session.handle_timeout(now());
+            }
+            _ = report.tick() => {
+                net.counter.report(&net.events);
+                continue;
             }
             s = requests.solutions.recv() => {
                 let Some(s) = s else { return Ok(()) };

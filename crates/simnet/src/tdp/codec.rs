@@ -5,7 +5,6 @@
 //! format), and the fields the session needs are kept ([`ClientMessage`]). Writing: the session
 //! produces [`ServerMessage`]s, sv2's plain messages, which the shell encodes and sends.
 
-use sv2::fuzz_support::wire_len;
 use sv2::messages::common::{self, SetupConnection, SetupConnectionError, SetupConnectionSuccess};
 use sv2::messages::template_distribution::{
     CoinbaseOutputConstraints, NewTemplate, RequestTransactionData, RequestTransactionDataError,
@@ -202,24 +201,23 @@ impl ServerMessage {
     }
 
     /// Encodes (into `payload`, reused from message to message), frames, encrypts and writes
-    /// the message. Returns its size on the wire, Noise header and MACs included.
+    /// the message.
     pub async fn send(
         self,
         conn: &mut NoiseConn,
         payload: &mut Vec<u8>,
-    ) -> Result<usize, TransportError> {
+    ) -> Result<(), TransportError> {
         let m = self.into_message();
         payload.clear();
         let msg_type = m.encode(payload)?;
         let sent = conn
             .send_payload(msg_type, m.extension_type(), payload)
             .await;
-        let wire = wire_len(payload.len());
         // Transaction data runs to megabytes; a connection does not keep that much around.
         if payload.capacity() > RETAINED_PAYLOAD {
             *payload = Vec::new();
         }
-        sent.map(|()| wire)
+        sent
     }
 }
 

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use events::{ConnectionClosed, ConnectionOpened, EventSink, ShortStr};
-use sv2::fuzz_support::wire_len;
 use sv2::{Limits, NoiseConn, TransportError};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -26,13 +25,6 @@ use super::session::{Session, SessionConfig, TdpEvent};
 use super::TdpKeys;
 use crate::link_bytes::{self, LinkCounter};
 use crate::node::Node;
-
-/// What the Noise NX handshake puts on the wire, which the transport does not report: the
-/// client's ElligatorSwift-encoded ephemeral key (64 bytes), and our answer: our ephemeral key,
-/// our encrypted static key (64 + 16-byte MAC) and the encrypted signature noise message
-/// (74 + 16-byte MAC), as noise_sv2 sizes them.
-const HANDSHAKE_RX_BYTES: usize = 64;
-const HANDSHAKE_TX_BYTES: usize = 64 + (64 + 16) + (74 + 16);
 
 /// How the endpoint runs. [`TdpConfig::new`] gives the defaults.
 #[derive(Clone, Debug)]
@@ -162,7 +154,8 @@ struct Endpoint {
     local: SocketAddr,
     /// The node's "tdp" link name, which connection events carry.
     label: ShortStr,
-    /// Frame bytes read and written, handshakes included (a failed handshake is not counted).
+    /// Frame bytes and messages read and written, handshakes included (a failed handshake is
+    /// not counted).
     bytes: Arc<LinkCounter>,
 }
 
@@ -234,8 +227,8 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         write_timeout: config.write_timeout,
     };
     let mut noise = NoiseConn::accept(stream, responder, limits).await?;
-    bytes.add_rx(HANDSHAKE_RX_BYTES);
-    bytes.add_tx(HANDSHAKE_TX_BYTES);
+    // The transport counts the handshake, every frame and its message type from here on.
+    noise.count_into(bytes.clone(), sv2::Side::Server);
     let mut payload = Vec::new();
     let mut templates = node.templates();
     let mut session = Session::new(*session);
@@ -244,7 +237,6 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         tokio::select! {
             frame = noise.read_frame() => {
                 let mut frame = frame?;
-                bytes.add_rx(wire_len(frame.payload.len()));
                 match codec::decode_client(frame.extension(), frame.msg_type(), &mut frame.payload) {
                     Ok(Some(msg)) => {
                         // Read, not marked seen: a template that arrived with this message is
@@ -297,7 +289,7 @@ async fn run(endpoint: &Endpoint, stream: TcpStream, conn: u64) -> Result<Closin
         }
         while let Some(m) = session.poll_transmit() {
             log_send(conn, &m);
-            bytes.add_tx(m.send(&mut noise, &mut payload).await?);
+            m.send(&mut noise, &mut payload).await?;
         }
         if let Some(c) = session.wants_close() {
             tracing::info!(conn, reason = c.reason, detail = %c.detail, "tdp: closing");

@@ -118,6 +118,10 @@ mod input;
 mod responder;
 
 pub use frame::{extension_type, wire_len, Frame, CHANNEL_MSG_BIT, MAX_PAYLOAD_LEN};
+
+/// Bytes of the responder's handshake reply (its ephemeral key, its encrypted static key and
+/// the encrypted certificate): what an initiator reads before the channel is up.
+pub const HANDSHAKE_REPLY_LEN: usize = noise_sv2::INITIATOR_EXPECTED_HANDSHAKE_MESSAGE_SIZE;
 pub use framing_sv2::header::Header;
 pub use initiator::NoiseInitiator;
 pub use responder::NoiseResponder;
