@@ -231,7 +231,11 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         "2s",
         Some(&simnet_events),
         Some(&pool_events),
-        &["--events", jdc_events.to_str().unwrap()],
+        &[
+            "--events",
+            jdc_events.to_str().unwrap(),
+            "--worker-tracking",
+        ],
     );
     let report = fleet(&jdc, &jdc_key, "15s");
     let accepted = report["shares"]["accepted"].as_u64().unwrap();
@@ -279,6 +283,29 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
         "{status}\n{summary}"
     );
     assert!(pool_accepted >= 1, "{status}");
+    // Extension 0x0002: every share the JDC sent names its device, and the pool accounts each
+    // device as a worker under the JDC's account, its shares summing to the JDC's.
+    assert_eq!(
+        summary["worker_shares"], summary["shares_submitted"],
+        "{summary}"
+    );
+    let workers = http_get_json(&pool_http, "/api/workers");
+    let credited: Vec<(&str, u64)> = workers["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["name"].as_str().unwrap(), w["accepted"].as_u64().unwrap()))
+        .filter(|(_, accepted)| *accepted > 0)
+        .collect();
+    assert!(!credited.is_empty(), "{workers}");
+    for (name, _) in &credited {
+        assert!(name.starts_with("stratumlab-jdc."), "{workers}");
+    }
+    assert_eq!(
+        credited.iter().map(|(_, n)| n).sum::<u64>(),
+        pool_accepted,
+        "{workers}"
+    );
     // A block moves the tip under shares in flight: those may be stale, nothing else fails.
     assert_eq!(
         summary["shares_rejected"], summary["shares_stale"],

@@ -82,6 +82,7 @@ impl JdcStats {
             "below_target": c.below_target,
             "dropped": c.dropped,
             "foreign": c.foreign,
+            "worker_shares": c.worker_shares,
             "solutions_pushed": self.solutions_pushed,
             "solutions_pushed_late": self.solutions_pushed_late,
             "upstream_lost": self.upstream_lost,

@@ -13,8 +13,10 @@ use std::collections::{HashMap, VecDeque};
 use pool::engine::TappedShare;
 use primitives::{Hash256, Target};
 use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::extensions::{extension, RequestExtensions};
 use sv2::messages::mining::{OpenExtendedMiningChannel, SetCustomMiningJob, SubmitSharesExtended};
 use sv2::messages::{Message, Mining};
+use sv2::negotiation::{self, Outcome};
 
 use crate::coinbase::CustomCoinbase;
 
@@ -35,6 +37,9 @@ pub struct PoolChannelConfig {
     pub max_held_shares: usize,
     /// Custom jobs remembered (their generation and job id), at most.
     pub max_jobs: usize,
+    /// Ask the pool for extension 0x0002 (worker-specific hashrate tracking) and, where it
+    /// agrees, name each device on its shares by the worker its channel was opened for.
+    pub worker_tracking: bool,
 }
 
 impl Default for PoolChannelConfig {
@@ -47,6 +52,7 @@ impl Default for PoolChannelConfig {
             endpoint_port: 0,
             max_held_shares: 4096,
             max_jobs: 16,
+            worker_tracking: false,
         }
     }
 }
@@ -137,6 +143,9 @@ pub enum PoolChannelError {
     /// A message (named) only a pool receives, or of another protocol.
     #[error("pool sent {0}, which a client never receives")]
     Unexpected(&'static str),
+    /// The pool requires extensions the JDC does not use (`RequestExtensions.Error`).
+    #[error("pool requires extensions {0:#06x?}, which the JDC does not use")]
+    ExtensionsRequired(Vec<u16>),
 }
 
 /// Counters for the status page and the summary.
@@ -162,6 +171,8 @@ pub struct PoolChannelStats {
     pub foreign: u64,
     /// Pool jobs on the channel, not mined.
     pub pool_jobs_ignored: u64,
+    /// Of the shares submitted, those naming their worker (extension 0x0002).
+    pub worker_shares: u64,
 }
 
 impl std::ops::Add for PoolChannelStats {
@@ -180,6 +191,7 @@ impl std::ops::Add for PoolChannelStats {
             dropped: self.dropped + o.dropped,
             foreign: self.foreign + o.foreign,
             pool_jobs_ignored: self.pool_jobs_ignored + o.pool_jobs_ignored,
+            worker_shares: self.worker_shares + o.worker_shares,
         }
     }
 }
@@ -187,11 +199,16 @@ impl std::ops::Add for PoolChannelStats {
 #[derive(Clone, Debug)]
 enum Phase {
     AwaitSetup,
+    /// `RequestExtensions` sent: waiting for the answer (or for the shell to give up on it).
+    AwaitExtensions,
     AwaitOpen,
     Open(OpenedChannel),
 }
 
 const OPEN_REQUEST: u32 = 1;
+const EXTENSIONS_REQUEST: u16 = 1;
+/// The extension 0x0002 asks for.
+const WORKER_TRACKING: u16 = extension::WORKER_HASHRATE_TRACKING;
 
 /// The JDC's extended channel to the pool: setup, the declared jobs set on it, the devices'
 /// shares held and submitted. Feed it the pool's messages, jobs and shares; send what its
@@ -205,6 +222,8 @@ pub struct PoolChannel {
     /// Generations the pool accepted, newest last.
     jobs: VecDeque<(u64, u32)>,
     held: VecDeque<TappedShare>,
+    /// The pool agreed to extension 0x0002: shares name their worker.
+    tracking: bool,
     next_seq: u32,
     /// Submitted shares awaiting a verdict, oldest first: sequence number, generation.
     in_flight: VecDeque<(u32, u64)>,
@@ -222,6 +241,7 @@ impl PoolChannel {
             requested: HashMap::new(),
             jobs: VecDeque::new(),
             held: VecDeque::new(),
+            tracking: false,
             next_seq: 0,
             in_flight: VecDeque::new(),
             stats: PoolChannelStats::default(),
@@ -236,6 +256,41 @@ impl PoolChannel {
             &self.cfg.endpoint_host,
             self.cfg.endpoint_port,
         )
+    }
+
+    /// Whether the channel waits for the pool's answer to `RequestExtensions`: a pool that does
+    /// not know the extension ignores the request, so the shell waits a bounded time
+    /// (`sv2::negotiation::ANSWER_TIMEOUT_MS`) and then calls
+    /// [`PoolChannel::extensions_unanswered`].
+    pub fn awaiting_extensions(&self) -> bool {
+        matches!(self.phase, Phase::AwaitExtensions)
+    }
+
+    /// The pool did not answer `RequestExtensions` in time: the channel opens without them.
+    pub fn extensions_unanswered(&mut self) -> Vec<PoolEvent> {
+        if !self.awaiting_extensions() {
+            return Vec::new();
+        }
+        self.open()
+    }
+
+    /// Whether the pool agreed to extension 0x0002 (shares name their worker).
+    pub fn worker_tracking(&self) -> bool {
+        self.tracking
+    }
+
+    fn open(&mut self) -> Vec<PoolEvent> {
+        self.phase = Phase::AwaitOpen;
+        vec![PoolEvent::Send(
+            OpenExtendedMiningChannel {
+                request_id: OPEN_REQUEST,
+                user_identity: self.cfg.user_identity.clone(),
+                nominal_hash_rate: self.cfg.nominal_hash_rate,
+                max_target: Target::MAX,
+                min_extranonce_size: self.cfg.min_extranonce_size,
+            }
+            .into(),
+        )]
     }
 
     /// The channel as the pool opened it; `None` until then.
@@ -265,17 +320,31 @@ impl PoolChannel {
         let mut out = Vec::new();
         match (&self.phase, m) {
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionSuccess(_))) => {
-                self.phase = Phase::AwaitOpen;
-                out.push(PoolEvent::Send(
-                    OpenExtendedMiningChannel {
-                        request_id: OPEN_REQUEST,
-                        user_identity: self.cfg.user_identity.clone(),
-                        nominal_hash_rate: self.cfg.nominal_hash_rate,
-                        max_target: Target::MAX,
-                        min_extranonce_size: self.cfg.min_extranonce_size,
+                if self.cfg.worker_tracking {
+                    self.phase = Phase::AwaitExtensions;
+                    out.push(PoolEvent::Send(
+                        RequestExtensions {
+                            request_id: EXTENSIONS_REQUEST,
+                            requested_extensions: vec![WORKER_TRACKING],
+                        }
+                        .into(),
+                    ));
+                } else {
+                    out = self.open();
+                }
+            }
+            (Phase::AwaitExtensions, Message::Extensions(reply)) => {
+                match negotiation::outcome(&reply, EXTENSIONS_REQUEST, &[WORKER_TRACKING]) {
+                    Some(Outcome::Using(using)) => {
+                        self.tracking = using.contains(&WORKER_TRACKING);
+                        out = self.open();
                     }
-                    .into(),
-                ));
+                    Some(Outcome::Required(required)) => {
+                        return Err(PoolChannelError::ExtensionsRequired(required));
+                    }
+                    // An answer to another request: not ours to act on.
+                    None => {}
+                }
             }
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionError(e))) => {
                 return Err(PoolChannelError::SetupRefused(e.error_code));
@@ -475,6 +544,10 @@ impl PoolChannel {
             self.in_flight.pop_front();
         }
         self.stats.shares_submitted += 1;
+        let user_identity = self
+            .tracking
+            .then(|| sv2::tlv::user_identity_of(&s.worker).to_owned());
+        self.stats.worker_shares += u64::from(user_identity.is_some());
         out.push(PoolEvent::Send(
             SubmitSharesExtended {
                 channel_id,
@@ -484,7 +557,7 @@ impl PoolChannel {
                 ntime: s.ntime,
                 version: s.version,
                 extranonce,
-                user_identity: None,
+                user_identity,
             }
             .into(),
         ));

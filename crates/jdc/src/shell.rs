@@ -270,9 +270,22 @@ async fn join(s: &JoinSettings, net: &[Arc<LinkCounter>; 2]) -> Result<Upstreams
     let mut channel = PoolChannel::new(s.channel.clone());
     send("pool", &mut up, &channel.setup_connection()).await?;
     let opened = loop {
-        let m = read("pool", &mut up).await?;
+        // A pool that does not know extensions negotiation ignores the request: the channel
+        // opens without them after a bounded wait.
+        let events = if channel.awaiting_extensions() {
+            let wait = Duration::from_millis(sv2::negotiation::ANSWER_TIMEOUT_MS);
+            match tokio::time::timeout(wait, read("pool", &mut up)).await {
+                Ok(m) => channel.handle_message(m?)?,
+                Err(_) => {
+                    tracing::info!(?wait, "jdc: the pool did not answer RequestExtensions: mining without worker tracking");
+                    channel.extensions_unanswered()
+                }
+            }
+        } else {
+            channel.handle_message(read("pool", &mut up).await?)?
+        };
         let mut opened = None;
-        for e in channel.handle_message(m)? {
+        for e in events {
             match e {
                 PoolEvent::Send(m) => send("pool", &mut up, &m).await?,
                 PoolEvent::Opened(o) => opened = Some(o),
@@ -294,6 +307,7 @@ async fn join(s: &JoinSettings, net: &[Arc<LinkCounter>; 2]) -> Result<Upstreams
         channel = opened.channel_id,
         prefix = opened.extranonce_prefix.len(),
         size = opened.extranonce_size,
+        worker_tracking = channel.worker_tracking(),
         "jdc: pool channel open"
     );
     Ok(Upstreams {

@@ -181,6 +181,7 @@ fn block(g: &Generation, nonce: u32) -> TappedShare {
         nonce,
         hash: Hash256([0; 32]),
         block: true,
+        worker: "lab.rig".into(),
     }
 }
 

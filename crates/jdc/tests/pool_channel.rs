@@ -40,6 +40,7 @@ fn share(generation: u64, easy: bool, nonce: u32) -> TappedShare {
         nonce,
         hash: hash(easy),
         block: false,
+        worker: "lab.farm.rig-0007".into(),
     }
 }
 
@@ -74,7 +75,16 @@ fn sends(events: &[PoolEvent]) -> Vec<Mining> {
 }
 
 fn open() -> PoolChannel {
-    let mut c = PoolChannel::new(PoolChannelConfig::default());
+    open_with(PoolChannelConfig::default(), |_, out| out)
+}
+
+/// Sets up a channel of `cfg`; `negotiate` answers whatever came after `SetupConnection.Success`
+/// and returns the events that hold the channel request.
+fn open_with(
+    cfg: PoolChannelConfig,
+    negotiate: impl FnOnce(&mut PoolChannel, Vec<PoolEvent>) -> Vec<PoolEvent>,
+) -> PoolChannel {
+    let mut c = PoolChannel::new(cfg);
     let Message::Common(Common::SetupConnection(s)) = c.setup_connection() else {
         panic!("not a SetupConnection");
     };
@@ -91,6 +101,7 @@ fn open() -> PoolChannel {
             .into(),
         )
         .unwrap();
+    let out = negotiate(&mut c, out);
     let Mining::OpenExtendedMiningChannel(o) = &sends(&out)[0] else {
         panic!("no channel request");
     };
@@ -275,4 +286,98 @@ fn the_pools_own_jobs_are_not_mined_and_mining_before_open_is_an_error() {
             .into()
         )
         .is_err());
+}
+
+/// With `worker_tracking`, the JDC asks for extension 0x0002 before it opens its channel; a pool
+/// that agrees gets each share named by its device's worker (the part after the account),
+/// one that refuses or stays silent gets plain shares, one that requires another extension
+/// ends the connection.
+#[test]
+fn worker_tracking_is_negotiated_before_the_channel_opens() {
+    use sv2::messages::extensions::{RequestExtensionsError, RequestExtensionsSuccess};
+    use sv2::messages::Extensions;
+    let cfg = PoolChannelConfig {
+        worker_tracking: true,
+        ..PoolChannelConfig::default()
+    };
+    let request = |out: &[PoolEvent]| match out {
+        [PoolEvent::Send(Message::Extensions(Extensions::RequestExtensions(r)))] => r.clone(),
+        other => panic!("no RequestExtensions first: {other:?}"),
+    };
+    let mut answers: Vec<Box<dyn Fn(&mut PoolChannel, u16) -> Vec<PoolEvent>>> = vec![
+        Box::new(|c, id| {
+            c.handle_message(
+                RequestExtensionsSuccess {
+                    request_id: id,
+                    supported_extensions: vec![2],
+                }
+                .into(),
+            )
+            .unwrap()
+        }),
+        Box::new(|c, id| {
+            c.handle_message(
+                RequestExtensionsError {
+                    request_id: id,
+                    unsupported_extensions: vec![2],
+                    required_extensions: vec![],
+                }
+                .into(),
+            )
+            .unwrap()
+        }),
+        Box::new(|c, _| {
+            assert!(c.awaiting_extensions());
+            c.extensions_unanswered()
+        }),
+    ];
+    for (i, answer) in answers.drain(..).enumerate() {
+        let mut c = open_with(cfg.clone(), |c, out| {
+            let r = request(&out);
+            assert_eq!(r.requested_extensions, vec![2]);
+            answer(c, r.request_id)
+        });
+        let agreed = i == 0;
+        assert_eq!(c.worker_tracking(), agreed);
+        let request_id = set(&mut c, 1);
+        c.handle_message(
+            SetCustomMiningJobSuccess {
+                channel_id: 6,
+                request_id,
+                job_id: 41,
+            }
+            .into(),
+        )
+        .unwrap();
+        let Mining::SubmitSharesExtended(s) = &sends(&c.share(&share(1, false, 9)))[0] else {
+            panic!("not submitted");
+        };
+        assert_eq!(s.job_id, 41);
+        let expected = agreed.then(|| "farm.rig-0007".to_owned());
+        assert_eq!(s.user_identity, expected, "answer {i}");
+        assert_eq!(c.stats.worker_shares, u64::from(agreed));
+    }
+    // A pool that requires an extension the JDC does not use: the connection cannot go on.
+    let mut c = PoolChannel::new(cfg);
+    let out = c
+        .handle_message(
+            SetupConnectionSuccess {
+                used_version: 2,
+                flags: 0,
+            }
+            .into(),
+        )
+        .unwrap();
+    let r = request(&out);
+    let e = c
+        .handle_message(
+            RequestExtensionsError {
+                request_id: r.request_id,
+                unsupported_extensions: vec![],
+                required_extensions: vec![0x0003],
+            }
+            .into(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("0x0003"), "{e}");
 }

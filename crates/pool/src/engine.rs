@@ -189,6 +189,8 @@ pub struct TappedShare {
     pub hash: Hash256,
     /// It meets the network target.
     pub block: bool,
+    /// The worker it was accounted to (`account.worker`), as the miner named it.
+    pub worker: Box<str>,
 }
 
 impl Engine {
@@ -297,7 +299,14 @@ impl Engine {
     /// Hands an accepted share to the tap, if there is one. The front ends call it with what
     /// [`Engine::accepted`] does not see: the miner's part of the extranonce.
     #[inline]
-    pub fn tap_share(&self, a: &Accepted, miner_extranonce: &[u8], ntime: u32, nonce: u32) {
+    pub fn tap_share(
+        &self,
+        a: &Accepted,
+        worker: &Worker,
+        miner_extranonce: &[u8],
+        ntime: u32,
+        nonce: u32,
+    ) {
         let Some(tap) = self.share_tap.get() else {
             return;
         };
@@ -313,6 +322,7 @@ impl Engine {
             nonce,
             hash: a.hash,
             block: a.block,
+            worker: worker.name.clone(),
         });
     }
 

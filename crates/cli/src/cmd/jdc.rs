@@ -39,6 +39,11 @@ pub struct JdcArgs {
     /// What the farm hashes, in hashes per second (the pool's first target follows from it).
     #[arg(long, default_value_t = 0.0)]
     pub nominal_hash_rate: f64,
+    /// Ask the pool for extension 0x0002 (worker-specific hashrate tracking) and, where it
+    /// agrees, name each device on its shares by the user identity its channel was opened with
+    /// (cut to 32 bytes), so that the pool accounts each device.
+    #[arg(long)]
+    pub worker_tracking: bool,
     /// Where the coinbase pays once the JDC leaves a pool that misbehaves (solo mining on the
     /// farm's templates, spec 6.2). Without it the devices keep mining jobs that pay the pool.
     #[arg(long, value_name = "ADDR")]
@@ -117,6 +122,7 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
             nominal_hash_rate: args.nominal_hash_rate as f32,
             endpoint_host: host,
             endpoint_port: args.upstream.port(),
+            worker_tracking: args.worker_tracking,
             ..PoolChannelConfig::default()
         },
         connect_timeout: Duration::from_secs(5),

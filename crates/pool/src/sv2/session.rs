@@ -1392,7 +1392,7 @@ impl Session {
                     let retarget = a.retarget.is_some();
                     match stored {
                         Ok(()) => {
-                            engine.tap_share(&a, extranonce, ntime, nonce);
+                            engine.tap_share(&a, worker, extranonce, ntime, nonce);
                             Ok((credited, retarget, taken))
                         }
                         Err(why) => {
