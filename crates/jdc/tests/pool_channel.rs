@@ -304,7 +304,8 @@ fn worker_tracking_is_negotiated_before_the_channel_opens() {
         [PoolEvent::Send(Message::Extensions(Extensions::RequestExtensions(r)))] => r.clone(),
         other => panic!("no RequestExtensions first: {other:?}"),
     };
-    let mut answers: Vec<Box<dyn Fn(&mut PoolChannel, u16) -> Vec<PoolEvent>>> = vec![
+    type Answer = Box<dyn Fn(&mut PoolChannel, u16) -> Vec<PoolEvent>>;
+    let mut answers: Vec<Answer> = vec![
         Box::new(|c, id| {
             c.handle_message(
                 RequestExtensionsSuccess {
