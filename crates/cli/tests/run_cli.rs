@@ -488,8 +488,8 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
         assert!(overhead > 0.0 && overhead < 100.0, "{link}: {c}");
     }
     // The Template Provider's link, counted by the pool that reads it (its setup falls in the
-    // warm-up, outside the measured window).
-    let templates = c["messages"]["pool.tp"]["down"]["NewTemplate"]["count"].as_u64();
+    // warm-up, outside the measured window); templates come toward the pool: up.
+    let templates = c["messages"]["pool.tp"]["up"]["NewTemplate"]["count"].as_u64();
     assert!(templates.is_some_and(|n| n > 0), "{c}");
     // Both ends of the farm edge count it: the devices and the pool (sv1) agree but for the
     // shares that crossed a report's edge at the window's ends.

@@ -94,13 +94,16 @@ impl Drop for MessageCounts {
     }
 }
 
-/// Which end of a link a role's socket is: decides which way its reads and writes go.
+/// Which end of a link a role's socket is: decides which way its reads and writes go (up is
+/// toward the pool).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
-    /// Accepted the connection: it serves the side further from the pool, so what it reads
-    /// goes up and what it writes goes down.
+    /// The end nearer the pool: what it reads goes up and what it writes goes down. Usually
+    /// the end that accepted the connection (it serves the side further from the pool); also a
+    /// pool or JDC reading its Template Provider, whose templates come toward the pool.
     Server,
-    /// Opened it toward the pool's side: what it writes goes up.
+    /// The end further from the pool, which opened the connection toward it: what it writes
+    /// goes up.
     Client,
 }
 

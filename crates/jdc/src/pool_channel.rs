@@ -346,6 +346,14 @@ impl PoolChannel {
                     None => {}
                 }
             }
+            // An answer that came after the shell stopped waiting for it: the channel went on
+            // without extensions, as the pool will have seen from its open request.
+            (Phase::AwaitOpen | Phase::Open(_), Message::Extensions(reply)) => {
+                tracing::info!(
+                    message = reply.name(),
+                    "jdc: late extensions answer ignored"
+                );
+            }
             (Phase::AwaitSetup, Message::Common(Common::SetupConnectionError(e))) => {
                 return Err(PoolChannelError::SetupRefused(e.error_code));
             }

@@ -357,6 +357,13 @@ fn worker_tracking_is_negotiated_before_the_channel_opens() {
         let expected = agreed.then(|| "farm.rig-0007".to_owned());
         assert_eq!(s.user_identity, expected, "answer {i}");
         assert_eq!(c.stats.worker_shares, u64::from(agreed));
+        // An answer that comes after the wait is ignored: the link goes on.
+        let late = RequestExtensionsSuccess {
+            request_id: 1,
+            supported_extensions: vec![2],
+        };
+        assert_eq!(c.handle_message(late.into()), Ok(Vec::new()), "answer {i}");
+        assert_eq!(c.worker_tracking(), agreed);
     }
     // A pool that requires an extension the JDC does not use: the connection cannot go on.
     let mut c = PoolChannel::new(cfg);

@@ -103,10 +103,10 @@ const RISE: f64 = 2.0;
 const FALL: f64 = 0.5;
 
 impl Cusum {
-    /// Adds a window where `expected` shares were predicted; the evidence since the change
-    /// when a sum crosses [`CHANGE_THRESHOLD`].
-    fn add(&mut self, w: &Evidence, expected: f64) -> Option<Evidence> {
-        let n = f64::from(w.shares);
+    /// Adds a window holding `n` shares' worth of work at the difficulty in force, where
+    /// `expected` were predicted; the evidence since the change when a sum crosses
+    /// [`CHANGE_THRESHOLD`].
+    fn add(&mut self, w: &Evidence, n: f64, expected: f64) -> Option<Evidence> {
         let step = |sum: &mut f32, since: &mut Evidence, ratio: f64| {
             let llr = n * ratio.ln() - expected * (ratio - 1.0);
             *sum = (f64::from(*sum) + llr).max(0.0) as f32;
@@ -232,7 +232,11 @@ impl Vardiff {
 
     /// Sets the difficulty from outside (a miner's suggestion accepted within bounds).
     pub fn set(&mut self, d: Difficulty, now: Timestamp) -> Difficulty {
-        self.current = clamp(d, self.min, self.max);
+        let d = clamp(d, self.min, self.max);
+        if d == self.current {
+            return d;
+        }
+        self.current = d;
         // The next window starts with the difficulty, so that no retarget follows within the
         // interval.
         self.window_work = 0.0;
@@ -244,14 +248,19 @@ impl Vardiff {
     /// Folds a closed window into the evidence; true when the change detector restarted the
     /// estimate from the shares since a change of rate.
     fn fold(&mut self, window: Evidence) -> bool {
-        // The shares the estimate predicts for this window, at the difficulty in force.
+        // The shares the estimate predicts for this window, at the difficulty in force, and
+        // what it held in those units: counted by work, so that shares credited at another
+        // difficulty (a grace period, a miner that applies a new one at its next job) do not
+        // pass for a change of rate.
+        let current = self.current.as_f64();
         let expected = self
             .evidence
             .rate()
             .filter(|r| *r > 0.0)
-            .map(|r| r * f64::from(window.ms) / self.current.as_f64());
+            .map(|r| r * f64::from(window.ms) / current);
         if let Some(expected) = expected {
-            if let Some(since) = self.change.add(&window, expected) {
+            let n = f64::from(window.work) / current;
+            if let Some(since) = self.change.add(&window, n, expected) {
                 self.evidence = since;
                 self.change = Cusum::default();
                 return true;

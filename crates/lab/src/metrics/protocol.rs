@@ -44,7 +44,9 @@ impl ProtocolTally {
             EventKind::LinkMessages(m) => m,
             // The server's view of each handshake: one sample per connection, from the end
             // that accepts every farm's (a client's view would add a round trip).
-            EventKind::LinkHandshake(h) if kind == RoleKind::Pool => {
+            // Not the pool's own handshake with its Template Provider, where it is the
+            // initiator.
+            EventKind::LinkHandshake(h) if kind == RoleKind::Pool && h.link.as_str() != "tp" => {
                 let n = self.handshake_time.len() as u32;
                 self.handshake_time.push(n, h.duration_ns);
                 return;

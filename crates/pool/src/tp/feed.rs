@@ -275,7 +275,9 @@ async fn connection(
         None => Initiator::without_pk().map_err(|_| ConnError::AuthorityKey)?,
     };
     let mut conn = NoiseConn::connect(stream, initiator, config.limits).await?;
-    conn.count_into(net.counter.clone(), sv2::Side::Client);
+    // Directions are the link's, up toward the pool: the provider's templates come toward the
+    // pool (or the JDC), so this end counts as the pool's end although it dialled.
+    conn.count_into(net.counter.clone(), sv2::Side::Server);
     let mut report = tokio::time::interval(NET_REPORT_EVERY);
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
