@@ -2,6 +2,7 @@
 //! actually applied (the time a chunk left minus the time it arrived, or the end of its
 //! connection's emulated handshake if that was later, as the tap measured them).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -12,7 +13,7 @@ use hdrhistogram::Histogram;
 
 use crate::link::LinkConfig;
 use crate::sv1_watch::Sv1Counts;
-use crate::sv2_watch::Sv2Counts;
+use crate::sv2_watch::{Sv2Counts, MAX_WORKERS};
 use crate::timer::TimerStats;
 
 /// Live counters of one tap, shared by its connections.
@@ -40,6 +41,8 @@ pub struct TapStats {
     lost_chunks: [AtomicU64; 2],
     sv1: Mutex<[Sv1Counts; 2]>,
     sv2: Mutex<[Sv2Counts; 2]>,
+    /// Shares per worker named on SV2 connections (extension 0x0002), up to [`MAX_WORKERS`].
+    sv2_workers: Mutex<BTreeMap<String, u64>>,
     delays: Mutex<Delays>,
 }
 
@@ -77,6 +80,7 @@ impl Default for TapStats {
             lost_chunks: Default::default(),
             sv1: Mutex::new(Default::default()),
             sv2: Mutex::new(Default::default()),
+            sv2_workers: Mutex::default(),
             delays: Mutex::new(Delays {
                 applied: [histogram(), histogram()],
                 late: [histogram(), histogram()],
@@ -133,6 +137,18 @@ impl TapStats {
         self.sv2.lock().unwrap_or_else(|e| e.into_inner())[lane(dir)].add(c);
     }
 
+    /// Adds one connection's shares per named worker (extension 0x0002).
+    pub fn add_sv2_workers(&self, workers: &BTreeMap<String, u64>) {
+        let mut all = self.sv2_workers.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, n) in workers {
+            if let Some(m) = all.get_mut(name) {
+                *m += n;
+            } else if all.len() < MAX_WORKERS {
+                all.insert(name.clone(), *n);
+            }
+        }
+    }
+
     /// The report so far, for a run of `elapsed` on `link`, with the release timer's `timer` stats.
     pub fn summary(&self, link: &LinkConfig, elapsed: Duration, timer: TimerStats) -> Summary {
         let sv1 = *self.sv1.lock().unwrap_or_else(|e| e.into_inner());
@@ -160,6 +176,11 @@ impl TapStats {
                 self.upstream_bytes[1].load(Relaxed),
             ],
             sv2,
+            sv2_workers: self
+                .sv2_workers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             applied: [
                 Distribution::of(&d.applied[0]),
                 Distribution::of(&d.applied[1]),
@@ -253,6 +274,9 @@ pub struct Summary {
     pub upstream_bytes: [u64; 2],
     /// SV2 frames and messages seen going up and down.
     pub sv2: [Sv2Counts; 2],
+    /// Shares per worker named on SV2 connections (extension 0x0002), up to
+    /// [`MAX_WORKERS`] names.
+    pub sv2_workers: BTreeMap<String, u64>,
     /// Delay applied up and down, as measured by the tap.
     pub applied: [Distribution; 2],
     /// How late after their scheduled release chunks left, up and down: the tap's own error.
@@ -378,6 +402,26 @@ impl fmt::Display for Summary {
                 self.upstream_bytes[0],
                 self.upstream_bytes[1]
             )?;
+            if !self.sv2_workers.is_empty() {
+                let mut busiest: Vec<(&String, &u64)> = self.sv2_workers.iter().collect();
+                busiest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                let shown: Vec<String> = busiest
+                    .iter()
+                    .take(8)
+                    .map(|(name, n)| format!("{name} {n}"))
+                    .collect();
+                writeln!(
+                    f,
+                    "  sv2 workers   {} named (0x0002), by shares: {}{}",
+                    self.sv2_workers.len(),
+                    shown.join(", "),
+                    if busiest.len() > shown.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                )?;
+            }
         }
         Ok(())
     }

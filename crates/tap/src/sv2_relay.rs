@@ -460,6 +460,7 @@ impl Relaying for Terminated {
     fn count(&self, stats: &TapStats) {
         stats.add_sv2(Direction::Up, self.watch.counts(Direction::Up));
         stats.add_sv2(Direction::Down, self.watch.counts(Direction::Down));
+        stats.add_sv2_workers(self.watch.workers());
     }
 
     fn log_closed(&self, conn: u64, reason: &str, legs: &Legs) {

@@ -15,7 +15,7 @@
 //! The relay never depends on what happens here: frames of other extensions, messages that do
 //! not decode and messages for channels the tap did not see open are counted and skipped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use events::{
     Direction, EventKind, Fingerprint, JobActivated, JobId, JobSent, Perspective, Reason,
@@ -36,6 +36,9 @@ const RECENT_JOBS: usize = 8;
 /// Shares awaiting a verdict per channel; beyond this the oldest is forgotten (a pool that
 /// never answers must not grow the tap).
 const PENDING_SHARES: usize = 1024;
+/// Distinct worker names (extension 0x0002) kept per connection; shares naming others are
+/// counted in `worker_submits` only.
+pub const MAX_WORKERS: usize = 1024;
 
 /// What one direction of a connection carried.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -130,6 +133,8 @@ impl Channel {
 #[derive(Debug, Default)]
 pub struct Sv2Watch {
     counts: [Sv2Counts; 2],
+    /// Shares per worker named (extension 0x0002's `user_identity`), up to [`MAX_WORKERS`].
+    workers: BTreeMap<String, u64>,
     /// Standard and extended channels by id, and group channels (whose target is their
     /// members').
     channels: HashMap<u32, Channel>,
@@ -156,6 +161,12 @@ impl Sv2Watch {
     /// The SV2 frames and messages seen in direction `dir`.
     pub fn counts(&self, dir: Direction) -> &Sv2Counts {
         &self.counts[index(dir)]
+    }
+
+    /// The shares each named worker sent up (extension 0x0002), for up to [`MAX_WORKERS`]
+    /// names.
+    pub fn workers(&self) -> &BTreeMap<String, u64> {
+        &self.workers
     }
 
     /// Reads `frame` leaving the tap in direction `dir` on connection `conn`, appending the
@@ -201,6 +212,11 @@ impl Sv2Watch {
         {
             self.counts[0].worker_submits += 1;
             tracing::trace!(conn, worker, "sv2: share names its worker");
+            if let Some(n) = self.workers.get_mut(worker.as_str()) {
+                *n += 1;
+            } else if self.workers.len() < MAX_WORKERS {
+                self.workers.insert(worker.clone(), 1);
+            }
         }
         match (dir, m) {
             (Direction::Down, Mining::OpenStandardMiningChannelSuccess(s)) => {
@@ -554,7 +570,7 @@ mod tests {
             group_channel_id: 0,
         };
         observe(&mut w, Direction::Down, opened);
-        for (seq, worker) in [(1, Some("farm.rig1")), (2, None)] {
+        for (seq, worker) in [(1, Some("farm.rig1")), (2, None), (3, Some("farm.rig1"))] {
             let share = SubmitSharesExtended {
                 channel_id: 7,
                 sequence_number: seq,
@@ -576,9 +592,12 @@ mod tests {
                 up.other_extension,
                 up.unparsed
             ),
-            (2, 1, 1, 0, 0)
+            (3, 2, 1, 0, 0)
         );
         assert_eq!(w.counts(Direction::Down).negotiation, 1);
+        // The reader shows whose shares they were.
+        let workers: Vec<(&str, u64)> = w.workers().iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(workers, vec![("farm.rig1", 2)]);
     }
 
     #[test]
