@@ -1287,26 +1287,32 @@ fn block_propagation_is_the_link_delay_plus_the_pool(
 /// devices' bytes are the proxy's business: the tap and the pool must still agree.
 fn every_role_counts_the_same_bytes(events_dir: &Path, config: &str, devices_on_the_wan: bool) {
     use events::{Direction, EventKind};
-    let sum = |name: &str, d: Direction| -> u64 {
+    // The bytes of `name`'s links that pass `link`, in direction `d`.
+    let sum = |name: &str, d: Direction, link: &dyn Fn(&str) -> bool| -> u64 {
         events::read_file(events_dir.join(name))
             .unwrap()
             .events
             .iter()
             .filter_map(|e| match e.kind {
-                EventKind::LinkBytes(b) if b.direction == d => Some(b.bytes),
+                EventKind::LinkBytes(b) if b.direction == d && link(b.link.as_str()) => {
+                    Some(b.bytes)
+                }
                 _ => None,
             })
             .sum()
     };
+    let any = |_: &str| true;
+    // The pool's miners' side, not its own link to its Template Provider.
+    let miners = |link: &str| link == "sv1" || link == "sv2";
     for d in [Direction::Up, Direction::Down] {
         let (tap, pool) = (
-            sum(&format!("{config}.tap0.events"), d),
-            sum(&format!("{config}.pool.events"), d),
+            sum(&format!("{config}.tap0.events"), d, &any),
+            sum(&format!("{config}.pool.events"), d, &miners),
         );
         // The far end of the WAN link: the devices themselves, or a proxy that does not count
         // its sockets (the tap's own count stands in for it).
         let farm = if devices_on_the_wan {
-            sum(&format!("{config}.fleet0.events"), d)
+            sum(&format!("{config}.fleet0.events"), d, &any)
         } else {
             tap
         };
