@@ -105,6 +105,7 @@ pub use clock::{now_ns, realtime_ns};
 pub use decode::DecodeError;
 pub use fingerprint::{fingerprint, Fingerprint};
 pub use job_id::JobId;
+pub use link_counter::REPORT_EVERY as LINK_REPORT_EVERY;
 pub use link_counter::{LinkCounter, Side, HANDSHAKE};
 pub use merge::{merge, Merge, MergeError};
 pub use reader::{read_file, EventLog, EventReader, ReadError};

@@ -16,6 +16,10 @@ use crate::{Direction, EventSink, LinkBytes, LinkHandshake, LinkMessages, ShortS
 /// The name a Noise handshake is counted under among a link's messages.
 pub const HANDSHAKE: &str = "noise_handshake";
 
+/// How often a client link's counts are reported while it is up ([`LinkCounter::report`]):
+/// the lab's measured window is cut to the second, and a link gone quiet reports nothing.
+pub const REPORT_EVERY: Duration = Duration::from_millis(500);
+
 /// Distinct message names one counter keeps apart; any beyond share the last slot.
 const MESSAGE_SLOTS: usize = 48;
 

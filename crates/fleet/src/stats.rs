@@ -221,12 +221,8 @@ impl Observer for Tally<'_> {
     }
 
     fn frame(&mut self, sent: bool, extension_type: u16, msg_type: u8, payload: usize) {
-        let name =
-            sv2::messages::frame_name(extension_type & !sv2::noise::CHANNEL_MSG_BIT, msg_type);
-        let wire = sv2::noise::wire_len(payload);
-        self.stats
-            .net
-            .add_message(Side::Client, !sent, name, wire, payload);
+        let net = &self.stats.net;
+        sv2::transport::count_frame(net, Side::Client, !sent, extension_type, msg_type, payload);
     }
 
     fn handshake(&mut self, sent: bool, bytes: usize) {

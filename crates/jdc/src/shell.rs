@@ -401,9 +401,6 @@ pub async fn start(settings: JdcSettings) -> Result<RunningJdc, JdcError> {
 /// How long one rejoin attempt (both setups, the first token included) may take.
 const JOIN_WITHIN: Duration = Duration::from_secs(30);
 
-/// How often the upstream links' byte counts are reported.
-const NET_REPORT_EVERY: Duration = Duration::from_millis(500);
-
 /// The task that drives the core: its connections, the embedded pool, and the channels to
 /// and from the tasks it starts.
 struct Joined {
@@ -445,7 +442,7 @@ impl Joined {
         mut stop: watch::Receiver<bool>,
     ) {
         self.drive().await;
-        let mut tick = tokio::time::interval(NET_REPORT_EVERY);
+        let mut tick = tokio::time::interval(events::LINK_REPORT_EVERY);
         loop {
             let deadline = self.core.poll_timeout();
             let wake = async {

@@ -74,6 +74,18 @@ fn sends(events: &[PoolEvent]) -> Vec<Mining> {
         .collect()
 }
 
+/// The pool's `SetupConnection.Success`: what the channel sends next.
+fn set_up(c: &mut PoolChannel) -> Vec<PoolEvent> {
+    c.handle_message(
+        SetupConnectionSuccess {
+            used_version: 2,
+            flags: 0,
+        }
+        .into(),
+    )
+    .unwrap()
+}
+
 fn open() -> PoolChannel {
     open_with(PoolChannelConfig::default(), |_, out| out)
 }
@@ -92,15 +104,7 @@ fn open_with(
         s.flags & mining_flags::REQUIRES_WORK_SELECTION,
         mining_flags::REQUIRES_WORK_SELECTION
     );
-    let out = c
-        .handle_message(
-            SetupConnectionSuccess {
-                used_version: 2,
-                flags: 0,
-            }
-            .into(),
-        )
-        .unwrap();
+    let out = set_up(&mut c);
     let out = negotiate(&mut c, out);
     let Mining::OpenExtendedMiningChannel(o) = &sends(&out)[0] else {
         panic!("no channel request");
@@ -367,16 +371,7 @@ fn worker_tracking_is_negotiated_before_the_channel_opens() {
     }
     // A pool that requires an extension the JDC does not use: the connection cannot go on.
     let mut c = PoolChannel::new(cfg);
-    let out = c
-        .handle_message(
-            SetupConnectionSuccess {
-                used_version: 2,
-                flags: 0,
-            }
-            .into(),
-        )
-        .unwrap();
-    let r = request(&out);
+    let r = request(&set_up(&mut c));
     let e = c
         .handle_message(
             RequestExtensionsError {

@@ -239,10 +239,14 @@ impl Vardiff {
         self.current = d;
         // The next window starts with the difficulty, so that no retarget follows within the
         // interval.
+        self.restart_window(now);
+        self.current
+    }
+
+    fn restart_window(&mut self, now: Timestamp) {
         self.window_work = 0.0;
         self.window_shares = 0;
         self.window_start = now;
-        self.current
     }
 
     /// Folds a closed window into the evidence; true when the change detector restarted the
@@ -294,9 +298,7 @@ impl Vardiff {
         } else {
             self.fold(window)
         };
-        self.window_work = 0.0;
-        self.window_shares = 0;
-        self.window_start = now;
+        self.restart_window(now);
         let evidence = self.evidence;
         let rate = evidence.rate().unwrap_or(0.0);
         let cur = self.current.as_f64();

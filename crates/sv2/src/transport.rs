@@ -183,8 +183,7 @@ impl NoiseConn {
     /// A whole frame read or written: its message by type (wire and payload bytes).
     fn count_frame(&self, read: bool, extension_type: u16, msg_type: u8, payload: usize) {
         if let Some((c, side)) = &self.counter {
-            let name = frame_name(extension_type & !CHANNEL_MSG_BIT, msg_type);
-            c.add_message(*side, read, name, wire_len(payload), payload);
+            count_frame(c, *side, read, extension_type, msg_type, payload);
         }
     }
 
@@ -506,6 +505,21 @@ impl NoiseConn {
         self.shutdown().await;
         drain(&mut self.reader, linger).await;
     }
+}
+
+/// Counts one SV2 frame `side` read (`read`) or wrote into `counter`, by its message's spec
+/// name: its wire bytes (header, payload, MACs) and its payload bytes. For whoever frames SV2
+/// itself: [`NoiseConn`] does, and so do the fleet's devices.
+pub fn count_frame(
+    counter: &LinkCounter,
+    side: Side,
+    read: bool,
+    extension_type: u16,
+    msg_type: u8,
+    payload: usize,
+) {
+    let name = frame_name(extension_type & !CHANNEL_MSG_BIT, msg_type);
+    counter.add_message(side, read, name, wire_len(payload), payload);
 }
 
 /// Reads and drops what the peer still sends until it closes or `linger` passes: after ending

@@ -68,6 +68,6 @@ pub use stats::{Distribution, Summary, TapStats};
 pub use stream::{stream_seed, Released, Stream};
 pub use sv1_watch::{Protocol, Sv1Counts, Sv1Watch};
 pub use sv2_relay::Sv2Terminate;
-pub use sv2_watch::{Sv2Counts, Sv2Watch};
+pub use sv2_watch::{Sv2Counts, Sv2Watch, WorkerShares};
 pub use timer::{PreciseTimer, Sleep, TimerHandle, TimerStats};
 pub use units::{Bandwidth, LossRate};

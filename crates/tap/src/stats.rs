@@ -2,7 +2,6 @@
 //! actually applied (the time a chunk left minus the time it arrived, or the end of its
 //! connection's emulated handshake if that was later, as the tap measured them).
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
@@ -13,7 +12,7 @@ use hdrhistogram::Histogram;
 
 use crate::link::LinkConfig;
 use crate::sv1_watch::Sv1Counts;
-use crate::sv2_watch::{Sv2Counts, MAX_WORKERS};
+use crate::sv2_watch::{Sv2Counts, WorkerShares};
 use crate::timer::TimerStats;
 
 /// Live counters of one tap, shared by its connections.
@@ -41,8 +40,8 @@ pub struct TapStats {
     lost_chunks: [AtomicU64; 2],
     sv1: Mutex<[Sv1Counts; 2]>,
     sv2: Mutex<[Sv2Counts; 2]>,
-    /// Shares per worker named on SV2 connections (extension 0x0002), up to [`MAX_WORKERS`].
-    sv2_workers: Mutex<BTreeMap<String, u64>>,
+    /// Shares per worker named on SV2 connections (extension 0x0002).
+    sv2_workers: Mutex<WorkerShares>,
     delays: Mutex<Delays>,
 }
 
@@ -138,15 +137,11 @@ impl TapStats {
     }
 
     /// Adds one connection's shares per named worker (extension 0x0002).
-    pub fn add_sv2_workers(&self, workers: &BTreeMap<String, u64>) {
-        let mut all = self.sv2_workers.lock().unwrap_or_else(|e| e.into_inner());
-        for (name, n) in workers {
-            if let Some(m) = all.get_mut(name) {
-                *m += n;
-            } else if all.len() < MAX_WORKERS {
-                all.insert(name.clone(), *n);
-            }
-        }
+    pub fn add_sv2_workers(&self, workers: &WorkerShares) {
+        self.sv2_workers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .merge(workers);
     }
 
     /// The report so far, for a run of `elapsed` on `link`, with the release timer's `timer` stats.
@@ -274,9 +269,8 @@ pub struct Summary {
     pub upstream_bytes: [u64; 2],
     /// SV2 frames and messages seen going up and down.
     pub sv2: [Sv2Counts; 2],
-    /// Shares per worker named on SV2 connections (extension 0x0002), up to
-    /// [`MAX_WORKERS`] names.
-    pub sv2_workers: BTreeMap<String, u64>,
+    /// Shares per worker named on SV2 connections (extension 0x0002).
+    pub sv2_workers: WorkerShares,
     /// Delay applied up and down, as measured by the tap.
     pub applied: [Distribution; 2],
     /// How late after their scheduled release chunks left, up and down: the tap's own error.
@@ -403,8 +397,8 @@ impl fmt::Display for Summary {
                 self.upstream_bytes[1]
             )?;
             if !self.sv2_workers.is_empty() {
-                let mut busiest: Vec<(&String, &u64)> = self.sv2_workers.iter().collect();
-                busiest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                let mut busiest: Vec<(&str, u64)> = self.sv2_workers.iter().collect();
+                busiest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
                 let shown: Vec<String> = busiest
                     .iter()
                     .take(8)

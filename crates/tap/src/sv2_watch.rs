@@ -36,9 +36,47 @@ const RECENT_JOBS: usize = 8;
 /// Shares awaiting a verdict per channel; beyond this the oldest is forgotten (a pool that
 /// never answers must not grow the tap).
 const PENDING_SHARES: usize = 1024;
-/// Distinct worker names (extension 0x0002) kept per connection; shares naming others are
-/// counted in `worker_submits` only.
+/// Distinct worker names (extension 0x0002) kept, per connection and in all; shares naming
+/// others are counted in `worker_submits` only.
 pub const MAX_WORKERS: usize = 1024;
+
+/// Shares per worker named (extension 0x0002's `user_identity`), for at most [`MAX_WORKERS`]
+/// names: a peer inventing names must not grow the tap.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkerShares(BTreeMap<String, u64>);
+
+impl WorkerShares {
+    /// Counts `n` shares of `name`; a new name past the bound is left out.
+    pub fn add(&mut self, name: &str, n: u64) {
+        if let Some(m) = self.0.get_mut(name) {
+            *m += n;
+        } else if self.0.len() < MAX_WORKERS {
+            self.0.insert(name.to_owned(), n);
+        }
+    }
+
+    /// Adds another tally's counts.
+    pub fn merge(&mut self, o: &WorkerShares) {
+        for (name, n) in &o.0 {
+            self.add(name, *n);
+        }
+    }
+
+    /// Workers named.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no share named a worker.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The workers and their shares, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+    }
+}
 
 /// What one direction of a connection carried.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -133,8 +171,8 @@ impl Channel {
 #[derive(Debug, Default)]
 pub struct Sv2Watch {
     counts: [Sv2Counts; 2],
-    /// Shares per worker named (extension 0x0002's `user_identity`), up to [`MAX_WORKERS`].
-    workers: BTreeMap<String, u64>,
+    /// Shares per worker named (extension 0x0002's `user_identity`).
+    workers: WorkerShares,
     /// Standard and extended channels by id, and group channels (whose target is their
     /// members').
     channels: HashMap<u32, Channel>,
@@ -163,9 +201,8 @@ impl Sv2Watch {
         &self.counts[index(dir)]
     }
 
-    /// The shares each named worker sent up (extension 0x0002), for up to [`MAX_WORKERS`]
-    /// names.
-    pub fn workers(&self) -> &BTreeMap<String, u64> {
+    /// The shares each named worker sent up (extension 0x0002).
+    pub fn workers(&self) -> &WorkerShares {
         &self.workers
     }
 
@@ -212,11 +249,7 @@ impl Sv2Watch {
         {
             self.counts[0].worker_submits += 1;
             tracing::trace!(conn, worker, "sv2: share names its worker");
-            if let Some(n) = self.workers.get_mut(worker.as_str()) {
-                *n += 1;
-            } else if self.workers.len() < MAX_WORKERS {
-                self.workers.insert(worker.clone(), 1);
-            }
+            self.workers.add(worker, 1);
         }
         match (dir, m) {
             (Direction::Down, Mining::OpenStandardMiningChannelSuccess(s)) => {
@@ -596,7 +629,7 @@ mod tests {
         );
         assert_eq!(w.counts(Direction::Down).negotiation, 1);
         // The reader shows whose shares they were.
-        let workers: Vec<(&str, u64)> = w.workers().iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let workers: Vec<(&str, u64)> = w.workers().iter().collect();
         assert_eq!(workers, vec![("farm.rig1", 2)]);
     }
 

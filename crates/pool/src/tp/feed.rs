@@ -200,9 +200,6 @@ struct Net {
     events: EventSink,
 }
 
-/// How often the link's counts are reported while connected.
-const NET_REPORT_EVERY: Duration = Duration::from_millis(500);
-
 async fn run(
     config: TpConfig,
     net: Net,
@@ -278,7 +275,7 @@ async fn connection(
     // Directions are the link's, up toward the pool: the provider's templates come toward the
     // pool (or the JDC), so this end counts as the pool's end although it dialled.
     conn.count_into(net.counter.clone(), sv2::Side::Server);
-    let mut report = tokio::time::interval(NET_REPORT_EVERY);
+    let mut report = tokio::time::interval(events::LINK_REPORT_EVERY);
     let mut session = TpSession::new(config.session.clone());
     conn.send_message(&session.setup_connection()).await?;
     let started = tokio::time::Instant::now();
