@@ -6,7 +6,7 @@
 //! reported as `LinkMessages` deltas: on a Noise-encrypted link nobody else can tell a share
 //! from a job (docs/metrics.md, "Protocol cost").
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
@@ -26,19 +26,46 @@ const MESSAGE_SLOTS: usize = 48;
 /// The name a message past the table's capacity is counted under.
 const OTHER: &str = "other";
 
-/// One message name's counts, in both directions: [count, wire bytes, payload bytes].
-#[derive(Debug, Default)]
-struct MessageSlot {
-    /// The name's `&'static str`, boxed once so that it fits an atomic pointer; null: free.
-    name: AtomicPtr<&'static str>,
-    up: [AtomicU64; 3],
-    down: [AtomicU64; 3],
+/// Shards the counts are spread over: each thread adds to one of its own, so that the worker
+/// threads of a busy role do not pass one cache line to and fro on every message (the
+/// `sv1_share` bench measures counting with every thread at it).
+const SHARDS: usize = 16;
+
+/// One thread's share of a counter's counts.
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard {
+    rx: AtomicU64,
+    tx: AtomicU64,
+    /// Per message slot: up then down, each [count, wire bytes, payload bytes].
+    messages: [[AtomicU64; 6]; MESSAGE_SLOTS],
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Shard {
+            rx: AtomicU64::new(0),
+            tx: AtomicU64::new(0),
+            messages: std::array::from_fn(|_| Default::default()),
+        }
+    }
+}
+
+/// The shard the calling thread adds to: threads take shards in turn as they first count.
+fn my_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static MINE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    MINE.with(|m| *m)
 }
 
 /// Per message name and direction: counts, kept lock-free (the pool counts every share).
 #[derive(Debug)]
 struct MessageCounts {
-    slots: Box<[MessageSlot]>,
+    /// Each slot's name: its `&'static str`, boxed once so that it fits an atomic pointer;
+    /// null: free.
+    names: Box<[AtomicPtr<&'static str>]>,
     /// What was reported so far, per slot: up then down, each [count, wire, payload].
     reported: Mutex<Vec<[u64; 6]>>,
 }
@@ -46,25 +73,25 @@ struct MessageCounts {
 impl MessageCounts {
     fn new() -> Self {
         MessageCounts {
-            slots: (0..MESSAGE_SLOTS).map(|_| MessageSlot::default()).collect(),
+            names: (0..MESSAGE_SLOTS).map(|_| AtomicPtr::default()).collect(),
             reported: Mutex::new(vec![[0; 6]; MESSAGE_SLOTS]),
         }
     }
 
     /// The slot of `name`, claimed on first use. Names are `&'static str`s from a few fixed
     /// tables, so equal names compare fast by address, and by text when two tables share one.
-    fn slot(&self, name: &'static str) -> &MessageSlot {
-        for (i, slot) in self.slots.iter().enumerate() {
-            let mut p = slot.name.load(Ordering::Acquire);
+    fn slot(&self, name: &'static str) -> usize {
+        for (i, slot) in self.names.iter().enumerate() {
+            let mut p = slot.load(Ordering::Acquire);
             if p.is_null() {
                 let mine = Box::into_raw(Box::new(name));
-                match slot.name.compare_exchange(
+                match slot.compare_exchange(
                     std::ptr::null_mut(),
                     mine,
                     Ordering::AcqRel,
                     Ordering::Acquire,
                 ) {
-                    Ok(_) => return slot,
+                    Ok(_) => return i,
                     Err(theirs) => {
                         // SAFETY: `mine` came from Box::into_raw above and was never shared.
                         drop(unsafe { Box::from_raw(mine) });
@@ -76,20 +103,27 @@ impl MessageCounts {
             // Drop, which needs `&mut self`.
             let held: &'static str = unsafe { *p };
             if held.as_ptr() == name.as_ptr() && held.len() == name.len() || held == name {
-                return slot;
+                return i;
             }
-            if i == self.slots.len() - 2 && name != OTHER {
+            if i == self.names.len() - 2 && name != OTHER {
                 return self.slot(OTHER);
             }
         }
-        &self.slots[self.slots.len() - 1]
+        self.names.len() - 1
+    }
+
+    /// The name in slot `i`, if claimed.
+    fn name(&self, i: usize) -> Option<&'static str> {
+        let p = self.names[i].load(Ordering::Acquire);
+        // SAFETY: see MessageCounts::slot.
+        (!p.is_null()).then(|| unsafe { *p })
     }
 }
 
 impl Drop for MessageCounts {
     fn drop(&mut self) {
-        for slot in self.slots.iter() {
-            let p = slot.name.load(Ordering::Acquire);
+        for slot in self.names.iter() {
+            let p = slot.load(Ordering::Acquire);
             if !p.is_null() {
                 // SAFETY: stored from Box::into_raw; no other reference survives `&mut self`.
                 drop(unsafe { Box::from_raw(p) });
@@ -115,8 +149,7 @@ pub enum Side {
 #[derive(Debug)]
 pub struct LinkCounter {
     link: ShortStr,
-    rx: AtomicU64,
-    tx: AtomicU64,
+    shards: Box<[Shard]>,
     reported: Mutex<(u64, u64)>,
     messages: MessageCounts,
     /// Handshakes not reported yet: (duration ns, up bytes, down bytes).
@@ -129,8 +162,7 @@ impl LinkCounter {
     pub fn new(link: &str) -> Arc<LinkCounter> {
         Arc::new(LinkCounter {
             link: ShortStr::new(link),
-            rx: AtomicU64::new(0),
-            tx: AtomicU64::new(0),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
             reported: Mutex::new((0, 0)),
             messages: MessageCounts::new(),
             handshakes: Mutex::new(Vec::new()),
@@ -166,8 +198,8 @@ impl LinkCounter {
         payload: usize,
     ) {
         let up = matches!((side, read), (Side::Server, true) | (Side::Client, false));
-        let slot = self.messages.slot(name);
-        let c = if up { &slot.up } else { &slot.down };
+        let slot = &self.shards[my_shard()].messages[self.messages.slot(name)];
+        let c = if up { &slot[..3] } else { &slot[3..] };
         c[0].fetch_add(1, Ordering::Relaxed);
         c[1].fetch_add(wire as u64, Ordering::Relaxed);
         c[2].fetch_add(payload as u64, Ordering::Relaxed);
@@ -180,12 +212,16 @@ impl LinkCounter {
 
     /// Bytes read from clients.
     pub fn add_rx(&self, n: usize) {
-        self.rx.fetch_add(n as u64, Ordering::Relaxed);
+        self.shards[my_shard()]
+            .rx
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Bytes written to clients.
     pub fn add_tx(&self, n: usize) {
-        self.tx.fetch_add(n as u64, Ordering::Relaxed);
+        self.shards[my_shard()]
+            .tx
+            .fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Bytes `side` read from its socket, in the link's direction.
@@ -233,10 +269,23 @@ impl LinkCounter {
 
     /// (read, written) so far.
     pub fn totals(&self) -> (u64, u64) {
-        (
-            self.rx.load(Ordering::Relaxed),
-            self.tx.load(Ordering::Relaxed),
-        )
+        self.shards.iter().fold((0, 0), |(rx, tx), s| {
+            (
+                rx + s.rx.load(Ordering::Relaxed),
+                tx + s.tx.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// Slot `i`'s counts summed over the shards: up then down, each [count, wire, payload].
+    fn message_counts(&self, i: usize) -> [u64; 6] {
+        let mut sum = [0; 6];
+        for shard in self.shards.iter() {
+            for (total, c) in sum.iter_mut().zip(&shard.messages[i]) {
+                *total += c.load(Ordering::Relaxed);
+            }
+        }
+        sum
     }
 
     /// Emits what was counted since the last report, one `LinkBytes` per direction that moved.
@@ -273,18 +322,13 @@ impl LinkCounter {
             .reported
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        for (slot, before) in self.messages.slots.iter().zip(last.iter_mut()) {
-            let p = slot.name.load(Ordering::Acquire);
-            if p.is_null() {
+        for (i, before) in last.iter_mut().enumerate() {
+            let Some(name) = self.messages.name(i) else {
                 break;
-            }
-            // SAFETY: see MessageCounts::slot.
-            let name: &'static str = unsafe { *p };
-            for (dir, counts, at) in [
-                (Direction::Up, &slot.up, 0usize),
-                (Direction::Down, &slot.down, 3usize),
-            ] {
-                let now = counts.each_ref().map(|c| c.load(Ordering::Relaxed));
+            };
+            let counts = self.message_counts(i);
+            for (dir, at) in [(Direction::Up, 0usize), (Direction::Down, 3usize)] {
+                let now = &counts[at..at + 3];
                 // Loaded one by one: a report may see a message's count before its bytes, which
                 // the next report then carries.
                 if now[..] != before[at..at + 3] {
@@ -296,7 +340,7 @@ impl LinkCounter {
                         bytes: now[1] - before[at + 1],
                         payload_bytes: now[2] - before[at + 2],
                     });
-                    before[at..at + 3].copy_from_slice(&now);
+                    before[at..at + 3].copy_from_slice(now);
                 }
             }
         }
@@ -377,16 +421,30 @@ mod tests {
             b"{\"id\":null}\n{\"id\":1}\r\n\n{\"id\":2",
             kind,
         );
-        let slot = c.messages.slot("notify");
-        assert_eq!(
-            slot.down.each_ref().map(|a| a.load(Ordering::Relaxed)),
-            [1, 12, 11]
-        );
-        let slot = c.messages.slot("response");
-        assert_eq!(
-            slot.down.each_ref().map(|a| a.load(Ordering::Relaxed)),
-            [1, 10, 8]
-        );
+        let down = |name| c.message_counts(c.messages.slot(name))[3..].to_vec();
+        assert_eq!(down("notify"), [1, 12, 11]);
+        assert_eq!(down("response"), [1, 10, 8]);
+    }
+
+    #[test]
+    fn counts_from_many_threads_add_up_exactly() {
+        let c = LinkCounter::new("l");
+        let threads = SHARDS + 3;
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.add_read(Side::Server, 7);
+                        c.add_written(Side::Server, 2);
+                        c.add_message(Side::Server, true, "SubmitSharesStandard", 7, 5);
+                    }
+                });
+            }
+        });
+        let n = threads as u64 * 1000;
+        assert_eq!(c.totals(), (7 * n, 2 * n));
+        let slot = c.messages.slot("SubmitSharesStandard");
+        assert_eq!(c.message_counts(slot), [n, 7 * n, 5 * n, 0, 0, 0]);
     }
 
     #[test]
@@ -398,10 +456,10 @@ mod tests {
         for n in &names {
             c.add_message(Side::Server, true, n, 1, 1);
         }
-        let other = c.messages.slot(OTHER);
+        let up_count = |name| c.message_counts(c.messages.slot(name))[0];
         // One slot is kept for them: the rest hold a name each.
         let past = (names.len() - (MESSAGE_SLOTS - 1)) as u64;
-        assert_eq!(other.up[0].load(Ordering::Relaxed), past);
-        assert_eq!(c.messages.slot(names[0]).up[0].load(Ordering::Relaxed), 1);
+        assert_eq!(up_count(OTHER), past);
+        assert_eq!(up_count(names[0]), 1);
     }
 }

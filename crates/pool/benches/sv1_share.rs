@@ -1,5 +1,8 @@
 //! `sv1_share/empty_branch`, `sv1_share/branch12`: the whole path of one accepted share on one
 //! core, from the raw `mining.submit` line to the serialized reply bytes, accounting included.
+//! `sv1_share/empty_branch_counted`: the same with the server's link counting (bytes, and the
+//! messages by type: docs/metrics.md, "Protocol cost"), whose cost per share the summary
+//! states apart, also with every thread of the host counting on one shared counter.
 //! `floor/compress256` is measured in the same binary, so the cost is stated as a multiple of
 //! the naive SHA-256 work of the share.
 //!
@@ -48,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use events::Verdict;
+use events::{LinkCounter, Side, Verdict};
 use pool::engine::Engine;
 use pool::job::Solution;
 use pool::jobs::JobBook;
@@ -100,6 +103,9 @@ struct Rig {
     coinbase_len: usize,
     /// The reply to the first share refused, if one was (then the run fails).
     first_rejected: Option<String>,
+    /// Where the server counts the link's bytes and messages by type, if this rig counts as
+    /// the server does (`empty_branch_counted`).
+    net: Option<Arc<LinkCounter>>,
 }
 
 fn realistic_template(transactions: usize) -> Arc<Template> {
@@ -176,7 +182,14 @@ impl Rig {
             naive,
             coinbase_len,
             first_rejected: None,
+            net: None,
         }
+    }
+
+    /// This rig, counting each share's bytes and messages as the server does.
+    fn counted(mut self) -> Rig {
+        self.net = Some(LinkCounter::new("sv1"));
+        self
     }
 
     fn branch_len(&self) -> usize {
@@ -251,16 +264,28 @@ impl Rig {
             let line = &self.lines[start..end];
             start = end;
             let now = Timestamp::from_millis(base + (k as u64 >> 3));
+            if let Some(net) = &self.net {
+                net.add_rx(line.len() + 1);
+                net.add_line(Side::Server, true, line, sv1::line_kind);
+            }
             let kind = self.session.handle_line(black_box(line), now);
             let ok = kind == LineKind::Share(Verdict::Accepted);
             accepted += ok as usize;
             let _ = black_box(self.session.take_pending_ticket());
             // Written as the shell writes it: the pending parts, then how much went out.
             let out = self.session.poll_transmit();
+            if let Some(net) = &self.net {
+                for part in out {
+                    net.add_lines(Side::Server, false, part, sv1::line_kind);
+                }
+            }
             if !ok && self.first_rejected.is_none() {
                 self.first_rejected = Some(String::from_utf8_lossy(&out.concat()).into_owned());
             }
             let written = black_box(out).iter().map(|part| part.len()).sum();
+            if let Some(net) = &self.net {
+                net.add_tx(written);
+            }
             self.session.transmitted(written);
         }
         accepted
@@ -322,7 +347,7 @@ struct Samples {
     probe_ns: Vec<f64>,
 }
 
-fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
+fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig, counted: &mut Rig) {
     let mut g = c.benchmark_group("floor");
     let mut floor = Floor::new();
     g.bench_function("compress256", |b| b.iter(|| floor.once()));
@@ -335,6 +360,9 @@ fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
     g.bench_function("branch12", |b| {
         b.iter_custom(|iters| branch12.measure(iters).0)
     });
+    g.bench_function("empty_branch_counted", |b| {
+        b.iter_custom(|iters| counted.measure(iters).0)
+    });
     g.finish();
 }
 
@@ -343,22 +371,26 @@ fn criterion_benches(c: &mut Criterion, empty: &mut Rig, branch12: &mut Rig) {
 const QUIET: f64 = 1.02;
 
 /// The floor and both paths interleaved, sample by sample (see the module's documentation).
-fn summary(empty: &mut Rig, branch12: &mut Rig) {
+fn summary(rigs: [&mut Rig; 3]) {
     const CHUNKS: usize = 100;
     const FLOOR_N: u64 = 5_000;
     let mut floor = Floor::new();
     // Room for every sample up front: the share thread allocates nothing while it counts.
     let samples = CHUNKS * CHUNK / SAMPLE;
     let mut floor_ns = Vec::with_capacity(2 * samples);
-    let mut paths = [(); 2].map(|_| Samples {
+    let mut paths = [(); 3].map(|_| Samples {
         probe: Probe::new(),
         shares: Vec::with_capacity(samples),
         probe_ns: Vec::with_capacity(samples),
     });
-    let mut allocs = [0u64; 2];
-    let mut writer_allocs = [0u64; 2];
+    let mut allocs = [0u64; 3];
+    let mut writer_allocs = [0u64; 3];
+    let [empty, branch12, counted] = rigs;
     for _ in 0..CHUNKS {
-        for (i, rig) in [&mut *empty, &mut *branch12].into_iter().enumerate() {
+        for (i, rig) in [&mut *empty, &mut *branch12, &mut *counted]
+            .into_iter()
+            .enumerate()
+        {
             for _ in 0..CHUNK / SAMPLE {
                 floor_ns.push(floor.measure(FLOOR_N).as_nanos() as f64 / FLOOR_N as f64);
             }
@@ -391,9 +423,10 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
         p_med / p_min
     );
     let mut line = format!("sv1_share: floor {f_min:.2} ns");
-    for (i, rig) in [&*empty, &*branch12].into_iter().enumerate() {
-        let name = ["empty_branch", "branch12"][i];
-        let goal = [1.5, 1.15][i];
+    let mut medians = [0.0; 3];
+    for (i, rig) in [&*empty, &*branch12, &*counted].into_iter().enumerate() {
+        let name = PATHS[i];
+        let goal = [1.5, 1.15, 1.5][i];
         let mut quiet: Vec<f64> = paths[i]
             .shares
             .iter()
@@ -403,6 +436,7 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
             .collect();
         let ns = &mut paths[i].shares;
         let (min, med) = fastest_and_median(ns);
+        medians[i] = med;
         let naive = rig.naive as f64;
         let (r_min, r_med) = (min / (naive * f_min), med / (naive * f_med));
         let per_share = allocs[i] as f64 / total;
@@ -455,6 +489,14 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
              {per_share:.0} allocs/share"
         );
     }
+    let counting = medians[2] - medians[0];
+    println!(
+        "  message counting (the server's per-share calls on its link counter): {counting:.1} \
+         ns/share median, {:.1}% of the uncounted empty_branch path",
+        100.0 * counting / medians[0]
+    );
+    contended_counting(medians[0]);
+    line += &format!("; counting {counting:.0} ns/share");
     let stats = empty.store.stats();
     println!(
         "  store (empty_branch rig): {} shares written, {} refused (queue full)",
@@ -463,9 +505,59 @@ fn summary(empty: &mut Rig, branch12: &mut Rig) {
     println!("{line}");
 }
 
+/// The summary's paths, in the order of its arrays.
+const PATHS: [&str; 3] = ["empty_branch", "branch12", "empty_branch_counted"];
+
+/// Every thread of the host counting shares on one link counter at once, as a pool's worker
+/// threads do on their shared listener's counter: the counting alone, its cost per share on
+/// each thread when every core contends for the same atomics, against one thread alone and
+/// against the uncounted share path's median (`path_ns`).
+fn contended_counting(path_ns: f64) {
+    const SHARES: usize = 200_000;
+    let submit = br#"{"params": ["lab.w", "1f", "0000002a", "6553f100", "1234abcd", "00002000"], "id": 101, "method": "mining.submit"}"#;
+    let reply = b"{\"id\":101,\"result\":true,\"error\":null}\n";
+    let per_share = |threads: usize| {
+        let net = LinkCounter::new("sv1");
+        let start = std::sync::Barrier::new(threads);
+        let ns: Vec<f64> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        let t = Instant::now();
+                        for _ in 0..SHARES {
+                            net.add_rx(submit.len() + 1);
+                            net.add_line(Side::Server, true, black_box(submit), sv1::line_kind);
+                            net.add_lines(Side::Server, false, black_box(reply), sv1::line_kind);
+                            net.add_tx(reply.len());
+                        }
+                        t.elapsed().as_nanos() as f64 / SHARES as f64
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("thread"))
+                .collect()
+        });
+        let (up, _) = net.totals();
+        assert_eq!(up, (threads * SHARES * (submit.len() + 1)) as u64);
+        ns.iter().sum::<f64>() / ns.len() as f64
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let alone = per_share(1);
+    let all = per_share(threads);
+    println!(
+        "  counting alone: {alone:.1} ns/share on one thread; {all:.1} ns/share on each of \
+         {threads} threads sharing one counter ({:.2}x; {:.1}% of the uncounted path's median)",
+        all / alone,
+        100.0 * all / path_ns
+    );
+}
+
 /// `--test`: every share accepted, and no allocation on the share thread once warm.
-fn check(empty: &mut Rig, branch12: &mut Rig) {
-    for (name, rig) in [("empty_branch", empty), ("branch12", branch12)] {
+fn check(rigs: [&mut Rig; 3]) {
+    for (name, rig) in PATHS.into_iter().zip(rigs) {
         // Three rotations fill the channel's tables to their working size; then count.
         rig.measure(3 * CHUNK as u64);
         let (_, allocs) = rig.measure(6 * CHUNK as u64);
@@ -488,22 +580,25 @@ fn main() {
     let has = |a: &str| args.iter().any(|x| x == a);
     let mut empty = Rig::new(0);
     let mut branch12 = Rig::new(4095);
+    let mut counted = Rig::new(0).counted();
     assert_eq!(empty.branch_len(), 0);
     assert_eq!(branch12.branch_len(), 12);
     // Warm-up: every share accepted (asserted by `measure`), and the channel's duplicate table
     // at its working size. Expiring a job's shares leaves tombstones, and the first time they
     // fill the table (after some 200,000 shares, 100 rotations) it grows once, to twice the
     // buckets; from then on it rehashes in place, without allocating.
-    empty.measure(120 * CHUNK as u64);
-    branch12.measure(120 * CHUNK as u64);
+    for rig in [&mut empty, &mut branch12, &mut counted] {
+        rig.measure(120 * CHUNK as u64);
+    }
 
     let mut c = Criterion::default().configure_from_args();
-    criterion_benches(&mut c, &mut empty, &mut branch12);
+    criterion_benches(&mut c, &mut empty, &mut branch12, &mut counted);
     c.final_summary();
 
+    let rigs = [&mut empty, &mut branch12, &mut counted];
     if has("--test") {
-        check(&mut empty, &mut branch12);
+        check(rigs);
     } else if has("--bench") && !has("--profile-time") && !has("--list") {
-        summary(&mut empty, &mut branch12);
+        summary(rigs);
     }
 }

@@ -19,7 +19,8 @@
 //! share on the share thread (a counting global allocator). Then what the sv2 crate's Noise
 //! layer costs per share frame on the pool's side (decrypt and decode a `SubmitSharesStandard`;
 //! encode and encrypt one `SubmitSharesSuccess` per 32 shares), in ns and allocations, which
-//! the session figures do not include. With `--test`: every share accepted and no allocation
+//! the session figures do not include, and what counting each frame by type on the link's
+//! counter adds to that (docs/metrics.md, "Protocol cost"). With `--test`: every share accepted and no allocation
 //! per share on either path once warm.
 //!
 //! ```sh
@@ -34,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use events::Verdict;
+use events::{LinkCounter, Side, Verdict};
 use pool::engine::Engine;
 use pool::job::Solution;
 use pool::jobs::JobBook;
@@ -49,6 +50,7 @@ use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{mining_flags, SetupConnection};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard, SubmitSharesSuccess};
 use sv2::messages::Mining;
+use sv2::transport::count_frame;
 use sv2::{Message, NoiseInitiator, NoiseResponder};
 
 use support::{
@@ -369,6 +371,8 @@ struct Wire {
     ends: Vec<usize>,
     payload: Vec<u8>,
     out: Vec<u8>,
+    /// The link counter each frame is counted into by type, as `NoiseConn` does, if counted.
+    net: Option<Arc<LinkCounter>>,
 }
 
 impl Wire {
@@ -408,6 +412,7 @@ impl Wire {
             ends,
             payload,
             out: Vec::with_capacity(256),
+            net: None,
         }
     }
 
@@ -424,8 +429,20 @@ impl Wire {
         for (k, &end) in ends.iter().enumerate() {
             let a0 = thread_allocs();
             self.pool.feed(&frames[start..end]).expect("feed");
+            let start_of_frame = start;
             start = end;
             let mut frame = self.pool.next_frame().expect("whole").expect("valid");
+            if let Some(net) = &self.net {
+                net.add_read(Side::Server, end - start_of_frame);
+                count_frame(
+                    net,
+                    Side::Server,
+                    true,
+                    frame.extension(),
+                    frame.msg_type(),
+                    frame.payload.len(),
+                );
+            }
             let a1 = thread_allocs();
             let m = Message::decode(frame.msg_type(), &mut frame.payload).expect("decode");
             black_box(m);
@@ -444,6 +461,17 @@ impl Wire {
                 self.pool
                     .encrypt(t, ok.extension_type(), &self.payload, &mut self.out)
                     .expect("encrypt");
+                if let Some(net) = &self.net {
+                    net.add_written(Side::Server, self.out.len());
+                    count_frame(
+                        net,
+                        Side::Server,
+                        false,
+                        ok.extension_type(),
+                        t,
+                        self.payload.len(),
+                    );
+                }
                 black_box(&self.out);
             }
             let a3 = thread_allocs();
@@ -525,6 +553,22 @@ fn summary(rig: &mut Rig) {
     let mut wire = Wire::new(20_000);
     let (wire_ns, [decrypt, decode, reply]) = wire.run();
     let wire_allocs = decrypt + decode + reply;
+    // The same frames again, counted by type as the pool's connections count them; the
+    // median of interleaved runs of both, so that a noisy stretch does not fall on one.
+    let (mut plain, mut counted) = (Vec::new(), Vec::new());
+    for _ in 0..15 {
+        plain.push(Wire::new(20_000).run().0);
+        let mut w = Wire::new(20_000);
+        w.net = Some(LinkCounter::new("sv2"));
+        counted.push(w.run().0);
+    }
+    let (_, plain) = fastest_and_median(&mut plain);
+    let (_, counted) = fastest_and_median(&mut counted);
+    println!(
+        "  message counting per share frame (its type, bytes and the batched success's share): \
+         {:.1} ns median ({plain:.0} ns uncounted, {counted:.0} ns counted)",
+        counted - plain
+    );
     println!(
         "  sv2 crate, pool side, per share frame: {wire_ns:.0} ns ({:.1}x floor, {:.2}x the \
          session's standard share); allocations: {decrypt:.2} to decrypt it, {decode:.2} to \
