@@ -1499,6 +1499,18 @@ fn c_ref_runs_the_reference_translator_beside_ours() {
     let p = &c["protocol"];
     let submits = &p["messages"]["fleet.devices"]["up"]["mining.submit"];
     assert!(submits["count"].as_u64().unwrap() > 0, "{p}");
+    // The WAN per accepted share, by pool_sv2's own count of the shares it accepted: the same
+    // SV2 link as C's (one extended channel, a SubmitSharesExtended per share), so of the same
+    // order as C's, which counts the verdicts from our translator's events.
+    let per_share = |name: &str| {
+        let v = &results["configs"][name]["protocol"]["wan_bytes_per_accepted_share"]["up"];
+        v.as_f64().unwrap_or_else(|| panic!("{name}: {v}"))
+    };
+    let (theirs, ours) = (per_share("C-ref"), per_share("C"));
+    assert!(
+        theirs > 0.5 * ours && theirs < 2.0 * ours,
+        "C-ref {theirs} B up per share against C's {ours}"
+    );
     no_role_left(out.to_str().unwrap());
 }
 

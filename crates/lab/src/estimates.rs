@@ -14,7 +14,18 @@ use crate::orchestrate::{http_get, workers_list, StatusEndpoint};
 /// the trial's loop (its crash checks, its progress, Ctrl-C).
 pub struct EstimateSampler {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<BTreeMap<String, Vec<EstimateSample>>>,
+    thread: std::thread::JoinHandle<Sampled>,
+}
+
+/// What an [`EstimateSampler`] read, per configuration.
+#[derive(Clone, Debug, Default)]
+pub struct Sampled {
+    /// The roles' hash-rate estimates.
+    pub estimates: BTreeMap<String, Vec<EstimateSample>>,
+    /// A third-party pool's count of the shares it accepted, read off its monitoring server:
+    /// (the events' clock, ns; shares accepted since it started). The lab sees no share verdict
+    /// of such a pool otherwise; `wan_bytes_per_accepted_share` divides by it.
+    pub pool_accepted: BTreeMap<String, Vec<(u64, f64)>>,
 }
 
 impl EstimateSampler {
@@ -24,7 +35,7 @@ impl EstimateSampler {
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
-            let mut out: BTreeMap<String, Vec<EstimateSample>> = BTreeMap::new();
+            let mut out = Sampled::default();
             let mut next = Instant::now() + SAMPLE_EVERY;
             loop {
                 while Instant::now() < next {
@@ -37,8 +48,12 @@ impl EstimateSampler {
                 if events::now_ns() >= until_ns {
                     return out;
                 }
-                for (config, samples) in sample_pass(&endpoints) {
-                    out.entry(config).or_default().extend(samples);
+                let pass = sample_pass(&endpoints);
+                for (config, samples) in pass.estimates {
+                    out.estimates.entry(config).or_default().extend(samples);
+                }
+                for (config, readings) in pass.pool_accepted {
+                    out.pool_accepted.entry(config).or_default().extend(readings);
                 }
             }
         });
@@ -46,7 +61,7 @@ impl EstimateSampler {
     }
 
     /// Stops and returns what was read, per configuration.
-    pub fn finish(self) -> BTreeMap<String, Vec<EstimateSample>> {
+    pub fn finish(self) -> Sampled {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_default()
     }
@@ -55,12 +70,22 @@ impl EstimateSampler {
 /// One reading of every endpoint, per configuration. A configuration's translators (one per
 /// device chunk) each estimate their own devices: their figures are summed into one for all of
 /// the configuration's devices.
-fn sample_pass(endpoints: &[StatusEndpoint]) -> BTreeMap<String, Vec<EstimateSample>> {
-    let mut out: BTreeMap<String, Vec<EstimateSample>> = BTreeMap::new();
+fn sample_pass(endpoints: &[StatusEndpoint]) -> Sampled {
+    let mut pass = Sampled::default();
     for e in endpoints {
-        out.entry(e.config.clone()).or_default().extend(sample(e));
+        let (samples, accepted) = sample(e);
+        pass.estimates
+            .entry(e.config.clone())
+            .or_default()
+            .extend(samples);
+        if let Some(total) = accepted {
+            pass.pool_accepted
+                .entry(e.config.clone())
+                .or_default()
+                .push((events::now_ns(), total));
+        }
     }
-    for samples in out.values_mut() {
+    for samples in pass.estimates.values_mut() {
         let translators: Vec<EstimateSample> = samples
             .iter()
             .filter(|s| s.estimator == Estimator::Translator)
@@ -76,7 +101,7 @@ fn sample_pass(endpoints: &[StatusEndpoint]) -> BTreeMap<String, Vec<EstimateSam
             });
         }
     }
-    out
+    pass
 }
 
 /// How often the estimates are read: often enough for a few dozen samples per worker in a
@@ -84,9 +109,11 @@ fn sample_pass(endpoints: &[StatusEndpoint]) -> BTreeMap<String, Vec<EstimateSam
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 
 /// What `endpoint` reports now: per worker and in total for our pools, the devices' rate for
-/// our translators; nothing for other roles or when the role does not answer.
-fn sample(endpoint: &StatusEndpoint) -> Vec<EstimateSample> {
+/// our translators; nothing for other roles or when the role does not answer. Also a
+/// third-party pool's count of accepted shares.
+fn sample(endpoint: &StatusEndpoint) -> (Vec<EstimateSample>, Option<f64>) {
     let mut out = Vec::new();
+    let mut accepted = None;
     let mut push = |estimator, window, v: Option<f64>| {
         if let Some(hashes_per_s) = v.filter(|v| v.is_finite()) {
             out.push(EstimateSample {
@@ -130,6 +157,7 @@ fn sample(endpoint: &StatusEndpoint) -> Vec<EstimateSample> {
                 if !channels.is_empty() {
                     push(Estimator::PoolTotal, "current", Some(total));
                 }
+                accepted = Some(channels.iter().map(|c| c.accepted).sum());
             }
         }
         "translator_sv2" => {
@@ -143,7 +171,7 @@ fn sample(endpoint: &StatusEndpoint) -> Vec<EstimateSample> {
         }
         _ => {}
     }
-    out
+    (out, accepted)
 }
 
 /// One channel a reference pool serves, as its monitoring server's `/metrics` lists it.

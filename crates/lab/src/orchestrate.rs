@@ -182,6 +182,9 @@ pub struct TrialRecord {
     pub pool_workers: BTreeMap<String, u64>,
     /// Per configuration: our roles' hash-rate estimates, read while the trial ran.
     pub estimates: BTreeMap<String, Vec<EstimateSample>>,
+    /// Per configuration with a third-party pool: its count of accepted shares, read while the
+    /// trial ran (see [`crate::estimates::Sampled::pool_accepted`]).
+    pub pool_accepted: BTreeMap<String, Vec<(u64, f64)>>,
 }
 
 /// What a running trial reports to whoever shows progress.
@@ -256,8 +259,8 @@ struct Running {
     endpoints: Vec<StatusEndpoint>,
     /// See [`TrialRecord::pool_workers`].
     pool_workers: BTreeMap<String, u64>,
-    /// See [`TrialRecord::estimates`].
-    estimates: BTreeMap<String, Vec<EstimateSample>>,
+    /// See [`TrialRecord::estimates`] and [`TrialRecord::pool_accepted`].
+    sampled: crate::estimates::Sampled,
 }
 
 impl Running {
@@ -324,7 +327,7 @@ impl Trial<'_> {
             logs: Vec::new(),
             endpoints: Vec::new(),
             pool_workers: BTreeMap::new(),
-            estimates: BTreeMap::new(),
+            sampled: Default::default(),
         };
         let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
         // Whatever happened, every role stops; on success they are already stopping in order.
@@ -353,7 +356,8 @@ impl Trial<'_> {
             job_source_node,
             wan_link: WAN_LINK.to_owned(),
             pool_workers: running.pool_workers,
-            estimates: running.estimates,
+            estimates: running.sampled.estimates,
+            pool_accepted: running.sampled.pool_accepted,
         })
     }
 
@@ -672,7 +676,7 @@ impl Trial<'_> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        running.estimates = estimates.finish();
+        running.sampled = estimates.finish();
         let end_ns = events::now_ns();
         lab_events.emit_at(
             end_ns,

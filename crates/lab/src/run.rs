@@ -217,6 +217,7 @@ fn measure_trial(s: &Scenario, r: &TrialRecord) -> Result<TrialMeasurement, Metr
             simnet: simnet.clone(),
             job_source_node: r.job_source_node.get(config).cloned().unwrap_or_default(),
             pool_workers: r.pool_workers.get(config).copied(),
+            pool_accepted: r.pool_accepted.get(config).cloned().unwrap_or_default(),
             window: r.window,
             links: LinkSetup {
                 wan: r.wan_link.clone(),

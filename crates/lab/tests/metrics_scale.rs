@@ -125,6 +125,7 @@ fn ten_thousand_devices_for_two_minutes() {
         simnet: LogSource::File(path("simnet")),
         job_source_node: "pool".into(),
         pool_workers: None,
+        pool_accepted: Vec::new(),
         window,
         links: LinkSetup {
             wan: "wan".into(),

@@ -249,6 +249,7 @@ fn shares(files: &[PathBuf], out: &mut impl Write) -> Result<()> {
         job_source_node: "node".into(),
         // Event files do not hold the pool's worker list.
         pool_workers: None,
+        pool_accepted: Vec::new(),
         window: lab::metrics::Window {
             start_ns: first,
             warmup_end_ns: first,

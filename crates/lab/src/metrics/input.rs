@@ -154,6 +154,17 @@ impl Window {
         self.drain_start_ns.saturating_sub(self.warmup_end_ns)
     }
 
+    /// How much a counter read now and then (`readings`: time, total) rose over the measured
+    /// window: its rise between the first and the last reading inside the window, at that
+    /// pace over the whole window (the readings fall a few seconds inside its edges). `None`
+    /// with fewer than two readings inside.
+    pub fn counter_rise(&self, readings: &[(u64, f64)]) -> Option<f64> {
+        let inside: Vec<&(u64, f64)> = readings.iter().filter(|r| self.measured(r.0)).collect();
+        let (first, last) = (inside.first()?, inside.last()?);
+        let span = last.0.checked_sub(first.0).filter(|&s| s > 0)?;
+        Some((last.1 - first.1) * self.measured_ns() as f64 / span as f64)
+    }
+
     /// Whole seconds since `start_ns`, the row of the per-second series.
     pub(crate) fn second(&self, ts_ns: u64) -> Option<usize> {
         (ts_ns >= self.start_ns && ts_ns <= self.end_ns)
@@ -229,6 +240,9 @@ pub struct ConfigRun {
     /// The workers the pool credited with an accepted share (our pools' `/api/workers`);
     /// `None` where the pool has no such list.
     pub pool_workers: Option<u64>,
+    /// A third-party pool's count of accepted shares, read now and then: (ns, total). Empty
+    /// for our pools, whose verdicts are in their events.
+    pub pool_accepted: Vec<(u64, f64)>,
     /// The run's warm-up, measured window and drain.
     pub window: Window,
     /// The configuration's links.
@@ -249,4 +263,25 @@ pub struct ConfigRun {
     /// The fleet's setup and the roles' sampled hash-rate estimates, for the estimation
     /// figures (default: not scored).
     pub estimation: EstimationInput,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_read_every_five_seconds_rises_over_the_window_at_its_pace_inside_it() {
+        let s = 1_000_000_000u64;
+        // Warm-up 0-20 s, measured 20-100 s.
+        let w = Window::new(0, Duration::from_secs(100), 0.2, Duration::from_secs(5));
+        // 3 shares a second from 0 s; read at 2, 7, 12 ... 97 s, and once in the drain.
+        let readings: Vec<(u64, f64)> = (0..21)
+            .map(|i| (2 * s + 5 * i * s, 3.0 * (2 + 5 * i) as f64))
+            .collect();
+        let rise = w.counter_rise(&readings).unwrap();
+        assert!((rise - 240.0).abs() < 1e-6, "{rise}");
+        // Too few readings inside: no figure, rather than a guess.
+        assert_eq!(w.counter_rise(&readings[..4]), None);
+        assert_eq!(w.counter_rise(&readings[3..5]), None);
+    }
 }

@@ -103,6 +103,9 @@ pub struct Measured {
     pub devices_meet_pool: bool,
     /// The workers the pool credited with an accepted share (the most of any trial).
     pub pool_workers: Option<u64>,
+    /// Shares a third-party pool accepted in the measured window, by its own count (summed
+    /// over trials): what the WAN's bytes are divided by where the lab sees no verdicts.
+    pub pool_accepted_counted: Option<f64>,
     /// New network tips in the measured window, and the window's length.
     pub tips: u64,
     /// The measured window's length, summed over trials, in ns.
@@ -156,6 +159,10 @@ impl Measured {
             _ => {}
         }
         self.pool_workers = self.pool_workers.max(o.pool_workers);
+        self.pool_accepted_counted = match (self.pool_accepted_counted, o.pool_accepted_counted) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.tips += o.tips;
         self.measured_ns += o.measured_ns;
         self.blocks.merge(&o.blocks);
@@ -215,23 +222,23 @@ impl Measured {
     /// The WAN's bytes per share the pool accepted: upstream of a proxy where there is one,
     /// else at the farm edge (the devices meet the pool).
     fn protocol_cost(&self) -> ProtocolCost {
-        // Behind a third-party proxy the pool's count is unseen: no figure rather than the
-        // farm edge's, which counts every device share.
-        let pool = match (&self.pool_shares, self.devices_meet_pool) {
-            (Some(p), _) => Some(p),
-            (None, true) => Some(&self.shares),
-            (None, false) => None,
+        // Behind a third-party proxy the verdicts are unseen: a third-party pool's own count
+        // where it gives one, else no figure rather than the farm edge's, which counts every
+        // device share.
+        let accepted = match (&self.pool_shares, self.devices_meet_pool) {
+            (Some(p), _) => p.shares().accepted as f64,
+            (None, true) => self.shares.shares().accepted as f64,
+            (None, false) => self.pool_accepted_counted.unwrap_or(0.0),
         };
-        let accepted = pool.map_or(0, |p| p.shares().accepted);
         ProtocolCost {
             messages: self.protocol.messages(),
             overhead_pct: self.protocol.overhead_pct(),
             handshake_bytes: self.protocol.handshake_bytes(),
             handshake_ms: self.protocol.handshake_ms(),
-            wan_bytes_per_accepted_share: self.traffic.wan_bytes().filter(|_| accepted > 0).map(
+            wan_bytes_per_accepted_share: self.traffic.wan_bytes().filter(|_| accepted > 0.0).map(
                 |(up, down)| UpDown {
-                    up: up as f64 / accepted as f64,
-                    down: down as f64 / accepted as f64,
+                    up: up as f64 / accepted,
+                    down: down as f64 / accepted,
                 },
             ),
         }

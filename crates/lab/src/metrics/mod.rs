@@ -334,6 +334,7 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         name: run.name.clone(),
         trials: 1,
         pool_workers: run.pool_workers,
+        pool_accepted_counted: w.counter_rise(&run.pool_accepted),
         shares: fleet.shares.tally.clone(),
         pool_shares: match run.pool_shares {
             PoolShares::None => None,

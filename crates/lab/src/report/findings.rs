@@ -337,6 +337,27 @@ mod tests {
     }
 
     #[test]
+    fn the_error_an_operator_sees_is_each_pools_own_window() {
+        let r = results(
+            r#"{"valid": true, "invalid_reasons": [], "configs": {
+            "D": {"estimation": {"hashrate_error_pct": {
+                "1m": {"n": 90, "p50": 21.0}, "10m": {"n": 90, "p50": 12.0}}}},
+            "D-ref": {"estimation": {"hashrate_error_pct": {"current": {"n": 90, "p50": 50.0}}}}}}"#,
+        );
+        let key = KEYS
+            .iter()
+            .find(|k| k.id == "hashrate_error_shown")
+            .unwrap();
+        let s = finding(*key, &r).unwrap().sentences;
+        assert_eq!(s[0], "D: 21%.");
+        assert!(s[1].starts_with("D-ref: 50%, 29% higher than D (worse"), "{}", s[1]);
+        // The one-minute finding has nothing of the reference pool's.
+        let key = KEYS.iter().find(|k| k.id == "hashrate_error_1m").unwrap();
+        let s = finding(*key, &r).unwrap().sentences;
+        assert_eq!(s[1], "D-ref: not measured in this run.");
+    }
+
+    #[test]
     fn role_sums_count_the_stack_and_not_the_lab() {
         let r = results(RUN);
         let cpu = |id: &str, config: usize| {

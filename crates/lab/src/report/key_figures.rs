@@ -20,6 +20,9 @@ pub(crate) enum Source {
     Mean(&'static str),
     /// A plain number at a path.
     Number(&'static [&'static str]),
+    /// The number at the first of these paths that holds one: the same figure where roles
+    /// give it in different forms.
+    FirstNumber(&'static [&'static [&'static str]]),
     /// `tx_Bps + rx_Bps` of a `bandwidth` entry.
     Bandwidth(&'static str),
     /// The sum over the configuration's roles at `site` (`farm` or `pool`) that are part of
@@ -46,7 +49,7 @@ pub(crate) struct Key {
 }
 
 /// The key figures, in the order the findings give them.
-pub(crate) const KEYS: [Key; 16] = [
+pub(crate) const KEYS: [Key; 18] = [
     Key {
         id: "time_to_job_ms",
         title: "Time to new job",
@@ -174,6 +177,36 @@ pub(crate) const KEYS: [Key; 16] = [
         relative: false,
     },
     Key {
+        id: "hashrate_error_shown",
+        title: "Hash-rate error the operator sees",
+        what: "median error of the per-worker hash rate the pool shows against the truth (its \
+               one-minute figure; a pool that keeps no window: its current one)",
+        unit: Unit::Percent,
+        better: Better::Lower,
+        source: Source::FirstNumber(&[
+            &["estimation", "hashrate_error_pct", "1m", "p50"],
+            &["estimation", "hashrate_error_pct", "current", "p50"],
+        ]),
+        relative: false,
+    },
+    Key {
+        id: "proxy_hashrate_error",
+        title: "Farm proxy's hash-rate error",
+        what: "median error of the hash rate the farm proxy reports for its devices against \
+               the truth",
+        unit: Unit::Percent,
+        better: Better::Lower,
+        source: Source::Number(&[
+            "estimation",
+            "roles",
+            "translator",
+            "hashrate_error_pct",
+            "current",
+            "p50",
+        ]),
+        relative: false,
+    },
+    Key {
         id: "vardiff_converge_after_step_s",
         title: "Vardiff after a hash-rate step",
         what: "median time from a step in the devices' hash rate until their difficulty gives \
@@ -230,6 +263,10 @@ pub(crate) fn read(key: &Key, config: &Value) -> Option<Value95> {
         }
         Source::Number(path) => Some(Value95 {
             value: number_at(config, path)?,
+            ci: None,
+        }),
+        Source::FirstNumber(paths) => Some(Value95 {
+            value: paths.iter().find_map(|p| number_at(config, p))?,
             ci: None,
         }),
         Source::Bandwidth(side) => Some(Value95 {

@@ -249,6 +249,7 @@ impl Lab {
             simnet: LogSource::from(log("simnet", self.simnet.clone())),
             job_source_node: self.node.clone(),
             pool_workers: None,
+            pool_accepted: Vec::new(),
             window: self.window,
             links: LinkSetup {
                 wan: "wan".into(),
