@@ -23,9 +23,37 @@ pub struct Sampled {
     /// The roles' hash-rate estimates.
     pub estimates: BTreeMap<String, Vec<EstimateSample>>,
     /// A third-party pool's count of the shares it accepted, read off its monitoring server:
-    /// (the events' clock, ns; shares accepted since it started). The lab sees no share verdict
-    /// of such a pool otherwise; `wan_bytes_per_accepted_share` divides by it.
+    /// (the events' clock, ns; shares accepted since the first reading, over every channel,
+    /// see [`AcceptedSum`]). The lab sees no share verdict of such a pool otherwise;
+    /// `wan_bytes_per_accepted_share` divides by it.
     pub pool_accepted: BTreeMap<String, Vec<(u64, f64)>>,
+}
+
+/// A sum of per-channel counters that only rises: a pool's channels come and go (a proxy
+/// reconnects, a channel closes, the pool restarts), so the sum of what it lists now can fall.
+/// Each channel adds what it rose by since the last reading; a channel first seen after the
+/// first reading adds its whole count, and one whose count fell was reset and adds its new
+/// count.
+#[derive(Clone, Debug, Default)]
+pub struct AcceptedSum {
+    last: Option<BTreeMap<String, f64>>,
+    total: f64,
+}
+
+impl AcceptedSum {
+    /// Takes a reading (per channel: its count now) and returns the rise since the first one.
+    pub fn add(&mut self, reading: BTreeMap<String, f64>) -> f64 {
+        if let Some(last) = &self.last {
+            for (channel, &now) in &reading {
+                self.total += match last.get(channel) {
+                    Some(&before) if now >= before => now - before,
+                    _ => now,
+                };
+            }
+        }
+        self.last = Some(reading);
+        self.total
+    }
 }
 
 impl EstimateSampler {
@@ -36,6 +64,7 @@ impl EstimateSampler {
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut out = Sampled::default();
+            let mut sums: BTreeMap<String, AcceptedSum> = BTreeMap::new();
             let mut next = Instant::now() + SAMPLE_EVERY;
             loop {
                 while Instant::now() < next {
@@ -48,12 +77,14 @@ impl EstimateSampler {
                 if events::now_ns() >= until_ns {
                     return out;
                 }
-                let pass = sample_pass(&endpoints);
-                for (config, samples) in pass.estimates {
+                let (estimates, accepted) = sample_pass(&endpoints);
+                for (config, samples) in estimates {
                     out.estimates.entry(config).or_default().extend(samples);
                 }
-                for (config, readings) in pass.pool_accepted {
-                    out.pool_accepted.entry(config).or_default().extend(readings);
+                for (config, reading) in accepted {
+                    let total = sums.entry(config.clone()).or_default().add(reading);
+                    let at = (events::now_ns(), total);
+                    out.pool_accepted.entry(config).or_default().push(at);
                 }
             }
         });
@@ -70,22 +101,31 @@ impl EstimateSampler {
 /// One reading of every endpoint, per configuration. A configuration's translators (one per
 /// device chunk) each estimate their own devices: their figures are summed into one for all of
 /// the configuration's devices.
-fn sample_pass(endpoints: &[StatusEndpoint]) -> Sampled {
-    let mut pass = Sampled::default();
+/// Also each third-party pool's accepted shares per channel (keyed by the pool's address and
+/// the channel), per configuration.
+#[allow(clippy::type_complexity)]
+fn sample_pass(
+    endpoints: &[StatusEndpoint],
+) -> (
+    BTreeMap<String, Vec<EstimateSample>>,
+    BTreeMap<String, BTreeMap<String, f64>>,
+) {
+    let mut estimates: BTreeMap<String, Vec<EstimateSample>> = BTreeMap::new();
+    let mut accepted: BTreeMap<String, BTreeMap<String, f64>> = BTreeMap::new();
     for e in endpoints {
-        let (samples, accepted) = sample(e);
-        pass.estimates
+        let (samples, channels) = sample(e);
+        estimates
             .entry(e.config.clone())
             .or_default()
             .extend(samples);
-        if let Some(total) = accepted {
-            pass.pool_accepted
-                .entry(e.config.clone())
-                .or_default()
-                .push((events::now_ns(), total));
+        if let Some(channels) = channels {
+            let config = accepted.entry(e.config.clone()).or_default();
+            for (channel, n) in channels {
+                config.insert(format!("{}/{channel}", e.addr), n);
+            }
         }
     }
-    for samples in pass.estimates.values_mut() {
+    for samples in estimates.values_mut() {
         let translators: Vec<EstimateSample> = samples
             .iter()
             .filter(|s| s.estimator == Estimator::Translator)
@@ -101,7 +141,7 @@ fn sample_pass(endpoints: &[StatusEndpoint]) -> Sampled {
             });
         }
     }
-    pass
+    (estimates, accepted)
 }
 
 /// How often the estimates are read: often enough for a few dozen samples per worker in a
@@ -110,8 +150,8 @@ pub const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 
 /// What `endpoint` reports now: per worker and in total for our pools, the devices' rate for
 /// our translators; nothing for other roles or when the role does not answer. Also a
-/// third-party pool's count of accepted shares.
-fn sample(endpoint: &StatusEndpoint) -> (Vec<EstimateSample>, Option<f64>) {
+/// third-party pool's count of accepted shares, per channel.
+fn sample(endpoint: &StatusEndpoint) -> (Vec<EstimateSample>, Option<BTreeMap<String, f64>>) {
     let mut out = Vec::new();
     let mut accepted = None;
     let mut push = |estimator, window, v: Option<f64>| {
@@ -148,7 +188,8 @@ fn sample(endpoint: &StatusEndpoint) -> (Vec<EstimateSample>, Option<f64>) {
         // The reference roles' monitoring servers: what their vardiff holds as each channel's
         // (or each device's) hash rate now; they keep no averaging windows.
         "pool_sv2" => {
-            if let Some(channels) = reference_channels(endpoint.addr) {
+            let text = metrics_text(endpoint.addr);
+            if let Some(channels) = text.as_deref().and_then(parse_reference_channels) {
                 let mut total = 0.0;
                 for c in channels.iter().filter(|c| c.accepted > 0.0) {
                     push(Estimator::PoolWorker, "current", Some(c.hashrate));
@@ -157,8 +198,8 @@ fn sample(endpoint: &StatusEndpoint) -> (Vec<EstimateSample>, Option<f64>) {
                 if !channels.is_empty() {
                     push(Estimator::PoolTotal, "current", Some(total));
                 }
-                accepted = Some(channels.iter().map(|c| c.accepted).sum());
             }
+            accepted = text.as_deref().map(accepted_per_channel);
         }
         "translator_sv2" => {
             let text = metrics_text(endpoint.addr);
@@ -191,10 +232,25 @@ pub fn reference_channels(addr: std::net::SocketAddr) -> Option<Vec<ReferenceCha
     parse_reference_channels(&metrics_text(addr)?)
 }
 
+/// A reference pool's channel, as its metrics label it.
+fn channel_key(labels: &str) -> (Option<&str>, Option<&str>) {
+    (label(labels, "client_id"), label(labels, "channel_id"))
+}
+
+/// Every channel's `sv2_client_shares_accepted_total` in a reference pool's `/metrics`, keyed
+/// by `client/channel`: all of them, also a channel whose hash rate is not listed.
+fn accepted_per_channel(text: &str) -> BTreeMap<String, f64> {
+    prometheus_samples(text, "sv2_client_shares_accepted_total")
+        .map(|(labels, n)| {
+            let (client, channel) = channel_key(labels);
+            let key = format!("{}/{}", client.unwrap_or("?"), channel.unwrap_or("?"));
+            (key, n)
+        })
+        .collect()
+}
+
 fn parse_reference_channels(text: &str) -> Option<Vec<ReferenceChannel>> {
-    fn key(labels: &str) -> (Option<&str>, Option<&str>) {
-        (label(labels, "client_id"), label(labels, "channel_id"))
-    }
+    let key = channel_key;
     let accepted: BTreeMap<_, f64> = prometheus_samples(text, "sv2_client_shares_accepted_total")
         .map(|(labels, v)| (key(labels), v))
         .collect();
@@ -251,6 +307,22 @@ fn status(endpoint: &StatusEndpoint) -> Option<serde_json::Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepted_shares_add_up_across_channels_that_come_go_and_reset() {
+        let reading = |r: &[(&str, f64)]| -> BTreeMap<String, f64> {
+            r.iter().map(|&(k, v)| (k.to_owned(), v)).collect()
+        };
+        let mut sum = AcceptedSum::default();
+        // The first reading is the baseline.
+        assert_eq!(sum.add(reading(&[("1/1", 40.0)])), 0.0);
+        assert_eq!(sum.add(reading(&[("1/1", 55.0)])), 15.0);
+        // The proxy reconnects: its old channel is gone, the new one counts from 0.
+        assert_eq!(sum.add(reading(&[("2/1", 7.0)])), 22.0);
+        // The pool restarts: the same channel's count falls; its new count is all new.
+        assert_eq!(sum.add(reading(&[("2/1", 3.0)])), 25.0);
+        assert_eq!(sum.add(reading(&[("2/1", 10.0), ("2/2", 1.0)])), 33.0);
+    }
 
     /// A reference pool's `/metrics`, as its monitoring server writes it.
     const POOL_SV2_METRICS: &str = "\

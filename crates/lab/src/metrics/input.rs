@@ -154,14 +154,18 @@ impl Window {
         self.drain_start_ns.saturating_sub(self.warmup_end_ns)
     }
 
-    /// How much a counter read now and then (`readings`: time, total) rose over the measured
-    /// window: its rise between the first and the last reading inside the window, at that
-    /// pace over the whole window (the readings fall a few seconds inside its edges). `None`
-    /// with fewer than two readings inside.
+    /// How much a rising counter read now and then (`readings`: time, total) rose over the
+    /// measured window: its rise between the first and the last reading inside the window, at
+    /// that pace over the whole window (the readings fall a few seconds inside its edges).
+    /// `None` unless those readings span at least half the window and the counter did not
+    /// fall.
     pub fn counter_rise(&self, readings: &[(u64, f64)]) -> Option<f64> {
         let inside: Vec<&(u64, f64)> = readings.iter().filter(|r| self.measured(r.0)).collect();
         let (first, last) = (inside.first()?, inside.last()?);
-        let span = last.0.checked_sub(first.0).filter(|&s| s > 0)?;
+        let span = last.0.saturating_sub(first.0);
+        if span == 0 || 2 * span < self.measured_ns() || last.1 < first.1 {
+            return None;
+        }
         Some((last.1 - first.1) * self.measured_ns() as f64 / span as f64)
     }
 
@@ -280,8 +284,13 @@ mod tests {
             .collect();
         let rise = w.counter_rise(&readings).unwrap();
         assert!((rise - 240.0).abs() < 1e-6, "{rise}");
-        // Too few readings inside: no figure, rather than a guess.
+        // Too few readings inside, or too short a span of them: no figure, rather than a guess.
         assert_eq!(w.counter_rise(&readings[..4]), None);
         assert_eq!(w.counter_rise(&readings[3..5]), None);
+        assert_eq!(w.counter_rise(&readings[3..9]), None);
+        assert!(w.counter_rise(&readings[3..13]).is_some());
+        // A counter that fell is no count.
+        let fell = [(30 * s, 90.0), (80 * s, 10.0)];
+        assert_eq!(w.counter_rise(&fell), None);
     }
 }

@@ -104,7 +104,8 @@ pub struct Measured {
     /// The workers the pool credited with an accepted share (the most of any trial).
     pub pool_workers: Option<u64>,
     /// Shares a third-party pool accepted in the measured window, by its own count (summed
-    /// over trials): what the WAN's bytes are divided by where the lab sees no verdicts.
+    /// over trials; `None` if any trial lacks it): what the WAN's bytes are divided by where
+    /// the lab sees no verdicts.
     pub pool_accepted_counted: Option<f64>,
     /// New network tips in the measured window, and the window's length.
     pub tips: u64,
@@ -159,10 +160,11 @@ impl Measured {
             _ => {}
         }
         self.pool_workers = self.pool_workers.max(o.pool_workers);
-        self.pool_accepted_counted = match (self.pool_accepted_counted, o.pool_accepted_counted) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+        // The WAN's bytes add up over every trial: a trial without the count leaves none.
+        self.pool_accepted_counted = self
+            .pool_accepted_counted
+            .zip(o.pool_accepted_counted)
+            .map(|(a, b)| a + b);
         self.tips += o.tips;
         self.measured_ns += o.measured_ns;
         self.blocks.merge(&o.blocks);

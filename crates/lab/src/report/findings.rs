@@ -350,7 +350,11 @@ mod tests {
             .unwrap();
         let s = finding(*key, &r).unwrap().sentences;
         assert_eq!(s[0], "D: 21%.");
-        assert!(s[1].starts_with("D-ref: 50%, 29% higher than D (worse"), "{}", s[1]);
+        assert!(
+            s[1].starts_with("D-ref: 50%, 29% higher than D (worse"),
+            "{}",
+            s[1]
+        );
         // The one-minute finding has nothing of the reference pool's.
         let key = KEYS.iter().find(|k| k.id == "hashrate_error_1m").unwrap();
         let s = finding(*key, &r).unwrap().sentences;
