@@ -70,6 +70,60 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// that grows for as long as the file does (docs/performance.md, the soak).
 const PAGE_CACHE_KIB: i64 = 8 << 10;
 
+/// The page size of the files the store creates (SQLite's default).
+const PAGE_SIZE: usize = 4096;
+
+/// Sets the page cache's memory aside, resident, before SQLite starts in this process: left to
+/// itself SQLite allocates a page at a time as the file grows, so the process's memory grows
+/// for as long as the file does up to [`PAGE_CACHE_KIB`] (minutes at a busy pool's share rate,
+/// tens of minutes at a quiet one) and the allocator's arenas fragment around the pages. With
+/// the cache's slots taken up front the pool's footprint is what it will be from the start
+/// (docs/operations.md, "Memory"). Only the first SQLite connection of a process can set it
+/// (SQLite refuses once started, e.g. after a test opened another store); then pages come from
+/// the heap as before.
+fn reserve_page_cache() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use rusqlite::ffi;
+        use std::ffi::{c_int, c_void};
+        let mut header: c_int = 0;
+        // SAFETY: SQLITE_CONFIG_PCACHE_HDRSZ takes one `int *` and writes the bytes each page
+        // slot needs beside the page.
+        let rc = unsafe {
+            ffi::sqlite3_config(ffi::SQLITE_CONFIG_PCACHE_HDRSZ, &mut header as *mut c_int)
+        };
+        if rc != ffi::SQLITE_OK || header <= 0 {
+            return;
+        }
+        let slot = (PAGE_SIZE + header as usize).next_multiple_of(8);
+        let slots = (PAGE_CACHE_KIB as usize * 1024) / PAGE_SIZE;
+        // Filled with a byte other than zero, so that every page of it is touched now (zeroed
+        // memory could come from the kernel untouched, and be made resident later).
+        let mut memory = vec![0xa5u64; slot * slots / 8].into_boxed_slice();
+        // SAFETY: SQLITE_CONFIG_PAGECACHE takes (8-byte aligned memory, slot size, slots) and
+        // keeps the memory for the life of the process: once taken it is leaked, never freed.
+        // SQLite checks that it has not started, and returns SQLITE_MISUSE without keeping the
+        // pointer if it has.
+        let rc = unsafe {
+            ffi::sqlite3_config(
+                ffi::SQLITE_CONFIG_PAGECACHE,
+                memory.as_mut_ptr() as *mut c_void,
+                slot as c_int,
+                slots as c_int,
+            )
+        };
+        if rc == ffi::SQLITE_OK {
+            Box::leak(memory);
+            tracing::debug!(slots, slot_bytes = slot, "store page cache reserved");
+        } else {
+            tracing::debug!(
+                rc,
+                "SQLite already started: the page cache stays on the heap"
+            );
+        }
+    });
+}
+
 /// The WAL file is truncated back to this size after a checkpoint that could reset it.
 const WAL_SIZE_LIMIT: i64 = 64 << 20;
 
@@ -82,6 +136,7 @@ pub(super) fn open_for_writing(
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    reserve_page_cache();
     let conn = Connection::open_with_flags(path, flags).map_err(|source| StoreError::Open {
         path: path.to_owned(),
         source,
