@@ -1924,13 +1924,15 @@ fn soak() {
         let start = Instant::now();
         let probe = probe(&sv1);
         let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count());
+        let status = http_get_json(&http, "/api/status");
+        let mib = |key: &str| status["memory"][key].as_f64().map(|b| b / (1 << 20) as f64);
         let sample = Sample {
             minute,
             rss_mib: rss(pid) as f64 / (1 << 20) as f64,
+            heap_in_use_mib: mib("heap_in_use_bytes"),
+            heap_free_mib: mib("heap_free_bytes"),
             fds,
-            connections: http_get_json(&http, "/api/status")["connections"]
-                .as_u64()
-                .unwrap_or(0),
+            connections: status["connections"].as_u64().unwrap_or(0),
             probe_p99_ms: probe
                 .as_ref()
                 .and_then(|p| p["share_latency_ms"]["p99"].as_f64()),
@@ -1939,8 +1941,9 @@ fn soak() {
                 .and_then(|p| p["shares"]["unanswered"].as_u64()),
         };
         eprintln!(
-            "minute {minute}: RSS {:.1} MiB, {} fds, {} connections, probe p99 {:?} ms, {:?} unanswered",
-            sample.rss_mib, sample.fds, sample.connections, sample.probe_p99_ms, sample.probe_unanswered
+            "minute {minute}: RSS {:.1} MiB (heap: {:.1?} MiB live, {:.1?} MiB free and kept), {} fds, {} connections, probe p99 {:?} ms, {:?} unanswered",
+            sample.rss_mib, sample.heap_in_use_mib, sample.heap_free_mib, sample.fds,
+            sample.connections, sample.probe_p99_ms, sample.probe_unanswered
         );
         samples.push(sample);
         std::thread::sleep(Duration::from_secs(60).saturating_sub(start.elapsed()));
@@ -1948,13 +1951,23 @@ fn soak() {
     let rounds = mix.join().expect("every attack of the mix met its bound");
     eprintln!("hostile mix: {rounds} rounds of every attack, each within its bound");
     let csv: String =
-        std::iter::once("minute,rss_mib,fds,connections,probe_p99_ms,probe_unanswered".to_owned())
-            .chain(samples.iter().map(|s| {
-                format!(
-                    "{},{:.1},{},{},{:?},{:?}",
-                    s.minute, s.rss_mib, s.fds, s.connections, s.probe_p99_ms, s.probe_unanswered
-                )
-            }))
+        std::iter::once(
+            "minute,rss_mib,fds,connections,probe_p99_ms,probe_unanswered,heap_in_use_mib,heap_free_mib"
+                .to_owned(),
+        )
+        .chain(samples.iter().map(|s| {
+            format!(
+                "{},{:.1},{},{},{:?},{:?},{:.1?},{:.1?}",
+                s.minute,
+                s.rss_mib,
+                s.fds,
+                s.connections,
+                s.probe_p99_ms,
+                s.probe_unanswered,
+                s.heap_in_use_mib,
+                s.heap_free_mib
+            )
+        }))
             .collect::<Vec<_>>()
             .join("\n");
     println!("{csv}");
@@ -2002,6 +2015,9 @@ fn soak() {
 struct Sample {
     minute: u64,
     rss_mib: f64,
+    /// The pool's allocator: live bytes, and free bytes it kept (`/api/status` `memory`).
+    heap_in_use_mib: Option<f64>,
+    heap_free_mib: Option<f64>,
     fds: usize,
     connections: u64,
     probe_p99_ms: Option<f64>,

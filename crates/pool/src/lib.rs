@@ -19,6 +19,7 @@ pub mod http;
 pub mod jd_token;
 pub mod job;
 pub mod jobs;
+pub mod memory;
 pub mod node;
 pub mod service;
 pub mod stats;

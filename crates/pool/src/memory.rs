@@ -1,0 +1,101 @@
+//! The process's heap, as the allocator holds it (docs/operations.md, "Memory").
+//!
+//! glibc's allocator keeps memory a thread freed in that thread's arena, and gives pages back to
+//! the kernel only from the top of a heap. A pool frees as much as it allocates (connections
+//! come and go, attackers' buffers are dropped), but the holes left between live blocks stay
+//! resident: RSS creeps up over hours while the live heap is flat. [`release_loop`] hands the
+//! whole free pages back every minute; [`heap`] shows the two apart on `/api/status`.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+/// How often free pages go back to the kernel: often enough that RSS follows the live heap
+/// within a minute, seldom enough that the allocator's locks (held while it walks an arena)
+/// cost nothing measurable.
+pub const RELEASE_EVERY: Duration = Duration::from_secs(60);
+
+/// What the allocator holds: bytes in live blocks, and bytes free but kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Heap {
+    /// Bytes handed out and not freed (the live heap).
+    pub in_use: u64,
+    /// Bytes freed and kept by the allocator (resident until given back or reused).
+    pub free: u64,
+}
+
+/// The allocator's figures now; `None` where the allocator is not glibc's.
+pub fn heap() -> Option<Heap> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
+        let m = unsafe { libc::mallinfo2() };
+        Some(Heap {
+            in_use: (m.uordblks + m.hblkhd) as u64,
+            free: m.fordblks as u64,
+        })
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        None
+    }
+}
+
+/// Gives the whole free pages of every arena back to the kernel; returns whether any went.
+pub fn release_free_pages() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes the padding to keep at the top of the main heap (none) and
+        // is safe to call from any thread at any time.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
+/// Every [`RELEASE_EVERY`] until shutdown, [`release_free_pages`] on a blocking thread (it
+/// walks every arena, milliseconds on a large heap: not on a worker that serves miners).
+pub async fn release_loop(mut shutdown: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(RELEASE_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        let stop = async {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        tokio::select! {
+            _ = every.tick() => {
+                let _ = tokio::task::spawn_blocking(release_free_pages).await;
+            }
+            _ = stop => break,
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freed_blocks_show_as_free_until_given_back() {
+        // Many mid-sized blocks (below the mmap threshold, so they live in the heap), every
+        // other one freed: holes that stay with the allocator.
+        let mut blocks: Vec<Vec<u8>> = (0..4000).map(|i| vec![i as u8; 16 * 1024]).collect();
+        let full = heap().unwrap();
+        let mut i = 0;
+        blocks.retain(|_| {
+            i += 1;
+            i % 2 == 0
+        });
+        let holes = heap().unwrap();
+        assert!(
+            holes.in_use + 30 * 1024 * 1024 < full.in_use,
+            "{full:?} then {holes:?}"
+        );
+        assert!(holes.free > 30 * 1024 * 1024, "{holes:?}");
+        assert!(release_free_pages(), "the holes' pages go back");
+        drop(blocks);
+    }
+}
