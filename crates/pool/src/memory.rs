@@ -20,7 +20,8 @@ pub const RELEASE_EVERY: Duration = Duration::from_secs(60);
 pub struct Heap {
     /// Bytes handed out and not freed (the live heap).
     pub in_use: u64,
-    /// Bytes freed and kept by the allocator (resident until given back or reused).
+    /// Bytes freed and held by the allocator for reuse (whole pages of them are no longer
+    /// resident once given back: the figure does not drop then).
     pub free: u64,
 }
 
