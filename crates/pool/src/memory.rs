@@ -25,12 +25,42 @@ pub struct Heap {
     pub free: u64,
 }
 
-/// The allocator's figures now; `None` where the allocator is not glibc's.
+/// How long [`heap_recent`]'s figures are reused: reading them walks the allocator's free
+/// blocks with its locks held, which threads serving miners may be waiting on.
+pub const HEAP_FIGURES_KEPT: Duration = Duration::from_secs(5);
+
+/// [`heap`], read at most once per [`HEAP_FIGURES_KEPT`]: for status pages polled often.
+pub fn heap_recent() -> Option<Heap> {
+    static LAST: std::sync::Mutex<Option<(std::time::Instant, Option<Heap>)>> =
+        std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    match *last {
+        Some((at, figures)) if at.elapsed() < HEAP_FIGURES_KEPT => figures,
+        _ => {
+            let figures = heap();
+            *last = Some((std::time::Instant::now(), figures));
+            figures
+        }
+    }
+}
+
+/// The allocator's figures now; `None` where the allocator is not glibc's, or is older than
+/// glibc 2.33 (no `mallinfo2`: it is looked up when the process runs, not linked, so that the
+/// binary still starts on an older system).
 pub fn heap() -> Option<Heap> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        type MallInfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
+        static MALLINFO2: std::sync::OnceLock<Option<MallInfo2>> = std::sync::OnceLock::new();
+        let f = (*MALLINFO2.get_or_init(|| {
+            // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
+            let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"mallinfo2".as_ptr()) };
+            // SAFETY: glibc's mallinfo2 has exactly this signature.
+            (!p.is_null())
+                .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, MallInfo2>(p) })
+        }))?;
         // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
-        let m = unsafe { libc::mallinfo2() };
+        let m = unsafe { f() };
         Some(Heap {
             in_use: (m.uordblks + m.hblkhd) as u64,
             free: m.fordblks as u64,
@@ -82,8 +112,9 @@ mod tests {
     #[test]
     fn freed_blocks_show_as_free_until_given_back() {
         // Many mid-sized blocks (below the mmap threshold, so they live in the heap), every
-        // other one freed: holes that stay with the allocator.
-        let mut blocks: Vec<Vec<u8>> = (0..4000).map(|i| vec![i as u8; 16 * 1024]).collect();
+        // other one freed: 62.5 MiB of holes that stay with the allocator, twice the bound
+        // below, so that other tests allocating meanwhile in this process cannot hide them.
+        let mut blocks: Vec<Vec<u8>> = (0..8000).map(|i| vec![i as u8; 16 * 1024]).collect();
         let full = heap().unwrap();
         let mut i = 0;
         blocks.retain(|_| {

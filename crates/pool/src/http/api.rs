@@ -145,7 +145,7 @@ pub(super) fn status(
         "dependencies": dependencies(s, store_error, attached),
         "work_source": s.work_source.as_str(),
         // The allocator's live and kept bytes (docs/operations.md, "Memory"); null off glibc.
-        "memory": crate::memory::heap().map(|h| json!({
+        "memory": crate::memory::heap_recent().map(|h| json!({
             "heap_in_use_bytes": h.in_use,
             "heap_free_bytes": h.free,
         })),

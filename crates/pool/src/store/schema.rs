@@ -96,7 +96,9 @@ fn reserve_page_cache() {
             return;
         }
         let slot = (PAGE_SIZE + header as usize).next_multiple_of(8);
-        let slots = (PAGE_CACHE_KIB as usize * 1024) / PAGE_SIZE;
+        // The writer's cache, and an eighth more for the readers (the names reader, the API's),
+        // which draw from the same slots.
+        let slots = (PAGE_CACHE_KIB as usize * 1024) / PAGE_SIZE * 9 / 8;
         // Filled with a byte other than zero, so that every page of it is touched now (zeroed
         // memory could come from the kernel untouched, and be made resident later).
         let mut memory = vec![0xa5u64; slot * slots / 8].into_boxed_slice();
