@@ -232,28 +232,22 @@ pub fn reference_channels(addr: std::net::SocketAddr) -> Option<Vec<ReferenceCha
     parse_reference_channels(&metrics_text(addr)?)
 }
 
-/// A reference pool's channel, as its metrics label it.
-fn channel_key(labels: &str) -> (Option<&str>, Option<&str>) {
-    (label(labels, "client_id"), label(labels, "channel_id"))
+/// A reference pool's channel, as its metrics label it: `client/channel`.
+fn channel_key(labels: &str) -> String {
+    let id = |key| label(labels, key).unwrap_or("?");
+    format!("{}/{}", id("client_id"), id("channel_id"))
 }
 
 /// Every channel's `sv2_client_shares_accepted_total` in a reference pool's `/metrics`, keyed
 /// by `client/channel`: all of them, also a channel whose hash rate is not listed.
 fn accepted_per_channel(text: &str) -> BTreeMap<String, f64> {
     prometheus_samples(text, "sv2_client_shares_accepted_total")
-        .map(|(labels, n)| {
-            let (client, channel) = channel_key(labels);
-            let key = format!("{}/{}", client.unwrap_or("?"), channel.unwrap_or("?"));
-            (key, n)
-        })
+        .map(|(labels, n)| (channel_key(labels), n))
         .collect()
 }
 
 fn parse_reference_channels(text: &str) -> Option<Vec<ReferenceChannel>> {
-    let key = channel_key;
-    let accepted: BTreeMap<_, f64> = prometheus_samples(text, "sv2_client_shares_accepted_total")
-        .map(|(labels, v)| (key(labels), v))
-        .collect();
+    let accepted = accepted_per_channel(text);
     Some(
         prometheus_samples(text, "sv2_client_channel_hashrate")
             .map(|(labels, hashrate)| ReferenceChannel {
@@ -261,7 +255,7 @@ fn parse_reference_channels(text: &str) -> Option<Vec<ReferenceChannel>> {
                     .unwrap_or_default()
                     .to_owned(),
                 hashrate,
-                accepted: accepted.get(&key(labels)).copied().unwrap_or(0.0),
+                accepted: accepted.get(&channel_key(labels)).copied().unwrap_or(0.0),
             })
             .collect(),
     )

@@ -265,8 +265,7 @@ impl Rig {
             start = end;
             let now = Timestamp::from_millis(base + (k as u64 >> 3));
             if let Some(net) = &self.net {
-                net.add_rx(line.len() + 1);
-                net.add_line(Side::Server, true, line, sv1::line_kind);
+                count_read(net, line);
             }
             let kind = self.session.handle_line(black_box(line), now);
             let ok = kind == LineKind::Share(Verdict::Accepted);
@@ -275,17 +274,12 @@ impl Rig {
             // Written as the shell writes it: the pending parts, then how much went out.
             let out = self.session.poll_transmit();
             if let Some(net) = &self.net {
-                for part in out {
-                    net.add_lines(Side::Server, false, part, sv1::line_kind);
-                }
+                count_written(net, &out);
             }
             if !ok && self.first_rejected.is_none() {
                 self.first_rejected = Some(String::from_utf8_lossy(&out.concat()).into_owned());
             }
             let written = black_box(out).iter().map(|part| part.len()).sum();
-            if let Some(net) = &self.net {
-                net.add_tx(written);
-            }
             self.session.transmitted(written);
         }
         accepted
@@ -505,6 +499,21 @@ fn summary(rigs: [&mut Rig; 3]) {
     println!("{line}");
 }
 
+/// What the SV1 server counts of a line it read (`src/sv1/server.rs`): its bytes with the
+/// line's end, and the line by kind.
+fn count_read(net: &LinkCounter, line: &[u8]) {
+    net.add_rx(line.len() + 1);
+    net.add_line(Side::Server, true, line, sv1::line_kind);
+}
+
+/// What the SV1 server counts of the output it writes: its lines by kind, then its bytes.
+fn count_written(net: &LinkCounter, parts: &[&[u8]]) {
+    for part in parts {
+        net.add_lines(Side::Server, false, part, sv1::line_kind);
+    }
+    net.add_tx(parts.iter().map(|p| p.len()).sum());
+}
+
 /// The summary's paths, in the order of its arrays.
 const PATHS: [&str; 3] = ["empty_branch", "branch12", "empty_branch_counted"];
 
@@ -526,10 +535,8 @@ fn contended_counting(path_ns: f64) {
                         start.wait();
                         let t = Instant::now();
                         for _ in 0..SHARES {
-                            net.add_rx(submit.len() + 1);
-                            net.add_line(Side::Server, true, black_box(submit), sv1::line_kind);
-                            net.add_lines(Side::Server, false, black_box(reply), sv1::line_kind);
-                            net.add_tx(reply.len());
+                            count_read(&net, black_box(submit));
+                            count_written(&net, &[black_box(reply)]);
                         }
                         t.elapsed().as_nanos() as f64 / SHARES as f64
                     })
