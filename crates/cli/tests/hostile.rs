@@ -1993,6 +1993,20 @@ fn soak() {
         p99.iter().copied().fold(f64::INFINITY, f64::min),
         p99.iter().copied().fold(0.0, f64::max)
     );
+    // A second reading, less moved by where one sample falls between two trims: the median of
+    // the warm-up's first five minutes against that of the last five. Printed beside the
+    // verdict, which stays the strict one (the largest sample against the first).
+    let median = |v: &[&Sample]| {
+        let mut r: Vec<f64> = v.iter().map(|s| s.rss_mib).collect();
+        r.sort_by(f64::total_cmp);
+        r[r.len() / 2]
+    };
+    let k = after.len().min(5);
+    let (early, late) = (median(&after[..k]), median(&after[after.len() - k..]));
+    println!(
+        "RSS median, the first {k} minutes from the warm-up's end against the last {k}: {early:.1} then {late:.1} MiB ({:+.1}%)",
+        (late - early) / early * 100.0
+    );
     // Where the memory settles: the first minute from which RSS stays within 5% of its value
     // then (what the attacks leave, bans and departed workers, lasts ten minutes).
     if let Some((i, s)) = samples
