@@ -39,6 +39,12 @@ enum Command {
     Bench(cmd::bench::BenchCommand),
 }
 
+/// Every role runs on jemalloc: under connection churn glibc's allocator left the holes between
+/// live blocks resident, and a pool's RSS crept up for as long as it ran (docs/operations.md,
+/// "Memory").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> Result<()> {
     // The matches as well as the parsed flags: a role's settings tell a flag that was given
     // from one left at its default, so that a config file can set what no flag did.

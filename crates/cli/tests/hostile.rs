@@ -1993,8 +1993,9 @@ fn soak() {
         p99.iter().copied().fold(f64::INFINITY, f64::min),
         p99.iter().copied().fold(0.0, f64::max)
     );
-    // A second reading, less moved by where one sample falls between two trims: the median of
-    // the warm-up's first five minutes against that of the last five. Printed beside the
+    // A second reading, less moved by any one sample (the live heap rises and falls with the
+    // templates' size between blocks): the median of the warm-up's first five minutes against
+    // that of the last five. Printed beside the
     // verdict, which stays the strict one (the largest sample against the first).
     let median = |v: &[&Sample]| {
         let mut r: Vec<f64> = v.iter().map(|s| s.rss_mib).collect();

@@ -70,6 +70,13 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The allocator's side of memory: the binary runs on jemalloc, whose figures are there.
+    let memory = &http_get_json(&http, "/api/status")["memory"];
+    assert!(
+        memory["heap_in_use_bytes"].as_u64().unwrap_or(0) > 1 << 20,
+        "{memory}"
+    );
+    assert!(memory["heap_free_bytes"].is_u64(), "{memory}");
     let before = http_get_json(&http, "/api/status")["blocks"]["found"]
         .as_u64()
         .unwrap();

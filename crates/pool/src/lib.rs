@@ -32,3 +32,9 @@ pub mod tp;
 
 /// Milliseconds on the caller's monotonic clock (one type for every core: see `primitives::time`).
 pub use primitives::Timestamp;
+
+// The unit tests run on the stratumlab binary's allocator, so that `memory`'s figures are
+// those of the heap they allocate from.
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -255,7 +255,6 @@ impl RunningPool {
         );
         let (shutdown, shutdown_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        tasks.spawn(crate::memory::release_loop(shutdown_rx.clone()));
 
         let mut stop = shutdown_rx.clone();
         let stopped = async move {

@@ -307,7 +307,6 @@ pub fn run(settings: PoolArgs) -> Result<()> {
     // found blocks and acknowledgements in memory.
     // SAFETY: setting a signal's disposition to ignore, before any thread is started.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-    pool::memory::tune(std::thread::available_parallelism().map_or(2, |n| n.get()));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -144,7 +144,8 @@ pub(super) fn status(
         })),
         "dependencies": dependencies(s, store_error, attached),
         "work_source": s.work_source.as_str(),
-        // The allocator's live and kept bytes (docs/operations.md, "Memory"); null off glibc.
+        // The allocator's live and kept bytes (docs/operations.md, "Memory"); null where jemalloc
+        // is not the allocator.
         "memory": crate::memory::heap_recent().map(|h| json!({
             "heap_in_use_bytes": h.in_use,
             "heap_free_bytes": h.free,
