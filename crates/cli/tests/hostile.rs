@@ -1889,7 +1889,8 @@ fn soak() {
         take("sv2 authority public key"),
         pool.pid(),
     );
-    // The pid, for a profiler to attach to (`heaptrack -p PID`).
+    // The pid, for a profiler to attach to (`perf record -p PID`; heaptrack, which hooks
+    // `malloc`, sees only SQLite's allocations since Rust's go to jemalloc).
     eprintln!(
         "soak: pool pid {pid}, {half} SV1 and {half} SV2 devices over {addrs} addresses each, {minutes} minutes"
     );
@@ -1994,9 +1995,9 @@ fn soak() {
         p99.iter().copied().fold(0.0, f64::max)
     );
     // A second reading, less moved by any one sample (the live heap rises and falls with the
-    // templates' size between blocks): the median of the warm-up's first five minutes against
-    // that of the last five. Printed beside the
-    // verdict, which stays the strict one (the largest sample against the first).
+    // templates' size between blocks): the median of the first five minutes after the warm-up
+    // against that of the last five. Printed beside the verdict, which stays the strict one
+    // (the largest sample against the first).
     let median = |v: &[&Sample]| {
         let mut r: Vec<f64> = v.iter().map(|s| s.rss_mib).collect();
         r.sort_by(f64::total_cmp);

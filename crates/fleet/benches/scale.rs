@@ -44,6 +44,11 @@ use fleet::{proc_stat, Fleet, FleetConfig, Profile, Protocol};
 use primitives::{Difficulty, HeaderMidstate};
 use serde::{Deserialize, Serialize};
 
+/// The stratumlab binary's allocator: the fleet's memory per device here is what
+/// `stratumlab fleet` uses.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// What the orchestrator passes to the fleet child (as JSON in an environment variable).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct FleetParams {

@@ -305,7 +305,8 @@ pub fn run(settings: PoolArgs) -> Result<()> {
     // A write past a file size limit (`ulimit -f`) then fails with EFBIG, which the store
     // reports and retries like a full disk, instead of the signal killing the pool with
     // found blocks and acknowledgements in memory.
-    // SAFETY: setting a signal's disposition to ignore, before any thread is started.
+    // SAFETY: setting a signal's disposition to ignore, before the runtime's threads start (the
+    // allocator's background thread, already running, blocks every signal).
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
