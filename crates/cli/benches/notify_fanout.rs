@@ -257,8 +257,10 @@ fn run(plan: Plan) -> Result<Outcome, String> {
         Ok(status(http)?["serving"].as_bool() == Some(true))
     })
     .map_err(|e| format!("{e}\npool log:\n{}", pool.log_tail()))?;
-    // Let start-up allocations settle before the baseline.
-    std::thread::sleep(Duration::from_millis(500));
+    // Let start-up allocations settle before the baseline, for as long as the miners sit idle
+    // before the second reading: jemalloc returns the pages start-up freed as they age (over
+    // about ten seconds), and a baseline that still held them would understate the growth.
+    std::thread::sleep(plan.idle);
     let before = Memory::read(pool.pid())?;
 
     let fleet_events = dir.path().join("fleet.ev");
