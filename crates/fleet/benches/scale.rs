@@ -453,7 +453,7 @@ impl Sample {
 fn fleet_child() {
     let p: FleetParams =
         serde_json::from_str(&std::env::var(PARAMS).unwrap_or_default()).expect("fleet params");
-    // Before any other thread exists: every thread created later inherits the affinity.
+    // Before the runtime's threads exist: every thread created later inherits the affinity.
     if let Some(cpu) = p.cpu {
         pin_to(cpu).expect("pin the fleet");
     }
@@ -616,12 +616,25 @@ fn allowed_cpus() -> Vec<usize> {
         .collect()
 }
 
-/// Pins the calling thread (and every thread it creates afterwards) to `cpu`.
+/// Pins every thread of this process (and every thread they create afterwards) to `cpu`: the
+/// calling one, and any the allocator started before it (jemalloc's background thread).
 fn pin_to(cpu: usize) -> std::io::Result<()> {
     let set = cpu_set(&[cpu]);
-    // SAFETY: `set` is a valid cpu_set_t of the size passed.
-    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        return Err(std::io::Error::last_os_error());
+    let pin = |tid: i32| {
+        // SAFETY: `set` is a valid cpu_set_t of the size passed.
+        if unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) }
+            != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    pin(0)?;
+    for tid in std::fs::read_dir("/proc/self/task")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+    {
+        pin(tid)?;
     }
     Ok(())
 }
