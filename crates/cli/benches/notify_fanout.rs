@@ -8,9 +8,10 @@
 //! jobs, spread over 8 source addresses). Vardiff is pinned (minimum = start difficulty) so that
 //! idle miners are never re-sent work.
 //!
-//! 1. Memory: the pool's VmRSS and the kernel's TCP memory (`/proc/net/sockstat`, pages) once
-//!    the pool serves work, and again after every miner connected, got its first job and sat
-//!    idle for `--idle` (10 s). The growth divided by the connections is the cost of one.
+//! 1. Memory: the pool's VmRSS, its live heap (`/api/status` `memory`) and the kernel's TCP
+//!    memory (`/proc/net/sockstat`, pages) once the pool has served work for `--idle` (10 s),
+//!    and again after every miner connected, got its first job and sat idle for `--idle`. The
+//!    growth divided by the connections is the cost of one.
 //! 2. Fan-out: the bench asks simnet to mine a block (`generatetoaddress`) every `--gap`; each
 //!    new tip reaches the pool by long poll and becomes a clean job for everyone. Per template:
 //!    from the pool's `TemplateCreated` (emitted just before `Engine::publish`) to the last
@@ -75,7 +76,7 @@ impl Plan {
     /// The longest any role may run: each stops by itself even if the bench dies.
     fn bound(&self) -> Duration {
         self.connect_deadline()
-            + self.idle
+            + 2 * self.idle
             + self.gap * (self.templates + 2)
             + Duration::from_secs(60)
     }
@@ -257,11 +258,13 @@ fn run(plan: Plan) -> Result<Outcome, String> {
         Ok(status(http)?["serving"].as_bool() == Some(true))
     })
     .map_err(|e| format!("{e}\npool log:\n{}", pool.log_tail()))?;
-    // Let start-up allocations settle before the baseline, for as long as the miners sit idle
-    // before the second reading: jemalloc returns the pages start-up freed as they age (over
-    // about ten seconds), and a baseline that still held them would understate the growth.
+    // Let start-up settle before the baseline, as long as the miners sit idle before the second
+    // reading (a precaution: jemalloc returns freed pages as they age, over about ten seconds;
+    // its RSS growth per connection stayed within noise either way, which is why the live heap's
+    // growth is read too).
     std::thread::sleep(plan.idle);
     let before = Memory::read(pool.pid())?;
+    let heap_before = live_heap(http)?;
 
     let fleet_events = dir.path().join("fleet.ev");
     let fleet = Role::start(
@@ -300,6 +303,7 @@ fn run(plan: Plan) -> Result<Outcome, String> {
     let connect_time = connect_started.elapsed();
     std::thread::sleep(plan.idle);
     let idle = Memory::read(pool.pid())?;
+    let heap_idle = live_heap(http)?;
     let fds = std::fs::read_dir(format!("/proc/{}/fd", pool.pid()))
         .map(|d| d.count())
         .unwrap_or(0);
@@ -329,6 +333,7 @@ fn run(plan: Plan) -> Result<Outcome, String> {
         connect_time,
         before,
         idle,
+        heap: heap_before.zip(heap_idle),
         fds,
         connections_at_end,
         templates,
@@ -423,6 +428,9 @@ struct Outcome {
     connect_time: Duration,
     before: Memory,
     idle: Memory,
+    /// The pool's live heap (`/api/status` `memory.heap_in_use_bytes`) at the two readings:
+    /// what the connections hold, whenever the allocator returns freed pages.
+    heap: Option<(u64, u64)>,
     fds: usize,
     connections_at_end: u64,
     templates: Vec<TemplateTiming>,
@@ -529,6 +537,14 @@ impl Outcome {
             self.idle.rss_anon_bytes / 1024,
             (self.idle.rss_anon_bytes as f64 - self.before.rss_anon_bytes as f64) / f64::from(n)
         );
+        if let Some((before, idle)) = self.heap {
+            println!(
+                "  pool live heap        {:>9} KiB -> {:>9} KiB: {:.0} B per connection",
+                before / 1024,
+                idle / 1024,
+                (idle as f64 - before as f64) / f64::from(n)
+            );
+        }
         println!(
             "  kernel TCP memory     {:>9} KiB -> {:>9} KiB (host-wide, both ends): {:.0} B per connection",
             self.before.tcp_mem_bytes / 1024,
@@ -704,6 +720,11 @@ impl Memory {
 fn status(http: SocketAddr) -> Result<serde_json::Value, String> {
     let body = http_request(http, "GET", "/api/status", None, None)?;
     serde_json::from_slice(&body).map_err(|e| format!("/api/status: {e}"))
+}
+
+/// The pool's live heap; `None` from a build whose status has no `memory` figures.
+fn live_heap(http: SocketAddr) -> Result<Option<u64>, String> {
+    Ok(status(http)?["memory"]["heap_in_use_bytes"].as_u64())
 }
 
 fn rpc_call(rpc: SocketAddr, method: &str, params: &str) -> Result<serde_json::Value, String> {

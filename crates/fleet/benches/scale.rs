@@ -634,7 +634,11 @@ fn pin_to(cpu: usize) -> std::io::Result<()> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
     {
-        pin(tid)?;
+        match pin(tid) {
+            // It ended between the listing and now.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+            r => r?,
+        }
     }
     Ok(())
 }
