@@ -304,6 +304,11 @@ fn run(plan: Plan) -> Result<Outcome, String> {
     std::thread::sleep(plan.idle);
     let idle = Memory::read(pool.pid())?;
     let heap_idle = live_heap(http)?;
+    // The pool reuses its heap figures for up to 5 s: a shorter wait (`--test`) could read the
+    // baseline's figures twice.
+    let heap = heap_before
+        .zip(heap_idle)
+        .filter(|_| plan.idle >= Duration::from_secs(5));
     let fds = std::fs::read_dir(format!("/proc/{}/fd", pool.pid()))
         .map(|d| d.count())
         .unwrap_or(0);
@@ -333,7 +338,7 @@ fn run(plan: Plan) -> Result<Outcome, String> {
         connect_time,
         before,
         idle,
-        heap: heap_before.zip(heap_idle),
+        heap,
         fds,
         connections_at_end,
         templates,
