@@ -304,11 +304,11 @@ fn run(plan: Plan) -> Result<Outcome, String> {
     std::thread::sleep(plan.idle);
     let idle = Memory::read(pool.pid())?;
     let heap_idle = live_heap(http)?;
-    // The pool reuses its heap figures for up to 5 s: a shorter wait (`--test`) could read the
+    // The pool reuses its heap figures for a while: a shorter wait (`--test`) could read the
     // baseline's figures twice.
     let heap = heap_before
         .zip(heap_idle)
-        .filter(|_| plan.idle >= Duration::from_secs(5));
+        .filter(|_| plan.idle >= pool::memory::HEAP_FIGURES_KEPT);
     let fds = std::fs::read_dir(format!("/proc/{}/fd", pool.pid()))
         .map(|d| d.count())
         .unwrap_or(0);
