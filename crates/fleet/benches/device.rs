@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, Criterion, Throughput};
 use fleet::testpool::{TestPool, TestPoolConfig};
 use fleet::{Fleet, FleetConfig, Profile, Sv1Config, Sv1Device, Sv1Shared};
-use primitives::{sha256d, CoinbaseSpec, Hash256};
+use primitives::{sha256d, Hash256};
 use testkit::floor::Floor;
 
 #[global_allocator]
@@ -38,16 +38,12 @@ fn at(ns: u64) -> fleet::Timestamp {
 /// Two notify lines (distinct job ids) as a pool sends them: BIP34 height, a tag, an 8-byte
 /// extranonce, a P2WPKH payout and the witness commitment; a 12-level branch.
 fn notify_lines() -> [Vec<u8>; 2] {
-    let mut spec = CoinbaseSpec::new(900_000, 8);
-    spec.tag = b"/stratumlab fleet bench pool tag/".to_vec();
-    spec.payouts.push(primitives::Payout {
-        script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
-            [&[0x00, 0x14][..], &[0x42; 20]].concat(),
-        ),
-        value: primitives::bitcoin::Amount::from_sat(312_500_000),
-    });
-    spec.witness_commitment = Some(sha256d(b"commitment"));
-    let parts = spec.build().unwrap();
+    let parts = fleet::testpool::coinbase_parts(
+        900_000,
+        8,
+        b"/stratumlab fleet bench pool tag/",
+        sha256d(b"commitment"),
+    );
     let branch: Vec<Hash256> = (0..12u64).map(|i| sha256d(&i.to_le_bytes())).collect();
     let prev = sha256d(b"prev");
     ["6512ab3400000001", "6512ab3400000002"].map(|id| {

@@ -296,6 +296,18 @@ struct PoolCounts {
     duplicate: u64,
 }
 
+impl PoolCounts {
+    /// Either test pool's counters, in the order of the fields.
+    fn load([valid, low_difficulty, stale, duplicate]: [&std::sync::atomic::AtomicU64; 4]) -> Self {
+        PoolCounts {
+            valid: valid.load(Relaxed),
+            low_difficulty: low_difficulty.load(Relaxed),
+            stale: stale.load(Relaxed),
+            duplicate: duplicate.load(Relaxed),
+        }
+    }
+}
+
 impl Pool {
     fn spawn(difficulty: f64, cpu: Option<usize>, protocol: Protocol) -> Pool {
         let exe = std::env::current_exe().expect("this bench's path");
@@ -364,12 +376,7 @@ fn pool_child() {
             announce(pool.addr());
             serve_until(stdin_closed(), || pool.new_job(false)).await;
             let s = pool.stats();
-            PoolCounts {
-                valid: s.valid.load(Relaxed),
-                low_difficulty: s.low_difficulty.load(Relaxed),
-                stale: s.stale.load(Relaxed),
-                duplicate: s.duplicate.load(Relaxed),
-            }
+            PoolCounts::load([&s.valid, &s.low_difficulty, &s.stale, &s.duplicate])
         }),
         Protocol::Sv2 => rt.block_on(async {
             let pool = Sv2TestPool::start(Sv2TestPoolConfig {
@@ -381,12 +388,7 @@ fn pool_child() {
             announce(pool.addr());
             serve_until(stdin_closed(), || pool.new_job()).await;
             let s = pool.stats();
-            PoolCounts {
-                valid: s.valid.load(Relaxed),
-                low_difficulty: s.low_difficulty.load(Relaxed),
-                stale: s.stale.load(Relaxed),
-                duplicate: s.duplicate.load(Relaxed),
-            }
+            PoolCounts::load([&s.valid, &s.low_difficulty, &s.stale, &s.duplicate])
         }),
     };
     println!(

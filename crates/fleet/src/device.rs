@@ -358,6 +358,20 @@ macro_rules! delegate_to_inherent {
 }
 pub(crate) use delegate_to_inherent;
 
+/// The decimal digits of `v`, in `buf` (a worker's index in its name, without allocating).
+pub(crate) fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    &buf[i..]
+}
+
 /// What the tokio shell drives, whatever protocol a device speaks: a sans-IO machine that takes
 /// received bytes, the time and a hash allowance, and gives back bytes to send, deadlines and
 /// requests to close. `Sv1Device` and `Sv2Device` implement it by delegating to their own

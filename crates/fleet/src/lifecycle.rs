@@ -1,10 +1,159 @@
 //! A device's connection lifecycle, the same whatever protocol it speaks: connected, or waiting
-//! to reconnect at a time the backoff chose; stopped for good; the close it asked for.
+//! to reconnect at a time the backoff chose; stopped for good; the close it asked for; the
+//! shares found and sent on the connection.
 
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::device::{CloseReason, Rng, Timestamp};
+use crate::device::{CloseReason, Observer, Rng, Timestamp};
+
+/// Shares found but not yet handed to the transport, at most.
+pub(crate) const MAX_PENDING: usize = 64;
+
+/// A share sent and awaiting its verdict; `S` is the protocol's sequence number, `J` its job id.
+pub(crate) struct InFlight<S, J> {
+    pub(crate) seq: S,
+    pub(crate) sent_at: Timestamp,
+    pub(crate) job_id: J,
+    pub(crate) nonce: u32,
+    pub(crate) difficulty: f64,
+}
+
+/// Each share of `shares` counts as unanswered at `now`.
+pub(crate) fn unanswered<S: Into<u64>, J, O: Observer>(
+    device: u64,
+    now: Timestamp,
+    shares: impl Iterator<Item = InFlight<S, J>>,
+    obs: &mut O,
+) {
+    for f in shares {
+        obs.share_unanswered(device, now, f.seq.into());
+    }
+}
+
+/// Records `share` as in flight; with `max` (at least one) already in flight, the oldest counts
+/// as unanswered.
+pub(crate) fn track<S: Into<u64>, J, O: Observer>(
+    in_flight: &mut Vec<InFlight<S, J>>,
+    max: usize,
+    device: u64,
+    share: InFlight<S, J>,
+    obs: &mut O,
+) {
+    if in_flight.len() >= max.max(1) {
+        unanswered(device, share.sent_at, in_flight.drain(..1), obs);
+    }
+    in_flight.push(share);
+}
+
+/// The inherent methods both devices answer alike, from the fields they both have (`id`,
+/// `index`, `life`, `rng`, `last_rx`, `pending`, `in_flight` of [`InFlight`]s, `shared.config`
+/// with the backoff and timeouts) and their `is_ready` (false while the handshake runs).
+macro_rules! common_methods {
+    () => {
+        /// The device's id in events.
+        pub fn id(&self) -> u64 {
+            self.id
+        }
+
+        /// The device's position in the fleet, from 0.
+        pub fn index(&self) -> u32 {
+            self.index
+        }
+
+        /// Whether a TCP connection is open.
+        pub fn is_connected(&self) -> bool {
+            self.life.is_connected()
+        }
+
+        /// Shares sent and awaiting a verdict.
+        pub fn in_flight(&self) -> usize {
+            self.in_flight.len()
+        }
+
+        /// Shares found and not yet handed to [`Self::poll_transmit`].
+        pub fn pending_shares(&self) -> usize {
+            self.pending.len()
+        }
+
+        /// The device wants its connection closed.
+        pub fn close_requested(&self) -> Option<CloseReason> {
+            self.life.close_requested()
+        }
+
+        /// Disconnected, not stopped, and its reconnect time has come.
+        pub fn wants_connect(&self, now: Timestamp) -> bool {
+            self.life.wants_connect(now)
+        }
+
+        /// Stops for good: no more connection attempts; a connected device asks to be closed.
+        pub fn stop(&mut self) {
+            self.life.stop();
+        }
+
+        /// The connection attempt failed: back off.
+        pub fn handle_connect_failed(&mut self, now: Timestamp) {
+            self.life
+                .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
+        }
+
+        /// The earliest time [`Self::handle_timeout`] (or a connection attempt) has work to do.
+        pub fn poll_timeout(&self) -> Option<Timestamp> {
+            self.life.poll_timeout(
+                self.timeouts(),
+                !self.is_ready(),
+                self.in_flight.first().map(|f| f.sent_at),
+                self.last_rx,
+            )
+        }
+
+        /// Handles the deadlines that have passed.
+        pub fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
+            if !self.is_connected() {
+                return;
+            }
+            let t = self.timeouts();
+            let expired = Lifecycle::overdue(t, self.in_flight.iter().map(|f| f.sent_at), now);
+            $crate::lifecycle::unanswered(self.id, now, self.in_flight.drain(..expired), obs);
+            let handshaking = !self.is_ready();
+            self.life.check_timeouts(t, handshaking, self.last_rx, now);
+        }
+
+        fn timeouts(&self) -> Timeouts {
+            let c = &self.shared.config;
+            Timeouts {
+                handshake: c.handshake_timeout,
+                reply: c.reply_timeout,
+                silence: c.silence_timeout,
+            }
+        }
+
+        fn request_close(&mut self, reason: CloseReason) {
+            self.life.request_close(reason);
+        }
+
+        /// The connection is gone: the shares in flight go unanswered, those found are dropped.
+        fn abandon_shares<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
+            $crate::lifecycle::unanswered(self.id, now, self.in_flight.drain(..), obs);
+            for _ in self.pending.drain(..) {
+                obs.share_dropped(self.id, now);
+            }
+        }
+
+        /// A share found at `now`: queued for the transport unless
+        /// [`MAX_PENDING`]($crate::lifecycle::MAX_PENDING) are waiting already.
+        fn queue_share<O: Observer>(&mut self, share: Found, now: Timestamp, obs: &mut O) {
+            obs.share_found(self.id, now);
+            if self.pending.len() >= $crate::lifecycle::MAX_PENDING {
+                obs.share_dropped(self.id, now);
+            } else {
+                self.pending.push(share);
+            }
+        }
+    };
+}
+
+pub(crate) use common_methods;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {

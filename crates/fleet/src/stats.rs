@@ -207,6 +207,39 @@ pub struct Tally<'a> {
     pub events: &'a EventSink,
 }
 
+impl Tally<'_> {
+    /// Writes the event `make` builds, stamped `now`; with the sink disabled nothing is built.
+    fn emit<E: Into<events::EventKind>>(&self, now: Timestamp, make: impl FnOnce() -> E) {
+        if self.events.is_enabled() {
+            self.events.emit_at(now.as_nanos(), make());
+        }
+    }
+
+    /// A share sent (a block too when it is one).
+    fn count_sent(&self, block: bool) {
+        self.stats.shares_sent.fetch_add(1, Relaxed);
+        if block {
+            self.stats.blocks.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A verdict, `latency_ns` after its share was sent.
+    fn count_result(&self, latency_ns: u64, verdict: Verdict) {
+        self.stats.in_flight.fetch_sub(1, Relaxed);
+        self.stats.record_latency(latency_ns);
+        self.stats.count_verdict(verdict);
+    }
+
+    /// The target of the device's connection (SV1) or of its `channel` (SV2).
+    fn target_changed_on(&self, device: u64, now: Timestamp, channel: Option<u32>, t: &Target) {
+        self.emit(now, || events::TargetChanged {
+            conn: device,
+            channel,
+            target: *t,
+        });
+    }
+}
+
 impl Observer for Tally<'_> {
     fn lines(&mut self, sent: bool, bytes: &[u8]) {
         if sent {
@@ -233,34 +266,20 @@ impl Observer for Tally<'_> {
 
     fn job_received(&mut self, device: u64, now: Timestamp, job: &JobView<'_>) {
         self.stats.jobs.fetch_add(1, Relaxed);
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::JobReceived {
-                    device,
-                    channel: None,
-                    job_id: JobId::text(job.job_id),
-                    fingerprint: Some(events::fingerprint(job.prev_hash, job.merkle_branch)),
-                    prev_hash: Some(*job.prev_hash),
-                    target: *job.target,
-                    clean: job.clean,
-                    future: false,
-                },
-            );
-        }
+        self.emit(now, || events::JobReceived {
+            device,
+            channel: None,
+            job_id: JobId::text(job.job_id),
+            fingerprint: Some(events::fingerprint(job.prev_hash, job.merkle_branch)),
+            prev_hash: Some(*job.prev_hash),
+            target: *job.target,
+            clean: job.clean,
+            future: false,
+        });
     }
 
     fn target_changed(&mut self, device: u64, now: Timestamp, _difficulty: f64, target: &Target) {
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::TargetChanged {
-                    conn: device,
-                    channel: None,
-                    target: *target,
-                },
-            );
-        }
+        self.target_changed_on(device, now, None, target);
     }
 
     fn share_found(&mut self, _device: u64, _now: Timestamp) {
@@ -268,51 +287,36 @@ impl Observer for Tally<'_> {
     }
 
     fn share_sent(&mut self, device: u64, now: Timestamp, s: &SentShare<'_>) {
-        self.stats.shares_sent.fetch_add(1, Relaxed);
-        if s.block {
-            self.stats.blocks.fetch_add(1, Relaxed);
-        }
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::ShareSent {
-                    device,
-                    channel: None,
-                    seq: s.seq,
-                    job_id: JobId::text(s.job_id),
-                    nonce: s.nonce,
-                    ntime: s.ntime,
-                    version: s.version,
-                    difficulty: s.difficulty,
-                    hash: Some(*s.hash),
-                },
-            );
-        }
+        self.count_sent(s.block);
+        self.emit(now, || events::ShareSent {
+            device,
+            channel: None,
+            seq: s.seq,
+            job_id: JobId::text(s.job_id),
+            nonce: s.nonce,
+            ntime: s.ntime,
+            version: s.version,
+            difficulty: s.difficulty,
+            hash: Some(*s.hash),
+        });
     }
 
     fn share_result(&mut self, device: u64, now: Timestamp, r: &ShareReply<'_>) {
-        self.stats.in_flight.fetch_sub(1, Relaxed);
-        self.stats.record_latency(r.latency_ns);
-        self.stats.count_verdict(r.verdict.to_event_verdict());
+        self.count_result(r.latency_ns, r.verdict.to_event_verdict());
         if let ShareVerdict::Rejected(code) = r.verdict {
             self.stats.rejected_by_code[reject_slot(code)].fetch_add(1, Relaxed);
         }
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::ShareResult {
-                    conn: device,
-                    channel: None,
-                    seq: r.seq,
-                    job_id: JobId::text(r.job_id),
-                    nonce: r.nonce,
-                    difficulty: r.difficulty,
-                    verdict: r.verdict.to_event_verdict(),
-                    // The device was told the verdict (the pool records it as Given).
-                    perspective: Perspective::Received,
-                },
-            );
-        }
+        self.emit(now, || events::ShareResult {
+            conn: device,
+            channel: None,
+            seq: r.seq,
+            job_id: JobId::text(r.job_id),
+            nonce: r.nonce,
+            difficulty: r.difficulty,
+            verdict: r.verdict.to_event_verdict(),
+            // The device was told the verdict (the pool records it as Given).
+            perspective: Perspective::Received,
+        });
     }
 
     /// Writes no event: in the event file a `ShareSent` that no `ShareResult` with the same
@@ -340,25 +344,20 @@ impl Observer for Tally<'_> {
 
     fn standard_job_received(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {
         self.stats.jobs.fetch_add(1, Relaxed);
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::JobReceived {
-                    device,
-                    channel: Some(job.channel),
-                    job_id: JobId::from(job.job_id),
-                    // A standard job carries only a merkle root: the lab ties it to its template
-                    // through the pool's JobSent on the same channel and job id.
-                    fingerprint: None,
-                    prev_hash: job.prev_hash.copied(),
-                    target: *job.target,
-                    // A future job replaces everything once activated; a job on the current
-                    // prev hash leaves the earlier ones valid at the pool.
-                    clean: job.future,
-                    future: job.future,
-                },
-            );
-        }
+        self.emit(now, || events::JobReceived {
+            device,
+            channel: Some(job.channel),
+            job_id: JobId::from(job.job_id),
+            // A standard job carries only a merkle root: the lab ties it to its template
+            // through the pool's JobSent on the same channel and job id.
+            fingerprint: None,
+            prev_hash: job.prev_hash.copied(),
+            target: *job.target,
+            // A future job replaces everything once activated; a job on the current
+            // prev hash leaves the earlier ones valid at the pool.
+            clean: job.future,
+            future: job.future,
+        });
     }
 
     fn standard_job_activated(&mut self, device: u64, now: Timestamp, job: &StandardJobView<'_>) {
@@ -384,63 +383,39 @@ impl Observer for Tally<'_> {
         _difficulty: f64,
         target: &Target,
     ) {
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::TargetChanged {
-                    conn: device,
-                    channel: Some(channel),
-                    target: *target,
-                },
-            );
-        }
+        self.target_changed_on(device, now, Some(channel), target);
     }
 
     fn standard_share_sent(&mut self, device: u64, now: Timestamp, s: &StandardShareView<'_>) {
-        self.stats.shares_sent.fetch_add(1, Relaxed);
-        if s.block {
-            self.stats.blocks.fetch_add(1, Relaxed);
-        }
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::ShareSent {
-                    device,
-                    channel: Some(s.channel),
-                    seq: s.sequence_number.into(),
-                    job_id: JobId::from(s.job_id),
-                    nonce: s.nonce,
-                    ntime: s.ntime,
-                    version: s.version,
-                    difficulty: s.difficulty,
-                    hash: Some(*s.hash),
-                },
-            );
-        }
+        self.count_sent(s.block);
+        self.emit(now, || events::ShareSent {
+            device,
+            channel: Some(s.channel),
+            seq: s.sequence_number.into(),
+            job_id: JobId::from(s.job_id),
+            nonce: s.nonce,
+            ntime: s.ntime,
+            version: s.version,
+            difficulty: s.difficulty,
+            hash: Some(*s.hash),
+        });
     }
 
     fn standard_share_result(&mut self, device: u64, now: Timestamp, r: &StandardShareReply<'_>) {
-        self.stats.in_flight.fetch_sub(1, Relaxed);
-        self.stats.record_latency(r.latency_ns);
-        self.stats.count_verdict(r.verdict);
+        self.count_result(r.latency_ns, r.verdict);
         if let Some(code) = r.error_code {
             self.stats.count_error_code(code);
         }
-        if self.events.is_enabled() {
-            self.events.emit_at(
-                now.as_nanos(),
-                events::ShareResult {
-                    conn: device,
-                    channel: Some(r.channel),
-                    seq: r.sequence_number.into(),
-                    job_id: JobId::from(r.job_id),
-                    nonce: r.nonce,
-                    difficulty: r.difficulty,
-                    verdict: r.verdict,
-                    perspective: Perspective::Received,
-                },
-            );
-        }
+        self.emit(now, || events::ShareResult {
+            conn: device,
+            channel: Some(r.channel),
+            seq: r.sequence_number.into(),
+            job_id: JobId::from(r.job_id),
+            nonce: r.nonce,
+            difficulty: r.difficulty,
+            verdict: r.verdict,
+            perspective: Perspective::Received,
+        });
     }
 }
 

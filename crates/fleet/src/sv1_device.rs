@@ -30,18 +30,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use primitives::{
-    merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, HeaderMidstate,
-    Target,
+    merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Header, Target,
 };
 use sv1::{error_code, Envelope, Method, Value};
 
 use crate::backoff::Backoff;
 use crate::device::{
-    CloseReason, HashOutcome, JobIdBuf, JobView, Observer, Rng, SentShare, ShareReply,
+    decimal, CloseReason, HashOutcome, JobIdBuf, JobView, Observer, Rng, SentShare, ShareReply,
     ShareVerdict, Timestamp,
 };
-use crate::grind::{deposit_bits, top_u64};
-use crate::lifecycle::{Lifecycle, Timeouts};
+use crate::grind::{deposit_bits, Nonces, ShareTarget};
+use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
 pub use crate::profile::Profile;
 
 /// Settings every device of one kind shares.
@@ -153,8 +152,6 @@ pub const MAX_COINBASE: usize = 16 * 1024;
 pub const MAX_BRANCH: usize = 32;
 /// Longest extranonce1 / extranonce2 accepted, in bytes.
 pub const MAX_EXTRANONCE: usize = 32;
-/// Shares found but not yet handed to the transport, at most.
-const MAX_PENDING: usize = 64;
 
 impl Sv1Shared {
     /// Checks `config` and serializes the handshake lines once.
@@ -270,12 +267,7 @@ struct Grind {
     roll: u64,
     version: u32,
     version_bits: Option<u32>,
-    midstate: HeaderMidstate,
-    /// The header's last 16 bytes: merkle root tail, time, bits, nonce.
-    tail: [u8; 16],
-    nonce: u32,
-    /// Nonces left for this midstate.
-    left: u64,
+    nonces: Nonces,
 }
 
 impl Grind {
@@ -287,10 +279,7 @@ impl Grind {
             roll: 0,
             version: 0,
             version_bits: None,
-            midstate: HeaderMidstate::new(&[0; 64]),
-            tail: [0; 16],
-            nonce: 0,
-            left: 0,
+            nonces: Nonces::none(),
         }
     }
 }
@@ -307,15 +296,6 @@ struct Found {
     difficulty: f64,
     hash: Hash256,
     block: bool,
-}
-
-/// A share sent and awaiting its verdict.
-struct InFlight {
-    id: u64,
-    sent_at: Timestamp,
-    job_id: JobIdBuf,
-    nonce: u32,
-    difficulty: f64,
 }
 
 /// One simulated SV1 mining device (see the module docs).
@@ -338,15 +318,13 @@ pub struct Sv1Device {
     extranonce1_len: u8,
     extranonce2_size: u8,
     difficulty: f64,
-    target: Target,
-    /// The target's top 8 bytes as a number, for a quick reject of most hashes.
-    target_top: u64,
+    target: ShareTarget,
     has_job: bool,
     job: Job,
     grind: Grind,
     next_id: u64,
     pending: Vec<Found>,
-    in_flight: Vec<InFlight>,
+    in_flight: Vec<InFlight<u64, JobIdBuf>>,
     /// Replies to the pool's requests (`mining.ping`, `client.get_version`).
     outbox: Vec<u8>,
 }
@@ -361,7 +339,6 @@ impl Sv1Device {
         seed: u64,
         first_connect_at: Timestamp,
     ) -> Self {
-        let target = Difficulty::ONE.to_target();
         Sv1Device {
             shared,
             id,
@@ -379,8 +356,7 @@ impl Sv1Device {
             extranonce1_len: 0,
             extranonce2_size: 0,
             difficulty: 1.0,
-            target,
-            target_top: top_u64(&target),
+            target: ShareTarget::new(Difficulty::ONE.to_target()),
             has_job: false,
             job: Job::default(),
             grind: Grind::new(),
@@ -391,20 +367,7 @@ impl Sv1Device {
         }
     }
 
-    /// The device's id in events.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The device's position in the fleet, from 0.
-    pub fn index(&self) -> u32 {
-        self.index
-    }
-
-    /// Whether a TCP connection is open.
-    pub fn is_connected(&self) -> bool {
-        self.life.is_connected()
-    }
+    common_methods!();
 
     /// Subscribed and authorized on the current connection.
     pub fn is_ready(&self) -> bool {
@@ -423,7 +386,7 @@ impl Sv1Device {
 
     /// The share target in force.
     pub fn target(&self) -> Target {
-        self.target
+        self.target.target
     }
 
     /// The negotiated version-rolling mask (0: none).
@@ -444,31 +407,6 @@ impl Sv1Device {
     /// The current job's id; `None` before the first job.
     pub fn job_id(&self) -> Option<&str> {
         self.has_job.then(|| self.job.id.as_str())
-    }
-
-    /// Shares sent and awaiting a verdict.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
-
-    /// Shares found and not yet handed to [`Sv1Device::poll_transmit`].
-    pub fn pending_shares(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The device wants its connection closed.
-    pub fn close_requested(&self) -> Option<CloseReason> {
-        self.life.close_requested()
-    }
-
-    /// Disconnected, not stopped, and its reconnect time has come.
-    pub fn wants_connect(&self, now: Timestamp) -> bool {
-        self.life.wants_connect(now)
-    }
-
-    /// Stops for good: no more connection attempts; a connected device asks to be closed.
-    pub fn stop(&mut self) {
-        self.life.stop();
     }
 
     /// The TCP connection is up: start the handshake.
@@ -496,21 +434,10 @@ impl Sv1Device {
         };
     }
 
-    /// The connection attempt failed: back off.
-    pub fn handle_connect_failed(&mut self, now: Timestamp) {
-        self.life
-            .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
-    }
-
     /// The connection closed (at the device's request or not): forget the session and back
     /// off. After a session that got ready, the backoff starts over.
     pub fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
-        for f in self.in_flight.drain(..) {
-            obs.share_unanswered(self.id, now, f.id);
-        }
-        for _ in self.pending.drain(..) {
-            obs.share_dropped(self.id, now);
-        }
+        self.abandon_shares(now, obs);
         // Asked to come back: after the pool's wait.
         let wait = self.reconnect_wait.take().unwrap_or_default();
         let backoff = self.shared.config.backoff;
@@ -522,43 +449,6 @@ impl Sv1Device {
         self.ready = false;
         self.has_job = false;
         self.outbox = Vec::new();
-    }
-
-    /// The earliest time [`Sv1Device::handle_timeout`] (or a connection attempt) has work to do.
-    pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.life.poll_timeout(
-            self.timeouts(),
-            !self.ready,
-            self.in_flight.first().map(|f| f.sent_at),
-            self.last_rx,
-        )
-    }
-
-    /// Handles the deadlines that have passed.
-    pub fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
-        if !self.is_connected() {
-            return;
-        }
-        let t = self.timeouts();
-        let expired = Lifecycle::overdue(t, self.in_flight.iter().map(|f| f.sent_at), now);
-        for f in self.in_flight.drain(..expired) {
-            obs.share_unanswered(self.id, now, f.id);
-        }
-        let handshaking = !self.ready;
-        self.life.check_timeouts(t, handshaking, self.last_rx, now);
-    }
-
-    fn timeouts(&self) -> Timeouts {
-        let c = &self.shared.config;
-        Timeouts {
-            handshake: c.handshake_timeout,
-            reply: c.reply_timeout,
-            silence: c.silence_timeout,
-        }
-    }
-
-    fn request_close(&mut self, reason: CloseReason) {
-        self.life.request_close(reason);
     }
 
     /// Appends what the device wants sent: handshake lines, replies, and the shares found
@@ -598,7 +488,6 @@ impl Sv1Device {
         if !self.pending.is_empty() {
             let mut worker = [0u8; MAX_WORKER_PREFIX + 10];
             let worker = worker_name(&self.shared.config.worker_prefix, self.index, &mut worker);
-            let max_in_flight = self.shared.config.max_in_flight.max(1);
             let mut pending = std::mem::take(&mut self.pending);
             for f in pending.drain(..) {
                 let id = self.next_id;
@@ -631,17 +520,15 @@ impl Sv1Device {
                         block: f.block,
                     },
                 );
-                if self.in_flight.len() >= max_in_flight {
-                    let oldest = self.in_flight.remove(0);
-                    obs.share_unanswered(self.id, now, oldest.id);
-                }
-                self.in_flight.push(InFlight {
-                    id,
+                let share = InFlight {
+                    seq: id,
                     sent_at: now,
                     job_id: f.job_id,
                     nonce: f.nonce,
                     difficulty: f.difficulty,
-                });
+                };
+                let max = self.shared.config.max_in_flight;
+                track(&mut self.in_flight, max, self.id, share, obs);
             }
             self.pending = pending;
         }
@@ -669,7 +556,7 @@ impl Sv1Device {
             Some(Method::SetDifficulty) => match env.params.get(0).and_then(|v| v.as_f64()) {
                 Some(d) if d.is_finite() && d > 0.0 => {
                     self.set_difficulty(d);
-                    obs.target_changed(self.id, now, self.difficulty, &self.target);
+                    obs.target_changed(self.id, now, self.difficulty, &self.target.target);
                 }
                 _ => obs.protocol_error(self.id, now, "mining.set_difficulty"),
             },
@@ -730,8 +617,7 @@ impl Sv1Device {
 
     fn set_difficulty(&mut self, d: f64) {
         self.difficulty = d;
-        self.target = Difficulty::saturating(d).to_target();
-        self.target_top = top_u64(&self.target);
+        self.target = ShareTarget::new(Difficulty::saturating(d).to_target());
     }
 
     fn set_extranonce(&mut self, en1_hex: &str, size: u64) -> bool {
@@ -813,7 +699,7 @@ impl Sv1Device {
         now: Timestamp,
         obs: &mut O,
     ) {
-        let Some(i) = self.in_flight.iter().position(|f| f.id == id) else {
+        let Some(i) = self.in_flight.iter().position(|f| f.seq == id) else {
             return;
         };
         let f = self.in_flight.remove(i);
@@ -857,7 +743,7 @@ impl Sv1Device {
                         nbits: j.nbits,
                         ntime: j.ntime,
                         clean: j.clean,
-                        target: &self.target,
+                        target: &self.target.target,
                         difficulty: self.difficulty,
                     },
                 );
@@ -930,7 +816,7 @@ impl Sv1Device {
 
     fn reset_grind(&mut self) {
         self.grind.have_root = false;
-        self.grind.left = 0;
+        self.grind.nonces.left = 0;
     }
 
     /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
@@ -946,65 +832,36 @@ impl Sv1Device {
             return out;
         }
         while out.hashes < max_hashes {
-            if self.grind.left == 0 {
+            if self.grind.nonces.left == 0 {
                 self.next_midstate();
             }
-            let n = (max_hashes - out.hashes).min(self.grind.left);
-            let mut tail = self.grind.tail;
-            let mut nonce = self.grind.nonce;
-            for _ in 0..n {
-                tail[12..].copy_from_slice(&nonce.to_le_bytes());
-                let h = self.grind.midstate.finish(&tail);
-                if self.meets_target(&h) {
-                    let block = self.job.network_target.is_met_by(&h.0);
-                    out.shares += 1;
-                    out.blocks += block as u32;
-                    self.found(nonce, h, block, now, obs);
-                }
-                nonce = nonce.wrapping_add(1);
-            }
-            self.grind.nonce = nonce;
-            self.grind.left -= n;
-            out.hashes += n;
+            // A copy, so that the shares found can go to `self`.
+            let mut nonces = self.grind.nonces;
+            let (target, network) = (self.target, self.job.network_target);
+            nonces.scan(
+                max_hashes - out.hashes,
+                &target,
+                &network,
+                &mut out,
+                |nonce, hash, block| {
+                    let share = Found {
+                        job_id: self.job.id.clone(),
+                        en2: self.grind.en2,
+                        en2_len: self.job.en2_len,
+                        ntime: self.job.ntime,
+                        nonce,
+                        version: self.grind.version,
+                        version_bits: self.grind.version_bits,
+                        difficulty: self.difficulty,
+                        hash,
+                        block,
+                    };
+                    self.queue_share(share, now, obs);
+                },
+            );
+            self.grind.nonces = nonces;
         }
         out
-    }
-
-    #[inline]
-    fn meets_target(&self, h: &Hash256) -> bool {
-        let top = u64::from_le_bytes(h.0[24..].try_into().expect("8 bytes"));
-        match top.cmp(&self.target_top) {
-            std::cmp::Ordering::Greater => false,
-            std::cmp::Ordering::Less => true,
-            std::cmp::Ordering::Equal => self.target.is_met_by(&h.0),
-        }
-    }
-
-    fn found<O: Observer>(
-        &mut self,
-        nonce: u32,
-        hash: Hash256,
-        block: bool,
-        now: Timestamp,
-        obs: &mut O,
-    ) {
-        obs.share_found(self.id, now);
-        if self.pending.len() >= MAX_PENDING {
-            obs.share_dropped(self.id, now);
-            return;
-        }
-        self.pending.push(Found {
-            job_id: self.job.id.clone(),
-            en2: self.grind.en2,
-            en2_len: self.job.en2_len,
-            ntime: self.job.ntime,
-            nonce,
-            version: self.grind.version,
-            version_bits: self.grind.version_bits,
-            difficulty: self.difficulty,
-            hash,
-            block,
-        });
     }
 
     /// Moves to the next (extranonce2, version bits) pair and hashes the header's first block.
@@ -1026,16 +883,16 @@ impl Sv1Device {
         g.roll += 1;
         g.version = (self.job.version & !mask) | bits;
         g.version_bits = (mask != 0).then_some(bits);
-        let mut first = [0u8; 64];
-        first[..4].copy_from_slice(&g.version.to_le_bytes());
-        first[4..36].copy_from_slice(&self.job.prev_hash.0);
-        first[36..].copy_from_slice(&g.root.0[..28]);
-        g.midstate = HeaderMidstate::new(&first);
-        g.tail[..4].copy_from_slice(&g.root.0[28..]);
-        g.tail[4..8].copy_from_slice(&self.job.ntime.to_le_bytes());
-        g.tail[8..12].copy_from_slice(&self.job.nbits.to_le_bytes());
-        g.nonce = self.rng.next_u64() as u32;
-        g.left = self.shared.config.nonces_per_midstate;
+        let j = &self.job;
+        g.nonces = Nonces::new(
+            g.version,
+            &j.prev_hash,
+            &g.root,
+            j.ntime,
+            j.nbits,
+            self.rng.next_u64() as u32,
+            self.shared.config.nonces_per_midstate,
+        );
     }
 
     /// The header this device would hash on its current job for these choices (for checks
@@ -1071,7 +928,7 @@ impl Sv1Device {
         self.job.coinbase.capacity()
             + self.job.branch.capacity() * std::mem::size_of::<Hash256>()
             + self.pending.capacity() * std::mem::size_of::<Found>()
-            + self.in_flight.capacity() * std::mem::size_of::<InFlight>()
+            + self.in_flight.capacity() * std::mem::size_of::<InFlight<u64, JobIdBuf>>()
             + self.outbox.capacity()
             + match &self.job.id {
                 JobIdBuf::Heap(s) => s.len(),
@@ -1088,20 +945,6 @@ fn extranonce2_bytes(counter: u64, len: u8) -> [u8; MAX_EXTRANONCE] {
     let n = len.min(8);
     out[len - n..len].copy_from_slice(&be[8 - n..]);
     out
-}
-
-/// The decimal digits of `v`, in `buf`.
-fn decimal(mut v: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 fn push_decimal(out: &mut Vec<u8>, v: u64) {

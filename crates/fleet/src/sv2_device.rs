@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use primitives::{CompactTarget, Difficulty, Hash256, Header, HeaderMidstate, Target};
+use primitives::{CompactTarget, Difficulty, Hash256, Header, Target};
 use sv2::messages::common::{mining_flags, protocol, SetupConnection, PROTOCOL_VERSION};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, DecodeError, EncodeError, Message, Mining, Sv2Message};
@@ -51,11 +51,11 @@ use sv2::noise::{extension_type, Frame, NoiseError, NoiseInitiator};
 
 use crate::backoff::Backoff;
 use crate::device::{
-    CloseReason, Device, HashOutcome, Observer, Rng, StandardJobView, StandardShareReply,
+    decimal, CloseReason, Device, HashOutcome, Observer, Rng, StandardJobView, StandardShareReply,
     StandardShareView, Timestamp,
 };
-use crate::grind::{deposit_bits, ShareTarget};
-use crate::lifecycle::{Lifecycle, Timeouts};
+use crate::grind::{deposit_bits, Nonces, ShareTarget};
+use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
 use crate::profile::{Profile, BIP320_MASK};
 
 /// Settings every SV2 device of one kind shares.
@@ -155,8 +155,6 @@ pub fn parse_authority_key(base58: &str) -> Result<[u8; 32], ConfigError> {
 pub const MAX_WORKER_PREFIX: usize = 255 - 10;
 /// Future jobs kept until one is activated (the reference pool keeps as many per channel).
 pub const MAX_FUTURE_JOBS: usize = 8;
-/// Shares found but not yet handed to the transport, at most.
-const MAX_PENDING: usize = 64;
 /// The one `OpenStandardMiningChannel.request_id` a device uses.
 const REQUEST_ID: u32 = 1;
 
@@ -262,28 +260,14 @@ impl Sv2Shared {
 
     /// The `OpenStandardMiningChannel` payload of device `index`, appended to `out`.
     pub fn write_open(&self, index: u32, out: &mut Vec<u8>) {
-        let mut digits = [0u8; 10];
-        let digits = decimal(index, &mut digits);
+        let mut digits = [0u8; 20];
+        let digits = decimal(index.into(), &mut digits);
         let at = out.len();
         out.extend_from_slice(&self.open_head);
         out[at + 4] = (self.prefix.len() + digits.len()) as u8;
         out.extend_from_slice(digits);
         out.extend_from_slice(&self.open_tail);
     }
-}
-
-/// The decimal digits of `v`, in `buf`.
-fn decimal(mut v: u32, buf: &mut [u8; 10]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 /// The latest `SetNewPrevHash`.
@@ -323,12 +307,8 @@ struct Grind {
     roll: u64,
     version: u32,
     ntime: u32,
-    midstate: HeaderMidstate,
-    /// The header's last 16 bytes: merkle root tail, time, bits, nonce.
-    tail: [u8; 16],
-    nonce: u32,
-    /// Nonces left for this midstate and time.
-    left: u64,
+    /// The nonces left for this midstate and time.
+    nonces: Nonces,
 }
 
 /// A share found and not yet sent.
@@ -341,16 +321,6 @@ struct Found {
     difficulty: f64,
     hash: Hash256,
     block: bool,
-}
-
-/// A share sent and awaiting its verdict.
-#[derive(Clone, Copy)]
-struct InFlight {
-    seq: u32,
-    sent_at: Timestamp,
-    job_id: u32,
-    nonce: u32,
-    difficulty: f64,
 }
 
 /// How far the connection's setup has come.
@@ -389,7 +359,7 @@ pub struct Sv2Device {
     grind: Grind,
     next_seq: u32,
     pending: Vec<Found>,
-    in_flight: Vec<InFlight>,
+    in_flight: Vec<InFlight<u32, u32>>,
 }
 
 /// `a` comes no later than `b` in sequence-number order (which wraps).
@@ -435,10 +405,7 @@ impl Sv2Device {
                 roll: 0,
                 version: 0,
                 ntime: 0,
-                midstate: HeaderMidstate::new(&[0; 64]),
-                tail: [0; 16],
-                nonce: 0,
-                left: 0,
+                nonces: Nonces::none(),
             },
             next_seq: 0,
             pending: Vec::new(),
@@ -446,20 +413,7 @@ impl Sv2Device {
         }
     }
 
-    /// The device's id in events.
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// The device's position in the fleet, from 0.
-    pub fn index(&self) -> u32 {
-        self.index
-    }
-
-    /// Whether a TCP connection is open.
-    pub fn is_connected(&self) -> bool {
-        self.life.is_connected()
-    }
+    common_methods!();
 
     /// The channel is open on the current connection.
     pub fn is_ready(&self) -> bool {
@@ -511,31 +465,6 @@ impl Sv2Device {
         self.mask
     }
 
-    /// Shares sent and awaiting a verdict.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
-    }
-
-    /// Shares found and not yet handed to [`Sv2Device::poll_transmit`].
-    pub fn pending_shares(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// The device wants its connection closed.
-    pub fn close_requested(&self) -> Option<CloseReason> {
-        self.life.close_requested()
-    }
-
-    /// Disconnected, not stopped, and its reconnect time has come.
-    pub fn wants_connect(&self, now: Timestamp) -> bool {
-        self.life.wants_connect(now)
-    }
-
-    /// Stops for good: no more connection attempts; a connected device asks to be closed.
-    pub fn stop(&mut self) {
-        self.life.stop();
-    }
-
     /// The TCP connection is up: start the Noise handshake (its first message is ready for
     /// [`Sv2Device::poll_transmit`]).
     pub fn handle_connected(&mut self, now: Timestamp) {
@@ -558,21 +487,10 @@ impl Sv2Device {
         }
     }
 
-    /// The connection attempt failed: back off.
-    pub fn handle_connect_failed(&mut self, now: Timestamp) {
-        self.life
-            .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
-    }
-
     /// The connection closed (at the device's request or not): forget the session and back
     /// off. After a session whose channel opened, the backoff starts over.
     pub fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
-        for f in self.in_flight.drain(..) {
-            obs.share_unanswered(self.id, now, f.seq.into());
-        }
-        for _ in self.pending.drain(..) {
-            obs.share_dropped(self.id, now);
-        }
+        self.abandon_shares(now, obs);
         // Asked to come back: to the same pool, at once (SV2's Reconnect names no wait).
         let backoff = self.shared.config.backoff;
         let was_open = self.step == Step::Open;
@@ -592,43 +510,6 @@ impl Sv2Device {
         self.prev = None;
         self.job = None;
         self.future = Vec::new();
-    }
-
-    /// The earliest time [`Sv2Device::handle_timeout`] (or a connection attempt) has work to do.
-    pub fn poll_timeout(&self) -> Option<Timestamp> {
-        self.life.poll_timeout(
-            self.timeouts(),
-            self.step != Step::Open,
-            self.in_flight.first().map(|f| f.sent_at),
-            self.last_rx,
-        )
-    }
-
-    /// Handles the deadlines that have passed.
-    pub fn handle_timeout<O: Observer>(&mut self, now: Timestamp, obs: &mut O) {
-        if !self.is_connected() {
-            return;
-        }
-        let t = self.timeouts();
-        let expired = Lifecycle::overdue(t, self.in_flight.iter().map(|f| f.sent_at), now);
-        for f in self.in_flight.drain(..expired) {
-            obs.share_unanswered(self.id, now, f.seq.into());
-        }
-        let handshaking = self.step != Step::Open;
-        self.life.check_timeouts(t, handshaking, self.last_rx, now);
-    }
-
-    fn timeouts(&self) -> Timeouts {
-        let c = &self.shared.config;
-        Timeouts {
-            handshake: c.handshake_timeout,
-            reply: c.reply_timeout,
-            silence: c.silence_timeout,
-        }
-    }
-
-    fn request_close(&mut self, reason: CloseReason) {
-        self.life.request_close(reason);
     }
 
     /// Appends what the device wants sent: the Noise handshake's first message, then encrypted
@@ -674,7 +555,6 @@ impl Sv2Device {
         }
         self.pending_tx = 0;
         if let (Some(channel), false) = (self.channel, self.pending.is_empty()) {
-            let max_in_flight = s.config.max_in_flight.max(1);
             let mut payload = Vec::with_capacity(32);
             for f in std::mem::take(&mut self.pending) {
                 let seq = self.next_seq;
@@ -720,17 +600,20 @@ impl Sv2Device {
                         block: f.block,
                     },
                 );
-                if self.in_flight.len() >= max_in_flight {
-                    let oldest = self.in_flight.remove(0);
-                    obs.share_unanswered(self.id, now, oldest.seq.into());
-                }
-                self.in_flight.push(InFlight {
+                let share = InFlight {
                     seq,
                     sent_at: now,
                     job_id: f.job_id,
                     nonce: f.nonce,
                     difficulty: f.difficulty,
-                });
+                };
+                track(
+                    &mut self.in_flight,
+                    s.config.max_in_flight,
+                    self.id,
+                    share,
+                    obs,
+                );
             }
         }
         if let Some(e) = failed {
@@ -1031,7 +914,7 @@ impl Sv2Device {
     fn start_job(&mut self, job: Job) {
         self.job = Some(job);
         self.grind.fresh = true;
-        self.grind.left = 0;
+        self.grind.nonces.left = 0;
     }
 
     fn on_success<O: Observer>(&mut self, last: u32, count: u32, now: Timestamp, obs: &mut O) {
@@ -1098,40 +981,31 @@ impl Sv2Device {
             return out;
         }
         while out.hashes < max_hashes {
-            if self.grind.left == 0 {
+            if self.grind.nonces.left == 0 {
                 self.next_midstate(&job, &prev);
             }
-            let n = (max_hashes - out.hashes).min(self.grind.left);
+            // A copy, so that the shares found can go to `self`.
+            let mut nonces = self.grind.nonces;
             let g = self.grind;
-            let mut tail = g.tail;
-            let mut nonce = g.nonce;
-            for _ in 0..n {
-                tail[12..].copy_from_slice(&nonce.to_le_bytes());
-                let h = g.midstate.finish(&tail);
-                if job.target.is_met_by(&h) {
-                    let block = prev.network.is_met_by(&h.0);
-                    out.shares += 1;
-                    out.blocks += block as u32;
-                    obs.share_found(self.id, now);
-                    if self.pending.len() < MAX_PENDING {
-                        self.pending.push(Found {
-                            job_id: job.id,
-                            ntime: g.ntime,
-                            nonce,
-                            version: g.version,
-                            difficulty: job.difficulty,
-                            hash: h,
-                            block,
-                        });
-                    } else {
-                        obs.share_dropped(self.id, now);
-                    }
-                }
-                nonce = nonce.wrapping_add(1);
-            }
-            self.grind.nonce = nonce;
-            self.grind.left -= n;
-            out.hashes += n;
+            nonces.scan(
+                max_hashes - out.hashes,
+                &job.target,
+                &prev.network,
+                &mut out,
+                |nonce, hash, block| {
+                    let share = Found {
+                        job_id: job.id,
+                        ntime: g.ntime,
+                        nonce,
+                        version: g.version,
+                        difficulty: job.difficulty,
+                        hash,
+                        block,
+                    };
+                    self.queue_share(share, now, obs);
+                },
+            );
+            self.grind.nonces = nonces;
         }
         out
     }
@@ -1153,20 +1027,20 @@ impl Sv2Device {
         let bits = deposit_bits(g.roll, mask);
         g.roll += 1;
         g.version = (job.version & !mask) | bits;
-        let mut first = [0u8; 64];
-        first[..4].copy_from_slice(&g.version.to_le_bytes());
-        first[4..36].copy_from_slice(&prev.prev_hash.0);
-        first[36..].copy_from_slice(&job.merkle_root.0[..28]);
-        g.midstate = HeaderMidstate::new(&first);
-        g.tail[..4].copy_from_slice(&job.merkle_root.0[28..]);
-        g.tail[4..8].copy_from_slice(&g.ntime.to_le_bytes());
-        g.tail[8..12].copy_from_slice(&prev.nbits.to_le_bytes());
-        g.nonce = self.rng.next_u64() as u32;
-        g.left = if mask != 0 {
+        let left = if mask != 0 {
             self.shared.config.nonces_per_midstate
         } else {
             1 << 32
         };
+        g.nonces = Nonces::new(
+            g.version,
+            &prev.prev_hash,
+            &job.merkle_root,
+            g.ntime,
+            prev.nbits,
+            self.rng.next_u64() as u32,
+            left,
+        );
     }
 
     /// The header a share on the current job stands for (for checks and tests).
@@ -1187,7 +1061,7 @@ impl Sv2Device {
     pub fn heap_bytes(&self) -> usize {
         self.future.capacity() * std::mem::size_of::<FutureJob>()
             + self.pending.capacity() * std::mem::size_of::<Found>()
-            + self.in_flight.capacity() * std::mem::size_of::<InFlight>()
+            + self.in_flight.capacity() * std::mem::size_of::<InFlight<u32, u32>>()
             + self.noise.as_ref().map_or(0, NoiseInitiator::heap_bytes)
     }
 }

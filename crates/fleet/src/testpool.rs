@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use primitives::share::{JobHeader, MinerChoice, Sv1Share};
-use primitives::{CoinbaseSpec, CompactTarget, Difficulty, Hash256, Target};
+use primitives::{CoinbaseParts, CoinbaseSpec, CompactTarget, Difficulty, Hash256, Target};
 use sv1::{Method, Submit};
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -49,6 +49,27 @@ impl Default for TestPoolConfig {
             nbits: 0x1d00_ffff,
         }
     }
+}
+
+/// The halves of a realistic coinbase around an extranonce of `en_len` bytes, as a pool builds
+/// it: BIP34 `height`, `tag`, a 3.125 BTC P2WPKH payout and `commitment` as the witness
+/// commitment (the test pool's jobs, and those tests and benches write by hand).
+pub fn coinbase_parts(
+    height: u32,
+    en_len: usize,
+    tag: &[u8],
+    commitment: Hash256,
+) -> CoinbaseParts {
+    let mut spec = CoinbaseSpec::new(height, en_len);
+    spec.tag = tag.to_vec();
+    spec.payouts.push(primitives::Payout {
+        script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
+            [&[0x00, 0x14][..], &[0x42; 20]].concat(),
+        ),
+        value: primitives::bitcoin::Amount::from_sat(312_500_000),
+    });
+    spec.witness_commitment = Some(commitment);
+    spec.build().expect("a valid coinbase")
 }
 
 /// What the pool saw.
@@ -167,16 +188,12 @@ impl Shared {
     fn new_job(&self, clean: bool) {
         let n = self.next_job.fetch_add(1, Relaxed);
         let en_len = 4 + self.config.extranonce2_size;
-        let mut spec = CoinbaseSpec::new(900_000 + n as u32, en_len);
-        spec.tag = b"/stratumlab fleet test pool/".to_vec();
-        spec.payouts.push(primitives::Payout {
-            script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
-                [&[0x00, 0x14][..], &[0x42; 20]].concat(),
-            ),
-            value: primitives::bitcoin::Amount::from_sat(312_500_000),
-        });
-        spec.witness_commitment = Some(primitives::sha256d(&n.to_le_bytes()));
-        let parts = spec.build().expect("a valid coinbase");
+        let parts = coinbase_parts(
+            900_000 + n as u32,
+            en_len,
+            b"/stratumlab fleet test pool/",
+            primitives::sha256d(&n.to_le_bytes()),
+        );
         let branch = (0..self.config.branch_len)
             .map(|i| primitives::sha256d(&[n.to_le_bytes(), (i as u64).to_le_bytes()].concat()))
             .collect::<Vec<_>>();

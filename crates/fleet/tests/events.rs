@@ -18,10 +18,7 @@ const MASK: u32 = 0x1fff_e000;
 
 #[test]
 fn jobs_targets_shares_and_verdicts_become_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fleet.ev");
-    let sink = EventSink::create(&path, "fleet", "").unwrap();
-    let stats = LiveStats::default();
+    let (_dir, path, sink, stats) = common::event_file();
     let mut tally = Tally {
         stats: &stats,
         events: &sink,
@@ -138,6 +135,23 @@ fn jobs_targets_shares_and_verdicts_become_events() {
     assert_eq!(events.next(), None);
 }
 
+/// A default device past the handshake, at difficulty 2^-20 on a job, hashed until `shares`
+/// are waiting; with the `mining.set_difficulty` and `mining.notify` lines it was sent.
+fn finding(tally: &mut Tally<'_>, shares: usize) -> (Sv1Device, Vec<u8>, Vec<u8>) {
+    let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
+    let mut dev = Sv1Device::new(shared, 1, 1, 1, at(0));
+    dev.handle_connected(at(0));
+    handshake(&mut dev, tally, MASK, &EN1, 4, at(0));
+    let difficulty = set_difficulty(2f64.powi(-20));
+    dev.handle_line(&difficulty, at(0), tally);
+    let notify = PoolJob::new(1, 8, 2, 0x1703_6e3a).notify(true);
+    dev.handle_line(&notify, at(0), tally);
+    while dev.pending_shares() < shares {
+        dev.hash(at(0), 1000, tally);
+    }
+    (dev, difficulty, notify)
+}
+
 #[test]
 fn a_disabled_sink_counts_without_writing() {
     let sink = EventSink::disabled();
@@ -146,19 +160,7 @@ fn a_disabled_sink_counts_without_writing() {
         stats: &stats,
         events: &sink,
     };
-    let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
-    let mut dev = Sv1Device::new(shared, 1, 1, 1, at(0));
-    dev.handle_connected(at(0));
-    handshake(&mut dev, &mut tally, MASK, &EN1, 4, at(0));
-    dev.handle_line(&set_difficulty(2f64.powi(-20)), at(0), &mut tally);
-    dev.handle_line(
-        &PoolJob::new(1, 8, 2, 0x1703_6e3a).notify(true),
-        at(0),
-        &mut tally,
-    );
-    while dev.pending_shares() == 0 {
-        dev.hash(at(0), 1000, &mut tally);
-    }
+    let (mut dev, _, _) = finding(&mut tally, 1);
     let sent = take_lines(&mut dev, at(0), &mut tally).len() as u64;
     let get = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(get(&stats.jobs), 1);
@@ -170,25 +172,12 @@ fn a_disabled_sink_counts_without_writing() {
 /// and read, their sizes with the line end), reported as `LinkMessages` on link `devices`.
 #[test]
 fn the_devices_count_their_messages_by_type() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fleet.ev");
-    let sink = EventSink::create(&path, "fleet", "").unwrap();
-    let stats = LiveStats::default();
+    let (_dir, path, sink, stats) = common::event_file();
     let mut tally = Tally {
         stats: &stats,
         events: &sink,
     };
-    let shared = Sv1Shared::new(Sv1Config::default()).unwrap();
-    let mut dev = Sv1Device::new(shared, 1, 1, 1, at(0));
-    dev.handle_connected(at(0));
-    handshake(&mut dev, &mut tally, MASK, &EN1, 4, at(0));
-    let difficulty = set_difficulty(2f64.powi(-20));
-    dev.handle_line(&difficulty, at(0), &mut tally);
-    let notify = PoolJob::new(1, 8, 2, 0x1703_6e3a).notify(true);
-    dev.handle_line(&notify, at(0), &mut tally);
-    while dev.pending_shares() < 2 {
-        dev.hash(at(0), 1000, &mut tally);
-    }
+    let (mut dev, difficulty, notify) = finding(&mut tally, 2);
     let submits = take_lines(&mut dev, at(0), &mut tally);
     stats.net.report(&sink);
     sink.finish().unwrap();

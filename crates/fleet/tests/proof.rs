@@ -15,7 +15,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use common::at;
+use common::{at, Proof};
 use common::{handshake, parse_submit, set_difficulty, take_lines, PoolJob, Recorder};
 use fleet::{CloseReason, Profile, Sv1Config, Sv1Device, Sv1Shared, Timestamp};
 use primitives::{CompactTarget, Difficulty, Target};
@@ -43,16 +43,8 @@ struct Run {
     /// For each share found and not yet checked, oldest first: the difficulty and the version
     /// mask the device held when it found it.
     found_under: VecDeque<(f64, u32)>,
-    hashes: u64,
-    found: u64,
-    blocks_found: u64,
-    /// Shares expected from the hashes done, and the variance of that count.
-    expected: f64,
-    variance: f64,
-    checked: usize,
-    blocks_checked: u64,
+    p: Proof,
     seen: HashSet<(String, Vec<u8>, u32, u32)>,
-    versions: HashSet<u32>,
 }
 
 impl Run {
@@ -76,15 +68,8 @@ impl Run {
             en2_size: 0,
             difficulty: 1.0,
             found_under: VecDeque::new(),
-            hashes: 0,
-            found: 0,
-            blocks_found: 0,
-            expected: 0.0,
-            variance: 0.0,
-            checked: 0,
-            blocks_checked: 0,
+            p: Proof::default(),
             seen: HashSet::new(),
-            versions: HashSet::new(),
         }
     }
 
@@ -164,18 +149,9 @@ impl Run {
         // P(hash <= target) for the target in force.
         let target = Difficulty::new(self.difficulty).unwrap().to_target();
         let p = (top_f64(&target) + 1.0) / 2f64.powi(64);
-        let mut done = 0;
-        while done < total {
-            let out = self
-                .dev
-                .hash(self.now, slice.min(total - done), &mut self.rec);
-            assert!(out.hashes > 0);
-            done += out.hashes;
-            self.hashes += out.hashes;
-            self.found += out.shares as u64;
-            self.blocks_found += out.blocks as u64;
-            self.expected += p * out.hashes as f64;
-            self.variance += p * (1.0 - p) * out.hashes as f64;
+        common::in_slices(total, slice, |n| {
+            let out = self.dev.hash(self.now, n, &mut self.rec);
+            self.p.add(out, p);
             let mask = self.dev.version_mask();
             self.found_under.extend(std::iter::repeat_n(
                 (self.difficulty, mask),
@@ -185,7 +161,8 @@ impl Run {
             if send {
                 self.transmit();
             }
-        }
+            out.hashes
+        });
     }
 
     /// Takes the device's submits, checks each, and accepts it.
@@ -199,8 +176,8 @@ impl Run {
     /// The pool's check of one submit line; returns its id.
     fn check(&mut self, line: &str) -> u64 {
         let sub = parse_submit(line);
-        let rec = self.rec.sent[self.checked].clone();
-        self.checked += 1;
+        let rec = self.rec.sent[self.p.checked].clone();
+        self.p.checked += 1;
         let (difficulty, mask) = self.found_under.pop_front().expect("a share found");
         assert_eq!(rec.seq, sub.id, "the observer saw the request id");
         assert_eq!(sub.worker, self.worker);
@@ -236,7 +213,7 @@ impl Run {
         assert_eq!(rec.difficulty, difficulty);
         let network = Target::from_compact(CompactTarget::from_consensus(job.nbits)).unwrap();
         assert_eq!(rec.block, network.is_met_by(&hash.0));
-        self.blocks_checked += rec.block as u64;
+        self.p.blocks_checked += rec.block as u64;
         assert!(
             self.seen.insert((
                 sub.job_id.clone(),
@@ -246,7 +223,7 @@ impl Run {
             )),
             "duplicate share: {line}"
         );
-        self.versions.insert(version);
+        self.p.versions.insert(version);
         sub.id
     }
 
@@ -254,17 +231,7 @@ impl Run {
     fn finish(&self) {
         assert_eq!(self.rec.dropped, 0);
         assert!(self.found_under.is_empty(), "shares found but not sent");
-        assert_eq!(self.checked as u64, self.found);
-        assert_eq!(self.rec.sent.len(), self.checked);
-        assert_eq!(self.blocks_checked, self.blocks_found);
-        let sd = self.variance.sqrt();
-        assert!(
-            (self.found as f64 - self.expected).abs() < 5.0 * sd + 5.0,
-            "{} shares from {} hashes, {:.0} expected",
-            self.found,
-            self.hashes,
-            self.expected
-        );
+        self.p.finish(self.rec.sent.len());
     }
 }
 
@@ -313,10 +280,10 @@ fn every_share_meets_its_target(profile: Profile) -> Run {
     r.hash(20_000, 700, true);
 
     // The lowest difficulty: nearly every hash is a share, and every one is sent.
-    let (hashes, found) = (r.hashes, r.found);
+    let (hashes, found) = (r.p.hashes, r.p.found);
     r.set_difficulty(Difficulty::MIN.as_f64());
     r.hash(3_000, 40, true);
-    let (h, f) = (r.hashes - hashes, r.found - found);
+    let (h, f) = (r.p.hashes - hashes, r.p.found - found);
     assert!(
         f + h / 1000 >= h,
         "{f} shares from {h} hashes at the lowest difficulty"
@@ -326,37 +293,15 @@ fn every_share_meets_its_target(profile: Profile) -> Run {
     r
 }
 
+/// Every profile's shares are real proof of work, and show their versions: an ASIC's and a
+/// Bitaxe's rolled, a CPU miner's its jobs' own.
 #[test]
-fn asic_shares_roll_versions_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Asic);
-    println!(
-        "asic: {} shares checked from {} hashes, {} blocks, {} versions",
-        r.checked,
-        r.hashes,
-        r.blocks_checked,
-        r.versions.len()
-    );
-    assert!(r.versions.len() > 50, "{} versions", r.versions.len());
-    assert!(r.blocks_checked > 0);
-}
-
-#[test]
-fn bitaxe_shares_roll_versions_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Bitaxe);
-    println!(
-        "bitaxe: {} shares checked from {} hashes, {} versions",
-        r.checked,
-        r.hashes,
-        r.versions.len()
-    );
-    assert!(r.versions.len() > 50, "{} versions", r.versions.len());
-}
-
-#[test]
-fn cpu_miner_shares_keep_the_job_version_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Cpu);
-    println!("cpu: {} shares checked from {} hashes", r.checked, r.hashes);
-    // One version per job, never rolled.
-    let job_versions: HashSet<u32> = r.jobs.values().map(|(j, _, _)| j.version).collect();
-    assert!(r.versions.is_subset(&job_versions));
+fn every_profiles_shares_meet_their_targets() {
+    for profile in [Profile::Asic, Profile::Bitaxe, Profile::Cpu] {
+        let r = every_share_meets_its_target(profile);
+        r.p.assert_versions(
+            profile,
+            r.jobs.values().map(|(j, _, _)| j.version).collect(),
+        );
+    }
 }

@@ -8,7 +8,10 @@ mod common;
 use std::time::Duration;
 
 use common::at;
-use common::sv2::{prev_hash, prev_hash_message, PoolJob, Recorder, ScriptedPool, CHANNEL, GROUP};
+use common::sv2::{
+    ack, prev_hash, prev_hash_message, setup_success, PoolJob, Recorder, ScriptedPool, CHANNEL,
+    GROUP,
+};
 use events::{Reason, Verdict};
 use fleet::{CloseReason, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
 use primitives::{Difficulty, Target};
@@ -17,7 +20,6 @@ use sv2::messages::common::{
 };
 use sv2::messages::mining::{
     error_code, CloseChannel, OpenMiningChannelError, SetTarget, SubmitSharesError,
-    SubmitSharesSuccess,
 };
 use sv2::AuthorityKeys;
 
@@ -49,13 +51,19 @@ fn device(profile: Profile) -> Sv2Device {
     device_with(profile, |_| {})
 }
 
-/// A device with its channel open at `target`, hashing on job 1 (activated by prev hash 1).
-fn mining(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
+/// A device with its channel open at `t` (connected at 0, no setup flags).
+fn opened(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
     let mut dev = device(profile);
     let mut pool = ScriptedPool::new();
     let mut rec = Recorder::default();
     dev.handle_connected(at(0));
     pool.open(&mut dev, at(0), &mut rec, 0, t);
+    (dev, pool, rec)
+}
+
+/// A device with its channel open at `t`, hashing on job 1 (activated by prev hash 1).
+fn mining(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
+    let (mut dev, mut pool, mut rec) = opened(profile, t);
     pool.send(
         &mut dev,
         at(MS),
@@ -67,6 +75,22 @@ fn mining(profile: Profile, t: Target) -> (Sv2Device, ScriptedPool, Recorder) {
     );
     assert!(dev.can_hash());
     (dev, pool, rec)
+}
+
+/// Connects a device of `profile` to a new pool, runs the Noise handshake (returning whether the
+/// device accepted the pool), takes the device's `SetupConnection` and answers it with `reply`.
+fn answer_setup(
+    profile: Profile,
+    rec: &mut Recorder,
+    reply: sv2::messages::Message,
+) -> (Sv2Device, ScriptedPool, bool) {
+    let mut dev = device(profile);
+    let mut pool = ScriptedPool::new();
+    dev.handle_connected(at(0));
+    let accepted = pool.handshake(&mut dev, at(0), rec);
+    pool.take(&mut dev, at(0), rec);
+    pool.send(&mut dev, at(0), rec, &[reply]);
+    (dev, pool, accepted)
 }
 
 /// Hashes until at least `n` shares are waiting to be sent.
@@ -139,21 +163,8 @@ fn a_pool_that_fixes_the_version_gets_no_rolled_bits_or_loses_an_asic() {
     assert_eq!(dev.version_mask(), 0);
 
     // An ASIC requires version rolling: the spec forbids the flag then, and the device leaves.
-    let mut dev = device(Profile::Asic);
-    let mut pool = ScriptedPool::new();
-    dev.handle_connected(at(0));
-    assert!(pool.handshake(&mut dev, at(0), &mut rec));
-    pool.take(&mut dev, at(0), &mut rec);
-    pool.send(
-        &mut dev,
-        at(0),
-        &mut rec,
-        &[sv2::messages::common::SetupConnectionSuccess {
-            used_version: PROTOCOL_VERSION,
-            flags: fixed,
-        }
-        .into()],
-    );
+    let (dev, _, accepted) = answer_setup(Profile::Asic, &mut rec, setup_success(fixed));
+    assert!(accepted);
     assert_eq!(dev.close_requested(), Some(CloseReason::Protocol));
     assert!(!dev.is_ready());
 }
@@ -185,38 +196,14 @@ fn the_pool_must_hold_a_certificate_from_the_trusted_authority() {
 #[test]
 fn setup_and_channel_refusals_close_the_connection() {
     let mut rec = Recorder::default();
-    let mut dev = device(Profile::Cpu);
-    let mut pool = ScriptedPool::new();
-    dev.handle_connected(at(0));
-    pool.handshake(&mut dev, at(0), &mut rec);
-    pool.take(&mut dev, at(0), &mut rec);
-    pool.send(
-        &mut dev,
-        at(0),
-        &mut rec,
-        &[SetupConnectionError {
-            flags: 0,
-            error_code: "unsupported-protocol".into(),
-        }
-        .into()],
-    );
+    let refusal = SetupConnectionError {
+        flags: 0,
+        error_code: "unsupported-protocol".into(),
+    };
+    let (dev, _, _) = answer_setup(Profile::Cpu, &mut rec, refusal.into());
     assert_eq!(dev.close_requested(), Some(CloseReason::Protocol));
 
-    let mut dev = device(Profile::Cpu);
-    let mut pool = ScriptedPool::new();
-    dev.handle_connected(at(0));
-    pool.handshake(&mut dev, at(0), &mut rec);
-    pool.take(&mut dev, at(0), &mut rec);
-    pool.send(
-        &mut dev,
-        at(0),
-        &mut rec,
-        &[sv2::messages::common::SetupConnectionSuccess {
-            used_version: PROTOCOL_VERSION,
-            flags: 0,
-        }
-        .into()],
-    );
+    let (mut dev, mut pool, _) = answer_setup(Profile::Cpu, &mut rec, setup_success(0));
     pool.take(&mut dev, at(0), &mut rec);
     pool.send(
         &mut dev,
@@ -238,12 +225,8 @@ fn setup_and_channel_refusals_close_the_connection() {
 
 #[test]
 fn future_jobs_wait_for_their_prev_hash_and_only_the_named_one_survives() {
-    let mut dev = device(Profile::Asic);
-    let mut pool = ScriptedPool::new();
-    let mut rec = Recorder::default();
-    dev.handle_connected(at(0));
     let t1 = target(-20);
-    pool.open(&mut dev, at(0), &mut rec, 0, t1);
+    let (mut dev, mut pool, mut rec) = opened(Profile::Asic, t1);
     let (a, b, c) = (PoolJob::new(10), PoolJob::new(11), PoolJob::new(12));
 
     // Two future jobs: nothing to hash on yet.
@@ -417,13 +400,7 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
                 error_code: error_code::STALE_SHARE.into(),
             }
             .into(),
-            SubmitSharesSuccess {
-                channel_id: CHANNEL,
-                last_sequence_number: 3,
-                new_submits_accepted_count: 3,
-                new_shares_sum: 3,
-            }
-            .into(),
+            ack(3, 3, 3),
         ],
     );
     let got: Vec<(u32, Verdict)> = rec.results.iter().map(|r| (r.seq, r.verdict)).collect();
@@ -443,33 +420,11 @@ fn a_batched_success_settles_every_share_up_to_its_sequence_number() {
     // A count smaller than the shares covered: the newest are the accepted ones, the older
     // stay in flight for an error that may still come.
     let n = shares.len() as u32;
-    pool.send(
-        &mut dev,
-        at(30 * MS),
-        &mut rec,
-        &[SubmitSharesSuccess {
-            channel_id: CHANNEL,
-            last_sequence_number: n - 1,
-            new_submits_accepted_count: 1,
-            new_shares_sum: 1,
-        }
-        .into()],
-    );
+    pool.send(&mut dev, at(30 * MS), &mut rec, &[ack(n - 1, 1, 1)]);
     assert_eq!(rec.results.last().unwrap().seq, n - 1);
     assert_eq!(dev.in_flight(), shares.len() - 5);
     // A repeated acknowledgement settles nothing twice.
-    pool.send(
-        &mut dev,
-        at(31 * MS),
-        &mut rec,
-        &[SubmitSharesSuccess {
-            channel_id: CHANNEL,
-            last_sequence_number: 3,
-            new_submits_accepted_count: 3,
-            new_shares_sum: 3,
-        }
-        .into()],
-    );
+    pool.send(&mut dev, at(31 * MS), &mut rec, &[ack(3, 3, 3)]);
     assert_eq!(rec.results.len(), 5);
     // The rest time out as unanswered.
     dev.handle_timeout(at(10 * MS + 5 * SEC), &mut rec);
@@ -486,30 +441,13 @@ fn sequence_numbers_compare_across_the_wrap() {
     let shares = pool.take_shares(&mut dev, at(2 * MS), &mut rec);
     let last = shares.last().unwrap().sequence_number;
     // An acknowledgement "before" the first share (u32::MAX precedes 0) settles nothing.
-    pool.send(
-        &mut dev,
-        at(3 * MS),
-        &mut rec,
-        &[SubmitSharesSuccess {
-            channel_id: CHANNEL,
-            last_sequence_number: u32::MAX,
-            new_submits_accepted_count: 5,
-            new_shares_sum: 5,
-        }
-        .into()],
-    );
+    pool.send(&mut dev, at(3 * MS), &mut rec, &[ack(u32::MAX, 5, 5)]);
     assert!(rec.results.is_empty());
     pool.send(
         &mut dev,
         at(3 * MS),
         &mut rec,
-        &[SubmitSharesSuccess {
-            channel_id: CHANNEL,
-            last_sequence_number: last,
-            new_submits_accepted_count: shares.len() as u32,
-            new_shares_sum: 5,
-        }
-        .into()],
+        &[ack(last, shares.len() as u32, 5)],
     );
     assert_eq!(rec.results.len(), shares.len());
 }
@@ -647,11 +585,7 @@ fn a_silent_pool_times_the_handshake_out_and_backoff_grows() {
 #[test]
 fn bytes_in_any_pieces_give_the_same_device() {
     // The whole stream of pool messages fed one byte at a time.
-    let mut dev = device(Profile::Asic);
-    let mut pool = ScriptedPool::new();
-    let mut rec = Recorder::default();
-    dev.handle_connected(at(0));
-    pool.open(&mut dev, at(0), &mut rec, 0, target(-20));
+    let (mut dev, mut pool, mut rec) = opened(Profile::Asic, target(-20));
     let mut wire = Vec::new();
     for m in [
         PoolJob::new(1).message(None),
@@ -674,12 +608,9 @@ fn bytes_in_any_pieces_give_the_same_device() {
 
 #[test]
 fn jobs_activations_targets_shares_and_verdicts_become_events() {
-    use events::{EventKind, EventSink, JobId, Perspective};
-    use fleet::stats::{LiveStats, Tally};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("fleet.ev");
-    let sink = EventSink::create(&path, "fleet", "").unwrap();
-    let stats = LiveStats::default();
+    use events::{EventKind, JobId, Perspective};
+    use fleet::stats::Tally;
+    let (_dir, path, sink, stats) = common::event_file();
     let mut tally = Tally {
         stats: &stats,
         events: &sink,
@@ -711,13 +642,11 @@ fn jobs_activations_targets_shares_and_verdicts_become_events() {
                 error_code: error_code::DIFFICULTY_TOO_LOW.into(),
             }
             .into(),
-            SubmitSharesSuccess {
-                channel_id: CHANNEL,
-                last_sequence_number: shares.last().unwrap().sequence_number,
-                new_submits_accepted_count: shares.len() as u32 - 1,
-                new_shares_sum: 0,
-            }
-            .into(),
+            ack(
+                shares.last().unwrap().sequence_number,
+                shares.len() as u32 - 1,
+                0,
+            ),
         ],
     );
     sink.finish().unwrap();

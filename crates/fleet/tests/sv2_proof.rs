@@ -17,14 +17,14 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 
-use common::at;
-use common::sv2::{prev_hash, prev_hash_message, PoolJob, Recorder, ScriptedPool, CHANNEL};
+use common::sv2::{ack, prev_hash, prev_hash_message, PoolJob, Recorder, ScriptedPool, CHANNEL};
+use common::{at, Proof};
 use events::Verdict;
 use fleet::{CloseReason, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
 use primitives::share::{JobHeader, MinerChoice, StandardShare};
 use primitives::{CompactTarget, Difficulty, Hash256, Target};
 use sv2::messages::common::mining_flags;
-use sv2::messages::mining::{SetTarget, SubmitSharesSuccess};
+use sv2::messages::mining::SetTarget;
 
 const MS: u64 = 1_000_000;
 const BIP320: u32 = 0x1fff_e000;
@@ -57,15 +57,8 @@ struct Run {
     next_tip: u32,
     next_job: u32,
     jobs: HashMap<u32, Workable>,
-    hashes: u64,
-    found: u64,
-    blocks_found: u64,
-    expected: f64,
-    variance: f64,
-    checked: usize,
-    blocks_checked: u64,
+    p: Proof,
     seen: HashSet<(u32, u32, u32, u32)>,
-    versions: HashSet<u32>,
     ntimes: HashSet<u32>,
 }
 
@@ -101,15 +94,8 @@ impl Run {
             next_tip: 1,
             next_job: 1,
             jobs: HashMap::new(),
-            hashes: 0,
-            found: 0,
-            blocks_found: 0,
-            expected: 0.0,
-            variance: 0.0,
-            checked: 0,
-            blocks_checked: 0,
+            p: Proof::default(),
             seen: HashSet::new(),
-            versions: HashSet::new(),
             ntimes: HashSet::new(),
         }
     }
@@ -203,23 +189,15 @@ impl Run {
         let (_, job_target) = self.dev.job().expect("a job");
         // P(hash <= target) for the job's target.
         let p = (top_f64(&job_target) + 1.0) / 2f64.powi(64);
-        let mut done = 0;
-        while done < total {
-            let out = self
-                .dev
-                .hash(self.now, slice.min(total - done), &mut self.rec);
-            assert!(out.hashes > 0);
-            done += out.hashes;
-            self.hashes += out.hashes;
-            self.found += out.shares as u64;
-            self.blocks_found += out.blocks as u64;
-            self.expected += p * out.hashes as f64;
-            self.variance += p * (1.0 - p) * out.hashes as f64;
+        common::in_slices(total, slice, |n| {
+            let out = self.dev.hash(self.now, n, &mut self.rec);
+            self.p.add(out, p);
             self.now += std::time::Duration::from_nanos(MS);
             if send {
                 self.transmit();
             }
-        }
+            out.hashes
+        });
     }
 
     /// Takes the device's shares, checks each, and acknowledges them in one batch.
@@ -235,15 +213,10 @@ impl Run {
             self.check(s);
         }
         let before = self.rec.results.len();
-        let ack = SubmitSharesSuccess {
-            channel_id: CHANNEL,
-            last_sequence_number: last,
-            new_submits_accepted_count: shares.len() as u32,
-            new_shares_sum: shares.len() as u64,
-        };
+        let ack = ack(last, shares.len() as u32, shares.len() as u64);
         self.now += std::time::Duration::from_nanos(MS);
         self.pool
-            .send(&mut self.dev, self.now, &mut self.rec, &[ack.into()]);
+            .send(&mut self.dev, self.now, &mut self.rec, &[ack]);
         let results = &self.rec.results[before..];
         assert_eq!(results.len(), shares.len(), "one verdict per share");
         assert!(results.iter().all(|r| r.verdict == Verdict::Accepted));
@@ -252,8 +225,8 @@ impl Run {
 
     /// The pool's check of one share.
     fn check(&mut self, s: &sv2::messages::mining::SubmitSharesStandard) {
-        let rec = self.rec.sent[self.checked].clone();
-        self.checked += 1;
+        let rec = self.rec.sent[self.p.checked].clone();
+        self.p.checked += 1;
         assert_eq!(s.channel_id, CHANNEL);
         assert_eq!(
             (rec.seq, rec.job_id, rec.ntime, rec.nonce, rec.version),
@@ -298,12 +271,12 @@ impl Run {
         );
         assert_eq!(rec.difficulty, Difficulty::from_target(w.target).as_f64());
         assert_eq!(rec.block, c.meets_network_target);
-        self.blocks_checked += rec.block as u64;
+        self.p.blocks_checked += rec.block as u64;
         assert!(
             self.seen.insert((s.job_id, s.ntime, s.nonce, s.version)),
             "duplicate share: {s:?}"
         );
-        self.versions.insert(s.version);
+        self.p.versions.insert(s.version);
         self.ntimes.insert(s.ntime);
     }
 
@@ -316,18 +289,8 @@ impl Run {
     /// Every share found was sent and checked, and as many were found as the hashes should give.
     fn finish(&self) {
         assert_eq!(self.rec.dropped, 0);
-        assert_eq!(self.rec.found, self.found);
-        assert_eq!(self.checked as u64, self.found);
-        assert_eq!(self.rec.sent.len(), self.checked);
-        assert_eq!(self.blocks_checked, self.blocks_found);
-        let sd = self.variance.sqrt();
-        assert!(
-            (self.found as f64 - self.expected).abs() < 5.0 * sd + 5.0,
-            "{} shares from {} hashes, {:.0} expected",
-            self.found,
-            self.hashes,
-            self.expected
-        );
+        assert_eq!(self.rec.found, self.p.found);
+        self.p.finish(self.rec.sent.len());
         self.no_errors();
     }
 }
@@ -364,7 +327,7 @@ fn every_share_meets_its_target(profile: Profile) -> Run {
         mining_flags::REQUIRES_FIXED_VERSION
     };
     r.connect(flags, target(-21), MAINNET_BITS);
-    let fixed_from = r.checked;
+    let fixed_from = r.p.checked;
     r.hash(20_000, 700, true);
     if flags != 0 {
         let version = r.jobs[&r.dev.job().unwrap().0].job.version;
@@ -374,48 +337,24 @@ fn every_share_meets_its_target(profile: Profile) -> Run {
     }
 
     // The lowest target: every hash is a share, and every one is sent.
-    let (hashes, found) = (r.hashes, r.found);
+    let (hashes, found) = (r.p.hashes, r.p.found);
     r.set_target(Target::MAX);
     r.new_job(0);
     r.hash(3_000, 40, true);
-    assert_eq!(r.found - found, r.hashes - hashes);
+    assert_eq!(r.p.found - found, r.p.hashes - hashes);
 
     r.finish();
     r
 }
 
+/// Every profile's shares are real proof of work, and show their versions: an ASIC's and a
+/// Bitaxe's rolled, a CPU miner's its jobs' own.
 #[test]
-fn asic_shares_roll_versions_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Asic);
-    println!(
-        "asic: {} shares checked from {} hashes, {} blocks, {} versions",
-        r.checked,
-        r.hashes,
-        r.blocks_checked,
-        r.versions.len()
-    );
-    assert!(r.versions.len() > 50, "{} versions", r.versions.len());
-    assert!(r.blocks_checked > 0);
-}
-
-#[test]
-fn bitaxe_shares_roll_versions_where_allowed_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Bitaxe);
-    println!(
-        "bitaxe: {} shares checked from {} hashes, {} versions",
-        r.checked,
-        r.hashes,
-        r.versions.len()
-    );
-    assert!(r.versions.len() > 50, "{} versions", r.versions.len());
-}
-
-#[test]
-fn cpu_miner_shares_keep_the_job_version_and_meet_their_targets() {
-    let r = every_share_meets_its_target(Profile::Cpu);
-    println!("cpu: {} shares checked from {} hashes", r.checked, r.hashes);
-    let job_versions: HashSet<u32> = r.jobs.values().map(|w| w.job.version).collect();
-    assert!(r.versions.is_subset(&job_versions));
+fn every_profiles_shares_meet_their_targets() {
+    for profile in [Profile::Asic, Profile::Bitaxe, Profile::Cpu] {
+        let r = every_share_meets_its_target(profile);
+        r.p.assert_versions(profile, r.jobs.values().map(|w| w.job.version).collect());
+    }
 }
 
 #[test]
@@ -431,5 +370,5 @@ fn with_every_version_tried_the_time_moves_on() {
         r.ntimes, want,
         "three whole rounds of versions, then a fourth begun"
     );
-    assert!(r.versions.len() > 80, "{}", r.versions.len());
+    assert!(r.p.versions.len() > 80, "{}", r.p.versions.len());
 }

@@ -1,8 +1,8 @@
 //! The device driven by a scripted pool: no sockets, no clock but the numbers we pass.
 
 use super::*;
+use primitives::coinbase_merkle_branch;
 use primitives::share::{JobHeader, MinerChoice, Sv1Share};
-use primitives::{coinbase_merkle_branch, CoinbaseSpec};
 use sv1::Submit;
 
 const MS: u64 = 1_000_000;
@@ -171,16 +171,12 @@ struct TestJob {
 
 impl TestJob {
     fn new(n: u64, en_len: usize, branch_len: usize) -> Self {
-        let mut spec = CoinbaseSpec::new(900_000 + n as u32, en_len);
-        spec.tag = b"/stratumlab test/".to_vec();
-        spec.payouts.push(primitives::Payout {
-            script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
-                [&[0x00, 0x14][..], &[0x42; 20]].concat(),
-            ),
-            value: primitives::bitcoin::Amount::from_sat(312_500_000),
-        });
-        spec.witness_commitment = Some(sha256d(b"commitment"));
-        let parts = spec.build().unwrap();
+        let parts = crate::testpool::coinbase_parts(
+            900_000 + n as u32,
+            en_len,
+            b"/stratumlab test/",
+            sha256d(b"commitment"),
+        );
         TestJob {
             id: format!("job{n}"),
             prev_hash: sha256d(&n.to_le_bytes()),

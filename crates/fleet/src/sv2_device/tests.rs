@@ -71,8 +71,8 @@ fn sequence_numbers_compare_modulo_2_32() {
     assert!(seq_le(u32::MAX, 0), "0 follows u32::MAX");
     assert!(!seq_le(0, u32::MAX));
     assert!(seq_le(u32::MAX - 5, 10));
-    assert_eq!(decimal(0, &mut [0; 10]), b"0");
-    assert_eq!(decimal(u32::MAX, &mut [0; 10]), b"4294967295");
+    assert_eq!(decimal(0, &mut [0; 20]), b"0");
+    assert_eq!(decimal(u32::MAX.into(), &mut [0; 20]), b"4294967295");
 }
 
 #[test]

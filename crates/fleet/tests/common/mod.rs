@@ -7,11 +7,11 @@
 
 pub mod sv2;
 
+use std::collections::HashSet;
+
 use fleet::device::{JobView, SentShare, ShareReply, ShareVerdict};
-use fleet::{Observer, Sv1Device, Timestamp};
-use primitives::{
-    merkle_root_from_branch, sha256d, CoinbaseSpec, CompactTarget, Hash256, Header, Target,
-};
+use fleet::{Observer, Profile, Sv1Device, Timestamp};
+use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Hash256, Header, Target};
 
 /// A job: a realistic coinbase (BIP34 height, a tag, a P2WPKH payout, the witness commitment)
 /// split around an extranonce of `en_len` bytes, and a made-up branch.
@@ -30,16 +30,12 @@ pub struct PoolJob {
 
 impl PoolJob {
     pub fn new(n: u64, en_len: usize, branch_len: usize, nbits: u32) -> Self {
-        let mut spec = CoinbaseSpec::new(900_000 + n as u32, en_len);
-        spec.tag = b"/scripted pool/".to_vec();
-        spec.payouts.push(primitives::Payout {
-            script_pubkey: primitives::bitcoin::ScriptBuf::from_bytes(
-                [&[0x00, 0x14][..], &[0x42; 20]].concat(),
-            ),
-            value: primitives::bitcoin::Amount::from_sat(312_500_000),
-        });
-        spec.witness_commitment = Some(sha256d(&n.to_be_bytes()));
-        let parts = spec.build().expect("a valid coinbase");
+        let parts = fleet::testpool::coinbase_parts(
+            900_000 + n as u32,
+            en_len,
+            b"/scripted pool/",
+            sha256d(&n.to_be_bytes()),
+        );
         PoolJob {
             id: format!("{:x}", 0x6512_0000 + n),
             prev_hash: sha256d(&(n / 3).to_le_bytes()),
@@ -277,4 +273,112 @@ pub fn parse_submit(line: &str) -> Submitted {
 /// The instant `ns` nanoseconds after the devices' clock starts.
 pub fn at(ns: u64) -> fleet::Timestamp {
     fleet::Timestamp::from_nanos(ns)
+}
+
+/// What a proof run counts, whichever protocol: the hashes done and the shares they should give,
+/// the shares found, and those the pool checked.
+#[derive(Default)]
+pub struct Proof {
+    pub hashes: u64,
+    pub found: u64,
+    pub blocks_found: u64,
+    /// Shares expected from the hashes done, and the variance of that count.
+    pub expected: f64,
+    pub variance: f64,
+    pub checked: usize,
+    pub blocks_checked: u64,
+    pub versions: HashSet<u32>,
+}
+
+impl Proof {
+    /// Counts a hash slice in which each hash was a share with probability `p`.
+    pub fn add(&mut self, out: fleet::HashOutcome, p: f64) {
+        self.hashes += out.hashes;
+        self.found += out.shares as u64;
+        self.blocks_found += out.blocks as u64;
+        self.expected += p * out.hashes as f64;
+        self.variance += p * (1.0 - p) * out.hashes as f64;
+    }
+
+    /// Every share found was checked (and `sent` were reported sent), and as many were found as
+    /// the hashes should give.
+    pub fn finish(&self, sent: usize) {
+        assert_eq!(self.checked as u64, self.found);
+        assert_eq!(sent, self.checked);
+        assert_eq!(self.blocks_checked, self.blocks_found);
+        let sd = self.variance.sqrt();
+        assert!(
+            (self.found as f64 - self.expected).abs() < 5.0 * sd + 5.0,
+            "{} shares from {} hashes, {:.0} expected",
+            self.found,
+            self.hashes,
+            self.expected
+        );
+    }
+
+    /// What a profile's shares show of their versions: an ASIC's and a Bitaxe's rolled (and the
+    /// ASIC's run found blocks), a CPU miner's are its jobs' own (`job_versions`).
+    pub fn assert_versions(&self, profile: Profile, job_versions: HashSet<u32>) {
+        println!(
+            "{profile:?}: {} shares checked from {} hashes, {} blocks, {} versions",
+            self.checked,
+            self.hashes,
+            self.blocks_checked,
+            self.versions.len()
+        );
+        match profile {
+            Profile::Asic | Profile::Bitaxe => {
+                let n = self.versions.len();
+                assert!(n > 50, "{profile:?}: {n} versions");
+                if profile == Profile::Asic {
+                    assert!(self.blocks_checked > 0);
+                }
+            }
+            // One version per job, never rolled.
+            Profile::Cpu => assert!(self.versions.is_subset(&job_versions)),
+        }
+    }
+}
+
+/// Hashes `total` nonces in slices of at most `slice`: `step` hashes one slice of the size it is
+/// given (and does what follows it) and returns the hashes it did, at least one.
+pub fn in_slices(total: u64, slice: u64, mut step: impl FnMut(u64) -> u64) {
+    let mut done = 0;
+    while done < total {
+        let n = step(slice.min(total - done));
+        assert!(n > 0);
+        done += n;
+    }
+}
+
+/// An event file in a fresh temporary folder (removed when the folder is dropped), its sink, and
+/// the counters a `fleet::stats::Tally` updates next to it.
+pub fn event_file() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    events::EventSink,
+    fleet::stats::LiveStats,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fleet.ev");
+    let sink = events::EventSink::create(&path, "fleet", "").unwrap();
+    (dir, path, sink, fleet::stats::LiveStats::default())
+}
+
+/// Waits until `done` holds, looking every 10 ms.
+pub async fn until(done: impl Fn() -> bool) {
+    while !done() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// As many shares were sent as the run's hashes should give, one per `hashes_per_share`.
+pub fn assert_sent_as_expected(report: &fleet::FleetReport, hashes_per_share: f64) {
+    let s = &report.shares;
+    let expected = report.hashes as f64 / hashes_per_share;
+    assert!(
+        (s.sent as f64 - expected).abs() < 5.0 * expected.sqrt() + 5.0,
+        "{} sent for {expected:.0} expected",
+        s.sent
+    );
 }

@@ -10,7 +10,7 @@ use primitives::{Hash256, Target};
 use sv2::messages::common::{SetupConnectionSuccess, PROTOCOL_VERSION};
 use sv2::messages::mining::{
     NewMiningJob, OpenStandardMiningChannel, OpenStandardMiningChannelSuccess, SetNewPrevHash,
-    SubmitSharesStandard,
+    SubmitSharesStandard, SubmitSharesSuccess,
 };
 use sv2::messages::{Common, Message, Mining};
 use sv2::{AuthorityKeys, NoiseResponder};
@@ -134,16 +134,7 @@ impl ScriptedPool {
             [Message::Common(Common::SetupConnection(s))] => s.clone(),
             other => panic!("expected SetupConnection, got {other:?}"),
         };
-        self.send(
-            dev,
-            now,
-            obs,
-            &[SetupConnectionSuccess {
-                used_version: PROTOCOL_VERSION,
-                flags,
-            }
-            .into()],
-        );
+        self.send(dev, now, obs, &[setup_success(flags)]);
         let open = match &self.take(dev, now, obs)[..] {
             [Message::Mining(Mining::OpenStandardMiningChannel(o))] => o.clone(),
             other => panic!("expected OpenStandardMiningChannel, got {other:?}"),
@@ -202,6 +193,27 @@ pub fn prev_hash_message(job_id: u32, n: u32, min_ntime: u32, nbits: u32) -> Mes
         prev_hash: prev_hash(n).0,
         min_ntime,
         nbits,
+    }
+    .into()
+}
+
+/// `SetupConnection.Success` with the pool's `flags`.
+pub fn setup_success(flags: u32) -> Message {
+    SetupConnectionSuccess {
+        used_version: PROTOCOL_VERSION,
+        flags,
+    }
+    .into()
+}
+
+/// `SubmitShares.Success` on the channel: the shares up to `last` settled, `accepted` of them
+/// accepted, `sum` in the pool's count.
+pub fn ack(last: u32, accepted: u32, sum: u64) -> Message {
+    SubmitSharesSuccess {
+        channel_id: CHANNEL,
+        last_sequence_number: last,
+        new_submits_accepted_count: accepted,
+        new_shares_sum: sum,
     }
     .into()
 }
