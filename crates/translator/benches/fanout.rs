@@ -34,16 +34,16 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use mining::vardiff::VardiffConfig;
-use primitives::bitcoin::{Amount, Network};
-use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
-use primitives::{coinbase_merkle_branch, sha256d, Difficulty, Hash256};
+use primitives::{sha256d, Difficulty, Hash256};
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannelSuccess, SetNewPrevHash,
 };
 use sv2::messages::Mining;
 use testkit::floor::Floor;
 use translator::{Device, DeviceId, Event, Mode, Timestamp, Translator, TranslatorConfig};
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 const DEVICES: usize = 10_000;
 const CHANNEL: u32 = 1;
@@ -63,51 +63,26 @@ struct Rig {
 }
 
 fn config() -> TranslatorConfig {
-    let d = Difficulty::new(0.001).expect("a valid difficulty");
     TranslatorConfig {
-        start_difficulty: d,
-        vardiff: VardiffConfig {
-            min: d,
-            max: d,
-            ..VardiffConfig::default()
-        },
         device_hash_rate: 100e12,
         max_jobs: 8,
-        ..TranslatorConfig::default()
+        ..support::pinned(Difficulty::new(0.001).expect("a valid difficulty"))
     }
 }
 
 /// A job as a pool builds it for the channel: the coinbase split around the channel's 8 bytes
 /// of extranonce, a 12-level merkle path. `tag` varies the coinbase, so every job is new work.
 fn job(job_id: u32, future: bool, tag: u32) -> NewExtendedMiningJob {
-    let mut spec = CoinbaseSpec::new(900_000, PREFIX.len() + 4);
-    spec.tag = format!("/stratumlab bench {tag}/").into_bytes();
-    spec.payouts.push(Payout {
-        script_pubkey: payout_script(
-            "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
-            Network::Regtest,
-        )
-        .expect("a valid address"),
-        value: Amount::from_sat(312_500_000),
-    });
+    let mut spec = support::coinbase(
+        PREFIX.len() + 4,
+        format!("/stratumlab bench {tag}/").into_bytes(),
+    );
     spec.witness_commitment = Some(sha256d(&tag.to_le_bytes()));
-    let parts = spec.build().expect("a valid coinbase");
     let txids: Vec<Hash256> = (0..3_000u32)
         .map(|i| sha256d(&[i.to_le_bytes(), tag.to_le_bytes()].concat()))
         .collect();
-    NewExtendedMiningJob {
-        channel_id: CHANNEL,
-        job_id,
-        min_ntime: if future { None } else { Some(1_700_000_000) },
-        version: 0x2000_0000,
-        version_rolling_allowed: true,
-        merkle_path: coinbase_merkle_branch(&txids)
-            .into_iter()
-            .map(|h| h.0)
-            .collect(),
-        coinbase_tx_prefix: parts.prefix,
-        coinbase_tx_suffix: parts.suffix,
-    }
+    let min_ntime = if future { None } else { Some(1_700_000_000) };
+    support::extended_job(CHANNEL, job_id, min_ntime, &spec, &txids)
 }
 
 fn prev_hash(job_id: u32, seed: u32) -> SetNewPrevHash {

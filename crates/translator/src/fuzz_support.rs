@@ -512,6 +512,190 @@ fn extended_job(
     (m, job)
 }
 
+/// A channel's jobs as the pool keeps them: future ones held until a prev hash names one, and
+/// the last prev hash (hash, nBits, least ntime) that immediate jobs are work on.
+#[derive(Default)]
+struct Held {
+    jobs: HashMap<u32, PoolJob>,
+    /// Future jobs held by the core, oldest first.
+    future: VecDeque<u32>,
+    prev: Option<(Hash256, u32, u32)>,
+}
+
+impl Held {
+    /// A new job: held if future (the oldest dropped past the core's limit), work at once on
+    /// the last prev hash otherwise.
+    fn add(&mut self, job_id: u32, min_ntime: Option<u32>, mut job: PoolJob) {
+        match (min_ntime, self.prev) {
+            (None, _) => {
+                if self.future.len() == MAX_FUTURE_JOBS {
+                    self.future.pop_front();
+                }
+                self.future.push_back(job_id);
+            }
+            (Some(t), Some((prev, bits, min))) => job.work = Some((prev, bits, t.max(min))),
+            (Some(_), None) => {}
+        }
+        self.jobs.insert(job_id, job);
+    }
+
+    /// A prev hash naming `job_id`: that job, if held, becomes work on it; no job stays held.
+    fn new_prev(&mut self, job_id: u32, work: (Hash256, u32, u32)) {
+        self.prev = Some(work);
+        if self.future.contains(&job_id) {
+            if let Some(j) = self.jobs.get_mut(&job_id) {
+                j.work = Some(work);
+            }
+        }
+        self.future.clear();
+    }
+
+    fn find(&self, coinb1: &[u8]) -> Option<&PoolJob> {
+        self.jobs.values().find(|j| j.coinb1 == coinb1)
+    }
+}
+
+/// A `SetNewPrevHash` on `channel_id`, naming (by `b`) the newest job held mostly, the oldest,
+/// or an older or made-up one: the message, the job named, and the work it starts if its nBits
+/// make a target.
+fn new_prev_hash(
+    channel_id: u32,
+    b: u8,
+    (newest, oldest): (Option<u32>, Option<u32>),
+    next_job: u32,
+    input: &mut Input<'_>,
+) -> (Mining, u32, Option<(Hash256, u32, u32)>) {
+    let job_id = match (b >> 2) % 4 {
+        0 | 1 => newest.unwrap_or(next_job),
+        2 => oldest.unwrap_or(0),
+        _ => next_job.saturating_sub(1 + u32::from(input.u8() % 4)),
+    };
+    let seed = input.u8();
+    let bits = nbits(input.u8());
+    let min_ntime = NTIME0 + u32::from(seed % 8);
+    let prev = prev_hash(seed);
+    let m = Mining::SetNewPrevHash(SetNewPrevHash {
+        channel_id,
+        job_id,
+        prev_hash: prev.0,
+        min_ntime,
+        nbits: bits,
+    });
+    let valid = Target::from_compact(CompactTarget::from_consensus(bits)).is_ok();
+    (m, job_id, valid.then_some((prev, bits, min_ntime)))
+}
+
+/// A `SetExtranoncePrefix` on `channel_id` of a prefix `b` makes (up to 5 bytes).
+fn new_prefix(channel_id: u32, b: u8) -> (Mining, Vec<u8>) {
+    let prefix: Vec<u8> = (0..b % 6).map(|i| b ^ i).collect();
+    let m = Mining::SetExtranoncePrefix(SetExtranoncePrefix {
+        channel_id,
+        extranonce_prefix: prefix.clone(),
+    });
+    (m, prefix)
+}
+
+/// A `SubmitShares.Success` on `channel_id` up to one of `seqs` in flight (or a little past it,
+/// by `b`; any number with none), for a count of any size: the message, and its verdict.
+fn success(channel_id: u32, b: u8, seqs: &[u32], input: &mut Input<'_>) -> (Mining, Verdict) {
+    let last = match seqs.len() {
+        0 => u32::from(b),
+        n => {
+            let s = seqs[usize::from(input.u8()) % n];
+            if b & 0x80 != 0 {
+                s.wrapping_add(u32::from(b & 3))
+            } else {
+                s
+            }
+        }
+    };
+    let count = match b % 4 {
+        0 => u32::MAX,
+        n => u32::from(n - 1) + u32::from(input.u8() % 4),
+    };
+    let m = Mining::SubmitSharesSuccess(SubmitSharesSuccess {
+        channel_id,
+        last_sequence_number: last,
+        new_submits_accepted_count: count,
+        new_shares_sum: u64::from(count),
+    });
+    (m, Verdict::Accepted { last, count })
+}
+
+/// A `SubmitShares.Error` on `channel_id` for the one of `seqs` in flight `b` picks (any number
+/// with none), under one of the codes: the message, and its verdict.
+fn error(channel_id: u32, b: u8, seqs: &[u32]) -> (Mining, Verdict) {
+    let seq = match seqs.len() {
+        0 => u32::from(b),
+        n => seqs[usize::from(b) % n],
+    };
+    let m = Mining::SubmitSharesError(SubmitSharesError {
+        channel_id,
+        sequence_number: seq,
+        error_code: ["stale-share", "difficulty-too-low", "invalid-job-id"][usize::from(b % 3)]
+            .into(),
+    });
+    (m, Verdict::Rejected { seq })
+}
+
+/// Messages a client never gets or that name no channel of its own, by `b % 5`: on
+/// `channel_id`, or `group` listing `member`; `last` for the fifth.
+fn stray(b: u8, channel_id: u32, (group, member): (u32, u32), last: Mining) -> Mining {
+    match b % 5 {
+        0 => Mining::UpdateChannelError(UpdateChannelError {
+            channel_id,
+            error_code: "max-target-out-of-range".into(),
+        }),
+        1 => Mining::SetGroupChannel(SetGroupChannel {
+            group_channel_id: group,
+            channel_ids: vec![member],
+        }),
+        2 => Mining::SubmitSharesExtended(SubmitSharesExtended {
+            channel_id,
+            sequence_number: 0,
+            job_id: 1,
+            nonce: 0,
+            ntime: NTIME0,
+            version: 0x2000_0000,
+            extranonce: vec![0; 4],
+            user_identity: None,
+        }),
+        3 => Mining::UpdateChannel(UpdateChannel {
+            channel_id,
+            nominal_hash_rate: 1.0,
+            maximum_target: Target::MAX,
+        }),
+        _ => last,
+    }
+}
+
+/// A message decoded from raw input (a type byte, a length byte, the payload), unless it
+/// answers a request (`request`) or names a channel (`channel`) of the connection: those the
+/// model builds itself.
+fn raw_message(
+    input: &mut Input<'_>,
+    request: impl Fn(u32) -> bool,
+    channel: impl Fn(u32) -> bool,
+) -> Option<Mining> {
+    let msg_type = input.u8();
+    let len = usize::from(input.u8());
+    let mut payload = input.take(len).to_vec();
+    let m = Mining::decode(msg_type, &mut payload)?.ok()?;
+    let touches = match &m {
+        Mining::OpenExtendedMiningChannelSuccess(s) => request(s.request_id),
+        Mining::OpenMiningChannelError(e) => request(e.request_id),
+        Mining::NewExtendedMiningJob(j) => channel(j.channel_id),
+        Mining::SetNewPrevHash(p) => channel(p.channel_id),
+        Mining::SetTarget(t) => channel(t.channel_id),
+        Mining::SetExtranoncePrefix(p) => channel(p.channel_id),
+        Mining::SubmitSharesSuccess(s) => channel(s.channel_id),
+        Mining::SubmitSharesError(e) => channel(e.channel_id),
+        Mining::CloseChannel(c) => channel(c.channel_id),
+        _ => false,
+    };
+    (!touches).then_some(m)
+}
+
 /// The shape of a channel the pool opens, from `b`: bytes to roll and prefix length.
 fn channel_shape(b: u8) -> (usize, usize) {
     let size = match b >> 4 {
@@ -584,10 +768,7 @@ struct Sv2Pool {
     target: Target,
     next_channel: u32,
     next_job: u32,
-    jobs: HashMap<u32, PoolJob>,
-    /// Future jobs held by the core, oldest first.
-    future: VecDeque<u32>,
-    prev: Option<(Hash256, u32, u32)>,
+    held: Held,
     verdicts: Vec<Verdict>,
 }
 
@@ -656,7 +837,7 @@ impl PoolSide for Sv2Pool {
             Mining::SubmitSharesExtended(s) => {
                 let (id, _, _, size) = self.channel.as_ref().expect("a share on no channel");
                 assert_eq!(s.channel_id, *id, "a share for another channel");
-                let hash = submission_hash(&s, &self.jobs, *size, config);
+                let hash = submission_hash(&s, &self.held.jobs, *size, config);
                 vec![Submission {
                     rpc_id: None,
                     hash: Some(hash),
@@ -686,8 +867,8 @@ impl PoolSide for Sv2Pool {
                     self.next_channel += 1;
                     self.channel = Some((channel_id, group, prefix.clone(), size));
                     self.target = target;
-                    self.prev = None;
-                    self.future.clear();
+                    self.held.prev = None;
+                    self.held.future.clear();
                 }
                 Some(Mining::OpenExtendedMiningChannelSuccess(
                     OpenExtendedMiningChannelSuccess {
@@ -710,54 +891,20 @@ impl PoolSide for Sv2Pool {
                     .as_ref()
                     .map_or((vec![0; 4], 4), |c| (c.2.clone(), c.3));
                 let min_ntime = immediate.then(|| NTIME0 + u32::from(input.u8()));
-                let (m, mut job) = extended_job(channel_id, job_id, b, &prefix, size, min_ntime);
+                let (m, job) = extended_job(channel_id, job_id, b, &prefix, size, min_ntime);
                 if ours && self.channel.is_some() {
-                    match (min_ntime, self.prev) {
-                        (None, _) => {
-                            if self.future.len() == MAX_FUTURE_JOBS {
-                                self.future.pop_front();
-                            }
-                            self.future.push_back(job_id);
-                        }
-                        (Some(t), Some((prev, bits, min))) => {
-                            job.work = Some((prev, bits, t.max(min)))
-                        }
-                        (Some(_), None) => {}
-                    }
-                    self.jobs.insert(job_id, job);
+                    self.held.add(job_id, min_ntime, job);
                 }
                 Some(m)
             }
             up::PREV_HASH => {
-                // Names the newest held job mostly, an older or a made-up one otherwise.
-                let job_id = match (b >> 2) % 4 {
-                    0 | 1 => self.future.back().copied().unwrap_or(self.next_job),
-                    2 => self.future.front().copied().unwrap_or(0),
-                    _ => self.next_job.saturating_sub(1 + u32::from(input.u8() % 4)),
-                };
-                let seed = input.u8();
-                let bits = nbits(input.u8());
-                let min_ntime = NTIME0 + u32::from(seed % 8);
-                let prev = prev_hash(seed);
-                if ours
-                    && self.channel.is_some()
-                    && Target::from_compact(CompactTarget::from_consensus(bits)).is_ok()
-                {
-                    self.prev = Some((prev, bits, min_ntime));
-                    if self.future.contains(&job_id) {
-                        if let Some(j) = self.jobs.get_mut(&job_id) {
-                            j.work = Some((prev, bits, min_ntime));
-                        }
-                    }
-                    self.future.clear();
+                let held = &self.held;
+                let ends = (held.future.back().copied(), held.future.front().copied());
+                let (m, job_id, work) = new_prev_hash(channel_id, b, ends, self.next_job, input);
+                if let Some(work) = work.filter(|_| ours && self.channel.is_some()) {
+                    self.held.new_prev(job_id, work);
                 }
-                Some(Mining::SetNewPrevHash(SetNewPrevHash {
-                    channel_id,
-                    job_id,
-                    prev_hash: prev.0,
-                    min_ntime,
-                    nbits: bits,
-                }))
+                Some(m)
             }
             up::TARGET => {
                 let target = pick_target(b);
@@ -770,62 +917,27 @@ impl PoolSide for Sv2Pool {
                 }))
             }
             up::PREFIX => {
-                let len = usize::from(b % 6);
-                let prefix: Vec<u8> = (0..len).map(|i| b ^ (i as u8)).collect();
+                let (m, prefix) = new_prefix(channel_id, b);
                 if ours {
                     if let Some(c) = self.channel.as_mut() {
                         if prefix.len() + c.3 <= 32 {
-                            c.2 = prefix.clone();
+                            c.2 = prefix;
                         }
                     }
                 }
-                Some(Mining::SetExtranoncePrefix(SetExtranoncePrefix {
-                    channel_id,
-                    extranonce_prefix: prefix,
-                }))
+                Some(m)
             }
-            up::ACCEPT => {
-                let last = match in_flight.len() {
-                    0 => u32::from(b),
-                    n => {
-                        let i = usize::from(input.u8()) % n;
-                        let s = in_flight[i].seq;
-                        if b & 0x80 != 0 {
-                            s.wrapping_add(u32::from(b & 3))
-                        } else {
-                            s
-                        }
-                    }
-                };
-                let count = match b % 4 {
-                    0 => u32::MAX,
-                    n => u32::from(n - 1) + u32::from(input.u8() % 4),
+            up::ACCEPT | up::REJECT => {
+                let seqs: Vec<u32> = in_flight.iter().map(|f| f.seq).collect();
+                let (m, v) = if kind == up::ACCEPT {
+                    success(channel_id, b, &seqs, input)
+                } else {
+                    error(channel_id, b, &seqs)
                 };
                 if ours && self.channel.is_some() {
-                    self.verdicts.push(Verdict::Accepted { last, count });
+                    self.verdicts.push(v);
                 }
-                Some(Mining::SubmitSharesSuccess(SubmitSharesSuccess {
-                    channel_id,
-                    last_sequence_number: last,
-                    new_submits_accepted_count: count,
-                    new_shares_sum: u64::from(count),
-                }))
-            }
-            up::REJECT => {
-                let seq = match in_flight.len() {
-                    0 => u32::from(b),
-                    n => in_flight[usize::from(b) % n].seq,
-                };
-                if ours && self.channel.is_some() {
-                    self.verdicts.push(Verdict::Rejected { seq });
-                }
-                Some(Mining::SubmitSharesError(SubmitSharesError {
-                    channel_id,
-                    sequence_number: seq,
-                    error_code: ["stale-share", "difficulty-too-low", "invalid-job-id"]
-                        [usize::from(b % 3)]
-                    .into(),
-                }))
+                Some(m)
             }
             up::CLOSE => {
                 if b % 2 == 0 {
@@ -850,78 +962,27 @@ impl PoolSide for Sv2Pool {
                     }))
                 }
             }
-            _ => Some(match b % 5 {
-                0 => Mining::UpdateChannelError(UpdateChannelError {
-                    channel_id,
-                    error_code: "max-target-out-of-range".into(),
-                }),
-                1 => Mining::SetGroupChannel(SetGroupChannel {
-                    group_channel_id: 99,
-                    channel_ids: vec![self.channel_id()],
-                }),
-                2 => Mining::SubmitSharesExtended(SubmitSharesExtended {
-                    channel_id,
-                    sequence_number: 0,
-                    job_id: 1,
-                    nonce: 0,
-                    ntime: NTIME0,
-                    version: 0x2000_0000,
-                    extranonce: vec![0; 4],
-                    user_identity: None,
-                }),
-                3 => Mining::UpdateChannel(UpdateChannel {
-                    channel_id,
-                    nominal_hash_rate: 1.0,
-                    maximum_target: Target::MAX,
-                }),
-                _ => Mining::CloseChannel(CloseChannel {
+            _ => Some(stray(
+                b,
+                channel_id,
+                (99, self.channel_id()),
+                Mining::CloseChannel(CloseChannel {
                     channel_id: channel_id.wrapping_add(5),
                     reason_code: "not yours".into(),
                 }),
-            }),
+            )),
         }
     }
 
     fn raw(&mut self, input: &mut Input<'_>) -> Option<Mining> {
-        let msg_type = input.u8();
-        let len = usize::from(input.u8());
-        let mut payload = input.take(len).to_vec();
-        let m = Mining::decode(msg_type, &mut payload)?.ok()?;
         // Only what the model can follow: verdicts and targets for no channel of ours would
         // change nothing; anything touching the channel's state is built by `message`.
-        match &m {
-            Mining::OpenExtendedMiningChannelSuccess(_)
-            | Mining::NewExtendedMiningJob(_)
-            | Mining::SetNewPrevHash(_)
-            | Mining::SetTarget(_)
-            | Mining::SetExtranoncePrefix(_)
-            | Mining::SubmitSharesSuccess(_)
-            | Mining::SubmitSharesError(_)
-            | Mining::CloseChannel(_)
-            | Mining::OpenMiningChannelError(_) => {
-                let ours = |c: u32| {
-                    self.channel
-                        .as_ref()
-                        .is_some_and(|(id, group, ..)| c == *id || (*group != 0 && c == *group))
-                };
-                let touches = match &m {
-                    Mining::OpenExtendedMiningChannelSuccess(s) => {
-                        self.request == Some(s.request_id)
-                    }
-                    Mining::OpenMiningChannelError(e) => self.request == Some(e.request_id),
-                    Mining::NewExtendedMiningJob(j) => ours(j.channel_id),
-                    Mining::SetNewPrevHash(p) => ours(p.channel_id),
-                    Mining::SetTarget(t) => ours(t.channel_id),
-                    Mining::SetExtranoncePrefix(p) => ours(p.channel_id),
-                    Mining::SubmitSharesSuccess(s) => ours(s.channel_id),
-                    Mining::SubmitSharesError(e) => ours(e.channel_id),
-                    Mining::CloseChannel(c) => ours(c.channel_id),
-                    _ => false,
-                };
-                (!touches).then_some(m)
-            }
-            _ => Some(m),
-        }
+        let ours = |c: u32| {
+            self.channel
+                .as_ref()
+                .is_some_and(|(id, group, ..)| c == *id || (*group != 0 && c == *group))
+        };
+        raw_message(input, |r| self.request == Some(r), ours)
     }
 
     fn target(&self) -> Target {
@@ -933,7 +994,7 @@ impl PoolSide for Sv2Pool {
     }
 
     fn job(&self, coinb1: &[u8]) -> Option<&PoolJob> {
-        self.jobs.values().find(|j| j.coinb1 == coinb1)
+        self.held.find(coinb1)
     }
 
     fn extranonce(&self) -> Option<(Vec<u8>, usize)> {

@@ -471,6 +471,7 @@ fn granted_mask(raw: &str) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{DeviceId, Timestamp, Translator, TranslatorConfig};
 
     fn request() -> ChannelRequest {
         ChannelRequest {
@@ -499,6 +500,11 @@ mod tests {
             .collect()
     }
 
+    /// The pool's answer to request `id`.
+    fn reply(id: u64, result: &str) -> String {
+        format!(r#"{{"id":{id},"result":{result},"error":null}}"#)
+    }
+
     fn feed(up: &mut Sv1Upstream, line: &str) -> Result<UpstreamEvent, UpstreamError> {
         up.handle_message(line.as_bytes().to_vec())
     }
@@ -517,10 +523,9 @@ mod tests {
                 "mining.authorize"
             ]
         );
-        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
         feed(
             up,
-            &r(
+            &reply(
                 ids[0].0,
                 r#"{"version-rolling":true,"version-rolling.mask":"1fffe000"}"#,
             ),
@@ -529,14 +534,14 @@ mod tests {
         assert_eq!(
             feed(
                 up,
-                &r(ids[1].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#)
+                &reply(ids[1].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#)
             )
             .unwrap(),
             UpstreamEvent::Ignored("opening")
         );
-        feed(up, &r(ids[2].0, "true")).unwrap();
+        feed(up, &reply(ids[2].0, "true")).unwrap();
         assert_eq!(
-            feed(up, &r(ids[3].0, "true")).unwrap(),
+            feed(up, &reply(ids[3].0, "true")).unwrap(),
             UpstreamEvent::Opened
         );
     }
@@ -590,10 +595,9 @@ mod tests {
     fn a_job_sent_before_the_authorize_answer_is_held_until_open() {
         let mut up = Sv1Upstream::new().with_version_mask(0);
         let ids = opening(&mut up);
-        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
         feed(
             &mut up,
-            &r(ids[0].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#),
+            &reply(ids[0].0, r#"[[["mining.notify","s"]],"0a0b0c0d",8]"#),
         )
         .unwrap();
         assert_eq!(
@@ -601,9 +605,9 @@ mod tests {
             UpstreamEvent::Ignored("mining.notify held until authorized")
         );
         assert!(!up.is_open());
-        feed(&mut up, &r(ids[1].0, "true")).unwrap();
+        feed(&mut up, &reply(ids[1].0, "true")).unwrap();
         assert_eq!(
-            feed(&mut up, &r(ids[2].0, "true")).unwrap(),
+            feed(&mut up, &reply(ids[2].0, "true")).unwrap(),
             UpstreamEvent::Opened
         );
         let held = up.take_held_work().expect("the held job");
@@ -612,9 +616,8 @@ mod tests {
         assert!(up.take_held_work().is_none(), "handed over once");
     }
 
-    #[test]
-    fn devices_roll_no_more_version_bits_than_the_pool_granted() {
-        use crate::{Timestamp, Translator, TranslatorConfig};
+    /// The SV1 proxy's core after it wrote its opening; the opening's request ids, in order.
+    fn proxy_opening() -> (Translator<Sv1Upstream>, Vec<u64>) {
         let mut t = Translator::with_uplink(
             TranslatorConfig::default(),
             Sv1Upstream::new(),
@@ -627,7 +630,24 @@ mod tests {
             .filter(|l| !l.is_empty())
             .map(|l| sv1::parse_line(l).unwrap().0.id().unwrap().parse().unwrap())
             .collect();
-        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
+        (t, ids)
+    }
+
+    /// A device that asks to roll every version bit; what the proxy wrote it.
+    fn configure_all_bits(t: &mut Translator<Sv1Upstream>) -> (DeviceId, String) {
+        let d = t.device_connected(Timestamp::from_millis(0));
+        t.device_line(
+            d,
+            br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
+            Timestamp::from_millis(0),
+        );
+        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        (d, out)
+    }
+
+    #[test]
+    fn devices_roll_no_more_version_bits_than_the_pool_granted() {
+        let (mut t, ids) = proxy_opening();
         for (id, result) in [
             (
                 ids[0],
@@ -637,16 +657,10 @@ mod tests {
             (ids[2], "true"),
             (ids[3], "true"),
         ] {
-            t.upstream_message(r(id, result).into_bytes(), Timestamp::from_millis(0));
+            t.upstream_message(reply(id, result).into_bytes(), Timestamp::from_millis(0));
         }
         assert!(t.upstream().is_open());
-        let d = t.device_connected(Timestamp::from_millis(0));
-        t.device_line(
-            d,
-            br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
-            Timestamp::from_millis(0),
-        );
-        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        let (_, out) = configure_all_bits(&mut t);
         assert!(out.contains("\"00ffe000\""), "{out}");
     }
 
@@ -657,30 +671,11 @@ mod tests {
         // for, and rolled bits the pool then refused: its shares were refused as version bits
         // (jobs of a pool that grants none), or accepted and submitted with only the granted
         // bits, a version other than the one the device hashed. Now it is narrowed and told.
-        use crate::{Timestamp, Translator, TranslatorConfig};
-        let mut t = Translator::with_uplink(
-            TranslatorConfig::default(),
-            Sv1Upstream::new(),
-            Timestamp::from_millis(0),
-        );
-        t.open_channel(Timestamp::from_millis(0));
-        let lines: Vec<u8> = std::iter::from_fn(|| t.poll_transmit()).flatten().collect();
-        let ids: Vec<u64> = lines
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| sv1::parse_line(l).unwrap().0.id().unwrap().parse().unwrap())
-            .collect();
-        let d = t.device_connected(Timestamp::from_millis(0));
-        t.device_line(
-            d,
-            br#"{"id":1,"method":"mining.configure","params":[["version-rolling"],{"version-rolling.mask":"ffffffff"}]}"#,
-            Timestamp::from_millis(0),
-        );
-        let out = String::from_utf8(t.device_mut(d).unwrap().take_output()).unwrap();
+        let (mut t, ids) = proxy_opening();
+        let (d, out) = configure_all_bits(&mut t);
         assert!(out.contains("\"1fffe000\""), "{out}");
-        let r = |id: u64, result: &str| format!(r#"{{"id":{id},"result":{result},"error":null}}"#);
         t.upstream_message(
-            r(
+            reply(
                 ids[0],
                 r#"{"version-rolling":true,"version-rolling.mask":"00ffe000"}"#,
             )

@@ -477,15 +477,7 @@ impl<U: Uplink> Translator<U> {
             layout,
             target: self.upstream.target(),
         });
-        let mut link = link(
-            &self.config,
-            &mut self.book,
-            &self.upstream,
-            &mut self.allocator,
-        );
-        for d in self.devices.values_mut() {
-            d.handle_channel_open(now, &mut link);
-        }
+        self.each_device(|_| true, |_, d, link| d.handle_channel_open(now, link));
         if let Some(work) = self.upstream.take_held_work() {
             self.handle_work(&work, now);
         }
@@ -495,17 +487,14 @@ impl<U: Uplink> Translator<U> {
     fn handle_work(&mut self, work: &Work, now: Timestamp) {
         let job = self.book.translate(work);
         let mut sent = 0;
-        let mut link = link(
-            &self.config,
-            &mut self.book,
-            &self.upstream,
-            &mut self.allocator,
+        self.each_device(
+            |_| true,
+            |_, d, link| {
+                let before = d.latest_job().map(|(w, _)| w);
+                d.handle_job(&job, now, link);
+                sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
+            },
         );
-        for d in self.devices.values_mut() {
-            let before = d.latest_job().map(|(w, _)| w);
-            d.handle_job(&job, now, &mut link);
-            sent += usize::from(d.latest_job().map(|(w, _)| w) != before);
-        }
         self.events.push_back(Event::JobSent {
             wire_id: job.id,
             upstream_job_id: job.upstream.job_id,
@@ -517,7 +506,7 @@ impl<U: Uplink> Translator<U> {
     /// Vardiff for quiet devices, and the channel's nominal hash rate kept current
     /// (`UpdateChannel`, spec 5.3.7: a proxy MUST send it when its devices change).
     pub fn handle_tick(&mut self, now: Timestamp) {
-        self.tick_devices(now, |_| true, |_| {});
+        self.each_device(|_| true, |_, d, link| d.handle_tick(now, link));
         self.tick_channel(now);
     }
 
@@ -526,17 +515,19 @@ impl<U: Uplink> Translator<U> {
     pub fn handle_tick_round(&mut self, now: Timestamp) -> Vec<DeviceId> {
         let in_round = self.tick_rounds.next_round();
         let mut ids = Vec::new();
-        self.tick_devices(now, in_round, |id| ids.push(id));
+        self.each_device(in_round, |id, d, link| {
+            d.handle_tick(now, link);
+            ids.push(id);
+        });
         self.tick_channel(now);
         ids
     }
 
-    /// Ticks the devices `pick` picks, telling `walked` about each.
-    fn tick_devices(
+    /// Runs `f` on each device `pick` picks, with the view of the translator it works through.
+    fn each_device(
         &mut self,
-        now: Timestamp,
         pick: impl Fn(DeviceId) -> bool,
-        mut walked: impl FnMut(DeviceId),
+        mut f: impl FnMut(DeviceId, &mut Device, &mut Link<'_>),
     ) {
         let mut link = link(
             &self.config,
@@ -545,8 +536,7 @@ impl<U: Uplink> Translator<U> {
             &mut self.allocator,
         );
         for (&id, d) in self.devices.iter_mut().filter(|(&id, _)| pick(id)) {
-            d.handle_tick(now, &mut link);
-            walked(id);
+            f(id, d, &mut link);
         }
     }
 

@@ -3,17 +3,11 @@
 
 use std::collections::HashMap;
 
-use mining::vardiff::VardiffConfig;
-use primitives::bitcoin::{Amount, Network};
-use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
-use primitives::{
-    coinbase_merkle_branch, sha256d, CompactTarget, Difficulty, ExtendedShare, Hash256, JobHeader,
-    MinerChoice, Sv1Share, Target,
-};
+use primitives::{Difficulty, Hash256};
 use sv2::messages::mining::{
     CloseChannel, NewExtendedMiningJob, OpenExtendedMiningChannel,
-    OpenExtendedMiningChannelSuccess, OpenMiningChannelError, SetNewPrevHash, SetTarget,
-    SubmitSharesExtended, SubmitSharesSuccess,
+    OpenExtendedMiningChannelSuccess, OpenMiningChannelError, SetTarget, SubmitSharesExtended,
+    SubmitSharesSuccess,
 };
 use sv2::messages::Mining;
 use translator::shares::UpstreamVerdict;
@@ -22,72 +16,32 @@ use translator::{
     Timestamp, TranslatorConfig, TICK_ROUNDS,
 };
 
+mod support;
+
+use support::{device_difficulty, pool_check, prev_hash, upstream_target, Miner};
+
 /// Bytes our pool fixes per channel, and bytes it lets the channel roll.
 const PREFIX_LEN: usize = 4;
 const ROLLED: u16 = 4;
-const NBITS: u32 = 0x1d00_ffff;
-
-fn device_difficulty() -> Difficulty {
-    Difficulty::new(2f64.powi(-20)).unwrap()
-}
-
-fn upstream_target() -> Target {
-    Difficulty::new(2f64.powi(-16)).unwrap().to_target()
-}
 
 fn config() -> TranslatorConfig {
-    let d = device_difficulty();
     TranslatorConfig {
         channels: ChannelMode::PerDevice,
         user_identity: "farm".into(),
-        start_difficulty: d,
-        vardiff: VardiffConfig {
-            min: d,
-            max: d,
-            ..VardiffConfig::default()
-        },
-        device_hash_rate: 1e6,
-        ..TranslatorConfig::default()
+        ..support::pinned(device_difficulty())
     }
 }
 
 /// A job for `channel` on a real coinbase with room for prefix + rolled extranonce.
 fn job(channel: u32, job_id: u32, tag: u8) -> NewExtendedMiningJob {
-    let mut spec = CoinbaseSpec::new(900_000, PREFIX_LEN + usize::from(ROLLED));
-    spec.tag = vec![tag; 4];
-    spec.payouts.push(Payout {
-        script_pubkey: payout_script(
-            "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
-            Network::Regtest,
-        )
-        .unwrap(),
-        value: Amount::from_sat(312_500_000),
-    });
-    let parts = spec.build().unwrap();
-    let txids: Vec<Hash256> = (0..3u8).map(|i| sha256d(&[i, tag])).collect();
-    NewExtendedMiningJob {
-        channel_id: channel,
+    support::job(
+        channel,
         job_id,
-        min_ntime: None,
-        version: 0x2000_0000,
-        version_rolling_allowed: true,
-        merkle_path: coinbase_merkle_branch(&txids)
-            .into_iter()
-            .map(|h| h.0)
-            .collect(),
-        coinbase_tx_prefix: parts.prefix,
-        coinbase_tx_suffix: parts.suffix,
-    }
-}
-
-fn prev_hash(channel: u32, job_id: u32, seed: u8) -> SetNewPrevHash {
-    SetNewPrevHash {
-        channel_id: channel,
-        job_id,
-        prev_hash: sha256d(&[seed]).0,
-        min_ntime: 1_700_000_000,
-        nbits: NBITS,
-    }
+        None,
+        PREFIX_LEN + usize::from(ROLLED),
+        tag,
+        3,
+    )
 }
 
 /// The test's pool: the channels it opened, by id, with their prefixes.
@@ -166,30 +120,7 @@ impl Pool {
 
     /// The pool's own check of a submission, from its job and the channel's prefix.
     fn check(&self, job: &NewExtendedMiningJob, s: &SubmitSharesExtended) -> (Hash256, bool) {
-        let prefix = &self.channels[&s.channel_id].0;
-        let path: Vec<Hash256> = job.merkle_path.iter().copied().map(Hash256).collect();
-        let p = prev_hash(s.channel_id, job.job_id, 1);
-        let c = ExtendedShare {
-            job: JobHeader {
-                version: job.version,
-                prev_hash: Hash256(p.prev_hash),
-                bits: CompactTarget::from_consensus(p.nbits),
-            },
-            coinbase_prefix: &job.coinbase_tx_prefix,
-            extranonce_prefix: prefix,
-            extranonce: &s.extranonce,
-            coinbase_suffix: &job.coinbase_tx_suffix,
-            merkle_path: &path,
-            miner: MinerChoice {
-                ntime: s.ntime,
-                nonce: s.nonce,
-                version: Some(s.version),
-                version_mask: 0x1fff_e000,
-            },
-        }
-        .check(&upstream_target())
-        .unwrap();
-        (c.hash, c.meets_share_target)
+        pool_check(job, s, &self.channels[&s.channel_id].0, 1)
     }
 }
 
@@ -202,89 +133,6 @@ fn t_reach_of(t: &PerDevice, channel: u32) -> Reach {
         }
     }
     Reach::Nobody
-}
-
-/// One SV1 miner's view.
-#[derive(Default)]
-struct Miner {
-    extranonce1: Vec<u8>,
-    extranonce2_size: usize,
-    notifies: Vec<Vec<u8>>,
-    replies: Vec<String>,
-    set_extranonces: usize,
-}
-
-impl Miner {
-    fn read(&mut self, t: &mut PerDevice, id: DeviceId) {
-        let out = t.device_mut(id).unwrap().take_output();
-        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let text = std::str::from_utf8(line).unwrap().to_owned();
-            let (_, method) = sv1::parse_line(line).unwrap();
-            let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-            match method {
-                Some(sv1::Method::Notify) => self.notifies.push(line.to_vec()),
-                Some(sv1::Method::SetDifficulty) => {}
-                Some(sv1::Method::SetExtranonce) => {
-                    let p = &v["params"];
-                    self.extranonce1 = primitives::hex::decode(p[0].as_str().unwrap()).unwrap();
-                    self.extranonce2_size = p[1].as_u64().unwrap() as usize;
-                    self.set_extranonces += 1;
-                }
-                _ => {
-                    if text.contains("\"result\":[[") {
-                        let r = &v["result"];
-                        self.extranonce1 = primitives::hex::decode(r[1].as_str().unwrap()).unwrap();
-                        self.extranonce2_size = r[2].as_u64().unwrap() as usize;
-                    }
-                    self.replies.push(text);
-                }
-            }
-        }
-    }
-
-    fn latest_notify(&self) -> sv1::Notify<'_> {
-        let (env, _) = sv1::parse_line(self.notifies.last().expect("a job")).unwrap();
-        sv1::Notify::parse(&env).unwrap()
-    }
-
-    /// Grinds the latest job until `want` holds; the submit line and the hash.
-    fn grind(
-        &self,
-        worker: &str,
-        en2: &[u8],
-        want: impl Fn(&Hash256) -> bool,
-    ) -> (Vec<u8>, Hash256) {
-        let n = self.latest_notify();
-        assert_eq!(en2.len(), self.extranonce2_size);
-        for nonce in 0..u32::MAX {
-            let c = Sv1Share {
-                job: JobHeader {
-                    version: n.version,
-                    prev_hash: n.prev_hash,
-                    bits: CompactTarget::from_consensus(n.nbits),
-                },
-                coinb1: &n.coinb1,
-                extranonce1: &self.extranonce1,
-                extranonce2: en2,
-                coinb2: &n.coinb2,
-                merkle_branch: &n.merkle_branch,
-                miner: MinerChoice {
-                    ntime: n.ntime,
-                    nonce,
-                    version: None,
-                    version_mask: 0,
-                },
-            }
-            .check(&Target::MAX)
-            .unwrap();
-            if want(&c.hash) {
-                let mut line = Vec::new();
-                sv1::write::submit(&mut line, 7, worker, n.job_id, en2, n.ntime, nonce, None);
-                return (line, c.hash);
-            }
-        }
-        unreachable!("some nonce meets an easy target")
-    }
 }
 
 fn line(t: &mut PerDevice, id: DeviceId, s: &str) -> LineOutcome {

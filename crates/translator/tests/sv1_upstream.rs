@@ -15,10 +15,7 @@ use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{LineKind, Session, Sv1Config};
 use pool::template::{Template, TemplateTx};
 use primitives::bitcoin::{consensus, Amount, Network, ScriptBuf, Transaction};
-use primitives::{
-    merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, JobHeader, MinerChoice,
-    Sv1Share, Target,
-};
+use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Target};
 use sv1::VERSION_ROLLING_MASK;
 use translator::extranonce::{ExtranonceAllocator, Layout};
 use translator::jobs::{hex_id, JobBook};
@@ -26,6 +23,10 @@ use translator::shares::{DeviceJobs, LocalShare, ShareContext, Submitted, Upstre
 use translator::sv1_upstream::Sv1Upstream;
 use translator::upstream::{ChannelRequest, UpstreamEvent, Work};
 use translator::{Event, LineOutcome, Timestamp, Translator, TranslatorConfig, Uplink};
+
+mod support;
+
+use support::grind;
 
 const T0: Timestamp = Timestamp::from_millis(1_000_000);
 const CURTIME: u32 = 1_700_000_000;
@@ -165,44 +166,6 @@ fn json(line: &[u8]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(line)))
 }
 
-/// The first nonce (from `from`) whose header meets `want`, hashing the coinbase exactly as an
-/// SV1 miner does from a `mining.notify`.
-fn grind(
-    n: &sv1::Notify<'_>,
-    extranonce1: &[u8],
-    extranonce2: &[u8],
-    version_bits: Option<(u32, u32)>,
-    from: u32,
-    want: impl Fn(&Hash256) -> bool,
-) -> (u32, Hash256) {
-    for nonce in from.. {
-        let c = Sv1Share {
-            job: JobHeader {
-                version: n.version,
-                prev_hash: n.prev_hash,
-                bits: CompactTarget::from_consensus(n.nbits),
-            },
-            coinb1: &n.coinb1,
-            extranonce1,
-            extranonce2,
-            coinb2: &n.coinb2,
-            merkle_branch: &n.merkle_branch,
-            miner: MinerChoice {
-                ntime: n.ntime,
-                nonce,
-                version: version_bits.map(|(b, _)| b),
-                version_mask: version_bits.map_or(0, |(_, m)| m),
-            },
-        }
-        .check(&Target::MAX)
-        .unwrap();
-        if want(&c.hash) {
-            return (nonce, c.hash);
-        }
-    }
-    unreachable!("some nonce meets an easy target")
-}
-
 fn meets(d: Difficulty) -> impl Fn(&Hash256) -> bool {
     let t = d.to_target();
     move |h| t.is_met_by(&h.0)
@@ -213,17 +176,9 @@ fn meets(d: Difficulty) -> impl Fn(&Hash256) -> bool {
 // ---------------------------------------------------------------------------------------------
 
 fn proxy_config() -> TranslatorConfig {
-    let d = device_difficulty();
     TranslatorConfig {
         user_identity: FARM.into(),
-        start_difficulty: d,
-        vardiff: VardiffConfig {
-            min: d,
-            max: d,
-            ..VardiffConfig::default()
-        },
-        device_hash_rate: 1e6,
-        ..TranslatorConfig::default()
+        ..support::pinned(device_difficulty())
     }
 }
 

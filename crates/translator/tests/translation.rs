@@ -5,12 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use mining::vardiff::VardiffConfig;
 use mining::Reject;
-use primitives::bitcoin::{Amount, Network};
-use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
-use primitives::{
-    coinbase_merkle_branch, sha256d, CompactTarget, Difficulty, ExtendedShare, Hash256, JobHeader,
-    MinerChoice, Sv1Share, Target,
-};
+use primitives::{Difficulty, Hash256};
 use sv2::messages::mining::{
     NewExtendedMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
     SetExtranoncePrefix, SetNewPrevHash, SubmitSharesError, SubmitSharesExtended,
@@ -22,172 +17,25 @@ use translator::{
     Close, DeviceId, Event, LineOutcome, Mode, Timestamp, Translator, TranslatorConfig, TICK_ROUNDS,
 };
 
+mod support;
+
+use support::{device_difficulty, pool_check, upstream_target, Miner, NBITS};
+
 const CHANNEL: u32 = 3;
 const PREFIX: [u8; 4] = [0xab, 0xcd, 0x00, 0x01];
-/// The network's nBits: difficulty 1, so no share of these tests is a block.
-const NBITS: u32 = 0x1d00_ffff;
-
-fn device_difficulty() -> Difficulty {
-    Difficulty::new(2f64.powi(-20)).unwrap()
-}
-
-fn upstream_target() -> Target {
-    Difficulty::new(2f64.powi(-16)).unwrap().to_target()
-}
 
 fn config() -> TranslatorConfig {
-    let d = device_difficulty();
-    TranslatorConfig {
-        start_difficulty: d,
-        // Vardiff pinned: these tests are about translation.
-        vardiff: VardiffConfig {
-            min: d,
-            max: d,
-            ..VardiffConfig::default()
-        },
-        device_hash_rate: 1e6,
-        ..TranslatorConfig::default()
-    }
+    support::pinned(device_difficulty())
 }
 
 /// An upstream job as a pool would build it: a real coinbase split around an 8-byte extranonce
 /// (4 of prefix, 4 rolled below it), a merkle path over a few transactions.
 fn upstream_job(job_id: u32, min_ntime: Option<u32>, tag: u8) -> NewExtendedMiningJob {
-    let mut spec = CoinbaseSpec::new(900_000, PREFIX.len() + 6);
-    spec.tag = vec![tag; 4];
-    spec.payouts.push(Payout {
-        script_pubkey: payout_script(
-            "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080",
-            Network::Regtest,
-        )
-        .unwrap(),
-        value: Amount::from_sat(312_500_000),
-    });
-    let parts = spec.build().unwrap();
-    let txids: Vec<Hash256> = (0..5u8).map(|i| sha256d(&[i, tag])).collect();
-    NewExtendedMiningJob {
-        channel_id: CHANNEL,
-        job_id,
-        min_ntime,
-        version: 0x2000_0000,
-        version_rolling_allowed: true,
-        merkle_path: coinbase_merkle_branch(&txids)
-            .into_iter()
-            .map(|h| h.0)
-            .collect(),
-        coinbase_tx_prefix: parts.prefix,
-        coinbase_tx_suffix: parts.suffix,
-    }
+    support::job(CHANNEL, job_id, min_ntime, PREFIX.len() + 6, tag, 5)
 }
 
 fn prev_hash(job_id: u32, seed: u8) -> SetNewPrevHash {
-    SetNewPrevHash {
-        channel_id: CHANNEL,
-        job_id,
-        prev_hash: sha256d(&[seed]).0,
-        min_ntime: 1_700_000_000,
-        nbits: NBITS,
-    }
-}
-
-/// One SV1 miner's view: what the translator told it.
-#[derive(Default)]
-struct Miner {
-    extranonce1: Vec<u8>,
-    extranonce2_size: usize,
-    notifies: Vec<Vec<u8>>,
-    replies: Vec<String>,
-    difficulty: Option<f64>,
-    set_extranonces: usize,
-}
-
-impl Miner {
-    fn read(&mut self, t: &mut Translator, id: DeviceId) {
-        let out = t.device_mut(id).unwrap().take_output();
-        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let text = std::str::from_utf8(line).unwrap().to_owned();
-            let (env, method) = sv1::parse_line(line).unwrap();
-            match method {
-                Some(sv1::Method::Notify) => self.notifies.push(line.to_vec()),
-                Some(sv1::Method::SetDifficulty) => {
-                    self.difficulty = env.params.get(0).and_then(|v| v.as_f64())
-                }
-                Some(sv1::Method::SetExtranonce) => {
-                    // Applied from the next job (our jobs all come after it here).
-                    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                    let p = &v["params"];
-                    self.extranonce1 = primitives::hex::decode(p[0].as_str().unwrap()).unwrap();
-                    self.extranonce2_size = p[1].as_u64().unwrap() as usize;
-                    self.set_extranonces += 1;
-                }
-                _ => {
-                    // The subscribe result: [[subscriptions], extranonce1, extranonce2_size].
-                    if text.contains("mining.notify\",") && text.contains("\"result\":[[") {
-                        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-                        let r = &v["result"];
-                        self.extranonce1 = primitives::hex::decode(r[1].as_str().unwrap()).unwrap();
-                        self.extranonce2_size = r[2].as_u64().unwrap() as usize;
-                    }
-                    self.replies.push(text);
-                }
-            }
-        }
-    }
-
-    fn latest_notify(&self) -> sv1::Notify<'_> {
-        let line = self.notifies.last().expect("a job");
-        let (env, _) = sv1::parse_line(line).unwrap();
-        sv1::Notify::parse(&env).unwrap()
-    }
-
-    /// Grinds nonces on the latest job until `want` holds for the share's hash; returns the
-    /// submit line and the hash.
-    fn grind(
-        &self,
-        worker: &str,
-        extranonce2: &[u8],
-        want: impl Fn(&Hash256) -> bool,
-    ) -> (Vec<u8>, Hash256) {
-        let n = self.latest_notify();
-        assert_eq!(extranonce2.len(), self.extranonce2_size);
-        for nonce in 0..u32::MAX {
-            let c = Sv1Share {
-                job: JobHeader {
-                    version: n.version,
-                    prev_hash: n.prev_hash,
-                    bits: CompactTarget::from_consensus(n.nbits),
-                },
-                coinb1: &n.coinb1,
-                extranonce1: &self.extranonce1,
-                extranonce2,
-                coinb2: &n.coinb2,
-                merkle_branch: &n.merkle_branch,
-                miner: MinerChoice {
-                    ntime: n.ntime,
-                    nonce,
-                    version: None,
-                    version_mask: 0,
-                },
-            }
-            .check(&Target::MAX)
-            .unwrap();
-            if want(&c.hash) {
-                let mut line = Vec::new();
-                sv1::write::submit(
-                    &mut line,
-                    7,
-                    worker,
-                    n.job_id,
-                    extranonce2,
-                    n.ntime,
-                    nonce,
-                    None,
-                );
-                return (line, c.hash);
-            }
-        }
-        unreachable!("some nonce meets an easy target")
-    }
+    support::prev_hash(CHANNEL, job_id, seed)
 }
 
 fn line(t: &mut Translator, id: DeviceId, s: &str, now: u64) -> LineOutcome {
@@ -258,39 +106,45 @@ fn events(t: &mut Translator) -> Vec<Event> {
 
 /// The SV2 share checked the way the pool checks it, from the upstream job alone.
 fn upstream_check(job: &NewExtendedMiningJob, s: &SubmitSharesExtended) -> (Hash256, bool) {
-    upstream_check_on(job, s, &PREFIX, 1)
+    pool_check(job, s, &PREFIX, 1)
 }
 
-/// The same on a channel with another prefix, for a job whose prev hash came from `seed`.
-fn upstream_check_on(
-    job: &NewExtendedMiningJob,
-    s: &SubmitSharesExtended,
-    prefix: &[u8],
-    seed: u8,
-) -> (Hash256, bool) {
-    let path: Vec<Hash256> = job.merkle_path.iter().copied().map(Hash256).collect();
-    let p = prev_hash(job.job_id, seed);
-    let c = ExtendedShare {
-        job: JobHeader {
-            version: job.version,
-            prev_hash: Hash256(p.prev_hash),
-            bits: CompactTarget::from_consensus(p.nbits),
-        },
-        coinbase_prefix: &job.coinbase_tx_prefix,
-        extranonce_prefix: prefix,
-        extranonce: &s.extranonce,
-        coinbase_suffix: &job.coinbase_tx_suffix,
-        merkle_path: &path,
-        miner: MinerChoice {
-            ntime: s.ntime,
-            nonce: s.nonce,
-            version: Some(s.version),
-            version_mask: 0x1fff_e000,
-        },
+/// A translator on an open channel with work, devices `a` and `b` (workers `farm.a` and
+/// `farm.b`) subscribed and authorized once it opened, each opted into extranonce changes if
+/// `follow` says so; and what each device was told.
+fn two_devices(follow: [bool; 2]) -> (Translator, DeviceId, DeviceId, Miner, Miner) {
+    let mut t = Translator::new(config(), Timestamp::from_millis(0));
+    let a = t.device_connected(Timestamp::from_millis(0));
+    let b = t.device_connected(Timestamp::from_millis(0));
+    open(&mut t);
+    for ((d, w), follows) in [(a, "farm.a"), (b, "farm.b")].into_iter().zip(follow) {
+        if follows {
+            line(
+                &mut t,
+                d,
+                r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
+                0,
+            );
+        }
+        handshake(&mut t, d, w);
     }
-    .check(&upstream_target())
-    .unwrap();
-    (c.hash, c.meets_share_target)
+    first_work(&mut t);
+    let (mut ma, mut mb) = (Miner::default(), Miner::default());
+    ma.read(&mut t, a);
+    mb.read(&mut t, b);
+    (t, a, b, ma, mb)
+}
+
+/// Device `id`'s share, accepted and forwarded alone: the submission that went upstream.
+fn forward(t: &mut Translator, id: DeviceId, share: &[u8], now: u64) -> SubmitSharesExtended {
+    assert!(matches!(
+        t.device_line(id, share, Timestamp::from_millis(now))
+            .unwrap(),
+        LineOutcome::Accepted(_)
+    ));
+    let mut sent = submits(t);
+    assert_eq!(sent.len(), 1);
+    sent.remove(0)
 }
 
 #[test]
@@ -535,16 +389,7 @@ fn shares_on_the_previous_block_are_stale() {
 
 #[test]
 fn upstream_verdicts_go_back_to_the_device_by_sequence_number() {
-    let mut t = Translator::new(config(), Timestamp::from_millis(0));
-    let a = t.device_connected(Timestamp::from_millis(0));
-    let b = t.device_connected(Timestamp::from_millis(0));
-    open(&mut t);
-    handshake(&mut t, a, "farm.a");
-    handshake(&mut t, b, "farm.b");
-    first_work(&mut t);
-    let (mut ma, mut mb) = (Miner::default(), Miner::default());
-    ma.read(&mut t, a);
-    mb.read(&mut t, b);
+    let (mut t, a, b, mut ma, mut mb) = two_devices([false, false]);
     let up_t = upstream_target();
     for (i, (id, m, worker)) in [(a, &ma, "farm.a"), (b, &mb, "farm.b"), (a, &ma, "farm.a")]
         .into_iter()
@@ -677,23 +522,8 @@ fn second_work(t: &mut Translator, now: u64) -> NewExtendedMiningJob {
 
 #[test]
 fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
-    let mut t = Translator::new(config(), Timestamp::from_millis(0));
     // `a` opted into extranonce changes; `b` did not, and cannot follow a new prefix.
-    let a = t.device_connected(Timestamp::from_millis(0));
-    let b = t.device_connected(Timestamp::from_millis(0));
-    open(&mut t);
-    line(
-        &mut t,
-        a,
-        r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
-        0,
-    );
-    handshake(&mut t, a, "farm.a");
-    handshake(&mut t, b, "farm.b");
-    first_work(&mut t);
-    let (mut ma, mut mb) = (Miner::default(), Miner::default());
-    ma.read(&mut t, a);
-    mb.read(&mut t, b);
+    let (mut t, a, b, mut ma, _) = two_devices([true, false]);
     let up = upstream_target();
     let device_t = device_difficulty().to_target();
     // One share goes upstream and is never answered; another is kept for after the loss.
@@ -771,36 +601,14 @@ fn failover_keeps_devices_connected_and_moves_them_to_the_new_channel() {
     assert_eq!(ma.latest_notify().job_id, mc.latest_notify().job_id);
     // A share on the new work, with the new extranonce1, is what the new pool checks.
     let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 3], |h| up.is_met_by(&h.0));
-    assert!(matches!(
-        t.device_line(a, &share, Timestamp::from_millis(22))
-            .unwrap(),
-        LineOutcome::Accepted(_)
-    ));
-    let sent = submits(&mut t);
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].channel_id, CHANNEL + 1);
-    assert_eq!(upstream_check_on(&job, &sent[0], &prefix2, 9), (hash, true));
+    let sent = forward(&mut t, a, &share, 22);
+    assert_eq!(sent.channel_id, CHANNEL + 1);
+    assert_eq!(pool_check(&job, &sent, &prefix2, 9), (hash, true));
 }
 
 #[test]
 fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
-    let mut t = Translator::new(config(), Timestamp::from_millis(0));
-    let a = t.device_connected(Timestamp::from_millis(0));
-    let b = t.device_connected(Timestamp::from_millis(0));
-    open(&mut t);
-    for (d, w) in [(a, "farm.a"), (b, "farm.b")] {
-        line(
-            &mut t,
-            d,
-            r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
-            0,
-        );
-        handshake(&mut t, d, w);
-    }
-    first_work(&mut t);
-    let (mut ma, mut mb) = (Miner::default(), Miner::default());
-    ma.read(&mut t, a);
-    mb.read(&mut t, b);
+    let (mut t, a, b, mut ma, mut mb) = two_devices([true, true]);
     assert_eq!(ma.extranonce2_size, 4);
     t.upstream_lost(Timestamp::from_millis(10));
     // Ten bytes to roll: the devices keep 2 of them apart, and roll 8.
@@ -819,15 +627,9 @@ fn failover_to_a_channel_of_another_size_reallocates_device_extranonces() {
     ma.read(&mut t, a);
     let up = upstream_target();
     let (share, hash) = ma.grind("farm.a", &[0, 0, 0, 0, 0, 0, 0, 9], |h| up.is_met_by(&h.0));
-    assert!(matches!(
-        t.device_line(a, &share, Timestamp::from_millis(22))
-            .unwrap(),
-        LineOutcome::Accepted(_)
-    ));
-    let sent = submits(&mut t);
-    assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].extranonce.len(), 10);
-    assert_eq!(upstream_check_on(&job, &sent[0], &prefix2, 9), (hash, true));
+    let sent = forward(&mut t, a, &share, 22);
+    assert_eq!(sent.extranonce.len(), 10);
+    assert_eq!(pool_check(&job, &sent, &prefix2, 9), (hash, true));
 }
 
 #[test]
@@ -894,21 +696,7 @@ fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
     // arrived under, but a device told of a new prefix before the job was activated mined it
     // with the new one, so its shares were judged (and submitted) on a coinbase it never
     // hashed. Now the device is told the job's own prefix before the job.
-    let mut t = Translator::new(config(), Timestamp::from_millis(0));
-    let a = t.device_connected(Timestamp::from_millis(0));
-    let b = t.device_connected(Timestamp::from_millis(0));
-    open(&mut t);
-    line(
-        &mut t,
-        a,
-        r#"{"id":0,"method":"mining.extranonce.subscribe","params":[]}"#,
-        0,
-    );
-    handshake(&mut t, a, "farm.a");
-    handshake(&mut t, b, "farm.b");
-    first_work(&mut t);
-    let mut ma = Miner::default();
-    ma.read(&mut t, a);
+    let (mut t, a, b, mut ma, _) = two_devices([true, false]);
     assert_eq!(&ma.extranonce1[..4], &PREFIX);
 
     // A future job under the channel's prefix, a new prefix, then the prev hash naming the job.
@@ -947,7 +735,7 @@ fn a_future_job_activated_after_a_new_prefix_is_mined_with_its_own_prefix() {
     let sent = submits(&mut t);
     assert_eq!(sent.len(), 1);
     assert_eq!(
-        upstream_check_on(&job, &sent[0], &PREFIX, 2),
+        pool_check(&job, &sent[0], &PREFIX, 2),
         (hash, true),
         "and so does the pool, on the job's prefix"
     );

@@ -91,10 +91,7 @@ struct Chan {
     prefix: Vec<u8>,
     size: usize,
     target: Target,
-    jobs: HashMap<u32, PoolJob>,
-    /// Future jobs held by the channel's core, oldest first.
-    future: VecDeque<u32>,
-    prev: Option<(Hash256, u32, u32)>,
+    held: Held,
     /// Shares in flight on it, in sequence order.
     flights: VecDeque<Flight>,
     state: State,
@@ -128,7 +125,7 @@ impl View for Channels<'_> {
             .values()
             .chain(self.retired)
             .filter(|c| c.device == device)
-            .find_map(|c| c.jobs.values().find(|j| j.coinb1 == coinb1))
+            .find_map(|c| c.held.find(coinb1))
     }
 
     fn subscribe_answer(&self, device: DeviceId, e: Option<DeviceExtranonce>) -> (Vec<u8>, usize) {
@@ -455,6 +452,15 @@ impl World {
         }
     }
 
+    /// The ids of the channels `keep` keeps, in order.
+    fn chan_ids(&self, keep: impl Fn(&Chan) -> bool) -> Vec<u32> {
+        self.chans
+            .iter()
+            .filter(|(_, c)| keep(c))
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
     /// The id a message is addressed with, from `a`: an open channel mostly, a group, a closed
     /// channel or an id never used. `settled`: prefer channels with shares in flight.
     fn address(&self, a: u8, settled: bool) -> u32 {
@@ -464,27 +470,12 @@ impl World {
             1 => GROUPS[0],
             2 => GROUPS[1],
             3 => {
-                let closed: Vec<u32> = self
-                    .chans
-                    .iter()
-                    .filter(|(_, c)| c.state != State::Open)
-                    .map(|(&id, _)| id)
-                    .collect();
+                let closed = self.chan_ids(|c| c.state != State::Open);
                 pick(&closed, a >> 4).unwrap_or(unknown)
             }
             _ => {
-                let with_flights: Vec<u32> = self
-                    .chans
-                    .iter()
-                    .filter(|(_, c)| !c.flights.is_empty())
-                    .map(|(&id, _)| id)
-                    .collect();
-                let open: Vec<u32> = self
-                    .chans
-                    .iter()
-                    .filter(|(_, c)| c.state == State::Open)
-                    .map(|(&id, _)| id)
-                    .collect();
+                let with_flights = self.chan_ids(|c| !c.flights.is_empty());
+                let open = self.chan_ids(|c| c.state == State::Open);
                 let list = if settled && !with_flights.is_empty() {
                     with_flights
                 } else {
@@ -518,23 +509,11 @@ impl World {
                         continue;
                     }
                     // One job for a group, each channel's on its own prefix.
-                    let mut job = PoolJob {
+                    let job = PoolJob {
                         prefix: c.prefix.clone(),
                         ..sent.clone()
                     };
-                    match (min_ntime, c.prev) {
-                        (None, _) => {
-                            if c.future.len() == MAX_FUTURE_JOBS {
-                                c.future.pop_front();
-                            }
-                            c.future.push_back(job_id);
-                        }
-                        (Some(t), Some((prev, bits, min))) => {
-                            job.work = Some((prev, bits, t.max(min)))
-                        }
-                        (Some(_), None) => {}
-                    }
-                    c.jobs.insert(job_id, job);
+                    c.held.add(job_id, min_ntime, job);
                 }
                 m
             }
@@ -544,43 +523,23 @@ impl World {
                 let reached = self.reached(to);
                 let newest = reached
                     .iter()
-                    .filter_map(|c| self.chans[c].future.back().copied())
+                    .filter_map(|c| self.chans[c].held.future.back().copied())
                     .max();
                 let oldest = reached
                     .iter()
-                    .filter_map(|c| self.chans[c].future.front().copied())
+                    .filter_map(|c| self.chans[c].held.future.front().copied())
                     .min();
-                let job_id = match (b >> 2) % 4 {
-                    0 | 1 => newest.unwrap_or(self.next_job),
-                    2 => oldest.unwrap_or(0),
-                    _ => self.next_job.saturating_sub(1 + u32::from(input.u8() % 4)),
-                };
-                let seed = input.u8();
-                let bits = nbits(input.u8());
-                let min_ntime = NTIME0 + u32::from(seed % 8);
-                let prev = prev_hash(seed);
-                if Target::from_compact(CompactTarget::from_consensus(bits)).is_ok() {
+                let (m, job_id, work) =
+                    new_prev_hash(to, b, (newest, oldest), self.next_job, input);
+                if let Some(work) = work {
                     for id in reached {
                         let c = self.chans.get_mut(&id).expect("reached");
-                        if c.state != State::Open {
-                            continue;
+                        if c.state == State::Open {
+                            c.held.new_prev(job_id, work);
                         }
-                        c.prev = Some((prev, bits, min_ntime));
-                        if c.future.contains(&job_id) {
-                            if let Some(j) = c.jobs.get_mut(&job_id) {
-                                j.work = Some((prev, bits, min_ntime));
-                            }
-                        }
-                        c.future.clear();
                     }
                 }
-                Mining::SetNewPrevHash(SetNewPrevHash {
-                    channel_id: to,
-                    job_id,
-                    prev_hash: prev.0,
-                    min_ntime,
-                    nbits: bits,
-                })
+                m
             }
             up::TARGET => {
                 let to = self.address(input.u8(), false);
@@ -600,66 +559,30 @@ impl World {
             up::PREFIX => {
                 let to = self.address(input.u8(), false);
                 self.reach = Some(self.reach_to(to));
-                let len = usize::from(b % 6);
-                let prefix: Vec<u8> = (0..len).map(|i| b ^ (i as u8)).collect();
+                let (m, prefix) = new_prefix(to, b);
                 for id in self.reached(to) {
                     let c = self.chans.get_mut(&id).expect("reached");
                     if c.state == State::Open && prefix.len() + c.size <= 32 {
                         c.prefix = prefix.clone();
                     }
                 }
-                Mining::SetExtranoncePrefix(SetExtranoncePrefix {
-                    channel_id: to,
-                    extranonce_prefix: prefix,
-                })
+                m
             }
-            up::ACCEPT => {
+            up::ACCEPT | up::REJECT => {
                 let to = self.address(input.u8(), true);
                 self.reach = Some(self.reach_to(to));
                 let reached = self.reached(to);
-                let flights: Vec<u32> = reached
+                let seqs: Vec<u32> = reached
                     .first()
                     .map(|c| self.chans[c].flights.iter().map(|f| f.seq).collect())
                     .unwrap_or_default();
-                let last = match flights.len() {
-                    0 => u32::from(b),
-                    n => {
-                        let s = flights[usize::from(input.u8()) % n];
-                        if b & 0x80 != 0 {
-                            s.wrapping_add(u32::from(b & 3))
-                        } else {
-                            s
-                        }
-                    }
+                let (m, v) = if kind == up::ACCEPT {
+                    success(to, b, &seqs, input)
+                } else {
+                    error(to, b, &seqs)
                 };
-                let count = match b % 4 {
-                    0 => u32::MAX,
-                    n => u32::from(n - 1) + u32::from(input.u8() % 4),
-                };
-                self.settle_on(&reached, &Verdict::Accepted { last, count });
-                Mining::SubmitSharesSuccess(SubmitSharesSuccess {
-                    channel_id: to,
-                    last_sequence_number: last,
-                    new_submits_accepted_count: count,
-                    new_shares_sum: u64::from(count),
-                })
-            }
-            up::REJECT => {
-                let to = self.address(input.u8(), true);
-                self.reach = Some(self.reach_to(to));
-                let reached = self.reached(to);
-                let seq = match reached.first().map(|c| &self.chans[c].flights) {
-                    Some(f) if !f.is_empty() => f[usize::from(b) % f.len()].seq,
-                    _ => u32::from(b),
-                };
-                self.settle_on(&reached, &Verdict::Rejected { seq });
-                Mining::SubmitSharesError(SubmitSharesError {
-                    channel_id: to,
-                    sequence_number: seq,
-                    error_code: ["stale-share", "difficulty-too-low", "invalid-job-id"]
-                        [usize::from(b % 3)]
-                    .into(),
-                })
+                self.settle_on(&reached, &v);
+                m
             }
             up::CLOSE => {
                 let to = self.address(input.u8(), false);
@@ -685,31 +608,11 @@ impl World {
                 } else {
                     Reach::Nobody
                 });
-                match b % 5 {
-                    0 => Mining::UpdateChannelError(UpdateChannelError {
-                        channel_id: to,
-                        error_code: "max-target-out-of-range".into(),
-                    }),
-                    1 => Mining::SetGroupChannel(SetGroupChannel {
-                        group_channel_id: GROUPS[0],
-                        channel_ids: vec![to],
-                    }),
-                    2 => Mining::SubmitSharesExtended(SubmitSharesExtended {
-                        channel_id: to,
-                        sequence_number: 0,
-                        job_id: 1,
-                        nonce: 0,
-                        ntime: NTIME0,
-                        version: 0x2000_0000,
-                        extranonce: vec![0; 4],
-                        user_identity: None,
-                    }),
-                    3 => Mining::UpdateChannel(UpdateChannel {
-                        channel_id: to,
-                        nominal_hash_rate: 1.0,
-                        maximum_target: Target::MAX,
-                    }),
-                    _ => Mining::OpenExtendedMiningChannel(
+                stray(
+                    b,
+                    to,
+                    (GROUPS[0], to),
+                    Mining::OpenExtendedMiningChannel(
                         sv2::messages::mining::OpenExtendedMiningChannel {
                             request_id: 1,
                             user_identity: "farm.miner1".into(),
@@ -718,7 +621,7 @@ impl World {
                             min_extranonce_size: 4,
                         },
                     ),
-                }
+                )
             }
         }
     }
@@ -772,12 +675,7 @@ impl World {
         // An id closed earlier on this connection, reused: only for a request still wanted,
         // whose answer ends the old channel (its shares settled, unanswered) whether the
         // new one is usable or not.
-        let closed: Vec<u32> = self
-            .chans
-            .iter()
-            .filter(|(_, c)| c.state != State::Open)
-            .map(|(&id, _)| id)
-            .collect();
+        let closed = self.chan_ids(|c| c.state != State::Open);
         let live = request.as_ref().is_some_and(|r| r.abandoned.is_none());
         let channel_id = match pick(&closed, g >> 4) {
             Some(id) if which & 0x80 != 0 && live => id,
@@ -813,9 +711,7 @@ impl World {
                     prefix: prefix.clone(),
                     size,
                     target,
-                    jobs: HashMap::new(),
-                    future: VecDeque::new(),
-                    prev: None,
+                    held: Held::default(),
                     flights: VecDeque::new(),
                     state,
                 },
@@ -834,25 +730,8 @@ impl World {
     /// A raw message from the input, if it names no request or channel of the connection
     /// (those the model builds itself).
     fn raw(&mut self, input: &mut Input<'_>) -> Option<Mining> {
-        let msg_type = input.u8();
-        let len = usize::from(input.u8());
-        let mut payload = input.take(len).to_vec();
-        let m = Mining::decode(msg_type, &mut payload)?.ok()?;
         let known = |c: u32| self.chans.contains_key(&c) || GROUPS.contains(&c);
-        let request = |r: u32| self.used_requests.contains(&r);
-        let touches = match &m {
-            Mining::OpenExtendedMiningChannelSuccess(s) => request(s.request_id),
-            Mining::OpenMiningChannelError(e) => request(e.request_id),
-            Mining::NewExtendedMiningJob(j) => known(j.channel_id),
-            Mining::SetNewPrevHash(p) => known(p.channel_id),
-            Mining::SetTarget(t) => known(t.channel_id),
-            Mining::SetExtranoncePrefix(p) => known(p.channel_id),
-            Mining::SubmitSharesSuccess(s) => known(s.channel_id),
-            Mining::SubmitSharesError(e) => known(e.channel_id),
-            Mining::CloseChannel(c) => known(c.channel_id),
-            _ => false,
-        };
-        (!touches).then_some(m)
+        raw_message(input, |r| self.used_requests.contains(&r), known)
     }
 
     /// A message the core sent: checked; a share submission described (channel, sequence
@@ -915,7 +794,7 @@ impl World {
                     .get(&s.channel_id)
                     .expect("a share on no channel");
                 assert_eq!(c.state, State::Open, "a share on a closed channel");
-                let hash = submission_hash(&s, &c.jobs, c.size, &self.config);
+                let hash = submission_hash(&s, &c.held.jobs, c.size, &self.config);
                 subs.push((s.channel_id, s.sequence_number, hash));
             }
             Mining::CloseChannel(c) => closes.push((c.channel_id, c.reason_code)),

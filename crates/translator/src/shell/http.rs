@@ -491,6 +491,25 @@ mod tests {
     use crate::mode::ChannelCensus;
     use crate::shares::UpstreamVerdict;
 
+    /// The pool dependency's up, state, failures and error in a status document.
+    fn pool_dependency(v: &serde_json::Value) -> [&serde_json::Value; 4] {
+        let pool = &v["dependencies"]["pool"];
+        [
+            &pool["up"],
+            &pool["state"],
+            &pool["failures"],
+            &pool["error"],
+        ]
+    }
+
+    /// The upstream's channels open and channels opened in a status document.
+    fn channel_counts(v: &serde_json::Value) -> [&serde_json::Value; 2] {
+        [
+            &v["upstream"]["channels_open"],
+            &v["upstream"]["channels_opened"],
+        ]
+    }
+
     /// A per-device translator's figures before any device or channel.
     fn per_device_stats() -> Stats {
         Stats::new(
@@ -568,34 +587,22 @@ mod tests {
             (&json!(1), &json!(0))
         );
         assert!(u["last_lost"].is_null());
-        let pool = &v["dependencies"]["pool"];
         assert_eq!(
-            (
-                &pool["up"],
-                &pool["state"],
-                &pool["failures"],
-                &pool["error"]
-            ),
-            (&json!(true), &json!("open"), &json!(0), &json!(null))
+            pool_dependency(&v),
+            [&json!(true), &json!("open"), &json!(0), &json!(null)]
         );
 
         stats.upstream_lost("connection reset by peer");
         let v = status(&stats.snapshot(), "translator");
         assert_eq!(v["healthy"], false);
-        let pool = &v["dependencies"]["pool"];
         assert_eq!(
-            (
-                &pool["up"],
-                &pool["state"],
-                &pool["failures"],
-                &pool["error"]
-            ),
-            (
+            pool_dependency(&v),
+            [
                 &json!(false),
                 &json!("failing_over"),
                 &json!(1),
                 &json!("connection reset by peer")
-            )
+            ]
         );
         assert_eq!(v["upstream"]["state"], "failing_over");
         assert!(v["upstream"]["channel_id"].is_null());
@@ -615,11 +622,8 @@ mod tests {
         let v = status(&s.snapshot(), "translator");
         assert_eq!(v["mode"], "per-device");
         assert_eq!(
-            (
-                &v["upstream"]["channels_open"],
-                &v["upstream"]["channels_opened"]
-            ),
-            (&json!(0), &json!(0)),
+            channel_counts(&v),
+            [&json!(0), &json!(0)],
             "no device, no channel"
         );
         for _ in 0..3 {
@@ -628,13 +632,7 @@ mod tests {
         s.set_channels_open(2);
         let v = status(&s.snapshot(), "translator");
         assert_eq!(v["healthy"], true, "open with the connection");
-        assert_eq!(
-            (
-                &v["upstream"]["channels_open"],
-                &v["upstream"]["channels_opened"]
-            ),
-            (&json!(2), &json!(3))
-        );
+        assert_eq!(channel_counts(&v), [&json!(2), &json!(3)]);
         let text = render_metrics(&s.snapshot(), "stratumlab_translator");
         assert!(
             text.contains("stratumlab_translator_upstream_channels_open 2\n"),
