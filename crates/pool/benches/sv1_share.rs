@@ -46,25 +46,20 @@
 mod support;
 
 use std::hint::black_box;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use events::{LinkCounter, Side, Verdict};
-use pool::engine::Engine;
-use pool::job::Solution;
-use pool::jobs::JobBook;
-use pool::store::Store;
 use pool::sv1::session::{LineKind, Session};
 use pool::template::{Template, TemplateTx};
 use pool::Timestamp;
-use primitives::bitcoin::{Amount, ScriptBuf};
-use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
+use primitives::bitcoin::Amount;
+use primitives::{sha256d, CompactTarget, Hash256};
 
 use support::{
     discard_output, drain_store, fastest_and_median, process_allocs, sv1_session, thread_allocs,
-    Floor, Pool, Probe, WORKER,
+    Floor, Pool, Probe, Sv1Lines,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -80,24 +75,15 @@ const SAMPLE: usize = 250;
 const NETWORK_BITS: u32 = 0x1702_3a04;
 
 struct Rig {
-    _dir: tempfile::TempDir,
-    store: Store,
-    engine: Arc<Engine>,
-    _found: tokio::sync::mpsc::UnboundedReceiver<pool::engine::FoundBlock>,
-    book: JobBook,
-    template: Arc<Template>,
-    payout: ScriptBuf,
+    pool: Pool,
     session: Session,
     extranonce1: Vec<u8>,
-    share_target: Target,
-    /// Shares generated so far (extranonce2 and nonce derive from it), and the request id.
+    /// Shares generated so far (extranonce2 and nonce derive from it).
     counter: u64,
-    request_id: u64,
     /// The session's clock: milliseconds at `t0`, one more every 8 shares.
     t0: u64,
-    /// The chunk's lines, concatenated, and where each ends.
-    lines: Vec<u8>,
-    ends: Vec<usize>,
+    /// The chunk's lines.
+    lines: Sv1Lines,
     /// Naive SHA-256 compressions of one share of this rig (see [`naive_compressions`]).
     naive: u32,
     coinbase_len: usize,
@@ -147,15 +133,8 @@ impl Rig {
     fn new(transactions: usize) -> Rig {
         let template = realistic_template(transactions);
         let t0 = 1_000;
-        let Pool {
-            dir,
-            store,
-            engine,
-            found,
-            book,
-            payout,
-        } = Pool::new(template.clone(), t0);
-        let session = sv1_session(&engine, t0);
+        let pool = Pool::new(template, t0);
+        let session = sv1_session(&pool.engine, t0);
         let extranonce1 = session.channel().extranonce_prefix().to_vec();
         assert_eq!(extranonce1.len(), 4);
         assert_eq!(session.channel().extranonce_len(), 4);
@@ -164,21 +143,15 @@ impl Rig {
         assert!(coinbase_len >= 150, "coinbase of {coinbase_len} bytes");
         let naive = naive_compressions(coinbase_len, job.merkle_branch.len());
         Rig {
-            _dir: dir,
-            store,
-            engine,
-            _found: found,
-            book,
-            template,
-            payout,
+            pool,
             session,
             extranonce1,
-            share_target: Difficulty::MIN.to_target(),
             counter: 0,
-            request_id: 100,
             t0,
-            lines: Vec::new(),
-            ends: Vec::new(),
+            lines: Sv1Lines {
+                request_id: 100,
+                ..Sv1Lines::default()
+            },
             naive,
             coinbase_len,
             first_rejected: None,
@@ -208,60 +181,33 @@ impl Rig {
     /// it. Also lets the store's writer catch up, so that the queue never fills.
     fn prepare(&mut self, n: usize) {
         let now = Timestamp::from_millis(self.now());
-        let g = self.book.handle_template(self.template.clone(), now);
-        self.engine.publish(g.clone());
+        let g = self.pool.next_generation(now);
         self.session.handle_generation(Some(&g), now);
         discard_output(&mut self.session);
         let issued = self.session.channel().latest_job().expect("job");
-        let job = g.job(&self.payout).expect("job");
+        let job = g.job(&self.pool.payout).expect("job");
         assert!(Arc::ptr_eq(&job, &issued.job));
         let wire_id = issued.wire_id;
         let mask = self.session.channel().version_mask();
         assert_eq!(mask, 0x1fff_e000);
-        self.lines.clear();
-        self.ends.clear();
-        while self.ends.len() < n {
-            let c = self.counter;
-            self.counter += 1;
-            let extranonce2 = (c as u32).to_be_bytes();
-            let nonce = (c.wrapping_mul(0x9e37_79b9) >> 7) as u32;
-            let version_bits = ((c as u32) << 13) & mask;
-            let version = (job.version & !mask) | version_bits;
-            let (_, hash) = job.share_hash(&Solution {
-                extranonce_prefix: &self.extranonce1,
-                extranonce: &extranonce2,
-                version,
-                ntime: job.ntime,
-                nonce,
-            });
-            if !self.share_target.is_met_by(&hash.0) {
-                continue; // 1 in 65536 hashes misses even the minimum difficulty
-            }
-            assert!(!job.network_target.is_met_by(&hash.0));
-            self.request_id += 1;
-            write!(
-                self.lines,
-                r#"{{"params": ["{WORKER}", "{wire_id:x}", "{:08x}", "{:08x}", "{nonce:08x}", "{version_bits:08x}"], "id": {}, "method": "mining.submit"}}"#,
-                u32::from_be_bytes(extranonce2),
-                job.ntime,
-                self.request_id,
-            )
-            .expect("write");
-            self.ends.push(self.lines.len());
-        }
-        drain_store(&self.store);
+        let (counter, en1) = (&mut self.counter, &self.extranonce1);
+        self.lines.write(counter, &job, en1, wire_id, mask, n);
+        drain_store(&self.pool.store);
     }
-
     /// Timed: prepared lines `from..to` through the session, the reply taken. Returns how many
     /// were accepted.
     #[inline(never)]
     fn run(&mut self, from: usize, to: usize) -> usize {
         let mut accepted = 0;
-        let mut start = if from == 0 { 0 } else { self.ends[from - 1] };
-        let base = self.now() - (self.ends.len() as u64) / 8;
+        let mut start = if from == 0 {
+            0
+        } else {
+            self.lines.ends[from - 1]
+        };
+        let base = self.now() - (self.lines.ends.len() as u64) / 8;
         for k in from..to {
-            let end = self.ends[k];
-            let line = &self.lines[start..end];
+            let end = self.lines.ends[k];
+            let line = &self.lines.bytes[start..end];
             start = end;
             let now = Timestamp::from_millis(base + (k as u64 >> 3));
             if let Some(net) = &self.net {
@@ -326,7 +272,7 @@ impl Rig {
                 n,
                 "every share must be accepted; the first refused was answered {:?}; store: {:?}",
                 self.first_rejected,
-                self.store.stats()
+                self.pool.store.stats()
             );
             left -= n as u64;
         }
@@ -491,7 +437,7 @@ fn summary(rigs: [&mut Rig; 3]) {
     );
     contended_counting(medians[0]);
     line += &format!("; counting {counting:.0} ns/share");
-    let stats = empty.store.stats();
+    let stats = empty.pool.store.stats();
     println!(
         "  store (empty_branch rig): {} shares written, {} refused (queue full)",
         stats.shares_written, stats.queue_full
@@ -574,7 +520,7 @@ fn check(rigs: [&mut Rig; 3]) {
             "sv1_share/{name}: {allocs} allocations in {} shares",
             6 * CHUNK
         );
-        assert_eq!(rig.store.stats().queue_full, 0);
+        assert_eq!(rig.pool.store.stats().queue_full, 0);
         println!(
             "sv1_share/{name}: {} shares accepted, 0 allocations",
             6 * CHUNK

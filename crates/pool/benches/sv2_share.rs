@@ -30,21 +30,16 @@
 mod support;
 
 use std::hint::black_box;
-use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use events::{LinkCounter, Side, Verdict};
-use pool::engine::Engine;
-use pool::job::Solution;
-use pool::jobs::JobBook;
-use pool::store::Store;
 use pool::sv1::session::{LineKind, Session as Sv1Session};
 use pool::sv2::{Session as Sv2Session, Sv2Config};
 use pool::template::Template;
 use pool::Timestamp;
-use primitives::bitcoin::{Amount, ScriptBuf};
+use primitives::bitcoin::Amount;
 use primitives::{sha256d, CompactTarget, Difficulty, Hash256, Target};
 use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{mining_flags, SetupConnection};
@@ -55,7 +50,7 @@ use sv2::{Message, NoiseInitiator, NoiseResponder};
 
 use support::{
     discard_output, drain_store, fastest_and_median, sv1_session, thread_allocs, Floor, Pool,
-    WORKER,
+    Sv1Lines, WORKER,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -70,23 +65,15 @@ const READ: usize = 32;
 const MASK: u32 = 0x1fff_e000;
 
 struct Rig {
-    _dir: tempfile::TempDir,
-    store: Store,
-    engine: Arc<Engine>,
-    _found: tokio::sync::mpsc::UnboundedReceiver<pool::engine::FoundBlock>,
-    book: JobBook,
-    template: Arc<Template>,
-    payout: ScriptBuf,
+    pool: Pool,
     sv1: Sv1Session,
-    sv1_lines: Vec<u8>,
-    sv1_ends: Vec<usize>,
+    sv1_lines: Sv1Lines,
     sv2: Sv2Session,
     sv2_channel: u32,
     /// The chunk's shares, latest first (`run_sv2` pops).
     sv2_shares: Vec<Message>,
     counter: u64,
     seq: u32,
-    request_id: u64,
     t0: u64,
 }
 
@@ -111,16 +98,9 @@ impl Rig {
     fn new() -> Rig {
         let template = empty_template();
         let t0 = 1_000;
-        let Pool {
-            dir,
-            store,
-            engine,
-            found,
-            book,
-            payout,
-        } = Pool::new(template.clone(), t0);
-        let sv1 = sv1_session(&engine, t0);
-        let mut sv2 = Sv2Session::new(engine.clone(), Arc::new(Sv2Config::default()));
+        let pool = Pool::new(template, t0);
+        let sv1 = sv1_session(&pool.engine, t0);
+        let mut sv2 = Sv2Session::new(pool.engine.clone(), Arc::new(Sv2Config::default()));
         sv2.handle_message(
             SetupConnection {
                 protocol: 0,
@@ -157,22 +137,17 @@ impl Rig {
             })
             .expect("channel opened");
         Rig {
-            _dir: dir,
-            store,
-            engine,
-            _found: found,
-            book,
-            template,
-            payout,
+            pool,
             sv1,
-            sv1_lines: Vec::new(),
-            sv1_ends: Vec::new(),
+            sv1_lines: Sv1Lines {
+                request_id: 100,
+                ..Sv1Lines::default()
+            },
             sv2,
             sv2_channel,
             sv2_shares: Vec::new(),
             counter: 0,
             seq: 0,
-            request_id: 100,
             t0,
         }
     }
@@ -185,8 +160,7 @@ impl Rig {
     /// store's writer take the last chunk off its queue.
     fn prepare(&mut self, n: usize) {
         let now = self.now();
-        let g = self.book.handle_template(self.template.clone(), now);
-        self.engine.publish(g.clone());
+        let g = self.pool.next_generation(now);
         self.sv1.handle_generation(Some(&g), now);
         discard_output(&mut self.sv1);
         self.sv2.handle_generation(Some(&g), now);
@@ -197,40 +171,13 @@ impl Rig {
                 _ => None,
             })
             .expect("a standard job");
-        let job = g.job(&self.payout).expect("job");
-        let min = Difficulty::MIN.to_target();
+        let job = g.job(&self.pool.payout).expect("job");
         // SV1, as sv1_share writes them.
         let en1 = self.sv1.channel().extranonce_prefix().to_vec();
         let wire = self.sv1.channel().latest_job().expect("job").wire_id;
-        self.sv1_lines.clear();
-        self.sv1_ends.clear();
-        while self.sv1_ends.len() < n {
-            let c = self.counter;
-            self.counter += 1;
-            let en2 = (c as u32).to_be_bytes();
-            let nonce = (c.wrapping_mul(0x9e37_79b9) >> 7) as u32;
-            let bits = ((c as u32) << 13) & MASK;
-            let (_, hash) = job.share_hash(&Solution {
-                extranonce_prefix: &en1,
-                extranonce: &en2,
-                version: (job.version & !MASK) | bits,
-                ntime: job.ntime,
-                nonce,
-            });
-            if !min.is_met_by(&hash.0) {
-                continue;
-            }
-            self.request_id += 1;
-            write!(
-                self.sv1_lines,
-                r#"{{"params": ["{WORKER}", "{wire:x}", "{:08x}", "{:08x}", "{nonce:08x}", "{bits:08x}"], "id": {}, "method": "mining.submit"}}"#,
-                u32::from_be_bytes(en2),
-                job.ntime,
-                self.request_id
-            )
-            .expect("write");
-            self.sv1_ends.push(self.sv1_lines.len());
-        }
+        self.sv1_lines
+            .write(&mut self.counter, &job, &en1, wire, MASK, n);
+        let min = Difficulty::MIN.to_target();
         // SV2: the header the device hashes, on the root it was sent.
         let mut header = [0u8; 80];
         header[4..36].copy_from_slice(&job.prev_hash.0);
@@ -262,7 +209,7 @@ impl Rig {
             );
         }
         self.sv2_shares.reverse();
-        drain_store(&self.store);
+        drain_store(&self.pool.store);
     }
 
     /// Timed: the next `n` prepared SV1 lines; how many were accepted.
@@ -272,14 +219,14 @@ impl Rig {
         let mut start = if from == 0 {
             0
         } else {
-            self.sv1_ends[from - 1]
+            self.sv1_lines.ends[from - 1]
         };
         let now = self.now();
         for k in from..from + n {
-            let end = self.sv1_ends[k];
+            let end = self.sv1_lines.ends[k];
             let kind = self
                 .sv1
-                .handle_line(black_box(&self.sv1_lines[start..end]), now);
+                .handle_line(black_box(&self.sv1_lines.bytes[start..end]), now);
             start = end;
             accepted += (kind == LineKind::Share(Verdict::Accepted)) as usize;
             let _ = black_box(self.sv1.take_pending_ticket());

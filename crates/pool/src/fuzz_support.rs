@@ -111,8 +111,8 @@ mod op {
 
 // ---- The pool around the session ------------------------------------------------------------
 
-/// A distinct previous-block hash per `n`.
-fn tip(n: u8) -> Hash256 {
+/// A distinct previous-block hash per `n` (the integration tests' templates use it too).
+pub fn tip(n: u8) -> Hash256 {
     let mut h = [0u8; 32];
     h[0] = n;
     h[17] = n.wrapping_mul(7);
@@ -137,7 +137,7 @@ fn regtest_address() -> &'static str {
 
 /// A small valid non-coinbase transaction, different for every `n` (found blocks are
 /// deserialized whole, so the template's transactions must be real ones).
-fn fake_tx(n: u8) -> Transaction {
+pub fn fake_tx(n: u8) -> Transaction {
     Transaction {
         version: Version::TWO,
         lock_time: LockTime::ZERO,
@@ -2029,6 +2029,46 @@ impl Sv2Run {
 pub mod script {
     use super::op;
 
+    /// The steps both scripts spell the same way, each on its front end's op codes (`tick`,
+    /// `work`).
+    macro_rules! steps {
+        ($tick:expr, $work:expr) => {
+            /// The input bytes.
+            pub fn build(self) -> Vec<u8> {
+                self.0
+            }
+
+            /// A clock step: `ms` milliseconds (at most 32767), then a tick.
+            pub fn tick_ms(self, ms: u16) -> Self {
+                self.clock(ms & 0x7fff)
+            }
+
+            /// A clock step of `s` seconds (at most 32767), then a tick.
+            pub fn tick_s(self, s: u16) -> Self {
+                self.clock(s & 0x7fff | 0x8000)
+            }
+
+            fn clock(mut self, step: u16) -> Self {
+                self.0.push($tick);
+                self.0.extend_from_slice(&step.to_le_bytes());
+                self
+            }
+
+            /// New work (see `Pool::work`): e.g. `work(0x11, 3)` a new tip with three
+            /// transactions, `work(1, 3)` a refresh on the same tip, `work(0, 0)` work stopped.
+            pub fn work(mut self, k: u8, e: u8) -> Self {
+                self.0.extend_from_slice(&[$work, k, e]);
+                self
+            }
+
+            /// The connection closes.
+            pub fn close(mut self) -> Self {
+                self.0.push(op::CLOSE);
+                self
+            }
+        };
+    }
+
     /// An [`super::sv1_session`] script.
     #[derive(Clone, Debug)]
     pub struct Sv1Script(Vec<u8>);
@@ -2038,11 +2078,6 @@ pub mod script {
         /// ([`super::sv1_config`]).
         pub fn new(engine: u8, sv1: u8) -> Self {
             Sv1Script(vec![engine, sv1])
-        }
-
-        /// The input bytes.
-        pub fn build(self) -> Vec<u8> {
-            self.0
         }
 
         /// A raw line (without its newline).
@@ -2107,28 +2142,6 @@ pub mod script {
             self.request(8, id, &args)
         }
 
-        /// A clock step: `ms` milliseconds (at most 32767), then a tick.
-        pub fn tick_ms(mut self, ms: u16) -> Self {
-            self.0.push(op::SV1_TICK);
-            self.0.extend_from_slice(&(ms & 0x7fff).to_le_bytes());
-            self
-        }
-
-        /// A clock step of `s` seconds (at most 32767), then a tick.
-        pub fn tick_s(mut self, s: u16) -> Self {
-            self.0.push(op::SV1_TICK);
-            self.0
-                .extend_from_slice(&(s & 0x7fff | 0x8000).to_le_bytes());
-            self
-        }
-
-        /// New work (see `Pool::work`): e.g. `work(0x11, 3)` a new tip with three
-        /// transactions, `work(1, 3)` a refresh on the same tip, `work(0, 0)` work stopped.
-        pub fn work(mut self, k: u8, e: u8) -> Self {
-            self.0.extend_from_slice(&[op::SV1_WORK, k, e]);
-            self
-        }
-
         /// A write: mode 0 everything, 1 the first `n` bytes, 2 everything through `output()`,
         /// 3 nothing.
         pub fn write(mut self, mode: u8, n: u16) -> Self {
@@ -2137,11 +2150,7 @@ pub mod script {
             self
         }
 
-        /// The connection closes.
-        pub fn close(mut self) -> Self {
-            self.0.push(op::CLOSE);
-            self
-        }
+        steps!(op::SV1_TICK, op::SV1_WORK);
     }
 
     /// An [`super::sv2_session`] script.
@@ -2160,11 +2169,6 @@ pub mod script {
             assert_eq!(self.0[self.1], op::SV2_MESSAGE, "a built message first");
             self.0[self.1] = op::SV2_MESSAGE_UNFLUSHED;
             self
-        }
-
-        /// The input bytes.
-        pub fn build(self) -> Vec<u8> {
-            self.0
         }
 
         /// A message's payload as the wire carries it (at most 254 bytes).
@@ -2255,31 +2259,6 @@ pub mod script {
             self.message(11, &[which])
         }
 
-        /// A clock step: `ms` milliseconds (at most 32767), then a tick.
-        pub fn tick_ms(mut self, ms: u16) -> Self {
-            self.0.push(op::SV2_TICK);
-            self.0.extend_from_slice(&(ms & 0x7fff).to_le_bytes());
-            self
-        }
-
-        /// A clock step of `s` seconds (at most 32767), then a tick.
-        pub fn tick_s(mut self, s: u16) -> Self {
-            self.0.push(op::SV2_TICK);
-            self.0
-                .extend_from_slice(&(s & 0x7fff | 0x8000).to_le_bytes());
-            self
-        }
-
-        /// New work, as [`Sv1Script::work`].
-        pub fn work(mut self, k: u8, e: u8) -> Self {
-            self.0.extend_from_slice(&[op::SV2_WORK, k, e]);
-            self
-        }
-
-        /// The connection closes.
-        pub fn close(mut self) -> Self {
-            self.0.push(op::CLOSE);
-            self
-        }
+        steps!(op::SV2_TICK, op::SV2_WORK);
     }
 }

@@ -14,6 +14,7 @@
 
 pub mod channel;
 pub mod engine;
+mod front;
 pub mod fuzz_support;
 pub mod http;
 pub mod jd_token;

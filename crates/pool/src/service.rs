@@ -395,7 +395,7 @@ impl RunningPool {
                 let mut server = Sv1Server::new(engine.clone(), settings.sv1.clone(), gate.clone());
                 if let Some(server) = Arc::get_mut(&mut server) {
                     // One timeline for bans and the status pages.
-                    server.start = clock_start;
+                    server.front.start = clock_start;
                     if let Some(local) = local {
                         server.reconnect_to = Some((local.ip().to_string(), local.port()));
                     }
@@ -418,7 +418,7 @@ impl RunningPool {
                     settings.sv2.cert_validity,
                 );
                 if let Some(server) = Arc::get_mut(&mut server) {
-                    server.start = clock_start;
+                    server.front.start = clock_start;
                 }
                 tasks.spawn(server.serve(listener, shutdown_rx.clone()));
                 local

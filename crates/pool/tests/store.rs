@@ -66,6 +66,46 @@ fn wait(store: &Store, t: Ticket) {
         .expect("durable");
 }
 
+/// `f` of every share in the file at `path`, read on a connection of its own (the writer may
+/// still be writing).
+fn from_file<T, C: FromIterator<T>>(path: &Path, f: impl FnMut(StoredShare) -> T) -> C {
+    StoreReader::open(path)
+        .expect("read the store's file")
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(f)
+        .collect()
+}
+
+/// How many shares the file at `path` holds.
+fn share_count(path: &Path) -> u64 {
+    StoreReader::open(path).unwrap().share_count().unwrap()
+}
+
+/// Another writer takes the share row of `ticket` in the file at `path`: the store's insert of
+/// that share fails until the row is gone again. Its connection.
+fn take_share_row(path: &Path, ticket: Ticket, worker: WorkerKey) -> rusqlite::Connection {
+    let intruder = rusqlite::Connection::open(path).unwrap();
+    intruder
+        .execute(
+            "INSERT INTO share (seq, worker, difficulty, job_id, time_ms, hash) \
+             VALUES (?1, ?2, 1.0, 0, 0, zeroblob(32))",
+            rusqlite::params![ticket.0 as i64, worker.0],
+        )
+        .unwrap();
+    intruder
+}
+
+/// A batched store on `path` with a 20 ms window, and the first share of worker "w" durable.
+fn one_share_durable(path: &Path) -> (Store, WorkerKey, Ticket) {
+    let store = Store::open(config(path, Durability::Batched, Duration::from_millis(20))).unwrap();
+    let w = store.worker("w").unwrap();
+    let t0 = store.record_share(share(w, 0)).unwrap();
+    wait(&store, t0);
+    (store, w, t0)
+}
+
 fn block(worker: WorkerKey, n: u8) -> BlockRecord {
     BlockRecord {
         hash: [n; 32],
@@ -267,13 +307,7 @@ fn durable_tickets_are_in_the_file(durability: Durability, window: Duration, min
             continue;
         }
         // A separate connection, while the writer keeps writing.
-        let in_file: HashMap<Ticket, [u8; 32]> = StoreReader::open(&path)
-            .unwrap()
-            .shares()
-            .unwrap()
-            .into_iter()
-            .map(|s| (s.ticket, s.hash))
-            .collect();
+        let in_file: HashMap<Ticket, [u8; 32]> = from_file(&path, |s| (s.ticket, s.hash));
         for t in &durable {
             assert!(
                 in_file.contains_key(t),
@@ -392,10 +426,7 @@ fn off_mode_acknowledges_at_once_and_writes_in_the_background() {
         started.elapsed() < Duration::from_secs(4),
         "close did not wait out the window"
     );
-    assert_eq!(
-        StoreReader::open(&path).unwrap().share_count().unwrap(),
-        1001
-    );
+    assert_eq!(share_count(&path), 1001);
 }
 
 // ---- back-pressure ----
@@ -449,13 +480,7 @@ fn a_stalled_writer_fills_the_queue_and_then_catches_up() {
     let t = store.record_share(share(w, 1000)).unwrap();
     wait(&store, t);
     store.close().unwrap();
-    let in_file: Vec<Ticket> = StoreReader::open(&path)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .iter()
-        .map(|s| s.ticket)
-        .collect();
+    let in_file: Vec<Ticket> = from_file(&path, |s| s.ticket);
     for t in accepted {
         assert!(in_file.contains(&t));
     }
@@ -579,10 +604,7 @@ fn closing_drains_everything_queued() {
     assert!(runtime()
         .block_on(other_handle.wait_durable(Ticket(last.0 + 1)))
         .is_err());
-    assert_eq!(
-        StoreReader::open(&path).unwrap().share_count().unwrap(),
-        30_000
-    );
+    assert_eq!(share_count(&path), 30_000);
 }
 
 #[test]
@@ -599,10 +621,7 @@ fn dropping_the_last_handle_drains_too() {
         drop(store);
         // `clone` is the last handle; dropping it stops the writer after the last commit.
     }
-    assert_eq!(
-        StoreReader::open(&path).unwrap().share_count().unwrap(),
-        5000
-    );
+    assert_eq!(share_count(&path), 5000);
 }
 
 // ---- errors ----
@@ -687,14 +706,7 @@ fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
 
     // Another writer takes the row the store's second next share will need: that insert fails
     // until the row is gone again.
-    let intruder = rusqlite::Connection::open(&path).unwrap();
-    intruder
-        .execute(
-            "INSERT INTO share (seq, worker, difficulty, job_id, time_ms, hash) \
-             VALUES (?1, ?2, 1.0, 0, 0, zeroblob(32))",
-            rusqlite::params![(t0.0 + 2) as i64, w.0],
-        )
-        .unwrap();
+    let intruder = take_share_row(&path, Ticket(t0.0 + 2), w);
 
     let t1 = store.record_share(share(w, 1)).unwrap();
     let t2 = store.record_share(share(w, 2)).unwrap();
@@ -749,18 +761,12 @@ fn a_failing_writer_refuses_new_shares_says_why_and_recovers_by_itself() {
     assert_eq!(store.stats().failures, 1);
     store.close().unwrap();
 
-    let reader = StoreReader::open(&path).unwrap();
-    let stored: HashMap<Ticket, [u8; 32]> = reader
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| (s.ticket, s.hash))
-        .collect();
+    let stored: HashMap<Ticket, [u8; 32]> = from_file(&path, |s| (s.ticket, s.hash));
     assert_eq!(stored.get(&t1), Some(&hash_of(1)));
     assert_eq!(stored.get(&t2), Some(&hash_of(2)));
     assert_eq!(stored.get(&t5), Some(&hash_of(5)));
     assert_eq!(stored.len(), 4, "the refused shares are not in the file");
-    let blocks = reader.blocks().unwrap();
+    let blocks = StoreReader::open(&path).unwrap().blocks().unwrap();
     assert!(
         blocks.iter().any(|x| x.hash == [9; 32]),
         "the block held while failing"
@@ -775,15 +781,7 @@ fn a_store_file_taken_away_is_a_fault_until_it_is_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool.db");
     let aside = dir.path().join("aside.db");
-    let store = Store::open(config(
-        &path,
-        Durability::Batched,
-        Duration::from_millis(20),
-    ))
-    .unwrap();
-    let w = store.worker("w").unwrap();
-    let t0 = store.record_share(share(w, 0)).unwrap();
-    wait(&store, t0);
+    let (store, w, _) = one_share_durable(&path);
 
     std::fs::rename(&path, &aside).unwrap();
     let t1 = store.record_share(share(w, 1)).unwrap();
@@ -800,13 +798,7 @@ fn a_store_file_taken_away_is_a_fault_until_it_is_back() {
     wait(&store, t1);
     assert!(!store.is_failing());
     store.close().unwrap();
-    let hashes: Vec<[u8; 32]> = StoreReader::open(&path)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.hash)
-        .collect();
+    let hashes: Vec<[u8; 32]> = from_file(&path, |s| s.hash);
     assert_eq!(hashes, vec![hash_of(0), hash_of(1)]);
 }
 
@@ -814,23 +806,8 @@ fn a_store_file_taken_away_is_a_fault_until_it_is_back() {
 fn a_writer_still_failing_at_close_gives_up_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pool.db");
-    let store = Store::open(config(
-        &path,
-        Durability::Batched,
-        Duration::from_millis(20),
-    ))
-    .unwrap();
-    let w = store.worker("w").unwrap();
-    let t0 = store.record_share(share(w, 0)).unwrap();
-    wait(&store, t0);
-    let intruder = rusqlite::Connection::open(&path).unwrap();
-    intruder
-        .execute(
-            "INSERT INTO share (seq, worker, difficulty, job_id, time_ms, hash) \
-             VALUES (?1, ?2, 1.0, 0, 0, zeroblob(32))",
-            rusqlite::params![(t0.0 + 1) as i64, w.0],
-        )
-        .unwrap();
+    let (store, w, t0) = one_share_durable(&path);
+    let _intruder = take_share_row(&path, Ticket(t0.0 + 1), w);
     let t1 = store.record_share(share(w, 1)).unwrap();
     until("the writer fails", || store.is_failing());
     let other = store.clone();
@@ -1046,13 +1023,7 @@ fn a_killed_process_loses_no_acknowledged_share() {
         };
         let lines = run_child_and_kill(&path, kill);
 
-        let in_file: HashMap<u64, [u8; 32]> = StoreReader::open(&path)
-            .expect("read the killed process's file")
-            .shares()
-            .unwrap()
-            .into_iter()
-            .map(|s| (s.ticket.0, s.hash))
-            .collect();
+        let in_file: HashMap<u64, [u8; 32]> = from_file(&path, |s| (s.ticket.0, s.hash));
         let mut checked = 0;
         for line in &lines {
             let mut parts = line.split(' ').skip(1);

@@ -25,10 +25,8 @@ use primitives::bitcoin::{
 };
 use primitives::{CompactTarget, Hash256, Target};
 use support::*;
-use sv2::messages::common::{mining_flags, SetupConnection};
-use sv2::messages::mining::{
-    OpenExtendedMiningChannel, OpenStandardMiningChannel, SetCustomMiningJob, SubmitSharesExtended,
-};
+use sv2::messages::common::mining_flags;
+use sv2::messages::mining::{OpenStandardMiningChannel, SetCustomMiningJob, SubmitSharesExtended};
 use sv2::messages::{Common, Mining};
 use sv2::Message;
 
@@ -38,22 +36,6 @@ const KEY: [u8; 32] = [0x4a; 32];
 
 fn key() -> TokenKey {
     TokenKey::from_bytes(KEY)
-}
-
-fn setup(flags: u32) -> Message {
-    SetupConnection {
-        protocol: 0,
-        min_version: 2,
-        max_version: 2,
-        flags,
-        endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 3336,
-        vendor: "jdc".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
-    }
-    .into()
 }
 
 fn config(with_key: bool) -> Arc<Sv2Config> {
@@ -168,7 +150,10 @@ struct Jdc {
 impl Jdc {
     fn connect(lab: &Lab) -> Jdc {
         let mut s = Session::new(lab.engine.clone(), config(true));
-        s.handle_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
+        s.handle_message(
+            setup_connection(0, mining_flags::REQUIRES_WORK_SELECTION),
+            T0,
+        );
         let out = transmits(&mut s);
         assert!(
             matches!(
@@ -177,17 +162,7 @@ impl Jdc {
             ),
             "{out:?}"
         );
-        s.handle_message(
-            OpenExtendedMiningChannel {
-                request_id: 1,
-                user_identity: "farm".into(),
-                nominal_hash_rate: 0.0,
-                max_target: Target::from_le_bytes(&[0xff; 32]),
-                min_extranonce_size: 4,
-            }
-            .into(),
-            T0,
-        );
+        s.handle_message(open_extended("farm"), T0);
         let out = transmits(&mut s);
         let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok))) = out.first()
         else {
@@ -202,6 +177,19 @@ impl Jdc {
             seq: 0,
             nonce: 0,
         }
+    }
+
+    /// A job on `prev` under a fresh declared token for the farm's usual outputs.
+    fn job(&self, request_id: u32, prev: Hash256, bits: CompactTarget) -> SetCustomMiningJob {
+        let outputs = farm_outputs(5_000_000_000);
+        custom_job(
+            self.channel_id,
+            request_id,
+            declared(&outputs),
+            prev,
+            bits,
+            &outputs,
+        )
     }
 
     /// Sends `m`; the pool's answer.
@@ -340,7 +328,10 @@ struct Mined {
 fn without_a_key_the_pool_refuses_work_selection() {
     let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut s = Session::new(lab.engine.clone(), config(false));
-    s.handle_message(setup(mining_flags::REQUIRES_WORK_SELECTION), T0);
+    s.handle_message(
+        setup_connection(0, mining_flags::REQUIRES_WORK_SELECTION),
+        T0,
+    );
     let out = transmits(&mut s);
     assert!(
         matches!(&out[..], [Message::Common(Common::SetupConnectionError(e))]
@@ -352,18 +343,8 @@ fn without_a_key_the_pool_refuses_work_selection() {
     // A connection that did not ask for it may not declare jobs, key or no key.
     for with_key in [false, true] {
         let mut s = Session::new(lab.engine.clone(), config(with_key));
-        s.handle_message(setup(0), T0);
-        s.handle_message(
-            OpenExtendedMiningChannel {
-                request_id: 1,
-                user_identity: "farm".into(),
-                nominal_hash_rate: 0.0,
-                max_target: Target::from_le_bytes(&[0xff; 32]),
-                min_extranonce_size: 4,
-            }
-            .into(),
-            T0,
-        );
+        s.handle_message(setup_connection(0, 0), T0);
+        s.handle_message(open_extended("farm"), T0);
         let out = transmits(&mut s);
         let Some(Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok))) = out.get(1) else {
             panic!("{out:?}");
@@ -500,15 +481,7 @@ fn a_declared_time_before_the_providers_timestamp_is_not_refused() {
     from_provider.median_time_past = None;
     lab.publish(from_provider, T0);
     let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
-    let m = custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(1),
-        HARD_BITS,
-        &outputs,
-    );
+    let m = jdc.job(1, tip(1), HARD_BITS);
     assert!(m.min_ntime < CURTIME + 600);
     jdc.accepted(m);
 
@@ -518,14 +491,7 @@ fn a_declared_time_before_the_providers_timestamp_is_not_refused() {
     let mtp = from_node.median_time_past.unwrap();
     lab.publish(from_node, T0);
     let mut jdc = Jdc::connect(&lab);
-    let mut m = custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(1),
-        HARD_BITS,
-        &outputs,
-    );
+    let mut m = jdc.job(1, tip(1), HARD_BITS);
     m.min_ntime = mtp;
     assert_eq!(jdc.refused(m), "invalid-job-param-value-min_ntime");
 }
@@ -534,15 +500,7 @@ fn a_declared_time_before_the_providers_timestamp_is_not_refused() {
 fn shares_on_a_declared_job_are_judged_like_any_other() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
-    let job = jdc.accepted(custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(1),
-        HARD_BITS,
-        &outputs,
-    ));
+    let job = jdc.accepted(jdc.job(1, tip(1), HARD_BITS));
     // The pool's coinbase is the farm's, byte for byte in the txid.
     let issued = jdc
         .s
@@ -597,16 +555,8 @@ fn shares_on_a_declared_job_are_judged_like_any_other() {
 fn a_job_on_a_block_the_pool_has_not_seen_is_not_stale_until_the_pool_moves_past_it() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
     // The farm's node already has block 9, the pool's is still on 1.
-    let job = jdc.accepted(custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(9),
-        HARD_BITS,
-        &outputs,
-    ));
+    let job = jdc.accepted(jdc.job(1, tip(9), HARD_BITS));
     assert_eq!(jdc.mine(&job), "accepted");
     // The pool's node catches up: still the block the pool works on.
     lab.publish(template(tip(9), HARD_BITS), T0);
@@ -622,16 +572,8 @@ fn a_job_on_a_block_the_pool_has_not_seen_is_not_stale_until_the_pool_moves_past
 fn a_declared_job_on_another_block_makes_the_earlier_ones_stale() {
     let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
     let declare = |jdc: &mut Jdc, request_id, prev, path: Vec<[u8; 32]>| {
-        let mut m = custom_job(
-            jdc.channel_id,
-            request_id,
-            declared(&outputs),
-            prev,
-            HARD_BITS,
-            &outputs,
-        );
+        let mut m = jdc.job(request_id, prev, HARD_BITS);
         m.merkle_path = path;
         jdc.accepted(m)
     };
@@ -762,15 +704,7 @@ fn a_used_token_stays_used_across_a_restart() {
 fn the_pools_tip_moving_past_the_jobs_block_makes_it_stale_its_own_jobs_do_not() {
     let mut lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
-    let job = jdc.accepted(custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(1),
-        HARD_BITS,
-        &outputs,
-    ));
+    let job = jdc.accepted(jdc.job(1, tip(1), HARD_BITS));
     // The pool keeps sending its own jobs on the channel, more than a channel remembers: the
     // declared job stays.
     for _ in 0..3 * pool::channel::ChannelConfig::default().max_jobs {
@@ -783,33 +717,25 @@ fn the_pools_tip_moving_past_the_jobs_block_makes_it_stale_its_own_jobs_do_not()
     jdc.pool_work(&lab);
     assert_eq!(jdc.mine(&job), "stale-share");
     // A job declared late on that older block is taken, and its shares are stale.
-    let late = jdc.accepted(custom_job(
-        jdc.channel_id,
-        2,
-        declared(&outputs),
-        tip(1),
-        HARD_BITS,
-        &outputs,
-    ));
+    let late = jdc.accepted(jdc.job(2, tip(1), HARD_BITS));
     assert_eq!(jdc.mine(&late), "stale-share");
+}
+
+/// A pool on regtest's easy target, a farm's job declared on its tip, and the first nonce whose
+/// header is both a share and a block.
+fn a_block_found() -> (Lab, Jdc, Mined, u32) {
+    let lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
+    let mut jdc = Jdc::connect(&lab);
+    let job = jdc.accepted(jdc.job(1, tip(3), EASY_BITS));
+    let net = Target::from_compact(EASY_BITS).unwrap();
+    let t = jdc.target;
+    let n = jdc.grind(&job, |h| net.is_met_by(h) && t.is_met_by(h));
+    (lab, jdc, job, n)
 }
 
 #[test]
 fn a_block_on_a_declared_job_is_recorded_as_found_and_left_to_the_farm() {
-    let mut lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
-    let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
-    let job = jdc.accepted(custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(3),
-        EASY_BITS,
-        &outputs,
-    ));
-    let net = Target::from_compact(EASY_BITS).unwrap();
-    let t = jdc.target;
-    let n = jdc.grind(&job, |h| net.is_met_by(h) && t.is_met_by(h));
+    let (mut lab, mut jdc, job, n) = a_block_found();
     assert_eq!(jdc.verdict(&job, n), "accepted");
     let b = lab.next_block().expect("a found block");
     assert!(b.declared, "the pool does not submit it");
@@ -828,20 +754,7 @@ fn a_block_on_a_declared_job_is_recorded_as_found_and_left_to_the_farm() {
 
 #[test]
 fn the_share_that_found_the_block_is_not_stale_when_its_block_reached_the_pool_first() {
-    let mut lab = Lab::serving(LabConfig::pool(), tip(3), EASY_BITS);
-    let mut jdc = Jdc::connect(&lab);
-    let outputs = farm_outputs(5_000_000_000);
-    let job = jdc.accepted(custom_job(
-        jdc.channel_id,
-        1,
-        declared(&outputs),
-        tip(3),
-        EASY_BITS,
-        &outputs,
-    ));
-    let net = Target::from_compact(EASY_BITS).unwrap();
-    let t = jdc.target;
-    let n = jdc.grind(&job, |h| net.is_met_by(h) && t.is_met_by(h));
+    let (mut lab, mut jdc, job, n) = a_block_found();
     // The JDC gave the block to the farm's node, which relayed it to the pool's node: the pool
     // works on it before the share arrives.
     let block = Hash256(jdc.header(&job, n).block_hash().to_byte_array());
@@ -860,18 +773,7 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
     use std::time::Duration;
 
     use pool::service::{RunningPool, DECLARED_NOT_SUBMITTED};
-    use simnet::tdp::TdpKeys;
-    use sv2::{Limits, NoiseConn};
-    use tokio::net::TcpStream;
-
-    const WAIT: Duration = Duration::from_secs(10);
-    async fn recv(conn: &mut NoiseConn) -> Message {
-        tokio::time::timeout(WAIT, conn.read_message())
-            .await
-            .expect("a message in time")
-            .expect("a frame")
-            .expect("extension 0")
-    }
+    use sv2_support::{connect, recv, serving, WAIT};
 
     let (node, tp_addr, stop_tp) = sv2_support::template_provider(12, 20).await;
     let dir = tempfile::tempdir().unwrap();
@@ -879,41 +781,16 @@ async fn over_the_wire_a_declared_jobs_block_is_stored_and_not_submitted() {
     let mut settings = sv2_support::pool_settings(tp_addr, &db, 0x22);
     settings.sv2.config.jd_token_key = Some(Arc::new(key()));
     let pool = RunningPool::start(settings).await.unwrap();
-    tokio::time::timeout(WAIT, async {
-        while !pool.engine.is_serving() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the pool serves work");
-    let addr = pool.sv2_addr.unwrap();
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let mut conn = NoiseConn::connect_to_authority(
-        stream,
-        TdpKeys::reference().public_bytes(),
-        Limits::default(),
-    )
-    .await
-    .unwrap();
-    conn.send_message(&setup(mining_flags::REQUIRES_WORK_SELECTION))
+    serving(&pool).await;
+    let mut conn = connect(pool.sv2_addr.unwrap()).await;
+    conn.send_message(&setup_connection(0, mining_flags::REQUIRES_WORK_SELECTION))
         .await
         .unwrap();
     assert!(matches!(
         recv(&mut conn).await,
         Message::Common(Common::SetupConnectionSuccess(_))
     ));
-    conn.send_message(
-        &OpenExtendedMiningChannel {
-            request_id: 1,
-            user_identity: "farm".into(),
-            nominal_hash_rate: 0.0,
-            max_target: Target::from_le_bytes(&[0xff; 32]),
-            min_extranonce_size: 4,
-        }
-        .into(),
-    )
-    .await
-    .unwrap();
+    conn.send_message(&open_extended("farm")).await.unwrap();
     let Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)) = recv(&mut conn).await
     else {
         panic!("channel opened");

@@ -7,15 +7,13 @@ mod support;
 use std::sync::Arc;
 
 use pool::sv2::{Session, Sv2Config, MAX_TRACKED_WORKERS, TRACKED_IDLE_MS};
-use primitives::{merkle_root_from_branch, sha256d, Hash256, Target};
+use primitives::{sha256d, Target};
 use support::*;
-use sv2::messages::common::SetupConnection;
 use sv2::messages::extensions::{
     RequestExtensions, RequestExtensionsError, RequestExtensionsSuccess,
 };
 use sv2::messages::mining::{
-    NewExtendedMiningJob, OpenExtendedMiningChannel, SetNewPrevHash, SubmitSharesExtended,
-    UpdateChannel,
+    NewExtendedMiningJob, SetNewPrevHash, SubmitSharesExtended, UpdateChannel,
 };
 use sv2::messages::{Common, Extensions, Mining};
 use sv2::Message;
@@ -26,22 +24,7 @@ fn session(lab: &Lab, required: Vec<u16>) -> Session {
         ..Sv2Config::default()
     };
     let mut s = Session::new(lab.engine.clone(), Arc::new(config));
-    s.handle_message(
-        SetupConnection {
-            protocol: 0,
-            min_version: 2,
-            max_version: 2,
-            flags: 0,
-            endpoint_host: "127.0.0.1".into(),
-            endpoint_port: 3336,
-            vendor: "farm-proxy".into(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: String::new(),
-        }
-        .into(),
-        T0,
-    );
+    s.handle_message(setup_connection(0, 0), T0);
     assert!(matches!(
         &transmits(&mut s)[..],
         [Message::Common(Common::SetupConnectionSuccess(_))]
@@ -74,17 +57,7 @@ struct Farm {
 
 impl Farm {
     fn open(s: &mut Session, user: &str) -> Farm {
-        s.handle_message(
-            OpenExtendedMiningChannel {
-                request_id: 1,
-                user_identity: user.into(),
-                nominal_hash_rate: 0.0,
-                max_target: Target::from_le_bytes(&[0xff; 32]),
-                min_extranonce_size: 4,
-            }
-            .into(),
-            T0,
-        );
+        s.handle_message(open_extended(user), T0);
         let out = transmits(s);
         let [Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)), Message::Mining(Mining::NewExtendedMiningJob(job)), Message::Mining(Mining::SetNewPrevHash(prev))] =
             &out[..]
@@ -105,24 +78,10 @@ impl Farm {
     /// The next share meeting the channel's target, from `worker` if given.
     fn share(&mut self, worker: Option<&str>) -> Message {
         let extranonce = [9u8, 8, 7, 6];
-        let coinbase = [
-            &self.job.coinbase_tx_prefix[..],
-            &self.prefix,
-            &extranonce,
-            &self.job.coinbase_tx_suffix,
-        ]
-        .concat();
-        let branch: Vec<Hash256> = self.job.merkle_path.iter().map(|h| Hash256(*h)).collect();
-        let root = merkle_root_from_branch(sha256d(&coinbase), &branch);
-        let mut header = [0u8; 80];
-        header[0..4].copy_from_slice(&self.job.version.to_le_bytes());
-        header[4..36].copy_from_slice(&self.prev.prev_hash);
-        header[36..68].copy_from_slice(&root.0);
-        header[68..72].copy_from_slice(&self.prev.min_ntime.to_le_bytes());
-        header[72..76].copy_from_slice(&self.prev.nbits.to_le_bytes());
+        let root = extended_root(&self.job, &[&self.prefix[..], &extranonce].concat());
         let nonce = (self.nonce..)
-            .find(|n| {
-                header[76..80].copy_from_slice(&n.to_le_bytes());
+            .find(|&n| {
+                let header = sv2_header(self.job.version, &self.prev, &root, n);
                 self.target.is_met_by(&sha256d(&header).0)
             })
             .unwrap();
@@ -194,17 +153,7 @@ fn a_required_extension_must_be_negotiated_before_a_channel_opens() {
 
     // A connection that never asks is closed at its first channel.
     let mut s = session(&lab, vec![2]);
-    s.handle_message(
-        OpenExtendedMiningChannel {
-            request_id: 1,
-            user_identity: "acct".into(),
-            nominal_hash_rate: 0.0,
-            max_target: Target::from_le_bytes(&[0xff; 32]),
-            min_extranonce_size: 4,
-        }
-        .into(),
-        T0,
-    );
+    s.handle_message(open_extended("acct"), T0);
     assert!(transmits(&mut s).is_empty());
     let why = format!("{:?}", s.wants_close());
     assert!(why.contains("required extensions"), "{why}");

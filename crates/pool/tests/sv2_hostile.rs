@@ -17,6 +17,8 @@
 //! well-behaved miner connected, one more must get in and a third must not, so an admission
 //! slot leaked by any case shows.
 
+#[allow(dead_code)]
+mod support;
 mod sv2_support;
 
 use std::net::SocketAddr;
@@ -28,6 +30,7 @@ use edge::Rate;
 use events::EventKind;
 use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use primitives::{sha256d, Target};
+use support::setup_connection;
 use sv2::keys::AuthorityKeys;
 use sv2::messages::common::{error_code as setup_error, mining_flags, SetupConnection};
 use sv2::messages::mining::{
@@ -37,11 +40,10 @@ use sv2::messages::mining::{
 use sv2::messages::{Common, Mining};
 use sv2::noise::{extension_type, NoiseInitiator};
 use sv2::{Limits, Message, NoiseConn, TransportError};
+use sv2_support::{recv, serving, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The longest any single step may take.
-const WAIT: Duration = Duration::from_secs(10);
 /// The pool's handshake timeout here: short, so that the stalled handshake ends quickly.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_millis(600);
 /// The pool's per-connection message budget here: `BURST` at once, `RATE` a second after.
@@ -113,22 +115,6 @@ fn refused(e: &TransportError) -> bool {
     matches!(e, TransportError::Closed | TransportError::Io(_))
 }
 
-fn setup(flags: u32) -> Message {
-    SetupConnection {
-        protocol: 0,
-        min_version: 2,
-        max_version: 2,
-        flags,
-        endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 0,
-        vendor: "hostile".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
-    }
-    .into()
-}
-
 fn open_standard(request_id: u32) -> Message {
     OpenStandardMiningChannel {
         request_id,
@@ -145,18 +131,14 @@ async fn send(conn: &mut NoiseConn, m: Message) {
         .expect("the pool takes our bytes");
 }
 
-async fn recv(conn: &mut NoiseConn) -> Message {
-    tokio::time::timeout(WAIT, conn.read_message())
-        .await
-        .expect("a message in time")
-        .expect("a frame")
-        .expect("extension 0")
-}
-
 /// A connection past `SetupConnection`.
 async fn set_up(addr: SocketAddr) -> NoiseConn {
     let mut conn = connect(addr).await;
-    send(&mut conn, setup(mining_flags::REQUIRES_STANDARD_JOBS)).await;
+    send(
+        &mut conn,
+        setup_connection(0, mining_flags::REQUIRES_STANDARD_JOBS),
+    )
+    .await;
     assert!(matches!(
         recv(&mut conn).await,
         Message::Common(Common::SetupConnectionSuccess(_))
@@ -298,7 +280,7 @@ async fn a_frame_over_the_limit(addr: SocketAddr) {
     }
     let payload = vec![0u8; OVERSIZE_PAYLOAD];
     wire.clear();
-    let setup_type = setup(0).msg_type();
+    let setup_type = setup_connection(0, 0).msg_type();
     noise.encrypt(setup_type, 0, &payload, &mut wire).unwrap();
     // The encrypted header: six bytes and their MAC.
     stream.write_all(&wire[..22]).await.unwrap();
@@ -356,7 +338,7 @@ async fn setup_refused(addr: SocketAddr, m: Message, code: &str, flags: u32) {
 }
 
 async fn setup_for_what_the_pool_does_not_speak(addr: SocketAddr) {
-    let Message::Common(Common::SetupConnection(base)) = setup(0) else {
+    let Message::Common(Common::SetupConnection(base)) = setup_connection(0, 0) else {
         unreachable!()
     };
     let tdp = SetupConnection {
@@ -509,13 +491,7 @@ async fn hostile_peers_get_errors_or_clean_closes_and_a_miner_is_still_served() 
         .await
         .unwrap();
     let addr = pool.sv2_addr.expect("sv2 bound");
-    tokio::time::timeout(WAIT, async {
-        while !pool.engine.is_serving() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the pool serves work from the provider");
+    serving(&pool).await;
 
     // Each case ends with the pool's side of its connection gone.
     garbage_instead_of_the_handshake(addr).await;

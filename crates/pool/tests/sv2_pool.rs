@@ -14,25 +14,15 @@ use std::time::Duration;
 
 use pool::service::{PoolSettings, RunningPool};
 use primitives::{sha256d, CompactTarget, Target};
-use simnet::tdp::TdpKeys;
-use sv2::messages::common::{mining_flags, SetupConnection};
+use support::{setup_connection, sv2_header};
+use sv2::messages::common::mining_flags;
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, Mining};
-use sv2::{Limits, Message, NoiseConn};
-use tokio::net::TcpStream;
-
-const WAIT: Duration = Duration::from_secs(10);
+use sv2::Message;
+use sv2_support::{connect, recv, serving, WAIT};
 
 fn settings(tp: SocketAddr, store: &std::path::Path) -> PoolSettings {
     sv2_support::pool_settings(tp, store, 0x33)
-}
-
-async fn recv(conn: &mut NoiseConn) -> Message {
-    tokio::time::timeout(WAIT, conn.read_message())
-        .await
-        .expect("a message in time")
-        .expect("a frame")
-        .expect("extension 0")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -44,40 +34,13 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
         .unwrap();
     let sv2_addr = pool.sv2_addr.expect("sv2 bound");
     // Work is served once the provider's first template is in.
-    tokio::time::timeout(WAIT, async {
-        while !pool.engine.is_serving() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the pool serves work from the provider");
+    serving(&pool).await;
 
-    let stream = TcpStream::connect(sv2_addr).await.unwrap();
-    let mut conn = NoiseConn::connect_to_authority(
-        stream,
-        TdpKeys::reference().public_bytes(),
-        Limits::default(),
-    )
-    .await
-    .expect("handshake with the pool's authority key");
-    conn.send_message(
-        &SetupConnection {
-            protocol: 0,
-            min_version: 2,
-            max_version: 2,
-            // A header-only device: standard jobs on its own channel.
-            flags: mining_flags::REQUIRES_STANDARD_JOBS,
-            endpoint_host: sv2_addr.ip().to_string(),
-            endpoint_port: sv2_addr.port(),
-            vendor: "test".into(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: "miner".into(),
-        }
-        .into(),
-    )
-    .await
-    .unwrap();
+    let mut conn = connect(sv2_addr).await;
+    // A header-only device: standard jobs on its own channel.
+    conn.send_message(&setup_connection(0, mining_flags::REQUIRES_STANDARD_JOBS))
+        .await
+        .unwrap();
     assert!(matches!(
         recv(&mut conn).await,
         Message::Common(Common::SetupConnectionSuccess(_))
@@ -104,16 +67,9 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
         panic!("its prev hash");
     };
     let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
-    let mut header = [0u8; 80];
-    header[0..4].copy_from_slice(&job.version.to_le_bytes());
-    header[4..36].copy_from_slice(&prev.prev_hash);
-    header[36..68].copy_from_slice(&job.merkle_root);
-    header[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
-    header[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
     let (nonce, hash) = (0u32..)
         .find_map(|n| {
-            header[76..80].copy_from_slice(&n.to_le_bytes());
-            let h = sha256d(&header);
+            let h = sha256d(&sv2_header(job.version, &prev, &job.merkle_root, n));
             (net.is_met_by(&h.0) && ok.target.is_met_by(&h.0)).then_some((n, h))
         })
         .unwrap();
@@ -187,8 +143,8 @@ mod groups {
 
     use pool::sv2::{Session, Sv2Config};
     use primitives::bitcoin::{consensus, Block, KnownHrp};
-    use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Hash256, Target};
-    use sv2::messages::common::{mining_flags, SetupConnection};
+    use primitives::{sha256d, CompactTarget, Target};
+    use sv2::messages::common::mining_flags;
     use sv2::messages::mining::{
         CloseChannel, NewExtendedMiningJob, OpenExtendedMiningChannel, OpenStandardMiningChannel,
         OpenStandardMiningChannelSuccess, SetNewPrevHash, SubmitSharesStandard,
@@ -204,19 +160,7 @@ mod groups {
     fn connect(lab: &Lab, flags: u32) -> Session {
         let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
         s.handle_message(
-            SetupConnection {
-                protocol: 0,
-                min_version: 2,
-                max_version: 2,
-                flags: flags | mining_flags::REQUIRES_VERSION_ROLLING,
-                endpoint_host: "127.0.0.1".into(),
-                endpoint_port: 3336,
-                vendor: "test".into(),
-                hardware_version: String::new(),
-                firmware: String::new(),
-                device_id: "proxy".into(),
-            }
-            .into(),
+            setup_connection(0, flags | mining_flags::REQUIRES_VERSION_ROLLING),
             T0,
         );
         assert!(matches!(
@@ -257,15 +201,6 @@ mod groups {
         transmits(s)
     }
 
-    /// The merkle root a proxy derives for a standard channel from a group's extended job.
-    fn derived_root(job: &NewExtendedMiningJob, extranonce_prefix: &[u8]) -> [u8; 32] {
-        let mut coinbase = job.coinbase_tx_prefix.clone();
-        coinbase.extend_from_slice(extranonce_prefix);
-        coinbase.extend_from_slice(&job.coinbase_tx_suffix);
-        let path: Vec<Hash256> = job.merkle_path.iter().map(|h| Hash256(*h)).collect();
-        merkle_root_from_branch(sha256d(&coinbase), &path).0
-    }
-
     /// The first nonce (from `from`) whose header on `root` meets `target`, and the header.
     fn grind(
         job: &NewExtendedMiningJob,
@@ -274,14 +209,8 @@ mod groups {
         target: Target,
         from: u32,
     ) -> (u32, [u8; 80]) {
-        let mut h = [0u8; 80];
-        h[0..4].copy_from_slice(&job.version.to_le_bytes());
-        h[4..36].copy_from_slice(&prev.prev_hash);
-        h[36..68].copy_from_slice(&root);
-        h[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
-        h[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
         for n in from.. {
-            h[76..80].copy_from_slice(&n.to_le_bytes());
+            let h = sv2_header(job.version, prev, &root, n);
             if target.is_met_by(&sha256d(&h).0) {
                 return (n, h);
             }
@@ -336,7 +265,7 @@ mod groups {
             assert_eq!(issued.wire_id, u64::from(job.job_id));
             assert_eq!(
                 issued.merkle_root.unwrap().0,
-                derived_root(&job, &m.extranonce_prefix)
+                extended_root(&job, &m.extranonce_prefix)
             );
         }
         // Same tip, new template: one extended job, active at once.
@@ -380,7 +309,7 @@ mod groups {
         let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, HARD_BITS));
         let mut seq = 0;
         for m in [&a, &b] {
-            let root = derived_root(&job, &m.extranonce_prefix);
+            let root = extended_root(&job, &m.extranonce_prefix);
             for k in 0..3 {
                 let (nonce, _) = grind(&job, &prev, root, m.target, 1000 * k);
                 seq += 1;
@@ -403,7 +332,7 @@ mod groups {
         let (nonce, _) = grind(
             &job,
             &prev,
-            derived_root(&job, &a.extranonce_prefix),
+            extended_root(&job, &a.extranonce_prefix),
             a.target,
             0,
         );
@@ -423,7 +352,7 @@ mod groups {
         let a = open(&mut proxy, 1, "alice.rig1");
         let (job, prev) = group_job(&new_tip(&mut lab, &mut proxy, 2, EASY_BITS));
         let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
-        let root = derived_root(&job, &a.extranonce_prefix);
+        let root = extended_root(&job, &a.extranonce_prefix);
         // The lower (harder) of the two targets: a share and a block.
         let (nonce, header) = grind(&job, &prev, root, net.min(a.target), 0);
         proxy.handle_message(share(a.channel_id, 1, &job, nonce), T0);

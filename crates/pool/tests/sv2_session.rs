@@ -8,31 +8,15 @@ use std::sync::Arc;
 use pool::sv2::{Session, Sv2Config};
 use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Target};
 use support::*;
-use sv2::messages::common::{mining_flags, SetupConnection};
+use sv2::messages::common::mining_flags;
 use sv2::messages::mining::{
-    CloseChannel, NewExtendedMiningJob, NewMiningJob, OpenExtendedMiningChannel,
-    OpenExtendedMiningChannelSuccess, OpenStandardMiningChannel, OpenStandardMiningChannelSuccess,
-    SetNewPrevHash, SetTarget, SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard,
-    SubmitSharesSuccess, UpdateChannel,
+    CloseChannel, NewMiningJob, OpenExtendedMiningChannel, OpenExtendedMiningChannelSuccess,
+    OpenStandardMiningChannel, OpenStandardMiningChannelSuccess, SetNewPrevHash, SetTarget,
+    SubmitSharesError, SubmitSharesExtended, SubmitSharesStandard, SubmitSharesSuccess,
+    UpdateChannel,
 };
 use sv2::messages::{Common, Mining};
 use sv2::Message;
-
-fn setup(protocol: u8, flags: u32) -> Message {
-    SetupConnection {
-        protocol,
-        min_version: 2,
-        max_version: 2,
-        flags,
-        endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 3336,
-        vendor: "test".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: "d1".into(),
-    }
-    .into()
-}
 
 /// The easiest target there is: the channel's difficulty decides.
 fn any_target() -> Target {
@@ -43,7 +27,7 @@ fn session(lab: &Lab) -> Session {
     let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
     // An end device: standard jobs per channel, not group jobs.
     s.handle_message(
-        setup(
+        setup_connection(
             0,
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
         ),
@@ -113,14 +97,7 @@ impl StdMiner {
     }
 
     fn header(&self, nonce: u32) -> [u8; 80] {
-        let mut h = [0u8; 80];
-        h[0..4].copy_from_slice(&self.job.version.to_le_bytes());
-        h[4..36].copy_from_slice(&self.prev.prev_hash);
-        h[36..68].copy_from_slice(&self.job.merkle_root);
-        h[68..72].copy_from_slice(&self.prev.min_ntime.to_le_bytes());
-        h[72..76].copy_from_slice(&self.prev.nbits.to_le_bytes());
-        h[76..80].copy_from_slice(&nonce.to_le_bytes());
-        h
+        sv2_header(self.job.version, &self.prev, &self.job.merkle_root, nonce)
     }
 
     /// The next nonce whose hash `want`s.
@@ -171,9 +148,9 @@ fn errors(out: &[Message]) -> Vec<SubmitSharesError> {
 fn setup_answers_the_specs_errors_and_closes() {
     let lab = Lab::serving(LabConfig::pool(), tip(1), HARD_BITS);
     let cases = [
-        (setup(2, 0), "unsupported-protocol", 0),
+        (setup_connection(2, 0), "unsupported-protocol", 0),
         (
-            setup(0, mining_flags::REQUIRES_WORK_SELECTION | 1),
+            setup_connection(0, mining_flags::REQUIRES_WORK_SELECTION | 1),
             "unsupported-feature-flags",
             mining_flags::REQUIRES_WORK_SELECTION,
         ),
@@ -193,18 +170,7 @@ fn setup_answers_the_specs_errors_and_closes() {
     open_standard(&mut s, 1, any_target());
     assert_eq!(s.wants_close().map(|c| c.reason()), Some("protocol"));
     // Standard jobs and version rolling are both fine.
-    let mut s = Session::new(lab.engine.clone(), Arc::new(Sv2Config::default()));
-    s.handle_message(
-        setup(
-            0,
-            mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
-        ),
-        T0,
-    );
-    assert!(matches!(
-        &transmits(&mut s)[..],
-        [Message::Common(Common::SetupConnectionSuccess(_))]
-    ));
+    session(&lab);
 }
 
 #[test]
@@ -388,41 +354,20 @@ fn extended_channels_roll_their_own_extranonce() {
         extranonce_prefix,
         ..
     } = ok.clone();
-    let NewExtendedMiningJob {
-        merkle_path,
-        coinbase_tx_prefix,
-        coinbase_tx_suffix,
-        version,
-        job_id,
-        ..
-    } = job.clone();
+    let (version, job_id) = (job.version, job.job_id);
     assert_eq!(extranonce_size, 4);
     assert_eq!(extranonce_prefix.len(), 4);
     // Grind as an extended miner does: coinbase, root, header.
     let extranonce = [1u8, 2, 3, 4];
-    let coinbase = [
-        &coinbase_tx_prefix[..],
-        &extranonce_prefix,
-        &extranonce,
-        &coinbase_tx_suffix,
-    ]
-    .concat();
-    let branch: Vec<Hash256> = merkle_path.iter().map(|h| Hash256(*h)).collect();
-    let root = merkle_root_from_branch(sha256d(&coinbase), &branch);
-    let mut header = [0u8; 80];
-    header[0..4].copy_from_slice(&version.to_le_bytes());
-    header[4..36].copy_from_slice(&prev.prev_hash);
-    header[36..68].copy_from_slice(&root.0);
-    header[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
-    header[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
+    let root = extended_root(job, &[&extranonce_prefix[..], &extranonce].concat());
     let net = Target::from_compact(CompactTarget::from_consensus(prev.nbits)).unwrap();
     let nonce = (0u32..)
-        .find(|n| {
-            header[76..80].copy_from_slice(&n.to_le_bytes());
-            let h = sha256d(&header);
+        .find(|&n| {
+            let h = sha256d(&sv2_header(version, prev, &root, n));
             target.is_met_by(&h.0) && net.is_met_by(&h.0)
         })
         .unwrap();
+    let header = sv2_header(version, prev, &root, nonce);
     let share = |seq: u32, extranonce: Vec<u8>| -> Message {
         SubmitSharesExtended {
             channel_id,
@@ -628,7 +573,7 @@ fn a_moved_extranonce_base_moves_every_channel_with_its_jobs() {
     };
     let mut s = Session::new(lab.engine.clone(), Arc::new(config));
     s.handle_message(
-        setup(
+        setup_connection(
             0,
             mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
         ),

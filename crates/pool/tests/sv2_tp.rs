@@ -93,16 +93,23 @@ async fn next_work(
     .expect("a template in time")
 }
 
-#[tokio::test]
-async fn provider_templates_become_jobs_and_a_found_block_becomes_the_tip() {
-    let tp = Provider::start(7).await;
-    let (tip, height) = tp.node.read(|n| (n.chain().tip_hash(), n.height()));
-    let mut config = TpConfig::new(tp.addr);
-    config.authority = Some(TdpKeys::reference().public_bytes());
+/// A feed from the provider at `addr`, checking its certificate against `authority`; it
+/// stops when the sender fires or is dropped.
+fn spawn_feed(addr: SocketAddr, authority: [u8; 32]) -> (TpFeed, oneshot::Sender<()>) {
+    let mut config = TpConfig::new(addr);
+    config.authority = Some(authority);
     let (stop, stopped) = oneshot::channel::<()>();
     let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
         let _ = stopped.await;
     });
+    (feed, stop)
+}
+
+#[tokio::test]
+async fn provider_templates_become_jobs_and_a_found_block_becomes_the_tip() {
+    let tp = Provider::start(7).await;
+    let (tip, height) = tp.node.read(|n| (n.chain().tip_hash(), n.height()));
+    let (feed, stop) = spawn_feed(tp.addr, TdpKeys::reference().public_bytes());
     let mut works = feed.works();
     let w = next_work(&mut works, |_| true).await;
     assert_eq!(w.template.prev_hash, tip);
@@ -157,12 +164,7 @@ async fn a_provider_signed_by_another_authority_serves_no_work_and_a_lost_one_st
         .expect("a valid secret")
         .public_bytes();
     assert_ne!(wrong, TdpKeys::reference().public_bytes());
-    let mut config = TpConfig::new(tp.addr);
-    config.authority = Some(wrong);
-    let (stop, stopped) = oneshot::channel::<()>();
-    let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
-        let _ = stopped.await;
-    });
+    let (feed, stop) = spawn_feed(tp.addr, wrong);
     let health = feed.health();
     tokio::time::timeout(WAIT, async {
         while !matches!(health.state(Instant::now()), NodeState::Unreachable { .. }) {
@@ -176,12 +178,7 @@ async fn a_provider_signed_by_another_authority_serves_no_work_and_a_lost_one_st
     tokio::time::timeout(WAIT, feed.stopped()).await.unwrap();
 
     // The right key: work, until the provider goes away.
-    let mut config = TpConfig::new(tp.addr);
-    config.authority = Some(TdpKeys::reference().public_bytes());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let feed = TpFeed::spawn(config, events::EventSink::disabled(), async move {
-        let _ = stopped.await;
-    });
+    let (feed, stop) = spawn_feed(tp.addr, TdpKeys::reference().public_bytes());
     let mut works = feed.works();
     next_work(&mut works, |_| true).await;
     assert_eq!(feed.health().state(Instant::now()), NodeState::Ok);

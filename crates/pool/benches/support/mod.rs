@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 use std::hint::black_box;
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,8 @@ use events::EventSink;
 use mining::vardiff::VardiffConfig;
 use pool::channel::ChannelConfig;
 use pool::engine::{Engine, EngineConfig, FoundBlock, PayoutMode};
-use pool::jobs::{JobBook, JobConfig};
+use pool::job::{Job, Solution};
+use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::{PoolStats, WorkerRegistry};
 use pool::store::{Durability, Store, StoreConfig};
 use pool::sv1::session::{Session, Sv1Config};
@@ -96,6 +98,7 @@ pub struct Pool {
     pub found: tokio::sync::mpsc::UnboundedReceiver<FoundBlock>,
     pub book: JobBook,
     pub payout: ScriptBuf,
+    pub template: Arc<Template>,
 }
 
 impl Pool {
@@ -139,7 +142,7 @@ impl Pool {
             EventSink::disabled(),
         );
         let mut book = JobBook::new(jobs);
-        engine.publish(book.handle_template(template, Timestamp::from_millis(t0)));
+        engine.publish(book.handle_template(template.clone(), Timestamp::from_millis(t0)));
         Pool {
             dir,
             store,
@@ -147,6 +150,72 @@ impl Pool {
             found,
             book,
             payout,
+            template,
+        }
+    }
+
+    /// Untimed: a new generation of the template, published at `now`.
+    pub fn next_generation(&mut self, now: Timestamp) -> Arc<Generation> {
+        let g = self.book.handle_template(self.template.clone(), now);
+        self.engine.publish(g.clone());
+        g
+    }
+}
+
+/// A chunk of `mining.submit` lines, concatenated, and where each ends.
+#[derive(Default)]
+pub struct Sv1Lines {
+    pub bytes: Vec<u8>,
+    pub ends: Vec<usize>,
+    /// The last request id written.
+    pub request_id: u64,
+}
+
+impl Sv1Lines {
+    /// Replaces the chunk with `n` distinct shares of [`WORKER`] on `job` (issued as `wire_id`
+    /// on a channel with extranonce1 `en1` and version mask `mask`), each meeting
+    /// `Difficulty::MIN` and not the network target. Extranonce2, nonce and version bits come
+    /// from `counter`, one more per hash tried; the 1 in 65536 hashes that miss even the
+    /// minimum difficulty are left out.
+    pub fn write(
+        &mut self,
+        counter: &mut u64,
+        job: &Job,
+        en1: &[u8],
+        wire_id: u64,
+        mask: u32,
+        n: usize,
+    ) {
+        let min = Difficulty::MIN.to_target();
+        self.bytes.clear();
+        self.ends.clear();
+        while self.ends.len() < n {
+            let c = *counter;
+            *counter += 1;
+            let en2 = (c as u32).to_be_bytes();
+            let nonce = (c.wrapping_mul(0x9e37_79b9) >> 7) as u32;
+            let bits = ((c as u32) << 13) & mask;
+            let (_, hash) = job.share_hash(&Solution {
+                extranonce_prefix: en1,
+                extranonce: &en2,
+                version: (job.version & !mask) | bits,
+                ntime: job.ntime,
+                nonce,
+            });
+            if !min.is_met_by(&hash.0) {
+                continue;
+            }
+            assert!(!job.network_target.is_met_by(&hash.0));
+            self.request_id += 1;
+            write!(
+                self.bytes,
+                r#"{{"params": ["{WORKER}", "{wire_id:x}", "{:08x}", "{:08x}", "{nonce:08x}", "{bits:08x}"], "id": {}, "method": "mining.submit"}}"#,
+                u32::from_be_bytes(en2),
+                job.ntime,
+                self.request_id,
+            )
+            .expect("write");
+            self.ends.push(self.bytes.len());
         }
     }
 }

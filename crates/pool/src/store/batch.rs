@@ -126,12 +126,7 @@ impl ShareBatch {
                 return Ok(());
             }
         }
-        inner
-            .progress
-            .counters()
-            .queue_full
-            .fetch_add(1, Ordering::Relaxed);
-        Err(StoreError::QueueFull)
+        Err(inner.queue_full())
     }
 
     /// The flush point before acknowledgements are written: the ticket they must wait for, if

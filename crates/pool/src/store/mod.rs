@@ -416,14 +416,7 @@ impl Store {
         let share = Command::Share { ticket: 0, rec };
         match inner.try_enqueue(share, inner.progress.queue_capacity, false) {
             Ok(ticket) => Ok(Ticket(ticket)),
-            Err((Refused::Full, _)) => {
-                inner
-                    .progress
-                    .counters()
-                    .queue_full
-                    .fetch_add(1, Ordering::Relaxed);
-                Err(StoreError::QueueFull)
-            }
+            Err((Refused::Full, _)) => Err(inner.queue_full()),
             Err((Refused::Closed, _)) => Err(inner.progress.refusal()),
         }
     }
@@ -623,6 +616,16 @@ enum Refused {
 }
 
 impl Inner {
+    /// Counts a share refused because the queue is full: the refusal.
+    #[cold]
+    fn queue_full(&self) -> StoreError {
+        self.progress
+            .counters()
+            .queue_full
+            .fetch_add(1, Ordering::Relaxed);
+        StoreError::QueueFull
+    }
+
     /// Reserves `n` places for shares: refused if the queue would then hold more than its
     /// capacity of shares.
     #[inline]

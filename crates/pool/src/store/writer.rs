@@ -229,67 +229,53 @@ impl Taken {
     /// Writes the record in the open transaction.
     fn insert(&self, conn: &Connection) -> Result<(), WriteError> {
         match self {
-            Taken::Share(ticket, rec) => conn
-                .prepare_cached(INSERT_SHARE)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        *ticket as i64,
-                        rec.worker.0,
-                        rec.difficulty,
-                        rec.job_id as i64,
-                        rec.time_ms as i64,
-                        &rec.hash[..],
-                    ])
-                })
-                .during("inserting a share"),
-            Taken::Worker(key, name) => conn
-                .prepare_cached(INSERT_WORKER)
-                .and_then(|mut st| st.execute(params![key, &**name]))
-                .during("inserting a worker"),
-            Taken::Block(ticket, rec) => conn
-                .prepare_cached(INSERT_BLOCK)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        *ticket as i64,
-                        &rec.hash[..],
-                        rec.height,
-                        rec.worker.0,
-                        rec.job_id as i64,
-                        rec.time_ms as i64,
-                        &rec.block[..],
-                    ])
-                })
-                .during("inserting a block"),
-            Taken::Token(ticket, token) => conn
-                .prepare_cached(INSERT_TOKEN)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        *ticket as i64,
-                        token.id as i64,
-                        token.expires_ms as i64,
-                        token.time_ms as i64,
-                    ])
-                })
-                .during("inserting a used token"),
+            Taken::Share(ticket, rec) => {
+                let (worker, hash) = (rec.worker.0, &rec.hash[..]);
+                let (job, time) = (rec.job_id as i64, rec.time_ms as i64);
+                let row = params![*ticket as i64, worker, rec.difficulty, job, time, hash];
+                execute(conn, INSERT_SHARE, row, "inserting a share")
+            }
+            Taken::Worker(key, name) => execute(
+                conn,
+                INSERT_WORKER,
+                params![key, &**name],
+                "inserting a worker",
+            ),
+            Taken::Block(ticket, rec) => {
+                let (hash, worker, block) = (&rec.hash[..], rec.worker.0, &rec.block[..]);
+                let (job, time) = (rec.job_id as i64, rec.time_ms as i64);
+                let row = params![*ticket as i64, hash, rec.height, worker, job, time, block];
+                execute(conn, INSERT_BLOCK, row, "inserting a block")
+            }
+            Taken::Token(ticket, token) => {
+                let (id, expires) = (token.id as i64, token.expires_ms as i64);
+                let row = params![*ticket as i64, id, expires, token.time_ms as i64];
+                execute(conn, INSERT_TOKEN, row, "inserting a used token")
+            }
             Taken::BlockResult {
                 ticket,
                 hash,
                 result,
                 time_ms,
-            } => conn
-                .prepare_cached(INSERT_BLOCK_RESULT)
-                .and_then(|mut st| {
-                    st.execute(params![
-                        *ticket as i64,
-                        &hash[..],
-                        &**result,
-                        *time_ms as i64
-                    ])
-                })
-                .during("inserting a block result"),
+            } => {
+                let row = params![*ticket as i64, &hash[..], &**result, *time_ms as i64];
+                execute(conn, INSERT_BLOCK_RESULT, row, "inserting a block result")
+            }
         }
-        .map(drop)
     }
+}
+
+/// Runs the cached statement `sql` on `row`; `what` names it in the error.
+fn execute(
+    conn: &Connection,
+    sql: &str,
+    row: impl rusqlite::Params,
+    what: &'static str,
+) -> Result<(), WriteError> {
+    conn.prepare_cached(sql)
+        .and_then(|mut st| st.execute(row))
+        .map(drop)
+        .during(what)
 }
 
 /// The open transaction.

@@ -26,11 +26,12 @@ use tokio::sync::watch;
 use tokio::time::{MissedTickBehavior, Sleep};
 
 use crate::engine::Engine;
+use crate::front::{stopped, Front};
 use crate::store::ACK_WAIT_LIMIT;
 use crate::sv1::session::{LineKind, Session, Sv1Config};
 use crate::sv1::wakers::{Slot as WakerSlot, Wakers};
 use crate::Timestamp;
-use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
+use edge::{BanReason, Gate, MessageBudget, Slot};
 use sv1::LineBuffer;
 
 /// How often every connection checks its idle timeout, flushes held share records and lets
@@ -43,10 +44,8 @@ pub struct Sv1Server {
     pub engine: Arc<Engine>,
     /// The SV1 front end's settings.
     pub config: Arc<Sv1Config>,
-    /// Admission: caps, rates, bans and the slot each connection holds (shared with the SV2
-    /// front end, so the caps are the pool's).
-    gate: Arc<Gate>,
-    pub(crate) start: Instant,
+    /// Admission, the sessions' clock and the bytes from and to miners' sockets (link "sv1").
+    pub(crate) front: Front,
     /// Where miners are told to reconnect on shutdown (host, port).
     pub reconnect_to: Option<(String, u16)>,
     /// The connection tasks the herald wakes.
@@ -56,10 +55,6 @@ pub struct Sv1Server {
     work_seq: AtomicU32,
     tick_seq: AtomicU32,
     shutting_down: AtomicBool,
-    /// Bytes read from and written to miners' sockets, and what `LinkBytes` has reported of
-    /// them: the pool counts its own traffic (docs/metrics.md `roles.<name>.net_*_bytes`).
-    /// Bytes from and to miners, link "sv1".
-    net: Arc<LinkCounter>,
 }
 
 /// What a connection task woke up for.
@@ -121,35 +116,23 @@ impl Sv1Server {
         Arc::new(Sv1Server {
             engine,
             config: Arc::new(config),
-            gate,
-            start: Instant::now(),
+            front: Front::new(gate, "sv1"),
             reconnect_to: None,
             wakers: Wakers::default(),
             work_seq: AtomicU32::new(0),
             tick_seq: AtomicU32::new(0),
             shutting_down: AtomicBool::new(false),
-            net: LinkCounter::new("sv1"),
         })
     }
 
     /// Milliseconds since the server was made (the sessions' clock).
     pub fn now(&self) -> Timestamp {
-        Timestamp::from_millis(self.start.elapsed().as_millis() as u64)
-    }
-
-    fn admission(&self) -> &Admission {
-        self.gate.admission()
+        self.front.now()
     }
 
     /// Bytes read from and written to miners so far.
     pub fn net_bytes(&self) -> (u64, u64) {
-        self.net.totals()
-    }
-
-    /// Emits what crossed the miners' sockets since the last report as `LinkBytes` deltas
-    /// (link "sv1", conn 0: the whole front end; up = from miners).
-    fn report_net_bytes(&self) {
-        self.net.report(&self.engine.events);
+        self.front.net.totals()
     }
 
     /// Accepts miners until `shutdown` turns true; then every connection is sent
@@ -177,7 +160,7 @@ impl Sv1Server {
                     self.wakers.wake_all();
                     // The goodbyes are being written now: let them count.
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    self.report_net_bytes();
+                    self.front.net.report(&self.engine.events);
                     return;
                 }
                 changed = work.changed(), if work_open => {
@@ -193,7 +176,7 @@ impl Sv1Server {
                 _ = tick.tick() => {
                     self.tick_seq.fetch_add(1, Ordering::AcqRel);
                     self.wakers.wake_all();
-                    self.report_net_bytes();
+                    self.front.net.report(&self.engine.events);
                 }
             }
         }
@@ -206,22 +189,8 @@ impl Sv1Server {
                 a = listener.accept() => a,
                 _ = stopped(&mut stop) => break,
             };
-            let (stream, peer) = match accepted {
-                Ok(x) => x,
-                Err(e) => {
-                    // Out of descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "sv1 accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let slot = match self.gate.admit(peer.ip(), self.now()) {
-                Ok(slot) => slot,
-                Err(why) => {
-                    tracing::debug!(%peer, why = why.as_str(), "connection refused");
-                    drop(stream);
-                    continue;
-                }
+            let Some((stream, peer, slot)) = self.front.admit(accepted).await else {
+                continue;
             };
             let _ = stream.set_nodelay(true);
             tokio::spawn(self.clone().connection(stream, peer, slot));
@@ -261,12 +230,12 @@ impl Sv1Server {
                 tick: self.tick_seq.load(Ordering::Acquire),
             };
             let mut conn_state = ConnState {
-                lines: LineBuffer::new(self.admission().max_line),
-                budget: MessageBudget::new(self.admission().message_rate, started),
+                lines: LineBuffer::new(self.front.admission().max_line),
+                budget: MessageBudget::new(self.front.admission().message_rate, started),
                 last_activity: started,
                 rejected_in_a_row: 0,
                 handshake: Some(Box::pin(tokio::time::sleep(
-                    self.admission().handshake_timeout,
+                    self.front.admission().handshake_timeout,
                 ))),
             };
             let why = loop {
@@ -305,7 +274,7 @@ impl Sv1Server {
                         let now = self.now();
                         session.handle_tick(now);
                         if now.millis_since(conn_state.last_activity)
-                            > self.admission().idle_timeout.as_millis() as u64
+                            > self.front.admission().idle_timeout.as_millis() as u64
                         {
                             break Closed::IdleTimeout;
                         }
@@ -355,15 +324,19 @@ impl Sv1Server {
         // finished its part of the handshake: no strike for the pool's own state.
         let authorized = session.is_authorized();
         session.closed(now);
-        if st.rejected_in_a_row >= self.admission().invalid_share_ban_after {
-            self.gate.ban(ip, now, BanReason::InvalidShares);
+        if st.rejected_in_a_row >= self.front.admission().invalid_share_ban_after {
+            self.front.gate.ban(ip, now, BanReason::InvalidShares);
         }
         match why {
             Closed::MalformedMessages | Closed::LineTooLong => {
-                self.gate.strike(ip, now, BanReason::MalformedMessages);
+                self.front
+                    .gate
+                    .strike(ip, now, BanReason::MalformedMessages);
             }
             Closed::HandshakeTimeout if !authorized => {
-                self.gate.strike(ip, now, BanReason::HandshakeFailures);
+                self.front
+                    .gate
+                    .strike(ip, now, BanReason::HandshakeFailures);
             }
             _ => {}
         }
@@ -389,17 +362,28 @@ impl Sv1Server {
         // The batch is fixed while it is written (the session is ours until then): its lines
         // are counted by kind once, as they go out.
         for part in session.poll_transmit() {
-            self.net
+            self.front
+                .net
                 .add_lines(events::Side::Server, false, part, sv1::line_kind);
         }
-        let mut write = std::pin::pin!(poll_fn(|cx| poll_write(cx, stream, session, &self.net)));
+        let mut write = std::pin::pin!(poll_fn(|cx| poll_write(
+            cx,
+            stream,
+            session,
+            &self.front.net
+        )));
         let first = poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
         let done = match first {
             Poll::Ready(r) => r,
             // Boxed: the timer is paid for only by a connection that is behind, and not in
             // every connection's task (see the test on its size).
             Poll::Pending => {
-                match Box::pin(tokio::time::timeout(self.admission().write_timeout, write)).await {
+                match Box::pin(tokio::time::timeout(
+                    self.front.admission().write_timeout,
+                    write,
+                ))
+                .await
+                {
                     Ok(r) => r,
                     Err(_) => return Err(Closed::WriteTimeout),
                 }
@@ -462,7 +446,7 @@ impl Sv1Server {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
                 Err(_) => return Err(Closed::ReadError),
             };
-            self.net.add_rx(n);
+            self.front.net.add_rx(n);
             let now = self.now();
             st.last_activity = now;
             let ConnState {
@@ -473,7 +457,8 @@ impl Sv1Server {
             } = st;
             let framed = lines.split(&buf[..n], |line| {
                 // The bytes are counted above; this is the message by kind.
-                self.net
+                self.front
+                    .net
                     .add_line(events::Side::Server, true, line, sv1::line_kind);
                 match self.line(session, budget, rejected_in_a_row, line, now) {
                     Ok(()) => ControlFlow::Continue(()),
@@ -503,7 +488,7 @@ impl Sv1Server {
         line: &[u8],
         now: Timestamp,
     ) -> Result<(), Closed> {
-        if !budget.take(self.admission().message_rate, now) {
+        if !budget.take(self.front.admission().message_rate, now) {
             return Err(Closed::MessageRate);
         }
         let started = Instant::now();
@@ -515,7 +500,7 @@ impl Sv1Server {
                 *rejected_in_a_row = 0;
             } else if verdict.reason() != Some(events::Reason::Stale) {
                 *rejected_in_a_row += 1;
-                if *rejected_in_a_row >= self.admission().invalid_share_ban_after {
+                if *rejected_in_a_row >= self.front.admission().invalid_share_ban_after {
                     return Err(Closed::InvalidShares);
                 }
             }
@@ -559,11 +544,6 @@ fn poll_write(
     }
 }
 
-/// Resolves when `shutdown` turns true (or its sender is gone).
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|s| *s).await;
-}
-
 struct ConnState {
     /// The miner's lines; holds the start of a line whose end has not arrived yet, and no
     /// allocation when there is none (as usual).
@@ -586,6 +566,7 @@ mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    use edge::Admission;
     use events::EventKind;
     use primitives::bitcoin::{Amount, Network, ScriptBuf};
     use primitives::{CompactTarget, Difficulty, Hash256};
@@ -915,6 +896,7 @@ mod tests {
             Gate::new(Admission::default()),
         );
         let slot = server
+            .front
             .gate
             .admit(peer.ip(), Timestamp::from_millis(0))
             .unwrap();

@@ -13,17 +13,18 @@ use std::time::{Duration, Instant};
 use ::sv2::keys::AuthorityKeys;
 use ::sv2::messages::Mining;
 use ::sv2::{Limits, Message, NoiseConn, TransportError};
-use events::{ConnectionClosed, ConnectionOpened, LinkCounter, ShortStr};
+use events::{ConnectionClosed, ConnectionOpened, ShortStr};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use crate::engine::Engine;
+use crate::front::{stopped, Front};
 use crate::store::ACK_WAIT_LIMIT;
 use crate::sv2::session::{Session, Sv2Config};
 use crate::Timestamp;
-use edge::{Admission, BanReason, Gate, MessageBudget, Slot};
+use edge::{BanReason, Gate, MessageBudget, Slot};
 
 /// How often every connection checks its timeouts and lets vardiff step a quiet miner down.
 const TICK: Duration = Duration::from_secs(5);
@@ -59,13 +60,11 @@ pub struct Sv2Server {
     pub engine: Arc<Engine>,
     /// The Mining Protocol settings.
     pub config: Arc<Sv2Config>,
-    /// Admission, shared with the SV1 front end (the caps are the pool's).
-    gate: Arc<Gate>,
+    /// Admission, the sessions' clock and the frame bytes from and to miners (handshakes
+    /// included; link "sv2").
+    pub(crate) front: Front,
     keys: AuthorityKeys,
     cert_validity: Duration,
-    pub(crate) start: Instant,
-    /// Frame bytes from and to miners (handshakes included), link "sv2".
-    net: Arc<LinkCounter>,
 }
 
 impl Sv2Server {
@@ -81,30 +80,20 @@ impl Sv2Server {
         Arc::new(Sv2Server {
             engine,
             config: Arc::new(config),
-            gate,
+            front: Front::new(gate, "sv2"),
             keys,
             cert_validity,
-            start: Instant::now(),
-            net: LinkCounter::new("sv2"),
         })
     }
 
     /// Milliseconds since the server was made (the sessions' clock).
     pub fn now(&self) -> Timestamp {
-        Timestamp::from_millis(self.start.elapsed().as_millis() as u64)
-    }
-
-    fn admission(&self) -> &Admission {
-        self.gate.admission()
+        self.front.now()
     }
 
     /// Frame bytes read from and written to miners so far.
     pub fn net_bytes(&self) -> (u64, u64) {
-        self.net.totals()
-    }
-
-    fn report_net_bytes(&self) {
-        self.net.report(&self.engine.events);
+        self.front.net.totals()
     }
 
     /// Accepts miners until `shutdown` turns true, then closes every connection.
@@ -121,22 +110,10 @@ impl Sv2Server {
             tokio::select! {
                 _ = stopped(&mut shutdown) => break,
                 Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-                _ = report.tick() => self.report_net_bytes(),
+                _ = report.tick() => self.front.net.report(&self.engine.events),
                 accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(x) => x,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "sv2 accept failed");
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                            continue;
-                        }
-                    };
-                    let slot = match self.gate.admit(peer.ip(), self.now()) {
-                        Ok(slot) => slot,
-                        Err(why) => {
-                            tracing::debug!(%peer, why = why.as_str(), "sv2 connection refused");
-                            continue;
-                        }
+                    let Some((stream, peer, slot)) = self.front.admit(accepted).await else {
+                        continue;
                     };
                     tasks.spawn(self.clone().connection(stream, peer, slot, stop.clone()));
                 }
@@ -150,7 +127,7 @@ impl Sv2Server {
         {
             tasks.abort_all();
         }
-        self.report_net_bytes();
+        self.front.net.report(&self.engine.events);
     }
 
     async fn connection(
@@ -162,9 +139,9 @@ impl Sv2Server {
     ) {
         let local = stream.local_addr().unwrap_or(peer);
         let limits = Limits {
-            handshake_timeout: self.admission().handshake_timeout,
+            handshake_timeout: self.front.admission().handshake_timeout,
             max_frame_bytes: MAX_FRAME_BYTES,
-            write_timeout: self.admission().write_timeout,
+            write_timeout: self.front.admission().write_timeout,
         };
         let conn = match NoiseConn::accept_with_keys(stream, &self.keys, self.cert_validity, limits)
             .await
@@ -172,7 +149,8 @@ impl Sv2Server {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(%peer, error = %e, "sv2 handshake failed");
-                self.gate
+                self.front
+                    .gate
                     .strike(peer.ip(), self.now(), BanReason::HandshakeFailures);
                 slot.close("handshake failed");
                 return;
@@ -180,7 +158,7 @@ impl Sv2Server {
         };
         let mut conn = conn;
         // Bytes, the handshake's included, and messages by type.
-        conn.count_into(self.net.clone(), ::sv2::Side::Server);
+        conn.count_into(self.front.net.clone(), ::sv2::Side::Server);
         let mut session = Session::new(self.engine.clone(), self.config.clone());
         session.set_origin(peer.ip());
         let id = session.conn();
@@ -195,17 +173,21 @@ impl Sv2Server {
         tracing::debug!(conn = id, %peer, "sv2 miner connected");
         let why = self.drive(&mut session, conn, &mut shutdown).await;
         let now = self.now();
-        if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
-            self.gate.ban(peer.ip(), now, BanReason::InvalidShares);
+        if session.rejected_in_a_row() >= self.front.admission().invalid_share_ban_after {
+            self.front
+                .gate
+                .ban(peer.ip(), now, BanReason::InvalidShares);
         }
         match why {
             "protocol" => {
-                self.gate
+                self.front
+                    .gate
                     .strike(peer.ip(), now, BanReason::MalformedMessages);
             }
             // No channel opened in time; a "timeout" after one is a write that did not drain.
             "timeout" if session.channel_count() == 0 => {
-                self.gate
+                self.front
+                    .gate
                     .strike(peer.ip(), now, BanReason::HandshakeFailures);
             }
             _ => {}
@@ -234,7 +216,7 @@ impl Sv2Server {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let started = self.now();
         let mut last_activity = started;
-        let mut budget = MessageBudget::new(self.admission().message_rate, started);
+        let mut budget = MessageBudget::new(self.front.admission().message_rate, started);
         let mut payload = Vec::new();
         // One future for the whole connection: made afresh in every pass it would put itself
         // on the shutdown signal's list of waiters and take itself off again for every frame.
@@ -244,8 +226,8 @@ impl Sv2Server {
         // one still ahead and moved on only when it fires (activity is not a timer update per
         // frame), so each fires on time rather than at the next tick.
         let (handshake_ms, idle_ms) = (
-            self.admission().handshake_timeout.as_millis() as u64,
-            self.admission().idle_timeout.as_millis() as u64,
+            self.front.admission().handshake_timeout.as_millis() as u64,
+            self.front.admission().idle_timeout.as_millis() as u64,
         );
         let deadline = tokio::time::sleep(Duration::from_millis(handshake_ms.min(idle_ms)));
         tokio::pin!(deadline);
@@ -258,7 +240,7 @@ impl Sv2Server {
                     Ok(mut frame) => {
                         let now = self.now();
                         last_activity = now;
-                        if !budget.take(self.admission().message_rate, now) {
+                        if !budget.take(self.front.admission().message_rate, now) {
                             return "rate";
                         }
                         // A share is timed from its frame to its verdict, as the SV1 front
@@ -293,7 +275,7 @@ impl Sv2Server {
                         if session.channel_count() == 0 && now.millis_since(started) >= handshake_ms {
                             ending = Some("timeout");
                         }
-                        if session.rejected_in_a_row() >= self.admission().invalid_share_ban_after {
+                        if session.rejected_in_a_row() >= self.front.admission().invalid_share_ban_after {
                             // Banned for it once closed (`connection`), as on the SV1 port.
                             ending = Some("invalid shares");
                         }
@@ -363,11 +345,6 @@ impl Sv2Server {
         conn.send_payload(msg_type, m.extension_type(), payload)
             .await
     }
-}
-
-/// Resolves once `shutdown` turns true (or its sender is gone).
-async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|s| *s).await;
 }
 
 #[cfg(test)]

@@ -457,28 +457,40 @@ impl Session {
 
     // ---- Channels ---------------------------------------------------------------------------
 
-    /// What opening needs: a payout for the user and room for a channel; the error code if not
-    /// (the allowance of new names is asked last, by `may_add`).
-    fn admit(&self, user: &str) -> Result<ScriptBuf, &'static str> {
+    /// What opening a channel for `user` needs, checked in this order: room for a channel, a
+    /// payout for the user, no more extranonce than the pool rolls (`min_extranonce`: none on
+    /// a standard channel), a valid hash rate and target for the starting difficulty; the
+    /// payout and that difficulty, or the error code the opening is refused with.
+    ///
+    /// Last, a user this address may not add now is refused as a user the pool does not take:
+    /// asked after every other check, so that an opening refused anyway spends none of the
+    /// address's allowance of new names.
+    fn admit(
+        &self,
+        user: &str,
+        hash_rate: f32,
+        max_target: Target,
+        min_extranonce: usize,
+        now: Timestamp,
+    ) -> Result<(ScriptBuf, Difficulty), &'static str> {
         if self.channels.len() >= self.config.max_channels {
             return Err(error_code::CHANNEL_CAPACITY_EXHAUSTED);
         }
         // Solo mode: the identity is the payout address, optionally followed by ".worker".
         let account = user.split('.').next().unwrap_or(user);
-        self.engine
+        let payout = self
+            .engine
             .payout_for(account)
-            .ok_or(error_code::UNKNOWN_USER)
-    }
-
-    /// The last check of an opening: a user this address may not add now is refused as a user
-    /// the pool does not take. Asked after every other check, so that an opening refused anyway
-    /// spends none of the address's allowance of new names.
-    fn may_add(&self, user: &str, now: Timestamp) -> Result<(), &'static str> {
-        if self.engine.may_add_worker(user, self.origin, now) {
-            Ok(())
-        } else {
-            Err(error_code::UNKNOWN_USER)
+            .ok_or(error_code::UNKNOWN_USER)?;
+        if min_extranonce > self.max_rolled() {
+            return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
         }
+        let spm = self.engine.channel_config.vardiff.shares_per_minute;
+        let d = self.start_difficulty(hash_rate, max_target, spm)?;
+        if !self.engine.may_add_worker(user, self.origin, now) {
+            return Err(error_code::UNKNOWN_USER);
+        }
+        Ok((payout, d))
     }
 
     /// The starting difficulty: what makes the nominal hash rate send the vardiff's share rate,
@@ -568,15 +580,7 @@ impl Session {
     }
 
     fn open_standard(&mut self, o: OpenStandardMiningChannel, now: Timestamp) {
-        let opened = self.admit(&o.user_identity).and_then(|payout| {
-            let d = self.start_difficulty(
-                o.nominal_hash_rate,
-                o.max_target,
-                self.engine.channel_config.vardiff.shares_per_minute,
-            )?;
-            self.may_add(&o.user_identity, now)?;
-            Ok((payout, d))
-        });
+        let opened = self.admit(&o.user_identity, o.nominal_hash_rate, o.max_target, 0, now);
         let (payout, d) = match opened {
             Ok(x) => x,
             Err(code) => return self.open_error(o.request_id, code),
@@ -607,18 +611,13 @@ impl Session {
     }
 
     fn open_extended(&mut self, o: OpenExtendedMiningChannel, now: Timestamp) {
-        let opened = self.admit(&o.user_identity).and_then(|payout| {
-            if usize::from(o.min_extranonce_size) > self.max_rolled() {
-                return Err(error_code::UNSUPPORTED_MIN_EXTRANONCE_SIZE);
-            }
-            let d = self.start_difficulty(
-                o.nominal_hash_rate,
-                o.max_target,
-                self.engine.channel_config.vardiff.shares_per_minute,
-            )?;
-            self.may_add(&o.user_identity, now)?;
-            Ok((payout, d))
-        });
+        let opened = self.admit(
+            &o.user_identity,
+            o.nominal_hash_rate,
+            o.max_target,
+            usize::from(o.min_extranonce_size),
+            now,
+        );
         let (payout, d) = match opened {
             Ok(x) => x,
             Err(code) => return self.open_error(o.request_id, code),
@@ -1002,19 +1001,10 @@ impl Session {
                 self.job_activated_event(id, job_id, &job);
             }
         }
-        self.out.push_back(
-            NewExtendedMiningJob {
-                channel_id: group_id,
-                job_id,
-                min_ntime: (!clean).then_some(job.ntime),
-                version: job.version,
-                version_rolling_allowed: self.config.version_mask != 0,
-                merkle_path: job.merkle_branch.iter().map(|h| h.0).collect(),
-                coinbase_tx_prefix: job.coinbase.prefix.clone(),
-                coinbase_tx_suffix: job.coinbase.suffix.clone(),
-            }
-            .into(),
-        );
+        let min_ntime = (!clean).then_some(job.ntime);
+        let rolling = self.config.version_mask != 0;
+        let m = extended_job(&job, group_id, job_id, min_ntime, rolling);
+        self.out.push_back(m.into());
         if clean {
             self.out.push_back(
                 SetNewPrevHash {
@@ -1106,17 +1096,10 @@ impl Session {
                 }
                 .into()
             }
-            Kind::Extended => NewExtendedMiningJob {
-                channel_id,
-                job_id,
-                min_ntime,
-                version: job.version,
-                version_rolling_allowed: self.config.version_mask != 0,
-                merkle_path: job.merkle_branch.iter().map(|h| h.0).collect(),
-                coinbase_tx_prefix: job.coinbase.prefix.clone(),
-                coinbase_tx_suffix: job.coinbase.suffix.clone(),
+            Kind::Extended => {
+                let rolling = self.config.version_mask != 0;
+                extended_job(&job, channel_id, job_id, min_ntime, rolling).into()
             }
-            .into(),
         };
         self.out.push_back(msg);
         match root {
@@ -1138,15 +1121,7 @@ impl Session {
                 }
                 .into(),
             );
-            if self.engine.events.is_enabled() {
-                self.engine.events.emit(JobActivated {
-                    conn: self.conn,
-                    channel: Some(channel_id),
-                    job_id: JobId::Num(u64::from(job_id)),
-                    prev_hash: job.prev_hash,
-                    fingerprint: Some(job.fingerprint),
-                });
-            }
+            self.job_activated_event(channel_id, job_id, &job);
         }
     }
 
@@ -1506,6 +1481,27 @@ impl Session {
 /// channel of its own; one without.
 fn aim(tracked: &Tracked) -> u32 {
     u32::try_from(tracked.workers().max(1)).unwrap_or(u32::MAX)
+}
+
+/// `job` as `NewExtendedMiningJob` `job_id` on `channel_id` (a group's or an extended
+/// channel's), a future job when `min_ntime` is `None`.
+fn extended_job(
+    job: &Job,
+    channel_id: u32,
+    job_id: u32,
+    min_ntime: Option<u32>,
+    version_rolling_allowed: bool,
+) -> NewExtendedMiningJob {
+    NewExtendedMiningJob {
+        channel_id,
+        job_id,
+        min_ntime,
+        version: job.version,
+        version_rolling_allowed,
+        merkle_path: job.merkle_branch.iter().map(|h| h.0).collect(),
+        coinbase_tx_prefix: job.coinbase.prefix.clone(),
+        coinbase_tx_suffix: job.coinbase.suffix.clone(),
+    }
 }
 
 /// The merkle root of `job` for a standard channel whose prefix is the whole extranonce;

@@ -16,12 +16,9 @@ use pool::stats::{PoolStats, WorkerRegistry};
 use pool::sv1::{LineKind, Session, Sv1Config};
 use pool::template::{Template, TemplateTx};
 use pool::Timestamp;
-use primitives::bitcoin::absolute::LockTime;
-use primitives::bitcoin::hashes::Hash as _;
-use primitives::bitcoin::transaction::Version;
 use primitives::bitcoin::{
-    consensus, Address, Amount, KnownHrp, Network, OutPoint, ScriptBuf, Sequence, Transaction,
-    TxIn, TxOut, Txid, Witness, WitnessProgram, WitnessVersion,
+    consensus, Address, Amount, KnownHrp, Network, ScriptBuf, Transaction, WitnessProgram,
+    WitnessVersion,
 };
 use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Difficulty, Hash256, Target};
 use serde_json::Value;
@@ -64,35 +61,8 @@ pub fn p2wpkh_address(program: [u8; 20], hrp: KnownHrp) -> (String, ScriptBuf) {
     (address, ScriptBuf::from_bytes(script))
 }
 
-/// A distinct previous-block hash per `n`.
-pub fn tip(n: u8) -> Hash256 {
-    let mut h = [0u8; 32];
-    h[0] = n;
-    h[31] = 0x5a;
-    h[17] = n.wrapping_mul(7);
-    Hash256(h)
-}
-
-/// A small valid non-coinbase transaction, different for every `n`.
-pub fn fake_tx(n: u8) -> Transaction {
-    Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint {
-                txid: Txid::from_byte_array([n; 32]),
-                vout: u32::from(n),
-            },
-            script_sig: ScriptBuf::from_bytes(vec![0x51]),
-            sequence: Sequence::MAX,
-            witness: Witness::new(),
-        }],
-        output: vec![TxOut {
-            value: Amount::from_sat(10_000 * u64::from(n) + 1),
-            script_pubkey: ScriptBuf::from_bytes(vec![0x51]),
-        }],
-    }
-}
+#[allow(unused_imports)] // not every test names a tip
+pub use pool::fuzz_support::{fake_tx, tip};
 
 /// A template on `prev` with `bits` and three fake transactions (fees 100, 200, 300 sat).
 pub fn template(prev: Hash256, bits: CompactTarget) -> Template {
@@ -700,4 +670,73 @@ impl Miner {
 #[allow(dead_code)] // the SV1 tests include this module too
 pub fn transmits(s: &mut pool::sv2::Session) -> Vec<sv2::messages::Message> {
     std::iter::from_fn(|| s.poll_transmit()).collect()
+}
+
+/// A `SetupConnection` for `protocol` (0: mining) with `flags`; the pool reads neither the
+/// endpoint nor the device's names, so every SV2 test sends the same ones.
+#[allow(dead_code)] // the SV1 tests include this module too
+pub fn setup_connection(protocol: u8, flags: u32) -> sv2::messages::Message {
+    sv2::messages::common::SetupConnection {
+        protocol,
+        min_version: 2,
+        max_version: 2,
+        flags,
+        endpoint_host: "127.0.0.1".into(),
+        endpoint_port: 3336,
+        vendor: "test".into(),
+        hardware_version: String::new(),
+        firmware: String::new(),
+        device_id: String::new(),
+    }
+    .into()
+}
+
+/// `OpenExtendedMiningChannel` for `user`: request 1, no hash rate, the easiest target and at
+/// least 4 bytes of extranonce.
+#[allow(dead_code)]
+pub fn open_extended(user: &str) -> sv2::messages::Message {
+    sv2::messages::mining::OpenExtendedMiningChannel {
+        request_id: 1,
+        user_identity: user.into(),
+        nominal_hash_rate: 0.0,
+        max_target: Target::from_le_bytes(&[0xff; 32]),
+        min_extranonce_size: 4,
+    }
+    .into()
+}
+
+/// The merkle root a miner derives from an extended job: its coinbase around `extranonce` (the
+/// channel's prefix, then what the miner rolls) up the job's merkle path.
+#[allow(dead_code)]
+pub fn extended_root(
+    job: &sv2::messages::mining::NewExtendedMiningJob,
+    extranonce: &[u8],
+) -> [u8; 32] {
+    let coinbase = [
+        &job.coinbase_tx_prefix[..],
+        extranonce,
+        &job.coinbase_tx_suffix,
+    ]
+    .concat();
+    let path: Vec<Hash256> = job.merkle_path.iter().map(|h| Hash256(*h)).collect();
+    merkle_root_from_branch(sha256d(&coinbase), &path).0
+}
+
+/// The header an SV2 miner hashes: `version` and `root` from its job, the previous hash, time
+/// and nBits from `prev`, then `nonce`.
+#[allow(dead_code)]
+pub fn sv2_header(
+    version: u32,
+    prev: &sv2::messages::mining::SetNewPrevHash,
+    root: &[u8; 32],
+    nonce: u32,
+) -> [u8; 80] {
+    let mut h = [0u8; 80];
+    h[0..4].copy_from_slice(&version.to_le_bytes());
+    h[4..36].copy_from_slice(&prev.prev_hash);
+    h[36..68].copy_from_slice(root);
+    h[68..72].copy_from_slice(&prev.min_ntime.to_le_bytes());
+    h[72..76].copy_from_slice(&prev.nbits.to_le_bytes());
+    h[76..80].copy_from_slice(&nonce.to_le_bytes());
+    h
 }

@@ -12,7 +12,7 @@ use pool::channel::ChannelConfig;
 use pool::engine::{EngineConfig, PayoutMode};
 use pool::jobs::JobConfig;
 use pool::node::{NodeAuth, NodeConfig};
-use pool::service::{PoolSettings, Sv2Settings};
+use pool::service::{PoolSettings, RunningPool, Sv2Settings};
 use pool::store::StoreConfig;
 use pool::sv1::Sv1Config;
 use pool::tp::TpConfig;
@@ -20,8 +20,45 @@ use primitives::bitcoin::{Network as BtcNetwork, ScriptBuf};
 use primitives::Difficulty;
 use simnet::tdp::{serve, TdpConfig, TdpKeys};
 use simnet::{MempoolConfig, Network, Node, SimnetConfig};
-use tokio::net::TcpListener;
+use sv2::{Limits, Message, NoiseConn};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
+
+/// The longest any single step may take.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The next message from the pool, within [`WAIT`].
+pub async fn recv(conn: &mut NoiseConn) -> Message {
+    tokio::time::timeout(WAIT, conn.read_message())
+        .await
+        .expect("a message in time")
+        .expect("a frame")
+        .expect("extension 0")
+}
+
+/// Waits until the pool serves work from its provider.
+pub async fn serving(pool: &RunningPool) {
+    tokio::time::timeout(WAIT, async {
+        while !pool.engine.is_serving() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the pool serves work from the provider");
+}
+
+#[allow(dead_code)] // the hostile peers connect their own way
+/// A Noise connection to the pool at `addr`, whose certificate the reference authority signed.
+pub async fn connect(addr: SocketAddr) -> NoiseConn {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    NoiseConn::connect_to_authority(
+        stream,
+        TdpKeys::reference().public_bytes(),
+        Limits::default(),
+    )
+    .await
+    .expect("handshake with the pool's authority key")
+}
 
 /// A Template Provider signing with the reference keys, on a network of easy blocks (one in
 /// about 2^20 hashes), with `initial_txs` in the mempool. Stops when the sender is dropped or
