@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use events::{EventKind, EventReader, JobId};
-use lab::process::RoleProcess;
+use lab::process::{Launch, RoleProcess};
 
 /// A regtest P2WPKH address: the pool's payout and the mined blocks' coinbase.
 const PAYOUT: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
@@ -881,8 +881,17 @@ impl Role {
             .collect();
         let env = [("RUST_LOG".to_owned(), "warn".to_owned())];
         let program = Path::new(env!("CARGO_BIN_EXE_stratumlab"));
-        let process = RoleProcess::spawn_with_env(name, program, &args, &log, &env)
-            .map_err(|e| e.to_string())?;
+        let process = RoleProcess::spawn_as(
+            name,
+            program,
+            &args,
+            &log,
+            Launch {
+                env: &env,
+                ..Launch::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Role { name, process })
     }
 

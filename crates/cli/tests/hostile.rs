@@ -1676,15 +1676,9 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
     roles.add("simnet", sim);
     let key_file = dir.path().join("jd.key");
     std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).unwrap();
-    let mut args = support::node_args(&rpc);
+    let mut args = support::jds_args(&rpc, "127.0.0.1:0", key_file.to_str().unwrap());
     args.extend(
         [
-            "--listen",
-            "127.0.0.1:0",
-            "--jd-token-key",
-            key_file.to_str().unwrap(),
-            "--payout-address",
-            PAYOUT,
             "--authority-key-file",
             dir.path().join("authority.key").to_str().unwrap(),
             "--http-listen",
@@ -1770,25 +1764,17 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     let pool_key = pool.line("sv2 authority public key");
     let upstream = pool.line("sv2 listening on");
     let jds_key_file = dir.path().join("jds-authority.key");
-    let jds = roles.add(
-        "jds",
-        Role::start_on_node(
-            "jds",
-            rpc,
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--jd-token-key",
-                token_key,
-                "--payout-address",
-                PAYOUT,
-                "--authority-key-file",
-                jds_key_file.to_str().unwrap(),
-                "--duration",
-                "600s",
-            ],
-        ),
+    let mut jds_args = support::jds_args(rpc, "127.0.0.1:0", token_key);
+    jds_args.extend(
+        [
+            "--authority-key-file",
+            jds_key_file.to_str().unwrap(),
+            "--duration",
+            "600s",
+        ]
+        .map(String::from),
     );
+    let jds = roles.add("jds", Role::start("jds", &support::strs(&jds_args)));
     let jds_key = jds.line("jds authority public key");
     let jds_addr = jds.line("jds listening on");
     let jdc_store = dir.path().join("jdc.sqlite");

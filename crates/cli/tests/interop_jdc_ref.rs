@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use lab::third_party::{JdClientSv2Config, JD_CLIENT_SV2};
 use support::{
-    assert_fleet_mined, authority_pair, dump_events, found_blocks, node_args, run_fleet, simnet,
+    assert_fleet_mined, authority_pair, dump_events, found_blocks, jds_args, run_fleet, simnet,
     submitted_tips, sv2_pool_on, verdicts_received, PoolVerdicts, Role, Roles, ThirdParty, PAYOUT,
 };
 
@@ -106,15 +106,9 @@ fn the_reference_jdc_declares_to_our_jds_and_mines_on_our_pool() {
         ],
         &[("RUST_LOG", "info,pool::sv2::session=debug")],
     );
-    let mut jds_args = node_args(node.rpc());
+    let mut jds_args = jds_args(node.rpc(), "127.0.0.1:0", token_key);
     jds_args.extend(
         [
-            "--listen",
-            "127.0.0.1:0",
-            "--jd-token-key",
-            token_key,
-            "--payout-address",
-            PAYOUT,
             "--events",
             jds_events.to_str().unwrap(),
             "--authority-key-file",

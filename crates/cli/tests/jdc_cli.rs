@@ -110,17 +110,11 @@ fn stack_with(
     let jds_events = dir.join("jds.ev");
     let jds_listen = format!("127.0.0.1:{}", support::free_port());
     let jds_key_file = dir.join("jds-authority.key");
-    let mut jds_args = support::node_args(&rpc);
+    let mut jds_args = support::jds_args(&rpc, &jds_listen, key);
     jds_args.extend(
         [
-            "--listen",
-            &jds_listen,
             "--authority-key-file",
             jds_key_file.to_str().unwrap(),
-            "--jd-token-key",
-            key,
-            "--payout-address",
-            PAYOUT,
             "--events",
             jds_events.to_str().unwrap(),
             "--duration",

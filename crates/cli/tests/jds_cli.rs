@@ -20,7 +20,7 @@ use primitives::bitcoin::{
 use primitives::coinbase::{bip34_height_push, payout_script, witness_commitment_script};
 use primitives::Hash256;
 use serde_json::json;
-use support::{Role, PAYOUT};
+use support::{jds_args, strs, Role, PAYOUT};
 use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
 use sv2::messages::job_declaration::*;
 use sv2::messages::{Common, JobDeclaration};
@@ -60,22 +60,17 @@ fn a_declared_job_on_simnets_mempool_is_accepted_and_its_pushed_block_becomes_th
     let events = dir.path().join("jds.ev");
 
     let (simnet, rpc) = simnet();
-    let jds = Role::start_on_node(
-        "jds",
-        &rpc,
-        &[
-            "--listen",
-            "127.0.0.1:0",
-            "--jd-token-key",
-            key_file.to_str().unwrap(),
-            "--payout-address",
-            PAYOUT,
+    let mut args = jds_args(&rpc, "127.0.0.1:0", key_file.to_str().unwrap());
+    args.extend(
+        [
             "--mempool-refresh",
             "300ms",
             "--events",
             events.to_str().unwrap(),
-        ],
+        ]
+        .map(String::from),
     );
+    let jds = Role::start("jds", &strs(&args));
     let key = jds.line("jds authority public key");
     let addr = jds.line("jds listening on");
     let result = std::panic::catch_unwind(|| {
@@ -355,16 +350,9 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     let (simnet, rpc) = simnet();
     let simnet_pid = simnet.pid() as i32;
     let start_jds = || {
-        let jds = Role::start_on_node(
-            "jds",
-            &rpc,
-            &[
-                "--listen",
-                "127.0.0.1:0",
-                "--jd-token-key",
-                key_file.to_str().unwrap(),
-                "--payout-address",
-                PAYOUT,
+        let mut args = jds_args(&rpc, "127.0.0.1:0", key_file.to_str().unwrap());
+        args.extend(
+            [
                 "--mempool-refresh",
                 "300ms",
                 "--store",
@@ -373,8 +361,10 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
                 "127.0.0.1:0",
                 "--authority-key-file",
                 jds_key_file.to_str().unwrap(),
-            ],
+            ]
+            .map(String::from),
         );
+        let jds = Role::start("jds", &strs(&args));
         let key = jds.line("jds authority public key");
         let addr = jds.line("jds listening on");
         let http = jds.line("http listening on");

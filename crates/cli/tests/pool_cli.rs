@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
-use support::{http_get, http_get_json, Role, SmallFs, PAYOUT};
+use support::{http_get, http_get_json, stored_share_hashes, Role, SmallFs, PAYOUT};
 
 fn simnet() -> (Role, String) {
     let (s, at) = support::simnet().rpc().start();
@@ -218,13 +218,7 @@ fn acknowledged_shares_survive_kill_9() {
         "too few acknowledged shares to test: {}",
         acked.len()
     );
-    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&store)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.hash)
-        .collect();
+    let stored = stored_share_hashes(&store);
     let missing = acked.iter().filter(|h| !stored.contains(&h.0)).count();
     assert_eq!(
         missing,
@@ -494,13 +488,7 @@ fn a_full_disk_refuses_shares_with_a_reason_is_seen_and_heals_by_itself() {
     mine(&mut a, 0, 20, 1000, &mut got);
     pool.stop();
 
-    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&store)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.hash)
-        .collect();
+    let stored = stored_share_hashes(&store);
     let (mut acked, mut refused) = (0, 0);
     for (id, reply) in &got {
         let hash = sent[id].0;

@@ -10,12 +10,12 @@
 
 mod support;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{dump_events, free_port, http_get_json, Role, PAYOUT};
+use support::{dump_events, free_port, http_get_json, stored_share_hashes, Role, PAYOUT};
 
 /// A small deterministic generator for the kill moments (xorshift64*).
 struct Moments(u64);
@@ -231,13 +231,7 @@ fn kill_trial(front: Front, durability: &str) {
     assert!(status.success(), "fleet exit {status:?}");
     last.stop();
 
-    let stored: HashSet<[u8; 32]> = pool::store::StoreReader::open(&store)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.hash)
-        .collect();
+    let stored = stored_share_hashes(&store);
     let (acked, sent) = acknowledged(&events);
     let missing = acked.iter().filter(|h| !stored.contains(*h)).count();
     eprintln!(

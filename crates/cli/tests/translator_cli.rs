@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{
-    dump_events, http_get, http_get_json, link_bytes, run_fleet, status_when, sv2_pool_on_simnet,
-    Role, Roles, Sv2Pool,
+    dump_events, http_get, http_get_json, link_bytes, run_fleet, status_when, stored_share_hashes,
+    sv2_pool_on_simnet, Role, Roles, Sv2Pool,
 };
 
 /// Every line of an OpenMetrics text is a comment or `name{labels} value`; returns the samples.
@@ -437,13 +437,7 @@ fn failover(fault: Fault) {
         // Its store is read once it is gone.
         roles.kill("pool1");
     }
-    let stored: std::collections::HashSet<[u8; 32]> = pool::store::StoreReader::open(&pools[0].3)
-        .unwrap()
-        .shares()
-        .unwrap()
-        .into_iter()
-        .map(|s| s.hash)
-        .collect();
+    let stored = stored_share_hashes(&pools[0].3);
     for h in accepted_by_first {
         let h = primitives::Hash256::from_display_hex(h).unwrap();
         assert!(

@@ -22,7 +22,7 @@ use crate::estimates::EstimateSampler;
 use crate::external::{self, External, Values};
 use crate::metrics::EstimateSample;
 use crate::metrics::{RoleKind, Site, Window};
-use crate::process::{describe, ProcessError, RoleProcess};
+use crate::process::{describe, Launch, ProcessError, RoleProcess, THIRD_PARTY};
 use crate::scenario::{
     ConfigSpec, DeviceProtocol, PoolImpl, ProxyImpl, Scenario, FARM_NODE, POOL_NODE,
 };
@@ -447,7 +447,7 @@ impl Trial<'_> {
                 PoolImpl::ReferenceSv2 => {
                     log.events = None;
                     let (program, args, miners, monitoring) = self.pool_sv2_args(config, &node)?;
-                    let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
+                    let p = RoleProcess::spawn_as(&name, program, &args, &log.log, THIRD_PARTY)?;
                     running
                         .add(p, log, sampler)
                         .wait_log(POOL_SV2_READY, ready)?;
@@ -541,7 +541,8 @@ impl Trial<'_> {
                         log.events = None;
                         let (program, args, listen, monitoring) =
                             self.translator_sv2_args(&name, tap)?;
-                        let p = RoleProcess::spawn_third_party(&name, program, &args, &log.log)?;
+                        let p =
+                            RoleProcess::spawn_as(&name, program, &args, &log.log, THIRD_PARTY)?;
                         running
                             .add(p, log, sampler)
                             .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), ready)?;
@@ -979,10 +980,6 @@ impl Trial<'_> {
         config: &str,
         node: &NodeEndpoints,
     ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
-        let tool = self.pool_sv2.ok_or_else(|| RunError::Unhealthy {
-            role: format!("{config}.pool"),
-            why: "the SV2 reference pool (pool_sv2) was not located before the run".into(),
-        })?;
         let tdp = node
             .tdp
             .expect("simnet serves TDP when a configuration needs it");
@@ -999,14 +996,14 @@ impl Trial<'_> {
             monitoring: Some(monitoring),
         }
         .toml();
-        let path = self.dir.join(format!("{config}.pool_sv2.toml"));
-        std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
-        Ok((
-            &tool.path,
-            vec!["-c".into(), path.into()],
-            listen,
-            monitoring,
-        ))
+        let (program, args) = self.with_config(
+            self.pool_sv2,
+            &format!("{config}.pool"),
+            "the SV2 reference pool (pool_sv2)",
+            &format!("{config}.pool_sv2.toml"),
+            text,
+        )?;
+        Ok((program, args, listen, monitoring))
     }
 
     /// `stratumlab translator` (or `proxy`) for one device chunk, upstream through its WAN
@@ -1064,11 +1061,6 @@ impl Trial<'_> {
         role: &str,
         upstream: SocketAddr,
     ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
-        let tool = self.translator_sv2.ok_or_else(|| RunError::Unhealthy {
-            role: role.to_owned(),
-            why: "the SV2 reference translator (translator_sv2) was not located before the run"
-                .into(),
-        })?;
         let listen = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
         let monitoring = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
         let text = TranslatorSv2Config {
@@ -1084,14 +1076,34 @@ impl Trial<'_> {
             monitoring: Some(monitoring),
         }
         .toml();
-        let path = self.dir.join(format!("{role}.translator_sv2.toml"));
+        let (program, args) = self.with_config(
+            self.translator_sv2,
+            role,
+            "the SV2 reference translator (translator_sv2)",
+            &format!("{role}.translator_sv2.toml"),
+            text,
+        )?;
+        Ok((program, args, listen, monitoring))
+    }
+
+    /// A reference role's program and its command line: `-c` and the config `text`, written as
+    /// `file` in the run's directory. An error for `role`, naming `what`, where the lab located
+    /// none.
+    fn with_config<'t>(
+        &self,
+        tool: Option<&'t Tool>,
+        role: &str,
+        what: &str,
+        file: &str,
+        text: String,
+    ) -> Result<(&'t Path, Vec<OsString>), RunError> {
+        let tool = tool.ok_or_else(|| RunError::Unhealthy {
+            role: role.to_owned(),
+            why: format!("{what} was not located before the run"),
+        })?;
+        let path = self.dir.join(file);
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
-        Ok((
-            &tool.path,
-            vec!["-c".into(), path.into()],
-            listen,
-            monitoring,
-        ))
+        Ok((&tool.path, vec!["-c".into(), path.into()]))
     }
 
     /// The connection edge's limits for a role the lab's devices reach: every device of the
@@ -1350,7 +1362,17 @@ impl Trial<'_> {
             "starting {name}: {} (external)",
             external::describe(&program, &args, &values.secrets())
         ));
-        let p = RoleProcess::spawn_external(&name, &program, &args, &log.log, &dir, &env)?;
+        let p = RoleProcess::spawn_as(
+            &name,
+            &program,
+            &args,
+            &log.log,
+            Launch {
+                dir: Some(&dir),
+                env: &env,
+                ..THIRD_PARTY
+            },
+        )?;
         let role = running.add(p, log, sampler);
         if e.ready_on_port() {
             role.wait_port(listen, ready)?;

@@ -73,6 +73,28 @@ pub struct RoleProcess {
     next: AtomicUsize,
 }
 
+/// How a role starts beyond its command line ([`RoleProcess::spawn_as`]); the default is one
+/// of ours, in the lab's directory and environment.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Launch<'a> {
+    /// A third-party role, which prints its log on stdout (and no `listening on` lines): both
+    /// streams go to the log, and readiness is a line in it ([`RoleProcess::wait_log`]) or an
+    /// open port ([`RoleProcess::wait_port`]).
+    pub third_party: bool,
+    /// Where it runs (programs such as ckpool write their own logs and sockets there).
+    pub dir: Option<&'a Path>,
+    /// Added to the lab's environment: a secret a role reads from its environment rather than
+    /// from a command line `ps` lists, or a third party's own settings.
+    pub env: &'a [(String, String)],
+}
+
+/// A third-party role in the lab's directory and environment.
+pub const THIRD_PARTY: Launch<'static> = Launch {
+    third_party: true,
+    dir: None,
+    env: &[],
+};
+
 impl RoleProcess {
     /// Starts `program args`, its stderr appended to `log`. The child gets its own process group
     /// (so a terminal's Ctrl-C reaches only the lab, which stops roles in order) and is killed
@@ -83,61 +105,29 @@ impl RoleProcess {
         args: &[OsString],
         log: &Path,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, false, None, &[])
+        Self::spawn_as(name, program, args, log, Launch::default())
     }
 
-    /// As [`Self::spawn`], with `env` added to the lab's environment (a secret a role reads
-    /// from its environment rather than from a command line `ps` lists).
-    pub fn spawn_with_env(
+    /// As [`Self::spawn`], started as `launch` says: a third-party role, another directory,
+    /// more environment.
+    pub fn spawn_as(
         name: &str,
         program: &Path,
         args: &[OsString],
         log: &Path,
-        env: &[(String, String)],
+        launch: Launch<'_>,
     ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, false, None, env)
-    }
-
-    /// Starts a third-party role, which prints its log on stdout (and no `listening on` lines):
-    /// both streams go to `log`; readiness is then a line in it ([`RoleProcess::wait_log`]).
-    pub fn spawn_third_party(
-        name: &str,
-        program: &Path,
-        args: &[OsString],
-        log: &Path,
-    ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, true, None, &[])
-    }
-
-    /// A third-party role an external configuration defines: as [`Self::spawn_third_party`],
-    /// run in `dir` (where programs such as ckpool write their own logs and sockets) with `env`
-    /// added to the lab's environment.
-    pub fn spawn_external(
-        name: &str,
-        program: &Path,
-        args: &[OsString],
-        log: &Path,
-        dir: &Path,
-        env: &[(String, String)],
-    ) -> Result<RoleProcess, ProcessError> {
-        Self::start(name, program, args, log, true, Some(dir), env)
-    }
-
-    fn start(
-        name: &str,
-        program: &Path,
-        args: &[OsString],
-        log: &Path,
-        stdout_to_log: bool,
-        dir: Option<&Path>,
-        env: &[(String, String)],
-    ) -> Result<RoleProcess, ProcessError> {
+        let Launch {
+            third_party,
+            dir,
+            env,
+        } = launch;
         let spawn_err = |source| ProcessError::Spawn {
             role: name.to_owned(),
             source,
         };
         let stderr = std::fs::File::create(log).map_err(spawn_err)?;
-        let stdout = if stdout_to_log {
+        let stdout = if third_party {
             Stdio::from(stderr.try_clone().map_err(spawn_err)?)
         } else {
             Stdio::piped()
@@ -152,7 +142,7 @@ impl RoleProcess {
         if let Some(dir) = dir {
             cmd.current_dir(dir);
         }
-        if stdout_to_log {
+        if third_party {
             // The SV2 reference roles let variables override their config file
             // (`POOL__PORT`, `TPROXY__AGGREGATE_CHANNELS`, `JDC__MODE`, ...): one left in the
             // lab's environment would run another setup than the config it was written.
@@ -188,7 +178,7 @@ impl RoleProcess {
                 printed,
                 log: log.to_owned(),
                 status: None,
-                third_party: stdout_to_log,
+                third_party,
                 next: AtomicUsize::new(0),
             });
         };
@@ -212,7 +202,7 @@ impl RoleProcess {
             printed,
             log: log.to_owned(),
             status: None,
-            third_party: stdout_to_log,
+            third_party,
             next: AtomicUsize::new(0),
         })
     }
@@ -541,7 +531,7 @@ mod tests {
     fn a_third_party_role_is_ready_when_its_log_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("ref.log");
-        let mut p = RoleProcess::spawn_third_party(
+        let mut p = RoleProcess::spawn_as(
             "ref",
             Path::new("/bin/sh"),
             &[
@@ -549,6 +539,7 @@ mod tests {
                 "echo starting; sleep 0.2; echo 'ready to serve' >&2; sleep 30".into(),
             ],
             &log,
+            THIRD_PARTY,
         )
         .unwrap();
         p.wait_log("ready to serve", Duration::from_secs(10))
@@ -588,13 +579,18 @@ mod tests {
              s.bind(('127.0.0.1', {})); s.listen(4); time.sleep(30)\n",
             addr.port()
         );
-        let mut p = RoleProcess::spawn_external(
+        let env = [("LAB_VALUE".into(), "42".into())];
+        let launch = Launch {
+            dir: Some(&work),
+            env: &env,
+            ..THIRD_PARTY
+        };
+        let mut p = RoleProcess::spawn_as(
             "ext",
             Path::new("python3"),
             &["-c".into(), script.into()],
             &dir.path().join("ext.log"),
-            &work,
-            &[("LAB_VALUE".into(), "42".into())],
+            launch,
         )
         .unwrap();
         p.wait_port(addr, Duration::from_secs(20)).unwrap();
@@ -607,13 +603,15 @@ mod tests {
         let e = p.wait_port(addr, Duration::from_secs(5)).unwrap_err();
         assert!(matches!(e, ProcessError::DiedEarly { .. }), "{e}");
         // One that exits without listening is reported with its log.
-        let mut q = RoleProcess::spawn_external(
+        let mut q = RoleProcess::spawn_as(
             "ext2",
             Path::new("/bin/sh"),
             &["-c".into(), "echo 'no config' >&2; exit 2".into()],
             &dir.path().join("ext2.log"),
-            &work,
-            &[],
+            Launch {
+                dir: Some(&work),
+                ..THIRD_PARTY
+            },
         )
         .unwrap();
         let e = q

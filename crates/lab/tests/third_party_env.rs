@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::Duration;
 
-use lab::process::RoleProcess;
+use lab::process::{RoleProcess, THIRD_PARTY};
 
 #[test]
 fn config_overrides_are_not_passed_to_a_third_party_role() {
@@ -20,7 +20,8 @@ fn config_overrides_are_not_passed_to_a_third_party_role() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("env.log");
     let args: Vec<OsString> = vec!["-c".into(), "env".into()];
-    let mut p = RoleProcess::spawn_third_party("env", Path::new("/bin/sh"), &args, &log).unwrap();
+    let mut p =
+        RoleProcess::spawn_as("env", Path::new("/bin/sh"), &args, &log, THIRD_PARTY).unwrap();
     assert!(
         p.wait_done(Duration::from_secs(10)).is_some(),
         "sh did not end"

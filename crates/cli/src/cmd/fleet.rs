@@ -308,10 +308,7 @@ pub fn run(settings: FleetArgs) -> Result<()> {
         );
     }
     let stats = fleet.stats();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(settings.threads.max(1))
-        .enable_all()
-        .build()?;
+    let rt = super::runtime(Some(settings.threads))?;
     let report = rt.block_on(async {
         let progress = Progress::start(Arc::clone(&stats), duration, settings.devices);
         let report = fleet.run(super::signal()).await;

@@ -129,10 +129,7 @@ pub fn run(mut args: JdcArgs) -> Result<()> {
         fallback: FallbackConfig::default(),
         fallback_payout,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
+    let rt = super::runtime(None)?;
     rt.block_on(async move {
         println!(
             "sv2 authority public key {}",

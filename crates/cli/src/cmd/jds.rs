@@ -174,10 +174,7 @@ fn summary(s: &StatsSnapshot) -> String {
 
 pub fn run(settings: JdsArgs) -> Result<()> {
     let jds_settings = settings.jds_settings()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
+    let rt = super::runtime(None)?;
     rt.block_on(async move {
         println!(
             "jds authority public key {}",

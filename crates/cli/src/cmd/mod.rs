@@ -13,6 +13,15 @@ pub mod simnet;
 pub mod tap;
 pub mod translator;
 
+/// The multi-threaded runtime a role's shell runs on: `threads` workers, or one per core.
+pub fn runtime(threads: Option<usize>) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        builder.worker_threads(n.max(1));
+    }
+    anyhow::Context::context(builder.enable_all().build(), "tokio runtime")
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn signal() {
     use tokio::signal::unix::{signal, SignalKind};

@@ -308,10 +308,7 @@ pub fn run(settings: PoolArgs) -> Result<()> {
     // SAFETY: setting a signal's disposition to ignore, before the runtime's threads start (the
     // allocator's background thread, already running, blocks every signal).
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
+    let rt = super::runtime(None)?;
     rt.block_on(async move {
         if settings.sv2_listen.is_some() {
             println!(

@@ -365,10 +365,7 @@ pub fn run(settings: SimnetArgs) -> Result<()> {
         Some(p) => EventSink::create(p, "simnet", "")?,
         None => EventSink::disabled(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let rt = super::runtime(Some(2))?;
     let summary = rt.block_on(serve(net, &settings, &plans, sink.clone()))?;
     let stats = sink.finish().context("writing events")?;
     println!("{summary}");

@@ -216,11 +216,7 @@ pub fn run(settings: TapArgs) -> Result<()> {
             }
         );
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = settings.threads {
-        builder.worker_threads(n.max(1));
-    }
-    let rt = builder.enable_all().build().context("tokio runtime")?;
+    let rt = super::runtime(settings.threads)?;
     let summary = rt.block_on(async {
         let tap = Tap::bind(tc).await?;
         println!("tap listening on {}", tap.local_addr());

@@ -249,10 +249,7 @@ where
     sc.events = sink.clone();
     let upstreams: Vec<String> = sc.upstreams.iter().map(|u| u.addr.to_string()).collect();
     let upstreams = upstreams.join(", ");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("tokio runtime")?;
+    let rt = super::runtime(None)?;
     let summary = rt.block_on(async {
         let mut running = start(sc)
             .await

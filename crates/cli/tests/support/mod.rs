@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lab::process::RoleProcess;
+use lab::process::{Launch, RoleProcess, THIRD_PARTY};
 
 /// A `stratumlab` role run by the lab's process harness ([`RoleProcess`]), its stdout read
 /// in order, its log in a file removed with it.
@@ -46,12 +46,15 @@ impl Role {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        let process = RoleProcess::spawn_with_env(
+        let process = RoleProcess::spawn_as(
             subcommand,
             Path::new(env!("CARGO_BIN_EXE_stratumlab")),
             &args,
             &log,
-            &env,
+            Launch {
+                env: &env,
+                ..Launch::default()
+            },
         )
         .unwrap();
         Role { process, log }
@@ -551,6 +554,24 @@ pub fn sv2_pool_args(
     a
 }
 
+/// A JDS's first flags: simnet's RPC at `rpc` ([`node_args`]), clients on `listen`, their
+/// tokens signed with the key in `token_key`, and coinbases paying [`PAYOUT`].
+pub fn jds_args(rpc: &str, listen: &str, token_key: &str) -> Vec<String> {
+    let mut a = node_args(rpc);
+    a.extend(
+        [
+            "--listen",
+            listen,
+            "--jd-token-key",
+            token_key,
+            "--payout-address",
+            PAYOUT,
+        ]
+        .map(String::from),
+    );
+    a
+}
+
 /// Owned arguments borrowed, as [`Role::start`] takes them.
 pub fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
@@ -660,8 +681,18 @@ impl ThirdParty {
             .path;
         let env = [("NO_COLOR", "1"), ("RUST_LOG", "info")].map(|(k, v)| (k.into(), v.into()));
         let log = dir.join(format!("{log}.log"));
-        let process = RoleProcess::spawn_external(pin.name, &bin, args, &log, dir, &env)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let process = RoleProcess::spawn_as(
+            pin.name,
+            &bin,
+            args,
+            &log,
+            Launch {
+                dir: Some(dir),
+                env: &env,
+                ..THIRD_PARTY
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         ThirdParty { process }
     }
 
@@ -950,6 +981,18 @@ pub fn verdicts_received(log: &str, marker: &str) -> (u64, u64) {
         .sum();
     let errors = log.matches(&error).count() as u64;
     (acked, errors)
+}
+
+/// The hashes of the shares the pool's store at `store` holds (the store closed, or read as it
+/// stands).
+pub fn stored_share_hashes(store: &Path) -> std::collections::HashSet<[u8; 32]> {
+    pool::store::StoreReader::open(store)
+        .unwrap()
+        .shares()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.hash)
+        .collect()
 }
 
 /// The hashes of the blocks that became simnet's tip by a submission, from its events.

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use events::{Event, EventReader};
 use serde::Serialize;
 
-use crate::process::RoleProcess;
+use crate::process::{Launch, RoleProcess, THIRD_PARTY};
 use crate::stats::Samples;
 
 /// Why a bench stopped.
@@ -95,8 +95,27 @@ fn spawn_on(
     let args: Vec<OsString> = args.iter().map(OsString::from).collect();
     let log = dir.join(format!("{name}.log"));
     let started = pin::on_core(core, || match kind {
-        Kind::Ours => RoleProcess::spawn_with_env(name, program, &args, &log, env),
-        Kind::ThirdParty => RoleProcess::spawn_external(name, program, &args, &log, dir, env),
+        Kind::Ours => RoleProcess::spawn_as(
+            name,
+            program,
+            &args,
+            &log,
+            Launch {
+                env,
+                ..Launch::default()
+            },
+        ),
+        Kind::ThirdParty => RoleProcess::spawn_as(
+            name,
+            program,
+            &args,
+            &log,
+            Launch {
+                dir: Some(dir),
+                env,
+                ..THIRD_PARTY
+            },
+        ),
     })
     .map_err(io(format!("pinning {name} to core {core}")))?;
     Ok(started?)
