@@ -5,6 +5,20 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use events::*;
 
+/// An accepted share of difficulty 1024 on `conn`, its sequence number and nonce from `i`.
+fn share(conn: u64, i: u64, job_id: JobId) -> ShareResult {
+    ShareResult {
+        conn,
+        channel: None,
+        seq: i,
+        job_id,
+        nonce: i as u32,
+        difficulty: 1024.0,
+        verdict: Verdict::Accepted,
+        perspective: Perspective::Given,
+    }
+}
+
 fn emit(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut file_no = 0u64;
@@ -19,16 +33,7 @@ fn emit(c: &mut Criterion) {
             let job_id = JobId::text("5f2a01");
             let start = Instant::now();
             for i in 0..iters {
-                sink.emit(ShareResult {
-                    conn: i & 1023,
-                    channel: None,
-                    seq: i,
-                    job_id,
-                    nonce: i as u32,
-                    difficulty: 1024.0,
-                    verdict: Verdict::Accepted,
-                    perspective: Perspective::Given,
-                });
+                sink.emit(share(i & 1023, i, job_id));
             }
             let elapsed = start.elapsed();
             let stats = sink.finish().expect("finish");
@@ -52,16 +57,7 @@ fn emit(c: &mut Criterion) {
         let mut i = 0u64;
         b.iter(|| {
             i += 1;
-            sink.emit(ShareResult {
-                conn: i & 1023,
-                channel: None,
-                seq: i,
-                job_id,
-                nonce: i as u32,
-                difficulty: 1024.0,
-                verdict: Verdict::Accepted,
-                perspective: Perspective::Given,
-            })
+            sink.emit(share(i & 1023, i, job_id))
         });
     });
     let stats = sink.finish().expect("finish");
@@ -72,16 +68,7 @@ fn emit(c: &mut Criterion) {
         let mut i = 0u64;
         b.iter(|| {
             i += 1;
-            sink.emit(std::hint::black_box(ShareResult {
-                conn: i,
-                channel: None,
-                seq: i,
-                job_id: JobId::Num(i),
-                nonce: i as u32,
-                difficulty: 1024.0,
-                verdict: Verdict::Accepted,
-                perspective: Perspective::Given,
-            }))
+            sink.emit(std::hint::black_box(share(i, i, JobId::Num(i))))
         })
     });
 }

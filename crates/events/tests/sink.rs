@@ -33,6 +33,18 @@ struct MemWriter {
     writes: Arc<Mutex<usize>>,
 }
 
+impl MemWriter {
+    /// A sink for `role` writing here through two buffers of `buffer_bytes`.
+    fn sink(&self, role: &str, buffer_bytes: usize) -> EventSink {
+        let options = SinkOptions {
+            buffer_bytes,
+            buffers: 2,
+            ..SinkOptions::default()
+        };
+        EventSink::from_writer(self.clone(), &Header::new(role, ""), options).expect("sink")
+    }
+}
+
 impl Write for MemWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut writes = self.writes.lock().expect("lock");
@@ -114,13 +126,7 @@ fn a_slow_writer_stalls_emitters_but_loses_nothing() {
         delay: Duration::from_millis(2),
         ..MemWriter::default()
     };
-    let options = SinkOptions {
-        buffer_bytes: 64, // about one record per buffer
-        buffers: 2,
-        ..SinkOptions::default()
-    };
-    let sink =
-        EventSink::from_writer(out.clone(), &Header::new("fleet", ""), options).expect("sink");
+    let sink = out.sink("fleet", 64); // about one record per buffer
     for i in 0..300 {
         sink.emit(share_sent(1, i));
     }
@@ -251,13 +257,7 @@ fn a_failing_file_is_reported_and_never_blocks() {
         fail_after_writes: Some(3), // the header, then two buffers
         ..MemWriter::default()
     };
-    let options = SinkOptions {
-        buffer_bytes: 256,
-        buffers: 2,
-        ..SinkOptions::default()
-    };
-    let sink =
-        EventSink::from_writer(out.clone(), &Header::new("pool", ""), options).expect("sink");
+    let sink = out.sink("pool", 256);
     for i in 0..1000 {
         sink.emit(share_sent(1, i));
     }

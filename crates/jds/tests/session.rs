@@ -105,10 +105,20 @@ impl Jds {
     }
 
     fn allocate(&mut self, now: UnixMillis) -> Vec<u8> {
+        self.allocation("farm", 1, now).mining_job_token
+    }
+
+    /// Asks for a token for `user` and expects the one answer, a success.
+    fn allocation(
+        &mut self,
+        user: &str,
+        request_id: u32,
+        now: UnixMillis,
+    ) -> AllocateMiningJobTokenSuccess {
         let out = self.sent(
             AllocateMiningJobToken {
-                user_identifier: "farm".into(),
-                request_id: 1,
+                user_identifier: user.into(),
+                request_id,
             },
             now,
             &Pool::new(),
@@ -117,7 +127,7 @@ impl Jds {
         else {
             panic!("{out:?}")
         };
-        s.mining_job_token.clone()
+        s.clone()
     }
 }
 
@@ -233,6 +243,21 @@ fn success(out: &[Message]) -> (u32, Vec<u8>) {
     }
 }
 
+/// The refusal a fresh JDS gives the declaration of `cb` and `txs` (request 1, a fresh token),
+/// changed by `tamper` before it is sent.
+fn refused_fresh(
+    cb: &Transaction,
+    txs: &[Transaction],
+    pool: &Pool,
+    tamper: impl FnOnce(&mut DeclareMiningJob),
+) -> (u32, String, String) {
+    let mut j = jds();
+    let token = j.allocate(T0);
+    let mut m = declare_msg(1, token, cb, txs);
+    tamper(&mut m);
+    refusal(&j.sent(m, T0, pool))
+}
+
 #[test]
 fn setup_is_refused_with_the_specs_codes() {
     let dtd = job_declaration_flags::DECLARE_TX_DATA;
@@ -292,18 +317,7 @@ fn setup_is_refused_with_the_specs_codes() {
 #[test]
 fn allocation_gives_an_allocated_token_and_the_pool_payout_output() {
     let mut j = jds();
-    let out = j.sent(
-        AllocateMiningJobToken {
-            user_identifier: "farm-1".into(),
-            request_id: 42,
-        },
-        T0,
-        &Pool::new(),
-    );
-    let [Message::JobDeclaration(JobDeclaration::AllocateMiningJobTokenSuccess(s))] = &out[..]
-    else {
-        panic!("{out:?}")
-    };
+    let s = j.allocation("farm-1", 42, T0);
     assert_eq!(s.request_id, 42);
     let claims = key()
         .verify_kind(&s.mining_job_token, TokenKind::Allocated, T0.0)
@@ -499,51 +513,31 @@ fn bad_coinbases_are_refused() {
     let good = coinbase(&txs, 625_000_000, &[0; EXTRANONCE]);
 
     // A suffix cut short: the transaction does not parse.
-    let mut j = jds();
-    let token = j.allocate(T0);
-    let mut m = declare_msg(1, token, &good, &txs);
-    m.coinbase_tx_suffix.truncate(10);
-    assert_eq!(
-        refusal(&j.sent(m, T0, &pool)).1,
-        error_code::INVALID_COINBASE_TX
-    );
+    let (_, code, _) = refused_fresh(&good, &txs, &pool, |m| m.coinbase_tx_suffix.truncate(10));
+    assert_eq!(code, error_code::INVALID_COINBASE_TX);
 
     // Bytes after the transaction.
-    let mut j = jds();
-    let token = j.allocate(T0);
-    let mut m = declare_msg(1, token, &good, &txs);
-    m.coinbase_tx_suffix.push(0);
-    assert_eq!(
-        refusal(&j.sent(m, T0, &pool)).1,
-        error_code::INVALID_COINBASE_TX
-    );
+    let (_, code, _) = refused_fresh(&good, &txs, &pool, |m| m.coinbase_tx_suffix.push(0));
+    assert_eq!(code, error_code::INVALID_COINBASE_TX);
 
     // A prefix that claims fewer scriptSig bytes than it holds.
-    let mut j = jds();
-    let token = j.allocate(T0);
-    let mut m = declare_msg(1, token, &good, &txs);
-    m.coinbase_tx_prefix[4 + 2 + 1 + 36] = 1;
-    assert_eq!(
-        refusal(&j.sent(m, T0, &pool)).1,
-        error_code::INVALID_COINBASE_TX
-    );
+    let (_, code, _) = refused_fresh(&good, &txs, &pool, |m| {
+        m.coinbase_tx_prefix[4 + 2 + 1 + 36] = 1
+    });
+    assert_eq!(code, error_code::INVALID_COINBASE_TX);
 
     // An input that spends a real outpoint: not a coinbase.
-    let mut j = jds();
-    let token = j.allocate(T0);
     let mut not_cb = good.clone();
     not_cb.input[0].previous_output = OutPoint {
         txid: Txid::from_byte_array([3; 32]),
         vout: 0,
     };
-    let (_, code, _) = refusal(&j.sent(declare_msg(1, token, &not_cb, &txs), T0, &pool));
+    let (_, code, _) = refused_fresh(&not_cb, &txs, &pool, |_| {});
     assert_eq!(code, error_code::INVALID_COINBASE_TX_INPUT);
 
     // A witness commitment that is not the declared transactions'.
-    let mut j = jds();
-    let token = j.allocate(T0);
     let other = coinbase(&[tx(2)], 625_000_000, &[0; EXTRANONCE]);
-    let (_, code, details) = refusal(&j.sent(declare_msg(1, token, &other, &txs), T0, &pool));
+    let (_, code, details) = refused_fresh(&other, &txs, &pool, |_| {});
     assert_eq!(code, error_code::INVALID_JOB);
     assert!(details.contains("commitment"), "{details}");
 }
@@ -553,18 +547,14 @@ fn a_coinbase_that_does_not_pay_the_pool_is_refused() {
     let txs = vec![tx(1)];
     let pool = pool_of(&[&txs[0]]);
     // The payout output with nothing in it.
-    let mut j = jds();
-    let token = j.allocate(T0);
     let zero = coinbase(&txs, 0, &[0; EXTRANONCE]);
-    let (_, code, _) = refusal(&j.sent(declare_msg(1, token, &zero, &txs), T0, &pool));
+    let (_, code, _) = refused_fresh(&zero, &txs, &pool, |_| {});
     assert_eq!(code, error_code::INVALID_COINBASE_OUTPUTS);
     assert_eq!(code, "invalid-job-param-value-coinbase-tx-suffix");
     // Everything paid to another script.
-    let mut j = jds();
-    let token = j.allocate(T0);
     let mut elsewhere = coinbase(&txs, 625_000_000, &[0; EXTRANONCE]);
     elsewhere.output[0].script_pubkey = ScriptBuf::from_bytes(vec![0x51]);
-    let (_, code, _) = refusal(&j.sent(declare_msg(1, token, &elsewhere, &txs), T0, &pool));
+    let (_, code, _) = refused_fresh(&elsewhere, &txs, &pool, |_| {});
     assert_eq!(code, error_code::INVALID_COINBASE_OUTPUTS);
 }
 

@@ -82,8 +82,24 @@ pub struct ShareCheck {
 }
 
 impl ShareCheck {
+    /// Builds the header from the job's fields, `version` and `merkle_root` as the share
+    /// fixes them and the miner's time and nonce, then hashes and compares.
     #[inline]
-    fn of(header: Header, share_target: &Target) -> Result<Self, ShareError> {
+    fn of(
+        job: &JobHeader,
+        version: u32,
+        merkle_root: Hash256,
+        miner: &MinerChoice,
+        share_target: &Target,
+    ) -> Result<Self, ShareError> {
+        let header = Header {
+            version,
+            prev_hash: job.prev_hash,
+            merkle_root,
+            time: miner.ntime,
+            bits: job.bits,
+            nonce: miner.nonce,
+        };
         let network = Target::from_compact(header.bits)?;
         let hash = sha256d_header(&header.to_bytes());
         Ok(ShareCheck {
@@ -148,15 +164,8 @@ impl Sv1Share<'_> {
             None => self.job.version,
         };
         let txid = sha256d_parts(&[self.coinb1, self.extranonce1, self.extranonce2, self.coinb2]);
-        let header = Header {
-            version,
-            prev_hash: self.job.prev_hash,
-            merkle_root: merkle_root_from_branch(txid, self.merkle_branch),
-            time: self.miner.ntime,
-            bits: self.job.bits,
-            nonce: self.miner.nonce,
-        };
-        ShareCheck::of(header, share_target)
+        let merkle_root = merkle_root_from_branch(txid, self.merkle_branch);
+        ShareCheck::of(&self.job, version, merkle_root, &self.miner, share_target)
     }
 }
 
@@ -175,15 +184,13 @@ impl StandardShare {
     /// Builds the header around the job's merkle root, then hashes and compares.
     pub fn check(&self, share_target: &Target) -> Result<ShareCheck, ShareError> {
         let version = sv2_version(&self.job, &self.miner)?;
-        let header = Header {
+        ShareCheck::of(
+            &self.job,
             version,
-            prev_hash: self.job.prev_hash,
-            merkle_root: self.merkle_root,
-            time: self.miner.ntime,
-            bits: self.job.bits,
-            nonce: self.miner.nonce,
-        };
-        ShareCheck::of(header, share_target)
+            self.merkle_root,
+            &self.miner,
+            share_target,
+        )
     }
 }
 
@@ -216,15 +223,8 @@ impl ExtendedShare<'_> {
             self.extranonce,
             self.coinbase_suffix,
         ]);
-        let header = Header {
-            version,
-            prev_hash: self.job.prev_hash,
-            merkle_root: merkle_root_from_branch(txid, self.merkle_path),
-            time: self.miner.ntime,
-            bits: self.job.bits,
-            nonce: self.miner.nonce,
-        };
-        ShareCheck::of(header, share_target)
+        let merkle_root = merkle_root_from_branch(txid, self.merkle_path);
+        ShareCheck::of(&self.job, version, merkle_root, &self.miner, share_target)
     }
 }
 

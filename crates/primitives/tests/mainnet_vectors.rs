@@ -15,7 +15,9 @@ use primitives::coinbase::{
 };
 use primitives::hash::sha256d_header;
 use primitives::merkle::merkle_step;
-use primitives::share::{ExtendedShare, JobHeader, MinerChoice, StandardShare, Sv1Share};
+use primitives::share::{
+    ExtendedShare, JobHeader, MinerChoice, ShareCheck, StandardShare, Sv1Share,
+};
 use primitives::{
     coinbase_merkle_branch, merkle_root, merkle_root_from_branch, sha256d, CompactTarget,
     Difficulty, Hash256, Header, HeaderMidstate, Target, Work,
@@ -561,6 +563,25 @@ fn miner(h: &Header, nonce: u32) -> MinerChoice {
     }
 }
 
+/// Checks a share at the block's own `nonce` (it hashes to the real block, which meets the
+/// network target) and at `nonce + 1` (not a block); returns both checks.
+fn real_and_next(
+    v: &Vector,
+    nonce: u32,
+    check: impl Fn(u32) -> ShareCheck,
+) -> (ShareCheck, ShareCheck) {
+    let real = check(nonce);
+    assert_eq!(real.hash.to_string(), v.hash, "{}", v.name);
+    assert!(real.meets_network_target, "{}", v.name);
+    let off = check(nonce.wrapping_add(1));
+    assert!(
+        !off.meets_network_target,
+        "{}: nonce + 1 is not a block",
+        v.name
+    );
+    (real, off)
+}
+
 #[test]
 fn sv1_share_check_with_real_data_finds_the_real_block() {
     for l in all() {
@@ -578,11 +599,12 @@ fn sv1_share_check_with_real_data_finds_the_real_block() {
             miner: miner(&header, nonce),
         };
 
-        let check = share(header.nonce).check(&Target::DIFFICULTY_1).unwrap();
+        let (check, off) = real_and_next(v, header.nonce, |n| {
+            share(n).check(&Target::DIFFICULTY_1).unwrap()
+        });
         assert_eq!(check.header, header, "{}", v.name);
-        assert_eq!(check.hash.to_string(), v.hash, "{}", v.name);
         assert!(check.meets_share_target, "{}", v.name);
-        assert!(check.meets_network_target, "{}", v.name);
+        assert_ne!(off.hash, check.hash, "{}", v.name);
         // Share target equal to the network target: still met.
         let network = Target::from_compact(header.bits).unwrap();
         assert!(
@@ -591,16 +613,6 @@ fn sv1_share_check_with_real_data_finds_the_real_block() {
                 .unwrap()
                 .meets_share_target,
             "{}",
-            v.name
-        );
-
-        let off = share(header.nonce.wrapping_add(1))
-            .check(&Target::DIFFICULTY_1)
-            .unwrap();
-        assert_ne!(off.hash, check.hash, "{}", v.name);
-        assert!(
-            !off.meets_network_target,
-            "{}: nonce + 1 is not a block",
             v.name
         );
 
@@ -660,21 +672,12 @@ fn standard_share_check_with_real_data_finds_the_real_block() {
             merkle_root: header.merkle_root,
             miner: miner(&header, nonce),
         };
-        let check = share(header.nonce).check(&Target::DIFFICULTY_1).unwrap();
+        let (check, off) = real_and_next(v, header.nonce, |n| {
+            share(n).check(&Target::DIFFICULTY_1).unwrap()
+        });
         assert_eq!(check.header, header, "{}", v.name);
-        assert_eq!(check.hash.to_string(), v.hash, "{}", v.name);
         assert!(check.meets_share_target, "{}", v.name);
-        assert!(check.meets_network_target, "{}", v.name);
-
-        let off = share(header.nonce.wrapping_add(1))
-            .check(&Target::DIFFICULTY_1)
-            .unwrap();
         assert_ne!(off.hash, check.hash, "{}", v.name);
-        assert!(
-            !off.meets_network_target,
-            "{}: nonce + 1 is not a block",
-            v.name
-        );
     }
 }
 
@@ -694,13 +697,9 @@ fn extended_share_check_with_real_data_finds_the_real_block() {
             merkle_path: &path,
             miner: miner(&header, nonce),
         };
-        let check = share(header.nonce).check(&Target::DIFFICULTY_1).unwrap();
-        assert_eq!(check.hash.to_string(), v.hash, "{}", v.name);
-        assert!(check.meets_network_target, "{}", v.name);
-        let off = share(header.nonce.wrapping_add(1))
-            .check(&Target::DIFFICULTY_1)
-            .unwrap();
-        assert!(!off.meets_network_target, "{}", v.name);
+        real_and_next(v, header.nonce, |n| {
+            share(n).check(&Target::DIFFICULTY_1).unwrap()
+        });
     }
 }
 

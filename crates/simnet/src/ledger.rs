@@ -88,28 +88,32 @@ impl Ledger {
             // A reorganisation: what the new branch confirms leaves the mempool, what only the
             // old branch confirmed comes back.
             let fork_height = disconnected.last().map_or(mine.height, |b| b.height) - 1;
-            let mut mined = HashSet::new();
-            for h in
-                (fork_height + 1..=self.chain.tip_height()).filter_map(|h| self.chain.hash_at(h))
-            {
-                let b = self.chain.block(&h).expect("connected block");
-                mined.extend(b.txs.iter().map(|e| e.txid));
-            }
-            for b in &disconnected {
-                for e in &b.txs {
-                    if !mined.contains(&e.txid) {
-                        let _ = self.mempool.insert(e.clone());
-                    }
-                }
-            }
-            for txid in &mined {
-                self.mempool.remove(txid);
-            }
+            self.reorg_mempool(fork_height, &disconnected);
         } else {
             for e in &mine.txs {
                 self.mempool.remove(&e.txid);
             }
         }
         Connected::Tip(mine)
+    }
+
+    /// After the tip moved to another branch forking above `fork_height`: what the new branch
+    /// confirms leaves the mempool, what only the `disconnected` blocks confirmed comes back.
+    pub(crate) fn reorg_mempool(&mut self, fork_height: u32, disconnected: &[Arc<StoredBlock>]) {
+        let mut mined = HashSet::new();
+        for h in (fork_height + 1..=self.chain.tip_height()).filter_map(|h| self.chain.hash_at(h)) {
+            let b = self.chain.block(&h).expect("connected block");
+            mined.extend(b.txs.iter().map(|e| e.txid));
+        }
+        for b in disconnected {
+            for e in &b.txs {
+                if !mined.contains(&e.txid) {
+                    let _ = self.mempool.insert(e.clone());
+                }
+            }
+        }
+        for txid in &mined {
+            self.mempool.remove(txid);
+        }
     }
 }

@@ -569,6 +569,20 @@ impl Network {
         }
     }
 
+    /// Sends `relay(id)` from the hub to every node but `except`, each arriving its relay delay
+    /// after `from`, in node order.
+    fn send_down(
+        &mut self,
+        from: Timestamp,
+        except: Option<NodeId>,
+        relay: impl Fn(NodeId) -> Relay,
+    ) {
+        for id in self.node_ids().filter(|&id| Some(id) != except) {
+            let at = from + self.delay(id);
+            self.send(at, relay(id));
+        }
+    }
+
     fn delay(&self, node: NodeId) -> Duration {
         self.nodes[node.index()].spec.relay_delay
     }
@@ -592,17 +606,11 @@ impl Network {
         let entry = Arc::new(TxEntry::new(g.tx, g.fee, t));
         self.hub.receive_tx(entry.clone());
         let announced = self.announce_instant(t);
-        for id in self.node_ids() {
-            let at = announced + self.delay(id);
-            self.send(
-                at,
-                Relay::Tx {
-                    to: id,
-                    entry: entry.clone(),
-                    announced,
-                },
-            );
-        }
+        self.send_down(announced, None, |to| Relay::Tx {
+            to,
+            entry: entry.clone(),
+            announced,
+        });
     }
 
     /// When the hub announces a transaction it got at `t`: the next multiple of the announce
@@ -671,16 +679,10 @@ impl Network {
         let block = Arc::new(self.build_block(&self.hub, t, self.network_payout.clone()));
         connect_own(&mut self.hub, block.clone());
         self.announce_network_tip(&block, t);
-        for id in self.node_ids() {
-            let at = t + self.delay(id);
-            self.send(
-                at,
-                Relay::BlockDown {
-                    to: id,
-                    block: block.clone(),
-                },
-            );
-        }
+        self.send_down(t, None, |to| Relay::BlockDown {
+            to,
+            block: block.clone(),
+        });
     }
 
     /// The rest of the network finds a block right now, paying `payout_script` (Core's
@@ -780,16 +782,10 @@ impl Network {
         if let Connected::Tip(b) = self.hub.connect_relayed(&block, t, block.source) {
             self.announce_network_tip(&b, t);
         }
-        for id in self.node_ids().filter(|&id| id != from) {
-            let at = t + self.delay(id);
-            self.send(
-                at,
-                Relay::BlockDown {
-                    to: id,
-                    block: block.clone(),
-                },
-            );
-        }
+        self.send_down(t, Some(from), |to| Relay::BlockDown {
+            to,
+            block: block.clone(),
+        });
     }
 
     fn block_reaches_node(&mut self, id: NodeId, block: &StoredBlock, t: Timestamp) {
@@ -1005,21 +1001,7 @@ fn reorg(
     ledger.seen.extend(new_tip.txs.iter().map(|e| e.txid));
     ledger.chain.insert(new_tip.clone());
     let disconnected = ledger.chain.set_tip(&new_tip.hash);
-    let mut mined = HashSet::new();
-    for h in (fork_height + 1..=ledger.chain.tip_height()).filter_map(|h| ledger.chain.hash_at(h)) {
-        let b = ledger.chain.block(&h).expect("connected block");
-        mined.extend(b.txs.iter().map(|e| e.txid));
-    }
-    for b in &disconnected {
-        for e in &b.txs {
-            if !mined.contains(&e.txid) {
-                let _ = ledger.mempool.insert(e.clone());
-            }
-        }
-    }
-    for txid in &mined {
-        ledger.mempool.remove(txid);
-    }
+    ledger.reorg_mempool(fork_height, &disconnected);
     Ok((accepted, new_tip))
 }
 

@@ -55,11 +55,7 @@ fn drive(seed: u64, step: Option<Duration>, submit_at: Timestamp, end: Timestamp
     let mut submitted = false;
     let mut now = Timestamp::ZERO;
     while now < end {
-        let next = match step {
-            Some(s) => now + s,
-            None => net.poll_timeout().unwrap_or(end),
-        }
-        .min(end);
+        let next = next_stop(&net, now, step, end);
         if !submitted && next >= submit_at {
             outputs.extend(common::first_node(&mut net, submit_at));
             let block = Draft::from_template(net.template()).mine();

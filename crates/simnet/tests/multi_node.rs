@@ -403,11 +403,7 @@ fn drive(seed: u64, step: Option<Duration>) -> Vec<String> {
     let mut next_submit = 0;
     let mut now = Timestamp::ZERO;
     while now < end {
-        let next = match step {
-            Some(s) => now + s,
-            None => net.poll_timeout().unwrap_or(end),
-        }
-        .min(end);
+        let next = next_stop(&net, now, step, end);
         if let Some(&(t, node)) = submits.get(next_submit) {
             if next >= t {
                 outputs.extend(common::every_node(&mut net, t));

@@ -25,16 +25,24 @@ fn tips(outputs: &[Output]) -> Vec<(simnet::Timestamp, Hash256, u32, BlockSource
         .collect()
 }
 
+/// The default network with transactions arriving at `arrival_rate` a second onto
+/// `initial_txs`.
+fn with_mempool(arrival_rate: f64, initial_txs: usize) -> SimnetConfig {
+    SimnetConfig {
+        mempool: MempoolConfig {
+            arrival_rate,
+            initial_txs,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 #[test]
 fn block_gaps_are_exponential_with_the_configured_mean() {
     let c = SimnetConfig {
         seed: 21,
-        mempool: MempoolConfig {
-            arrival_rate: 0.0,
-            initial_txs: 0,
-            ..Default::default()
-        },
-        ..Default::default()
+        ..with_mempool(0.0, 0)
     };
     let mut net = Network::new(c).unwrap();
     let n = 3_000u32;
@@ -80,12 +88,7 @@ fn block_gaps_are_exponential_with_the_configured_mean() {
 fn zero_interval_means_no_network_blocks() {
     let c = SimnetConfig {
         block_interval: Duration::ZERO,
-        mempool: MempoolConfig {
-            arrival_rate: 0.01,
-            initial_txs: 100,
-            ..Default::default()
-        },
-        ..Default::default()
+        ..with_mempool(0.01, 100)
     };
     let mut net = Network::new(c).unwrap();
     let outs = run(&mut net, secs(3 * 3600)); // 18 blocks expected were it on
@@ -99,12 +102,7 @@ fn network_blocks_take_the_best_transactions() {
     let c = SimnetConfig {
         seed: 22,
         block_interval: Duration::from_secs(600),
-        mempool: MempoolConfig {
-            arrival_rate: 0.0,
-            initial_txs: 20_000, // more than a block holds
-            ..Default::default()
-        },
-        ..Default::default()
+        ..with_mempool(0.0, 20_000) // more than a block holds
     };
     let mut net = Network::new(c).unwrap();
     let before = net.mempool().len();

@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use primitives::bitcoin::consensus::serialize;
+use primitives::bitcoin::Block;
 use primitives::{sha256d, CompactTarget, Hash256};
 use simnet::{BlockSource, Network, Output, SubmitError};
 
@@ -30,6 +31,17 @@ fn expect_rejected(net: &mut Network, raw: &[u8], want: SubmitError) {
         "a rejected block moved the tip"
     );
     assert_eq!(net.chain().tip_hash(), tip);
+}
+
+/// Mines `draft` and checks that it is turned down with `want`.
+fn expect_draft_rejected(net: &mut Network, draft: &Draft, want: SubmitError) {
+    expect_rejected(net, &serialize(&draft.mine()), want);
+}
+
+/// Submits `block` now; it must be accepted.
+fn accept(net: &mut Network, block: &Block) {
+    let at = net.now();
+    net.submit_block(at, &serialize(block)).unwrap();
 }
 
 #[test]
@@ -110,8 +122,7 @@ fn a_legacy_coinbase_is_completed_with_the_reserved_value_as_core_does() {
     draft.strip_coinbase_witness = true;
     let block = draft.mine();
     assert!(block.txdata[0].input[0].witness.is_empty());
-    let at = net.now();
-    net.submit_block(at, &serialize(&block)).unwrap();
+    accept(&mut net, &block);
     let stored = net.tip();
     assert_eq!(stored.coinbase.input[0].witness.len(), 1);
 }
@@ -128,11 +139,7 @@ fn bad_txnmrklroot() {
     let mut net = fresh(4);
     let mut draft = Draft::from_template(net.template());
     draft.merkle_override = Some(sha256d(b"not the root"));
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadMerkleRoot,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadMerkleRoot);
 }
 
 #[test]
@@ -142,11 +149,7 @@ fn bad_cb_height() {
     for wrong in [template.height - 1, template.height + 1, 0] {
         let mut draft = Draft::from_template(&template);
         draft.spec.height = wrong;
-        expect_rejected(
-            &mut net,
-            &serialize(&draft.mine()),
-            SubmitError::BadCoinbaseHeight,
-        );
+        expect_draft_rejected(&mut net, &draft, SubmitError::BadCoinbaseHeight);
     }
 }
 
@@ -157,17 +160,12 @@ fn bad_cb_amount() {
     let mut draft = Draft::from_template(&template);
     let value = template.coinbase_value + 1;
     draft.spec.payouts[0].value = primitives::bitcoin::Amount::from_sat(value);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadCoinbaseAmount,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadCoinbaseAmount);
     // Exactly subsidy + fees is fine, and so is less.
     let mut draft = Draft::from_template(&template);
     draft.spec.payouts[0].value =
         primitives::bitcoin::Amount::from_sat(template.coinbase_value - 1);
-    let at = net.now();
-    net.submit_block(at, &serialize(&draft.mine())).unwrap();
+    accept(&mut net, &draft.mine());
 }
 
 #[test]
@@ -175,11 +173,7 @@ fn bad_witness_merkle_match() {
     let mut net = fresh(7);
     let mut draft = Draft::from_template(net.template());
     draft.commitment_override = Some(sha256d(b"wrong commitment"));
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadWitnessMerkle,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadWitnessMerkle);
     // Transactions out of template order change the wtxid tree: also a mismatch, once the
     // merkle root is recomputed.
     let mut draft = Draft::from_template(net.template());
@@ -187,19 +181,14 @@ fn bad_witness_merkle_match() {
     let commitment = correct.output.last().unwrap().script_pubkey.as_bytes()[6..38].to_vec();
     draft.commitment_override = Some(Hash256(commitment.try_into().unwrap()));
     draft.txs.swap(0, 1);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadWitnessMerkle,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadWitnessMerkle);
 }
 
 #[test]
 fn duplicate() {
     let mut net = fresh(8);
     let block = Draft::from_template(net.template()).mine();
-    let at = net.now();
-    net.submit_block(at, &serialize(&block)).unwrap();
+    accept(&mut net, &block);
     expect_rejected(&mut net, &serialize(&block), SubmitError::Duplicate);
 }
 
@@ -293,36 +282,22 @@ fn unknown_transactions_are_missing_inputs() {
     let foreign = simnet::txgen::build_tx(&mut rng, 200);
     let mut draft = Draft::from_template(net.template());
     draft.txs.push(foreign);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::MissingInputs,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::MissingInputs);
     // A transaction twice (not adjacent, so the merkle tree is not mutated) is spent twice.
     let mut draft = Draft::from_template(net.template());
     let again = draft.txs[0].clone();
     draft.txs.push(again);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::MissingInputs,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::MissingInputs);
 }
 
 #[test]
 fn already_confirmed_transactions_are_spent() {
     let mut net = fresh(13);
     let first = net.template().clone();
-    let at = net.now();
-    net.submit_block(at, &serialize(&Draft::from_template(&first).mine()))
-        .unwrap();
+    accept(&mut net, &Draft::from_template(&first).mine());
     let mut draft = Draft::from_template(net.template());
     draft.txs.insert(0, first.transactions[0].tx.clone());
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::MissingInputs,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::MissingInputs);
 }
 
 #[test]
@@ -330,11 +305,7 @@ fn bad_diffbits() {
     let mut net = fresh(14);
     let mut draft = Draft::from_template(net.template());
     draft.bits = CompactTarget::from_consensus(0x207f_ffff); // regtest's: easier than the network's
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadDiffBits,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadDiffBits);
 }
 
 #[test]
@@ -343,15 +314,14 @@ fn header_times_are_checked() {
     let template = net.template().clone();
     let mut draft = Draft::from_template(&template);
     draft.time = template.mintime - 1;
-    expect_rejected(&mut net, &serialize(&draft.mine()), SubmitError::TimeTooOld);
+    expect_draft_rejected(&mut net, &draft, SubmitError::TimeTooOld);
     let mut draft = Draft::from_template(&template);
     draft.time = (net.unix_time(net.now()) + 2 * 3600 + 1) as u32;
-    expect_rejected(&mut net, &serialize(&draft.mine()), SubmitError::TimeTooNew);
+    expect_draft_rejected(&mut net, &draft, SubmitError::TimeTooNew);
     // mintime itself is fine.
     let mut draft = Draft::from_template(&template);
     draft.time = template.mintime;
-    let at = net.now();
-    net.submit_block(at, &serialize(&draft.mine())).unwrap();
+    accept(&mut net, &draft.mine());
 }
 
 #[test]
@@ -365,19 +335,11 @@ fn structure_errors() {
     // Old block version.
     let mut draft = Draft::from_template(&template);
     draft.version = 1;
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadVersion(1),
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadVersion(1));
     // A coinbase paying more than all the bitcoin there is.
     let mut draft = Draft::from_template(&template);
     draft.spec.payouts[0].value = primitives::bitcoin::Amount::from_sat(u64::MAX);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::TxOutputNegative,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::TxOutputNegative);
 }
 
 #[test]
@@ -395,42 +357,22 @@ fn checks_run_in_cores_order() {
     );
     // The merkle root is checked before the parent is looked up.
     draft.merkle_override = Some(sha256d(b"x"));
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadMerkleRoot,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadMerkleRoot);
     // Height before witness before amount.
     let mut draft = Draft::from_template(&template);
     draft.spec.height += 1;
     draft.commitment_override = Some(sha256d(b"wrong"));
     draft.spec.payouts[0].value =
         primitives::bitcoin::Amount::from_sat(template.coinbase_value + 1);
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadCoinbaseHeight,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadCoinbaseHeight);
     draft.spec.height -= 1;
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadWitnessMerkle,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadWitnessMerkle);
     draft.commitment_override = None;
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::BadCoinbaseAmount,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::BadCoinbaseAmount);
     // Unknown transactions are found before the amount is summed.
     let mut rng = simnet::dist::stream(5, "foreign");
     draft.txs.push(simnet::txgen::build_tx(&mut rng, 300));
-    expect_rejected(
-        &mut net,
-        &serialize(&draft.mine()),
-        SubmitError::MissingInputs,
-    );
+    expect_draft_rejected(&mut net, &draft, SubmitError::MissingInputs);
 }
 
 #[test]

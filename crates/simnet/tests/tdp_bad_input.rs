@@ -107,8 +107,7 @@ async fn a_client_expecting_another_authority_fails_its_handshake() {
 
 #[tokio::test]
 async fn garbage_after_the_handshake_closes() {
-    let server = Server::start(quiet_config(24), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(24).await;
     c.conn.send_raw(&[0x5a; 100]).await.unwrap();
     c.expect_close().await;
 
@@ -124,8 +123,7 @@ async fn garbage_after_the_handshake_closes() {
 
 #[tokio::test]
 async fn oversized_frames_are_cut_off() {
-    let server = Server::start(quiet_config(25), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(25).await;
     c.start(60).await;
     // A 1 MB frame (the default limit is 128 KiB): the server stops reading and closes. Our
     // write may fail when it does, which is fine.
@@ -278,8 +276,7 @@ async fn setup_connection_errors_carry_the_spec_codes() {
 
 #[tokio::test]
 async fn bad_solutions_are_dropped_and_the_connection_stays() {
-    let server = Server::start(quiet_config(29), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(29).await;
     let (t, p) = c.start(60).await;
     // An unknown template id, a coinbase that is not a transaction, a block that misses the
     // target: none has an answer in the protocol; the connection carries on.

@@ -11,8 +11,7 @@ use tdp_support::*;
 
 #[tokio::test]
 async fn a_pool_gets_templates_solves_one_and_the_tip_moves() {
-    let server = Server::start(quiet_config(11), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(11).await;
 
     let ok = c.setup().await;
     assert_eq!((ok.used_version, ok.flags), (2, 0));
@@ -79,8 +78,7 @@ async fn a_pool_gets_templates_solves_one_and_the_tip_moves() {
 /// would catch a lost tip half the time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_solution_racing_the_new_tip_does_not_hide_it() {
-    let server = Server::start(quiet_config(16), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(16).await;
     let (mut t, mut p) = c.start(60).await;
     for round in 0..8u8 {
         let first = solve(&t, &p, &[round, 1, 0, 0, 0, 0, 0, 0]);
@@ -100,8 +98,7 @@ async fn a_solution_racing_the_new_tip_does_not_hide_it() {
 
 #[tokio::test]
 async fn a_network_block_brings_a_future_template_and_prev_hash() {
-    let server = Server::start(quiet_config(12), TdpConfig::default()).await;
-    let mut c = Client::connect_reference(server.addr).await;
+    let (server, mut c) = Server::with_client(12).await;
     let (t, _) = c.start(60).await;
     let hashes = server.node.mine(1, &[0x51]);
     let (t2, p2) = c.future_pair().await;

@@ -8,7 +8,7 @@ mod zmq_support;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use zmq_support::{display, seq};
+use zmq_support::{display, recv, seq, WAIT};
 
 use common::{payout_script, Draft};
 use events::EventSink;
@@ -21,8 +21,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::oneshot;
 use zeromq::{Socket, SocketRecv, SubSocket};
-
-const WAIT: Duration = Duration::from_secs(10);
 
 fn node(initial_txs: usize) -> Node {
     let config = SimnetConfig {
@@ -66,6 +64,14 @@ impl Server {
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// A server on a 50-transaction node with one `hashblock` subscriber, registered.
+    async fn with_hashblock_sub(config: ZmqConfig) -> (Server, SubSocket) {
+        let server = Server::start(node(50), config).await;
+        let s = sub(&server, &["hashblock"]).await;
+        server.wait_subscribers(1, 0).await;
+        (server, s)
     }
 
     fn endpoint(&self) -> String {
@@ -121,15 +127,6 @@ async fn sub(server: &Server, topics: &[&str]) -> SubSocket {
         s.subscribe(t).await.unwrap();
     }
     s
-}
-
-/// The next message's frames.
-async fn recv(s: &mut SubSocket) -> Vec<Vec<u8>> {
-    let m = tokio::time::timeout(WAIT, s.recv())
-        .await
-        .expect("a message in time")
-        .unwrap();
-    m.into_vec().into_iter().map(|b| b.to_vec()).collect()
 }
 
 /// No message within `quiet`.
@@ -234,9 +231,7 @@ async fn subscribers_get_only_the_topics_their_prefixes_match() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notification_arrives_within_milliseconds_of_the_tip_change() {
-    let server = Server::start(node(50), ZmqConfig::default()).await;
-    let mut s = sub(&server, &["hashblock"]).await;
-    server.wait_subscribers(1, 0).await;
+    let (server, mut s) = Server::with_hashblock_sub(ZmqConfig::default()).await;
     let mut delays = Vec::new();
     for _ in 0..10 {
         let hash = server.node.mine(1, &payout_script())[0];
@@ -258,9 +253,7 @@ async fn a_notification_arrives_within_milliseconds_of_the_tip_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reorg_publishes_its_new_tip_only() {
-    let server = Server::start(node(50), ZmqConfig::default()).await;
-    let mut s = sub(&server, &["hashblock"]).await;
-    server.wait_subscribers(1, 0).await;
+    let (server, mut s) = Server::with_hashblock_sub(ZmqConfig::default()).await;
     let template = server.node.read(|n| n.template().clone());
     let network_block = server.node.mine(1, &payout_script())[0];
 
@@ -416,9 +409,7 @@ async fn bad_peers_are_dropped_alone() {
         handshake_timeout: Duration::from_millis(300),
         ..ZmqConfig::default()
     };
-    let server = Server::start(node(50), config).await;
-    let mut good = sub(&server, &["hashblock"]).await;
-    server.wait_subscribers(1, 0).await;
+    let (server, mut good) = Server::with_hashblock_sub(config).await;
 
     let mut garbage = RawPeer::connect(server.addr).await;
     garbage

@@ -8,7 +8,7 @@ mod common;
 mod zmq_support;
 
 use std::time::Duration;
-use zmq_support::{display, seq};
+use zmq_support::{display, recv, seq, WAIT};
 
 use events::EventSink;
 use primitives::bitcoin::consensus::deserialize;
@@ -17,18 +17,7 @@ use primitives::Hash256;
 use simnet::zmq::{Publisher, ZmqConfig};
 use simnet::{MempoolConfig, Network, Node, SimnetConfig};
 use tokio::net::TcpListener;
-use zeromq::{Socket, SocketRecv, SubSocket};
-
-const WAIT: Duration = Duration::from_secs(10);
-
-/// Frames of the next message.
-async fn recv(s: &mut SubSocket) -> Vec<Vec<u8>> {
-    let m = tokio::time::timeout(WAIT, s.recv())
-        .await
-        .expect("a message in time")
-        .unwrap();
-    m.into_vec().into_iter().map(|b| b.to_vec()).collect()
-}
+use zeromq::{Socket, SubSocket};
 
 /// Checks that each topic's sequence numbers go up by one from the first one seen.
 #[derive(Default)]

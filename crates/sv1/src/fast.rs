@@ -112,6 +112,23 @@ fn parse_common<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
             scalar
         }
     };
+    assemble(id, &p, count, |b| {
+        // SAFETY: the id is digits, `-` or `null`, and every parameter was scanned to be plain
+        // (no byte from 0x80): ASCII.
+        Some(unsafe { std::str::from_utf8_unchecked(b) })
+    })
+}
+
+/// The submit of `id` and the first `count` of `p`, its strings made by `text`; `None` unless
+/// there are five or six parameters, the time and nonce (and version bits) are 8 hex digits,
+/// and `text` takes every string.
+#[inline]
+fn assemble<'a>(
+    id: &'a [u8],
+    p: &[&'a [u8]; 6],
+    count: usize,
+    text: impl Fn(&'a [u8]) -> Option<&'a str>,
+) -> Option<FastSubmit<'a>> {
     if !(5..=6).contains(&count) {
         return None;
     }
@@ -120,14 +137,11 @@ fn parse_common<'a>(line: &'a [u8]) -> Option<FastSubmit<'a>> {
     } else {
         None
     };
-    // SAFETY: the id is digits, `-` or `null`, and every parameter was scanned to be plain (no
-    // byte from 0x80): ASCII.
-    let s = |b: &'a [u8]| unsafe { std::str::from_utf8_unchecked(b) };
     Some(FastSubmit {
-        id: s(id),
-        worker: s(p[0]),
-        job_id: s(p[1]),
-        extranonce2: s(p[2]),
+        id: text(id)?,
+        worker: text(p[0])?,
+        job_id: text(p[1])?,
+        extranonce2: text(p[2])?,
         ntime: hex_u32(p[3])?,
         nonce: hex_u32(p[4])?,
         version_bits,
@@ -237,25 +251,13 @@ fn parse_plain<'a>(line: &'a [u8], quotes: &Quotes) -> Option<FastSubmit<'a>> {
         }
     }
     let (p, n_params) = params?;
-    if !method_ok || !(5..=6).contains(&n_params) {
+    if !method_ok {
         return None;
     }
-    let version_bits = if n_params == 6 {
-        Some(hex_u32(p[5])?)
-    } else {
-        None
-    };
-    // SAFETY: every field is part of a plain line, which has no byte from 0x80 (see
-    // `plain_quotes`): ASCII.
-    let s = |b: &'a [u8]| unsafe { std::str::from_utf8_unchecked(b) };
-    Some(FastSubmit {
-        id: s(id?),
-        worker: s(p[0]),
-        job_id: s(p[1]),
-        extranonce2: s(p[2]),
-        ntime: hex_u32(p[3])?,
-        nonce: hex_u32(p[4])?,
-        version_bits,
+    assemble(id?, &p, n_params, |b| {
+        // SAFETY: every field is part of a plain line, which has no byte from 0x80 (see
+        // `plain_quotes`): ASCII.
+        Some(unsafe { std::str::from_utf8_unchecked(b) })
     })
 }
 
@@ -393,18 +395,11 @@ fn parse_bytewise(line: &[u8], quotes: Option<Quotes>) -> Option<FastSubmit<'_>>
         }
     }
     r.ws();
-    if r.i != r.b.len() || !method_ok || !(5..=6).contains(&n_params) {
+    if r.i != r.b.len() || !method_ok {
         return None;
     }
     let p = params?;
     let id = id?;
-    let version_bits = if n_params == 6 {
-        Some(hex_u32(p[5])?)
-    } else {
-        None
-    };
-    let ntime = hex_u32(p[3])?;
-    let nonce = hex_u32(p[4])?;
     // Every byte of the line was read and checked to be ASCII, so this cannot fail; one pass
     // over the whole line is cheaper than one call per field, and a plain line was checked
     // whole already.
@@ -413,18 +408,9 @@ fn parse_bytewise(line: &[u8], quotes: Option<Quotes>) -> Option<FastSubmit<'_>>
         Some(_) => unsafe { std::str::from_utf8_unchecked(line) },
         None => std::str::from_utf8(line).ok()?,
     };
-    let s = |b: &[u8]| {
+    assemble(id, &p, n_params, |b| {
         let start = b.as_ptr() as usize - line.as_ptr() as usize;
         text.get(start..start + b.len())
-    };
-    Some(FastSubmit {
-        id: s(id)?,
-        worker: s(p[0])?,
-        job_id: s(p[1])?,
-        extranonce2: s(p[2])?,
-        ntime,
-        nonce,
-        version_bits,
     })
 }
 
@@ -464,13 +450,7 @@ fn hex_u32(s: &[u8]) -> Option<u32> {
 /// flagged byte, so the lowest flag always marks the first such byte.
 #[inline]
 fn special_bytes(w: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
-    let quote = zero_byte(w ^ (ONES * b'"' as u64));
-    let backslash = zero_byte(w ^ (ONES * b'\\' as u64));
-    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    quote | backslash | control | (w & HIGHS)
+    crate::json::quote_backslash_control(w) | (w & 0x8080_8080_8080_8080)
 }
 
 /// The longest line whose quotes are located up front.

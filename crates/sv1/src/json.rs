@@ -507,7 +507,7 @@ impl<'a> Parser<'a> {
             // Skip ordinary characters eight at a time: hex fields are all of them.
             while let Some(chunk) = self.b.get(self.i..self.i + 8) {
                 let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                if has_special(w) {
+                if quote_backslash_control(w) != 0 {
                     break;
                 }
                 self.i += 8;
@@ -541,10 +541,11 @@ impl<'a> Parser<'a> {
     }
 }
 
-/// Whether any byte of `w` is `"`, `\` or a control character (below 0x20): the classic
-/// SWAR zero-byte test applied to `w ^ '"'`, `w ^ '\\'` and to `w` less 0x20 per byte.
+/// Flags (the high bit of) the bytes of `w` that are `"`, `\` or a control character (below
+/// 0x20): the classic SWAR zero-byte test applied to `w ^ '"'`, `w ^ '\\'` and to `w` less 0x20
+/// per byte. Nonzero exactly when `w` holds such a byte.
 #[inline]
-fn has_special(w: u64) -> bool {
+pub(crate) fn quote_backslash_control(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
@@ -553,7 +554,7 @@ fn has_special(w: u64) -> bool {
     // A byte below 0x20 borrows when 0x20 is subtracted; bytes >= 0x80 are flagged too, which
     // only sends them to the byte-at-a-time path (UTF-8 was validated already).
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGHS;
-    quote | backslash | control != 0
+    quote | backslash | control
 }
 
 /// The code of an SV1 error: `[code, "message", data]` as customary, `{"code": code, ...}` as

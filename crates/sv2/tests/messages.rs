@@ -327,6 +327,15 @@ fn path(p: &[[u8; 32]]) -> Seq0255Owned<U256Owned> {
     Seq0255Owned::new(p.iter().map(u256).collect()).unwrap()
 }
 
+fn tx_list(txs: &[Vec<u8>]) -> Seq064KOwned<B016MOwned> {
+    Seq064KOwned::new(
+        txs.iter()
+            .map(|tx| B016MOwned::new(tx.clone()).unwrap())
+            .collect(),
+    )
+    .unwrap()
+}
+
 /// What the reference crates serialize for the same message, built field by field from their
 /// owned structs (not through this crate's wire code).
 fn reference_bytes(m: &Message) -> Vec<u8> {
@@ -533,13 +542,7 @@ fn reference_bytes(m: &Message) -> Vec<u8> {
         Message::JobDeclaration(J::ProvideMissingTransactionsSuccess(m)) => {
             to_bytes(j::ProvideMissingTransactionsSuccessOwned {
                 request_id: m.request_id,
-                transaction_list: Seq064KOwned::new(
-                    m.transaction_list
-                        .iter()
-                        .map(|tx| B016MOwned::new(tx.clone()).unwrap())
-                        .collect(),
-                )
-                .unwrap(),
+                transaction_list: tx_list(&m.transaction_list),
             })
         }
         Message::JobDeclaration(J::DeclareMiningJob(m)) => to_bytes(j::DeclareMiningJobOwned {
@@ -607,13 +610,7 @@ fn reference_bytes(m: &Message) -> Vec<u8> {
             to_bytes(t::RequestTransactionDataSuccessOwned {
                 template_id: m.template_id,
                 excess_data: B064KOwned::new(m.excess_data.clone()).unwrap(),
-                transaction_list: Seq064KOwned::new(
-                    m.transaction_list
-                        .iter()
-                        .map(|tx| B016MOwned::new(tx.clone()).unwrap())
-                        .collect(),
-                )
-                .unwrap(),
+                transaction_list: tx_list(&m.transaction_list),
             })
         }
         Message::TemplateDistribution(T::RequestTransactionDataError(m)) => {

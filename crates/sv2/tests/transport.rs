@@ -43,6 +43,22 @@ where
     })
 }
 
+/// Connects to `addr` and runs the handshake, checking the reference authority key.
+async fn connect(addr: std::net::SocketAddr) -> Result<NoiseConn, TransportError> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    NoiseConn::connect_to_authority(stream, AuthorityKeys::reference().public_bytes(), limits())
+        .await
+}
+
+/// Waits for the server task and checks that its connection ended cleanly.
+async fn served(srv: tokio::task::JoinHandle<Result<(), TransportError>>) {
+    tokio::time::timeout(WAIT, srv)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
 fn setup() -> Message {
     SetupConnection {
         protocol: 0,
@@ -73,21 +89,10 @@ async fn both_sides_count_the_same_handshake_bytes() {
         wrote.store(written, Ordering::SeqCst);
         Ok(())
     });
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let c = NoiseConn::connect_to_authority(
-        stream,
-        AuthorityKeys::reference().public_bytes(),
-        limits(),
-    )
-    .await
-    .unwrap();
+    let c = connect(addr).await.unwrap();
     let (read, written) = c.handshake_bytes();
     assert_eq!(written, 64);
-    tokio::time::timeout(WAIT, srv)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    served(srv).await;
     // What one side wrote the other read.
     assert_eq!(read, responder_wrote.load(Ordering::SeqCst));
     assert!(read > 64, "{read}");
@@ -125,14 +130,7 @@ async fn messages_flow_both_ways_after_the_handshake() {
         )
         .await
     });
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let mut c = NoiseConn::connect_to_authority(
-        stream,
-        AuthorityKeys::reference().public_bytes(),
-        limits(),
-    )
-    .await
-    .unwrap();
+    let mut c = connect(addr).await.unwrap();
     c.send_message(&setup()).await.unwrap();
     assert!(matches!(
         c.read_message().await.unwrap(),
@@ -150,11 +148,7 @@ async fn messages_flow_both_ways_after_the_handshake() {
     let f = c.read_frame().await.unwrap();
     assert!(f.channel_msg(), "SubmitShares.Success is a channel message");
     assert_eq!(f.channel_id(), Some(4));
-    tokio::time::timeout(WAIT, srv)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    served(srv).await;
 }
 
 #[tokio::test]
@@ -203,15 +197,7 @@ fn a_handshake_queued_behind_a_full_blocking_pool_ends_at_its_deadline() {
             let _ = busy_rx.recv_timeout(Duration::from_secs(5));
         });
         let srv = server(l, |_| async { Ok(()) });
-        let client = tokio::spawn(async move {
-            let stream = TcpStream::connect(addr).await.unwrap();
-            NoiseConn::connect_to_authority(
-                stream,
-                AuthorityKeys::reference().public_bytes(),
-                limits(),
-            )
-            .await
-        });
+        let client = tokio::spawn(async move { connect(addr).await });
         let started = std::time::Instant::now();
         let r = tokio::time::timeout(WAIT, srv).await.unwrap().unwrap();
         let waited = started.elapsed();
@@ -236,24 +222,13 @@ async fn oversized_frames_and_unknown_extensions() {
             other => panic!("expected an oversize error, got {other:?}"),
         }
     });
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let mut c = NoiseConn::connect_to_authority(
-        stream,
-        AuthorityKeys::reference().public_bytes(),
-        limits(),
-    )
-    .await
-    .unwrap();
+    let mut c = connect(addr).await.unwrap();
     c.send_payload(0x01, 0x4001, b"an extension message")
         .await
         .unwrap();
     // The server may close while this is still being written.
     let _ = c.send_payload(0x76, 0, &vec![0u8; 100_000]).await;
-    tokio::time::timeout(WAIT, srv)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    served(srv).await;
 }
 
 /// Both ends count the connection's messages by type into their link counters: the handshake
@@ -278,14 +253,7 @@ async fn both_ends_count_messages_by_type() {
         conn.send_message(&success).await?;
         Ok(())
     });
-    let stream = TcpStream::connect(addr).await.unwrap();
-    let mut c = NoiseConn::connect_to_authority(
-        stream,
-        AuthorityKeys::reference().public_bytes(),
-        limits(),
-    )
-    .await
-    .unwrap();
+    let mut c = connect(addr).await.unwrap();
     let client_counter = LinkCounter::new("upstream");
     c.count_into(client_counter.clone(), Side::Client);
     c.send_message(&setup()).await.unwrap();
@@ -297,11 +265,7 @@ async fn both_ends_count_messages_by_type() {
         reply,
         Some(Message::Common(Common::SetupConnectionSuccess(_)))
     ));
-    tokio::time::timeout(WAIT, srv)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    served(srv).await;
     let dir = tempfile::tempdir().unwrap();
     let mut setup_payload = Vec::new();
     setup().encode(&mut setup_payload).unwrap();

@@ -136,25 +136,16 @@ mod tests {
     fn non_power_of_two_is_floor_of_exact_quotient() {
         // Check floor(D1 / d) by its defining inequalities: t * d <= D1 < (t + 1) * d, in integers,
         // for d = 3 (integer) and d = 1.5 = 3 / 2.
+        let floor_of_thirds = |t: U256, n: U256| {
+            assert!(t.checked_mul_u64(3).unwrap() <= n);
+            let next = t.checked_add(U256::ONE).unwrap();
+            assert!(next.checked_mul_u64(3).unwrap() > n);
+        };
         let d1 = Target::DIFFICULTY_1.as_u256();
-        let t = Difficulty::new(3.0).unwrap().to_target().as_u256();
-        assert!(t.checked_mul_u64(3).unwrap() <= d1);
-        assert!(
-            t.checked_add(U256::ONE)
-                .unwrap()
-                .checked_mul_u64(3)
-                .unwrap()
-                > d1
-        );
-        let t = Difficulty::new(1.5).unwrap().to_target().as_u256();
-        let d1x2 = d1.shl(1);
-        assert!(t.checked_mul_u64(3).unwrap() <= d1x2);
-        assert!(
-            t.checked_add(U256::ONE)
-                .unwrap()
-                .checked_mul_u64(3)
-                .unwrap()
-                > d1x2
+        floor_of_thirds(Difficulty::new(3.0).unwrap().to_target().as_u256(), d1);
+        floor_of_thirds(
+            Difficulty::new(1.5).unwrap().to_target().as_u256(),
+            d1.shl(1),
         );
     }
 

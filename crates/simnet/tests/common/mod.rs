@@ -41,6 +41,21 @@ pub fn every_node(net: &mut Network, now: Timestamp) -> Vec<NodeOutput> {
     std::iter::from_fn(|| net.poll_event()).collect()
 }
 
+/// Where a driven run goes next from `now`: a fixed `step` on, or else the network's next
+/// deadline, never past `end`.
+pub fn next_stop(
+    net: &Network,
+    now: Timestamp,
+    step: Option<Duration>,
+    end: Timestamp,
+) -> Timestamp {
+    match step {
+        Some(s) => now + s,
+        None => net.poll_timeout().unwrap_or(end),
+    }
+    .min(end)
+}
+
 pub fn secs(s: u64) -> Timestamp {
     Timestamp::from_secs(s)
 }

@@ -82,6 +82,14 @@ impl Server {
         }
     }
 
+    /// A server on `quiet_config(seed)` and default endpoint settings, with a reference client
+    /// connected to it.
+    pub async fn with_client(seed: u64) -> (Server, Client) {
+        let server = Server::start(quiet_config(seed), TdpConfig::default()).await;
+        let c = Client::connect_reference(server.addr).await;
+        (server, c)
+    }
+
     /// Stops the endpoint and checks it ended cleanly (no panic, no error).
     pub async fn stop(mut self) {
         assert!(!self.serve.is_finished(), "the endpoint stopped on its own");
@@ -190,25 +198,26 @@ impl Client {
         .await;
     }
 
+    /// The next frame, which must be of `msg_type` (the message called `name`).
+    async fn recv_type(&mut self, msg_type: u8, name: &str) -> Frame {
+        let f = self.recv().await;
+        assert_eq!(f.msg_type(), msg_type, "expected {name}");
+        f
+    }
+
     pub async fn new_template(&mut self) -> NewTemplateOwned {
-        let mut f = self.recv().await;
-        assert_eq!(
-            f.msg_type(),
-            MESSAGE_TYPE_NEW_TEMPLATE,
-            "expected NewTemplate"
-        );
+        let mut f = self
+            .recv_type(MESSAGE_TYPE_NEW_TEMPLATE, "NewTemplate")
+            .await;
         binary_sv2::from_bytes::<NewTemplate>(&mut f.payload)
             .unwrap()
             .into_owned()
     }
 
     pub async fn set_new_prev_hash(&mut self) -> SetNewPrevHashOwned {
-        let mut f = self.recv().await;
-        assert_eq!(
-            f.msg_type(),
-            MESSAGE_TYPE_SET_NEW_PREV_HASH,
-            "expected SetNewPrevHash"
-        );
+        let mut f = self
+            .recv_type(MESSAGE_TYPE_SET_NEW_PREV_HASH, "SetNewPrevHash")
+            .await;
         binary_sv2::from_bytes::<SetNewPrevHash>(&mut f.payload)
             .unwrap()
             .into_owned()
