@@ -594,17 +594,14 @@ impl Trial<'_> {
         self.progress.started(&running.logs, &running.endpoints);
         check_interrupt()?;
 
-        lab_events.emit_at(
-            start_ns,
-            events::Mark {
-                name: events::ShortStr::new("run_start"),
-            },
-        );
+        mark(lab_events, start_ns, "run_start");
         let started = Instant::now();
         let warmup_end_ns = start_ns + s.warmup().as_nanos() as u64;
         let drain_start_ns = start_ns + s.duration.as_nanos() as u64;
-        let mut warmup_marked = false;
-        let mut drain_marked = false;
+        let mut pending_marks = vec![
+            (warmup_end_ns, "warmup_end"),
+            (drain_start_ns, "drain_start"),
+        ];
         let mut last_tick = Instant::now() - Duration::from_secs(1);
         let estimates = EstimateSampler::start(running.endpoints.clone(), drain_start_ns);
         // The fleets stop themselves after the duration and the drain; allow them a margin.
@@ -612,24 +609,13 @@ impl Trial<'_> {
         loop {
             check_interrupt()?;
             let now_ns = events::now_ns();
-            if !warmup_marked && now_ns >= warmup_end_ns {
-                lab_events.emit_at(
-                    warmup_end_ns,
-                    events::Mark {
-                        name: events::ShortStr::new("warmup_end"),
-                    },
-                );
-                warmup_marked = true;
-            }
-            if !drain_marked && now_ns >= drain_start_ns {
-                lab_events.emit_at(
-                    drain_start_ns,
-                    events::Mark {
-                        name: events::ShortStr::new("drain_start"),
-                    },
-                );
-                drain_marked = true;
-            }
+            pending_marks.retain(|&(at_ns, name)| {
+                let due = now_ns >= at_ns;
+                if due {
+                    mark(lab_events, at_ns, name);
+                }
+                !due
+            });
             // Any role but a finished fleet exiting is a crash.
             let mut fleets_done = 0;
             for (i, p) in running.roles.iter_mut().enumerate() {
@@ -679,12 +665,7 @@ impl Trial<'_> {
         }
         running.sampled = estimates.finish();
         let end_ns = events::now_ns();
-        lab_events.emit_at(
-            end_ns,
-            events::Mark {
-                name: events::ShortStr::new("run_end"),
-            },
-        );
+        mark(lab_events, end_ns, "run_end");
         // A reference pool accounts shares per channel: its channels with a share accepted.
         running.pool_workers = running
             .endpoints
@@ -1440,6 +1421,16 @@ impl Link {
 }
 
 /// The events file of one of our own roles (third-party roles have none and get no flag).
+/// Marks a moment of the run in the lab's own event file.
+fn mark(lab_events: &EventSink, at_ns: u64, name: &str) {
+    lab_events.emit_at(
+        at_ns,
+        events::Mark {
+            name: events::ShortStr::new(name),
+        },
+    );
+}
+
 fn events_of(log: &RoleFile) -> &Path {
     log.events.as_deref().expect("our own roles write events")
 }

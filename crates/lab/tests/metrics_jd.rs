@@ -99,11 +99,7 @@ fn pool_shares_are_the_pools_verdicts() {
     }
     let r = lab.results();
     let p = r.pool_shares.expect("pool_shares with job declaration");
-    assert_eq!(
-        (p.submitted, p.accepted, p.stale, p.unanswered),
-        (7, 6, 1, 0),
-        "{p:?}"
-    );
+    assert_eq!(verdict_counts(&p), (7, 6, 1, 0), "{p:?}");
     let w = r.pool_work.unwrap();
     assert!(near(w.accepted, 6.0, 1e-12), "{w:?}");
 }
@@ -112,15 +108,10 @@ fn pool_shares_are_the_pools_verdicts() {
 fn the_farm_nodes_peer_traffic_is_farm_traffic() {
     let mut lab = declared();
     lab.farm_peer = Some("farm/peer".into());
-    lab.tap.push(ev(at(50.0), bytes("wan", Direction::Up, 300)));
-    lab.tap
-        .push(ev(at(50.0), bytes("wan", Direction::Down, 500)));
+    lab.tap.extend(both_ways(50.0, "wan", 300, 500));
     // The farm node sent 40 and received 9000 bytes of relay; the pool node's relay is not
     // the farm's.
-    lab.simnet
-        .push(ev(at(60.0), bytes("farm/peer", Direction::Up, 40)));
-    lab.simnet
-        .push(ev(at(60.0), bytes("farm/peer", Direction::Down, 9000)));
+    lab.simnet.extend(both_ways(60.0, "farm/peer", 40, 9000));
     lab.simnet
         .push(ev(at(60.0), bytes("pool/peer", Direction::Down, 7777)));
     let r = lab.results();

@@ -3,7 +3,7 @@
 
 mod metrics_support;
 
-use events::{Hash256, JobActivated, JobId, JobReceived, JobSent};
+use events::{JobActivated, JobId, JobReceived, JobSent};
 use metrics_support::*;
 use primitives::Target;
 
@@ -164,18 +164,25 @@ fn time_to_first_job_runs_from_the_connection() {
     assert!(near(f.mean.unwrap(), want, 1e-9), "{f:?}");
 }
 
-#[test]
-fn template_value_is_time_weighted_against_the_network() {
+/// On one tip, template 1 worth 100 sats from 0 s and template 2 worth `value` from `from` s;
+/// from 1 s, device 0 works on template 1 and device 1 on template `device1`.
+fn two_templates(from: f64, value: u64, device1: u64) -> Lab {
     let mut lab = Lab::new();
     let prev = h(1);
     lab.simnet
         .push(ev(at(0.0), template("pool", 1, prev, 100, 1)));
     lab.simnet
-        .push(ev(at(40.0), template("pool", 2, prev, 300, 2)));
+        .push(ev(at(from), template("pool", 2, prev, value, 2)));
     lab.fleet().push(ev(at(1.0), job(0, 1, prev)));
-    lab.fleet().push(ev(at(1.0), job(1, 1, prev)));
+    lab.fleet().push(ev(at(1.0), job(1, device1, prev)));
+    lab
+}
+
+#[test]
+fn template_value_is_time_weighted_against_the_network() {
+    let mut lab = two_templates(40.0, 300, 1);
     // Device 0 moves to the better template 15 s after it exists; device 1 never does.
-    lab.fleet().push(ev(at(55.0), job(0, 2, prev)));
+    lab.fleet().push(ev(at(55.0), job(0, 2, h(1))));
     let r = lab.results();
     // Device-seconds in [10, 100): 45 x 100 + 45 x 300 + 90 x 100 over 180.
     assert!(near(r.template_value_sats.unwrap(), 150.0, 1e-12), "{r:?}");
@@ -191,14 +198,7 @@ fn template_value_is_time_weighted_against_the_network() {
 
 #[test]
 fn a_disconnected_device_stops_counting() {
-    let mut lab = Lab::new();
-    let prev = h(1);
-    lab.simnet
-        .push(ev(at(0.0), template("pool", 1, prev, 100, 1)));
-    lab.simnet
-        .push(ev(at(0.0), template("pool", 2, prev, 400, 2)));
-    lab.fleet().push(ev(at(1.0), job(0, 1, prev)));
-    lab.fleet().push(ev(at(1.0), job(1, 2, prev)));
+    let mut lab = two_templates(0.0, 400, 2);
     lab.fleet().push(ev(
         at(55.0),
         events::ConnectionClosed {
@@ -212,10 +212,19 @@ fn a_disconnected_device_stops_counting() {
     assert!(near(r.template_value_sats.unwrap(), want, 1e-12), "{r:?}");
 }
 
-/// Device 0 on SV2 standard channel 7: job 3 workable 20.012 s, and future job 4 (received at
-/// 29 s) workable once its prev hash `new_tip` arrives 9 ms after the tip at 30 s; the
-/// activation carries `fingerprint` when the device's side knows it.
-fn sv2_device_jobs(lab: &mut Lab, new_tip: Hash256, fingerprint: Option<events::Fingerprint>) {
+/// The network's tip `h(1)` from 0 s, the node's template 5 (fingerprint 555) on it at 20 s, and
+/// the new tip `h(2)` at 30 s. Device 0 on SV2 standard channel 7: job 3 workable 20.012 s, and
+/// future job 4 (received at 29 s) workable once its prev hash `h(2)` arrives 9 ms after the
+/// tip; the activation carries `fingerprint` when the device's side knows it.
+fn sv2_standard_jobs(fingerprint: Option<events::Fingerprint>) -> Lab {
+    let mut lab = Lab::new();
+    let (prev, new_tip) = (h(1), h(2));
+    lab.simnet
+        .push(ev(at(0.0), tip("network", prev, 900_000, h(0))));
+    lab.simnet
+        .push(ev(at(20.0), template("pool", 5, prev, 1000, 555)));
+    lab.simnet
+        .push(ev(at(30.0), tip("network", new_tip, 900_001, prev)));
     let sv2_job = |job: u64, future: bool| JobReceived {
         device: 0,
         channel: Some(7),
@@ -238,24 +247,17 @@ fn sv2_device_jobs(lab: &mut Lab, new_tip: Hash256, fingerprint: Option<events::
             fingerprint,
         },
     ));
+    lab
 }
 
 #[test]
 fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
-    let mut lab = Lab::new();
-    let prev = h(1);
-    let new_tip = h(2);
+    let mut lab = sv2_standard_jobs(Some(events::Fingerprint(556)));
     lab.simnet
-        .push(ev(at(0.0), tip("network", prev, 900_000, h(0))));
-    lab.simnet
-        .push(ev(at(20.0), template("pool", 5, prev, 1000, 555)));
-    lab.simnet
-        .push(ev(at(30.0), tip("network", new_tip, 900_001, prev)));
-    lab.simnet
-        .push(ev(at(30.0), template("pool", 6, new_tip, 1000, 556)));
+        .push(ev(at(30.0), template("pool", 6, h(2), 1000, 556)));
     // The pool built job 3 on channel 7 from its template 42 (the node's 555).
     lab.pool
-        .push(ev(at(20.0) + MS, template("pool", 42, prev, 1000, 555)));
+        .push(ev(at(20.0) + MS, template("pool", 42, h(1), 1000, 555)));
     lab.pool.push(ev(
         at(20.0) + 2 * MS,
         JobSent {
@@ -270,7 +272,6 @@ fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
             future: false,
         },
     ));
-    sv2_device_jobs(&mut lab, new_tip, Some(events::Fingerprint(556)));
     let r = lab.results();
     assert_eq!(r.unmatched_events, 0, "{:?}", r.unmatched_by_kind);
     let t = &r.time_to_job_ms;
@@ -284,17 +285,8 @@ fn sv2_standard_and_future_jobs_are_tied_through_the_job_source() {
 
 #[test]
 fn sv2_standard_jobs_of_a_pool_without_events_are_untied_not_unmatched() {
-    let mut lab = Lab::new();
+    let mut lab = sv2_standard_jobs(None);
     lab.pool_logged = false;
-    let prev = h(1);
-    let new_tip = h(2);
-    lab.simnet
-        .push(ev(at(0.0), tip("network", prev, 900_000, h(0))));
-    lab.simnet
-        .push(ev(at(20.0), template("pool", 5, prev, 1000, 555)));
-    lab.simnet
-        .push(ev(at(30.0), tip("network", new_tip, 900_001, prev)));
-    sv2_device_jobs(&mut lab, new_tip, None);
     let r = lab.results();
     // Nothing could be tied, and nothing is guessed: no unmatched event either.
     assert_eq!(r.unmatched_events, 0, "{:?}", r.unmatched_by_kind);

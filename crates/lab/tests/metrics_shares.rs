@@ -268,7 +268,7 @@ fn per_device_channels_on_one_connection_are_told_apart_by_channel() {
     let r = lab.results();
     let ps = r.pool_shares.expect("a proxy is present");
     assert_eq!(
-        (ps.submitted, ps.accepted, ps.stale, ps.unanswered),
+        verdict_counts(&ps),
         (2, 1, 1, 0),
         "each verdict matched to its own channel's share"
     );

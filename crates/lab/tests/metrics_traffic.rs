@@ -30,10 +30,7 @@ fn traffic() -> Lab {
         ));
     }
     // The pool counts its own socket bytes on the same link: its role figure, not the link's.
-    lab.pool
-        .push(ev(at(50.0), bytes("wan", Direction::Up, 999)));
-    lab.pool
-        .push(ev(at(50.0), bytes("wan", Direction::Down, 4000)));
+    lab.pool.extend(both_ways(50.0, "wan", 999, 4000));
     // A link only a fleet reports.
     lab.fleet()
         .push(ev(at(50.0), bytes("lan", Direction::Up, 123)));
@@ -105,10 +102,7 @@ fn roles_pass_usage_through_and_count_their_own_bytes() {
 #[test]
 fn simnet_counts_in_the_configurations_whose_endpoints_it_served() {
     let mut lab = Lab::new(); // an SV1 job source: simnet's rpc and zmq
-    lab.simnet
-        .push(ev(at(50.0), bytes("rpc", Direction::Up, 100)));
-    lab.simnet
-        .push(ev(at(50.0), bytes("rpc", Direction::Down, 1000)));
+    lab.simnet.extend(both_ways(50.0, "rpc", 100, 1000));
     lab.simnet
         .push(ev(at(51.0), bytes("zmq", Direction::Down, 30)));
     // Another configuration's Template Provider traffic.

@@ -126,15 +126,18 @@ pub(crate) fn close_reason(e: &io::Error) -> &'static str {
 pub(crate) trait Relaying {
     type Error: From<io::Error>;
 
-    /// Reads what has arrived from both peers, while their legs want it, and queues it.
+    /// Reads what has arrived from both peers (`sources`: the client, then the upstream), while
+    /// their legs want it, and queues it; as it came, unless the relaying makes something of it.
     fn read(
         &mut self,
         shared: &Shared,
         legs: &mut Legs,
-        client: &TcpStream,
-        upstream: &TcpStream,
-        cap: usize,
-    ) -> Result<(), Self::Error>;
+        sources: [&TcpStream; 2],
+    ) -> Result<(), Self::Error> {
+        legs.up.read(sources[0], shared)?;
+        legs.down.read(sources[1], shared)?;
+        Ok(())
+    }
 
     /// Whether the client is read now, buffer cap aside.
     fn reads_client(&self) -> bool {
@@ -200,7 +203,6 @@ impl<'a, R: Relaying> Connection<'a, R> {
         cancel: &mut watch::Receiver<bool>,
         handshake_deadline: Option<tokio::time::Instant>,
     ) -> Result<&'static str, R::Error> {
-        let cap = self.shared.config.buffer_bytes.max(1);
         let every = self
             .shared
             .config
@@ -213,7 +215,7 @@ impl<'a, R: Relaying> Connection<'a, R> {
         tokio::pin!(handshake);
         loop {
             self.relaying
-                .read(self.shared, &mut self.legs, client, upstream, cap)?;
+                .read(self.shared, &mut self.legs, [client, upstream])?;
             let now = now_ns();
             let stats = &self.shared.stats;
             for leg in [&mut self.legs.up, &mut self.legs.down] {
@@ -231,8 +233,8 @@ impl<'a, R: Relaying> Connection<'a, R> {
             if self.legs.up.fin_sent && self.legs.down.fin_sent {
                 return Ok("eof");
             }
-            let client_read = self.legs.up.wants_read(cap) && self.relaying.reads_client();
-            let upstream_read = self.legs.down.wants_read(cap);
+            let client_read = self.legs.up.wants_read() && self.relaying.reads_client();
+            let upstream_read = self.legs.down.wants_read();
             let up_timed = self.legs.up.arm();
             let down_timed = self.legs.down.arm();
             let handshaking = handshake_deadline.is_some() && self.relaying.handshaking();
@@ -302,18 +304,6 @@ struct Plain {
 
 impl Relaying for Plain {
     type Error = io::Error;
-
-    fn read(
-        &mut self,
-        shared: &Shared,
-        legs: &mut Legs,
-        client: &TcpStream,
-        upstream: &TcpStream,
-        cap: usize,
-    ) -> io::Result<()> {
-        legs.up.read(client, shared, cap)?;
-        legs.down.read(upstream, shared, cap)
-    }
 
     fn handshake_expired(&self) -> io::Error {
         io::ErrorKind::TimedOut.into()

@@ -273,9 +273,8 @@ impl Terminated {
         shared: &Shared,
         legs: &mut Legs,
         client: &TcpStream,
-        cap: usize,
     ) -> Result<(), End> {
-        while legs.up.wants_read(cap) && self.reads_client() {
+        while legs.up.wants_read() && self.reads_client() {
             let Some((n, arrival)) = recv(client, &mut self.read_buf)? else {
                 break;
             };
@@ -318,9 +317,8 @@ impl Terminated {
         shared: &Shared,
         legs: &mut Legs,
         upstream: &TcpStream,
-        cap: usize,
     ) -> Result<(), End> {
-        while legs.down.wants_read(cap) {
+        while legs.down.wants_read() {
             let Some((n, arrival)) = recv(upstream, &mut self.read_buf)? else {
                 break;
             };
@@ -412,12 +410,10 @@ impl Relaying for Terminated {
         &mut self,
         shared: &Shared,
         legs: &mut Legs,
-        client: &TcpStream,
-        upstream: &TcpStream,
-        cap: usize,
+        sources: [&TcpStream; 2],
     ) -> Result<(), End> {
-        self.read_client(shared, legs, client, cap)?;
-        self.read_upstream(shared, legs, upstream, cap)
+        self.read_client(shared, legs, sources[0])?;
+        self.read_upstream(shared, legs, sources[1])
     }
 
     /// The client is not read while its answer waits for the upstream's: it has nothing to

@@ -335,13 +335,17 @@ impl Future for Sleep {
 mod tests {
     use super::*;
 
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn sleeps_end_at_their_deadline_not_before() {
         let timer = PreciseTimer::start(false).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         rt.block_on(async {
             for micros in [0u64, 50, 700, 1500, 2500] {
                 let start = now_ns();
@@ -356,10 +360,7 @@ mod tests {
     #[test]
     fn a_moved_deadline_is_honoured_both_ways() {
         let timer = PreciseTimer::start(false).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         rt.block_on(async {
             let h = timer.handle();
             let mut s = h.sleep();

@@ -12,7 +12,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-use support::{Running, LIMIT};
+use support::{log_events, Running, LIMIT};
 
 fn config(upstream: SocketAddr, link: LinkConfig) -> TapConfig {
     let mut c = TapConfig::new("127.0.0.1:0".parse().unwrap(), upstream);
@@ -44,16 +44,7 @@ async fn exchanging_upstream(down: Vec<u8>) -> (SocketAddr, JoinHandle<Vec<u8>>)
     let addr = l.local_addr().unwrap();
     let task = tokio::spawn(async move {
         let (s, _) = l.accept().await.unwrap();
-        let (mut r, mut w) = s.into_split();
-        let writer = tokio::spawn(async move {
-            w.write_all(&down).await.unwrap();
-            w.shutdown().await.unwrap();
-            w
-        });
-        let mut got = Vec::new();
-        r.read_to_end(&mut got).await.unwrap();
-        let _w = writer.await.unwrap();
-        got
+        send_and_read(s, down).await
     });
     (addr, task)
 }
@@ -75,10 +66,15 @@ async fn echo_upstream() -> SocketAddr {
 }
 
 async fn exchange(tap: SocketAddr, up: Vec<u8>) -> Vec<u8> {
-    let s = TcpStream::connect(tap).await.unwrap();
+    send_and_read(TcpStream::connect(tap).await.unwrap(), up).await
+}
+
+/// Sends `bytes` on `s` and closes its sending side, while reading everything until the peer
+/// closes; returns what it read.
+async fn send_and_read(s: TcpStream, bytes: Vec<u8>) -> Vec<u8> {
     let (mut r, mut w) = s.into_split();
     let writer = tokio::spawn(async move {
-        w.write_all(&up).await.unwrap();
+        w.write_all(&bytes).await.unwrap();
         w.shutdown().await.unwrap();
         w
     });
@@ -86,6 +82,17 @@ async fn exchange(tap: SocketAddr, up: Vec<u8>) -> Vec<u8> {
     r.read_to_end(&mut got).await.unwrap();
     let _w = writer.await.unwrap();
     got
+}
+
+/// Closes `c`'s sending side and reads everything until the tap closes.
+async fn close_and_read(c: &mut TcpStream) -> Vec<u8> {
+    c.shutdown().await.unwrap();
+    let mut back = Vec::new();
+    tokio::time::timeout(LIMIT, c.read_to_end(&mut back))
+        .await
+        .unwrap()
+        .unwrap();
+    back
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,12 +152,7 @@ async fn a_half_close_is_forwarded_and_the_other_way_keeps_going() {
     let tap = Running::start(cfg).await;
     let mut c = TcpStream::connect(tap.addr).await.unwrap();
     c.write_all(b"hello").await.unwrap();
-    c.shutdown().await.unwrap();
-    let mut back = Vec::new();
-    tokio::time::timeout(LIMIT, c.read_to_end(&mut back))
-        .await
-        .unwrap()
-        .unwrap();
+    let back = close_and_read(&mut c).await;
     assert_eq!(server.await.unwrap(), b"hello");
     assert_eq!(back, b"bye after your FIN");
     let s = tap.stop().await;
@@ -212,10 +214,9 @@ async fn counts_and_events_equal_the_bytes_written() {
     let path = dir.path().join("tap.ev");
     let upstream = echo_upstream().await;
     let mut cfg = config(upstream, LinkConfig::symmetric(ms(2)));
-    cfg.events = events::EventSink::create(&path, "tap", "").unwrap();
+    let sink = log_events(&mut cfg, &path);
     cfg.link_name = "farm-wan".into();
     cfg.report_interval = ms(50);
-    let sink = cfg.events.clone();
     let tap = Running::start(cfg).await;
     let mut written = 0u64;
     for i in 0..3u64 {
@@ -226,12 +227,7 @@ async fn counts_and_events_equal_the_bytes_written() {
             c.write_all(piece).await.unwrap();
             tokio::time::sleep(ms(30)).await;
         }
-        c.shutdown().await.unwrap();
-        let mut back = Vec::new();
-        tokio::time::timeout(LIMIT, c.read_to_end(&mut back))
-            .await
-            .unwrap()
-            .unwrap();
+        let back = close_and_read(&mut c).await;
         assert!(back == payload);
         written += payload.len() as u64;
     }
@@ -462,8 +458,7 @@ async fn sv1_lines_are_read_counted_and_reported_without_changing_them() {
     let path = dir.path().join("tap.ev");
     let upstream = sv1_pool().await;
     let mut cfg = config(upstream, LinkConfig::symmetric(ms(1)));
-    cfg.events = events::EventSink::create(&path, "tap", "").unwrap();
-    let sink = cfg.events.clone();
+    let sink = log_events(&mut cfg, &path);
     let tap = Running::start(cfg).await;
 
     let c = TcpStream::connect(tap.addr).await.unwrap();

@@ -21,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-use support::{Running, LIMIT};
+use support::{log_events, Running, LIMIT};
 
 const DELAY: Duration = Duration::from_millis(50);
 /// A Noise transport frame on the wire: the 6-byte header and its MAC, the payload and its MAC
@@ -302,9 +302,8 @@ async fn messages_cross_unchanged_delayed_counted_and_reported() {
     let path = dir.path().join("tap.ev");
     let (upstream, mut seen) = server().await;
     let mut cfg = terminating(upstream, server_keys().public_bytes());
-    cfg.events = events::EventSink::create(&path, "tap", "").unwrap();
+    let sink = log_events(&mut cfg, &path);
     cfg.report_interval = Duration::from_millis(100);
-    let sink = cfg.events.clone();
     let tap = Running::start(cfg).await;
 
     // The same exchange straight to a server of its own first: what the endpoints themselves
@@ -446,8 +445,7 @@ async fn clients_that_do_not_speak_sv2_to_the_tap_are_closed_and_others_served()
     let path = dir.path().join("tap.ev");
     let (upstream, _seen) = server().await;
     let mut cfg = terminating(upstream, server_keys().public_bytes());
-    cfg.events = events::EventSink::create(&path, "tap", "").unwrap();
-    let sink = cfg.events.clone();
+    let sink = log_events(&mut cfg, &path);
     let tap = Running::start(cfg).await;
     // A good client that stays connected throughout.
     let mut steady = trusting_client(tap.addr).await;

@@ -210,12 +210,19 @@ fn stop_all(roles: &mut [&mut RoleProcess]) -> Result<(), String> {
     Ok(())
 }
 
-/// The row of `all` whose label is `s`, or an error naming every label.
-fn by_label<T: Copy>(all: &[T], label: fn(T) -> &'static str, s: &str) -> Result<T, String> {
-    all.iter().copied().find(|&k| label(k) == s).ok_or_else(|| {
-        let names: Vec<_> = all.iter().map(|&k| label(k)).collect();
+/// The row of `labels` whose label is `s`, or an error naming every label.
+fn by_label<T: Copy>(labels: &[(T, &'static str)], s: &str) -> Result<T, String> {
+    let found = labels.iter().find(|(_, l)| *l == s);
+    found.map(|&(k, _)| k).ok_or_else(|| {
+        let names: Vec<_> = labels.iter().map(|(_, l)| *l).collect();
         format!("unknown row `{s}` (rows: {})", names.join(", "))
     })
+}
+
+/// `row`'s label in `labels`, which lists every row.
+fn label_of<T: PartialEq>(labels: &[(T, &'static str)], row: T) -> &'static str {
+    let found = labels.iter().find(|(k, _)| *k == row);
+    found.expect("every row has a label").1
 }
 
 /// `row` when it measured what it must (`ok`), else `why` with the row's figures.
@@ -227,6 +234,27 @@ fn measured<T: Serialize>(row: T, ok: bool, why: &str) -> Result<T, String> {
         "{why}: {}",
         serde_json::to_string(&row).unwrap_or_default()
     ))
+}
+
+/// simnet's command line for a bench row: its Template Provider on a free port, a network
+/// difficulty so high (and no blocks of the rest of the network) that no new tip disturbs the
+/// window, and a template every 10 s.
+fn simnet_args(authority_key_file: &str) -> Vec<String> {
+    strings([
+        "simnet",
+        "--tdp-listen",
+        "127.0.0.1:0",
+        "--authority-key-file",
+        authority_key_file,
+        "--network-difficulty",
+        "1000000",
+        "--block-interval",
+        "0",
+        "--template-interval",
+        "10s",
+        "--seed",
+        "7",
+    ])
 }
 
 /// `args` as owned strings, for a command line built from literals and values.

@@ -21,8 +21,9 @@ use serde::Serialize;
 
 use super::sv2_pool_table as table;
 use super::{
-    each_event, fleet_done, io, json_report, measured, path, spawn_on, start_reference, stop_all,
-    strings, window, BenchError, Kind, Output, Quantiles, Window, PAYOUT, READY,
+    each_event, fleet_done, io, json_report, measured, path, simnet_args, spawn_on,
+    start_reference, stop_all, strings, window, BenchError, Kind, Output, Quantiles, Window,
+    PAYOUT, READY,
 };
 use crate::orchestrate::AuthorityFile;
 use crate::process::RoleProcess;
@@ -90,20 +91,23 @@ pub enum RowKind {
     OursPerf,
 }
 
+/// Every row with its label, as `--rows` names it.
+const LABELS: [(RowKind, &str); 9] = [
+    (RowKind::Ours, "ours"),
+    (RowKind::PoolSv2, "pool_sv2"),
+    (RowKind::OursDurOff, "ours-dur-off"),
+    (RowKind::PoolSv2Warn, "pool_sv2-warn"),
+    (RowKind::Base, "base"),
+    (RowKind::BaseDurOff, "base-dur-off"),
+    (RowKind::Floor, "floor"),
+    (RowKind::FloorEpoll, "floor-epoll"),
+    (RowKind::OursPerf, "ours-perf"),
+];
+
 impl RowKind {
     /// The row's label, as `--rows` names it.
     pub fn label(self) -> &'static str {
-        match self {
-            RowKind::Ours => "ours",
-            RowKind::PoolSv2 => "pool_sv2",
-            RowKind::OursDurOff => "ours-dur-off",
-            RowKind::PoolSv2Warn => "pool_sv2-warn",
-            RowKind::Base => "base",
-            RowKind::BaseDurOff => "base-dur-off",
-            RowKind::Floor => "floor",
-            RowKind::FloorEpoll => "floor-epoll",
-            RowKind::OursPerf => "ours-perf",
-        }
+        super::label_of(&LABELS, self)
     }
 
     /// The program family, whose idle baseline nets its rows ("net" in the table).
@@ -126,18 +130,7 @@ impl std::str::FromStr for RowKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        const ALL: [RowKind; 9] = [
-            RowKind::Ours,
-            RowKind::PoolSv2,
-            RowKind::OursDurOff,
-            RowKind::PoolSv2Warn,
-            RowKind::Base,
-            RowKind::BaseDurOff,
-            RowKind::Floor,
-            RowKind::FloorEpoll,
-            RowKind::OursPerf,
-        ];
-        super::by_label(&ALL, RowKind::label, s)
+        super::by_label(&LABELS, s)
     }
 }
 
@@ -342,23 +335,11 @@ impl RowRun<'_> {
             o.load_core,
             "simnet",
             &o.stratumlab,
-            &strings([
-                "simnet",
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--authority-key-file",
-                &path(&self.authority.path),
-                "--network-difficulty",
-                "1000000",
-                "--block-interval",
-                "0",
-                "--template-interval",
-                "10s",
-                "--seed",
-                "7",
-                "--events",
-                &path(&self.dir.join("simnet.ev")),
-            ]),
+            &[
+                simnet_args(&path(&self.authority.path)),
+                strings(["--events", &path(&self.dir.join("simnet.ev"))]),
+            ]
+            .concat(),
             &[],
         )?;
         let tdp = simnet.wait_listening("tdp", READY)?;

@@ -28,8 +28,8 @@ use serde::Serialize;
 use super::translator_table as table;
 use super::wire::{Capture, Tap};
 use super::{
-    each_event, fleet_done, io, json_report, measured, path, pin, spawn_on, start_reference,
-    stop_all, strings, window, BenchError, Kind, Output, Quantiles, PAYOUT, READY,
+    each_event, fleet_done, io, json_report, measured, path, pin, simnet_args, spawn_on,
+    start_reference, stop_all, strings, window, BenchError, Kind, Output, Quantiles, PAYOUT, READY,
 };
 use crate::orchestrate::AuthorityFile;
 use crate::process::RoleProcess;
@@ -88,15 +88,18 @@ pub enum RowKind {
     TranslatorSv2Warn,
 }
 
+/// Every row with its label, as `--rows` names it.
+const LABELS: [(RowKind, &str); 4] = [
+    (RowKind::Floor, "floor"),
+    (RowKind::Ours, "ours"),
+    (RowKind::TranslatorSv2, "translator_sv2"),
+    (RowKind::TranslatorSv2Warn, "translator_sv2-warn"),
+];
+
 impl RowKind {
     /// The row's label, as `--rows` names it.
     pub fn label(self) -> &'static str {
-        match self {
-            RowKind::Floor => "floor",
-            RowKind::Ours => "ours",
-            RowKind::TranslatorSv2 => "translator_sv2",
-            RowKind::TranslatorSv2Warn => "translator_sv2-warn",
-        }
+        super::label_of(&LABELS, self)
     }
 }
 
@@ -104,13 +107,7 @@ impl std::str::FromStr for RowKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        const ALL: [RowKind; 4] = [
-            RowKind::Floor,
-            RowKind::Ours,
-            RowKind::TranslatorSv2,
-            RowKind::TranslatorSv2Warn,
-        ];
-        super::by_label(&ALL, RowKind::label, s)
+        super::by_label(&LABELS, s)
     }
 }
 
@@ -356,25 +353,7 @@ impl RowRun<'_> {
         std::fs::create_dir_all(&self.dir)
             .map_err(io(format!("creating {}", self.dir.display())))?;
         let key_file = path(&self.authority.path);
-        let mut simnet = self.ours(
-            o.load_core,
-            "simnet",
-            strings([
-                "simnet",
-                "--tdp-listen",
-                "127.0.0.1:0",
-                "--authority-key-file",
-                &key_file,
-                "--network-difficulty",
-                "1000000",
-                "--block-interval",
-                "0",
-                "--template-interval",
-                "10s",
-                "--seed",
-                "7",
-            ]),
-        )?;
+        let mut simnet = self.ours(o.load_core, "simnet", simnet_args(&key_file))?;
         let tdp = simnet.wait_listening("tdp", READY)?.to_string();
         // A channel per device shares the upstream rate among the devices' channels.
         let pool_spm = if o.per_device {

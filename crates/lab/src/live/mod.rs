@@ -56,6 +56,22 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 15))
 }
 
+/// Observes `seconds` in `config`'s histogram of `histograms`, and gives `config`'s live view
+/// for its last minute.
+fn latency<'s>(
+    histograms: &Histograms,
+    st: &'s mut State,
+    config: String,
+    seconds: f64,
+) -> &'s mut ConfigLive {
+    histograms
+        .get_or_create(&ConfigLabel {
+            config: config.clone(),
+        })
+        .observe(seconds);
+    st.live.entry(config).or_default()
+}
+
 /// One configuration's live view.
 #[derive(Default)]
 struct ConfigLive {
@@ -123,48 +139,50 @@ impl LiveMetrics {
             rss: Family::default(),
             state: Mutex::new(State::default()),
         };
-        r.register(
-            "elapsed_seconds",
-            "Time since the measured run started",
-            m.elapsed.clone(),
-        );
-        r.register(
-            "duration_seconds",
-            "Measured duration of the trial",
-            m.duration.clone(),
-        );
-        r.register(
-            "shares_accepted",
-            "Shares the configuration's pool accepted so far",
-            m.accepted.clone(),
-        );
-        r.register(
-            "shares_rejected",
-            "Shares the configuration's pool rejected so far (stale included)",
-            m.rejected.clone(),
-        );
-        r.register(
-            "shares_stale",
-            "Shares the configuration's devices had answered stale so far",
-            m.stale.clone(),
-        );
-        r.register(
-            "blocks_accepted",
-            "Blocks the node accepted from the configuration's pool so far",
-            m.blocks.clone(),
-        );
-        r.register_with_unit(
-            "time_to_job",
-            "From a node template to a device able to hash on it, per device and template, as it happens",
-            Unit::Seconds,
-            m.time_to_job.clone(),
-        );
-        r.register_with_unit(
-            "share_latency",
-            "From a device sending a share to its verdict reaching the device, as it happens",
-            Unit::Seconds,
-            m.share_latency.clone(),
-        );
+        for (name, help, gauge) in [
+            (
+                "elapsed_seconds",
+                "Time since the measured run started",
+                &m.elapsed,
+            ),
+            (
+                "duration_seconds",
+                "Measured duration of the trial",
+                &m.duration,
+            ),
+        ] {
+            r.register(name, help, gauge.clone());
+        }
+        for (name, help, family) in [
+            (
+                "shares_accepted",
+                "Shares the configuration's pool accepted so far",
+                &m.accepted,
+            ),
+            (
+                "shares_rejected",
+                "Shares the configuration's pool rejected so far (stale included)",
+                &m.rejected,
+            ),
+            (
+                "shares_stale",
+                "Shares the configuration's devices had answered stale so far",
+                &m.stale,
+            ),
+            (
+                "blocks_accepted",
+                "Blocks the node accepted from the configuration's pool so far",
+                &m.blocks,
+            ),
+        ] {
+            r.register(name, help, family.clone());
+        }
+        for (name, help, histograms) in [
+            ("time_to_job", "From a node template to a device able to hash on it, per device and template, as it happens", &m.time_to_job),
+            ("share_latency", "From a device sending a share to its verdict reaching the device, as it happens", &m.share_latency),
+        ] {
+            r.register_with_unit(name, help, Unit::Seconds, histograms.clone());
+        }
         r.register(
             "role_cpu_percent",
             "CPU use of a role process in the last second (100 = one core)",
@@ -239,22 +257,14 @@ impl LiveMetrics {
     fn observe(&self, st: &mut State, now_ns: u64, o: Observation) {
         match o {
             Observation::TimeToJob { config, seconds } => {
-                self.time_to_job
-                    .get_or_create(&ConfigLabel {
-                        config: config.clone(),
-                    })
-                    .observe(seconds);
-                let c = st.live.entry(config).or_default();
-                c.time_to_job_ms.push(now_ns, seconds * 1e3);
+                latency(&self.time_to_job, st, config, seconds)
+                    .time_to_job_ms
+                    .push(now_ns, seconds * 1e3);
             }
             Observation::ShareLatency { config, seconds } => {
-                self.share_latency
-                    .get_or_create(&ConfigLabel {
-                        config: config.clone(),
-                    })
-                    .observe(seconds);
-                let c = st.live.entry(config).or_default();
-                c.share_latency_ms.push(now_ns, seconds * 1e3);
+                latency(&self.share_latency, st, config, seconds)
+                    .share_latency_ms
+                    .push(now_ns, seconds * 1e3);
             }
             Observation::Verdict { config, outcome } => {
                 let label = ConfigLabel {

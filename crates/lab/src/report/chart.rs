@@ -5,6 +5,8 @@
 
 use std::ops::Range;
 
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -72,21 +74,16 @@ pub(crate) fn lines(axes: &Axes<'_>, lines: &[Line]) -> Result<String, ChartErro
         let mut chart = frame(&root).build_cartesian_2d(x, y).map_err(err)?;
         let y_fmt = |v: &f64| tick(*v, y_axis.ticks);
         let x_fmt = |v: &f64| tick(*v, Ticks::Plain);
-        chart
-            .configure_mesh()
-            .x_desc(axes.x_desc)
-            .y_desc(&y_axis.desc)
-            .x_labels(8)
-            .y_labels(6)
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .label_style((FONT, 14).into_font().color(&AXIS_GREY))
-            .axis_desc_style((FONT, 15).into_font().color(&AXIS_GREY))
-            .axis_style(AXIS_GREY)
-            .bold_line_style(GRID_GREY)
-            .light_line_style(TRANSPARENT)
-            .draw()
-            .map_err(err)?;
+        draw_mesh(
+            chart
+                .configure_mesh()
+                .x_desc(axes.x_desc)
+                .y_desc(&y_axis.desc)
+                .x_labels(8)
+                .y_labels(6)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt),
+        )?;
         for line in lines {
             let style = ShapeStyle::from(colour(line.colour)).stroke_width(2);
             for segment in &line.segments {
@@ -199,19 +196,14 @@ pub(crate) fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<Stri
             tick(value, Ticks::Plain)
         };
         let y_fmt = |v: &i32| tick(f64::from(*v) / UNITS, Ticks::Fraction);
-        chart
-            .configure_mesh()
-            .x_desc(x_desc)
-            .y_desc("at or below")
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .label_style((FONT, 14).into_font().color(&AXIS_GREY))
-            .axis_desc_style((FONT, 15).into_font().color(&AXIS_GREY))
-            .axis_style(AXIS_GREY)
-            .bold_line_style(GRID_GREY)
-            .light_line_style(TRANSPARENT)
-            .draw()
-            .map_err(err)?;
+        draw_mesh(
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc("at or below")
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt),
+        )?;
         for line in lines {
             let style = ShapeStyle::from(colour(line.colour)).stroke_width(2);
             let points = || line.points.iter().map(|&(x, y)| (to_x(x), to_y(y)));
@@ -279,6 +271,23 @@ fn log_ticks(start: f64, end: f64) -> Vec<f64> {
 
 fn colour(rgb: Rgb) -> RGBColor {
     RGBColor(rgb.0, rgb.1, rgb.2)
+}
+
+/// Draws `mesh` in the charts' one style: grey labels and axes, grid lines at the labelled ticks
+/// only.
+fn draw_mesh<X, Y, DB>(mesh: &mut MeshStyle<'_, '_, X, Y, DB>) -> Result<(), ChartError>
+where
+    X: Ranged + ValueFormatter<X::ValueType>,
+    Y: Ranged + ValueFormatter<Y::ValueType>,
+    DB: DrawingBackend,
+{
+    mesh.label_style((FONT, 14).into_font().color(&AXIS_GREY))
+        .axis_desc_style((FONT, 15).into_font().color(&AXIS_GREY))
+        .axis_style(AXIS_GREY)
+        .bold_line_style(GRID_GREY)
+        .light_line_style(TRANSPARENT)
+        .draw()
+        .map_err(err)
 }
 
 fn err(e: impl std::fmt::Display) -> ChartError {

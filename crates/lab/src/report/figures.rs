@@ -61,37 +61,30 @@ const STORED_PERCENTILES: [(&str, f64); 4] =
 const LEADING_DISTRIBUTIONS: [&str; 2] = ["time_to_job_ms", "share_latency_ms"];
 
 pub(crate) fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
-    let time = "time (s)";
+    // Every series is drawn over the run's time.
+    let over_time = |name: &str, title: &str, y_desc: &str, y_ticks: Ticks, y_from_zero: bool| {
+        let axes = Axes {
+            x_desc: "time (s)",
+            y_desc,
+            y_ticks,
+            y_from_zero,
+        };
+        series_figure(inputs, palette, name, title, axes)
+    };
     let mut shares = Vec::new();
     for (name, title, unit) in SHARE_SERIES {
         // The hash rate is extra: shown when recorded, not missed when not.
         if name == "hashrate_hps" && inputs.series(name).is_none() {
             continue;
         }
-        shares.push(series_figure(
-            inputs,
-            palette,
-            name,
-            title,
-            Axes {
-                x_desc: time,
-                y_desc: unit,
-                y_ticks: Ticks::Plain,
-                y_from_zero: true,
-            },
-        ));
+        shares.push(over_time(name, title, unit, Ticks::Plain, true));
     }
-    let acceptance = vec![series_figure(
-        inputs,
-        palette,
+    let acceptance = vec![over_time(
         ACCEPTANCE_SERIES,
         "Share acceptance",
-        Axes {
-            x_desc: time,
-            y_desc: "accepted / submitted (%)",
-            y_ticks: Ticks::Plain,
-            y_from_zero: false,
-        },
+        "accepted / submitted (%)",
+        Ticks::Plain,
+        false,
     )];
 
     let mut distributions = Vec::new();
@@ -126,20 +119,7 @@ pub(crate) fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
 
     let bandwidth = BANDWIDTH_SERIES
         .iter()
-        .map(|(name, title)| {
-            series_figure(
-                inputs,
-                palette,
-                name,
-                title,
-                Axes {
-                    x_desc: time,
-                    y_desc: "application bytes",
-                    y_ticks: Ticks::BytesPerSec,
-                    y_from_zero: true,
-                },
-            )
-        })
+        .map(|(name, title)| over_time(name, title, "application bytes", Ticks::BytesPerSec, true))
         .collect();
 
     let mut roles = role_figures(
@@ -181,18 +161,7 @@ pub(crate) fn sections(inputs: &Inputs, palette: &Palette) -> Vec<Section> {
                 Ticks::Plain,
             ));
         } else {
-            other.push(series_figure(
-                inputs,
-                palette,
-                name,
-                name,
-                Axes {
-                    x_desc: time,
-                    y_desc: name,
-                    y_ticks: Ticks::Plain,
-                    y_from_zero: true,
-                },
-            ));
+            other.push(over_time(name, name, name, Ticks::Plain, true));
         }
     }
 

@@ -13,7 +13,7 @@ use lab::metrics::{
     measure, ConfigRun, LinkSetup, LogSource, Measured, PoolShares, ProcessUsage, RoleKind,
     RoleLog, Site, Window,
 };
-use lab::results::ConfigResults;
+use lab::results::{ConfigResults, Shares};
 use primitives::{Hash256, Target};
 
 /// The run starts at 1000 s on the monotonic clock.
@@ -123,6 +123,14 @@ pub fn bytes(link: &str, direction: Direction, n: u64) -> LinkBytes {
     }
 }
 
+/// `up` bytes sent and `down` bytes received on `link` at `s` seconds.
+pub fn both_ways(s: f64, link: &str, up: u64, down: u64) -> [Event; 2] {
+    [
+        ev(at(s), bytes(link, Direction::Up, up)),
+        ev(at(s), bytes(link, Direction::Down, down)),
+    ]
+}
+
 pub fn opened(device: u64) -> ConnectionOpened {
     ConnectionOpened {
         conn: device,
@@ -227,21 +235,15 @@ impl Lab {
                 source: log("fleet", f.clone()).into(),
             });
         }
-        if let Some(p) = &self.proxy {
-            logs.push(RoleLog {
-                name: "sv1.proxy".into(),
-                kind: RoleKind::Proxy,
-                site: Site::Farm,
-                source: log("proxy", p.clone()).into(),
-            });
-        }
-        if let Some(j) = &self.jdc {
-            logs.push(RoleLog {
-                name: "sv1.jdc".into(),
-                kind: RoleKind::Proxy,
-                site: Site::Farm,
-                source: log("jdc", j.clone()).into(),
-            });
+        for (role, events) in [("proxy", &self.proxy), ("jdc", &self.jdc)] {
+            if let Some(events) = events {
+                logs.push(RoleLog {
+                    name: format!("sv1.{role}"),
+                    kind: RoleKind::Proxy,
+                    site: Site::Farm,
+                    source: log(role, events.clone()).into(),
+                });
+            }
         }
         ConfigRun {
             name: self.name.clone(),
@@ -286,6 +288,11 @@ impl Lab {
     pub fn results(&self) -> ConfigResults {
         self.measure().results()
     }
+}
+
+/// Submitted, accepted, stale and unanswered.
+pub fn verdict_counts(s: &Shares) -> (u64, u64, u64, u64) {
+    (s.submitted, s.accepted, s.stale, s.unanswered)
 }
 
 /// `a` within `tol` (relative) of `b`.

@@ -46,6 +46,8 @@ pub(crate) struct Leg {
     /// Index of this direction's pipe (up, down).
     lane: usize,
     stream: Stream,
+    /// Bytes waiting here beyond which the source is not read (`buffer_bytes`, at least 1).
+    cap: usize,
     /// `buf[start..]` is what has been queued and not yet written; of it, the first `due`
     /// bytes are released (ready to write).
     buf: Vec<u8>,
@@ -72,6 +74,7 @@ impl Leg {
             dir,
             lane: matches!(dir, Direction::Down) as usize,
             stream,
+            cap: shared.config.buffer_bytes.max(1),
             buf: Vec::new(),
             start: 0,
             due: 0,
@@ -91,14 +94,14 @@ impl Leg {
     }
 
     /// Whether its source is read: not after its end, nor while `cap` bytes wait here.
-    pub(crate) fn wants_read(&self, cap: usize) -> bool {
-        !self.eof_read && self.buf.len() - self.start < cap
+    pub(crate) fn wants_read(&self) -> bool {
+        !self.eof_read && self.buf.len() - self.start < self.cap
     }
 
     /// Reads everything available from `src` (up to the buffer cap), each read a chunk of its
     /// own.
-    pub(crate) fn read(&mut self, src: &TcpStream, shared: &Shared, cap: usize) -> io::Result<()> {
-        while self.wants_read(cap) {
+    pub(crate) fn read(&mut self, src: &TcpStream, shared: &Shared) -> io::Result<()> {
+        while self.wants_read() {
             match recv(src, &mut self.buf)? {
                 None => break,
                 Some((0, arrival)) => self.push_fin(arrival),
