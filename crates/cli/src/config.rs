@@ -128,6 +128,19 @@ pub fn parse<S: RoleSettings>(args: &[&str]) -> Result<S> {
     resolve(&matches)
 }
 
+/// `S` as a test reads it: from a config file holding `text`, then `args`.
+#[cfg(test)]
+pub(crate) fn parse_file<S: RoleSettings>(text: &str, args: &[&str]) -> Result<S> {
+    let f = tempfile::NamedTempFile::new()?;
+    std::fs::write(f.path(), text)?;
+    let path = f.path().to_str().expect("a UTF-8 temporary path");
+    let all: Vec<&str> = ["--config", path]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    parse(&all)
+}
+
 /// A config file's table.
 fn read_table(p: &Path) -> Result<toml::Table> {
     let text = std::fs::read_to_string(p)

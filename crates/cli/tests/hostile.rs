@@ -18,7 +18,7 @@
 mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -122,24 +122,23 @@ fn admission(t: &Target) -> Value {
     http_get_json(&t.http, "/api/status")["admission"].clone()
 }
 
-/// The role's admission counts once a close for `reason` shows in them (a role may count its
-/// close a moment after the peer saw the socket close), or after 2 s.
-fn closed_for(t: &Target, before: &Value, reason: &str) -> Value {
-    closed_for_at_least(t, before, reason, 1)
-}
-
-/// As [`closed_for`], until `n` more are counted.
-fn closed_for_at_least(t: &Target, before: &Value, reason: &str, n: u64) -> Value {
+/// Asserts that the role counted at least `n` more connections closed for `reason` than in
+/// `before` (`what` says what failed), and returns its admission counts. A role may count a
+/// close a moment after the peer saw its socket close: the counts are read again for up to 2 s.
+fn assert_closed_for(t: &Target, before: &Value, reason: &str, n: u64, what: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
+    let after = loop {
         let a = admission(t);
         if count(&a, "closed", reason) >= count(before, "closed", reason) + n
             || Instant::now() > deadline
         {
-            return a;
+            break a;
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    let closed = count(&after, "closed", reason) - count(before, "closed", reason);
+    assert!(closed >= n, "{}: {what}: {after}", t.name);
+    after
 }
 
 fn count(a: &Value, group: &str, reason: &str) -> u64 {
@@ -525,10 +524,13 @@ fn refused_authorizes(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     );
     // For the handshake timeout, not anything else (a role counts its close a moment after
     // the peer sees it).
-    let after = closed_for_at_least(t, &before, "handshake timeout", 20);
-    let timed_out = count(&after, "closed", "handshake timeout")
-        - count(&before, "closed", "handshake timeout");
-    assert!(timed_out >= 20, "{}: {after}", t.name);
+    assert_closed_for(
+        t,
+        &before,
+        "handshake timeout",
+        20,
+        "not closed for the timeout",
+    );
     format!(
         "20 of 20 closed after {:.1} s of refused authorizes (handshake timeout {HANDSHAKE:?})",
         took.as_secs_f64()
@@ -659,12 +661,7 @@ fn garbage_after_sv1(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         start.elapsed()
     });
     let reason = "too many malformed messages";
-    let after = closed_for(t, &before, reason);
-    assert!(
-        count(&after, "closed", reason) > count(&before, "closed", reason),
-        "{}: not closed for malformed messages: {after}",
-        t.name
-    );
+    assert_closed_for(t, &before, reason, 1, "not closed for malformed messages");
     format!(
         "closed ({reason}) {:.2} s after the first garbage line",
         took.as_secs_f64()
@@ -727,13 +724,12 @@ fn message_rate(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         );
         sent
     });
-    // The client sees the close before the role has counted why: wait for the count.
-    let after = closed_for_at_least(t, &before, "message rate", 1);
-    let closed = count(&after, "closed", "message rate") - count(&before, "closed", "message rate");
-    assert!(
-        closed >= 1,
-        "{}: not closed for the message rate: {after}",
-        t.name
+    assert_closed_for(
+        t,
+        &before,
+        "message rate",
+        1,
+        "not closed for the message rate",
     );
     format!(
         "closed for the rate after sending {sent} at {}/s",
@@ -759,16 +755,25 @@ fn invalid_shares(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         assert!(closed_within(&mut s, Duration::from_secs(10)).await, "{}: still open", t.name);
-        // Banned: the next connection from the address is refused.
-        let mut again = connect_from(ip(0), t.addr).await.unwrap();
-        assert!(
-            closed_within(&mut again, Duration::from_secs(2)).await,
-            "{}: a banned address got in",
-            t.name
-        );
+        refused_again(t, ip(0)).await;
     });
+    banned_for_invalid_shares(t, &before)
+}
+
+/// Banned: the next connection from the address is refused.
+async fn refused_again(t: &Target, from: Ipv4Addr) {
+    let mut again = connect_from(from, t.addr).await.unwrap();
+    assert!(
+        closed_within(&mut again, Duration::from_secs(2)).await,
+        "{}: a banned address got in",
+        t.name
+    );
+}
+
+/// The role counted a ban for invalid shares since `before`.
+fn banned_for_invalid_shares(t: &Target, before: &Value) -> String {
     let after = admission(t);
-    let bans = count(&after, "bans", "invalid_shares") - count(&before, "bans", "invalid_shares");
+    let bans = count(&after, "bans", "invalid_shares") - count(before, "bans", "invalid_shares");
     assert!(bans >= 1, "{}: not banned: {after}", t.name);
     format!("banned after {BAN_AFTER} invalid shares; reconnect refused")
 }
@@ -1083,13 +1088,7 @@ fn no_channel_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         }
         slowest
     });
-    let after = closed_for_at_least(t, &before, "timeout", 20);
-    let timed_out = count(&after, "closed", "timeout") - count(&before, "closed", "timeout");
-    assert!(
-        timed_out >= 20,
-        "{}: closed for the timeout: {after}",
-        t.name
-    );
+    assert_closed_for(t, &before, "timeout", 20, "not closed for the timeout");
     format!(
         "20 of 20 closed within {:.1} s of their setup (handshake timeout {HANDSHAKE:?})",
         slowest.as_secs_f64()
@@ -1113,14 +1112,7 @@ fn garbage_after_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
             t.name
         );
     });
-    // The client sees the close before the role has counted why: wait for the count.
-    let after = closed_for_at_least(t, &before, "protocol", 1);
-    let closed = count(&after, "closed", "protocol") - count(&before, "closed", "protocol");
-    assert!(
-        closed >= 1,
-        "{}: not closed as a protocol error: {after}",
-        t.name
-    );
+    assert_closed_for(t, &before, "protocol", 1, "not closed as a protocol error");
     "closed as a protocol error at the first undecodable frame".to_owned()
 }
 
@@ -1135,9 +1127,7 @@ fn oversized_frame_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         sv2_closed_within(&mut conn, Duration::from_secs(5)).await
     });
     assert!(closed, "{}: still open after a 64 KiB frame", t.name);
-    let after = closed_for(t, &before, "oversize");
-    let n = count(&after, "closed", "oversize") - count(&before, "closed", "oversize");
-    assert!(n >= 1, "{}: not closed as oversize: {after}", t.name);
+    assert_closed_for(t, &before, "oversize", 1, "not closed as oversize");
     "closed (oversize) at the header of a 64 KiB frame".to_owned()
 }
 
@@ -1187,10 +1177,7 @@ fn message_rate_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
         );
         sent
     });
-    // The client sees the close before the role has counted why: wait for the count.
-    let after = closed_for_at_least(t, &before, "rate", 1);
-    let closed = count(&after, "closed", "rate") - count(&before, "closed", "rate");
-    assert!(closed >= 1, "{}: not closed for the rate: {after}", t.name);
+    assert_closed_for(t, &before, "rate", 1, "not closed for the rate");
     format!(
         "closed for the rate after sending {sent} at {}/s",
         MESSAGE_RATE * 100.0
@@ -1242,17 +1229,9 @@ fn invalid_shares_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
             "{}: still open",
             t.name
         );
-        let mut again = connect_from(ip(0), t.addr).await.unwrap();
-        assert!(
-            closed_within(&mut again, Duration::from_secs(2)).await,
-            "{}: a banned address got in",
-            t.name
-        );
+        refused_again(t, ip(0)).await;
     });
-    let after = admission(t);
-    let bans = count(&after, "bans", "invalid_shares") - count(&before, "bans", "invalid_shares");
-    assert!(bans >= 1, "{}: not banned: {after}", t.name);
-    format!("banned after {BAN_AFTER} invalid shares; reconnect refused")
+    banned_for_invalid_shares(t, &before)
 }
 
 // ---- The Job Declaration Server --------------------------------------------------------
@@ -1346,18 +1325,24 @@ const SV1_HELLO: &[u8] = b"{\"id\":1,\"method\":\"mining.subscribe\",\"params\":
 /// The first bytes of a Noise NX handshake: an ephemeral key (64 bytes for ElligatorSwift).
 const SV2_HELLO: &[u8] = &[0x5a; 64];
 
-/// Every SV1 case against an SV1 listener.
-fn sv1_cases(t: &Target) {
+/// The cases before the protocol's first message, alike for every listener: `hello` is how
+/// its handshake starts.
+fn connection_cases(t: &Target, hello: &'static [u8]) {
     case(t, 1, "connection flood from one address", flood_one_address);
     case(t, 2, "many addresses under the cap", many_addresses);
     case(t, 3, "byte-at-a-time handshakes", |t, ip| {
-        slowloris(t, ip, SV1_HELLO)
+        slowloris(t, ip, hello)
     });
     case(t, 4, "silent connections", silent);
     case(t, 5, "half-open (FIN mid-handshake)", |t, ip| {
-        half_open(t, ip, SV1_HELLO)
+        half_open(t, ip, hello)
     });
     case(t, 6, "garbage before the handshake", garbage_before);
+}
+
+/// Every SV1 case against an SV1 listener.
+fn sv1_cases(t: &Target) {
+    connection_cases(t, SV1_HELLO);
     case(t, 7, "garbage after the handshake", garbage_after_sv1);
     case(t, 8, "oversized line", |t, ip| oversized(t, ip, true));
     case(t, 9, "valid messages at 100x the rate", message_rate);
@@ -1370,16 +1355,7 @@ fn sv1_cases(t: &Target) {
 
 /// The transport-level cases against an SV2 listener (before the Noise handshake completes).
 fn sv2_cases(t: &Target) {
-    case(t, 1, "connection flood from one address", flood_one_address);
-    case(t, 2, "many addresses under the cap", many_addresses);
-    case(t, 3, "byte-at-a-time handshakes", |t, ip| {
-        slowloris(t, ip, SV2_HELLO)
-    });
-    case(t, 4, "silent connections", silent);
-    case(t, 5, "half-open (FIN mid-handshake)", |t, ip| {
-        half_open(t, ip, SV2_HELLO)
-    });
-    case(t, 6, "garbage before the handshake", garbage_before);
+    connection_cases(t, SV2_HELLO);
     case(t, 8, "oversized frame before the handshake", |t, ip| {
         oversized(t, ip, false)
     });
@@ -1420,12 +1396,19 @@ fn print_rows(role: &str) {
     }
 }
 
-fn simnet() -> (Role, support::SimnetAddrs) {
-    simnet_with(&[])
-}
-
-/// simnet with more flags (each with its value).
-fn simnet_with(extra: &[(&str, &str)]) -> (Role, support::SimnetAddrs) {
+/// What every role's test starts from: the suite's turn (one role under attack at a time), a
+/// directory, and simnet (RPC and Template Provider, with `extra` flags) among the roles.
+fn on_simnet(
+    extra: &[(&str, &str)],
+) -> (
+    MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    Roles,
+    support::SimnetAddrs,
+) {
+    let turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let mut roles = Roles(Vec::new());
     let mut s = support::simnet()
         .rpc()
         .tdp()
@@ -1433,25 +1416,28 @@ fn simnet_with(extra: &[(&str, &str)]) -> (Role, support::SimnetAddrs) {
     for (flag, value) in extra {
         s = s.arg(flag, value);
     }
-    s.start()
+    let (sim, at) = s.start();
+    roles.add("simnet", sim);
+    (turn, dir, roles, at)
 }
+
+/// What every role that takes shares runs with here: honest devices find a share every few
+/// milliseconds at a floor difficulty vardiff cannot leave, for longer than any test.
+const SHARE_LOAD: [&str; 8] = [
+    "--start-difficulty",
+    "0.000003",
+    "--min-difficulty",
+    "0.000003",
+    "--shares-per-minute",
+    "1000000",
+    "--duration",
+    "600s",
+];
 
 fn pool_args(rpc: &str, store: &str) -> Vec<String> {
     let mut a = support::node_args(rpc);
     a.extend(support::sv1_pool_args(std::path::Path::new(store)));
-    a.extend(
-        [
-            "--start-difficulty",
-            "0.000003",
-            "--min-difficulty",
-            "0.000003",
-            "--shares-per-minute",
-            "1000000",
-            "--duration",
-            "600s",
-        ]
-        .map(String::from),
-    );
+    a.extend(SHARE_LOAD.map(String::from));
     a.extend(edge_flags());
     a
 }
@@ -1507,12 +1493,8 @@ fn measure_baseline(t: &mut Target) {
 
 #[test]
 fn the_sv1_pool_keeps_serving_honest_miners_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
-    let (sim, at) = simnet();
+    let (_one, dir, mut roles, at) = on_simnet(&[]);
     let rpc = at.rpc().to_owned();
-    roles.add("simnet", sim);
     let store = dir.path().join("pool.sqlite");
     let args = pool_args(&rpc, store.to_str().unwrap());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -1541,21 +1523,11 @@ fn sv2_pool(
 ) -> (String, String, String) {
     let store = dir.join("sv2pool.sqlite");
     let mut args = support::sv2_pool_args("127.0.0.1:0", tdp, tdp_key, &store);
-    args.extend(
-        [
-            "--start-difficulty",
-            "0.000003",
-            "--min-difficulty",
-            "0.000003",
-            "--shares-per-minute",
-            "1000000",
-            "--authority-key-file",
-            dir.join("authority.key").to_str().unwrap(),
-            "--duration",
-            "600s",
-        ]
-        .map(String::from),
-    );
+    args.extend(SHARE_LOAD.map(String::from));
+    args.extend([
+        "--authority-key-file".into(),
+        dir.join("authority.key").display().to_string(),
+    ]);
     if tight {
         args.extend(edge_flags());
     }
@@ -1569,12 +1541,8 @@ fn sv2_pool(
 
 #[test]
 fn the_sv2_pool_keeps_serving_honest_miners_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
-    let (sim, at) = simnet();
+    let (_one, dir, mut roles, at) = on_simnet(&[]);
     let (tdp, tdp_key) = (at.tdp().to_owned(), at.tdp_key().to_owned());
-    roles.add("simnet", sim);
     let (sv2, key, http) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, true);
     let pid = roles
         .0
@@ -1602,20 +1570,13 @@ fn farm_proxy_under_attack(
     let mut args: Vec<String> = [
         "--listen",
         "127.0.0.1:0",
-        "--start-difficulty",
-        "0.000003",
-        "--min-difficulty",
-        "0.000003",
-        "--shares-per-minute",
-        "1000000",
         "--device-hash-rate",
         "100kH/s",
         "--http-listen",
         "127.0.0.1:0",
-        "--duration",
-        "600s",
     ]
     .iter()
+    .chain(&SHARE_LOAD)
     .chain(upstream)
     .map(|s| (*s).to_owned())
     .collect();
@@ -1631,12 +1592,8 @@ fn farm_proxy_under_attack(
 
 #[test]
 fn the_translator_keeps_serving_honest_devices_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
-    let (sim, at) = simnet();
+    let (_one, dir, mut roles, at) = on_simnet(&[]);
     let (tdp, tdp_key) = (at.tdp().to_owned(), at.tdp_key().to_owned());
-    roles.add("simnet", sim);
     let (sv2, key, _) = sv2_pool(&mut roles, dir.path(), &tdp, &tdp_key, false);
     let upstream = ["--upstream", &sv2, "--upstream-authority-key", &key];
     farm_proxy_under_attack(&mut roles, "translator", &upstream, "translator", 13);
@@ -1644,12 +1601,8 @@ fn the_translator_keeps_serving_honest_devices_under_attack() {
 
 #[test]
 fn the_sv1_proxy_keeps_serving_honest_devices_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
-    let (sim, at) = simnet();
+    let (_one, dir, mut roles, at) = on_simnet(&[]);
     let rpc = at.rpc().to_owned();
-    roles.add("simnet", sim);
     let store = dir.path().join("pool.sqlite");
     let mut pool_args = pool_args(&rpc, store.to_str().unwrap());
     // The upstream pool keeps the default edge: only the proxy is under attack.
@@ -1668,12 +1621,8 @@ fn the_sv1_proxy_keeps_serving_honest_devices_under_attack() {
 
 #[test]
 fn the_jds_keeps_serving_honest_clients_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
-    let (sim, at) = simnet();
+    let (_one, dir, mut roles, at) = on_simnet(&[]);
     let rpc = at.rpc().to_owned();
-    roles.add("simnet", sim);
     let key_file = dir.path().join("jd.key");
     std::fs::write(&key_file, format!("{}\n", "5a".repeat(32))).unwrap();
     let mut args = support::jds_args(&rpc, "127.0.0.1:0", key_file.to_str().unwrap());
@@ -1720,19 +1669,15 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
 /// simnet's Template Provider behind it at their default edges.
 #[test]
 fn the_jdc_keeps_serving_honest_devices_under_attack() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let mut roles = Roles(Vec::new());
     // A tenth of the mainnet-like backlog and no fee-driven template during the cases: a debug
     // build's JDC takes a second or more to fetch and declare a full template's transactions,
     // which would stall its devices' verdicts whenever one came.
-    let (sim, at) = simnet_with(&[
+    let (_one, dir, mut roles, at) = on_simnet(&[
         ("--initial-txs", "300"),
         ("--tx-rate", "20"),
         ("--template-interval", "10m"),
     ]);
     let (rpc, tdp, tdp_key) = (at.rpc(), at.tdp(), at.tdp_key());
-    roles.add("simnet", sim);
     let token_key = dir.path().join("jd.key");
     std::fs::write(&token_key, format!("{}\n", "5a".repeat(32))).unwrap();
     let token_key = token_key.to_str().unwrap();
@@ -1798,18 +1743,11 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
         jdc_store.to_str().unwrap(),
         "--authority-key-file",
         jdc_key_file.to_str().unwrap(),
-        "--start-difficulty",
-        "0.000003",
-        "--min-difficulty",
-        "0.000003",
-        "--shares-per-minute",
-        "1000000",
         "--http-listen",
         "127.0.0.1:0",
-        "--duration",
-        "600s",
     ]
     .iter()
+    .chain(&SHARE_LOAD)
     .map(|s| (*s).to_owned())
     .collect();
     args.extend(edge_flags());

@@ -21,8 +21,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use support::{
-    assert_fleet_mined, dump_events, rolled_submits, run_fleet, run_para, simnet, sv2_pool_on,
-    PoolVerdicts, Roles,
+    assert_fleet_mined, dump_events, fleet_thread, rolled_submits, run_para, simnet, sv2_pool_on,
+    PoolVerdicts, Roles, INTEROP_TRANSLATOR,
 };
 
 const DEVICES: u64 = 5;
@@ -74,20 +74,10 @@ fn para_and_our_devices_mine_through_our_translator_into_our_pool() {
     );
     // A share every ~2 s for a 50 kH/s device (50e3 * 2 / 2^32). para hashes as fast as one
     // core lets it (about 1 MH/s), and vardiff raises its difficulty from the same start.
+    let events = ["--events", translator_events.to_str().unwrap()];
     let translator = roles.add(
         "translator",
-        pool.translator(&[
-            "--user-identity",
-            "stratumlab-interop",
-            "--device-hash-rate",
-            "50kH/s",
-            "--start-difficulty",
-            "0.000023",
-            "--shares-per-minute",
-            "30",
-            "--events",
-            translator_events.to_str().unwrap(),
-        ]),
+        pool.translator(&[&INTEROP_TRANSLATOR[..], &events[..]].concat()),
     );
     // Printed once the upstream channel is open.
     let sv1 = translator.line("sv1 listening on");
@@ -96,26 +86,23 @@ fn para_and_our_devices_mine_through_our_translator_into_our_pool() {
         let (dir, sv1) = (dir.path().to_owned(), sv1.clone());
         std::thread::spawn(move || run_para(&dir, &sv1, "para", &[], MINING))
     };
-    let report = run_fleet(
+    let report = fleet_thread(
+        &sv1,
+        &DEVICES.to_string(),
+        "250kH/s",
+        &format!("{}s", MINING.as_secs()),
         &[
-            "--pool",
-            &sv1,
             "--profile",
             "asic",
-            "--devices",
-            &DEVICES.to_string(),
-            "--hash-budget",
-            "250kH/s",
             "--first-device-id",
             "100",
-            "--duration",
-            &format!("{}s", MINING.as_secs()),
             "--drain",
             "5s",
-            "--json",
         ],
         Duration::from_secs(120),
-    );
+    )
+    .join()
+    .unwrap();
     let para_log = para.join().expect("para's thread");
 
     // para's view.

@@ -23,7 +23,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{assert_fleet_mined, dump_events, run_fleet, submitted_tips, RefPool, Role};
+use support::{
+    assert_fleet_mined, dump_events, fleet_thread, submitted_tips, RefPool, Role,
+    INTEROP_TRANSLATOR,
+};
 
 const DEVICES: u64 = 10;
 
@@ -49,17 +52,10 @@ fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::
                 &upstream,
                 "--upstream-authority-key",
                 &pool.key,
-                "--user-identity",
-                "stratumlab-interop",
-                "--device-hash-rate",
-                "50kH/s",
-                "--start-difficulty",
-                "0.000023",
-                "--shares-per-minute",
-                "30",
                 "--events",
                 events.to_str().unwrap(),
             ],
+            &INTEROP_TRANSLATOR,
         ]
         .concat(),
     );
@@ -73,26 +69,23 @@ fn mine_through(pool: &RefPool, mode: &str, duration: &str, events: &std::path::
         );
     }
     let fleet_events = events.with_extension("fleet.ev");
-    let report = run_fleet(
+    let report = fleet_thread(
+        &sv1,
+        &DEVICES.to_string(),
+        "500kH/s",
+        duration,
         &[
-            "--pool",
-            &sv1,
-            "--profile",
-            "asic",
-            "--devices",
-            &DEVICES.to_string(),
-            "--hash-budget",
-            "500kH/s",
-            "--duration",
-            duration,
-            "--drain",
-            "5s",
-            "--json",
             "--events",
             fleet_events.to_str().unwrap(),
+            "--profile",
+            "asic",
+            "--drain",
+            "5s",
         ],
         Duration::from_secs(120),
-    );
+    )
+    .join()
+    .unwrap();
     assert_fleet_mined(&report, DEVICES, mode);
     assert_eq!(
         report["disconnects"].as_u64(),

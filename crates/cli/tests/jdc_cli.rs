@@ -26,31 +26,10 @@ struct Stack {
 }
 
 /// `simnet_events` and `pool_events` are written if given; `jdc_args` are added to the JDC's.
-/// `jdc_tp`: the address the JDC reaches the farm's provider at (a tap in front of it, say),
-/// or `None` for the provider itself.
+/// The JDC's provider address and more flags come from `jdc_farm(roles, tdp, rpc)`, given
+/// simnet's provider and RPC addresses (the closure may start a tap in front of the provider,
+/// and give the JDC the node's RPC; [`the_farms_provider`] does neither).
 fn stack(
-    dir: &Path,
-    network_difficulty: &str,
-    template_interval: &str,
-    simnet_events: Option<&Path>,
-    pool_events: Option<&Path>,
-    jdc_args: &[&str],
-) -> Stack {
-    stack_with(
-        dir,
-        network_difficulty,
-        template_interval,
-        simnet_events,
-        pool_events,
-        jdc_args,
-        |_, tdp, _| (tdp.to_owned(), Vec::new()),
-    )
-}
-
-/// [`stack`], with the JDC's provider address and more flags from `jdc_farm(roles, tdp,
-/// rpc)`, given simnet's provider and RPC addresses (the closure may start a tap in front of
-/// the provider, and give the JDC the node's RPC).
-fn stack_with(
     dir: &Path,
     network_difficulty: &str,
     template_interval: &str,
@@ -173,6 +152,30 @@ fn stack_with(
     }
 }
 
+/// The JDC on the farm's provider itself, and no more flags (a `jdc_farm` of [`stack`]).
+fn the_farms_provider(_: &mut Roles, tdp: &str, _: &str) -> (String, Vec<String>) {
+    (tdp.to_owned(), Vec::new())
+}
+
+/// [`stack`] in a temporary directory on a network where the fleet's 200 kH/s finds a block
+/// every two seconds or so, with a template every second, and the fleet mining on the JDC for
+/// `duration` meanwhile: the directory, the stack, and the fleet's thread (its report).
+fn mining(
+    jdc_args: &[&str],
+    jdc_farm: impl FnOnce(&mut Roles, &str, &str) -> (String, Vec<String>),
+    duration: &'static str,
+) -> (
+    tempfile::TempDir,
+    Stack,
+    std::thread::JoinHandle<serde_json::Value>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let stack = stack(dir.path(), "0.0001", "1s", None, None, jdc_args, jdc_farm);
+    let (jdc, key) = (stack.jdc.clone(), stack.jdc_key.clone());
+    let fleet = std::thread::spawn(move || fleet(&jdc, &key, duration));
+    (dir, stack, fleet)
+}
+
 /// Four SV2 devices on the JDC at 200 kH/s for `duration`.
 fn fleet(jdc: &str, key: &str, duration: &str) -> serde_json::Value {
     run_fleet(
@@ -230,6 +233,7 @@ fn sv2_devices_mine_declared_jobs_through_the_jdc_into_the_pool() {
             jdc_events.to_str().unwrap(),
             "--worker-tracking",
         ],
+        the_farms_provider,
     );
     let report = fleet(&jdc, &jdc_key, "15s");
     let accepted = report["shares"]["accepted"].as_u64().unwrap();
@@ -380,6 +384,9 @@ fn coinbase_payee(rpc_addr: &str, hash: &str) -> primitives::bitcoin::ScriptBuf 
 /// The farm's fallback payout address: a P2WSH whose program is 32 bytes of 0x11, on regtest.
 const FARM: &str = "bcrt1qzyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zyg3zygs2ns5wu";
 
+/// The JDC's flags to mine solo for the farm when the pool or the JDS is lost.
+const FALLBACK: [&str; 2] = ["--fallback-payout-address", FARM];
+
 /// The output script a regtest address pays.
 fn script(address: &str) -> primitives::bitcoin::ScriptBuf {
     primitives::coinbase::payout_script(address, primitives::bitcoin::Network::Regtest).unwrap()
@@ -436,31 +443,15 @@ fn when_the_jds_dies_the_jdc_falls_back_to_solo_mining_for_the_farm() {
 /// which finds blocks every two seconds or so: the JDC falls back to solo mining, and every
 /// block after that pays the farm and reaches the chain through the farm's node.
 fn killed_under_the_jdc(role: &'static str) {
-    let dir = tempfile::tempdir().unwrap();
-    // A block every two seconds or so at the fleet's 200 kH/s.
-    let Stack {
-        mut roles,
-        rpc: rpc_addr,
-        jdc,
-        jdc_key,
-        jdc_http,
-        ..
-    } = stack(
-        dir.path(),
-        "0.0001",
-        "1s",
-        None,
-        None,
-        &["--fallback-payout-address", FARM],
-    );
-    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "25s"));
+    let (_dir, mut stack, fleet) = mining(&FALLBACK, the_farms_provider, "25s");
+    let (roles, rpc_addr, jdc_http) = (&mut stack.roles, &stack.rpc, &stack.jdc_http);
     std::thread::sleep(Duration::from_secs(8));
     roles.kill(role);
     let report = fleet.join().unwrap();
 
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
     // The status page says so while the JDC runs.
-    let live = http_get_json(&jdc_http, "/api/status")["jdc"].clone();
+    let live = http_get_json(jdc_http, "/api/status")["jdc"].clone();
     assert_eq!(live["solo"], true, "{live}");
     let lost_prefix = if role == "jds" { "JDS" } else { "pool" };
     assert!(
@@ -472,7 +463,7 @@ fn killed_under_the_jdc(role: &'static str) {
     );
     // Which dependency failed, and since when, on every endpoint; the JDC still serves.
     // The one killed and the one the JDC then left both fail; the farm's provider works.
-    let deps = http_get_json(&jdc_http, "/api/status")["dependencies"].clone();
+    let deps = http_get_json(jdc_http, "/api/status")["dependencies"].clone();
     for d in ["pool", "jds"] {
         assert_eq!(deps[d]["up"], false, "{deps}");
         assert_eq!(deps[d]["failures"], 1, "{deps}");
@@ -485,13 +476,13 @@ fn killed_under_the_jdc(role: &'static str) {
         "{deps}"
     );
     assert_eq!(deps["tp"]["up"], true, "{deps}");
-    let (code, health) = http_get(&jdc_http, "/healthz");
+    let (code, health) = http_get(jdc_http, "/healthz");
     assert_eq!(code, 200, "{health}");
     assert!(
         health.contains(&format!("\n{role} failing for ")),
         "{health}"
     );
-    let (_, metrics) = http_get(&jdc_http, "/metrics");
+    let (_, metrics) = http_get(jdc_http, "/metrics");
     assert!(
         metrics.contains(&format!(
             "\nstratumlab_jdc_dependency_up{{dependency=\"{role}\"}} 0\n"
@@ -500,7 +491,7 @@ fn killed_under_the_jdc(role: &'static str) {
         )),
         "{metrics}"
     );
-    let summary = jdc_summary(&mut roles);
+    let summary = jdc_summary(roles);
     assert_eq!(summary["solo"], true, "{summary}");
     assert!(
         summary["fallback"]
@@ -513,7 +504,7 @@ fn killed_under_the_jdc(role: &'static str) {
     // The chain, newest first: blocks the farm found after the fallback pay the farm, those
     // before it paid the pool; never the other way round.
     let (farm, pool_script) = (script(FARM), script(PAYOUT));
-    let payees = payees_newest_first(&rpc_addr);
+    let payees = payees_newest_first(rpc_addr);
     assert_eq!(payees.first(), Some(&farm), "the tip pays the farm");
     let switched = payees
         .iter()
@@ -547,27 +538,15 @@ fn blocks_found_while_the_jds_was_down_are_pushed_to_it_when_it_returns() {
 }
 
 fn jds_killed_and_back(solo: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let jdc_args: &[&str] = if solo {
-        &["--fallback-payout-address", FARM]
-    } else {
-        &[]
-    };
-    let Stack {
-        mut roles,
-        rpc: rpc_addr,
-        jdc,
-        jdc_key,
-        jdc_http,
-        mut jds_args,
-        ..
-    } = stack(dir.path(), "0.0001", "1s", None, None, jdc_args);
-    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "45s"));
+    let jdc_args: &[&str] = if solo { &FALLBACK } else { &[] };
+    let (dir, mut stack, fleet) = mining(jdc_args, the_farms_provider, "45s");
+    let (roles, rpc_addr, jdc_http) = (&mut stack.roles, &stack.rpc, &stack.jdc_http);
+    let jds_args = &mut stack.jds_args;
     let status = |http: &str| http_get_json(http, "/api/status");
     let wait_for = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| -> serde_json::Value {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
-            let s = status(&jdc_http);
+            let s = status(jdc_http);
             if ok(&s) {
                 return s;
             }
@@ -576,7 +555,7 @@ fn jds_killed_and_back(solo: bool) {
         }
     };
     let height = || {
-        rpc(&rpc_addr, "getblockcount", serde_json::json!([]))
+        rpc(rpc_addr, "getblockcount", serde_json::json!([]))
             .as_u64()
             .unwrap()
     };
@@ -591,7 +570,7 @@ fn jds_killed_and_back(solo: bool) {
     wait_for("left after the kill", &|s| !s["jdc"]["fallback"].is_null());
     // Down for a while: the JDC's attempts fail meanwhile (and wait longer each time).
     std::thread::sleep(Duration::from_secs(8));
-    let down = status(&jdc_http);
+    let down = status(jdc_http);
     assert_eq!(down["jdc"]["solo"], solo, "{down}");
     assert!(
         down["jdc"]["rejoin_failures"].as_u64().unwrap() >= 1,
@@ -617,10 +596,10 @@ fn jds_killed_and_back(solo: bool) {
     for d in ["pool", "jds"] {
         assert_eq!(back["dependencies"][d]["up"], true, "{back}");
     }
-    let (code, health) = http_get(&jdc_http, "/healthz");
+    let (code, health) = http_get(jdc_http, "/healthz");
     assert_eq!(code, 200, "{health}");
     assert!(!health.contains("failing"), "{health}");
-    let (_, metrics) = http_get(&jdc_http, "/metrics");
+    let (_, metrics) = http_get(jdc_http, "/metrics");
     for line in [
         "stratumlab_jdc_dependency_up{dependency=\"jds\"} 1",
         "stratumlab_jdc_dependency_up{dependency=\"pool\"} 1",
@@ -638,7 +617,7 @@ fn jds_killed_and_back(solo: bool) {
     });
     let report = fleet.join().unwrap();
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
-    let summary = jdc_summary(&mut roles);
+    let summary = jdc_summary(roles);
     assert_eq!(summary["rejoined"], 1, "{summary}");
     assert_eq!(summary["solo"], false, "{summary}");
     assert!(
@@ -648,7 +627,7 @@ fn jds_killed_and_back(solo: bool) {
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
     // outage (solo), the pool's before it.
-    let runs = payee_runs(&rpc_addr);
+    let runs = payee_runs(rpc_addr);
     let kinds: Vec<bool> = runs.iter().map(|(f, _)| *f).collect();
     let want: &[bool] = if solo {
         &[false, true, false]
@@ -658,7 +637,7 @@ fn jds_killed_and_back(solo: bool) {
     // The blocks found while the JDS was down, and those the JDS started again got.
     let outage: Vec<String> = (killed_at + 1..=rejoined_at)
         .map(|h| {
-            rpc(&rpc_addr, "getblockhash", serde_json::json!([h]))
+            rpc(rpc_addr, "getblockhash", serde_json::json!([h]))
                 .as_str()
                 .unwrap()
                 .to_owned()
@@ -726,27 +705,12 @@ fn jds_killed_and_back(solo: bool) {
 /// their shares, and the blocks after the rejoin pay the pool again.
 #[test]
 fn when_the_pool_comes_back_the_jdc_rejoins_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let Stack {
-        mut roles,
-        rpc: rpc_addr,
-        jdc,
-        jdc_key,
-        jdc_http,
-        pool_args,
-        ..
-    } = stack(
-        dir.path(),
-        "0.0001",
-        "1s",
-        None,
-        None,
-        &["--fallback-payout-address", FARM],
-    );
-    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "60s"));
+    let (_dir, mut stack, fleet) = mining(&FALLBACK, the_farms_provider, "60s");
+    let (roles, rpc_addr, jdc_http) = (&mut stack.roles, &stack.rpc, &stack.jdc_http);
+    let pool_args = &stack.pool_args;
     let limit = Duration::from_secs(30);
     let jdc_when = |what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| {
-        support::status_within(&jdc_http, what, limit, String::new, ok)
+        support::status_within(jdc_http, what, limit, String::new, ok)
     };
     jdc_when("shares accepted before the kill", &|s| {
         s["jdc"]["shares_accepted"].as_u64() > Some(0)
@@ -760,17 +724,17 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
     std::thread::sleep(Duration::from_secs(6));
     let farm = script(FARM);
     let deadline = Instant::now() + Duration::from_secs(30);
-    while payees_newest_first(&rpc_addr).first() != Some(&farm) {
+    while payees_newest_first(rpc_addr).first() != Some(&farm) {
         assert!(
             Instant::now() < deadline,
             "no block paid the farm within 30 s of the outage"
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    let down = http_get_json(&jdc_http, "/api/status");
+    let down = http_get_json(jdc_http, "/api/status");
     assert!(down["jdc"]["rejoin_failures"].as_u64() >= Some(1), "{down}");
     assert_eq!(down["dependencies"]["pool"]["up"], false, "{down}");
-    let (_, metrics) = http_get(&jdc_http, "/metrics");
+    let (_, metrics) = http_get(jdc_http, "/metrics");
     assert!(
         metrics.contains("\nstratumlab_jdc_dependency_up{dependency=\"pool\"} 0\n"),
         "{metrics}"
@@ -794,13 +758,13 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
     );
     let report = fleet.join().unwrap();
     assert_eq!(report["disconnects"].as_u64(), Some(0), "{report}");
-    let summary = jdc_summary(&mut roles);
+    let summary = jdc_summary(roles);
     assert_eq!(summary["rejoined"], 1, "{summary}");
     assert_eq!(summary["solo"], false, "{summary}");
 
     // The chain, newest first: the pool's blocks after the rejoin, the farm's during the
     // outage, the pool's before it.
-    let runs = payee_runs(&rpc_addr);
+    let runs = payee_runs(rpc_addr);
     eprintln!(
         "blocks newest first, (paid the farm, how many): {runs:?}; rejoin attempts that failed while the pool was down: {}; shares the JDC had accepted: {}",
         down["jdc"]["rejoin_failures"], summary["shares_accepted"]
@@ -820,35 +784,23 @@ fn when_the_pool_comes_back_the_jdc_rejoins_it() {
 /// after the cut reach the chain through `submitblock`.
 #[test]
 fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let Stack {
-        mut roles,
-        rpc: rpc_addr,
-        jdc,
-        jdc_key,
-        jdc_http,
-        ..
-    } = stack_with(
-        dir.path(),
-        "0.0001",
-        "1s",
-        None,
-        None,
+    let (_dir, mut stack, fleet) = mining(
         &[],
         |roles, tdp, rpc| {
             let tap_addr = support::start_tap(roles, "127.0.0.1:0", tdp);
             (tap_addr, support::node_args(rpc))
         },
+        "30s",
     );
-    let fleet = std::thread::spawn(move || fleet(&jdc, &jdc_key, "30s"));
+    let (roles, rpc_addr, jdc_http) = (&mut stack.roles, &stack.rpc, &stack.jdc_http);
     std::thread::sleep(Duration::from_secs(8));
-    let before = http_get_json(&jdc_http, "/api/status");
+    let before = http_get_json(jdc_http, "/api/status");
     roles.kill("tap");
     let cut = std::time::Instant::now();
     // The JDC says where its work comes from now.
     let deadline = cut + Duration::from_secs(15);
     let switched = loop {
-        let s = http_get_json(&jdc_http, "/api/status");
+        let s = http_get_json(jdc_http, "/api/status");
         if s["dependencies"]["tp"]["up"] == false && s["work_source"] == "node" {
             break s;
         }
@@ -866,7 +818,7 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
     // in the devices' last moments may still be on its way.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let after = loop {
-        let s = http_get_json(&jdc_http, "/api/status");
+        let s = http_get_json(jdc_http, "/api/status");
         if s["blocks"]["pending"] == 0 {
             break s;
         }
@@ -885,7 +837,7 @@ fn when_the_farms_provider_is_cut_off_the_jdc_mines_on_from_its_node() {
         after["blocks"],
         roles.logs()
     );
-    let tip = rpc(&rpc_addr, "getblockcount", serde_json::json!([]));
+    let tip = rpc(rpc_addr, "getblockcount", serde_json::json!([]));
     assert!(tip.as_u64().unwrap() >= 900_000 + accepted(&after), "{tip}");
     roles.stop("jdc");
 }

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{dump_events, http_get_json, run_fleet, Role};
+use support::{dump_events, failover_fleet, failover_proxy, http_get_json, Role};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
     let owned = support::sv1_pool_args(store);
@@ -52,47 +52,17 @@ fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
         let p = pools[1].as_ref().unwrap();
         (p.1.clone(), p.2.clone())
     };
-    let proxy = Role::start(
-        "proxy",
-        &[
-            "--upstream",
-            &sv1_a,
-            "--upstream",
-            &sv1_b,
-            "--user-identity",
-            "farm",
-            "--start-difficulty",
-            "0.00001",
-            "--device-hash-rate",
-            "40kH/s",
-            "--events",
-            events.to_str().unwrap(),
-            "--upstream-keepalive",
-            "2s",
-            "--duration",
-            "120s",
-        ],
-    );
+    let args = [
+        "--upstream",
+        &sv1_a,
+        "--upstream",
+        &sv1_b,
+        "--user-identity",
+        "farm",
+    ];
+    let proxy = failover_proxy("proxy", &args, "2s", &events);
     let sv1 = proxy.line("sv1 listening on");
-    let fleet_args: Vec<String> = [
-        "--pool",
-        &sv1,
-        "--devices",
-        "5",
-        "--hash-budget",
-        "200kH/s",
-        "--duration",
-        "14s",
-        "--extranonce-subscribe",
-        "--json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let fleet = std::thread::spawn(move || {
-        let args: Vec<&str> = fleet_args.iter().map(String::as_str).collect();
-        run_fleet(&args, Duration::from_secs(60))
-    });
+    let fleet = failover_fleet(&sv1, "14s", &[]);
 
     // The first pool sees one connection and takes the shares that meet its difficulty.
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -9,7 +9,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use lab::report::Chromium;
-use support::{http_get, http_get_json, run_fleet, status_within, sv2_pool_on_simnet, Roles};
+use support::{fleet_thread, http_get, http_get_json, status_within, sv2_pool_on_simnet, Roles};
 
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(60);
 /// Two refreshes of the page (every 2 s) and then some.
@@ -59,37 +59,10 @@ fn every_role_page_draws_its_figures_and_shows_a_failing_dependency() {
     let dir = tempfile::tempdir().unwrap();
     let mut roles = Roles::default();
     let pool = sv2_pool_on_simnet(&mut roles, dir.path(), None);
-    let translator = roles.add(
-        "translator",
-        pool.translator(&[
-            "--channels",
-            "per-device",
-            "--start-difficulty",
-            "0.00001",
-            "--device-hash-rate",
-            "40kH/s",
-        ]),
-    );
-    let sv1 = translator.line("sv1 listening on");
-    let t_http = translator.line("http listening on");
+    let (_, sv1, t_http) = pool.fleet_translator(&mut roles, &["--channels", "per-device"]);
 
     // Devices mine while the pages are read.
-    let fleet = std::thread::spawn(move || {
-        run_fleet(
-            &[
-                "--pool",
-                &sv1,
-                "--devices",
-                "3",
-                "--hash-budget",
-                "120kH/s",
-                "--duration",
-                "20s",
-                "--json",
-            ],
-            Duration::from_secs(60),
-        )
-    });
+    let fleet = fleet_thread(&sv1, "3", "120kH/s", "20s", &[], Duration::from_secs(60));
     let deadline = Instant::now() + Duration::from_secs(30);
     while http_get_json(&pool.http, "/api/status")["shares"]["accepted"]
         .as_u64()

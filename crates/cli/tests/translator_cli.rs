@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use support::{
-    dump_events, http_get, http_get_json, link_bytes, run_fleet, status_when, stored_share_hashes,
-    sv2_pool_on_simnet, Role, Roles, Sv2Pool,
+    dump_events, fleet_thread, http_get, http_get_json, link_bytes, status_when,
+    stored_share_hashes, sv2_pool_on_simnet, Role, Roles, Sv2Pool,
 };
 
 /// Every line of an OpenMetrics text is a comment or `name{labels} value`; returns the samples.
@@ -45,38 +45,14 @@ fn sv1_devices_mine_through_the_translator_into_the_sv2_pool() {
     let pool = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
     let Sv2Pool { sv2, http, .. } = &pool;
 
-    let translator = roles.add(
-        "translator",
-        pool.translator(&[
-            // The fleet's devices hash 40 kH/s each: a share every second or so.
-            "--start-difficulty",
-            "0.00001",
-            "--device-hash-rate",
-            "40kH/s",
-            "--events",
-            events.to_str().unwrap(),
-        ]),
-    );
-    let sv1 = translator.line("sv1 listening on");
-    let t_http = translator.line("http listening on");
+    let (_, sv1, t_http) =
+        pool.fleet_translator(&mut roles, &["--events", events.to_str().unwrap()]);
 
-    let report = run_fleet(
-        &[
-            "--pool",
-            &sv1,
-            "--devices",
-            "5",
-            "--hash-budget",
-            "200kH/s",
-            // The pool asks the translator for 15 shares a minute: in 25 s about six meet its
-            // target, so that none at all (checked below) is a one-in-500 event rather than
-            // the one in 40 of a 15 s run.
-            "--duration",
-            "25s",
-            "--json",
-        ],
-        Duration::from_secs(70),
-    );
+    // The pool asks the translator for 15 shares a minute: in 25 s about six meet its target,
+    // so that none at all (checked below) is a one-in-500 event rather than the one in 40 of a
+    // 15 s run.
+    let fleet = fleet_thread(&sv1, "5", "200kH/s", "25s", &[], Duration::from_secs(70));
+    let report = fleet.join().unwrap();
     let shares = &report["shares"];
     let sent = shares["sent"].as_u64().unwrap();
     let accepted = shares["accepted"].as_u64().unwrap();
@@ -259,59 +235,26 @@ fn failover(fault: Fault) {
             store,
         ));
     }
+    let upstreams = [
+        "--upstream",
+        &pools[0].1,
+        "--upstream",
+        &pools[1].1,
+        "--upstream-authority-key",
+        &pools[0].0,
+        "--upstream-authority-key",
+        &pools[1].0,
+        "--http-listen",
+        "127.0.0.1:0",
+    ];
+    let keepalive = format!("{}s", KEEPALIVE.as_secs());
     let translator = roles.add(
         "translator",
-        Role::start(
-            "translator",
-            &[
-                "--upstream",
-                &pools[0].1,
-                "--upstream",
-                &pools[1].1,
-                "--upstream-authority-key",
-                &pools[0].0,
-                "--upstream-authority-key",
-                &pools[1].0,
-                "--start-difficulty",
-                "0.00001",
-                "--device-hash-rate",
-                "40kH/s",
-                "--events",
-                t_events.to_str().unwrap(),
-                "--upstream-keepalive",
-                &format!("{}s", KEEPALIVE.as_secs()),
-                "--http-listen",
-                "127.0.0.1:0",
-                "--duration",
-                "120s",
-            ],
-        ),
+        support::failover_proxy("translator", &upstreams, &keepalive, &t_events),
     );
     let sv1 = translator.line("sv1 listening on");
     let t_http = translator.line("http listening on");
-    let fleet = {
-        let args: Vec<String> = [
-            "--pool",
-            &sv1,
-            "--devices",
-            "5",
-            "--hash-budget",
-            "200kH/s",
-            "--duration",
-            "16s",
-            "--extranonce-subscribe",
-            "--events",
-            f_events.to_str().unwrap(),
-            "--json",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        std::thread::spawn(move || {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_fleet(&args, Duration::from_secs(60))
-        })
-    };
+    let fleet = support::failover_fleet(&sv1, "16s", &["--events", f_events.to_str().unwrap()]);
     // Mining on the first pool until it has taken some forwarded shares.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use support::{
-    dump_events, http_get, http_get_json, run_fleet, status_when, sv2_pool_on_simnet, Roles,
+    dump_events, fleet_thread, http_get, http_get_json, status_when, sv2_pool_on_simnet, Roles,
 };
 const DEVICES: u64 = 4;
 
@@ -20,23 +20,17 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
     let mut roles = Roles::default();
     let pool = sv2_pool_on_simnet(&mut roles, dir.path(), Some(&pool_events));
     let p_http = &pool.http;
-    let translator = roles.add(
-        "translator",
-        pool.translator(&[
+    let (_, sv1, t_http) = pool.fleet_translator(
+        &mut roles,
+        &[
             "--channels",
             "per-device",
             "--user-identity",
             "farm",
-            "--start-difficulty",
-            "0.00001",
-            "--device-hash-rate",
-            "40kH/s",
             "--events",
             t_events.to_str().unwrap(),
-        ]),
+        ],
     );
-    let sv1 = translator.line("sv1 listening on");
-    let t_http = translator.line("http listening on");
     let t = http_get_json(&t_http, "/api/status");
     assert_eq!(t["mode"], "per-device", "{t}");
     assert_eq!(t["upstream"]["channels_open"], 0, "no device yet: {t}");
@@ -49,25 +43,15 @@ fn each_sv1_device_mines_on_its_own_channel_into_the_sv2_pool() {
     );
     assert_eq!(c["difficulty_max"], 0.0, "no channel, no range: {t}");
 
-    let fleet = {
-        let sv1 = sv1.clone();
-        std::thread::spawn(move || {
-            run_fleet(
-                &[
-                    "--pool",
-                    &sv1,
-                    "--devices",
-                    &DEVICES.to_string(),
-                    "--hash-budget",
-                    "160kH/s",
-                    "--duration",
-                    "12s",
-                    "--json",
-                ],
-                Duration::from_secs(60),
-            )
-        })
-    };
+    let devices = DEVICES.to_string();
+    let fleet = fleet_thread(
+        &sv1,
+        &devices,
+        "160kH/s",
+        "12s",
+        &[],
+        Duration::from_secs(60),
+    );
     // While they mine: a channel each, none waiting, and their targets' range (the census is
     // taken on the translator's tick).
     let t = status_when(&t_http, "a channel per device, described", |s| {

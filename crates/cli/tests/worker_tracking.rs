@@ -12,7 +12,9 @@ mod support;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use support::{credited_workers, dump_events, run_fleet, status_when, sv2_pool_on_simnet, Roles};
+use support::{
+    credited_workers, dump_events, fleet_thread, status_when, sv2_pool_on_simnet, Roles,
+};
 
 const DEVICES: u64 = 4;
 
@@ -25,44 +27,35 @@ fn each_devices_shares_are_credited_to_its_worker_through_one_aggregated_channel
     );
     let mut roles = Roles::default();
     let pool = sv2_pool_on_simnet(&mut roles, dir.path(), None);
-    let translator = roles.add(
-        "translator",
-        pool.translator(&[
+    let (translator, sv1, t_http) = pool.fleet_translator(
+        &mut roles,
+        &[
             "--worker-tracking",
             // The devices' own names are under this account: the pool keeps them as they are.
             "--user-identity",
             "stratumlab",
-            "--start-difficulty",
-            "0.00001",
-            "--device-hash-rate",
-            "40kH/s",
             "--events",
             t_events.to_str().unwrap(),
-        ]),
+        ],
     );
-    let sv1 = translator.line("sv1 listening on");
-    let t_http = translator.line("http listening on");
     assert!(
         translator.log().contains("upstream extensions negotiated"),
         "{}",
         translator.log()
     );
-    let report = run_fleet(
-        &[
-            "--pool",
-            &sv1,
-            "--devices",
-            &DEVICES.to_string(),
-            "--hash-budget",
-            "200kH/s",
-            "--duration",
-            "20s",
-            "--json",
-            "--events",
-            f_events.to_str().unwrap(),
-        ],
+    let (devices, events) = (
+        DEVICES.to_string(),
+        ["--events", f_events.to_str().unwrap()],
+    );
+    let fleet = fleet_thread(
+        &sv1,
+        &devices,
+        "200kH/s",
+        "20s",
+        &events,
         Duration::from_secs(70),
     );
+    let report = fleet.join().unwrap();
     assert_eq!(report["connected"].as_u64(), Some(DEVICES), "{report}");
     let t = status_when(&t_http, "no verdict awaited", |s| {
         s["devices"]["connected"] == 0 && s["upstream_shares"]["in_flight"] == 0

@@ -209,11 +209,7 @@ impl Serialize for Budget {
 
 impl<'de> Deserialize<'de> for Budget {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match NumOrText::deserialize(d)? {
-            NumOrText::Num(v) => format!("{v}").parse(),
-            NumOrText::Text(t) => t.parse(),
-        }
-        .map_err(serde::de::Error::custom)
+        NumOrText::deserialize(d)?.parse()
     }
 }
 
@@ -249,19 +245,27 @@ impl Serialize for Rate {
 
 impl<'de> Deserialize<'de> for Rate {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match NumOrText::deserialize(d)? {
-            NumOrText::Num(v) => format!("{v}").parse(),
-            NumOrText::Text(t) => t.parse(),
-        }
-        .map_err(serde::de::Error::custom)
+        NumOrText::deserialize(d)?.parse()
     }
 }
 
+/// A config file's value for a flag that takes a number with or without units.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum NumOrText {
     Num(f64),
     Text(String),
+}
+
+impl NumOrText {
+    /// Parsed as the flag's text would be.
+    fn parse<T: FromStr<Err = String>, E: serde::de::Error>(self) -> Result<T, E> {
+        match self {
+            NumOrText::Num(v) => format!("{v}").parse(),
+            NumOrText::Text(t) => t.parse(),
+        }
+        .map_err(E::custom)
+    }
 }
 
 pub fn run(settings: FleetArgs) -> Result<()> {
@@ -405,15 +409,11 @@ mod tests {
 
     #[test]
     fn flags_override_file_and_defaults_fill_the_rest() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
+        let s: FleetArgs = config::parse_file(
             "pool = \"127.0.0.1:3333\"\ndevices = 500\nhash_budget = \"2MH/s\"\nconnect_rate = \"250/s\"\nprofile = \"bitaxe\"\n",
+            &["--devices", "10000", "--duration", "60s"],
         )
         .unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: FleetArgs =
-            config::parse(&["--config", file, "--devices", "10000", "--duration", "60s"]).unwrap();
         assert_eq!(s.devices, 10_000, "flag wins");
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 2e6);
         assert_eq!(s.connect_rate, Rate(250.0));
@@ -428,19 +428,12 @@ mod tests {
         assert_eq!(c.hash_budget, 2e6);
         assert_eq!(c.device.profile, Profile::Bitaxe);
         // A budget given as a number of hashes per second, and a flag given as text.
-        let args = [
-            "--config",
-            file,
-            "--hash-budget",
-            "500kH/s",
-            "--connect-rate",
-            "0",
-        ];
-        std::fs::write(f.path(), "pool = \"127.0.0.1:1\"\nhash_budget = 1500\n").unwrap();
-        let s: FleetArgs = config::parse(&args).unwrap();
+        let text = "pool = \"127.0.0.1:1\"\nhash_budget = 1500\n";
+        let args = ["--hash-budget", "500kH/s", "--connect-rate", "0"];
+        let s: FleetArgs = config::parse_file(text, &args).unwrap();
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 5e5);
         assert_eq!(s.connect_rate, Rate(0.0));
-        let s: FleetArgs = config::parse(&["--config", file]).unwrap();
+        let s: FleetArgs = config::parse_file(text, &[]).unwrap();
         assert_eq!(s.hash_budget.0.hashes_per_sec(), 1500.0);
     }
 
@@ -454,35 +447,23 @@ mod tests {
         assert!("fast".parse::<Rate>().is_err());
         assert!("-1/s".parse::<Rate>().is_err());
         assert!("1 XH/s".parse::<Budget>().is_err());
-        let f = tempfile::NamedTempFile::new().unwrap();
-        let with_file = ["--config", f.path().to_str().unwrap()];
-        std::fs::write(f.path(), "profile = \"gpu\"\n").unwrap();
-        assert!(config::parse::<FleetArgs>(&with_file).is_err());
-        std::fs::write(f.path(), "devices = 3\nbogus = 1\n").unwrap();
-        let e = config::parse::<FleetArgs>(&with_file).unwrap_err();
+        assert!(config::parse_file::<FleetArgs>("profile = \"gpu\"\n", &[]).is_err());
+        let e = config::parse_file::<FleetArgs>("devices = 3\nbogus = 1\n", &[]).unwrap_err();
         assert!(format!("{e:#}").contains("bogus"), "{e:#}");
     }
 
     #[test]
     fn sv2_devices_take_the_authority_key_and_their_own_settings() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
-            "pool = \"127.0.0.1:34254\"\nprotocol = \"sv2\"\nprofile = \"bitaxe\"\n",
-        )
-        .unwrap();
+        let text = "pool = \"127.0.0.1:34254\"\nprotocol = \"sv2\"\nprofile = \"bitaxe\"\n";
         // SV2 devices without the pool's key: refused, saying what to give.
-        let file = f.path().to_str().unwrap();
-        let s: FleetArgs = config::parse(&["--config", file]).unwrap();
+        let s: FleetArgs = config::parse_file(text, &[]).unwrap();
         let e = s.fleet_config().err().expect("no key, yet a configuration");
         assert!(format!("{e:#}").contains("--authority-key"), "{e:#}");
         let keyed = [
-            "--config",
-            file,
             "--authority-key",
             fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY,
         ];
-        let s: FleetArgs = config::parse(&keyed).unwrap();
+        let s: FleetArgs = config::parse_file(text, &keyed).unwrap();
         assert_eq!(s.protocol, Protocol::Sv2);
         let c = s.fleet_config().unwrap();
         assert_eq!(c.protocol, Protocol::Sv2);
@@ -496,8 +477,7 @@ mod tests {
             c.sv2.authority_key,
             parse_authority_key(fleet::sv2_device::REFERENCE_AUTHORITY_PUBLIC_KEY).unwrap()
         );
-        let s: FleetArgs =
-            config::parse(&["--config", file, "--authority-key", "not-a-key"]).unwrap();
+        let s: FleetArgs = config::parse_file(text, &["--authority-key", "not-a-key"]).unwrap();
         let Err(e) = s.fleet_config() else {
             panic!("a bad authority key, yet a configuration");
         };
@@ -507,7 +487,7 @@ mod tests {
             &["--worker", "acct.rig", "--nominal-hash-rate", "100TH/s"],
         ]
         .concat();
-        let c = config::parse::<FleetArgs>(&args)
+        let c = config::parse_file::<FleetArgs>(text, &args)
             .unwrap()
             .fleet_config()
             .unwrap();

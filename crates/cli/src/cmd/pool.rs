@@ -349,25 +349,19 @@ mod tests {
 
     #[test]
     fn admission_limits_come_from_file_and_flags() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
+        let s: PoolArgs = config::parse_file(
             "connect_rate = 50.0\nidle_timeout = \"2m\"\nmax_line = 4096\n",
+            &[
+                "--connect-rate",
+                "80",
+                "--message-burst",
+                "10",
+                "--invalid-share-ban-after",
+                "0",
+                "--handshake-timeout",
+                "0",
+            ],
         )
-        .unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: PoolArgs = config::parse(&[
-            "--config",
-            file,
-            "--connect-rate",
-            "80",
-            "--message-burst",
-            "10",
-            "--invalid-share-ban-after",
-            "0",
-            "--handshake-timeout",
-            "0",
-        ])
         .unwrap();
         let a = s.admission().unwrap();
         assert_eq!(
@@ -435,9 +429,7 @@ mod tests {
             s.sv2_settings().unwrap().config.required_extensions,
             vec![2]
         );
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(f.path(), "require_worker_tracking = true\n").unwrap();
-        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
+        let s: PoolArgs = config::parse_file("require_worker_tracking = true\n", &[]).unwrap();
         assert_eq!(
             s.sv2_settings().unwrap().config.required_extensions,
             vec![2]
@@ -455,10 +447,8 @@ mod tests {
         let key = s.sv2_settings().unwrap().config.jd_token_key.unwrap();
         assert_eq!(key.to_hex(), "ab".repeat(32));
         // From the config file too; a key that is not 64 hex digits is refused, flag named.
-        let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(&path, "abcd").unwrap();
-        std::fs::write(f.path(), format!("jd_token_key = {:?}\n", path)).unwrap();
-        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
+        let s: PoolArgs = config::parse_file(&format!("jd_token_key = {path:?}\n"), &[]).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.starts_with("--jd-token-key"), "{e}");
     }
@@ -470,23 +460,18 @@ mod tests {
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, default);
         let s: PoolArgs = config::parse(&["--sv2-max-channels", "5000"]).unwrap();
         assert_eq!(s.sv2_settings().unwrap().config.max_channels, 5000);
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(f.path(), "sv2_max_channels = 0\n").unwrap();
-        let s: PoolArgs = config::parse(&["--config", f.path().to_str().unwrap()]).unwrap();
+        let s: PoolArgs = config::parse_file("sv2_max_channels = 0\n", &[]).unwrap();
         let e = format!("{:#}", s.sv2_settings().unwrap_err());
         assert!(e.contains("--sv2-max-channels"), "{e}");
     }
 
     #[test]
     fn node_and_authority_keys_are_top_level_keys_like_the_rest() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
+        let s: PoolArgs = config::parse_file(
             "node_rpc = \"http://127.0.0.1:18443\"\nrpc_user = \"u\"\nrpc_password = \"p\"\nauthority_key_file = \"pool.key\"\n",
+            &["--rpc-user", "v"],
         )
         .unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: PoolArgs = config::parse(&["--config", file, "--rpc-user", "v"]).unwrap();
         assert_eq!(s.node.node_rpc.as_deref(), Some("http://127.0.0.1:18443"));
         let pool::node::NodeAuth::UserPass { user, password } = s.node.auth().unwrap() else {
             panic!("no user and password");
@@ -498,22 +483,18 @@ mod tests {
         );
         let key = s.authority.authority_key_file.as_deref();
         assert_eq!(key, Some(std::path::Path::new("pool.key")));
-        std::fs::write(f.path(), "rpc_cookie = \"/c\"\nrpc_user = \"u\"\n").unwrap();
-        let s: PoolArgs = config::parse(&["--config", file]).unwrap();
+        let s: PoolArgs =
+            config::parse_file("rpc_cookie = \"/c\"\nrpc_user = \"u\"\n", &[]).unwrap();
         let e = s.node.auth().unwrap_err().to_string();
         assert!(e.contains("--rpc-cookie"), "{e}");
     }
 
     #[test]
     fn nonsense_limits_are_refused_with_the_flag_named() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(f.path(), "max_connections_per_ip = 0\n").unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: PoolArgs = config::parse(&["--config", file]).unwrap();
+        let s: PoolArgs = config::parse_file("max_connections_per_ip = 0\n", &[]).unwrap();
         let e = s.admission().unwrap_err().to_string();
         assert!(e.starts_with("--max-connections-per-ip"), "{e}");
         // A misspelt edge key in the file is an error, like any other.
-        std::fs::write(f.path(), "max_connection_per_ip = 5\n").unwrap();
-        assert!(config::parse::<PoolArgs>(&["--config", file]).is_err());
+        assert!(config::parse_file::<PoolArgs>("max_connection_per_ip = 5\n", &[]).is_err());
     }
 }

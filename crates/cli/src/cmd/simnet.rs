@@ -588,14 +588,11 @@ mod tests {
 
     #[test]
     fn flags_override_file_and_defaults_fill_the_rest() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
+        let s: SimnetArgs = config::parse_file(
             "seed = 7\nblock_interval = \"10s\"\nnetwork_difficulty = 0.5\n",
+            &["--seed", "9"],
         )
         .unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: SimnetArgs = config::parse(&["--config", file, "--seed", "9"]).unwrap();
         assert_eq!(s.seed, 9);
         assert_eq!(s.block_interval, Dur::from_secs(10));
         assert_eq!(s.network_difficulty.as_f64(), 0.5);
@@ -607,10 +604,7 @@ mod tests {
 
     #[test]
     fn invalid_difficulty_in_file_is_refused() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(f.path(), "network_difficulty = 0.0\n").unwrap();
-        let file = f.path().to_str().unwrap();
-        let e = config::parse::<SimnetArgs>(&["--config", file]).unwrap_err();
+        let e = config::parse_file::<SimnetArgs>("network_difficulty = 0.0\n", &[]).unwrap_err();
         assert!(format!("{e:#}").contains("difficulty"), "{e:#}");
     }
 

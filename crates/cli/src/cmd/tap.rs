@@ -251,23 +251,10 @@ mod tests {
 
     #[test]
     fn flags_override_file_and_delays_resolve_per_direction() {
-        let f = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(
-            f.path(),
+        let s: TapArgs = config::parse_file(
             "listen = \"127.0.0.1:3334\"\nupstream = \"127.0.0.1:3333\"\ndelay = \"72.5ms\"\njitter = \"2ms\"\nloss = 0.5\nbandwidth = \"10Mbit\"\nprotocol = \"raw\"\n",
+            &["--delay-down", "10ms", "--loss", "1%", "--link", "farm"],
         )
-        .unwrap();
-        let file = f.path().to_str().unwrap();
-        let s: TapArgs = config::parse(&[
-            "--config",
-            file,
-            "--delay-down",
-            "10ms",
-            "--loss",
-            "1%",
-            "--link",
-            "farm",
-        ])
         .unwrap();
         let c = s.tap_config().unwrap();
         assert_eq!(c.link.delay_up, Duration::from_micros(72_500));
@@ -281,12 +268,11 @@ mod tests {
         assert_eq!(c.upstream, "127.0.0.1:3333".parse().unwrap());
         assert_eq!(c.report_interval, Duration::from_secs(1));
         // Without any delay flag both directions are undelayed.
-        std::fs::write(
-            f.path(),
+        let s: TapArgs = config::parse_file(
             "listen = \"127.0.0.1:0\"\nupstream = \"127.0.0.1:1\"\nhandshake = false\n",
+            &[],
         )
         .unwrap();
-        let s: TapArgs = config::parse(&["--config", file]).unwrap();
         let l = s.link_config();
         assert_eq!((l.delay_up, l.delay_down), (Duration::ZERO, Duration::ZERO));
         assert!(!l.handshake);
@@ -360,8 +346,6 @@ mod tests {
         let s: TapArgs = config::parse(&["--listen", "127.0.0.1:0"]).unwrap();
         let e = s.tap_config().unwrap_err();
         assert!(format!("{e:#}").contains("--upstream"), "{e:#}");
-        let f = tempfile::NamedTempFile::new().unwrap();
-        let with_file = ["--config", f.path().to_str().unwrap()];
         for bad in [
             "delay = \"72\"\n",
             "loss = 150\n",
@@ -369,8 +353,7 @@ mod tests {
             "protocol = \"sv3\"\n",
             "dealy = \"1ms\"\n",
         ] {
-            std::fs::write(f.path(), bad).unwrap();
-            assert!(config::parse::<TapArgs>(&with_file).is_err(), "{bad}");
+            assert!(config::parse_file::<TapArgs>(bad, &[]).is_err(), "{bad}");
         }
     }
 }

@@ -215,6 +215,67 @@ pub fn run_fleet(args: &[&str], limit: Duration) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// Runs the fleet in a thread (to its end, bounded by `limit`): `devices` devices on `pool`
+/// hashing `hash_budget` in all for `duration`, with `extra` flags; its JSON report.
+pub fn fleet_thread(
+    pool: &str,
+    devices: &str,
+    hash_budget: &str,
+    duration: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> std::thread::JoinHandle<serde_json::Value> {
+    let args: Vec<String> = [
+        "--pool",
+        pool,
+        "--devices",
+        devices,
+        "--hash-budget",
+        hash_budget,
+        "--duration",
+        duration,
+        "--json",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|a| a.to_string())
+    .collect();
+    std::thread::spawn(move || run_fleet(&strs(&args), limit))
+}
+
+/// A farm proxy (`stratumlab proxy` or `translator`) for [`FLEET_DEVICES`] on the upstreams
+/// `args` name, failing over from one silent for `keepalive`, its events in `events`, stopping
+/// by itself after 120 s.
+pub fn failover_proxy(subcommand: &str, args: &[&str], keepalive: &str, events: &Path) -> Role {
+    let own = [
+        "--upstream-keepalive",
+        keepalive,
+        "--duration",
+        "120s",
+        "--events",
+    ];
+    let all: Vec<&str> = [args, &own, &[events.to_str().unwrap()], &FLEET_DEVICES].concat();
+    Role::start(subcommand, &all)
+}
+
+/// [`fleet_thread`] of five devices (200 kH/s in all) on a farm proxy at `pool` that may fail
+/// over, following the new upstream's extranonce (`--extranonce-subscribe`), with `extra`.
+pub fn failover_fleet(
+    pool: &str,
+    duration: &str,
+    extra: &[&str],
+) -> std::thread::JoinHandle<serde_json::Value> {
+    let extra = [&["--extranonce-subscribe"], extra].concat();
+    fleet_thread(
+        pool,
+        "5",
+        "200kH/s",
+        duration,
+        &extra,
+        Duration::from_secs(60),
+    )
+}
+
 /// The events of `path` as JSON values.
 pub fn dump_events(path: &std::path::Path) -> Vec<serde_json::Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_stratumlab"))
@@ -605,7 +666,43 @@ impl Sv2Pool {
         args.extend_from_slice(extra);
         Role::start("translator", &args)
     }
+
+    /// [`Sv2Pool::translator`] for [`FLEET_DEVICES`], with `extra` before them, added to
+    /// `roles` as "translator": the role, and where it listens for SV1 and for HTTP.
+    pub fn fleet_translator<'r>(
+        &self,
+        roles: &'r mut Roles,
+        extra: &[&str],
+    ) -> (&'r Role, String, String) {
+        let args: Vec<&str> = extra.iter().chain(&FLEET_DEVICES).copied().collect();
+        let translator = roles.add("translator", self.translator(&args));
+        let sv1 = translator.line("sv1 listening on");
+        let http = translator.line("http listening on");
+        (translator, sv1, http)
+    }
 }
+
+/// Our translator's flags in the interop checks: devices of 50 kH/s, at this start difficulty
+/// a share every ~2 s each (50e3 * 2 / 2^32), and 30 shares a minute asked of the pool.
+pub const INTEROP_TRANSLATOR: [&str; 8] = [
+    "--user-identity",
+    "stratumlab-interop",
+    "--device-hash-rate",
+    "50kH/s",
+    "--start-difficulty",
+    "0.000023",
+    "--shares-per-minute",
+    "30",
+];
+
+/// A farm proxy's flags for the fleet's devices, which hash 40 kH/s each: at this start
+/// difficulty, a share every second or so.
+pub const FLEET_DEVICES: [&str; 4] = [
+    "--start-difficulty",
+    "0.00001",
+    "--device-hash-rate",
+    "40kH/s",
+];
 
 /// Starts simnet (a Template Provider, network difficulty 0.0005, no blocks of its own) and our
 /// SV2 pool on it, storing in `dir`; the pool's events go to `pool_events` if given.
