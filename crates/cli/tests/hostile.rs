@@ -984,16 +984,10 @@ fn reconnect_flood(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 /// `SetupConnection` for `protocol` (mining, or job declaration) with `flags`.
 fn setup(protocol: u8, flags: u32) -> Message {
     SetupConnection {
-        protocol,
-        min_version: 2,
-        max_version: 2,
         flags,
         endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 0,
         vendor: "hostile".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(protocol)
     }
     .into()
 }

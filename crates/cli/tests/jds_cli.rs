@@ -202,16 +202,10 @@ async fn client(rpc: &str, jds: &str, key: &str, before_push: impl FnOnce()) -> 
     .await
     .unwrap();
     let setup: Message = SetupConnection {
-        protocol: common::protocol::JOB_DECLARATION,
-        min_version: 2,
-        max_version: 2,
         flags: job_declaration_flags::DECLARE_TX_DATA,
         endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 0,
         vendor: "jds_cli test".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(common::protocol::JOB_DECLARATION)
     }
     .into();
     conn.send_message(&setup).await.unwrap();

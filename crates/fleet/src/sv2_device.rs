@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use primitives::{CompactTarget, Difficulty, Hash256, Header, Target};
-use sv2::messages::common::{mining_flags, protocol, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::common::{mining_flags, protocol, SetupConnection};
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, DecodeError, EncodeError, Message, Mining, Sv2Message};
 use sv2::noise::{extension_type, Frame, NoiseError, NoiseInitiator};
@@ -211,9 +211,6 @@ impl Sv2Shared {
         }
         let mut setup = Vec::new();
         SetupConnection {
-            protocol: protocol::MINING,
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
             flags,
             endpoint_host: config
                 .endpoint
@@ -223,7 +220,7 @@ impl Sv2Shared {
             vendor: "stratumlab".into(),
             hardware_version: profile.sv2_hardware().into(),
             firmware: config.firmware.clone(),
-            device_id: String::new(),
+            ..SetupConnection::new(protocol::MINING)
         }
         .encode(&mut setup)?;
         let mut open = Vec::new();

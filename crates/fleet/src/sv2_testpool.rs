@@ -798,18 +798,7 @@ mod tests {
             ..Sv2TestPoolConfig::default()
         });
         let mut d = Device::connect(&core);
-        let setup = SetupConnection {
-            protocol: protocol::MINING,
-            min_version: 2,
-            max_version: 2,
-            flags: 0,
-            endpoint_host: String::new(),
-            endpoint_port: 0,
-            vendor: String::new(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: String::new(),
-        };
+        let setup = SetupConnection::new(protocol::MINING);
         let got = d.send(&core, setup.into());
         assert!(matches!(
             got[..],

@@ -12,7 +12,7 @@ use std::collections::{HashMap, VecDeque};
 
 use pool::engine::TappedShare;
 use primitives::{Hash256, Target};
-use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection};
 use sv2::messages::extensions::{extension, RequestExtensions};
 use sv2::messages::mining::{OpenExtendedMiningChannel, SetCustomMiningJob, SubmitSharesExtended};
 use sv2::messages::{Message, Mining};
@@ -581,16 +581,12 @@ pub(crate) fn setup_connection(
     endpoint_port: u16,
 ) -> Message {
     SetupConnection {
-        protocol,
-        min_version: PROTOCOL_VERSION,
-        max_version: PROTOCOL_VERSION,
         flags,
         endpoint_host: endpoint_host.to_owned(),
         endpoint_port,
         vendor: "stratumlab".into(),
-        hardware_version: String::new(),
         firmware: concat!("stratumlab-jdc/", env!("CARGO_PKG_VERSION")).into(),
-        device_id: String::new(),
+        ..SetupConnection::new(protocol)
     }
     .into()
 }

@@ -1418,21 +1418,20 @@ fn setup(b: u8) -> Message {
         }
     }
     SetupConnection {
-        protocol: [
-            common::protocol::JOB_DECLARATION,
-            common::protocol::MINING,
-            2,
-            7,
-        ][usize::from(b & 3)],
         min_version,
         max_version,
         flags,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 34264,
         vendor: "fuzz-jdc".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(
+            [
+                common::protocol::JOB_DECLARATION,
+                common::protocol::MINING,
+                2,
+                7,
+            ][usize::from(b & 3)],
+        )
     }
     .into()
 }

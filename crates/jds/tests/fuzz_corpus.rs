@@ -39,16 +39,11 @@ fn ready(config: u8, mempool: u8) -> JdsScript {
 
 fn session_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let setup = SetupConnection {
-        protocol: protocol::JOB_DECLARATION,
-        min_version: 2,
-        max_version: 2,
         flags: job_declaration_flags::DECLARE_TX_DATA,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 34264,
         vendor: "seed".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(protocol::JOB_DECLARATION)
     };
     let allocate = AllocateMiningJobToken {
         user_identifier: "farm".into(),

@@ -59,16 +59,11 @@ fn jds_with(cfg: JdsConfig) -> Jds {
 
 fn setup_msg(protocol: u8, flags: u32) -> Message {
     SetupConnection {
-        protocol,
-        min_version: 2,
-        max_version: 2,
         flags,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 34264,
         vendor: "test-jdc".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(protocol)
     }
     .into()
 }

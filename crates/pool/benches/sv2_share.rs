@@ -103,17 +103,9 @@ impl Rig {
         let mut sv2 = Sv2Session::new(pool.engine.clone(), Arc::new(Sv2Config::default()));
         sv2.handle_message(
             SetupConnection {
-                protocol: 0,
-                min_version: 2,
-                max_version: 2,
                 flags: mining_flags::REQUIRES_STANDARD_JOBS
                     | mining_flags::REQUIRES_VERSION_ROLLING,
-                endpoint_host: String::new(),
-                endpoint_port: 0,
-                vendor: String::new(),
-                hardware_version: String::new(),
-                firmware: String::new(),
-                device_id: String::new(),
+                ..SetupConnection::new(0)
             }
             .into(),
             Timestamp::from_millis(t0),

@@ -1348,16 +1348,13 @@ impl Sv2Run {
                 let (min_version, max_version) =
                     [(2, 2), (1, 1), (3, 3), (1, 3)][usize::from(p >> 3 & 3)];
                 SetupConnection {
-                    protocol: [0, 0, 0, 0, 1, 2, 3, 0][usize::from(p & 7)],
                     min_version,
                     max_version,
                     flags,
                     endpoint_host: "127.0.0.1".into(),
                     endpoint_port: 3336,
                     vendor: "fuzz".into(),
-                    hardware_version: String::new(),
-                    firmware: String::new(),
-                    device_id: String::new(),
+                    ..SetupConnection::new([0, 0, 0, 0, 1, 2, 3, 0][usize::from(p & 7)])
                 }
                 .into()
             }

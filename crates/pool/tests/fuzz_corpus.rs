@@ -242,16 +242,11 @@ fn sv2_seeds() -> Vec<(&'static str, Vec<u8>)> {
         extended = extended.submit_extended(0, 0, 0, i, 0, (i % 5) as u8);
     }
     let setup = SetupConnection {
-        protocol: 0,
-        min_version: 2,
-        max_version: 2,
         flags: 1,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 3336,
         vendor: "seed".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(0)
     };
     let open = OpenStandardMiningChannel {
         request_id: 9,

@@ -106,16 +106,11 @@ fn frames_seeds() -> Vec<(String, Vec<u8>)> {
     }
     let setup = message_bytes(
         &SetupConnection {
-            protocol: common::protocol::MINING,
-            min_version: 2,
-            max_version: 2,
             flags: 1,
             endpoint_host: "127.0.0.1".into(),
             endpoint_port: 3333,
             vendor: "seed".into(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: String::new(),
+            ..SetupConnection::new(common::protocol::MINING)
         }
         .into(),
     );
@@ -199,16 +194,13 @@ fn frames_seeds() -> Vec<(String, Vec<u8>)> {
 fn messages_seeds() -> Vec<(String, Vec<u8>)> {
     let samples: Vec<Message> = vec![
         SetupConnection {
-            protocol: common::protocol::TEMPLATE_DISTRIBUTION,
-            min_version: 2,
-            max_version: 2,
-            flags: 0,
             endpoint_host: "10.0.0.1".into(),
             endpoint_port: 8442,
             vendor: "seed".into(),
             hardware_version: "hw".into(),
             firmware: "fw".into(),
             device_id: "id".into(),
+            ..SetupConnection::new(common::protocol::TEMPLATE_DISTRIBUTION)
         }
         .into(),
         OpenStandardMiningChannel {
@@ -297,16 +289,11 @@ fn messages_seeds() -> Vec<(String, Vec<u8>)> {
         }
         .into(),
         SetupConnection {
-            protocol: common::protocol::JOB_DECLARATION,
-            min_version: 2,
-            max_version: 2,
             flags: job_declaration_flags::DECLARE_TX_DATA,
             endpoint_host: "127.0.0.1".into(),
             endpoint_port: 34264,
             vendor: "seed".into(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: String::new(),
+            ..SetupConnection::new(common::protocol::JOB_DECLARATION)
         }
         .into(),
         AllocateMiningJobTokenSuccess {

@@ -27,8 +27,6 @@ fn hash(seed: u8) -> [u8; 32] {
 fn samples() -> Vec<Message> {
     vec![
         common::SetupConnection {
-            protocol: common::protocol::MINING,
-            min_version: 2,
             max_version: 3,
             flags: mining_flags::REQUIRES_STANDARD_JOBS | mining_flags::REQUIRES_VERSION_ROLLING,
             endpoint_host: "pool.example.org".into(),
@@ -37,6 +35,7 @@ fn samples() -> Vec<Message> {
             hardware_version: "sim-asic".into(),
             firmware: "0.1.0".into(),
             device_id: "device-7".into(),
+            ..common::SetupConnection::new(common::protocol::MINING)
         }
         .into(),
         SetupConnectionSuccess {
@@ -858,18 +857,7 @@ fn fields_too_long_for_their_type_are_encode_errors() {
 
 #[test]
 fn protocol_numbers_the_reference_enum_lacks_pass_through() {
-    let m = common::SetupConnection {
-        protocol: 3,
-        min_version: 2,
-        max_version: 2,
-        flags: 0,
-        endpoint_host: String::new(),
-        endpoint_port: 0,
-        vendor: String::new(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
-    };
+    let m = common::SetupConnection::new(3);
     let mut out = Vec::new();
     m.encode(&mut out).unwrap();
     assert_eq!(out[0], 3);

@@ -61,16 +61,10 @@ async fn served(srv: tokio::task::JoinHandle<Result<(), TransportError>>) {
 
 fn setup() -> Message {
     SetupConnection {
-        protocol: 0,
-        min_version: 2,
-        max_version: 2,
         flags: 1,
         endpoint_host: "127.0.0.1".into(),
-        endpoint_port: 0,
         vendor: "test".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..SetupConnection::new(0)
     }
     .into()
 }

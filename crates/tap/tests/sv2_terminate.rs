@@ -170,16 +170,13 @@ fn share(seq: u32) -> SubmitSharesStandard {
 
 fn setup() -> Message {
     SetupConnection {
-        protocol: 0,
-        min_version: 2,
-        max_version: 2,
-        flags: 0,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 3333,
         vendor: "stratumlab".into(),
         hardware_version: "test".into(),
         firmware: "0".into(),
         device_id: "tap-test".into(),
+        ..SetupConnection::new(0)
     }
     .into()
 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 use primitives::bitcoin::Amount;
 use primitives::coinbase::parse_bip34_height;
 use primitives::{CompactTarget, Hash256, Timestamp};
-use sv2::messages::common::{protocol, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::common::{protocol, SetupConnection};
 use sv2::messages::template_distribution::{
     CoinbaseOutputConstraints, NewTemplate, RequestTransactionData, RequestTransactionDataError,
     RequestTransactionDataSuccess, SetNewPrevHash, SubmitSolution,
@@ -178,18 +178,14 @@ impl TpSession {
 
     /// What opens the connection.
     pub fn setup_connection(&self) -> Message {
+        // Template Distribution defines no flags.
         SetupConnection {
-            protocol: protocol::TEMPLATE_DISTRIBUTION,
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            // Template Distribution defines no flags.
-            flags: 0,
             endpoint_host: self.cfg.endpoint_host.clone(),
             endpoint_port: self.cfg.endpoint_port,
             vendor: "stratumlab".into(),
-            hardware_version: String::new(),
             firmware: env!("CARGO_PKG_VERSION").into(),
             device_id: "pool".into(),
+            ..SetupConnection::new(protocol::TEMPLATE_DISTRIBUTION)
         }
         .into()
     }

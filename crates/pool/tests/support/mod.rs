@@ -677,16 +677,11 @@ pub fn transmits(s: &mut pool::sv2::Session) -> Vec<sv2::messages::Message> {
 #[allow(dead_code)] // the SV1 tests include this module too
 pub fn setup_connection(protocol: u8, flags: u32) -> sv2::messages::Message {
     sv2::messages::common::SetupConnection {
-        protocol,
-        min_version: 2,
-        max_version: 2,
         flags,
         endpoint_host: "127.0.0.1".into(),
         endpoint_port: 3336,
         vendor: "test".into(),
-        hardware_version: String::new(),
-        firmware: String::new(),
-        device_id: String::new(),
+        ..sv2::messages::common::SetupConnection::new(protocol)
     }
     .into()
 }

@@ -228,16 +228,9 @@ mod tests {
 
     fn setup_bytes(protocol: u8) -> Vec<u8> {
         let m = SetupConnection {
-            protocol,
-            min_version: 2,
-            max_version: 2,
-            flags: 0,
             endpoint_host: "127.0.0.1".into(),
             endpoint_port: 1,
-            vendor: String::new(),
-            hardware_version: String::new(),
-            firmware: String::new(),
-            device_id: String::new(),
+            ..SetupConnection::new(protocol)
         };
         let mut out = Vec::new();
         m.encode(&mut out).unwrap();

@@ -68,6 +68,26 @@ pub struct SetupConnection {
     pub device_id: String,
 }
 
+impl SetupConnection {
+    /// A setup for `protocol` ([`protocol`]) at [`PROTOCOL_VERSION`] only, with no flags and
+    /// no endpoint or device described; set what a client says beyond that with
+    /// `SetupConnection { flags, ..SetupConnection::new(p) }`.
+    pub fn new(protocol: u8) -> SetupConnection {
+        SetupConnection {
+            protocol,
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            flags: 0,
+            endpoint_host: String::new(),
+            endpoint_port: 0,
+            vendor: String::new(),
+            hardware_version: String::new(),
+            firmware: String::new(),
+            device_id: String::new(),
+        }
+    }
+}
+
 impl Sv2Message for SetupConnection {
     const MSG_TYPE: u8 = wire_msgs::MESSAGE_TYPE_SETUP_CONNECTION;
     const CHANNEL_BIT: bool = false;

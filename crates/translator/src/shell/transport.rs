@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use events::LinkCounter;
 
-use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection, PROTOCOL_VERSION};
+use sv2::messages::common::{mining_flags, protocol, Common, SetupConnection};
 use sv2::messages::extensions::RequestExtensions;
 use sv2::messages::Mining;
 use sv2::negotiation::{self, Outcome};
@@ -169,18 +169,14 @@ impl Transport for Sv2Transport {
             .ok_or(ShellError::NoAuthorityKey(spec.addr))?;
         let mut conn = NoiseConn::connect_to_authority(stream, key, Limits::default()).await?;
         conn.count_into(net.clone(), Side::Client);
+        // No flags: extended channels, and devices that may roll version bits if the pool lets
+        // them.
         let setup = SetupConnection {
-            protocol: protocol::MINING,
-            min_version: PROTOCOL_VERSION,
-            max_version: PROTOCOL_VERSION,
-            // Extended channels, and devices that may roll version bits if the pool lets them.
-            flags: 0,
             endpoint_host: spec.addr.ip().to_string(),
             endpoint_port: spec.addr.port(),
             vendor: "stratumlab".into(),
-            hardware_version: String::new(),
             firmware: hello.firmware.into(),
-            device_id: String::new(),
+            ..SetupConnection::new(protocol::MINING)
         };
         conn.send_message(&setup.into()).await?;
         let fixed_version = loop {
