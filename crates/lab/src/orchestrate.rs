@@ -961,6 +961,11 @@ impl Trial<'_> {
         config: &str,
         node: &NodeEndpoints,
     ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
+        let tool = located(
+            self.pool_sv2,
+            &format!("{config}.pool"),
+            "the SV2 reference pool (pool_sv2)",
+        )?;
         let tdp = node
             .tdp
             .expect("simnet serves TDP when a configuration needs it");
@@ -977,13 +982,7 @@ impl Trial<'_> {
             monitoring: Some(monitoring),
         }
         .toml();
-        let (program, args) = self.with_config(
-            self.pool_sv2,
-            &format!("{config}.pool"),
-            "the SV2 reference pool (pool_sv2)",
-            &format!("{config}.pool_sv2.toml"),
-            text,
-        )?;
+        let (program, args) = self.with_config(tool, &format!("{config}.pool_sv2.toml"), text)?;
         Ok((program, args, listen, monitoring))
     }
 
@@ -1042,6 +1041,11 @@ impl Trial<'_> {
         role: &str,
         upstream: SocketAddr,
     ) -> Result<(&Path, Vec<OsString>, SocketAddr, SocketAddr), RunError> {
+        let tool = located(
+            self.translator_sv2,
+            role,
+            "the SV2 reference translator (translator_sv2)",
+        )?;
         let listen = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
         let monitoring = free_loopback_port().map_err(io("finding a port for translator_sv2"))?;
         let text = TranslatorSv2Config {
@@ -1057,31 +1061,19 @@ impl Trial<'_> {
             monitoring: Some(monitoring),
         }
         .toml();
-        let (program, args) = self.with_config(
-            self.translator_sv2,
-            role,
-            "the SV2 reference translator (translator_sv2)",
-            &format!("{role}.translator_sv2.toml"),
-            text,
-        )?;
+        let (program, args) =
+            self.with_config(tool, &format!("{role}.translator_sv2.toml"), text)?;
         Ok((program, args, listen, monitoring))
     }
 
     /// A reference role's program and its command line: `-c` and the config `text`, written as
-    /// `file` in the run's directory. An error for `role`, naming `what`, where the lab located
-    /// none.
+    /// `file` in the run's directory.
     fn with_config<'t>(
         &self,
-        tool: Option<&'t Tool>,
-        role: &str,
-        what: &str,
+        tool: &'t Tool,
         file: &str,
         text: String,
     ) -> Result<(&'t Path, Vec<OsString>), RunError> {
-        let tool = tool.ok_or_else(|| RunError::Unhealthy {
-            role: role.to_owned(),
-            why: format!("{what} was not located before the run"),
-        })?;
         let path = self.dir.join(file);
         std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))?;
         Ok((&tool.path, vec!["-c".into(), path.into()]))
@@ -1420,7 +1412,6 @@ impl Link {
     }
 }
 
-/// The events file of one of our own roles (third-party roles have none and get no flag).
 /// Marks a moment of the run in the lab's own event file.
 fn mark(lab_events: &EventSink, at_ns: u64, name: &str) {
     lab_events.emit_at(
@@ -1431,6 +1422,15 @@ fn mark(lab_events: &EventSink, at_ns: u64, name: &str) {
     );
 }
 
+/// A reference role the lab located before the run, or an error for `role` naming `what`.
+fn located<'t>(tool: Option<&'t Tool>, role: &str, what: &str) -> Result<&'t Tool, RunError> {
+    tool.ok_or_else(|| RunError::Unhealthy {
+        role: role.to_owned(),
+        why: format!("{what} was not located before the run"),
+    })
+}
+
+/// The events file of one of our own roles (third-party roles have none and get no flag).
 fn events_of(log: &RoleFile) -> &Path {
     log.events.as_deref().expect("our own roles write events")
 }

@@ -210,19 +210,12 @@ fn stop_all(roles: &mut [&mut RoleProcess]) -> Result<(), String> {
     Ok(())
 }
 
-/// The row of `labels` whose label is `s`, or an error naming every label.
-fn by_label<T: Copy>(labels: &[(T, &'static str)], s: &str) -> Result<T, String> {
-    let found = labels.iter().find(|(_, l)| *l == s);
-    found.map(|&(k, _)| k).ok_or_else(|| {
-        let names: Vec<_> = labels.iter().map(|(_, l)| *l).collect();
+/// The row of `all` whose label is `s`, or an error naming every label.
+fn by_label<T: Copy>(all: &[T], label: fn(T) -> &'static str, s: &str) -> Result<T, String> {
+    all.iter().copied().find(|&k| label(k) == s).ok_or_else(|| {
+        let names: Vec<_> = all.iter().map(|&k| label(k)).collect();
         format!("unknown row `{s}` (rows: {})", names.join(", "))
     })
-}
-
-/// `row`'s label in `labels`, which lists every row.
-fn label_of<T: PartialEq>(labels: &[(T, &'static str)], row: T) -> &'static str {
-    let found = labels.iter().find(|(k, _)| *k == row);
-    found.expect("every row has a label").1
 }
 
 /// `row` when it measured what it must (`ok`), else `why` with the row's figures.

@@ -91,23 +91,33 @@ pub enum RowKind {
     OursPerf,
 }
 
-/// Every row with its label, as `--rows` names it.
-const LABELS: [(RowKind, &str); 9] = [
-    (RowKind::Ours, "ours"),
-    (RowKind::PoolSv2, "pool_sv2"),
-    (RowKind::OursDurOff, "ours-dur-off"),
-    (RowKind::PoolSv2Warn, "pool_sv2-warn"),
-    (RowKind::Base, "base"),
-    (RowKind::BaseDurOff, "base-dur-off"),
-    (RowKind::Floor, "floor"),
-    (RowKind::FloorEpoll, "floor-epoll"),
-    (RowKind::OursPerf, "ours-perf"),
+/// Every row, in the order `--rows` lists them in an error.
+const ALL: [RowKind; 9] = [
+    RowKind::Ours,
+    RowKind::PoolSv2,
+    RowKind::OursDurOff,
+    RowKind::PoolSv2Warn,
+    RowKind::Base,
+    RowKind::BaseDurOff,
+    RowKind::Floor,
+    RowKind::FloorEpoll,
+    RowKind::OursPerf,
 ];
 
 impl RowKind {
     /// The row's label, as `--rows` names it.
     pub fn label(self) -> &'static str {
-        super::label_of(&LABELS, self)
+        match self {
+            RowKind::Ours => "ours",
+            RowKind::PoolSv2 => "pool_sv2",
+            RowKind::OursDurOff => "ours-dur-off",
+            RowKind::PoolSv2Warn => "pool_sv2-warn",
+            RowKind::Base => "base",
+            RowKind::BaseDurOff => "base-dur-off",
+            RowKind::Floor => "floor",
+            RowKind::FloorEpoll => "floor-epoll",
+            RowKind::OursPerf => "ours-perf",
+        }
     }
 
     /// The program family, whose idle baseline nets its rows ("net" in the table).
@@ -130,7 +140,7 @@ impl std::str::FromStr for RowKind {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        super::by_label(&LABELS, s)
+        super::by_label(&ALL, RowKind::label, s)
     }
 }
 
