@@ -43,12 +43,23 @@ fn lab_with(out: &Path, configs: &[&str], tables: &str, extra: &[&str]) -> Child
     // is not at the mercy of one stale share. One found block per configuration on average
     // (every configuration's found blocks are tips for all of them): a short run's stale
     // fraction is a few tips' luck.
+    lab_at(out, configs, 60, tables, extra)
+}
+
+/// [`lab_with`] at `shares_per_minute` per device.
+fn lab_at(
+    out: &Path,
+    configs: &[&str],
+    shares_per_minute: u32,
+    tables: &str,
+    extra: &[&str],
+) -> Child {
     let scenario = out.with_extension("toml");
     let configs: Vec<String> = configs.iter().map(|c| format!("{c:?}")).collect();
     std::fs::write(
         &scenario,
         format!(
-            "name = \"test\"\nconfigs = [{}]\nshares_per_minute = 60\n{tables}",
+            "name = \"test\"\nconfigs = [{}]\nshares_per_minute = {shares_per_minute}\n{tables}",
             configs.join(", ")
         ),
     )
@@ -448,10 +459,17 @@ fn a_short_run_of_c_workers_credits_each_device_where_c_credits_one_worker() {
 #[test]
 fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
     let (_serial, _dir, out) = trial();
-    let child = lab_of(
+    // C's pool sees one aggregated channel at the scenario's share rate, an eighth of the
+    // shares sv1's pool sees from eight devices, and its first samples come from a channel
+    // seconds old: at one share per second and a doubling, that noise flipped the lag's sign
+    // in about one run in twenty. Four shares per second and a fourfold step put C's bias near
+    // -37% with a spread of about 5 points over repeated runs of this scenario.
+    let child = lab_at(
         &out,
         &["sv1", "C"],
-        &["--duration", "30s", "--hash-rate-step", "12s=2"],
+        240,
+        "",
+        &["--duration", "30s", "--hash-rate-step", "12s=4"],
     );
     let results = succeeded(child, &out);
     for name in ["sv1", "C"] {
