@@ -47,21 +47,17 @@ fn notify_lines() -> [Vec<u8>; 2] {
     let branch: Vec<Hash256> = (0..12u64).map(|i| sha256d(&i.to_le_bytes())).collect();
     let prev = sha256d(b"prev");
     ["6512ab3400000001", "6512ab3400000002"].map(|id| {
-        let mut out = Vec::new();
-        sv1::write::notify(
-            &mut out,
-            &sv1::write::NotifyFields {
-                job_id: id,
-                prev_hash: &prev,
-                coinb1: &parts.prefix,
-                coinb2: &parts.suffix,
-                merkle_branch: &branch,
-                version: 0x2000_0000,
-                nbits: 0x1703_6e3a,
-                ntime: 1_700_000_000,
-                clean_jobs: false,
-            },
-        );
+        let mut out = fleet::testpool::Job {
+            id: id.into(),
+            prev_hash: prev,
+            coinb1: parts.prefix.clone(),
+            coinb2: parts.suffix.clone(),
+            branch: branch.clone(),
+            version: 0x2000_0000,
+            nbits: 0x1703_6e3a,
+            ntime: 1_700_000_000,
+        }
+        .notify(false);
         out.pop();
         out
     })

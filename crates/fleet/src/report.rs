@@ -126,6 +126,12 @@ pub struct FleetReport {
     pub protocol_errors: u64,
 }
 
+/// `key: count` for each entry, comma-separated.
+fn listed(counts: &BTreeMap<String, u64>) -> String {
+    let by: Vec<String> = counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    by.join(", ")
+}
+
 impl fmt::Display for FleetReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shares;
@@ -157,20 +163,10 @@ impl fmt::Display for FleetReport {
             s.sent, s.accepted, s.rejected, s.unanswered, s.dropped
         )?;
         if !s.rejected_by_code.is_empty() {
-            let by: Vec<String> = s
-                .rejected_by_code
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect();
-            writeln!(f, "  rejected by    code {}", by.join(", "))?;
+            writeln!(f, "  rejected by    code {}", listed(&s.rejected_by_code))?;
         }
         if !s.rejected_by_reason.is_empty() {
-            let by: Vec<String> = s
-                .rejected_by_reason
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect();
-            writeln!(f, "  rejected as    {}", by.join(", "))?;
+            writeln!(f, "  rejected as    {}", listed(&s.rejected_by_reason))?;
         }
         writeln!(f, "  validated      {:.1} shares/s", self.accepted_per_s)?;
         let l = &self.share_latency_ms;

@@ -187,14 +187,7 @@ impl Shared {
     }
 
     fn connect(&self, peer: SocketAddr) -> Result<Conn, NoiseError> {
-        self.stats.connections.fetch_add(1, Relaxed);
-        *self
-            .stats
-            .peers
-            .lock()
-            .expect("peers lock")
-            .entry(peer.ip())
-            .or_default() += 1;
+        crate::testpool::count_connection(&self.stats.connections, &self.stats.peers, peer);
         let noise = NoiseResponder::new(&self.config.keys, Duration::from_secs(3600), 1 << 20)?;
         Ok(Conn {
             id: self.next_conn.fetch_add(1, Relaxed),

@@ -101,22 +101,83 @@ pub struct TestPoolStats {
     pub suggested: Mutex<Vec<f64>>,
 }
 
-struct Job {
-    id: String,
-    prev_hash: Hash256,
-    coinb1: Vec<u8>,
-    coinb2: Vec<u8>,
-    branch: Vec<Hash256>,
-    version: u32,
-    nbits: u32,
-    ntime: u32,
+/// A job as `mining.notify` carries it: what the test pool hands out and checks shares against,
+/// and what the device's tests and benches write by hand.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The job id.
+    pub id: String,
+    /// The previous block's hash, internal byte order.
+    pub prev_hash: Hash256,
+    /// The coinbase before the extranonces.
+    pub coinb1: Vec<u8>,
+    /// The coinbase after the extranonces.
+    pub coinb2: Vec<u8>,
+    /// The coinbase's merkle siblings, bottom up.
+    pub branch: Vec<Hash256>,
+    /// The header version.
+    pub version: u32,
+    /// The network target, compact form.
+    pub nbits: u32,
+    /// The header time, Unix seconds.
+    pub ntime: u32,
+}
+
+impl Job {
+    /// The `mining.notify` line, its newline included.
+    pub fn notify(&self, clean: bool) -> Vec<u8> {
+        let mut line = Vec::new();
+        sv1::write::notify(
+            &mut line,
+            &sv1::write::NotifyFields {
+                job_id: &self.id,
+                prev_hash: &self.prev_hash,
+                coinb1: &self.coinb1,
+                coinb2: &self.coinb2,
+                merkle_branch: &self.branch,
+                version: self.version,
+                nbits: self.nbits,
+                ntime: self.ntime,
+                clean_jobs: clean,
+            },
+        );
+        line
+    }
+
+    /// The share `sub` stands for on this job, from a connection given extranonce1 `en1` and
+    /// the version-rolling mask `mask`.
+    pub fn share<'a>(&'a self, sub: &'a Submit<'_>, en1: &'a [u8], mask: u32) -> Sv1Share<'a> {
+        Sv1Share {
+            job: JobHeader {
+                version: self.version,
+                prev_hash: self.prev_hash,
+                bits: CompactTarget::from_consensus(self.nbits),
+            },
+            coinb1: &self.coinb1,
+            extranonce1: en1,
+            extranonce2: sub.extranonce2(),
+            coinb2: &self.coinb2,
+            merkle_branch: &self.branch,
+            miner: MinerChoice {
+                ntime: sub.ntime,
+                nonce: sub.nonce,
+                version: sub.version_bits,
+                version_mask: mask,
+            },
+        }
+    }
+}
+
+/// A job handed out, and its notify line as every connection gets it.
+struct Handed {
+    job: Job,
     notify_line: Arc<Vec<u8>>,
 }
 
 struct Shared {
     config: TestPoolConfig,
     stats: Arc<TestPoolStats>,
-    jobs: Mutex<Vec<Arc<Job>>>,
+    jobs: Mutex<Vec<Arc<Handed>>>,
     next_job: AtomicU64,
     next_en1: AtomicU64,
     jobs_tx: broadcast::Sender<Arc<Vec<u8>>>,
@@ -198,7 +259,7 @@ impl Shared {
             .map(|i| primitives::sha256d(&[n.to_le_bytes(), (i as u64).to_le_bytes()].concat()))
             .collect::<Vec<_>>();
         let prev_hash = primitives::sha256d(&(n / 4).to_le_bytes());
-        let mut job = Job {
+        let job = Job {
             id: format!("{n:x}"),
             prev_hash,
             coinb1: parts.prefix,
@@ -207,25 +268,9 @@ impl Shared {
             version: 0x2000_0000,
             nbits: self.config.nbits,
             ntime: 1_700_000_000 + n as u32,
-            notify_line: Arc::new(Vec::new()),
         };
-        let mut line = Vec::new();
-        sv1::write::notify(
-            &mut line,
-            &sv1::write::NotifyFields {
-                job_id: &job.id,
-                prev_hash: &job.prev_hash,
-                coinb1: &job.coinb1,
-                coinb2: &job.coinb2,
-                merkle_branch: &job.branch,
-                version: job.version,
-                nbits: job.nbits,
-                ntime: job.ntime,
-                clean_jobs: clean,
-            },
-        );
-        job.notify_line = Arc::new(line);
-        let job = Arc::new(job);
+        let notify_line = Arc::new(job.notify(clean));
+        let job = Arc::new(Handed { job, notify_line });
         {
             let mut jobs = self.jobs.lock().expect("jobs lock");
             if clean {
@@ -243,9 +288,9 @@ impl Shared {
         Arc::clone(&jobs.last().expect("a job").notify_line)
     }
 
-    fn job(&self, id: &str) -> Option<Arc<Job>> {
+    fn job(&self, id: &str) -> Option<Arc<Handed>> {
         let jobs = self.jobs.lock().expect("jobs lock");
-        jobs.iter().find(|j| j.id == id).cloned()
+        jobs.iter().find(|j| j.job.id == id).cloned()
     }
 }
 
@@ -289,14 +334,23 @@ where
     })
 }
 
-async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
-    s.stats.connections.fetch_add(1, Relaxed);
-    *s.stats
-        .peers
+/// Counts a connection from `peer` in `connections`, and in `peers` by its source address
+/// (both test pools).
+pub(crate) fn count_connection(
+    connections: &AtomicU64,
+    peers: &Mutex<BTreeMap<IpAddr, u64>>,
+    peer: SocketAddr,
+) {
+    connections.fetch_add(1, Relaxed);
+    *peers
         .lock()
         .expect("peers lock")
         .entry(peer.ip())
         .or_default() += 1;
+}
+
+async fn serve(stream: TcpStream, peer: SocketAddr, s: Arc<Shared>) {
+    count_connection(&s.stats.connections, &s.stats.peers, peer);
     let (mut rd, wr) = stream.into_split();
     let (tx, writer) = crate::timed_writer::spawn::<Arc<Vec<u8>>>(wr);
     let mut jobs_rx = s.jobs_tx.subscribe();
@@ -438,10 +492,11 @@ impl Conn {
             s.stats.malformed.fetch_add(1, Relaxed);
             return Some(ErrorCode::Other);
         };
-        let Some(job) = s.job(sub.job_id) else {
+        let Some(handed) = s.job(sub.job_id) else {
             s.stats.stale.fetch_add(1, Relaxed);
             return Some(ErrorCode::JobNotFound);
         };
+        let job = &handed.job;
         let key = (
             job.id.clone(),
             sub.extranonce2().to_vec(),
@@ -453,25 +508,7 @@ impl Conn {
             s.stats.duplicate.fetch_add(1, Relaxed);
             return Some(ErrorCode::Duplicate);
         }
-        let share = Sv1Share {
-            job: JobHeader {
-                version: job.version,
-                prev_hash: job.prev_hash,
-                bits: CompactTarget::from_consensus(job.nbits),
-            },
-            coinb1: &job.coinb1,
-            extranonce1: &self.en1,
-            extranonce2: sub.extranonce2(),
-            coinb2: &job.coinb2,
-            merkle_branch: &job.branch,
-            miner: MinerChoice {
-                ntime: sub.ntime,
-                nonce: sub.nonce,
-                version: sub.version_bits,
-                version_mask: self.mask,
-            },
-        };
-        match share.check(target) {
+        match job.share(&sub, &self.en1, self.mask).check(target) {
             Ok(c) if c.meets_share_target => {
                 s.stats.valid.fetch_add(1, Relaxed);
                 if sub.version_bits.is_some_and(|v| v != 0) {

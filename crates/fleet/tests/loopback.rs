@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use events::{EventKind, Perspective, Verdict};
+use events::EventKind;
 use fleet::testpool::{TestPool, TestPoolConfig};
 use fleet::{Backoff, Fleet, FleetConfig, Profile};
 
@@ -86,7 +86,7 @@ async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_del
 
     // Events: connections, jobs with their fingerprints, shares and verdicts as received.
     let log = events::read_file(&events_path).unwrap();
-    let count = |f: &dyn Fn(&EventKind) -> bool| log.events.iter().filter(|e| f(&e.kind)).count();
+    let count = |f: &dyn Fn(&EventKind) -> bool| common::count_events(&log, f);
     assert_eq!(count(&|k| matches!(k, EventKind::ConnectionOpened(_))), 60);
     assert!(
         count(&|k| matches!(k, EventKind::JobReceived(j)
@@ -97,12 +97,7 @@ async fn devices_spread_over_source_addresses_and_latency_includes_the_reply_del
         count(&|k| matches!(k, EventKind::ShareSent(_))) as u64,
         s.sent
     );
-    assert_eq!(
-        count(&|k| matches!(k, EventKind::ShareResult(r)
-            if r.verdict == Verdict::Accepted && r.perspective == Perspective::Received))
-            as u64,
-        s.accepted
-    );
+    common::assert_accepted_as_received(&log, s.accepted);
     let hashes: u64 = log
         .events
         .iter()
@@ -171,15 +166,7 @@ async fn devices_come_back_after_the_pool_drops_them() {
     let first = back[0] - kicked_at;
     let last = back[back.len() - 1] - kicked_at;
     assert!(first >= 500_000_000, "first back after {first} ns");
-    let window = 10_000_000;
-    let mut lo = 0;
-    let mut busiest = 0;
-    for hi in 0..back.len() {
-        while back[hi] - back[lo] >= window {
-            lo += 1;
-        }
-        busiest = busiest.max(hi - lo + 1);
-    }
+    let busiest = common::busiest_window(&mut back, 10_000_000);
     println!(
         "back between {:.0} and {:.0} ms after the kick; busiest 10 ms: {busiest} of {devices}",
         first as f64 / 1e6,

@@ -24,16 +24,7 @@ const WINDOW: u64 = 10 * MS;
 
 /// The most events any `WINDOW`-long interval holds.
 fn busiest_window(times: &mut [u64]) -> usize {
-    times.sort_unstable();
-    let mut best = 0;
-    let mut lo = 0;
-    for hi in 0..times.len() {
-        while times[hi] - times[lo] >= WINDOW {
-            lo += 1;
-        }
-        best = best.max(hi - lo + 1);
-    }
-    best
+    common::busiest_window(times, WINDOW)
 }
 
 #[test]

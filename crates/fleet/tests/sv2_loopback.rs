@@ -6,7 +6,7 @@ mod common;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use events::{EventKind, JobId, Perspective, Reason, Verdict};
+use events::{EventKind, JobId, Reason, Verdict};
 use fleet::sv2_testpool::{Sv2TestPool, Sv2TestPoolConfig};
 use fleet::{Backoff, Fleet, FleetConfig, Profile, Protocol};
 use primitives::{Difficulty, Target};
@@ -110,7 +110,7 @@ async fn devices_mine_through_new_jobs_and_tips_and_every_verdict_is_counted() {
     // Events: a future job then its activation for every device, and the same jobs, shares
     // and verdicts the counters saw, on channel 1 with numeric job ids.
     let log = events::read_file(&events_path).unwrap();
-    let count = |f: &dyn Fn(&EventKind) -> bool| log.events.iter().filter(|e| f(&e.kind)).count();
+    let count = |f: &dyn Fn(&EventKind) -> bool| common::count_events(&log, f);
     assert_eq!(count(&|k| matches!(k, EventKind::ConnectionOpened(_))), 40);
     assert_eq!(
         count(&|k| matches!(k, EventKind::JobReceived(j) if j.future && j.prev_hash.is_none())),
@@ -134,12 +134,7 @@ async fn devices_mine_through_new_jobs_and_tips_and_every_verdict_is_counted() {
             as u64,
         s.sent
     );
-    assert_eq!(
-        count(&|k| matches!(k, EventKind::ShareResult(r)
-            if r.verdict == Verdict::Accepted && r.perspective == Perspective::Received))
-            as u64,
-        s.accepted
-    );
+    common::assert_accepted_as_received(&log, s.accepted);
     assert_eq!(
         count(&|k| matches!(k, EventKind::ShareResult(r)
             if r.verdict == Verdict::Rejected(Reason::Stale))) as u64,

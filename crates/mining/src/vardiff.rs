@@ -390,15 +390,16 @@ mod tests {
         }
     }
 
+    /// A vardiff under `cfg` that starts at difficulty `d` at time 0.
+    fn started(cfg: VardiffConfig, d: f64) -> Vardiff {
+        Vardiff::new(cfg, Difficulty::new(d).unwrap(), Timestamp::from_millis(0))
+    }
+
     #[test]
     fn converges_to_the_target_share_rate_from_far_below_and_above() {
         // 1 diff-1 share per second: at 15 shares/min the right difficulty is 4.
         for start in [1e-3, 1e6] {
-            let mut v = Vardiff::new(
-                VardiffConfig::default(),
-                Difficulty::new(start).unwrap(),
-                Timestamp::from_millis(0),
-            );
+            let mut v = started(VardiffConfig::default(), start);
             simulate(&mut v, 1.0, Timestamp::from_millis(0), 3_600_000, 42);
             let d = v.difficulty().as_f64();
             assert!((2.0..8.0).contains(&d), "from {start}: {d}");
@@ -408,11 +409,7 @@ mod tests {
     #[test]
     fn a_channel_aiming_at_ten_workers_rates_settles_ten_times_easier() {
         // 1 diff-1 share per second at 150 shares/min: difficulty 0.4 rather than 4.
-        let mut v = Vardiff::new(
-            VardiffConfig::default(),
-            Difficulty::new(4.0).unwrap(),
-            Timestamp::from_millis(0),
-        );
+        let mut v = started(VardiffConfig::default(), 4.0);
         v.set_shares_per_minute(150.0);
         v.set_shares_per_minute(f64::NAN);
         v.set_shares_per_minute(0.0);
@@ -424,11 +421,7 @@ mod tests {
 
     #[test]
     fn steady_miner_is_left_alone() {
-        let mut v = Vardiff::new(
-            VardiffConfig::default(),
-            Difficulty::new(4.0).unwrap(),
-            Timestamp::from_millis(0),
-        );
+        let mut v = started(VardiffConfig::default(), 4.0);
         let mut changes = 0;
         let mut t = Timestamp::from_millis(0);
         for _ in 0..60 {
@@ -449,11 +442,7 @@ mod tests {
             max: Difficulty::new(8.0).unwrap(),
             ..VardiffConfig::default()
         };
-        let mut v = Vardiff::new(
-            cfg,
-            Difficulty::new(1000.0).unwrap(),
-            Timestamp::from_millis(0),
-        );
+        let mut v = started(cfg, 1000.0);
         assert_eq!(v.difficulty().as_f64(), 8.0, "start clamped");
         // A flood of shares inside the interval changes nothing.
         for ms in 0..29_000 {
@@ -463,11 +452,7 @@ mod tests {
             );
         }
         // A silent miner steps down, but not below the minimum.
-        let mut v = Vardiff::new(
-            cfg,
-            Difficulty::new(8.0).unwrap(),
-            Timestamp::from_millis(0),
-        );
+        let mut v = started(cfg, 8.0);
         let mut t = 0;
         for _ in 0..20 {
             t += 30_000;
@@ -485,11 +470,7 @@ mod tests {
     fn fractional_difficulties_for_tiny_miners() {
         // A 10 kH/s device: 10e3 / 2^32 diff-1 shares per second.
         let rate = 10e3 / 4_294_967_296.0;
-        let mut v = Vardiff::new(
-            VardiffConfig::default(),
-            Difficulty::ONE,
-            Timestamp::from_millis(0),
-        );
+        let mut v = started(VardiffConfig::default(), 1.0);
         simulate(&mut v, rate, Timestamp::from_millis(0), 6 * 3_600_000, 9);
         let d = v.difficulty().as_f64();
         let ideal = rate * 4.0;
@@ -502,11 +483,7 @@ mod tests {
     fn converged_after_step(rate: f64, for_ms: u64) -> usize {
         (0..50)
             .filter(|&seed| {
-                let mut v = Vardiff::new(
-                    VardiffConfig::default(),
-                    Difficulty::new(4.0).unwrap(),
-                    Timestamp::from_millis(0),
-                );
+                let mut v = started(VardiffConfig::default(), 4.0);
                 let t = simulate(&mut v, 1.0, Timestamp::from_millis(0), 600_000, seed);
                 simulate(&mut v, rate, t, for_ms, seed + 1_000);
                 let d = v.difficulty().as_f64() / (4.0 * rate);
@@ -537,11 +514,7 @@ mod tests {
         // is where it should be.
         let moved = (0..50)
             .filter(|&seed| {
-                let mut v = Vardiff::new(
-                    VardiffConfig::default(),
-                    Difficulty::new(4.0).unwrap(),
-                    Timestamp::from_millis(0),
-                );
+                let mut v = started(VardiffConfig::default(), 4.0);
                 simulate(&mut v, 1.0, Timestamp::from_millis(0), 180_000, seed);
                 v.difficulty().as_f64() != 4.0
             })

@@ -47,18 +47,9 @@ pub fn socket_from(upstream: SocketAddr, source: Option<IpAddr>) -> io::Result<T
     };
     if let Some(src) = source {
         if src.is_ipv4() {
-            let one: libc::c_int = 1;
-            // SAFETY: a valid socket and a c_int option of the right size. If it fails the port
-            // is picked at bind time instead, which only uses ports up sooner.
-            unsafe {
-                libc::setsockopt(
-                    socket.as_raw_fd(),
-                    libc::IPPROTO_IP,
-                    libc::IP_BIND_ADDRESS_NO_PORT,
-                    &one as *const libc::c_int as *const libc::c_void,
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                );
-            }
+            // If it fails the port is picked at bind time instead, which only uses ports up
+            // sooner.
+            turn_on(&socket, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT);
         }
         socket.bind(SocketAddr::new(src, 0))?;
     }
@@ -85,13 +76,19 @@ pub async fn connect(
 /// socket to ask turns stamping on for the host a moment later, which is why the tap asks as
 /// soon as it listens.
 pub fn enable_rx_timestamps(s: &impl AsRawFd) -> bool {
+    turn_on(s, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS)
+}
+
+/// Sets the socket option `name` at `level` to 1 (a flag turned on); returns whether the
+/// kernel agreed.
+fn turn_on(s: &impl AsRawFd, level: libc::c_int, name: libc::c_int) -> bool {
     let one: libc::c_int = 1;
     // SAFETY: a valid socket and a c_int option of the right size.
     let rc = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
+            level,
+            name,
             &one as *const libc::c_int as *const libc::c_void,
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )

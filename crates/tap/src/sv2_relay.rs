@@ -268,6 +268,35 @@ impl Terminated {
         self.out.clear();
     }
 
+    /// One read from `side`'s socket `src`, counted, with the arrival time of its bytes; `leg`
+    /// carries them on. `None` when nothing is waiting or `side` closed (its FIN goes to `leg`;
+    /// a close before the handshakes completed ends the connection).
+    fn read_side(
+        &mut self,
+        side: Side,
+        src: &TcpStream,
+        leg: &mut Leg,
+    ) -> Result<Option<(usize, u64)>, End> {
+        let Some((n, arrival)) = recv(src, &mut self.read_buf)? else {
+            return Ok(None);
+        };
+        if n == 0 {
+            leg.push_fin(arrival);
+            if self.phase != Phase::Established {
+                return Err(End::Handshake {
+                    side,
+                    what: "closed before the handshake completed",
+                });
+            }
+            return Ok(None);
+        }
+        match side {
+            Side::Client => self.client_read.add(n),
+            Side::Upstream => self.upstream_read.add(n),
+        }
+        Ok(Some((n, arrival)))
+    }
+
     fn read_client(
         &mut self,
         shared: &Shared,
@@ -275,20 +304,9 @@ impl Terminated {
         client: &TcpStream,
     ) -> Result<(), End> {
         while legs.up.wants_read() && self.reads_client() {
-            let Some((n, arrival)) = recv(client, &mut self.read_buf)? else {
+            let Some((n, arrival)) = self.read_side(Side::Client, client, &mut legs.up)? else {
                 break;
             };
-            if n == 0 {
-                legs.up.push_fin(arrival);
-                if self.phase != Phase::Established {
-                    return Err(End::Handshake {
-                        side: Side::Client,
-                        what: "closed before the handshake completed",
-                    });
-                }
-                break;
-            }
-            self.client_read.add(n);
             self.client_noise
                 .feed(&self.read_buf[..n])
                 .map_err(|error| End::Noise {
@@ -319,20 +337,10 @@ impl Terminated {
         upstream: &TcpStream,
     ) -> Result<(), End> {
         while legs.down.wants_read() {
-            let Some((n, arrival)) = recv(upstream, &mut self.read_buf)? else {
+            let Some((n, arrival)) = self.read_side(Side::Upstream, upstream, &mut legs.down)?
+            else {
                 break;
             };
-            if n == 0 {
-                legs.down.push_fin(arrival);
-                if self.phase != Phase::Established {
-                    return Err(End::Handshake {
-                        side: Side::Upstream,
-                        what: "closed before the handshake completed",
-                    });
-                }
-                break;
-            }
-            self.upstream_read.add(n);
             let upstream_error = |error| End::Noise {
                 side: Side::Upstream,
                 error,

@@ -210,11 +210,9 @@ async fn an_upstream_reset_closes_the_client_and_an_unreachable_one_is_counted()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_and_events_equal_the_bytes_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tap.ev");
     let upstream = echo_upstream().await;
     let mut cfg = config(upstream, LinkConfig::symmetric(ms(2)));
-    let sink = log_events(&mut cfg, &path);
+    let (_dir, path, sink) = log_events(&mut cfg);
     cfg.link_name = "farm-wan".into();
     cfg.report_interval = ms(50);
     let tap = Running::start(cfg).await;
@@ -454,11 +452,9 @@ async fn sv1_pool() -> SocketAddr {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sv1_lines_are_read_counted_and_reported_without_changing_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tap.ev");
     let upstream = sv1_pool().await;
     let mut cfg = config(upstream, LinkConfig::symmetric(ms(1)));
-    let sink = log_events(&mut cfg, &path);
+    let (_dir, path, sink) = log_events(&mut cfg);
     let tap = Running::start(cfg).await;
 
     let c = TcpStream::connect(tap.addr).await.unwrap();

@@ -295,11 +295,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_cross_unchanged_delayed_counted_and_reported() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tap.ev");
     let (upstream, mut seen) = server().await;
     let mut cfg = terminating(upstream, server_keys().public_bytes());
-    let sink = log_events(&mut cfg, &path);
+    let (_dir, path, sink) = log_events(&mut cfg);
     cfg.report_interval = Duration::from_millis(100);
     let tap = Running::start(cfg).await;
 
@@ -438,11 +436,9 @@ async fn messages_cross_unchanged_delayed_counted_and_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_do_not_speak_sv2_to_the_tap_are_closed_and_others_served() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("tap.ev");
     let (upstream, _seen) = server().await;
     let mut cfg = terminating(upstream, server_keys().public_bytes());
-    let sink = log_events(&mut cfg, &path);
+    let (_dir, path, sink) = log_events(&mut cfg);
     let tap = Running::start(cfg).await;
     // A good client that stays connected throughout.
     let mut steady = trusting_client(tap.addr).await;

@@ -1,9 +1,13 @@
 //! The device driven by a scripted pool: no sockets, no clock but the numbers we pass.
 
 use super::*;
+use crate::grind::deposit_bits;
 use primitives::coinbase_merkle_branch;
-use primitives::share::{JobHeader, MinerChoice, Sv1Share};
 use sv1::Submit;
+
+#[path = "../../tests/common/records.rs"]
+#[macro_use]
+mod records;
 
 const MS: u64 = 1_000_000;
 const SEC: u64 = 1_000_000_000;
@@ -52,18 +56,7 @@ impl Observer for Recorder {
     fn share_result(&mut self, _d: u64, _now: Timestamp, r: &ShareReply<'_>) {
         self.results.push((r.seq, r.latency_ns, r.verdict));
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
-        self.unanswered.push(seq);
-    }
-    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
-        self.dropped += 1;
-    }
-    fn ready(&mut self, _d: u64, _now: Timestamp) {
-        self.ready += 1;
-    }
-    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
-        self.errors.push(what.to_owned());
-    }
+    record_session!();
 }
 
 fn config(profile: Profile) -> Sv1Config {
@@ -158,16 +151,7 @@ fn handshake(
 
 /// A job as a pool would build it: realistic coinbase (BIP34 height, tag, P2WPKH payout,
 /// witness commitment), made-up branch.
-struct TestJob {
-    id: String,
-    prev_hash: Hash256,
-    coinb1: Vec<u8>,
-    coinb2: Vec<u8>,
-    branch: Vec<Hash256>,
-    version: u32,
-    nbits: u32,
-    ntime: u32,
-}
+struct TestJob(crate::testpool::Job);
 
 impl TestJob {
     fn new(n: u64, en_len: usize, branch_len: usize) -> Self {
@@ -177,7 +161,7 @@ impl TestJob {
             b"/stratumlab test/",
             sha256d(b"commitment"),
         );
-        TestJob {
+        TestJob(crate::testpool::Job {
             id: format!("job{n}"),
             prev_hash: sha256d(&n.to_le_bytes()),
             coinb1: parts.prefix,
@@ -188,25 +172,11 @@ impl TestJob {
             version: 0x2000_0000,
             nbits: 0x1d00_ffff,
             ntime: 1_700_000_000,
-        }
+        })
     }
 
     fn notify(&self, clean: bool) -> Vec<u8> {
-        let mut out = Vec::new();
-        sv1::write::notify(
-            &mut out,
-            &sv1::write::NotifyFields {
-                job_id: &self.id,
-                prev_hash: &self.prev_hash,
-                coinb1: &self.coinb1,
-                coinb2: &self.coinb2,
-                merkle_branch: &self.branch,
-                version: self.version,
-                nbits: self.nbits,
-                ntime: self.ntime,
-                clean_jobs: clean,
-            },
-        );
+        let mut out = self.0.notify(clean);
         out.pop(); // the newline
         out
     }
@@ -216,27 +186,12 @@ impl TestJob {
         let (env, m) = sv1::parse_line(line.as_bytes()).unwrap();
         assert_eq!(m, Some(Method::Submit), "{line}");
         let sub = Submit::parse(&env).unwrap();
-        assert_eq!(sub.job_id, self.id);
-        let check = Sv1Share {
-            job: JobHeader {
-                version: self.version,
-                prev_hash: self.prev_hash,
-                bits: CompactTarget::from_consensus(self.nbits),
-            },
-            coinb1: &self.coinb1,
-            extranonce1: en1,
-            extranonce2: sub.extranonce2(),
-            coinb2: &self.coinb2,
-            merkle_branch: &self.branch,
-            miner: MinerChoice {
-                ntime: sub.ntime,
-                nonce: sub.nonce,
-                version: sub.version_bits,
-                version_mask: mask,
-            },
-        }
-        .check(target)
-        .expect("version bits inside the mask");
+        assert_eq!(sub.job_id, self.0.id);
+        let check = self
+            .0
+            .share(&sub, en1, mask)
+            .check(target)
+            .expect("version bits inside the mask");
         (check.meets_share_target, sub.version_bits)
     }
 }

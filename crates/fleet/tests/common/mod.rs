@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+#[macro_use]
+mod records;
 pub mod sv2;
 
 use std::collections::HashSet;
@@ -14,18 +16,16 @@ use fleet::{Observer, Profile, Sv1Device, Timestamp};
 use primitives::{merkle_root_from_branch, sha256d, CompactTarget, Hash256, Header, Target};
 
 /// A job: a realistic coinbase (BIP34 height, a tag, a P2WPKH payout, the witness commitment)
-/// split around an extranonce of `en_len` bytes, and a made-up branch.
+/// split around an extranonce of `en_len` bytes, and a made-up branch. Its fields are the test
+/// pool's [`fleet::testpool::Job`]; its notify line is its own.
 #[derive(Clone, Debug)]
-pub struct PoolJob {
-    pub id: String,
-    /// Internal byte order.
-    pub prev_hash: Hash256,
-    pub coinb1: Vec<u8>,
-    pub coinb2: Vec<u8>,
-    pub branch: Vec<Hash256>,
-    pub version: u32,
-    pub nbits: u32,
-    pub ntime: u32,
+pub struct PoolJob(fleet::testpool::Job);
+
+impl std::ops::Deref for PoolJob {
+    type Target = fleet::testpool::Job;
+    fn deref(&self) -> &fleet::testpool::Job {
+        &self.0
+    }
 }
 
 impl PoolJob {
@@ -36,7 +36,7 @@ impl PoolJob {
             b"/scripted pool/",
             sha256d(&n.to_be_bytes()),
         );
-        PoolJob {
+        PoolJob(fleet::testpool::Job {
             id: format!("{:x}", 0x6512_0000 + n),
             prev_hash: sha256d(&(n / 3).to_le_bytes()),
             coinb1: parts.prefix,
@@ -47,7 +47,7 @@ impl PoolJob {
             version: 0x2000_0000 | (n as u32 & 0xff) << 3,
             nbits,
             ntime: 1_700_000_000 + n as u32,
-        }
+        })
     }
 
     /// The `mining.notify` line (without its newline). Stratum's prevhash is the internal order
@@ -226,18 +226,7 @@ impl Observer for Recorder {
     fn share_result(&mut self, _d: u64, now: Timestamp, r: &ShareReply<'_>) {
         self.results.push((now.as_nanos(), r.seq, r.verdict));
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
-        self.unanswered.push(seq);
-    }
-    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
-        self.dropped += 1;
-    }
-    fn ready(&mut self, _d: u64, _now: Timestamp) {
-        self.ready += 1;
-    }
-    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
-        self.errors.push(what.to_owned());
-    }
+    record_session!();
 }
 
 /// The fields of a `mining.submit` line, read with serde_json (not the `sv1` reader).
@@ -363,6 +352,37 @@ pub fn event_file() -> (
     let path = dir.path().join("fleet.ev");
     let sink = events::EventSink::create(&path, "fleet", "").unwrap();
     (dir, path, sink, fleet::stats::LiveStats::default())
+}
+
+/// How many events of `log` are of the kind `f` picks.
+pub fn count_events(log: &events::EventLog, f: impl Fn(&events::EventKind) -> bool) -> usize {
+    log.events.iter().filter(|e| f(&e.kind)).count()
+}
+
+/// The log holds a `ShareResult`, accepted as the device received it, for each share the run
+/// counted as accepted.
+pub fn assert_accepted_as_received(log: &events::EventLog, accepted: u64) {
+    use events::{EventKind, Perspective, Verdict};
+    assert_eq!(
+        count_events(log, |k| matches!(k, EventKind::ShareResult(r)
+            if r.verdict == Verdict::Accepted && r.perspective == Perspective::Received))
+            as u64,
+        accepted
+    );
+}
+
+/// The most of `times` (sorted here) that any `window`-long interval holds.
+pub fn busiest_window(times: &mut [u64], window: u64) -> usize {
+    times.sort_unstable();
+    let mut best = 0;
+    let mut lo = 0;
+    for hi in 0..times.len() {
+        while times[hi] - times[lo] >= window {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best
 }
 
 /// Waits until `done` holds, looking every 10 ms.

@@ -328,16 +328,5 @@ impl Observer for Recorder {
             error_code: r.error_code.map(str::to_owned),
         });
     }
-    fn share_unanswered(&mut self, _d: u64, _now: Timestamp, seq: u64) {
-        self.unanswered.push(seq);
-    }
-    fn share_dropped(&mut self, _d: u64, _now: Timestamp) {
-        self.dropped += 1;
-    }
-    fn ready(&mut self, _d: u64, _now: Timestamp) {
-        self.ready += 1;
-    }
-    fn protocol_error(&mut self, _d: u64, _now: Timestamp, what: &str) {
-        self.errors.push(what.to_owned());
-    }
+    record_session!();
 }

@@ -1,7 +1,7 @@
 //! What the tap's integration tests share: a tap running in its own task until stopped.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tap::{Summary, Tap, TapConfig};
@@ -11,10 +11,13 @@ use tokio::task::JoinHandle;
 /// The longest any step of a test waits: past it, the test fails instead of hanging.
 pub const LIMIT: Duration = Duration::from_secs(30);
 
-/// Makes `cfg`'s tap write its events to `path`; gives the sink to finish before they are read.
-pub fn log_events(cfg: &mut TapConfig, path: &Path) -> events::EventSink {
-    cfg.events = events::EventSink::create(path, "tap", "").unwrap();
-    cfg.events.clone()
+/// Makes `cfg`'s tap write its events to a file in a fresh temporary folder (removed when the
+/// folder is dropped); gives the folder, the file and the sink to finish before they are read.
+pub fn log_events(cfg: &mut TapConfig) -> (tempfile::TempDir, PathBuf, events::EventSink) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tap.ev");
+    cfg.events = events::EventSink::create(&path, "tap", "").unwrap();
+    (dir, path, cfg.events.clone())
 }
 
 /// A running tap, stopped by `stop`.
