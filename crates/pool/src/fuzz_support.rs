@@ -400,8 +400,11 @@ impl Pool {
         assert_eq!(c.target(), c.difficulty().to_target());
     }
 
-    /// After the connection ended: it is no longer counted, nor are its workers online.
-    fn check_closed(&self) {
+    /// The connection ends (`close` tells the session, at the pool's time); after it, it is no
+    /// longer counted, nor are its workers online.
+    fn close(&mut self, close: impl FnOnce(Timestamp)) {
+        close(self.now);
+        self.check();
         let s = self.engine.stats.snapshot(self.now);
         assert_eq!(s.connections, 0, "a closed connection still counted");
         assert_eq!(s.workers, 0, "workers of a closed connection still online");
@@ -602,10 +605,7 @@ pub fn sv1_session(data: &[u8]) {
         }
         run.check();
     }
-    let now = run.pool.now;
-    run.s.closed(now);
-    run.pool.check();
-    run.pool.check_closed();
+    run.pool.close(|now| run.s.closed(now));
 }
 
 impl Sv1Run {
@@ -1133,6 +1133,41 @@ fn is_ack(m: &Message) -> bool {
     matches!(m, Message::Mining(Mining::SubmitSharesSuccess(_)))
 }
 
+/// What follows a channel's opening success in `out`: nothing while the pool has no work
+/// (`serving` false), else the channel's first job (`first`: a job of the channel's kind for
+/// it, not a future one) and then its `SetNewPrevHash`.
+fn check_first_job(
+    out: &[Message],
+    rest: &[Message],
+    serving: bool,
+    first: impl Fn(&Mining) -> bool,
+) {
+    let ok = matches!(
+        rest,
+        [Message::Mining(j), Message::Mining(Mining::SetNewPrevHash(_))] if first(j)
+    );
+    assert!(ok || (!serving && rest.is_empty()), "{out:?}");
+}
+
+/// A share submission's channel and sequence number.
+fn share_of(m: &Message) -> Option<(u32, u32)> {
+    match m {
+        Message::Mining(
+            Mining::SubmitSharesStandard(SubmitSharesStandard {
+                channel_id,
+                sequence_number,
+                ..
+            })
+            | Mining::SubmitSharesExtended(SubmitSharesExtended {
+                channel_id,
+                sequence_number,
+                ..
+            }),
+        ) => Some((*channel_id, *sequence_number)),
+        _ => None,
+    }
+}
+
 fn is_job(m: &Message) -> bool {
     matches!(
         m,
@@ -1263,10 +1298,7 @@ pub fn sv2_session(data: &[u8]) {
         }
         run.check();
     }
-    let now = run.pool.now;
-    run.s.closed(now);
-    run.pool.check();
-    run.pool.check_closed();
+    run.pool.close(|now| run.s.closed(now));
 }
 
 impl Sv2Run {
@@ -1569,22 +1601,10 @@ impl Sv2Run {
         let out = sv2_transmits(&mut self.s);
         let (_, after) = self.pool.check();
         // The share's verdict, before its acknowledgement is looked for in the output.
-        if let Message::Mining(
-            Mining::SubmitSharesStandard(SubmitSharesStandard {
-                channel_id,
-                sequence_number,
-                ..
-            })
-            | Mining::SubmitSharesExtended(SubmitSharesExtended {
-                channel_id,
-                sequence_number,
-                ..
-            }),
-        ) = &m
-        {
+        if let Some((channel_id, sequence_number)) = share_of(&m) {
             if after.accepted > before.accepted {
-                let u = self.unacked.entry(*channel_id).or_default();
-                *u = (u.0 + 1, *sequence_number);
+                let u = self.unacked.entry(channel_id).or_default();
+                *u = (u.0 + 1, sequence_number);
             }
         }
         self.check_output(&out);
@@ -1648,23 +1668,19 @@ impl Sv2Run {
                     [Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok)), rest @ ..]
                         if ok.request_id == *request_id =>
                     {
-                        let first = matches!(
-                            rest,
-                            [Message::Mining(Mining::NewMiningJob(j)), Message::Mining(Mining::SetNewPrevHash(_))]
-                                if j.channel_id == ok.channel_id && j.min_ntime.is_none()
-                        );
-                        assert!(first || (!serving && rest.is_empty()), "{out:?}");
+                        check_first_job(&out, rest, serving, |m| {
+                            matches!(m, Mining::NewMiningJob(j)
+                                if j.channel_id == ok.channel_id && j.min_ntime.is_none())
+                        });
                         true
                     }
                     [Message::Mining(Mining::OpenExtendedMiningChannelSuccess(ok)), rest @ ..]
                         if ok.request_id == *request_id =>
                     {
-                        let first = matches!(
-                            rest,
-                            [Message::Mining(Mining::NewExtendedMiningJob(j)), Message::Mining(Mining::SetNewPrevHash(_))]
-                                if j.channel_id == ok.channel_id && j.min_ntime.is_none()
-                        );
-                        assert!(first || (!serving && rest.is_empty()), "{out:?}");
+                        check_first_job(&out, rest, serving, |m| {
+                            matches!(m, Mining::NewExtendedMiningJob(j)
+                                if j.channel_id == ok.channel_id && j.min_ntime.is_none())
+                        });
                         true
                     }
                     _ => panic!("{name} answered with {out:?}"),
@@ -1699,20 +1715,10 @@ impl Sv2Run {
                 assert!(ok, "SetCustomMiningJob answered with {out:?}");
             }
             (
-                Message::Mining(
-                    Mining::SubmitSharesStandard(SubmitSharesStandard {
-                        channel_id,
-                        sequence_number,
-                        ..
-                    })
-                    | Mining::SubmitSharesExtended(SubmitSharesExtended {
-                        channel_id,
-                        sequence_number,
-                        ..
-                    }),
-                ),
+                Message::Mining(Mining::SubmitSharesStandard(_) | Mining::SubmitSharesExtended(_)),
                 true,
             ) => {
+                let (channel_id, sequence_number) = share_of(&m).expect("a share");
                 // One verdict; a refusal says so at once, with the share's sequence number.
                 match shares {
                     (1, 0) => assert!(
@@ -1724,7 +1730,7 @@ impl Sv2Run {
                         matches!(
                             out.last(),
                             Some(Message::Mining(Mining::SubmitSharesError(e)))
-                                if e.channel_id == *channel_id && e.sequence_number == *sequence_number
+                                if e.channel_id == channel_id && e.sequence_number == sequence_number
                         ),
                         "a refused share without its error: {out:?}"
                     ),
@@ -1761,10 +1767,7 @@ impl Sv2Run {
             }
             (_, true) => assert!(out.is_empty() && closed, "{name} accepted: {out:?}"),
         }
-        if !matches!(
-            m,
-            Message::Mining(Mining::SubmitSharesStandard(_) | Mining::SubmitSharesExtended(_))
-        ) {
+        if share_of(&m).is_none() {
             assert_eq!(shares, (0, 0), "{name} counted a share");
         }
     }

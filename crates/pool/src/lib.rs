@@ -27,6 +27,7 @@ pub mod stats;
 pub mod store;
 pub mod sv1;
 pub mod sv2;
+mod task;
 pub mod template;
 pub mod tips;
 pub mod tp;

@@ -40,7 +40,7 @@ use sv2::messages::mining::{
 use sv2::messages::{Common, Mining};
 use sv2::noise::{extension_type, NoiseInitiator};
 use sv2::{Limits, Message, NoiseConn, TransportError};
-use sv2_support::{recv, serving, WAIT};
+use sv2_support::{recv, serving, until, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -181,27 +181,15 @@ async fn raw_until_closed(stream: &mut TcpStream) -> usize {
 
 /// Waits until the pool counts `n` miner connections.
 async fn gauge_settles(pool: &RunningPool, n: u64) {
-    tokio::time::timeout(WAIT, async {
-        while pool
-            .engine
+    let connections = || {
+        pool.engine
             .stats
             .snapshot(pool::Timestamp::from_millis(0))
             .connections
-            != n
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "connection gauge stays at {}, not {n}",
-            pool.engine
-                .stats
-                .snapshot(pool::Timestamp::from_millis(0))
-                .connections
-        )
-    });
+    };
+    until(Duration::from_millis(5), || connections() == n)
+        .await
+        .unwrap_or_else(|_| panic!("connection gauge stays at {}, not {n}", connections()));
 }
 
 // ---- The cases -------------------------------------------------------------------------------

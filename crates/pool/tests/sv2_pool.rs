@@ -19,7 +19,7 @@ use sv2::messages::common::mining_flags;
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, Mining};
 use sv2::Message;
-use sv2_support::{connect, recv, serving, WAIT};
+use sv2_support::{connect, recv, serving, until, WAIT};
 
 fn settings(tp: SocketAddr, store: &std::path::Path) -> PoolSettings {
     sv2_support::pool_settings(tp, store, 0x33)
@@ -108,30 +108,22 @@ async fn an_sv2_miner_finds_a_block_through_the_pool_and_the_provider_takes_it()
     assert_eq!(pool.engine.stats.processing().count(), 1);
     assert_eq!(next_prev.prev_hash, hash.0, "our block is the tip");
     assert_eq!(node.read(|n| n.chain().tip_hash()), hash);
-    tokio::time::timeout(WAIT, async {
-        while pool
-            .engine
+    until(Duration::from_millis(10), || {
+        pool.engine
             .stats
             .snapshot(pool::Timestamp::from_millis(0))
             .blocks
             .accepted
-            == 0
-        {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            != 0
     })
     .await
     .expect("the provider's next tip counts as the block's acceptance");
 
     // The provider goes away: the pool stops handing out work.
     let _ = stop_tp.send(());
-    tokio::time::timeout(WAIT, async {
-        while pool.engine.is_serving() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("no work without the provider");
+    until(Duration::from_millis(20), || !pool.engine.is_serving())
+        .await
+        .expect("no work without the provider");
     pool.shutdown().await.unwrap();
 }
 

@@ -5,7 +5,8 @@
 //! ([`UpstreamChannel`], the translator) or one SV1 connection ([`Sv1Upstream`], the SV1 proxy).
 //! Time is the script's own (a virtual clock from [`T0`]); nothing reads a clock. Per-device
 //! mode has a target of its own, [`per_device::translator_per_device`], which shares the
-//! devices' side (the line grammar and every check on what a device is told) through `View`.
+//! devices' side (the line grammar and every check on what a device is told) through `View`,
+//! and the steps of the devices, the clock and the connection through `Harness`.
 //!
 //! The script starts with two configuration bytes (see `config`): the uplink, the split of the
 //! extranonce (device bytes, least extranonce2), vardiff (pinned at the easiest difficulty,
@@ -86,7 +87,7 @@
 //! - every line a device gets is one JSON object.
 
 use primitives::fuzz_input::FuzzInput as Input;
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 
 use mining::vardiff::VardiffConfig;
@@ -107,7 +108,7 @@ use sv2::messages::Mining;
 
 use crate::downstream::LineOutcome;
 use crate::extranonce::DeviceExtranonce;
-use crate::shares::UpstreamVerdict;
+use crate::shares::{LocalShare, UpstreamVerdict};
 use crate::sv1_upstream::Sv1Upstream;
 use crate::uplink::Uplink;
 use crate::upstream::{UpstreamChannel, MAX_FUTURE_JOBS};
@@ -1524,10 +1525,10 @@ trait View {
 }
 
 /// The context of the checks on a device's side.
-struct Cx<'a, V> {
+struct Cx<'a> {
     now: Timestamp,
     config: &'a TranslatorConfig,
-    view: &'a V,
+    view: &'a dyn View,
 }
 
 /// A clock step from `x`: `x >> 6` picks the unit (10 ms, 250 ms, 2 s, 1 min), `x & 0x3f`
@@ -1597,9 +1598,9 @@ impl Dev {
 
     /// The line's reply and outcome (`events`: this device's this step); the hash of a share
     /// the core accepted.
-    fn check_line<V: View>(
+    fn check_line(
         &mut self,
-        cx: &Cx<'_, V>,
+        cx: &Cx<'_>,
         sent: &Sent,
         outcome: &LineOutcome,
         events: &[Event],
@@ -1685,7 +1686,7 @@ impl Dev {
     }
 
     /// A reject the device's own view justifies.
-    fn justify<V: View>(&self, cx: &Cx<'_, V>, s: &SubmitLine, r: Reject) {
+    fn justify(&self, cx: &Cx<'_>, s: &SubmitLine, r: Reject) {
         let dev = self;
         let parsed = crate::jobs::parse_id(&s.job);
         let job = self.job_of(s);
@@ -1759,9 +1760,9 @@ impl Dev {
     /// every line JSON; replies to its requests (`verdict`: what a share sent this step calls
     /// for); what it was told. Notifies are counted in `got` by SV1 job id.
     #[allow(clippy::too_many_arguments)]
-    fn read_output<V: View>(
+    fn read_output(
         &mut self,
-        cx: &Cx<'_, V>,
+        cx: &Cx<'_>,
         out: Vec<u8>,
         extranonce: Option<DeviceExtranonce>,
         echo: usize,
@@ -1860,9 +1861,9 @@ impl Dev {
 
     /// A reply to this device: to a request that awaits one (or to a raw line); what it tells
     /// the device (an extranonce, a version mask, a worker).
-    fn on_reply<V: View>(
+    fn on_reply(
         &mut self,
-        cx: &Cx<'_, V>,
+        cx: &Cx<'_>,
         rid: &str,
         v: &Value,
         from_other: bool,
@@ -1919,7 +1920,7 @@ impl Dev {
     }
 
     /// A `mining.notify` to this device: a job the pool sent, under a fresh id.
-    fn on_notify<V: View>(&mut self, cx: &Cx<'_, V>, line: &[u8], got: &mut HashMap<u64, usize>) {
+    fn on_notify(&mut self, cx: &Cx<'_>, line: &[u8], got: &mut HashMap<u64, usize>) {
         let (env, _) = sv1::parse_line(line).expect("a notify line");
         let n = sv1::Notify::parse(&env).expect("a notify");
         let wire = crate::jobs::parse_id(n.job_id).expect("our job ids are hex");
@@ -1996,6 +1997,308 @@ impl<P: PoolSide> View for Aggregated<'_, P> {
     }
 }
 
+// ---- Either world ----------------------------------------------------------------------------
+
+/// Which devices may have something to write after a step.
+enum MayWrite {
+    Anyone,
+    Only(Vec<DeviceId>),
+}
+
+/// What the steps both worlds take alike touch of a world's state.
+struct Parts<'a, C> {
+    t: &'a mut C,
+    now: &'a mut Timestamp,
+    /// The devices connected, in the order they connected.
+    devices: &'a mut Vec<Dev>,
+    /// The last device id handed out (0 before the first).
+    last_id: &'a mut u64,
+    /// Numbers the devices' request ids.
+    next_request: &'a mut u64,
+}
+
+/// A world a script drives, in either mode. The devices', the clock's and the connection's
+/// steps read the same bytes and do the same in both modes, so they are written here once
+/// (the committed corpora mean the same to both); a world supplies what an upstream message
+/// does to its model of the pool, and what it checks after each step.
+trait Harness {
+    /// The core, in the world's mode.
+    type Core: Mode;
+
+    /// The state the shared steps touch.
+    fn parts(&mut self) -> Parts<'_, Self::Core>;
+    /// Whether an upstream connection is up.
+    fn connected(&self) -> bool;
+    /// `f` on device `i` and the context of the checks on its side.
+    fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R;
+    /// After a step: events, upstream messages and every device's output, checked; devices
+    /// that want to be closed closed; a failed upstream failed over. `line`: the line the step
+    /// handled (its device's index, what it was, its length) and its outcome; `may`: whom the
+    /// core may have written to.
+    fn settle(
+        &mut self,
+        line: Option<(usize, Sent, usize)>,
+        outcome: Option<LineOutcome>,
+        may: MayWrite,
+    );
+    /// Device `i` leaves, the harness's doing or the core's wish.
+    fn close_device(&mut self, i: usize);
+    /// The upstream sends a message of `kind` (one of [`up`]) built from the input.
+    fn upstream(&mut self, kind: u8, input: &mut Input<'_>);
+    /// The upstream sends a message built from raw bytes.
+    fn upstream_raw(&mut self, input: &mut Input<'_>);
+    /// What holds after a tick, besides what holds after any step.
+    fn ticked(&mut self) {}
+    /// The upstream connection is lost.
+    fn lose(&mut self);
+    /// A new upstream connection is ready.
+    fn reconnect(&mut self);
+
+    /// The device the high nibble of `b` picks, if any is connected.
+    fn dev_index(&mut self, b: u8) -> Option<usize> {
+        let n = self.parts().devices.len();
+        (n != 0).then(|| usize::from(b >> 4) % n)
+    }
+
+    /// One step of the script (see the module documentation).
+    fn step(&mut self, input: &mut Input<'_>) {
+        let b = input.u8();
+        match (b & 0x0f) % op::COUNT {
+            op::CONNECT => {
+                let p = self.parts();
+                if p.devices.len() < MAX_DEVICES {
+                    let id = Mode::device_connected(p.t, *p.now);
+                    assert!(id.0 > *p.last_id, "device id {id:?} not fresh");
+                    *p.last_id = id.0;
+                    p.devices.push(Dev::new(id));
+                }
+                self.settle(None, None, MayWrite::Only(Vec::new()));
+            }
+            op::LINE => {
+                let Some(i) = self.dev_index(b) else { return };
+                let p = self.parts();
+                let (line, sent) = build_line(&p.devices[i], p.next_request, input);
+                self.send_line(i, &line, sent);
+            }
+            op::RAW_LINE => {
+                let Some(i) = self.dev_index(b) else { return };
+                let len = usize::from(input.u8());
+                let line = input.take(len).to_vec();
+                self.send_line(i, &line, Sent::Other);
+            }
+            op::CLOSE => {
+                let Some(i) = self.dev_index(b) else { return };
+                let id = self.parts().devices[i].id;
+                self.close_device(i);
+                let p = self.parts();
+                assert!(Mode::device_mut(p.t, id).is_none());
+                assert!(
+                    Mode::device_line(p.t, id, b"{}", *p.now).is_none(),
+                    "a closed device's line handled"
+                );
+                self.settle(None, None, MayWrite::Only(Vec::new()));
+            }
+            op::UPSTREAM => {
+                if !self.connected() {
+                    return;
+                }
+                let kind = input.u8() % up::COUNT;
+                self.upstream(kind, input);
+            }
+            op::UPSTREAM_RAW => {
+                if self.connected() {
+                    self.upstream_raw(input);
+                }
+            }
+            op::TICK => {
+                let p = self.parts();
+                *p.now = p.now.plus_millis(clock_step(input.u8()));
+                let ticked = Mode::handle_tick(p.t, *p.now);
+                for id in &ticked {
+                    assert!(
+                        p.devices.iter().any(|d| d.id == *id),
+                        "ticked device {id:?} not connected"
+                    );
+                }
+                self.settle(None, None, MayWrite::Only(ticked));
+                self.ticked();
+            }
+            op::LOST => {
+                if self.connected() {
+                    self.lose();
+                }
+            }
+            op::CONNECTED => {
+                if !self.connected() {
+                    self.reconnect();
+                }
+            }
+            _ => {
+                let Some(i) = self.dev_index(b) else { return };
+                let p = self.parts();
+                let id = p.devices[i].id;
+                if let Some(d) = Mode::device_mut(p.t, id) {
+                    d.line_too_long();
+                }
+                self.settle(None, None, MayWrite::Only(vec![id]));
+            }
+        }
+    }
+
+    /// Device `i` sends `line` (one over the limit overflows, as the shell's reader reports).
+    fn send_line(&mut self, i: usize, line: &[u8], sent: Sent) {
+        let p = self.parts();
+        let id = p.devices[i].id;
+        if line.len() > LINE_CAP {
+            if let Some(d) = Mode::device_mut(p.t, id) {
+                d.line_too_long();
+            }
+            self.settle(None, None, MayWrite::Only(vec![id]));
+            return;
+        }
+        p.devices[i].sending(&sent);
+        let outcome =
+            Mode::device_line(p.t, id, line, *p.now).expect("a connected device's line is handled");
+        self.settle(
+            Some((i, sent, line.len())),
+            Some(outcome),
+            MayWrite::Only(vec![id]),
+        );
+    }
+
+    /// Device `i`'s output this step, checked: written only if `may` allows, and against what
+    /// the device was told, `line` being the line the step handled and `verdict` the verdict
+    /// it called for. Notifies are counted in `got` by SV1 job id.
+    fn read_device(
+        &mut self,
+        i: usize,
+        line: &Option<(usize, Sent, usize)>,
+        may: &MayWrite,
+        verdict: Option<Result<(), i64>>,
+        got: &mut HashMap<u64, usize>,
+    ) {
+        let p = self.parts();
+        let id = p.devices[i].id;
+        let Some(device) = Mode::device_mut(p.t, id) else {
+            panic!("device {id:?} connected but unknown to the core");
+        };
+        let extranonce = device.extranonce();
+        let out = device.take_output();
+        if let MayWrite::Only(ids) = may {
+            assert!(
+                out.is_empty() || ids.contains(&id),
+                "device {id:?} written to outside the reach the core gave"
+            );
+        }
+        let (echo, sent) = match line {
+            Some((d, sent, len)) if *d == i => (*len, Some(sent)),
+            _ => (0, None),
+        };
+        self.with_cx(i, |d, cx| {
+            d.read_output(cx, out, extranonce, echo, sent, verdict, got)
+        });
+    }
+
+    /// Devices that want to be closed are closed, as the shell closes them.
+    fn close_wanting(&mut self) {
+        let mut i = 0;
+        while i < self.parts().devices.len() {
+            let p = self.parts();
+            let id = p.devices[i].id;
+            if Mode::device_mut(p.t, id)
+                .and_then(|d| d.wants_close())
+                .is_some()
+            {
+                self.close_device(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// The script's steps, as many as the input holds up to [`MAX_STEPS`]; then whatever is
+    /// still in flight is settled as the connection goes, and every device leaves.
+    fn play(&mut self, input: &mut Input<'_>) {
+        for _ in 0..MAX_STEPS {
+            if input.is_empty() {
+                break;
+            }
+            self.step(input);
+        }
+        if self.connected() {
+            self.lose();
+        }
+        while !self.parts().devices.is_empty() {
+            self.close_device(0);
+        }
+    }
+}
+
+/// The verdict a line's outcome calls for: `true`, or an error code.
+fn verdict_of(outcome: &Option<LineOutcome>) -> Option<Result<(), i64>> {
+    match outcome {
+        Some(LineOutcome::Accepted(_)) => Some(Ok(())),
+        Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(r.sv1_code()))),
+        Some(LineOutcome::Refused(c)) => Some(Err(i64::from(c.code()))),
+        _ => None,
+    }
+}
+
+/// The shares `events` say went upstream: their devices and sequence numbers.
+fn forwarded<'a>(events: impl IntoIterator<Item = &'a Event>) -> Vec<(DeviceId, u32)> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ShareForwarded {
+                device,
+                sequence_number,
+            } => Some((*device, *sequence_number)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The share a line's `outcome` accepted, and whether it makes a block; for any other outcome,
+/// nothing was `forwarded` or `submitted`.
+fn accepted_share<'a>(
+    outcome: &'a Option<LineOutcome>,
+    forwarded: &[(DeviceId, u32)],
+    submitted: bool,
+) -> Option<(&'a LocalShare, bool)> {
+    let Some(LineOutcome::Accepted(share)) = outcome else {
+        assert!(
+            forwarded.is_empty(),
+            "a share forwarded that was not accepted"
+        );
+        assert!(!submitted, "a submission with no accepted share");
+        return None;
+    };
+    let block = CompactTarget::from_consensus(share.job.nbits.to_consensus());
+    let is_block = Target::from_compact(block).is_ok_and(|t| t.is_met_by(&share.hash.0));
+    Some((share, is_block))
+}
+
+/// Device `dev`'s accepted share went upstream exactly when it `should` (`why` says what the
+/// rule was), in one submission of `subs`: its sequence number and that submission.
+fn forwarded_once<S>(
+    forwarded: &[(DeviceId, u32)],
+    subs: Vec<S>,
+    should: bool,
+    dev: DeviceId,
+    why: std::fmt::Arguments<'_>,
+) -> Option<(u32, S)> {
+    assert_eq!(!forwarded.is_empty(), should, "{why}");
+    if !should {
+        assert!(subs.is_empty());
+        return None;
+    }
+    assert_eq!(forwarded.len(), 1);
+    assert_eq!(subs.len(), 1, "one submission per forwarded share");
+    let (device, seq) = forwarded[0];
+    assert_eq!(device, dev);
+    Some((seq, subs.into_iter().next().expect("one submission")))
+}
+
 // ---- The world -----------------------------------------------------------------------------
 
 struct World<P: PoolSide> {
@@ -2004,16 +2307,14 @@ struct World<P: PoolSide> {
     config: TranslatorConfig,
     now: Timestamp,
     devices: Vec<Dev>,
-    /// Every id handed out so far.
-    ids: BTreeSet<u64>,
+    /// The last device id handed out.
+    last_id: u64,
     connected: bool,
     /// Shares in flight, in sequence order.
     flights: VecDeque<Flight>,
     next_request: u64,
     /// The upstream failed this step (the shell fails over).
     fail_over: bool,
-    /// The verdict the line just handled calls for: `true`, or an error code.
-    verdict: Option<Result<(), i64>>,
     /// The sequence number of the last share forwarded.
     last_seq: Option<u32>,
 }
@@ -2028,262 +2329,16 @@ impl<P: PoolSide> World<P> {
             config,
             now: T0,
             devices: Vec::new(),
-            ids: BTreeSet::new(),
+            last_id: 0,
             connected: true,
             flights: VecDeque::new(),
             next_request: 1,
             fail_over: false,
-            verdict: None,
             last_seq: None,
         };
         w.pool.connected();
-        w.settle(None, None);
+        w.settle(None, None, MayWrite::Anyone);
         w
-    }
-
-    fn dev_index(&self, b: u8) -> Option<usize> {
-        (!self.devices.is_empty()).then(|| usize::from(b >> 4) % self.devices.len())
-    }
-
-    fn step(&mut self, input: &mut Input<'_>) {
-        let b = input.u8();
-        match (b & 0x0f) % op::COUNT {
-            op::CONNECT => {
-                if self.devices.len() < MAX_DEVICES {
-                    let id = Mode::device_connected(&mut self.t, self.now);
-                    assert!(
-                        self.ids.last().is_none_or(|&l| id.0 > l),
-                        "device id {id:?} not fresh"
-                    );
-                    self.ids.insert(id.0);
-                    self.devices.push(Dev::new(id));
-                }
-                self.settle(None, None);
-            }
-            op::LINE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let (line, sent) = build_line(&self.devices[i], &mut self.next_request, input);
-                self.send_line(i, &line, sent);
-            }
-            op::RAW_LINE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let len = usize::from(input.u8());
-                let line = input.take(len).to_vec();
-                self.send_line(i, &line, Sent::Other);
-            }
-            op::CLOSE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let d = self.devices.remove(i);
-                Mode::device_closed(&mut self.t, d.id);
-                assert!(Mode::device_mut(&mut self.t, d.id).is_none());
-                assert!(
-                    Mode::device_line(&mut self.t, d.id, b"{}", self.now).is_none(),
-                    "a closed device's line handled"
-                );
-                self.settle(None, None);
-            }
-            op::UPSTREAM => {
-                if !self.connected {
-                    return;
-                }
-                let kind = input.u8() % up::COUNT;
-                let flights: Vec<Flight> = self.flights.iter().copied().collect();
-                if let Some(m) = self.pool.message(kind, input, &flights) {
-                    Mode::upstream_message(&mut self.t, m, self.now);
-                }
-                self.settle(None, None);
-            }
-            op::UPSTREAM_RAW => {
-                if !self.connected {
-                    return;
-                }
-                if let Some(m) = self.pool.raw(input) {
-                    Mode::upstream_message(&mut self.t, m, self.now);
-                }
-                self.settle(None, None);
-            }
-            op::TICK => {
-                self.now = self.now.plus_millis(clock_step(input.u8()));
-                let ticked = Mode::handle_tick(&mut self.t, self.now);
-                for id in &ticked {
-                    assert!(
-                        self.devices.iter().any(|d| d.id == *id),
-                        "ticked device {id:?} not connected"
-                    );
-                }
-                self.settle(None, None);
-            }
-            op::LOST => {
-                if self.connected {
-                    self.lose();
-                }
-            }
-            op::CONNECTED => {
-                if !self.connected {
-                    self.connected = true;
-                    self.pool.connected();
-                    Mode::upstream_connected(&mut self.t, self.now);
-                    self.settle(None, None);
-                }
-            }
-            _ => {
-                let Some(i) = self.dev_index(b) else { return };
-                let id = self.devices[i].id;
-                if let Some(d) = Mode::device_mut(&mut self.t, id) {
-                    d.line_too_long();
-                }
-                self.settle(None, None);
-            }
-        }
-    }
-
-    fn lose(&mut self) {
-        self.connected = false;
-        Mode::upstream_lost(&mut self.t, self.now);
-        self.pool.lost();
-        self.settle(None, None);
-        assert_eq!(
-            Mode::in_flight(&self.t),
-            0,
-            "shares in flight after the upstream was lost"
-        );
-        assert!(self.flights.is_empty());
-    }
-
-    fn send_line(&mut self, i: usize, line: &[u8], sent: Sent) {
-        let id = self.devices[i].id;
-        if line.len() > LINE_CAP {
-            if let Some(d) = Mode::device_mut(&mut self.t, id) {
-                d.line_too_long();
-            }
-            self.settle(None, None);
-            return;
-        }
-        self.devices[i].sending(&sent);
-        let outcome = Mode::device_line(&mut self.t, id, line, self.now)
-            .expect("a connected device's line is handled");
-        self.settle(Some((i, sent, line.len())), Some(outcome));
-    }
-
-    /// After a step: events, upstream messages and every device's output, checked; devices that
-    /// want to be closed closed; a failed upstream failed over.
-    fn settle(&mut self, line: Option<(usize, Sent, usize)>, outcome: Option<LineOutcome>) {
-        let mut events = Vec::new();
-        while let Some(t) = Mode::poll_event(&mut self.t) {
-            events.push(t.event);
-        }
-        assert!(
-            events.len() <= 8 + 3 * self.devices.len() + self.flights.len(),
-            "{} events in one step",
-            events.len()
-        );
-        let mut submissions = Vec::new();
-        let mut upstream = 0;
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
-            upstream += 1;
-            submissions.extend(self.pool.sent(m, &self.config));
-        }
-        assert!(
-            upstream <= STEP_UPSTREAM,
-            "{upstream} messages upstream in one step"
-        );
-
-        // The line's outcome, and the share it judged.
-        let mut accepted_hash = None;
-        let line_dev = line.as_ref().map(|l| l.0);
-        self.verdict = match &outcome {
-            Some(LineOutcome::Accepted(_)) => Some(Ok(())),
-            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(r.sv1_code()))),
-            Some(LineOutcome::Refused(c)) => Some(Err(i64::from(c.code()))),
-            _ => None,
-        };
-        if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
-            let view = Aggregated {
-                pool: &self.pool,
-                t: &self.t,
-            };
-            let cx = Cx {
-                now: self.now,
-                config: &self.config,
-                view: &view,
-            };
-            accepted_hash = self.devices[*i].check_line(&cx, sent, outcome, &events);
-        }
-
-        // Forwarding, and the verdicts.
-        self.check_forwarding(line_dev, &outcome, accepted_hash, &events, submissions);
-        self.check_verdicts(&events);
-
-        // Every device's output.
-        let job_sent: Vec<(u64, bool, usize)> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::JobSent {
-                    wire_id,
-                    clean,
-                    devices,
-                    ..
-                } => Some((*wire_id, *clean, *devices)),
-                _ => None,
-            })
-            .collect();
-        let mut got: HashMap<u64, usize> = HashMap::new();
-        let line_len = line.as_ref().map_or(0, |l| l.2);
-        for i in 0..self.devices.len() {
-            let echo = if line_dev == Some(i) { line_len } else { 0 };
-            let sent = line.as_ref().filter(|l| l.0 == i).map(|l| &l.1);
-            let id = self.devices[i].id;
-            let Some(device) = Mode::device_mut(&mut self.t, id) else {
-                panic!("device {id:?} connected but unknown to the core");
-            };
-            let extranonce = device.extranonce();
-            let out = device.take_output();
-            let view = Aggregated {
-                pool: &self.pool,
-                t: &self.t,
-            };
-            let cx = Cx {
-                now: self.now,
-                config: &self.config,
-                view: &view,
-            };
-            self.devices[i].read_output(&cx, out, extranonce, echo, sent, self.verdict, &mut got);
-        }
-        for (wire, _clean, devices) in &job_sent {
-            assert_eq!(
-                got.get(wire).copied().unwrap_or(0),
-                *devices,
-                "JobSent {wire} names {devices} devices"
-            );
-        }
-
-        // Channel failures fail the upstream over, as the shell does.
-        if events.iter().any(|e| {
-            matches!(
-                e,
-                Event::ChannelClosed(_) | Event::ChannelOpenFailed(_) | Event::Layout(_)
-            )
-        }) && self.connected
-        {
-            self.fail_over = true;
-        }
-
-        // Devices that want to be closed are closed.
-        let mut i = 0;
-        while i < self.devices.len() {
-            let id = self.devices[i].id;
-            let close = Mode::device_mut(&mut self.t, id).and_then(|d| d.wants_close());
-            if close.is_some() {
-                self.devices.remove(i);
-                Mode::device_closed(&mut self.t, id);
-            } else {
-                i += 1;
-            }
-        }
-        self.check_state();
-        if std::mem::take(&mut self.fail_over) {
-            self.lose();
-        }
     }
 
     /// Accepted shares go upstream exactly when they should, as the device found them.
@@ -2295,50 +2350,30 @@ impl<P: PoolSide> World<P> {
         events: &[Event],
         submissions: Vec<Submission>,
     ) {
-        let forwarded: Vec<(DeviceId, u32)> = events
-            .iter()
-            .filter_map(|e| match e {
-                Event::ShareForwarded {
-                    device,
-                    sequence_number,
-                } => Some((*device, *sequence_number)),
-                _ => None,
-            })
-            .collect();
-        let Some(LineOutcome::Accepted(share)) = outcome else {
-            assert!(
-                forwarded.is_empty(),
-                "a share forwarded that was not accepted"
-            );
-            assert!(
-                submissions.is_empty(),
-                "a submission with no accepted share"
-            );
+        let forwarded = forwarded(events);
+        let Some((share, is_block)) = accepted_share(outcome, &forwarded, !submissions.is_empty())
+        else {
             return;
         };
         let dev = &self.devices[line_dev.expect("a device's line")];
         let pool_open = self.pool.is_open();
-        let block = CompactTarget::from_consensus(share.job.nbits.to_consensus());
-        let is_block = Target::from_compact(block).is_ok_and(|t| t.is_met_by(&share.hash.0));
         let should = pool_open && (self.pool.target().is_met_by(&share.hash.0) || is_block);
-        assert_eq!(
-            !forwarded.is_empty(),
+        let Some((seq, sub)) = forwarded_once(
+            &forwarded,
+            submissions,
             should,
-            "forwarding of a share (pool open {pool_open}, block {is_block}) against the pool's target"
-        );
-        if !should {
-            assert!(submissions.is_empty());
+            dev.id,
+            format_args!(
+                "forwarding of a share (pool open {pool_open}, block {is_block}) against the pool's target"
+            ),
+        ) else {
             return;
-        }
-        assert_eq!(forwarded.len(), 1);
-        assert_eq!(submissions.len(), 1, "one submission per forwarded share");
-        let (device, seq) = forwarded[0];
-        assert_eq!(device, dev.id);
+        };
+        let device = dev.id;
         if let Some(last) = self.last_seq {
             assert_eq!(seq, last.wrapping_add(1), "sequence numbers in order");
         }
         self.last_seq = Some(seq);
-        let sub = &submissions[0];
         if let Some(h) = sub.hash {
             assert_eq!(
                 Some(h),
@@ -2402,6 +2437,160 @@ impl<P: PoolSide> World<P> {
                 );
             }
         }
+    }
+}
+
+impl<P: PoolSide> Harness for World<P> {
+    type Core = Translator<P::U>;
+
+    fn parts(&mut self) -> Parts<'_, Self::Core> {
+        Parts {
+            t: &mut self.t,
+            now: &mut self.now,
+            devices: &mut self.devices,
+            last_id: &mut self.last_id,
+            next_request: &mut self.next_request,
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.connected
+    }
+
+    fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R {
+        let view = Aggregated {
+            pool: &self.pool,
+            t: &self.t,
+        };
+        let cx = Cx {
+            now: self.now,
+            config: &self.config,
+            view: &view,
+        };
+        f(&mut self.devices[i], &cx)
+    }
+
+    /// Aggregated mode names no reach (`may`): any device may have been written to.
+    fn settle(
+        &mut self,
+        line: Option<(usize, Sent, usize)>,
+        outcome: Option<LineOutcome>,
+        _may: MayWrite,
+    ) {
+        let mut events = Vec::new();
+        while let Some(t) = Mode::poll_event(&mut self.t) {
+            events.push(t.event);
+        }
+        assert!(
+            events.len() <= 8 + 3 * self.devices.len() + self.flights.len(),
+            "{} events in one step",
+            events.len()
+        );
+        let mut submissions = Vec::new();
+        let mut upstream = 0;
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+            upstream += 1;
+            submissions.extend(self.pool.sent(m, &self.config));
+        }
+        assert!(
+            upstream <= STEP_UPSTREAM,
+            "{upstream} messages upstream in one step"
+        );
+
+        // The line's outcome, and the share it judged.
+        let mut accepted_hash = None;
+        let line_dev = line.as_ref().map(|l| l.0);
+        let verdict = verdict_of(&outcome);
+        if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
+            accepted_hash = self.with_cx(*i, |d, cx| d.check_line(cx, sent, outcome, &events));
+        }
+
+        // Forwarding, and the verdicts.
+        self.check_forwarding(line_dev, &outcome, accepted_hash, &events, submissions);
+        self.check_verdicts(&events);
+
+        // Every device's output.
+        let job_sent: Vec<(u64, bool, usize)> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::JobSent {
+                    wire_id,
+                    clean,
+                    devices,
+                    ..
+                } => Some((*wire_id, *clean, *devices)),
+                _ => None,
+            })
+            .collect();
+        let mut got: HashMap<u64, usize> = HashMap::new();
+        for i in 0..self.devices.len() {
+            self.read_device(i, &line, &MayWrite::Anyone, verdict, &mut got);
+        }
+        for (wire, _clean, devices) in &job_sent {
+            assert_eq!(
+                got.get(wire).copied().unwrap_or(0),
+                *devices,
+                "JobSent {wire} names {devices} devices"
+            );
+        }
+
+        // Channel failures fail the upstream over, as the shell does.
+        if events.iter().any(|e| {
+            matches!(
+                e,
+                Event::ChannelClosed(_) | Event::ChannelOpenFailed(_) | Event::Layout(_)
+            )
+        }) && self.connected
+        {
+            self.fail_over = true;
+        }
+
+        // Devices that want to be closed are closed.
+        self.close_wanting();
+        self.check_state();
+        if std::mem::take(&mut self.fail_over) {
+            self.lose();
+        }
+    }
+
+    fn close_device(&mut self, i: usize) {
+        let d = self.devices.remove(i);
+        Mode::device_closed(&mut self.t, d.id);
+    }
+
+    fn upstream(&mut self, kind: u8, input: &mut Input<'_>) {
+        let flights: Vec<Flight> = self.flights.iter().copied().collect();
+        if let Some(m) = self.pool.message(kind, input, &flights) {
+            Mode::upstream_message(&mut self.t, m, self.now);
+        }
+        self.settle(None, None, MayWrite::Anyone);
+    }
+
+    fn upstream_raw(&mut self, input: &mut Input<'_>) {
+        if let Some(m) = self.pool.raw(input) {
+            Mode::upstream_message(&mut self.t, m, self.now);
+        }
+        self.settle(None, None, MayWrite::Anyone);
+    }
+
+    fn lose(&mut self) {
+        self.connected = false;
+        Mode::upstream_lost(&mut self.t, self.now);
+        self.pool.lost();
+        self.settle(None, None, MayWrite::Anyone);
+        assert_eq!(
+            Mode::in_flight(&self.t),
+            0,
+            "shares in flight after the upstream was lost"
+        );
+        assert!(self.flights.is_empty());
+    }
+
+    fn reconnect(&mut self) {
+        self.connected = true;
+        self.pool.connected();
+        Mode::upstream_connected(&mut self.t, self.now);
+        self.settle(None, None, MayWrite::Anyone);
     }
 }
 
@@ -2597,19 +2786,7 @@ fn submit_line(s: &SubmitLine) -> Vec<u8> {
 
 fn run<P: PoolSide>(config: TranslatorConfig, input: &mut Input<'_>) {
     let mut w = World::<P>::new(config);
-    for _ in 0..MAX_STEPS {
-        if input.is_empty() {
-            break;
-        }
-        w.step(input);
-    }
-    // Whatever is still in flight is settled when the upstream goes.
-    if w.connected {
-        w.lose();
-    }
-    for d in std::mem::take(&mut w.devices) {
-        Mode::device_closed(&mut w.t, d.id);
-    }
+    w.play(input);
     assert_eq!(w.t.devices().count(), 0);
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use primitives::Hash256;
 use tokio::sync::{mpsc, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use super::error::NodeError;
@@ -19,6 +19,7 @@ use super::health::NodeHealth;
 use super::rpc::NodeClient;
 use super::zmq::{self, ZmqEvent};
 use super::Backoff;
+use crate::task::OwnedTask;
 use crate::template::Template;
 
 /// At most this many `getblocktemplate` requests at once (besides the long poll): new tips
@@ -43,9 +44,10 @@ pub type TemplateRx = watch::Receiver<Option<Arc<Template>>>;
 /// The channel keeps the last template when the node goes away; whether work may be made from
 /// it is [`NodeHealth::state`]'s to say.
 pub struct TemplateFeed {
+    /// First, so that dropping the feed stops the task before anything else goes.
+    task: OwnedTask,
     templates: TemplateRx,
     health: Arc<NodeHealth>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl TemplateFeed {
@@ -67,9 +69,9 @@ impl TemplateFeed {
             client,
         };
         TemplateFeed {
+            task: OwnedTask::spawn(feed.run(shutdown)),
             templates,
             health,
-            task: Some(tokio::spawn(feed.run(shutdown))),
         }
     }
 
@@ -85,22 +87,8 @@ impl TemplateFeed {
     }
 
     /// Waits for the task to end (after `shutdown` resolved).
-    pub async fn stopped(mut self) {
-        if let Some(task) = self.task.take() {
-            if let Err(e) = task.await {
-                if e.is_panic() {
-                    std::panic::resume_unwind(e.into_panic());
-                }
-            }
-        }
-    }
-}
-
-impl Drop for TemplateFeed {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+    pub async fn stopped(self) {
+        self.task.stopped().await
     }
 }
 

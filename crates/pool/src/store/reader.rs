@@ -67,27 +67,22 @@ impl StoreReader {
     /// Every share, in ticket order.
     pub fn shares(&self) -> Result<Vec<StoredShare>, StoreError> {
         let what = "listing shares";
-        let mut st = self
-            .conn
-            .prepare(
-                "SELECT s.seq, COALESCE(w.name, ''), s.difficulty, s.job_id, s.time_ms, s.hash \
-                 FROM share s LEFT JOIN worker w ON w.id = s.worker ORDER BY s.seq",
-            )
-            .map_err(|e| self.read_error(what, e))?;
-        let mut rows = st.query([]).map_err(|e| self.read_error(what, e))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.read_error(what, e))? {
-            let get = |e| self.read_error(what, e);
-            out.push(StoredShare {
-                ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
-                worker: row.get(1).map_err(get)?,
-                difficulty: row.get(2).map_err(get)?,
-                job_id: row.get::<_, i64>(3).map_err(get)? as u64,
-                time_ms: row.get::<_, i64>(4).map_err(get)? as u64,
-                hash: self.hash(row, 5, what)?,
-            });
-        }
-        Ok(out)
+        let get = |e| self.read_error(what, e);
+        self.rows(
+            what,
+            "SELECT s.seq, COALESCE(w.name, ''), s.difficulty, s.job_id, s.time_ms, s.hash \
+             FROM share s LEFT JOIN worker w ON w.id = s.worker ORDER BY s.seq",
+            |row| {
+                Ok(StoredShare {
+                    ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
+                    worker: row.get(1).map_err(get)?,
+                    difficulty: row.get(2).map_err(get)?,
+                    job_id: row.get::<_, i64>(3).map_err(get)? as u64,
+                    time_ms: row.get::<_, i64>(4).map_err(get)? as u64,
+                    hash: self.hash(row, 5, what)?,
+                })
+            },
+        )
     }
 
     /// Shares stored.
@@ -101,33 +96,48 @@ impl StoreReader {
     /// Every block, in ticket order, with the node's last answer.
     pub fn blocks(&self) -> Result<Vec<StoredBlock>, StoreError> {
         let what = "listing blocks";
+        let get = |e| self.read_error(what, e);
+        self.rows(
+            what,
+            "SELECT b.seq, b.hash, b.height, COALESCE(w.name, ''), b.job_id, b.time_ms, \
+                    r.result, r.time_ms, b.block \
+             FROM block b \
+             LEFT JOIN worker w ON w.id = b.worker \
+             LEFT JOIN block_result r ON r.seq = \
+                 (SELECT max(seq) FROM block_result WHERE hash = b.hash) \
+             ORDER BY b.seq",
+            |row| {
+                Ok(StoredBlock {
+                    ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
+                    hash: self.hash(row, 1, what)?,
+                    height: row.get(2).map_err(get)?,
+                    worker: row.get(3).map_err(get)?,
+                    job_id: row.get::<_, i64>(4).map_err(get)? as u64,
+                    time_ms: row.get::<_, i64>(5).map_err(get)? as u64,
+                    result: row.get(6).map_err(get)?,
+                    result_time_ms: row.get::<_, Option<i64>>(7).map_err(get)?.map(|t| t as u64),
+                    block: row.get(8).map_err(get)?,
+                })
+            },
+        )
+    }
+
+    /// Every row `sql` selects, in order, each as `read` reads it; `what` names the query in
+    /// errors.
+    fn rows<T>(
+        &self,
+        what: &'static str,
+        sql: &str,
+        read: impl Fn(&rusqlite::Row<'_>) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
         let mut st = self
             .conn
-            .prepare(
-                "SELECT b.seq, b.hash, b.height, COALESCE(w.name, ''), b.job_id, b.time_ms, \
-                        r.result, r.time_ms, b.block \
-                 FROM block b \
-                 LEFT JOIN worker w ON w.id = b.worker \
-                 LEFT JOIN block_result r ON r.seq = \
-                     (SELECT max(seq) FROM block_result WHERE hash = b.hash) \
-                 ORDER BY b.seq",
-            )
+            .prepare(sql)
             .map_err(|e| self.read_error(what, e))?;
         let mut rows = st.query([]).map_err(|e| self.read_error(what, e))?;
         let mut out = Vec::new();
         while let Some(row) = rows.next().map_err(|e| self.read_error(what, e))? {
-            let get = |e| self.read_error(what, e);
-            out.push(StoredBlock {
-                ticket: Ticket(row.get::<_, i64>(0).map_err(get)? as u64),
-                hash: self.hash(row, 1, what)?,
-                height: row.get(2).map_err(get)?,
-                worker: row.get(3).map_err(get)?,
-                job_id: row.get::<_, i64>(4).map_err(get)? as u64,
-                time_ms: row.get::<_, i64>(5).map_err(get)? as u64,
-                result: row.get(6).map_err(get)?,
-                result_time_ms: row.get::<_, Option<i64>>(7).map_err(get)?.map(|t| t as u64),
-                block: row.get(8).map_err(get)?,
-            });
+            out.push(read(row)?);
         }
         Ok(out)
     }

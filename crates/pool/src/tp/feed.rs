@@ -17,11 +17,11 @@ use sv2::messages::template_distribution::{RequestTransactionDataSuccess, Submit
 use sv2::{Limits, Message, NoiseConn, TransportError};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
 
 use super::session::{TpEvent, TpSession, TpSessionConfig, TpSessionError, TpWork};
 use super::transactions::KeptTransactions;
 use crate::node::{Backoff, NodeHealth};
+use crate::task::OwnedTask;
 
 /// Where the Template Provider is and how the client talks to it.
 #[derive(Clone, Debug)]
@@ -88,12 +88,13 @@ pub struct TxDataRequest {
 
 /// A running client. Dropping it stops the task.
 pub struct TpFeed {
+    /// First, so that dropping the feed stops the task before its channels close.
+    task: OwnedTask,
     works: watch::Receiver<Option<TpWork>>,
     health: Arc<NodeHealth>,
     solutions: mpsc::UnboundedSender<SubmitSolution>,
     tx_data: mpsc::UnboundedSender<TxDataRequest>,
     kept: Option<Arc<KeptTransactions>>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl TpFeed {
@@ -113,7 +114,7 @@ impl TpFeed {
             .session
             .fetch_transactions
             .then(|| Arc::new(KeptTransactions::default()));
-        let task = tokio::spawn(run(
+        let task = OwnedTask::spawn(run(
             config,
             Net {
                 counter: LinkCounter::new("tp"),
@@ -129,12 +130,12 @@ impl TpFeed {
             shutdown,
         ));
         TpFeed {
+            task,
             works,
             health,
             solutions,
             tx_data,
             kept,
-            task: Some(task),
         }
     }
 
@@ -168,22 +169,8 @@ impl TpFeed {
     }
 
     /// Waits for the task to end (after `shutdown` resolved).
-    pub async fn stopped(mut self) {
-        if let Some(task) = self.task.take() {
-            if let Err(e) = task.await {
-                if e.is_panic() {
-                    std::panic::resume_unwind(e.into_panic());
-                }
-            }
-        }
-    }
-}
-
-impl Drop for TpFeed {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
+    pub async fn stopped(self) {
+        self.task.stopped().await
     }
 }
 

@@ -36,15 +36,24 @@ pub async fn recv(conn: &mut NoiseConn) -> Message {
         .expect("extension 0")
 }
 
-/// Waits until the pool serves work from its provider.
-pub async fn serving(pool: &RunningPool) {
+/// Waits until `done`, asking every `every`, for [`WAIT`] at most (then `Err`).
+pub async fn until(
+    every: Duration,
+    mut done: impl FnMut() -> bool,
+) -> Result<(), tokio::time::error::Elapsed> {
     tokio::time::timeout(WAIT, async {
-        while !pool.engine.is_serving() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        while !done() {
+            tokio::time::sleep(every).await;
         }
     })
     .await
-    .expect("the pool serves work from the provider");
+}
+
+/// Waits until the pool serves work from its provider.
+pub async fn serving(pool: &RunningPool) {
+    until(Duration::from_millis(10), || pool.engine.is_serving())
+        .await
+        .expect("the pool serves work from the provider");
 }
 
 #[allow(dead_code)] // the hostile peers connect their own way

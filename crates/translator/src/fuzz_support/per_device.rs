@@ -149,12 +149,6 @@ impl View for Channels<'_> {
     }
 }
 
-/// Which devices may have something to write after a step.
-enum MayWrite {
-    Anyone,
-    Only(Vec<DeviceId>),
-}
-
 /// A settled share: its channel, sequence number, device and verdict.
 type Settled = (u32, u32, DeviceId, UpstreamVerdict);
 
@@ -185,7 +179,6 @@ struct World {
     /// The `CloseChannel`s this step must send.
     closes: Vec<(u32, &'static str)>,
     fail_over: bool,
-    verdict: Option<Result<(), i64>>,
     /// The reach the message being delivered must have.
     reach: Option<Reach>,
     /// When each forwarded share went upstream, by device and sequence number.
@@ -225,16 +218,11 @@ impl World {
             expected: Vec::new(),
             closes: Vec::new(),
             fail_over: false,
-            verdict: None,
             reach: None,
             sent_at: HashMap::new(),
         };
         w.settle(None, None, MayWrite::Only(Vec::new()));
         w
-    }
-
-    fn dev_index(&self, b: u8) -> Option<usize> {
-        (!self.devices.is_empty()).then(|| usize::from(b >> 4) % self.devices.len())
     }
 
     fn open_chan_of(&self, device: DeviceId) -> Option<u32> {
@@ -244,161 +232,22 @@ impl World {
             .map(|(&id, _)| id)
     }
 
+    /// The channel `id` a message the core sent (`what`, for the panic) names: it must be
+    /// open.
+    fn open_chan(&self, id: u32, what: &str) -> &Chan {
+        let c = self
+            .chans
+            .get(&id)
+            .unwrap_or_else(|| panic!("{what} no channel"));
+        assert_eq!(c.state, State::Open, "{what} a closed channel");
+        c
+    }
+
     fn pending_of(&self, device: DeviceId) -> Option<u32> {
         self.requests
             .iter()
             .find(|(_, r)| r.device == device && r.abandoned.is_none())
             .map(|(&id, _)| id)
-    }
-
-    fn step(&mut self, input: &mut Input<'_>) {
-        let b = input.u8();
-        match (b & 0x0f) % op::COUNT {
-            op::CONNECT => {
-                if self.devices.len() < MAX_DEVICES {
-                    let id = Mode::device_connected(&mut self.t, self.now);
-                    assert!(id.0 > self.last_id, "device id {id:?} not fresh");
-                    self.last_id = id.0;
-                    self.devices.push(Dev::new(id));
-                }
-                self.settle(None, None, MayWrite::Only(Vec::new()));
-            }
-            op::LINE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let (line, sent) = build_line(&self.devices[i], &mut self.next_rpc, input);
-                self.send_line(i, &line, sent);
-            }
-            op::RAW_LINE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let len = usize::from(input.u8());
-                let line = input.take(len).to_vec();
-                self.send_line(i, &line, Sent::Other);
-            }
-            op::CLOSE => {
-                let Some(i) = self.dev_index(b) else { return };
-                let id = self.devices[i].id;
-                self.close_device(i);
-                assert!(Mode::device_mut(&mut self.t, id).is_none());
-                assert!(
-                    Mode::device_line(&mut self.t, id, b"{}", self.now).is_none(),
-                    "a closed device's line handled"
-                );
-                self.settle(None, None, MayWrite::Only(Vec::new()));
-            }
-            op::UPSTREAM => {
-                if !self.connected {
-                    return;
-                }
-                let kind = input.u8() % up::COUNT;
-                let m = self.message(kind, input);
-                self.deliver(m);
-            }
-            op::UPSTREAM_RAW => {
-                if !self.connected {
-                    return;
-                }
-                if let Some(m) = self.raw(input) {
-                    self.deliver(m);
-                }
-            }
-            op::TICK => {
-                self.now = self.now.plus_millis(clock_step(input.u8()));
-                let ticked = Mode::handle_tick(&mut self.t, self.now);
-                for id in &ticked {
-                    assert!(
-                        self.devices.iter().any(|d| d.id == *id),
-                        "ticked device {id:?} not connected"
-                    );
-                }
-                self.settle(None, None, MayWrite::Only(ticked));
-                if self.connected {
-                    // Every request overdue while the pool answered others was given up.
-                    for (rid, r) in &self.requests {
-                        assert!(
-                            r.abandoned.is_some()
-                                || self.now.millis_since(r.asked) <= self.timeout_ms
-                                || self.heard.is_none_or(|h| h < r.asked),
-                            "request {rid} overdue and not given up"
-                        );
-                    }
-                }
-            }
-            op::LOST => {
-                if self.connected {
-                    self.lose();
-                }
-            }
-            op::CONNECTED => {
-                if !self.connected {
-                    self.connected = true;
-                    Mode::upstream_connected(&mut self.t, self.now);
-                    self.settle(None, None, MayWrite::Anyone);
-                }
-            }
-            _ => {
-                let Some(i) = self.dev_index(b) else { return };
-                let id = self.devices[i].id;
-                if let Some(d) = Mode::device_mut(&mut self.t, id) {
-                    d.line_too_long();
-                }
-                self.settle(None, None, MayWrite::Only(vec![id]));
-            }
-        }
-    }
-
-    /// Device `i` leaves (the harness's doing or the core's wish): its request is given up,
-    /// its open channel closed.
-    fn close_device(&mut self, i: usize) {
-        let d = self.devices.remove(i);
-        Mode::device_closed(&mut self.t, d.id);
-        if let Some(rid) = self.pending_of(d.id) {
-            self.requests.get_mut(&rid).expect("pending").abandoned = Some(REASON_DEVICE_LEFT);
-        }
-        if let Some(c) = self.open_chan_of(d.id) {
-            self.chans.get_mut(&c).expect("open").state = State::ClosedByCore;
-            self.closes.push((c, REASON_DEVICE_LEFT));
-        }
-    }
-
-    fn lose(&mut self) {
-        self.connected = false;
-        Mode::upstream_lost(&mut self.t, self.now);
-        for (id, mut c) in std::mem::take(&mut self.chans) {
-            for f in c.flights.drain(..) {
-                self.expected
-                    .push((id, f.seq, f.device, UpstreamVerdict::Unanswered));
-            }
-            self.retired.push(c);
-        }
-        self.requests.clear();
-        self.used_requests.clear();
-        self.heard = None;
-        self.settle(None, None, MayWrite::Anyone);
-        assert_eq!(
-            Mode::in_flight(&self.t),
-            0,
-            "shares in flight after the connection was lost"
-        );
-        assert_eq!(Mode::channels_open(&self.t), 0);
-    }
-
-    fn send_line(&mut self, i: usize, line: &[u8], sent: Sent) {
-        let id = self.devices[i].id;
-        if line.len() > LINE_CAP {
-            if let Some(d) = Mode::device_mut(&mut self.t, id) {
-                d.line_too_long();
-            }
-            self.settle(None, None, MayWrite::Only(vec![id]));
-            return;
-        }
-        self.devices[i].sending(&sent);
-        let outcome = Mode::device_line(&mut self.t, id, line, self.now)
-            .expect("a connected device's line is handled");
-        self.settle(
-            Some((i, sent, line.len())),
-            Some(outcome),
-            MayWrite::Only(vec![id]),
-        );
     }
 
     /// An upstream message to the core; the devices it may reach are those the core names.
@@ -781,194 +630,16 @@ impl World {
                 );
             }
             Mining::UpdateChannel(u) => {
-                let c = self
-                    .chans
-                    .get(&u.channel_id)
-                    .expect("an update for no channel");
-                assert_eq!(c.state, State::Open, "an update for a closed channel");
+                self.open_chan(u.channel_id, "an update for");
                 assert!(u.nominal_hash_rate >= 0.0 && u.nominal_hash_rate.is_finite());
             }
             Mining::SubmitSharesExtended(s) => {
-                let c = self
-                    .chans
-                    .get(&s.channel_id)
-                    .expect("a share on no channel");
-                assert_eq!(c.state, State::Open, "a share on a closed channel");
+                let c = self.open_chan(s.channel_id, "a share on");
                 let hash = submission_hash(&s, &c.held.jobs, c.size, &self.config);
                 subs.push((s.channel_id, s.sequence_number, hash));
             }
             Mining::CloseChannel(c) => closes.push((c.channel_id, c.reason_code)),
             other => panic!("the core sent {}, which a client never sends", other.name()),
-        }
-    }
-
-    // ---- After every step ----------------------------------------------------------------
-
-    fn settle(
-        &mut self,
-        line: Option<(usize, Sent, usize)>,
-        outcome: Option<LineOutcome>,
-        may: MayWrite,
-    ) {
-        let mut tagged: Vec<Tagged> = Vec::new();
-        while let Some(t) = Mode::poll_event(&mut self.t) {
-            tagged.push(t);
-        }
-        let flights: usize = self.chans.values().map(|c| c.flights.len()).sum();
-        assert!(
-            tagged.len() <= 8 + 4 * self.devices.len() + flights + self.expected.len(),
-            "{} events in one step",
-            tagged.len()
-        );
-        let mut subs = Vec::new();
-        let mut closes = Vec::new();
-        let mut upstream = 0;
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
-            upstream += 1;
-            self.sent(m, &mut subs, &mut closes);
-        }
-        assert!(
-            upstream <= STEP_UPSTREAM + 2 * self.devices.len(),
-            "{upstream} messages upstream in one step"
-        );
-        self.check_scopes(&tagged);
-
-        // The line's outcome, the share it judged, and where it went.
-        self.verdict = match &outcome {
-            Some(LineOutcome::Accepted(_)) => Some(Ok(())),
-            Some(LineOutcome::Rejected(r)) => Some(Err(i64::from(r.sv1_code()))),
-            Some(LineOutcome::Refused(c)) => Some(Err(i64::from(c.code()))),
-            _ => None,
-        };
-        let mut accepted_hash = None;
-        if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
-            let id = self.devices[*i].id;
-            let events: Vec<Event> = tagged
-                .iter()
-                .filter(|t| t.scope == Scope::Device(id))
-                .map(|t| t.event.clone())
-                .collect();
-            let view = Channels {
-                chans: &self.chans,
-                retired: &self.retired,
-            };
-            let cx = Cx {
-                now: self.now,
-                config: &self.config,
-                view: &view,
-            };
-            accepted_hash = self.devices[*i].check_line(&cx, sent, outcome, &events);
-        }
-        self.check_forwarding(
-            line.as_ref().map(|l| l.0),
-            &outcome,
-            accepted_hash,
-            &tagged,
-            subs,
-        );
-
-        // The verdicts: exactly those expected, each tagged with its device and channel.
-        let mut got: Vec<Settled> = tagged
-            .iter()
-            .filter_map(|t| match &t.event {
-                Event::UpstreamResult(r) => {
-                    assert_eq!(
-                        t.scope,
-                        Scope::Device(r.device),
-                        "a verdict tagged otherwise"
-                    );
-                    let v = upstream_results([&t.event]).remove(0);
-                    Some((
-                        t.channel.expect("a verdict names its channel"),
-                        v.0,
-                        v.1,
-                        v.2,
-                    ))
-                }
-                _ => None,
-            })
-            .collect();
-        let mut expected = std::mem::take(&mut self.expected);
-        got.sort_by_key(|e| (e.0, e.1));
-        expected.sort_by_key(|e| (e.0, e.1));
-        assert_eq!(got, expected, "the upstream verdicts");
-
-        // Every device's output, only where the core said there may be some.
-        let line_dev = line.as_ref().map(|l| l.0);
-        let line_len = line.as_ref().map_or(0, |l| l.2);
-        for i in 0..self.devices.len() {
-            let id = self.devices[i].id;
-            let echo = if line_dev == Some(i) { line_len } else { 0 };
-            let sent = line.as_ref().filter(|l| l.0 == i).map(|l| &l.1);
-            let Some(device) = Mode::device_mut(&mut self.t, id) else {
-                panic!("device {id:?} connected but unknown to the core");
-            };
-            let extranonce = device.extranonce();
-            let out = device.take_output();
-            if let MayWrite::Only(ids) = &may {
-                assert!(
-                    out.is_empty() || ids.contains(&id),
-                    "device {id:?} written to outside the reach the core gave"
-                );
-            }
-            let mut got = HashMap::new();
-            let view = Channels {
-                chans: &self.chans,
-                retired: &self.retired,
-            };
-            let cx = Cx {
-                now: self.now,
-                config: &self.config,
-                view: &view,
-            };
-            self.devices[i].read_output(&cx, out, extranonce, echo, sent, self.verdict, &mut got);
-            for t in tagged.iter().filter(|t| t.scope == Scope::Device(id)) {
-                if let Event::JobSent {
-                    wire_id, devices, ..
-                } = t.event
-                {
-                    assert_eq!(
-                        got.get(&wire_id).copied().unwrap_or(0),
-                        devices,
-                        "JobSent {wire_id} names {devices} devices"
-                    );
-                }
-            }
-        }
-
-        // Devices that want to be closed are closed, and what that sends is read.
-        let mut i = 0;
-        while i < self.devices.len() {
-            let id = self.devices[i].id;
-            if Mode::device_mut(&mut self.t, id)
-                .and_then(|d| d.wants_close())
-                .is_some()
-            {
-                self.close_device(i);
-            } else {
-                i += 1;
-            }
-        }
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
-            let mut none = Vec::new();
-            self.sent(m, &mut none, &mut closes);
-            assert!(none.is_empty(), "a share sent as a device was closed");
-        }
-        assert!(
-            Mode::poll_event(&mut self.t).is_none(),
-            "an event from closing devices"
-        );
-        let mut want: Vec<(u32, String)> = std::mem::take(&mut self.closes)
-            .into_iter()
-            .map(|(c, r)| (c, r.to_owned()))
-            .collect();
-        want.sort();
-        closes.sort();
-        assert_eq!(closes, want, "the channels closed upstream");
-
-        self.check_state();
-        if std::mem::take(&mut self.fail_over) && self.connected {
-            self.lose();
         }
     }
 
@@ -1033,45 +704,27 @@ impl World {
         tagged: &[Tagged],
         subs: Vec<(u32, u32, Hash256)>,
     ) {
-        let forwarded: Vec<(DeviceId, u32)> = tagged
-            .iter()
-            .filter_map(|t| match t.event {
-                Event::ShareForwarded {
-                    device,
-                    sequence_number,
-                } => Some((device, sequence_number)),
-                _ => None,
-            })
-            .collect();
-        let Some(LineOutcome::Accepted(share)) = outcome else {
-            assert!(
-                forwarded.is_empty(),
-                "a share forwarded that was not accepted"
-            );
-            assert!(subs.is_empty(), "a submission with no accepted share");
+        let forwarded = forwarded(tagged.iter().map(|t| &t.event));
+        let Some((share, is_block)) = accepted_share(outcome, &forwarded, !subs.is_empty()) else {
             return;
         };
         let dev = self.devices[line_dev.expect("a device's line")].id;
         let chan = self.open_chan_of(dev);
-        let block = CompactTarget::from_consensus(share.job.nbits.to_consensus());
-        let is_block = Target::from_compact(block).is_ok_and(|t| t.is_met_by(&share.hash.0));
         let should =
             chan.is_some_and(|c| self.chans[&c].target.is_met_by(&share.hash.0) || is_block);
-        assert_eq!(
-            !forwarded.is_empty(),
+        let Some((seq, (sub_chan, sub_seq, hash))) = forwarded_once(
+            &forwarded,
+            subs,
             should,
-            "forwarding of a share (channel {chan:?}, block {is_block}) against its channel's target"
-        );
-        if !should {
-            assert!(subs.is_empty());
+            dev,
+            format_args!(
+                "forwarding of a share (channel {chan:?}, block {is_block}) against its channel's target"
+            ),
+        ) else {
             return;
-        }
+        };
         let c = chan.expect("open");
-        assert_eq!(forwarded.len(), 1);
-        assert_eq!(subs.len(), 1, "one submission per forwarded share");
-        let (device, seq) = forwarded[0];
-        assert_eq!(device, dev);
-        let (sub_chan, sub_seq, hash) = subs[0];
+        let device = dev;
         assert_eq!(
             sub_chan, c,
             "a share submitted on another channel than its device's"
@@ -1201,6 +854,223 @@ impl World {
     }
 }
 
+impl Harness for World {
+    type Core = PerDevice;
+
+    fn parts(&mut self) -> Parts<'_, PerDevice> {
+        Parts {
+            t: &mut self.t,
+            now: &mut self.now,
+            devices: &mut self.devices,
+            last_id: &mut self.last_id,
+            next_request: &mut self.next_rpc,
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.connected
+    }
+
+    fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R {
+        let view = Channels {
+            chans: &self.chans,
+            retired: &self.retired,
+        };
+        let cx = Cx {
+            now: self.now,
+            config: &self.config,
+            view: &view,
+        };
+        f(&mut self.devices[i], &cx)
+    }
+
+    fn settle(
+        &mut self,
+        line: Option<(usize, Sent, usize)>,
+        outcome: Option<LineOutcome>,
+        may: MayWrite,
+    ) {
+        let mut tagged: Vec<Tagged> = Vec::new();
+        while let Some(t) = Mode::poll_event(&mut self.t) {
+            tagged.push(t);
+        }
+        let flights: usize = self.chans.values().map(|c| c.flights.len()).sum();
+        assert!(
+            tagged.len() <= 8 + 4 * self.devices.len() + flights + self.expected.len(),
+            "{} events in one step",
+            tagged.len()
+        );
+        let mut subs = Vec::new();
+        let mut closes = Vec::new();
+        let mut upstream = 0;
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+            upstream += 1;
+            self.sent(m, &mut subs, &mut closes);
+        }
+        assert!(
+            upstream <= STEP_UPSTREAM + 2 * self.devices.len(),
+            "{upstream} messages upstream in one step"
+        );
+        self.check_scopes(&tagged);
+
+        // The line's outcome, the share it judged, and where it went.
+        let verdict = verdict_of(&outcome);
+        let mut accepted_hash = None;
+        if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
+            let id = self.devices[*i].id;
+            let events: Vec<Event> = tagged
+                .iter()
+                .filter(|t| t.scope == Scope::Device(id))
+                .map(|t| t.event.clone())
+                .collect();
+            accepted_hash = self.with_cx(*i, |d, cx| d.check_line(cx, sent, outcome, &events));
+        }
+        self.check_forwarding(
+            line.as_ref().map(|l| l.0),
+            &outcome,
+            accepted_hash,
+            &tagged,
+            subs,
+        );
+
+        // The verdicts: exactly those expected, each tagged with its device and channel.
+        let mut got: Vec<Settled> = tagged
+            .iter()
+            .filter_map(|t| match &t.event {
+                Event::UpstreamResult(r) => {
+                    assert_eq!(
+                        t.scope,
+                        Scope::Device(r.device),
+                        "a verdict tagged otherwise"
+                    );
+                    let v = upstream_results([&t.event]).remove(0);
+                    Some((
+                        t.channel.expect("a verdict names its channel"),
+                        v.0,
+                        v.1,
+                        v.2,
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut expected = std::mem::take(&mut self.expected);
+        got.sort_by_key(|e| (e.0, e.1));
+        expected.sort_by_key(|e| (e.0, e.1));
+        assert_eq!(got, expected, "the upstream verdicts");
+
+        // Every device's output, only where the core said there may be some.
+        for i in 0..self.devices.len() {
+            let mut got = HashMap::new();
+            self.read_device(i, &line, &may, verdict, &mut got);
+            let id = self.devices[i].id;
+            for t in tagged.iter().filter(|t| t.scope == Scope::Device(id)) {
+                if let Event::JobSent {
+                    wire_id, devices, ..
+                } = t.event
+                {
+                    assert_eq!(
+                        got.get(&wire_id).copied().unwrap_or(0),
+                        devices,
+                        "JobSent {wire_id} names {devices} devices"
+                    );
+                }
+            }
+        }
+
+        // Devices that want to be closed are closed, and what that sends is read.
+        self.close_wanting();
+        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+            let mut none = Vec::new();
+            self.sent(m, &mut none, &mut closes);
+            assert!(none.is_empty(), "a share sent as a device was closed");
+        }
+        assert!(
+            Mode::poll_event(&mut self.t).is_none(),
+            "an event from closing devices"
+        );
+        let mut want: Vec<(u32, String)> = std::mem::take(&mut self.closes)
+            .into_iter()
+            .map(|(c, r)| (c, r.to_owned()))
+            .collect();
+        want.sort();
+        closes.sort();
+        assert_eq!(closes, want, "the channels closed upstream");
+
+        self.check_state();
+        if std::mem::take(&mut self.fail_over) && self.connected {
+            self.lose();
+        }
+    }
+
+    /// Device `i` leaves (the harness's doing or the core's wish): its request is given up,
+    /// its open channel closed.
+    fn close_device(&mut self, i: usize) {
+        let d = self.devices.remove(i);
+        Mode::device_closed(&mut self.t, d.id);
+        if let Some(rid) = self.pending_of(d.id) {
+            self.requests.get_mut(&rid).expect("pending").abandoned = Some(REASON_DEVICE_LEFT);
+        }
+        if let Some(c) = self.open_chan_of(d.id) {
+            self.chans.get_mut(&c).expect("open").state = State::ClosedByCore;
+            self.closes.push((c, REASON_DEVICE_LEFT));
+        }
+    }
+
+    fn lose(&mut self) {
+        self.connected = false;
+        Mode::upstream_lost(&mut self.t, self.now);
+        for (id, mut c) in std::mem::take(&mut self.chans) {
+            for f in c.flights.drain(..) {
+                self.expected
+                    .push((id, f.seq, f.device, UpstreamVerdict::Unanswered));
+            }
+            self.retired.push(c);
+        }
+        self.requests.clear();
+        self.used_requests.clear();
+        self.heard = None;
+        self.settle(None, None, MayWrite::Anyone);
+        assert_eq!(
+            Mode::in_flight(&self.t),
+            0,
+            "shares in flight after the connection was lost"
+        );
+        assert_eq!(Mode::channels_open(&self.t), 0);
+    }
+
+    fn upstream(&mut self, kind: u8, input: &mut Input<'_>) {
+        let m = self.message(kind, input);
+        self.deliver(m);
+    }
+
+    fn upstream_raw(&mut self, input: &mut Input<'_>) {
+        if let Some(m) = self.raw(input) {
+            self.deliver(m);
+        }
+    }
+
+    fn ticked(&mut self) {
+        if self.connected {
+            // Every request overdue while the pool answered others was given up.
+            for (rid, r) in &self.requests {
+                assert!(
+                    r.abandoned.is_some()
+                        || self.now.millis_since(r.asked) <= self.timeout_ms
+                        || self.heard.is_none_or(|h| h < r.asked),
+                    "request {rid} overdue and not given up"
+                );
+            }
+        }
+    }
+
+    fn reconnect(&mut self) {
+        self.connected = true;
+        Mode::upstream_connected(&mut self.t, self.now);
+        self.settle(None, None, MayWrite::Anyone);
+    }
+}
+
 /// The `n`th of `list`, modulo its length.
 fn pick(list: &[u32], n: u8) -> Option<u32> {
     (!list.is_empty()).then(|| list[usize::from(n) % list.len()])
@@ -1208,19 +1078,7 @@ fn pick(list: &[u32], n: u8) -> Option<u32> {
 
 fn run(config: TranslatorConfig, short_timeout: bool, input: &mut Input<'_>) {
     let mut w = World::new(config, short_timeout);
-    for _ in 0..MAX_STEPS {
-        if input.is_empty() {
-            break;
-        }
-        w.step(input);
-    }
-    // Whatever is still in flight is settled when the connection goes.
-    if w.connected {
-        w.lose();
-    }
-    while !w.devices.is_empty() {
-        w.close_device(0);
-    }
+    w.play(input);
     assert!(w.closes.is_empty(), "channels to close with no connection");
     assert_eq!(w.t.devices().count(), 0);
     assert_eq!(Mode::in_flight(&w.t), 0);
