@@ -589,12 +589,14 @@ impl Serialize for JobSent {
         st.serialize_field("channel", &self.channel)?;
         st.serialize_field("job_id", &self.job_id)?;
         st.serialize_field("template_id", &self.template_id)?;
-        st.serialize_field("fingerprint", &self.fingerprint)?;
-        st.serialize_field("prev_hash", &self.prev_hash.map(json::Hex))?;
-        st.serialize_field("target", &json::Hex(self.target))?;
-        st.serialize_field("difficulty", &self.difficulty())?;
-        st.serialize_field("clean", &self.clean)?;
-        st.serialize_field("future", &self.future)?;
+        job_fields(
+            &mut st,
+            self.fingerprint,
+            self.prev_hash,
+            self.target,
+            self.clean,
+            self.future,
+        )?;
         st.end()
     }
 }
@@ -605,12 +607,14 @@ impl Serialize for JobReceived {
         st.serialize_field("device", &self.device)?;
         st.serialize_field("channel", &self.channel)?;
         st.serialize_field("job_id", &self.job_id)?;
-        st.serialize_field("fingerprint", &self.fingerprint)?;
-        st.serialize_field("prev_hash", &self.prev_hash.map(json::Hex))?;
-        st.serialize_field("target", &json::Hex(self.target))?;
-        st.serialize_field("difficulty", &self.difficulty())?;
-        st.serialize_field("clean", &self.clean)?;
-        st.serialize_field("future", &self.future)?;
+        job_fields(
+            &mut st,
+            self.fingerprint,
+            self.prev_hash,
+            self.target,
+            self.clean,
+            self.future,
+        )?;
         st.end()
     }
 }
@@ -620,10 +624,31 @@ impl Serialize for TargetChanged {
         let mut st = s.serialize_struct("TargetChanged", 4)?;
         st.serialize_field("conn", &self.conn)?;
         st.serialize_field("channel", &self.channel)?;
-        st.serialize_field("target", &json::Hex(self.target))?;
-        st.serialize_field("difficulty", &self.difficulty())?;
+        target_fields(&mut st, self.target)?;
         st.end()
     }
+}
+
+/// The fields both job kinds end with, in their order.
+fn job_fields<S: SerializeStruct>(
+    st: &mut S,
+    fingerprint: Option<Fingerprint>,
+    prev_hash: Option<Hash256>,
+    target: Target,
+    clean: bool,
+    future: bool,
+) -> Result<(), S::Error> {
+    st.serialize_field("fingerprint", &fingerprint)?;
+    st.serialize_field("prev_hash", &prev_hash.map(json::Hex))?;
+    target_fields(st, target)?;
+    st.serialize_field("clean", &clean)?;
+    st.serialize_field("future", &future)
+}
+
+/// `target` in hex, then as the difficulty it stands for.
+fn target_fields<S: SerializeStruct>(st: &mut S, target: Target) -> Result<(), S::Error> {
+    st.serialize_field("target", &json::Hex(target))?;
+    st.serialize_field("difficulty", &Difficulty::from_target(target).as_f64())
 }
 
 #[cfg(test)]

@@ -490,14 +490,18 @@ impl Trial<'_> {
         for &(spec, miners, jds) in &pools {
             let config = spec.name;
             for (i, devices) in s.device_chunks().into_iter().enumerate() {
-                self.progress
-                    .stage(&format!("starting {config}: WAN tap {i}"));
-                let name = format!("{config}.tap{i}");
-                let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
-                let args = self.tap_args(miners, events_of(&log), i as u64, Link::Wan);
-                let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                let mut tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
-                check_interrupt()?;
+                let mut tap = self.start_tap(
+                    running,
+                    sampler,
+                    &role_log,
+                    config,
+                    &format!("WAN tap {i}"),
+                    format!("{config}.tap{i}"),
+                    miners,
+                    i as u64,
+                    Link::Wan,
+                    ready,
+                )?;
                 if let Some(jds) = jds {
                     let farm = FarmNode {
                         tdp: node
@@ -717,14 +721,18 @@ impl Trial<'_> {
         let i = chunk.index;
         // Link seeds apart from the WAN taps to the pools (indices 0..); small, as flags are.
         let (jds_seed, lan_seed) = (1_000 + i as u64, 2_000 + i as u64);
-        self.progress
-            .stage(&format!("starting {config}: JDS WAN tap {i}"));
-        let name = format!("{config}.jds-tap{i}");
-        let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Pool);
-        let args = self.tap_args(jds, events_of(&log), jds_seed, Link::Wan);
-        let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-        let jds_tap = running.add(p, log, sampler).wait_listening("tap", ready)?;
-        check_interrupt()?;
+        let jds_tap = self.start_tap(
+            running,
+            sampler,
+            role_log,
+            config,
+            &format!("JDS WAN tap {i}"),
+            format!("{config}.jds-tap{i}"),
+            jds,
+            jds_seed,
+            Link::Wan,
+            ready,
+        )?;
 
         self.progress.stage(&format!("starting {config}: JDC {i}"));
         let name = format!("{config}.jdc{i}");
@@ -738,15 +746,49 @@ impl Trial<'_> {
         running.endpoint(config, "jdc", &name, http);
         check_interrupt()?;
 
-        self.progress
-            .stage(&format!("starting {config}: intra-farm tap {i}"));
-        let name = format!("{config}.lan{i}");
-        let log = role_log(&name, Some(RoleKind::Tap), Some(config), Site::Farm);
-        let args = self.tap_args(downstream, events_of(&log), lan_seed, Link::Lan);
+        self.start_tap(
+            running,
+            sampler,
+            role_log,
+            config,
+            &format!("intra-farm tap {i}"),
+            format!("{config}.lan{i}"),
+            downstream,
+            lan_seed,
+            Link::Lan,
+            ready,
+        )
+    }
+
+    /// Starts one tap in front of `upstream` (`what` on the progress line, `name` among the
+    /// roles, `index` apart from the trial's other taps in its seed) and returns where it
+    /// listens, once it does.
+    #[allow(clippy::too_many_arguments)]
+    fn start_tap(
+        &self,
+        running: &mut Running,
+        sampler: &Sampler,
+        role_log: &RoleLogOf,
+        config: &str,
+        what: &str,
+        name: String,
+        upstream: SocketAddr,
+        index: u64,
+        link: Link,
+        ready: Duration,
+    ) -> Result<SocketAddr, RunError> {
+        self.progress.stage(&format!("starting {config}: {what}"));
+        // A WAN tap stands at the pool's end of the link, an intra-farm tap in the farm.
+        let site = match link {
+            Link::Wan => Site::Pool,
+            Link::Lan => Site::Farm,
+        };
+        let log = role_log(&name, Some(RoleKind::Tap), Some(config), site);
+        let args = self.tap_args(upstream, events_of(&log), index, link);
         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-        let lan = running.add(p, log, sampler).wait_listening("tap", ready)?;
+        let listening = running.add(p, log, sampler).wait_listening("tap", ready)?;
         check_interrupt()?;
-        Ok(lan)
+        Ok(listening)
     }
 
     /// The job token key the pool and the JDS share, one per trial: 64 hex digits.
@@ -762,28 +804,21 @@ impl Trial<'_> {
     }
 
     fn jds_args(&self, node: &NodeEndpoints, token_key: &Path, events: &Path) -> Vec<OsString> {
-        args([
-            "jds",
-            "--listen",
-            "127.0.0.1:0",
-            "--node-rpc",
-            &format!("http://{}", node.rpc),
-            "--rpc-user",
-            "lab",
-            "--rpc-password",
-            "lab",
-            "--jd-token-key",
-            &token_key.display().to_string(),
-            "--payout-address",
-            PAYOUT_ADDRESS,
-            "--http-listen",
-            "127.0.0.1:0",
-            "--events",
-            &events.display().to_string(),
-        ])
-        .into_iter()
-        .chain(self.authority.server_args())
-        .collect()
+        args(["jds", "--listen", "127.0.0.1:0"])
+            .into_iter()
+            .chain(node.rpc_args())
+            .chain(args([
+                "--jd-token-key",
+                &token_key.display().to_string(),
+                "--payout-address",
+                PAYOUT_ADDRESS,
+                "--http-listen",
+                "127.0.0.1:0",
+                "--events",
+                &events.display().to_string(),
+            ]))
+            .chain(self.authority.server_args())
+            .collect()
     }
 
     /// `stratumlab jdc` for one device chunk: the farm's templates, the pool and the JDS
@@ -906,21 +941,16 @@ impl Trial<'_> {
                 "--authority-key-file",
                 &self.authority.path.display().to_string(),
             ]),
-            _ => args([
-                "pool",
-                "--sv1-listen",
-                "127.0.0.1:0",
-                "--node-rpc",
-                &format!("http://{}", node.rpc),
-                "--rpc-user",
-                "lab",
-                "--rpc-password",
-                "lab",
-                "--zmq",
-                &node.zmq.to_string(),
-                "--template-interval",
-                &dur(s.template_interval),
-            ]),
+            _ => args(["pool", "--sv1-listen", "127.0.0.1:0"])
+                .into_iter()
+                .chain(node.rpc_args())
+                .chain(args([
+                    "--zmq",
+                    &node.zmq.to_string(),
+                    "--template-interval",
+                    &dur(s.template_interval),
+                ]))
+                .collect(),
         };
         a.extend(args([
             "--http-listen",
@@ -1376,6 +1406,21 @@ struct NodeEndpoints {
     /// The SV2 Template Provider, when a configuration needs one.
     tdp: Option<SocketAddr>,
     farm_tdp: Option<SocketAddr>,
+}
+
+impl NodeEndpoints {
+    /// How a role reaches the node's RPC: its address and the credentials simnet is started
+    /// with.
+    fn rpc_args(&self) -> Vec<OsString> {
+        args([
+            "--node-rpc",
+            &format!("http://{}", self.rpc),
+            "--rpc-user",
+            "lab",
+            "--rpc-password",
+            "lab",
+        ])
+    }
 }
 
 /// Names a role's files: (name, kind, configuration, site).

@@ -170,32 +170,26 @@ impl RoleProcess {
         }
         let mut child = cmd.spawn().map_err(spawn_err)?;
         let printed = Arc::new((Mutex::new(Printed::default()), Condvar::new()));
-        let Some(out) = child.stdout.take() else {
-            printed.0.lock().expect("not poisoned").closed = true;
-            return Ok(RoleProcess {
-                name: name.to_owned(),
-                child,
-                printed,
-                log: log.to_owned(),
-                status: None,
-                third_party,
-                next: AtomicUsize::new(0),
-            });
-        };
-        let shared = printed.clone();
-        std::thread::Builder::new()
-            .name(format!("{name}-stdout"))
-            .spawn(move || {
-                for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    let (m, cv) = &*shared;
-                    m.lock().expect("not poisoned").lines.push(line);
-                    cv.notify_all();
-                }
-                let (m, cv) = &*shared;
-                m.lock().expect("not poisoned").closed = true;
-                cv.notify_all();
-            })
-            .map_err(spawn_err)?;
+        match child.stdout.take() {
+            // A third-party role's stdout goes to its log: it prints nothing for us.
+            None => printed.0.lock().expect("not poisoned").closed = true,
+            Some(out) => {
+                let shared = printed.clone();
+                std::thread::Builder::new()
+                    .name(format!("{name}-stdout"))
+                    .spawn(move || {
+                        for line in BufReader::new(out).lines().map_while(Result::ok) {
+                            let (m, cv) = &*shared;
+                            m.lock().expect("not poisoned").lines.push(line);
+                            cv.notify_all();
+                        }
+                        let (m, cv) = &*shared;
+                        m.lock().expect("not poisoned").closed = true;
+                        cv.notify_all();
+                    })
+                    .map_err(spawn_err)?;
+            }
+        }
         Ok(RoleProcess {
             name: name.to_owned(),
             child,

@@ -195,6 +195,44 @@ impl HeaderMidstate {
     }
 }
 
+/// Runs `$compress` on each block of SHA-256 over a [`PrefixMidstate`]'s prefix followed by
+/// `$parts` that the midstate has not compressed yet, the padding and length blocks included. A
+/// macro rather than a function taking a closure: the SHA-extension path's compressions stay
+/// inline in its `#[target_feature]` function, whatever the compiler's version.
+macro_rules! each_block {
+    ($mid:expr, $parts:expr, |$block:ident| $compress:expr) => {{
+        let mid: &PrefixMidstate = $mid;
+        let mut buf = mid.tail;
+        let mut fill = mid.tail_len as usize;
+        let mut total = mid.blocks * 64 + fill as u64;
+        for part in $parts {
+            let mut part: &[u8] = part;
+            total += part.len() as u64;
+            while !part.is_empty() {
+                let n = (64 - fill).min(part.len());
+                buf[fill..fill + n].copy_from_slice(&part[..n]);
+                fill += n;
+                part = &part[n..];
+                if fill == 64 {
+                    let $block = &buf;
+                    $compress;
+                    fill = 0;
+                }
+            }
+        }
+        buf[fill] = 0x80;
+        buf[fill + 1..].fill(0);
+        if fill >= 56 {
+            let $block = &buf;
+            $compress;
+            buf = [0u8; 64];
+        }
+        buf[56..].copy_from_slice(&(total * 8).to_be_bytes());
+        let $block = &buf;
+        $compress;
+    }};
+}
+
 /// SHA-256 state after the whole 64-byte blocks of a message's fixed start, plus the bytes left
 /// over. A coinbase's first part (SV1 `coinb1`, SV2 prefix) is the same for every share of a job,
 /// so a pool hashes its whole blocks once per job instead of once per share.
@@ -231,31 +269,7 @@ impl PrefixMidstate {
     #[inline]
     pub fn sha256d_with(&self, parts: &[&[u8]]) -> Hash256 {
         let mut state = self.state;
-        let mut buf = self.tail;
-        let mut fill = self.tail_len as usize;
-        let mut total = self.blocks * 64 + fill as u64;
-        for part in parts {
-            let mut part = *part;
-            total += part.len() as u64;
-            while !part.is_empty() {
-                let n = (64 - fill).min(part.len());
-                buf[fill..fill + n].copy_from_slice(&part[..n]);
-                fill += n;
-                part = &part[n..];
-                if fill == 64 {
-                    compress(&mut state, &buf);
-                    fill = 0;
-                }
-            }
-        }
-        buf[fill] = 0x80;
-        buf[fill + 1..].fill(0);
-        if fill >= 56 {
-            compress(&mut state, &buf);
-            buf = [0u8; 64];
-        }
-        buf[56..].copy_from_slice(&(total * 8).to_be_bytes());
-        compress(&mut state, &buf);
+        each_block!(self, parts, |block| compress(&mut state, block));
         second_hash(&state)
     }
 }
@@ -587,31 +601,10 @@ mod ni {
     unsafe fn first_hash(mid: &PrefixMidstate, parts: &[&[u8]]) -> State {
         // SAFETY (every call below): same target features as this function.
         let mut state = unsafe { load_state(&mid.state) };
-        let mut buf = mid.tail;
-        let mut fill = mid.tail_len as usize;
-        let mut total = mid.blocks * 64 + fill as u64;
-        for part in parts {
-            let mut part = *part;
-            total += part.len() as u64;
-            while !part.is_empty() {
-                let n = (64 - fill).min(part.len());
-                buf[fill..fill + n].copy_from_slice(&part[..n]);
-                fill += n;
-                part = &part[n..];
-                if fill == 64 {
-                    state = unsafe { compress(state, load_block(&buf)) };
-                    fill = 0;
-                }
-            }
-        }
-        buf[fill] = 0x80;
-        buf[fill + 1..].fill(0);
-        if fill >= 56 {
-            state = unsafe { compress(state, load_block(&buf)) };
-            buf = [0u8; 64];
-        }
-        buf[56..].copy_from_slice(&(total * 8).to_be_bytes());
-        unsafe { compress(state, load_block(&buf)) }
+        each_block!(mid, parts, |block| {
+            state = unsafe { compress(state, load_block(block)) }
+        });
+        state
     }
 
     /// See [`PrefixMidstate::share_header_hash`].

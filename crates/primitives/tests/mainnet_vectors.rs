@@ -176,6 +176,11 @@ impl Loaded {
     fn coinbase(&self) -> &Transaction {
         &self.block.txdata[0]
     }
+
+    /// The coinbase's merkle branch, from the txids computed here.
+    fn coinbase_branch(&self) -> Vec<Hash256> {
+        coinbase_merkle_branch(&self.txids()[1..])
+    }
 }
 
 /// The serialization a txid commits to: the transaction without its witnesses.
@@ -222,6 +227,24 @@ impl CoinbaseSplit {
 
     fn extranonce(&self) -> Vec<u8> {
         [&self.extranonce1[..], &self.extranonce2[..]].concat()
+    }
+
+    /// The SV1 share of `job` on this coinbase and `branch`, as `miner` chose.
+    fn sv1_share<'a>(
+        &'a self,
+        job: JobHeader,
+        branch: &'a [Hash256],
+        miner: MinerChoice,
+    ) -> Sv1Share<'a> {
+        Sv1Share {
+            job,
+            coinb1: &self.coinb1,
+            extranonce1: &self.extranonce1,
+            extranonce2: &self.extranonce2,
+            coinb2: &self.coinb2,
+            merkle_branch: branch,
+            miner,
+        }
     }
 }
 
@@ -588,16 +611,8 @@ fn sv1_share_check_with_real_data_finds_the_real_block() {
         let v = l.v;
         let header = l.header();
         let split = CoinbaseSplit::of(&l);
-        let branch = coinbase_merkle_branch(&l.txids()[1..]);
-        let share = |nonce: u32| Sv1Share {
-            job: job_of(&header),
-            coinb1: &split.coinb1,
-            extranonce1: &split.extranonce1,
-            extranonce2: &split.extranonce2,
-            coinb2: &split.coinb2,
-            merkle_branch: &branch,
-            miner: miner(&header, nonce),
-        };
+        let branch = l.coinbase_branch();
+        let share = |nonce: u32| split.sv1_share(job_of(&header), &branch, miner(&header, nonce));
 
         let (check, off) = real_and_next(v, header.nonce, |n| {
             share(n).check(&Target::DIFFICULTY_1).unwrap()
@@ -637,26 +652,21 @@ fn sv1_version_rolling_recovers_the_real_version() {
     let l = load(&BLOCK_542213);
     let header = l.header();
     let split = CoinbaseSplit::of(&l);
-    let branch = coinbase_merkle_branch(&l.txids()[1..]);
+    let branch = l.coinbase_branch();
     let mask = 0x1fff_e000;
-    let check = Sv1Share {
-        job: JobHeader {
-            version: header.version | 0x0000_6000,
-            ..job_of(&header)
-        },
-        coinb1: &split.coinb1,
-        extranonce1: &split.extranonce1,
-        extranonce2: &split.extranonce2,
-        coinb2: &split.coinb2,
-        merkle_branch: &branch,
-        miner: MinerChoice {
-            version: Some(header.version & mask),
-            version_mask: mask,
-            ..miner(&header, header.nonce)
-        },
-    }
-    .check(&Target::DIFFICULTY_1)
-    .unwrap();
+    let job = JobHeader {
+        version: header.version | 0x0000_6000,
+        ..job_of(&header)
+    };
+    let miner = MinerChoice {
+        version: Some(header.version & mask),
+        version_mask: mask,
+        ..miner(&header, header.nonce)
+    };
+    let check = split
+        .sv1_share(job, &branch, miner)
+        .check(&Target::DIFFICULTY_1)
+        .unwrap();
     assert_eq!(check.header.version, 0x2000_0000);
     assert_eq!(check.hash.to_string(), BLOCK_542213.hash);
     assert!(check.meets_network_target);
@@ -687,7 +697,7 @@ fn extended_share_check_with_real_data_finds_the_real_block() {
         let v = l.v;
         let header = l.header();
         let split = CoinbaseSplit::of(&l);
-        let path = coinbase_merkle_branch(&l.txids()[1..]);
+        let path = l.coinbase_branch();
         let share = |nonce: u32| ExtendedShare {
             job: job_of(&header),
             coinbase_prefix: &split.coinb1,

@@ -224,16 +224,18 @@ impl NoiseConn {
         let _ = stream.set_nodelay(true);
         let (mut reader, mut writer) = stream.into_split();
         let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
-        while !noise.handshake_done() {
-            let n = read_before(&mut reader, &mut read_buf, deadline).await?;
-            read += n as u64;
-            noise.feed(&read_buf[..n])?;
-        }
+        read += read_handshake(
+            &mut noise,
+            NoiseResponder::handshake_done,
+            NoiseResponder::feed,
+            &mut reader,
+            &mut read_buf,
+            deadline,
+        )
+        .await?;
         let mut out = Vec::new();
         noise.take_handshake_bytes(&mut out);
-        write_within(&mut writer, &out, limits.write_timeout).await?;
-        let written = out.len() as u64;
-        out.clear();
+        let written = send_handshake(&mut writer, &mut out, limits.write_timeout).await?;
         Ok(NoiseConn::established(
             (reader, writer),
             noise.into_codec(),
@@ -314,19 +316,19 @@ impl NoiseConn {
         let mut noise = NoiseInitiator::from_role(initiator, limits.max_frame_bytes)?;
         let mut out = Vec::new();
         noise.take_handshake_bytes(&mut out);
-        write_within(&mut writer, &out, limits.write_timeout).await?;
-        let written = out.len() as u64;
-        out.clear();
+        let written = send_handshake(&mut writer, &mut out, limits.write_timeout).await?;
         let mut read_buf = vec![0u8; READ_CHUNK].into_boxed_slice();
         let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
-        let mut read = 0u64;
-        while !noise.handshake_done() {
-            let n = read_before(&mut reader, &mut read_buf, deadline).await?;
-            read += n as u64;
-            // Fails when the certificate is not signed by the expected authority or is out of
-            // date.
-            noise.feed(&read_buf[..n])?;
-        }
+        // Fails when the certificate is not signed by the expected authority or is out of date.
+        let read = read_handshake(
+            &mut noise,
+            NoiseInitiator::handshake_done,
+            NoiseInitiator::feed,
+            &mut reader,
+            &mut read_buf,
+            deadline,
+        )
+        .await?;
         Ok(NoiseConn::established(
             (reader, writer),
             noise.into_codec(),
@@ -537,18 +539,41 @@ pub async fn drain(reader: &mut OwnedReadHalf, linger: Duration) {
     let _ = tokio::time::timeout(linger, until_closed).await;
 }
 
-/// One read during the handshake, which must be over by `deadline`.
-async fn read_before(
+/// Feeds `noise` (either end, through its `feed`) what the peer sends until `done` says its
+/// handshake is over, which must be by `deadline`; returns the bytes read.
+async fn read_handshake<N>(
+    noise: &mut N,
+    done: fn(&N) -> bool,
+    feed: fn(&mut N, &[u8]) -> Result<(), NoiseError>,
     reader: &mut OwnedReadHalf,
     buf: &mut [u8],
     deadline: tokio::time::Instant,
-) -> Result<usize, TransportError> {
-    match tokio::time::timeout_at(deadline, reader.read(buf)).await {
-        Err(_) => Err(TransportError::HandshakeTimeout),
-        Ok(Ok(0)) => Err(TransportError::Closed),
-        Ok(Ok(n)) => Ok(n),
-        Ok(Err(e)) => Err(e.into()),
+) -> Result<u64, TransportError> {
+    let mut read = 0;
+    while !done(noise) {
+        let n = match tokio::time::timeout_at(deadline, reader.read(buf)).await {
+            Err(_) => return Err(TransportError::HandshakeTimeout),
+            Ok(Ok(0)) => return Err(TransportError::Closed),
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return Err(e.into()),
+        };
+        read += n as u64;
+        feed(noise, &buf[..n])?;
     }
+    Ok(read)
+}
+
+/// Sends the handshake bytes in `out` and empties it for the connection's frames; returns the
+/// bytes written.
+async fn send_handshake(
+    writer: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+    limit: Duration,
+) -> Result<u64, TransportError> {
+    write_within(writer, out, limit).await?;
+    let written = out.len() as u64;
+    out.clear();
+    Ok(written)
 }
 
 async fn write_within(

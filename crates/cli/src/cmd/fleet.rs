@@ -496,6 +496,22 @@ mod tests {
         assert!("sv3".parse::<Protocol>().is_err());
     }
 
+    /// Runs the fleet of `args` for 1.5 s at 200 kH/s, reporting as JSON, and returns the
+    /// events it wrote.
+    fn short_run(args: FleetArgs) -> events::EventLog {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("fleet.ev");
+        run(FleetArgs {
+            hash_budget: "200kH/s".parse().unwrap(),
+            duration: Dur::from_millis(1500),
+            json: true,
+            events: Some(events.clone()),
+            ..args
+        })
+        .unwrap();
+        events::read_file(&events).unwrap()
+    }
+
     #[test]
     fn a_short_sv2_run_against_the_sv2_test_pool() {
         use fleet::sv2_testpool::{Sv2TestPool, Sv2TestPoolConfig};
@@ -506,21 +522,13 @@ mod tests {
                 ..Default::default()
             }))
             .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let events = dir.path().join("fleet.ev");
-        let args = FleetArgs {
+        let log = short_run(FleetArgs {
             pool: Some(pool.addr()),
             protocol: Protocol::Sv2,
             authority_key: Some(pool.authority_public_key()),
             devices: 4,
-            hash_budget: "200kH/s".parse().unwrap(),
-            duration: Dur::from_millis(1500),
-            json: true,
-            events: Some(events.clone()),
             ..FleetArgs::default()
-        };
-        run(args).unwrap();
-        let log = events::read_file(&events).unwrap();
+        });
         let has = |f: &dyn Fn(&events::EventKind) -> bool| log.events.iter().any(|e| f(&e.kind));
         assert!(has(&|k| matches!(k, events::EventKind::JobActivated(_))));
         assert!(has(
@@ -542,21 +550,13 @@ mod tests {
                 },
             ))
             .unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let events = dir.path().join("fleet.ev");
-        let args = FleetArgs {
+        let log = short_run(FleetArgs {
             pool: Some(pool.addr()),
             devices: 8,
-            hash_budget: "200kH/s".parse().unwrap(),
             source_addrs: 2,
-            duration: Dur::from_millis(1500),
-            json: true,
-            events: Some(events.clone()),
             pool_pid: Some(std::process::id()),
             ..FleetArgs::default()
-        };
-        run(args).unwrap();
-        let log = events::read_file(&events).unwrap();
+        });
         assert_eq!(log.header.role.as_str(), "fleet");
         assert!(log
             .events

@@ -103,10 +103,8 @@ pub(crate) struct FleetPass<'a> {
     ids: HashMap<(u32, u64), u32>,
     devices: Vec<Device>,
     pub shares: ShareBook,
-    seen_template: HashSet<u64>,
-    seen_tip: HashSet<u64>,
-    template_first: HashMap<u32, u64>,
-    tip_first: HashMap<u32, u64>,
+    templates_reached: Reach,
+    tips_reached: Reach,
     pub time_to_job: Samples,
     pub time_to_prevhash: Samples,
     pub time_to_first_job: Samples,
@@ -131,6 +129,35 @@ fn pair(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32) | u64::from(b)
 }
 
+/// Devices reaching what the node makes (templates, tips): each device's first job on one,
+/// and the earliest device's delay to each.
+#[derive(Default)]
+struct Reach {
+    seen: HashSet<u64>,
+    first: HashMap<u32, u64>,
+}
+
+impl Reach {
+    /// Device `d` got a job on `k` `delay` ns after `k` appeared: the device's first such job
+    /// adds its delay to `all`.
+    fn reached(&mut self, k: u32, d: u32, delay: u64, all: &mut Samples) {
+        if self.seen.insert(pair(k, d)) {
+            all.push(k, delay);
+            let first = self.first.entry(k).or_insert(delay);
+            *first = (*first).min(delay);
+        }
+    }
+
+    /// The earliest device's delay to each one reached.
+    fn firsts(&self) -> Samples {
+        let mut firsts = Samples::new();
+        for (&k, &delay) in &self.first {
+            firsts.push(k, delay);
+        }
+        firsts
+    }
+}
+
 impl<'a> FleetPass<'a> {
     /// `series` already holds what other logs added (bytes); the fleet adds shares and hashes.
     pub(crate) fn new(
@@ -146,10 +173,8 @@ impl<'a> FleetPass<'a> {
             ids: HashMap::new(),
             devices: Vec::new(),
             shares: ShareBook::new(window),
-            seen_template: HashSet::new(),
-            seen_tip: HashSet::new(),
-            template_first: HashMap::new(),
-            tip_first: HashMap::new(),
+            templates_reached: Reach::default(),
+            tips_reached: Reach::default(),
             time_to_job: Samples::new(),
             time_to_prevhash: Samples::new(),
             time_to_first_job: Samples::new(),
@@ -345,11 +370,10 @@ impl<'a> FleetPass<'a> {
             if t.from_node && w.measured(t.first_ns) {
                 if ts < t.first_ns {
                     self.unmatched.add("job_before_its_template");
-                } else if self.seen_template.insert(pair(i, d)) {
+                } else {
                     let delay = ts - t.first_ns;
-                    self.time_to_job.push(i, delay);
-                    let first = self.template_first.entry(i).or_insert(delay);
-                    *first = (*first).min(delay);
+                    self.templates_reached
+                        .reached(i, d, delay, &mut self.time_to_job);
                 }
             }
         }
@@ -360,11 +384,10 @@ impl<'a> FleetPass<'a> {
             if w.measured(tip.first_ns) {
                 if ts < tip.first_ns {
                     self.unmatched.add("job_before_its_tip");
-                } else if self.seen_tip.insert(pair(k, d)) {
+                } else {
                     let delay = ts - tip.first_ns;
-                    self.time_to_prevhash.push(k, delay);
-                    let first = self.tip_first.entry(k).or_insert(delay);
-                    *first = (*first).min(delay);
+                    self.tips_reached
+                        .reached(k, d, delay, &mut self.time_to_prevhash);
                 }
             }
         }
@@ -376,14 +399,6 @@ impl<'a> FleetPass<'a> {
             self.stop_work(d, self.window.drain_start_ns);
         }
         self.shares.finish();
-        let mut time_to_job_first = Samples::new();
-        for (&i, &delay) in &self.template_first {
-            time_to_job_first.push(i, delay);
-        }
-        let mut time_to_prevhash_first = Samples::new();
-        for (&k, &delay) in &self.tip_first {
-            time_to_prevhash_first.push(k, delay);
-        }
         let mut rates = Vec::new();
         for fh in &self.hashes {
             let clock = if fh.process_seen {
@@ -403,11 +418,11 @@ impl<'a> FleetPass<'a> {
             .filter(|t| t.from_node && self.window.measured(t.first_ns))
             .count() as u64;
         FleetOutcome {
-            time_to_job_first,
-            time_to_prevhash_first,
+            time_to_job_first: self.templates_reached.firsts(),
+            time_to_prevhash_first: self.tips_reached.firsts(),
             achieved_hps: (!rates.is_empty()).then(|| rates.iter().sum()),
             templates_created: created,
-            templates_reached: self.template_first.len() as u64,
+            templates_reached: self.templates_reached.first.len() as u64,
         }
     }
 }

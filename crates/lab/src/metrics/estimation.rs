@@ -423,6 +423,24 @@ mod tests {
         })
     }
 
+    /// The fleet's mark of a hash-rate step.
+    fn step() -> EventKind {
+        EventKind::Mark(Mark {
+            name: ShortStr::new(fleet::hash_rate::STEP_MARK),
+        })
+    }
+
+    /// `devices` aimed at 15 shares a minute through the hash-rate steps `step_factors`, no
+    /// estimates sampled.
+    fn vardiff_input(devices: u32, step_factors: Vec<f64>) -> EstimationInput {
+        EstimationInput {
+            devices,
+            shares_per_minute: 15.0,
+            step_factors,
+            samples: vec![],
+        }
+    }
+
     fn connect(device: u64) -> EventKind {
         EventKind::ConnectionOpened(ConnectionOpened {
             conn: device,
@@ -443,13 +461,7 @@ mod tests {
             v.on_fleet_event(0, S, &connect(dev));
             v.on_fleet_event(0, S + 250_000_000, &job(dev, diff_for(hps, 15.0)));
         }
-        v.on_fleet_event(
-            0,
-            100 * S,
-            &EventKind::Mark(Mark {
-                name: ShortStr::new(fleet::hash_rate::STEP_MARK),
-            }),
-        );
+        v.on_fleet_event(0, 100 * S, &step());
         for dev in 0..2u64 {
             v.on_fleet_event(
                 0,
@@ -461,12 +473,7 @@ mod tests {
                 }),
             );
         }
-        let input = EstimationInput {
-            devices: 2,
-            shares_per_minute: 15.0,
-            step_factors: vec![2.0],
-            samples: vec![],
-        };
+        let input = vardiff_input(2, vec![2.0]);
         let t = v.finish(&w, &input, 2.0 * hps, None, Some(2));
         let r = t.results().unwrap();
         // Connects: 0.25 s to the first job; the step: 30 s.
@@ -492,19 +499,8 @@ mod tests {
         let mut v = Vardiff::default();
         v.on_fleet_event(0, S, &connect(7));
         v.on_fleet_event(0, 2 * S, &job(7, diff_for(1e6, 15.0)));
-        v.on_fleet_event(
-            0,
-            50 * S,
-            &EventKind::Mark(Mark {
-                name: ShortStr::new(fleet::hash_rate::STEP_MARK),
-            }),
-        );
-        let input = EstimationInput {
-            devices: 1,
-            shares_per_minute: 15.0,
-            step_factors: vec![3.0],
-            samples: vec![],
-        };
+        v.on_fleet_event(0, 50 * S, &step());
+        let input = vardiff_input(1, vec![3.0]);
         let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
         assert_eq!(r.vardiff_converge_s.n, 1);
         assert_eq!(r.vardiff_not_converged, 1);
@@ -534,21 +530,10 @@ mod tests {
         v.on_fleet_event(0, 60 * S, &connect(1));
         v.on_fleet_event(0, 61 * S, &job(1, d));
         // A late device, after a step that changes nothing (factor 1).
-        v.on_fleet_event(
-            0,
-            100 * S,
-            &EventKind::Mark(Mark {
-                name: ShortStr::new(fleet::hash_rate::STEP_MARK),
-            }),
-        );
+        v.on_fleet_event(0, 100 * S, &step());
         v.on_fleet_event(0, 120 * S, &connect(2));
         v.on_fleet_event(0, 121 * S, &job(2, d));
-        let input = EstimationInput {
-            devices: 1,
-            shares_per_minute: 15.0,
-            step_factors: vec![1.0],
-            samples: vec![],
-        };
+        let input = vardiff_input(1, vec![1.0]);
         let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
         // Device 1: two connects and the step; device 2: its connect only.
         assert_eq!(r.vardiff_converge_s.n, 4, "{r:?}");

@@ -3,7 +3,7 @@
 //! percentiles results.json stores, on a value axis chosen so that every configuration's curve
 //! can be read.
 
-use super::chart::{self, CdfLine, XScale};
+use super::chart::{self, round_up_125, CdfLine, XScale};
 use super::palette::Rgb;
 use super::samples::{cdf, cdf_from_percentiles, quantile};
 
@@ -144,16 +144,6 @@ fn scale(extents: &[&Extent]) -> XScale {
     XScale::Linear {
         end: (end / step * (1.0 - 1e-9)).ceil() * step,
     }
-}
-
-/// The smallest of 1, 2 or 5 times a power of ten at or above `v` (positive).
-fn round_up_125(v: f64) -> f64 {
-    let magnitude = 10f64.powi(v.log10().floor() as i32);
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * magnitude)
-        .find(|r| *r >= v * (1.0 - 1e-9))
-        .unwrap_or(10.0 * magnitude)
 }
 
 /// A curve's (value, fraction) points within `start..=end`: cut where it crosses either end

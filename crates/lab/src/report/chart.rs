@@ -233,12 +233,16 @@ pub(crate) fn cdf(x_desc: &str, lines: &[CdfLine], scale: XScale) -> Result<Stri
 /// The distance between ticks on a linear axis from zero to `end`: the smallest of 1, 2 or 5
 /// times a power of ten that puts at most eight ticks besides zero on it.
 pub(crate) fn linear_step(end: f64) -> f64 {
-    let raw = end / 8.0;
-    let magnitude = 10f64.powi(raw.log10().floor() as i32);
+    round_up_125(end / 8.0)
+}
+
+/// The smallest of 1, 2 or 5 times a power of ten at or above `v` (positive).
+pub(crate) fn round_up_125(v: f64) -> f64 {
+    let magnitude = 10f64.powi(v.log10().floor() as i32);
     [1.0, 2.0, 5.0, 10.0]
         .into_iter()
         .map(|m| m * magnitude)
-        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .find(|r| *r >= v * (1.0 - 1e-9))
         .unwrap_or(10.0 * magnitude)
 }
 

@@ -132,14 +132,8 @@ impl Chromium {
         pdf: &Path,
         timeout: Duration,
     ) -> Result<BrowserOutput, BrowserError> {
-        let pdf = absolute(pdf);
-        // A stale PDF from an earlier run must not pass for this run's.
-        let _ = fs::remove_file(&pdf);
-        let mut arg = OsString::from("--print-to-pdf=");
-        arg.push(&pdf);
-        let out = self.run(vec![arg, "--no-pdf-header-footer".into()], html, timeout)?;
-        self.expect_file(&pdf, &out)?;
-        Ok(out)
+        let flags = vec!["--no-pdf-header-footer".into()];
+        self.write_file("--print-to-pdf=", pdf, flags, html, timeout)
     }
 
     /// A PNG of the page's first `window` pixels (width, height).
@@ -150,20 +144,30 @@ impl Chromium {
         window: (u32, u32),
         timeout: Duration,
     ) -> Result<BrowserOutput, BrowserError> {
-        let png = absolute(png);
-        let _ = fs::remove_file(&png);
-        let mut arg = OsString::from("--screenshot=");
-        arg.push(&png);
-        let out = self.run(
-            vec![
-                arg,
-                format!("--window-size={},{}", window.0, window.1).into(),
-                "--hide-scrollbars".into(),
-            ],
-            html,
-            timeout,
-        )?;
-        self.expect_file(&png, &out)?;
+        let flags = vec![
+            format!("--window-size={},{}", window.0, window.1).into(),
+            "--hide-scrollbars".into(),
+        ];
+        self.write_file("--screenshot=", png, flags, html, timeout)
+    }
+
+    /// Renders `html` into `path` through `flag` (`--screenshot=`, ...) and `flags`; an error
+    /// when the browser left no file there.
+    fn write_file(
+        &self,
+        flag: &str,
+        path: &Path,
+        flags: Vec<OsString>,
+        html: &Path,
+        timeout: Duration,
+    ) -> Result<BrowserOutput, BrowserError> {
+        let path = absolute(path);
+        // A stale file from an earlier run must not pass for this run's.
+        let _ = fs::remove_file(&path);
+        let mut arg = OsString::from(flag);
+        arg.push(&path);
+        let out = self.run(std::iter::once(arg).chain(flags).collect(), html, timeout)?;
+        self.expect_file(&path, &out)?;
         Ok(out)
     }
 

@@ -368,24 +368,9 @@ impl Builder<'_> {
                 other => other.to_string(),
             })
         };
-        let n_cells = dists
-            .iter()
-            .map(|d| match d.and_then(|d| number_at(d, &["n"])) {
-                Some(n) => Cell::Number(n),
-                None => Cell::Absent {
-                    reason: d.and_then(reason),
-                },
-            })
-            .collect();
-        self.push(Row {
-            key: format!("{metric}.n"),
-            label: "samples".to_owned(),
-            unit: Unit::Count,
-            better: Better::Neither,
-            cells: n_cells,
-        });
-        for field in ["mean", "p50", "p95", "p99", "max"] {
-            let cells = dists
+        // A figure of each distribution, or why the distribution is absent.
+        let cells_of = |field: &str| -> Vec<Cell> {
+            dists
                 .iter()
                 .map(|d| match d.and_then(|d| number_at(d, &[field])) {
                     Some(v) => Cell::Number(v),
@@ -393,13 +378,22 @@ impl Builder<'_> {
                         reason: d.and_then(reason),
                     },
                 })
-                .collect();
+                .collect()
+        };
+        self.push(Row {
+            key: format!("{metric}.n"),
+            label: "samples".to_owned(),
+            unit: Unit::Count,
+            better: Better::Neither,
+            cells: cells_of("n"),
+        });
+        for field in ["mean", "p50", "p95", "p99", "max"] {
             self.push(Row {
                 key: format!("{metric}.{field}"),
                 label: field.to_owned(),
                 unit: Unit::Millis,
                 better: Better::Lower,
-                cells,
+                cells: cells_of(field),
             });
         }
         let ci_cells = dists

@@ -11,7 +11,7 @@ use base64::Engine as _;
 use primitives::bitcoin::consensus::{deserialize, serialize};
 use primitives::bitcoin::{Block, Transaction};
 use primitives::coinbase::{payout_script, CoinbaseSpec, Payout};
-use primitives::{merkle_root, CompactTarget, Difficulty, Hash256, Header, Target};
+use primitives::{CompactTarget, Difficulty, Hash256};
 use serde_json::{json, Value};
 use simnet::rpc::{serve_with, RpcAuth, RpcOptions};
 use simnet::{Network, Node, SimnetConfig};
@@ -261,43 +261,39 @@ impl Draft {
     }
 
     pub fn coinbase(&self) -> Transaction {
+        self.shared().coinbase()
+    }
+
+    /// The block with the first nonce whose hash meets the target (`meets`), or fails to.
+    pub fn grind(&self, meets: bool) -> Block {
+        let shared = self.shared();
+        if meets {
+            shared.mine()
+        } else {
+            shared.mine_failing()
+        }
+    }
+
+    /// The same block as the drafts built from templates, which assemble and grind it alike:
+    /// the coinbase pays the answer's value to [`ADDRESS`] and carries its witness commitment.
+    fn shared(&self) -> common::Draft {
         let mut spec = CoinbaseSpec::new(self.height, 8);
         spec.tag = b"/rpc-test/".to_vec();
         spec.payouts.push(Payout {
             script_pubkey: payout_script(ADDRESS, primitives::bitcoin::Network::Regtest).unwrap(),
             value: primitives::bitcoin::Amount::from_sat(self.coinbase_value),
         });
-        spec.witness_commitment = Some(self.commitment);
-        spec.build().unwrap().transaction(&self.extranonce).unwrap()
-    }
-
-    /// The header with `nonce`, and the transactions.
-    fn assemble(&self, nonce: u32) -> (Header, Vec<Transaction>) {
-        let txdata: Vec<Transaction> = std::iter::once(self.coinbase())
-            .chain(self.txs.iter().cloned())
-            .collect();
-        let txids: Vec<Hash256> = txdata.iter().map(|t| t.compute_txid().into()).collect();
-        let header = Header {
-            version: self.version,
+        common::Draft {
+            spec,
+            extranonce: self.extranonce.to_vec(),
+            txs: self.txs.clone(),
             prev_hash: self.prev_hash,
-            merkle_root: self.merkle_override.unwrap_or_else(|| merkle_root(&txids)),
             time: self.time,
             bits: self.bits,
-            nonce,
-        };
-        (header, txdata)
-    }
-
-    /// The block with the first nonce whose hash meets the target (`meets`), or fails to.
-    pub fn grind(&self, meets: bool) -> Block {
-        let (mut header, txdata) = self.assemble(0);
-        let target = Target::from_compact(self.bits).unwrap();
-        while target.is_met_by(header.block_hash().as_bytes()) != meets {
-            header.nonce += 1;
-        }
-        Block {
-            header: header.into(),
-            txdata,
+            version: self.version,
+            commitment_override: Some(self.commitment),
+            merkle_override: self.merkle_override,
+            strip_coinbase_witness: false,
         }
     }
 
