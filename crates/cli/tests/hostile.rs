@@ -640,8 +640,7 @@ fn garbage_before(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 fn garbage_after_sv1(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let before = admission(t);
     let took = rt().block_on(async {
-        let mut s = connect_from(ip(0), t.addr).await.unwrap();
-        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let Sv1Attacker { mut s, .. } = Sv1Attacker::connect(t, ip(0)).await;
         let start = Instant::now();
         // More than the 16 malformed lines a session takes, fewer than the message burst:
         // closed for what the lines are, not for how many.
@@ -699,67 +698,6 @@ fn oversized(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>, after_handshake: bool)
     )
 }
 
-/// Valid requests at 100 times the message rate: closed for the rate.
-fn message_rate(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
-    let before = admission(t);
-    let sent = rt().block_on(async {
-        let mut s = connect_from(ip(0), t.addr).await.unwrap();
-        sv1_handshake(&mut s, &worker()).await.expect("a job");
-        let line = b"{\"id\":7,\"method\":\"mining.extranonce.subscribe\",\"params\":[]}\n";
-        let per_tick = (MESSAGE_RATE * 100.0 / 100.0) as usize; // 100x the rate, in 10 ms steps
-        let mut sent = 0;
-        let start = Instant::now();
-        'send: while start.elapsed() < Duration::from_secs(3) {
-            let batch: Vec<u8> = line.repeat(per_tick);
-            if s.write_all(&batch).await.is_err() {
-                break 'send;
-            }
-            sent += per_tick;
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(
-            closed_within(&mut s, Duration::from_secs(5)).await,
-            "{}: still open",
-            t.name
-        );
-        sent
-    });
-    assert_closed_for(
-        t,
-        &before,
-        "message rate",
-        1,
-        "not closed for the message rate",
-    );
-    format!(
-        "closed for the rate after sending {sent} at {}/s",
-        MESSAGE_RATE * 100.0
-    )
-}
-
-/// Shares that are all wrong: closed and banned after `--invalid-share-ban-after`.
-fn invalid_shares(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
-    let before = admission(t);
-    rt().block_on(async {
-        let mut s = connect_from(ip(0), t.addr).await.unwrap();
-        let job = sv1_handshake(&mut s, &worker()).await.expect("a job");
-        let w = worker();
-        for n in 0..(BAN_AFTER * 3) {
-            let line = format!(
-                "{{\"id\":{},\"method\":\"mining.submit\",\"params\":[\"{w}\",\"{job}\",\"00000000\",\"00000000\",\"{n:08x}\"]}}\n",
-                n + 10
-            );
-            if s.write_all(line.as_bytes()).await.is_err() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        assert!(closed_within(&mut s, Duration::from_secs(10)).await, "{}: still open", t.name);
-        refused_again(t, ip(0)).await;
-    });
-    banned_for_invalid_shares(t, &before)
-}
-
 /// Banned: the next connection from the address is refused.
 async fn refused_again(t: &Target, from: Ipv4Addr) {
     let mut again = connect_from(from, t.addr).await.unwrap();
@@ -781,8 +719,7 @@ fn banned_for_invalid_shares(t: &Target, before: &Value) -> String {
 /// Thousands of worker names on one connection: only a few are taken.
 fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let accepted = rt().block_on(async {
-        let mut s = connect_from(ip(0), t.addr).await.unwrap();
-        sv1_handshake(&mut s, &worker()).await.expect("a job");
+        let Sv1Attacker { mut s, .. } = Sv1Attacker::connect(t, ip(0)).await;
         let mut accepted = 0u32;
         let mut buf = Vec::new();
         let mut chunk = [0u8; 8192];
@@ -831,8 +768,7 @@ fn worker_names_across_connections(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) 
     let accepted = rt().block_on(async {
         let mut accepted = 0u32;
         for c in 0..6u32 {
-            let mut s = connect_from(ip(0), t.addr).await.unwrap();
-            sv1_handshake(&mut s, &worker()).await.expect("a job");
+            let Sv1Attacker { mut s, .. } = Sv1Attacker::connect(t, ip(0)).await;
             let mut lines = String::new();
             for i in 0..15u32 {
                 let id = 1000 + i;
@@ -1143,46 +1079,99 @@ fn flood_message(t: &Target, i: u32) -> Message {
     }
 }
 
-/// Valid messages at 100 times the message rate: closed for the rate.
-fn message_rate_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
-    let before = admission(t);
-    let sent = rt().block_on(async {
-        let mut conn = sv2_attacker(t, ip(0)).await;
-        let per_tick = (MESSAGE_RATE * 100.0 / 100.0) as usize;
-        let start = Instant::now();
-        let mut sent = 0usize;
-        'send: while start.elapsed() < Duration::from_secs(3) {
-            for i in 0..per_tick {
-                if conn
-                    .send_message(&flood_message(t, i as u32))
-                    .await
-                    .is_err()
-                {
-                    break 'send;
-                }
-                sent += 1;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(
-            sv2_closed_within(&mut conn, Duration::from_secs(5)).await,
-            "{}: still open",
-            t.name
-        );
-        sent
-    });
-    assert_closed_for(t, &before, "rate", 1, "not closed for the rate");
-    format!(
-        "closed for the rate after sending {sent} at {}/s",
-        MESSAGE_RATE * 100.0
-    )
+// ---- Cases alike in SV1 and SV2 ----------------------------------------------------------
+
+/// An attacker's connection past its protocol's handshake, for the attacks that are the same
+/// in either protocol: JSON lines on TCP ([`Sv1Attacker`]) or frames over Noise
+/// ([`Sv2Attacker`]).
+trait Attacker: Sized {
+    /// The reason the role counts a close for the message rate under.
+    const RATE: &'static str;
+    /// Connects from `from` and completes the handshake.
+    async fn connect(t: &Target, from: Ipv4Addr) -> Self;
+    /// Writes `n` valid messages the role answers or ignores; returns how many were written,
+    /// and `false` when a write failed.
+    async fn flood(&mut self, t: &Target, n: usize) -> (usize, bool);
+    /// Gets a job that shares can be submitted to.
+    async fn open_for_shares(&mut self, t: &Target);
+    /// Submits the `n`th share, one the role rejects; `false` when the write failed.
+    async fn submit_invalid(&mut self, n: u32) -> bool;
+    /// Reads until the role ends the connection; `false` if it is still open after `within`.
+    async fn closed_within(&mut self, within: Duration) -> bool;
 }
 
-/// Shares that are all wrong on an open channel: closed and banned.
-fn invalid_shares_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
-    let before = admission(t);
-    rt().block_on(async {
-        let mut conn = sv2_attacker(t, ip(0)).await;
+/// Subscribed and authorized as [`worker`], with the first job's id.
+struct Sv1Attacker {
+    s: TcpStream,
+    job: String,
+}
+
+impl Attacker for Sv1Attacker {
+    const RATE: &'static str = "message rate";
+
+    async fn connect(t: &Target, from: Ipv4Addr) -> Self {
+        let mut s = connect_from(from, t.addr).await.unwrap();
+        let job = sv1_handshake(&mut s, &worker()).await.expect("a job");
+        Sv1Attacker { s, job }
+    }
+
+    async fn flood(&mut self, _: &Target, n: usize) -> (usize, bool) {
+        let line = b"{\"id\":7,\"method\":\"mining.extranonce.subscribe\",\"params\":[]}\n";
+        match self.s.write_all(&line.repeat(n)).await {
+            Ok(()) => (n, true),
+            Err(_) => (0, false),
+        }
+    }
+
+    /// The handshake brought the job.
+    async fn open_for_shares(&mut self, _: &Target) {}
+
+    async fn submit_invalid(&mut self, n: u32) -> bool {
+        let (w, job) = (worker(), &self.job);
+        let line = format!(
+            "{{\"id\":{},\"method\":\"mining.submit\",\"params\":[\"{w}\",\"{job}\",\"00000000\",\"00000000\",\"{n:08x}\"]}}\n",
+            n + 10
+        );
+        self.s.write_all(line.as_bytes()).await.is_ok()
+    }
+
+    async fn closed_within(&mut self, within: Duration) -> bool {
+        closed_within(&mut self.s, within).await
+    }
+}
+
+/// Set up ([`sv2_attacker`]); once [`Attacker::open_for_shares`], a standard channel and its
+/// job.
+struct Sv2Attacker {
+    conn: NoiseConn,
+    channel_and_job: Option<(u32, u32)>,
+}
+
+impl Attacker for Sv2Attacker {
+    const RATE: &'static str = "rate";
+
+    async fn connect(t: &Target, from: Ipv4Addr) -> Self {
+        Sv2Attacker {
+            conn: sv2_attacker(t, from).await,
+            channel_and_job: None,
+        }
+    }
+
+    async fn flood(&mut self, t: &Target, n: usize) -> (usize, bool) {
+        for i in 0..n {
+            if self
+                .conn
+                .send_message(&flood_message(t, i as u32))
+                .await
+                .is_err()
+            {
+                return (i, false);
+            }
+        }
+        (n, true)
+    }
+
+    async fn open_for_shares(&mut self, t: &Target) {
         let open: Message = OpenStandardMiningChannel {
             request_id: 1,
             user_identity: format!("{PAYOUT}.attacker"),
@@ -1190,10 +1179,10 @@ fn invalid_shares_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
             max_target: primitives::Target::from_le_bytes(&[0xff; 32]),
         }
         .into();
-        conn.send_message(&open).await.unwrap();
+        self.conn.send_message(&open).await.unwrap();
         let (mut channel, mut job) = (None, None);
         while channel.is_none() || job.is_none() {
-            match sv2_recv(&mut conn).await {
+            match sv2_recv(&mut self.conn).await {
                 Some(Message::Mining(Mining::OpenStandardMiningChannelSuccess(ok))) => {
                     channel = Some(ok.channel_id)
                 }
@@ -1202,24 +1191,73 @@ fn invalid_shares_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
                 None => panic!("{}: no channel or job", t.name),
             }
         }
-        let (channel, job) = (channel.unwrap(), job.unwrap());
-        for n in 0..(BAN_AFTER * 3) {
-            let share: Message = SubmitSharesStandard {
-                channel_id: channel,
-                sequence_number: n,
-                job_id: job,
-                nonce: n.wrapping_mul(0x9e37_79b9),
-                ntime: 0,
-                version: 0x2000_0000,
+        self.channel_and_job = channel.zip(job);
+    }
+
+    async fn submit_invalid(&mut self, n: u32) -> bool {
+        let (channel, job) = self.channel_and_job.expect("a channel open");
+        let share: Message = SubmitSharesStandard {
+            channel_id: channel,
+            sequence_number: n,
+            job_id: job,
+            nonce: n.wrapping_mul(0x9e37_79b9),
+            ntime: 0,
+            version: 0x2000_0000,
+        }
+        .into();
+        self.conn.send_message(&share).await.is_ok()
+    }
+
+    async fn closed_within(&mut self, within: Duration) -> bool {
+        sv2_closed_within(&mut self.conn, within).await
+    }
+}
+
+/// Valid messages at 100 times the message rate: closed for the rate.
+fn message_rate<A: Attacker>(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    let sent = rt().block_on(async {
+        let mut a = A::connect(t, ip(0)).await;
+        let per_tick = (MESSAGE_RATE * 100.0 / 100.0) as usize; // 100x the rate, in 10 ms steps
+        let mut sent = 0;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(3) {
+            let (n, open) = a.flood(t, per_tick).await;
+            sent += n;
+            if !open {
+                break;
             }
-            .into();
-            if conn.send_message(&share).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            a.closed_within(Duration::from_secs(5)).await,
+            "{}: still open",
+            t.name
+        );
+        sent
+    });
+    let what = format!("not closed for the {}", A::RATE);
+    assert_closed_for(t, &before, A::RATE, 1, &what);
+    format!(
+        "closed for the rate after sending {sent} at {}/s",
+        MESSAGE_RATE * 100.0
+    )
+}
+
+/// Shares that are all wrong: closed and banned after `--invalid-share-ban-after`.
+fn invalid_shares<A: Attacker>(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let before = admission(t);
+    rt().block_on(async {
+        let mut a = A::connect(t, ip(0)).await;
+        a.open_for_shares(t).await;
+        for n in 0..(BAN_AFTER * 3) {
+            if !a.submit_invalid(n).await {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         assert!(
-            sv2_closed_within(&mut conn, Duration::from_secs(10)).await,
+            a.closed_within(Duration::from_secs(10)).await,
             "{}: still open",
             t.name
         );
@@ -1339,8 +1377,18 @@ fn sv1_cases(t: &Target) {
     connection_cases(t, SV1_HELLO);
     case(t, 7, "garbage after the handshake", garbage_after_sv1);
     case(t, 8, "oversized line", |t, ip| oversized(t, ip, true));
-    case(t, 9, "valid messages at 100x the rate", message_rate);
-    case(t, 10, "invalid shares until banned", invalid_shares);
+    case(
+        t,
+        9,
+        "valid messages at 100x the rate",
+        message_rate::<Sv1Attacker>,
+    );
+    case(
+        t,
+        10,
+        "invalid shares until banned",
+        invalid_shares::<Sv1Attacker>,
+    );
     case(t, 11, "thousands of worker names", worker_names);
     case(t, 12, "never reads", never_reads);
     case(t, 13, "reconnect 1000/s", reconnect_flood);
@@ -1359,8 +1407,18 @@ fn sv2_cases(t: &Target) {
 /// The SV2 cases after the handshake, on a mining listener.
 fn sv2_mining_cases(t: &Target) {
     case(t, 7, "garbage after the handshake", garbage_after_sv2);
-    case(t, 9, "valid messages at 100x the rate", message_rate_sv2);
-    case(t, 10, "invalid shares until banned", invalid_shares_sv2);
+    case(
+        t,
+        9,
+        "valid messages at 100x the rate",
+        message_rate::<Sv2Attacker>,
+    );
+    case(
+        t,
+        10,
+        "invalid shares until banned",
+        invalid_shares::<Sv2Attacker>,
+    );
     case(
         t,
         15,
@@ -1655,7 +1713,12 @@ fn the_jds_keeps_serving_honest_clients_under_attack() {
     measure_baseline(&mut t);
     sv2_cases(&t);
     case(&t, 7, "garbage after the handshake", garbage_after_sv2);
-    case(&t, 9, "valid messages at 100x the rate", message_rate_sv2);
+    case(
+        &t,
+        9,
+        "valid messages at 100x the rate",
+        message_rate::<Sv2Attacker>,
+    );
     print_rows(t.name);
 }
 
@@ -1718,32 +1781,20 @@ fn the_jdc_keeps_serving_honest_devices_under_attack() {
     let jds_addr = jds.line("jds listening on");
     let jdc_store = dir.path().join("jdc.sqlite");
     let jdc_key_file = dir.path().join("jdc-authority.key");
-    let mut args: Vec<String> = [
-        "--sv2-listen",
-        "127.0.0.1:0",
-        "--tp",
-        tdp,
-        "--tp-authority-key",
-        tdp_key,
-        "--upstream",
-        &upstream,
-        "--upstream-authority-key",
-        &pool_key,
-        "--jds",
-        &jds_addr,
-        "--jds-authority-key",
-        &jds_key,
-        "--store",
-        jdc_store.to_str().unwrap(),
-        "--authority-key-file",
-        jdc_key_file.to_str().unwrap(),
-        "--http-listen",
-        "127.0.0.1:0",
-    ]
-    .iter()
-    .chain(&SHARE_LOAD)
-    .map(|s| (*s).to_owned())
-    .collect();
+    let mut args = support::jdc_args(tdp, tdp_key, &upstream, &pool_key, &jds_addr, &jds_key);
+    args.extend(
+        [
+            "--store",
+            jdc_store.to_str().unwrap(),
+            "--authority-key-file",
+            jdc_key_file.to_str().unwrap(),
+            "--http-listen",
+            "127.0.0.1:0",
+        ]
+        .iter()
+        .chain(&SHARE_LOAD)
+        .map(|s| (*s).to_owned()),
+    );
     args.extend(edge_flags());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let jdc = roles.add("jdc", Role::start("jdc", &args));
@@ -2039,8 +2090,11 @@ fn hostile_mix(sv1: &str, sv2: &str, http: &str, key: &str, pid: u32, deadline: 
         ("silent connections", silent),
         ("garbage before the handshake", garbage_before),
         ("garbage after the handshake", garbage_after_sv1),
-        ("valid messages at 100x the rate", message_rate),
-        ("invalid shares until banned", invalid_shares),
+        (
+            "valid messages at 100x the rate",
+            message_rate::<Sv1Attacker>,
+        ),
+        ("invalid shares until banned", invalid_shares::<Sv1Attacker>),
         ("thousands of worker names", worker_names),
         ("never reads", never_reads),
         ("reconnect 1000/s", reconnect_flood),
@@ -2050,8 +2104,11 @@ fn hostile_mix(sv1: &str, sv2: &str, http: &str, key: &str, pid: u32, deadline: 
     ];
     let sv2_attacks: [(&str, Attack); 4] = [
         ("garbage after the handshake", garbage_after_sv2),
-        ("valid messages at 100x the rate", message_rate_sv2),
-        ("invalid shares until banned", invalid_shares_sv2),
+        (
+            "valid messages at 100x the rate",
+            message_rate::<Sv2Attacker>,
+        ),
+        ("invalid shares until banned", invalid_shares::<Sv2Attacker>),
         ("half-open (FIN mid-handshake)", |t, ip| {
             half_open(t, ip, SV2_HELLO)
         }),

@@ -112,28 +112,16 @@ fn stack(
     let jds_addr = jds.line("jds listening on");
 
     let (jdc_tdp, farm_args) = jdc_farm(&mut roles, tdp, &rpc);
-    let mut args = vec![
-        "--sv2-listen",
-        "127.0.0.1:0",
-        "--tp",
-        &jdc_tdp,
-        "--tp-authority-key",
-        &tdp_key,
-        "--upstream",
-        &sv2,
-        "--upstream-authority-key",
-        &pool_key,
-        "--jds",
-        &jds_addr,
-        "--jds-authority-key",
-        &jds_key,
+    let owned = support::jdc_args(&jdc_tdp, tdp_key, &sv2, &pool_key, &jds_addr, &jds_key);
+    let mut args = support::strs(&owned);
+    args.extend([
         "--start-difficulty",
         "0.00001",
         "--http-listen",
         "127.0.0.1:0",
         "--duration",
         "120s",
-    ];
+    ]);
     args.extend_from_slice(jdc_args);
     args.extend(farm_args.iter().map(String::as_str));
     let jdc = roles.add("jdc", Role::start("jdc", &args));

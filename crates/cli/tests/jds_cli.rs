@@ -6,18 +6,16 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use jds::fuzz_support::{declare_mining_job, jdc_coinbase, split_coinbase};
 use pool::jd_token::{OutputsDigest, TokenKey, TokenKind};
 use pool::node::{NodeAuth, NodeClient, NodeConfig};
-use primitives::bitcoin::absolute::LockTime;
 use primitives::bitcoin::block::{Header, Version as BlockVersion};
 use primitives::bitcoin::consensus;
 use primitives::bitcoin::hashes::Hash;
-use primitives::bitcoin::transaction::Version;
 use primitives::bitcoin::{
-    Amount, Block, BlockHash, CompactTarget, Network, OutPoint, ScriptBuf, Sequence, Transaction,
-    TxIn, TxMerkleNode, TxOut, Witness,
+    Block, BlockHash, CompactTarget, Network, Transaction, TxMerkleNode, TxOut,
 };
-use primitives::coinbase::{bip34_height_push, payout_script, witness_commitment_script};
+use primitives::coinbase::payout_script;
 use primitives::Hash256;
 use serde_json::json;
 use support::{jds_args, strs, Role, PAYOUT};
@@ -238,42 +236,14 @@ async fn client(rpc: &str, jds: &str, key: &str, before_push: impl FnOnce()) -> 
         .iter()
         .map(|t| Hash256(t.compute_wtxid().to_byte_array()))
         .collect();
-    let mut script = bip34_height_push(height);
-    script.extend_from_slice(&extranonce);
-    let coinbase = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint::null(),
-            script_sig: ScriptBuf::from_bytes(script),
-            sequence: Sequence::MAX,
-            witness: Witness::from_slice(&[[0u8; 32]]),
-        }],
-        output: vec![
-            TxOut {
-                value: Amount::from_sat(value),
-                script_pubkey: payout,
-            },
-            TxOut {
-                value: Amount::ZERO,
-                script_pubkey: ScriptBuf::from_bytes(witness_commitment_script(
-                    primitives::coinbase::witness_commitment(&wtxids, &[0; 32]),
-                )),
-            },
-        ],
-    };
-    let bytes = consensus::serialize(&coinbase);
-    let at = 4 + 2 + 1 + 36 + 1 + bip34_height_push(height).len();
+    let coinbase = jdc_coinbase(height, &extranonce, payout, value, &wtxids);
     conn.send_message(
-        &DeclareMiningJob {
-            request_id: 2,
-            mining_job_token: alloc.mining_job_token,
-            version: 0x2000_0000,
-            coinbase_tx_prefix: bytes[..at].to_vec(),
-            coinbase_tx_suffix: bytes[at + EXTRANONCE..].to_vec(),
-            wtxid_list: wtxids.iter().map(|w| w.0).collect(),
-            excess_data: vec![],
-        }
+        &declare_mining_job(
+            2,
+            alloc.mining_job_token,
+            split_coinbase(&coinbase, EXTRANONCE),
+            &wtxids,
+        )
         .into(),
     )
     .await

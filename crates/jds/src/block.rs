@@ -90,35 +90,26 @@ impl DeclaredJob {
 
 #[cfg(test)]
 mod tests {
-    use primitives::bitcoin::absolute::LockTime;
-    use primitives::bitcoin::transaction::Version as TxVersion;
-    use primitives::bitcoin::{Amount, OutPoint, ScriptBuf, Sequence, TxIn, TxOut, Witness};
+    use primitives::bitcoin::{Amount, ScriptBuf, TxOut, Witness};
 
     use super::*;
+    use crate::fuzz_support::{coinbase_tx, split_coinbase};
 
     /// Found by a `jds_session` seed (corpus/jds_session/seed-height-in-the-extranonce): a
     /// coinbase whose scriptSig is all extranonce was reported at the height read over zeros
     /// (0, from OP_0), not at its block's.
     #[test]
     fn a_block_is_reported_at_its_own_coinbase_height() {
-        let tx = Transaction {
-            version: TxVersion::TWO,
-            lock_time: LockTime::ZERO,
-            input: vec![TxIn {
-                previous_output: OutPoint::null(),
-                script_sig: ScriptBuf::from_bytes(vec![0; 8]),
-                sequence: Sequence::MAX,
-                witness: Witness::new(),
-            }],
-            output: vec![TxOut {
+        let tx = coinbase_tx(
+            vec![0; 8],
+            Witness::new(),
+            vec![TxOut {
                 value: Amount::from_sat(1),
                 script_pubkey: ScriptBuf::from_bytes(vec![0x51]),
             }],
-        };
-        let bytes = consensus::serialize(&tx);
-        // version, input count, outpoint, scriptSig length: the extranonce follows.
-        let at = 4 + 1 + 36 + 1;
-        let coinbase = DeclaredCoinbase::parse(&bytes[..at], &bytes[at + 8..]).unwrap();
+        );
+        let (prefix, suffix) = split_coinbase(&tx, 8);
+        let coinbase = DeclaredCoinbase::parse(&prefix, &suffix).unwrap();
         assert_eq!(coinbase.info.height, Some(0), "read over zeros");
         let job = DeclaredJob::new(1, coinbase, Vec::new());
         // The extranonce pushes 812345 (0x0c6539) as its first item.

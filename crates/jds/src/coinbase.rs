@@ -228,35 +228,19 @@ fn implied_extranonce_len(prefix: &[u8]) -> Result<usize, CoinbaseError> {
 
 #[cfg(test)]
 mod tests {
-    use primitives::bitcoin::absolute::LockTime;
-    use primitives::bitcoin::transaction::Version;
-    use primitives::bitcoin::{Amount, OutPoint, Sequence, TxIn, Witness};
+    use primitives::bitcoin::{Amount, Witness};
     use primitives::coinbase::bip34_height_push;
 
     use super::*;
+    use crate::fuzz_support::{coinbase_tx, split_coinbase};
     use crate::session::error_code;
 
     /// A coinbase with a BIP34 height and an 8-byte extranonce ending its scriptSig, split
     /// around the extranonce.
     fn split(witness: Witness, output: Vec<TxOut>) -> (Vec<u8>, Vec<u8>) {
         let mut script = bip34_height_push(812_345);
-        let at_script = script.len();
         script.extend_from_slice(&[0; 8]);
-        let segwit = !witness.is_empty();
-        let tx = Transaction {
-            version: Version::TWO,
-            lock_time: LockTime::ZERO,
-            input: vec![TxIn {
-                previous_output: OutPoint::null(),
-                script_sig: ScriptBuf::from_bytes(script),
-                sequence: Sequence::MAX,
-                witness,
-            }],
-            output,
-        };
-        let bytes = consensus::serialize(&tx);
-        let at = 4 + if segwit { 2 } else { 0 } + 1 + 36 + 1 + at_script;
-        (bytes[..at].to_vec(), bytes[at + 8..].to_vec())
+        split_coinbase(&coinbase_tx(script, witness, output), 8)
     }
 
     fn pay(value: u64) -> TxOut {

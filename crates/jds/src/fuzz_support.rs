@@ -20,6 +20,9 @@
 //! step is an operation byte and its arguments. [`script`] writes scripts, so that seeds need
 //! not know the byte layout.
 //!
+//! [`coinbase_tx`], [`jdc_coinbase`], [`split_coinbase`] and [`declare_mining_job`] build
+//! declarations as a JDC does, for the harness and the tests alike.
+//!
 //! [`jds_coinbase`] checks, against an independent reading of the same bytes (the coinbase
 //! deserialized with every extranonce length until the scriptSig ends where the prefix says
 //! it does):
@@ -92,7 +95,7 @@ use primitives::coinbase::{
     bip34_height_push, parse_bip34_height, witness_commitment, witness_commitment_script,
     WITNESS_COMMITMENT_HEADER,
 };
-use primitives::Hash256;
+use primitives::{compact_size, Hash256};
 use sv2::messages::common::{
     self, job_declaration_flags, ChannelEndpointChanged, SetupConnection, SetupConnectionError,
     SetupConnectionSuccess, PROTOCOL_VERSION,
@@ -173,15 +176,6 @@ fn wtxid(tx: &Transaction) -> Hash256 {
     Hash256(tx.compute_wtxid().to_byte_array())
 }
 
-fn varint_len(n: usize) -> usize {
-    match n {
-        0..=0xfc => 1,
-        0xfd..=0xffff => 3,
-        0x1_0000..=0xffff_ffff => 5,
-        _ => 9,
-    }
-}
-
 /// The pool payout script: a P2WPKH of twenty 0xab bytes.
 fn payout_script() -> ScriptBuf {
     let mut s = vec![0x00, 0x14];
@@ -218,7 +212,7 @@ impl Reading {
             }
             let len = tx.input[0].script_sig.len();
             let start = 4 + if segwit { 2 } else { 0 } + 1 + 36;
-            let script_start = start + varint_len(len);
+            let script_start = start + compact_size::len(len as u64);
             if script_start > prefix.len() || script_start + len != prefix.len() + n {
                 continue;
             }
@@ -534,6 +528,86 @@ fn family() -> &'static [FamilyTx] {
     })
 }
 
+// ---- Coinbases as a JDC declares them ------------------------------------------------------
+
+/// A coinbase transaction: version 2, no lock time, one final input spending the null outpoint
+/// with `script_sig` (the extranonce at its end) and `witness`, then `output`.
+pub fn coinbase_tx(script_sig: Vec<u8>, witness: Witness, output: Vec<TxOut>) -> Transaction {
+    Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vec![TxIn {
+            previous_output: OutPoint::null(),
+            script_sig: ScriptBuf::from_bytes(script_sig),
+            sequence: Sequence::MAX,
+            witness,
+        }],
+        output,
+    }
+}
+
+/// The coinbase a JDC builds on a template: the BIP34 `height` then `extranonce` in the
+/// scriptSig, `value` to `payout`, and the witness commitment to `wtxids` under a zero reserved
+/// value, which the input carries as its witness.
+pub fn jdc_coinbase(
+    height: u32,
+    extranonce: &[u8],
+    payout: ScriptBuf,
+    value: u64,
+    wtxids: &[Hash256],
+) -> Transaction {
+    let mut script = bip34_height_push(height);
+    script.extend_from_slice(extranonce);
+    let commitment = witness_commitment(wtxids, &[0; 32]);
+    coinbase_tx(
+        script,
+        Witness::from_slice(&[[0u8; 32]]),
+        vec![
+            TxOut {
+                value: Amount::from_sat(value),
+                script_pubkey: payout,
+            },
+            TxOut {
+                value: Amount::ZERO,
+                script_pubkey: ScriptBuf::from_bytes(witness_commitment_script(commitment)),
+            },
+        ],
+    )
+}
+
+/// `tx`, a coinbase whose scriptSig ends with an extranonce of `extranonce_len` bytes,
+/// serialized (BIP141 fields kept when its input carries a witness) and split around that
+/// extranonce, which neither part holds: `coinbase_tx_prefix` and `coinbase_tx_suffix`.
+pub fn split_coinbase(tx: &Transaction, extranonce_len: usize) -> (Vec<u8>, Vec<u8>) {
+    let segwit = tx.input.iter().any(|i| !i.witness.is_empty());
+    let script = tx.input[0].script_sig.len();
+    let bytes = consensus::serialize(tx);
+    // Version, marker and flag, input count, outpoint, scriptSig length, the script up to
+    // the extranonce.
+    let at = 4 + if segwit { 2 } else { 0 } + 1 + 36 + compact_size::len(script as u64) + script
+        - extranonce_len;
+    (bytes[..at].to_vec(), bytes[at + extranonce_len..].to_vec())
+}
+
+/// `DeclareMiningJob` for a coinbase split around its extranonce ([`split_coinbase`]) and the
+/// block's `wtxids`, at version 0x2000_0000 with no excess data.
+pub fn declare_mining_job(
+    request_id: u32,
+    token: Vec<u8>,
+    (prefix, suffix): (Vec<u8>, Vec<u8>),
+    wtxids: &[Hash256],
+) -> DeclareMiningJob {
+    DeclareMiningJob {
+        request_id,
+        mining_job_token: token,
+        version: 0x2000_0000,
+        coinbase_tx_prefix: prefix,
+        coinbase_tx_suffix: suffix,
+        wtxid_list: wtxids.iter().map(|w| w.0).collect(),
+        excess_data: Vec::new(),
+    }
+}
+
 /// A declared coinbase as a JDC builds one, split around its extranonce, or broken in one way.
 ///
 /// `cb`: bits 0-1 the witness commitment (none, the one for `wtxids`, one for other
@@ -591,28 +665,15 @@ pub fn declared_coinbase(cb: u8, shape: u8, mutate: u8, wtxids: &[Hash256]) -> (
             script_pubkey: ScriptBuf::from_bytes(s),
         });
     }
-    let reserved = cb & 4 != 0;
-    let tx = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint::null(),
-            script_sig: ScriptBuf::from_bytes(script.clone()),
-            sequence: Sequence::MAX,
-            witness: if reserved {
-                Witness::from_slice(&[[0u8; 32]])
-            } else {
-                Witness::new()
-            },
-        }],
-        output: outputs,
+    let witness = if cb & 4 != 0 {
+        Witness::from_slice(&[[0u8; 32]])
+    } else {
+        Witness::new()
     };
-    let mut bytes = consensus::serialize(&tx);
     // The extranonce ends the scriptSig; it is not sent.
-    let mut at =
-        4 + if reserved { 2 } else { 0 } + 1 + 36 + varint_len(script.len()) + script.len()
-            - extranonce;
-    bytes.drain(at..at + extranonce);
+    let (prefix, suffix) = split_coinbase(&coinbase_tx(script, witness, outputs), extranonce);
+    let mut at = prefix.len();
+    let mut bytes = [prefix, suffix].concat();
     let arg = usize::from(mutate >> 3);
     match mutate & 7 {
         1 => at = at.saturating_sub(1),
@@ -1567,16 +1628,8 @@ impl Run {
             };
             wtxids.push(w);
         }
-        let (prefix, suffix) = declared_coinbase(cb, shape, mutate, &wtxids);
-        DeclareMiningJob {
-            request_id,
-            mining_job_token: token,
-            version: 0x2000_0000,
-            coinbase_tx_prefix: prefix,
-            coinbase_tx_suffix: suffix,
-            wtxid_list: wtxids.iter().map(|w| w.0).collect(),
-            excess_data: Vec::new(),
-        }
+        let coinbase = declared_coinbase(cb, shape, mutate, &wtxids);
+        declare_mining_job(request_id, token, coinbase, &wtxids)
     }
 
     /// `ProvideMissingTransactionsSuccess` for the pending declaration `sel` (modulo one more

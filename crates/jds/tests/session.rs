@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jds::fuzz_support::{drain, Output};
+use jds::fuzz_support::{declare_mining_job, drain, jdc_coinbase, split_coinbase, Output};
 use jds::session::{error_code, Close};
 use jds::{JdsConfig, Session, TokenIssuer, UnixMillis};
 use pool::jd_token::{OutputsDigest, TokenKey, TokenKind};
@@ -18,7 +18,6 @@ use primitives::bitcoin::{
     Amount, Block, BlockHash, CompactTarget, OutPoint, ScriptBuf, Sequence, Transaction, TxIn,
     TxMerkleNode, TxOut, Txid, Witness,
 };
-use primitives::coinbase::{bip34_height_push, witness_commitment, witness_commitment_script};
 use primitives::Hash256;
 use sv2::messages::common::{self, job_declaration_flags, SetupConnection};
 use sv2::messages::job_declaration::*;
@@ -166,38 +165,8 @@ fn pool_of(txs: &[&Transaction]) -> Pool {
 /// The coinbase a JDC would build: BIP34 height, extranonce at the end of the scriptSig, the
 /// pool payout and the witness commitment for `txs`.
 fn coinbase(txs: &[Transaction], payout_value: u64, extranonce: &[u8]) -> Transaction {
-    let mut script = bip34_height_push(HEIGHT);
-    script.extend_from_slice(extranonce);
     let wtxids: Vec<Hash256> = txs.iter().map(wtxid).collect();
-    let commitment = witness_commitment(&wtxids, &[0; 32]);
-    Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint::null(),
-            script_sig: ScriptBuf::from_bytes(script),
-            sequence: Sequence::MAX,
-            witness: Witness::from_slice(&[[0u8; 32]]),
-        }],
-        output: vec![
-            TxOut {
-                value: Amount::from_sat(payout_value),
-                script_pubkey: payout(),
-            },
-            TxOut {
-                value: Amount::ZERO,
-                script_pubkey: ScriptBuf::from_bytes(witness_commitment_script(commitment)),
-            },
-        ],
-    }
-}
-
-/// The coinbase split around its extranonce, BIP141 fields kept.
-fn split(cb: &Transaction) -> (Vec<u8>, Vec<u8>) {
-    let bytes = consensus::serialize(cb);
-    // version, marker and flag, input count, outpoint, scriptSig length, the height push.
-    let at = 4 + 2 + 1 + 36 + 1 + bip34_height_push(HEIGHT).len();
-    (bytes[..at].to_vec(), bytes[at + EXTRANONCE..].to_vec())
+    jdc_coinbase(HEIGHT, extranonce, payout(), payout_value, &wtxids)
 }
 
 fn declare_msg(
@@ -206,16 +175,8 @@ fn declare_msg(
     cb: &Transaction,
     txs: &[Transaction],
 ) -> DeclareMiningJob {
-    let (prefix, suffix) = split(cb);
-    DeclareMiningJob {
-        request_id,
-        mining_job_token: token,
-        version: 0x2000_0000,
-        coinbase_tx_prefix: prefix,
-        coinbase_tx_suffix: suffix,
-        wtxid_list: txs.iter().map(|t| wtxid(t).0).collect(),
-        excess_data: vec![],
-    }
+    let wtxids: Vec<Hash256> = txs.iter().map(wtxid).collect();
+    declare_mining_job(request_id, token, split_coinbase(cb, EXTRANONCE), &wtxids)
 }
 
 fn refusal(out: &[Message]) -> (u32, String, String) {
@@ -711,17 +672,7 @@ fn witness_transactions_need_a_coinbase_that_commits_to_them() {
     // No commitment output and no witness: a legacy coinbase over a segwit transaction.
     cb.output.pop();
     cb.input[0].witness = Witness::new();
-    let bytes = consensus::serialize(&cb);
-    let at = 4 + 1 + 36 + 1 + bip34_height_push(HEIGHT).len();
-    let m = DeclareMiningJob {
-        request_id: 3,
-        mining_job_token: j.allocate(T0),
-        version: 0x2000_0000,
-        coinbase_tx_prefix: bytes[..at].to_vec(),
-        coinbase_tx_suffix: bytes[at + EXTRANONCE..].to_vec(),
-        wtxid_list: vec![wtxid(&txs[0]).0],
-        excess_data: vec![],
-    };
+    let m = declare_msg(3, j.allocate(T0), &cb, &txs);
     let (_, code, details) = refusal(&j.sent(m, T0, &pool));
     assert_eq!(code, error_code::INVALID_COINBASE_TX);
     assert!(details.contains("witness"), "{details}");

@@ -633,6 +633,36 @@ pub fn jds_args(rpc: &str, listen: &str, token_key: &str) -> Vec<String> {
     a
 }
 
+/// A JDC's first flags: devices on any port, templates from the Template Provider at `tp`,
+/// the pool at `upstream` and the JDS at `jds`, each checked against its authority key.
+pub fn jdc_args(
+    tp: &str,
+    tp_key: &str,
+    upstream: &str,
+    upstream_key: &str,
+    jds: &str,
+    jds_key: &str,
+) -> Vec<String> {
+    [
+        "--sv2-listen",
+        "127.0.0.1:0",
+        "--tp",
+        tp,
+        "--tp-authority-key",
+        tp_key,
+        "--upstream",
+        upstream,
+        "--upstream-authority-key",
+        upstream_key,
+        "--jds",
+        jds,
+        "--jds-authority-key",
+        jds_key,
+    ]
+    .map(String::from)
+    .into()
+}
+
 /// Owned arguments borrowed, as [`Role::start`] takes them.
 pub fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
