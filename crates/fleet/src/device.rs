@@ -494,12 +494,6 @@ impl Rng {
         Rng(seed)
     }
 
-    /// The generator of device `id` in a fleet seeded with `seed`: each device draws its own
-    /// jitter and nonce starts, whatever protocol it speaks.
-    pub(crate) fn for_device(seed: u64, id: u64) -> Self {
-        Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d))
-    }
-
     /// The next 64 uniform bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);

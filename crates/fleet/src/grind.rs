@@ -120,19 +120,6 @@ fn top_u64(t: &Target) -> u64 {
     u64::from_le_bytes(le[24..].try_into().expect("8 bytes"))
 }
 
-/// How many distinct version-bit choices `mask` allows (roll indices `0..rolls(mask)`).
-pub(crate) fn rolls(mask: u32) -> u64 {
-    1u64 << mask.count_ones()
-}
-
-/// The version of roll index `*roll` on `base` under `mask`, and the bits rolled into it; the
-/// index moves on to the next.
-pub(crate) fn roll_version(roll: &mut u64, base: u32, mask: u32) -> (u32, u32) {
-    let bits = deposit_bits(*roll, mask);
-    *roll += 1;
-    ((base & !mask) | bits, bits)
-}
-
 /// Spreads the low bits of `k` over the set bits of `mask`, lowest first (a software PDEP):
 /// roll index `k` becomes version bits inside the mask.
 pub(crate) fn deposit_bits(mut k: u64, mask: u32) -> u32 {

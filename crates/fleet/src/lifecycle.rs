@@ -47,43 +47,10 @@ pub(crate) fn track<S: Into<u64>, J, O: Observer>(
 }
 
 /// The inherent methods both devices answer alike, from the fields they both have (`id`,
-/// `index`, `life`, `rng`, `last_rx`, `pending`, `in_flight` of [`InFlight`]s, `grind.nonces`,
-/// `shared.config` with the backoff and timeouts), their `is_ready` (false while the handshake
-/// runs) and `can_hash`, and their protocol's part of writing (`transmit`) and of hashing
-/// (`hash_job`).
+/// `index`, `life`, `rng`, `last_rx`, `pending`, `in_flight` of [`InFlight`]s, `shared.config`
+/// with the backoff and timeouts) and their `is_ready` (false while the handshake runs).
 macro_rules! common_methods {
     () => {
-        /// Appends what the device wants sent: its protocol's handshake, then its messages,
-        /// among them the shares found since the last call, each recorded as in flight from
-        /// `now`. Returns the bytes added: none while disconnected or once the device asked for
-        /// its connection to close.
-        pub fn poll_transmit<O: Observer>(
-            &mut self,
-            out: &mut Vec<u8>,
-            now: Timestamp,
-            obs: &mut O,
-        ) -> usize {
-            let start = out.len();
-            if self.live() {
-                self.transmit(out, now, obs);
-            }
-            out.len() - start
-        }
-
-        /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
-        /// [`Self::poll_transmit`]. Does nothing unless [`Self::can_hash`].
-        pub fn hash<O: Observer>(
-            &mut self,
-            now: Timestamp,
-            max_hashes: u64,
-            obs: &mut O,
-        ) -> $crate::device::HashOutcome {
-            if !self.can_hash() {
-                return $crate::device::HashOutcome::default();
-            }
-            self.hash_job(now, max_hashes, obs)
-        }
-
         /// The device's id in events.
         pub fn id(&self) -> u64 {
             self.id
@@ -171,42 +138,6 @@ macro_rules! common_methods {
             for _ in self.pending.drain(..) {
                 obs.share_dropped(self.id, now);
             }
-        }
-
-        /// The connection is up and the device has not asked for it to close: it reads, writes
-        /// and hashes only then.
-        fn live(&self) -> bool {
-            self.is_connected() && self.life.close_requested().is_none()
-        }
-
-        /// Hashes at most `max_hashes` nonces: `next_midstate` moves on whenever a midstate's
-        /// nonces run out, and each hash that meets `target` (a block if it meets `network`
-        /// too) goes to `found` with its nonce.
-        fn hash_nonces(
-            &mut self,
-            max_hashes: u64,
-            target: &$crate::grind::ShareTarget,
-            network: &::primitives::Target,
-            mut next_midstate: impl FnMut(&mut Self),
-            mut found: impl FnMut(&mut Self, u32, ::primitives::Hash256, bool),
-        ) -> $crate::device::HashOutcome {
-            let mut out = $crate::device::HashOutcome::default();
-            while out.hashes < max_hashes {
-                if self.grind.nonces.left == 0 {
-                    next_midstate(self);
-                }
-                // A copy, so that the shares found can go to `self`.
-                let mut nonces = self.grind.nonces;
-                nonces.scan(
-                    max_hashes - out.hashes,
-                    target,
-                    network,
-                    &mut out,
-                    |nonce, hash, block| found(self, nonce, hash, block),
-                );
-                self.grind.nonces = nonces;
-            }
-            out
         }
 
         /// A share found at `now`: queued for the transport unless

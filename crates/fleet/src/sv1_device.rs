@@ -39,7 +39,7 @@ use crate::device::{
     decimal, CloseReason, HashOutcome, JobIdBuf, JobView, Observer, Rng, SentShare, ShareReply,
     ShareVerdict, Timestamp,
 };
-use crate::grind::{roll_version, rolls, Nonces, ShareTarget};
+use crate::grind::{deposit_bits, Nonces, ShareTarget};
 use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
 pub use crate::profile::Profile;
 
@@ -344,7 +344,7 @@ impl Sv1Device {
             id,
             index,
             life: Lifecycle::new(first_connect_at),
-            rng: Rng::for_device(seed, id),
+            rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
             reconnect_wait: None,
             last_rx: Timestamp::ZERO,
             pending_tx: 0,
@@ -376,7 +376,7 @@ impl Sv1Device {
 
     /// Has a job it could hash (ready, with a job).
     pub fn can_hash(&self) -> bool {
-        self.live() && self.ready && self.has_job
+        self.is_connected() && self.ready && self.has_job && self.life.close_requested().is_none()
     }
 
     /// The share difficulty in force (`mining.set_difficulty`).
@@ -451,10 +451,18 @@ impl Sv1Device {
         self.outbox = Vec::new();
     }
 
-    /// What [`Self::poll_transmit`] appends: handshake lines, replies, and the shares found
-    /// since the last call.
-    fn transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Timestamp, obs: &mut O) {
+    /// Appends what the device wants sent: handshake lines, replies, and the shares found
+    /// since the last call (each recorded as in flight from `now`). Returns the bytes added.
+    pub fn poll_transmit<O: Observer>(
+        &mut self,
+        out: &mut Vec<u8>,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> usize {
         let start = out.len();
+        if !self.is_connected() || self.life.close_requested().is_some() {
+            return 0;
+        }
         if self.pending_tx != 0 {
             let s = &*self.shared;
             if self.pending_tx & TX_CONFIGURE != 0 {
@@ -525,11 +533,12 @@ impl Sv1Device {
             self.pending = pending;
         }
         obs.lines(true, &out[start..]);
+        out.len() - start
     }
 
     /// Handles one line from the pool (without its newline).
     pub fn handle_line<O: Observer>(&mut self, line: &[u8], now: Timestamp, obs: &mut O) {
-        if !self.live() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
         self.last_rx = now;
@@ -810,43 +819,57 @@ impl Sv1Device {
         self.grind.nonces.left = 0;
     }
 
-    /// What [`Self::hash`] does once the device can hash: extranonce2 and the version bits
-    /// roll under the job.
-    fn hash_job<O: Observer>(
+    /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
+    /// [`Sv1Device::poll_transmit`]. Does nothing unless [`Sv1Device::can_hash`].
+    pub fn hash<O: Observer>(
         &mut self,
         now: Timestamp,
         max_hashes: u64,
         obs: &mut O,
     ) -> HashOutcome {
-        let (target, network) = (self.target, self.job.network_target);
-        self.hash_nonces(
-            max_hashes,
-            &target,
-            &network,
-            Self::next_midstate,
-            |dev, nonce, hash, block| {
-                let share = Found {
-                    job_id: dev.job.id.clone(),
-                    en2: dev.grind.en2,
-                    en2_len: dev.job.en2_len,
-                    ntime: dev.job.ntime,
-                    nonce,
-                    version: dev.grind.version,
-                    version_bits: dev.grind.version_bits,
-                    difficulty: dev.difficulty,
-                    hash,
-                    block,
-                };
-                dev.queue_share(share, now, obs);
-            },
-        )
+        let mut out = HashOutcome::default();
+        if !self.can_hash() {
+            return out;
+        }
+        while out.hashes < max_hashes {
+            if self.grind.nonces.left == 0 {
+                self.next_midstate();
+            }
+            // A copy, so that the shares found can go to `self`.
+            let mut nonces = self.grind.nonces;
+            let (target, network) = (self.target, self.job.network_target);
+            nonces.scan(
+                max_hashes - out.hashes,
+                &target,
+                &network,
+                &mut out,
+                |nonce, hash, block| {
+                    let share = Found {
+                        job_id: self.job.id.clone(),
+                        en2: self.grind.en2,
+                        en2_len: self.job.en2_len,
+                        ntime: self.job.ntime,
+                        nonce,
+                        version: self.grind.version,
+                        version_bits: self.grind.version_bits,
+                        difficulty: self.difficulty,
+                        hash,
+                        block,
+                    };
+                    self.queue_share(share, now, obs);
+                },
+            );
+            self.grind.nonces = nonces;
+        }
+        out
     }
 
     /// Moves to the next (extranonce2, version bits) pair and hashes the header's first block.
     fn next_midstate(&mut self) {
         let mask = self.mask;
+        let rolls = 1u64 << mask.count_ones();
         let g = &mut self.grind;
-        if !g.have_root || g.roll >= rolls(mask) {
+        if !g.have_root || g.roll >= rolls {
             g.en2 = g.en2.wrapping_add(1);
             let j = &mut self.job;
             let at = j.en2_at as usize;
@@ -856,8 +879,9 @@ impl Sv1Device {
             g.have_root = true;
             g.roll = 0;
         }
-        let (version, bits) = roll_version(&mut g.roll, self.job.version, mask);
-        g.version = version;
+        let bits = deposit_bits(g.roll, mask);
+        g.roll += 1;
+        g.version = (self.job.version & !mask) | bits;
         g.version_bits = (mask != 0).then_some(bits);
         let j = &self.job;
         g.nonces = Nonces::new(

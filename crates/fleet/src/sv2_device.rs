@@ -54,7 +54,7 @@ use crate::device::{
     decimal, CloseReason, Device, HashOutcome, Observer, Rng, StandardJobView, StandardShareReply,
     StandardShareView, Timestamp,
 };
-use crate::grind::{roll_version, rolls, Nonces, ShareTarget};
+use crate::grind::{deposit_bits, Nonces, ShareTarget};
 use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
 use crate::profile::{Profile, BIP320_MASK};
 
@@ -385,7 +385,7 @@ impl Sv2Device {
             index,
             life: Lifecycle::new(first_connect_at),
             step: Step::Handshake,
-            rng: Rng::for_device(seed, id),
+            rng: Rng::new(seed ^ id.wrapping_mul(0x2545_f491_4f6c_dd1d)),
             last_rx: Timestamp::ZERO,
             noise: None,
             pending_tx: 0,
@@ -419,7 +419,10 @@ impl Sv2Device {
 
     /// Has a job it could hash (channel open, a workable job on a known prev hash).
     pub fn can_hash(&self) -> bool {
-        self.live() && self.is_ready() && self.job.is_some() && self.prev.is_some()
+        self.is_ready()
+            && self.job.is_some()
+            && self.prev.is_some()
+            && self.life.close_requested().is_none()
     }
 
     /// The Noise handshake finished on the current connection.
@@ -506,18 +509,27 @@ impl Sv2Device {
         self.future = Vec::new();
     }
 
-    /// What [`Self::poll_transmit`] appends: the Noise handshake's first message, then
-    /// encrypted frames: the setup messages and the shares found since the last call.
-    fn transmit<O: Observer>(&mut self, out: &mut Vec<u8>, now: Timestamp, obs: &mut O) {
+    /// Appends what the device wants sent: the Noise handshake's first message, then encrypted
+    /// frames: the setup messages and the shares found since the last call (each recorded as
+    /// in flight from `now`). Returns the bytes added.
+    pub fn poll_transmit<O: Observer>(
+        &mut self,
+        out: &mut Vec<u8>,
+        now: Timestamp,
+        obs: &mut O,
+    ) -> usize {
         let start = out.len();
+        if !self.is_connected() || self.life.close_requested().is_some() {
+            return 0;
+        }
         let Some(noise) = self.noise.as_mut() else {
-            return;
+            return 0;
         };
         if noise.take_handshake_bytes(out) {
             obs.handshake(true, out.len() - start);
         }
         if !noise.handshake_done() {
-            return;
+            return out.len() - start;
         }
         let s = &*self.shared;
         let mut failed = None;
@@ -605,12 +617,13 @@ impl Sv2Device {
             obs.protocol_error(self.id, now, &format!("sending: {e}"));
             self.request_close(CloseReason::Protocol);
         }
+        out.len() - start
     }
 
     /// Handles bytes from the pool: the rest of the Noise handshake, then frames, each decoded
     /// and acted on as it completes.
     pub fn handle_bytes<O: Observer>(&mut self, data: &[u8], now: Timestamp, obs: &mut O) {
-        if !self.live() {
+        if !self.is_connected() || self.life.close_requested().is_some() {
             return;
         }
         self.last_rx = now;
@@ -949,51 +962,68 @@ impl Sv2Device {
         );
     }
 
-    /// What [`Self::hash`] does once the device can hash: the version bits roll, then the time,
-    /// under the job and its prev hash.
-    fn hash_job<O: Observer>(
+    /// Grinds at most `max_hashes` nonces on the current job. Shares found wait for
+    /// [`Sv2Device::poll_transmit`]. Does nothing unless [`Sv2Device::can_hash`].
+    pub fn hash<O: Observer>(
         &mut self,
         now: Timestamp,
         max_hashes: u64,
         obs: &mut O,
     ) -> HashOutcome {
+        let mut out = HashOutcome::default();
         let (Some(job), Some(prev)) = (self.job, self.prev) else {
-            return HashOutcome::default();
+            return out;
         };
-        self.hash_nonces(
-            max_hashes,
-            &job.target,
-            &prev.network,
-            |dev| dev.next_midstate(&job, &prev),
-            |dev, nonce, hash, block| {
-                let share = Found {
-                    job_id: job.id,
-                    ntime: dev.grind.ntime,
-                    nonce,
-                    version: dev.grind.version,
-                    difficulty: job.difficulty,
-                    hash,
-                    block,
-                };
-                dev.queue_share(share, now, obs);
-            },
-        )
+        if !self.can_hash() {
+            return out;
+        }
+        while out.hashes < max_hashes {
+            if self.grind.nonces.left == 0 {
+                self.next_midstate(&job, &prev);
+            }
+            // A copy, so that the shares found can go to `self`.
+            let mut nonces = self.grind.nonces;
+            let g = self.grind;
+            nonces.scan(
+                max_hashes - out.hashes,
+                &job.target,
+                &prev.network,
+                &mut out,
+                |nonce, hash, block| {
+                    let share = Found {
+                        job_id: job.id,
+                        ntime: g.ntime,
+                        nonce,
+                        version: g.version,
+                        difficulty: job.difficulty,
+                        hash,
+                        block,
+                    };
+                    self.queue_share(share, now, obs);
+                },
+            );
+            self.grind.nonces = nonces;
+        }
+        out
     }
 
     /// Moves to the next (version bits, ntime) pair and hashes the header's first block.
     fn next_midstate(&mut self, job: &Job, prev: &PrevHash) {
         let mask = self.mask;
+        let rolls = 1u64 << mask.count_ones();
         let g = &mut self.grind;
         if g.fresh {
             g.fresh = false;
             g.roll = 0;
             g.ntime = job.ntime;
-        } else if g.roll >= rolls(mask) {
+        } else if g.roll >= rolls {
             // Every version (or, without rolling, every nonce) tried at this time.
             g.roll = 0;
             g.ntime = g.ntime.wrapping_add(1);
         }
-        g.version = roll_version(&mut g.roll, job.version, mask).0;
+        let bits = deposit_bits(g.roll, mask);
+        g.roll += 1;
+        g.version = (job.version & !mask) | bits;
         let left = if mask != 0 {
             self.shared.config.nonces_per_midstate
         } else {
