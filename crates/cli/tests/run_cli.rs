@@ -450,10 +450,10 @@ fn a_short_run_of_c_workers_credits_each_device_where_c_credits_one_worker() {
     no_role_left(out.to_str().unwrap());
 }
 
-/// Every device doubles its hash rate 12 s in (`--hash-rate-step`): the estimation figures
+/// Every device hashes four times as fast 12 s in (`--hash-rate-step`): the estimation figures
 /// score each configuration against that truth. Each device's connect and the step are
 /// scored for convergence (or counted as never converging); the pool's estimates and C's
-/// translator's are read during the run; a one-minute estimator, lagging behind a doubling,
+/// translator's are read during the run; a one-minute estimator, lagging behind the step,
 /// underestimates. The same run carries the protocol cost: messages by type per link, their
 /// overhead, the handshakes and the WAN's bytes per accepted share.
 #[test]
@@ -494,7 +494,7 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
                 .as_f64()
                 .unwrap()
                 < 0.0,
-            "{name}: the pool's one-minute figure lags the doubling: {e}"
+            "{name}: the pool's one-minute figure lags the step: {e}"
         );
     }
     // The protocols' own cost: messages by type as the framing roles counted them.

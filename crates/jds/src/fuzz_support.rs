@@ -21,7 +21,8 @@
 //! not know the byte layout.
 //!
 //! [`coinbase_tx`], [`jdc_coinbase`], [`split_coinbase`] and [`declare_mining_job`] build
-//! declarations as a JDC does, for the harness and the tests alike.
+//! declarations as a JDC does, for the harness and the tests (`jdc_coinbase` for the tests
+//! only).
 //!
 //! [`jds_coinbase`] checks, against an independent reading of the same bytes (the coinbase
 //! deserialized with every extranonce length until the scriptSig ends where the prefix says

@@ -17,7 +17,8 @@
 //! - [`tokens`]: allocated and declared tokens, each allocated one redeemable once.
 //! - [`mempool`]: what the session asks about transactions ([`Mempool`]).
 //! - [`fuzz_support`]: what the fuzz targets in `crates/jds/fuzz` run, so that the committed
-//!   corpus replays on stable.
+//!   corpus replays on stable, and the builders of a JDC's coinbase and declaration that the
+//!   harness and the tests (this crate's and the CLI's) share.
 //! - [`shell`]: the tokio server (Noise NX responder, one task per connection) and the node
 //!   side (mempool refresh over JSON-RPC, `submitblock`).
 

@@ -2234,7 +2234,8 @@ trait Harness {
     }
 }
 
-/// The verdict a line's outcome calls for: `true`, or an error code.
+/// The verdict a line's outcome calls for: accepted (`Ok(())`) or an error code; `None` when it
+/// calls for none.
 fn verdict_of(outcome: &Option<LineOutcome>) -> Option<Result<(), i64>> {
     match outcome {
         Some(LineOutcome::Accepted(_)) => Some(Ok(())),

@@ -44,7 +44,8 @@ pub type TemplateRx = watch::Receiver<Option<Arc<Template>>>;
 /// The channel keeps the last template when the node goes away; whether work may be made from
 /// it is [`NodeHealth::state`]'s to say.
 pub struct TemplateFeed {
-    /// First, so that dropping the feed stops the task before anything else goes.
+    /// First, so that dropping the feed aborts the task before its other fields drop (the
+    /// task ends at its next await point).
     task: OwnedTask,
     templates: TemplateRx,
     health: Arc<NodeHealth>,

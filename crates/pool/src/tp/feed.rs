@@ -88,7 +88,8 @@ pub struct TxDataRequest {
 
 /// A running client. Dropping it stops the task.
 pub struct TpFeed {
-    /// First, so that dropping the feed stops the task before its channels close.
+    /// First, so that dropping the feed aborts the task before its channels drop (the task
+    /// ends at its next await point).
     task: OwnedTask,
     works: watch::Receiver<Option<TpWork>>,
     health: Arc<NodeHealth>,
