@@ -65,8 +65,12 @@ pub(crate) fn read(pids: &[u32], measured: u32) -> Reading {
         ..Reading::default()
     };
     for &pid in pids {
-        if let Some((u, s)) = user_sys_ticks(&Path::new("/proc").join(pid.to_string())) {
-            r.cpu_s.insert(pid, (u + s) as f64 / tck);
+        let ticks = || {
+            let (u, s) = user_sys_ticks(&Path::new("/proc").join(pid.to_string()))?;
+            Some((u + s) as f64 / tck)
+        };
+        if let Some(cpu) = process_cpu_s(pid).or_else(ticks) {
+            r.cpu_s.insert(pid, cpu);
         }
     }
     let task = Path::new("/proc").join(measured.to_string()).join("task");
@@ -132,6 +136,29 @@ pub(crate) fn between(a: &Reading, b: &Reading) -> Window {
         );
     }
     w
+}
+
+/// The CPU seconds `pid` has used, all its threads together (ended ones too), to the
+/// nanosecond from its CPU-time clock. /proc's utime and stime count scheduler ticks (10 ms): a
+/// role that works a few milliseconds in a window of seconds (the floor pool at a small load)
+/// reads 0, 1 or 2 ticks, nothing like its cost per share. `None` where the clock cannot be
+/// read (the process is gone); the caller then falls back to the ticks.
+fn process_cpu_s(pid: u32) -> Option<f64> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: `clock` is a local the call writes; nothing else is passed by pointer.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a local the call writes.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
 /// utime and stime (fields 14 and 15) of `dir/stat`, counted after the command name's last `)`
@@ -215,5 +242,23 @@ mod tests {
         let [u, s] = w.user_sys_s_by_thread["bench-spin"];
         assert!(u + s > 0.05, "{:?}", w.user_sys_s_by_thread);
         assert!(!w.core_busy_s.is_empty());
+    }
+
+    #[test]
+    fn a_nearly_idle_process_reads_its_cpu_below_one_tick() {
+        // `sleep` costs its exec and start, well under a millisecond, then nothing: its
+        // utime and stime stay at 0 ticks, its CPU-time clock does not.
+        let mut child = std::process::Command::new("sleep")
+            .arg("2")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let pid = child.id();
+        let cpu = read(&[pid], pid).cpu_s[&pid];
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(cpu > 0.0 && cpu < 0.01, "{cpu}");
+        // Gone: no reading rather than a made-up one.
+        assert!(!read(&[pid], pid).cpu_s.contains_key(&pid));
     }
 }
