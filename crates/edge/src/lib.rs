@@ -8,8 +8,10 @@
 //!   cannot leak it; counts of refusals, closes and bans for `/api/status` and `/metrics`.
 //! - [`MessageBudget`]: a connection's message rate.
 //! - [`limit`]: the sharded token buckets and ban lists underneath.
+//! - [`listen`]: the listening socket itself, with an accept queue sized for a reconnect storm.
 //!
-//! Sans-IO: every decision takes the time as [`Timestamp`]; the shells own sockets and timers.
+//! Sans-IO but for [`listen`]: every decision takes the time as [`Timestamp`]; the shells own
+//! the connections and timers.
 //! docs/operations.md "The connection edge" describes the flags and what an operator sees.
 
 // Every public item says what it is for, and nothing is public that no other crate can reach.
@@ -19,9 +21,11 @@ pub mod admission;
 pub mod budget;
 pub mod gate;
 pub mod limit;
+pub mod listen;
 
 pub use admission::Admission;
 pub use budget::MessageBudget;
 pub use gate::{AdmissionSnapshot, BanReason, Gate, Refusal, Slot};
 pub use limit::{BanList, Decision, Rate, RateLimiter};
+pub use listen::listen;
 pub use primitives::Timestamp;

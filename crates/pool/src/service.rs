@@ -507,9 +507,7 @@ impl RunningPool {
 }
 
 async fn bind(addr: SocketAddr, what: &'static str) -> Result<TcpListener, ServiceError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServiceError::Listen { what, addr, source })
+    edge::listen(addr).map_err(|source| ServiceError::Listen { what, addr, source })
 }
 
 /// Templates to jobs, and work stopped while no source is healthy. With a provider and the

@@ -66,12 +66,10 @@ impl Tap {
             Some(m) => m.min(usize::try_from(by_descriptors).unwrap_or(usize::MAX)),
             None => usize::try_from(by_descriptors).unwrap_or(usize::MAX),
         };
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| TapError::Bind {
-                addr: config.listen,
-                source,
-            })?;
+        let listener = edge::listen(config.listen).map_err(|source| TapError::Bind {
+            addr: config.listen,
+            source,
+        })?;
         let local_addr = listener.local_addr().map_err(|source| TapError::Bind {
             addr: config.listen,
             source,

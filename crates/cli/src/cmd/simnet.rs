@@ -575,8 +575,7 @@ async fn serve(
 /// Binds and prints the address actually bound (the line tests and scripts parse), after
 /// `prefix` (empty for a single node, `node NAME: ` among several).
 async fn bind(addr: SocketAddr, prefix: &str, what: &str) -> Result<TcpListener> {
-    let listener = TcpListener::bind(addr)
-        .await
+    let listener = edge::listen(addr)
         .with_context(|| format!("binding the {prefix}{what} endpoint to {addr}"))?;
     println!("{prefix}{what} listening on {}", listener.local_addr()?);
     Ok(listener)

@@ -236,12 +236,10 @@ impl RunningJds {
     /// Binds and starts serving; the mempool view fills in the background (a big mempool takes
     /// a few refreshes, and the node may come up later).
     pub async fn start(s: JdsSettings) -> Result<RunningJds, StartError> {
-        let listener = TcpListener::bind(s.listen)
-            .await
-            .map_err(|source| StartError::Listen {
-                addr: s.listen,
-                source,
-            })?;
+        let listener = edge::listen(s.listen).map_err(|source| StartError::Listen {
+            addr: s.listen,
+            source,
+        })?;
         let addr = listener.local_addr().map_err(|source| StartError::Listen {
             addr: s.listen,
             source,
@@ -295,9 +293,8 @@ impl RunningJds {
         }
         let http_addr = match s.http_listen {
             Some(addr) => {
-                let listener = TcpListener::bind(addr)
-                    .await
-                    .map_err(|source| StartError::Http { addr, source })?;
+                let listener =
+                    edge::listen(addr).map_err(|source| StartError::Http { addr, source })?;
                 let local = listener.local_addr().ok();
                 let view = super::http::View {
                     stats: stats.clone(),

@@ -36,7 +36,6 @@ use std::time::{Duration, Instant};
 use events::{ConnectionOpened, EventSink, ShortStr};
 use primitives::{Difficulty, Target};
 use sv2::TransportError;
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 pub use self::backoff::Backoff;
@@ -336,12 +335,10 @@ where
     if config.upstreams.is_empty() {
         return Err(ShellError::NoUpstream);
     }
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|source| ShellError::Bind {
-            addr: config.listen,
-            source,
-        })?;
+    let listener = ::edge::listen(config.listen).map_err(|source| ShellError::Bind {
+        addr: config.listen,
+        source,
+    })?;
     let sv1_addr = listener.local_addr().map_err(|source| ShellError::Bind {
         addr: config.listen,
         source,
@@ -351,7 +348,7 @@ where
     let (http_listener, http_addr) = match config.http_listen {
         Some(addr) => {
             let bind_error = |source| ShellError::Bind { addr, source };
-            let l = TcpListener::bind(addr).await.map_err(bind_error)?;
+            let l = ::edge::listen(addr).map_err(bind_error)?;
             let local = l.local_addr().map_err(bind_error)?;
             (Some(l), Some(local))
         }
