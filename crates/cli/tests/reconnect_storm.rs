@@ -93,11 +93,14 @@ fn every_roles_listeners_hold_a_reconnect_storm_in_their_accept_queue() {
         ],
     );
 
-    // Each role serves on after its storm.
-    for (name, http) in [
-        ("pool", &pool.http),
-        ("translator", &translator_at["http listening on"]),
-        ("jds", &jds_at["http listening on"]),
+    // Each role serves on after its storm, and shows the queue each of its miner-facing
+    // listeners got: what the role asked for, capped by the kernel, not the 128 of a plain bind.
+    let cap = edge::listen::kernel_cap().expect("/proc/sys/net/core/somaxconn");
+    let limit = cap.min(edge::listen::ACCEPT_BACKLOG);
+    for (name, http, listeners) in [
+        ("pool", &pool.http, &["sv1", "sv2"][..]),
+        ("translator", &translator_at["http listening on"], &["sv1"]),
+        ("jds", &jds_at["http listening on"], &["jd"]),
     ] {
         // The JDS reports its node once its mempool view first fills.
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -113,6 +116,34 @@ fn every_roles_listeners_hold_a_reconnect_storm_in_their_accept_queue() {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        let status = support::http_get_json(http, "/api/status");
+        let queues = &status["admission"]["accept_queues"];
+        let listed: Vec<&str> = queues
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no accept_queues in {status}"))
+            .iter()
+            .map(|q| {
+                assert_eq!(q["limit"], limit, "{name}: {q}");
+                assert!(
+                    q["waiting"].as_u64().unwrap() <= u64::from(limit),
+                    "{name}: {q}"
+                );
+                q["listener"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(listed, listeners, "{name}");
+        let (_, metrics) = support::http_get(http, "/metrics");
+        for l in listeners {
+            let line = format!("_admission_accept_queue_limit{{listener=\"{l}\"}} {limit}\n");
+            assert!(
+                metrics.contains(&line),
+                "{name}: {line:?} missing from\n{metrics}"
+            );
+        }
+        assert!(
+            metrics.contains("_admission_listen_overflows_total "),
+            "{name}: {metrics}"
+        );
     }
     for (name, role) in &mut roles.0 {
         assert!(role.wait_done(Duration::ZERO).is_none(), "{name} ended");

@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::admission::Admission;
 use crate::limit::{BanList, Decision, FastHash, FastHasher, Rate, RateLimiter};
+use crate::listen::{listen_overflows, ListenerQueue, Listeners};
 
 /// Why a connection was not admitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +138,8 @@ pub struct Gate {
     /// Closes by the shell's reason (a fixed vocabulary per role, so a short list).
     closed: Mutex<Vec<(&'static str, u64)>>,
     refused_workers: AtomicU64,
+    /// The sockets it admits from, whose accept queues the snapshot reads.
+    listeners: Listeners,
 }
 
 /// The counts `/api/status` shows as `admission` (and `/metrics` as `admission_*`).
@@ -154,6 +157,12 @@ pub struct AdmissionSnapshot {
     pub bans_active: usize,
     /// Worker names refused because their address brought too many new ones.
     pub workers_refused: u64,
+    /// The accept queue of each listener the role watches ([`Gate::listeners`]), read from
+    /// the kernel when the snapshot was taken.
+    pub accept_queues: Vec<ListenerQueue>,
+    /// Handshakes dropped for a full accept queue, counted by the kernel for the whole network
+    /// namespace ([`crate::listen::listen_overflows`]); `None` where it cannot be read.
+    pub listen_overflows: Option<u64>,
 }
 
 impl Gate {
@@ -174,7 +183,14 @@ impl Gate {
             banned: Default::default(),
             closed: Mutex::new(Vec::new()),
             refused_workers: AtomicU64::new(0),
+            listeners: Listeners::default(),
         })
+    }
+
+    /// The listeners this gate admits from: a role watches each one it accepts miners on, so
+    /// that the snapshot shows its accept queue.
+    pub fn listeners(&self) -> &Listeners {
+        &self.listeners
     }
 
     /// The limits it enforces.
@@ -283,7 +299,9 @@ impl Gate {
         allowed
     }
 
-    /// The counts as of `now`, for `/api/status` and `/metrics`.
+    /// The counts as of `now`, for `/api/status` and `/metrics`. Besides the gate's own
+    /// counts, it asks the kernel for the listeners' accept queues and the namespace's
+    /// overflow count: the one part of the edge the gate does not decide.
     pub fn snapshot(&self, now: Timestamp) -> AdmissionSnapshot {
         let closed = self
             .closed
@@ -310,6 +328,8 @@ impl Gate {
                 .collect(),
             bans_active: self.bans.sweep(now),
             workers_refused: self.refused_workers.load(Ordering::Relaxed),
+            accept_queues: self.listeners.queues(),
+            listen_overflows: listen_overflows(),
         }
     }
 

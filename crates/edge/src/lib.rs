@@ -10,7 +10,8 @@
 //! - [`limit`]: the sharded token buckets and ban lists underneath.
 //! - [`listen`]: the listening socket itself, with an accept queue sized for a reconnect storm.
 //!
-//! Sans-IO but for [`listen`]: every decision takes the time as [`Timestamp`]; the shells own
+//! Sans-IO but for [`listen`] (the socket, and the reading of its queue for the snapshot):
+//! every decision takes the time as [`Timestamp`]; the shells own
 //! the connections and timers.
 //! docs/operations.md "The connection edge" describes the flags and what an operator sees.
 
@@ -27,5 +28,5 @@ pub use admission::Admission;
 pub use budget::MessageBudget;
 pub use gate::{AdmissionSnapshot, BanReason, Gate, Refusal, Slot};
 pub use limit::{BanList, Decision, Rate, RateLimiter};
-pub use listen::listen;
+pub use listen::{accept_queue, listen, AcceptQueue, ListenerQueue, Listeners};
 pub use primitives::Timestamp;

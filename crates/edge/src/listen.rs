@@ -11,7 +11,10 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, Weak};
 
+use serde::Serialize;
 use tokio::net::{TcpListener, TcpSocket};
 
 /// The accept queue each listening socket asks for. Linux takes the smaller of this and
@@ -55,10 +58,118 @@ pub fn kernel_cap() -> Option<u32> {
         .ok()
 }
 
+/// A listening socket's accept queue as the kernel counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct AcceptQueue {
+    /// Connections whose handshake the kernel has completed and the role has not accepted yet.
+    pub waiting: u32,
+    /// The most the queue holds: what [`listen`] asked for, capped by `net.core.somaxconn`.
+    /// A handshake that completes while `waiting` is at the limit is dropped (an overflow).
+    pub limit: u32,
+}
+
+impl AcceptQueue {
+    /// Past half its limit: connections arrive faster than the role accepts them, as in a
+    /// reconnect storm or while the accept loop is stalled.
+    pub fn filling(&self) -> bool {
+        u64::from(self.waiting) * 2 > u64::from(self.limit)
+    }
+}
+
+/// `listener`'s accept queue, read from the kernel (`TCP_INFO`) at the call.
+pub fn accept_queue(listener: &TcpListener) -> io::Result<AcceptQueue> {
+    // SAFETY: `tcp_info` is plain integers, for which all zeroes is a value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the descriptor is the listener's, open while it is borrowed; the kernel writes
+    // at most `len` bytes into `info` and says how many in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // On a listening socket Linux reuses two fields: `tcpi_unacked` is the number of
+    // connections ready for accept() and `tcpi_sacked` the queue's limit.
+    Ok(AcceptQueue {
+        waiting: info.tcpi_unacked,
+        limit: info.tcpi_sacked,
+    })
+}
+
+/// One watched listener's queue, as `/api/status` (`admission.accept_queues`) lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ListenerQueue {
+    /// The role's name for the listener (`sv1`, `sv2`, `jd`).
+    pub listener: &'static str,
+    /// Its queue when read.
+    #[serde(flatten)]
+    pub queue: AcceptQueue,
+}
+
+/// The listeners a role accepts connections on, for the status pages. Held weakly: a listener
+/// its accept loop has dropped (the role stopping) is closed, not kept open here, and drops
+/// out of the list.
+#[derive(Debug, Default)]
+pub struct Listeners(Mutex<Vec<(&'static str, Weak<TcpListener>)>>);
+
+impl Listeners {
+    /// Watches `listener` under `name` and hands it back shared, for the accept loop to own.
+    pub fn watch(&self, name: &'static str, listener: TcpListener) -> Arc<TcpListener> {
+        let listener = Arc::new(listener);
+        let mut list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        list.retain(|(_, l)| l.strong_count() > 0);
+        list.push((name, Arc::downgrade(&listener)));
+        listener
+    }
+
+    /// The queue of every watched listener still open, in the order they were watched.
+    pub fn queues(&self) -> Vec<ListenerQueue> {
+        let list = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        list.iter()
+            .filter_map(|(name, l)| {
+                let queue = accept_queue(&*l.upgrade()?).ok()?;
+                Some(ListenerQueue {
+                    listener: name,
+                    queue,
+                })
+            })
+            .collect()
+    }
+}
+
+/// The network namespace's count of completed handshakes dropped because a listener's accept
+/// queue was full (`ListenOverflows` in /proc/net/netstat), where it can be read. Linux keeps
+/// no such count per socket; a role in its own namespace (a container) reads its own.
+pub fn listen_overflows() -> Option<u64> {
+    netstat_field(
+        &std::fs::read_to_string("/proc/net/netstat").ok()?,
+        "TcpExt",
+        "ListenOverflows",
+    )
+}
+
+/// One counter of a /proc/net/netstat text: a line of names under `group:`, then a line of the
+/// values in the same order.
+fn netstat_field(text: &str, group: &str, name: &str) -> Option<u64> {
+    let prefix = format!("{group}:");
+    let mut lines = text.lines().filter(|l| l.starts_with(&prefix));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|n| n == name)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use testkit::net::{accept_queue, fill_accept_queue};
+    use testkit::net::{accept_queue as queue_of_port, fill_accept_queue};
 
     #[tokio::test]
     async fn a_burst_of_connects_waits_in_the_queue_rather_than_being_dropped() {
@@ -69,10 +180,60 @@ mod tests {
         // every one of them must be waiting in the queue, where tokio's own bind keeps 129.
         let burst = 600.min(cap);
         let _clients = fill_accept_queue(addr, burst);
+        // The kernel's own count, read on the socket, agrees with /proc/net/tcp's.
+        let q = accept_queue(&listener).unwrap();
+        assert_eq!(
+            q,
+            AcceptQueue {
+                waiting: burst,
+                limit: cap.min(ACCEPT_BACKLOG)
+            }
+        );
+        assert_eq!(queue_of_port(addr.port()), Some(burst));
+        assert!(q.filling() == (burst * 2 > q.limit), "{q:?}");
         for _ in 0..burst {
             listener.accept().await.unwrap();
         }
-        assert_eq!(accept_queue(addr.port()), Some(0));
+        assert_eq!(queue_of_port(addr.port()), Some(0));
+        assert_eq!(accept_queue(&listener).unwrap().waiting, 0);
+    }
+
+    #[tokio::test]
+    async fn watched_listeners_report_their_queues_until_their_owner_drops_them() {
+        let listeners = Listeners::default();
+        let sv1 = listeners.watch("sv1", listen("127.0.0.1:0".parse().unwrap()).unwrap());
+        let sv2 = listeners.watch("sv2", listen("127.0.0.1:0".parse().unwrap()).unwrap());
+        let _clients = fill_accept_queue(sv2.local_addr().unwrap(), 3);
+        let names = |l: &Listeners| -> Vec<(&str, u32)> {
+            l.queues()
+                .iter()
+                .map(|q| (q.listener, q.queue.waiting))
+                .collect()
+        };
+        assert_eq!(names(&listeners), [("sv1", 0), ("sv2", 3)]);
+        let addr = sv1.local_addr().unwrap();
+        drop(sv1);
+        assert_eq!(names(&listeners), [("sv2", 3)]);
+        // Dropped means closed: the registry holds no listener open.
+        std::net::TcpStream::connect(addr).unwrap_err();
+        let json = serde_json::to_value(listeners.queues()).unwrap();
+        assert_eq!(json[0]["listener"], "sv2");
+        assert_eq!(json[0]["waiting"], 3);
+        assert!(json[0]["limit"].as_u64().unwrap() >= 128, "{json}");
+    }
+
+    #[test]
+    fn overflows_are_read_from_the_tcp_ext_lines() {
+        let text = "TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
+                    TcpExt: 5 17 19\n\
+                    IpExt: InNoRoutes ListenOverflows\n\
+                    IpExt: 0 99\n";
+        assert_eq!(netstat_field(text, "TcpExt", "ListenOverflows"), Some(17));
+        assert_eq!(netstat_field(text, "IpExt", "ListenOverflows"), Some(99));
+        assert_eq!(netstat_field(text, "TcpExt", "Nothing"), None);
+        assert_eq!(netstat_field("", "TcpExt", "ListenOverflows"), None);
+        // This machine's own file has the counter.
+        assert!(listen_overflows().is_some());
     }
 
     #[tokio::test]

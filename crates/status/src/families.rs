@@ -67,7 +67,8 @@ pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
 }
 
 /// The connection edge's families (`admission_refused`, `admission_closed`, `admission_bans`,
-/// `admission_workers_refused`, `admission_bans_active`), for every role that listens.
+/// `admission_workers_refused`, `admission_bans_active`, `admission_accept_queue`,
+/// `admission_accept_queue_limit`, `admission_listen_overflows`), for every role that listens.
 pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> fmt::Result {
     let by = |m: &BTreeMap<&'static str, u64>| -> Vec<([(&'static str, &'static str); 1], u64)> {
         m.iter().map(|(r, n)| ([("reason", *r)], *n)).collect()
@@ -111,7 +112,60 @@ pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> f
         "Source addresses banned now.",
         None,
         a.bans_active as u64,
-    )
+    )?;
+    let listeners: Vec<[(&str, &str); 1]> = a
+        .accept_queues
+        .iter()
+        .map(|q| [("listener", q.listener)])
+        .collect();
+    family(
+        e,
+        "admission_accept_queue",
+        "Connections the kernel has completed on the listener and the role has not accepted yet.",
+        None,
+        MetricType::Gauge,
+        listeners
+            .iter()
+            .zip(&a.accept_queues)
+            .map(|(l, q)| (&l[..], u64::from(q.queue.waiting))),
+    )?;
+    family(
+        e,
+        "admission_accept_queue_limit",
+        "The most the listener's accept queue holds (the role's request capped by net.core.somaxconn).",
+        None,
+        MetricType::Gauge,
+        listeners
+            .iter()
+            .zip(&a.accept_queues)
+            .map(|(l, q)| (&l[..], u64::from(q.queue.limit))),
+    )?;
+    match a.listen_overflows {
+        Some(n) => counter(
+            e,
+            "admission_listen_overflows",
+            "Handshakes the kernel dropped because an accept queue was full, in the role's whole \
+             network namespace (TcpExt ListenOverflows); each makes a client wait 1 s or more \
+             for a resent handshake.",
+            n,
+        ),
+        None => Ok(()),
+    }
+}
+
+/// `/healthz` lines for the listeners whose accept queue is past half full (connections
+/// arrive faster than the role accepts them), each ending in a newline; empty when none is.
+pub fn accept_queue_lines(a: &AdmissionSnapshot) -> String {
+    a.accept_queues
+        .iter()
+        .filter(|q| q.queue.filling())
+        .map(|q| {
+            format!(
+                "accept queue {}: {} of {} waiting (connections arrive faster than they are accepted)\n",
+                q.listener, q.queue.waiting, q.queue.limit
+            )
+        })
+        .collect()
 }
 
 /// `/api/status`'s `admission`, the same figures as JSON.
@@ -188,6 +242,72 @@ mod tests {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         out
+    }
+
+    #[derive(Debug)]
+    struct Edge(AdmissionSnapshot);
+
+    impl Collector for Edge {
+        fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+            admission_families(&mut e, &self.0)
+        }
+    }
+
+    /// A listener with a small queue (8) that nothing accepts on, watched by a gate, as a role
+    /// stalled in a reconnect storm would have it.
+    #[tokio::test]
+    async fn a_filling_accept_queue_shows_on_metrics_and_healthz() {
+        use edge::{Admission, Gate};
+        let gate = Gate::new(Admission::default());
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let small = gate.listeners().watch("sv1", socket.listen(8).unwrap());
+        let roomy = edge::listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let roomy = gate.listeners().watch("sv2", roomy);
+        let now = edge::Timestamp::from_millis(0);
+
+        let _clients = testkit::net::fill_accept_queue(small.local_addr().unwrap(), 4);
+        let a = gate.snapshot(now);
+        assert_eq!(accept_queue_lines(&a), "", "4 of 8 is not past half");
+
+        let _more = testkit::net::fill_accept_queue(small.local_addr().unwrap(), 1);
+        let _one = testkit::net::fill_accept_queue(roomy.local_addr().unwrap(), 1);
+        let a = gate.snapshot(now);
+        assert_eq!(
+            accept_queue_lines(&a),
+            "accept queue sv1: 5 of 8 waiting (connections arrive faster than they are \
+             accepted)\n"
+        );
+        let mut registry = Registry::default();
+        registry
+            .sub_registry_with_prefix("stratumlab_role")
+            .register_collector(Box::new(Edge(a.clone())));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let limit = a.accept_queues[1].queue.limit;
+        assert!(limit >= 128, "{a:?}");
+        for line in [
+            "stratumlab_role_admission_accept_queue{listener=\"sv1\"} 5\n".to_owned(),
+            "stratumlab_role_admission_accept_queue{listener=\"sv2\"} 1\n".to_owned(),
+            "stratumlab_role_admission_accept_queue_limit{listener=\"sv1\"} 8\n".to_owned(),
+            format!("stratumlab_role_admission_accept_queue_limit{{listener=\"sv2\"}} {limit}\n"),
+            format!(
+                "stratumlab_role_admission_listen_overflows_total {}\n",
+                a.listen_overflows.expect("/proc/net/netstat")
+            ),
+        ] {
+            assert!(text.contains(&line), "{line:?} missing from:\n{text}");
+        }
+        let json = admission_json(&a);
+        assert_eq!(json["accept_queues"][0]["listener"], "sv1");
+        assert_eq!(json["accept_queues"][0]["waiting"], 5);
+        assert_eq!(json["accept_queues"][0]["limit"], 8);
+
+        // A listener its role has dropped is closed and no longer listed.
+        drop(small);
+        let a = gate.snapshot(now);
+        assert_eq!(a.accept_queues.len(), 1);
+        assert_eq!(accept_queue_lines(&a), "");
     }
 
     #[test]

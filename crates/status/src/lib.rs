@@ -24,8 +24,8 @@ pub mod response;
 pub mod serve;
 
 pub use families::{
-    admission_families, admission_json, counter, dependency_families, family, gauge,
-    DependencyFigure, OPENMETRICS_CONTENT_TYPE,
+    accept_queue_lines, admission_families, admission_json, counter, dependency_families, family,
+    gauge, DependencyFigure, OPENMETRICS_CONTENT_TYPE,
 };
 pub use page::{html_page, RolePage};
 pub use response::{json, not_found, refuse_method, reply, text};

@@ -189,9 +189,12 @@ fn respond(view: &View, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         return r;
     }
     let snap = view.snapshot();
-    let health = || match snap.not_serving() {
-        None => Ok("ok\n".to_owned()),
-        Some((dep, why)) => Err(format!("not serving: {dep} ({why})\n")),
+    let health = || {
+        let queues = status::accept_queue_lines(&snap.admission);
+        match snap.not_serving() {
+            None => Ok(format!("ok\n{queues}")),
+            Some((dep, why)) => Err(format!("not serving: {dep} ({why})\n{queues}")),
+        }
     };
     match path {
         "/" => status::RolePage {

@@ -401,6 +401,7 @@ async fn refresh_loop(
 }
 
 async fn serve(shared: Arc<Shared>, listener: TcpListener, mut stop: watch::Receiver<bool>) {
+    let listener = shared.gate.listeners().watch("jd", listener);
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {

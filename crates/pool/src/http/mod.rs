@@ -206,10 +206,19 @@ fn workers_json(state: &HttpState, q: &api::WorkersQuery, now: Timestamp) -> ser
     api::workers(&page, q.limit, now)
 }
 
+/// `/healthz`: whether the pool serves, and either way a line for each listener whose accept
+/// queue is filling.
 fn health(state: &HttpState, now: Timestamp) -> Result<String, String> {
+    let queues = state
+        .stats
+        .admission(now)
+        .map(|a| status::accept_queue_lines(&a))
+        .unwrap_or_default();
     api::health(
         &state.stats.snapshot(now),
         state.stats.store_error().as_deref(),
         &state.stats.attached(),
     )
+    .map(|b| b + &queues)
+    .map_err(|b| b + &queues)
 }

@@ -138,6 +138,7 @@ impl Sv1Server {
     /// Accepts miners until `shutdown` turns true; then every connection is sent
     /// `client.reconnect` and closed.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+        let listener = self.front.gate.listeners().watch("sv1", listener);
         tokio::join!(
             self.clone().herald(shutdown.clone()),
             self.accept(listener, shutdown)
@@ -182,7 +183,7 @@ impl Sv1Server {
         }
     }
 
-    async fn accept(self: Arc<Self>, listener: TcpListener, shutdown: watch::Receiver<bool>) {
+    async fn accept(self: Arc<Self>, listener: Arc<TcpListener>, shutdown: watch::Receiver<bool>) {
         let mut stop = shutdown;
         loop {
             let accepted = tokio::select! {

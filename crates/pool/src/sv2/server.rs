@@ -102,6 +102,7 @@ impl Sv2Server {
         listener: TcpListener,
         mut shutdown: watch::Receiver<bool>,
     ) {
+        let listener = self.front.gate.listeners().watch("sv2", listener);
         let stop = shutdown.clone();
         let mut tasks = JoinSet::new();
         let mut report = tokio::time::interval(TICK);

@@ -93,6 +93,7 @@ pub async fn accept(
     net: Arc<LinkCounter>,
 ) {
     let start = limits.start;
+    let listener = limits.gate.listeners().watch("sv1", listener);
     let mut tasks = JoinSet::new();
     let mut next_conn = 1u64;
     loop {

@@ -192,8 +192,20 @@ pub fn status(s: &StatsSnapshot, role: &str) -> Value {
     v
 }
 
-/// `/healthz`: the body for 200, or for 503 with the reason.
+/// `/healthz`: the body for 200, or for 503 with the reason; either way a line for each
+/// listener whose accept queue is filling.
 pub fn health(s: &StatsSnapshot) -> Result<String, String> {
+    let queues = s
+        .admission
+        .as_ref()
+        .map(status::accept_queue_lines)
+        .unwrap_or_default();
+    upstream_health(s)
+        .map(|b| b + &queues)
+        .map_err(|b| b + &queues)
+}
+
+fn upstream_health(s: &StatsSnapshot) -> Result<String, String> {
     let u = &s.upstream;
     match u.state {
         UpstreamState::Open => Ok("ok\n".into()),
