@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
-use edge::AdmissionSnapshot;
+use edge::{AcceptQueue, AdmissionSnapshot};
 
 /// The content type of an OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -118,28 +118,26 @@ pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> f
         .iter()
         .map(|q| [("listener", q.listener)])
         .collect();
-    family(
-        e,
-        "admission_accept_queue",
-        "Connections the kernel has completed on the listener and the role has not accepted yet.",
-        None,
-        MetricType::Gauge,
-        listeners
+    type Figure = fn(&AcceptQueue) -> u32;
+    let queue_families: [(&str, &str, Figure); 2] = [
+        (
+            "admission_accept_queue",
+            "Connections the kernel has completed on the listener and the role has not accepted yet.",
+            |q| q.waiting,
+        ),
+        (
+            "admission_accept_queue_limit",
+            "The most the listener's accept queue holds (the role's request capped by net.core.somaxconn).",
+            |q| q.limit,
+        ),
+    ];
+    for (name, help, figure) in queue_families {
+        let members = listeners
             .iter()
             .zip(&a.accept_queues)
-            .map(|(l, q)| (&l[..], u64::from(q.queue.waiting))),
-    )?;
-    family(
-        e,
-        "admission_accept_queue_limit",
-        "The most the listener's accept queue holds (the role's request capped by net.core.somaxconn).",
-        None,
-        MetricType::Gauge,
-        listeners
-            .iter()
-            .zip(&a.accept_queues)
-            .map(|(l, q)| (&l[..], u64::from(q.queue.limit))),
-    )?;
+            .map(|(l, q)| (&l[..], u64::from(figure(&q.queue))));
+        family(e, name, help, None, MetricType::Gauge, members)?;
+    }
     match a.listen_overflows {
         Some(n) => counter(
             e,
