@@ -365,25 +365,21 @@ impl LiveMetrics {
     /// Serves the page and endpoints on `addr` from a thread of its own until the process
     /// ends; returns the bound address.
     pub fn serve(self: &Arc<Self>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        let bound = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()?;
+        // Registered with the runtime that serves it, as every role's listener is opened.
+        let listener = {
+            let _in = runtime.enter();
+            edge::listen(addr)?
+        };
+        let bound = listener.local_addr()?;
         let me = self.clone();
         std::thread::Builder::new()
             .name("lab-live".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!(error = %e, "live metrics: cannot listen");
-                            return;
-                        }
-                    };
                     let router = move |req: &Request<Incoming>| me.respond(req);
                     let options = status::ServeOptions::default();
                     if let Err(e) =
