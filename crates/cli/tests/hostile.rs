@@ -362,13 +362,19 @@ fn flood_one_address(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 }
 
 /// Many addresses each under the per-address cap, together over `--max-connections`, all at
-/// once: the listener's accept queue (`edge::listen`) holds the whole burst, so every connect
-/// completes within a second (a handshake dropped by a full queue is resent only after one),
-/// and the connections past the cap are refused.
+/// once. The listener's accept queue (`edge::listen`) holds the whole burst, so the connects
+/// complete together; they must, within `HANDSHAKE` (an SV2 listener closes an unfinished
+/// handshake after that, and connections that expire before the last arrive never reach the
+/// cap), and the connections past the cap are refused.
 fn many_addresses(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let before = admission(t);
     let per = PER_IP - 5;
     let addrs = (MAX_CONNECTIONS / per + 2) as u8;
+    let tried = usize::from(addrs) * per;
+    let cap = edge::listen::kernel_cap().unwrap_or(u32::MAX) as usize;
+    if cap < tried {
+        return format!("skipped: net.core.somaxconn is {cap}, below the {tried} connects");
+    }
     let (peak, took) = rt().block_on(async {
         let started = std::time::Instant::now();
         let mut connecting = tokio::task::JoinSet::new();
@@ -394,10 +400,10 @@ fn many_addresses(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
     let after = admission(t);
     let refused =
         count(&after, "refused", "max_connections") - count(&before, "refused", "max_connections");
-    let tried = usize::from(addrs) * per;
     assert!(
-        took < Duration::from_secs(1),
-        "{}: {tried} connects took {took:?}: the accept queue dropped handshakes",
+        took < HANDSHAKE,
+        "{}: {tried} connects took {took:?}, not all open at once (dropped handshakes wait a \
+         second or more for their resend)",
         t.name
     );
     assert!(peak <= MAX_CONNECTIONS as u64, "{}: {peak} open", t.name);

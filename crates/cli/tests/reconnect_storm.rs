@@ -141,7 +141,7 @@ fn every_roles_listeners_hold_a_reconnect_storm_in_their_accept_queue() {
             );
         }
         assert!(
-            metrics.contains("_admission_listen_overflows_total "),
+            metrics.contains("_admission_netns_listen_overflows_total "),
             "{name}: {metrics}"
         );
     }

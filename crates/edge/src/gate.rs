@@ -160,9 +160,11 @@ pub struct AdmissionSnapshot {
     /// The accept queue of each listener the role watches ([`Gate::listeners`]), read from
     /// the kernel when the snapshot was taken.
     pub accept_queues: Vec<ListenerQueue>,
-    /// Handshakes dropped for a full accept queue, counted by the kernel for the whole network
-    /// namespace ([`crate::listen::listen_overflows`]); `None` where it cannot be read.
-    pub listen_overflows: Option<u64>,
+    /// Handshake packets dropped for a full accept queue, counted by the kernel for the whole
+    /// network namespace ([`crate::listen::listen_overflows`]), so the same figure on every
+    /// role that shares one; `None` (and absent from the JSON) where it cannot be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netns_listen_overflows: Option<u64>,
 }
 
 impl Gate {
@@ -329,7 +331,7 @@ impl Gate {
             bans_active: self.bans.sweep(now),
             workers_refused: self.refused_workers.load(Ordering::Relaxed),
             accept_queues: self.listeners.queues(),
-            listen_overflows: listen_overflows(),
+            netns_listen_overflows: listen_overflows(),
         }
     }
 

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
 
-use edge::{AcceptQueue, AdmissionSnapshot};
+use edge::{AcceptQueue, AdmissionSnapshot, ListenerQueue};
 
 /// The content type of an OpenMetrics text exposition.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -68,7 +68,7 @@ pub fn family<'a, V: EncodeCounterValue + EncodeGaugeValue + 'a>(
 
 /// The connection edge's families (`admission_refused`, `admission_closed`, `admission_bans`,
 /// `admission_workers_refused`, `admission_bans_active`, `admission_accept_queue`,
-/// `admission_accept_queue_limit`, `admission_listen_overflows`), for every role that listens.
+/// `admission_accept_queue_limit`, `admission_netns_listen_overflows`), for every role that listens.
 pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> fmt::Result {
     let by = |m: &BTreeMap<&'static str, u64>| -> Vec<([(&'static str, &'static str); 1], u64)> {
         m.iter().map(|(r, n)| ([("reason", *r)], *n)).collect()
@@ -138,13 +138,14 @@ pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> f
             .map(|(l, q)| (&l[..], u64::from(figure(&q.queue))));
         family(e, name, help, None, MetricType::Gauge, members)?;
     }
-    match a.listen_overflows {
+    match a.netns_listen_overflows {
         Some(n) => counter(
             e,
-            "admission_listen_overflows",
-            "Handshakes the kernel dropped because an accept queue was full, in the role's whole \
-             network namespace (TcpExt ListenOverflows); each makes a client wait 1 s or more \
-             for a resent handshake.",
+            "admission_netns_listen_overflows",
+            "Handshake packets (SYN or final ACK) the kernel dropped because an accept queue was \
+             full (TcpExt ListenOverflows), counted for the whole network namespace: the same \
+             figure on every role sharing it, so never summed across roles. A client whose \
+             packet is dropped waits a second or more for its resend.",
             n,
         ),
         None => Ok(()),
@@ -153,8 +154,10 @@ pub fn admission_families(e: &mut DescriptorEncoder, a: &AdmissionSnapshot) -> f
 
 /// `/healthz` lines for the listeners whose accept queue is past half full (connections
 /// arrive faster than the role accepts them), each ending in a newline; empty when none is.
-pub fn accept_queue_lines(a: &AdmissionSnapshot) -> String {
-    a.accept_queues
+/// Takes the queues alone (`Gate::listeners().queues()`), so that a health probe costs no
+/// snapshot of the gate's tables.
+pub fn accept_queue_lines(queues: &[ListenerQueue]) -> String {
+    queues
         .iter()
         .filter(|q| q.queue.filling())
         .map(|q| {
@@ -266,13 +269,17 @@ mod tests {
 
         let _clients = testkit::net::fill_accept_queue(small.local_addr().unwrap(), 4);
         let a = gate.snapshot(now);
-        assert_eq!(accept_queue_lines(&a), "", "4 of 8 is not past half");
+        assert_eq!(
+            accept_queue_lines(&a.accept_queues),
+            "",
+            "4 of 8 is not past half"
+        );
 
         let _more = testkit::net::fill_accept_queue(small.local_addr().unwrap(), 1);
         let _one = testkit::net::fill_accept_queue(roomy.local_addr().unwrap(), 1);
         let a = gate.snapshot(now);
         assert_eq!(
-            accept_queue_lines(&a),
+            accept_queue_lines(&a.accept_queues),
             "accept queue sv1: 5 of 8 waiting (connections arrive faster than they are \
              accepted)\n"
         );
@@ -290,8 +297,8 @@ mod tests {
             "stratumlab_role_admission_accept_queue_limit{listener=\"sv1\"} 8\n".to_owned(),
             format!("stratumlab_role_admission_accept_queue_limit{{listener=\"sv2\"}} {limit}\n"),
             format!(
-                "stratumlab_role_admission_listen_overflows_total {}\n",
-                a.listen_overflows.expect("/proc/net/netstat")
+                "stratumlab_role_admission_netns_listen_overflows_total {}\n",
+                a.netns_listen_overflows.expect("/proc/net/netstat")
             ),
         ] {
             assert!(text.contains(&line), "{line:?} missing from:\n{text}");
@@ -305,7 +312,7 @@ mod tests {
         drop(small);
         let a = gate.snapshot(now);
         assert_eq!(a.accept_queues.len(), 1);
-        assert_eq!(accept_queue_lines(&a), "");
+        assert_eq!(accept_queue_lines(&a.accept_queues), "");
     }
 
     #[test]

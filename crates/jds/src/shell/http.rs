@@ -190,7 +190,7 @@ fn respond(view: &View, req: &Request<Incoming>) -> Response<Full<Bytes>> {
     }
     let snap = view.snapshot();
     let health = || {
-        let queues = status::accept_queue_lines(&snap.admission);
+        let queues = status::accept_queue_lines(&snap.admission.accept_queues);
         match snap.not_serving() {
             None => Ok(format!("ok\n{queues}")),
             Some((dep, why)) => Err(format!("not serving: {dep} ({why})\n{queues}")),

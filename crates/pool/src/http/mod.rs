@@ -211,8 +211,8 @@ fn workers_json(state: &HttpState, q: &api::WorkersQuery, now: Timestamp) -> ser
 fn health(state: &HttpState, now: Timestamp) -> Result<String, String> {
     let queues = state
         .stats
-        .admission(now)
-        .map(|a| status::accept_queue_lines(&a))
+        .gate()
+        .map(|g| status::accept_queue_lines(&g.listeners().queues()))
         .unwrap_or_default();
     api::health(
         &state.stats.snapshot(now),

@@ -198,7 +198,7 @@ pub fn health(s: &StatsSnapshot) -> Result<String, String> {
     let queues = s
         .admission
         .as_ref()
-        .map(status::accept_queue_lines)
+        .map(|a| status::accept_queue_lines(&a.accept_queues))
         .unwrap_or_default();
     upstream_health(s)
         .map(|b| b + &queues)
