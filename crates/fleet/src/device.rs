@@ -8,11 +8,45 @@
 //! record exactly what happened.
 
 use std::fmt;
+use std::time::Duration;
 
 use primitives::{Hash256, Target};
 
+use crate::backoff::Backoff;
+
 /// The devices' time: CLOCK_MONOTONIC (`events::now_ns()` in the shell; any counter in tests).
 pub use primitives::Timestamp;
+
+/// How a device treats its connection, whatever protocol it speaks: how long it waits for the
+/// handshake, for a verdict and for any word from the pool, how it backs off after a close,
+/// and how many shares it keeps awaiting a verdict. Declared once so that both devices (and
+/// the fleet's flags) mean the same by each.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConnectionPolicy {
+    /// Set up (subscribed and authorized, or a channel open) within this long after connecting,
+    /// or the device closes.
+    pub handshake_timeout: Duration,
+    /// A share without a verdict after this long counts as unanswered.
+    pub reply_timeout: Duration,
+    /// Close when the pool sends nothing for this long (ZERO: never).
+    pub silence_timeout: Duration,
+    /// Reconnect delays after a connection fails or closes.
+    pub backoff: Backoff,
+    /// Shares awaiting a verdict at most; beyond it the oldest counts as unanswered.
+    pub max_in_flight: usize,
+}
+
+impl Default for ConnectionPolicy {
+    fn default() -> Self {
+        ConnectionPolicy {
+            handshake_timeout: Duration::from_secs(30),
+            reply_timeout: Duration::from_secs(60),
+            silence_timeout: Duration::ZERO,
+            backoff: Backoff::default(),
+            max_in_flight: 256,
+        }
+    }
+}
 
 /// Why a device wants its connection closed, or why it was closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

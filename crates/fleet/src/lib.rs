@@ -39,7 +39,7 @@ pub mod testpool;
 mod timed_writer;
 
 pub use backoff::Backoff;
-pub use device::{CloseReason, Device, HashOutcome, Observer, Timestamp};
+pub use device::{CloseReason, ConnectionPolicy, Device, HashOutcome, Observer, Timestamp};
 pub use hash_rate::HashRateStep;
 pub use profile::Profile;
 pub use report::FleetReport;

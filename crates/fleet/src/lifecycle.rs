@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::backoff::Backoff;
-use crate::device::{CloseReason, Observer, Rng, Timestamp};
+use crate::device::{CloseReason, ConnectionPolicy, Observer, Rng, Timestamp};
 
 /// Shares found but not yet handed to the transport, at most.
 pub(crate) const MAX_PENDING: usize = 64;
@@ -94,13 +94,13 @@ macro_rules! common_methods {
         /// The connection attempt failed: back off.
         pub fn handle_connect_failed(&mut self, now: Timestamp) {
             self.life
-                .connect_failed(now, &self.shared.config.backoff, &mut self.rng);
+                .connect_failed(now, &self.shared.config.connection.backoff, &mut self.rng);
         }
 
         /// The earliest time [`Self::handle_timeout`] (or a connection attempt) has work to do.
         pub fn poll_timeout(&self) -> Option<Timestamp> {
             self.life.poll_timeout(
-                self.timeouts(),
+                &self.timeouts(),
                 !self.is_ready(),
                 self.in_flight.first().map(|f| f.sent_at),
                 self.last_rx,
@@ -113,19 +113,14 @@ macro_rules! common_methods {
                 return;
             }
             let t = self.timeouts();
-            let expired = Lifecycle::overdue(t, self.in_flight.iter().map(|f| f.sent_at), now);
+            let expired = Lifecycle::overdue(&t, self.in_flight.iter().map(|f| f.sent_at), now);
             $crate::lifecycle::unanswered(self.id, now, self.in_flight.drain(..expired), obs);
             let handshaking = !self.is_ready();
-            self.life.check_timeouts(t, handshaking, self.last_rx, now);
+            self.life.check_timeouts(&t, handshaking, self.last_rx, now);
         }
 
-        fn timeouts(&self) -> Timeouts {
-            let c = &self.shared.config;
-            Timeouts {
-                handshake: c.handshake_timeout,
-                reply: c.reply_timeout,
-                silence: c.silence_timeout,
-            }
+        fn timeouts(&self) -> $crate::device::ConnectionPolicy {
+            self.shared.config.connection
         }
 
         fn request_close(&mut self, reason: CloseReason) {
@@ -159,17 +154,6 @@ pub(crate) use common_methods;
 enum Phase {
     Disconnected { reconnect_at: Timestamp },
     Connected,
-}
-
-/// The limits on a connected device's waits, whatever protocol it speaks.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Timeouts {
-    /// Set up (subscribed and authorized, or a channel open) within this long of connecting.
-    pub(crate) handshake: Duration,
-    /// A share's verdict within this long of sending it.
-    pub(crate) reply: Duration,
-    /// Something from the pool within this long (ZERO: no limit).
-    pub(crate) silence: Duration,
 }
 
 /// Where a device's connection stands, and when it tries again.
@@ -211,7 +195,7 @@ impl Lifecycle {
     /// (sent at `oldest`), the pool's silence since `last_rx`.
     pub(crate) fn poll_timeout(
         &self,
-        t: Timeouts,
+        t: &ConnectionPolicy,
         handshaking: bool,
         oldest: Option<Timestamp>,
         last_rx: Timestamp,
@@ -220,9 +204,9 @@ impl Lifecycle {
             return self.reconnect_at();
         }
         [
-            handshaking.then(|| self.connected_at + t.handshake),
-            oldest.map(|sent| sent + t.reply),
-            (!t.silence.is_zero()).then(|| last_rx + t.silence),
+            handshaking.then(|| self.connected_at + t.handshake_timeout),
+            oldest.map(|sent| sent + t.reply_timeout),
+            (!t.silence_timeout.is_zero()).then(|| last_rx + t.silence_timeout),
         ]
         .into_iter()
         .flatten()
@@ -232,26 +216,26 @@ impl Lifecycle {
     /// How many of the shares sent at `sent` (oldest first) are past their verdict's deadline
     /// at `now`.
     pub(crate) fn overdue(
-        t: Timeouts,
+        t: &ConnectionPolicy,
         sent: impl Iterator<Item = Timestamp>,
         now: Timestamp,
     ) -> usize {
-        sent.take_while(|at| *at + t.reply <= now).count()
+        sent.take_while(|at| *at + t.reply_timeout <= now).count()
     }
 
     /// Asks for a close ([`CloseReason::Timeout`]) when, at `now`, the handshake (while
     /// `handshaking`) or the pool's silence since `last_rx` has run past its limit.
     pub(crate) fn check_timeouts(
         &mut self,
-        t: Timeouts,
+        t: &ConnectionPolicy,
         handshaking: bool,
         last_rx: Timestamp,
         now: Timestamp,
     ) {
-        if handshaking && self.connected_at + t.handshake <= now {
+        if handshaking && self.connected_at + t.handshake_timeout <= now {
             self.request_close(CloseReason::Timeout);
         }
-        if !t.silence.is_zero() && last_rx + t.silence <= now {
+        if !t.silence_timeout.is_zero() && last_rx + t.silence_timeout <= now {
             self.request_close(CloseReason::Timeout);
         }
     }

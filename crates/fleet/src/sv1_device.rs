@@ -34,13 +34,12 @@ use primitives::{
 };
 use sv1::{error_code, Envelope, Method, Value};
 
-use crate::backoff::Backoff;
 use crate::device::{
-    decimal, CloseReason, HashOutcome, JobIdBuf, JobView, Observer, Rng, SentShare, ShareReply,
-    ShareVerdict, Timestamp,
+    decimal, CloseReason, ConnectionPolicy, HashOutcome, JobIdBuf, JobView, Observer, Rng,
+    SentShare, ShareReply, ShareVerdict, Timestamp,
 };
 use crate::grind::{deposit_bits, Nonces, ShareTarget};
-use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
+use crate::lifecycle::{common_methods, track, InFlight, Lifecycle};
 pub use crate::profile::Profile;
 
 /// Settings every device of one kind shares.
@@ -63,16 +62,8 @@ pub struct Sv1Config {
     /// Nonces hashed per midstate before the version bits roll (with a mask) or extranonce2
     /// advances (without). At most 2^32.
     pub nonces_per_midstate: u64,
-    /// Subscribed and authorized within this long after connecting, or the device closes.
-    pub handshake_timeout: Duration,
-    /// A share without a verdict after this long counts as unanswered.
-    pub reply_timeout: Duration,
-    /// Close when the pool sends nothing for this long (ZERO: never).
-    pub silence_timeout: Duration,
-    /// Reconnect delays after a connection fails or closes.
-    pub backoff: Backoff,
-    /// Shares awaiting a verdict at most; beyond it the oldest counts as unanswered.
-    pub max_in_flight: usize,
+    /// Timeouts, backoff and shares in flight, as every device has them.
+    pub connection: ConnectionPolicy,
     /// The `mining.subscribe` user agent.
     pub user_agent: String,
 }
@@ -87,11 +78,7 @@ impl Default for Sv1Config {
             extranonce_subscribe: false,
             version_mask: None,
             nonces_per_midstate: 1 << 12,
-            handshake_timeout: Duration::from_secs(30),
-            reply_timeout: Duration::from_secs(60),
-            silence_timeout: Duration::ZERO,
-            backoff: Backoff::default(),
-            max_in_flight: 256,
+            connection: ConnectionPolicy::default(),
             user_agent: concat!("stratumlab-fleet/", env!("CARGO_PKG_VERSION")).into(),
         }
     }
@@ -440,7 +427,7 @@ impl Sv1Device {
         self.abandon_shares(now, obs);
         // Asked to come back: after the pool's wait.
         let wait = self.reconnect_wait.take().unwrap_or_default();
-        let backoff = self.shared.config.backoff;
+        let backoff = self.shared.config.connection.backoff;
         self.life
             .closed(now, reason, self.ready, wait, &backoff, &mut self.rng);
         self.pending_tx = 0;
@@ -527,7 +514,7 @@ impl Sv1Device {
                     nonce: f.nonce,
                     difficulty: f.difficulty,
                 };
-                let max = self.shared.config.max_in_flight;
+                let max = self.shared.config.connection.max_in_flight;
                 track(&mut self.in_flight, max, self.id, share, obs);
             }
             self.pending = pending;

@@ -49,13 +49,12 @@ use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::messages::{Common, DecodeError, EncodeError, Message, Mining, Sv2Message};
 use sv2::noise::{extension_type, Frame, NoiseError, NoiseInitiator};
 
-use crate::backoff::Backoff;
 use crate::device::{
-    decimal, CloseReason, Device, HashOutcome, Observer, Rng, StandardJobView, StandardShareReply,
-    StandardShareView, Timestamp,
+    decimal, CloseReason, ConnectionPolicy, Device, HashOutcome, Observer, Rng, StandardJobView,
+    StandardShareReply, StandardShareView, Timestamp,
 };
 use crate::grind::{deposit_bits, Nonces, ShareTarget};
-use crate::lifecycle::{common_methods, track, InFlight, Lifecycle, Timeouts};
+use crate::lifecycle::{common_methods, track, InFlight, Lifecycle};
 use crate::profile::{Profile, BIP320_MASK};
 
 /// Settings every SV2 device of one kind shares.
@@ -79,16 +78,8 @@ pub struct Sv2Config {
     pub endpoint: Option<SocketAddr>,
     /// Nonces hashed per midstate before the version bits roll (when they may). At most 2^32.
     pub nonces_per_midstate: u64,
-    /// The channel is open within this long after connecting, or the device closes.
-    pub handshake_timeout: Duration,
-    /// A share without a verdict after this long counts as unanswered.
-    pub reply_timeout: Duration,
-    /// Close when the pool sends nothing for this long (ZERO: never).
-    pub silence_timeout: Duration,
-    /// Reconnect delays after a connection fails or closes.
-    pub backoff: Backoff,
-    /// Shares awaiting a verdict at most; beyond it the oldest counts as unanswered.
-    pub max_in_flight: usize,
+    /// Timeouts, backoff and shares in flight, as every device has them.
+    pub connection: ConnectionPolicy,
     /// Largest frame accepted from the pool, on the wire.
     pub max_frame_bytes: usize,
     /// `SetupConnection.firmware`.
@@ -106,11 +97,7 @@ impl Default for Sv2Config {
             max_target: Target::MAX,
             endpoint: None,
             nonces_per_midstate: 1 << 12,
-            handshake_timeout: Duration::from_secs(30),
-            reply_timeout: Duration::from_secs(60),
-            silence_timeout: Duration::ZERO,
-            backoff: Backoff::default(),
-            max_in_flight: 256,
+            connection: ConnectionPolicy::default(),
             max_frame_bytes: 64 * 1024,
             firmware: concat!("stratumlab-fleet/", env!("CARGO_PKG_VERSION")).into(),
         }
@@ -489,7 +476,7 @@ impl Sv2Device {
     pub fn handle_closed<O: Observer>(&mut self, now: Timestamp, reason: CloseReason, obs: &mut O) {
         self.abandon_shares(now, obs);
         // Asked to come back: to the same pool, at once (SV2's Reconnect names no wait).
-        let backoff = self.shared.config.backoff;
+        let backoff = self.shared.config.connection.backoff;
         let was_open = self.step == Step::Open;
         self.life.closed(
             now,
@@ -606,7 +593,7 @@ impl Sv2Device {
                 };
                 track(
                     &mut self.in_flight,
-                    s.config.max_in_flight,
+                    s.config.connection.max_in_flight,
                     self.id,
                     share,
                     obs,

@@ -10,7 +10,7 @@ use common::at;
 use common::{handshake, parse_submit, set_difficulty, take_lines, PoolJob};
 use events::{EventKind, EventSink, JobId, Perspective, Reason, Verdict};
 use fleet::stats::{LiveStats, Tally};
-use fleet::{Profile, Sv1Config, Sv1Device, Sv1Shared};
+use fleet::{ConnectionPolicy, Profile, Sv1Config, Sv1Device, Sv1Shared};
 use primitives::Difficulty;
 
 const EN1: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
@@ -25,7 +25,10 @@ fn jobs_targets_shares_and_verdicts_become_events() {
     };
     let shared = Sv1Shared::new(Sv1Config {
         profile: Profile::Asic,
-        reply_timeout: Duration::from_secs(5),
+        connection: ConnectionPolicy {
+            reply_timeout: Duration::from_secs(5),
+            ..ConnectionPolicy::default()
+        },
         ..Sv1Config::default()
     })
     .unwrap();

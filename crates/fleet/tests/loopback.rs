@@ -118,7 +118,7 @@ async fn devices_come_back_after_the_pool_drops_them() {
     let pool = TestPool::start(TestPoolConfig::default()).await.unwrap();
     let (_dir, events_path, sink, _) = common::event_file();
     let mut c = fleet_config(pool.addr(), devices);
-    c.device.backoff = Backoff {
+    c.device.connection.backoff = Backoff {
         base: Duration::from_secs(1),
         max: Duration::from_secs(2),
     };

@@ -13,7 +13,7 @@ use common::sv2::{
     GROUP,
 };
 use events::{Reason, Verdict};
-use fleet::{CloseReason, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
+use fleet::{CloseReason, ConnectionPolicy, Profile, Sv2Config, Sv2Device, Sv2Shared, Timestamp};
 use primitives::{Difficulty, Target};
 use sv2::messages::common::{
     mining_flags, protocol, Reconnect, SetupConnectionError, PROTOCOL_VERSION,
@@ -38,8 +38,11 @@ fn device_with(profile: Profile, f: impl FnOnce(&mut Sv2Config)) -> Sv2Device {
     let mut c = Sv2Config {
         profile,
         nonces_per_midstate: 64,
-        reply_timeout: Duration::from_secs(5),
-        handshake_timeout: Duration::from_secs(3),
+        connection: ConnectionPolicy {
+            reply_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(3),
+            ..ConnectionPolicy::default()
+        },
         endpoint: Some("127.0.0.1:34255".parse().unwrap()),
         ..Sv2Config::default()
     };

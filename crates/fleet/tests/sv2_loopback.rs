@@ -156,7 +156,7 @@ async fn devices_follow_reconnect_and_come_back_after_being_dropped() {
     // optimized, several in a test build.
     let devices = 100;
     let mut c = fleet_config(pool.addr(), devices, Profile::Bitaxe);
-    c.sv2.backoff = Backoff {
+    c.sv2.connection.backoff = Backoff {
         base: Duration::from_millis(500),
         max: Duration::from_secs(1),
     };

@@ -23,7 +23,10 @@ use serde::{Deserialize, Serialize};
 use events::EventSink;
 use fleet::stats::LiveStats;
 use fleet::sv2_device::parse_authority_key;
-use fleet::{Backoff, Fleet, FleetConfig, HashRateStep, Profile, Protocol, Sv1Config, Sv2Config};
+use fleet::{
+    Backoff, ConnectionPolicy, Fleet, FleetConfig, HashRateStep, Profile, Protocol, Sv1Config,
+    Sv2Config,
+};
 use primitives::HashRate;
 
 use crate::config::{self, Dur};
@@ -118,13 +121,13 @@ pub struct FleetArgs {
     #[arg(long, default_value = "0")]
     pub first_device_id: u64,
     /// First reconnect delay ceiling; doubles per failure, with jitter.
-    #[arg(long, default_value_t = Dur(Sv1Config::default().backoff.base))]
+    #[arg(long, default_value_t = Dur(ConnectionPolicy::default().backoff.base))]
     pub reconnect_base: Dur,
     /// Longest reconnect delay.
-    #[arg(long, default_value_t = Dur(Sv1Config::default().backoff.max))]
+    #[arg(long, default_value_t = Dur(ConnectionPolicy::default().backoff.max))]
     pub reconnect_max: Dur,
     /// A share without a verdict after this long counts as unanswered.
-    #[arg(long, default_value_t = Dur(Sv1Config::default().reply_timeout))]
+    #[arg(long, default_value_t = Dur(ConnectionPolicy::default().reply_timeout))]
     pub reply_timeout: Dur,
 }
 
@@ -148,9 +151,13 @@ impl FleetArgs {
         c.seed = self.seed;
         c.first_device_id = self.first_device_id;
         c.pool_pid = self.pool_pid;
-        let backoff = Backoff {
-            base: self.reconnect_base.0.max(Duration::from_millis(1)),
-            max: self.reconnect_max.0.max(self.reconnect_base.0),
+        let connection = ConnectionPolicy {
+            backoff: Backoff {
+                base: self.reconnect_base.0.max(Duration::from_millis(1)),
+                max: self.reconnect_max.0.max(self.reconnect_base.0),
+            },
+            reply_timeout: self.reply_timeout.0,
+            ..ConnectionPolicy::default()
         };
         c.device = Sv1Config {
             profile: self.profile,
@@ -161,8 +168,7 @@ impl FleetArgs {
             password: self.password.clone(),
             suggest_difficulty: self.suggest_difficulty,
             extranonce_subscribe: self.extranonce_subscribe,
-            backoff,
-            reply_timeout: self.reply_timeout.0,
+            connection,
             ..Sv1Config::default()
         };
         if self.protocol == Protocol::Sv2 {
@@ -175,8 +181,7 @@ impl FleetArgs {
                 )?)
                 .context("--authority-key")?,
                 nominal_hash_rate: self.nominal_hash_rate.map(|r| r.0.hashes_per_sec()),
-                backoff,
-                reply_timeout: self.reply_timeout.0,
+                connection,
                 ..Sv2Config::default()
             };
         }

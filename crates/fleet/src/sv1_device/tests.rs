@@ -1,6 +1,7 @@
 //! The device driven by a scripted pool: no sockets, no clock but the numbers we pass.
 
 use super::*;
+use crate::backoff::Backoff;
 use crate::grind::deposit_bits;
 use primitives::coinbase_merkle_branch;
 use sv1::Submit;
@@ -63,9 +64,12 @@ fn config(profile: Profile) -> Sv1Config {
     Sv1Config {
         profile,
         worker_prefix: "bc1qlab.rig".into(),
-        backoff: Backoff {
-            base: Duration::from_millis(500),
-            max: Duration::from_secs(30),
+        connection: ConnectionPolicy {
+            backoff: Backoff {
+                base: Duration::from_millis(500),
+                max: Duration::from_secs(30),
+            },
+            ..ConnectionPolicy::default()
         },
         ..Sv1Config::default()
     }
@@ -585,7 +589,7 @@ fn verdicts_are_matched_to_their_shares_with_latency_and_code() {
 fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
     let job = TestJob::new(4, 8, 1);
     let mut cfg = config(Profile::Asic);
-    cfg.reply_timeout = Duration::from_secs(5);
+    cfg.connection.reply_timeout = Duration::from_secs(5);
     let mut rec = Recorder::default();
     let mut dev = ready_with_job(cfg.clone(), &job, "0.0000001", &mut rec);
     while dev.pending_shares() == 0 {
@@ -616,7 +620,7 @@ fn unanswered_shares_time_out_and_a_silent_handshake_closes() {
 #[test]
 fn reconnect_backoff_grows_within_bounds_and_resets_after_a_good_session() {
     let cfg = config(Profile::Asic);
-    let b = cfg.backoff;
+    let b = cfg.connection.backoff;
     let mut rec = Recorder::default();
     let mut dev = device(cfg, 9);
     let mut now = 0;
