@@ -2005,16 +2005,34 @@ enum MayWrite {
     Only(Vec<DeviceId>),
 }
 
-/// What the steps both worlds take alike touch of a world's state.
-struct Parts<'a, C> {
-    t: &'a mut C,
-    now: &'a mut Timestamp,
+/// What both worlds hold alike: the state the steps both take alike touch.
+struct Common<C> {
+    t: C,
+    config: TranslatorConfig,
+    now: Timestamp,
     /// The devices connected, in the order they connected.
-    devices: &'a mut Vec<Dev>,
+    devices: Vec<Dev>,
     /// The last device id handed out (0 before the first).
-    last_id: &'a mut u64,
+    last_id: u64,
     /// Numbers the devices' request ids.
-    next_request: &'a mut u64,
+    next_request: u64,
+    /// Whether an upstream connection is up.
+    connected: bool,
+}
+
+impl<C: Mode> Common<C> {
+    /// A world's start: the core `t` just connected upstream at [`T0`], no device yet.
+    fn new(t: C, config: TranslatorConfig) -> Self {
+        Common {
+            t,
+            config,
+            now: T0,
+            devices: Vec::new(),
+            last_id: 0,
+            next_request: 1,
+            connected: true,
+        }
+    }
 }
 
 /// A world a script drives, in either mode. The devices', the clock's and the connection's
@@ -2026,9 +2044,9 @@ trait Harness {
     type Core: Mode;
 
     /// The state the shared steps touch.
-    fn parts(&mut self) -> Parts<'_, Self::Core>;
-    /// Whether an upstream connection is up.
-    fn connected(&self) -> bool;
+    fn common(&self) -> &Common<Self::Core>;
+    /// The same, to change.
+    fn common_mut(&mut self) -> &mut Common<Self::Core>;
     /// `f` on device `i` and the context of the checks on its side.
     fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R;
     /// After a step: events, upstream messages and every device's output, checked; devices
@@ -2056,7 +2074,7 @@ trait Harness {
 
     /// The device the high nibble of `b` picks, if any is connected.
     fn dev_index(&mut self, b: u8) -> Option<usize> {
-        let n = self.parts().devices.len();
+        let n = self.common().devices.len();
         (n != 0).then(|| usize::from(b >> 4) % n)
     }
 
@@ -2065,19 +2083,19 @@ trait Harness {
         let b = input.u8();
         match (b & 0x0f) % op::COUNT {
             op::CONNECT => {
-                let p = self.parts();
+                let p = self.common_mut();
                 if p.devices.len() < MAX_DEVICES {
-                    let id = Mode::device_connected(p.t, *p.now);
-                    assert!(id.0 > *p.last_id, "device id {id:?} not fresh");
-                    *p.last_id = id.0;
+                    let id = Mode::device_connected(&mut p.t, p.now);
+                    assert!(id.0 > p.last_id, "device id {id:?} not fresh");
+                    p.last_id = id.0;
                     p.devices.push(Dev::new(id));
                 }
                 self.settle(None, None, MayWrite::Only(Vec::new()));
             }
             op::LINE => {
                 let Some(i) = self.dev_index(b) else { return };
-                let p = self.parts();
-                let (line, sent) = build_line(&p.devices[i], p.next_request, input);
+                let p = self.common_mut();
+                let (line, sent) = build_line(&p.devices[i], &mut p.next_request, input);
                 self.send_line(i, &line, sent);
             }
             op::RAW_LINE => {
@@ -2088,32 +2106,32 @@ trait Harness {
             }
             op::CLOSE => {
                 let Some(i) = self.dev_index(b) else { return };
-                let id = self.parts().devices[i].id;
+                let id = self.common().devices[i].id;
                 self.close_device(i);
-                let p = self.parts();
-                assert!(Mode::device_mut(p.t, id).is_none());
+                let p = self.common_mut();
+                assert!(Mode::device_mut(&mut p.t, id).is_none());
                 assert!(
-                    Mode::device_line(p.t, id, b"{}", *p.now).is_none(),
+                    Mode::device_line(&mut p.t, id, b"{}", p.now).is_none(),
                     "a closed device's line handled"
                 );
                 self.settle(None, None, MayWrite::Only(Vec::new()));
             }
             op::UPSTREAM => {
-                if !self.connected() {
+                if !self.common().connected {
                     return;
                 }
                 let kind = input.u8() % up::COUNT;
                 self.upstream(kind, input);
             }
             op::UPSTREAM_RAW => {
-                if self.connected() {
+                if self.common().connected {
                     self.upstream_raw(input);
                 }
             }
             op::TICK => {
-                let p = self.parts();
-                *p.now = p.now.plus_millis(clock_step(input.u8()));
-                let ticked = Mode::handle_tick(p.t, *p.now);
+                let p = self.common_mut();
+                p.now = p.now.plus_millis(clock_step(input.u8()));
+                let ticked = Mode::handle_tick(&mut p.t, p.now);
                 for id in &ticked {
                     assert!(
                         p.devices.iter().any(|d| d.id == *id),
@@ -2124,20 +2142,20 @@ trait Harness {
                 self.ticked();
             }
             op::LOST => {
-                if self.connected() {
+                if self.common().connected {
                     self.lose();
                 }
             }
             op::CONNECTED => {
-                if !self.connected() {
+                if !self.common().connected {
                     self.reconnect();
                 }
             }
             _ => {
                 let Some(i) = self.dev_index(b) else { return };
-                let p = self.parts();
+                let p = self.common_mut();
                 let id = p.devices[i].id;
-                if let Some(d) = Mode::device_mut(p.t, id) {
+                if let Some(d) = Mode::device_mut(&mut p.t, id) {
                     d.line_too_long();
                 }
                 self.settle(None, None, MayWrite::Only(vec![id]));
@@ -2147,18 +2165,18 @@ trait Harness {
 
     /// Device `i` sends `line` (one over the limit overflows, as the shell's reader reports).
     fn send_line(&mut self, i: usize, line: &[u8], sent: Sent) {
-        let p = self.parts();
+        let p = self.common_mut();
         let id = p.devices[i].id;
         if line.len() > LINE_CAP {
-            if let Some(d) = Mode::device_mut(p.t, id) {
+            if let Some(d) = Mode::device_mut(&mut p.t, id) {
                 d.line_too_long();
             }
             self.settle(None, None, MayWrite::Only(vec![id]));
             return;
         }
         p.devices[i].sending(&sent);
-        let outcome =
-            Mode::device_line(p.t, id, line, *p.now).expect("a connected device's line is handled");
+        let outcome = Mode::device_line(&mut p.t, id, line, p.now)
+            .expect("a connected device's line is handled");
         self.settle(
             Some((i, sent, line.len())),
             Some(outcome),
@@ -2177,9 +2195,9 @@ trait Harness {
         verdict: Option<Result<(), i64>>,
         got: &mut HashMap<u64, usize>,
     ) {
-        let p = self.parts();
+        let p = self.common_mut();
         let id = p.devices[i].id;
-        let Some(device) = Mode::device_mut(p.t, id) else {
+        let Some(device) = Mode::device_mut(&mut p.t, id) else {
             panic!("device {id:?} connected but unknown to the core");
         };
         let extranonce = device.extranonce();
@@ -2202,10 +2220,10 @@ trait Harness {
     /// Devices that want to be closed are closed, as the shell closes them.
     fn close_wanting(&mut self) {
         let mut i = 0;
-        while i < self.parts().devices.len() {
-            let p = self.parts();
+        while i < self.common().devices.len() {
+            let p = self.common_mut();
             let id = p.devices[i].id;
-            if Mode::device_mut(p.t, id)
+            if Mode::device_mut(&mut p.t, id)
                 .and_then(|d| d.wants_close())
                 .is_some()
             {
@@ -2225,10 +2243,10 @@ trait Harness {
             }
             self.step(input);
         }
-        if self.connected() {
+        if self.common().connected {
             self.lose();
         }
-        while !self.parts().devices.is_empty() {
+        while !self.common().devices.is_empty() {
             self.close_device(0);
         }
     }
@@ -2303,17 +2321,10 @@ fn forwarded_once<S>(
 // ---- The world -----------------------------------------------------------------------------
 
 struct World<P: PoolSide> {
-    t: Translator<P::U>,
+    c: Common<Translator<P::U>>,
     pool: P,
-    config: TranslatorConfig,
-    now: Timestamp,
-    devices: Vec<Dev>,
-    /// The last device id handed out.
-    last_id: u64,
-    connected: bool,
     /// Shares in flight, in sequence order.
     flights: VecDeque<Flight>,
-    next_request: u64,
     /// The upstream failed this step (the shell fails over).
     fail_over: bool,
     /// The sequence number of the last share forwarded.
@@ -2325,15 +2336,9 @@ impl<P: PoolSide> World<P> {
         let mut t = Translator::with_uplink(config.clone(), P::U::default(), T0);
         Mode::upstream_connected(&mut t, T0);
         let mut w = World {
-            t,
+            c: Common::new(t, config),
             pool: P::new(),
-            config,
-            now: T0,
-            devices: Vec::new(),
-            last_id: 0,
-            connected: true,
             flights: VecDeque::new(),
-            next_request: 1,
             fail_over: false,
             last_seq: None,
         };
@@ -2356,7 +2361,7 @@ impl<P: PoolSide> World<P> {
         else {
             return;
         };
-        let dev = &self.devices[line_dev.expect("a device's line")];
+        let dev = &self.c.devices[line_dev.expect("a device's line")];
         let pool_open = self.pool.is_open();
         let should = pool_open && (self.pool.target().is_met_by(&share.hash.0) || is_block);
         let Some((seq, sub)) = forwarded_once(
@@ -2393,7 +2398,7 @@ impl<P: PoolSide> World<P> {
     fn check_verdicts(&mut self, events: &[Event]) {
         let mut expected: Vec<(u32, DeviceId, UpstreamVerdict)> = Vec::new();
         // The window: forwarding pushed the oldest out, unanswered.
-        while self.flights.len() > self.config.max_in_flight.max(1) {
+        while self.flights.len() > self.c.config.max_in_flight.max(1) {
             let f = self.flights.pop_front().expect("over full");
             expected.push((f.seq, f.device, UpstreamVerdict::Unanswered));
         }
@@ -2401,7 +2406,7 @@ impl<P: PoolSide> World<P> {
             apply_verdict(&mut self.flights, &v, &mut expected);
         }
         let closed = events.iter().any(|e| matches!(e, Event::ChannelClosed(_)));
-        let lost = !self.connected;
+        let lost = !self.c.connected;
         if closed || lost {
             for f in self.flights.drain(..) {
                 expected.push((f.seq, f.device, UpstreamVerdict::Unanswered));
@@ -2416,20 +2421,24 @@ impl<P: PoolSide> World<P> {
     /// What holds whatever the step.
     fn check_state(&mut self) {
         assert_eq!(
-            Mode::in_flight(&self.t),
+            Mode::in_flight(&self.c.t),
             self.flights.len(),
             "shares in flight"
         );
-        assert!(self.flights.len() <= self.config.max_in_flight.max(1));
-        let rate = Mode::nominal_hash_rate(&self.t);
+        assert!(self.flights.len() <= self.c.config.max_in_flight.max(1));
+        let rate = Mode::nominal_hash_rate(&self.c.t);
         assert!(
             rate.is_finite() && rate >= 0.0 && rate.is_sign_positive(),
             "nominal hash rate {rate}"
         );
-        assert_eq!(self.t.devices().count(), self.devices.len(), "devices held");
+        assert_eq!(
+            self.c.t.devices().count(),
+            self.c.devices.len(),
+            "devices held"
+        );
         let mut values = HashSet::new();
-        for d in self.t.devices() {
-            assert!(self.devices.iter().any(|m| m.id == d.id()));
+        for d in self.c.t.devices() {
+            assert!(self.c.devices.iter().any(|m| m.id == d.id()));
             if let Some(e) = d.extranonce() {
                 assert!(
                     values.insert(e.value()),
@@ -2444,31 +2453,25 @@ impl<P: PoolSide> World<P> {
 impl<P: PoolSide> Harness for World<P> {
     type Core = Translator<P::U>;
 
-    fn parts(&mut self) -> Parts<'_, Self::Core> {
-        Parts {
-            t: &mut self.t,
-            now: &mut self.now,
-            devices: &mut self.devices,
-            last_id: &mut self.last_id,
-            next_request: &mut self.next_request,
-        }
+    fn common(&self) -> &Common<Self::Core> {
+        &self.c
     }
 
-    fn connected(&self) -> bool {
-        self.connected
+    fn common_mut(&mut self) -> &mut Common<Self::Core> {
+        &mut self.c
     }
 
     fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R {
         let view = Aggregated {
             pool: &self.pool,
-            t: &self.t,
+            t: &self.c.t,
         };
         let cx = Cx {
-            now: self.now,
-            config: &self.config,
+            now: self.c.now,
+            config: &self.c.config,
             view: &view,
         };
-        f(&mut self.devices[i], &cx)
+        f(&mut self.c.devices[i], &cx)
     }
 
     /// Aggregated mode names no reach (`may`): any device may have been written to.
@@ -2479,19 +2482,19 @@ impl<P: PoolSide> Harness for World<P> {
         _may: MayWrite,
     ) {
         let mut events = Vec::new();
-        while let Some(t) = Mode::poll_event(&mut self.t) {
+        while let Some(t) = Mode::poll_event(&mut self.c.t) {
             events.push(t.event);
         }
         assert!(
-            events.len() <= 8 + 3 * self.devices.len() + self.flights.len(),
+            events.len() <= 8 + 3 * self.c.devices.len() + self.flights.len(),
             "{} events in one step",
             events.len()
         );
         let mut submissions = Vec::new();
         let mut upstream = 0;
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.c.t) {
             upstream += 1;
-            submissions.extend(self.pool.sent(m, &self.config));
+            submissions.extend(self.pool.sent(m, &self.c.config));
         }
         assert!(
             upstream <= STEP_UPSTREAM,
@@ -2524,7 +2527,7 @@ impl<P: PoolSide> Harness for World<P> {
             })
             .collect();
         let mut got: HashMap<u64, usize> = HashMap::new();
-        for i in 0..self.devices.len() {
+        for i in 0..self.c.devices.len() {
             self.read_device(i, &line, &MayWrite::Anyone, verdict, &mut got);
         }
         for (wire, _clean, devices) in &job_sent {
@@ -2541,7 +2544,7 @@ impl<P: PoolSide> Harness for World<P> {
                 e,
                 Event::ChannelClosed(_) | Event::ChannelOpenFailed(_) | Event::Layout(_)
             )
-        }) && self.connected
+        }) && self.c.connected
         {
             self.fail_over = true;
         }
@@ -2555,32 +2558,32 @@ impl<P: PoolSide> Harness for World<P> {
     }
 
     fn close_device(&mut self, i: usize) {
-        let d = self.devices.remove(i);
-        Mode::device_closed(&mut self.t, d.id);
+        let d = self.c.devices.remove(i);
+        Mode::device_closed(&mut self.c.t, d.id);
     }
 
     fn upstream(&mut self, kind: u8, input: &mut Input<'_>) {
         let flights: Vec<Flight> = self.flights.iter().copied().collect();
         if let Some(m) = self.pool.message(kind, input, &flights) {
-            Mode::upstream_message(&mut self.t, m, self.now);
+            Mode::upstream_message(&mut self.c.t, m, self.c.now);
         }
         self.settle(None, None, MayWrite::Anyone);
     }
 
     fn upstream_raw(&mut self, input: &mut Input<'_>) {
         if let Some(m) = self.pool.raw(input) {
-            Mode::upstream_message(&mut self.t, m, self.now);
+            Mode::upstream_message(&mut self.c.t, m, self.c.now);
         }
         self.settle(None, None, MayWrite::Anyone);
     }
 
     fn lose(&mut self) {
-        self.connected = false;
-        Mode::upstream_lost(&mut self.t, self.now);
+        self.c.connected = false;
+        Mode::upstream_lost(&mut self.c.t, self.c.now);
         self.pool.lost();
         self.settle(None, None, MayWrite::Anyone);
         assert_eq!(
-            Mode::in_flight(&self.t),
+            Mode::in_flight(&self.c.t),
             0,
             "shares in flight after the upstream was lost"
         );
@@ -2588,9 +2591,9 @@ impl<P: PoolSide> Harness for World<P> {
     }
 
     fn reconnect(&mut self) {
-        self.connected = true;
+        self.c.connected = true;
         self.pool.connected();
-        Mode::upstream_connected(&mut self.t, self.now);
+        Mode::upstream_connected(&mut self.c.t, self.c.now);
         self.settle(None, None, MayWrite::Anyone);
     }
 }
@@ -2788,7 +2791,7 @@ fn submit_line(s: &SubmitLine) -> Vec<u8> {
 fn run<P: PoolSide>(config: TranslatorConfig, input: &mut Input<'_>) {
     let mut w = World::<P>::new(config);
     w.play(input);
-    assert_eq!(w.t.devices().count(), 0);
+    assert_eq!(w.c.t.devices().count(), 0);
 }
 
 /// One input: see the module documentation. Never panics unless an invariant breaks.

@@ -153,14 +153,8 @@ impl View for Channels<'_> {
 type Settled = (u32, u32, DeviceId, UpstreamVerdict);
 
 struct World {
-    t: PerDevice,
-    config: TranslatorConfig,
+    c: Common<PerDevice>,
     timeout_ms: u64,
-    now: Timestamp,
-    devices: Vec<Dev>,
-    last_id: u64,
-    next_rpc: u64,
-    connected: bool,
     /// When the pool last sent anything on this connection.
     heard: Option<Timestamp>,
     requests: BTreeMap<u32, Request>,
@@ -199,14 +193,8 @@ impl World {
         assert_eq!(Mode::channel_mode(&t), crate::ChannelMode::PerDevice);
         Mode::upstream_connected(&mut t, T0);
         let mut w = World {
-            t,
-            config,
+            c: Common::new(t, config),
             timeout_ms: timeout.as_millis() as u64,
-            now: T0,
-            devices: Vec::new(),
-            last_id: 0,
-            next_rpc: 1,
-            connected: true,
             heard: None,
             requests: BTreeMap::new(),
             used_requests: HashSet::new(),
@@ -252,9 +240,9 @@ impl World {
 
     /// An upstream message to the core; the devices it may reach are those the core names.
     fn deliver(&mut self, m: Mining) {
-        self.heard = Some(self.now);
+        self.heard = Some(self.c.now);
         let name = m.name();
-        let reach = Mode::upstream_message(&mut self.t, m, self.now);
+        let reach = Mode::upstream_message(&mut self.c.t, m, self.c.now);
         if let Some(want) = self.reach.take() {
             assert_eq!(reach, want, "the reach of {name}");
         }
@@ -262,7 +250,7 @@ impl World {
             Reach::Nobody => MayWrite::Only(Vec::new()),
             Reach::Device(id) => {
                 assert!(
-                    self.devices.iter().any(|d| d.id == id),
+                    self.c.devices.iter().any(|d| d.id == id),
                     "reach names device {id:?}, not connected"
                 );
                 MayWrite::Only(vec![id])
@@ -520,7 +508,7 @@ impl World {
             1 => GROUPS[1],
             _ => 0,
         };
-        let usable = size >= self.config.min_extranonce2_size.max(1);
+        let usable = size >= self.c.config.min_extranonce2_size.max(1);
         // An id closed earlier on this connection, reused: only for a request still wanted,
         // whose answer ends the old channel (its shares settled, unanswered) whether the
         // new one is usable or not.
@@ -594,7 +582,7 @@ impl World {
         encodes_back(&m);
         match m {
             Mining::OpenExtendedMiningChannel(o) => {
-                assert!(self.connected, "a channel asked for with no connection");
+                assert!(self.c.connected, "a channel asked for with no connection");
                 let n: u64 = o
                     .user_identity
                     .strip_prefix("farm.miner")
@@ -602,7 +590,7 @@ impl World {
                     .unwrap_or_else(|| panic!("channel identity {}", o.user_identity));
                 let device = DeviceId(n);
                 assert!(
-                    self.devices.iter().any(|d| d.id == device),
+                    self.c.devices.iter().any(|d| d.id == device),
                     "a channel asked for device {n}, not connected"
                 );
                 assert!(
@@ -616,7 +604,7 @@ impl World {
                 );
                 assert_eq!(
                     usize::from(o.min_extranonce_size),
-                    self.config.min_extranonce2_size,
+                    self.c.config.min_extranonce2_size,
                     "a device takes its channel's whole extranonce"
                 );
                 assert!(o.nominal_hash_rate >= 0.0 && o.nominal_hash_rate.is_finite());
@@ -624,7 +612,7 @@ impl World {
                     o.request_id,
                     Request {
                         device,
-                        asked: self.now,
+                        asked: self.c.now,
                         abandoned: None,
                     },
                 );
@@ -635,7 +623,7 @@ impl World {
             }
             Mining::SubmitSharesExtended(s) => {
                 let c = self.open_chan(s.channel_id, "a share on");
-                let hash = submission_hash(&s, &c.held.jobs, c.size, &self.config);
+                let hash = submission_hash(&s, &c.held.jobs, c.size, &self.c.config);
                 subs.push((s.channel_id, s.sequence_number, hash));
             }
             Mining::CloseChannel(c) => closes.push((c.channel_id, c.reason_code)),
@@ -652,7 +640,7 @@ impl World {
                     assert_eq!(code, REASON_SILENT, "a connection-wide refusal");
                     let silent = self.requests.values().any(|r| {
                         r.abandoned.is_none()
-                            && self.now.millis_since(r.asked) > self.timeout_ms
+                            && self.c.now.millis_since(r.asked) > self.timeout_ms
                             && self.heard.is_none_or(|h| h < r.asked)
                     });
                     assert!(
@@ -671,7 +659,7 @@ impl World {
                         .expect("a request given up that was not pending");
                     let r = self.requests.get_mut(&rid).expect("pending");
                     assert!(
-                        self.now.millis_since(r.asked) > self.timeout_ms,
+                        self.c.now.millis_since(r.asked) > self.timeout_ms,
                         "a request given up before its time"
                     );
                     assert!(
@@ -686,7 +674,7 @@ impl World {
                 }
                 (_, Scope::Device(id)) => {
                     assert!(
-                        self.devices.iter().any(|d| d.id == id)
+                        self.c.devices.iter().any(|d| d.id == id)
                             || matches!(t.event, Event::UpstreamResult(_)),
                         "an event for device {id:?}, not connected"
                     );
@@ -708,7 +696,7 @@ impl World {
         let Some((share, is_block)) = accepted_share(outcome, &forwarded, !subs.is_empty()) else {
             return;
         };
-        let dev = self.devices[line_dev.expect("a device's line")].id;
+        let dev = self.c.devices[line_dev.expect("a device's line")].id;
         let chan = self.open_chan_of(dev);
         let should =
             chan.is_some_and(|c| self.chans[&c].target.is_met_by(&share.hash.0) || is_block);
@@ -742,10 +730,10 @@ impl World {
                 "a device's sequence numbers in order"
             );
         }
-        let window = self.config.max_in_flight.max(1);
+        let window = self.c.config.max_in_flight.max(1);
         let chan = self.chans.get_mut(&c).expect("open");
         chan.flights.push_back(Flight { seq, device });
-        self.sent_at.insert((device, seq), self.now);
+        self.sent_at.insert((device, seq), self.c.now);
         while chan.flights.len() > window {
             let f = chan.flights.pop_front().expect("over full");
             self.expected
@@ -756,7 +744,7 @@ impl World {
     /// What holds whatever the step.
     fn check_state(&mut self) {
         let flights: usize = self.chans.values().map(|c| c.flights.len()).sum();
-        assert_eq!(Mode::in_flight(&self.t), flights, "shares in flight");
+        assert_eq!(Mode::in_flight(&self.c.t), flights, "shares in flight");
         let oldest = self
             .chans
             .values()
@@ -764,19 +752,27 @@ impl World {
             .map(|f| self.sent_at[&(f.device, f.seq)])
             .min();
         assert_eq!(
-            Mode::oldest_in_flight(&self.t),
+            Mode::oldest_in_flight(&self.c.t),
             oldest,
             "when the oldest share in flight went upstream"
         );
-        let rate = Mode::nominal_hash_rate(&self.t);
+        let rate = Mode::nominal_hash_rate(&self.c.t);
         assert!(
             rate.is_finite() && rate >= 0.0 && rate.is_sign_positive(),
             "nominal hash rate {rate}"
         );
-        assert_eq!(Mode::is_ready(&self.t), self.connected);
-        assert_eq!(self.t.devices().count(), self.devices.len(), "devices held");
-        for d in &self.devices {
-            assert!(self.t.device(d.id).is_some(), "device {:?} not held", d.id);
+        assert_eq!(Mode::is_ready(&self.c.t), self.c.connected);
+        assert_eq!(
+            self.c.t.devices().count(),
+            self.c.devices.len(),
+            "devices held"
+        );
+        for d in &self.c.devices {
+            assert!(
+                self.c.t.device(d.id).is_some(),
+                "device {:?} not held",
+                d.id
+            );
         }
         let open: Vec<(&u32, &Chan)> = self
             .chans
@@ -793,8 +789,8 @@ impl World {
             .values()
             .filter(|c| c.state == State::ClosedByCore && !c.flights.is_empty())
             .count();
-        let census = Mode::channels(&self.t);
-        assert_eq!(Mode::channels_open(&self.t), open.len(), "channels open");
+        let census = Mode::channels(&self.c.t);
+        assert_eq!(Mode::channels_open(&self.c.t), open.len(), "channels open");
         assert_eq!(census.open, open.len(), "census: open");
         assert_eq!(census.opening, opening, "census: opening");
         assert_eq!(census.draining, draining, "census: draining");
@@ -808,15 +804,16 @@ impl World {
             census.difficulty, range,
             "census: the open channels' difficulties"
         );
-        assert_eq!(self.t.channels_opening(), opening);
-        assert_eq!(self.t.channels_draining(), draining);
+        assert_eq!(self.c.t.channels_opening(), opening);
+        assert_eq!(self.c.t.channels_draining(), draining);
         for &(&id, c) in &open {
             assert!(
-                self.devices.iter().any(|d| d.id == c.device),
+                self.c.devices.iter().any(|d| d.id == c.device),
                 "channel {id} open for device {:?}, gone",
                 c.device
             );
             let u = self
+                .c
                 .t
                 .channel_of(c.device)
                 .unwrap_or_else(|| panic!("channel {id} open, but not its device's"));
@@ -831,16 +828,16 @@ impl World {
         }
         for r in self.requests.values().filter(|r| r.abandoned.is_none()) {
             assert!(
-                self.devices.iter().any(|d| d.id == r.device),
+                self.c.devices.iter().any(|d| d.id == r.device),
                 "a request pending for device {:?}, gone",
                 r.device
             );
         }
         // A channel, or a request for one, for every device that wants an extranonce.
-        for d in &self.devices {
-            let wants = self.t.device(d.id).is_some_and(|x| x.wants_extranonce());
+        for d in &self.c.devices {
+            let wants = self.c.t.device(d.id).is_some_and(|x| x.wants_extranonce());
             let has = self.pending_of(d.id).is_some() || self.open_chan_of(d.id).is_some();
-            if self.connected {
+            if self.c.connected {
                 assert_eq!(
                     wants, has,
                     "device {:?}: wants an extranonce {wants}, has a channel or a request {has}",
@@ -848,7 +845,7 @@ impl World {
                 );
             } else {
                 assert!(!has);
-                assert!(self.t.channel_of(d.id).is_none());
+                assert!(self.c.t.channel_of(d.id).is_none());
             }
         }
     }
@@ -857,18 +854,12 @@ impl World {
 impl Harness for World {
     type Core = PerDevice;
 
-    fn parts(&mut self) -> Parts<'_, PerDevice> {
-        Parts {
-            t: &mut self.t,
-            now: &mut self.now,
-            devices: &mut self.devices,
-            last_id: &mut self.last_id,
-            next_request: &mut self.next_rpc,
-        }
+    fn common(&self) -> &Common<PerDevice> {
+        &self.c
     }
 
-    fn connected(&self) -> bool {
-        self.connected
+    fn common_mut(&mut self) -> &mut Common<PerDevice> {
+        &mut self.c
     }
 
     fn with_cx<R>(&mut self, i: usize, f: impl FnOnce(&mut Dev, &Cx<'_>) -> R) -> R {
@@ -877,11 +868,11 @@ impl Harness for World {
             retired: &self.retired,
         };
         let cx = Cx {
-            now: self.now,
-            config: &self.config,
+            now: self.c.now,
+            config: &self.c.config,
             view: &view,
         };
-        f(&mut self.devices[i], &cx)
+        f(&mut self.c.devices[i], &cx)
     }
 
     fn settle(
@@ -891,24 +882,24 @@ impl Harness for World {
         may: MayWrite,
     ) {
         let mut tagged: Vec<Tagged> = Vec::new();
-        while let Some(t) = Mode::poll_event(&mut self.t) {
+        while let Some(t) = Mode::poll_event(&mut self.c.t) {
             tagged.push(t);
         }
         let flights: usize = self.chans.values().map(|c| c.flights.len()).sum();
         assert!(
-            tagged.len() <= 8 + 4 * self.devices.len() + flights + self.expected.len(),
+            tagged.len() <= 8 + 4 * self.c.devices.len() + flights + self.expected.len(),
             "{} events in one step",
             tagged.len()
         );
         let mut subs = Vec::new();
         let mut closes = Vec::new();
         let mut upstream = 0;
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.c.t) {
             upstream += 1;
             self.sent(m, &mut subs, &mut closes);
         }
         assert!(
-            upstream <= STEP_UPSTREAM + 2 * self.devices.len(),
+            upstream <= STEP_UPSTREAM + 2 * self.c.devices.len(),
             "{upstream} messages upstream in one step"
         );
         self.check_scopes(&tagged);
@@ -917,7 +908,7 @@ impl Harness for World {
         let verdict = verdict_of(&outcome);
         let mut accepted_hash = None;
         if let (Some((i, sent, _)), Some(outcome)) = (&line, &outcome) {
-            let id = self.devices[*i].id;
+            let id = self.c.devices[*i].id;
             let events: Vec<Event> = tagged
                 .iter()
                 .filter(|t| t.scope == Scope::Device(id))
@@ -960,10 +951,10 @@ impl Harness for World {
         assert_eq!(got, expected, "the upstream verdicts");
 
         // Every device's output, only where the core said there may be some.
-        for i in 0..self.devices.len() {
+        for i in 0..self.c.devices.len() {
             let mut got = HashMap::new();
             self.read_device(i, &line, &may, verdict, &mut got);
-            let id = self.devices[i].id;
+            let id = self.c.devices[i].id;
             for t in tagged.iter().filter(|t| t.scope == Scope::Device(id)) {
                 if let Event::JobSent {
                     wire_id, devices, ..
@@ -980,13 +971,13 @@ impl Harness for World {
 
         // Devices that want to be closed are closed, and what that sends is read.
         self.close_wanting();
-        while let Some(m) = Mode::poll_transmit(&mut self.t) {
+        while let Some(m) = Mode::poll_transmit(&mut self.c.t) {
             let mut none = Vec::new();
             self.sent(m, &mut none, &mut closes);
             assert!(none.is_empty(), "a share sent as a device was closed");
         }
         assert!(
-            Mode::poll_event(&mut self.t).is_none(),
+            Mode::poll_event(&mut self.c.t).is_none(),
             "an event from closing devices"
         );
         let mut want: Vec<(u32, String)> = std::mem::take(&mut self.closes)
@@ -998,7 +989,7 @@ impl Harness for World {
         assert_eq!(closes, want, "the channels closed upstream");
 
         self.check_state();
-        if std::mem::take(&mut self.fail_over) && self.connected {
+        if std::mem::take(&mut self.fail_over) && self.c.connected {
             self.lose();
         }
     }
@@ -1006,8 +997,8 @@ impl Harness for World {
     /// Device `i` leaves (the harness's doing or the core's wish): its request is given up,
     /// its open channel closed.
     fn close_device(&mut self, i: usize) {
-        let d = self.devices.remove(i);
-        Mode::device_closed(&mut self.t, d.id);
+        let d = self.c.devices.remove(i);
+        Mode::device_closed(&mut self.c.t, d.id);
         if let Some(rid) = self.pending_of(d.id) {
             self.requests.get_mut(&rid).expect("pending").abandoned = Some(REASON_DEVICE_LEFT);
         }
@@ -1018,8 +1009,8 @@ impl Harness for World {
     }
 
     fn lose(&mut self) {
-        self.connected = false;
-        Mode::upstream_lost(&mut self.t, self.now);
+        self.c.connected = false;
+        Mode::upstream_lost(&mut self.c.t, self.c.now);
         for (id, mut c) in std::mem::take(&mut self.chans) {
             for f in c.flights.drain(..) {
                 self.expected
@@ -1032,11 +1023,11 @@ impl Harness for World {
         self.heard = None;
         self.settle(None, None, MayWrite::Anyone);
         assert_eq!(
-            Mode::in_flight(&self.t),
+            Mode::in_flight(&self.c.t),
             0,
             "shares in flight after the connection was lost"
         );
-        assert_eq!(Mode::channels_open(&self.t), 0);
+        assert_eq!(Mode::channels_open(&self.c.t), 0);
     }
 
     fn upstream(&mut self, kind: u8, input: &mut Input<'_>) {
@@ -1051,12 +1042,12 @@ impl Harness for World {
     }
 
     fn ticked(&mut self) {
-        if self.connected {
+        if self.c.connected {
             // Every request overdue while the pool answered others was given up.
             for (rid, r) in &self.requests {
                 assert!(
                     r.abandoned.is_some()
-                        || self.now.millis_since(r.asked) <= self.timeout_ms
+                        || self.c.now.millis_since(r.asked) <= self.timeout_ms
                         || self.heard.is_none_or(|h| h < r.asked),
                     "request {rid} overdue and not given up"
                 );
@@ -1065,8 +1056,8 @@ impl Harness for World {
     }
 
     fn reconnect(&mut self) {
-        self.connected = true;
-        Mode::upstream_connected(&mut self.t, self.now);
+        self.c.connected = true;
+        Mode::upstream_connected(&mut self.c.t, self.c.now);
         self.settle(None, None, MayWrite::Anyone);
     }
 }
@@ -1080,11 +1071,11 @@ fn run(config: TranslatorConfig, short_timeout: bool, input: &mut Input<'_>) {
     let mut w = World::new(config, short_timeout);
     w.play(input);
     assert!(w.closes.is_empty(), "channels to close with no connection");
-    assert_eq!(w.t.devices().count(), 0);
-    assert_eq!(Mode::in_flight(&w.t), 0);
-    assert_eq!(w.t.channels_opening(), 0);
-    assert_eq!(w.t.channels_draining(), 0);
-    assert!(Mode::poll_transmit(&mut w.t).is_none());
+    assert_eq!(w.c.t.devices().count(), 0);
+    assert_eq!(Mode::in_flight(&w.c.t), 0);
+    assert_eq!(w.c.t.channels_opening(), 0);
+    assert_eq!(w.c.t.channels_draining(), 0);
+    assert!(Mode::poll_transmit(&mut w.c.t).is_none());
 }
 
 /// One input: see the module documentation. Never panics unless an invariant breaks.
