@@ -37,6 +37,9 @@ use crate::usage::{RoleUsage, Sampler};
 /// translator's pool is told at least its devices, never less than this.
 const SV2_DEFAULT_MAX_CHANNELS: usize = 64;
 
+/// How long any role of a trial may take to listen, report healthy or print that it is ready.
+const READY: Duration = Duration::from_secs(60);
+
 /// A regtest address the pools pay in pool mode (BIP173's test vector).
 pub const PAYOUT_ADDRESS: &str = "bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080";
 
@@ -252,7 +255,13 @@ pub struct Trial<'a> {
     pub externals: &'a BTreeMap<String, Tool>,
 }
 
+/// A trial's roles while it runs, each one's CPU sampled from the moment it is added.
 struct Running {
+    sampler: Sampler,
+    /// Where each role's event file goes.
+    events_dir: PathBuf,
+    /// Where each role's log goes.
+    logs_dir: PathBuf,
     roles: Vec<RoleProcess>,
     logs: Vec<RoleFile>,
     /// Every status endpoint of the trial's own roles (each of our pools' among them).
@@ -273,8 +282,26 @@ impl Running {
         });
     }
 
-    fn add(&mut self, p: RoleProcess, log: RoleFile, sampler: &Sampler) -> &mut RoleProcess {
-        sampler.watch(&log.name, p.pid());
+    /// The files of role `name` (of `kind` in `config`, at `site`): its events and its log.
+    fn file(
+        &self,
+        name: &str,
+        kind: Option<RoleKind>,
+        config: Option<&str>,
+        site: Site,
+    ) -> RoleFile {
+        RoleFile {
+            name: name.to_owned(),
+            kind,
+            config: config.map(str::to_owned),
+            site,
+            events: Some(self.events_dir.join(format!("{name}.events"))),
+            log: self.logs_dir.join(format!("{name}.log")),
+        }
+    }
+
+    fn add(&mut self, p: RoleProcess, log: RoleFile) -> &mut RoleProcess {
+        self.sampler.watch(&log.name, p.pid());
         self.logs.push(log);
         self.roles.push(p);
         self.roles.last_mut().expect("just pushed")
@@ -321,15 +348,17 @@ impl Trial<'_> {
         }
         let lab_events = EventSink::create(events_dir.join("lab.events"), "lab", "")
             .map_err(io("creating the lab's event file"))?;
-        let sampler = Sampler::start(Duration::from_secs(1));
         let mut running = Running {
+            sampler: Sampler::start(Duration::from_secs(1)),
+            events_dir,
+            logs_dir,
             roles: Vec::new(),
             logs: Vec::new(),
             endpoints: Vec::new(),
             pool_workers: BTreeMap::new(),
             sampled: Default::default(),
         };
-        let result = self.drive(&mut running, &sampler, &events_dir, &logs_dir, &lab_events);
+        let result = self.drive(&mut running, &lab_events);
         // Whatever happened, every role stops; on success they are already stopping in order.
         let stopped = running.stop_all(Duration::from_secs(10));
         let _ = lab_events.finish();
@@ -340,7 +369,7 @@ impl Trial<'_> {
                 return Err(s.failure());
             }
         }
-        let usage = sampler.usage(window.start_ns, window.end_ns);
+        let usage = running.sampler.usage(window.start_ns, window.end_ns);
         let job_source_node = s
             .specs()
             .map(|c| (c.name.to_owned(), s.job_source_node(c).to_owned()))
@@ -351,8 +380,8 @@ impl Trial<'_> {
             window,
             roles: running.logs,
             usage,
-            host_cpu: sampler.host_cpu(),
-            usage_csv: sampler.csvs(window.start_ns),
+            host_cpu: running.sampler.host_cpu(),
+            usage_csv: running.sampler.csvs(window.start_ns),
             job_source_node,
             wan_link: WAN_LINK.to_owned(),
             pool_workers: running.pool_workers,
@@ -361,33 +390,16 @@ impl Trial<'_> {
         })
     }
 
-    fn drive(
-        &self,
-        running: &mut Running,
-        sampler: &Sampler,
-        events_dir: &Path,
-        logs_dir: &Path,
-        lab_events: &EventSink,
-    ) -> Result<Window, RunError> {
+    fn drive(&self, running: &mut Running, lab_events: &EventSink) -> Result<Window, RunError> {
         let s = self.scenario;
-        let ready = Duration::from_secs(60);
-        let role_log =
-            |name: &str, kind: Option<RoleKind>, config: Option<&str>, site: Site| RoleFile {
-                name: name.to_owned(),
-                kind,
-                config: config.map(str::to_owned),
-                site,
-                events: Some(events_dir.join(format!("{name}.events"))),
-                log: logs_dir.join(format!("{name}.log")),
-            };
 
         self.progress.stage("starting simnet");
-        let log = role_log("simnet", None, None, Site::Pool);
+        let log = running.file("simnet", None, None, Site::Pool);
         let with_tdp = s.specs().any(ConfigSpec::needs_template_provider);
         let two_nodes = s.two_nodes();
         let args = self.simnet_args(events_of(&log), with_tdp, two_nodes);
         let p = RoleProcess::spawn("simnet", self.exe, &args, &log.log)?;
-        let simnet = running.add(p, log, sampler);
+        let simnet = running.add(p, log);
         // Among several nodes simnet prefixes each endpoint's line with its node.
         let pool_node = if two_nodes {
             format!("node {POOL_NODE}: ")
@@ -395,15 +407,15 @@ impl Trial<'_> {
             String::new()
         };
         let node = NodeEndpoints {
-            rpc: simnet.wait_listening(&format!("{pool_node}rpc"), ready)?,
-            zmq: simnet.wait_listening(&format!("{pool_node}zmq"), ready)?,
+            rpc: simnet.wait_listening(&format!("{pool_node}rpc"), READY)?,
+            zmq: simnet.wait_listening(&format!("{pool_node}zmq"), READY)?,
             tdp: if with_tdp {
-                Some(simnet.wait_listening(&format!("{pool_node}tdp"), ready)?)
+                Some(simnet.wait_listening(&format!("{pool_node}tdp"), READY)?)
             } else {
                 None
             },
             farm_tdp: if two_nodes {
-                Some(simnet.wait_listening(&format!("node {FARM_NODE}: tdp"), ready)?)
+                Some(simnet.wait_listening(&format!("node {FARM_NODE}: tdp"), READY)?)
             } else {
                 None
             },
@@ -424,7 +436,7 @@ impl Trial<'_> {
             let config = spec.name;
             self.progress.stage(&format!("starting {config}: pool"));
             let name = format!("{config}.pool");
-            let mut log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
+            let mut log = running.file(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
             let miners = match spec.pool {
                 PoolImpl::OursSv1 | PoolImpl::OursSv2 => {
                     let mut args = self.pool_args(spec, &node, events_of(&log));
@@ -432,15 +444,15 @@ impl Trial<'_> {
                         args.extend(self::args(["--jd-token-key", &key.display().to_string()]));
                     }
                     let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                    let pool = running.add(p, log, sampler);
+                    let pool = running.add(p, log);
                     let front = if spec.pool == PoolImpl::OursSv1 {
                         "sv1"
                     } else {
                         "sv2"
                     };
-                    let miners = pool.wait_listening(front, ready)?;
-                    let http = pool.wait_listening("http", ready)?;
-                    wait_healthy(&name, http, ready)?;
+                    let miners = pool.wait_listening(front, READY)?;
+                    let http = pool.wait_listening("http", READY)?;
+                    wait_healthy(&name, http, READY)?;
                     running.endpoint(config, "pool", &name, http);
                     miners
                 }
@@ -448,9 +460,7 @@ impl Trial<'_> {
                     log.events = None;
                     let (program, args, miners, monitoring) = self.pool_sv2_args(config, &node)?;
                     let p = RoleProcess::spawn_as(&name, program, &args, &log.log, THIRD_PARTY)?;
-                    running
-                        .add(p, log, sampler)
-                        .wait_log(POOL_SV2_READY, ready)?;
+                    running.add(p, log).wait_log(POOL_SV2_READY, READY)?;
                     running.endpoint(config, "pool_sv2", &name, monitoring);
                     miners
                 }
@@ -459,7 +469,7 @@ impl Trial<'_> {
                     let (def, e) = s
                         .external_pool_of(config)
                         .expect("an external pool configuration has its pool's definition");
-                    self.start_external(running, sampler, log, &def, &e, values.clone(), ready)?
+                    self.start_external(running, log, &def, &e, values.clone())?
                 }
             };
             // Job declaration: the JDS beside the pool, on the pool-side node's RPC.
@@ -467,12 +477,12 @@ impl Trial<'_> {
                 (true, Some(key)) => {
                     self.progress.stage(&format!("starting {config}: JDS"));
                     let name = format!("{config}.jds");
-                    let log = role_log(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
+                    let log = running.file(&name, Some(RoleKind::Pool), Some(config), Site::Pool);
                     let args = self.jds_args(&node, key, events_of(&log));
                     let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                    let jds = running.add(p, log, sampler);
-                    let listening = jds.wait_listening("jds", ready)?;
-                    let http = jds.wait_listening("http", ready)?;
+                    let jds = running.add(p, log);
+                    let listening = jds.wait_listening("jds", READY)?;
+                    let http = jds.wait_listening("http", READY)?;
                     running.endpoint(config, "jds", &name, http);
                     Some(listening)
                 }
@@ -490,18 +500,7 @@ impl Trial<'_> {
         for &(spec, miners, jds) in &pools {
             let config = spec.name;
             for (i, devices) in s.device_chunks().into_iter().enumerate() {
-                let mut tap = self.start_tap(
-                    running,
-                    sampler,
-                    &role_log,
-                    config,
-                    &format!("WAN tap {i}"),
-                    format!("{config}.tap{i}"),
-                    miners,
-                    i as u64,
-                    Link::Wan,
-                    ready,
-                )?;
+                let mut tap = self.start_tap(running, config, Tap::ToPool(i), miners)?;
                 if let Some(jds) = jds {
                     let farm = FarmNode {
                         tdp: node
@@ -509,9 +508,7 @@ impl Trial<'_> {
                             .expect("simnet presents the farm node for job declaration"),
                     };
                     let chunk = Chunk { index: i, devices };
-                    tap = self.start_jdc(
-                        running, sampler, &role_log, spec, chunk, tap, jds, farm, ready,
-                    )?;
+                    tap = self.start_jdc(running, spec, chunk, tap, jds, farm)?;
                 }
                 let Some(proxy) = spec.proxy else {
                     edges.push((spec, i, devices, tap));
@@ -527,7 +524,7 @@ impl Trial<'_> {
                 self.progress
                     .stage(&format!("starting {config}: {kind} {i}"));
                 let name = format!("{config}.{kind}{i}");
-                let mut log = role_log(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
+                let mut log = running.file(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
                 let edge = match proxy {
                     ProxyImpl::OursTranslator
                     | ProxyImpl::OursTranslatorPerDevice
@@ -535,9 +532,9 @@ impl Trial<'_> {
                     | ProxyImpl::OursSv1Proxy => {
                         let args = self.proxy_args(proxy, tap, &name, events_of(&log));
                         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-                        let role = running.add(p, log, sampler);
-                        let listening = role.wait_listening("sv1", ready)?;
-                        let http = role.wait_listening("http", ready)?;
+                        let role = running.add(p, log);
+                        let listening = role.wait_listening("sv1", READY)?;
+                        let http = role.wait_listening("http", READY)?;
                         running.endpoint(config, kind, &name, http);
                         listening
                     }
@@ -548,8 +545,8 @@ impl Trial<'_> {
                         let p =
                             RoleProcess::spawn_as(&name, program, &args, &log.log, THIRD_PARTY)?;
                         running
-                            .add(p, log, sampler)
-                            .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), ready)?;
+                            .add(p, log)
+                            .wait_log(&format!("{TRANSLATOR_SV2_READY}{listen}"), READY)?;
                         running.endpoint(config, "translator_sv2", &name, monitoring);
                         listen
                     }
@@ -573,7 +570,7 @@ impl Trial<'_> {
                         let e = s
                             .external_of(config)
                             .expect("an external proxy configuration has its definition");
-                        self.start_external(running, sampler, log, config, &e, values, ready)?
+                        self.start_external(running, log, config, &e, values)?
                     }
                 };
                 edges.push((spec, i, devices, edge));
@@ -587,12 +584,12 @@ impl Trial<'_> {
         let mut first_device = 0u64;
         for (spec, i, devices, edge) in edges {
             let name = format!("{}.fleet{i}", spec.name);
-            let log = role_log(&name, Some(RoleKind::Fleet), Some(spec.name), Site::Farm);
+            let log = running.file(&name, Some(RoleKind::Fleet), Some(spec.name), Site::Farm);
             let args =
                 self.fleet_args(spec, edge, devices, first_device, events_of(&log), &values)?;
             first_device += u64::from(devices);
             let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-            running.add(p, log, sampler);
+            running.add(p, log);
             fleets.push(running.roles.len() - 1);
         }
         self.progress.started(&running.logs, &running.endpoints);
@@ -663,7 +660,7 @@ impl Trial<'_> {
                     .map(|e| (e.config.clone(), pool_counts(e.addr).unwrap_or_default()))
                     .collect();
                 self.progress.tick(started.elapsed(), s.duration, &shares);
-                self.progress.roles(&sampler.latest());
+                self.progress.roles(&running.sampler.latest());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -704,89 +701,58 @@ impl Trial<'_> {
     /// (upstream through `pool_tap` and that tap, templates from the farm node), and the
     /// intra-farm tap in front of it, whose address is returned (where the proxy or the devices
     /// connect).
-    #[allow(clippy::too_many_arguments)]
     fn start_jdc(
         &self,
         running: &mut Running,
-        sampler: &Sampler,
-        role_log: &RoleLogOf,
         spec: ConfigSpec,
         chunk: Chunk,
         pool_tap: SocketAddr,
         jds: SocketAddr,
         farm: FarmNode,
-        ready: Duration,
     ) -> Result<SocketAddr, RunError> {
         let config = spec.name;
         let i = chunk.index;
-        // Link seeds apart from the WAN taps to the pools (indices 0..); small, as flags are.
-        let (jds_seed, lan_seed) = (1_000 + i as u64, 2_000 + i as u64);
-        let jds_tap = self.start_tap(
-            running,
-            sampler,
-            role_log,
-            config,
-            &format!("JDS WAN tap {i}"),
-            format!("{config}.jds-tap{i}"),
-            jds,
-            jds_seed,
-            Link::Wan,
-            ready,
-        )?;
+        let jds_tap = self.start_tap(running, config, Tap::ToJds(i), jds)?;
 
         self.progress.stage(&format!("starting {config}: JDC {i}"));
         let name = format!("{config}.jdc{i}");
-        let log = role_log(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
+        let log = running.file(&name, Some(RoleKind::Proxy), Some(config), Site::Farm);
         let args = self.jdc_args(&name, chunk, pool_tap, jds_tap, farm, events_of(&log));
         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-        let jdc = running.add(p, log, sampler);
-        let downstream = jdc.wait_listening("sv2", ready)?;
-        let http = jdc.wait_listening("http", ready)?;
-        wait_healthy(&name, http, ready)?;
+        let jdc = running.add(p, log);
+        let downstream = jdc.wait_listening("sv2", READY)?;
+        let http = jdc.wait_listening("http", READY)?;
+        wait_healthy(&name, http, READY)?;
         running.endpoint(config, "jdc", &name, http);
         check_interrupt()?;
 
-        self.start_tap(
-            running,
-            sampler,
-            role_log,
-            config,
-            &format!("intra-farm tap {i}"),
-            format!("{config}.lan{i}"),
-            downstream,
-            lan_seed,
-            Link::Lan,
-            ready,
-        )
+        self.start_tap(running, config, Tap::InFarm(i), downstream)
     }
 
-    /// Starts one tap in front of `upstream` (`what` on the progress line, `name` among the
-    /// roles, `index` apart from the trial's other taps in its seed) and returns where it
-    /// listens, once it does.
-    #[allow(clippy::too_many_arguments)]
+    /// Starts `tap` of `config` in front of `upstream` and returns where it listens, once it
+    /// does.
     fn start_tap(
         &self,
         running: &mut Running,
-        sampler: &Sampler,
-        role_log: &RoleLogOf,
         config: &str,
-        what: &str,
-        name: String,
+        tap: Tap,
         upstream: SocketAddr,
-        index: u64,
-        link: Link,
-        ready: Duration,
     ) -> Result<SocketAddr, RunError> {
+        let (what, name) = match tap {
+            Tap::ToPool(i) => (format!("WAN tap {i}"), format!("{config}.tap{i}")),
+            Tap::ToJds(i) => (format!("JDS WAN tap {i}"), format!("{config}.jds-tap{i}")),
+            Tap::InFarm(i) => (format!("intra-farm tap {i}"), format!("{config}.lan{i}")),
+        };
         self.progress.stage(&format!("starting {config}: {what}"));
         // A WAN tap stands at the pool's end of the link, an intra-farm tap in the farm.
-        let site = match link {
+        let site = match tap.link() {
             Link::Wan => Site::Pool,
             Link::Lan => Site::Farm,
         };
-        let log = role_log(&name, Some(RoleKind::Tap), Some(config), site);
-        let args = self.tap_args(upstream, events_of(&log), index, link);
+        let log = running.file(&name, Some(RoleKind::Tap), Some(config), site);
+        let args = self.tap_args(upstream, events_of(&log), tap.seed(), tap.link());
         let p = RoleProcess::spawn(&name, self.exe, &args, &log.log)?;
-        let listening = running.add(p, log, sampler).wait_listening("tap", ready)?;
+        let listening = running.add(p, log).wait_listening("tap", READY)?;
         check_interrupt()?;
         Ok(listening)
     }
@@ -1301,16 +1267,13 @@ impl Trial<'_> {
     /// Starts an external role, `e` as definition `def` gives it (a configuration's pool, or
     /// one chunk's proxy), in a directory of its own with its files written and placeholders
     /// filled, and waits until it is ready. Returns where it listens for the devices' side.
-    #[allow(clippy::too_many_arguments)]
     fn start_external(
         &self,
         running: &mut Running,
-        sampler: &Sampler,
         log: RoleFile,
         def: &str,
         e: &External,
         mut values: Values,
-        ready: Duration,
     ) -> Result<SocketAddr, RunError> {
         let name = log.name.clone();
         let bad = |why: String| RunError::Unhealthy {
@@ -1376,11 +1339,11 @@ impl Trial<'_> {
                 ..THIRD_PARTY
             },
         )?;
-        let role = running.add(p, log, sampler);
+        let role = running.add(p, log);
         if e.ready_on_port() {
-            role.wait_port(listen, ready)?;
+            role.wait_port(listen, READY)?;
         } else {
-            role.wait_log(&values.fill(&e.ready).map_err(bad)?, ready)?;
+            role.wait_log(&values.fill(&e.ready).map_err(bad)?, READY)?;
         }
         Ok(listen)
     }
@@ -1423,8 +1386,35 @@ impl NodeEndpoints {
     }
 }
 
-/// Names a role's files: (name, kind, configuration, site).
-type RoleLogOf<'a> = dyn Fn(&str, Option<RoleKind>, Option<&str>, Site) -> RoleFile + 'a;
+/// A tap of one device chunk (its index), by where it stands.
+#[derive(Clone, Copy)]
+enum Tap {
+    /// On the WAN link to the pool.
+    ToPool(usize),
+    /// On the WAN link from the chunk's JDC to the JDS.
+    ToJds(usize),
+    /// On the farm's LAN, in front of the chunk's JDC.
+    InFarm(usize),
+}
+
+impl Tap {
+    fn link(self) -> Link {
+        match self {
+            Tap::ToPool(_) | Tap::ToJds(_) => Link::Wan,
+            Tap::InFarm(_) => Link::Lan,
+        }
+    }
+
+    /// Apart from every other tap's of the trial, so that no two links drop or delay alike;
+    /// small, as flags are.
+    fn seed(self) -> u64 {
+        match self {
+            Tap::ToPool(i) => i as u64,
+            Tap::ToJds(i) => 1_000 + i as u64,
+            Tap::InFarm(i) => 2_000 + i as u64,
+        }
+    }
+}
 
 /// One device chunk: its index and device count.
 #[derive(Clone, Copy)]
