@@ -12,7 +12,9 @@
 //! - [`coinbase`]: the template's coinbase in the three shapes those need;
 //! - [`core`]: what ties them together (declared templates, the pool, fallback and rejoin,
 //!   blocks pushed late), sans-IO;
-//! - [`shell`]: the tokio tasks that drive the core.
+//! - [`shell`]: the tokio tasks that drive the core;
+//! - [`fuzz_support`]: what the fuzz target in `crates/jdc/fuzz` runs, so that the committed
+//!   corpus replays on stable (`tests/fuzz_corpus.rs`).
 //!
 //! The sans-IO parts take messages in and give messages out; the shell owns the sockets.
 
@@ -23,5 +25,6 @@ pub mod coinbase;
 pub mod core;
 pub mod declarer;
 pub mod fallback;
+pub mod fuzz_support;
 pub mod pool_channel;
 pub mod shell;
