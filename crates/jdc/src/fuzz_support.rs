@@ -33,6 +33,9 @@
 //! - time: after [`JdcCore::handle_timeout`] at a due deadline, the next deadline is later (a
 //!   shell driving the core never spins).
 //!
+//! [`setup`], [`declarer`], [`farm_template`] and [`pool_script`] build what the core starts
+//! from, for the harness and the core's tests.
+//!
 //! A script starts with one configuration byte (fallback payout or none; rejections in a row
 //! before the pool is left), then each step is an operation byte and its arguments: the low
 //! nibble is the operation ([`op`]), a high nibble of 0xf fails the first send that follows the
@@ -110,8 +113,8 @@ pub mod op {
 
 /// The pool channel's id in every setup the harness makes.
 const CHANNEL: u32 = 6;
-/// The extranonce bytes after the pool's prefix that are the JDC's.
-const EXTRANONCE_SIZE: usize = 8;
+/// The extranonce bytes after the pool's prefix that are the JDC's, in every [`setup`].
+pub const EXTRANONCE_SIZE: usize = 8;
 /// The first setup's prefix length.
 const PREFIX_LEN: usize = 4;
 /// Steps at most: enough for every path, bounded so a run stays short.
@@ -119,8 +122,16 @@ const MAX_STEPS: usize = 400;
 /// Templates remembered by the harness (the core remembers fewer).
 const MAX_TEMPLATES: usize = 64;
 
-/// The pool's payout, as the JDS's first token names it.
-fn pool_script() -> ScriptBuf {
+/// The harness's channel target: every other share meets it, so shares go up and are held
+/// back alike.
+fn channel_target() -> Target {
+    let mut target = [0xff; 32];
+    target[31] = 0x7f;
+    Target::from_le_bytes(&target)
+}
+
+/// The pool's payout, as the JDS's first token names it (for the harness and the core's tests).
+pub fn pool_script() -> ScriptBuf {
     ScriptBuf::from_bytes([&[0x00, 0x14][..], &[0x22; 20]].concat())
 }
 
@@ -141,10 +152,11 @@ fn outputs_paying(script: ScriptBuf) -> Vec<u8> {
     }])
 }
 
-/// A declarer past its setup, holding one token that names `payout`.
-fn declarer(payout: ScriptBuf) -> Declarer {
+/// A declarer past its setup, holding its first token, which names `payout`, and asking for
+/// `spare_tokens` more (for the harness and the core's tests).
+pub fn declarer(spare_tokens: usize, payout: ScriptBuf) -> Declarer {
     let mut d = Declarer::new(DeclarerConfig {
-        spare_tokens: 1,
+        spare_tokens,
         ..DeclarerConfig::default()
     });
     let _ = d.setup_connection();
@@ -177,9 +189,10 @@ fn declarer(payout: ScriptBuf) -> Declarer {
     d
 }
 
-/// A JDS and a pool set up: the pool's channel open with `prefix`, the JDS's token naming
-/// `payout`.
-fn setup(prefix: Vec<u8>, payout: ScriptBuf) -> Setup {
+/// A JDS and a pool set up (for the harness and the core's tests): the pool's channel open
+/// with `prefix` (and [`EXTRANONCE_SIZE`] bytes after it) at `target`, the JDS's first token
+/// naming `payout`, `spare_tokens` more asked for.
+pub fn setup(prefix: Vec<u8>, target: Target, payout: ScriptBuf, spare_tokens: usize) -> Setup {
     let mut c = PoolChannel::new(PoolChannelConfig::default());
     let _ = c.setup_connection();
     let out = c
@@ -195,15 +208,12 @@ fn setup(prefix: Vec<u8>, payout: ScriptBuf) -> Setup {
     else {
         panic!("no channel request after the pool's setup");
     };
-    // Every other share meets it: shares go up and are held back alike.
-    let mut target = [0xff; 32];
-    target[31] = 0x7f;
     let out = c
         .handle_message(
             OpenExtendedMiningChannelSuccess {
                 request_id: o.request_id,
                 channel_id: CHANNEL,
-                target: Target::from_le_bytes(&target),
+                target,
                 extranonce_size: EXTRANONCE_SIZE as u16,
                 extranonce_prefix: prefix,
                 group_channel_id: 0,
@@ -219,12 +229,47 @@ fn setup(prefix: Vec<u8>, payout: ScriptBuf) -> Setup {
         })
         .expect("an Opened event");
     Setup {
-        declarer: declarer(payout.clone()),
+        declarer: declarer(spare_tokens, payout.clone()),
         early: Vec::new(),
         payout,
         channel: c,
         opened,
     }
+}
+
+/// A template of the farm's node at height 900,001 on `prev_hash` with `bits`, no
+/// transactions, as the Template Provider gives it (for the harness and the core's tests).
+pub fn farm_template(
+    template_id: u64,
+    prev_hash: Hash256,
+    bits: u32,
+) -> (Arc<Template>, Arc<TdpTemplate>) {
+    let template = Template {
+        height: 900_001,
+        prev_hash,
+        version: 0x2000_0000,
+        bits: CompactTarget::from_consensus(bits),
+        curtime: 1_750_000_000,
+        mintime: 1_749_999_000,
+        median_time_past: None,
+        coinbase_value: Amount::from_sat(312_500_000),
+        witness_commitment: None,
+        transactions: Arc::from(Vec::new()),
+        longpoll_id: None,
+    };
+    let tdp = TdpTemplate {
+        template_id,
+        coinbase_tx_version: 2,
+        // BIP34 push of height 900001.
+        coinbase_prefix: vec![0x03, 0xa1, 0xbb, 0x0d],
+        coinbase_tx_input_sequence: 0xffff_fffe,
+        coinbase_tx_value_remaining: 312_500_000,
+        coinbase_tx_outputs_count: 0,
+        coinbase_tx_outputs: Vec::new(),
+        coinbase_tx_locktime: 900_000,
+        merkle_path: Arc::from(Vec::new()),
+    };
+    (Arc::new(template), Arc::new(tdp))
 }
 
 /// A template the harness gave the core: the block fields a push must carry.
@@ -290,7 +335,11 @@ impl World {
             fallback_payout: (c & 1 == 1).then(farm_script),
         };
         let base = vec![0xfa, 0xce, 0x00, 0x01];
-        let core = JdcCore::new(config, setup(base.clone(), pool_script()), Timestamp::ZERO);
+        let core = JdcCore::new(
+            config,
+            setup(base.clone(), channel_target(), pool_script(), 1),
+            Timestamp::ZERO,
+        );
         let mut w = World {
             core,
             now: Timestamp::ZERO,
@@ -329,34 +378,9 @@ impl World {
         }
         let template_id = self.next_template_id;
         self.next_template_id += 1;
-        let template = Template {
-            height: 900_001,
-            prev_hash: self.prev_hash,
-            version: 0x2000_0000,
-            bits: CompactTarget::from_consensus(if b & 2 == 0 { 0x207f_ffff } else { 0x1d00_ffff }),
-            curtime: 1_750_000_000,
-            mintime: 1_749_999_000,
-            median_time_past: None,
-            coinbase_value: Amount::from_sat(312_500_000),
-            witness_commitment: None,
-            transactions: Arc::from(Vec::new()),
-            longpoll_id: None,
-        };
-        let tdp = TdpTemplate {
-            template_id,
-            coinbase_tx_version: 2,
-            // BIP34 push of height 900001.
-            coinbase_prefix: vec![0x03, 0xa1, 0xbb, 0x0d],
-            coinbase_tx_input_sequence: 0xffff_fffe,
-            coinbase_tx_value_remaining: 312_500_000,
-            coinbase_tx_outputs_count: 0,
-            coinbase_tx_outputs: Vec::new(),
-            coinbase_tx_locktime: 900_000,
-            merkle_path: Arc::from(Vec::new()),
-        };
-        let g = self
-            .book
-            .handle_tdp_template(Arc::new(template), Arc::new(tdp), self.now);
+        let bits = if b & 2 == 0 { 0x207f_ffff } else { 0x1d00_ffff };
+        let (template, tdp) = farm_template(template_id, self.prev_hash, bits);
+        let g = self.book.handle_tdp_template(template, tdp, self.now);
         self.templates.push(Given { g: g.clone() });
         self.core.handle_generation(g, self.now);
     }
@@ -676,15 +700,25 @@ impl World {
                 .core
                 .handle_join_failed("connection refused".into(), self.now),
             kind => {
-                let len = if kind == 4 { PREFIX_LEN + 1 } else { PREFIX_LEN };
+                let len = if kind == 4 {
+                    PREFIX_LEN + 1
+                } else {
+                    PREFIX_LEN
+                };
                 let prefix: Vec<u8> = (0..len as u8).map(|i| i ^ b).collect();
                 let payout = if kind == 3 {
                     other_script()
                 } else {
                     pool_script()
                 };
-                let taken = self.core.handle_joined(setup(prefix, payout), self.now);
-                assert_eq!(taken, len == PREFIX_LEN, "a channel's layout decides a rejoin");
+                let taken = self
+                    .core
+                    .handle_joined(setup(prefix, channel_target(), payout, 1), self.now);
+                assert_eq!(
+                    taken,
+                    len == PREFIX_LEN,
+                    "a channel's layout decides a rejoin"
+                );
                 if taken {
                     // New connections: nothing asked on the old ones is answered on them.
                     self.token_requests.clear();
@@ -775,7 +809,10 @@ impl World {
                 };
                 let pushed = self.pushed.entry(key).or_default();
                 *pushed += 1;
-                assert!(*pushed <= found, "block pushed {pushed} times, found {found}: {p:?}");
+                assert!(
+                    *pushed <= found,
+                    "block pushed {pushed} times, found {found}: {p:?}"
+                );
                 self.pushes_sent += 1;
             }
             (Message::Mining(Mining::SetCustomMiningJob(s)), Link::Pool) => {

@@ -4,108 +4,34 @@
 use std::sync::Arc;
 
 use jdc::core::{CoreConfig, CoreEvent, JdcCore, Link, Setup, Transmit};
-use jdc::declarer::{Declarer, DeclarerConfig};
 use jdc::fallback::FallbackConfig;
-use jdc::pool_channel::{PoolChannel, PoolChannelConfig, PoolEvent};
+use jdc::fuzz_support::{self, pool_script};
 use pool::engine::TappedShare;
 use pool::jobs::{Generation, JobBook, JobConfig};
 use pool::stats::Dependency;
-use pool::template::{TdpTemplate, Template};
 use pool::Timestamp;
 use primitives::bitcoin::consensus::serialize;
 use primitives::bitcoin::{Amount, ScriptBuf, TxOut};
-use primitives::{CompactTarget, Hash256, Target};
-use sv2::messages::common::SetupConnectionSuccess;
+use primitives::{Hash256, Target};
 use sv2::messages::job_declaration::{
     AllocateMiningJobTokenSuccess, DeclareMiningJobSuccess, PushSolution,
 };
-use sv2::messages::mining::OpenExtendedMiningChannelSuccess;
 use sv2::messages::template_distribution::RequestTransactionDataSuccess;
 use sv2::messages::{JobDeclaration, Message, Mining};
 
 const PREFIX: [u8; 4] = [0xfa, 0xce, 0x00, 0x01];
-const SIZE: usize = 8;
+const SIZE: usize = fuzz_support::EXTRANONCE_SIZE;
 
-fn pool_script() -> ScriptBuf {
-    ScriptBuf::from_bytes([&[0x00, 0x14][..], &[0x22; 20]].concat())
-}
-
-fn setup_success() -> Message {
-    SetupConnectionSuccess {
-        used_version: 2,
-        flags: 0,
-    }
-    .into()
-}
-
-/// A JDS's declarer past its setup, holding a token that names the pool's payout.
-fn declarer() -> Declarer {
-    let mut d = Declarer::new(DeclarerConfig {
-        spare_tokens: 0,
-        ..DeclarerConfig::default()
-    });
-    let _ = d.setup_connection();
-    let out = d.handle_message(setup_success()).unwrap();
-    for e in out {
-        if let jdc::declarer::DeclarerEvent::Send(Message::JobDeclaration(
-            JobDeclaration::AllocateMiningJobToken(a),
-        )) = e
-        {
-            let outputs = vec![TxOut {
-                value: Amount::ZERO,
-                script_pubkey: pool_script(),
-            }];
-            d.handle_message(
-                AllocateMiningJobTokenSuccess {
-                    request_id: a.request_id,
-                    mining_job_token: vec![0x70; 4],
-                    coinbase_outputs: serialize(&outputs),
-                }
-                .into(),
-            )
-            .unwrap();
-        }
-    }
-    assert!(d.is_ready());
-    d
-}
-
-/// A pool channel, open with `prefix`.
+/// A JDS and a pool channel set up, the channel open with `prefix`.
 fn setup(prefix: &[u8]) -> Setup {
-    let mut c = PoolChannel::new(PoolChannelConfig::default());
-    let _ = c.setup_connection();
-    let out = c.handle_message(setup_success()).unwrap();
-    let Some(PoolEvent::Send(Message::Mining(Mining::OpenExtendedMiningChannel(o)))) = out.first()
-    else {
-        panic!("no channel request");
-    };
     let mut target = [0xff; 32];
     target[31] = 0;
-    let out = c
-        .handle_message(
-            OpenExtendedMiningChannelSuccess {
-                request_id: o.request_id,
-                channel_id: 6,
-                target: Target::from_le_bytes(&target),
-                extranonce_size: SIZE as u16,
-                extranonce_prefix: prefix.to_vec(),
-                group_channel_id: 0,
-            }
-            .into(),
-        )
-        .unwrap();
-    let Some(PoolEvent::Opened(opened)) =
-        out.into_iter().find(|e| matches!(e, PoolEvent::Opened(_)))
-    else {
-        panic!("not opened");
-    };
-    Setup {
-        declarer: declarer(),
-        early: Vec::new(),
-        payout: pool_script(),
-        channel: c,
-        opened,
-    }
+    fuzz_support::setup(
+        prefix.to_vec(),
+        Target::from_le_bytes(&target),
+        pool_script(),
+        0,
+    )
 }
 
 fn config() -> CoreConfig {
@@ -133,33 +59,10 @@ impl Node {
     }
 
     fn template(&mut self, template_id: u64) -> Arc<Generation> {
-        let template = Template {
-            height: 900_001,
-            prev_hash: Hash256([0x33; 32]),
-            version: 0x2000_0000,
-            bits: CompactTarget::from_consensus(0x207f_ffff),
-            curtime: 1_750_000_000,
-            mintime: 1_749_999_000,
-            median_time_past: None,
-            coinbase_value: Amount::from_sat(312_500_000),
-            witness_commitment: None,
-            transactions: Arc::from(Vec::new()),
-            longpoll_id: None,
-        };
-        let tdp = TdpTemplate {
-            template_id,
-            coinbase_tx_version: 2,
-            // BIP34 push of height 900001.
-            coinbase_prefix: vec![0x03, 0xa1, 0xbb, 0x0d],
-            coinbase_tx_input_sequence: 0xffff_fffe,
-            coinbase_tx_value_remaining: 312_500_000,
-            coinbase_tx_outputs_count: 0,
-            coinbase_tx_outputs: Vec::new(),
-            coinbase_tx_locktime: 900_000,
-            merkle_path: Arc::from(Vec::new()),
-        };
+        let (template, tdp) =
+            fuzz_support::farm_template(template_id, Hash256([0x33; 32]), 0x207f_ffff);
         self.book
-            .handle_tdp_template(Arc::new(template), Arc::new(tdp), Timestamp::from_millis(0))
+            .handle_tdp_template(template, tdp, Timestamp::from_millis(0))
     }
 }
 

@@ -178,7 +178,11 @@ fn stats_of(name: &str) -> jdc::core::JdcStats {
 fn the_seeds_take_the_paths_they_are_named_for() {
     let s = stats_of("seed-declared-set-and-a-block-pushed");
     assert_eq!((s.declared, s.channel.jobs_set), (1, 1), "{s:?}");
-    assert_eq!((s.solutions_pushed, s.solutions_pushed_late), (1, 0), "{s:?}");
+    assert_eq!(
+        (s.solutions_pushed, s.solutions_pushed_late),
+        (1, 0),
+        "{s:?}"
+    );
     assert_eq!(s.channel.shares_accepted, 2, "{s:?}");
 
     let s = stats_of("seed-block-while-the-jds-is-away-pushed-late");
@@ -186,11 +190,18 @@ fn the_seeds_take_the_paths_they_are_named_for() {
 
     let s = stats_of("seed-job-refused-falls-back-to-solo-then-rejoins");
     assert_eq!(s.channel.jobs_refused, 1, "{s:?}");
-    assert_eq!(s.solutions_pushed, 0, "a block mined solo is not the pool's: {s:?}");
+    assert_eq!(
+        s.solutions_pushed, 0,
+        "a block mined solo is not the pool's: {s:?}"
+    );
     assert_eq!((s.rejoined, s.solo, s.declared), (1, false, 2), "{s:?}");
 
     let s = stats_of("seed-push-send-fails-then-pushed-late");
-    assert_eq!((s.solutions_pushed, s.solutions_pushed_late), (1, 1), "{s:?}");
+    assert_eq!(
+        (s.solutions_pushed, s.solutions_pushed_late),
+        (1, 1),
+        "{s:?}"
+    );
 
     let s = stats_of("seed-rejoins-refused-and-failed");
     assert_eq!((s.rejoin_failures, s.rejoined), (2, 1), "{s:?}");
