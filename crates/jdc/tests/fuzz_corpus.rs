@@ -4,6 +4,9 @@
 //! ignored), and each is shown to take the path it was written for.
 
 use jdc::fuzz_support::{jdc_core, jdc_core_stats, op};
+use sv2::messages::job_declaration::DeclareMiningJobSuccess;
+use sv2::messages::mining::SubmitSharesSuccess;
+use sv2::Message;
 use testkit::Corpus;
 
 fn corpus() -> Corpus {
@@ -54,6 +57,16 @@ impl Script {
         let mut args = vec![0, kind];
         args.extend(nonce.to_le_bytes());
         self.step(op::SHARE, &args)
+    }
+
+    /// `m` as a raw payload from the JDS or the pool (`op`): its type, length and bytes.
+    fn raw(self, op: u8, m: Message) -> Script {
+        let mut payload = Vec::new();
+        let msg_type = m.encode(&mut payload).expect("encodes");
+        assert!(payload.len() < 64, "a raw step carries at most 63 bytes");
+        let mut args = vec![msg_type, payload.len() as u8];
+        args.extend(payload);
+        self.step(op, &args)
     }
 
     /// The clock moves `secs` seconds on (at most 63).
@@ -146,17 +159,44 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
                 .0,
         ),
         (
-            "seed-missing-transactions-tokens-and-raw-payloads",
+            "seed-declaration-refused-leaves-the-pool",
+            Script::new(false, 3)
+                .step(op::TEMPLATE, &[0])
+                .step(op::TX_DATA, &[0])
+                .step(op::REFUSED, &[0, 3])
+                .0,
+        ),
+        (
+            "seed-missing-transactions-and-raw-payloads",
             Script::new(false, 3)
                 .step(op::TEMPLATE, &[2])
                 .step(op::TX_DATA, &[1])
                 .step(op::MISSING, &[0, 2, 0, 1])
-                .step(op::TOKEN, &[0, 2])
-                .step(op::REFUSED, &[0, 3])
+                .step(op::TOKEN, &[0])
+                // The first declaration's request id: 1 and 2 went to token requests.
+                .raw(
+                    op::JDS_RAW,
+                    DeclareMiningJobSuccess {
+                        request_id: 3,
+                        new_mining_job_token: b"raw-token".to_vec(),
+                    }
+                    .into(),
+                )
+                .step(op::JOB_VERDICT, &[0, 1])
                 .step(op::POOL_OTHER, &[1, 9])
                 .step(op::POOL_OTHER, &[0, 0xff])
-                .step(op::POOL_RAW, &[0x1c, 4, 1, 2, 3, 4])
-                .step(op::JDS_RAW, &[0x58, 0])
+                .raw(
+                    op::POOL_RAW,
+                    SubmitSharesSuccess {
+                        channel_id: 6,
+                        last_sequence_number: 0,
+                        new_submits_accepted_count: 3,
+                        new_shares_sum: 3,
+                    }
+                    .into(),
+                )
+                // A payload that does not decode loses the JDS.
+                .step(op::JDS_RAW, &[0xff, 0])
                 .0,
         ),
     ]
@@ -208,6 +248,28 @@ fn the_seeds_take_the_paths_they_are_named_for() {
 
     let s = stats_of("seed-invalid-shares-in-a-row-leave-the-pool");
     assert!(s.solo && s.fallback.is_some(), "{s:?}");
+
+    let s = stats_of("seed-declaration-refused-leaves-the-pool");
+    assert_eq!((s.declared, s.declarations_refused), (0, 1), "{s:?}");
+    assert!(
+        s.fallback
+            .as_deref()
+            .is_some_and(|f| f.contains("refused a declaration")),
+        "{s:?}"
+    );
+
+    let s = stats_of("seed-missing-transactions-and-raw-payloads");
+    assert_eq!((s.declared, s.channel.jobs_set), (1, 1), "{s:?}");
+    assert_eq!(
+        s.channel.shares_accepted, 3,
+        "the raw verdict reached the channel: {s:?}"
+    );
+    assert!(
+        s.fallback
+            .as_deref()
+            .is_some_and(|f| f.contains("JDS connection was lost")),
+        "{s:?}"
+    );
 
     let s = stats_of("seed-token-unanswered-times-out");
     assert!(
