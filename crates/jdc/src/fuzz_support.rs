@@ -151,6 +151,15 @@ fn outputs_paying(script: ScriptBuf) -> Vec<u8> {
     }])
 }
 
+/// An upstream's answer to the JDC's `SetupConnection`, for the JDS and the pool alike.
+fn setup_success() -> Message {
+    SetupConnectionSuccess {
+        used_version: 2,
+        flags: 0,
+    }
+    .into()
+}
+
 /// A declarer past its setup, holding its first token, which names `payout`, and asking for
 /// `spare_tokens` more (for the harness and the core's tests).
 pub fn declarer(spare_tokens: usize, payout: ScriptBuf) -> Declarer {
@@ -159,15 +168,7 @@ pub fn declarer(spare_tokens: usize, payout: ScriptBuf) -> Declarer {
         ..DeclarerConfig::default()
     });
     let _ = d.setup_connection();
-    let out = d
-        .handle_message(
-            SetupConnectionSuccess {
-                used_version: 2,
-                flags: 0,
-            }
-            .into(),
-        )
-        .expect("setup");
+    let out = d.handle_message(setup_success()).expect("setup");
     for e in out {
         if let DeclarerEvent::Send(Message::JobDeclaration(
             JobDeclaration::AllocateMiningJobToken(a),
@@ -194,15 +195,7 @@ pub fn declarer(spare_tokens: usize, payout: ScriptBuf) -> Declarer {
 pub fn setup(prefix: Vec<u8>, target: Target, payout: ScriptBuf, spare_tokens: usize) -> Setup {
     let mut c = PoolChannel::new(PoolChannelConfig::default());
     let _ = c.setup_connection();
-    let out = c
-        .handle_message(
-            SetupConnectionSuccess {
-                used_version: 2,
-                flags: 0,
-            }
-            .into(),
-        )
-        .expect("pool setup");
+    let out = c.handle_message(setup_success()).expect("pool setup");
     let Some(PoolEvent::Send(Message::Mining(Mining::OpenExtendedMiningChannel(o)))) = out.first()
     else {
         panic!("no channel request after the pool's setup");
