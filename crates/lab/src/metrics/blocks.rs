@@ -24,28 +24,21 @@ use events::Hash256;
 
 use super::index::Chain;
 use super::input::Window;
+use super::merge::tally;
 use crate::stats::Samples;
 
-/// Block counts, mergeable across trials (results.json's `blocks`).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct BlockTally {
-    /// Solutions a node accepted as a new tip.
-    pub found: u64,
-    /// Distinct blocks the job source submitted.
-    pub submitted: u64,
-    /// Found, but not on the network's final best chain.
-    pub orphaned: u64,
-    /// Found blocks whose fate the events do not show (`orphan_undetermined`).
-    pub undetermined: u64,
-}
-
-impl BlockTally {
-    /// Adds `o`'s counts.
-    pub fn merge(&mut self, o: &BlockTally) {
-        self.found += o.found;
-        self.submitted += o.submitted;
-        self.orphaned += o.orphaned;
-        self.undetermined += o.undetermined;
+tally! {
+    /// Block counts, mergeable across trials (results.json's `blocks`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq)]
+    pub struct BlockTally {
+        /// Solutions a node accepted as a new tip.
+        pub found: u64,
+        /// Distinct blocks the job source submitted.
+        pub submitted: u64,
+        /// Found, but not on the network's final best chain.
+        pub orphaned: u64,
+        /// Found blocks whose fate the events do not show (`orphan_undetermined`).
+        pub undetermined: u64,
     }
 }
 

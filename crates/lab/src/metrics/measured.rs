@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::blocks::BlockTally;
 use super::estimation::EstimationTally;
 use super::input::{ProcessUsage, RoleKind, Site};
+use super::merge::tally;
 use super::protocol::ProtocolTally;
 use super::series::Series;
 use super::shares::ShareTally;
@@ -36,25 +37,27 @@ pub struct RoleTally {
     pub bytes: RoleBytes,
 }
 
-/// The delay distributions, raw.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Delays {
-    /// Samples of `time_to_job_ms`, in ns.
-    pub time_to_job: Samples,
-    /// Samples of `time_to_job_first_ms`, in ns.
-    pub time_to_job_first: Samples,
-    /// From the node's template to the job source's first job built from it.
-    pub time_to_job_at_source: Samples,
-    /// Samples of `time_to_job_prevhash_ms`, in ns.
-    pub time_to_job_prevhash: Samples,
-    /// Samples of `time_to_job_prevhash_first_ms`, in ns.
-    pub time_to_job_prevhash_first: Samples,
-    /// Samples of `time_to_first_job_ms`, in ns.
-    pub time_to_first_job: Samples,
-    /// Samples of `share_latency_ms`, in ns.
-    pub share_latency: Samples,
-    /// Samples of `block_propagation_ms`, in ns.
-    pub block_propagation: Samples,
+tally! {
+    /// The delay distributions, raw.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Delays {
+        /// Samples of `time_to_job_ms`, in ns.
+        pub time_to_job: Samples,
+        /// Samples of `time_to_job_first_ms`, in ns.
+        pub time_to_job_first: Samples,
+        /// From the node's template to the job source's first job built from it.
+        pub time_to_job_at_source: Samples,
+        /// Samples of `time_to_job_prevhash_ms`, in ns.
+        pub time_to_job_prevhash: Samples,
+        /// Samples of `time_to_job_prevhash_first_ms`, in ns.
+        pub time_to_job_prevhash_first: Samples,
+        /// Samples of `time_to_first_job_ms`, in ns.
+        pub time_to_first_job: Samples,
+        /// Samples of `share_latency_ms`, in ns.
+        pub share_latency: Samples,
+        /// Samples of `block_propagation_ms`, in ns.
+        pub block_propagation: Samples,
+    }
 }
 
 impl Delays {
@@ -73,18 +76,6 @@ impl Delays {
             ("share_latency_ms", &self.share_latency),
             ("block_propagation_ms", &self.block_propagation),
         ]
-    }
-
-    fn merge(&mut self, o: &Delays) {
-        self.time_to_job.merge(&o.time_to_job);
-        self.time_to_job_first.merge(&o.time_to_job_first);
-        self.time_to_job_at_source.merge(&o.time_to_job_at_source);
-        self.time_to_job_prevhash.merge(&o.time_to_job_prevhash);
-        self.time_to_job_prevhash_first
-            .merge(&o.time_to_job_prevhash_first);
-        self.time_to_first_job.merge(&o.time_to_first_job);
-        self.share_latency.merge(&o.share_latency);
-        self.block_propagation.merge(&o.block_propagation);
     }
 }
 

@@ -78,6 +78,7 @@ pub mod estimation;
 pub mod index;
 pub mod input;
 pub mod measured;
+mod merge;
 pub mod output;
 pub mod protocol;
 pub mod series;

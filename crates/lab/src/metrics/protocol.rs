@@ -13,17 +13,20 @@ use super::input::{RoleKind, Window};
 use crate::results::{Distribution, MessageFigures, UpDown};
 use crate::stats::{summarize, Samples};
 
+use super::merge::tally;
 use events::HANDSHAKE;
 
-/// Raw counts, mergeable across trials.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProtocolTally {
-    /// (link, `up`/`down`, message) -> [count, wire bytes, payload bytes], in the measured window.
-    pub messages: BTreeMap<(String, &'static str, String), [u64; 3]>,
-    /// (link, `up`/`down`) -> [handshakes, bytes], over the whole run.
-    pub handshakes: BTreeMap<(String, &'static str), [u64; 2]>,
-    /// The pool site's handshake times, one cluster each.
-    pub handshake_time: Samples,
+tally! {
+    /// Raw counts, mergeable across trials.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ProtocolTally {
+        /// (link, `up`/`down`, message) -> [count, wire bytes, payload bytes], in the measured window.
+        pub messages: BTreeMap<(String, &'static str, String), [u64; 3]>,
+        /// (link, `up`/`down`) -> [handshakes, bytes], over the whole run.
+        pub handshakes: BTreeMap<(String, &'static str), [u64; 2]>,
+        /// The pool site's handshake times, one cluster each.
+        pub handshake_time: Samples,
+    }
 }
 
 impl ProtocolTally {
@@ -73,22 +76,6 @@ impl ProtocolTally {
         c[0] += m.count;
         c[1] += m.bytes;
         c[2] += m.payload_bytes;
-    }
-
-    /// Adds another trial's.
-    pub fn merge(&mut self, o: &ProtocolTally) {
-        for (k, v) in &o.messages {
-            let c = self.messages.entry(k.clone()).or_default();
-            for i in 0..3 {
-                c[i] += v[i];
-            }
-        }
-        for (k, v) in &o.handshakes {
-            let c = self.handshakes.entry(k.clone()).or_default();
-            c[0] += v[0];
-            c[1] += v[1];
-        }
-        self.handshake_time.merge(&o.handshake_time);
     }
 
     /// `protocol.handshake_ms`.

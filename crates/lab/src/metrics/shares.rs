@@ -12,54 +12,39 @@ use std::collections::HashMap;
 use events::{Hash256, Reason, Verdict};
 
 use super::input::Window;
+use super::merge::tally;
 use super::series::Series;
 use crate::results::{Shares, Work};
 use crate::stats::Samples;
 
-/// Share counts and work, mergeable across fleets and trials.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ShareTally {
-    /// Shares the devices sent.
-    pub submitted: u64,
-    /// Shares accepted.
-    pub accepted: u64,
-    /// Shares rejected as stale (job superseded).
-    pub stale: u64,
-    /// Shares rejected for another reason.
-    pub rejected: u64,
-    /// Shares with no verdict by the end of the run.
-    pub unanswered: u64,
-    /// Indexed like [`Reason::ALL`], stale included: the lab's reasons.
-    pub by_reason: [u64; 7],
-    /// The same rejections by the reason the pool gave.
-    pub by_pool_reason: [u64; 7],
-    /// Submitted work, in difficulty-1 units.
-    pub work_submitted: f64,
-    /// Accepted work, in difficulty-1 units.
-    pub work_accepted: f64,
-    /// Stale work, in difficulty-1 units.
-    pub work_stale: f64,
+tally! {
+    /// Share counts and work, mergeable across fleets and trials.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ShareTally {
+        /// Shares the devices sent.
+        pub submitted: u64,
+        /// Shares accepted.
+        pub accepted: u64,
+        /// Shares rejected as stale (job superseded).
+        pub stale: u64,
+        /// Shares rejected for another reason.
+        pub rejected: u64,
+        /// Shares with no verdict by the end of the run.
+        pub unanswered: u64,
+        /// Indexed like [`Reason::ALL`], stale included: the lab's reasons.
+        pub by_reason: [u64; 7],
+        /// The same rejections by the reason the pool gave.
+        pub by_pool_reason: [u64; 7],
+        /// Submitted work, in difficulty-1 units.
+        pub work_submitted: f64,
+        /// Accepted work, in difficulty-1 units.
+        pub work_accepted: f64,
+        /// Stale work, in difficulty-1 units.
+        pub work_stale: f64,
+    }
 }
 
 impl ShareTally {
-    /// Adds `o`'s counts.
-    pub fn merge(&mut self, o: &ShareTally) {
-        self.submitted += o.submitted;
-        self.accepted += o.accepted;
-        self.stale += o.stale;
-        self.rejected += o.rejected;
-        self.unanswered += o.unanswered;
-        for (a, b) in self.by_reason.iter_mut().zip(o.by_reason) {
-            *a += b;
-        }
-        for (a, b) in self.by_pool_reason.iter_mut().zip(o.by_pool_reason) {
-            *a += b;
-        }
-        self.work_submitted += o.work_submitted;
-        self.work_accepted += o.work_accepted;
-        self.work_stale += o.work_stale;
-    }
-
     /// The counts as results.json's `shares`.
     pub fn shares(&self) -> Shares {
         Shares {

@@ -1,15 +1,18 @@
 //! Events that could not be tied to their counterpart, counted by what was missing, never
 //! guessed at.
 
+use super::merge::tally;
 use std::collections::BTreeMap;
 
-/// Unmatched events by what was missing, and the events that could have been.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Unmatched {
-    /// Unmatched events per kind of missing counterpart.
-    pub by_kind: BTreeMap<&'static str, u64>,
-    /// Events that needed a counterpart (workable jobs, activations, received verdicts).
-    pub matchable: u64,
+tally! {
+    /// Unmatched events by what was missing, and the events that could have been.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Unmatched {
+        /// Unmatched events per kind of missing counterpart.
+        pub by_kind: BTreeMap<&'static str, u64>,
+        /// Events that needed a counterpart (workable jobs, activations, received verdicts).
+        pub matchable: u64,
+    }
 }
 
 impl Unmatched {
@@ -21,14 +24,6 @@ impl Unmatched {
     /// Unmatched events of every kind.
     pub fn total(&self) -> u64 {
         self.by_kind.values().sum()
-    }
-
-    /// Adds `o`'s counts.
-    pub fn merge(&mut self, o: &Unmatched) {
-        for (k, n) in &o.by_kind {
-            *self.by_kind.entry(k).or_insert(0) += n;
-        }
-        self.matchable += o.matchable;
     }
 
     /// Unmatched events as a fraction of those that needed matching.

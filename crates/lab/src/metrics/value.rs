@@ -8,28 +8,24 @@
 //! and their difference is what the devices' templates gained or lost. Stretches on a template
 //! nobody can identify are left out of both.
 
-/// Integrals in sats x ns, mergeable.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ValueTally {
-    /// Template value the devices worked on, integrated over time (sats x ns).
-    pub device_value: u128,
-    /// Time covered by `device_value`, in ns.
-    pub device_ns: u128,
-    /// The node's best template value, integrated over time (sats x ns).
-    pub network_value: u128,
-    /// Time covered by `network_value`, in ns.
-    pub network_ns: u128,
+use super::merge::tally;
+
+tally! {
+    /// Integrals in sats x ns, mergeable.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ValueTally {
+        /// Template value the devices worked on, integrated over time (sats x ns).
+        pub device_value: u128,
+        /// Time covered by `device_value`, in ns.
+        pub device_ns: u128,
+        /// The node's best template value, integrated over time (sats x ns).
+        pub network_value: u128,
+        /// Time covered by `network_value`, in ns.
+        pub network_ns: u128,
+    }
 }
 
 impl ValueTally {
-    /// Adds `o`'s integrals.
-    pub fn merge(&mut self, o: &ValueTally) {
-        self.device_value += o.device_value;
-        self.device_ns += o.device_ns;
-        self.network_value += o.network_value;
-        self.network_ns += o.network_ns;
-    }
-
     /// Time-weighted mean value of the devices' templates, in sats; `None` over no time.
     pub fn device_mean(&self) -> Option<f64> {
         (self.device_ns > 0).then(|| self.device_value as f64 / self.device_ns as f64)
