@@ -363,15 +363,6 @@ impl Network {
         }
     }
 
-    /// [`Network::submit_block`] for a block already decoded.
-    pub fn submit_block_decoded(
-        &mut self,
-        now: Timestamp,
-        block: primitives::bitcoin::Block,
-    ) -> SubmitResult {
-        self.submit_block_decoded_at(NodeId::FIRST, now, block)
-    }
-
     /// [`Network::submit_block_at`] for a block already decoded.
     pub fn submit_block_decoded_at(
         &mut self,

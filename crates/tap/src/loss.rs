@@ -84,11 +84,6 @@ impl LossModel {
         }
     }
 
-    /// Whether the loss probability is zero (every chunk is delivered without a draw).
-    pub fn is_lossless(&self) -> bool {
-        self.p == 0.0
-    }
-
     /// The retransmission timeout on a steady path: RTT + 200 ms.
     pub fn rto_ns(&self) -> u64 {
         self.rtt_ns.saturating_add(RTO_MIN_NS)

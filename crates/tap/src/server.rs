@@ -17,7 +17,7 @@ use crate::net::{self, Reserve};
 use crate::pipe::Pipe;
 use crate::relay::{relay, Shared};
 use crate::stats::{Summary, TapStats};
-use crate::timer::{PreciseTimer, TimerStats};
+use crate::timer::PreciseTimer;
 
 /// Descriptors the process needs besides two per connection: the listener, the events file,
 /// the runtime's epoll and wake-up descriptors, the reserve, standard streams, and some slack.
@@ -207,10 +207,5 @@ impl Tap {
             tasks.shutdown().await;
         }
         stats.summary(&shared.config.link, started.elapsed(), self.timer.stats())
-    }
-
-    /// How punctual the release timer has been so far.
-    pub fn timer_stats(&self) -> TimerStats {
-        self.timer.stats()
     }
 }

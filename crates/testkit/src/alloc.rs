@@ -62,10 +62,3 @@ pub fn thread_allocs() -> u64 {
 pub fn process_allocs() -> u64 {
     PROCESS_ALLOCS.load(Ordering::Relaxed)
 }
-
-/// Runs `f` and returns its result with the allocation calls this thread made in it.
-pub fn on_this_thread<R>(f: impl FnOnce() -> R) -> (R, u64) {
-    let before = thread_allocs();
-    let r = f();
-    (r, thread_allocs() - before)
-}
