@@ -7,15 +7,10 @@ use jdc::fuzz_support::{jdc_core, jdc_core_stats, op};
 use sv2::messages::job_declaration::DeclareMiningJobSuccess;
 use sv2::messages::mining::SubmitSharesSuccess;
 use sv2::Message;
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
-fn corpus() -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), "jdc_core")
-}
-
-#[test]
-fn every_jdc_core_corpus_input_holds_the_invariants() {
-    corpus().replay(8, jdc_core);
+replay_corpora! {
+    every_jdc_core_corpus_input_holds_the_invariants: "jdc_core", 8, jdc_core;
 }
 
 /// A script, spelled as steps (see `jdc::fuzz_support`'s module documentation).
@@ -205,7 +200,7 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
 #[test]
 #[ignore = "writes the seed inputs into the committed corpus"]
 fn write_seeds() {
-    corpus().write_seeds(seeds());
+    corpus!("jdc_core").write_seeds(seeds());
 }
 
 fn stats_of(name: &str) -> jdc::core::JdcStats {

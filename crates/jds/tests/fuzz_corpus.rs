@@ -3,7 +3,7 @@
 //! every regression, must still hold the invariants. `write_seeds` (ignored) writes the seed
 //! inputs into the corpus.
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use jds::fuzz_support::script::{coinbase_input, JdsScript};
 use jds::fuzz_support::{declared_coinbase, jds_coinbase, jds_session};
@@ -12,19 +12,9 @@ use sv2::messages::common::{job_declaration_flags, protocol, SetupConnection};
 use sv2::messages::job_declaration::{AllocateMiningJobToken, DeclareMiningJob};
 use sv2::Message;
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_jds_session_corpus_input_holds_the_invariants() {
-    corpus("jds_session").replay(10, jds_session);
-}
-
-#[test]
-fn every_jds_coinbase_corpus_input_holds_the_invariants() {
-    corpus("jds_coinbase").replay(10, jds_coinbase);
+replay_corpora! {
+    every_jds_session_corpus_input_holds_the_invariants: "jds_session", 10, jds_session;
+    every_jds_coinbase_corpus_input_holds_the_invariants: "jds_coinbase", 10, jds_coinbase;
 }
 
 /// A segwit coinbase committing to the wtxids, paying the pool, extranonce of 8 bytes.
@@ -405,6 +395,6 @@ fn write_seeds() {
         .map(|(n, d)| (n.to_owned(), d))
         .collect();
     for (target, seeds) in [("jds_session", session), ("jds_coinbase", coinbase_seeds())] {
-        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
+        corpus!(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

@@ -3,7 +3,7 @@
 //! every regression, must still hold the invariants. `write_seeds` (ignored) writes the seed
 //! scripts into the corpus.
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use pool::fuzz_support::script::{Sv1Script, Sv2Script};
 use pool::fuzz_support::{sv1_session, sv2_session};
@@ -12,19 +12,9 @@ use sv2::messages::common::SetupConnection;
 use sv2::messages::mining::{OpenStandardMiningChannel, SubmitSharesStandard};
 use sv2::Message;
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_sv1_session_corpus_input_holds_the_invariants() {
-    corpus("sv1_session").replay(10, sv1_session);
-}
-
-#[test]
-fn every_sv2_session_corpus_input_holds_the_invariants() {
-    corpus("sv2_session").replay(10, sv2_session);
+replay_corpora! {
+    every_sv1_session_corpus_input_holds_the_invariants: "sv1_session", 10, sv1_session;
+    every_sv2_session_corpus_input_holds_the_invariants: "sv2_session", 10, sv2_session;
 }
 
 const SUBSCRIBE: &[u8] = br#"{"id":1,"method":"mining.subscribe","params":["cgminer/4.10.0"]}"#;
@@ -460,6 +450,6 @@ fn the_seeds_hold_the_invariants() {
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
     for (target, seeds) in [("sv1_session", sv1_seeds()), ("sv2_session", sv2_seeds())] {
-        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
+        corpus!(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use common::Draft;
 use primitives::bitcoin::consensus::serialize;
@@ -17,24 +17,11 @@ use simnet::rpc::fuzz as rpc_fuzz;
 use simnet::zmq::zmtp::fuzz as zmtp_fuzz;
 use simnet::{SubmitError, Timestamp};
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_corpus_input_goes_through_the_submit_path_without_a_panic() {
-    corpus("submit_block").replay(5, fuzz::submit);
-}
-
-#[test]
-fn every_zmtp_reader_corpus_input_holds_the_invariants() {
-    corpus("zmtp_reader").replay(5, zmtp_fuzz::reader);
-}
-
-#[test]
-fn every_rpc_request_corpus_input_holds_the_invariants() {
-    corpus("rpc_request").replay(5, rpc_fuzz::request);
+replay_corpora! {
+    every_corpus_input_goes_through_the_submit_path_without_a_panic:
+        "submit_block", 5, fuzz::submit;
+    every_zmtp_reader_corpus_input_holds_the_invariants: "zmtp_reader", 5, zmtp_fuzz::reader;
+    every_rpc_request_corpus_input_holds_the_invariants: "rpc_request", 5, rpc_fuzz::request;
 }
 
 /// Real blocks to start the fuzzer from: valid ones on the fuzzing network (so mutations start
@@ -240,6 +227,6 @@ fn write_seeds() {
         ("zmtp_reader", zmtp_seeds()),
         ("rpc_request", rpc_seeds()),
     ] {
-        corpus(target).write_seeds(seeds);
+        corpus!(target).write_seeds(seeds);
     }
 }

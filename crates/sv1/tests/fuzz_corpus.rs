@@ -4,18 +4,13 @@
 //! crash stays fixed and CI needs no nightly. Also writes the seed inputs the corpus started
 //! from (`--ignored write_seeds`).
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use sv1::fuzz_support;
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_corpus_input_goes_through_the_read_path_with_its_invariants() {
-    corpus("line").replay(30, fuzz_support::line);
+replay_corpora! {
+    every_corpus_input_goes_through_the_read_path_with_its_invariants:
+        "line", 30, fuzz_support::line;
 }
 
 /// An input: the line limit (`'0'`..`'7'` index `fuzz_support::LIMITS`), the chunking seed (a
@@ -318,5 +313,5 @@ fn the_seeds_hold_the_invariants() {
 #[test]
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
-    corpus("line").write_seeds(seeds().into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
+    corpus!("line").write_seeds(seeds().into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
 }

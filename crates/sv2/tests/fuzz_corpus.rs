@@ -3,7 +3,7 @@
 //! crash stays fixed and CI needs no nightly. Also writes the seed inputs the corpus started
 //! from (`--ignored write_seeds`).
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use primitives::Target;
 use sv2::fuzz_support;
@@ -20,19 +20,9 @@ use sv2::messages::mining::{
 use sv2::messages::template_distribution::{NewTemplate, RequestTransactionDataSuccess};
 use sv2::messages::Message;
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_frames_corpus_input_holds_the_invariants() {
-    corpus("frames").replay(20, fuzz_support::frames);
-}
-
-#[test]
-fn every_messages_corpus_input_holds_the_invariants() {
-    corpus("messages").replay(20, fuzz_support::messages);
+replay_corpora! {
+    every_frames_corpus_input_holds_the_invariants: "frames", 20, fuzz_support::frames;
+    every_messages_corpus_input_holds_the_invariants: "messages", 20, fuzz_support::messages;
 }
 
 /// A `frames` input: mode, two read-size seed bytes, the rest.
@@ -405,6 +395,6 @@ fn the_seeds_hold_the_invariants() {
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
     for (target, seeds) in [("frames", frames_seeds()), ("messages", messages_seeds())] {
-        corpus(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
+        corpus!(target).write_seeds(seeds.into_iter().map(|(n, d)| (format!("seed-{n}"), d)));
     }
 }

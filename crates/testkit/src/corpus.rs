@@ -5,6 +5,29 @@
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
 
+/// The committed corpus of `target` in the crate whose code names it: [`Corpus::of`] with that
+/// crate's manifest directory (`env!` expands where the macro is used).
+#[macro_export]
+macro_rules! corpus {
+    ($target:expr) => {
+        $crate::Corpus::of(env!("CARGO_MANIFEST_DIR"), $target)
+    };
+}
+
+/// One `#[test]` per line `name: "target", min, run;`, replaying the calling crate's committed
+/// corpus of `target` through `run` ([`Corpus::replay`], at least `min` inputs).
+#[macro_export]
+macro_rules! replay_corpora {
+    ($($name:ident: $target:literal, $min:literal, $run:expr;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::corpus!($target).replay($min, $run);
+            }
+        )+
+    };
+}
+
 /// The committed corpus of one fuzz target: `<crate>/fuzz/corpus/<target>`.
 #[derive(Clone, Debug)]
 pub struct Corpus {

@@ -4,25 +4,17 @@
 //! once added coverage, and every regression, must still hold the invariants. `write_seeds`
 //! (ignored) writes the seed inputs into the corpus.
 
-use testkit::Corpus;
+use testkit::{corpus, replay_corpora};
 
 use translator::fuzz_support::per_device::translator_per_device;
 use translator::fuzz_support::script::Script;
 use translator::fuzz_support::{line, translator_session, up};
 
-/// The committed corpus of `target`.
-fn corpus(target: &str) -> Corpus {
-    Corpus::of(env!("CARGO_MANIFEST_DIR"), target)
-}
-
-#[test]
-fn every_translator_session_corpus_input_holds_the_invariants() {
-    corpus("translator_session").replay(10, translator_session);
-}
-
-#[test]
-fn every_translator_per_device_corpus_input_holds_the_invariants() {
-    corpus("translator_per_device").replay(10, translator_per_device);
+replay_corpora! {
+    every_translator_session_corpus_input_holds_the_invariants:
+        "translator_session", 10, translator_session;
+    every_translator_per_device_corpus_input_holds_the_invariants:
+        "translator_per_device", 10, translator_per_device;
 }
 
 /// Configuration byte 0: bits 1-2 the device bytes (0, 1, 2, 4), 3-4 vardiff (pinned easiest,
@@ -462,6 +454,6 @@ fn the_seeds_hold_the_invariants() {
 #[test]
 #[ignore = "writes the seed inputs into the corpus; run by hand before fuzzing afresh"]
 fn write_seeds() {
-    corpus("translator_session").write_seeds([false, true].into_iter().flat_map(seeds));
-    corpus("translator_per_device").write_seeds(per_device_seeds());
+    corpus!("translator_session").write_seeds([false, true].into_iter().flat_map(seeds));
+    corpus!("translator_per_device").write_seeds(per_device_seeds());
 }
