@@ -372,15 +372,13 @@ fn a_pushed_block_the_node_cannot_take_yet_survives_a_kill_9_and_reaches_the_cha
     let (jds, _, http, key_again) = start_jds();
     assert_eq!(key_again, key, "the restarted JDS's authority key");
     rt.block_on(tip_becomes(&rpc, hash));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        let s = support::http_get_json(&http, "/api/status");
-        if s["blocks"]["accepted"] == 1 && s["dependencies"]["node"]["up"] == true {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "{s}\n{}", jds.log_tail());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = support::status_within(
+        &http,
+        "the block accepted, the node up",
+        Duration::from_secs(20),
+        || jds.log_tail(),
+        |s| s["blocks"]["accepted"] == 1 && s["dependencies"]["node"]["up"] == true,
+    );
     assert_eq!(status["blocks"]["pending"], 0, "{status}");
     assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
     assert_eq!(status["dependencies"]["store"]["up"], true, "{status}");

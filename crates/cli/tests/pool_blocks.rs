@@ -11,7 +11,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::rpc_call as rpc;
-use support::{free_port, http_get_json, start_tap, status_when, Role, Roles, PAYOUT};
+use support::{
+    free_port, http_get_json, start_tap, status_when, status_within, Role, Roles, PAYOUT,
+};
 
 /// Whether block `hash` (internal byte order) is on simnet's best chain.
 fn in_chain(rpc_addr: &str, hash: &[u8; 32]) -> bool {
@@ -57,19 +59,13 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
     let fleet = sv2_fleet(&sv2, &key, "4", "120s");
 
     // Blocks go out through the provider first.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let s = http_get_json(&http, "/api/status");
-        if s["blocks"]["accepted"].as_u64().unwrap_or(0) >= 2 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no blocks through the provider: {s}\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    status_within(
+        &http,
+        "no blocks through the provider",
+        Duration::from_secs(30),
+        || roles.logs(),
+        |s| s["blocks"]["accepted"].as_u64().unwrap_or(0) >= 2,
+    );
     // The allocator's side of memory: the binary runs on jemalloc, whose figures are there.
     let memory = &http_get_json(&http, "/api/status")["memory"];
     assert!(
@@ -86,67 +82,49 @@ fn blocks_found_after_the_provider_is_cut_off_reach_the_chain_through_the_node()
         .as_millis() as u64;
     roles.kill("tap");
     // The provider is gone: the status says so, work comes from the node, blocks keep coming.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        let s = http_get_json(&http, "/api/status");
-        let found = s["blocks"]["found"].as_u64().unwrap_or(0);
-        if s["dependencies"]["tp"]["up"] == false && found >= before + 3 {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no blocks from the node's templates after the provider was cut off: {s}\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let status = status_within(
+        &http,
+        "no blocks from the node's templates after the provider was cut off",
+        Duration::from_secs(30),
+        || roles.logs(),
+        |s| {
+            s["dependencies"]["tp"]["up"] == false
+                && s["blocks"]["found"].as_u64().unwrap_or(0) >= before + 3
+        },
+    );
     assert_eq!(status["dependencies"]["node"]["up"], true, "{status}");
     assert_eq!(status["serving"], true, "{status}");
     assert_eq!(status["work_source"], "node", "{status}");
     // The provider comes back: work comes from it again, and blocks go out through it.
     start_tap(&mut roles, &tap_addr, &tdp);
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let back = loop {
-        let s = http_get_json(&http, "/api/status");
-        if s["dependencies"]["tp"]["up"] == true && s["work_source"] == "tp" {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pool did not go back to the provider: {s}\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let back = status_within(
+        &http,
+        "the pool did not go back to the provider",
+        Duration::from_secs(40),
+        || roles.logs(),
+        |s| s["dependencies"]["tp"]["up"] == true && s["work_source"] == "tp",
+    );
     let regained_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
     let found_back = back["blocks"]["found"].as_u64().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get_json(&http, "/api/status")["blocks"]["found"].as_u64() < Some(found_back + 2) {
-        assert!(
-            Instant::now() < deadline,
-            "no blocks once the provider was back\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    status_within(
+        &http,
+        "no blocks once the provider was back",
+        Duration::from_secs(30),
+        || roles.logs(),
+        |s| s["blocks"]["found"].as_u64() >= Some(found_back + 2),
+    );
     drop(fleet);
     // Every block is answered for.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        let s = http_get_json(&http, "/api/status");
-        if s["blocks"]["pending"] == 0 {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "blocks still pending: {s}\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let status = status_within(
+        &http,
+        "blocks still pending",
+        Duration::from_secs(30),
+        || roles.logs(),
+        |s| s["blocks"]["pending"] == 0,
+    );
     roles.stop("pool");
 
     let blocks = pool::store::StoreReader::open(&store)
@@ -348,21 +326,16 @@ fn block_in_a_slow_link(then: Then) {
     let http = pool.line("http listening on");
     // Mining starts once the pool serves and has had time to fetch its template's
     // transactions (asked for on the slow link too), so that the block it stores is whole.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    loop {
-        let s = http_get_json(&http, "/api/status");
-        if s["serving"] == true
-            && s["dependencies"]["tp"]["templates_with_transactions"].as_u64() >= Some(1)
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pool does not serve with its template's transactions: {s}\n{}",
-            roles.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    status_within(
+        &http,
+        "the pool does not serve with its template's transactions",
+        Duration::from_secs(40),
+        || roles.logs(),
+        |s| {
+            s["serving"] == true
+                && s["dependencies"]["tp"]["templates_with_transactions"].as_u64() >= Some(1)
+        },
+    );
     let fleet = sv2_fleet(&sv2, &key, "2", "60s");
     // Killed as soon as a block is in the store (it is stored before it is sent).
     let deadline = Instant::now() + Duration::from_secs(40);

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{dump_events, free_port, http_get_json, stored_share_hashes, Role, PAYOUT};
+use support::{dump_events, free_port, status_within, stored_share_hashes, Role, PAYOUT};
 
 /// A small deterministic generator for the kill moments (xorshift64*).
 struct Moments(u64);
@@ -203,19 +203,13 @@ fn kill_trial(front: Front, durability: &str) {
         start_pool(front, &rpc, &store, durability, port)
     };
     assert_eq!(last_key, key, "the restarted pool's authority key");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let status = http_get_json(&http, "/api/status");
-        if status["shares"]["accepted"].as_u64().unwrap_or(0) >= 20 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pool restarted on its store serves no shares: {status}\n{}",
-            last.log_tail()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    status_within(
+        &http,
+        "the pool restarted on its store serves no shares",
+        Duration::from_secs(20),
+        || last.log_tail(),
+        |s| s["shares"]["accepted"].as_u64().unwrap_or(0) >= 20,
+    );
     // The fleet ends by itself (its duration), writing its events out.
     let limit = started + Duration::from_secs(fleet_s + 30);
     let status = loop {

@@ -4,9 +4,9 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{dump_events, failover_fleet, failover_proxy, http_get_json, Role};
+use support::{dump_events, failover_fleet, failover_proxy, http_get_json, status_within, Role};
 
 fn sv1_pool(rpc: &str, store: &std::path::Path) -> Role {
     let owned = support::sv1_pool_args(store);
@@ -65,15 +65,13 @@ fn sv1_devices_mine_through_the_proxy_and_survive_a_pool_kill() {
     let fleet = failover_fleet(&sv1, "14s", &[]);
 
     // The first pool sees one connection and takes the shares that meet its difficulty.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        let status = http_get_json(&http_a, "/api/status");
-        if status["shares"]["accepted"].as_u64().unwrap_or(0) >= 2 {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "pool 1 took no share: {status}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let status = status_within(
+        &http_a,
+        "pool 1 took no share",
+        Duration::from_secs(10),
+        String::new,
+        |s| s["shares"]["accepted"].as_u64().unwrap_or(0) >= 2,
+    );
     assert_eq!(status["connections"].as_u64(), Some(1), "{status}");
     assert_eq!(
         status["shares"]["rejected"].as_u64(),

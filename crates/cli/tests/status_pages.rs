@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lab::report::Chromium;
 use support::{fleet_thread, http_get, http_get_json, status_within, sv2_pool_on_simnet, Roles};
@@ -63,15 +63,13 @@ fn every_role_page_draws_its_figures_and_shows_a_failing_dependency() {
 
     // Devices mine while the pages are read.
     let fleet = fleet_thread(&sv1, "3", "120kH/s", "20s", &[], Duration::from_secs(60));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get_json(&pool.http, "/api/status")["shares"]["accepted"]
-        .as_u64()
-        .unwrap_or(0)
-        < 2
-    {
-        assert!(Instant::now() < deadline, "no shares accepted in 30 s");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    status_within(
+        &pool.http,
+        "no shares accepted in 30 s",
+        Duration::from_secs(30),
+        String::new,
+        |s| s["shares"]["accepted"].as_u64().unwrap_or(0) >= 2,
+    );
 
     // The pool's page: healthy, its node up, the workers it accounts, shares refreshed into rates.
     let (code, body) = http_get(&pool.http, "/");

@@ -4,10 +4,10 @@
 mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::{
-    dump_events, fleet_thread, http_get, http_get_json, link_bytes, status_when,
+    dump_events, fleet_thread, http_get, http_get_json, link_bytes, status_when, status_within,
     stored_share_hashes, sv2_pool_on_simnet, Role, Roles, Sv2Pool,
 };
 
@@ -256,15 +256,13 @@ fn failover(fault: Fault) {
     let t_http = translator.line("http listening on");
     let fleet = support::failover_fleet(&sv1, "16s", &["--events", f_events.to_str().unwrap()]);
     // Mining on the first pool until it has taken some forwarded shares.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let status = http_get_json(&pools[0].2, "/api/status");
-        if status["shares"]["accepted"].as_u64().unwrap_or(0) >= 2 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "pool1 took no share: {status}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    status_within(
+        &pools[0].2,
+        "pool1 took no share",
+        Duration::from_secs(10),
+        String::new,
+        |s| s["shares"]["accepted"].as_u64().unwrap_or(0) >= 2,
+    );
     // The devices' hash rate is re-summed once a tick (1 s).
     let t = status_when(&t_http, "five devices and their hash rate", |s| {
         s["devices"]["connected"] == 5 && s["hashrate"].as_f64().unwrap_or(0.0) > 0.0
