@@ -12,9 +12,9 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{http_get, http_get_json, rolled_submits, rpc_call, run_para, simnet, Role};
+use support::{http_get, http_get_json, rolled_submits, rpc_call, run_para, simnet, within, Role};
 
 /// How long each para run mines before it is interrupted.
 const MINING: Duration = Duration::from_secs(20);
@@ -54,11 +54,15 @@ fn para_mines_shares_and_blocks_on_our_pool_with_and_without_version_rolling() {
     );
     let addrs = pool.lines_starting(&["sv1 listening on", "http listening on"]);
     let (sv1, http) = (&addrs["sv1 listening on"], &addrs["http listening on"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !matches!(http_get(http, "/healthz"), (200, body) if body.trim() == "ok") {
-        assert!(Instant::now() < deadline, "/healthz never said ok");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    within(
+        "/healthz never said ok",
+        Duration::from_secs(30),
+        String::new,
+        || match http_get(http, "/healthz") {
+            (200, body) if body.trim() == "ok" => Ok(()),
+            (code, body) => Err(format!("{code} {body}")),
+        },
+    );
 
     let rolling = run_para(dir.path(), sv1, "rolling", &[], MINING);
     let after_rolling = http_get_json(http, "/api/status")["shares"]["accepted"]

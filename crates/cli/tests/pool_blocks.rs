@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use support::rpc_call as rpc;
 use support::{
-    free_port, http_get_json, start_tap, status_when, status_within, Role, Roles, PAYOUT,
+    free_port, http_get_json, start_tap, status_when, status_within, within, Role, Roles, PAYOUT,
 };
 
 /// Whether block `hash` (internal byte order) is on simnet's best chain.
@@ -435,27 +435,26 @@ fn block_in_a_slow_link(then: Then) {
         assert_eq!(status["blocks"]["pending"].as_u64(), Some(n), "{status}");
         // The devices mine on: their first block takes the height.
         let fleet = sv2_fleet(&sv2, &key, "2", "60s");
-        let deadline = Instant::now() + Duration::from_secs(45);
-        let settled = loop {
-            let all = pool::store::StoreReader::open(&store)
-                .unwrap()
-                .blocks()
-                .unwrap();
-            let settled: Vec<_> = all
-                .into_iter()
-                .filter(|b| earlier.contains(&b.hash) && b.result.is_some())
-                .collect();
-            if settled.len() == earlier.len() {
-                break settled;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the earlier run's block was not settled by the provider's tips: {}\n{}",
-                http_get_json(&http, "/api/status"),
-                roles.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let settled = within(
+            "the earlier run's block was not settled by the provider's tips",
+            Duration::from_secs(45),
+            || format!("{}\n{}", http_get_json(&http, "/api/status"), roles.logs()),
+            || {
+                let all = pool::store::StoreReader::open(&store)
+                    .unwrap()
+                    .blocks()
+                    .unwrap();
+                let settled: Vec<_> = all
+                    .into_iter()
+                    .filter(|b| earlier.contains(&b.hash) && b.result.is_some())
+                    .collect();
+                if settled.len() == earlier.len() {
+                    Ok(settled)
+                } else {
+                    Err(format!("{} of {} settled", settled.len(), earlier.len()))
+                }
+            },
+        );
         drop(fleet);
         // Its fate is the chain's: lost to the block that took its height, or (when the
         // solution had left the slow link just before the kill) accepted, the provider's tip
@@ -522,18 +521,22 @@ fn accepted_on_the_chain(
     roles: &Roles,
     why: impl Fn() -> String,
 ) -> Vec<pool::store::StoredBlock> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let blocks = loop {
-        let blocks = pool::store::StoreReader::open(store)
-            .unwrap()
-            .blocks()
-            .unwrap();
-        if blocks.iter().all(|b| b.result.is_some()) {
-            break blocks;
-        }
-        assert!(Instant::now() < deadline, "{}\n{}", why(), roles.logs());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let blocks = within(
+        "a stored block without an answer",
+        Duration::from_secs(30),
+        || format!("{}\n{}", why(), roles.logs()),
+        || {
+            let blocks = pool::store::StoreReader::open(store)
+                .unwrap()
+                .blocks()
+                .unwrap();
+            if blocks.iter().all(|b| b.result.is_some()) {
+                Ok(blocks)
+            } else {
+                Err(format!("{} stored", blocks.len()))
+            }
+        },
+    );
     // Devices that mine on until the pool dies may find a second block on the same template:
     // of the blocks at one height exactly one joins the chain, recorded accepted; the others
     // are valid but stale, recorded `inconclusive` as a node answers.

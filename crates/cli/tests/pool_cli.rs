@@ -10,7 +10,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use primitives::{merkle_root_from_branch, sha256d, Difficulty, Hash256};
-use support::{http_get, http_get_json, stored_share_hashes, Role, SmallFs, PAYOUT};
+use support::{
+    healthy_within, http_get, http_get_json, stored_share_hashes, within, Role, SmallFs, PAYOUT,
+};
 
 fn simnet() -> (Role, String) {
     let (s, at) = support::simnet().rpc().start();
@@ -240,20 +242,20 @@ fn acknowledged_shares_survive_kill_9() {
     let mut m = Miner::connect(&sv1);
     let (line, _) = m.share(1_000_000);
     m.try_send(&line).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let worker = loop {
-        let page = http_get_json(&http, "/api/workers");
-        if let Some(w) = page["workers"]
-            .as_array()
-            .and_then(|l| l.iter().find(|w| w["connections"] == 1))
-        {
-            if w["accepted"].as_u64() > Some(stored.len() as u64) {
-                break w.clone();
-            }
-        }
-        assert!(Instant::now() < deadline, "{page}\n{}", pool.log_tail());
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let worker = within(
+        "the connected worker's accepted share",
+        Duration::from_secs(15),
+        || pool.log_tail(),
+        || {
+            let page = http_get_json(&http, "/api/workers");
+            page["workers"]
+                .as_array()
+                .and_then(|l| l.iter().find(|w| w["connections"] == 1))
+                .filter(|w| w["accepted"].as_u64() > Some(stored.len() as u64))
+                .cloned()
+                .ok_or_else(|| page.to_string())
+        },
+    );
     assert_eq!(
         worker["accepted"].as_u64(),
         Some(stored.len() as u64 + 1),
@@ -557,11 +559,7 @@ fn the_rpc_password_can_come_from_the_environment() {
         (pool, http)
     };
     let (pool, http) = start("p");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get(&http, "/healthz").0 != 200 {
-        assert!(Instant::now() < deadline, "{}", pool.log_tail());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    healthy_within(&http, Duration::from_secs(20), || pool.log_tail());
     let cmdline = std::fs::read(format!("/proc/{}/cmdline", pool.pid())).unwrap();
     assert!(
         !cmdline.split(|&b| b == 0).any(|a| a == b"p"),

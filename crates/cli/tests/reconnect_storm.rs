@@ -7,7 +7,7 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::{jds_args, simnet, strs, sv2_pool_on, Role, Roles};
 use testkit::net::fill_accept_queue;
@@ -103,19 +103,9 @@ fn every_roles_listeners_hold_a_reconnect_storm_in_their_accept_queue() {
         ("jds", &jds_at["http listening on"], &["jd"]),
     ] {
         // The JDS reports its node once its mempool view first fills.
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            let (code, body) = support::http_get(http, "/healthz");
-            if code == 200 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name}: {code} {body}\n{}",
-                roles.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        support::healthy_within(http, Duration::from_secs(15), || {
+            format!("{name}\n{}", roles.logs())
+        });
         let status = support::http_get_json(http, "/api/status");
         let queues = &status["admission"]["accept_queues"];
         let listed: Vec<&str> = queues

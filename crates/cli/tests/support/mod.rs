@@ -363,15 +363,44 @@ pub fn status_within(
     context: impl Fn() -> String,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = Instant::now() + limit;
-    loop {
+    within(what, limit, context, || {
         let status = http_get_json(http, "/api/status");
         if done(&status) {
-            return status;
+            Ok(status)
+        } else {
+            Err(status.to_string())
         }
-        assert!(Instant::now() < deadline, "{what}: {status}\n{}", context());
+    })
+}
+
+/// Calls `probe` every 100 ms until it returns `Ok`, for `limit` at most; past that, panics
+/// with `what`, the last `Err` (what was seen instead) and `context()` (the roles' logs, say).
+pub fn within<T>(
+    what: &str,
+    limit: Duration,
+    context: impl Fn() -> String,
+    mut probe: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match probe() {
+            Ok(done) => return done,
+            Err(seen) => assert!(Instant::now() < deadline, "{what}: {seen}\n{}", context()),
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Waits (within `limit`) for `/healthz` at `http` to answer 200.
+pub fn healthy_within(http: &str, limit: Duration, context: impl Fn() -> String) {
+    within("/healthz is not 200", limit, context, || {
+        let (code, body) = http_get(http, "/healthz");
+        if code == 200 {
+            Ok(())
+        } else {
+            Err(format!("{code} {body}"))
+        }
+    });
 }
 
 /// A `stratumlab tap` relaying bytes as they are from `listen` to `upstream` (for 10 minutes at
