@@ -237,7 +237,8 @@ where
     let bound = bound_of(base);
     assert!(
         p99 <= bound,
-        "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {base:.1} ms): {report}",
+        "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {base:.1} ms; the \
+         attack: {limited}): {report}",
         t.name,
     );
     let rss = rss(t.pid);

@@ -478,8 +478,8 @@ fn a_hash_rate_step_is_scored_and_protocol_costs_are_counted() {
             + e["vardiff_not_converged"].as_u64().unwrap();
         assert!(scored >= 16, "{name}: 8 connects and 8 steps at least: {e}");
         assert!(
-            e["vardiff_converge_s"]["max"].as_f64().unwrap() > 0.0,
-            "{name}: {e}"
+            e["vardiff_converge_s"]["max"].as_f64().unwrap_or(0.0) > 0.0,
+            "{name}: no vardiff convergence was timed: {e}"
         );
         for key in ["hashrate_error_pct", "total_hashrate_error_pct"] {
             for window in ["1m", "10m"] {
