@@ -5,9 +5,11 @@
 //! mid-run ends the run naming it, SIGINT or SIGTERM to the lab stops every role, and killing
 //! the lab leaves no role behind.
 
+mod support;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One lab at a time: each starts a dozen processes, and the timing checks need the CPU.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -141,11 +143,10 @@ fn roles_of(marker: &str) -> Vec<(u32, String)> {
 }
 
 fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let waiting = format!("timed out waiting for {what}");
+    support::within(&waiting, timeout, String::new, || {
+        f().then_some(()).ok_or_else(String::new)
+    });
 }
 
 fn output(child: Child) -> (std::process::ExitStatus, String) {

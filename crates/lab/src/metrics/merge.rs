@@ -32,13 +32,6 @@ impl<T: Merge, const N: usize> Merge for [T; N] {
     }
 }
 
-/// Samples in a plain list pool.
-impl<T: Clone> Merge for Vec<T> {
-    fn merge_from(&mut self, o: &Self) {
-        self.extend_from_slice(o);
-    }
-}
-
 impl Merge for Samples {
     fn merge_from(&mut self, o: &Self) {
         self.merge(o);
@@ -86,7 +79,7 @@ mod tests {
         struct Example {
             count: u64,
             by_kind: BTreeMap<&'static str, [u64; 2]>,
-            latencies: Vec<f64>,
+            work: f64,
         }
     }
 
@@ -95,18 +88,18 @@ mod tests {
         let mut a = Example {
             count: 2,
             by_kind: BTreeMap::from([("x", [1, 2])]),
-            latencies: vec![1.0],
+            work: 1.5,
         };
         let b = Example {
             count: 3,
             by_kind: BTreeMap::from([("x", [10, 20]), ("y", [5, 0])]),
-            latencies: vec![2.0, 3.0],
+            work: 2.0,
         };
         a.merge(&b);
         let merged = Example {
             count: 5,
             by_kind: BTreeMap::from([("x", [11, 22]), ("y", [5, 0])]),
-            latencies: vec![1.0, 2.0, 3.0],
+            work: 3.5,
         };
         assert_eq!(a, merged);
     }
