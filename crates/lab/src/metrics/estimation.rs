@@ -1,10 +1,13 @@
 //! How well each configuration's roles estimate hash rate and set difficulty, scored against
 //! the fleet's ground truth (docs/metrics.md, "Estimation").
 //!
-//! The truth: every device hashes its share of the budget, times the factor of the last
-//! hash-rate step the fleet marked (`hash_rate_step`), times the fleet's achieved/expected
-//! ratio over the measured window (so that a fleet short of CPU does not count as the pool's
-//! error).
+//! The truth: what the fleet really hashed, shared equally by its devices. Between two
+//! hash-rate steps the fleet marked (`hash_rate_step`), and from the window's start to the first
+//! and from the last to the drain, it is the fleet's measured rate over that phase (its
+//! per-second hash counts): a fleet short of CPU after a step hashes less than the step asks
+//! for, and that shortfall is not the pool's error. Where a phase has no counts, the truth is
+//! each device's share of the budget times the last step's factor times the fleet's
+//! achieved/expected ratio over the whole window.
 //!
 //! - Hash-rate estimates are what the lab sampled from the roles' HTTP status while the run
 //!   went on ([`EstimateSample`]). A pool's per-worker figure is compared with the truth of
@@ -34,6 +37,40 @@ const HASHES_PER_DIFF1: f64 = 4_294_967_296.0;
 
 /// Within this fraction of the target share rate, a device has converged.
 pub const CONVERGED_WITHIN: f64 = 0.20;
+
+/// The fleet's measured rate in each phase of the window that the steps cut it into (phase
+/// `k` from the `k`-th step, phase 0 from the warm-up's end), `None` for a phase with fewer
+/// than two seconds of counts. A count in row `s` is the hashes of the second before it
+/// (the fleet reports what it did since its last report), so only rows whose previous second
+/// and own second both lie inside the phase count; a report the fleet was late with lands in
+/// the next row, which is why the rate is a sum over rows, not a row's value.
+fn phase_rates(w: &Window, steps: &[(u64, f64)], hashes_per_s: &[u64]) -> Vec<Option<f64>> {
+    const SEC: u64 = 1_000_000_000;
+    let mut bounds = vec![w.warmup_end_ns];
+    bounds.extend(
+        steps
+            .iter()
+            .map(|s| s.0.clamp(w.warmup_end_ns, w.drain_start_ns)),
+    );
+    bounds.push(w.drain_start_ns);
+    bounds
+        .windows(2)
+        .map(|b| {
+            let (from, to) = (b[0], b[1]);
+            let rows: Vec<u64> = hashes_per_s
+                .iter()
+                .enumerate()
+                .filter(|&(s, _)| {
+                    let row_start = w.start_ns + s as u64 * SEC;
+                    row_start >= from + SEC && row_start + SEC <= to
+                })
+                .map(|(_, &n)| n)
+                .collect();
+            let sum: u64 = rows.iter().sum();
+            (rows.len() >= 2 && sum > 0).then(|| sum as f64 / rows.len() as f64)
+        })
+        .collect()
+}
 
 /// Whose estimate a sample is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -133,12 +170,21 @@ impl EstimationTally {
             total_hashrate_error_pct: of(Estimator::PoolTotal),
             vardiff_converge_s: seconds(&summarize(
                 &self.converge,
-                "no device connected or met a hash-rate step in the run",
+                if self.not_converged > 0 {
+                    "no device converged before the drain (see vardiff_not_converged)"
+                } else {
+                    "no device connected or met a hash-rate step in the run"
+                },
             )),
             vardiff_not_converged: self.not_converged,
             vardiff_converge_after_step_s: seconds(&summarize(
                 &self.converge_after_step,
-                "no hash-rate step in the run (--hash-rate-step)",
+                if self.not_converged_after_step > 0 {
+                    "no device converged after a step before the drain \
+                     (see vardiff_not_converged_after_step)"
+                } else {
+                    "no hash-rate step in the run (--hash-rate-step)"
+                },
             )),
             vardiff_not_converged_after_step: (self.not_converged_after_step > 0
                 || !self.converge_after_step.is_empty())
@@ -252,13 +298,16 @@ impl Vardiff {
         }
     }
 
-    /// Scores the run: `achieved_hps` is the fleet's measured rate over the window.
+    /// Scores the run: `achieved_hps` is the fleet's measured rate over the window,
+    /// `hashes_per_s` its hashes counted in each second of the window (row 0 from
+    /// `w.start_ns`; empty when the fleet counted none).
     pub(crate) fn finish(
         mut self,
         w: &Window,
         input: &EstimationInput,
         hash_budget_hps: f64,
         achieved_hps: Option<f64>,
+        hashes_per_s: &[u64],
         pool_workers: Option<u64>,
     ) -> EstimationTally {
         let mut tally = EstimationTally::default();
@@ -299,7 +348,12 @@ impl Vardiff {
                 1.0
             }
         });
-        let device_truth = |t: u64| base * factor_at(t) * ratio;
+        let measured = phase_rates(w, &steps, hashes_per_s);
+        let phase = |t: u64| steps.iter().take_while(|s| s.0 <= t).count();
+        let device_truth = |t: u64| match measured[phase(t)] {
+            Some(hps) => hps / f64::from(input.devices),
+            None => base * factor_at(t) * ratio,
+        };
 
         // Hash-rate estimates.
         let per_worker_devices = pool_workers
@@ -450,12 +504,9 @@ mod tests {
         })
     }
 
-    /// Two devices of 1 MH/s aimed at 15 shares a minute; from 100 s they hash twice as fast,
-    /// and the pool doubles their difficulty 30 s later.
-    #[test]
-    fn vardiff_convergence_and_deviation_are_what_was_injected() {
-        let w = window();
-        let hps = 1e6;
+    /// Two devices connect at 1 s and get a difficulty for `hps` each at 15 shares a minute; the
+    /// fleet marks a step at 100 s, and at 130 s the pool sets a difficulty for `then` each.
+    fn stepped(hps: f64, then: f64) -> Vardiff {
         let mut v = Vardiff::default();
         for dev in 0..2u64 {
             v.on_fleet_event(0, S, &connect(dev));
@@ -469,12 +520,22 @@ mod tests {
                 &EventKind::TargetChanged(TargetChanged {
                     conn: dev,
                     channel: None,
-                    target: diff_for(2.0 * hps, 15.0).to_target(),
+                    target: diff_for(then, 15.0).to_target(),
                 }),
             );
         }
+        v
+    }
+
+    /// Two devices of 1 MH/s aimed at 15 shares a minute; from 100 s they hash twice as fast,
+    /// and the pool doubles their difficulty 30 s later.
+    #[test]
+    fn vardiff_convergence_and_deviation_are_what_was_injected() {
+        let w = window();
+        let hps = 1e6;
+        let v = stepped(hps, 2.0 * hps);
         let input = vardiff_input(2, vec![2.0]);
-        let t = v.finish(&w, &input, 2.0 * hps, None, Some(2));
+        let t = v.finish(&w, &input, 2.0 * hps, None, &[], Some(2));
         let r = t.results().unwrap();
         // Connects: 0.25 s to the first job; the step: 30 s.
         let c = &r.vardiff_converge_s;
@@ -491,6 +552,40 @@ mod tests {
         assert!(dev.p90 < 1e-6 && dev.bias.abs() < 1e-6, "{dev:?}");
     }
 
+    /// A fleet short of CPU: the step asks for twice the rate, the devices manage one and a
+    /// half times it (their per-second counts say so, one report late and merged into the next
+    /// second's), and the pool sets the difficulty for what they really hash 30 s after the
+    /// step. That is convergence, and no deviation outside it; scored against the budget's
+    /// doubling, the devices would never have converged.
+    #[test]
+    fn the_truth_after_a_step_is_what_the_fleet_really_hashed() {
+        let w = window();
+        let hps = 1e6;
+        let v = stepped(hps, 1.5 * hps);
+        let mut counts: Vec<u64> = (0..205u64)
+            .map(|s| if s <= 100 { 2_000_000 } else { 3_000_000 })
+            .collect();
+        counts[150] = 0;
+        counts[151] = 6_000_000;
+        let input = vardiff_input(2, vec![2.0]);
+        let r = v
+            .finish(&w, &input, 2.0 * hps, None, &counts, Some(2))
+            .results()
+            .unwrap();
+        assert_eq!(r.vardiff_not_converged, 0, "{r:?}");
+        let after = &r.vardiff_converge_after_step_s;
+        assert_eq!(after.n, 2);
+        assert!((after.p50.unwrap() - 30.0).abs() < 0.05, "{after:?}");
+        let dev = r.share_rate_deviation_pct.unwrap();
+        assert!(dev.p90 < 1e-6 && dev.bias.abs() < 1e-6, "{dev:?}");
+        // Without the counts the truth is the budget's doubling, which the pool never meets.
+        let r = stepped(hps, 1.5 * hps)
+            .finish(&w, &input, 2.0 * hps, None, &[], Some(2))
+            .results()
+            .unwrap();
+        assert_eq!(r.vardiff_not_converged_after_step, Some(2), "{r:?}");
+    }
+
     /// A pool that never follows the step: the devices never converge, and until the step
     /// they sit on the target.
     #[test]
@@ -501,11 +596,20 @@ mod tests {
         v.on_fleet_event(0, 2 * S, &job(7, diff_for(1e6, 15.0)));
         v.on_fleet_event(0, 50 * S, &step());
         let input = vardiff_input(1, vec![3.0]);
-        let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
+        let r = v
+            .finish(&w, &input, 1e6, None, &[], Some(1))
+            .results()
+            .unwrap();
         assert_eq!(r.vardiff_converge_s.n, 1);
         assert_eq!(r.vardiff_not_converged, 1);
         assert_eq!(r.vardiff_not_converged_after_step, Some(1));
         assert_eq!(r.vardiff_converge_after_step_s.n, 0);
+        // Absent because nothing converged, not because there was no step.
+        let why = r.vardiff_converge_after_step_s.absent_reason.as_deref();
+        assert!(
+            why.is_some_and(|w| w.starts_with("no device converged after a step")),
+            "{why:?}"
+        );
         assert_eq!(r.share_rate_deviation_pct.unwrap().n, 40);
     }
 
@@ -534,7 +638,10 @@ mod tests {
         v.on_fleet_event(0, 120 * S, &connect(2));
         v.on_fleet_event(0, 121 * S, &job(2, d));
         let input = vardiff_input(1, vec![1.0]);
-        let r = v.finish(&w, &input, 1e6, None, Some(1)).results().unwrap();
+        let r = v
+            .finish(&w, &input, 1e6, None, &[], Some(1))
+            .results()
+            .unwrap();
         // Device 1: two connects and the step; device 2: its connect only.
         assert_eq!(r.vardiff_converge_s.n, 4, "{r:?}");
         assert_eq!(r.vardiff_not_converged, 0);
@@ -588,6 +695,7 @@ mod tests {
                 &input,
                 4.0 * per_device,
                 Some(4.0 * per_device),
+                &[],
                 Some(4),
             )
             .results()
@@ -608,6 +716,7 @@ mod tests {
                 &input,
                 4.0 * per_device,
                 Some(3.6 * per_device),
+                &[],
                 Some(4),
             )
             .results()

@@ -385,14 +385,17 @@ pub fn measure(run: &ConfigRun) -> Result<Measured, MetricsError> {
         hash_budget_hps: run.hash_budget_hps,
         achieved_hps: vec![outcome.achieved_hps],
         unmatched,
-        series: std::mem::take(&mut fleet.series),
         estimation: vardiff.finish(
             &w,
             &run.estimation,
             run.hash_budget_hps,
             outcome.achieved_hps,
+            &(0..fleet.series.len())
+                .map(|s| fleet.series.get(Series::HASHES, s))
+                .collect::<Vec<_>>(),
             run.pool_workers,
         ),
+        series: std::mem::take(&mut fleet.series),
         protocol,
     };
     tracing::info!(config = %run.name, events, elapsed_ms = started.elapsed().as_millis() as u64,
