@@ -18,6 +18,7 @@
 mod support;
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -205,40 +206,62 @@ fn check_honest(t: &Target, case: &str, report: &Value) {
 /// shared cores are noisy (a compiler or another process beside the test): when the case's
 /// p99 is over the bound, the baseline is measured again right then and the case run once more
 /// (from fresh addresses), and that second run must meet the bound from the fresh baseline.
-/// The row says so.
+/// The row says so. A machine that stops everything for a while (a virtual machine's host
+/// taking its cores) delays the honest devices' verdicts whatever the role does; a thread of
+/// this test that only sleeps 2 ms at a time ([`stalls`]) sees such a stop as its own late
+/// wake-up. Only when the second run missed too and that thread was late by at least the p99's
+/// excess over the baseline (the machine alone could explain the miss) is the case run a
+/// third time, again from a fresh baseline; otherwise the miss is the role's.
 fn case<F>(t: &Target, n: u8, name: &'static str, attack: F)
 where
     F: Fn(&Target, Box<dyn Fn(u8) -> Ipv4Addr>) -> String,
 {
+    // Returns the honest run, what limited the attacker, and the machine's longest stall (ms).
     let run = |n: u8| {
         let octet = t.octet;
         let ip = move |i: u8| Ipv4Addr::new(127, octet, n, 1 + i);
+        let done = AtomicBool::new(false);
         std::thread::scope(|s| {
+            let canary = s.spawn(|| stalls(&done));
             let fleet = s.spawn(|| honest_run(t));
             // The honest devices connect first, as they would be on a pool being attacked.
             std::thread::sleep(Duration::from_millis(800));
             let limited = attack(t, Box::new(ip));
-            (fleet.join().unwrap(), limited)
+            let honest = fleet.join().unwrap();
+            done.store(true, Ordering::Relaxed);
+            (honest, limited, canary.join().unwrap())
         })
     };
     let bound_of = |base: f64| (2.0 * base).max(base + 50.0);
-    let ((mut p99, mut report), mut limited) = run(n);
+    let ((mut p99, mut report), mut limited, mut stall) = run(n);
     let mut base = t.base_p99;
     check_honest(t, name, &report);
-    if p99 > bound_of(base) {
-        let first = p99;
+    let mut missed: Vec<String> = Vec::new();
+    // The second run always; the third only after a stall of the machine as long as the miss.
+    while p99 > bound_of(base) && (missed.is_empty() || (missed.len() == 1 && stall >= p99 - base))
+    {
+        missed.push(format!(
+            "p99 {p99:.1} ms over baseline {base:.1} ms, the machine stalled {stall:.0} ms"
+        ));
         let (fresh, base_report) = honest_run(t);
         check_honest(t, "baseline again", &base_report);
         base = fresh;
-        ((p99, report), limited) = run(n + 100);
+        let again = n + 100 * missed.len() as u8;
+        ((p99, report), limited, stall) = run(again);
         check_honest(t, name, &report);
-        limited = format!("{limited} (run again: p99 {first:.1} ms over the first baseline)");
+    }
+    if !missed.is_empty() {
+        limited = format!(
+            "{limited} (run {} times: {})",
+            missed.len() + 1,
+            missed.join("; ")
+        );
     }
     let bound = bound_of(base);
     assert!(
         p99 <= bound,
         "{}/{name}: honest p99 {p99:.1} ms over {bound:.1} ms (baseline {base:.1} ms; the \
-         attack: {limited}): {report}",
+         machine stalled {stall:.0} ms at most; the attack: {limited}): {report}",
         t.name,
     );
     let rss = rss(t.pid);
@@ -256,6 +279,19 @@ where
         base,
         rss_mb: rss as f64 / (1 << 20) as f64,
     });
+}
+
+/// The longest time (ms) a thread that sleeps 2 ms at a time woke up late, until `done`: how
+/// long the machine stopped running this process's threads at once.
+fn stalls(done: &AtomicBool) -> f64 {
+    const NAP: Duration = Duration::from_millis(2);
+    let mut longest = Duration::ZERO;
+    while !done.load(Ordering::Relaxed) {
+        let at = Instant::now();
+        std::thread::sleep(NAP);
+        longest = longest.max(at.elapsed().saturating_sub(NAP));
+    }
+    longest.as_secs_f64() * 1e3
 }
 
 fn rt() -> tokio::runtime::Runtime {
