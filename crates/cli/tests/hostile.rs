@@ -223,12 +223,15 @@ where
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
             let canary = s.spawn(|| stalls(&done));
+            // Set however this closure ends: an attack's failed assertion unwinds through the
+            // scope, which waits for the canary before the test can fail.
+            let stop = SetOnDrop(&done);
             let fleet = s.spawn(|| honest_run(t));
             // The honest devices connect first, as they would be on a pool being attacked.
             std::thread::sleep(Duration::from_millis(800));
             let limited = attack(t, Box::new(ip));
             let honest = fleet.join().unwrap();
-            done.store(true, Ordering::Relaxed);
+            drop(stop);
             (honest, limited, canary.join().unwrap())
         })
     };
@@ -279,6 +282,15 @@ where
         base,
         rss_mb: rss as f64 / (1 << 20) as f64,
     });
+}
+
+/// Sets its flag when dropped, unwinding included.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The longest time (ms) a thread that sleeps 2 ms at a time woke up late, until `done`: how
@@ -730,8 +742,15 @@ fn banned_for_invalid_shares(t: &Target, before: &Value) -> String {
     format!("banned after {BAN_AFTER} invalid shares; reconnect refused")
 }
 
+/// What tells one run of a case from its re-run (the case's third octet): names a case makes
+/// up must be new to the role in each run, since the role remembers the first run's.
+fn run_tag(ip: &dyn Fn(u8) -> Ipv4Addr) -> u8 {
+    ip(0).octets()[2]
+}
+
 /// Thousands of worker names on one connection: only a few are taken.
 fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let run = run_tag(&ip);
     let accepted = rt().block_on(async {
         let Sv1Attacker { mut s, .. } = Sv1Attacker::connect(t, ip(0)).await;
         let mut accepted = 0u32;
@@ -742,7 +761,7 @@ fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
             for i in 0..80u32 {
                 let id = 1000 + batch * 100 + i;
                 lines.push_str(&format!(
-                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.w{id}\",\"x\"]}}\n"
+                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.r{run}w{id}\",\"x\"]}}\n"
                 ));
             }
             if s.write_all(lines.as_bytes()).await.is_err() {
@@ -778,6 +797,7 @@ fn worker_names(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
 /// New worker names from one address over many connections: taken up to the address's
 /// allowance (the per-address connection cap at once, then one a second).
 fn worker_names_across_connections(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let run = run_tag(&ip);
     let before = admission(t);
     let accepted = rt().block_on(async {
         let mut accepted = 0u32;
@@ -787,7 +807,7 @@ fn worker_names_across_connections(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) 
             for i in 0..15u32 {
                 let id = 1000 + i;
                 lines.push_str(&format!(
-                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.c{c}w{i}\",\"x\"]}}\n"
+                    "{{\"id\":{id},\"method\":\"mining.authorize\",\"params\":[\"{PAYOUT}.r{run}c{c}w{i}\",\"x\"]}}\n"
                 ));
             }
             s.write_all(lines.as_bytes()).await.unwrap();
@@ -1335,6 +1355,7 @@ async fn jd_client(addr: SocketAddr, key: [u8; 32]) -> (f64, Value) {
 /// New users from one address over several SV2 connections, a channel each: opened up to the
 /// address's allowance of new workers.
 fn users_across_connections_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> String {
+    let run = run_tag(&ip);
     let before = admission(t);
     let opened = rt().block_on(async {
         let mut opened = 0u32;
@@ -1343,7 +1364,7 @@ fn users_across_connections_sv2(t: &Target, ip: Box<dyn Fn(u8) -> Ipv4Addr>) -> 
             for i in 0..30u32 {
                 let open: Message = OpenStandardMiningChannel {
                     request_id: i,
-                    user_identity: format!("{PAYOUT}.c{c}u{i}"),
+                    user_identity: format!("{PAYOUT}.r{run}c{c}u{i}"),
                     nominal_hash_rate: 1e5,
                     max_target: primitives::Target::from_le_bytes(&[0xff; 32]),
                 }
